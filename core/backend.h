@@ -1,0 +1,134 @@
+// Backend: the kernels the engine runs, behind one interface that the CPU backend
+// (core/cpu/) and the CUDA backend (core/cuda/) both implement.
+//
+// Conventions, as in llm.c:
+// - Tensors are contiguous, row-major, on the backend's device. Activations are [b, s, c];
+//   kernels treat all leading dimensions as rows ("n" below is b*s).
+// - Floating kernels run in the tensors' dtype: f32 for training, f64 for gradient checks.
+//   Mixed precision (bf16/fp16) comes with the precision issue.
+// - Parameter gradients ACCUMULATE (+=): micro-batches add into them.
+// - Input gradients OVERWRITE, except layernorm_backward's din, which accumulates, because a
+//   LayerNorm input is the residual stream whose gradient already holds the skip path.
+// - Sums that feed a reported number (loss, squared norms) are accumulated in double.
+// Thread safety: a Backend is used by one thread at a time; CPU kernels parallelise inside.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/rng.h"
+#include "core/tensor.h"
+
+namespace mtnlg {
+
+enum class Activation { kGelu, kGeluTanh };  // exact erf GeLU, or the tanh approximation
+
+struct AdamWArgs {
+  double lr = 0.0;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;  // decoupled: param -= lr * wd * param
+  int64_t step = 1;           // 1-based, for bias correction
+  double grad_scale = 1.0;    // multiplies the gradient first (clipping, loss-scale undo)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual Device device() const = 0;
+  virtual std::string name() const = 0;
+
+  // ---- memory ----
+  // A new zero-filled tensor on this device.
+  virtual Tensor alloc(const Shape& shape, DType dtype) = 0;
+  virtual void fill(Tensor& t, double value) = 0;
+  // dst = src (same numel; same dtype, or f32<->f64 conversion). Either side may be a CPU
+  // tensor when this is a device backend: that is how host data moves.
+  virtual void copy(Tensor& dst, const Tensor& src) = 0;
+
+  // ---- dense algebra ----
+  // c[m, n] = alpha * op(a) @ op(b) + beta * c, with op(x) = x^T when trans_x. a and b are
+  // viewed as 2-D (leading dimensions collapsed).
+  virtual void gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                    double alpha, double beta) = 0;
+  // y[n, c] += bias[c]
+  virtual void add_bias(Tensor& y, const Tensor& bias) = 0;
+  // dbias[c] += sum_n dy[n, c]
+  virtual void bias_backward(Tensor& dbias, const Tensor& dy) = 0;
+  // out = a + b (out may alias a or b)
+  virtual void add(Tensor& out, const Tensor& a, const Tensor& b) = 0;
+  // y += alpha * x
+  virtual void axpy(Tensor& y, const Tensor& x, double alpha) = 0;
+  // x *= alpha
+  virtual void scale(Tensor& x, double alpha) = 0;
+  // sum of x[i]^2, in double
+  virtual double sum_squares(const Tensor& x) = 0;
+
+  // ---- layers ----
+  // out, in: [n, c]; weight, bias: [c]; mean, rstd: [n] (saved for backward).
+  virtual void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in,
+                                 const Tensor& weight, const Tensor& bias, double eps) = 0;
+  // din += ...; dweight += ...; dbias += ...
+  virtual void layernorm_backward(Tensor& din, Tensor& dweight, Tensor& dbias, const Tensor& dout,
+                                  const Tensor& in, const Tensor& weight, const Tensor& mean,
+                                  const Tensor& rstd) = 0;
+
+  // out = act(in), elementwise (out may alias nothing)
+  virtual void gelu_forward(Tensor& out, const Tensor& in, Activation act) = 0;
+  // din = dout * act'(in) (din may alias dout)
+  virtual void gelu_backward(Tensor& din, const Tensor& dout, const Tensor& in,
+                             Activation act) = 0;
+
+  // Causal self-attention over heads laid out per head: qkv [b, s, heads * 3 * hd], where the
+  // 3*hd columns of head j are (q_j, k_j, v_j), so a split of the columns across tensor-parallel
+  // ranks keeps whole heads. out: [b, s, heads * hd]. probs: [b, heads, s, s] saved softmax
+  // (before dropout; entries above the diagonal are 0). Scores are scaled by 1/sqrt(hd).
+  // Attention dropout with probability p draws from `rng`, element index
+  // ((b * heads + h) * s + i) * s + j, and is regenerated identically in backward.
+  virtual void attention_forward(Tensor& out, Tensor& probs, const Tensor& qkv, int64_t heads,
+                                 double dropout_p, RngStream rng) = 0;
+  // dqkv = ... (overwrites)
+  virtual void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
+                                  const Tensor& probs, int64_t heads, double dropout_p,
+                                  RngStream rng) = 0;
+
+  // out[b, t, :] = wte[tokens[b, t], :] + wpe[t, :]; tokens i32 [b, s]; wte [V, c]; wpe [P, c].
+  virtual void embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& wte,
+                                 const Tensor& wpe) = 0;
+  // dwte[tokens[b, t]] += dout[b, t]; dwpe[t] += sum_b dout[b, t]
+  virtual void embedding_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout,
+                                  const Tensor& tokens) = 0;
+
+  // Cross entropy over the first `vocab` columns of logits [n, V_padded] (columns >= vocab are
+  // padding and never contribute); targets i32 [n], each in [0, vocab).
+  // Returns sum_n -log softmax(logits[n])[targets[n]], in double.
+  virtual double cross_entropy_forward(const Tensor& logits, const Tensor& targets,
+                                       int64_t vocab) = 0;
+  // dlogits = grad_scale * (softmax(logits) - onehot(targets)); padded columns set to 0.
+  // dlogits may alias logits (the fused, memory-saving path).
+  virtual void cross_entropy_backward(Tensor& dlogits, const Tensor& logits,
+                                      const Tensor& targets, int64_t vocab,
+                                      double grad_scale) = 0;
+
+  // out = in * keep / (1 - p), keep drawn from rng element index i (out may alias in).
+  virtual void dropout_forward(Tensor& out, const Tensor& in, double p, RngStream rng) = 0;
+  // din = dout * keep / (1 - p) (din may alias dout)
+  virtual void dropout_backward(Tensor& din, const Tensor& dout, double p, RngStream rng) = 0;
+
+  // ---- optimizer ----
+  // AdamW on one tensor: g = grad * grad_scale; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+  // param -= lr * (mhat / (sqrt(vhat) + eps) + weight_decay * param).
+  virtual void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
+                            const AdamWArgs& args) = 0;
+
+  // Blocks until queued work is done (no-op on CPU).
+  virtual void synchronize() {}
+};
+
+// The CPU backend. threads <= 0 uses every core.
+std::unique_ptr<Backend> make_cpu_backend(int threads = 0);
+
+}  // namespace mtnlg

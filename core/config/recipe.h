@@ -1,0 +1,146 @@
+// Recipe: the typed, validated form of a recipe YAML file (the schema in README.md).
+//
+// load_recipe() reads the YAML, applies `--set key.path=value` overrides, rejects unknown keys,
+// wrong types and impossible values with an Error whose context is the key path
+// (e.g. "model.num_attention_heads") and whose message says the fix, and resolves relative
+// paths against the working directory (as Megatron-LM does). Validation here is everything that
+// can be checked without touching files or peers. check_supported() separately rejects values
+// whose feature this build cannot train yet, so that --dry-run can still plan them.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+
+namespace mtnlg {
+
+enum class Precision { kFP32, kBF16, kFP16 };
+enum class DecayStyle { kCosine, kLinear, kConstant };
+
+struct ModelConfig {
+  int64_t num_layers = 0;
+  int64_t hidden_size = 0;
+  int64_t num_attention_heads = 0;
+  int64_t ffn_hidden_size = 0;  // default 4 * hidden_size
+  int64_t seq_length = 0;
+  int64_t max_position_embeddings = 0;  // default seq_length
+  int64_t vocab_size = 50257;
+  int64_t make_vocab_size_divisible_by = 128;
+  Activation activation = Activation::kGelu;
+  double layernorm_epsilon = 1e-5;
+  double init_method_std = 0.02;
+  double hidden_dropout = 0.1;
+  double attention_dropout = 0.1;
+  std::string init_from;  // HF GPT-2 safetensors file, resolved; empty for random init
+};
+
+struct ParallelConfig {
+  int64_t tensor = 1;
+  int64_t pipeline = 1;
+  int64_t data = 0;  // 0 = derived from the world size
+  int64_t micro_batch_size = 1;
+  int zero_stage = 0;
+  bool activation_checkpointing = false;
+};
+
+struct OptimizerConfig {
+  double lr = 1e-4;
+  double min_lr = 0.0;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.01;
+  double clip_grad = 1.0;  // 0 disables clipping
+};
+
+struct ScheduleConfig {
+  int64_t warmup_tokens = 0;
+  int64_t decay_tokens = 0;  // default: train_tokens
+  DecayStyle decay_style = DecayStyle::kCosine;
+  int64_t train_tokens = 0;  // 0 = unset; at least one of train_tokens/train_iters is set
+  int64_t train_iters = 0;
+};
+
+struct RampupConfig {
+  int64_t start = 0;  // 0 = no ramp
+  int64_t increment = 0;
+  int64_t tokens = 0;
+};
+
+struct BatchConfig {
+  int64_t global_batch_size = 0;
+  RampupConfig rampup;
+};
+
+struct BlendEntry {
+  std::string prefix;  // resolved path prefix of PREFIX.bin / PREFIX.idx
+  double weight = 1.0;
+};
+
+struct DataConfig {
+  std::vector<BlendEntry> blend;
+  std::vector<double> split = {1.0, 0.0, 0.0};  // train, valid, test (any positive scale)
+  uint64_t seed = 1234;
+  bool shuffle = true;
+  std::string cache_dir;  // resolved; default "<checkpoint.dir or .>/cache"
+};
+
+struct CheckpointConfig {
+  std::string dir;  // resolved; empty = no checkpoints
+  int64_t save_interval = 0;
+  int64_t keep_last = 0;  // 0 = keep all
+  bool async = false;
+  bool resume = false;
+};
+
+struct LoggingConfig {
+  int64_t interval = 10;
+  std::string metrics_file;  // resolved; default "metrics.jsonl"
+};
+
+struct EvalConfig {
+  int64_t interval = 0;  // 0 = no evaluation
+  int64_t iters = 0;
+};
+
+struct Recipe {
+  ModelConfig model;
+  ParallelConfig parallel;
+  Precision precision = Precision::kFP32;
+  OptimizerConfig optimizer;
+  ScheduleConfig schedule;
+  BatchConfig batch;
+  DataConfig data;
+  CheckpointConfig checkpoint;
+  LoggingConfig logging;
+  EvalConfig eval;
+  uint64_t seed = 1234;
+
+  // Vocabulary padded to a multiple of make_vocab_size_divisible_by * tensor (Megatron's rule,
+  // so each tensor-parallel shard is a multiple of make_vocab_size_divisible_by).
+  int64_t padded_vocab_size() const;
+  // Tokens per iteration at the full global batch.
+  int64_t tokens_per_iteration() const { return batch.global_batch_size * model.seq_length; }
+};
+
+// Parses `yaml_text` (from `source`, for messages), applies overrides ("a.b.c=value", value
+// parsed as YAML), validates. Throws Error with the key path as context.
+Recipe parse_recipe(const std::string& yaml_text, const std::vector<std::string>& overrides,
+                    const std::string& source = "<recipe>");
+// Reads `path` then parse_recipe. A missing file is kNotFound naming it.
+Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides);
+
+// Throws kUnsupported naming the first key whose feature this build cannot train yet.
+void check_supported(const Recipe& recipe);
+
+// The fully resolved recipe as YAML (every key, defaults filled in), for logs and run dirs.
+std::string recipe_to_yaml(const Recipe& recipe);
+
+const char* precision_name(Precision p);
+const char* decay_style_name(DecayStyle d);
+const char* activation_name(Activation a);
+
+}  // namespace mtnlg

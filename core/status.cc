@@ -1,0 +1,30 @@
+#include "core/status.h"
+
+namespace mtnlg {
+
+const char* code_name(Code code) {
+  switch (code) {
+    case Code::kInvalidArgument: return "invalid argument";
+    case Code::kNotFound: return "not found";
+    case Code::kCorruption: return "corruption";
+    case Code::kIOError: return "I/O error";
+    case Code::kUnsupported: return "not yet supported";
+    case Code::kInternal: return "internal error";
+  }
+  return "error";
+}
+
+std::string Error::format(Code code, const std::string& message, const std::string& context) {
+  std::string out = code_name(code);
+  if (!context.empty()) out += " [" + context + "]";
+  out += ": " + message;
+  return out;
+}
+
+namespace detail {
+void check_failed(const char* file, int line, const std::string& what) {
+  throw Error(Code::kInternal, what, std::string(file) + ":" + std::to_string(line));
+}
+}  // namespace detail
+
+}  // namespace mtnlg
