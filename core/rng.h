@@ -1,6 +1,6 @@
 // Counter-based random numbers: Philox4x32-10 (Salmon et al., SC'11), as cuRAND and PyTorch use.
 //
-// A stream is (seed, offset). Element i of a stream is a pure function of (seed, offset + i), so
+// A stream is (seed, stream, offset). Element i is a pure function of (seed, stream, offset + i), so
 // any device or thread can produce any element without shared state: dropout masks are
 // regenerated in backward instead of stored, and splitting per rank later is choosing disjoint
 // offsets (or seeds). Everything here is MTNLG_HD so CPU and CUDA draw the same numbers.
@@ -15,6 +15,7 @@ namespace mtnlg {
 
 struct RngStream {
   uint64_t seed = 0;
+  uint64_t stream = 0;  // independent sub-stream (e.g. micro-batch and dropout site); counter high word
   uint64_t offset = 0;  // counter of element 0
 };
 
@@ -46,7 +47,7 @@ MTNLG_HD Philox4 philox4x32_10(uint64_t key64, uint64_t counter_hi, uint64_t cou
 // 32 random bits for element i of a stream: one Philox block yields four elements.
 MTNLG_HD uint32_t rng_bits(RngStream s, uint64_t i) {
   const uint64_t n = s.offset + i;
-  const Philox4 r = philox4x32_10(s.seed, 0, n >> 2);
+  const Philox4 r = philox4x32_10(s.seed, s.stream, n >> 2);
   return r.v[n & 3];
 }
 
@@ -57,7 +58,8 @@ MTNLG_HD float rng_uniform(RngStream s, uint64_t i) {
 
 // Standard normal for element i (Box-Muller on two 32-bit draws of one Philox block).
 MTNLG_HD double rng_normal(RngStream s, uint64_t i) {
-  const Philox4 r = philox4x32_10(s.seed, 1, s.offset + i);
+  // Another key than rng_bits' so normal and uniform draws of one stream are independent.
+  const Philox4 r = philox4x32_10(s.seed ^ 0x6A09E667F3BCC909ull, s.stream, s.offset + i);
   const double u1 = (static_cast<double>(r.v[0]) + 1.0) * (1.0 / 4294967296.0);  // (0, 1]
   const double u2 = static_cast<double>(r.v[1]) * (1.0 / 4294967296.0);
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);

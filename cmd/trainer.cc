@@ -1,0 +1,199 @@
+#include "cmd/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "checkpoint/hf_import.h"
+#include "core/logging.h"
+#include "core/metrics.h"
+#include "data/gpt_dataset.h"
+#include "data/indexed_dataset.h"
+#include "model/gpt_params.h"
+#include "model/gpt_stage.h"
+#include "optim/adamw.h"
+#include "optim/lr_schedule.h"
+
+namespace mtnlg {
+
+int64_t planned_iterations(const Recipe& r) {
+  const int64_t per_iter = r.tokens_per_iteration();
+  int64_t iters = r.schedule.train_iters > 0 ? r.schedule.train_iters : INT64_MAX;
+  if (r.schedule.train_tokens > 0)
+    iters = std::min(iters, (r.schedule.train_tokens + per_iter - 1) / per_iter);
+  return iters;
+}
+
+namespace {
+
+std::string format_duration(double seconds) {
+  const auto s = static_cast<int64_t>(seconds + 0.5);
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%ld:%02ld:%02ld", static_cast<long>(s / 3600),
+                static_cast<long>(s / 60 % 60), static_cast<long>(s % 60));
+  return buf;
+}
+
+}  // namespace
+
+Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
+    : recipe_(recipe), options_(options) {
+  check_supported(recipe_);
+  total_iters_ = planned_iterations(recipe_);
+  spdlog::info("resolved recipe:\n{}", recipe_to_yaml(recipe_));
+
+  // Data first: a missing or bad corpus fails before the model takes memory.
+  const auto& entry = recipe_.data.blend.front();
+  auto indexed = IndexedDataset::open(entry.prefix);
+  const auto bounds = split_boundaries(indexed->num_documents(), recipe_.data.split);
+  dataset_ = std::make_unique<SequentialGPTDataset>(indexed, recipe_.model.seq_length, bounds[0],
+                                                    bounds[1]);
+  spdlog::info("data: {} ({} documents, train documents [{}, {}), {} tokens per epoch)",
+               entry.prefix, indexed->num_documents(), bounds[0], bounds[1],
+               dataset_->tokens_per_epoch());
+
+  backend_ = make_cpu_backend(options_.threads);
+  const GPTConfig config = gpt_config_from(recipe_);
+  model_ = std::make_unique<GPTStage>(config, full_model(config), *backend_, DType::kF32,
+                                      recipe_.seed);
+  if (recipe_.model.init_from.empty()) {
+    model_->init_weights(recipe_.seed);
+  } else {
+    load_hf_gpt2(*model_, recipe_.model.init_from);
+    spdlog::info("initialised from {}", recipe_.model.init_from);
+  }
+  spdlog::info("model: {} parameters ({} layers, hidden {}, {} heads, ffn {}, vocab {} padded to {})",
+               model_->params().global_numel(), config.num_layers, config.hidden, config.heads,
+               config.ffn, config.vocab, config.padded_vocab);
+  optimizer_ = std::make_unique<AdamW>(model_->params(), *backend_, recipe_.optimizer);
+  schedule_ = std::make_unique<LrSchedule>(recipe_.optimizer, recipe_.schedule);
+
+  const int64_t micro = recipe_.parallel.micro_batch_size, seq = recipe_.model.seq_length;
+  tokens_ = Tensor::cpu({micro, seq}, DType::kI32);
+  targets_ = Tensor::cpu({micro, seq}, DType::kI32);
+  sample_.resize(static_cast<size_t>(seq + 1));
+  acts_ = std::make_unique<StageActivations>(model_->make_activations(micro));
+
+  if (options_.write_files) {
+    metrics_ = std::make_unique<MetricsWriter>(recipe_.logging.metrics_file, false);
+    const auto dir = std::filesystem::path(recipe_.logging.metrics_file).parent_path();
+    const auto saved = (dir / "resolved_recipe.yaml").string();
+    std::ofstream out(saved, std::ios::trunc);
+    out << recipe_to_yaml(recipe_);
+    if (!out) throw io_error("cannot write the resolved recipe", saved);
+    spdlog::info("metrics: {} (resolved recipe saved to {})", recipe_.logging.metrics_file, saved);
+  }
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::load_micro_batch(int64_t first_sample, int64_t count) {
+  const int64_t seq = recipe_.model.seq_length, vocab = recipe_.model.vocab_size;
+  int32_t* tok = tokens_.data_as<int32_t>();
+  int32_t* tgt = targets_.data_as<int32_t>();
+  for (int64_t j = 0; j < count; ++j) {
+    dataset_->sample(first_sample + j, sample_.data());
+    for (int64_t t = 0; t <= seq; ++t) {
+      if (sample_[t] < 0 || sample_[t] >= vocab)
+        throw invalid_argument("token id " + std::to_string(sample_[t]) + " in sample " +
+                                   std::to_string(first_sample + j) + " is outside model.vocab_size " +
+                                   std::to_string(vocab) +
+                                   "; the data was tokenized with a larger vocabulary: set "
+                                   "model.vocab_size to match the tokenizer",
+                               recipe_.data.blend.front().prefix);
+    }
+    std::copy_n(sample_.begin(), seq, tok + j * seq);
+    std::copy_n(sample_.begin() + 1, seq, tgt + j * seq);
+  }
+}
+
+IterationStats Trainer::train_step() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t global = recipe_.batch.global_batch_size;
+  const int64_t micro = recipe_.parallel.micro_batch_size;
+  const int64_t seq = recipe_.model.seq_length;
+  const int64_t batch_tokens = global * seq;
+
+  model_->params().zero_grads(*backend_);
+  double loss_sum = 0.0;
+  for (int64_t m = 0; m < global / micro; ++m) {
+    const int64_t first = consumed_samples_ + m * micro;
+    load_micro_batch(first, micro);
+    const auto micro_batch_id = static_cast<uint64_t>(first / micro);
+    loss_sum += model_->forward(*acts_, tokens_, targets_, micro_batch_id);
+    model_->backward(*acts_, Tensor(), 1.0 / static_cast<double>(batch_tokens));
+  }
+  const double loss = loss_sum / static_cast<double>(batch_tokens);
+  const double grad_norm = global_grad_norm(*backend_, model_->params());
+  ++iteration_;
+  if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
+    throw Error(Code::kInvalidArgument,
+                "training diverged at iteration " + std::to_string(iteration_) + " (loss " +
+                    json_number(loss) + ", grad norm " + json_number(grad_norm) +
+                    "): lower optimizer.lr, lengthen schedule.warmup_tokens or set "
+                    "optimizer.clip_grad",
+                "optimizer.lr");
+  }
+  const int64_t consumed_tokens_after = (consumed_samples_ + global) * seq;
+  const double lr = schedule_->lr_at(consumed_tokens_after);
+  optimizer_->step(lr, clip_coefficient(grad_norm, recipe_.optimizer.clip_grad));
+  backend_->synchronize();
+  consumed_samples_ += global;
+
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  train_seconds_ += seconds;
+  IterationStats s;
+  s.iteration = iteration_;
+  s.loss = loss;
+  s.lr = lr;
+  s.global_batch_size = global;
+  s.consumed_samples = consumed_samples_;
+  s.consumed_tokens = consumed_samples_ * seq;
+  s.grad_norm = grad_norm;
+  s.elapsed_ms = seconds * 1e3;
+  s.tokens_per_sec = static_cast<double>(batch_tokens) / seconds;
+  log_iteration(s);
+  return s;
+}
+
+void Trainer::log_iteration(const IterationStats& s) {
+  if (metrics_) {
+    JsonLine line;
+    line.add("iteration", s.iteration)
+        .add("split", "train")
+        .add("loss", s.loss)
+        .add("lr", s.lr)
+        .add("global_batch_size", s.global_batch_size)
+        .add("consumed_samples", s.consumed_samples)
+        .add("consumed_tokens", s.consumed_tokens)
+        .add("grad_norm", s.grad_norm)
+        .add("tokens_per_sec", s.tokens_per_sec)
+        .add("elapsed_ms", s.elapsed_ms);
+    metrics_->write(line);
+  }
+  if (s.iteration % recipe_.logging.interval == 0 || s.iteration == total_iters_ ||
+      s.iteration == 1) {
+    const double left = train_seconds_ / static_cast<double>(s.iteration) *
+                        static_cast<double>(total_iters_ - s.iteration);
+    spdlog::info("iteration {:>6}/{} | loss {:.4f} | lr {:.3e} | batch {} | grad norm {:.3f} | "
+                 "{:.0f} tokens/s | {:.0f} ms | left {}",
+                 s.iteration, total_iters_, s.loss, s.lr, s.global_batch_size, s.grad_norm,
+                 s.tokens_per_sec, s.elapsed_ms, format_duration(left));
+  }
+}
+
+std::vector<IterationStats> Trainer::run() {
+  std::vector<IterationStats> all;
+  spdlog::info("training {} iterations of {} samples x {} tokens", total_iters_,
+               recipe_.batch.global_batch_size, recipe_.model.seq_length);
+  while (iteration_ < total_iters_) all.push_back(train_step());
+  spdlog::info("done: {} iterations, {} tokens, {:.1f} s, final loss {:.4f}", iteration_,
+               consumed_samples_ * recipe_.model.seq_length, train_seconds_,
+               all.empty() ? 0.0 : all.back().loss);
+  return all;
+}
+
+}  // namespace mtnlg

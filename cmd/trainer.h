@@ -1,0 +1,83 @@
+// Trainer: wires the layers into the training loop. Built as a library so tests drive it.
+//
+//   for each iteration: next global batch -> for each micro-batch: forward, backward
+//   (gradient accumulation) -> global grad norm -> clip -> AdamW step -> one metrics line.
+//
+// Everything is counted in tokens: the LR schedule, the end of training. Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/config/recipe.h"
+
+namespace mtnlg {
+
+class GPTStage;
+class AdamW;
+class LrSchedule;
+class MetricsWriter;
+class SequentialGPTDataset;
+struct StageActivations;
+
+struct TrainerOptions {
+  int threads = 0;        // CPU threads; <= 0: all cores
+  bool write_files = true;  // metrics file and resolved recipe (tests may turn them off)
+};
+
+struct IterationStats {
+  int64_t iteration = 0;
+  double loss = 0.0;
+  double lr = 0.0;
+  int64_t global_batch_size = 0;
+  int64_t consumed_samples = 0;  // after this iteration
+  int64_t consumed_tokens = 0;
+  double grad_norm = 0.0;  // before clipping
+  double tokens_per_sec = 0.0;
+  double elapsed_ms = 0.0;
+};
+
+class Trainer {
+ public:
+  // Validates that this build can train `recipe`, opens the data, builds and initialises the
+  // model (random init or model.init_from) and the optimizer.
+  Trainer(const Recipe& recipe, const TrainerOptions& options);
+  ~Trainer();
+
+  // Trains until schedule.train_iters or schedule.train_tokens; returns every iteration's stats.
+  std::vector<IterationStats> run();
+  // One iteration (exposed for tests).
+  IterationStats train_step();
+
+  GPTStage& model() { return *model_; }
+  int64_t total_iterations() const { return total_iters_; }
+
+ private:
+  void load_micro_batch(int64_t first_sample, int64_t count);
+  void log_iteration(const IterationStats& s);
+
+  Recipe recipe_;
+  TrainerOptions options_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<SequentialGPTDataset> dataset_;
+  std::unique_ptr<GPTStage> model_;
+  std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<LrSchedule> schedule_;
+  std::unique_ptr<MetricsWriter> metrics_;
+  std::unique_ptr<StageActivations> acts_;  // the one micro-batch in flight
+  Tensor tokens_, targets_;  // i32 [micro, seq] host buffers of the current micro-batch
+  std::vector<int32_t> sample_;
+  int64_t total_iters_ = 0;
+  int64_t iteration_ = 0;
+  int64_t consumed_samples_ = 0;
+  double train_seconds_ = 0.0;
+};
+
+// Iterations the recipe trains for (train_iters, or train_tokens / tokens per iteration rounded
+// up, whichever ends first when both are set).
+int64_t planned_iterations(const Recipe& recipe);
+
+}  // namespace mtnlg

@@ -1,0 +1,265 @@
+// Value checks on a parsed recipe (impossible values, layout divisibility) and
+// check_supported (features this build cannot train yet).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/config/recipe.h"
+#include "core/config/recipe_yaml.h"
+#include "core/status.h"
+
+namespace mtnlg {
+namespace recipe_detail {
+namespace {
+
+void expect(bool ok, const char* key, const std::string& message) {
+  if (!ok) throw invalid_argument(message, key);
+}
+
+void positive(int64_t value, const char* key) {
+  expect(value > 0, key, fmt::format("{}: {} must be positive; set it to 1 or more", key, value));
+}
+
+void non_negative(int64_t value, const char* key) {
+  expect(value >= 0, key, fmt::format("{}: {} must not be negative; set it to 0 or more", key, value));
+}
+
+void dropout(double p, const char* key) {
+  expect(p >= 0.0 && p < 1.0, key,
+         fmt::format("{}: {} is not a probability in [0, 1); use e.g. 0.1, or 0.0 to disable", key,
+                     p));
+}
+
+// "a: x does not divide b: y" — names both keys and numbers, and the fix.
+void divides(int64_t divisor, const char* divisor_key, int64_t value, const char* value_key,
+             const char* context) {
+  expect(value % divisor == 0, context,
+         fmt::format("{}: {} does not divide {}: {}; choose values where {} is a multiple of {}",
+                     divisor_key, divisor, value_key, value, value_key, divisor_key));
+}
+
+void validate_model(const ModelConfig& m, const ParallelConfig& p) {
+  positive(m.num_layers, "model.num_layers");
+  positive(m.hidden_size, "model.hidden_size");
+  positive(m.num_attention_heads, "model.num_attention_heads");
+  positive(m.ffn_hidden_size, "model.ffn_hidden_size");
+  positive(m.seq_length, "model.seq_length");
+  positive(m.max_position_embeddings, "model.max_position_embeddings");
+  positive(m.vocab_size, "model.vocab_size");
+  positive(m.make_vocab_size_divisible_by, "model.make_vocab_size_divisible_by");
+  expect(m.layernorm_epsilon > 0.0, "model.layernorm_epsilon",
+         fmt::format("model.layernorm_epsilon: {} must be positive; use e.g. 1.0e-5",
+                     m.layernorm_epsilon));
+  expect(m.init_method_std > 0.0, "model.init_method_std",
+         fmt::format("model.init_method_std: {} must be positive; use e.g. 0.02",
+                     m.init_method_std));
+  dropout(m.hidden_dropout, "model.hidden_dropout");
+  dropout(m.attention_dropout, "model.attention_dropout");
+  expect(m.max_position_embeddings >= m.seq_length, "model.max_position_embeddings",
+         fmt::format("model.max_position_embeddings: {} is less than model.seq_length: {}; set "
+                     "max_position_embeddings to at least {} or shorten seq_length",
+                     m.max_position_embeddings, m.seq_length, m.seq_length));
+  divides(m.num_attention_heads, "model.num_attention_heads", m.hidden_size, "model.hidden_size",
+          "model.num_attention_heads");
+  divides(p.tensor, "parallel.tensor", m.num_attention_heads, "model.num_attention_heads",
+          "parallel.tensor");
+  divides(p.tensor, "parallel.tensor", m.ffn_hidden_size, "model.ffn_hidden_size",
+          "parallel.tensor");
+  divides(p.pipeline, "parallel.pipeline", m.num_layers, "model.num_layers", "parallel.pipeline");
+}
+
+void validate_parallel(const ParallelConfig& p) {
+  positive(p.tensor, "parallel.tensor");
+  positive(p.pipeline, "parallel.pipeline");
+  expect(p.data >= 0, "parallel.data",
+         fmt::format("parallel.data: {} must be 0 (derive from the world size) or positive",
+                     p.data));
+  positive(p.micro_batch_size, "parallel.micro_batch_size");
+  expect(p.zero_stage == 0 || p.zero_stage == 1, "parallel.zero_stage",
+         fmt::format("parallel.zero_stage: {} is not supported; use 0 (no sharding) or 1 "
+                     "(optimizer state sharded over data-parallel ranks)",
+                     p.zero_stage));
+}
+
+void validate_optimizer(const OptimizerConfig& o) {
+  expect(o.lr >= 0.0, "optimizer.lr",
+         fmt::format("optimizer.lr: {} is negative; use a positive rate such as 1.0e-4", o.lr));
+  expect(o.min_lr >= 0.0, "optimizer.min_lr",
+         fmt::format("optimizer.min_lr: {} is negative; use 0 or a positive rate", o.min_lr));
+  expect(o.min_lr <= o.lr, "optimizer.min_lr",
+         fmt::format("optimizer.min_lr: {} is greater than optimizer.lr: {}; set min_lr <= lr "
+                     "(e.g. lr / 10)",
+                     o.min_lr, o.lr));
+  const bool betas_ok = o.beta1 >= 0.0 && o.beta1 < 1.0 && o.beta2 >= 0.0 && o.beta2 < 1.0;
+  expect(betas_ok, "optimizer.betas",
+         fmt::format("optimizer.betas: [{}, {}] must both be in [0, 1); use e.g. [0.9, 0.95]",
+                     o.beta1, o.beta2));
+  expect(o.eps > 0.0, "optimizer.eps",
+         fmt::format("optimizer.eps: {} must be positive; use e.g. 1.0e-8", o.eps));
+  expect(o.weight_decay >= 0.0, "optimizer.weight_decay",
+         fmt::format("optimizer.weight_decay: {} is negative; use 0 or e.g. 0.1", o.weight_decay));
+  expect(o.clip_grad >= 0.0, "optimizer.clip_grad",
+         fmt::format("optimizer.clip_grad: {} is negative; use e.g. 1.0, or 0 to disable clipping",
+                     o.clip_grad));
+}
+
+void validate_schedule(const ScheduleConfig& s) {
+  non_negative(s.warmup_tokens, "schedule.warmup_tokens");
+  non_negative(s.train_tokens, "schedule.train_tokens");
+  non_negative(s.train_iters, "schedule.train_iters");
+  expect(s.train_tokens > 0 || s.train_iters > 0, "schedule.train_tokens",
+         "schedule.train_tokens and schedule.train_iters are both 0; set one of them to the "
+         "length of the run");
+  expect(s.decay_tokens >= s.warmup_tokens, "schedule.decay_tokens",
+         fmt::format("schedule.decay_tokens: {} is less than schedule.warmup_tokens: {}; decay "
+                     "counts from the start of training, so set decay_tokens >= warmup_tokens",
+                     s.decay_tokens, s.warmup_tokens));
+}
+
+void validate_batch(const BatchConfig& b, const ParallelConfig& p) {
+  positive(b.global_batch_size, "batch.global_batch_size");
+  const int64_t micro = p.micro_batch_size;
+  // The data-parallel size may come from the world size (data: 0); micro must divide anyway.
+  const int64_t per_step = p.data > 0 ? micro * p.data : micro;
+  const char* per_step_name = p.data > 0 ? "parallel.micro_batch_size * parallel.data"
+                                         : "parallel.micro_batch_size";
+  expect(b.global_batch_size % per_step == 0, "batch.global_batch_size",
+         fmt::format("batch.global_batch_size: {} is not a multiple of {}: {}; choose a global "
+                     "batch that is a multiple of {}",
+                     b.global_batch_size, per_step_name, per_step, per_step));
+  const RampupConfig& r = b.rampup;
+  non_negative(r.start, "batch.rampup.start");
+  non_negative(r.increment, "batch.rampup.increment");
+  non_negative(r.tokens, "batch.rampup.tokens");
+  if (r.start == 0) return;
+  expect(r.start < b.global_batch_size, "batch.rampup.start",
+         fmt::format("batch.rampup.start: {} must be less than batch.global_batch_size: {}; lower "
+                     "it, or set start: 0 for no ramp",
+                     r.start, b.global_batch_size));
+  positive(r.increment, "batch.rampup.increment");
+  positive(r.tokens, "batch.rampup.tokens");
+  expect((b.global_batch_size - r.start) % r.increment == 0, "batch.rampup.increment",
+         fmt::format("batch.rampup.increment: {} does not divide batch.global_batch_size: {} - "
+                     "batch.rampup.start: {} = {}; choose an increment that steps exactly to the "
+                     "global batch",
+                     r.increment, b.global_batch_size, r.start, b.global_batch_size - r.start));
+  expect(r.start % per_step == 0, "batch.rampup.start",
+         fmt::format("batch.rampup.start: {} is not a multiple of {}: {}; every ramp step must "
+                     "split evenly into micro-batches",
+                     r.start, per_step_name, per_step));
+  expect(r.increment % per_step == 0, "batch.rampup.increment",
+         fmt::format("batch.rampup.increment: {} is not a multiple of {}: {}; every ramp step "
+                     "must split evenly into micro-batches",
+                     r.increment, per_step_name, per_step));
+}
+
+void validate_data(const DataConfig& d, const EvalConfig& e) {
+  expect(!d.blend.empty(), "data.blend",
+         "data.blend is empty; add at least one entry {prefix: PATH_PREFIX, weight: 1.0}");
+  for (size_t k = 0; k < d.blend.size(); ++k) {
+    const std::string at = fmt::format("data.blend[{}]", k);
+    if (d.blend[k].prefix.empty()) {
+      throw invalid_argument(
+          "the prefix is empty; set it to the dataset path without .bin/.idx, e.g. "
+          "data/mtnlg/books3_text_document",
+          at + ".prefix");
+    }
+    if (!(d.blend[k].weight > 0.0)) {
+      throw invalid_argument(fmt::format("weight {} must be positive; remove the entry instead of "
+                                         "giving it weight 0",
+                                         d.blend[k].weight),
+                             at + ".weight");
+    }
+  }
+  const std::vector<double>& s = d.split;
+  expect(s.size() == 3 && s[0] >= 0.0 && s[1] >= 0.0 && s[2] >= 0.0, "data.split",
+         fmt::format("data.split: [{}] must be three non-negative numbers train, valid, test; "
+                     "write e.g. [949, 50, 1]",
+                     fmt::join(s, ", ")));
+  expect(s[0] > 0.0, "data.split",
+         fmt::format("data.split: [{}] gives training no data; make the first (train) share "
+                     "positive, e.g. [949, 50, 1]",
+                     fmt::join(s, ", ")));
+  expect(e.interval == 0 || s[1] > 0.0, "data.split",
+         fmt::format("data.split: [{}] has no validation share but eval.interval is {}; give "
+                     "valid a share, e.g. [949, 50, 1], or set eval.interval: 0",
+                     fmt::join(s, ", "), e.interval));
+}
+
+void validate_rest(const Recipe& r) {
+  const CheckpointConfig& c = r.checkpoint;
+  non_negative(c.save_interval, "checkpoint.save_interval");
+  non_negative(c.keep_last, "checkpoint.keep_last");
+  expect(c.save_interval == 0 || !c.dir.empty(), "checkpoint.dir",
+         fmt::format("checkpoint.save_interval is {} but checkpoint.dir is not set; set "
+                     "checkpoint.dir: PATH, or save_interval: 0 for no checkpoints",
+                     c.save_interval));
+  expect(!c.resume || !c.dir.empty(), "checkpoint.dir",
+         "checkpoint.resume is true but checkpoint.dir is not set; set checkpoint.dir to the run "
+         "to resume, or resume: false");
+  expect(r.logging.interval >= 1, "logging.interval",
+         fmt::format("logging.interval: {} must be at least 1 (iterations between log lines)",
+                     r.logging.interval));
+  non_negative(r.eval.interval, "eval.interval");
+  non_negative(r.eval.iters, "eval.iters");
+  expect(r.eval.interval == 0 || r.eval.iters > 0, "eval.iters",
+         fmt::format("eval.interval is {} but eval.iters is {}; set eval.iters to the number of "
+                     "validation batches per evaluation, e.g. 10",
+                     r.eval.interval, r.eval.iters));
+}
+
+}  // namespace
+
+void validate_recipe(const Recipe& r) {
+  validate_parallel(r.parallel);
+  validate_model(r.model, r.parallel);
+  validate_optimizer(r.optimizer);
+  validate_schedule(r.schedule);
+  validate_batch(r.batch, r.parallel);
+  validate_data(r.data, r.eval);
+  validate_rest(r);
+}
+
+}  // namespace recipe_detail
+
+namespace {
+
+// "key: value is not yet supported by this build (why); set key: fix"
+void supported(bool ok, const char* key, const std::string& value, const char* lands_with,
+               const char* fix) {
+  if (ok) return;
+  throw unsupported(fmt::format("{}: {} is not yet supported by this build ({}); set {}: {}", key,
+                                value, lands_with, key, fix),
+                    key);
+}
+
+}  // namespace
+
+void check_supported(const Recipe& r) {
+  supported(r.parallel.tensor <= 1, "parallel.tensor", std::to_string(r.parallel.tensor),
+            "tensor parallelism lands with the 3D-parallelism issue", "1");
+  supported(r.parallel.pipeline <= 1, "parallel.pipeline", std::to_string(r.parallel.pipeline),
+            "pipeline parallelism lands with the 3D-parallelism issue", "1");
+  supported(r.parallel.data <= 1, "parallel.data", std::to_string(r.parallel.data),
+            "data parallelism lands with the 3D-parallelism issue", "1");
+  supported(r.parallel.zero_stage == 0, "parallel.zero_stage",
+            std::to_string(r.parallel.zero_stage), "ZeRO-1 lands with the 3D-parallelism issue",
+            "0");
+  supported(r.precision == Precision::kFP32, "precision", precision_name(r.precision),
+            "mixed precision lands with the precision issue", "fp32");
+  supported(r.batch.rampup.start == 0, "batch.rampup.start", std::to_string(r.batch.rampup.start),
+            "batch-size ramp-up lands with the schedule issue", "0");
+  supported(r.data.blend.size() <= 1, "data.blend",
+            fmt::format("{} entries", r.data.blend.size()),
+            "blending datasets lands with the data-pipeline issue", "a single {prefix, weight}");
+  supported(!r.data.shuffle, "data.shuffle", "true",
+            "shuffled sample indices land with the data-pipeline issue", "false");
+  supported(r.eval.interval == 0, "eval.interval", std::to_string(r.eval.interval),
+            "evaluation lands with the evaluation issue", "0");
+  supported(r.checkpoint.save_interval == 0, "checkpoint.save_interval",
+            std::to_string(r.checkpoint.save_interval),
+            "checkpointing lands with the checkpoint issue", "0");
+  supported(!r.checkpoint.resume, "checkpoint.resume", "true",
+            "resuming lands with the checkpoint issue", "false");
+}
+
+}  // namespace mtnlg

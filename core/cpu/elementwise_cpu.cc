@@ -1,0 +1,111 @@
+// Elementwise and bias kernels on the CPU: fill, convert, add, axpy, scale, sum of squares,
+// bias add and its backward. See kernels_cpu.h for the threading and determinism rules.
+#include <vector>
+
+#include "core/cpu/kernels_cpu.h"
+
+namespace mtnlg::cpu {
+namespace {
+// Columns per work item of the bias kernels: one cache line of doubles or two of floats.
+constexpr int64_t kColBlock = 64;
+}  // namespace
+
+template <typename T>
+void fill(T* x, T value, int64_t n) {
+  for_blocks(n, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+    for (int64_t i = lo; i < hi; ++i) x[i] = value;
+  });
+}
+
+template <typename To, typename From>
+void convert(To* dst, const From* src, int64_t n) {
+  for_blocks(n, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+    for (int64_t i = lo; i < hi; ++i) dst[i] = static_cast<To>(src[i]);
+  });
+}
+
+template <typename T>
+void add(T* out, const T* a, const T* b, int64_t n) {
+  for_blocks(n, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+    for (int64_t i = lo; i < hi; ++i) out[i] = a[i] + b[i];
+  });
+}
+
+template <typename T>
+void axpy(T* y, const T* x, T alpha, int64_t n) {
+  for_blocks(n, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+    for (int64_t i = lo; i < hi; ++i) y[i] += alpha * x[i];
+  });
+}
+
+template <typename T>
+void scale(T* x, T alpha, int64_t n) {
+  for_blocks(n, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+    for (int64_t i = lo; i < hi; ++i) x[i] *= alpha;
+  });
+}
+
+template <typename T>
+double sum_squares(const T* x, int64_t n) {
+  // One partial per fixed block, added in block order: the same sum for any thread count.
+  const int64_t nb = (n + kElemBlock - 1) / kElemBlock;
+  std::vector<double> partial(static_cast<size_t>(nb));
+  for_blocks(n, [&](int64_t lo, int64_t hi) {
+    double acc = 0.0;
+#pragma omp simd reduction(+ : acc)
+    for (int64_t i = lo; i < hi; ++i) acc += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+    partial[static_cast<size_t>(lo / kElemBlock)] = acc;
+  });
+  double total = 0.0;
+  for (double p : partial) total += p;
+  return total;
+}
+
+template <typename T>
+void add_bias(T* y, const T* bias, int64_t n, int64_t c) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < n; ++r) {
+    T* row = y + r * c;
+#pragma omp simd
+    for (int64_t j = 0; j < c; ++j) row[j] += bias[j];
+  }
+}
+
+template <typename T>
+void bias_backward(T* dbias, const T* dy, int64_t n, int64_t c) {
+  // Parallel over column blocks, rows summed in order: no reduction across threads.
+  const int64_t nb = (c + kColBlock - 1) / kColBlock;
+#pragma omp parallel for schedule(static)
+  for (int64_t ib = 0; ib < nb; ++ib) {
+    const int64_t lo = ib * kColBlock, w = std::min(c, lo + kColBlock) - lo;
+    T acc[kColBlock] = {};
+    for (int64_t r = 0; r < n; ++r) {
+      const T* row = dy + r * c + lo;
+#pragma omp simd
+      for (int64_t j = 0; j < w; ++j) acc[j] += row[j];
+    }
+    for (int64_t j = 0; j < w; ++j) dbias[lo + j] += acc[j];
+  }
+}
+
+#define MTNLG_INSTANTIATE(T)                                 \
+  template void fill<T>(T*, T, int64_t);                     \
+  template void add<T>(T*, const T*, const T*, int64_t);     \
+  template void axpy<T>(T*, const T*, T, int64_t);           \
+  template void scale<T>(T*, T, int64_t);                    \
+  template double sum_squares<T>(const T*, int64_t);         \
+  template void add_bias<T>(T*, const T*, int64_t, int64_t); \
+  template void bias_backward<T>(T*, const T*, int64_t, int64_t);
+MTNLG_INSTANTIATE(float)
+MTNLG_INSTANTIATE(double)
+#undef MTNLG_INSTANTIATE
+template void fill<int32_t>(int32_t*, int32_t, int64_t);
+template void convert<float, double>(float*, const double*, int64_t);
+template void convert<double, float>(double*, const float*, int64_t);
+
+}  // namespace mtnlg::cpu

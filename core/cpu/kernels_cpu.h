@@ -1,0 +1,153 @@
+// The CPU kernels behind CpuBackend (private to core/cpu/): templated on the float type (float
+// for training, double for gradient checks), raw row-major pointers, arguments in llm.c order
+// (outputs, saved, inputs, weights, sizes). Each concept lives in <concept>_cpu.cc, which
+// instantiates it for float and double. Shapes and accumulate/overwrite rules are those of
+// core/backend.h; the Backend validates tensors before calling in here.
+//
+// Threading: kernels open OpenMP parallel regions with the calling thread's OpenMP thread count
+// (CpuBackend sets it) and call OpenBLAS single-threaded (see cpu_backend.cc for why).
+// Determinism: every kernel partitions its work into pieces that do not depend on the thread
+// count (fixed-size blocks, rows, column blocks) and combines partial sums in a fixed order,
+// so results are bitwise identical for any thread count (gemm: see gemm_cpu.cc).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/backend.h"
+#include "core/rng.h"
+#include "core/kernels/dropout_math.h"
+
+// glibc's libmvec has SIMD versions of these (AVX2/AVX-512), but <math.h> only declares them
+// under -ffast-math. Declaring them here lets `#pragma omp simd` loops call the vector versions
+// without fast-math's other rewrites (libm.so links libmvec as needed).
+extern "C" {
+__attribute__((simd("notinbranch"))) float expf(float) noexcept;
+__attribute__((simd("notinbranch"))) float erff(float) noexcept;
+__attribute__((simd("notinbranch"))) float tanhf(float) noexcept;
+}
+
+namespace mtnlg::cpu {
+
+// Elements per parallel work item of the elementwise kernels: fixed, so that which elements go
+// through a vector body and which through a scalar tail never depends on the thread count.
+inline constexpr int64_t kElemBlock = 8192;
+
+// Runs fn(begin, end) over [0, n) in kElemBlock-sized pieces, in parallel.
+template <typename F>
+void for_blocks(int64_t n, F&& fn, int64_t block = kElemBlock) {
+  const int64_t nb = (n + block - 1) / block;
+#pragma omp parallel for schedule(static) if (nb > 1)
+  for (int64_t ib = 0; ib < nb; ++ib) fn(ib * block, std::min(n, (ib + 1) * block));
+}
+
+// Dropout keep decisions for consecutive element indices of one stream. One Philox block gives
+// four consecutive elements, so walking forward reuses it (4x fewer draws than rng_bits).
+class KeepMask {
+ public:
+  KeepMask(RngStream s, float p) : s_(s), p_(p) {}
+  bool keep(uint64_t i) {
+    const uint64_t n = s_.offset + i;
+    if ((n >> 2) != block_ || !valid_) {
+      block_ = n >> 2;
+      bits_ = philox4x32_10(s_.seed, 0, block_);
+      valid_ = true;
+    }
+    return kernels::dropout_keep_bits(bits_.v[n & 3], p_);
+  }
+
+ private:
+  RngStream s_;
+  float p_;
+  uint64_t block_ = 0;
+  bool valid_ = false;
+  Philox4 bits_{};
+};
+
+// ---- gemm_cpu.cc ----
+// c[m, n] = alpha * op(a) @ op(b) + beta * c, row-major with leading dimensions; single-threaded
+// (for callers that parallelise themselves, such as attention).
+template <typename T>
+void gemm_serial(T* c, int64_t ldc, const T* a, int64_t lda, bool trans_a, const T* b,
+                 int64_t ldb, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, T beta);
+// Same on contiguous matrices, split across the OpenMP threads.
+template <typename T>
+void gemm(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int64_t m, int64_t n,
+          int64_t k, T alpha, T beta);
+
+// ---- elementwise_cpu.cc ----
+template <typename T>
+void fill(T* x, T value, int64_t n);
+template <typename To, typename From>
+void convert(To* dst, const From* src, int64_t n);
+template <typename T>
+void add(T* out, const T* a, const T* b, int64_t n);
+template <typename T>
+void axpy(T* y, const T* x, T alpha, int64_t n);
+template <typename T>
+void scale(T* x, T alpha, int64_t n);
+template <typename T>
+double sum_squares(const T* x, int64_t n);
+// y: [n, c] += bias: [c]
+template <typename T>
+void add_bias(T* y, const T* bias, int64_t n, int64_t c);
+// dbias: [c] += sum over rows of dy: [n, c]
+template <typename T>
+void bias_backward(T* dbias, const T* dy, int64_t n, int64_t c);
+
+// ---- layernorm_cpu.cc ----
+// out: [n, c], mean, rstd: [n], in: [n, c], w, b: [c]
+template <typename T>
+void layernorm_forward(T* out, T* mean, T* rstd, const T* in, const T* w, const T* b, int64_t n,
+                       int64_t c, T eps);
+// din: [n, c] (accumulates), dw, db: [c] (accumulate)
+template <typename T>
+void layernorm_backward(T* din, T* dw, T* db, const T* dout, const T* in, const T* w,
+                        const T* mean, const T* rstd, int64_t n, int64_t c);
+
+// ---- gelu_cpu.cc ----
+template <typename T>
+void gelu_forward(T* out, const T* in, int64_t n, Activation act);
+// din may alias dout
+template <typename T>
+void gelu_backward(T* din, const T* dout, const T* in, int64_t n, Activation act);
+
+// ---- attention_cpu.cc ----
+// out: [b, s, heads*hd], probs: [b, heads, s, s], qkv: [b, s, heads*3*hd]
+template <typename T>
+void attention_forward(T* out, T* probs, const T* qkv, int64_t b, int64_t s, int64_t heads,
+                       int64_t hd, float dropout_p, RngStream rng);
+// dqkv: [b, s, heads*3*hd] (overwritten), dout: [b, s, heads*hd]
+template <typename T>
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs, int64_t b,
+                        int64_t s, int64_t heads, int64_t hd, float dropout_p, RngStream rng);
+
+// ---- embedding_cpu.cc ----
+// out: [b*s, c], tokens: [b*s], wte: [V, c], wpe: [>= s, c]; tokens already range-checked.
+template <typename T>
+void embedding_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int64_t b,
+                       int64_t s, int64_t c);
+template <typename T>
+void embedding_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int64_t b,
+                        int64_t s, int64_t c);
+
+// ---- cross_entropy_cpu.cc ----
+// logits: [n, vp], targets: [n] in [0, vocab), vocab <= vp
+template <typename T>
+double cross_entropy_forward(const T* logits, const int32_t* targets, int64_t n, int64_t vp,
+                             int64_t vocab);
+// dlogits may alias logits
+template <typename T>
+void cross_entropy_backward(T* dlogits, const T* logits, const int32_t* targets, int64_t n,
+                            int64_t vp, int64_t vocab, T grad_scale);
+
+// ---- dropout_cpu.cc ----
+// out = in * keep / (1 - p); out may alias in. Backward is the same map applied to dout.
+template <typename T>
+void dropout_forward(T* out, const T* in, int64_t n, float p, RngStream rng);
+
+// ---- adamw_cpu.cc ----
+template <typename T>
+void adamw_update(T* param, const T* grad, T* m, T* v, int64_t n, const AdamWArgs& args);
+
+}  // namespace mtnlg::cpu

@@ -1,0 +1,24 @@
+// The CUDA backend: core/backend.h's Backend on one GPU.
+//
+// Owns one CUDA stream and one cuBLAS handle on that stream; every kernel, copy and GEMM is
+// enqueued there in call order, so results are ordered without explicit syncs. Calls that hand
+// a value or host memory back (sum_squares, device-to-host copy) synchronize the stream.
+// Tensors it allocates own their device memory (cudaFree in the Storage deleter).
+// Thread safety: as every Backend, one thread at a time, and that thread must have the
+// backend's device current (the constructor makes it current on the constructing thread).
+//
+// Implemented: memory, dense algebra, GeLU, dropout and AdamW. layernorm, attention, embedding
+// and cross entropy throw Code::kUnsupported until the CUDA backend issue lands their kernels.
+#pragma once
+
+#include <memory>
+
+#include "core/backend.h"
+
+namespace mtnlg {
+
+// The backend for CUDA device `device` (an index into the visible devices). Throws
+// Code::kUnsupported when there is no usable GPU and kInvalidArgument for a bad index.
+std::unique_ptr<Backend> make_cuda_backend(int device);
+
+}  // namespace mtnlg

@@ -1,0 +1,59 @@
+// Dropout on CUDA. The keep mask is never stored: element i keeps when
+// dropout_keep(rng, i, p) (core/rng.h, Philox), the same draw the CPU kernel makes, so forward
+// and backward (and CPU and GPU) agree bit for bit on which elements survive.
+#include <cstdint>
+
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/kernels_cuda.h"
+#include "core/cuda/launch_cuda.h"
+#include "core/kernels/dropout_math.h"
+#include "core/rng.h"
+
+namespace mtnlg {
+
+namespace {
+
+// out may alias in. Used for forward and backward alike: both are x * keep / (1 - p).
+template <typename T>
+__global__ void dropout_kernel(T* out, const T* in, float p, T scale, RngStream rng, int64_t n) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    out[i] = dropout_keep(rng, static_cast<uint64_t>(i), p) ? in[i] * scale : T(0);
+  }
+}
+
+void dropout_apply(Tensor& out, const Tensor& in, double p, RngStream rng, cudaStream_t stream,
+                   const char* op) {
+  MTNLG_CHECK_MSG(p >= 0.0 && p < 1.0, op << ": dropout probability " << p);
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  dispatch_floating(out.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    if (p == 0.0) {  // identity: no draws needed
+      if (out.data() != in.data()) {
+        CUDA_CHECK(
+            cudaMemcpyAsync(out.data(), in.data(), out.nbytes(), cudaMemcpyDeviceToDevice, stream));
+      }
+      return;
+    }
+    dropout_kernel<<<cuda_grid(n), kCudaBlock, 0, stream>>>(
+        out.data_as<T>(), in.data_as<T>(), static_cast<float>(p),
+        kernels::dropout_scale(static_cast<T>(p)), rng, n);
+    CUDA_CHECK(cudaGetLastError());
+  });
+}
+
+}  // namespace
+
+void dropout_forward_cuda(Tensor& out, const Tensor& in, double p, RngStream rng,
+                          cudaStream_t stream) {
+  dropout_apply(out, in, p, rng, stream, "dropout_forward");
+}
+
+void dropout_backward_cuda(Tensor& din, const Tensor& dout, double p, RngStream rng,
+                           cudaStream_t stream) {
+  dropout_apply(din, dout, p, rng, stream, "dropout_backward");
+}
+
+}  // namespace mtnlg

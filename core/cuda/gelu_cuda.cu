@@ -1,0 +1,69 @@
+// GeLU forward and backward on CUDA; the per-element math is core/kernels/gelu_math.h, the same
+// functions the CPU kernels call.
+#include <cstdint>
+
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/kernels_cuda.h"
+#include "core/cuda/launch_cuda.h"
+#include "core/kernels/gelu_math.h"
+
+namespace mtnlg {
+
+namespace {
+
+template <typename T, bool kTanh>
+__global__ void gelu_forward_kernel(T* out, const T* in, int64_t n) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    out[i] = kTanh ? kernels::gelu_tanh(in[i]) : kernels::gelu_erf(in[i]);
+  }
+}
+
+// din may alias dout: each element reads its dout before writing its din.
+template <typename T, bool kTanh>
+__global__ void gelu_backward_kernel(T* din, const T* dout, const T* in, int64_t n) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    const T grad = kTanh ? kernels::gelu_tanh_grad(in[i]) : kernels::gelu_erf_grad(in[i]);
+    din[i] = dout[i] * grad;
+  }
+}
+
+}  // namespace
+
+void gelu_forward_cuda(Tensor& out, const Tensor& in, Activation act, cudaStream_t stream) {
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  dispatch_floating(out.dtype(), "gelu_forward", [&](auto tag) {
+    using T = decltype(tag);
+    if (act == Activation::kGeluTanh) {
+      gelu_forward_kernel<T, true>
+          <<<cuda_grid(n), kCudaBlock, 0, stream>>>(out.data_as<T>(), in.data_as<T>(), n);
+    } else {
+      gelu_forward_kernel<T, false>
+          <<<cuda_grid(n), kCudaBlock, 0, stream>>>(out.data_as<T>(), in.data_as<T>(), n);
+    }
+  });
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void gelu_backward_cuda(Tensor& din, const Tensor& dout, const Tensor& in, Activation act,
+                        cudaStream_t stream) {
+  const int64_t n = din.numel();
+  if (n == 0) return;
+  dispatch_floating(din.dtype(), "gelu_backward", [&](auto tag) {
+    using T = decltype(tag);
+    if (act == Activation::kGeluTanh) {
+      gelu_backward_kernel<T, true><<<cuda_grid(n), kCudaBlock, 0, stream>>>(
+          din.data_as<T>(), dout.data_as<T>(), in.data_as<T>(), n);
+    } else {
+      gelu_backward_kernel<T, false><<<cuda_grid(n), kCudaBlock, 0, stream>>>(
+          din.data_as<T>(), dout.data_as<T>(), in.data_as<T>(), n);
+    }
+  });
+  CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace mtnlg

@@ -1,0 +1,33 @@
+// AdamW per-element update, shared by the CPU kernel (core/cpu/adamw_cpu.cc) and the CUDA one.
+// Pure function of its arguments: thread-safe.
+//
+// Decoupled weight decay (Loshchilov & Hutter): the decay term uses the parameter before the
+// update and is not scaled by the adaptive denominator.
+#pragma once
+
+#include <cmath>
+
+#include "core/hostdevice.h"
+
+namespace mtnlg::kernels {
+
+// Per-step constants, computed once on the host in double and rounded to T.
+template <typename T>
+struct AdamWCoeffs {
+  T lr, beta1, beta2, eps, weight_decay, grad_scale;
+  T bias_correction1;  // 1 - beta1^step
+  T bias_correction2;  // 1 - beta2^step
+};
+
+template <typename T>
+MTNLG_HD void adamw_element(T& param, T& m, T& v, T grad, const AdamWCoeffs<T>& k) {
+  using std::sqrt;
+  const T g = grad * k.grad_scale;
+  m = k.beta1 * m + (T(1) - k.beta1) * g;
+  v = k.beta2 * v + (T(1) - k.beta2) * g * g;
+  const T mhat = m / k.bias_correction1;
+  const T vhat = v / k.bias_correction2;
+  param -= k.lr * (mhat / (sqrt(vhat) + k.eps) + k.weight_decay * param);
+}
+
+}  // namespace mtnlg::kernels

@@ -1,0 +1,171 @@
+#include "data/indexed_dataset.h"
+
+#include <cstring>
+#include <string>
+
+#include "core/status.h"
+
+namespace mtnlg {
+
+namespace {
+
+constexpr const char* kRemakeFix =
+    "the fix: re-create the dataset with Megatron's tools/preprocess_data.py or "
+    "scripts/prepare_demo_data.py --force";
+
+// Little-endian load from possibly unaligned memory (the .idx arrays are not aligned).
+template <typename T>
+T load(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+}  // namespace
+
+std::shared_ptr<IndexedDataset> IndexedDataset::open(const std::string& prefix) {
+  const std::string fix =
+      "the fix: check the dataset prefix in data.blend (it names PREFIX for PREFIX.bin and "
+      "PREFIX.idx) or create it with scripts/prepare_demo_data.py";
+  MappedFile idx(prefix + idx_format::kIdxSuffix, fix);
+  MappedFile bin(prefix + idx_format::kBinSuffix, fix);
+  // Not make_shared: the constructor is private.
+  std::shared_ptr<IndexedDataset> ds(new IndexedDataset(prefix, std::move(idx), std::move(bin)));
+  ds->parse_index();
+  return ds;
+}
+
+IndexedDataset::IndexedDataset(std::string prefix, MappedFile idx, MappedFile bin)
+    : prefix_(std::move(prefix)), idx_(std::move(idx)), bin_(std::move(bin)) {}
+
+void IndexedDataset::parse_index() {
+  const std::string idx_name = idx_.path();
+  const uint8_t* p = idx_.data();
+  const uint64_t size = idx_.size();
+
+  if (size < idx_format::kHeaderBytes) {
+    throw corruption("index is " + std::to_string(size) + " bytes, shorter than the " +
+                         std::to_string(idx_format::kHeaderBytes) + "-byte header; " + kRemakeFix,
+                     idx_name);
+  }
+  if (std::memcmp(p, idx_format::kMagic.data(), idx_format::kMagic.size()) != 0) {
+    throw corruption(
+        "not a Megatron indexed dataset (the file does not start with the MMIDIDX magic); the "
+        "fix: point data.blend at the prefix of a .bin/.idx pair written by Megatron's "
+        "preprocess_data.py (the old 'lazy'/'cached' formats are not supported) or by "
+        "scripts/prepare_demo_data.py",
+        idx_name);
+  }
+  const uint64_t version = load<uint64_t>(p + idx_format::kVersionOffset);
+  if (version != idx_format::kVersion) {
+    throw unsupported("index format version " + std::to_string(version) +
+                          "; only version 1 is supported; " + kRemakeFix,
+                      idx_name);
+  }
+  const uint8_t code = p[idx_format::kDTypeOffset];
+  const char* code_name = idx_format::token_code_name(code);
+  if (code_name == nullptr) {
+    throw corruption("unknown token dtype code " + std::to_string(code) +
+                         " (Megatron's codes are 1..8); " + kRemakeFix,
+                     idx_name);
+  }
+  if (code == static_cast<uint8_t>(TokenType::kUInt16)) {
+    token_type_ = TokenType::kUInt16;
+  } else if (code == static_cast<uint8_t>(TokenType::kInt32)) {
+    token_type_ = TokenType::kInt32;
+  } else {
+    throw unsupported(std::string("token dtype ") + code_name +
+                          " is not supported (only uint16 and int32 token files are); the fix: "
+                          "re-tokenize with Megatron's preprocess_data.py, which writes uint16 for "
+                          "vocabularies below 65500 and int32 otherwise",
+                      idx_name);
+  }
+
+  const uint64_t n = load<uint64_t>(p + idx_format::kSequenceCountOffset);
+  const uint64_t d = load<uint64_t>(p + idx_format::kDocumentIndexCountOffset);
+  // Compare counts against the size before multiplying, so a garbage count cannot overflow.
+  const uint64_t body = size - idx_format::kHeaderBytes;
+  if (n > body / 12 || d > body / 8 || 12 * n + 8 * d > body) {
+    throw corruption("index is " + std::to_string(size) + " bytes, too short for its " +
+                         std::to_string(n) + " sequences and " + std::to_string(d) +
+                         " document indices (truncated?); " + kRemakeFix,
+                     idx_name);
+  }
+  const uint8_t* lengths_at = p + idx_format::kHeaderBytes;
+  pointers_offset_ = idx_format::kHeaderBytes + 4 * n;
+  const uint8_t* docs_at = p + pointers_offset_ + 8 * n;
+
+  lengths_.resize(n);
+  if (n > 0) std::memcpy(lengths_.data(), lengths_at, 4 * n);
+  document_indices_.resize(d);
+  if (d > 0) std::memcpy(document_indices_.data(), docs_at, 8 * d);
+
+  // Every sequence must lie inside .bin: a shorter .bin was truncated (an interrupted copy).
+  const uint64_t bin_size = bin_.size();
+  const uint64_t item = token_size(token_type_);
+  num_tokens_ = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    const int64_t len = lengths_[i];
+    const int64_t ptr = sequence_pointer(static_cast<int64_t>(i));
+    if (len < 0 || ptr < 0) {
+      throw corruption("sequence " + std::to_string(i) + " has length " + std::to_string(len) +
+                           " and byte offset " + std::to_string(ptr) + "; " + kRemakeFix,
+                       idx_name);
+    }
+    const uint64_t end = static_cast<uint64_t>(ptr) + static_cast<uint64_t>(len) * item;
+    if (static_cast<uint64_t>(ptr) > bin_size || end > bin_size) {
+      throw corruption("sequence " + std::to_string(i) + " spans bytes [" + std::to_string(ptr) +
+                           ", " + std::to_string(end) + ") but " + bin_.path() + " has " +
+                           std::to_string(bin_size) +
+                           " bytes (truncated .bin, or .idx from another dataset); " + kRemakeFix,
+                       bin_.path());
+    }
+    num_tokens_ += len;
+  }
+
+  if (d == 0 || document_indices_[0] != 0) {
+    throw corruption(
+        std::string("document indices must start with 0 (") +
+            (d == 0 ? "there are none" : "first is " + std::to_string(document_indices_[0])) +
+            "); " + kRemakeFix,
+        idx_name);
+  }
+  for (uint64_t i = 1; i < d; ++i) {
+    const int64_t prev = document_indices_[i - 1];
+    const int64_t cur = document_indices_[i];
+    if (cur < prev || cur > static_cast<int64_t>(n)) {
+      throw corruption("document index " + std::to_string(i) + " is " + std::to_string(cur) +
+                           " after " + std::to_string(prev) +
+                           " (document indices must not decrease and must stay within the " +
+                           std::to_string(n) + " sequences); " + kRemakeFix,
+                       idx_name);
+    }
+  }
+}
+
+int64_t IndexedDataset::sequence_pointer(int64_t seq) const {
+  return load<int64_t>(idx_.data() + pointers_offset_ + 8 * static_cast<size_t>(seq));
+}
+
+int64_t IndexedDataset::sequence_length(int64_t seq) const {
+  MTNLG_CHECK_GE(seq, 0);
+  MTNLG_CHECK_LT(seq, num_sequences());
+  return lengths_[static_cast<size_t>(seq)];
+}
+
+void IndexedDataset::read(int64_t seq, int64_t offset, int64_t count, int32_t* out) const {
+  const int64_t len = sequence_length(seq);
+  MTNLG_CHECK_GE(offset, 0);
+  MTNLG_CHECK_GE(count, 0);
+  MTNLG_CHECK_LE(offset + count, len);
+  if (count == 0) return;
+  const uint8_t* src = bin_.data() + sequence_pointer(seq);
+  if (token_type_ == TokenType::kInt32) {
+    std::memcpy(out, src + 4 * offset, 4 * static_cast<size_t>(count));
+    return;
+  }
+  src += 2 * offset;
+  for (int64_t i = 0; i < count; ++i) out[i] = load<uint16_t>(src + 2 * i);
+}
+
+}  // namespace mtnlg

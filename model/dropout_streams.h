@@ -1,0 +1,25 @@
+// Which random stream each dropout site draws from. A site's stream is fixed by the global
+// micro-batch number and the site's place in the model, never by which rank or stage runs it,
+// so activation recomputation and (later) any pipeline layout redraw identical masks.
+#pragma once
+
+#include <cstdint>
+
+#include "core/rng.h"
+
+namespace mtnlg {
+
+enum class DropoutSite : uint64_t { kAttentionProbs = 0, kAttentionOutput = 1, kMlpOutput = 2 };
+
+// Stream ids: high 44 bits the micro-batch, low 20 bits the site (0: embedding; 1 + 3*layer + k).
+inline RngStream embedding_dropout_stream(uint64_t seed, uint64_t micro_batch) {
+  return RngStream{seed, micro_batch << 20, 0};
+}
+
+inline RngStream layer_dropout_stream(uint64_t seed, uint64_t micro_batch, int64_t layer,
+                                      DropoutSite site) {
+  const uint64_t s = 1 + 3 * static_cast<uint64_t>(layer) + static_cast<uint64_t>(site);
+  return RngStream{seed, (micro_batch << 20) | s, 0};
+}
+
+}  // namespace mtnlg

@@ -1,0 +1,43 @@
+// GPTConfig: the model's shape as the modules need it, derived from a Recipe, plus which slice
+// of the model this rank builds (a pipeline stage is a range of layers; the first stage owns the
+// embedding, the last the final LayerNorm, LM head and loss).
+#pragma once
+
+#include <cstdint>
+
+#include "core/config/recipe.h"
+
+namespace mtnlg {
+
+struct GPTConfig {
+  int64_t num_layers = 0;
+  int64_t hidden = 0;
+  int64_t heads = 0;
+  int64_t ffn = 0;
+  int64_t seq = 0;
+  int64_t max_positions = 0;
+  int64_t vocab = 0;         // real vocabulary: logits columns >= vocab are padding
+  int64_t padded_vocab = 0;  // rows of the embedding table
+  Activation activation = Activation::kGelu;
+  double ln_eps = 1e-5;
+  double init_std = 0.02;
+  double hidden_dropout = 0.0;
+  double attention_dropout = 0.0;
+  bool activation_checkpointing = false;
+
+  int64_t head_dim() const { return hidden / heads; }
+};
+
+// Which part of the model a stage holds: layers [first_layer, last_layer).
+struct StageSpec {
+  int64_t first_layer = 0;
+  int64_t last_layer = 0;
+  bool pre_process = true;   // embedding
+  bool post_process = true;  // final LayerNorm, tied LM head, loss
+};
+
+GPTConfig gpt_config_from(const Recipe& recipe);
+// The whole model as one stage.
+StageSpec full_model(const GPTConfig& config);
+
+}  // namespace mtnlg

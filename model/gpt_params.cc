@@ -1,0 +1,80 @@
+#include "model/gpt_params.h"
+
+#include <cmath>
+
+namespace mtnlg {
+
+GPTConfig gpt_config_from(const Recipe& r) {
+  GPTConfig c;
+  c.num_layers = r.model.num_layers;
+  c.hidden = r.model.hidden_size;
+  c.heads = r.model.num_attention_heads;
+  c.ffn = r.model.ffn_hidden_size;
+  c.seq = r.model.seq_length;
+  c.max_positions = r.model.max_position_embeddings;
+  c.vocab = r.model.vocab_size;
+  c.padded_vocab = r.padded_vocab_size();
+  c.activation = r.model.activation;
+  c.ln_eps = r.model.layernorm_epsilon;
+  c.init_std = r.model.init_method_std;
+  c.hidden_dropout = r.model.hidden_dropout;
+  c.attention_dropout = r.model.attention_dropout;
+  c.activation_checkpointing = r.parallel.activation_checkpointing;
+  return c;
+}
+
+StageSpec full_model(const GPTConfig& config) { return StageSpec{0, config.num_layers, true, true}; }
+
+std::string layer_param(int64_t layer, const std::string& suffix) {
+  return "layers." + std::to_string(layer) + "." + suffix;
+}
+
+namespace {
+
+void add_layernorm(ParamRegistry& reg, const std::string& prefix, int64_t h) {
+  reg.add({prefix + ".weight", {h}, {}, -1, true, 0.0, 1.0});
+  reg.add({prefix + ".bias", {h}, {}, -1, true, 0.0, 0.0});
+}
+
+// A Linear's weight [out, in] and bias [out]; partition_dim 0 = column-parallel (bias split
+// too), 1 = row-parallel (bias replicated, added after the reduction).
+void add_linear(ParamRegistry& reg, const std::string& prefix, int64_t out, int64_t in,
+                int partition_dim, double std) {
+  reg.add({prefix + ".weight", {out, in}, {}, partition_dim, false, std, 0.0});
+  reg.add({prefix + ".bias", {out}, {}, partition_dim == 0 ? 0 : -1, true, 0.0, 0.0});
+}
+
+}  // namespace
+
+void register_gpt_params(ParamRegistry& reg, const GPTConfig& c, const StageSpec& stage) {
+  MTNLG_CHECK(0 <= stage.first_layer && stage.first_layer <= stage.last_layer &&
+              stage.last_layer <= c.num_layers);
+  const double out_std = c.init_std / std::sqrt(2.0 * static_cast<double>(c.num_layers));
+  // The last stage needs the word embeddings as its LM head even when it is not the first.
+  if (stage.pre_process || stage.post_process) {
+    reg.add({"embedding.word_embeddings.weight", {c.padded_vocab, c.hidden}, {}, 0, false,
+             c.init_std, 0.0});
+  }
+  if (stage.pre_process) {
+    reg.add({"embedding.position_embeddings.weight", {c.max_positions, c.hidden}, {}, -1, false,
+             c.init_std, 0.0});
+  }
+  for (int64_t i = stage.first_layer; i < stage.last_layer; ++i) {
+    add_layernorm(reg, layer_param(i, "input_layernorm"), c.hidden);
+    add_linear(reg, layer_param(i, "self_attention.query_key_value"), 3 * c.hidden, c.hidden, 0,
+               c.init_std);
+    add_linear(reg, layer_param(i, "self_attention.dense"), c.hidden, c.hidden, 1, out_std);
+    add_layernorm(reg, layer_param(i, "post_attention_layernorm"), c.hidden);
+    add_linear(reg, layer_param(i, "mlp.dense_h_to_4h"), c.ffn, c.hidden, 0, c.init_std);
+    add_linear(reg, layer_param(i, "mlp.dense_4h_to_h"), c.hidden, c.ffn, 1, out_std);
+  }
+  if (stage.post_process) add_layernorm(reg, "final_layernorm", c.hidden);
+}
+
+int64_t gpt_parameter_count(const GPTConfig& config) {
+  ParamRegistry reg;
+  register_gpt_params(reg, config, full_model(config));
+  return reg.global_numel();
+}
+
+}  // namespace mtnlg

@@ -1,0 +1,128 @@
+#include "model/gpt_stage.h"
+
+#include "model/dropout_streams.h"
+#include "model/gpt_params.h"
+
+namespace mtnlg {
+
+GPTStage::GPTStage(const GPTConfig& config, const StageSpec& stage, Backend& backend, DType dtype,
+                   uint64_t seed)
+    : config_(config), stage_(stage), backend_(backend), dtype_(dtype), seed_(seed) {
+  MTNLG_CHECK_EQ(config_.hidden % config_.heads, 0);
+  register_gpt_params(params_, config_, stage_);
+  params_.allocate(backend_, dtype_);
+  for (int64_t i = stage_.first_layer; i < stage_.last_layer; ++i)
+    layers_.emplace_back(config_, i, params_);
+}
+
+void GPTStage::init_weights(uint64_t seed) { params_.init_values(backend_, seed); }
+
+StageActivations GPTStage::make_activations(int64_t b) const {
+  const int64_t s = config_.seq, h = config_.hidden;
+  StageActivations a;
+  a.batch = b;
+  if (stage_.pre_process) a.tokens = backend_.alloc({b, s}, DType::kI32);
+  for (size_t k = 0; k <= layers_.size(); ++k) a.residual.push_back(backend_.alloc({b, s, h}, dtype_));
+  const size_t saved = config_.activation_checkpointing ? 1 : layers_.size();
+  for (size_t k = 0; k < saved; ++k)
+    a.layers.push_back(LayerActivations::allocate(backend_, config_, b, dtype_));
+  if (stage_.post_process) {
+    a.targets = backend_.alloc({b, s}, DType::kI32);
+    a.lnf_out = backend_.alloc({b, s, h}, dtype_);
+    a.lnf_mean = backend_.alloc({b * s}, dtype_);
+    a.lnf_rstd = backend_.alloc({b * s}, dtype_);
+    a.logits = backend_.alloc({b * s, config_.padded_vocab}, dtype_);
+  }
+  return a;
+}
+
+LayerActivations& GPTStage::layer_acts(StageActivations& acts, size_t k) const {
+  return config_.activation_checkpointing ? acts.layers[0] : acts.layers[k];
+}
+
+void GPTStage::ensure_scratch(int64_t b) {
+  if (scratch_batch_ == b) return;
+  scratch_ = LayerScratch::allocate(backend_, config_, b, dtype_);
+  dres_ = backend_.alloc({b, config_.seq, config_.hidden}, dtype_);
+  scratch_batch_ = b;
+}
+
+double GPTStage::forward(StageActivations& acts, const Tensor& input, const Tensor& targets,
+                         uint64_t micro_batch_id) {
+  Backend& be = backend_;
+  acts.micro_batch_id = micro_batch_id;
+  const Param* wte =
+      stage_.pre_process || stage_.post_process ? &params_.get("embedding.word_embeddings.weight")
+                                                : nullptr;
+  if (stage_.pre_process) {
+    MTNLG_CHECK_MSG(input.shape() == acts.tokens.shape(), "tokens " << input.str());
+    be.copy(acts.tokens, input);
+    be.embedding_forward(acts.residual[0], acts.tokens, wte->value,
+                         params_.get("embedding.position_embeddings.weight").value);
+    if (config_.hidden_dropout > 0)
+      be.dropout_forward(acts.residual[0], acts.residual[0], config_.hidden_dropout,
+                         embedding_dropout_stream(seed_, micro_batch_id));
+  } else {
+    be.copy(acts.residual[0], input);
+  }
+  for (size_t k = 0; k < layers_.size(); ++k)
+    layers_[k].forward(be, layer_acts(acts, k), acts.residual[k + 1], acts.residual[k], seed_,
+                       micro_batch_id);
+  if (!stage_.post_process) return 0.0;
+
+  const Param& lnf_w = params_.get("final_layernorm.weight");
+  const Param& lnf_b = params_.get("final_layernorm.bias");
+  be.layernorm_forward(acts.lnf_out, acts.lnf_mean, acts.lnf_rstd, acts.residual.back(),
+                       lnf_w.value, lnf_b.value, config_.ln_eps);
+  // Tied LM head: logits = lnf_out @ wte^T. Padded vocabulary columns are computed but the loss
+  // ignores them.
+  be.gemm(acts.logits, acts.lnf_out.as_2d(), false, wte->value, true, 1.0, 0.0);
+  be.copy(acts.targets, targets);
+  return be.cross_entropy_forward(acts.logits, acts.targets.view({acts.targets.numel()}),
+                                  config_.vocab);
+}
+
+Tensor GPTStage::backward(StageActivations& acts, const Tensor& doutput, double grad_scale) {
+  Backend& be = backend_;
+  ensure_scratch(acts.batch);
+  Param* wte =
+      stage_.pre_process || stage_.post_process ? &params_.get("embedding.word_embeddings.weight")
+                                                : nullptr;
+  if (stage_.post_process) {
+    Param& lnf_w = params_.get("final_layernorm.weight");
+    Param& lnf_b = params_.get("final_layernorm.bias");
+    be.cross_entropy_backward(acts.logits, acts.logits, acts.targets.view({acts.targets.numel()}),
+                              config_.vocab, grad_scale);
+    Tensor dlnf = scratch_.dln.as_2d();
+    be.gemm(dlnf, acts.logits, false, wte->value, false, 1.0, 0.0);
+    be.gemm(wte->grad, acts.logits, true, acts.lnf_out.as_2d(), false, 1.0, 1.0);
+    be.fill(dres_, 0.0);
+    be.layernorm_backward(dres_, lnf_w.grad, lnf_b.grad, scratch_.dln, acts.residual.back(),
+                          lnf_w.value, acts.lnf_mean, acts.lnf_rstd);
+  } else {
+    be.copy(dres_, doutput);
+  }
+  for (size_t k = layers_.size(); k-- > 0;) {
+    if (config_.activation_checkpointing) {
+      // Recompute this layer's forward from its saved input; the dropout streams are keyed by
+      // micro-batch and layer, so the masks are the same ones the first forward drew.
+      layers_[k].forward(be, acts.layers[0], acts.residual[k + 1], acts.residual[k], seed_,
+                         acts.micro_batch_id);
+    }
+    layers_[k].backward(be, scratch_, dres_, layer_acts(acts, k), acts.residual[k], seed_,
+                        acts.micro_batch_id);
+  }
+  if (!stage_.pre_process) return dres_;
+
+  if (config_.hidden_dropout > 0) {
+    be.dropout_backward(scratch_.dh, dres_, config_.hidden_dropout,
+                        embedding_dropout_stream(seed_, acts.micro_batch_id));
+  } else {
+    be.copy(scratch_.dh, dres_);
+  }
+  be.embedding_backward(wte->grad, params_.get("embedding.position_embeddings.weight").grad,
+                        scratch_.dh, acts.tokens);
+  return Tensor();
+}
+
+}  // namespace mtnlg

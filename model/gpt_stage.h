@@ -1,0 +1,77 @@
+// GPTStage: the part of a GPT model one rank holds (a range of layers, plus the embedding on the
+// first stage and the final LayerNorm + tied LM head + loss on the last), with explicit forward
+// and backward per micro-batch. A single-process run is one stage holding everything.
+//
+// The stage owns its parameters (ParamRegistry) and the backward scratch buffers; the caller owns
+// one StageActivations per micro-batch in flight (one here; several under a pipeline schedule).
+// Not thread-safe.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "core/backend.h"
+#include "model/gpt_config.h"
+#include "model/param_registry.h"
+#include "model/transformer_layer.h"
+
+namespace mtnlg {
+
+struct StageActivations {
+  int64_t batch = 0;              // micro-batch size b
+  uint64_t micro_batch_id = 0;    // global micro-batch number: selects the dropout streams
+  Tensor tokens;                  // i32 [b, s] (first stage)
+  Tensor targets;                 // i32 [b, s] (last stage)
+  std::vector<Tensor> residual;   // [b, s, h] each: residual[k] enters local layer k; the last
+                                  // one is the stage output
+  std::vector<LayerActivations> layers;  // per local layer; one shared buffer when checkpointing
+  Tensor lnf_out, lnf_mean, lnf_rstd;    // final LayerNorm (last stage)
+  Tensor logits;                         // [b*s, V_pad]; overwritten by dL/dlogits in backward
+};
+
+class GPTStage {
+ public:
+  // seed: the run's seed, used for dropout masks (and by init_weights' caller).
+  GPTStage(const GPTConfig& config, const StageSpec& stage, Backend& backend, DType dtype,
+           uint64_t seed);
+
+  const GPTConfig& config() const { return config_; }
+  const StageSpec& stage() const { return stage_; }
+  ParamRegistry& params() { return params_; }
+  Backend& backend() { return backend_; }
+  DType dtype() const { return dtype_; }
+
+  // Random init per the rules in gpt_params.h (same weights for any layout and backend).
+  void init_weights(uint64_t seed);
+  StageActivations make_activations(int64_t micro_batch) const;
+
+  // One micro-batch forward. First stage: `input` is i32 tokens [b, s]; otherwise activations
+  // [b, s, h]. Last stage: `targets` i32 [b, s], returns the summed token loss (double);
+  // otherwise returns 0 and the output is acts.residual.back().
+  double forward(StageActivations& acts, const Tensor& input, const Tensor& targets,
+                 uint64_t micro_batch_id);
+  // Backward of the micro-batch `acts` holds. Last stage: grad_scale multiplies dL/dlogits
+  // (1 / tokens of the global batch gives the mean loss); `doutput` is ignored. Otherwise
+  // `doutput` is dL/d(stage output). Parameter grads accumulate. Returns dL/d(input) for a
+  // stage without the embedding (valid until the next backward), else an undefined tensor.
+  Tensor backward(StageActivations& acts, const Tensor& doutput, double grad_scale);
+
+  int64_t num_local_layers() const { return static_cast<int64_t>(layers_.size()); }
+
+ private:
+  void ensure_scratch(int64_t batch);
+  LayerActivations& layer_acts(StageActivations& acts, size_t k) const;
+
+  GPTConfig config_;
+  StageSpec stage_;
+  Backend& backend_;
+  DType dtype_;
+  uint64_t seed_;
+  ParamRegistry params_;
+  std::vector<TransformerLayer> layers_;
+  int64_t scratch_batch_ = 0;
+  LayerScratch scratch_;
+  Tensor dres_;  // [b, s, h] the residual stream's gradient, carried down the layers
+};
+
+}  // namespace mtnlg

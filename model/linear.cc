@@ -1,0 +1,22 @@
+#include "model/linear.h"
+
+namespace mtnlg {
+
+void linear_forward(Backend& be, Tensor y, const Tensor& x, const Param& w, const Param& b) {
+  Tensor y2 = y.as_2d();
+  be.gemm(y2, x.as_2d(), false, w.value, true, 1.0, 0.0);
+  be.add_bias(y2, b.value);
+}
+
+void linear_backward(Backend& be, Tensor dx, const Tensor& dy, const Tensor& x, Param& w,
+                     Param& b) {
+  const Tensor dy2 = dy.as_2d();
+  if (dx.defined()) {
+    Tensor dx2 = dx.as_2d();
+    be.gemm(dx2, dy2, false, w.value, false, 1.0, 0.0);
+  }
+  be.gemm(w.grad, dy2, true, x.as_2d(), false, 1.0, 1.0);
+  be.bias_backward(b.grad, dy2);
+}
+
+}  // namespace mtnlg

@@ -1,0 +1,84 @@
+#include "model/param_registry.h"
+
+#include <vector>
+
+#include "core/rng.h"
+
+namespace mtnlg {
+
+uint64_t name_hash(const std::string& name) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : name) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+Param& ParamRegistry::add(ParamSpec spec) {
+  MTNLG_CHECK_MSG(!contains(spec.name), "duplicate parameter " << spec.name);
+  if (spec.local_shape.empty()) spec.local_shape = spec.global_shape;
+  params_.push_back(Param{std::move(spec), Tensor(), Tensor()});
+  return params_.back();
+}
+
+Param& ParamRegistry::get(const std::string& name) {
+  for (auto& p : params_)
+    if (p.spec.name == name) return p;
+  throw not_found("no parameter named '" + name + "'");
+}
+
+const Param& ParamRegistry::get(const std::string& name) const {
+  return const_cast<ParamRegistry*>(this)->get(name);
+}
+
+bool ParamRegistry::contains(const std::string& name) const {
+  for (const auto& p : params_)
+    if (p.spec.name == name) return true;
+  return false;
+}
+
+int64_t ParamRegistry::local_numel() const {
+  int64_t n = 0;
+  for (const auto& p : params_) n += shape_numel(p.spec.local_shape);
+  return n;
+}
+
+int64_t ParamRegistry::global_numel() const {
+  int64_t n = 0;
+  for (const auto& p : params_) n += shape_numel(p.spec.global_shape);
+  return n;
+}
+
+void ParamRegistry::allocate(Backend& backend, DType dtype) {
+  for (auto& p : params_) {
+    p.value = backend.alloc(p.spec.local_shape, dtype);
+    p.grad = backend.alloc(p.spec.local_shape, dtype);
+  }
+}
+
+void ParamRegistry::init_values(Backend& backend, uint64_t seed) {
+  for (auto& p : params_) {
+    // Drawn on the host in double, then converted, so every backend and dtype starts from the
+    // same numbers. Tensor-parallel shards pick their global indices (local == global here
+    // until the tensor-parallel issue maps local to global offsets).
+    MTNLG_CHECK_MSG(p.spec.local_shape == p.spec.global_shape,
+                    "sharded init of " << p.spec.name << " needs the tensor-parallel mapping");
+    Tensor host = Tensor::cpu(p.spec.local_shape, DType::kF64);
+    double* h = host.data_as<double>();
+    const int64_t n = host.numel();
+    if (p.spec.init_std > 0) {
+      const RngStream s{seed, name_hash(p.spec.name), 0};
+      for (int64_t i = 0; i < n; ++i) h[i] = p.spec.init_std * rng_normal(s, static_cast<uint64_t>(i));
+    } else {
+      for (int64_t i = 0; i < n; ++i) h[i] = p.spec.init_value;
+    }
+    backend.copy(p.value, host);
+  }
+}
+
+void ParamRegistry::zero_grads(Backend& backend) {
+  for (auto& p : params_) backend.fill(p.grad, 0.0);
+}
+
+}  // namespace mtnlg

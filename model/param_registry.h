@@ -1,0 +1,63 @@
+// ParamRegistry: every trainable tensor of a model stage, by name, with what the optimizer,
+// the grad-norm, tensor parallelism and checkpoints need to know about it.
+//
+// Specs are registered first (no memory), so a planner can count parameters of a 530B model
+// without allocating; allocate() then gives each parameter its value and gradient on a
+// backend. Entries live in a deque: references returned by add()/get() stay valid.
+// Not thread-safe.
+#pragma once
+
+#include <deque>
+#include <string>
+
+#include "core/backend.h"
+#include "core/tensor.h"
+
+namespace mtnlg {
+
+struct ParamSpec {
+  std::string name;    // Megatron-style, e.g. "layers.3.self_attention.query_key_value.weight"
+  Shape global_shape;  // the unsplit shape
+  Shape local_shape;   // this rank's shard (== global_shape at tensor parallel size 1)
+  int partition_dim = -1;  // dimension a tensor-parallel split cuts; -1: replicated
+  bool no_decay = false;   // biases and LayerNorm parameters: no weight decay
+  // Initialisation: normal(0, init_std) when init_std > 0, otherwise the constant init_value.
+  double init_std = 0.0;
+  double init_value = 0.0;
+};
+
+struct Param {
+  ParamSpec spec;
+  Tensor value;
+  Tensor grad;  // same shape and dtype as value; accumulates over micro-batches
+};
+
+class ParamRegistry {
+ public:
+  Param& add(ParamSpec spec);  // throws on a duplicate name
+  Param& get(const std::string& name);
+  const Param& get(const std::string& name) const;
+  bool contains(const std::string& name) const;
+
+  std::deque<Param>& params() { return params_; }
+  const std::deque<Param>& params() const { return params_; }
+
+  int64_t local_numel() const;  // elements held by this rank
+  int64_t global_numel() const;
+
+  // Allocates every value and grad on `backend` (zero-filled).
+  void allocate(Backend& backend, DType dtype);
+  // Fills values per spec from the counter-based RNG: element i of parameter p is drawn from
+  // stream hash(p.name) at its GLOBAL flat index, so any tensor-parallel layout starts from the
+  // same global weights.
+  void init_values(Backend& backend, uint64_t seed);
+  void zero_grads(Backend& backend);
+
+ private:
+  std::deque<Param> params_;
+};
+
+// 64-bit FNV-1a, the stream id of a parameter's init.
+uint64_t name_hash(const std::string& name);
+
+}  // namespace mtnlg

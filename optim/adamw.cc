@@ -1,0 +1,43 @@
+#include "optim/adamw.h"
+
+#include <cmath>
+
+namespace mtnlg {
+
+double global_grad_norm(Backend& backend, const ParamRegistry& params) {
+  double sum = 0.0;
+  for (const auto& p : params.params()) sum += backend.sum_squares(p.grad);
+  return std::sqrt(sum);
+}
+
+double clip_coefficient(double norm, double max_norm) {
+  if (max_norm <= 0.0 || !(norm > max_norm)) return 1.0;
+  return max_norm / (norm + 1e-6);  // Megatron's epsilon
+}
+
+AdamW::AdamW(ParamRegistry& params, Backend& backend, const OptimizerConfig& config)
+    : params_(params), backend_(backend), config_(config) {
+  for (const auto& p : params_.params()) {
+    m_.push_back(backend_.alloc(p.spec.local_shape, p.value.dtype()));
+    v_.push_back(backend_.alloc(p.spec.local_shape, p.value.dtype()));
+  }
+}
+
+void AdamW::step(double lr, double grad_scale) {
+  ++step_;
+  size_t i = 0;
+  for (auto& p : params_.params()) {
+    AdamWArgs args;
+    args.lr = lr;
+    args.beta1 = config_.beta1;
+    args.beta2 = config_.beta2;
+    args.eps = config_.eps;
+    args.weight_decay = p.spec.no_decay ? 0.0 : config_.weight_decay;
+    args.step = step_;
+    args.grad_scale = grad_scale;
+    backend_.adamw_update(p.value, p.grad, m_[i], v_[i], args);
+    ++i;
+  }
+}
+
+}  // namespace mtnlg

@@ -1,0 +1,46 @@
+// AdamW over a ParamRegistry, with global-norm gradient clipping.
+//
+// Moments live in the parameters' dtype (fp32 for training; fp64 in gradient tests); with
+// mixed precision they will sit beside fp32 master weights, and under ZeRO-1 each data-parallel
+// rank will hold only its partition. Decoupled weight decay applies to every parameter whose
+// spec is not no_decay (weight matrices and embeddings, as Megatron-LM). Not thread-safe.
+#pragma once
+
+#include <vector>
+
+#include "core/backend.h"
+#include "core/config/recipe.h"
+#include "model/param_registry.h"
+
+namespace mtnlg {
+
+// sqrt(sum of squared gradients), accumulated in double.
+double global_grad_norm(Backend& backend, const ParamRegistry& params);
+
+// The factor that brings a gradient of norm `norm` within `max_norm` (1 when clipping is off,
+// max_norm <= 0, or the norm is already within it).
+double clip_coefficient(double norm, double max_norm);
+
+class AdamW {
+ public:
+  AdamW(ParamRegistry& params, Backend& backend, const OptimizerConfig& config);
+
+  // One update with learning rate lr; the gradients are multiplied by grad_scale first
+  // (the clip coefficient). Increments the step count used for bias correction.
+  void step(double lr, double grad_scale);
+
+  int64_t steps() const { return step_; }
+  // Moments, in registry order (checkpointing saves them).
+  std::vector<Tensor>& exp_avg() { return m_; }
+  std::vector<Tensor>& exp_avg_sq() { return v_; }
+  void set_steps(int64_t steps) { step_ = steps; }
+
+ private:
+  ParamRegistry& params_;
+  Backend& backend_;
+  OptimizerConfig config_;
+  std::vector<Tensor> m_, v_;
+  int64_t step_ = 0;
+};
+
+}  // namespace mtnlg
