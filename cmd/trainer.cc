@@ -47,11 +47,10 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
   // Data first: a missing or bad corpus fails before the model takes memory.
   const auto& entry = recipe_.data.blend.front();
   auto indexed = IndexedDataset::open(entry.prefix);
-  const auto bounds = split_boundaries(indexed->num_documents(), recipe_.data.split);
-  dataset_ = std::make_unique<SequentialGPTDataset>(indexed, recipe_.model.seq_length, bounds[0],
-                                                    bounds[1]);
+  const DocumentRange train = split_range(*indexed, recipe_.data.split, Split::kTrain);
+  dataset_ = std::make_unique<SequentialGPTDataset>(indexed, recipe_.model.seq_length, train);
   spdlog::info("data: {} ({} documents, train documents [{}, {}), {} tokens per epoch)",
-               entry.prefix, indexed->num_documents(), bounds[0], bounds[1],
+               entry.prefix, indexed->num_documents(), train.begin, train.end,
                dataset_->tokens_per_epoch());
 
   backend_ = make_cpu_backend(options_.threads);

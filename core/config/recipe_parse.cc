@@ -69,16 +69,15 @@ class Section {
       }
       valid += valid.empty() ? name : fmt::format(", {}", name);
     }
-    throw invalid_argument(
-        fmt::format("'{}' is not one of {}; write e.g. {}: {}", text, valid, at(key),
-                    names.begin()->first),
-        at(key));
+    throw invalid_argument(fmt::format("'{}' is not one of {}; write e.g. {}: {}", text, valid,
+                                       at(key), names.begin()->first),
+                           at(key));
   }
 
   void require(std::string_view key, const char* what) const {
     if (!get(key)) {
-      throw invalid_argument(
-          fmt::format("required key is missing; set {} ({})", at(key), what), at(key));
+      throw invalid_argument(fmt::format("required key is missing; set {} ({})", at(key), what),
+                             at(key));
     }
   }
 
@@ -204,10 +203,9 @@ std::vector<double> read_split(const YAML::Node& node, const std::string& path) 
       start = end + 1;
     }
   } else {
-    throw invalid_argument(
-        fmt::format("expected three numbers train, valid, test, got {}; {}",
-                    recipe_detail::describe(node), fix),
-        path);
+    throw invalid_argument(fmt::format("expected three numbers train, valid, test, got {}; {}",
+                                       recipe_detail::describe(node), fix),
+                           path);
   }
   if (split.size() != 3) {
     throw invalid_argument(
@@ -279,8 +277,9 @@ Recipe parse_recipe(const std::string& yaml_text, const std::vector<std::string>
   Recipe r;
   read_model(top.section("model"), r.model);
   read_parallel(top.section("parallel"), r.parallel);
-  top.read_enum("precision", r.precision,
-                {{"fp32", Precision::kFP32}, {"bf16", Precision::kBF16}, {"fp16", Precision::kFP16}});
+  top.read_enum(
+      "precision", r.precision,
+      {{"fp32", Precision::kFP32}, {"bf16", Precision::kBF16}, {"fp16", Precision::kFP16}});
   read_optimizer(top.section("optimizer"), r.optimizer);
   read_schedule(top.section("schedule"), r.schedule);
   read_batch(top.section("batch"), r.batch);
@@ -288,7 +287,8 @@ Recipe parse_recipe(const std::string& yaml_text, const std::vector<std::string>
   read_checkpoint(top.section("checkpoint"), r.checkpoint);
   const Section logging = top.section("logging");
   logging.read("interval", r.logging.interval);
-  if (!logging.read("metrics_file", r.logging.metrics_file)) r.logging.metrics_file = "metrics.jsonl";
+  if (!logging.read("metrics_file", r.logging.metrics_file))
+    r.logging.metrics_file = "metrics.jsonl";
   r.logging.metrics_file = resolve_path(r.logging.metrics_file);
   const Section eval = top.section("eval");
   eval.read("interval", r.eval.interval);

@@ -12,7 +12,9 @@ namespace mtnlg::recipe_detail {
 namespace {
 
 // A quoted scalar ('1920' or "1920") is a string in YAML, even when it looks like a number.
-bool is_quoted(const YAML::Node& node) { return node.Tag() == "!"; }
+bool is_quoted(const YAML::Node& node) {
+  return node.Tag() == "!";
+}
 
 // The scalar's text, or throws if `node` is not a plain (unquoted) scalar.
 std::string plain_scalar(const YAML::Node& node, const std::string& path, const char* want,

@@ -15,20 +15,13 @@ namespace {
 constexpr Kind S = Kind::kScalar;
 
 constexpr KeySpec kModel[] = {
-    {"num_layers", S, {}},
-    {"hidden_size", S, {}},
-    {"num_attention_heads", S, {}},
-    {"ffn_hidden_size", S, {}},
-    {"seq_length", S, {}},
-    {"max_position_embeddings", S, {}},
-    {"vocab_size", S, {}},
-    {"make_vocab_size_divisible_by", S, {}},
-    {"activation", S, {}},
-    {"layernorm_epsilon", S, {}},
-    {"init_method_std", S, {}},
-    {"hidden_dropout", S, {}},
-    {"attention_dropout", S, {}},
-    {"init_from", S, {}},
+    {"num_layers", S, {}},          {"hidden_size", S, {}},
+    {"num_attention_heads", S, {}}, {"ffn_hidden_size", S, {}},
+    {"seq_length", S, {}},          {"max_position_embeddings", S, {}},
+    {"vocab_size", S, {}},          {"make_vocab_size_divisible_by", S, {}},
+    {"activation", S, {}},          {"layernorm_epsilon", S, {}},
+    {"init_method_std", S, {}},     {"hidden_dropout", S, {}},
+    {"attention_dropout", S, {}},   {"init_from", S, {}},
 };
 constexpr KeySpec kParallel[] = {
     {"tensor", S, {}},           {"pipeline", S, {}},   {"data", S, {}},
@@ -46,12 +39,15 @@ constexpr KeySpec kRampup[] = {{"start", S, {}}, {"increment", S, {}}, {"tokens"
 constexpr KeySpec kBatch[] = {{"global_batch_size", S, {}}, {"rampup", Kind::kMap, kRampup}};
 constexpr KeySpec kBlend[] = {{"prefix", S, {}}, {"weight", S, {}}};
 constexpr KeySpec kData[] = {
-    {"blend", Kind::kMapList, kBlend}, {"split", Kind::kList, {}}, {"seed", S, {}},
-    {"shuffle", S, {}},                {"cache_dir", S, {}},
+    {"blend", Kind::kMapList, kBlend},
+    {"split", Kind::kList, {}},
+    {"seed", S, {}},
+    {"shuffle", S, {}},
+    {"cache_dir", S, {}},
 };
 constexpr KeySpec kCheckpoint[] = {
-    {"dir", S, {}}, {"save_interval", S, {}}, {"keep_last", S, {}}, {"async", S, {}},
-    {"resume", S, {}},
+    {"dir", S, {}},   {"save_interval", S, {}}, {"keep_last", S, {}},
+    {"async", S, {}}, {"resume", S, {}},
 };
 constexpr KeySpec kLogging[] = {{"interval", S, {}}, {"metrics_file", S, {}}};
 constexpr KeySpec kEval[] = {{"interval", S, {}}, {"iters", S, {}}};
@@ -143,8 +139,9 @@ std::optional<size_t> parse_index(const std::string& s) {
 }
 
 // Sets parts[i..] under `node` (a map or null) whose keys are `specs`.
-void set_path(YAML::Node node, std::span<const KeySpec> specs, const std::vector<std::string>& parts,
-              size_t i, const std::string& path, const YAML::Node& value) {
+void set_path(YAML::Node node, std::span<const KeySpec> specs,
+              const std::vector<std::string>& parts, size_t i, const std::string& path,
+              const YAML::Node& value) {
   if (!is_unset(node) && !node.IsMap()) throw_not_a_map(node, path, specs);
   const std::string& name = parts[i];
   const KeySpec* spec = lookup(specs, name);
@@ -241,7 +238,9 @@ void check_map(const YAML::Node& node, std::span<const KeySpec> specs, const std
 
 }  // namespace
 
-std::span<const KeySpec> recipe_schema() { return kRecipe; }
+std::span<const KeySpec> recipe_schema() {
+  return kRecipe;
+}
 
 std::string join_path(const std::string& path, std::string_view key) {
   return path.empty() ? std::string(key) : path + "." + std::string(key);
@@ -270,12 +269,11 @@ void throw_unknown_key(const std::string& section_path, std::string_view key,
                        std::span<const KeySpec> valid) {
   const std::string suggestion = suggest_key(key, valid);
   const std::string where = section_path.empty() ? "at the top level" : "in " + section_path;
-  const std::string fix = suggestion.empty()
-                              ? "remove it or fix its spelling"
-                              : fmt::format("did you mean '{}'?", suggestion);
-  throw invalid_argument(fmt::format("unknown key '{}' {}; {} Valid keys: {}", key, where, fix,
-                                     list_keys(valid)),
-                         join_path(section_path, key));
+  const std::string fix = suggestion.empty() ? "remove it or fix its spelling."
+                                             : fmt::format("did you mean '{}'?", suggestion);
+  throw invalid_argument(
+      fmt::format("unknown key '{}' {}; {} Valid keys: {}", key, where, fix, list_keys(valid)),
+      join_path(section_path, key));
 }
 
 void apply_override(YAML::Node& root, const std::string& override_text) {
@@ -306,9 +304,13 @@ void apply_override(YAML::Node& root, const std::string& override_text) {
   set_path(root, recipe_schema(), parts, 0, "", value);
 }
 
-void check_tree(const YAML::Node& root) { check_map(root, recipe_schema(), ""); }
+void check_tree(const YAML::Node& root) {
+  check_map(root, recipe_schema(), "");
+}
 
-bool is_unset(const YAML::Node& node) { return !node.IsDefined() || node.IsNull(); }
+bool is_unset(const YAML::Node& node) {
+  return !node.IsDefined() || node.IsNull();
+}
 
 std::optional<YAML::Node> find(const YAML::Node& map, std::string_view key) {
   if (!map.IsDefined() || !map.IsMap()) return std::nullopt;

@@ -20,7 +20,8 @@ void positive(int64_t value, const char* key) {
 }
 
 void non_negative(int64_t value, const char* key) {
-  expect(value >= 0, key, fmt::format("{}: {} must not be negative; set it to 0 or more", key, value));
+  expect(value >= 0, key,
+         fmt::format("{}: {} must not be negative; set it to 0 or more", key, value));
 }
 
 void dropout(double p, const char* key) {
@@ -49,9 +50,9 @@ void validate_model(const ModelConfig& m, const ParallelConfig& p) {
   expect(m.layernorm_epsilon > 0.0, "model.layernorm_epsilon",
          fmt::format("model.layernorm_epsilon: {} must be positive; use e.g. 1.0e-5",
                      m.layernorm_epsilon));
-  expect(m.init_method_std > 0.0, "model.init_method_std",
-         fmt::format("model.init_method_std: {} must be positive; use e.g. 0.02",
-                     m.init_method_std));
+  expect(
+      m.init_method_std > 0.0, "model.init_method_std",
+      fmt::format("model.init_method_std: {} must be positive; use e.g. 0.02", m.init_method_std));
   dropout(m.hidden_dropout, "model.hidden_dropout");
   dropout(m.attention_dropout, "model.attention_dropout");
   expect(m.max_position_embeddings >= m.seq_length, "model.max_position_embeddings",
@@ -70,9 +71,9 @@ void validate_model(const ModelConfig& m, const ParallelConfig& p) {
 void validate_parallel(const ParallelConfig& p) {
   positive(p.tensor, "parallel.tensor");
   positive(p.pipeline, "parallel.pipeline");
-  expect(p.data >= 0, "parallel.data",
-         fmt::format("parallel.data: {} must be 0 (derive from the world size) or positive",
-                     p.data));
+  expect(
+      p.data >= 0, "parallel.data",
+      fmt::format("parallel.data: {} must be 0 (derive from the world size) or positive", p.data));
   positive(p.micro_batch_size, "parallel.micro_batch_size");
   expect(p.zero_stage == 0 || p.zero_stage == 1, "parallel.zero_stage",
          fmt::format("parallel.zero_stage: {} is not supported; use 0 (no sharding) or 1 "
@@ -120,8 +121,8 @@ void validate_batch(const BatchConfig& b, const ParallelConfig& p) {
   const int64_t micro = p.micro_batch_size;
   // The data-parallel size may come from the world size (data: 0); micro must divide anyway.
   const int64_t per_step = p.data > 0 ? micro * p.data : micro;
-  const char* per_step_name = p.data > 0 ? "parallel.micro_batch_size * parallel.data"
-                                         : "parallel.micro_batch_size";
+  const char* per_step_name =
+      p.data > 0 ? "parallel.micro_batch_size * parallel.data" : "parallel.micro_batch_size";
   expect(b.global_batch_size % per_step == 0, "batch.global_batch_size",
          fmt::format("batch.global_batch_size: {} is not a multiple of {}: {}; choose a global "
                      "batch that is a multiple of {}",
@@ -212,9 +213,9 @@ void validate_rest(const Recipe& r) {
 void validate_recipe(const Recipe& r) {
   validate_parallel(r.parallel);
   validate_model(r.model, r.parallel);
+  validate_batch(r.batch, r.parallel);  // before schedule: decay_tokens may derive from it
   validate_optimizer(r.optimizer);
   validate_schedule(r.schedule);
-  validate_batch(r.batch, r.parallel);
   validate_data(r.data, r.eval);
   validate_rest(r);
 }
@@ -248,8 +249,7 @@ void check_supported(const Recipe& r) {
             "mixed precision lands with the precision issue", "fp32");
   supported(r.batch.rampup.start == 0, "batch.rampup.start", std::to_string(r.batch.rampup.start),
             "batch-size ramp-up lands with the schedule issue", "0");
-  supported(r.data.blend.size() <= 1, "data.blend",
-            fmt::format("{} entries", r.data.blend.size()),
+  supported(r.data.blend.size() <= 1, "data.blend", fmt::format("{} entries", r.data.blend.size()),
             "blending datasets lands with the data-pipeline issue", "a single {prefix, weight}");
   supported(!r.data.shuffle, "data.shuffle", "true",
             "shuffled sample indices land with the data-pipeline issue", "false");

@@ -17,7 +17,7 @@ void adamw_update(T* param, const T* grad, T* m, T* v, int64_t n, const AdamWArg
                                   static_cast<T>(args.grad_scale),
                                   static_cast<T>(1.0 - std::pow(args.beta1, step)),
                                   static_cast<T>(1.0 - std::pow(args.beta2, step))};
-  for_blocks(n, [&](int64_t lo, int64_t hi) {
+  for_blocks(n, [=](int64_t lo, int64_t hi) {
 #pragma omp simd
     for (int64_t i = lo; i < hi; ++i) kernels::adamw_element(param[i], m[i], v[i], grad[i], k);
   });

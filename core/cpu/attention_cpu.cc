@@ -19,19 +19,21 @@ namespace {
 constexpr int64_t kRowBlock = 64;
 
 // Softmax of row i of scaled scores p[0..i], in place; zeros p[i+1..s).
+// noinline and `j < i + 1`: otherwise GCC 12 does not call libmvec's vector expf here.
 template <typename T>
-void causal_softmax_row(T* p, int64_t i, int64_t s) {
+__attribute__((noinline)) void causal_softmax_row(T* p, int64_t i, int64_t s) {
   T mx = p[0];
   for (int64_t j = 1; j <= i; ++j) mx = p[j] > mx ? p[j] : mx;
   T sum = 0;
 #pragma omp simd reduction(+ : sum)
-  for (int64_t j = 0; j <= i; ++j) {
-    p[j] = std::exp(p[j] - mx);
-    sum += p[j];
+  for (int64_t j = 0; j < i + 1; ++j) {
+    const T e = std::exp(p[j] - mx);
+    p[j] = e;
+    sum += e;
   }
   const T inv = T(1) / sum;
 #pragma omp simd
-  for (int64_t j = 0; j <= i; ++j) p[j] *= inv;
+  for (int64_t j = 0; j < i + 1; ++j) p[j] *= inv;
   for (int64_t j = i + 1; j < s; ++j) p[j] = 0;
 }
 
@@ -130,9 +132,9 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs, in
           // softmax backward: ds = p * (dp - sum_j dp_j p_j)
           T dot = 0;
 #pragma omp simd reduction(+ : dot)
-          for (int64_t j = 0; j <= i; ++j) dot += d[j] * pr[j];
+          for (int64_t j = 0; j < i + 1; ++j) dot += d[j] * pr[j];
 #pragma omp simd
-          for (int64_t j = 0; j <= i; ++j) d[j] = pr[j] * (d[j] - dot);
+          for (int64_t j = 0; j < i + 1; ++j) d[j] = pr[j] * (d[j] - dot);
           for (int64_t j = i + 1; j < s; ++j) d[j] = 0;
         }
       }

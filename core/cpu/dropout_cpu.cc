@@ -7,7 +7,7 @@ namespace mtnlg::cpu {
 template <typename T>
 void dropout_forward(T* out, const T* in, int64_t n, float p, RngStream rng) {
   const T scale = kernels::dropout_scale(static_cast<T>(p));
-  for_blocks(n, [&](int64_t lo, int64_t hi) {
+  for_blocks(n, [=](int64_t lo, int64_t hi) {
     KeepMask mask(rng, p);
     for (int64_t i = lo; i < hi; ++i)
       out[i] = mask.keep(static_cast<uint64_t>(i)) ? in[i] * scale : T(0);

@@ -12,7 +12,7 @@ constexpr int64_t kColBlock = 64;
 
 template <typename T>
 void fill(T* x, T value, int64_t n) {
-  for_blocks(n, [&](int64_t lo, int64_t hi) {
+  for_blocks(n, [=](int64_t lo, int64_t hi) {
 #pragma omp simd
     for (int64_t i = lo; i < hi; ++i) x[i] = value;
   });
@@ -20,7 +20,7 @@ void fill(T* x, T value, int64_t n) {
 
 template <typename To, typename From>
 void convert(To* dst, const From* src, int64_t n) {
-  for_blocks(n, [&](int64_t lo, int64_t hi) {
+  for_blocks(n, [=](int64_t lo, int64_t hi) {
 #pragma omp simd
     for (int64_t i = lo; i < hi; ++i) dst[i] = static_cast<To>(src[i]);
   });
@@ -28,7 +28,7 @@ void convert(To* dst, const From* src, int64_t n) {
 
 template <typename T>
 void add(T* out, const T* a, const T* b, int64_t n) {
-  for_blocks(n, [&](int64_t lo, int64_t hi) {
+  for_blocks(n, [=](int64_t lo, int64_t hi) {
 #pragma omp simd
     for (int64_t i = lo; i < hi; ++i) out[i] = a[i] + b[i];
   });
@@ -36,7 +36,7 @@ void add(T* out, const T* a, const T* b, int64_t n) {
 
 template <typename T>
 void axpy(T* y, const T* x, T alpha, int64_t n) {
-  for_blocks(n, [&](int64_t lo, int64_t hi) {
+  for_blocks(n, [=](int64_t lo, int64_t hi) {
 #pragma omp simd
     for (int64_t i = lo; i < hi; ++i) y[i] += alpha * x[i];
   });
@@ -44,7 +44,7 @@ void axpy(T* y, const T* x, T alpha, int64_t n) {
 
 template <typename T>
 void scale(T* x, T alpha, int64_t n) {
-  for_blocks(n, [&](int64_t lo, int64_t hi) {
+  for_blocks(n, [=](int64_t lo, int64_t hi) {
 #pragma omp simd
     for (int64_t i = lo; i < hi; ++i) x[i] *= alpha;
   });
@@ -55,11 +55,12 @@ double sum_squares(const T* x, int64_t n) {
   // One partial per fixed block, added in block order: the same sum for any thread count.
   const int64_t nb = (n + kElemBlock - 1) / kElemBlock;
   std::vector<double> partial(static_cast<size_t>(nb));
-  for_blocks(n, [&](int64_t lo, int64_t hi) {
+  double* part = partial.data();
+  for_blocks(n, [=](int64_t lo, int64_t hi) {
     double acc = 0.0;
 #pragma omp simd reduction(+ : acc)
     for (int64_t i = lo; i < hi; ++i) acc += static_cast<double>(x[i]) * static_cast<double>(x[i]);
-    partial[static_cast<size_t>(lo / kElemBlock)] = acc;
+    part[lo / kElemBlock] = acc;
   });
   double total = 0.0;
   for (double p : partial) total += p;

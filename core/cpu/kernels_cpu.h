@@ -42,7 +42,8 @@ void for_blocks(int64_t n, F&& fn, int64_t block = kElemBlock) {
 }
 
 // Dropout keep decisions for consecutive element indices of one stream. One Philox block gives
-// four consecutive elements, so walking forward reuses it (4x fewer draws than rng_bits).
+// four consecutive elements, so walking forward reuses it (4x fewer draws than rng_bits). The
+// draw must stay rng_bits' (core/rng.h): the kernel tests compare against dropout_keep.
 class KeepMask {
  public:
   KeepMask(RngStream s, float p) : s_(s), p_(p) {}
@@ -50,7 +51,7 @@ class KeepMask {
     const uint64_t n = s_.offset + i;
     if ((n >> 2) != block_ || !valid_) {
       block_ = n >> 2;
-      bits_ = philox4x32_10(s_.seed, 0, block_);
+      bits_ = philox4x32_10(s_.seed, s_.stream, block_);
       valid_ = true;
     }
     return kernels::dropout_keep_bits(bits_.v[n & 3], p_);

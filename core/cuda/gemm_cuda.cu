@@ -30,6 +30,16 @@ void gemm_cuda(cublasHandle_t handle, Tensor& c, const Tensor& a, bool trans_a, 
                   "gemm: b " << b.str() << (trans_b ? "^T" : "") << " vs a " << a.str()
                              << (trans_a ? "^T" : "") << " and c " << c.str());
   if (m == 0 || n == 0) return;
+  if (k == 0) {  // empty product: c = beta * c, without relying on cuBLAS's k == 0 handling
+    cudaStream_t stream = nullptr;
+    CUBLAS_CHECK(cublasGetStream(handle, &stream));
+    if (beta == 0.0) {
+      fill_cuda(c, 0.0, stream);  // beta = 0 never reads c, as in BLAS
+    } else {
+      scale_cuda(c, beta, stream);
+    }
+    return;
+  }
 
   // Leading dimensions are the row-major column counts of each buffer as stored.
   const int lda = to_int(a2.dim(1), "lda"), ldb = to_int(b2.dim(1), "ldb");

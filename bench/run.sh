@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Training throughput of our CPU trainer against PyTorch, side by side, plus the GEMM ceiling.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+usage() {
+  cat <<'USAGE'
+Usage: bench/run.sh [--quick] [--threads N] [--models LIST] [--profile] [--build-dir DIR]
+                    [--bin-dir DIR] [--help]
+
+Builds mtnlg-bench-train and mtnlg-bench-gemm (incrementally: a no-op when up to date), then
+runs on N threads, one after the other:
+  demo       4 layers, hidden 256, 4 heads, seq 128, vocab 50257, micro 4, global 8
+  gpt2-124m  12 layers, hidden 768, 12 heads, seq 1024, vocab 50257, micro 1, global 1
+each with mtnlg-bench-train (ours) and bench/torch_train.py (PyTorch, float32), then
+mtnlg-bench-gemm on the same shapes, and prints one table:
+  model | impl | tokens/s | TFLOP/s | ms/iter | ratio ours/torch | % of GEMM ceiling
+TFLOP/s counts 6*N + 12*L*h*s FLOPs per token (N = non-embedding params + V_pad*h of the
+tied head; see bench/model_flops.h). tokens/s and TFLOP/s use the median iteration; ms/iter
+shows median (min). The ratio is of tokens/s (> 1: ours is faster). The GEMM ceiling is the
+best rate mtnlg-bench-gemm measured over all shapes. Takes about 5-10 minutes on 2 idle cores
+(--quick: about 2); other load on the machine slows both sides.
+
+  --quick          fewer iterations (demo 2, gpt2-124m 1) and shorter GEMM timing
+  --threads N      threads for both implementations and the GEMM bench (default: 2)
+  --models LIST    comma-separated subset of demo,gpt2-124m (default: both)
+  --profile        also run mtnlg-bench-train --profile on each model and print where the
+                   time goes (one more run per model)
+  --build-dir DIR  build directory (default: build); binaries are DIR/bench/mtnlg-bench-*
+  --bin-dir DIR    take mtnlg-bench-train and mtnlg-bench-gemm from DIR and do not build
+  -h, --help       this text
+
+Environment: PYTHON (default /usr/bin/python3, which has torch 1.13), MTNLG_JOBS (build jobs,
+default 2). Raw results (one JSON line per run) are kept in DIR/bench-results.jsonl.
+USAGE
+}
+
+quick=0
+threads=2
+models=demo,gpt2-124m
+profile=0
+build_dir=build
+bin_dir=""
+while (($#)); do
+  case "$1" in
+    --quick) quick=1 ;;
+    --profile) profile=1 ;;
+    --threads | --models | --build-dir | --bin-dir)
+      [[ $# -ge 2 ]] || { echo "run.sh: $1 needs a value (see --help)" >&2; exit 2; }
+      case "$1" in
+        --threads) threads=$2 ;;
+        --models) models=$2 ;;
+        --build-dir) build_dir=$2 ;;
+        --bin-dir) bin_dir=$2 ;;
+      esac
+      shift
+      ;;
+    -h | --help) usage; exit 0 ;;
+    *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+[[ $threads =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --threads must be a positive integer" >&2; exit 2; }
+python=${PYTHON:-/usr/bin/python3}
+jobs=${MTNLG_JOBS:-2}
+
+if [[ -z $bin_dir ]]; then
+  targets=(mtnlg-bench-train mtnlg-bench-gemm)
+  if [[ -x scripts/build.sh ]]; then
+    scripts/build.sh --no-cuda --build-dir "$build_dir" --target "${targets[0]}" \
+      --target "${targets[1]}"
+  else
+    cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake --build "$build_dir" --target "${targets[@]}" -j "$jobs"
+  fi
+  bin_dir=$build_dir/bench
+  results_dir=$build_dir
+else
+  results_dir=$bin_dir
+fi
+for exe in mtnlg-bench-train mtnlg-bench-gemm; do
+  [[ -x $bin_dir/$exe ]] || { echo "run.sh: $bin_dir/$exe not found" >&2; exit 1; }
+done
+"$python" -c 'import torch' 2>/dev/null ||
+  { echo "run.sh: $python cannot import torch (set PYTHON to one that can)" >&2; exit 1; }
+
+results=$results_dir/bench-results.jsonl
+: >"$results"
+
+# name | model flags | iterations (normal) | iterations (--quick)
+model_flags() {
+  case "$1" in
+    demo) echo "--layers 4 --hidden 256 --heads 4 --seq 128 --vocab 50257 --micro-batch 4 --global-batch 8" ;;
+    gpt2-124m) echo "--layers 12 --hidden 768 --heads 12 --seq 1024 --vocab 50257 --micro-batch 1 --global-batch 1" ;;
+    *) echo "run.sh: unknown model '$1' (demo, gpt2-124m)" >&2; exit 2 ;;
+  esac
+}
+iters() {
+  case "$1:$quick" in
+    demo:0) echo "--iters 5 --warmup-iters 1" ;;
+    demo:1) echo "--iters 2 --warmup-iters 1" ;;
+    gpt2-124m:0) echo "--iters 3 --warmup-iters 1" ;;
+    gpt2-124m:1) echo "--iters 1 --warmup-iters 1" ;;
+  esac
+}
+
+IFS=, read -r -a model_list <<<"$models"
+for m in "${model_list[@]}"; do
+  flags=$(model_flags "$m")
+  # shellcheck disable=SC2046,SC2086  # word splitting of the flag strings is intended
+  {
+    echo "run.sh: $m: ours" >&2
+    "$bin_dir/mtnlg-bench-train" --name "$m" $flags $(iters "$m") --threads "$threads" --json \
+      >>"$results"
+    echo "run.sh: $m: torch" >&2
+    "$python" bench/torch_train.py --name "$m" $flags $(iters "$m") --threads "$threads" --json \
+      >>"$results"
+    if ((profile)); then
+      echo "run.sh: $m: ours, --profile" >&2
+      "$bin_dir/mtnlg-bench-train" --name "$m" $flags --iters 1 --warmup-iters 1 \
+        --threads "$threads" --profile
+    fi
+  }
+done
+
+echo "run.sh: GEMM ceiling" >&2
+gemm_time=0.5
+((quick)) && gemm_time=0.1
+"$bin_dir/mtnlg-bench-gemm" --models "$models" --threads "$threads" --min-time "$gemm_time" \
+  --json >>"$results"
+
+"$python" bench/report.py "$results"

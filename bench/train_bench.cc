@@ -1,0 +1,265 @@
+// mtnlg-bench-train: training throughput of the full GPT model on the CPU backend.
+//
+// Times whole training iterations (zero grads; forward + backward per micro-batch, accumulating
+// gradients; global grad norm and clip coefficient; AdamW step) on random tokens after warm-up,
+// and reports tokens/s and model TFLOP/s (the count of bench/model_flops.h). bench/torch_train.py
+// is the same measurement on PyTorch; bench/run.sh runs both side by side.
+// --profile times every Backend call by phase and kind (GEMMs by projection) to show where an
+// iteration's time goes. Exit status: 0 done; 2 bad flags; 1 other errors.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench/model_flops.h"
+#include "bench/model_gemms.h"
+#include "bench/timing_backend.h"
+#include "core/config/recipe.h"
+#include "model/gpt_params.h"
+#include "model/gpt_stage.h"
+#include "optim/adamw.h"
+
+namespace {
+
+using namespace mtnlg;
+
+struct Options {
+  std::string name = "model";
+  int64_t layers = 4, hidden = 256, heads = 4, seq = 128, vocab = 50257;
+  int64_t micro_batch = 4, global_batch = 8;
+  int iters = 5, warmup_iters = 1, threads = 0;
+  uint64_t seed = 1234;
+  bool json = false, profile = false;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+GPTConfig config_from(const Options& o) {
+  GPTConfig c;
+  c.num_layers = o.layers;
+  c.hidden = o.hidden;
+  c.heads = o.heads;
+  c.ffn = 4 * o.hidden;
+  c.seq = o.seq;
+  c.max_positions = o.seq;
+  c.vocab = o.vocab;
+  c.padded_vocab = (o.vocab + 127) / 128 * 128;  // Megatron's rule at tensor parallel 1
+  c.activation = Activation::kGelu;              // exact erf GeLU, as torch.nn.GELU()
+  c.hidden_dropout = 0.0;
+  c.attention_dropout = 0.0;
+  return c;
+}
+
+void validate(const Options& o) {
+  if (o.hidden % o.heads != 0)
+    throw invalid_argument("--hidden " + std::to_string(o.hidden) +
+                               " is not divisible by --heads " + std::to_string(o.heads),
+                           "--heads");
+  if (o.global_batch % o.micro_batch != 0)
+    throw invalid_argument("--global-batch " + std::to_string(o.global_batch) +
+                               " is not a multiple of --micro-batch " +
+                               std::to_string(o.micro_batch),
+                           "--global-batch");
+}
+
+// Prints the --profile table: each category's time per timed iteration, its share, and the
+// achieved GFLOP/s where it has a FLOP count (GEMMs, attention).
+void print_profile(const std::map<std::string, bench::OpTiming>& timings, int iters,
+                   double iter_seconds, std::FILE* out) {
+  std::vector<std::pair<std::string, bench::OpTiming>> rows(timings.begin(), timings.end());
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+  double total = 0.0;
+  std::map<std::string, double> by_phase, by_kind;
+  for (const auto& [key, t] : rows) {
+    total += t.seconds;
+    const auto slash = key.find('/');
+    by_phase[key.substr(0, slash)] += t.seconds;
+    const std::string op = key.substr(slash + 1);
+    by_kind[op.starts_with("gemm") ? "gemm" : op] += t.seconds;
+  }
+  std::fprintf(out,
+               "\nprofile: backend time per iteration by call (%d iterations; timed calls "
+               "sum to %.1f ms of %.1f ms measured per iteration)\n",
+               iters, 1e3 * total / iters, 1e3 * iter_seconds);
+  std::fprintf(out, "%-60s %7s %10s %6s %8s\n", "phase/call", "calls", "ms/iter", "%", "GFLOP/s");
+  for (const auto& [key, t] : rows) {
+    std::fprintf(out, "%-60s %7lld %10.2f %6.1f", key.c_str(),
+                 static_cast<long long>(t.calls / iters), 1e3 * t.seconds / iters,
+                 100.0 * t.seconds / total);
+    if (t.flops > 0) std::fprintf(out, " %8.1f", t.flops / t.seconds * 1e-9);
+    std::fprintf(out, "\n");
+  }
+  std::fprintf(out, "\nby phase:");
+  for (const auto& [phase, s] : by_phase)
+    std::fprintf(out, "  %s %.1f ms (%.1f%%)", phase.c_str(), 1e3 * s / iters, 100.0 * s / total);
+  std::vector<std::pair<std::string, double>> kinds(by_kind.begin(), by_kind.end());
+  std::sort(kinds.begin(), kinds.end(), [](auto& a, auto& b) { return a.second > b.second; });
+  std::fprintf(out, "\nby kind: ");
+  for (const auto& [kind, s] : kinds)
+    std::fprintf(out, "  %s %.1f ms (%.1f%%)", kind.c_str(), 1e3 * s / iters, 100.0 * s / total);
+  std::fprintf(out, "\n");
+}
+
+int run(const Options& o) {
+  validate(o);
+  const GPTConfig config = config_from(o);
+  auto cpu = make_cpu_backend(o.threads);
+  bench::TimingBackend timed(*cpu);
+  Backend& be = o.profile ? static_cast<Backend&>(timed) : *cpu;
+  const int64_t tokens_per_micro = o.micro_batch * o.seq;
+  const auto gemms =
+      bench::model_gemms(tokens_per_micro, config.hidden, config.ffn, config.padded_vocab);
+  timed.set_gemm_labeler([&gemms](bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
+    return bench::gemm_label(gemms, ta, tb, m, n, k);
+  });
+
+  GPTStage model(config, full_model(config), be, DType::kF32, o.seed);
+  model.init_weights(o.seed);
+  OptimizerConfig opt_config;  // defaults: lr 1e-4, betas (0.9, 0.999), wd 0.01, clip 1.0
+  AdamW optimizer(model.params(), be, opt_config);
+  StageActivations acts = model.make_activations(o.micro_batch);
+
+  // Random tokens and targets, one pair of buffers per micro-batch of the global batch.
+  const int64_t accum = o.global_batch / o.micro_batch;
+  std::mt19937_64 gen(o.seed);
+  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(o.vocab - 1));
+  std::vector<Tensor> tokens, targets;
+  for (int64_t i = 0; i < accum; ++i) {
+    tokens.push_back(Tensor::cpu({o.micro_batch, o.seq}, DType::kI32));
+    targets.push_back(Tensor::cpu({o.micro_batch, o.seq}, DType::kI32));
+    for (int64_t j = 0; j < tokens_per_micro; ++j) {
+      tokens.back().data_as<int32_t>()[j] = token(gen);
+      targets.back().data_as<int32_t>()[j] = token(gen);
+    }
+  }
+  const double tokens_per_iter = static_cast<double>(o.global_batch * o.seq);
+
+  std::vector<double> times;
+  double loss = 0.0;
+  uint64_t micro_id = 0;
+  for (int it = 0; it < o.warmup_iters + o.iters; ++it) {
+    if (it == o.warmup_iters) timed.reset();
+    const auto t0 = std::chrono::steady_clock::now();
+    timed.set_phase("optimizer");
+    model.params().zero_grads(be);
+    double loss_sum = 0.0;
+    for (int64_t i = 0; i < accum; ++i) {
+      timed.set_phase("forward");
+      loss_sum += model.forward(acts, tokens[i], targets[i], micro_id++);
+      timed.set_phase("backward");
+      model.backward(acts, Tensor(), 1.0 / tokens_per_iter);
+    }
+    timed.set_phase("optimizer");
+    const double norm = global_grad_norm(be, model.params());
+    optimizer.step(opt_config.lr, clip_coefficient(norm, opt_config.clip_grad));
+    be.synchronize();
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    loss = loss_sum / tokens_per_iter;
+    if (it >= o.warmup_iters) times.push_back(dt);
+  }
+
+  const bench::ModelFlops flops = bench::model_flops(config, model.params());
+  const double med = median(times), best = *std::min_element(times.begin(), times.end());
+  const double tokens_per_s = tokens_per_iter / med;
+  const double tflops = flops.per_token * tokens_per_s * 1e-12;
+  std::FILE* text = o.json ? stderr : stdout;
+  if (o.profile) print_profile(timed.timings(), o.iters, med, text);
+  if (o.json) {
+    std::printf(
+        "{\"impl\":\"mtnlg\",\"name\":\"%s\",\"threads\":%d,\"layers\":%lld,\"hidden\":%lld,"
+        "\"heads\":%lld,\"seq\":%lld,\"vocab\":%lld,\"padded_vocab\":%lld,\"micro_batch\":%lld,"
+        "\"global_batch\":%lld,\"iters\":%d,\"warmup_iters\":%d,\"params\":%lld,"
+        "\"non_embedding_params\":%lld,\"n_counted\":%lld,\"flops_per_token\":%.6g,"
+        "\"tokens_per_iter\":%.0f,\"ms_median\":%.3f,\"ms_min\":%.3f,\"tokens_per_s\":%.3f,"
+        "\"tflops\":%.6f,\"loss\":%.6f}\n",
+        o.name.c_str(), o.threads, (long long)o.layers, (long long)o.hidden, (long long)o.heads,
+        (long long)o.seq, (long long)o.vocab, (long long)config.padded_vocab,
+        (long long)o.micro_batch, (long long)o.global_batch, o.iters, o.warmup_iters,
+        (long long)model.params().global_numel(), (long long)flops.non_embedding_params,
+        (long long)flops.n, flops.per_token, tokens_per_iter, 1e3 * med, 1e3 * best, tokens_per_s,
+        tflops, loss);
+    return 0;
+  }
+  std::printf("mtnlg-bench-train (%s, f32, dropout 0)\n", cpu->name().c_str());
+  std::printf("model %s: L=%lld h=%lld heads=%lld s=%lld V=%lld (padded %lld), %lld params\n",
+              o.name.c_str(), (long long)o.layers, (long long)o.hidden, (long long)o.heads,
+              (long long)o.seq, (long long)o.vocab, (long long)config.padded_vocab,
+              (long long)model.params().global_numel());
+  std::printf("batch: %lld micro-batches of %lld x %lld = %.0f tokens per iteration\n",
+              (long long)accum, (long long)o.micro_batch, (long long)o.seq, tokens_per_iter);
+  std::printf(
+      "FLOPs/token = 6*N + 12*L*h*s, N = non-embedding params %lld (blocks + final LN) + "
+      "tied head V_pad*h %lld = %lld; = %.4g (attention %.4g)\n",
+      (long long)flops.non_embedding_params, (long long)flops.head_params, (long long)flops.n,
+      flops.per_token, flops.attention_per_token);
+  std::printf("iterations: %d timed after %d warm-up; loss %.4f\n", o.iters, o.warmup_iters, loss);
+  std::printf("ms/iter: median %.1f, min %.1f\n", 1e3 * med, 1e3 * best);
+  std::printf("tokens/s: %.1f (median iteration)\n", tokens_per_s);
+  std::printf("model TFLOP/s: %.4f\n", tflops);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "mtnlg-bench-train: training throughput of a GPT model on the CPU backend (f32, no "
+      "dropout, random tokens). Times full iterations: zero grads, forward + backward per "
+      "micro-batch (gradient accumulation), global grad norm, AdamW step. Reports tokens/s and "
+      "model TFLOP/s with FLOPs/token = 6*N + 12*L*h*s (N = non-embedding params + V_pad*h of "
+      "the tied head). Compare with bench/torch_train.py; bench/run.sh runs both."};
+  Options o;
+  app.add_option("--name", o.name, "Label for the output (e.g. demo, gpt2-124m)")
+      ->capture_default_str();
+  app.add_option("--layers", o.layers, "Transformer layers L")->capture_default_str();
+  app.add_option("--hidden", o.hidden, "Hidden size h (ffn is 4h)")->capture_default_str();
+  app.add_option("--heads", o.heads, "Attention heads (must divide --hidden)")
+      ->capture_default_str();
+  app.add_option("--seq", o.seq, "Sequence length s")->capture_default_str();
+  app.add_option("--vocab", o.vocab, "Vocabulary V (padded up to a multiple of 128)")
+      ->capture_default_str();
+  app.add_option("--micro-batch", o.micro_batch, "Sequences per micro-batch")
+      ->capture_default_str();
+  app.add_option("--global-batch", o.global_batch,
+                 "Sequences per iteration (a multiple of --micro-batch; the rest is gradient "
+                 "accumulation)")
+      ->capture_default_str();
+  app.add_option("--iters", o.iters, "Timed iterations")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--warmup-iters", o.warmup_iters, "Untimed iterations first")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--threads", o.threads, "CPU backend threads (0: all cores)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--seed", o.seed, "Seed of the weights and the random tokens")
+      ->capture_default_str();
+  app.add_flag("--json", o.json, "Print one JSON line on stdout (text goes to stderr)");
+  app.add_flag("--profile", o.profile,
+               "Time every Backend call by phase (forward/backward/optimizer) and kind, GEMMs "
+               "by projection and shape, and print where an iteration's time goes");
+  for (auto* opt :
+       {"--layers", "--hidden", "--heads", "--seq", "--vocab", "--micro-batch", "--global-batch"})
+    app.get_option(opt)->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return run(o);
+  } catch (const mtnlg::Error& e) {
+    std::cerr << "mtnlg-bench-train: " << e.what() << "\n";
+    return e.code() == mtnlg::Code::kInvalidArgument ? 2 : 1;
+  } catch (const std::exception& e) {
+    std::cerr << "mtnlg-bench-train: " << e.what() << "\n";
+    return 1;
+  }
+}

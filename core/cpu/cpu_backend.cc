@@ -1,0 +1,415 @@
+// CpuBackend: validates tensors (invariants: MTNLG_CHECK; bad token ids from data:
+// invalid_argument), dispatches on dtype and calls the kernels of kernels_cpu.h.
+#include "core/cpu/cpu_backend.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <cstring>
+#include <sstream>
+
+#include "core/cpu/kernels_cpu.h"
+
+namespace mtnlg {
+namespace {
+
+// Calls f(T{}) with T the C++ type of a floating dtype; other dtypes are unsupported.
+template <typename F>
+void dispatch(const char* op, DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kF32: f(float{}); return;
+    case DType::kF64: f(double{}); return;
+    default:
+      throw unsupported(std::string("CPU backend: ") + op + " does not support dtype " +
+                            dtype_name(dtype) + "; use f32 (or f64 for gradient checks)",
+                        op);
+  }
+}
+
+void check_tensor(const Tensor& t, const char* op, const char* what) {
+  MTNLG_CHECK_MSG(t.defined(), op << ": " << what << " is undefined");
+  MTNLG_CHECK_MSG(t.device() == Device::kCPU, op << ": " << what << " is " << t.str());
+}
+
+void check_same(const Tensor& t, DType dtype, int64_t numel, const char* op, const char* what) {
+  check_tensor(t, op, what);
+  MTNLG_CHECK_MSG(t.dtype() == dtype && t.numel() == numel,
+                  op << ": " << what << " is " << t.str() << ", want " << dtype_name(dtype)
+                     << " with " << numel << " elements");
+}
+
+void check_p(double p, const char* op) {
+  MTNLG_CHECK_MSG(p >= 0.0 && p < 1.0, op << ": dropout probability " << p << " not in [0, 1)");
+}
+
+void check_ids(const int32_t* ids, int64_t n, int64_t limit, const char* op, const char* what,
+               const char* fix) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (ids[i] < 0 || ids[i] >= limit) {
+      std::ostringstream os;
+      os << op << ": " << what << " " << ids[i] << " at position " << i << " is outside [0, "
+         << limit << "); " << fix;
+      throw invalid_argument(os.str(), op);
+    }
+  }
+}
+
+}  // namespace
+
+CpuBackend::CpuBackend(int threads) : threads_(threads > 0 ? threads : omp_get_num_procs()) {
+  // OpenBLAS only ever runs single-threaded inside our OpenMP regions (gemm_cpu.cc says why).
+  // The setting is process-wide and the same for every CpuBackend, so concurrent instances agree.
+  openblas_set_num_threads(1);
+  enter();
+}
+
+void CpuBackend::enter() const { omp_set_num_threads(threads_); }
+
+std::string CpuBackend::name() const { return "cpu(" + std::to_string(threads_) + " threads)"; }
+
+Tensor CpuBackend::alloc(const Shape& shape, DType dtype) { return Tensor::cpu(shape, dtype); }
+
+void CpuBackend::fill(Tensor& t, double value) {
+  enter();
+  check_tensor(t, "fill", "t");
+  if (t.dtype() == DType::kI32) {
+    cpu::fill(t.data_as<int32_t>(), static_cast<int32_t>(value), t.numel());
+    return;
+  }
+  dispatch("fill", t.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cpu::fill(t.data_as<T>(), static_cast<T>(value), t.numel());
+  });
+}
+
+void CpuBackend::copy(Tensor& dst, const Tensor& src) {
+  enter();
+  check_tensor(dst, "copy", "dst");
+  check_tensor(src, "copy", "src");
+  MTNLG_CHECK_MSG(dst.numel() == src.numel(), "copy: dst " << dst.str() << ", src " << src.str());
+  if (dst.dtype() == src.dtype()) {
+    if (dst.data() != src.data()) std::memmove(dst.data(), src.data(), src.nbytes());
+  } else if (dst.dtype() == DType::kF32 && src.dtype() == DType::kF64) {
+    cpu::convert(dst.data_as<float>(), src.data_as<double>(), src.numel());
+  } else if (dst.dtype() == DType::kF64 && src.dtype() == DType::kF32) {
+    cpu::convert(dst.data_as<double>(), src.data_as<float>(), src.numel());
+  } else {
+    throw unsupported(std::string("CPU backend: copy from ") + dtype_name(src.dtype()) + " to " +
+                          dtype_name(dst.dtype()) + " is not supported (same dtype or f32<->f64)",
+                      "copy");
+  }
+}
+
+void CpuBackend::gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                      double alpha, double beta) {
+  enter();
+  check_tensor(a, "gemm", "a");
+  check_tensor(b, "gemm", "b");
+  check_tensor(c, "gemm", "c");
+  const Tensor a2 = a.as_2d(), b2 = b.as_2d();
+  const int64_t m = trans_a ? a2.dim(1) : a2.dim(0), k = trans_a ? a2.dim(0) : a2.dim(1);
+  const int64_t kb = trans_b ? b2.dim(1) : b2.dim(0), n = trans_b ? b2.dim(0) : b2.dim(1);
+  MTNLG_CHECK_MSG(k == kb && c.ndim() >= 1 && c.dim(-1) == n && c.numel() == m * n,
+                  "gemm: c " << c.str() << " = a" << (trans_a ? "^T " : " ") << a.str() << " @ b"
+                             << (trans_b ? "^T " : " ") << b.str());
+  dispatch("gemm", c.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cpu::gemm(c.data_as<T>(), a.data_as<T>(), trans_a, b.data_as<T>(), trans_b, m, n, k,
+              static_cast<T>(alpha), static_cast<T>(beta));
+  });
+}
+
+void CpuBackend::add_bias(Tensor& y, const Tensor& bias) {
+  enter();
+  check_tensor(y, "add_bias", "y");
+  const int64_t c = y.dim(-1);
+  check_same(bias, y.dtype(), c, "add_bias", "bias");
+  dispatch("add_bias", y.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cpu::add_bias(y.data_as<T>(), bias.data_as<T>(), y.numel() / c, c);
+  });
+}
+
+void CpuBackend::bias_backward(Tensor& dbias, const Tensor& dy) {
+  enter();
+  check_tensor(dy, "bias_backward", "dy");
+  const int64_t c = dy.dim(-1);
+  check_same(dbias, dy.dtype(), c, "bias_backward", "dbias");
+  dispatch("bias_backward", dy.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cpu::bias_backward(dbias.data_as<T>(), dy.data_as<T>(), dy.numel() / c, c);
+  });
+}
+
+void CpuBackend::add(Tensor& out, const Tensor& a, const Tensor& b) {
+  enter();
+  check_tensor(out, "add", "out");
+  check_same(a, out.dtype(), out.numel(), "add", "a");
+  check_same(b, out.dtype(), out.numel(), "add", "b");
+  dispatch("add", out.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cpu::add(out.data_as<T>(), a.data_as<T>(), b.data_as<T>(), out.numel());
+  });
+}
+
+void CpuBackend::axpy(Tensor& y, const Tensor& x, double alpha) {
+  enter();
+  check_tensor(y, "axpy", "y");
+  check_same(x, y.dtype(), y.numel(), "axpy", "x");
+  dispatch("axpy", y.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cpu::axpy(y.data_as<T>(), x.data_as<T>(), static_cast<T>(alpha), y.numel());
+  });
+}
+
+void CpuBackend::scale(Tensor& x, double alpha) {
+  enter();
+  check_tensor(x, "scale", "x");
+  dispatch("scale", x.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cpu::scale(x.data_as<T>(), static_cast<T>(alpha), x.numel());
+  });
+}
+
+double CpuBackend::sum_squares(const Tensor& x) {
+  enter();
+  check_tensor(x, "sum_squares", "x");
+  double result = 0.0;
+  dispatch("sum_squares", x.dtype(), [&](auto z) {
+    using T = decltype(z);
+    result = cpu::sum_squares(x.data_as<T>(), x.numel());
+  });
+  return result;
+}
+
+void CpuBackend::layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in,
+                                   const Tensor& weight, const Tensor& bias, double eps) {
+  enter();
+  check_tensor(in, "layernorm_forward", "in");
+  const DType dt = in.dtype();
+  const int64_t c = in.dim(-1), n = in.numel() / c;
+  check_same(out, dt, n * c, "layernorm_forward", "out");
+  check_same(mean, dt, n, "layernorm_forward", "mean");
+  check_same(rstd, dt, n, "layernorm_forward", "rstd");
+  check_same(weight, dt, c, "layernorm_forward", "weight");
+  check_same(bias, dt, c, "layernorm_forward", "bias");
+  dispatch("layernorm_forward", dt, [&](auto z) {
+    using T = decltype(z);
+    cpu::layernorm_forward(out.data_as<T>(), mean.data_as<T>(), rstd.data_as<T>(),
+                           in.data_as<T>(), weight.data_as<T>(), bias.data_as<T>(), n, c,
+                           static_cast<T>(eps));
+  });
+}
+
+void CpuBackend::layernorm_backward(Tensor& din, Tensor& dweight, Tensor& dbias,
+                                    const Tensor& dout, const Tensor& in, const Tensor& weight,
+                                    const Tensor& mean, const Tensor& rstd) {
+  enter();
+  check_tensor(in, "layernorm_backward", "in");
+  const DType dt = in.dtype();
+  const int64_t c = in.dim(-1), n = in.numel() / c;
+  check_same(din, dt, n * c, "layernorm_backward", "din");
+  check_same(dout, dt, n * c, "layernorm_backward", "dout");
+  check_same(dweight, dt, c, "layernorm_backward", "dweight");
+  check_same(dbias, dt, c, "layernorm_backward", "dbias");
+  check_same(weight, dt, c, "layernorm_backward", "weight");
+  check_same(mean, dt, n, "layernorm_backward", "mean");
+  check_same(rstd, dt, n, "layernorm_backward", "rstd");
+  dispatch("layernorm_backward", dt, [&](auto z) {
+    using T = decltype(z);
+    cpu::layernorm_backward(din.data_as<T>(), dweight.data_as<T>(), dbias.data_as<T>(),
+                            dout.data_as<T>(), in.data_as<T>(), weight.data_as<T>(),
+                            mean.data_as<T>(), rstd.data_as<T>(), n, c);
+  });
+}
+
+void CpuBackend::gelu_forward(Tensor& out, const Tensor& in, Activation act) {
+  enter();
+  check_tensor(in, "gelu_forward", "in");
+  check_same(out, in.dtype(), in.numel(), "gelu_forward", "out");
+  dispatch("gelu_forward", in.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cpu::gelu_forward(out.data_as<T>(), in.data_as<T>(), in.numel(), act);
+  });
+}
+
+void CpuBackend::gelu_backward(Tensor& din, const Tensor& dout, const Tensor& in,
+                               Activation act) {
+  enter();
+  check_tensor(in, "gelu_backward", "in");
+  check_same(din, in.dtype(), in.numel(), "gelu_backward", "din");
+  check_same(dout, in.dtype(), in.numel(), "gelu_backward", "dout");
+  dispatch("gelu_backward", in.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cpu::gelu_backward(din.data_as<T>(), dout.data_as<T>(), in.data_as<T>(), in.numel(), act);
+  });
+}
+
+namespace {
+struct AttentionDims {
+  int64_t b, s, hd;
+};
+AttentionDims attention_dims(const Tensor& qkv, int64_t heads, const char* op) {
+  check_tensor(qkv, op, "qkv");
+  MTNLG_CHECK_MSG(qkv.ndim() == 3 && heads > 0 && qkv.dim(2) % (3 * heads) == 0,
+                  op << ": qkv " << qkv.str() << " is not [b, s, heads*3*hd] with heads = "
+                     << heads);
+  return {qkv.dim(0), qkv.dim(1), qkv.dim(2) / (3 * heads)};
+}
+}  // namespace
+
+void CpuBackend::attention_forward(Tensor& out, Tensor& probs, const Tensor& qkv, int64_t heads,
+                                   double dropout_p, RngStream rng) {
+  enter();
+  const auto [b, s, hd] = attention_dims(qkv, heads, "attention_forward");
+  check_p(dropout_p, "attention_forward");
+  check_same(out, qkv.dtype(), b * s * heads * hd, "attention_forward", "out");
+  check_same(probs, qkv.dtype(), b * heads * s * s, "attention_forward", "probs");
+  dispatch("attention_forward", qkv.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cpu::attention_forward(out.data_as<T>(), probs.data_as<T>(), qkv.data_as<T>(), b, s, heads,
+                           hd, static_cast<float>(dropout_p), rng);
+  });
+}
+
+void CpuBackend::attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
+                                    const Tensor& probs, int64_t heads, double dropout_p,
+                                    RngStream rng) {
+  enter();
+  const auto [b, s, hd] = attention_dims(qkv, heads, "attention_backward");
+  check_p(dropout_p, "attention_backward");
+  check_same(dqkv, qkv.dtype(), qkv.numel(), "attention_backward", "dqkv");
+  check_same(dout, qkv.dtype(), b * s * heads * hd, "attention_backward", "dout");
+  check_same(probs, qkv.dtype(), b * heads * s * s, "attention_backward", "probs");
+  dispatch("attention_backward", qkv.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cpu::attention_backward(dqkv.data_as<T>(), dout.data_as<T>(), qkv.data_as<T>(),
+                            probs.data_as<T>(), b, s, heads, hd, static_cast<float>(dropout_p),
+                            rng);
+  });
+}
+
+void CpuBackend::embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& wte,
+                                   const Tensor& wpe) {
+  enter();
+  check_tensor(tokens, "embedding_forward", "tokens");
+  check_tensor(wte, "embedding_forward", "wte");
+  check_tensor(wpe, "embedding_forward", "wpe");
+  MTNLG_CHECK_MSG(tokens.dtype() == DType::kI32 && tokens.ndim() == 2 && wte.ndim() == 2 &&
+                      wpe.ndim() == 2 && wpe.dim(1) == wte.dim(1) && wpe.dtype() == wte.dtype() &&
+                      wpe.dim(0) >= tokens.dim(1),
+                  "embedding_forward: tokens " << tokens.str() << ", wte " << wte.str()
+                                               << ", wpe " << wpe.str());
+  const int64_t b = tokens.dim(0), s = tokens.dim(1), c = wte.dim(1);
+  check_same(out, wte.dtype(), b * s * c, "embedding_forward", "out");
+  check_ids(tokens.data_as<int32_t>(), b * s, wte.dim(0), "embedding_forward", "token id",
+            "the data's vocabulary is larger than the model's (check model.vocab_size)");
+  dispatch("embedding_forward", wte.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cpu::embedding_forward(out.data_as<T>(), tokens.data_as<int32_t>(), wte.data_as<T>(),
+                           wpe.data_as<T>(), b, s, c);
+  });
+}
+
+void CpuBackend::embedding_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout,
+                                    const Tensor& tokens) {
+  enter();
+  check_tensor(tokens, "embedding_backward", "tokens");
+  check_tensor(dwte, "embedding_backward", "dwte");
+  check_tensor(dwpe, "embedding_backward", "dwpe");
+  MTNLG_CHECK_MSG(tokens.dtype() == DType::kI32 && tokens.ndim() == 2 && dwte.ndim() == 2 &&
+                      dwpe.ndim() == 2 && dwpe.dim(1) == dwte.dim(1) &&
+                      dwpe.dtype() == dwte.dtype() && dwpe.dim(0) >= tokens.dim(1),
+                  "embedding_backward: tokens " << tokens.str() << ", dwte " << dwte.str()
+                                                << ", dwpe " << dwpe.str());
+  const int64_t b = tokens.dim(0), s = tokens.dim(1), c = dwte.dim(1);
+  check_same(dout, dwte.dtype(), b * s * c, "embedding_backward", "dout");
+  check_ids(tokens.data_as<int32_t>(), b * s, dwte.dim(0), "embedding_backward", "token id",
+            "the data's vocabulary is larger than the model's (check model.vocab_size)");
+  dispatch("embedding_backward", dwte.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cpu::embedding_backward(dwte.data_as<T>(), dwpe.data_as<T>(), dout.data_as<T>(),
+                            tokens.data_as<int32_t>(), b, s, c);
+  });
+}
+
+double CpuBackend::cross_entropy_forward(const Tensor& logits, const Tensor& targets,
+                                         int64_t vocab) {
+  enter();
+  check_tensor(logits, "cross_entropy_forward", "logits");
+  const int64_t vp = logits.dim(-1), n = logits.numel() / vp;
+  check_same(targets, DType::kI32, n, "cross_entropy_forward", "targets");
+  MTNLG_CHECK_MSG(vocab > 0 && vocab <= vp,
+                  "cross_entropy_forward: vocab " << vocab << " for logits " << logits.str());
+  check_ids(targets.data_as<int32_t>(), n, vocab, "cross_entropy_forward", "target id",
+            "the data's vocabulary is larger than the model's (check model.vocab_size)");
+  double loss = 0.0;
+  dispatch("cross_entropy_forward", logits.dtype(), [&](auto z) {
+    using T = decltype(z);
+    loss = cpu::cross_entropy_forward(logits.data_as<T>(), targets.data_as<int32_t>(), n, vp,
+                                      vocab);
+  });
+  return loss;
+}
+
+void CpuBackend::cross_entropy_backward(Tensor& dlogits, const Tensor& logits,
+                                        const Tensor& targets, int64_t vocab,
+                                        double grad_scale) {
+  enter();
+  check_tensor(logits, "cross_entropy_backward", "logits");
+  const int64_t vp = logits.dim(-1), n = logits.numel() / vp;
+  check_same(dlogits, logits.dtype(), n * vp, "cross_entropy_backward", "dlogits");
+  check_same(targets, DType::kI32, n, "cross_entropy_backward", "targets");
+  MTNLG_CHECK_MSG(vocab > 0 && vocab <= vp,
+                  "cross_entropy_backward: vocab " << vocab << " for logits " << logits.str());
+  check_ids(targets.data_as<int32_t>(), n, vocab, "cross_entropy_backward", "target id",
+            "the data's vocabulary is larger than the model's (check model.vocab_size)");
+  dispatch("cross_entropy_backward", logits.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cpu::cross_entropy_backward(dlogits.data_as<T>(), logits.data_as<T>(),
+                                targets.data_as<int32_t>(), n, vp, vocab,
+                                static_cast<T>(grad_scale));
+  });
+}
+
+void CpuBackend::dropout_forward(Tensor& out, const Tensor& in, double p, RngStream rng) {
+  enter();
+  check_tensor(in, "dropout", "in");
+  check_same(out, in.dtype(), in.numel(), "dropout", "out");
+  check_p(p, "dropout");
+  dispatch("dropout", in.dtype(), [&](auto z) {
+    using T = decltype(z);
+    if (p == 0.0) {  // identity: skip drawing random numbers that all say keep
+      if (out.data() != in.data()) std::memmove(out.data(), in.data(), in.nbytes());
+      return;
+    }
+    cpu::dropout_forward(out.data_as<T>(), in.data_as<T>(), in.numel(), static_cast<float>(p),
+                         rng);
+  });
+}
+
+void CpuBackend::dropout_backward(Tensor& din, const Tensor& dout, double p, RngStream rng) {
+  // The same mask and scale applied to the gradient.
+  dropout_forward(din, dout, p, rng);
+}
+
+void CpuBackend::adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
+                              const AdamWArgs& args) {
+  enter();
+  check_tensor(param, "adamw_update", "param");
+  check_same(grad, param.dtype(), param.numel(), "adamw_update", "grad");
+  check_same(m, param.dtype(), param.numel(), "adamw_update", "m");
+  check_same(v, param.dtype(), param.numel(), "adamw_update", "v");
+  MTNLG_CHECK_MSG(args.step >= 1, "adamw_update: step " << args.step << " (1-based)");
+  dispatch("adamw_update", param.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cpu::adamw_update(param.data_as<T>(), grad.data_as<T>(), m.data_as<T>(), v.data_as<T>(),
+                      param.numel(), args);
+  });
+}
+
+std::unique_ptr<Backend> make_cpu_backend(int threads) {
+  return std::make_unique<CpuBackend>(threads);
+}
+
+}  // namespace mtnlg

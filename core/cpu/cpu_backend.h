@@ -1,0 +1,70 @@
+// CpuBackend: the Backend of core/backend.h on the host, for f32 (training) and f64 (gradient
+// checks); other dtypes throw Code::kUnsupported naming the op. It owns no tensors; alloc()
+// returns Tensor::cpu memory owned by the tensor handles.
+//
+// Threads: kernels run OpenMP regions with `threads` threads (set on the calling thread at each
+// call, since OpenMP's thread count is a per-thread setting) and single-threaded OpenBLAS inside
+// them (see gemm_cpu.cc). Like every Backend, one instance is used by one thread at a time;
+// separate instances may run concurrently (ranks as threads in tests).
+#pragma once
+
+#include <string>
+
+#include "core/backend.h"
+
+namespace mtnlg {
+
+class CpuBackend final : public Backend {
+ public:
+  // threads <= 0: one per core.
+  explicit CpuBackend(int threads);
+
+  int threads() const { return threads_; }
+
+  Device device() const override { return Device::kCPU; }
+  std::string name() const override;
+
+  Tensor alloc(const Shape& shape, DType dtype) override;
+  void fill(Tensor& t, double value) override;
+  void copy(Tensor& dst, const Tensor& src) override;
+
+  void gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, double alpha,
+            double beta) override;
+  void add_bias(Tensor& y, const Tensor& bias) override;
+  void bias_backward(Tensor& dbias, const Tensor& dy) override;
+  void add(Tensor& out, const Tensor& a, const Tensor& b) override;
+  void axpy(Tensor& y, const Tensor& x, double alpha) override;
+  void scale(Tensor& x, double alpha) override;
+  double sum_squares(const Tensor& x) override;
+
+  void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in,
+                         const Tensor& weight, const Tensor& bias, double eps) override;
+  void layernorm_backward(Tensor& din, Tensor& dweight, Tensor& dbias, const Tensor& dout,
+                          const Tensor& in, const Tensor& weight, const Tensor& mean,
+                          const Tensor& rstd) override;
+  void gelu_forward(Tensor& out, const Tensor& in, Activation act) override;
+  void gelu_backward(Tensor& din, const Tensor& dout, const Tensor& in, Activation act) override;
+  void attention_forward(Tensor& out, Tensor& probs, const Tensor& qkv, int64_t heads,
+                         double dropout_p, RngStream rng) override;
+  void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
+                          const Tensor& probs, int64_t heads, double dropout_p,
+                          RngStream rng) override;
+  void embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& wte,
+                         const Tensor& wpe) override;
+  void embedding_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout,
+                          const Tensor& tokens) override;
+  double cross_entropy_forward(const Tensor& logits, const Tensor& targets,
+                               int64_t vocab) override;
+  void cross_entropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
+                              int64_t vocab, double grad_scale) override;
+  void dropout_forward(Tensor& out, const Tensor& in, double p, RngStream rng) override;
+  void dropout_backward(Tensor& din, const Tensor& dout, double p, RngStream rng) override;
+  void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
+                    const AdamWArgs& args) override;
+
+ private:
+  void enter() const;  // applies threads_ to the calling thread's OpenMP setting
+  int threads_;
+};
+
+}  // namespace mtnlg

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# End-to-end checks of the mtnlg-train command line: --help, --dry-run on the paper's recipe,
+# and the exit status and message of each kind of bad input.
+# Usage: tests/cmd/cli_test.sh BUILD_DIR SOURCE_DIR
+set -uo pipefail
+bin=$1/mtnlg-train
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+passes=0
+
+# expect STATUS PATTERN -- ARGS...: runs mtnlg-train, checks the exit status and that the output
+# matches the extended regular expression PATTERN.
+expect() {
+  local want=$1 pattern=$2
+  shift 3
+  local out status
+  out=$("$bin" "$@" 2>&1)
+  status=$?
+  if [[ $status -ne $want ]] || ! grep -Eq -- "$pattern" <<<"$out"; then
+    echo "FAIL: mtnlg-train $* -> status $status (want $want), output did not match /$pattern/:"
+    echo "$out" | tail -20
+    failures=$((failures + 1))
+  else
+    echo "ok: mtnlg-train $*"
+    passes=$((passes + 1))
+  fi
+}
+
+cd "$src" || exit 1
+expect 0 '--config' -- --help
+for flag in --set --dry-run --threads --log-level --version; do
+  expect 0 -- "$flag" -- --help
+done
+# The paper's model: about 530B parameters (529.6B with the padded vocabulary).
+expect 0 'parameters +5(2[5-9]|3[0-4])[0-9]{9} ' -- --config configs/530b.yaml --dry-run
+expect 0 '8 x 35 x 8 = 2240 ranks' -- --config configs/530b.yaml --dry-run
+expect 0 'parameters' -- --config configs/demo-cpu.yaml --dry-run
+# Bad input: the key path and the fix are named, with the documented exit status.
+expect 2 'model\.num_atention_heads' -- --config configs/tiny.yaml --set model.num_atention_heads=4 --dry-run
+expect 2 'model\.num_attention_heads: 100 does not divide model\.hidden_size' -- --config configs/530b.yaml --set model.num_attention_heads=100 --dry-run
+expect 2 'no .=.|key\.path=value' -- --config configs/tiny.yaml --set model.hidden_size --dry-run
+expect 4 'nonexistent\.yaml' -- --config "$tmp/nonexistent.yaml"
+expect 3 'parallel\.tensor' -- --config configs/tiny.yaml --set parallel.tensor=2
+expect 4 'tiny\.(idx|bin)' -- --config configs/tiny.yaml --set "data.blend=[{prefix: $tmp/tiny, weight: 1}]"
+
+echo "cli: $passes passed, $failures failed"
+exit $((failures > 0))

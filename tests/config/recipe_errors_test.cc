@@ -1,0 +1,255 @@
+// Every recipe error: unknown keys, wrong types, missing keys, YAML syntax, missing files,
+// impossible values and layout divisibility. Each asserts the key path (context) and that the
+// message names the numbers or the fix.
+#include <catch2/catch.hpp>
+
+#include "config/recipe_test_util.h"
+#include "core/config/recipe.h"
+#include "test_util.h"
+
+namespace mtnlg {
+namespace {
+
+using test::expect_recipe_error;
+using test::kMinimalRecipe;
+using test::recipe_error;
+
+TEST_CASE("unknown keys are rejected with the valid keys and a typo suggestion", "[config]") {
+  expect_recipe_error({"model.hiden_size=64"}, "model.hiden_size",
+                      {"unknown key 'hiden_size' in model", "did you mean 'hidden_size'?",
+                       "Valid keys: num_layers, hidden_size, num_attention_heads"});
+  expect_recipe_error({"optimizer.lr_min=0.1"}, "optimizer.lr_min", {"did you mean 'min_lr'?"});
+  expect_recipe_error({"batch.rampup.strat=2"}, "batch.rampup.strat",
+                      {"did you mean 'start'?", "start, increment, tokens"});
+  expect_recipe_error({"data.blend.0.prefx=a"}, "data.blend[0].prefx",
+                      {"did you mean 'prefix'?", "prefix, weight"});
+  expect_recipe_error({"modle.num_layers=2"}, "modle",
+                      {"at the top level", "did you mean 'model'?", "parallel", "seed"});
+
+  SECTION("no suggestion when nothing is close") {
+    const Error e = recipe_error({"parallel.banana=1"});
+    CHECK(e.context() == "parallel.banana");
+    CHECK_THAT(e.message(), !Catch::Contains("did you mean"));
+    CHECK_THAT(e.message(), Catch::Contains("remove it or fix its spelling"));
+    CHECK_THAT(e.message(), Catch::Contains("tensor, pipeline, data, micro_batch_size"));
+  }
+  SECTION("in the YAML text, and in a list entry") {
+    expect_recipe_error({}, "eval.intervall", {"did you mean 'interval'?"},
+                        std::string(kMinimalRecipe) + "eval: {intervall: 3}\n");
+    expect_recipe_error({}, "data.blend[1].wieght", {"did you mean 'weight'?"},
+                        R"(
+model: {num_layers: 2, hidden_size: 64, num_attention_heads: 4, seq_length: 32}
+schedule: {train_iters: 10}
+batch: {global_batch_size: 4}
+data: {blend: [{prefix: /a}, {prefix: /b, wieght: 2}]}
+)");
+  }
+  SECTION("a key given twice") {
+    expect_recipe_error({}, "seed", {"appears twice"},
+                        std::string(kMinimalRecipe) + "seed: 1\nseed: 2\n");
+  }
+}
+
+TEST_CASE("wrong types are rejected", "[config]") {
+  expect_recipe_error({"model.hidden_size=abc"}, "model.hidden_size",
+                      {"expected an integer", "abc"});
+  expect_recipe_error({"model.hidden_size='64'"}, "model.hidden_size",
+                      {"expected an integer", "remove the quotes"});
+  expect_recipe_error({"model.num_layers=1.5"}, "model.num_layers",
+                      {"expected an integer, got 1.5", "whole number"});
+  expect_recipe_error({"schedule.train_tokens=2.5e-1"}, "schedule.train_tokens",
+                      {"expected an integer"});
+  expect_recipe_error({"model.seq_length=[32]"}, "model.seq_length",
+                      {"expected an integer, got a list"});
+  expect_recipe_error({"optimizer.lr=fast"}, "optimizer.lr", {"expected a finite number"});
+  expect_recipe_error({"optimizer.lr=.inf"}, "optimizer.lr", {"finite"});
+  expect_recipe_error({"data.shuffle=maybe"}, "data.shuffle", {"expected true or false"});
+  expect_recipe_error({"model.init_from={a: 1}"}, "model.init_from",
+                      {"expected a string, got a map"});
+  expect_recipe_error({"data.blend={prefix: x, weight: 1}"}, "data.blend",
+                      {"expected a list of maps", "got a map"});
+  expect_recipe_error({"data.blend=[x]"}, "data.blend[0]", {"expected a map", "prefix, weight"});
+  expect_recipe_error({"model=3"}, "model", {"expected a map", "num_layers"});
+  expect_recipe_error({"optimizer.betas=0.9"}, "optimizer.betas", {"two numbers", "[0.9, 0.95]"});
+  expect_recipe_error({"optimizer.betas=[0.9]"}, "optimizer.betas", {"two numbers"});
+  expect_recipe_error({"optimizer.betas=[0.9, x]"}, "optimizer.betas[1]", {"expected a finite"});
+  expect_recipe_error({"data.split=[1, 2]"}, "data.split", {"three numbers", "[949, 50, 1]"});
+  expect_recipe_error({"data.split=a,b,c"}, "data.split", {"not a list of numbers", "949,50,1"});
+  expect_recipe_error({"seed=-1"}, "seed", {"non-negative"});
+  expect_recipe_error({"model.activation=relu"}, "model.activation",
+                      {"'relu' is not one of gelu, gelu_tanh"});
+  expect_recipe_error({"precision=fp8"}, "precision", {"not one of fp32, bf16, fp16"});
+  expect_recipe_error({"schedule.decay_style=exp"}, "schedule.decay_style",
+                      {"not one of cosine, linear, constant"});
+  SECTION("a recipe that is not a map") {
+    const Error e = recipe_error({}, "- a\n- b\n");
+    CHECK(e.context() == "test.yaml");
+    CHECK_THAT(e.message(), Catch::Contains("map of sections"));
+  }
+}
+
+TEST_CASE("missing required keys are named", "[config]") {
+  const auto without = [](const std::string& line) {
+    std::string yaml = kMinimalRecipe;
+    const size_t at = yaml.find(line);
+    REQUIRE(at != std::string::npos);
+    return yaml.erase(at, line.size());
+  };
+  expect_recipe_error({}, "model.num_layers", {"required key is missing", "set model.num_layers"},
+                      without("num_layers: 2, "));
+  expect_recipe_error({}, "model.hidden_size", {"set model.hidden_size"},
+                      without("hidden_size: 64, "));
+  expect_recipe_error({}, "model.num_attention_heads", {"set model.num_attention_heads"},
+                      without("num_attention_heads: 4, "));
+  expect_recipe_error({}, "model.seq_length", {"set model.seq_length"},
+                      without(", seq_length: 32"));
+  expect_recipe_error({}, "batch.global_batch_size", {"set batch.global_batch_size"},
+                      without("batch: {global_batch_size: 4}"));
+  expect_recipe_error({}, "data.blend", {"set data.blend"},
+                      without("data: {blend: [{prefix: /data/x, weight: 1}]}"));
+  expect_recipe_error({}, "schedule.train_tokens",
+                      {"schedule.train_tokens", "schedule.train_iters"},
+                      without("schedule: {train_iters: 10}"));
+  expect_recipe_error({"data.blend=[{weight: 1}]"}, "data.blend[0].prefix",
+                      {"required key is missing"});
+  expect_recipe_error({}, "model.num_layers", {"required key is missing"}, "");
+}
+
+TEST_CASE("YAML syntax errors name the file and line", "[config]") {
+  const Error e = recipe_error({}, "model:\n  num_layers: 2\n  hidden_size: [64\nseed: 1\n");
+  CHECK(e.code() == Code::kInvalidArgument);
+  CHECK_THAT(e.context(), Catch::StartsWith("test.yaml:"));
+  CHECK_THAT(e.message(), Catch::Contains("YAML syntax error at line"));
+
+  const Error tab = recipe_error({}, "model:\n  a: 1\n b: 2\n");
+  CHECK(tab.context() == "test.yaml:3");
+  CHECK_THAT(tab.message(), Catch::Contains("line 3"));
+}
+
+TEST_CASE("a missing recipe file is kNotFound naming it", "[config]") {
+  test::TempDir dir;
+  const std::string path = dir.file("nope.yaml");
+  try {
+    load_recipe(path, {});
+    FAIL("load_recipe accepted a missing file");
+  } catch (const Error& e) {
+    CHECK(e.code() == Code::kNotFound);
+    CHECK(e.context() == path);
+    CHECK_THAT(e.message(), Catch::Contains(path));
+  }
+  SECTION("and a file on disk is read, with its name in syntax errors") {
+    const std::string bad = dir.file("bad.yaml");
+    test::write_file(bad, "model: {num_layers: 2\n");
+    try {
+      load_recipe(bad, {});
+      FAIL("load_recipe accepted bad YAML");
+    } catch (const Error& e) {
+      CHECK_THAT(e.context(), Catch::StartsWith(bad + ":"));
+    }
+    const std::string good = dir.file("good.yaml");
+    test::write_file(good, kMinimalRecipe);
+    CHECK(load_recipe(good, {"seed=5"}).seed == 5);
+  }
+}
+
+TEST_CASE("malformed and unknown overrides are named", "[config]") {
+  expect_recipe_error({"model.hidden_size"}, "model.hidden_size",
+                      {"override 'model.hidden_size' is not KEY.PATH=VALUE"});
+  expect_recipe_error({"=5"}, "=5", {"is not KEY.PATH=VALUE"});
+  expect_recipe_error({"model..hidden_size=5"}, "model..hidden_size=5", {"KEY.PATH=VALUE"});
+  expect_recipe_error({"seed.x=1"}, "seed.x", {"single value", "--set seed=VALUE"});
+  expect_recipe_error({"data.blend.3.weight=1"}, "data.blend.3", {"has 1 entries"});
+  expect_recipe_error({"data.blend.x=1"}, "data.blend.x", {"not an entry index"});
+  expect_recipe_error({"optimizer.betas=[0.9,"}, "optimizer.betas=[0.9,", {"not valid YAML"});
+  expect_recipe_error({"model.num_layerz=3"}, "model.num_layerz", {"did you mean 'num_layers'?"});
+}
+
+TEST_CASE("impossible values are rejected with the fix", "[config]") {
+  for (const char* key :
+       {"model.num_layers", "model.hidden_size", "model.num_attention_heads",
+        "model.ffn_hidden_size", "model.seq_length", "model.max_position_embeddings",
+        "model.vocab_size", "model.make_vocab_size_divisible_by", "parallel.tensor",
+        "parallel.pipeline", "parallel.micro_batch_size", "batch.global_batch_size"}) {
+    expect_recipe_error({std::string(key) + "=0"}, key, {"0 must be positive"});
+    expect_recipe_error({std::string(key) + "=-4"}, key, {"-4 must be positive"});
+  }
+  expect_recipe_error({"parallel.data=-1"}, "parallel.data", {"must be 0"});
+  expect_recipe_error({"model.layernorm_epsilon=0"}, "model.layernorm_epsilon", {"positive"});
+  expect_recipe_error({"model.init_method_std=-0.02"}, "model.init_method_std", {"positive"});
+  expect_recipe_error({"model.hidden_dropout=1.0"}, "model.hidden_dropout", {"[0, 1)", "0.1"});
+  expect_recipe_error({"model.attention_dropout=-0.1"}, "model.attention_dropout", {"[0, 1)"});
+  expect_recipe_error({"optimizer.lr=-1e-4"}, "optimizer.lr", {"-0.0001 is negative"});
+  expect_recipe_error({"optimizer.min_lr=-1"}, "optimizer.min_lr", {"negative"});
+  expect_recipe_error({"optimizer={lr: 1e-4, min_lr: 1e-3}"}, "optimizer.min_lr",
+                      {"0.001 is greater than optimizer.lr: 0.0001", "min_lr <= lr"});
+  expect_recipe_error({"optimizer.betas=[1.0, 0.95]"}, "optimizer.betas",
+                      {"[1, 0.95] must both be in [0, 1)"});
+  expect_recipe_error({"optimizer.betas=[0.9, -0.1]"}, "optimizer.betas", {"[0, 1)"});
+  expect_recipe_error({"optimizer.eps=0"}, "optimizer.eps", {"must be positive"});
+  expect_recipe_error({"optimizer.weight_decay=-0.1"}, "optimizer.weight_decay", {"negative"});
+  expect_recipe_error({"optimizer.clip_grad=-1"}, "optimizer.clip_grad", {"0 to disable"});
+  expect_recipe_error({"schedule={warmup_tokens: 2000, decay_tokens: 1000, train_iters: 10}"},
+                      "schedule.decay_tokens", {"1000 is less than schedule.warmup_tokens: 2000"});
+  expect_recipe_error({"schedule.warmup_tokens=-1"}, "schedule.warmup_tokens", {"negative"});
+  expect_recipe_error({"schedule.train_iters=0"}, "schedule.train_tokens", {"both 0"});
+  expect_recipe_error({"logging.interval=0"}, "logging.interval", {"at least 1"});
+  expect_recipe_error({"data.split=[0, 0, 0]"}, "data.split", {"gives training no data"});
+  expect_recipe_error({"data.split=0,5,5"}, "data.split", {"first (train) share positive"});
+  expect_recipe_error({"data.split=[1, -1, 0]"}, "data.split", {"non-negative"});
+  expect_recipe_error({"data.blend.0.weight=0"}, "data.blend[0].weight", {"must be positive"});
+  expect_recipe_error({"data.blend.0.weight=-2"}, "data.blend[0].weight", {"must be positive"});
+  expect_recipe_error({"data.blend.0.prefix=''"}, "data.blend[0].prefix", {"prefix is empty"});
+  expect_recipe_error({"data.blend=[]"}, "data.blend", {"data.blend is empty"});
+  expect_recipe_error({"checkpoint.save_interval=100"}, "checkpoint.dir",
+                      {"save_interval is 100", "set checkpoint.dir"});
+  expect_recipe_error({"checkpoint.resume=true"}, "checkpoint.dir", {"set checkpoint.dir"});
+  expect_recipe_error({"checkpoint.keep_last=-1"}, "checkpoint.keep_last", {"negative"});
+  expect_recipe_error({"parallel.zero_stage=2"}, "parallel.zero_stage", {"use 0", "or 1"});
+  expect_recipe_error({"model.max_position_embeddings=16"}, "model.max_position_embeddings",
+                      {"16 is less than model.seq_length: 32", "at least 32"});
+  expect_recipe_error({"eval.interval=10", "data.split=[9,1,0]"}, "eval.iters",
+                      {"eval.iters is 0"});
+  expect_recipe_error({"eval={interval: 10, iters: 5}"}, "data.split",
+                      {"no validation share", "eval.interval: 0"});
+}
+
+TEST_CASE("layout divisibility errors name the numbers", "[config]") {
+  expect_recipe_error({"model.hidden_size=20480", "model.num_attention_heads=100"},
+                      "model.num_attention_heads",
+                      {"model.num_attention_heads: 100 does not divide model.hidden_size: 20480"});
+  expect_recipe_error({"parallel.tensor=8"}, "parallel.tensor",
+                      {"parallel.tensor: 8 does not divide model.num_attention_heads: 4"});
+  expect_recipe_error({"parallel.tensor=4", "model.ffn_hidden_size=258"}, "parallel.tensor",
+                      {"parallel.tensor: 4 does not divide model.ffn_hidden_size: 258"});
+  expect_recipe_error({"parallel.pipeline=3"}, "parallel.pipeline",
+                      {"parallel.pipeline: 3 does not divide model.num_layers: 2"});
+  expect_recipe_error({"parallel={micro_batch_size: 2, data: 4}"}, "batch.global_batch_size",
+                      {"4 is not a multiple of parallel.micro_batch_size * parallel.data: 8"});
+  expect_recipe_error({"parallel.micro_batch_size=3"}, "batch.global_batch_size",
+                      {"4 is not a multiple of parallel.micro_batch_size: 3"});
+
+  const std::vector<std::string> big = {"batch.global_batch_size=64",
+                                        "parallel={micro_batch_size: 2, data: 2}"};
+  const auto with = [&](const std::string& ramp) {
+    std::vector<std::string> o = big;
+    o.push_back("batch.rampup=" + ramp);
+    return o;
+  };
+  CHECK_NOTHROW(parse_recipe(kMinimalRecipe, with("{start: 16, increment: 8, tokens: 1e6}")));
+  expect_recipe_error(with("{start: 64, increment: 8, tokens: 1e6}"), "batch.rampup.start",
+                      {"64 must be less than batch.global_batch_size: 64"});
+  expect_recipe_error(with("{start: 16, increment: 20, tokens: 1e6}"), "batch.rampup.increment",
+                      {"20 does not divide batch.global_batch_size: 64 - batch.rampup.start: 16 "
+                       "= 48"});
+  expect_recipe_error(with("{start: 6, increment: 2, tokens: 1e6}"), "batch.rampup.start",
+                      {"6 is not a multiple of parallel.micro_batch_size * parallel.data: 4"});
+  expect_recipe_error(with("{start: 8, increment: 2, tokens: 1e6}"), "batch.rampup.increment",
+                      {"2 is not a multiple of parallel.micro_batch_size * parallel.data: 4"});
+  expect_recipe_error(with("{start: 16, increment: 8, tokens: 0}"), "batch.rampup.tokens",
+                      {"0 must be positive"});
+  expect_recipe_error(with("{start: 16, increment: 0, tokens: 1e6}"), "batch.rampup.increment",
+                      {"must be positive"});
+}
+
+}  // namespace
+}  // namespace mtnlg

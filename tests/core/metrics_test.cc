@@ -1,0 +1,57 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "core/metrics.h"
+#include "test_util.h"
+
+using namespace mtnlg;
+
+TEST_CASE("numbers are written at full precision and round-trip") {
+  for (double v : {0.1, 1.0 / 3.0, 10.836274128, 1e-300, 5e-324, 123456789.123456789, -2.5}) {
+    const std::string s = json_number(v);
+    CHECK(std::strtod(s.c_str(), nullptr) == v);
+  }
+  CHECK(json_number(3.0) == "3");
+  CHECK(json_number(std::nan("")) == "null");
+  CHECK(json_number(std::numeric_limits<double>::infinity()) == "null");
+}
+
+TEST_CASE("strings are escaped") {
+  CHECK(json_string("a\"b\\c\n") == "\"a\\\"b\\\\c\\n\"");
+  CHECK(json_string(std::string("\x01", 1)) == "\"\\u0001\"");
+}
+
+TEST_CASE("a metrics line is one JSON object; the writer truncates or appends") {
+  test::TempDir dir;
+  const std::string path = dir.file("sub/metrics.jsonl");
+  {
+    MetricsWriter w(path, false);
+    w.write(JsonLine().add("iteration", int64_t{1}).add("loss", 0.5).add("split", "train"));
+  }
+  CHECK(test::read_file(path) == "{\"iteration\": 1, \"loss\": 0.5, \"split\": \"train\"}\n");
+  {
+    MetricsWriter w(path, true);
+    w.write(JsonLine().add("iteration", int64_t{2}));
+  }
+  CHECK(test::read_file(path) ==
+        "{\"iteration\": 1, \"loss\": 0.5, \"split\": \"train\"}\n{\"iteration\": 2}\n");
+  {
+    MetricsWriter w(path, false);
+  }
+  CHECK(test::read_file(path).empty());
+}
+
+TEST_CASE("an unwritable metrics path is an I/O error naming it") {
+  test::TempDir dir;
+  test::write_file(dir.file("file"), "x");
+  try {
+    MetricsWriter w(dir.file("file/metrics.jsonl"), false);
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(e.code() == Code::kIOError);
+    CHECK(e.context() == dir.file("file/metrics.jsonl"));
+  }
+}

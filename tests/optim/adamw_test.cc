@@ -1,0 +1,86 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "optim/adamw.h"
+
+using namespace mtnlg;
+
+namespace {
+
+struct Fixture {
+  std::unique_ptr<Backend> be = make_cpu_backend(1);
+  ParamRegistry reg;
+  Fixture() {
+    reg.add({"w", {2, 2}, {}, 0, false, 0.0, 0.0});
+    reg.add({"b", {2}, {}, -1, true, 0.0, 0.0});
+    reg.allocate(*be, DType::kF64);
+    double* w = reg.get("w").value.data_as<double>();
+    double* gw = reg.get("w").grad.data_as<double>();
+    double* b = reg.get("b").value.data_as<double>();
+    double* gb = reg.get("b").grad.data_as<double>();
+    for (int i = 0; i < 4; ++i) {
+      w[i] = 1.0 + i;
+      gw[i] = 0.5 * (i + 1);
+    }
+    b[0] = 1.0;
+    b[1] = -1.0;
+    gb[0] = 3.0;
+    gb[1] = -4.0;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("global grad norm is the L2 norm over every parameter") {
+  Fixture f;
+  const double expect = std::sqrt(0.25 + 1.0 + 2.25 + 4.0 + 9.0 + 16.0);
+  CHECK(global_grad_norm(*f.be, f.reg) == Approx(expect).epsilon(1e-15));
+}
+
+TEST_CASE("clip coefficient") {
+  CHECK(clip_coefficient(0.5, 1.0) == 1.0);
+  CHECK(clip_coefficient(4.0, 1.0) == Approx(1.0 / (4.0 + 1e-6)));
+  CHECK(clip_coefficient(4.0, 0.0) == 1.0);  // clipping off
+}
+
+TEST_CASE("AdamW first step, weight decay only where the spec allows it") {
+  Fixture f;
+  OptimizerConfig cfg;
+  cfg.beta1 = 0.9;
+  cfg.beta2 = 0.95;
+  cfg.eps = 1e-8;
+  cfg.weight_decay = 0.1;
+  AdamW opt(f.reg, *f.be, cfg);
+  opt.step(0.01, 0.5);
+  // Step 1: mhat = g, vhat = g^2, so the Adam direction is sign(g) * |g| / (|g| + eps).
+  const double* w = f.reg.get("w").value.data_as<double>();
+  for (int i = 0; i < 4; ++i) {
+    const double g = 0.5 * (i + 1) * 0.5;
+    const double p0 = 1.0 + i;
+    CHECK(w[i] == Approx(p0 - 0.01 * (g / (g + 1e-8) + 0.1 * p0)).epsilon(1e-12));
+  }
+  const double* b = f.reg.get("b").value.data_as<double>();
+  CHECK(b[0] == Approx(1.0 - 0.01 * (1.5 / (1.5 + 1e-8))).epsilon(1e-12));   // no decay
+  CHECK(b[1] == Approx(-1.0 + 0.01 * (2.0 / (2.0 + 1e-8))).epsilon(1e-12));  // no decay
+  CHECK(opt.steps() == 1);
+}
+
+TEST_CASE("AdamW bias correction over two steps matches the formula") {
+  Fixture f;
+  OptimizerConfig cfg;
+  cfg.beta1 = 0.8;
+  cfg.beta2 = 0.9;
+  cfg.eps = 1e-6;
+  cfg.weight_decay = 0.0;
+  AdamW opt(f.reg, *f.be, cfg);
+  opt.step(0.1, 1.0);
+  opt.step(0.1, 1.0);  // same gradient twice
+  const double g = 3.0, p0 = 1.0;
+  double m = 0.2 * g, v = 0.1 * g * g, p = p0;
+  p -= 0.1 * (m / 0.2) / (std::sqrt(v / 0.1) + 1e-6);
+  m = 0.8 * m + 0.2 * g;
+  v = 0.9 * v + 0.1 * g * g;
+  p -= 0.1 * (m / (1 - 0.64)) / (std::sqrt(v / (1 - 0.81)) + 1e-6);
+  CHECK(f.reg.get("b").value.data_as<double>()[0] == Approx(p).epsilon(1e-12));
+}
