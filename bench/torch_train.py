@@ -102,6 +102,8 @@ def main():
     p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: all cores)")
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--json", action="store_true", help="print one JSON line (text to stderr)")
+    p.add_argument("--profile", action="store_true",
+                   help="print torch.profiler's per-op table of the timed iterations (to stderr)")
     args = p.parse_args()
     if args.hidden % args.heads or args.global_batch % args.micro_batch or args.iters < 1:
         p.error("--heads must divide --hidden, --micro-batch must divide --global-batch, --iters >= 1")
@@ -123,8 +125,11 @@ def main():
                for _ in range(accum)]
     tokens_per_iter = args.global_batch * args.seq
 
-    times, loss = [], 0.0
+    times, loss, prof = [], 0.0, None
     for it in range(args.warmup_iters + args.iters):
+        if args.profile and it == args.warmup_iters:
+            prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+            prof.__enter__()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=False)  # our trainer zeroes in place too
         loss_sum = 0.0
@@ -139,6 +144,9 @@ def main():
         if it >= args.warmup_iters:
             times.append(dt)
 
+    if prof is not None:
+        prof.__exit__(None, None, None)
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30), file=sys.stderr)
     non_emb, head, n, attention, per_token = flop_count(model, args, padded_vocab)
     med, best = statistics.median(times), min(times)
     tokens_per_s = tokens_per_iter / med

@@ -23,8 +23,7 @@ void adamw_update(T* param, const T* grad, T* m, T* v, int64_t n, const AdamWArg
   });
 }
 
-template void adamw_update<float>(float*, const float*, float*, float*, int64_t,
-                                  const AdamWArgs&);
+template void adamw_update<float>(float*, const float*, float*, float*, int64_t, const AdamWArgs&);
 template void adamw_update<double>(double*, const double*, double*, double*, int64_t,
                                    const AdamWArgs&);
 

@@ -88,8 +88,8 @@ void attention_forward(T* out, T* probs, const T* qkv, int64_t b, int64_t s, int
 }
 
 template <typename T>
-void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs, int64_t b,
-                        int64_t s, int64_t heads, int64_t hd, float dropout_p, RngStream rng) {
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs, int64_t b, int64_t s,
+                        int64_t heads, int64_t hd, float dropout_p, RngStream rng) {
   const int64_t ldq = heads * 3 * hd, ldo = heads * hd;
   const T scale = T(1) / std::sqrt(static_cast<T>(hd));
   const T drop_scale = dropout_p > 0 ? kernels::dropout_scale(static_cast<T>(dropout_p)) : T(1);
@@ -120,8 +120,8 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs, in
       for (int64_t i0 = 0; i0 < s; i0 += kRowBlock) {
         const int64_t i1 = std::min(s, i0 + kRowBlock);
         // dpd[i0:i1, 0:i1] = dout[i0:i1] v[0:i1]^T
-        gemm_serial(ds.data() + i0 * s, s, dout_h + i0 * ldo, ldo, false, v, ldq, true, i1 - i0,
-                    i1, hd, T(1), T(0));
+        gemm_serial(ds.data() + i0 * s, s, dout_h + i0 * ldo, ldo, false, v, ldq, true, i1 - i0, i1,
+                    hd, T(1), T(0));
         for (int64_t i = i0; i < i1; ++i) {
           T* d = ds.data() + i * s;
           const T* pr = p + i * s;
@@ -154,11 +154,11 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs, in
   }
 }
 
-#define MTNLG_INSTANTIATE(T)                                                                  \
-  template void attention_forward<T>(T*, T*, const T*, int64_t, int64_t, int64_t, int64_t,   \
-                                     float, RngStream);                                      \
-  template void attention_backward<T>(T*, const T*, const T*, const T*, int64_t, int64_t,    \
-                                      int64_t, int64_t, float, RngStream);
+#define MTNLG_INSTANTIATE(T)                                                                       \
+  template void attention_forward<T>(T*, T*, const T*, int64_t, int64_t, int64_t, int64_t, float,  \
+                                     RngStream);                                                   \
+  template void attention_backward<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t, \
+                                      int64_t, float, RngStream);
 MTNLG_INSTANTIATE(float)
 MTNLG_INSTANTIATE(double)
 #undef MTNLG_INSTANTIATE

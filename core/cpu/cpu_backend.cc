@@ -17,8 +17,12 @@ namespace {
 template <typename F>
 void dispatch(const char* op, DType dtype, F&& f) {
   switch (dtype) {
-    case DType::kF32: f(float{}); return;
-    case DType::kF64: f(double{}); return;
+    case DType::kF32:
+      f(float{});
+      return;
+    case DType::kF64:
+      f(double{});
+      return;
     default:
       throw unsupported(std::string("CPU backend: ") + op + " does not support dtype " +
                             dtype_name(dtype) + "; use f32 (or f64 for gradient checks)",
@@ -33,9 +37,9 @@ void check_tensor(const Tensor& t, const char* op, const char* what) {
 
 void check_same(const Tensor& t, DType dtype, int64_t numel, const char* op, const char* what) {
   check_tensor(t, op, what);
-  MTNLG_CHECK_MSG(t.dtype() == dtype && t.numel() == numel,
-                  op << ": " << what << " is " << t.str() << ", want " << dtype_name(dtype)
-                     << " with " << numel << " elements");
+  MTNLG_CHECK_MSG(t.dtype() == dtype && t.numel() == numel, op << ": " << what << " is " << t.str()
+                                                               << ", want " << dtype_name(dtype)
+                                                               << " with " << numel << " elements");
 }
 
 void check_p(double p, const char* op) {
@@ -63,11 +67,17 @@ CpuBackend::CpuBackend(int threads) : threads_(threads > 0 ? threads : omp_get_n
   enter();
 }
 
-void CpuBackend::enter() const { omp_set_num_threads(threads_); }
+void CpuBackend::enter() const {
+  omp_set_num_threads(threads_);
+}
 
-std::string CpuBackend::name() const { return "cpu(" + std::to_string(threads_) + " threads)"; }
+std::string CpuBackend::name() const {
+  return "cpu(" + std::to_string(threads_) + " threads)";
+}
 
-Tensor CpuBackend::alloc(const Shape& shape, DType dtype) { return Tensor::cpu(shape, dtype); }
+Tensor CpuBackend::alloc(const Shape& shape, DType dtype) {
+  return Tensor::cpu(shape, dtype);
+}
 
 void CpuBackend::fill(Tensor& t, double value) {
   enter();
@@ -195,15 +205,14 @@ void CpuBackend::layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, cons
   check_same(bias, dt, c, "layernorm_forward", "bias");
   dispatch("layernorm_forward", dt, [&](auto z) {
     using T = decltype(z);
-    cpu::layernorm_forward(out.data_as<T>(), mean.data_as<T>(), rstd.data_as<T>(),
-                           in.data_as<T>(), weight.data_as<T>(), bias.data_as<T>(), n, c,
-                           static_cast<T>(eps));
+    cpu::layernorm_forward(out.data_as<T>(), mean.data_as<T>(), rstd.data_as<T>(), in.data_as<T>(),
+                           weight.data_as<T>(), bias.data_as<T>(), n, c, static_cast<T>(eps));
   });
 }
 
-void CpuBackend::layernorm_backward(Tensor& din, Tensor& dweight, Tensor& dbias,
-                                    const Tensor& dout, const Tensor& in, const Tensor& weight,
-                                    const Tensor& mean, const Tensor& rstd) {
+void CpuBackend::layernorm_backward(Tensor& din, Tensor& dweight, Tensor& dbias, const Tensor& dout,
+                                    const Tensor& in, const Tensor& weight, const Tensor& mean,
+                                    const Tensor& rstd) {
   enter();
   check_tensor(in, "layernorm_backward", "in");
   const DType dt = in.dtype();
@@ -233,8 +242,7 @@ void CpuBackend::gelu_forward(Tensor& out, const Tensor& in, Activation act) {
   });
 }
 
-void CpuBackend::gelu_backward(Tensor& din, const Tensor& dout, const Tensor& in,
-                               Activation act) {
+void CpuBackend::gelu_backward(Tensor& din, const Tensor& dout, const Tensor& in, Activation act) {
   enter();
   check_tensor(in, "gelu_backward", "in");
   check_same(din, in.dtype(), in.numel(), "gelu_backward", "din");
@@ -251,9 +259,9 @@ struct AttentionDims {
 };
 AttentionDims attention_dims(const Tensor& qkv, int64_t heads, const char* op) {
   check_tensor(qkv, op, "qkv");
-  MTNLG_CHECK_MSG(qkv.ndim() == 3 && heads > 0 && qkv.dim(2) % (3 * heads) == 0,
-                  op << ": qkv " << qkv.str() << " is not [b, s, heads*3*hd] with heads = "
-                     << heads);
+  MTNLG_CHECK_MSG(
+      qkv.ndim() == 3 && heads > 0 && qkv.dim(2) % (3 * heads) == 0,
+      op << ": qkv " << qkv.str() << " is not [b, s, heads*3*hd] with heads = " << heads);
   return {qkv.dim(0), qkv.dim(1), qkv.dim(2) / (3 * heads)};
 }
 }  // namespace
@@ -267,8 +275,8 @@ void CpuBackend::attention_forward(Tensor& out, Tensor& probs, const Tensor& qkv
   check_same(probs, qkv.dtype(), b * heads * s * s, "attention_forward", "probs");
   dispatch("attention_forward", qkv.dtype(), [&](auto z) {
     using T = decltype(z);
-    cpu::attention_forward(out.data_as<T>(), probs.data_as<T>(), qkv.data_as<T>(), b, s, heads,
-                           hd, static_cast<float>(dropout_p), rng);
+    cpu::attention_forward(out.data_as<T>(), probs.data_as<T>(), qkv.data_as<T>(), b, s, heads, hd,
+                           static_cast<float>(dropout_p), rng);
   });
 }
 
@@ -298,8 +306,8 @@ void CpuBackend::embedding_forward(Tensor& out, const Tensor& tokens, const Tens
   MTNLG_CHECK_MSG(tokens.dtype() == DType::kI32 && tokens.ndim() == 2 && wte.ndim() == 2 &&
                       wpe.ndim() == 2 && wpe.dim(1) == wte.dim(1) && wpe.dtype() == wte.dtype() &&
                       wpe.dim(0) >= tokens.dim(1),
-                  "embedding_forward: tokens " << tokens.str() << ", wte " << wte.str()
-                                               << ", wpe " << wpe.str());
+                  "embedding_forward: tokens " << tokens.str() << ", wte " << wte.str() << ", wpe "
+                                               << wpe.str());
   const int64_t b = tokens.dim(0), s = tokens.dim(1), c = wte.dim(1);
   check_same(out, wte.dtype(), b * s * c, "embedding_forward", "out");
   check_ids(tokens.data_as<int32_t>(), b * s, wte.dim(0), "embedding_forward", "token id",
@@ -346,15 +354,14 @@ double CpuBackend::cross_entropy_forward(const Tensor& logits, const Tensor& tar
   double loss = 0.0;
   dispatch("cross_entropy_forward", logits.dtype(), [&](auto z) {
     using T = decltype(z);
-    loss = cpu::cross_entropy_forward(logits.data_as<T>(), targets.data_as<int32_t>(), n, vp,
-                                      vocab);
+    loss =
+        cpu::cross_entropy_forward(logits.data_as<T>(), targets.data_as<int32_t>(), n, vp, vocab);
   });
   return loss;
 }
 
 void CpuBackend::cross_entropy_backward(Tensor& dlogits, const Tensor& logits,
-                                        const Tensor& targets, int64_t vocab,
-                                        double grad_scale) {
+                                        const Tensor& targets, int64_t vocab, double grad_scale) {
   enter();
   check_tensor(logits, "cross_entropy_backward", "logits");
   const int64_t vp = logits.dim(-1), n = logits.numel() / vp;
@@ -383,8 +390,7 @@ void CpuBackend::dropout_forward(Tensor& out, const Tensor& in, double p, RngStr
       if (out.data() != in.data()) std::memmove(out.data(), in.data(), in.nbytes());
       return;
     }
-    cpu::dropout_forward(out.data_as<T>(), in.data_as<T>(), in.numel(), static_cast<float>(p),
-                         rng);
+    cpu::dropout_forward(out.data_as<T>(), in.data_as<T>(), in.numel(), static_cast<float>(p), rng);
   });
 }
 

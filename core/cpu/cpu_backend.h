@@ -46,15 +46,13 @@ class CpuBackend final : public Backend {
   void gelu_backward(Tensor& din, const Tensor& dout, const Tensor& in, Activation act) override;
   void attention_forward(Tensor& out, Tensor& probs, const Tensor& qkv, int64_t heads,
                          double dropout_p, RngStream rng) override;
-  void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
-                          const Tensor& probs, int64_t heads, double dropout_p,
-                          RngStream rng) override;
+  void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& probs,
+                          int64_t heads, double dropout_p, RngStream rng) override;
   void embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& wte,
                          const Tensor& wpe) override;
   void embedding_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout,
                           const Tensor& tokens) override;
-  double cross_entropy_forward(const Tensor& logits, const Tensor& targets,
-                               int64_t vocab) override;
+  double cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t vocab) override;
   void cross_entropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
                               int64_t vocab, double grad_scale) override;
   void dropout_forward(Tensor& out, const Tensor& in, double p, RngStream rng) override;

@@ -56,11 +56,10 @@ void cross_entropy_backward(T* dlogits, const T* logits, const int32_t* targets,
   }
 }
 
-#define MTNLG_INSTANTIATE(T)                                                                   \
-  template double cross_entropy_forward<T>(const T*, const int32_t*, int64_t, int64_t,        \
-                                           int64_t);                                           \
-  template void cross_entropy_backward<T>(T*, const T*, const int32_t*, int64_t, int64_t,     \
-                                          int64_t, T);
+#define MTNLG_INSTANTIATE(T)                                                                       \
+  template double cross_entropy_forward<T>(const T*, const int32_t*, int64_t, int64_t, int64_t);   \
+  template void cross_entropy_backward<T>(T*, const T*, const int32_t*, int64_t, int64_t, int64_t, \
+                                          T);
 MTNLG_INSTANTIATE(float)
 MTNLG_INSTANTIATE(double)
 #undef MTNLG_INSTANTIATE

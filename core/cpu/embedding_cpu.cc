@@ -47,11 +47,10 @@ void embedding_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, 
   }
 }
 
-#define MTNLG_INSTANTIATE(T)                                                                     \
-  template void embedding_forward<T>(T*, const int32_t*, const T*, const T*, int64_t, int64_t,  \
-                                     int64_t);                                                   \
-  template void embedding_backward<T>(T*, T*, const T*, const int32_t*, int64_t, int64_t,       \
-                                      int64_t);
+#define MTNLG_INSTANTIATE(T)                                                                   \
+  template void embedding_forward<T>(T*, const int32_t*, const T*, const T*, int64_t, int64_t, \
+                                     int64_t);                                                 \
+  template void embedding_backward<T>(T*, T*, const T*, const int32_t*, int64_t, int64_t, int64_t);
 MTNLG_INSTANTIATE(float)
 MTNLG_INSTANTIATE(double)
 #undef MTNLG_INSTANTIATE

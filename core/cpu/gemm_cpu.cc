@@ -35,22 +35,21 @@ constexpr int64_t kParallelMinFlops = int64_t{1} << 18;
 }  // namespace
 
 template <typename T>
-void gemm_serial(T* c, int64_t ldc, const T* a, int64_t lda, bool trans_a, const T* b,
-                 int64_t ldb, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, T beta) {
+void gemm_serial(T* c, int64_t ldc, const T* a, int64_t lda, bool trans_a, const T* b, int64_t ldb,
+                 bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, T beta) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {  // BLAS wants lda >= 1 even when nothing is read; the result is beta * c
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
     return;
   }
-  blas_gemm(trans_a, trans_b, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
-            alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
-            static_cast<int>(ldc));
+  blas_gemm(trans_a, trans_b, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha,
+            a, static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
 }
 
 template <typename T>
-void gemm(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int64_t m, int64_t n,
-          int64_t k, T alpha, T beta) {
+void gemm(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int64_t m, int64_t n, int64_t k,
+          T alpha, T beta) {
   // Row-major leading dimensions of the stored (untransposed) matrices.
   const int64_t lda = trans_a ? m : k;
   const int64_t ldb = trans_b ? k : n;
@@ -80,9 +79,9 @@ void gemm(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int64_t m, i
   }
 }
 
-#define MTNLG_INSTANTIATE(T)                                                                 \
+#define MTNLG_INSTANTIATE(T)                                                                  \
   template void gemm_serial<T>(T*, int64_t, const T*, int64_t, bool, const T*, int64_t, bool, \
-                               int64_t, int64_t, int64_t, T, T);                             \
+                               int64_t, int64_t, int64_t, T, T);                              \
   template void gemm<T>(T*, const T*, bool, const T*, bool, int64_t, int64_t, int64_t, T, T);
 MTNLG_INSTANTIATE(float)
 MTNLG_INSTANTIATE(double)

@@ -15,8 +15,8 @@
 #include <cstdint>
 
 #include "core/backend.h"
-#include "core/rng.h"
 #include "core/kernels/dropout_math.h"
+#include "core/rng.h"
 
 // glibc's libmvec has SIMD versions of these (AVX2/AVX-512), but <math.h> only declares them
 // under -ffast-math. Declaring them here lets `#pragma omp simd` loops call the vector versions
@@ -69,12 +69,12 @@ class KeepMask {
 // c[m, n] = alpha * op(a) @ op(b) + beta * c, row-major with leading dimensions; single-threaded
 // (for callers that parallelise themselves, such as attention).
 template <typename T>
-void gemm_serial(T* c, int64_t ldc, const T* a, int64_t lda, bool trans_a, const T* b,
-                 int64_t ldb, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, T beta);
+void gemm_serial(T* c, int64_t ldc, const T* a, int64_t lda, bool trans_a, const T* b, int64_t ldb,
+                 bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, T beta);
 // Same on contiguous matrices, split across the OpenMP threads.
 template <typename T>
-void gemm(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int64_t m, int64_t n,
-          int64_t k, T alpha, T beta);
+void gemm(T* c, const T* a, bool trans_a, const T* b, bool trans_b, int64_t m, int64_t n, int64_t k,
+          T alpha, T beta);
 
 // ---- elementwise_cpu.cc ----
 template <typename T>
@@ -103,8 +103,8 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* in, const T* w, const 
                        int64_t c, T eps);
 // din: [n, c] (accumulates), dw, db: [c] (accumulate)
 template <typename T>
-void layernorm_backward(T* din, T* dw, T* db, const T* dout, const T* in, const T* w,
-                        const T* mean, const T* rstd, int64_t n, int64_t c);
+void layernorm_backward(T* din, T* dw, T* db, const T* dout, const T* in, const T* w, const T* mean,
+                        const T* rstd, int64_t n, int64_t c);
 
 // ---- gelu_cpu.cc ----
 template <typename T>
@@ -120,8 +120,8 @@ void attention_forward(T* out, T* probs, const T* qkv, int64_t b, int64_t s, int
                        int64_t hd, float dropout_p, RngStream rng);
 // dqkv: [b, s, heads*3*hd] (overwritten), dout: [b, s, heads*hd]
 template <typename T>
-void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs, int64_t b,
-                        int64_t s, int64_t heads, int64_t hd, float dropout_p, RngStream rng);
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs, int64_t b, int64_t s,
+                        int64_t heads, int64_t hd, float dropout_p, RngStream rng);
 
 // ---- embedding_cpu.cc ----
 // out: [b*s, c], tokens: [b*s], wte: [V, c], wpe: [>= s, c]; tokens already range-checked.

@@ -35,8 +35,8 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* in, const T* w, const 
 }
 
 template <typename T>
-void layernorm_backward(T* din, T* dw, T* db, const T* dout, const T* in, const T* w,
-                        const T* mean, const T* rstd, int64_t n, int64_t c) {
+void layernorm_backward(T* din, T* dw, T* db, const T* dout, const T* in, const T* w, const T* mean,
+                        const T* rstd, int64_t n, int64_t c) {
   // din: [n, c] +=, dw, db: [c] +=, dout, in: [n, c], w: [c], mean, rstd: [n]
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < n; ++r) {
@@ -81,10 +81,10 @@ void layernorm_backward(T* din, T* dw, T* db, const T* dout, const T* in, const 
   }
 }
 
-#define MTNLG_INSTANTIATE(T)                                                                  \
-  template void layernorm_forward<T>(T*, T*, T*, const T*, const T*, const T*, int64_t,      \
-                                     int64_t, T);                                             \
-  template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*,    \
+#define MTNLG_INSTANTIATE(T)                                                                     \
+  template void layernorm_forward<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, \
+                                     T);                                                         \
+  template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*,        \
                                       const T*, int64_t, int64_t);
 MTNLG_INSTANTIATE(float)
 MTNLG_INSTANTIATE(double)

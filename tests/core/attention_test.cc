@@ -102,7 +102,8 @@ TEST_CASE("attention is causal: later tokens do not change earlier outputs") {
   Tensor changed = clone(qkv);
   for (int64_t b = 0; b < d.b; ++b)
     for (int64_t t = cut + 1; t < d.s; ++t)
-      for (int64_t e = 0; e < 3 * c; ++e) changed.data_as<float>()[(b * d.s + t) * 3 * c + e] += 1.5f;
+      for (int64_t e = 0; e < 3 * c; ++e)
+        changed.data_as<float>()[(b * d.s + t) * 3 * c + e] += 1.5f;
   Fwd f2 = forward(*be, changed, d, 0.1, {5, 0});
   const auto o1 = to_vec(f1.out), o2 = to_vec(f2.out);
   for (int64_t b = 0; b < d.b; ++b)
@@ -125,8 +126,8 @@ TEST_CASE("attention_backward matches finite differences, with and without dropo
       Fwd f = forward(*be, qkv, d, p, rng);
       Tensor dqkv = random_tensor(qkv.shape(), DType::kF64, 5);  // garbage: overwritten
       be->attention_backward(dqkv, wt, qkv, f.probs, d.heads, p, rng);
-      check_gradient([&] { return forward(*be, qkv, d, p, rng).out; }, wt, qkv, dqkv, "dqkv",
-                     1e-6, 1e-9, 1e-6, 600);
+      check_gradient([&] { return forward(*be, qkv, d, p, rng).out; }, wt, qkv, dqkv, "dqkv", 1e-6,
+                     1e-9, 1e-6, 600);
     }
   }
 }

@@ -84,8 +84,7 @@ TEST_CASE("add_bias adds per column; bias_backward accumulates column sums") {
   be->add_bias(y, bias);
   const auto y1 = to_vec(y);
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < c; ++j)
-      REQUIRE(y1[r * c + j] == y0[r * c + j] + vb[j]);
+    for (int64_t j = 0; j < c; ++j) REQUIRE(y1[r * c + j] == y0[r * c + j] + vb[j]);
 
   // Gradient of loss = sum(w * add_bias(y, bias)) w.r.t. bias, added onto a non-zero dbias.
   Tensor w = random_tensor({rows, c}, DType::kF64, 7);

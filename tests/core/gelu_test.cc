@@ -31,11 +31,11 @@ TEST_CASE("gelu forward matches the reference and backward matches finite differ
     be->gelu_forward(out, in, act);
     const auto x = to_vec(in), y = to_vec(out);
     for (size_t i = 0; i < x.size(); ++i) {
-      const double want =
-          act == Activation::kGelu
-              ? 0.5 * x[i] * (1.0 + std::erf(x[i] / std::sqrt(2.0)))
-              : 0.5 * x[i] *
-                    (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x[i] + 0.044715 * x[i] * x[i] * x[i])));
+      const double want = act == Activation::kGelu
+                              ? 0.5 * x[i] * (1.0 + std::erf(x[i] / std::sqrt(2.0)))
+                              : 0.5 * x[i] *
+                                    (1.0 + std::tanh(std::sqrt(2.0 / M_PI) *
+                                                     (x[i] + 0.044715 * x[i] * x[i] * x[i])));
       REQUIRE(y[i] == Approx(want).margin(1e-14));
     }
     Tensor w = random_tensor({n}, DType::kF64, 2);

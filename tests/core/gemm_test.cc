@@ -11,9 +11,8 @@ using namespace mtnlg::test;
 namespace {
 
 // c = alpha * op(a) op(b) + beta * c0, all in double.
-std::vector<double> naive_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb,
-                               const Tensor& c0, double alpha, double beta, int64_t m, int64_t n,
-                               int64_t k) {
+std::vector<double> naive_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& c0,
+                               double alpha, double beta, int64_t m, int64_t n, int64_t k) {
   const auto va = to_vec(a), vb = to_vec(b), vc = to_vec(c0);
   std::vector<double> c(static_cast<size_t>(m * n));
   for (int64_t i = 0; i < m; ++i)

@@ -23,8 +23,10 @@ inline Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, doub
   std::uniform_real_distribution<double> dist(lo, hi);
   for (int64_t i = 0; i < t.numel(); ++i) {
     const double v = dist(gen);
-    if (dtype == DType::kF64) t.data_as<double>()[i] = v;
-    else t.data_as<float>()[i] = static_cast<float>(v);
+    if (dtype == DType::kF64)
+      t.data_as<double>()[i] = v;
+    else
+      t.data_as<float>()[i] = static_cast<float>(v);
   }
   return t;
 }
@@ -32,8 +34,8 @@ inline Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, doub
 inline std::vector<double> to_vec(const Tensor& t) {
   std::vector<double> v(static_cast<size_t>(t.numel()));
   for (int64_t i = 0; i < t.numel(); ++i)
-    v[static_cast<size_t>(i)] = t.dtype() == DType::kF64 ? t.data_as<double>()[i]
-                                                          : t.data_as<float>()[i];
+    v[static_cast<size_t>(i)] =
+        t.dtype() == DType::kF64 ? t.data_as<double>()[i] : t.data_as<float>()[i];
   return v;
 }
 
@@ -41,8 +43,10 @@ inline Tensor convert(const Tensor& t, DType dtype) {
   Tensor out = Tensor::cpu(t.shape(), dtype);
   for (int64_t i = 0; i < t.numel(); ++i) {
     const double v = t.dtype() == DType::kF64 ? t.data_as<double>()[i] : t.data_as<float>()[i];
-    if (dtype == DType::kF64) out.data_as<double>()[i] = v;
-    else out.data_as<float>()[i] = static_cast<float>(v);
+    if (dtype == DType::kF64)
+      out.data_as<double>()[i] = v;
+    else
+      out.data_as<float>()[i] = static_cast<float>(v);
   }
   return out;
 }

@@ -80,7 +80,8 @@ TEST_CASE("layernorm f32 agrees with f64; 1 and 2 threads are bitwise identical"
     be.layernorm_backward(r.din, r.dw, r.db, dout_t, in_t, w_t, mean, rstd);
     return r;
   };
-  const Result r64 = run(*be2, DType::kF64), r32 = run(*be2, DType::kF32), r32b = run(*be1, DType::kF32);
+  const Result r64 = run(*be2, DType::kF64), r32 = run(*be2, DType::kF32),
+               r32b = run(*be1, DType::kF32);
   // Normalised values are O(1); float rounding over c = 200 terms gives ~1e-6, din sums n*c
   // products of O(1) terms (dw over 64 rows): 1e-4 absolute is ~30x the observed error.
   CHECK(max_abs_diff(r32.out, r64.out) < 1e-5);

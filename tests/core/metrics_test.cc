@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/metrics.h"
+#include "core/status.h"
 #include "test_util.h"
 
 using namespace mtnlg;
@@ -38,9 +39,7 @@ TEST_CASE("a metrics line is one JSON object; the writer truncates or appends") 
   }
   CHECK(test::read_file(path) ==
         "{\"iteration\": 1, \"loss\": 0.5, \"split\": \"train\"}\n{\"iteration\": 2}\n");
-  {
-    MetricsWriter w(path, false);
-  }
+  { MetricsWriter w(path, false); }
   CHECK(test::read_file(path).empty());
 }
 

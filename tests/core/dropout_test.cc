@@ -1,0 +1,97 @@
+// Dropout on the CPU: the mask is core/rng.h's dropout_keep, kept fraction ~ 1 - p, forward and
+// backward use the same mask, offsets and sub-streams change it, the backward is the gradient,
+// aliasing, p = 0, bad p, 1 vs 2 threads.
+#include <catch2/catch.hpp>
+
+#include "core/backend.h"
+#include "core/kernels/dropout_math.h"
+#include "kernel_check.h"
+
+using namespace mtnlg;
+using namespace mtnlg::test;
+
+TEST_CASE("dropout_keep_bits is dropout_keep on the same bits") {
+  const RngStream s{42, 3, 1001};
+  for (uint64_t i = 0; i < 20000; ++i)
+    REQUIRE(kernels::dropout_keep_bits(rng_bits(s, i), 0.3f) == dropout_keep(s, i, 0.3f));
+  CHECK(kernels::dropout_scale(0.2) == Approx(1.25));
+}
+
+TEST_CASE("dropout keeps ~1-p, scales kept values, and matches dropout_keep") {
+  auto be = make_cpu_backend(2);
+  const int64_t n = 1 << 20;
+  const double p = 0.3;
+  const RngStream rng{7, 1, 12345};
+  Tensor in = be->alloc({n}, DType::kF32);
+  be->fill(in, 2.0);
+  Tensor out = be->alloc({n}, DType::kF32);
+  be->dropout_forward(out, in, p, rng);
+  int64_t kept = 0;
+  const float* o = out.data_as<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    const bool k = dropout_keep(rng, static_cast<uint64_t>(i), static_cast<float>(p));
+    REQUIRE(o[i] == (k ? 2.0f * static_cast<float>(1.0 / (1.0 - p)) : 0.0f));
+    kept += k;
+  }
+  // Binomial: std of the fraction is sqrt(p(1-p)/n) ~ 4.5e-4; 0.003 is ~7 sigma.
+  CHECK(std::abs(static_cast<double>(kept) / n - (1 - p)) < 0.003);
+}
+
+TEST_CASE("dropout backward reuses the forward mask; other offsets and streams differ") {
+  auto be = make_cpu_backend(2);
+  const int64_t n = 4099;
+  const RngStream rng{9, 0, 64};
+  Tensor in = random_tensor({n}, DType::kF64, 1, 0.5, 1.5);  // never 0: zeros mean dropped
+  Tensor out = be->alloc({n}, DType::kF64);
+  be->dropout_forward(out, in, 0.5, rng);
+  Tensor ones = be->alloc({n}, DType::kF64);
+  be->fill(ones, 1.0);
+  Tensor din = be->alloc({n}, DType::kF64);
+  be->dropout_backward(din, ones, 0.5, rng);
+  const auto vo = to_vec(out), vd = to_vec(din);
+  for (size_t i = 0; i < vo.size(); ++i) REQUIRE((vo[i] != 0.0) == (vd[i] != 0.0));
+
+  Tensor shifted = be->alloc({n}, DType::kF64), other_stream = be->alloc({n}, DType::kF64);
+  be->dropout_forward(shifted, in, 0.5, {9, 0, 64 + static_cast<uint64_t>(n)});
+  be->dropout_forward(other_stream, in, 0.5, {9, 1, 64});
+  CHECK_FALSE(bitwise_equal(shifted, out));
+  CHECK_FALSE(bitwise_equal(other_stream, out));
+  // Same seed and offset again: identical.
+  Tensor again = be->alloc({n}, DType::kF64);
+  be->dropout_forward(again, in, 0.5, rng);
+  CHECK(bitwise_equal(again, out));
+}
+
+TEST_CASE("dropout backward is the gradient of forward; aliasing; p = 0; bad p") {
+  auto be = make_cpu_backend(2);
+  const int64_t n = 500;
+  const RngStream rng{3, 2, 0};
+  Tensor in = random_tensor({n}, DType::kF64, 2), wt = random_tensor({n}, DType::kF64, 3);
+  Tensor din = be->alloc({n}, DType::kF64);
+  be->dropout_backward(din, wt, 0.4, rng);
+  check_gradient(
+      [&] {
+        Tensor o = be->alloc({n}, DType::kF64);
+        be->dropout_forward(o, in, 0.4, rng);
+        return o;
+      },
+      wt, in, din, "din");
+  Tensor inplace = clone(wt);
+  be->dropout_backward(inplace, inplace, 0.4, rng);
+  CHECK(bitwise_equal(inplace, din));
+  Tensor same = be->alloc({n}, DType::kF64);
+  be->dropout_forward(same, in, 0.0, rng);
+  CHECK(bitwise_equal(same, in));
+  CHECK_THROWS_AS(be->dropout_forward(same, in, 1.0, rng), Error);
+  CHECK_THROWS_AS(be->dropout_forward(same, in, -0.1, rng), Error);
+}
+
+TEST_CASE("dropout is bitwise identical on 1 and 2 threads") {
+  auto be1 = make_cpu_backend(1);
+  auto be2 = make_cpu_backend(2);
+  Tensor in = random_tensor({100001}, DType::kF32, 4);
+  Tensor o1 = be1->alloc({100001}, DType::kF32), o2 = be2->alloc({100001}, DType::kF32);
+  be1->dropout_forward(o1, in, 0.1, {5, 0, 3});
+  be2->dropout_forward(o2, in, 0.1, {5, 0, 3});
+  CHECK(bitwise_equal(o1, o2));
+}
