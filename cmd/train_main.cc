@@ -50,7 +50,13 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; any other command-line mistake is a usage error (2).
+    const int printed = app.exit(e);
+    return printed == 0 ? 0 : 2;
+  }
 
   try {
     mtnlg::init_logging(log_level);

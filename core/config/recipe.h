@@ -85,7 +85,7 @@ struct DataConfig {
   std::vector<double> split = {1.0, 0.0, 0.0};  // train, valid, test (any positive scale)
   uint64_t seed = 1234;
   bool shuffle = true;
-  std::string cache_dir;  // resolved; default "<checkpoint.dir or .>/cache"
+  std::string cache_dir;  // resolved; default "<cwd>/cache"
 };
 
 struct CheckpointConfig {

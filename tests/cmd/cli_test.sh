@@ -31,7 +31,7 @@ expect() {
 cd "$src" || exit 1
 expect 0 '--config' -- --help
 for flag in --set --dry-run --threads --log-level --version; do
-  expect 0 -- "$flag" -- --help
+  expect 0 "$flag" -- --help
 done
 # The paper's model: about 530B parameters (529.6B with the padded vocabulary).
 expect 0 'parameters +5(2[5-9]|3[0-4])[0-9]{9} ' -- --config configs/530b.yaml --dry-run
@@ -40,7 +40,9 @@ expect 0 'parameters' -- --config configs/demo-cpu.yaml --dry-run
 # Bad input: the key path and the fix are named, with the documented exit status.
 expect 2 'model\.num_atention_heads' -- --config configs/tiny.yaml --set model.num_atention_heads=4 --dry-run
 expect 2 'model\.num_attention_heads: 100 does not divide model\.hidden_size' -- --config configs/530b.yaml --set model.num_attention_heads=100 --dry-run
-expect 2 'no .=.|key\.path=value' -- --config configs/tiny.yaml --set model.hidden_size --dry-run
+expect 2 'KEY\.PATH=VALUE' -- --config configs/tiny.yaml --set model.hidden_size --dry-run
+expect 2 'config is required' -- --dry-run
+expect 2 'unknown|not expected|extras' -- --config configs/tiny.yaml --no-such-flag
 expect 4 'nonexistent\.yaml' -- --config "$tmp/nonexistent.yaml"
 expect 3 'parallel\.tensor' -- --config configs/tiny.yaml --set parallel.tensor=2
 expect 4 'tiny\.(idx|bin)' -- --config configs/tiny.yaml --set "data.blend=[{prefix: $tmp/tiny, weight: 1}]"
