@@ -12,7 +12,7 @@ Runs scripts/setup.sh, builds mtnlg-train (scripts/build.sh), tokenizes the King
 into data/demo/kjv_text_document.{bin,idx} (scripts/prepare_demo_data.py), then runs
   DIR/mtnlg-train --config configs/demo-cpu.yaml MTNLG_TRAIN_ARGS...
 Other arguments go to mtnlg-train unchanged, e.g.
-  scripts/demo.sh --set train.train_tokens=200000
+  scripts/demo.sh --set schedule.train_iters=50
 
   --build-dir DIR  build directory (default: build)
   --no-cuda        do not build the CUDA backend
