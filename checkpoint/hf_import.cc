@@ -2,7 +2,6 @@
 
 #include <cstring>
 #include <map>
-#include <regex>
 #include <set>
 
 #include "model/gpt_params.h"
@@ -33,8 +32,8 @@ std::vector<Mapping> gpt2_mappings(const GPTConfig& c) {
   const int64_t h = c.hidden, f = c.ffn;
   std::vector<Mapping> m;
   m.push_back({"wte.weight", "embedding.word_embeddings.weight", {c.vocab, h}, Layout::kVocabRows});
-  m.push_back({"wpe.weight", "embedding.position_embeddings.weight", {c.max_positions, h},
-               Layout::kSame});
+  m.push_back(
+      {"wpe.weight", "embedding.position_embeddings.weight", {c.max_positions, h}, Layout::kSame});
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const std::string p = "h." + std::to_string(i) + ".";
     auto add = [&](const std::string& hf, const char* ours, Shape shape, Layout layout) {
@@ -83,7 +82,8 @@ void hf_to_ours(Tensor& ours, const Tensor& hf, Layout layout, const GPTConfig& 
     }
     case Layout::kQkvWeight:
       for (int64_t i = 0; i < h; ++i)
-        for (int64_t col = 0; col < 3 * h; ++col) dst[qkv_row(col, h, hd) * h + i] = src[i * 3 * h + col];
+        for (int64_t col = 0; col < 3 * h; ++col)
+          dst[qkv_row(col, h, hd) * h + i] = src[i * 3 * h + col];
       break;
     case Layout::kQkvBias:
       for (int64_t col = 0; col < 3 * h; ++col) dst[qkv_row(col, h, hd)] = src[col];
@@ -109,7 +109,8 @@ void ours_to_hf(Tensor& hf, const Tensor& ours, Layout layout, const GPTConfig& 
     }
     case Layout::kQkvWeight:
       for (int64_t i = 0; i < h; ++i)
-        for (int64_t col = 0; col < 3 * h; ++col) dst[i * 3 * h + col] = src[qkv_row(col, h, hd) * h + i];
+        for (int64_t col = 0; col < 3 * h; ++col)
+          dst[i * 3 * h + col] = src[qkv_row(col, h, hd) * h + i];
       break;
     case Layout::kQkvBias:
       for (int64_t col = 0; col < 3 * h; ++col) dst[col] = src[qkv_row(col, h, hd)];
@@ -121,13 +122,19 @@ void check_unsharded(const Param& p) {
   if (p.spec.local_shape != p.spec.global_shape)
     throw unsupported("HF GPT-2 import/export of a tensor-parallel shard (" + p.spec.name +
                       " local " + shape_str(p.spec.local_shape) + " of " +
-                      shape_str(p.spec.global_shape) + ") is not implemented; use tensor parallel size 1");
+                      shape_str(p.spec.global_shape) +
+                      ") is not implemented; use tensor parallel size 1");
 }
 
 // Whether `name` is a buffer HF keeps in GPT-2 state dicts (the causal mask), not a parameter.
 bool is_ignored_buffer(const std::string& name) {
-  static const std::regex re(R"(h\.[0-9]+\.attn\.(bias|masked_bias))");
-  return std::regex_match(name, re);
+  // h.{digits}.attn.bias or h.{digits}.attn.masked_bias
+  if (name.rfind("h.", 0) != 0) return false;
+  size_t i = 2;
+  while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
+  if (i == 2) return false;
+  const std::string rest = name.substr(i);
+  return rest == ".attn.bias" || rest == ".attn.masked_bias";
 }
 
 void check_lm_head(const SafetensorsFile& file, const std::string& head, const std::string& wte) {
@@ -165,9 +172,9 @@ void load_hf_gpt2(GPTStage& model, const std::string& path) {
     std::string name = e.name;
     if (name.rfind(kPrefix, 0) == 0) name = name.substr(std::strlen(kPrefix));
     if (!by_name.emplace(name, e.name).second)
-      throw invalid_argument("tensor '" + name + "' appears twice (with and without the '" +
-                                 kPrefix + "' prefix)",
-                             path);
+      throw invalid_argument(
+          "tensor '" + name + "' appears twice (with and without the '" + kPrefix + "' prefix)",
+          path);
   }
 
   const std::vector<Mapping> mappings = gpt2_mappings(c);

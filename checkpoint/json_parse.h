@@ -19,8 +19,8 @@ struct JsonValue {
   enum class Kind { kNull, kBool, kNumber, kString, kArray, kObject };
   Kind kind = Kind::kNull;
   bool boolean = false;
-  std::string text;  // kString: the decoded string; kNumber: the number as written
-  std::vector<JsonValue> items;                             // kArray
+  std::string text;              // kString: the decoded string; kNumber: the number as written
+  std::vector<JsonValue> items;  // kArray
   std::vector<std::pair<std::string, JsonValue>> members;  // kObject, in file order
 
   bool is_object() const { return kind == Kind::kObject; }

@@ -79,8 +79,8 @@ class SafetensorsWriter {
 
   // Copies `bytes` (must equal numel(shape) * itemsize). Names are unique and not
   // "__metadata__"; violations throw invalid_argument.
-  void add(const std::string& name, safetensors::DType dtype, const Shape& shape,
-           const void* data, size_t bytes);
+  void add(const std::string& name, safetensors::DType dtype, const Shape& shape, const void* data,
+           size_t bytes);
   // Keeps a handle on a CPU tensor (no copy): do not modify it before commit().
   void add(const std::string& name, const Tensor& tensor);
   void add_metadata(const std::string& key, const std::string& value);

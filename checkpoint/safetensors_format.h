@@ -40,8 +40,23 @@ inline constexpr std::string_view kMetadataKey = "__metadata__";
 
 // Every dtype the format names. Only the float and 32/64-bit integer ones convert to our
 // tensors; the others are validated (for their sizes) and reported as unsupported on read.
-enum class DType { kBool, kU8, kI8, kI16, kU16, kF16, kBF16, kI32, kU32, kF32, kF64, kI64, kU64,
-                   kF8E4M3, kF8E5M2 };
+enum class DType {
+  kBool,
+  kU8,
+  kI8,
+  kI16,
+  kU16,
+  kF16,
+  kBF16,
+  kI32,
+  kU32,
+  kF32,
+  kF64,
+  kI64,
+  kU64,
+  kF8E4M3,
+  kF8E5M2
+};
 
 struct DTypeInfo {
   DType dtype;
@@ -50,11 +65,11 @@ struct DTypeInfo {
 };
 
 inline constexpr DTypeInfo kDTypes[] = {
-    {DType::kBool, "BOOL", 1},      {DType::kU8, "U8", 1},          {DType::kI8, "I8", 1},
-    {DType::kI16, "I16", 2},        {DType::kU16, "U16", 2},        {DType::kF16, "F16", 2},
-    {DType::kBF16, "BF16", 2},      {DType::kI32, "I32", 4},        {DType::kU32, "U32", 4},
-    {DType::kF32, "F32", 4},        {DType::kF64, "F64", 8},        {DType::kI64, "I64", 8},
-    {DType::kU64, "U64", 8},        {DType::kF8E4M3, "F8_E4M3", 1}, {DType::kF8E5M2, "F8_E5M2", 1},
+    {DType::kBool, "BOOL", 1}, {DType::kU8, "U8", 1},          {DType::kI8, "I8", 1},
+    {DType::kI16, "I16", 2},   {DType::kU16, "U16", 2},        {DType::kF16, "F16", 2},
+    {DType::kBF16, "BF16", 2}, {DType::kI32, "I32", 4},        {DType::kU32, "U32", 4},
+    {DType::kF32, "F32", 4},   {DType::kF64, "F64", 8},        {DType::kI64, "I64", 8},
+    {DType::kU64, "U64", 8},   {DType::kF8E4M3, "F8_E4M3", 1}, {DType::kF8E5M2, "F8_E5M2", 1},
 };
 
 inline const DTypeInfo* find_dtype(std::string_view name) {

@@ -18,13 +18,16 @@ namespace st = safetensors;
 
 namespace {
 
-std::string quoted(const std::string& name) { return "tensor '" + name + "'"; }
+std::string quoted(const std::string& name) {
+  return "tensor '" + name + "'";
+}
 
 // One entry of the header, validated against the dtype table and itself (not yet the data).
 SafetensorsEntry parse_entry(const std::string& name, const JsonValue& v, const std::string& path) {
   auto bad = [&](const std::string& msg) { return corruption(quoted(name) + ": " + msg, path); };
-  if (!v.is_object()) throw bad("header entry is a JSON " + std::string(json_kind_name(v.kind)) +
-                                ", expected an object with dtype, shape, data_offsets");
+  if (!v.is_object())
+    throw bad("header entry is a JSON " + std::string(json_kind_name(v.kind)) +
+              ", expected an object with dtype, shape, data_offsets");
   const JsonValue* dtype = v.find("dtype");
   const JsonValue* shape = v.find("shape");
   const JsonValue* offsets = v.find("data_offsets");
@@ -103,13 +106,20 @@ float f16_to_f32(uint16_t h) {
 // Element i of a float or integer tensor as double.
 double element(st::DType dt, const std::byte* p, size_t i) {
   switch (dt) {
-    case st::DType::kF64: return load<double>(p + 8 * i);
-    case st::DType::kF32: return load<float>(p + 4 * i);
-    case st::DType::kF16: return f16_to_f32(load<uint16_t>(p + 2 * i));
-    case st::DType::kBF16: return bf16_to_f32(load<uint16_t>(p + 2 * i));
-    case st::DType::kI64: return static_cast<double>(load<int64_t>(p + 8 * i));
-    case st::DType::kI32: return load<int32_t>(p + 4 * i);
-    default: return 0.0;  // callers check the dtype first
+    case st::DType::kF64:
+      return load<double>(p + 8 * i);
+    case st::DType::kF32:
+      return load<float>(p + 4 * i);
+    case st::DType::kF16:
+      return f16_to_f32(load<uint16_t>(p + 2 * i));
+    case st::DType::kBF16:
+      return bf16_to_f32(load<uint16_t>(p + 2 * i));
+    case st::DType::kI64:
+      return static_cast<double>(load<int64_t>(p + 8 * i));
+    case st::DType::kI32:
+      return load<int32_t>(p + 4 * i);
+    default:
+      return 0.0;  // callers check the dtype first
   }
 }
 
@@ -127,7 +137,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     if (err == ENOENT) throw not_found("no such safetensors file", path);
     throw io_error(std::string("cannot open: ") + std::strerror(err), path);
   }
-  struct stat sb{};
+  struct stat sb {};
   if (::fstat(fd, &sb) != 0) {
     const int err = errno;
     ::close(fd);
@@ -171,8 +181,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
       if (key == st::kMetadataKey) {
         if (!value.is_object()) throw corruption("\"__metadata__\" is not an object", path);
         for (const auto& [mk, mv] : value.members) {
-          if (!mv.is_string())
-            throw corruption("metadata \"" + mk + "\" is not a string", path);
+          if (!mv.is_string()) throw corruption("metadata \"" + mk + "\" is not a string", path);
           metadata_[mk] = mv.text;
         }
         continue;
@@ -189,10 +198,10 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
                              " bytes)",
                          path);
       if (e.begin < expect)
-        throw corruption(quoted(e.name) + ": data [" + std::to_string(e.begin) + ", " +
-                             std::to_string(e.end) + ") overlaps the previous tensor's, which ends at " +
-                             std::to_string(expect),
-                         path);
+        throw corruption(
+            quoted(e.name) + ": data [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                ") overlaps the previous tensor's, which ends at " + std::to_string(expect),
+            path);
       if (e.begin > expect)
         throw corruption(quoted(e.name) + ": data begins at " + std::to_string(e.begin) +
                              ", leaving a gap after offset " + std::to_string(expect),

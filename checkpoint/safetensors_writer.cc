@@ -17,11 +17,16 @@ namespace st = safetensors;
 
 safetensors::DType to_safetensors_dtype(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return st::DType::kF32;
-    case DType::kF64: return st::DType::kF64;
-    case DType::kBF16: return st::DType::kBF16;
-    case DType::kF16: return st::DType::kF16;
-    case DType::kI32: return st::DType::kI32;
+    case DType::kF32:
+      return st::DType::kF32;
+    case DType::kF64:
+      return st::DType::kF64;
+    case DType::kBF16:
+      return st::DType::kBF16;
+    case DType::kF16:
+      return st::DType::kF16;
+    case DType::kI32:
+      return st::DType::kI32;
   }
   MTNLG_CHECK_MSG(false, "dtype " << static_cast<int>(dtype));
 }
@@ -143,8 +148,7 @@ void SafetensorsWriter::commit() {
       if (d) header += ',';
       header += std::to_string(e.shape[d]);
     }
-    header += "],\"data_offsets\":[" + std::to_string(e.begin) + "," + std::to_string(e.end) +
-              "]}";
+    header += "],\"data_offsets\":[" + std::to_string(e.begin) + "," + std::to_string(e.end) + "]}";
   }
   header += "}";
   header.append((st::kDataAlignment - header.size() % st::kDataAlignment) % st::kDataAlignment,
@@ -175,7 +179,8 @@ void SafetensorsWriter::commit() {
   }
   if (::fsync(fd.get()) != 0) throw_errno("cannot fsync", tmp_path_);
   if (::close(fd.release()) != 0) throw_errno("cannot close", tmp_path_);
-  if (::rename(tmp_path_.c_str(), path_.c_str()) != 0) throw_errno("cannot rename " + tmp_path_ + " to", path_);
+  if (::rename(tmp_path_.c_str(), path_.c_str()) != 0)
+    throw_errno("cannot rename " + tmp_path_ + " to", path_);
   tmp_path_.clear();
   committed_ = true;
   // The rename is durable only once the directory entry is on disk.

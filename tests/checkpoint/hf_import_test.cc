@@ -92,9 +92,9 @@ TEST_CASE("export then import reproduces every parameter, f64 and f32") {
     auto src = f.model(dt, 11);
     // Padded vocabulary rows are not part of the HF file; zero them so the models compare.
     Param& wte = src->params().get("embedding.word_embeddings.weight");
-    std::memset(static_cast<char*>(wte.value.data()) + f.config.vocab * f.config.hidden *
-                                                           dtype_size(dt),
-                0, (f.config.padded_vocab - f.config.vocab) * f.config.hidden * dtype_size(dt));
+    std::memset(
+        static_cast<char*>(wte.value.data()) + f.config.vocab * f.config.hidden * dtype_size(dt), 0,
+        (f.config.padded_vocab - f.config.vocab) * f.config.hidden * dtype_size(dt));
     const auto hf = to_hf_gpt2(*src, false);
     CHECK(hf.size() == 2 + 12 * 2 + 2);
     CHECK(find(hf, "wte.weight").shape() == Shape{50, 16});
@@ -127,9 +127,11 @@ TEST_CASE("import puts HF's Conv1D and q|k|v layout into ours") {
   load_hf_gpt2(*m, f.write(hf));
   CHECK(wte.value.data_as<double>()[60 * h] == 0.0);
 
-  const double* w = m->params().get(layer_param(0, "self_attention.query_key_value.weight"))
+  const double* w = m->params()
+                        .get(layer_param(0, "self_attention.query_key_value.weight"))
                         .value.data_as<double>();
-  const double* b = m->params().get(layer_param(0, "self_attention.query_key_value.bias"))
+  const double* b = m->params()
+                        .get(layer_param(0, "self_attention.query_key_value.bias"))
                         .value.data_as<double>();
   for (int64_t head = 0; head < 2; ++head)
     for (int64_t which = 0; which < 3; ++which)  // q, k, v
@@ -175,7 +177,8 @@ TEST_CASE("transformer. prefix, tied lm_head and attention buffers are accepted"
   for (int64_t i = 0; i < wte.numel(); ++i) wte32.data_as<double>()[i] = head32.data_as<float>()[i];
   auto hf2 = without(hf, "wte.weight");
   hf2.push_back({"wte.weight", wte32});
-  load_hf_gpt2(*dst, f.write(hf2, "", [&](SafetensorsWriter& w) { w.add("lm_head.weight", head32); }));
+  load_hf_gpt2(*dst,
+               f.write(hf2, "", [&](SafetensorsWriter& w) { w.add("lm_head.weight", head32); }));
 }
 
 TEST_CASE("import errors name the tensor and leave the model unchanged") {
@@ -192,7 +195,8 @@ TEST_CASE("import errors name the tensor and leave the model unchanged") {
     CHECK(e.code() == Code::kInvalidArgument);
   }
   SECTION("missing tensor") {
-    const Error e = load_error(*m, f.write(without(hf, "h.0.ln_2.bias")), {"missing", "'h.0.ln_2.bias'"});
+    const Error e =
+        load_error(*m, f.write(without(hf, "h.0.ln_2.bias")), {"missing", "'h.0.ln_2.bias'"});
     CHECK(e.code() == Code::kNotFound);
   }
   SECTION("wpe rows != max_position_embeddings") {
@@ -218,9 +222,11 @@ TEST_CASE("import errors name the tensor and leave the model unchanged") {
                {"'lm_head.weight' differs from 'wte.weight'"});
   }
   SECTION("a tensor with and without the prefix") {
-    load_error(*m, f.write(hf, "", [&](SafetensorsWriter& w) {
-      w.add("transformer.ln_f.bias", find(hf, "ln_f.bias"));
-    }),
+    load_error(*m,
+               f.write(hf, "",
+                       [&](SafetensorsWriter& w) {
+                         w.add("transformer.ln_f.bias", find(hf, "ln_f.bias"));
+                       }),
                {"'ln_f.bias' appears twice"});
   }
   SECTION("a file that is not safetensors") {

@@ -30,9 +30,9 @@ TEST_CASE("parses JSON values, escapes and exact integers") {
 }
 
 TEST_CASE("rejects what JSON forbids, naming the offset") {
-  for (const char* bad : {"", "{", "{a:1}", "{'a':1}", "[1,]", "{\"a\":1,}", "01", "1.", "-",
-                          "\"\x01\"", "\"\\x\"", "{\"a\":1,\"a\":2}", "[1] 2", "tru", "\"\\ud800\"",
-                          "[1 2]", "// c\n1"}) {
+  for (const char* bad :
+       {"", "{", "{a:1}", "{'a':1}", "[1,]", "{\"a\":1,}", "01", "1.", "-", "\"\x01\"", "\"\\x\"",
+        "{\"a\":1,\"a\":2}", "[1] 2", "tru", "\"\\ud800\"", "[1 2]", "// c\n1"}) {
     INFO(bad);
     try {
       parse_json(bad, "file.json");

@@ -71,7 +71,7 @@ TEST_CASE("round trip of every dtype, scalars, empty tensors and metadata") {
   const int32_t i32[4] = {1, -2, 2147483647, -2147483647 - 1};
   const int64_t i64[2] = {-7, 123456789};
   const uint16_t f16[4] = {0x3C00, 0xC000, 0x0001, 0x7BFF};  // 1, -2, 2^-24, 65504
-  const uint16_t bf16[2] = {0x3F80, 0xC0A0};                // 1, -5
+  const uint16_t bf16[2] = {0x3F80, 0xC0A0};                 // 1, -5
   const double scalar = 3.25;
   Tensor t = Tensor::cpu({2, 3}, DType::kF32);
   for (int i = 0; i < 6; ++i) t.data_as<float>()[i] = 0.5f * static_cast<float>(i) - 1.0f;
@@ -163,7 +163,9 @@ TEST_CASE("every kind of corrupt file is rejected with the file and tensor named
     return R"({"t":{"dtype":")" + dtype + R"(","shape":)" + shape + R"(,"data_offsets":)" +
            offsets + "}}";
   };
-  SECTION("shorter than the length field") { expect_corrupt("abc", {"too short"}); }
+  SECTION("shorter than the length field") {
+    expect_corrupt("abc", {"too short"});
+  }
   SECTION("header length past EOF") {
     expect_corrupt(raw_file(one("[0,8]"), data8, 1000), {"header length 1000", "past the end"});
   }
@@ -172,8 +174,12 @@ TEST_CASE("every kind of corrupt file is rejected with the file and tensor named
     bytes[7] = 0x7f;
     expect_corrupt(bytes, {"past the end"});
   }
-  SECTION("not an object") { expect_corrupt(raw_file("[1,2]", ""), {"does not start with '{'"}); }
-  SECTION("truncated JSON") { expect_corrupt(raw_file(R"({"t":{"dtype":)", ""), {"invalid JSON"}); }
+  SECTION("not an object") {
+    expect_corrupt(raw_file("[1,2]", ""), {"does not start with '{'"});
+  }
+  SECTION("truncated JSON") {
+    expect_corrupt(raw_file(R"({"t":{"dtype":)", ""), {"invalid JSON"});
+  }
   SECTION("YAML that is not JSON") {
     expect_corrupt(raw_file("{t: {dtype: F32, shape: [2], data_offsets: [0, 8]}}", data8),
                    {"invalid JSON"});
@@ -191,14 +197,22 @@ TEST_CASE("every kind of corrupt file is rejected with the file and tensor named
   SECTION("text after the header object") {
     expect_corrupt(raw_file(one("[0,8]") + " x", data8), {"invalid JSON"});
   }
-  SECTION("unknown dtype") { expect_corrupt(raw_file(one("[0,8]", "F33"), data8), {"'t'", "F33"}); }
+  SECTION("unknown dtype") {
+    expect_corrupt(raw_file(one("[0,8]", "F33"), data8), {"'t'", "F33"});
+  }
   SECTION("missing field") {
     expect_corrupt(raw_file(R"({"t":{"dtype":"F32","shape":[2]}})", data8),
                    {"'t'", "data_offsets"});
   }
-  SECTION("negative shape") { expect_corrupt(raw_file(one("[0,8]", "F32", "[-2]"), data8), {"'t'"}); }
-  SECTION("fractional offset") { expect_corrupt(raw_file(one("[0,8.0]"), data8), {"'t'"}); }
-  SECTION("offsets reversed") { expect_corrupt(raw_file(one("[8,0]"), data8), {"'t'"}); }
+  SECTION("negative shape") {
+    expect_corrupt(raw_file(one("[0,8]", "F32", "[-2]"), data8), {"'t'"});
+  }
+  SECTION("fractional offset") {
+    expect_corrupt(raw_file(one("[0,8.0]"), data8), {"'t'"});
+  }
+  SECTION("offsets reversed") {
+    expect_corrupt(raw_file(one("[8,0]"), data8), {"'t'"});
+  }
   SECTION("size != numel * itemsize") {
     expect_corrupt(raw_file(one("[0,8]", "F32", "[3]"), data8), {"'t'", "needs 12"});
   }
@@ -217,7 +231,9 @@ TEST_CASE("every kind of corrupt file is rejected with the file and tensor named
                             data8),
                    {"'b'", "gap"});
   }
-  SECTION("trailing bytes") { expect_corrupt(raw_file(one("[0,8]"), data8 + "xx"), {"trailing"}); }
+  SECTION("trailing bytes") {
+    expect_corrupt(raw_file(one("[0,8]"), data8 + "xx"), {"trailing"});
+  }
   SECTION("metadata value not a string") {
     expect_corrupt(raw_file(R"({"__metadata__":{"k":1}})", ""), {"metadata \"k\""});
   }

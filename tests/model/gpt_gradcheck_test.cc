@@ -89,10 +89,12 @@ TEST_CASE("gradients match central finite differences (dropout on, checkpointing
     for (Param& p : m->params().params()) {
       std::vector<int64_t> idx;
       if (p.spec.name == layer_param(0, "self_attention.query_key_value.bias")) {
-        for (int64_t i = 0; i < p.value.numel(); ++i) idx.push_back(i);  // every q, k, v of both heads
+        for (int64_t i = 0; i < p.value.numel(); ++i)
+          idx.push_back(i);  // every q, k, v of both heads
       } else {
         // Word embeddings: real rows only (the padded ones are checked exactly below).
-        const int64_t n = p.spec.name == "embedding.word_embeddings.weight" ? 50 * 16 : p.value.numel();
+        const int64_t n =
+            p.spec.name == "embedding.word_embeddings.weight" ? 50 * 16 : p.value.numel();
         for (int k = 0; k < 5; ++k) idx.push_back(static_cast<int64_t>(gen() % n));
       }
       double* v = p.value.data_as<double>();
@@ -170,7 +172,8 @@ GPTConfig init_config() {
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 TEST_CASE("init_weights follows the init rules and is a function of the seed") {
@@ -216,7 +219,8 @@ TEST_CASE("init_weights follows the init rules and is a function of the seed") {
     INFO(p.spec.name);
     CHECK(std::memcmp(p.value.data(), b.params().params()[i].value.data(), p.value.nbytes()) == 0);
     if (p.spec.init_std > 0)
-      CHECK(std::memcmp(p.value.data(), d.params().params()[i].value.data(), p.value.nbytes()) != 0);
+      CHECK(std::memcmp(p.value.data(), d.params().params()[i].value.data(), p.value.nbytes()) !=
+            0);
   }
 }
 
@@ -232,8 +236,8 @@ TEST_CASE("parameter count of the GPT-2 124M shape") {
   c.padded_vocab = 50304;
   // By hand: wte 50304*768 + wpe 1024*768 + final LN 2*768, and per layer two LNs (4*768),
   // QKV 768*2304 + 2304, dense 768*768 + 768, fc1 768*3072 + 3072, fc2 3072*768 + 768.
-  const int64_t per_layer = 4 * 768 + (768 * 2304 + 2304) + (768 * 768 + 768) +
-                            (768 * 3072 + 3072) + (3072 * 768 + 768);
+  const int64_t per_layer =
+      4 * 768 + (768 * 2304 + 2304) + (768 * 768 + 768) + (768 * 3072 + 3072) + (3072 * 768 + 768);
   const int64_t total = 50304 * 768 + 1024 * 768 + 2 * 768 + 12 * per_layer;
   CHECK(per_layer == 7087872);
   CHECK(total == 124475904);
