@@ -103,14 +103,12 @@ SequentialGPTDataset::SequentialGPTDataset(std::shared_ptr<const IndexedDataset>
                                " has no documents; the fix: raise data.split's first entry",
                            "data.split");
   }
-  const auto di = dataset_->document_indices();
-  first_sequence_ = di[static_cast<size_t>(documents_.begin)];
-  const int64_t last = di[static_cast<size_t>(documents_.end)];
+  first_sequence_ = dataset_->document_index(documents_.begin);
+  const int64_t last = dataset_->document_index(documents_.end);
   prefix_.reserve(static_cast<size_t>(last - first_sequence_ + 1));
   prefix_.push_back(0);
-  const auto lengths = dataset_->sequence_lengths();
   for (int64_t s = first_sequence_; s < last; ++s) {
-    prefix_.push_back(prefix_.back() + lengths[static_cast<size_t>(s)]);
+    prefix_.push_back(prefix_.back() + dataset_->sequence_length(s));
   }
   if (tokens_per_epoch() == 0) {
     throw invalid_argument("documents [" + std::to_string(documents_.begin) + ", " +
@@ -144,17 +142,22 @@ void SequentialGPTDataset::sample(int64_t i, int32_t* out) const {
   }
 }
 
-void SequentialGPTDataset::check_vocab(int64_t vocab_size) const {
+std::string SequentialGPTDataset::description() const {
+  return "{\"class\": \"SequentialGPTDataset\", \"prefix\": \"" + dataset_->prefix() +
+         "\", \"documents\": [" + std::to_string(documents_.begin) + ", " +
+         std::to_string(documents_.end) + "], \"seq_length\": " + std::to_string(seq_length_) + "}";
+}
+
+void check_vocab_range(const IndexedDataset& dataset, DocumentRange documents, int64_t vocab_size) {
   MTNLG_CHECK_GT(vocab_size, 0);
   // uint16 ids cannot reach a vocabulary of 65536 or more: nothing to scan.
-  if (dataset_->token_type() == TokenType::kUInt16 && vocab_size > 65535) return;
-  const auto di = dataset_->document_indices();
-  const int64_t last = di[static_cast<size_t>(documents_.end)];
+  if (dataset.token_type() == TokenType::kUInt16 && vocab_size > 65535) return;
+  const int64_t last = dataset.document_index(documents.end);
   std::vector<int32_t> buf;
-  for (int64_t s = first_sequence_; s < last; ++s) {
-    const int64_t len = dataset_->sequence_length(s);
+  for (int64_t s = dataset.document_index(documents.begin); s < last; ++s) {
+    const int64_t len = dataset.sequence_length(s);
     buf.resize(static_cast<size_t>(len));
-    dataset_->read(s, 0, len, buf.data());
+    dataset.read(s, 0, len, buf.data());
     for (int64_t t = 0; t < len; ++t) {
       const int32_t id = buf[static_cast<size_t>(t)];
       if (id >= 0 && id < vocab_size) continue;
@@ -163,9 +166,13 @@ void SequentialGPTDataset::check_vocab(int64_t vocab_size) const {
               std::to_string(t) + ") is outside the vocabulary [0, " + std::to_string(vocab_size) +
               "); the fix: set model.vocab_size to the tokenizer's vocabulary size (GPT-2 BPE: "
               "50257), or re-tokenize the data with the model's tokenizer",
-          dataset_->bin_path());
+          dataset.bin_path());
     }
   }
+}
+
+void SequentialGPTDataset::check_vocab(int64_t vocab_size) const {
+  check_vocab_range(*dataset_, documents_, vocab_size);
 }
 
 }  // namespace mtnlg

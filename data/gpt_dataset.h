@@ -17,10 +17,13 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "data/indexed_dataset.h"
+#include "data/sample_source.h"
 
 namespace mtnlg {
 
@@ -47,7 +50,11 @@ std::array<int64_t, 4> split_boundaries(int64_t num_documents, const std::vector
 DocumentRange split_range(const IndexedDataset& dataset, const std::vector<double>& split,
                           Split which);
 
-class SequentialGPTDataset {
+// Reads every token of the range once; throws invalid_argument naming the .bin file, the
+// first id >= vocab_size (or negative) and its place, and the fix (set model.vocab_size).
+void check_vocab_range(const IndexedDataset& dataset, DocumentRange documents, int64_t vocab_size);
+
+class SequentialGPTDataset : public SampleSource {
  public:
   // Throws invalid_argument if seq_length < 1, or the range is empty or holds no tokens
   // (naming data.split). The range must lie within the dataset's documents (checked).
@@ -56,15 +63,18 @@ class SequentialGPTDataset {
 
   const IndexedDataset& dataset() const { return *dataset_; }
   DocumentRange documents() const { return documents_; }
-  int64_t seq_length() const { return seq_length_; }
+  int64_t seq_length() const override { return seq_length_; }
   int64_t tokens_per_epoch() const { return prefix_.back(); }
+  // The stream repeats forever: every i >= 0 is a sample.
+  int64_t size() const override { return std::numeric_limits<int64_t>::max(); }
 
   // Writes tokens [i*S, i*S + S + 1) of the repeating stream to out[0, S+1). i >= 0.
-  void sample(int64_t i, int32_t* out) const;
+  void sample(int64_t i, int32_t* out) const override;
 
   // Reads every token of the range once; throws invalid_argument naming the .bin file, the
   // first id >= vocab_size (or negative) and its place, and the fix (set model.vocab_size).
-  void check_vocab(int64_t vocab_size) const;
+  void check_vocab(int64_t vocab_size) const override;
+  std::string description() const override;
 
  private:
   std::shared_ptr<const IndexedDataset> dataset_;

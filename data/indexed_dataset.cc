@@ -91,48 +91,52 @@ void IndexedDataset::parse_index() {
                          " document indices (truncated?); " + kRemakeFix,
                      idx_name);
   }
-  const uint8_t* lengths_at = p + idx_format::kHeaderBytes;
-  pointers_offset_ = idx_format::kHeaderBytes + 4 * n;
-  const uint8_t* docs_at = p + pointers_offset_ + 8 * n;
-
-  lengths_.resize(n);
-  if (n > 0) std::memcpy(lengths_.data(), lengths_at, 4 * n);
-  document_indices_.resize(d);
-  if (d > 0) std::memcpy(document_indices_.data(), docs_at, 8 * d);
+  lengths_offset_ = idx_format::kHeaderBytes;
+  pointers_offset_ = lengths_offset_ + 4 * n;
+  documents_offset_ = pointers_offset_ + 8 * n;
+  num_sequences_ = static_cast<int64_t>(n);
+  num_documents_ = static_cast<int64_t>(d) - 1;  // -1 when d == 0: rejected below
 
   // Every sequence must lie inside .bin: a shorter .bin was truncated (an interrupted copy).
+  // One pass over the arrays in file order, read in place (see the header).
   const uint64_t bin_size = bin_.size();
   const uint64_t item = token_size(token_type_);
+  const uint8_t* lengths_at = p + lengths_offset_;
+  const uint8_t* pointers_at = p + pointers_offset_;
   num_tokens_ = 0;
   for (uint64_t i = 0; i < n; ++i) {
-    const int64_t len = lengths_[i];
-    const int64_t ptr = sequence_pointer(static_cast<int64_t>(i));
+    const int64_t len = load<int32_t>(lengths_at + 4 * i);
+    const int64_t ptr = load<int64_t>(pointers_at + 8 * i);
+    const uint64_t end = static_cast<uint64_t>(ptr) + static_cast<uint64_t>(len) * item;
+    if ((len | ptr) >= 0 && end <= bin_size) {  // the common case: one branch per sequence
+      num_tokens_ += len;
+      continue;
+    }
     if (len < 0 || ptr < 0) {
       throw corruption("sequence " + std::to_string(i) + " has length " + std::to_string(len) +
                            " and byte offset " + std::to_string(ptr) + "; " + kRemakeFix,
                        idx_name);
     }
-    const uint64_t end = static_cast<uint64_t>(ptr) + static_cast<uint64_t>(len) * item;
-    if (static_cast<uint64_t>(ptr) > bin_size || end > bin_size) {
-      throw corruption("sequence " + std::to_string(i) + " spans bytes [" + std::to_string(ptr) +
-                           ", " + std::to_string(end) + ") but " + bin_.path() + " has " +
-                           std::to_string(bin_size) +
-                           " bytes (truncated .bin, or .idx from another dataset); " + kRemakeFix,
-                       bin_.path());
-    }
-    num_tokens_ += len;
+    throw corruption("sequence " + std::to_string(i) + " spans bytes [" + std::to_string(ptr) +
+                         ", " + std::to_string(end) + ") but " + bin_.path() + " has " +
+                         std::to_string(bin_size) +
+                         " bytes (truncated .bin, or .idx from another dataset); " + kRemakeFix,
+                     bin_.path());
   }
 
-  if (d == 0 || document_indices_[0] != 0) {
-    throw corruption(
-        std::string("document indices must start with 0 (") +
-            (d == 0 ? "there are none" : "first is " + std::to_string(document_indices_[0])) +
-            "); " + kRemakeFix,
-        idx_name);
+  const uint8_t* docs_at = p + documents_offset_;
+  const int64_t first = d == 0 ? -1 : load<int64_t>(docs_at);
+  if (first != 0) {
+    throw corruption(std::string("document indices must start with 0 (") +
+                         (d == 0 ? "there are none" : "first is " + std::to_string(first)) + "); " +
+                         kRemakeFix,
+                     idx_name);
   }
+  one_sequence_per_document_ = d == n + 1;
+  int64_t prev = 0;
   for (uint64_t i = 1; i < d; ++i) {
-    const int64_t prev = document_indices_[i - 1];
-    const int64_t cur = document_indices_[i];
+    const int64_t cur = load<int64_t>(docs_at + 8 * i);
+    one_sequence_per_document_ = one_sequence_per_document_ && cur == static_cast<int64_t>(i);
     if (cur < prev || cur > static_cast<int64_t>(n)) {
       throw corruption("document index " + std::to_string(i) + " is " + std::to_string(cur) +
                            " after " + std::to_string(prev) +
@@ -140,6 +144,7 @@ void IndexedDataset::parse_index() {
                            std::to_string(n) + " sequences); " + kRemakeFix,
                        idx_name);
     }
+    prev = cur;
   }
 }
 
@@ -150,7 +155,33 @@ int64_t IndexedDataset::sequence_pointer(int64_t seq) const {
 int64_t IndexedDataset::sequence_length(int64_t seq) const {
   MTNLG_CHECK_GE(seq, 0);
   MTNLG_CHECK_LT(seq, num_sequences());
-  return lengths_[static_cast<size_t>(seq)];
+  return load<int32_t>(idx_.data() + lengths_offset_ + 4 * static_cast<size_t>(seq));
+}
+
+int64_t IndexedDataset::document_index(int64_t i) const {
+  MTNLG_CHECK_GE(i, 0);
+  MTNLG_CHECK_LE(i, num_documents_);
+  return load<int64_t>(idx_.data() + documents_offset_ + 8 * static_cast<size_t>(i));
+}
+
+int64_t IndexedDataset::document_length(int64_t doc) const {
+  const uint8_t* lengths = idx_.data() + lengths_offset_;
+  if (one_sequence_per_document_) return load<int32_t>(lengths + 4 * static_cast<size_t>(doc));
+  const uint8_t* docs = idx_.data() + documents_offset_;
+  const int64_t end = load<int64_t>(docs + 8 * static_cast<size_t>(doc + 1));
+  int64_t total = 0;
+  for (int64_t s = load<int64_t>(docs + 8 * static_cast<size_t>(doc)); s < end; ++s) {
+    total += load<int32_t>(lengths + 4 * static_cast<size_t>(s));
+  }
+  return total;
+}
+
+std::span<const uint8_t> IndexedDataset::raw_sequence_lengths() const {
+  return {idx_.data() + lengths_offset_, 4 * static_cast<size_t>(num_sequences_)};
+}
+
+std::span<const uint8_t> IndexedDataset::raw_document_indices() const {
+  return {idx_.data() + documents_offset_, 8 * static_cast<size_t>(num_documents_ + 1)};
 }
 
 void IndexedDataset::read(int64_t seq, int64_t offset, int64_t count, int32_t* out) const {

@@ -1,0 +1,178 @@
+#include "data/gpt_indices.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "core/rng.h"
+#include "core/status.h"
+
+namespace mtnlg {
+
+namespace {
+
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+// Philox counter streams (the high counter word) of the shuffles; the key is the seed.
+constexpr uint64_t kDocumentStream = 1ull << 32;  // + epoch
+constexpr uint64_t kSampleStream = 2ull << 32;    // + 0 (all or before the final epoch), + 1
+
+// Uniform draws in [0, bound) from a Philox stream: two 64-bit values per Philox block.
+class PhiloxDraws {
+ public:
+  PhiloxDraws(uint64_t seed, uint64_t stream) : seed_(seed), stream_(stream) {}
+  uint64_t below(uint64_t bound) {
+    if (have_ == 0) {
+      const Philox4 r = philox4x32_10(seed_, stream_, block_++);
+      words_[0] = (static_cast<uint64_t>(r.v[1]) << 32) | r.v[0];
+      words_[1] = (static_cast<uint64_t>(r.v[3]) << 32) | r.v[2];
+      have_ = 2;
+    }
+    const uint64_t x = words_[--have_];
+    // Lemire's multiply-shift: the bias is at most bound / 2^64, far below anything measurable.
+    return static_cast<uint64_t>((static_cast<unsigned __int128>(x) * bound) >> 64);
+  }
+
+ private:
+  uint64_t seed_, stream_, block_ = 0;
+  uint64_t words_[2] = {0, 0};
+  int have_ = 0;
+};
+
+template <typename T>
+void fisher_yates(T* a, int64_t n, uint64_t seed, uint64_t stream) {
+  PhiloxDraws draws(seed, stream);
+  for (int64_t i = n - 1; i > 0; --i) {
+    const int64_t j = static_cast<int64_t>(draws.below(static_cast<uint64_t>(i) + 1));
+    std::swap(a[i], a[j]);
+  }
+}
+
+}  // namespace
+
+IndexArray::IndexArray(int64_t size, bool wide) : wide_(wide), size_(size) {
+  MTNLG_CHECK_GE(size, 0);
+  if (wide_) {
+    w64_.resize(static_cast<size_t>(size));
+  } else {
+    w32_.resize(static_cast<size_t>(size));
+  }
+}
+
+bool IndexArray::operator==(const IndexArray& o) const {
+  return wide_ == o.wide_ && w32_ == o.w32_ && w64_ == o.w64_;
+}
+
+RangeTokens count_range_tokens(const IndexedDataset& dataset, DocumentRange documents) {
+  RangeTokens r;
+  for (int64_t d = documents.begin; d < documents.end; ++d) {
+    const int64_t len = dataset.document_length(d);
+    r.tokens += len;
+    r.longest_document = std::max(r.longest_document, len);
+  }
+  return r;
+}
+
+int64_t num_epochs_for(int64_t tokens_per_epoch, int64_t num_samples, int64_t seq_length) {
+  MTNLG_CHECK_GT(tokens_per_epoch, 0);
+  MTNLG_CHECK_GE(num_samples, 0);
+  MTNLG_CHECK_GT(seq_length, 0);
+  MTNLG_CHECK_LE(num_samples, (std::numeric_limits<int64_t>::max() - 1) / seq_length);
+  const int64_t needed = num_samples * seq_length + 1;
+  return std::max<int64_t>(1, (needed + tokens_per_epoch - 1) / tokens_per_epoch);
+}
+
+int64_t num_samples_of(int64_t epochs, int64_t tokens_per_epoch, int64_t seq_length) {
+  MTNLG_CHECK_LE(epochs, std::numeric_limits<int64_t>::max() / tokens_per_epoch);
+  return (epochs * tokens_per_epoch - 1) / seq_length;
+}
+
+bool separate_final_epoch(int64_t epochs, int64_t tokens_per_epoch, int64_t num_samples,
+                          int64_t seq_length) {
+  if (epochs <= 1) return false;
+  const int64_t before = num_samples_of(epochs - 1, tokens_per_epoch, seq_length);
+  const int64_t from_final = num_samples - before;
+  const int64_t per_epoch = (tokens_per_epoch - 1) / seq_length;
+  MTNLG_CHECK_GE(from_final, 0);
+  MTNLG_CHECK_LE(from_final, per_epoch + 1);
+  // Python's int(0.80 * x) truncates toward zero, as the cast does.
+  return from_final < static_cast<int64_t>(0.80 * static_cast<double>(per_epoch));
+}
+
+void shuffle_range(IndexArray& a, int64_t begin, int64_t end, uint64_t seed, uint64_t stream) {
+  MTNLG_CHECK(0 <= begin && begin <= end && end <= a.size());
+  if (a.wide()) {
+    fisher_yates(static_cast<int64_t*>(a.data()) + begin, end - begin, seed, stream);
+  } else {
+    fisher_yates(static_cast<int32_t*>(a.data()) + begin, end - begin, seed, stream);
+  }
+}
+
+IndexArray build_document_index(DocumentRange documents, int64_t epochs, bool shuffle,
+                                uint64_t seed) {
+  MTNLG_CHECK_GT(epochs, 0);
+  const int64_t n = documents.size();
+  MTNLG_CHECK_GT(n, 0);
+  MTNLG_CHECK_LE(epochs, std::numeric_limits<int64_t>::max() / n);
+  IndexArray index(epochs * n, documents.end - 1 > kInt32Max);
+  for (int64_t e = 0; e < epochs; ++e) {
+    for (int64_t k = 0; k < n; ++k) index.set(e * n + k, documents.begin + k);
+    if (shuffle) shuffle_range(index, e * n, (e + 1) * n, seed, kDocumentStream + e);
+  }
+  return index;
+}
+
+IndexArray build_sample_index(const IndexedDataset& dataset, const IndexArray& document_index,
+                              int64_t seq_length, int64_t num_samples, int64_t longest_document) {
+  MTNLG_CHECK_GT(seq_length, 0);
+  MTNLG_CHECK_GE(num_samples, 0);
+  const bool wide = document_index.size() > kInt32Max || longest_document > kInt32Max;
+  IndexArray index(2 * (num_samples + 1), wide);
+  // Walk the stream once: `start` is the stream offset of document position p. Boundary i is
+  // the position of token i*S; empty documents are stepped over, so offset < length always.
+  int64_t p = 0, start = 0;
+  int64_t len = document_index.size() > 0 ? dataset.document_length(document_index[0]) : 0;
+  for (int64_t i = 0; i <= num_samples; ++i) {
+    const int64_t token = i * seq_length;
+    while (token >= start + len) {
+      start += len;
+      ++p;
+      MTNLG_CHECK_MSG(p < document_index.size(),
+                      "the document index holds too few tokens for " << num_samples << " samples");
+      len = dataset.document_length(document_index[p]);
+    }
+    index.set(2 * i, p);
+    index.set(2 * i + 1, token - start);
+  }
+  return index;
+}
+
+IndexArray build_shuffle_index(int64_t num_samples, int64_t first, bool shuffle, uint64_t seed) {
+  MTNLG_CHECK(0 <= first && first <= num_samples);
+  IndexArray index(num_samples, num_samples > kInt32Max);
+  for (int64_t i = 0; i < num_samples; ++i) index.set(i, i);
+  if (shuffle) {
+    shuffle_range(index, 0, first, seed, kSampleStream);
+    shuffle_range(index, first, num_samples, seed, kSampleStream + 1);
+  }
+  return index;
+}
+
+void read_document(const IndexedDataset& dataset, int64_t doc, int64_t offset, int64_t count,
+                   int32_t* out) {
+  const int64_t end = dataset.document_index(doc + 1);
+  for (int64_t s = dataset.document_index(doc); s < end && count > 0; ++s) {
+    const int64_t len = dataset.sequence_length(s);
+    if (offset >= len) {
+      offset -= len;
+      continue;
+    }
+    const int64_t n = std::min(len - offset, count);
+    dataset.read(s, offset, n, out);
+    out += n;
+    count -= n;
+    offset = 0;
+  }
+  MTNLG_CHECK_EQ(count, 0);
+}
+
+}  // namespace mtnlg

@@ -1,0 +1,106 @@
+// The three index arrays of Megatron-LM's GPTDataset (megatron/core/datasets/gpt_dataset.py and
+// helpers.cpp build_sample_idx), built as plain functions so that tests check them directly.
+//
+// For a split's documents D (ids d_0..d_{D-1}, T tokens in all), a requested number of samples
+// n and a sequence length S:
+//   epochs           the smallest E >= 1 with E*T >= n*S + 1 (each sample needs S+1 tokens).
+//   document index   E copies of the split's document ids, each epoch's copy shuffled on its own
+//                    (so every epoch reads every document exactly once). Megatron shuffles the
+//                    first E-1 epochs as one array; per-epoch shuffling is our choice.
+//   sample index     N+1 boundaries, N = (E*T - 1) / S: boundary i is (position in the
+//                    document index, token offset in that document) of stream token i*S.
+//                    Sample i is the stream from boundary i to boundary i+1 inclusive: S+1
+//                    tokens, overlapping the next sample by one and crossing documents.
+//   shuffle index    a permutation of [0, N). With a separate final epoch it is a permutation
+//                    of the samples before the final epoch followed by one of the rest, so the
+//                    partial final epoch's samples come last.
+// Separate final epoch (Megatron's rule): with E > 1, let n_before = ((E-1)*T - 1) / S samples
+// precede the final epoch and n_epoch = (T - 1) / S; the final epoch is separate when
+// n - n_before < int(0.8 * n_epoch), i.e. less than 80% of it is needed.
+//
+// Shuffles are Fisher-Yates driven by Philox4x32-10 (core/rng.h) keyed by the seed, with a
+// separate counter stream per array (and per epoch): deterministic per seed on every machine.
+// They do not reproduce numpy's permutations, so indices differ from Megatron's for the same
+// seed (the statistics are the same).
+//
+// Example, documents [a b c] [d e] (T = 5), S = 2, n = 4, no shuffle: E = 2 (2*5 >= 9),
+// document index 0 1 0 1, N = 4, boundaries (0,0) (0,2) (1,1) (2,1) (3,0):
+// samples "a b c", "c d e", "e a b", "b c d".
+//
+// Ownership: IndexArray owns its values. Functions are pure; nothing here is shared.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "data/gpt_dataset.h"
+#include "data/indexed_dataset.h"
+
+namespace mtnlg {
+
+// Signed integers stored as int32 when they fit (as Megatron chooses), else int64.
+class IndexArray {
+ public:
+  IndexArray() = default;
+  IndexArray(int64_t size, bool wide);
+
+  bool wide() const { return wide_; }
+  int width() const { return wide_ ? 8 : 4; }
+  int64_t size() const { return size_; }
+  int64_t operator[](int64_t i) const {
+    return wide_ ? w64_[static_cast<size_t>(i)] : w32_[static_cast<size_t>(i)];
+  }
+  void set(int64_t i, int64_t v) {
+    if (wide_) {
+      w64_[static_cast<size_t>(i)] = v;
+    } else {
+      w32_[static_cast<size_t>(i)] = static_cast<int32_t>(v);
+    }
+  }
+  void* data() { return wide_ ? static_cast<void*>(w64_.data()) : w32_.data(); }
+  const void* data() const { return wide_ ? static_cast<const void*>(w64_.data()) : w32_.data(); }
+  size_t bytes() const { return static_cast<size_t>(size_) * static_cast<size_t>(width()); }
+  bool operator==(const IndexArray& o) const;
+
+ private:
+  bool wide_ = false;
+  int64_t size_ = 0;
+  std::vector<int32_t> w32_;
+  std::vector<int64_t> w64_;
+};
+
+// Tokens of the range's documents, and the longest document (to size the sample index).
+struct RangeTokens {
+  int64_t tokens = 0;
+  int64_t longest_document = 0;
+};
+RangeTokens count_range_tokens(const IndexedDataset& dataset, DocumentRange documents);
+
+// The smallest E >= 1 with E * tokens_per_epoch >= num_samples * seq_length + 1.
+int64_t num_epochs_for(int64_t tokens_per_epoch, int64_t num_samples, int64_t seq_length);
+// Samples of E epochs: (E * tokens_per_epoch - 1) / seq_length.
+int64_t num_samples_of(int64_t epochs, int64_t tokens_per_epoch, int64_t seq_length);
+// Megatron's separate_final_epoch rule (see the file comment).
+bool separate_final_epoch(int64_t epochs, int64_t tokens_per_epoch, int64_t num_samples,
+                          int64_t seq_length);
+
+// Shuffles a[begin, end) in place (Fisher-Yates, Philox keyed by seed on counter stream
+// `stream`).
+void shuffle_range(IndexArray& a, int64_t begin, int64_t end, uint64_t seed, uint64_t stream);
+
+// E copies of the range's document ids; with `shuffle`, each copy permuted on its own.
+IndexArray build_document_index(DocumentRange documents, int64_t epochs, bool shuffle,
+                                uint64_t seed);
+// 2 * (num_samples + 1) values: (document index position, offset) of each boundary. The
+// document index must hold at least num_samples * seq_length + 1 tokens (checked).
+IndexArray build_sample_index(const IndexedDataset& dataset, const IndexArray& document_index,
+                              int64_t seq_length, int64_t num_samples, int64_t longest_document);
+// A permutation of [0, num_samples): [0, first) and [first, num_samples) shuffled separately
+// (first == num_samples: one shuffle). Without `shuffle`, the identity.
+IndexArray build_shuffle_index(int64_t num_samples, int64_t first, bool shuffle, uint64_t seed);
+
+// Copies `count` tokens of document `doc` (all its sequences back to back) from `offset`.
+void read_document(const IndexedDataset& dataset, int64_t doc, int64_t offset, int64_t count,
+                   int32_t* out);
+
+}  // namespace mtnlg

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# End-to-end checks of the mtnlg-preprocess command line: --help, a small run of each input
+# format, and the exit status, message and leftover files of each kind of bad input.
+# Usage: tests/data/preprocess_cli_test.sh BUILD_DIR SOURCE_DIR
+set -uo pipefail
+bin=$1/mtnlg-preprocess
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+passes=0
+
+# expect STATUS PATTERN -- ARGS...: runs mtnlg-preprocess, checks the exit status and that the
+# output matches the extended regular expression PATTERN.
+expect() {
+  local want=$1 pattern=$2
+  shift 3
+  local out status
+  out=$("$bin" "$@" 2>&1)
+  status=$?
+  if [[ $status -ne $want ]] || ! grep -Eq -- "$pattern" <<<"$out"; then
+    echo "FAIL: mtnlg-preprocess $* -> status $status (want $want), output did not match /$pattern/:"
+    echo "$out" | tail -20
+    failures=$((failures + 1))
+  else
+    echo "ok: mtnlg-preprocess $*"
+    passes=$((passes + 1))
+  fi
+}
+
+# check DESCRIPTION COMMAND...: a plain assertion.
+check() {
+  local what=$1
+  shift
+  if "$@"; then
+    echo "ok: $what"
+    passes=$((passes + 1))
+  else
+    echo "FAIL: $what"
+    failures=$((failures + 1))
+  fi
+}
+
+cd "$src" || exit 1  # so that the default vocabulary paths (data/gpt2/...) resolve
+for flag in --input --input-format --json-key --output-prefix --vocab-file --merge-file \
+  --append-eod --workers --skip-bad-lines --log-interval; do
+  expect 0 "$flag" -- --help
+done
+
+printf '{"text": "Hello world"}\n{"text": "caf\\u00e9 \\ud83d\\ude00"}\n' >"$tmp/ok.jsonl"
+expect 0 'wrote .*: 2 documents, 9 tokens \(uint16\)' -- --input "$tmp/ok.jsonl" --output-prefix "$tmp/ok" --append-eod --workers 2
+check "ok.bin holds 9 uint16 tokens" test "$(stat -c %s "$tmp/ok.bin")" -eq 18
+check "ok.idx starts with MMIDIDX" test "$(head -c 7 "$tmp/ok.idx")" = MMIDIDX
+# "Hello world" + EOD = 15496 995 50256, little endian.
+check "ok.bin starts with Hello world EOD" test "$(od -An -tu2 -N6 "$tmp/ok.bin" | xargs)" = "15496 995 50256"
+
+printf 'first document\nstill first\n\nsecond\n' >"$tmp/ok.txt"
+expect 0 '2 documents' -- --input "$tmp/ok.txt" --input-format text --output-prefix "$tmp/txt"
+
+printf '{"text": "fine"}\n{"text": 12}\n{"text": "fine"}\n' >"$tmp/bad.jsonl"
+expect 2 'bad\.jsonl:2: .*not a string.*--skip-bad-lines' -- --input "$tmp/bad.jsonl" --output-prefix "$tmp/bad"
+check "no output after a bad line" test -z "$(ls "$tmp" | grep '^bad\.\(bin\|idx\)')"
+expect 0 'skipped 1 bad line' -- --input "$tmp/bad.jsonl" --output-prefix "$tmp/bad" --skip-bad-lines
+check "output with --skip-bad-lines" test -s "$tmp/bad.idx"
+
+expect 4 'nope\.jsonl' -- --input "$tmp/nope.jsonl" --output-prefix "$tmp/x"
+expect 4 'encoder\.json' -- --input "$tmp/ok.jsonl" --output-prefix "$tmp/x" --vocab-file "$tmp/encoder.json"
+expect 4 'output directory|no/such' -- --input "$tmp/ok.jsonl" --output-prefix "$tmp/no/such/x"
+expect 2 'input is required' -- --output-prefix "$tmp/x"
+expect 2 'jsonl or text' -- --input "$tmp/ok.jsonl" --output-prefix "$tmp/x" --input-format csv
+expect 2 'workers' -- --input "$tmp/ok.jsonl" --output-prefix "$tmp/x" --workers 0
+expect 3 'GPT2BPETokenizer' -- --input "$tmp/ok.jsonl" --output-prefix "$tmp/x" --tokenizer-type BertWordPieceLowerCase
+check "no temporary files left" test -z "$(ls "$tmp" | grep tmp-)"
+
+echo "preprocess cli: $passes passed, $failures failed"
+exit $((failures > 0))
