@@ -6,19 +6,19 @@ import sys
 
 
 def main(path):
-    runs, ceiling, best = [], None, ""
+    runs, ceiling, best, gemm_load = [], None, "", ""
     with open(path) as f:
         for line in f:
             if not line.strip():
                 continue
             r = json.loads(line)
             if r["impl"] == "gemm":
-                ceiling, best = r["ceiling_gflops"], r["best"]
+                ceiling, best, gemm_load = r["ceiling_gflops"], r["best"], r.get("load1", "")
             else:
                 runs.append(r)
     tps = {(r["name"], r["impl"]): r["tokens_per_s"] for r in runs}
     header = ["model", "impl", "tokens/s", "TFLOP/s", "ms/iter median (min)", "ratio ours/torch",
-              "% of GEMM ceiling"]
+              "% of GEMM ceiling", "load1"]
     rows = []
     for r in runs:
         impl = "ours" if r["impl"] == "mtnlg" else "torch " + r.get("torch", "")
@@ -27,7 +27,7 @@ def main(path):
             ratio = f"{r['tokens_per_s'] / tps[(r['name'], 'torch')]:.2f}x"
         share = f"{100.0 * r['tflops'] * 1e3 / ceiling:.1f}%" if ceiling else ""
         rows.append([r["name"], impl.strip(), f"{r['tokens_per_s']:.1f}", f"{r['tflops']:.4f}",
-                     f"{r['ms_median']:.0f} ({r['ms_min']:.0f})", ratio, share])
+                     f"{r['ms_median']:.0f} ({r['ms_min']:.0f})", ratio, share, r.get("load1", "")])
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
     line = lambda cells: "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"
     print()
@@ -39,7 +39,7 @@ def main(path):
     print(f"\nthreads: {', '.join(map(str, sorted(threads)))}; FLOPs/token = 6*N + 12*L*h*s with "
           "N = non-embedding params + V_pad*h (tied head)")
     if ceiling:
-        print(f"GEMM ceiling: {ceiling:.1f} GFLOP/s ({best}, Backend::gemm, f32)")
+        print(f"GEMM ceiling: {ceiling:.1f} GFLOP/s ({best}, Backend::gemm, f32; load1 {gemm_load})")
     for r in runs:
         print(f"  {r['name']} {r['impl']}: N = {r['n_counted']}, {r['flops_per_token']:.4g} FLOPs/token, "
               f"{r['tokens_per_iter']} tokens/iter, {r['iters']} timed iters, loss {r['loss']:.4f}")

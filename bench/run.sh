@@ -17,7 +17,8 @@ mtnlg-bench-gemm on the same shapes, and prints one table:
   model | impl | tokens/s | TFLOP/s | ms/iter | ratio ours/torch | % of GEMM ceiling
 TFLOP/s counts 6*N + 12*L*h*s FLOPs per token (N = non-embedding params + V_pad*h of the
 tied head; see bench/model_flops.h). tokens/s and TFLOP/s use the median iteration; ms/iter
-shows median (min). The ratio is of tokens/s (> 1: ours is faster). The GEMM ceiling is the
+shows median (min); load1 is the 1-minute load average when the run started (this
+machine's cores are shared, and contention slows both sides, torch's more). The ratio is of tokens/s (> 1: ours is faster). The GEMM ceiling is the
 best rate mtnlg-bench-gemm measured over all shapes. Takes about 5-10 minutes on 2 idle cores
 (--quick: about 2); other load on the machine slows both sides.
 
@@ -87,6 +88,14 @@ done
 results=$results_dir/bench-results.jsonl
 : >"$results"
 
+# Runs a --json command and appends its line to $results, tagged with the 1-minute load
+# average when it started: other work on the machine shows there, not in the timings.
+run_json() {
+  local load1 _
+  read -r load1 _ </proc/loadavg
+  "$@" | sed "s/}\$/,\"load1\":$load1}/" >>"$results"
+}
+
 # name | model flags | iterations (normal) | iterations (--quick)
 model_flags() {
   case "$1" in
@@ -110,11 +119,11 @@ for m in "${model_list[@]}"; do
   # shellcheck disable=SC2046,SC2086  # word splitting of the flag strings is intended
   {
     echo "run.sh: $m: ours" >&2
-    "$bin_dir/mtnlg-bench-train" --name "$m" $flags $(iters "$m") --threads "$threads" --json \
-      >>"$results"
+    run_json "$bin_dir/mtnlg-bench-train" --name "$m" $flags $(iters "$m") --threads "$threads" \
+      --json
     echo "run.sh: $m: torch" >&2
-    "$python" bench/torch_train.py --name "$m" $flags $(iters "$m") --threads "$threads" --json \
-      >>"$results"
+    run_json "$python" bench/torch_train.py --name "$m" $flags $(iters "$m") --threads "$threads" \
+      --json
     if ((profile)); then
       echo "run.sh: $m: ours, --profile" >&2
       "$bin_dir/mtnlg-bench-train" --name "$m" $flags --iters 1 --warmup-iters 1 \
@@ -126,7 +135,7 @@ done
 echo "run.sh: GEMM ceiling" >&2
 gemm_time=0.5
 ((quick)) && gemm_time=0.1
-"$bin_dir/mtnlg-bench-gemm" --models "$models" --threads "$threads" --min-time "$gemm_time" \
-  --json >>"$results"
+run_json "$bin_dir/mtnlg-bench-gemm" --models "$models" --threads "$threads" \
+  --min-time "$gemm_time" --json
 
 "$python" bench/report.py "$results"

@@ -2,14 +2,16 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
-#include "cmd/trainer.h"
+#include "core/metrics.h"
 #include "model/gpt_params.h"
-#include "optim/lr_schedule.h"
 
 namespace mtnlg {
 
 namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 std::string human(double v) {
   const char* units[] = {"", "K", "M", "B", "T"};
@@ -23,56 +25,294 @@ std::string human(double v) {
   return buf;
 }
 
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+  return buf;
+}
+
+std::string sci(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.4e", v);
+  return buf;
+}
+
+std::string gib(int64_t bytes) { return fixed(static_cast<double>(bytes) / kGiB, 2); }
+
+std::string pad(std::string s, size_t width) {
+  if (s.size() < width) s.insert(0, width - s.size(), ' ');
+  return s;
+}
+
+// The stages worth a column: the first, the second (the first without the embedding), the last.
+std::vector<const StagePlan*> shown_stages(const Plan& plan) {
+  std::vector<const StagePlan*> out = {&plan.stages.front()};
+  if (plan.stages.size() > 2) out.push_back(&plan.stages[1]);
+  if (plan.stages.size() > 1) out.push_back(&plan.stages.back());
+  return out;
+}
+
+std::string stage_content(const StagePlan& st) {
+  std::string s = "layers " + std::to_string(st.first_layer) + "-" + std::to_string(st.last_layer - 1);
+  if (st.embedding) s += " + word embeddings [V/tp, h] + positions [P, h]";
+  if (st.head) s += " + final LayerNorm";
+  if (st.head && !st.embedding) s += " + the tied LM head's copy of the word embeddings [V/tp, h]";
+  return s;
+}
+
+std::string supported_note(const Recipe& r) {
+  try {
+    check_supported(r);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 }  // namespace
 
-void print_dry_run(const Recipe& r, std::ostream& out) {
+void print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
+  const Plan p = make_plan(r, o);
   const GPTConfig c = gpt_config_from(r);
-  const int64_t params = gpt_parameter_count(c);
-  const int64_t dp = r.parallel.data > 0 ? r.parallel.data : 1;
-  const int64_t world = r.parallel.tensor * r.parallel.pipeline * dp;
-  const int64_t iters = planned_iterations(r);
-  const int64_t tokens = iters * r.tokens_per_iteration();
 
   out << "recipe is valid\n\n";
   out << "model\n";
-  out << "  parameters            " << params << " (" << human(static_cast<double>(params)) << ")\n";
+  out << "  parameters            " << p.parameters << " (" << human(static_cast<double>(p.parameters))
+      << "; the tied LM head counted once)\n";
   out << "  layers                " << c.num_layers << ", hidden " << c.hidden << ", heads "
       << c.heads << " (head dim " << c.head_dim() << "), ffn " << c.ffn << "\n";
   out << "  sequence              " << c.seq << " (max positions " << c.max_positions << ")\n";
   out << "  vocabulary            " << c.vocab << " padded to " << c.padded_vocab << "\n";
   out << "  precision             " << precision_name(r.precision)
       << (r.parallel.activation_checkpointing ? ", activation checkpointing" : "") << "\n\n";
+
   out << "layout\n";
-  out << "  tensor x pipeline x data  " << r.parallel.tensor << " x " << r.parallel.pipeline
-      << " x " << dp << (r.parallel.data > 0 ? "" : " (data derived from the world size; 1 assumed)")
-      << " = " << world << " ranks\n";
-  out << "  layers per stage      " << c.num_layers / r.parallel.pipeline << "\n";
-  out << "  micro-batch           " << r.parallel.micro_batch_size << ", micro-batches per rank "
-      << r.batch.global_batch_size / (r.parallel.micro_batch_size * dp) << "\n";
-  out << "  ZeRO stage            " << r.parallel.zero_stage << "\n\n";
+  out << "  tensor x pipeline x data  " << p.tensor << " x " << p.pipeline << " x " << p.data
+      << " = " << p.world << " ranks"
+      << (o.world_size > 0 ? " (data = --world-size / (tensor x pipeline))"
+                           : (r.parallel.data > 0 ? "" : " (parallel.data unset: 1 assumed; "
+                                                         "give --world-size to derive it)"))
+      << "\n";
+  out << "  layers per stage      " << c.num_layers / p.pipeline << "\n";
+  out << "  micro-batch           " << p.micro_batch << ", m = " << p.micro_batches
+      << " micro-batches per pipeline per iteration (global / (micro x data))\n";
+  out << "  ZeRO stage            " << r.parallel.zero_stage << "\n";
+  out << "  pipeline bubble       (pp - 1) / (m + pp - 1) = " << p.pipeline - 1 << " / "
+      << p.micro_batches + p.pipeline - 1 << " = " << fixed(100.0 * p.bubble_fraction, 2)
+      << "%\n\n";
+
+  out << "parameters per rank (one tensor shard of one pipeline stage)\n";
+  for (const StagePlan* st : shown_stages(p)) {
+    std::string name = "stage " + std::to_string(st->index);
+    if (st->index == 1 && p.pipeline > 3)
+      name = "stages 1-" + std::to_string(p.pipeline - 2);
+    out << "  " << name << std::string(name.size() < 20 ? 20 - name.size() : 1, ' ')
+        << st->parameters << " (" << human(static_cast<double>(st->parameters)) << "): "
+        << stage_content(*st) << "\n";
+  }
+  out << "\n";
+
+  const auto shown = shown_stages(p);
+  out << "memory per rank, GiB (stage i holds min(pp - i, m) micro-batches in flight)\n";
+  out << "  " << pad("", 22);
+  for (const StagePlan* st : shown) out << pad("stage " + std::to_string(st->index), 12);
+  out << "\n";
+  const auto line = [&](const char* name, auto get) {
+    out << "  " << name << std::string(22 - std::string(name).size(), ' ');
+    for (const StagePlan* st : shown) out << pad(get(*st), 12);
+    out << "\n";
+  };
+  line("weights", [](const StagePlan& s) { return gib(s.memory.weights); });
+  line("gradients", [](const StagePlan& s) { return gib(s.memory.gradients); });
+  line("fp32 master weights", [](const StagePlan& s) { return gib(s.memory.master_weights); });
+  line("Adam moments", [](const StagePlan& s) { return gib(s.memory.adam_moments); });
+  line("activations", [](const StagePlan& s) { return gib(s.memory.activations); });
+  line("  micro-batches", [](const StagePlan& s) { return std::to_string(s.in_flight); });
+  line("  per micro-batch", [&](const StagePlan& s) {
+    return gib(r.parallel.activation_checkpointing ? s.activation_bytes_checkpointed
+                                                   : s.activation_bytes_full);
+  });
+  line(r.parallel.activation_checkpointing ? "  (no checkpointing)" : "  (checkpointing)",
+       [&](const StagePlan& s) {
+         return gib(r.parallel.activation_checkpointing ? s.activation_bytes_full
+                                                        : s.activation_bytes_checkpointed);
+       });
+  line("workspace", [](const StagePlan& s) { return gib(s.memory.workspace); });
+  line("  logits", [](const StagePlan& s) { return gib(s.logits_bytes); });
+  line("  backward scratch", [](const StagePlan& s) { return gib(s.scratch_bytes); });
+  line("total", [](const StagePlan& s) { return gib(s.memory.total()); });
+  const StagePlan& worst = p.worst();
+  out << "  " << (p.fits ? "fits" : "DOES NOT FIT") << ": the worst rank (stage " << worst.index
+      << ") needs " << gib(worst.memory.total()) << " of " << gib(p.memory_limit_bytes)
+      << " GiB (--gpu-memory-gb); its largest term is " << worst.memory.largest() << " ("
+      << gib(worst.memory.largest_bytes()) << " GiB)\n";
+  if (!p.fits)
+    out << "  to fit: raise parallel.pipeline or parallel.tensor, turn on "
+           "parallel.activation_checkpointing, set parallel.zero_stage: 1, or lower "
+           "parallel.micro_batch_size\n";
+  out << "  gradients are in the model dtype; ZeRO-1 shards master weights and moments over "
+         "data ranks. Not counted: CUDA context, cuBLAS/NCCL workspaces, pipeline buffers, "
+         "fragmentation\n\n";
+
+  out << "compute\n";
+  out << "  model FLOPs/iteration " << sci(p.flops_per_iteration)
+      << " at the full batch (the paper's 96 B s l h^2 (1 + s/6h + V/16lh), full recompute); "
+      << sci(p.flops_per_iteration_no_recompute) << " without recompute\n";
+  out << "  per token             " << sci(p.flops_per_token)
+      << (r.parallel.activation_checkpointing ? " (with recompute)" : " (no recompute)") << "\n";
+  if (p.tflops_per_gpu)
+    out << "  TFLOP/s per GPU       " << fixed(*p.tflops_per_gpu, 1) << " at "
+        << o.iteration_time_s << " s per iteration on " << p.world << " GPUs; "
+        << fixed(*p.days_at_iteration_time, 1) << " days to train at that speed\n";
+  if (p.days_to_train)
+    out << "  days to train         " << fixed(*p.days_to_train, 1) << " at " << o.peak_tflops
+        << " peak TFLOP/s x " << o.utilization << " utilization on " << p.world << " GPUs\n";
+  out << "\n";
+
   out << "schedule\n";
   out << "  global batch          " << r.batch.global_batch_size << " samples = "
       << r.tokens_per_iteration() << " tokens";
   if (r.batch.rampup.start > 0)
     out << " (ramp " << r.batch.rampup.start << " -> " << r.batch.global_batch_size << " by "
         << r.batch.rampup.increment << " over " << human(static_cast<double>(r.batch.rampup.tokens))
-        << " tokens; counted at the full batch here)";
+        << " tokens)";
   out << "\n";
-  out << "  iterations            " << iters << " (" << human(static_cast<double>(tokens))
-      << " tokens)\n";
+  out << "  iterations            " << p.iterations << " (" << human(static_cast<double>(p.tokens))
+      << " tokens" << (r.batch.rampup.start > 0 ? ", counted with the batch ramp" : "") << ")\n";
   out << "  lr                    " << r.optimizer.lr << " peak, warmup "
       << human(static_cast<double>(r.schedule.warmup_tokens)) << " tokens, "
       << decay_style_name(r.schedule.decay_style) << " to " << r.optimizer.min_lr << " at "
       << human(static_cast<double>(r.schedule.decay_tokens)) << " tokens\n";
-  const LrSchedule lr(r.optimizer, r.schedule);
-  out << "  lr at 25/50/75/100%   ";
-  for (int q = 1; q <= 4; ++q) out << (q > 1 ? " / " : "") << lr.lr_at(tokens * q / 4);
-  out << "\n";
-  try {
-    check_supported(r);
-  } catch (const Error& e) {
-    out << "\nnote: this build cannot train this recipe yet: " << e.what() << "\n";
+  out << "  " << pad("", 20) << pad("tokens", 12) << pad("global batch", 14)
+      << pad("micro/rank", 12) << pad("lr", 12) << "\n";
+  for (const ScheduleRow& row : p.schedule) {
+    out << "  " << row.label << std::string(row.label.size() < 20 ? 20 - row.label.size() : 1, ' ')
+        << pad(human(static_cast<double>(row.tokens)), 12) << pad(std::to_string(row.global_batch), 14)
+        << pad(fixed(row.micro_batches_per_rank, row.micro_batches_per_rank ==
+                                                          static_cast<double>(static_cast<int64_t>(
+                                                              row.micro_batches_per_rank))
+                                                      ? 0
+                                                      : 2),
+               12)
+        << pad(sci(row.lr), 12) << "\n";
   }
+  for (const std::string& note : p.notes) out << "\nnote: " << note << "\n";
+  const std::string unsupported_reason = supported_note(r);
+  if (!unsupported_reason.empty())
+    out << "\nnote: this build cannot train this recipe yet: " << unsupported_reason << "\n";
+}
+
+namespace {
+
+// A JSON object written key by key (numbers through json_number, so they round-trip).
+class JsonObject {
+ public:
+  JsonObject& num(const std::string& k, double v) { return raw(k, json_number(v)); }
+  JsonObject& num(const std::string& k, int64_t v) { return raw(k, std::to_string(v)); }
+  JsonObject& boolean(const std::string& k, bool v) { return raw(k, v ? "true" : "false"); }
+  JsonObject& str(const std::string& k, const std::string& v) { return raw(k, json_string(v)); }
+  JsonObject& raw(const std::string& k, const std::string& json) {
+    body_ += (body_.empty() ? "" : ", ") + json_string(k) + ": " + json;
+    return *this;
+  }
+  std::string done() const { return "{" + body_ + "}"; }
+
+ private:
+  std::string body_;
+};
+
+std::string json_array(const std::vector<std::string>& items) {
+  std::string s = "[";
+  for (size_t i = 0; i < items.size(); ++i) s += (i ? ", " : "") + items[i];
+  return s + "]";
+}
+
+std::string memory_json(const MemoryTerms& m) {
+  return JsonObject()
+      .num("weights", m.weights)
+      .num("gradients", m.gradients)
+      .num("master_weights", m.master_weights)
+      .num("adam_moments", m.adam_moments)
+      .num("activations", m.activations)
+      .num("workspace", m.workspace)
+      .num("total", m.total())
+      .done();
+}
+
+}  // namespace
+
+void print_dry_run_json(const Recipe& r, const PlanOptions& o, std::ostream& out) {
+  const Plan p = make_plan(r, o);
+  std::vector<std::string> stages, schedule, notes;
+  for (const StagePlan& st : p.stages) {
+    stages.push_back(JsonObject()
+                         .num("stage", st.index)
+                         .num("first_layer", st.first_layer)
+                         .num("last_layer", st.last_layer)
+                         .boolean("embedding", st.embedding)
+                         .boolean("head", st.head)
+                         .num("parameters", st.parameters)
+                         .num("optimizer_shard", st.optimizer_shard)
+                         .num("in_flight", st.in_flight)
+                         .num("activation_bytes_per_micro_batch", st.activation_bytes_full)
+                         .num("activation_bytes_per_micro_batch_checkpointed",
+                              st.activation_bytes_checkpointed)
+                         .num("logits_bytes", st.logits_bytes)
+                         .num("scratch_bytes", st.scratch_bytes)
+                         .raw("memory_bytes", memory_json(st.memory))
+                         .num("memory_gb", static_cast<double>(st.memory.total()) / kGiB)
+                         .done());
+  }
+  for (const ScheduleRow& row : p.schedule) {
+    schedule.push_back(JsonObject()
+                           .str("label", row.label)
+                           .num("tokens", row.tokens)
+                           .num("global_batch", row.global_batch)
+                           .num("micro_batches_per_rank", row.micro_batches_per_rank)
+                           .num("lr", row.lr)
+                           .done());
+  }
+  for (const std::string& n : p.notes) notes.push_back(json_string(n));
+  const StagePlan& worst = p.worst();
+  JsonObject j;
+  j.num("parameters", p.parameters)
+      .num("padded_vocab", p.padded_vocab)
+      .num("tensor_parallel", p.tensor)
+      .num("pipeline_parallel", p.pipeline)
+      .num("data_parallel", p.data)
+      .num("world_size", p.world)
+      .num("micro_batch_size", p.micro_batch)
+      .num("micro_batches", p.micro_batches)
+      .num("parameters_per_rank", worst.parameters)
+      .num("flops_per_iteration", p.flops_per_iteration)
+      .num("flops_per_iteration_no_recompute", p.flops_per_iteration_no_recompute)
+      .num("flops_per_token", p.flops_per_token);
+  if (p.tflops_per_gpu) {
+    j.num("iteration_time_s", o.iteration_time_s)
+        .num("tflops_per_gpu", *p.tflops_per_gpu)
+        .num("days_at_iteration_time", *p.days_at_iteration_time);
+  }
+  if (p.days_to_train) {
+    j.num("peak_tflops", o.peak_tflops)
+        .num("utilization", o.utilization)
+        .num("days_to_train", *p.days_to_train);
+  }
+  j.num("memory_per_rank_gb", static_cast<double>(worst.memory.total()) / kGiB)
+      .num("gpu_memory_gb", o.gpu_memory_gb)
+      .boolean("fits", p.fits)
+      .num("worst_stage", worst.index)
+      .str("largest_term", worst.memory.largest())
+      .raw("memory_per_rank_bytes", memory_json(worst.memory))
+      .num("bubble_fraction", p.bubble_fraction)
+      .num("iterations", p.iterations)
+      .num("tokens", p.tokens)
+      .raw("schedule", json_array(schedule))
+      .raw("stages", json_array(stages))
+      .raw("notes", json_array(notes));
+  const std::string reason = supported_note(r);
+  j.boolean("trainable_by_this_build", reason.empty());
+  if (!reason.empty()) j.str("not_trainable_because", reason);
+  out << j.done() << "\n";
 }
 
 }  // namespace mtnlg

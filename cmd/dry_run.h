@@ -1,13 +1,19 @@
-// --dry-run: validate a recipe and print what it would train (parameters, layout, schedule)
-// without allocating the model. The full planner (memory, FLOPs, the paper's TFLOP/s) grows here.
+// --dry-run: validate a recipe and print its plan (cmd/planner.h) without allocating the model
+// or reading data: parameters in total and per rank, per-rank memory against the device, model
+// FLOPs, TFLOP/s per GPU for a measured iteration time, the pipeline bubble, the batch ramp and
+// LR schedule, and the length of the run. As text for people, or as one JSON object (--json).
 #pragma once
 
 #include <ostream>
 
+#include "cmd/planner.h"
 #include "core/config/recipe.h"
 
 namespace mtnlg {
 
-void print_dry_run(const Recipe& recipe, std::ostream& out);
+// Throws what make_plan throws (invalid_argument for a layout that does not divide).
+void print_dry_run(const Recipe& recipe, const PlanOptions& options, std::ostream& out);
+// One JSON object (and a newline); the keys are listed in README.md.
+void print_dry_run_json(const Recipe& recipe, const PlanOptions& options, std::ostream& out);
 
 }  // namespace mtnlg

@@ -43,9 +43,37 @@ int main(int argc, char** argv) {
   app.add_option("--set", overrides,
                  "Override a recipe key: --set key.path=value (value is YAML; repeatable), "
                  "e.g. --set optimizer.lr=3e-4 --set schedule.train_iters=100");
-  app.add_flag("--dry-run", dry_run,
-               "Validate the recipe and print the parameter count, layout and schedule without "
-               "allocating the model or reading data");
+  auto* dry = app.add_flag("--dry-run", dry_run,
+                           "Validate the recipe and print its plan without allocating the model "
+                           "or reading data: parameters in total and per rank, memory per rank "
+                           "against the GPU, FLOPs, pipeline bubble, batch ramp and LR schedule");
+  mtnlg::PlanOptions plan;
+  bool json = false;
+  app.add_option("--world-size", plan.world_size,
+                 "With --dry-run: plan for N ranks (parallel.data = N / (tensor x pipeline))")
+      ->needs(dry)
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--json", json, "With --dry-run: print the plan as one JSON object")->needs(dry);
+  app.add_option("--gpu-memory-gb", plan.gpu_memory_gb,
+                 "With --dry-run: memory of one GPU in GiB, the limit the plan is checked against")
+      ->needs(dry)
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--iteration-time", plan.iteration_time_s,
+                 "With --dry-run: measured seconds per iteration at the full batch; prints the "
+                 "model TFLOP/s per GPU")
+      ->needs(dry)
+      ->check(CLI::PositiveNumber);
+  app.add_option("--peak-tflops", plan.peak_tflops,
+                 "With --dry-run: peak TFLOP/s of one GPU (e.g. 312 for A100 bf16); prints the "
+                 "days to train")
+      ->needs(dry)
+      ->check(CLI::PositiveNumber);
+  app.add_option("--utilization", plan.utilization,
+                 "With --dry-run and --peak-tflops: fraction of the peak the run achieves")
+      ->needs(dry)
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   app.add_option("--threads", threads, "CPU threads for the CPU backend (default: all cores)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
@@ -62,7 +90,11 @@ int main(int argc, char** argv) {
     mtnlg::init_logging(log_level);
     const mtnlg::Recipe recipe = mtnlg::load_recipe(config, overrides);
     if (dry_run) {
-      mtnlg::print_dry_run(recipe, std::cout);
+      if (json) {
+        mtnlg::print_dry_run_json(recipe, plan, std::cout);
+      } else {
+        mtnlg::print_dry_run(recipe, plan, std::cout);
+      }
       return 0;
     }
     mtnlg::TrainerOptions options;

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "checkpoint/hf_import.h"
+#include "cmd/planner.h"
 #include "core/logging.h"
 #include "core/metrics.h"
 #include "data/gpt_dataset.h"
@@ -74,6 +75,7 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
   targets_ = Tensor::cpu({micro, seq}, DType::kI32);
   sample_.resize(static_cast<size_t>(seq + 1));
   acts_ = std::make_unique<StageActivations>(model_->make_activations(micro));
+  predicted_peak_bytes_ = make_plan(recipe_, PlanOptions{}).worst().memory.total();
 
   if (options_.write_files) {
     metrics_ = std::make_unique<MetricsWriter>(recipe_.logging.metrics_file, false);
@@ -154,7 +156,14 @@ IterationStats Trainer::train_step() {
   s.grad_norm = grad_norm;
   s.elapsed_ms = seconds * 1e3;
   s.tokens_per_sec = static_cast<double>(batch_tokens) / seconds;
+  // Model FLOPs actually executed (recomputation counted only when it happens), on this
+  // single-process run's one device.
+  s.tflops_per_device =
+      model_flops_per_iteration(recipe_, global, recipe_.parallel.activation_checkpointing) /
+      seconds / 1e12;
+  s.peak_memory_bytes = backend_->peak_bytes();
   log_iteration(s);
+  if (iteration_ == 1) log_memory("after the first iteration");
   return s;
 }
 
@@ -170,7 +179,9 @@ void Trainer::log_iteration(const IterationStats& s) {
         .add("consumed_tokens", s.consumed_tokens)
         .add("grad_norm", s.grad_norm)
         .add("tokens_per_sec", s.tokens_per_sec)
-        .add("elapsed_ms", s.elapsed_ms);
+        .add("elapsed_ms", s.elapsed_ms)
+        .add("tflops_per_device", s.tflops_per_device)
+        .add("peak_memory_bytes", s.peak_memory_bytes);
     metrics_->write(line);
   }
   if (s.iteration % recipe_.logging.interval == 0 || s.iteration == total_iters_ ||
@@ -184,6 +195,14 @@ void Trainer::log_iteration(const IterationStats& s) {
   }
 }
 
+void Trainer::log_memory(const char* when) const {
+  const auto measured = static_cast<double>(backend_->peak_bytes());
+  const auto predicted = static_cast<double>(predicted_peak_bytes_);
+  spdlog::info("memory {}: peak {:.1f} MiB measured, {:.1f} MiB planned ({:+.1f}%)", when,
+               measured / 1048576.0, predicted / 1048576.0,
+               measured > 0 ? 100.0 * (predicted - measured) / measured : 0.0);
+}
+
 std::vector<IterationStats> Trainer::run() {
   std::vector<IterationStats> all;
   spdlog::info("training {} iterations of {} samples x {} tokens", total_iters_,
@@ -192,6 +211,7 @@ std::vector<IterationStats> Trainer::run() {
   spdlog::info("done: {} iterations, {} tokens, {:.1f} s, final loss {:.4f}", iteration_,
                consumed_samples_ * recipe_.model.seq_length, train_seconds_,
                all.empty() ? 0.0 : all.back().loss);
+  log_memory("at the end");
   return all;
 }
 

@@ -38,6 +38,8 @@ struct IterationStats {
   double grad_norm = 0.0;  // before clipping
   double tokens_per_sec = 0.0;
   double elapsed_ms = 0.0;
+  double tflops_per_device = 0.0;  // achieved model TFLOP/s per device (planner.h's formula)
+  int64_t peak_memory_bytes = 0;   // the backend's peak_bytes() so far
 };
 
 class Trainer {
@@ -54,10 +56,15 @@ class Trainer {
 
   GPTStage& model() { return *model_; }
   int64_t total_iterations() const { return total_iters_; }
+  const Backend& backend() const { return *backend_; }
+  // The planner's per-rank memory for this recipe (cmd/planner.h), logged beside the measured
+  // peak after the first iteration and at the end.
+  int64_t predicted_peak_bytes() const { return predicted_peak_bytes_; }
 
  private:
   void load_micro_batch(int64_t first_sample, int64_t count);
   void log_iteration(const IterationStats& s);
+  void log_memory(const char* when) const;
 
   Recipe recipe_;
   TrainerOptions options_;
@@ -74,6 +81,7 @@ class Trainer {
   int64_t iteration_ = 0;
   int64_t consumed_samples_ = 0;
   double train_seconds_ = 0.0;
+  int64_t predicted_peak_bytes_ = 0;
 };
 
 // Iterations the recipe trains for (train_iters, or train_tokens / tokens per iteration rounded

@@ -49,6 +49,14 @@ class Backend {
   // tensor when this is a device backend: that is how host data moves.
   virtual void copy(Tensor& dst, const Tensor& src) = 0;
 
+  // Memory accounting of alloc(): bytes (numel * dtype size) of the tensors it returned that are
+  // still alive (a tensor's bytes are freed when its last handle goes, on any thread), and the
+  // most that were alive at once since construction or the last reset_peak(), which restarts
+  // the peak from live_bytes(). Thread-safe. A backend that does not count returns 0.
+  virtual int64_t live_bytes() const { return 0; }
+  virtual int64_t peak_bytes() const { return 0; }
+  virtual void reset_peak() {}
+
   // ---- dense algebra ----
   // c[m, n] = alpha * op(a) @ op(b) + beta * c, with op(x) = x^T when trans_x. a and b are
   // viewed as 2-D (leading dimensions collapsed).

@@ -5,7 +5,10 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <sstream>
 
 #include "core/cpu/kernels_cpu.h"
@@ -76,8 +79,26 @@ std::string CpuBackend::name() const {
 }
 
 Tensor CpuBackend::alloc(const Shape& shape, DType dtype) {
-  return Tensor::cpu(shape, dtype);
+  // Tensor::cpu's layout (64-byte aligned, zero-filled), with a deleter that also uncounts.
+  const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  const size_t rounded = (bytes + 63) / 64 * 64;
+  std::unique_ptr<void, decltype(&std::free)> p(rounded ? std::aligned_alloc(64, rounded) : nullptr,
+                                                &std::free);
+  if (rounded && !p) throw std::bad_alloc();
+  if (p) std::memset(p.get(), 0, rounded);
+  auto storage = std::make_shared<Storage>(
+      p.get(), bytes, Device::kCPU, [counter = counter_, n = static_cast<int64_t>(bytes)](void* q) {
+        std::free(q);
+        counter->freed(n);
+      });
+  p.release();
+  counter_->allocated(static_cast<int64_t>(bytes));
+  return Tensor(std::move(storage), 0, shape, dtype);
 }
+
+int64_t CpuBackend::live_bytes() const { return counter_->live(); }
+int64_t CpuBackend::peak_bytes() const { return counter_->peak(); }
+void CpuBackend::reset_peak() { counter_->reset_peak(); }
 
 void CpuBackend::fill(Tensor& t, double value) {
   enter();

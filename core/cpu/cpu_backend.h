@@ -1,6 +1,7 @@
 // CpuBackend: the Backend of core/backend.h on the host, for f32 (training) and f64 (gradient
 // checks); other dtypes throw Code::kUnsupported naming the op. It owns no tensors; alloc()
-// returns Tensor::cpu memory owned by the tensor handles.
+// returns 64-byte-aligned host memory owned by the tensor handles, counted in live_bytes() /
+// peak_bytes() until the last handle goes.
 //
 // Threads: kernels run OpenMP regions with `threads` threads (set on the calling thread at each
 // call, since OpenMP's thread count is a per-thread setting) and single-threaded OpenBLAS inside
@@ -8,9 +9,11 @@
 // separate instances may run concurrently (ranks as threads in tests).
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "core/backend.h"
+#include "core/memory_counter.h"
 
 namespace mtnlg {
 
@@ -25,6 +28,9 @@ class CpuBackend final : public Backend {
   std::string name() const override;
 
   Tensor alloc(const Shape& shape, DType dtype) override;
+  int64_t live_bytes() const override;
+  int64_t peak_bytes() const override;
+  void reset_peak() override;
   void fill(Tensor& t, double value) override;
   void copy(Tensor& dst, const Tensor& src) override;
 
@@ -63,6 +69,7 @@ class CpuBackend final : public Backend {
  private:
   void enter() const;  // applies threads_ to the calling thread's OpenMP setting
   int threads_;
+  std::shared_ptr<MemoryCounter> counter_ = std::make_shared<MemoryCounter>();
 };
 
 }  // namespace mtnlg

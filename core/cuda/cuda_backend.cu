@@ -6,11 +6,13 @@
 #include <cuda_runtime.h>
 
 #include <cstring>
+#include <memory>
 #include <string>
 #include <type_traits>
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernels_cuda.h"
+#include "core/memory_counter.h"
 
 namespace mtnlg {
 
@@ -94,12 +96,19 @@ class CudaBackend final : public Backend {
     if (bytes) CUDA_CHECK(cudaMalloc(&p, bytes));
     // cudaFree waits for the device, so pending kernels finish before the memory goes. Its
     // status is dropped: a deleter must not throw, and at exit the driver may be gone already.
-    auto storage = std::make_shared<Storage>(p, bytes, Device::kCUDA, [](void* q) {
-      if (q) (void)cudaFree(q);
-    });
+    auto storage = std::make_shared<Storage>(
+        p, bytes, Device::kCUDA, [counter = counter_, n = static_cast<int64_t>(bytes)](void* q) {
+          if (q) (void)cudaFree(q);
+          counter->freed(n);
+        });
+    counter_->allocated(static_cast<int64_t>(bytes));
     if (bytes) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream()));
     return Tensor(std::move(storage), 0, shape, dtype);
   }
+
+  int64_t live_bytes() const override { return counter_->live(); }
+  int64_t peak_bytes() const override { return counter_->peak(); }
+  void reset_peak() override { counter_->reset_peak(); }
 
   void fill(Tensor& t, double value) override {
     require_cuda(t, "fill", "t");
@@ -268,6 +277,9 @@ class CudaBackend final : public Backend {
 
   int device_;
   std::string name_;
+  // Bytes alloc() handed out and not yet freed (cudaMalloc'ed sizes; excludes cuBLAS workspace
+  // and the CUDA context). Before scratch_: the scratch buffer's deleter decrements it.
+  std::shared_ptr<MemoryCounter> counter_ = std::make_shared<MemoryCounter>();
   // Declared before scratch_ so that the stream outlives the scratch buffer's cudaFree.
   StreamPtr stream_;
   CublasPtr cublas_;

@@ -3,7 +3,8 @@
 // Owns one CUDA stream and one cuBLAS handle on that stream; every kernel, copy and GEMM is
 // enqueued there in call order, so results are ordered without explicit syncs. Calls that hand
 // a value or host memory back (sum_squares, device-to-host copy) synchronize the stream.
-// Tensors it allocates own their device memory (cudaFree in the Storage deleter).
+// Tensors it allocates own their device memory (cudaFree in the Storage deleter); their bytes
+// are counted in live_bytes() / peak_bytes() until then.
 // Thread safety: as every Backend, one thread at a time, and that thread must have the
 // backend's device current (the constructor makes it current on the constructing thread).
 //

@@ -1,0 +1,296 @@
+#include "cmd/planner.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "model/gpt_params.h"
+#include "optim/lr_schedule.h"
+
+namespace mtnlg {
+
+namespace {
+
+constexpr int64_t kI32Bytes = 4;
+constexpr int64_t kF32Bytes = 4;
+
+int64_t activation_bytes(Precision p) { return p == Precision::kFP32 ? 4 : 2; }
+
+// floor(a * b / c) without overflow (token counts times ramp steps pass 2^63 for long runs).
+int64_t mul_div_floor(int64_t a, int64_t b, int64_t c) {
+  return static_cast<int64_t>(static_cast<__int128>(a) * b / c);
+}
+int64_t mul_div_ceil(int64_t a, int64_t b, int64_t c) {
+  return static_cast<int64_t>((static_cast<__int128>(a) * b + c - 1) / c);
+}
+
+// Parameters one tensor-parallel rank holds of a stage: the registry's own specs, each split
+// tensor divided by tp (the specs' local shapes are the unsplit ones until tensor parallelism
+// lands in the model).
+int64_t stage_parameters(const GPTConfig& config, const StageSpec& spec, int64_t tp) {
+  ParamRegistry registry;
+  register_gpt_params(registry, config, spec);
+  int64_t n = 0;
+  for (const auto& p : registry.params()) {
+    const int64_t numel = shape_numel(p.spec.global_shape);
+    n += p.spec.partition_dim >= 0 ? numel / tp : numel;
+  }
+  return n;
+}
+
+// Bytes of one micro-batch's StageActivations except the logits (gpt_stage.cc make_activations).
+int64_t stage_activation_bytes(const Recipe& r, int64_t b, int64_t tp, int64_t local_layers,
+                               bool first, bool last, bool checkpointed) {
+  const int64_t rows = b * r.model.seq_length, h = r.model.hidden_size;
+  const int64_t e = activation_bytes(r.precision);
+  int64_t bytes = (local_layers + 1) * rows * h * e;  // residual[k]: each layer's input + output
+  const int64_t saved_layers = checkpointed ? 1 : local_layers;
+  bytes += saved_layers * layer_activation_elements(r, b, tp) * e;
+  if (first) bytes += rows * kI32Bytes;  // tokens
+  if (last) bytes += rows * kI32Bytes + (rows * h + 2 * rows) * e;  // targets, lnf out/mean/rstd
+  return bytes;
+}
+
+}  // namespace
+
+int64_t MemoryTerms::total() const {
+  return weights + gradients + master_weights + adam_moments + activations + workspace;
+}
+
+namespace {
+
+std::pair<const char*, int64_t> largest_term(const MemoryTerms& m) {
+  const std::array<std::pair<const char*, int64_t>, 6> terms = {{{"weights", m.weights},
+                                                                 {"gradients", m.gradients},
+                                                                 {"master_weights", m.master_weights},
+                                                                 {"adam_moments", m.adam_moments},
+                                                                 {"activations", m.activations},
+                                                                 {"workspace", m.workspace}}};
+  auto best = terms[0];
+  for (const auto& t : terms)
+    if (t.second > best.second) best = t;
+  return best;
+}
+
+}  // namespace
+
+std::string MemoryTerms::largest() const { return largest_term(*this).first; }
+int64_t MemoryTerms::largest_bytes() const { return largest_term(*this).second; }
+
+int64_t layer_activation_elements(const Recipe& r, int64_t b, int64_t tp) {
+  const int64_t s = r.model.seq_length, h = r.model.hidden_size, f = r.model.ffn_hidden_size;
+  const int64_t a = r.model.num_attention_heads, rows = b * s;
+  // Replicated over tensor ranks: ln1_out, h1, ln2_out [b,s,h] and the four LayerNorm
+  // statistics [b*s]. Split: qkv [b,s,3h], attn_out [b,s,h] (the local heads' output, the
+  // row-parallel dense's input), fc1_out and act_out [b,s,f], probs [b,a,s,s].
+  return rows * (3 * h + 4) + rows * (3 * h + h + 2 * f) / tp + b * (a / tp) * s * s;
+}
+
+double model_flops_per_iteration(const Recipe& r, int64_t global_batch, bool recompute) {
+  const double B = static_cast<double>(global_batch), s = static_cast<double>(r.model.seq_length);
+  const double l = static_cast<double>(r.model.num_layers), h = static_cast<double>(r.model.hidden_size);
+  const double f = static_cast<double>(r.model.ffn_hidden_size);
+  const double V = static_cast<double>(r.padded_vocab_size());
+  const double layer_forward = 2.0 * B * s * h * (4.0 * h + 2.0 * f) + 4.0 * B * s * s * h;
+  const double head_forward = 2.0 * B * s * h * V;
+  // forward + backward (2x forward) = 3 passes; recomputation adds a 4th for the layers.
+  return (recompute ? 4.0 : 3.0) * l * layer_forward + 3.0 * head_forward;
+}
+
+int64_t ramp_global_batch(const BatchConfig& batch, int64_t consumed_tokens) {
+  const RampupConfig& ramp = batch.rampup;
+  if (ramp.start <= 0 || consumed_tokens > ramp.tokens) return batch.global_batch_size;
+  const int64_t steps = (batch.global_batch_size - ramp.start) / ramp.increment;
+  const int64_t step = std::min(steps, mul_div_floor(consumed_tokens, steps, ramp.tokens));
+  return ramp.start + step * ramp.increment;
+}
+
+RunLength run_length(const Recipe& r) {
+  constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+  const int64_t seq = r.model.seq_length, global = r.batch.global_batch_size;
+  const int64_t max_iters = r.schedule.train_iters > 0 ? r.schedule.train_iters : kNever;
+  const int64_t end_tokens = r.schedule.train_tokens > 0 ? r.schedule.train_tokens : kNever;
+  RunLength run;
+  // The ramp, one iteration at a time (at most rampup.tokens / (start * seq) of them).
+  while (run.iterations < max_iters && run.tokens < end_tokens) {
+    const int64_t b = ramp_global_batch(r.batch, run.tokens);
+    if (b == global) break;
+    run.tokens += b * seq;
+    ++run.iterations;
+  }
+  // The full batch, in closed form.
+  if (run.iterations < max_iters && run.tokens < end_tokens) {
+    const int64_t per_iter = global * seq;
+    int64_t left = max_iters - run.iterations;
+    if (end_tokens != kNever) left = std::min(left, mul_div_ceil(end_tokens - run.tokens, 1, per_iter));
+    run.iterations += left;
+    run.tokens += left * per_iter;
+  }
+  return run;
+}
+
+namespace {
+
+void plan_layout(const Recipe& r, const PlanOptions& o, Plan& plan) {
+  plan.tensor = r.parallel.tensor;
+  plan.pipeline = r.parallel.pipeline;
+  plan.micro_batch = r.parallel.micro_batch_size;
+  const int64_t model_parallel = plan.tensor * plan.pipeline;
+  if (o.world_size > 0) {
+    if (o.world_size % model_parallel != 0)
+      throw invalid_argument(
+          "--world-size " + std::to_string(o.world_size) + " is not a multiple of parallel.tensor " +
+              std::to_string(plan.tensor) + " x parallel.pipeline " +
+              std::to_string(plan.pipeline) + " = " + std::to_string(model_parallel) +
+              "; use a multiple of " + std::to_string(model_parallel),
+          "--world-size");
+    plan.data = o.world_size / model_parallel;
+    if (r.parallel.data > 0 && r.parallel.data != plan.data)
+      plan.notes.push_back("parallel.data " + std::to_string(r.parallel.data) +
+                           " in the recipe is replaced by --world-size " +
+                           std::to_string(o.world_size) + " / (" + std::to_string(plan.tensor) +
+                           " x " + std::to_string(plan.pipeline) + ") = " +
+                           std::to_string(plan.data));
+  } else {
+    plan.data = r.parallel.data > 0 ? r.parallel.data : 1;
+  }
+  plan.world = model_parallel * plan.data;
+  const int64_t per_step = plan.micro_batch * plan.data;
+  if (r.batch.global_batch_size % per_step != 0)
+    throw invalid_argument("batch.global_batch_size " + std::to_string(r.batch.global_batch_size) +
+                               " is not a multiple of parallel.micro_batch_size " +
+                               std::to_string(plan.micro_batch) + " x data-parallel size " +
+                               std::to_string(plan.data) + " = " + std::to_string(per_step) +
+                               "; change the world size or the global batch",
+                           "batch.global_batch_size");
+  plan.micro_batches = r.batch.global_batch_size / per_step;
+  const RampupConfig& ramp = r.batch.rampup;
+  if (ramp.start > 0 && (ramp.start % per_step != 0 || ramp.increment % per_step != 0))
+    plan.notes.push_back("batch ramp: start " + std::to_string(ramp.start) + " / increment " +
+                         std::to_string(ramp.increment) + " are not multiples of micro x data = " +
+                         std::to_string(per_step) +
+                         ", so the ramp's batches do not split into whole micro-batches at this "
+                         "layout (the trainer will refuse it); the full-batch figures hold");
+}
+
+void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
+  const GPTConfig config = gpt_config_from(r);
+  const int64_t tp = plan.tensor, pp = plan.pipeline, dp = plan.data;
+  const int64_t b = plan.micro_batch, rows = b * r.model.seq_length, h = r.model.hidden_size;
+  const int64_t f = r.model.ffn_hidden_size, e = plan.activation_bytes_per_element;
+  const bool mixed = r.precision != Precision::kFP32;
+  const int64_t layers_per_stage = r.model.num_layers / pp;
+  plan.memory_limit_bytes = static_cast<int64_t>(o.gpu_memory_gb * 1024.0 * 1024.0 * 1024.0);
+  for (int64_t i = 0; i < pp; ++i) {
+    StagePlan st;
+    st.index = i;
+    st.first_layer = i * layers_per_stage;
+    st.last_layer = st.first_layer + layers_per_stage;
+    st.embedding = i == 0;
+    st.head = i == pp - 1;
+    st.parameters = stage_parameters(
+        config, StageSpec{st.first_layer, st.last_layer, st.embedding, st.head}, tp);
+    const bool zero1 = r.parallel.zero_stage == 1;
+    st.optimizer_shard = zero1 ? (st.parameters + dp - 1) / dp : st.parameters;
+    st.in_flight = std::min(pp - i, plan.micro_batches);
+    st.activation_bytes_full =
+        stage_activation_bytes(r, b, tp, layers_per_stage, st.embedding, st.head, false);
+    st.activation_bytes_checkpointed =
+        stage_activation_bytes(r, b, tp, layers_per_stage, st.embedding, st.head, true);
+    st.logits_bytes = st.head ? rows * (plan.padded_vocab / tp) * e : 0;
+    // LayerScratch dh, dln [b,s,h], dattn [b,s,h/tp], dqkv [b,s,3h/tp], dact [b,s,f/tp] and the
+    // stage's residual gradient dres [b,s,h] (gpt_stage.cc ensure_scratch).
+    st.scratch_bytes = (rows * 3 * h + rows * (h + 3 * h + f) / tp) * e;
+
+    MemoryTerms& m = st.memory;
+    m.weights = st.parameters * e;
+    m.gradients = st.parameters * e;  // ParamRegistry allocates grads in the model dtype
+    m.master_weights = mixed ? st.optimizer_shard * kF32Bytes : 0;
+    m.adam_moments = 2 * st.optimizer_shard * (mixed ? kF32Bytes : e);
+    m.activations = st.in_flight * (r.parallel.activation_checkpointing
+                                        ? st.activation_bytes_checkpointed
+                                        : st.activation_bytes_full);
+    // The last stage holds min(1, m) = 1 micro-batch in flight: one logits buffer.
+    m.workspace = st.logits_bytes + st.scratch_bytes;
+    plan.stages.push_back(st);
+  }
+  for (const auto& st : plan.stages)
+    if (st.memory.total() > plan.worst().memory.total()) plan.worst_stage = st.index;
+  plan.fits = plan.worst().memory.total() <= plan.memory_limit_bytes;
+}
+
+void plan_schedule(const Recipe& r, Plan& plan) {
+  const LrSchedule lr(r.optimizer, r.schedule);
+  const auto row = [&](std::string label, int64_t tokens) {
+    ScheduleRow x;
+    x.label = std::move(label);
+    x.tokens = tokens;
+    x.global_batch = ramp_global_batch(r.batch, tokens);
+    x.micro_batches_per_rank = static_cast<double>(x.global_batch) /
+                               static_cast<double>(plan.micro_batch * plan.data);
+    x.lr = lr.lr_at(tokens);
+    plan.schedule.push_back(x);
+  };
+  const RampupConfig& ramp = r.batch.rampup;
+  if (ramp.start > 0) {
+    // The batch becomes start + k * increment at ceil(k * tokens / n) consumed tokens.
+    const int64_t n = (r.batch.global_batch_size - ramp.start) / ramp.increment;
+    std::vector<int64_t> ks = {0, n / 4, n / 2, 3 * n / 4, n};
+    ks.erase(std::unique(ks.begin(), ks.end()), ks.end());
+    for (int64_t k : ks)
+      row("ramp step " + std::to_string(k) + "/" + std::to_string(n),
+          mul_div_ceil(k, ramp.tokens, n));
+  }
+  if (r.schedule.warmup_tokens > 0) row("warmup end", r.schedule.warmup_tokens);
+  for (int q = 1; q <= 4; ++q) row(std::to_string(25 * q) + "% of training", plan.tokens * q / 4);
+  std::stable_sort(plan.schedule.begin(), plan.schedule.end(),
+                   [](const ScheduleRow& a, const ScheduleRow& b) { return a.tokens < b.tokens; });
+}
+
+}  // namespace
+
+Plan make_plan(const Recipe& r, const PlanOptions& o) {
+  if (!(o.gpu_memory_gb > 0.0))
+    throw invalid_argument("--gpu-memory-gb must be positive, e.g. 80", "--gpu-memory-gb");
+  if (!(o.utilization > 0.0 && o.utilization <= 1.0))
+    throw invalid_argument("--utilization must be in (0, 1], e.g. 0.4", "--utilization");
+  Plan plan;
+  plan_layout(r, o, plan);
+  plan.parameters = gpt_parameter_count(gpt_config_from(r));
+  plan.padded_vocab = r.padded_vocab_size();
+  plan.activation_bytes_per_element = static_cast<int>(activation_bytes(r.precision));
+  plan_memory(r, o, plan);
+
+  const int64_t global = r.batch.global_batch_size;
+  plan.flops_per_iteration = model_flops_per_iteration(r, global, true);
+  plan.flops_per_iteration_no_recompute = model_flops_per_iteration(r, global, false);
+  const double tokens_per_iter = static_cast<double>(r.tokens_per_iteration());
+  plan.flops_per_token = (r.parallel.activation_checkpointing
+                              ? plan.flops_per_iteration
+                              : plan.flops_per_iteration_no_recompute) /
+                         tokens_per_iter;
+  plan.bubble_fraction = static_cast<double>(plan.pipeline - 1) /
+                         static_cast<double>(plan.micro_batches + plan.pipeline - 1);
+
+  const RunLength run = run_length(r);
+  plan.iterations = run.iterations;
+  plan.tokens = run.tokens;
+  plan_schedule(r, plan);
+
+  const double world = static_cast<double>(plan.world), day = 86400.0;
+  if (o.iteration_time_s > 0.0) {
+    plan.tflops_per_gpu = plan.flops_per_iteration / (o.iteration_time_s * world) / 1e12;
+    // Iteration time scales with the batch during the ramp: time per token is constant.
+    plan.days_at_iteration_time =
+        static_cast<double>(plan.tokens) / tokens_per_iter * o.iteration_time_s / day;
+  }
+  if (o.peak_tflops > 0.0) {
+    const double total_flops = plan.flops_per_token * static_cast<double>(plan.tokens);
+    plan.days_to_train = total_flops / (world * o.peak_tflops * 1e12 * o.utilization) / day;
+  }
+  return plan;
+}
+
+}  // namespace mtnlg

@@ -1,0 +1,143 @@
+// Planner: the arithmetic behind `mtnlg-train --dry-run` ("plan before you spend"). From a
+// Recipe and a layout it derives, without allocating anything: parameters per pipeline stage
+// and tensor shard, per-rank memory (weights, gradients, fp32 master weights, Adam moments,
+// activations of the micro-batches a 1F1B stage holds in flight, workspace) against the GPU's
+// memory, model FLOPs per iteration (the MT-NLG paper's formula), the pipeline bubble, the batch
+// ramp and LR schedule, and the length of the run counted with the ramp.
+//
+// The memory terms follow exactly what the code allocates (model/gpt_stage.cc make_activations,
+// model/transformer_layer.cc LayerActivations and LayerScratch, model/param_registry.cc, the
+// optimizer's moments), so for a single fp32 rank the prediction is the Backend's measured
+// peak_bytes(). Not counted: the CUDA context, cuBLAS/NCCL workspaces, pipeline send/receive
+// buffers, gradient-reduction buckets and allocator fragmentation.
+//
+// Pure functions of their arguments; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/config/recipe.h"
+
+namespace mtnlg {
+
+struct PlanOptions {
+  int64_t world_size = 0;       // > 0: parallel.data = world / (tensor * pipeline)
+  double gpu_memory_gb = 80.0;  // memory of one device, in GiB (2^30 bytes)
+  double iteration_time_s = 0.0;  // > 0: a measured iteration time at the full batch
+  double peak_tflops = 0.0;       // > 0: the device's peak TFLOP/s in the run's precision
+  double utilization = 0.4;       // fraction of peak_tflops the run achieves
+};
+
+// Bytes one rank holds, by what holds them.
+struct MemoryTerms {
+  int64_t weights = 0;         // parameters in the model dtype
+  int64_t gradients = 0;       // one gradient per parameter, in the model dtype
+  int64_t master_weights = 0;  // fp32 copies under bf16/fp16 (0 in fp32); ZeRO-1 shards them
+  int64_t adam_moments = 0;    // exp_avg + exp_avg_sq, fp32; ZeRO-1 shards them
+  int64_t activations = 0;     // per micro-batch x micro-batches in flight
+  int64_t workspace = 0;       // logits (last stage) + backward scratch
+
+  int64_t total() const;
+  // The largest term: its name ("weights", "gradients", "master_weights", "adam_moments",
+  // "activations", "workspace") and its bytes.
+  std::string largest() const;
+  int64_t largest_bytes() const;
+};
+
+// One pipeline stage, as held by each of its tensor x data ranks.
+struct StagePlan {
+  int64_t index = 0;
+  int64_t first_layer = 0, last_layer = 0;  // layers [first, last)
+  bool embedding = false;  // word + position embeddings (first stage)
+  bool head = false;       // final LayerNorm + the tied LM head's copy of the word embeddings
+  int64_t parameters = 0;        // held by one rank (its tensor shard of this stage)
+  int64_t optimizer_shard = 0;   // parameters whose master weights and moments it updates
+  int64_t in_flight = 0;         // micro-batches 1F1B keeps alive: min(pipeline - index, m)
+  // Bytes of one micro-batch's saved activations (StageActivations without the logits).
+  int64_t activation_bytes_full = 0;          // every layer's LayerActivations kept
+  int64_t activation_bytes_checkpointed = 0;  // layer inputs + one recompute buffer
+  int64_t logits_bytes = 0;                   // [b*s, V_pad/tp] (last stage)
+  int64_t scratch_bytes = 0;                  // LayerScratch + the residual gradient
+  MemoryTerms memory;  // with the recipe's activation_checkpointing
+};
+
+// One row of the schedule table.
+struct ScheduleRow {
+  std::string label;      // "ramp step 3/59", "warmup end", "50%", ...
+  int64_t tokens = 0;     // consumed tokens at this point
+  int64_t global_batch = 0;  // batch of the iteration that starts here
+  double micro_batches_per_rank = 0.0;  // global_batch / (micro * data); not whole: a warning
+  double lr = 0.0;        // LrSchedule::lr_at(tokens)
+};
+
+struct Plan {
+  // Layout.
+  int64_t tensor = 1, pipeline = 1, data = 1, world = 1;
+  int64_t micro_batch = 1;
+  int64_t micro_batches = 1;  // m: per pipeline per iteration at the full batch
+  // Model.
+  int64_t parameters = 0;  // the whole model, the tied head counted once
+  int64_t padded_vocab = 0;
+  int activation_bytes_per_element = 4;  // 2 for bf16/fp16, 4 for fp32
+  // Memory.
+  std::vector<StagePlan> stages;
+  int64_t worst_stage = 0;  // the stage whose ranks need the most memory
+  int64_t memory_limit_bytes = 0;
+  bool fits = false;
+  // Compute.
+  double flops_per_iteration = 0.0;  // the paper's formula (full recompute) at the full batch
+  double flops_per_iteration_no_recompute = 0.0;
+  double flops_per_token = 0.0;  // of the work the recipe does (recompute iff checkpointing)
+  double bubble_fraction = 0.0;
+  // Length of the run, with the batch ramp.
+  int64_t iterations = 0;
+  int64_t tokens = 0;
+  std::vector<ScheduleRow> schedule;
+  // From the options.
+  std::optional<double> tflops_per_gpu;       // flops_per_iteration / (time * world) / 1e12
+  std::optional<double> days_at_iteration_time;
+  std::optional<double> days_to_train;        // at peak_tflops * utilization
+  std::vector<std::string> notes;             // layout warnings (e.g. a ramp step not whole)
+
+  const StagePlan& worst() const { return stages[static_cast<size_t>(worst_stage)]; }
+};
+
+// Throws invalid_argument naming the numbers when the world size does not divide into
+// tensor x pipeline, or the global batch into micro x data.
+Plan make_plan(const Recipe& recipe, const PlanOptions& options);
+
+// ---- the formulas, for the planner, the Trainer's metrics and the tests ----
+
+// Model FLOPs of one iteration of `global_batch` samples, attention over the full s x s
+// (Narayanan et al. 2021, appendix; the MT-NLG paper's): per layer and sample the forward pass
+// is 2*s*h*(4h + 2f) GEMM FLOPs (QKV 6sh^2, dense 2sh^2, MLP 4shf) plus 4*s^2*h (scores and
+// values), and the LM head 2*s*h*V. Backward costs twice the forward; full recomputation adds
+// one more forward of the layers (not of the head). With f = 4h:
+//   recompute:    96*B*s*l*h^2 * (1 + s/(6h) + V/(16*l*h))
+//   no recompute: 72*B*s*l*h^2 * (1 + s/(6h) + V/(12*l*h))
+// V is the padded vocabulary (the head's GEMM computes every padded column).
+double model_flops_per_iteration(const Recipe& recipe, int64_t global_batch, bool recompute);
+
+// Megatron-LM's batch ramp, counted in tokens: with n = (global - start) / increment steps,
+// the batch is start + increment * floor(consumed * n / rampup.tokens) while consumed <=
+// rampup.tokens, and global_batch_size after. No ramp (start == 0): global_batch_size.
+int64_t ramp_global_batch(const BatchConfig& batch, int64_t consumed_tokens);
+
+struct RunLength {
+  int64_t iterations = 0;
+  int64_t tokens = 0;
+};
+// Iterations and tokens to the end of training with the ramp: each iteration takes the batch
+// ramp_global_batch(tokens consumed before it); training ends after the iteration that reaches
+// schedule.train_tokens, or after schedule.train_iters, whichever comes first.
+RunLength run_length(const Recipe& recipe);
+
+// Elements one micro-batch of b samples saves per transformer layer (LayerActivations: ln1_out,
+// ln1 mean/rstd, qkv, probs, attn_out, h1, ln2_out, ln2 mean/rstd, fc1_out, act_out), local to
+// one of `tp` tensor-parallel ranks.
+int64_t layer_activation_elements(const Recipe& recipe, int64_t b, int64_t tp);
+
+}  // namespace mtnlg

@@ -1,0 +1,148 @@
+// mtnlg-preprocess: tokenizes a corpus with GPT-2's BPE into a Megatron indexed dataset
+// (PREFIX.bin + PREFIX.idx), with the flags of Megatron's tools/preprocess_data.py. Exit status
+// as mtnlg-train's: 0 success; 2 a bad command line or a bad input line; 3 unsupported option
+// value; 4 missing or corrupt input files (or an unwritable output); 1 anything else.
+#include <CLI/CLI.hpp>
+
+#include <filesystem>
+#include <iostream>
+#include <string>
+
+#include "core/logging.h"
+#include "core/status.h"
+#include "data/preprocess.h"
+
+namespace {
+
+int exit_code(mtnlg::Code code) {
+  switch (code) {
+    case mtnlg::Code::kInvalidArgument:
+      return 2;
+    case mtnlg::Code::kUnsupported:
+      return 3;
+    case mtnlg::Code::kNotFound:
+    case mtnlg::Code::kCorruption:
+    case mtnlg::Code::kIOError:
+      return 4;
+    case mtnlg::Code::kInternal:
+      return 1;
+  }
+  return 1;
+}
+
+// A vocabulary flag's value: as given, else the file shipped in data/gpt2/ when run from the
+// repository root, else an error naming the flag.
+std::string vocabulary_path(const std::string& given, const char* flag, const char* shipped) {
+  if (!given.empty()) return given;
+  if (std::filesystem::exists(shipped)) return shipped;
+  throw mtnlg::invalid_argument(std::string(flag) + " is required (no " + shipped +
+                                " in the current directory); the fix: pass " + flag +
+                                " PATH, e.g. the repository's " + shipped);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "mtnlg-preprocess: tokenize a corpus with GPT-2's byte-level BPE into a Megatron indexed "
+      "dataset, PREFIX.bin + PREFIX.idx (uint16 tokens; int32 for vocabularies of 65500 or "
+      "more), as Megatron-LM's tools/preprocess_data.py does (which names its output "
+      "PREFIX_text_document: pass that as --output-prefix to match).\n"
+      "Text is UTF-8; invalid bytes are read as U+FFFD (as Python's errors='replace' decode "
+      "does). Documents with no tokens (empty text without --append-eod) are not written.\n"
+      "Output is written under temporary names and renamed into place at the end; after an "
+      "error nothing is left under the final names.\n"
+      "Example: mtnlg-preprocess --input corpus.jsonl --output-prefix data/my_text_document "
+      "--append-eod --workers 8\n"
+      "Exit status: 0 done; 2 bad command line or bad input line; 3 unsupported; 4 missing or "
+      "corrupt input file, or unwritable output; 1 other."};
+  app.set_version_flag("--version", "mtnlg-preprocess 0.1.0");
+  mtnlg::PreprocessOptions opt;
+  std::string format = "jsonl";
+  std::string tokenizer_type = "GPT2BPETokenizer";
+  std::string log_level = "info";
+  bool no_progress_bar = false;
+  app.add_option("--input", opt.input,
+                 "Corpus file: JSON lines (one object per line, the document in --json-key) or, "
+                 "with --input-format text, plain text whose documents are separated by blank "
+                 "lines")
+      ->required();
+  app.add_option("--input-format", format,
+                 "jsonl or text (text: a document is a block of lines up to a blank line, its "
+                 "line ends included)")
+      ->capture_default_str();
+  app.add_option("--json-key", opt.json_key, "jsonl: the member that holds the document text")
+      ->capture_default_str();
+  app.add_option("--output-prefix", opt.output_prefix,
+                 "Writes PREFIX.bin and PREFIX.idx (the directory must exist)")
+      ->required();
+  app.add_option("--vocab-file", opt.vocab_file,
+                 "GPT-2 encoder.json (default: data/gpt2/encoder.json if it exists in the current "
+                 "directory, i.e. when run from the repository root)");
+  app.add_option("--merge-file", opt.merge_file,
+                 "GPT-2 vocab.bpe merges (default: data/gpt2/vocab.bpe, as --vocab-file)");
+  app.add_option("--tokenizer-type", tokenizer_type,
+                 "Accepted for Megatron compatibility; only GPT2BPETokenizer is supported")
+      ->capture_default_str();
+  app.add_flag("--append-eod", opt.append_eod,
+               "End every document with <|endoftext|> (id 50256), as GPT training data needs");
+  app.add_option("--workers", opt.workers,
+                 "Tokenizing threads; the output is the same for any count")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_flag("--skip-bad-lines", opt.skip_bad_lines,
+               "jsonl: skip lines that are not a JSON object with a string --json-key (each is "
+               "reported, then counted) instead of stopping at the first one");
+  app.add_option("--log-interval", opt.log_interval,
+                 "Documents between progress lines when stderr is not a terminal (on a "
+                 "terminal a progress bar shows instead)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_flag("--no-progress-bar", no_progress_bar,
+               "Print progress lines even when stderr is a terminal");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int printed = app.exit(e);
+    return printed == 0 ? 0 : 2;
+  }
+
+  try {
+    mtnlg::init_logging(log_level);
+    if (format == "jsonl") {
+      opt.format = mtnlg::InputFormat::kJsonl;
+    } else if (format == "text") {
+      opt.format = mtnlg::InputFormat::kText;
+    } else {
+      throw mtnlg::invalid_argument("--input-format must be jsonl or text, got '" + format + "'");
+    }
+    if (tokenizer_type != "GPT2BPETokenizer") {
+      throw mtnlg::unsupported("--tokenizer-type " + tokenizer_type +
+                               " is not supported; the fix: GPT2BPETokenizer (the default)");
+    }
+    if (no_progress_bar) opt.progress = mtnlg::ProgressMode::kLines;
+    opt.vocab_file = vocabulary_path(opt.vocab_file, "--vocab-file", "data/gpt2/encoder.json");
+    opt.merge_file = vocabulary_path(opt.merge_file, "--merge-file", "data/gpt2/vocab.bpe");
+    const mtnlg::PreprocessStats s = mtnlg::preprocess(opt);
+    if (s.skipped_lines > 0) {
+      spdlog::warn("skipped {} bad line(s) of {} (--skip-bad-lines)", s.skipped_lines, opt.input);
+    }
+    if (s.empty_documents > 0) {
+      spdlog::warn("{} empty document(s) had no tokens and were not written", s.empty_documents);
+    }
+    spdlog::info(
+        "wrote {}.{{bin,idx}}: {} documents, {} tokens ({}), {:.1f} MB in {:.1f} s "
+        "({:.2f} MB/s)",
+        opt.output_prefix, s.documents, s.tokens, mtnlg::token_type_name(s.token_type),
+        s.input_bytes / 1e6, s.seconds, s.seconds > 0 ? s.input_bytes / 1e6 / s.seconds : 0.0);
+    return 0;
+  } catch (const mtnlg::Error& e) {
+    spdlog::error("{}", e.what());
+    return exit_code(e.code());
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,63 @@
+// Communicator: one process group and the collectives over it, the interface every backend fills
+// (Gloo on CPU now, NCCL on CUDA later). ProcessGroups: the groups of one rank's Topology.
+//
+// Operations are collective over the group's members: every member calls the same operations in
+// the same order with matching sizes (send/recv: only the two ranks involved, in matching order).
+// A one-rank group returns at once (reduce_scatter and all_gather copy in to out). Ranks and peers
+// are ranks within the group. Tensors are CPU f32, f64 or i32 for the Gloo backend; wrong sizes or
+// dtypes fail an MTNLG_CHECK naming the operation, the group and the sizes.
+//
+// Failure: no operation hangs silently. A dead or hung peer makes the operation throw io_error
+// naming the group, the operation, the peer and the time waited, within the communicator's
+// timeout; after one failure the communicator is unusable (later operations throw at once).
+//
+// Ownership: a Communicator owns its connections; it borrows tensors only for the call.
+// Thread safety: not thread-safe; one thread drives a communicator at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace mtnlg {
+
+enum class ReduceOp { kSum, kMax };
+const char* reduce_op_name(ReduceOp op);
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;  // rank within the group
+  virtual int size() const = 0;
+  virtual const std::string& name()
+      const = 0;  // "tensor", "pipeline", "data", "embedding", "world"
+
+  // In place: t = op over the group of t.
+  virtual void all_reduce(Tensor& t, ReduceOp op) = 0;
+  // in.numel() == size() * out.numel(); rank r gets chunk r of the reduction.
+  virtual void reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) = 0;
+  // out.numel() == size() * in.numel(); chunk r of out comes from rank r.
+  virtual void all_gather(Tensor& out, const Tensor& in) = 0;
+  virtual void broadcast(Tensor& t, int root) = 0;
+  // Blocking and paired: send returns once the peer has posted the matching recv (the k-th send
+  // to a peer matches its k-th recv from us), so order exchanges so that they pair up (in a ring,
+  // rank 0 sends first and every other rank receives first).
+  virtual void send(const Tensor& t, int peer) = 0;
+  virtual void recv(Tensor& t, int peer) = 0;
+  virtual void barrier() = 0;
+  // Bytes moved, counted by the nccl-tests "bus bandwidth" convention so that every backend
+  // counts alike and bytes/time is the bus bandwidth. S: bytes of the larger buffer, n: size():
+  // all_reduce 2(n-1)/n S; reduce_scatter, all_gather (n-1)/n S; broadcast S; send S;
+  // recv, barrier and any one-rank group 0.
+  virtual int64_t bytes_sent() const = 0;
+};
+
+// The groups of one rank (see parallel/topology.h); null where this rank is not a member
+// (embedding: only the first and last pipeline stages).
+struct ProcessGroups {
+  std::unique_ptr<Communicator> world, tensor, data, pipeline, embedding;
+};
+
+}  // namespace mtnlg

@@ -1,0 +1,49 @@
+// Runtime: who this process is in the job (rank, world, local rank, node) and the rendezvous
+// Store its communicators meet through.
+//
+// Runtime::init() asks the launcher's PMIx server (PMIx_Init) when the process was started by
+// one (PMIX_NAMESPACE and PMIX_RANK in the environment: Open MPI's mpirun, Slurm's
+// srun --mpi=pmix); otherwise the process is rank 0 of a world of 1 with a MemoryStore. Our code
+// never calls MPI: mpirun is only a launcher here.
+//
+// Ownership: the Runtime owns the PMIx session (PMIx_Finalize in the destructor, after the store
+// is gone) and the Store; it is move-only and should live for the whole run, longer than every
+// communicator built from it. Thread safety: the fields are immutable after init; the store is
+// thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "parallel/store.h"
+
+namespace mtnlg {
+
+struct Runtime {
+  int64_t rank = 0;         // global rank
+  int64_t world = 1;        // number of ranks in the job
+  int64_t local_rank = 0;   // rank among this job's processes on this node
+  int64_t local_world = 1;  // this job's processes on this node
+  int64_t node = 0;         // node index
+  std::unique_ptr<Store> store;
+
+  // Throws io_error naming the PMIx call and its status string when PMIx fails.
+  static Runtime init();
+
+  Runtime() = default;
+  ~Runtime();
+  Runtime(Runtime&& other) noexcept;
+  Runtime& operator=(Runtime&& other) noexcept;
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  bool under_pmix() const { return pmix_initialized_; }
+  std::string describe() const;  // "rank 3 of 8 (local 1 of 4, node 0), PMIx"
+
+ private:
+  void finalize() noexcept;
+  bool pmix_initialized_ = false;
+};
+
+}  // namespace mtnlg

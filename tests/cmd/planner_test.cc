@@ -1,0 +1,315 @@
+// The planner behind --dry-run: the paper's figures, and every field on configs/tiny.yaml
+// against arithmetic written out here by hand.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <numbers>
+#include <sstream>
+
+#include "cmd/dry_run.h"
+#include "cmd/planner.h"
+#include "test_util.h"
+
+using namespace mtnlg;
+
+namespace {
+
+Recipe recipe(const std::string& config, std::vector<std::string> sets = {}) {
+  return load_recipe(test::source_path("configs/" + config), sets);
+}
+
+PlanOptions world(int64_t n, double iteration_time = 0.0) {
+  PlanOptions o;
+  o.world_size = n;
+  o.iteration_time_s = iteration_time;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("530B: about 530B parameters and the paper's FLOPs per iteration") {
+  const Recipe r = recipe("530b.yaml");
+  const Plan p = make_plan(r, world(2240));
+  // 105 layers x (12 h^2 + 13 h) + V_pad h + P h + 2h, h = 20480, V_pad = 51200, P = 2048:
+  // 105 x 5,033,431,040 + 1,048,576,000 + 41,943,040 + 40,960 = 529,600,819,200.
+  CHECK(p.parameters == 529'600'819'200);
+  CHECK(p.padded_vocab == 51200);
+  // F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h)), B = 1920, s = 2048, l = 105, h = 20480, V = 51200.
+  const double B = 1920, s = 2048, l = 105, h = 20480, V = 51200;
+  const double F = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+  CHECK(p.flops_per_iteration == Approx(F).epsilon(1e-12));
+  CHECK(F == Approx(1.6927e19).epsilon(1e-4));
+  CHECK(p.flops_per_iteration_no_recompute ==
+        Approx(72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))).epsilon(1e-12));
+  // 8 x 35 x 8: m = 1920 / (1 x 8) = 240 micro-batches, bubble 34 / 274.
+  CHECK(p.data == 8);
+  CHECK(p.micro_batches == 240);
+  CHECK(p.bubble_fraction == Approx(34.0 / 274.0));
+}
+
+TEST_CASE("530B: the paper's TFLOP/s per GPU at 2240, 2800 and 3360 GPUs") {
+  const Recipe r = recipe("530b.yaml");
+  // The paper's Table 2: 60.1 s -> 126, 50.2 s -> 121, 44.4 s -> 113 TFLOP/s per GPU.
+  const struct {
+    int64_t gpus;
+    double seconds, tflops;
+    int64_t data;
+  } rows[] = {{2240, 60.1, 126, 8}, {2800, 50.2, 121, 10}, {3360, 44.4, 113, 12}};
+  for (const auto& row : rows) {
+    const Plan p = make_plan(r, world(row.gpus, row.seconds));
+    INFO(row.gpus << " GPUs: " << *p.tflops_per_gpu << " TFLOP/s");
+    CHECK(p.data == row.data);
+    CHECK(p.world == row.gpus);
+    REQUIRE(p.tflops_per_gpu.has_value());
+    CHECK(*p.tflops_per_gpu == Approx(row.tflops).margin(1.0));
+    // e.g. 1.6927e19 / (60.1 s x 2240) = 125.7e12.
+    CHECK(*p.tflops_per_gpu ==
+          Approx(p.flops_per_iteration / (row.seconds * static_cast<double>(row.gpus)) / 1e12));
+  }
+}
+
+TEST_CASE("530B: the plan fits 80 GiB; stage 0 holds 35 micro-batches in flight") {
+  const Plan p = make_plan(recipe("530b.yaml"), world(2240));
+  REQUIRE(p.stages.size() == 35);
+  CHECK(p.stages[0].in_flight == 35);   // min(35 - 0, 240)
+  CHECK(p.stages[34].in_flight == 1);   // min(35 - 34, 240)
+  CHECK(p.stages[0].embedding);
+  CHECK(p.stages[34].head);
+  CHECK(p.worst_stage == 0);
+  CHECK(p.fits);
+  // Each rank holds 3 layers / 8 plus the embeddings: about 1.9B parameters.
+  // Per layer: split 12 h^2 + 3h + f over 8; replicated two LayerNorms 4h + two biases 2h.
+  CHECK(p.stages[17].parameters == 3 * (12 * 20480LL * 20480 / 8 + (3 * 20480 + 81920) / 8 + 6 * 20480));
+  // A smaller GPU does not: the error names the worst rank.
+  PlanOptions small = world(2240);
+  small.gpu_memory_gb = 16;
+  const Plan q = make_plan(recipe("530b.yaml"), small);
+  CHECK_FALSE(q.fits);
+  CHECK(q.worst_stage == 0);
+}
+
+TEST_CASE("530B: iterations counted with the batch ramp match Megatron's rule") {
+  const Recipe r = recipe("530b.yaml");
+  // Megatron-LM's RampupBatchsizeNumMicroBatches, in tokens: 59 increments of 32, one every
+  // 12e9 / 59 tokens; the batch is 1920 once more than 12e9 tokens are consumed.
+  const double per_increment = 12e9 / 59.0;
+  int64_t iterations = 0, tokens = 0;
+  while (tokens < 270'000'000'000) {
+    int64_t batch = 1920;
+    if (tokens <= 12'000'000'000)
+      batch = std::min<int64_t>(1920, 32 + 32 * static_cast<int64_t>(tokens / per_increment));
+    tokens += batch * 2048;
+    ++iterations;
+  }
+  const Plan p = make_plan(r, world(2240));
+  CHECK(p.iterations == iterations);
+  CHECK(p.tokens == tokens);
+  CHECK(p.iterations > 68'665);  // the full-batch count; the ramp's small batches add more
+  CHECK(ramp_global_batch(r.batch, 0) == 32);
+  CHECK(ramp_global_batch(r.batch, 203'389'830) == 32);   // just before 12e9 / 59
+  CHECK(ramp_global_batch(r.batch, 203'389'831) == 64);   // just after
+  CHECK(ramp_global_batch(r.batch, 12'000'000'000) == 1920);
+  CHECK(ramp_global_batch(r.batch, 11'999'999'999) == 1888);
+}
+
+TEST_CASE("--world-size that does not divide is an error naming the numbers") {
+  const Recipe r = recipe("530b.yaml");
+  try {
+    make_plan(r, world(2241));
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(e.code() == Code::kInvalidArgument);
+    CHECK(std::string(e.what()).find("2241") != std::string::npos);
+    CHECK(std::string(e.what()).find("280") != std::string::npos);  // 8 x 35
+  }
+  // 1960 = 280 x 7: data 7 does not divide the global batch 1920.
+  try {
+    make_plan(r, world(1960));
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(e.context() == "batch.global_batch_size");
+    CHECK(std::string(e.what()).find("1920") != std::string::npos);
+  }
+}
+
+TEST_CASE("tiny: every field by hand") {
+  // configs/tiny.yaml: l = 2, h = 64, a = 4, f = 4h = 256, s = 32, P = 32, V = 512 (already a
+  // multiple of 128), micro b = 2, global 4, fp32, no checkpointing, one rank.
+  const Recipe r = recipe("tiny.yaml");
+  const Plan p = make_plan(r, PlanOptions{});
+  CHECK(p.world == 1);
+  CHECK(p.micro_batches == 2);  // 4 / (2 x 1)
+  CHECK(p.bubble_fraction == 0.0);
+  // Parameters: word 512 x 64 = 32768, positions 32 x 64 = 2048, final LN 128, per layer
+  // ln1 128 + qkv 192x64+192 = 12480 + dense 4096+64 = 4160 + ln2 128 + fc1 256x64+256 = 16640
+  // + fc2 64x256+64 = 16448 = 49984.
+  const int64_t params = 32768 + 2048 + 2 * 49984 + 128;
+  CHECK(params == 134912);
+  CHECK(p.parameters == params);
+  REQUIRE(p.stages.size() == 1);
+  const StagePlan& st = p.stages[0];
+  CHECK(st.parameters == params);
+  CHECK(st.in_flight == 1);
+  // Memory, fp32: weights 4 B, grads 4 B, no master copy, moments 8 B per parameter.
+  CHECK(st.memory.weights == 4 * params);
+  CHECK(st.memory.gradients == 4 * params);
+  CHECK(st.memory.master_weights == 0);
+  CHECK(st.memory.adam_moments == 8 * params);
+  // One layer saves, with rows = b s = 64: ln1_out, h1, ln2_out 64x64 each, four statistics 64
+  // each, qkv 64x192, attn_out 64x64, fc1_out and act_out 64x256, probs 2x4x32x32:
+  // 64 x (3x64 + 4) + 64 x (192 + 64 + 512) + 8192 = 12544 + 49152 + 8192 = 69888 elements.
+  CHECK(layer_activation_elements(r, 2, 1) == 69888);
+  // Per micro-batch: 3 residual tensors 3 x 4096, 2 layers, lnf out 4096 + mean/rstd 128
+  // floats, plus tokens and targets 64 int32 each: (12288 + 139776 + 4224) x 4 + 512.
+  CHECK(st.activation_bytes_full == (12288 + 2 * 69888 + 4224) * 4 + 512);
+  CHECK(st.activation_bytes_full == 625664);
+  // Checkpointed: one shared layer buffer: (12288 + 69888 + 4224) x 4 + 512.
+  CHECK(st.activation_bytes_checkpointed == 346112);
+  CHECK(st.memory.activations == 625664);
+  // Workspace: logits 64 x 512 floats = 131072 B; scratch dh, dln, dres 3 x 4096, dattn
+  // 4096, dqkv 12288, dact 16384 floats = 45056 x 4 = 180224 B.
+  CHECK(st.logits_bytes == 131072);
+  CHECK(st.scratch_bytes == 180224);
+  CHECK(st.memory.workspace == 311296);
+  CHECK(st.memory.total() == 539648 + 539648 + 1079296 + 625664 + 311296);
+  CHECK(st.memory.total() == 3095552);
+  CHECK(st.memory.largest() == "adam_moments");
+  CHECK(p.fits);
+  // FLOPs: 96 x 4 x 32 x 2 x 64^2 = 100663296, times (1 + 32/384 + 512/(16x2x64)) = 4/3.
+  CHECK(p.flops_per_iteration == Approx(134217728.0).epsilon(1e-12));
+  // Without recompute: 72 x 4 x 32 x 2 x 64^2 = 75497472, times (1 + 1/12 + 1/3) = 17/12.
+  CHECK(p.flops_per_iteration_no_recompute == Approx(106954752.0).epsilon(1e-12));
+  CHECK(p.flops_per_token == Approx(106954752.0 / 128));  // no checkpointing: no recompute
+  // 50 iterations x 128 tokens; the schedule decays over the run: decay_tokens = 6400.
+  CHECK(p.iterations == 50);
+  CHECK(p.tokens == 6400);
+  REQUIRE(p.schedule.size() == 5);  // warmup end, 25/50/75/100%
+  const double lr = 3e-3, pi = std::numbers::pi;
+  const auto cosine = [&](double t) {
+    return 0.5 * lr * (std::cos(pi * (t - 256) / (6400 - 256)) + 1);
+  };
+  const double want_tokens[] = {256, 1600, 3200, 4800, 6400};
+  const double want_lr[] = {lr, cosine(1600), cosine(3200), cosine(4800), 0.0};
+  for (size_t i = 0; i < 5; ++i) {
+    CHECK(p.schedule[i].tokens == want_tokens[i]);
+    CHECK(p.schedule[i].global_batch == 4);
+    CHECK(p.schedule[i].micro_batches_per_rank == 2.0);
+    CHECK(p.schedule[i].lr == Approx(want_lr[i]).margin(1e-15));
+  }
+  CHECK(p.schedule[0].label == "warmup end");
+  CHECK_FALSE(p.tflops_per_gpu.has_value());
+  // With times: 134217728 FLOPs in 0.5 s on one device = 2.68e-4 TFLOP/s; days at 1 TFLOP/s
+  // x 0.5: 6400 tokens x 835584 FLOPs / 0.5e12 / 86400.
+  PlanOptions o;
+  o.iteration_time_s = 0.5;
+  o.peak_tflops = 1.0;
+  o.utilization = 0.5;
+  const Plan t = make_plan(r, o);
+  CHECK(*t.tflops_per_gpu == Approx(134217728.0 / 0.5 / 1e12));
+  CHECK(*t.days_at_iteration_time == Approx(50 * 0.5 / 86400));
+  CHECK(*t.days_to_train == Approx(6400 * 835584.0 / 0.5e12 / 86400));
+}
+
+TEST_CASE("tiny on 2 x 2 x 2, bf16, ZeRO-1, checkpointing: per-stage fields by hand") {
+  // l = 4 (2 per stage), tp 2, pp 2, dp 2, global 8: m = 8 / (2 x 2) = 2.
+  const Recipe r = recipe("tiny.yaml", {"model.num_layers=4", "parallel.tensor=2",
+                                        "parallel.pipeline=2", "parallel.data=2",
+                                        "parallel.zero_stage=1", "precision=bf16",
+                                        "parallel.activation_checkpointing=true",
+                                        "batch.global_batch_size=8"});
+  const Plan p = make_plan(r, PlanOptions{});
+  CHECK(p.world == 8);
+  CHECK(p.micro_batches == 2);
+  CHECK(p.bubble_fraction == Approx(1.0 / 3.0));
+  CHECK(p.padded_vocab == 512);  // multiple of 128 x 2
+  CHECK(p.parameters == 32768 + 2048 + 4 * 49984 + 128);
+  // One layer's share on a tensor rank: replicated ln1 128, dense bias 64, ln2 128, fc2 bias 64;
+  // split qkv 12288/2 + 192/2, dense 4096/2, fc1 16384/2 + 256/2, fc2 16384/2 = 25184.
+  const int64_t layer = 128 + 64 + 128 + 64 + 6144 + 96 + 2048 + 8192 + 128 + 8192;
+  CHECK(layer == 25184);
+  REQUIRE(p.stages.size() == 2);
+  const StagePlan& s0 = p.stages[0];
+  const StagePlan& s1 = p.stages[1];
+  // Stage 0: word embeddings 512 x 64 / 2 + positions 2048 + 2 layers; stage 1: 2 layers +
+  // final LN 128 + the head's copy of the word embeddings 16384.
+  CHECK(s0.parameters == 16384 + 2048 + 2 * layer);
+  CHECK(s1.parameters == 2 * layer + 128 + 16384);
+  CHECK(s0.optimizer_shard == 68800 / 2);
+  CHECK(s1.optimizer_shard == 66880 / 2);
+  // bf16 weights and grads 2 B; fp32 master 4 B and moments 8 B of the ZeRO-1 shard.
+  CHECK(s0.memory.weights == 2 * 68800);
+  CHECK(s0.memory.gradients == 2 * 68800);
+  CHECK(s0.memory.master_weights == 4 * 34400);
+  CHECK(s0.memory.adam_moments == 8 * 34400);
+  CHECK(s1.memory.weights == 2 * 66880);
+  CHECK(s1.memory.adam_moments == 8 * 33440);
+  // 1F1B: stage 0 holds min(2 - 0, 2) = 2 micro-batches, stage 1 min(1, 2) = 1.
+  CHECK(s0.in_flight == 2);
+  CHECK(s1.in_flight == 1);
+  // One layer on a tensor rank, rows 64: 64 x (3x64 + 4) + 64 x (4x64 + 2x256) / 2 +
+  // 2 x (4/2) x 32 x 32 = 12544 + 24576 + 4096 = 41216 elements.
+  CHECK(layer_activation_elements(r, 2, 2) == 41216);
+  // Stage 0 per micro-batch, checkpointed: residual 3 x 4096 + one layer buffer, bf16, + tokens.
+  CHECK(s0.activation_bytes_checkpointed == (12288 + 41216) * 2 + 256);
+  CHECK(s0.activation_bytes_full == (12288 + 2 * 41216) * 2 + 256);
+  CHECK(s0.memory.activations == 2 * 107264);
+  // Stage 1: + targets 256 B + lnf out/mean/rstd (4096 + 128) x 2.
+  CHECK(s1.memory.activations == (12288 + 41216) * 2 + 256 + 4224 * 2);
+  // Scratch: (3 x 4096 + 64 x (64 + 192 + 256) / 2) x 2 = 57344; logits 64 x 256 x 2 = 32768.
+  CHECK(s0.memory.workspace == 57344);
+  CHECK(s1.memory.workspace == 57344 + 32768);
+  CHECK(s0.memory.total() == 3 * 137600 + 275200 + 214528 + 57344);
+  CHECK(s1.memory.total() == 3 * 133760 + 267520 + 115712 + 90112);
+  CHECK(p.worst_stage == 0);
+  CHECK(s0.memory.largest() == "adam_moments");
+  // The limit in GiB: 959872 B fits 0.0009 GiB (966367 B), not 0.0008 GiB (858993 B).
+  PlanOptions o;
+  o.gpu_memory_gb = 0.0009;
+  CHECK(make_plan(r, o).fits);
+  o.gpu_memory_gb = 0.0008;
+  CHECK_FALSE(make_plan(r, o).fits);
+  // Checkpointing on: the FLOPs per token include the recompute.
+  CHECK(p.flops_per_token == Approx(p.flops_per_iteration / (8 * 32)));
+}
+
+TEST_CASE("tiny with a batch ramp: iterations, tokens and the schedule table") {
+  // start 2, increment 2, global 4: n = 1 step, taken at 256 tokens. Iterations of 2 x 32 = 64
+  // tokens at 0, 64, 128, 192; from 256 on 4 x 32 = 128 tokens.
+  const Recipe r = recipe("tiny.yaml", {"batch.rampup.start=2", "batch.rampup.increment=2",
+                                        "batch.rampup.tokens=256", "schedule.train_iters=0",
+                                        "schedule.train_tokens=1000"});
+  const Plan p = make_plan(r, PlanOptions{});
+  // 4 ramp iterations (256 tokens), then ceil((1000 - 256) / 128) = 6 more: 10, 1024 tokens.
+  CHECK(p.iterations == 10);
+  CHECK(p.tokens == 1024);
+  CHECK(ramp_global_batch(r.batch, 255) == 2);
+  CHECK(ramp_global_batch(r.batch, 256) == 4);
+  // Rows: ramp step 0/1 at 0, ramp step 1/1 and warmup end at 256, then 25% ... 100% of 1024.
+  REQUIRE(p.schedule.size() == 7);
+  CHECK(p.schedule[0].label == "ramp step 0/1");
+  CHECK(p.schedule[0].global_batch == 2);
+  CHECK(p.schedule[0].micro_batches_per_rank == 1.0);
+  CHECK(p.schedule[1].tokens == 256);
+  CHECK(p.schedule[1].global_batch == 4);
+  CHECK(p.schedule[3].tokens == 256);  // 25% of 1024
+  CHECK(p.schedule[6].tokens == 1024);
+}
+
+TEST_CASE("dry-run output: the text has the layout line, the JSON the contract keys") {
+  const Recipe r = recipe("530b.yaml");
+  std::ostringstream text, json;
+  print_dry_run(r, world(2240, 60.1), text);
+  CHECK(text.str().find("8 x 35 x 8 = 2240 ranks") != std::string::npos);
+  CHECK(text.str().find("TFLOP/s per GPU       125.7") != std::string::npos);
+  print_dry_run_json(r, world(2240, 60.1), json);
+  const std::string j = json.str();
+  CHECK(j.front() == '{');
+  CHECK(j.find('\n') == j.size() - 1);  // one line
+  for (const char* key : {"\"parameters\": 529600819200", "\"flops_per_iteration\": ",
+                          "\"tflops_per_gpu\": ", "\"memory_per_rank_gb\": ", "\"fits\": true",
+                          "\"iterations\": ", "\"bubble_fraction\": "})
+    CHECK(j.find(key) != std::string::npos);
+  std::ostringstream no_time;
+  print_dry_run_json(r, world(2240), no_time);
+  CHECK(no_time.str().find("tflops_per_gpu") == std::string::npos);
+}

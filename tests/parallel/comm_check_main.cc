@@ -1,0 +1,143 @@
+// mtnlg-comm-check: run under a launcher (mpirun, srun --mpi=pmix) to check the PMIx runtime and
+// the Gloo communicators on real processes. Each rank runs every collective on the world group
+// and an all_reduce on each Topology group, checks the results and prints "rank R: OK".
+//
+//   mtnlg-comm-check [--timeout-s S] [--kill-rank R]
+// --kill-rank R: rank R SIGKILLs itself after the first all_reduce; every other rank must then
+// fail (exit 1) within the timeout with an error naming the peer.
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "parallel/communicator.h"
+#include "parallel/gloo_communicator.h"
+#include "parallel/runtime.h"
+#include "parallel/topology.h"
+
+namespace mtnlg {
+namespace {
+
+double value(int64_t rank, int64_t i) {
+  return static_cast<double>((rank * 7 + i * 3) % 11 - 5);
+}
+
+template <typename T>
+Tensor filled(int64_t rank, int64_t n) {
+  Tensor t = Tensor::cpu({n}, dtype_of<T>());
+  for (int64_t i = 0; i < n; ++i) t.data_as<T>()[i] = static_cast<T>(value(rank, i));
+  return t;
+}
+
+template <typename T>
+void expect(const char* what, const Tensor& t, int64_t i, double want) {
+  const double got = static_cast<double>(t.data_as<T>()[i]);
+  if (got != want)
+    throw Error(Code::kInternal, std::string(what) + ": element " + std::to_string(i) + " is " +
+                                     std::to_string(got) + ", want " + std::to_string(want));
+}
+
+template <typename T>
+void check_collectives(Communicator& c) {
+  const int n = c.size(), r = c.rank();
+  const int64_t len = 1001;
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+    Tensor t = filled<T>(r, len);
+    c.all_reduce(t, op);
+    for (int64_t i = 0; i < len; ++i) {
+      double want = value(0, i);
+      for (int q = 1; q < n; ++q)
+        want = op == ReduceOp::kSum ? want + value(q, i) : std::max(want, value(q, i));
+      expect<T>("all_reduce", t, i, want);
+    }
+    Tensor in = filled<T>(r, n * 5), out = Tensor::cpu({5}, dtype_of<T>());
+    c.reduce_scatter(out, in, op);
+    for (int64_t i = 0; i < 5; ++i) {
+      double want = value(0, r * 5 + i);
+      for (int q = 1; q < n; ++q)
+        want =
+            op == ReduceOp::kSum ? want + value(q, r * 5 + i) : std::max(want, value(q, r * 5 + i));
+      expect<T>("reduce_scatter", out, i, want);
+    }
+  }
+  Tensor in = filled<T>(r, 7), out = Tensor::cpu({n * 7}, dtype_of<T>());
+  c.all_gather(out, in);
+  for (int q = 0; q < n; ++q)
+    for (int64_t i = 0; i < 7; ++i) expect<T>("all_gather", out, q * 7 + i, value(q, i));
+  for (int root = 0; root < n; ++root) {
+    Tensor t = filled<T>(r, 33);
+    c.broadcast(t, root);
+    for (int64_t i = 0; i < 33; ++i) expect<T>("broadcast", t, i, value(root, i));
+  }
+  if (n > 1) {  // ring: rank 0 sends first, the others receive first
+    Tensor mine = filled<T>(r, 9), got = Tensor::cpu({9}, dtype_of<T>());
+    if (r == 0) c.send(mine, 1 % n);
+    c.recv(got, (r + n - 1) % n);
+    if (r != 0) c.send(mine, (r + 1) % n);
+    for (int64_t i = 0; i < 9; ++i) expect<T>("send/recv", got, i, value((r + n - 1) % n, i));
+  }
+  c.barrier();
+}
+
+int run(int argc, char** argv) {
+  int64_t timeout_s = 30, kill_rank = -1;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--timeout-s"))
+      timeout_s = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--kill-rank"))
+      kill_rank = std::atoll(argv[i + 1]);
+    else
+      throw invalid_argument(std::string("unknown flag ") + argv[i], "mtnlg-comm-check");
+  }
+  const std::chrono::milliseconds timeout(timeout_s * 1000);
+  Runtime rt = Runtime::init();
+  std::vector<int64_t> all(rt.world);
+  for (int64_t i = 0; i < rt.world; ++i) all[i] = i;
+  try {
+    auto world =
+        make_gloo_communicator(*rt.store, "world", static_cast<int>(rt.rank), all, timeout);
+    if (kill_rank >= 0) {
+      Tensor t = filled<float>(rt.rank, 1000);
+      world->all_reduce(t, ReduceOp::kSum);
+      if (rt.rank == kill_rank) std::raise(SIGKILL);
+      for (int i = 0; i < 5; ++i) world->all_reduce(t, ReduceOp::kSum);
+      std::printf("rank %lld: no failure after rank %lld died\n", (long long)rt.rank,
+                  (long long)kill_rank);
+      return 2;
+    }
+    check_collectives<float>(*world);
+    check_collectives<double>(*world);
+    check_collectives<int32_t>(*world);
+    const int64_t tp = rt.world % 2 == 0 ? 2 : 1, pp = rt.world % 4 == 0 ? 2 : 1;
+    const Topology topo(Topology::derive(rt.world, tp, pp), rt.rank);
+    ProcessGroups g = make_gloo_groups(topo, *rt.store, timeout);
+    for (Communicator* c : {g.tensor.get(), g.data.get(), g.pipeline.get(), g.embedding.get()}) {
+      if (!c) continue;
+      Tensor t = Tensor::cpu({1}, DType::kI32);
+      t.data_as<int32_t>()[0] = 1;
+      c->all_reduce(t, ReduceOp::kSum);
+      expect<int32_t>(c->name().c_str(), t, 0, c->size());
+    }
+    std::printf("rank %lld: OK (%s; %s)\n", (long long)rt.rank, rt.describe().c_str(),
+                topo.describe().c_str());
+    return 0;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "rank %lld: FAILED: %s\n", (long long)rt.rank, e.what());
+    return 1;
+  }
+}
+
+}  // namespace
+}  // namespace mtnlg
+
+int main(int argc, char** argv) {
+  try {
+    return mtnlg::run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mtnlg-comm-check: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,356 @@
+// Gloo communicators with ranks as threads over one MemoryStore (as gloo/test/base_test.h).
+// Worker threads never touch Catch (not thread-safe): they record results, the main thread checks.
+#include "parallel/communicator.h"
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <exception>
+#include <functional>
+#include <thread>
+
+#include "parallel/gloo_communicator.h"
+#include "parallel/store.h"
+#include "parallel/topology.h"
+
+namespace mtnlg {
+namespace {
+
+using std::chrono::milliseconds;
+const milliseconds kTimeout(20000);
+
+// Runs fn(rank) on n threads; rethrows the first failure.
+void run_ranks(int n, const std::function<void(int)>& fn) {
+  std::vector<std::exception_ptr> errors(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        fn(r);
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+std::vector<int64_t> iota(int n) {
+  std::vector<int64_t> v(n);
+  for (int i = 0; i < n; ++i) v[i] = i;
+  return v;
+}
+
+std::unique_ptr<Communicator> world(MemoryStore& store, int rank, int n) {
+  return make_gloo_communicator(store, "world", rank, iota(n), kTimeout);
+}
+
+// Uneven, sign-mixed small integers: exact in every dtype, and max differs from sum.
+double value(int rank, int64_t i) {
+  return static_cast<double>((rank * 7 + i * 3) % 11 - 5);
+}
+
+template <typename T>
+Tensor filled(int rank, int64_t n, int64_t offset = 0) {
+  Tensor t = Tensor::cpu({n}, dtype_of<T>());
+  for (int64_t i = 0; i < n; ++i) t.data_as<T>()[i] = static_cast<T>(value(rank, i + offset));
+  return t;
+}
+
+template <typename T>
+std::vector<double> values(const Tensor& t) {
+  std::vector<double> v(t.numel());
+  for (int64_t i = 0; i < t.numel(); ++i) v[i] = static_cast<double>(t.data_as<T>()[i]);
+  return v;
+}
+
+double reduce(int n, int64_t i, ReduceOp op) {
+  double acc = value(0, i);
+  for (int r = 1; r < n; ++r)
+    acc = op == ReduceOp::kSum ? acc + value(r, i) : std::max(acc, value(r, i));
+  return acc;
+}
+
+TEMPLATE_TEST_CASE("all_reduce over 1-4 ranks, sum and max", "", float, double, int32_t) {
+  for (int n = 1; n <= 4; ++n) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+      for (int64_t numel : {int64_t{3}, int64_t{1001}}) {  // fewer elements than ranks, too
+        INFO("ranks " << n << ", " << reduce_op_name(op) << ", numel " << numel);
+        MemoryStore store;
+        std::vector<std::vector<double>> got(n);
+        std::vector<int64_t> bytes(n);
+        run_ranks(n, [&](int r) {
+          auto comm = world(store, r, n);
+          Tensor t = filled<TestType>(r, numel);
+          comm->all_reduce(t, op);
+          got[r] = values<TestType>(t);
+          bytes[r] = comm->bytes_sent();
+        });
+        for (int r = 0; r < n; ++r) {
+          for (int64_t i = 0; i < numel; ++i) REQUIRE(got[r][i] == reduce(n, i, op));
+          CHECK(bytes[r] == 2 * (n - 1) * numel * int64_t(sizeof(TestType)) / n);
+        }
+      }
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("reduce_scatter gives rank r chunk r of the reduction", "", float, double,
+                   int32_t) {
+  const int64_t chunk = 5;
+  for (int n = 1; n <= 4; ++n) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+      INFO("ranks " << n << ", " << reduce_op_name(op));
+      MemoryStore store;
+      std::vector<std::vector<double>> got(n);
+      run_ranks(n, [&](int r) {
+        auto comm = world(store, r, n);
+        Tensor in = filled<TestType>(r, n * chunk);
+        Tensor out = Tensor::cpu({chunk}, dtype_of<TestType>());
+        comm->reduce_scatter(out, in, op);
+        got[r] = values<TestType>(out);
+      });
+      for (int r = 0; r < n; ++r)
+        for (int64_t i = 0; i < chunk; ++i) REQUIRE(got[r][i] == reduce(n, r * chunk + i, op));
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("all_gather puts rank r's input in chunk r", "", float, double, int32_t) {
+  const int64_t chunk = 7;
+  for (int n = 1; n <= 4; ++n) {
+    INFO("ranks " << n);
+    MemoryStore store;
+    std::vector<std::vector<double>> got(n);
+    std::vector<int64_t> bytes(n);
+    run_ranks(n, [&](int r) {
+      auto comm = world(store, r, n);
+      Tensor in = filled<TestType>(r, chunk);
+      Tensor out = Tensor::cpu({n * chunk}, dtype_of<TestType>());
+      comm->all_gather(out, in);
+      got[r] = values<TestType>(out);
+      bytes[r] = comm->bytes_sent();
+    });
+    for (int r = 0; r < n; ++r) {
+      for (int src = 0; src < n; ++src)
+        for (int64_t i = 0; i < chunk; ++i) REQUIRE(got[r][src * chunk + i] == value(src, i));
+      CHECK(bytes[r] == (n - 1) * n * chunk * int64_t(sizeof(TestType)) / n);
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("broadcast copies the root's tensor to every rank", "", float, double, int32_t) {
+  for (int n = 1; n <= 4; ++n) {
+    for (int root = 0; root < n; ++root) {
+      INFO("ranks " << n << ", root " << root);
+      MemoryStore store;
+      std::vector<std::vector<double>> got(n);
+      run_ranks(n, [&](int r) {
+        auto comm = world(store, r, n);
+        Tensor t = filled<TestType>(r, 33);
+        comm->broadcast(t, root);
+        got[r] = values<TestType>(t);
+      });
+      for (int r = 0; r < n; ++r)
+        for (int64_t i = 0; i < 33; ++i) REQUIRE(got[r][i] == value(root, i));
+    }
+  }
+}
+
+TEST_CASE("send/recv around a ring, twice, in order") {
+  for (int n = 2; n <= 4; ++n) {
+    INFO("ranks " << n);
+    MemoryStore store;
+    std::vector<std::vector<double>> first(n), second(n);
+    std::vector<int64_t> bytes(n);
+    run_ranks(n, [&](int r) {
+      auto comm = world(store, r, n);
+      const int next = (r + 1) % n, prev = (r + n - 1) % n;
+      Tensor a = filled<float>(r, 9), b = filled<float>(r, 4, 100);
+      Tensor ra = Tensor::cpu({9}, DType::kF32), rb = Tensor::cpu({4}, DType::kF32);
+      // Sends pair with receives: rank 0 sends first, everyone else receives first.
+      if (r == 0) {
+        comm->send(a, next);
+        comm->send(b, next);
+      }
+      comm->recv(ra, prev);
+      comm->recv(rb, prev);
+      if (r != 0) {
+        comm->send(a, next);
+        comm->send(b, next);
+      }
+      first[r] = values<float>(ra);
+      second[r] = values<float>(rb);
+      bytes[r] = comm->bytes_sent();
+    });
+    for (int r = 0; r < n; ++r) {
+      const int prev = (r + n - 1) % n;
+      for (int64_t i = 0; i < 9; ++i) REQUIRE(first[r][i] == value(prev, i));
+      for (int64_t i = 0; i < 4; ++i) REQUIRE(second[r][i] == value(prev, i + 100));
+      CHECK(bytes[r] == 13 * 4);
+    }
+  }
+}
+
+TEST_CASE("the same group created twice on one store gets fresh keys") {
+  MemoryStore store;
+  std::vector<double> got(3);
+  run_ranks(3, [&](int r) {
+    auto first = world(store, r, 3);
+    auto second = world(store, r, 3);
+    Tensor t = filled<double>(r, 1);
+    second->all_reduce(t, ReduceOp::kSum);
+    first->all_reduce(t, ReduceOp::kSum);
+    got[r] = t.data_as<double>()[0];
+  });
+  for (int r = 0; r < 3; ++r) CHECK(got[r] == 3 * reduce(3, 0, ReduceOp::kSum));
+}
+
+TEST_CASE("barrier: no rank leaves before every rank arrived") {
+  for (int n = 1; n <= 4; ++n) {
+    MemoryStore store;
+    std::atomic<int> arrived{0};
+    std::vector<int> seen(n);
+    run_ranks(n, [&](int r) {
+      auto comm = world(store, r, n);
+      std::this_thread::sleep_for(milliseconds(20 * r));
+      arrived++;
+      comm->barrier();
+      seen[r] = arrived.load();
+    });
+    for (int r = 0; r < n; ++r) CHECK(seen[r] == n);
+  }
+}
+
+TEST_CASE("a one-rank group returns at once, reduce_scatter and all_gather copy") {
+  MemoryStore store;
+  auto comm = world(store, 0, 1);
+  CHECK(comm->size() == 1);
+  CHECK(comm->rank() == 0);
+  CHECK(comm->name() == "world");
+  Tensor t = filled<float>(0, 6), out = Tensor::cpu({6}, DType::kF32);
+  comm->all_reduce(t, ReduceOp::kSum);
+  comm->broadcast(t, 0);
+  comm->barrier();
+  CHECK(values<float>(t) == values<float>(filled<float>(0, 6)));
+  comm->reduce_scatter(out, t, ReduceOp::kSum);
+  CHECK(values<float>(out) == values<float>(t));
+  comm->all_gather(out, filled<float>(0, 6, 1));
+  CHECK(values<float>(out) == values<float>(filled<float>(0, 6, 1)));
+  CHECK(comm->bytes_sent() == 0);
+}
+
+TEST_CASE("wrong sizes and dtypes name the op, the group and the sizes") {
+  MemoryStore store;
+  auto comm = world(store, 0, 1);
+  Tensor in = Tensor::cpu({6}, DType::kF32), out = Tensor::cpu({4}, DType::kF32);
+  REQUIRE_THROWS_WITH(comm->reduce_scatter(out, in, ReduceOp::kSum),
+                      Catch::Contains("reduce_scatter") && Catch::Contains("'world'") &&
+                          Catch::Contains("f32[6]") && Catch::Contains("f32[4]"));
+  REQUIRE_THROWS_WITH(comm->all_gather(out, in), Catch::Contains("all_gather"));
+  Tensor i32 = Tensor::cpu({4}, DType::kI32);
+  REQUIRE_THROWS_WITH(comm->all_gather(out, i32), Catch::Contains("one dtype"));
+  Tensor bf16 = Tensor::cpu({4}, DType::kBF16);
+  REQUIRE_THROWS_WITH(comm->all_reduce(bf16, ReduceOp::kSum),
+                      Catch::Contains("all_reduce") && Catch::Contains("bf16"));
+  REQUIRE_THROWS_WITH(comm->send(out, 0), Catch::Contains("send") && Catch::Contains("peer 0"));
+}
+
+// One rank never joins: the others fail within the timeout, naming group, op and a peer.
+void timeout_case(int n) {
+  MemoryStore store;
+  std::vector<std::string> errors(n);
+  std::vector<double> seconds(n);
+  std::vector<std::string> second_errors(n);
+  std::atomic<int> done{0};
+  run_ranks(n, [&](int r) {
+    auto comm = make_gloo_communicator(store, "world", r, iota(n), milliseconds(1000));
+    if (r == n - 1) {  // the absent rank: stays connected but never calls all_reduce
+      while (done.load() < n - 1) std::this_thread::sleep_for(milliseconds(5));
+      return;
+    }
+    Tensor t = filled<float>(r, 100);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      comm->all_reduce(t, ReduceOp::kSum);
+    } catch (const Error& e) {
+      errors[r] = e.what();
+    }
+    seconds[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    try {
+      comm->barrier();
+    } catch (const Error& e) {
+      second_errors[r] = e.what();
+    }
+    done++;
+  });
+  bool named_absent = false;
+  for (int r = 0; r < n - 1; ++r) {
+    INFO("rank " << r << " after " << seconds[r] << " s: " << errors[r]);
+    CHECK_THAT(errors[r], Catch::Contains("all_reduce") && Catch::Contains("group 'world'") &&
+                              Catch::Contains("peer rank"));
+    CHECK_THAT(second_errors[r], Catch::Contains("failed earlier"));
+    named_absent |= errors[r].find("peer rank " + std::to_string(n - 1)) != std::string::npos;
+    WARN("timeout case, " << n << " ranks: rank " << r << " failed after " << seconds[r] << " s");
+  }
+  CHECK(named_absent);
+}
+
+TEST_CASE("a rank that never joins makes the others time out, naming the peer") {
+  SECTION("2 ranks") {
+    timeout_case(2);
+  }
+  SECTION("3 ranks") {
+    timeout_case(3);
+  }
+}
+
+TEST_CASE("make_gloo_groups builds this rank's groups of a Topology") {
+  for (ParallelSizes sizes :
+       {ParallelSizes{2, 2, 1}, ParallelSizes{2, 1, 2}, ParallelSizes{1, 3, 1}}) {
+    const int n = static_cast<int>(sizes.world());
+    INFO("tp " << sizes.tensor << ", pp " << sizes.pipeline << ", dp " << sizes.data);
+    MemoryStore store;
+    // Per rank and group: {rank, size, sum of global ranks over the group} or {-1} if absent.
+    std::vector<std::vector<std::vector<double>>> got(n);
+    run_ranks(n, [&](int r) {
+      const Topology topo(sizes, r);
+      ProcessGroups g = make_gloo_groups(topo, store, kTimeout);
+      for (Communicator* c :
+           {g.world.get(), g.tensor.get(), g.data.get(), g.pipeline.get(), g.embedding.get()}) {
+        if (!c) {
+          got[r].push_back({-1});
+          continue;
+        }
+        Tensor t = Tensor::cpu({1}, DType::kF64);
+        t.data_as<double>()[0] = r;
+        c->all_reduce(t, ReduceOp::kSum);
+        got[r].push_back({double(c->rank()), double(c->size()), t.data_as<double>()[0]});
+      }
+    });
+    auto sum = [](const std::vector<int64_t>& g) {
+      double s = 0;
+      for (auto x : g) s += double(x);
+      return s;
+    };
+    for (int r = 0; r < n; ++r) {
+      const Topology topo(sizes, r);
+      CHECK(got[r][0] == std::vector<double>{double(r), double(n), double(n * (n - 1) / 2)});
+      CHECK(got[r][1] == std::vector<double>{double(topo.tensor_rank()), double(sizes.tensor),
+                                             sum(topo.tensor_group())});
+      CHECK(got[r][2] == std::vector<double>{double(topo.data_rank()), double(sizes.data),
+                                             sum(topo.data_group())});
+      CHECK(got[r][3] == std::vector<double>{double(topo.pipeline_rank()), double(sizes.pipeline),
+                                             sum(topo.pipeline_group())});
+      const auto emb = topo.embedding_group();
+      if (topo.is_first_stage() || topo.is_last_stage())
+        CHECK(got[r][4][2] == sum(emb));
+      else
+        CHECK(got[r][4] == std::vector<double>{-1});
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mtnlg
