@@ -37,7 +37,9 @@ std::string sci(double v) {
   return buf;
 }
 
-std::string gib(int64_t bytes) { return fixed(static_cast<double>(bytes) / kGiB, 2); }
+std::string gib(int64_t bytes) {
+  return fixed(static_cast<double>(bytes) / kGiB, 2);
+}
 
 std::string pad(std::string s, size_t width) {
   if (s.size() < width) s.insert(0, width - s.size(), ' ');
@@ -53,7 +55,8 @@ std::vector<const StagePlan*> shown_stages(const Plan& plan) {
 }
 
 std::string stage_content(const StagePlan& st) {
-  std::string s = "layers " + std::to_string(st.first_layer) + "-" + std::to_string(st.last_layer - 1);
+  std::string s =
+      "layers " + std::to_string(st.first_layer) + "-" + std::to_string(st.last_layer - 1);
   if (st.embedding) s += " + word embeddings [V/tp, h] + positions [P, h]";
   if (st.head) s += " + final LayerNorm";
   if (st.head && !st.embedding) s += " + the tied LM head's copy of the word embeddings [V/tp, h]";
@@ -77,8 +80,8 @@ void print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
 
   out << "recipe is valid\n\n";
   out << "model\n";
-  out << "  parameters            " << p.parameters << " (" << human(static_cast<double>(p.parameters))
-      << "; the tied LM head counted once)\n";
+  out << "  parameters            " << p.parameters << " ("
+      << human(static_cast<double>(p.parameters)) << "; the tied LM head counted once)\n";
   out << "  layers                " << c.num_layers << ", hidden " << c.hidden << ", heads "
       << c.heads << " (head dim " << c.head_dim() << "), ffn " << c.ffn << "\n";
   out << "  sequence              " << c.seq << " (max positions " << c.max_positions << ")\n";
@@ -90,8 +93,9 @@ void print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
   out << "  tensor x pipeline x data  " << p.tensor << " x " << p.pipeline << " x " << p.data
       << " = " << p.world << " ranks"
       << (o.world_size > 0 ? " (data = --world-size / (tensor x pipeline))"
-                           : (r.parallel.data > 0 ? "" : " (parallel.data unset: 1 assumed; "
-                                                         "give --world-size to derive it)"))
+                           : (r.parallel.data > 0 ? ""
+                                                  : " (parallel.data unset: 1 assumed; "
+                                                    "give --world-size to derive it)"))
       << "\n";
   out << "  layers per stage      " << c.num_layers / p.pipeline << "\n";
   out << "  micro-batch           " << p.micro_batch << ", m = " << p.micro_batches
@@ -104,11 +108,10 @@ void print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
   out << "parameters per rank (one tensor shard of one pipeline stage)\n";
   for (const StagePlan* st : shown_stages(p)) {
     std::string name = "stage " + std::to_string(st->index);
-    if (st->index == 1 && p.pipeline > 3)
-      name = "stages 1-" + std::to_string(p.pipeline - 2);
+    if (st->index == 1 && p.pipeline > 3) name = "stages 1-" + std::to_string(p.pipeline - 2);
     out << "  " << name << std::string(name.size() < 20 ? 20 - name.size() : 1, ' ')
-        << st->parameters << " (" << human(static_cast<double>(st->parameters)) << "): "
-        << stage_content(*st) << "\n";
+        << st->parameters << " (" << human(static_cast<double>(st->parameters))
+        << "): " << stage_content(*st) << "\n";
   }
   out << "\n";
 
@@ -161,17 +164,17 @@ void print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
   out << "  per token             " << sci(p.flops_per_token)
       << (r.parallel.activation_checkpointing ? " (with recompute)" : " (no recompute)") << "\n";
   if (p.tflops_per_gpu)
-    out << "  TFLOP/s per GPU       " << fixed(*p.tflops_per_gpu, 1) << " at "
-        << o.iteration_time_s << " s per iteration on " << p.world << " GPUs; "
-        << fixed(*p.days_at_iteration_time, 1) << " days to train at that speed\n";
+    out << "  TFLOP/s per GPU       " << fixed(*p.tflops_per_gpu, 1) << " at " << o.iteration_time_s
+        << " s per iteration on " << p.world << " GPUs; " << fixed(*p.days_at_iteration_time, 1)
+        << " days to train at that speed\n";
   if (p.days_to_train)
     out << "  days to train         " << fixed(*p.days_to_train, 1) << " at " << o.peak_tflops
         << " peak TFLOP/s x " << o.utilization << " utilization on " << p.world << " GPUs\n";
   out << "\n";
 
   out << "schedule\n";
-  out << "  global batch          " << r.batch.global_batch_size << " samples = "
-      << r.tokens_per_iteration() << " tokens";
+  out << "  global batch          " << r.batch.global_batch_size
+      << " samples = " << r.tokens_per_iteration() << " tokens";
   if (r.batch.rampup.start > 0)
     out << " (ramp " << r.batch.rampup.start << " -> " << r.batch.global_batch_size << " by "
         << r.batch.rampup.increment << " over " << human(static_cast<double>(r.batch.rampup.tokens))
@@ -187,12 +190,13 @@ void print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
       << pad("micro/rank", 12) << pad("lr", 12) << "\n";
   for (const ScheduleRow& row : p.schedule) {
     out << "  " << row.label << std::string(row.label.size() < 20 ? 20 - row.label.size() : 1, ' ')
-        << pad(human(static_cast<double>(row.tokens)), 12) << pad(std::to_string(row.global_batch), 14)
-        << pad(fixed(row.micro_batches_per_rank, row.micro_batches_per_rank ==
-                                                          static_cast<double>(static_cast<int64_t>(
-                                                              row.micro_batches_per_rank))
-                                                      ? 0
-                                                      : 2),
+        << pad(human(static_cast<double>(row.tokens)), 12)
+        << pad(std::to_string(row.global_batch), 14)
+        << pad(fixed(row.micro_batches_per_rank,
+                     row.micro_batches_per_rank ==
+                             static_cast<double>(static_cast<int64_t>(row.micro_batches_per_rank))
+                         ? 0
+                         : 2),
                12)
         << pad(sci(row.lr), 12) << "\n";
   }
@@ -245,23 +249,23 @@ void print_dry_run_json(const Recipe& r, const PlanOptions& o, std::ostream& out
   const Plan p = make_plan(r, o);
   std::vector<std::string> stages, schedule, notes;
   for (const StagePlan& st : p.stages) {
-    stages.push_back(JsonObject()
-                         .num("stage", st.index)
-                         .num("first_layer", st.first_layer)
-                         .num("last_layer", st.last_layer)
-                         .boolean("embedding", st.embedding)
-                         .boolean("head", st.head)
-                         .num("parameters", st.parameters)
-                         .num("optimizer_shard", st.optimizer_shard)
-                         .num("in_flight", st.in_flight)
-                         .num("activation_bytes_per_micro_batch", st.activation_bytes_full)
-                         .num("activation_bytes_per_micro_batch_checkpointed",
-                              st.activation_bytes_checkpointed)
-                         .num("logits_bytes", st.logits_bytes)
-                         .num("scratch_bytes", st.scratch_bytes)
-                         .raw("memory_bytes", memory_json(st.memory))
-                         .num("memory_gb", static_cast<double>(st.memory.total()) / kGiB)
-                         .done());
+    stages.push_back(
+        JsonObject()
+            .num("stage", st.index)
+            .num("first_layer", st.first_layer)
+            .num("last_layer", st.last_layer)
+            .boolean("embedding", st.embedding)
+            .boolean("head", st.head)
+            .num("parameters", st.parameters)
+            .num("optimizer_shard", st.optimizer_shard)
+            .num("in_flight", st.in_flight)
+            .num("activation_bytes_per_micro_batch", st.activation_bytes_full)
+            .num("activation_bytes_per_micro_batch_checkpointed", st.activation_bytes_checkpointed)
+            .num("logits_bytes", st.logits_bytes)
+            .num("scratch_bytes", st.scratch_bytes)
+            .raw("memory_bytes", memory_json(st.memory))
+            .num("memory_gb", static_cast<double>(st.memory.total()) / kGiB)
+            .done());
   }
   for (const ScheduleRow& row : p.schedule) {
     schedule.push_back(JsonObject()

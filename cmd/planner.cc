@@ -16,7 +16,9 @@ namespace {
 constexpr int64_t kI32Bytes = 4;
 constexpr int64_t kF32Bytes = 4;
 
-int64_t activation_bytes(Precision p) { return p == Precision::kFP32 ? 4 : 2; }
+int64_t activation_bytes(Precision p) {
+  return p == Precision::kFP32 ? 4 : 2;
+}
 
 // floor(a * b / c) without overflow (token counts times ramp steps pass 2^63 for long runs).
 int64_t mul_div_floor(int64_t a, int64_t b, int64_t c) {
@@ -48,7 +50,7 @@ int64_t stage_activation_bytes(const Recipe& r, int64_t b, int64_t tp, int64_t l
   int64_t bytes = (local_layers + 1) * rows * h * e;  // residual[k]: each layer's input + output
   const int64_t saved_layers = checkpointed ? 1 : local_layers;
   bytes += saved_layers * layer_activation_elements(r, b, tp) * e;
-  if (first) bytes += rows * kI32Bytes;  // tokens
+  if (first) bytes += rows * kI32Bytes;                             // tokens
   if (last) bytes += rows * kI32Bytes + (rows * h + 2 * rows) * e;  // targets, lnf out/mean/rstd
   return bytes;
 }
@@ -62,12 +64,13 @@ int64_t MemoryTerms::total() const {
 namespace {
 
 std::pair<const char*, int64_t> largest_term(const MemoryTerms& m) {
-  const std::array<std::pair<const char*, int64_t>, 6> terms = {{{"weights", m.weights},
-                                                                 {"gradients", m.gradients},
-                                                                 {"master_weights", m.master_weights},
-                                                                 {"adam_moments", m.adam_moments},
-                                                                 {"activations", m.activations},
-                                                                 {"workspace", m.workspace}}};
+  const std::array<std::pair<const char*, int64_t>, 6> terms = {
+      {{"weights", m.weights},
+       {"gradients", m.gradients},
+       {"master_weights", m.master_weights},
+       {"adam_moments", m.adam_moments},
+       {"activations", m.activations},
+       {"workspace", m.workspace}}};
   auto best = terms[0];
   for (const auto& t : terms)
     if (t.second > best.second) best = t;
@@ -76,8 +79,12 @@ std::pair<const char*, int64_t> largest_term(const MemoryTerms& m) {
 
 }  // namespace
 
-std::string MemoryTerms::largest() const { return largest_term(*this).first; }
-int64_t MemoryTerms::largest_bytes() const { return largest_term(*this).second; }
+std::string MemoryTerms::largest() const {
+  return largest_term(*this).first;
+}
+int64_t MemoryTerms::largest_bytes() const {
+  return largest_term(*this).second;
+}
 
 int64_t layer_activation_elements(const Recipe& r, int64_t b, int64_t tp) {
   const int64_t s = r.model.seq_length, h = r.model.hidden_size, f = r.model.ffn_hidden_size;
@@ -90,7 +97,8 @@ int64_t layer_activation_elements(const Recipe& r, int64_t b, int64_t tp) {
 
 double model_flops_per_iteration(const Recipe& r, int64_t global_batch, bool recompute) {
   const double B = static_cast<double>(global_batch), s = static_cast<double>(r.model.seq_length);
-  const double l = static_cast<double>(r.model.num_layers), h = static_cast<double>(r.model.hidden_size);
+  const double l = static_cast<double>(r.model.num_layers),
+               h = static_cast<double>(r.model.hidden_size);
   const double f = static_cast<double>(r.model.ffn_hidden_size);
   const double V = static_cast<double>(r.padded_vocab_size());
   const double layer_forward = 2.0 * B * s * h * (4.0 * h + 2.0 * f) + 4.0 * B * s * s * h;
@@ -124,7 +132,8 @@ RunLength run_length(const Recipe& r) {
   if (run.iterations < max_iters && run.tokens < end_tokens) {
     const int64_t per_iter = global * seq;
     int64_t left = max_iters - run.iterations;
-    if (end_tokens != kNever) left = std::min(left, mul_div_ceil(end_tokens - run.tokens, 1, per_iter));
+    if (end_tokens != kNever)
+      left = std::min(left, mul_div_ceil(end_tokens - run.tokens, 1, per_iter));
     run.iterations += left;
     run.tokens += left * per_iter;
   }
@@ -140,19 +149,20 @@ void plan_layout(const Recipe& r, const PlanOptions& o, Plan& plan) {
   const int64_t model_parallel = plan.tensor * plan.pipeline;
   if (o.world_size > 0) {
     if (o.world_size % model_parallel != 0)
-      throw invalid_argument(
-          "--world-size " + std::to_string(o.world_size) + " is not a multiple of parallel.tensor " +
-              std::to_string(plan.tensor) + " x parallel.pipeline " +
-              std::to_string(plan.pipeline) + " = " + std::to_string(model_parallel) +
-              "; use a multiple of " + std::to_string(model_parallel),
-          "--world-size");
+      throw invalid_argument("--world-size " + std::to_string(o.world_size) +
+                                 " is not a multiple of parallel.tensor " +
+                                 std::to_string(plan.tensor) + " x parallel.pipeline " +
+                                 std::to_string(plan.pipeline) + " = " +
+                                 std::to_string(model_parallel) + "; use a multiple of " +
+                                 std::to_string(model_parallel),
+                             "--world-size");
     plan.data = o.world_size / model_parallel;
     if (r.parallel.data > 0 && r.parallel.data != plan.data)
       plan.notes.push_back("parallel.data " + std::to_string(r.parallel.data) +
                            " in the recipe is replaced by --world-size " +
                            std::to_string(o.world_size) + " / (" + std::to_string(plan.tensor) +
-                           " x " + std::to_string(plan.pipeline) + ") = " +
-                           std::to_string(plan.data));
+                           " x " + std::to_string(plan.pipeline) +
+                           ") = " + std::to_string(plan.data));
   } else {
     plan.data = r.parallel.data > 0 ? r.parallel.data : 1;
   }
@@ -169,8 +179,8 @@ void plan_layout(const Recipe& r, const PlanOptions& o, Plan& plan) {
   const RampupConfig& ramp = r.batch.rampup;
   if (ramp.start > 0 && (ramp.start % per_step != 0 || ramp.increment % per_step != 0))
     plan.notes.push_back("batch ramp: start " + std::to_string(ramp.start) + " / increment " +
-                         std::to_string(ramp.increment) + " are not multiples of micro x data = " +
-                         std::to_string(per_step) +
+                         std::to_string(ramp.increment) +
+                         " are not multiples of micro x data = " + std::to_string(per_step) +
                          ", so the ramp's batches do not split into whole micro-batches at this "
                          "layout (the trainer will refuse it); the full-batch figures hold");
 }
@@ -209,9 +219,9 @@ void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
     m.gradients = st.parameters * e;  // ParamRegistry allocates grads in the model dtype
     m.master_weights = mixed ? st.optimizer_shard * kF32Bytes : 0;
     m.adam_moments = 2 * st.optimizer_shard * (mixed ? kF32Bytes : e);
-    m.activations = st.in_flight * (r.parallel.activation_checkpointing
-                                        ? st.activation_bytes_checkpointed
-                                        : st.activation_bytes_full);
+    m.activations =
+        st.in_flight * (r.parallel.activation_checkpointing ? st.activation_bytes_checkpointed
+                                                            : st.activation_bytes_full);
     // The last stage holds min(1, m) = 1 micro-batch in flight: one logits buffer.
     m.workspace = st.logits_bytes + st.scratch_bytes;
     plan.stages.push_back(st);
@@ -228,8 +238,8 @@ void plan_schedule(const Recipe& r, Plan& plan) {
     x.label = std::move(label);
     x.tokens = tokens;
     x.global_batch = ramp_global_batch(r.batch, tokens);
-    x.micro_batches_per_rank = static_cast<double>(x.global_batch) /
-                               static_cast<double>(plan.micro_batch * plan.data);
+    x.micro_batches_per_rank =
+        static_cast<double>(x.global_batch) / static_cast<double>(plan.micro_batch * plan.data);
     x.lr = lr.lr_at(tokens);
     plan.schedule.push_back(x);
   };
@@ -267,10 +277,10 @@ Plan make_plan(const Recipe& r, const PlanOptions& o) {
   plan.flops_per_iteration = model_flops_per_iteration(r, global, true);
   plan.flops_per_iteration_no_recompute = model_flops_per_iteration(r, global, false);
   const double tokens_per_iter = static_cast<double>(r.tokens_per_iteration());
-  plan.flops_per_token = (r.parallel.activation_checkpointing
-                              ? plan.flops_per_iteration
-                              : plan.flops_per_iteration_no_recompute) /
-                         tokens_per_iter;
+  plan.flops_per_token =
+      (r.parallel.activation_checkpointing ? plan.flops_per_iteration
+                                           : plan.flops_per_iteration_no_recompute) /
+      tokens_per_iter;
   plan.bubble_fraction = static_cast<double>(plan.pipeline - 1) /
                          static_cast<double>(plan.micro_batches + plan.pipeline - 1);
 

@@ -24,8 +24,8 @@
 namespace mtnlg {
 
 struct PlanOptions {
-  int64_t world_size = 0;       // > 0: parallel.data = world / (tensor * pipeline)
-  double gpu_memory_gb = 80.0;  // memory of one device, in GiB (2^30 bytes)
+  int64_t world_size = 0;         // > 0: parallel.data = world / (tensor * pipeline)
+  double gpu_memory_gb = 80.0;    // memory of one device, in GiB (2^30 bytes)
   double iteration_time_s = 0.0;  // > 0: a measured iteration time at the full batch
   double peak_tflops = 0.0;       // > 0: the device's peak TFLOP/s in the run's precision
   double utilization = 0.4;       // fraction of peak_tflops the run achieves
@@ -51,26 +51,26 @@ struct MemoryTerms {
 struct StagePlan {
   int64_t index = 0;
   int64_t first_layer = 0, last_layer = 0;  // layers [first, last)
-  bool embedding = false;  // word + position embeddings (first stage)
-  bool head = false;       // final LayerNorm + the tied LM head's copy of the word embeddings
-  int64_t parameters = 0;        // held by one rank (its tensor shard of this stage)
-  int64_t optimizer_shard = 0;   // parameters whose master weights and moments it updates
-  int64_t in_flight = 0;         // micro-batches 1F1B keeps alive: min(pipeline - index, m)
+  bool embedding = false;                   // word + position embeddings (first stage)
+  bool head = false;            // final LayerNorm + the tied LM head's copy of the word embeddings
+  int64_t parameters = 0;       // held by one rank (its tensor shard of this stage)
+  int64_t optimizer_shard = 0;  // parameters whose master weights and moments it updates
+  int64_t in_flight = 0;        // micro-batches 1F1B keeps alive: min(pipeline - index, m)
   // Bytes of one micro-batch's saved activations (StageActivations without the logits).
   int64_t activation_bytes_full = 0;          // every layer's LayerActivations kept
   int64_t activation_bytes_checkpointed = 0;  // layer inputs + one recompute buffer
   int64_t logits_bytes = 0;                   // [b*s, V_pad/tp] (last stage)
   int64_t scratch_bytes = 0;                  // LayerScratch + the residual gradient
-  MemoryTerms memory;  // with the recipe's activation_checkpointing
+  MemoryTerms memory;                         // with the recipe's activation_checkpointing
 };
 
 // One row of the schedule table.
 struct ScheduleRow {
-  std::string label;      // "ramp step 3/59", "warmup end", "50%", ...
-  int64_t tokens = 0;     // consumed tokens at this point
-  int64_t global_batch = 0;  // batch of the iteration that starts here
+  std::string label;                    // "ramp step 3/59", "warmup end", "50%", ...
+  int64_t tokens = 0;                   // consumed tokens at this point
+  int64_t global_batch = 0;             // batch of the iteration that starts here
   double micro_batches_per_rank = 0.0;  // global_batch / (micro * data); not whole: a warning
-  double lr = 0.0;        // LrSchedule::lr_at(tokens)
+  double lr = 0.0;                      // LrSchedule::lr_at(tokens)
 };
 
 struct Plan {
@@ -97,10 +97,10 @@ struct Plan {
   int64_t tokens = 0;
   std::vector<ScheduleRow> schedule;
   // From the options.
-  std::optional<double> tflops_per_gpu;       // flops_per_iteration / (time * world) / 1e12
+  std::optional<double> tflops_per_gpu;  // flops_per_iteration / (time * world) / 1e12
   std::optional<double> days_at_iteration_time;
-  std::optional<double> days_to_train;        // at peak_tflops * utilization
-  std::vector<std::string> notes;             // layout warnings (e.g. a ramp step not whole)
+  std::optional<double> days_to_train;  // at peak_tflops * utilization
+  std::vector<std::string> notes;       // layout warnings (e.g. a ramp step not whole)
 
   const StagePlan& worst() const { return stages[static_cast<size_t>(worst_stage)]; }
 };

@@ -9,7 +9,8 @@ usage() {
 Usage: scripts/demo.sh [--build-dir DIR] [--no-cuda] [MTNLG_TRAIN_ARGS...]
 
 Runs scripts/setup.sh, builds mtnlg-train (scripts/build.sh), tokenizes the King James Bible
-into data/demo/kjv_text_document.{bin,idx} (scripts/prepare_demo_data.py), then runs
+and the fortunes collection into data/demo/{kjv,fortunes}_text_document.{bin,idx}
+(scripts/demo_corpus_jsonl.py, then mtnlg-preprocess), then runs
   DIR/mtnlg-train --config configs/demo-cpu.yaml MTNLG_TRAIN_ARGS...
 Other arguments go to mtnlg-train unchanged, e.g.
   scripts/demo.sh --set schedule.train_iters=50
@@ -39,10 +40,24 @@ while (($#)); do
   shift
 done
 
-scripts/build.sh --build-dir "$build_dir" --target mtnlg-train "${build_opts[@]}"
+scripts/build.sh --build-dir "$build_dir" --target mtnlg-train --target mtnlg-preprocess \
+  "${build_opts[@]}"
 
-echo "demo.sh: preparing data/demo/kjv_text_document"
-/usr/bin/python3 scripts/prepare_demo_data.py --output-prefix data/demo/kjv_text_document
+# The demo corpus: two real English datasets, blended by the recipe. Tokenized once; later runs
+# reuse the files.
+mkdir -p data/demo
+for name in kjv fortunes; do
+  prefix=data/demo/${name}_text_document
+  if [[ -s $prefix.bin && -s $prefix.idx ]]; then
+    echo "demo.sh: $prefix.{bin,idx} already prepared"
+    continue
+  fi
+  if [[ ! -s data/demo/raw/$name.jsonl ]]; then
+    /usr/bin/python3 scripts/demo_corpus_jsonl.py data/demo/raw
+  fi
+  "$build_dir/mtnlg-preprocess" --input "data/demo/raw/$name.jsonl" --output-prefix "$prefix" \
+    --append-eod --workers 2 --no-progress-bar
+done
 
 echo "demo.sh: $build_dir/mtnlg-train --config configs/demo-cpu.yaml ${train_args[*]}"
 exec "$build_dir/mtnlg-train" --config configs/demo-cpu.yaml "${train_args[@]}"

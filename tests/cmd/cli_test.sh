@@ -37,6 +37,20 @@ done
 expect 0 'parameters +5(2[5-9]|3[0-4])[0-9]{9} ' -- --config configs/530b.yaml --dry-run
 expect 0 '8 x 35 x 8 = 2240 ranks' -- --config configs/530b.yaml --dry-run
 expect 0 'parameters' -- --config configs/demo-cpu.yaml --dry-run
+for flag in --world-size --json --gpu-memory-gb --iteration-time --peak-tflops --utilization; do
+  expect 0 "$flag" -- --help
+done
+# The paper's TFLOP/s per GPU (126, 121, 113) from its iteration times.
+expect 0 'TFLOP/s per GPU +125\.7 ' -- --config configs/530b.yaml --dry-run --world-size 2240 --iteration-time 60.1
+expect 0 'TFLOP/s per GPU +120\.4 ' -- --config configs/530b.yaml --dry-run --world-size 2800 --iteration-time 50.2
+expect 0 'TFLOP/s per GPU +113\.5 ' -- --config configs/530b.yaml --dry-run --world-size 3360 --iteration-time 44.4
+expect 0 '^\{"parameters": 529600819200,.*"fits": true' -- --config configs/530b.yaml --dry-run --world-size 2240 --json
+expect 0 'DOES NOT FIT: the worst rank \(stage 0\)' -- --config configs/530b.yaml --dry-run --gpu-memory-gb 16
+expect 2 'world-size 2000 is not a multiple of .* = 280' -- --config configs/530b.yaml --dry-run --world-size 2000
+expect 2 'requires --dry-run' -- --config configs/tiny.yaml --json
+for c in gpt2-124m 1.3b 8.3b; do
+  expect 0 'recipe is valid' -- --config configs/$c.yaml --dry-run
+done
 # Bad input: the key path and the fix are named, with the documented exit status.
 expect 2 'model\.num_atention_heads' -- --config configs/tiny.yaml --set model.num_atention_heads=4 --dry-run
 expect 2 'model\.num_attention_heads: 100 does not divide model\.hidden_size' -- --config configs/530b.yaml --set model.num_attention_heads=100 --dry-run

@@ -71,15 +71,16 @@ TEST_CASE("530B: the paper's TFLOP/s per GPU at 2240, 2800 and 3360 GPUs") {
 TEST_CASE("530B: the plan fits 80 GiB; stage 0 holds 35 micro-batches in flight") {
   const Plan p = make_plan(recipe("530b.yaml"), world(2240));
   REQUIRE(p.stages.size() == 35);
-  CHECK(p.stages[0].in_flight == 35);   // min(35 - 0, 240)
-  CHECK(p.stages[34].in_flight == 1);   // min(35 - 34, 240)
+  CHECK(p.stages[0].in_flight == 35);  // min(35 - 0, 240)
+  CHECK(p.stages[34].in_flight == 1);  // min(35 - 34, 240)
   CHECK(p.stages[0].embedding);
   CHECK(p.stages[34].head);
   CHECK(p.worst_stage == 0);
   CHECK(p.fits);
   // Each rank holds 3 layers / 8 plus the embeddings: about 1.9B parameters.
   // Per layer: split 12 h^2 + 3h + f over 8; replicated two LayerNorms 4h + two biases 2h.
-  CHECK(p.stages[17].parameters == 3 * (12 * 20480LL * 20480 / 8 + (3 * 20480 + 81920) / 8 + 6 * 20480));
+  CHECK(p.stages[17].parameters ==
+        3 * (12 * 20480LL * 20480 / 8 + (3 * 20480 + 81920) / 8 + 6 * 20480));
   // A smaller GPU does not: the error names the worst rank.
   PlanOptions small = world(2240);
   small.gpu_memory_gb = 16;
@@ -106,8 +107,8 @@ TEST_CASE("530B: iterations counted with the batch ramp match Megatron's rule") 
   CHECK(p.tokens == tokens);
   CHECK(p.iterations > 68'665);  // the full-batch count; the ramp's small batches add more
   CHECK(ramp_global_batch(r.batch, 0) == 32);
-  CHECK(ramp_global_batch(r.batch, 203'389'830) == 32);   // just before 12e9 / 59
-  CHECK(ramp_global_batch(r.batch, 203'389'831) == 64);   // just after
+  CHECK(ramp_global_batch(r.batch, 203'389'830) == 32);  // just before 12e9 / 59
+  CHECK(ramp_global_batch(r.batch, 203'389'831) == 64);  // just after
   CHECK(ramp_global_batch(r.batch, 12'000'000'000) == 1920);
   CHECK(ramp_global_batch(r.batch, 11'999'999'999) == 1888);
 }
@@ -212,11 +213,10 @@ TEST_CASE("tiny: every field by hand") {
 
 TEST_CASE("tiny on 2 x 2 x 2, bf16, ZeRO-1, checkpointing: per-stage fields by hand") {
   // l = 4 (2 per stage), tp 2, pp 2, dp 2, global 8: m = 8 / (2 x 2) = 2.
-  const Recipe r = recipe("tiny.yaml", {"model.num_layers=4", "parallel.tensor=2",
-                                        "parallel.pipeline=2", "parallel.data=2",
-                                        "parallel.zero_stage=1", "precision=bf16",
-                                        "parallel.activation_checkpointing=true",
-                                        "batch.global_batch_size=8"});
+  const Recipe r =
+      recipe("tiny.yaml", {"model.num_layers=4", "parallel.tensor=2", "parallel.pipeline=2",
+                           "parallel.data=2", "parallel.zero_stage=1", "precision=bf16",
+                           "parallel.activation_checkpointing=true", "batch.global_batch_size=8"});
   const Plan p = make_plan(r, PlanOptions{});
   CHECK(p.world == 8);
   CHECK(p.micro_batches == 2);
@@ -275,9 +275,9 @@ TEST_CASE("tiny on 2 x 2 x 2, bf16, ZeRO-1, checkpointing: per-stage fields by h
 TEST_CASE("tiny with a batch ramp: iterations, tokens and the schedule table") {
   // start 2, increment 2, global 4: n = 1 step, taken at 256 tokens. Iterations of 2 x 32 = 64
   // tokens at 0, 64, 128, 192; from 256 on 4 x 32 = 128 tokens.
-  const Recipe r = recipe("tiny.yaml", {"batch.rampup.start=2", "batch.rampup.increment=2",
-                                        "batch.rampup.tokens=256", "schedule.train_iters=0",
-                                        "schedule.train_tokens=1000"});
+  const Recipe r = recipe(
+      "tiny.yaml", {"batch.rampup.start=2", "batch.rampup.increment=2", "batch.rampup.tokens=256",
+                    "schedule.train_iters=0", "schedule.train_tokens=1000"});
   const Plan p = make_plan(r, PlanOptions{});
   // 4 ramp iterations (256 tokens), then ceil((1000 - 256) / 128) = 6 more: 10, 1024 tokens.
   CHECK(p.iterations == 10);
@@ -305,9 +305,9 @@ TEST_CASE("dry-run output: the text has the layout line, the JSON the contract k
   const std::string j = json.str();
   CHECK(j.front() == '{');
   CHECK(j.find('\n') == j.size() - 1);  // one line
-  for (const char* key : {"\"parameters\": 529600819200", "\"flops_per_iteration\": ",
-                          "\"tflops_per_gpu\": ", "\"memory_per_rank_gb\": ", "\"fits\": true",
-                          "\"iterations\": ", "\"bubble_fraction\": "})
+  for (const char* key :
+       {"\"parameters\": 529600819200", "\"flops_per_iteration\": ", "\"tflops_per_gpu\": ",
+        "\"memory_per_rank_gb\": ", "\"fits\": true", "\"iterations\": ", "\"bubble_fraction\": "})
     CHECK(j.find(key) != std::string::npos);
   std::ostringstream no_time;
   print_dry_run_json(r, world(2240), no_time);
