@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/config/recipe.h"
+#include "optim/batch_ramp.h"
 
 namespace mtnlg {
 
@@ -121,19 +122,7 @@ Plan make_plan(const Recipe& recipe, const PlanOptions& options);
 // V is the padded vocabulary (the head's GEMM computes every padded column).
 double model_flops_per_iteration(const Recipe& recipe, int64_t global_batch, bool recompute);
 
-// Megatron-LM's batch ramp, counted in tokens: with n = (global - start) / increment steps,
-// the batch is start + increment * floor(consumed * n / rampup.tokens) while consumed <=
-// rampup.tokens, and global_batch_size after. No ramp (start == 0): global_batch_size.
-int64_t ramp_global_batch(const BatchConfig& batch, int64_t consumed_tokens);
-
-struct RunLength {
-  int64_t iterations = 0;
-  int64_t tokens = 0;
-};
-// Iterations and tokens to the end of training with the ramp: each iteration takes the batch
-// ramp_global_batch(tokens consumed before it); training ends after the iteration that reaches
-// schedule.train_tokens, or after schedule.train_iters, whichever comes first.
-RunLength run_length(const Recipe& recipe);
+// ramp_global_batch and run_length: optim/batch_ramp.h.
 
 // Elements one micro-batch of b samples saves per transformer layer (LayerActivations: ln1_out,
 // ln1 mean/rstd, qkv, probs, attn_out, h1, ln2_out, ln2 mean/rstd, fc1_out, act_out), local to

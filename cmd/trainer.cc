@@ -10,22 +10,17 @@
 #include "cmd/planner.h"
 #include "core/logging.h"
 #include "core/metrics.h"
-#include "data/gpt_dataset.h"
-#include "data/indexed_dataset.h"
+#include "data/dataset_builder.h"
+#include "data/loader.h"
 #include "model/gpt_params.h"
 #include "model/gpt_stage.h"
 #include "optim/adamw.h"
+#include "optim/batch_ramp.h"
 #include "optim/lr_schedule.h"
 
 namespace mtnlg {
 
-int64_t planned_iterations(const Recipe& r) {
-  const int64_t per_iter = r.tokens_per_iteration();
-  int64_t iters = r.schedule.train_iters > 0 ? r.schedule.train_iters : INT64_MAX;
-  if (r.schedule.train_tokens > 0)
-    iters = std::min(iters, (r.schedule.train_tokens + per_iter - 1) / per_iter);
-  return iters;
-}
+int64_t planned_iterations(const Recipe& r) { return run_length(r).iterations; }
 
 namespace {
 
@@ -45,14 +40,37 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
   total_iters_ = planned_iterations(recipe_);
   spdlog::info("resolved recipe:\n{}", recipe_to_yaml(recipe_));
 
-  // Data first: a missing or bad corpus fails before the model takes memory.
-  const auto& entry = recipe_.data.blend.front();
-  auto indexed = IndexedDataset::open(entry.prefix);
-  const DocumentRange train = split_range(*indexed, recipe_.data.split, Split::kTrain);
-  dataset_ = std::make_unique<SequentialGPTDataset>(indexed, recipe_.model.seq_length, train);
-  spdlog::info("data: {} ({} documents, train documents [{}, {}), {} tokens per epoch)",
-               entry.prefix, indexed->num_documents(), train.begin, train.end,
-               dataset_->tokens_per_epoch());
+  // Data first: a missing or bad corpus fails before the model takes memory. The train split is
+  // sized for the whole run; the valid split for every evaluation of it.
+  const int64_t seq = recipe_.model.seq_length, micro = recipe_.parallel.micro_batch_size;
+  const int64_t train_samples = run_length(recipe_).tokens / seq;
+  train_data_ = build_train_dataset(recipe_.data, seq, train_samples, Split::kTrain);
+  spdlog::info("train data: {} samples: {}", train_samples, train_data_->description());
+  const std::string source_name = recipe_.data.blend.size() == 1
+                                      ? recipe_.data.blend.front().prefix
+                                      : std::to_string(recipe_.data.blend.size()) + "-way blend";
+  LoaderOptions loader_options;
+  loader_options.micro_batch_size = micro;
+  loader_options.vocab_size = recipe_.model.vocab_size;
+  loader_options.source_name = source_name;
+  const BatchConfig batch = recipe_.batch;
+  train_loader_ = std::make_unique<Loader>(
+      *train_data_, loader_options, consumed_samples_,
+      [batch, seq](int64_t consumed) { return ramp_global_batch(batch, consumed * seq); });
+  if (recipe_.eval.interval > 0) {
+    const int64_t evaluations = total_iters_ / recipe_.eval.interval + 1;
+    const int64_t valid_samples =
+        evaluations * recipe_.eval.iters * recipe_.batch.global_batch_size;
+    valid_data_ = build_train_dataset(recipe_.data, seq, valid_samples, Split::kValid);
+    if (!valid_data_)
+      throw invalid_argument("eval.interval is set but data.split gives the valid split no "
+                                 "documents; raise the valid share of data.split or set "
+                                 "eval.interval: 0",
+                             "data.split");
+    const int64_t global = recipe_.batch.global_batch_size;
+    valid_loader_ = std::make_unique<Loader>(*valid_data_, loader_options, 0,
+                                             [global](int64_t) { return global; });
+  }
 
   backend_ = make_cpu_backend(options_.threads);
   const GPTConfig config = gpt_config_from(recipe_);
@@ -70,10 +88,6 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
   optimizer_ = std::make_unique<AdamW>(model_->params(), *backend_, recipe_.optimizer);
   schedule_ = std::make_unique<LrSchedule>(recipe_.optimizer, recipe_.schedule);
 
-  const int64_t micro = recipe_.parallel.micro_batch_size, seq = recipe_.model.seq_length;
-  tokens_ = Tensor::cpu({micro, seq}, DType::kI32);
-  targets_ = Tensor::cpu({micro, seq}, DType::kI32);
-  sample_.resize(static_cast<size_t>(seq + 1));
   acts_ = std::make_unique<StageActivations>(model_->make_activations(micro));
   predicted_peak_bytes_ = make_plan(recipe_, PlanOptions{}).worst().memory.total();
 
@@ -90,40 +104,21 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
 
 Trainer::~Trainer() = default;
 
-void Trainer::load_micro_batch(int64_t first_sample, int64_t count) {
-  const int64_t seq = recipe_.model.seq_length, vocab = recipe_.model.vocab_size;
-  int32_t* tok = tokens_.data_as<int32_t>();
-  int32_t* tgt = targets_.data_as<int32_t>();
-  for (int64_t j = 0; j < count; ++j) {
-    dataset_->sample(first_sample + j, sample_.data());
-    for (int64_t t = 0; t <= seq; ++t) {
-      if (sample_[t] < 0 || sample_[t] >= vocab)
-        throw invalid_argument("token id " + std::to_string(sample_[t]) + " in sample " +
-                                   std::to_string(first_sample + j) + " is outside model.vocab_size " +
-                                   std::to_string(vocab) +
-                                   "; the data was tokenized with a larger vocabulary: set "
-                                   "model.vocab_size to match the tokenizer",
-                               recipe_.data.blend.front().prefix);
-    }
-    std::copy_n(sample_.begin(), seq, tok + j * seq);
-    std::copy_n(sample_.begin() + 1, seq, tgt + j * seq);
-  }
-}
-
 IterationStats Trainer::train_step() {
   const auto t0 = std::chrono::steady_clock::now();
-  const int64_t global = recipe_.batch.global_batch_size;
   const int64_t micro = recipe_.parallel.micro_batch_size;
   const int64_t seq = recipe_.model.seq_length;
+  const int64_t global = ramp_global_batch(recipe_.batch, consumed_samples_ * seq);
   const int64_t batch_tokens = global * seq;
 
   model_->params().zero_grads(*backend_);
   double loss_sum = 0.0;
   for (int64_t m = 0; m < global / micro; ++m) {
-    const int64_t first = consumed_samples_ + m * micro;
-    load_micro_batch(first, micro);
-    const auto micro_batch_id = static_cast<uint64_t>(first / micro);
-    loss_sum += model_->forward(*acts_, tokens_, targets_, micro_batch_id);
+    const MicroBatch mb = train_loader_->next();
+    MTNLG_CHECK_EQ(mb.first_sample, consumed_samples_ + m * micro);
+    MTNLG_CHECK_EQ(mb.last_of_iteration, m == global / micro - 1);
+    const auto micro_batch_id = static_cast<uint64_t>(mb.first_sample / micro);
+    loss_sum += model_->forward(*acts_, mb.tokens, mb.targets, micro_batch_id);
     model_->backward(*acts_, Tensor(), 1.0 / static_cast<double>(batch_tokens));
   }
   const double loss = loss_sum / static_cast<double>(batch_tokens);
@@ -169,6 +164,40 @@ IterationStats Trainer::train_step() {
   return s;
 }
 
+EvalStats Trainer::evaluate() {
+  MTNLG_CHECK(valid_loader_ != nullptr);
+  const int64_t micro = recipe_.parallel.micro_batch_size, seq = recipe_.model.seq_length;
+  const int64_t steps = recipe_.eval.iters * (recipe_.batch.global_batch_size / micro);
+  double loss_sum = 0.0;
+  model_->set_training(false);  // no dropout, as Megatron-LM's model.eval()
+  for (int64_t m = 0; m < steps; ++m) {
+    const MicroBatch mb = valid_loader_->next();
+    loss_sum += model_->forward(*acts_, mb.tokens, mb.targets,
+                                static_cast<uint64_t>(mb.first_sample / micro));
+  }
+  model_->set_training(true);
+  EvalStats e;
+  e.iteration = iteration_;
+  e.samples = steps * micro;
+  e.loss = loss_sum / static_cast<double>(e.samples * seq);
+  e.ppl = std::exp(e.loss);
+  if (metrics_) {
+    JsonLine line;
+    line.add("iteration", e.iteration)
+        .add("split", "valid")
+        .add("loss", e.loss)
+        .add("ppl", e.ppl)
+        .add("consumed_samples", consumed_samples_)
+        .add("consumed_tokens", consumed_samples_ * seq)
+        .add("eval_samples", e.samples);
+    metrics_->write(line);
+  }
+  spdlog::info("validation after iteration {} | loss {:.4f} | ppl {:.3f} | {} samples", e.iteration,
+               e.loss, e.ppl, e.samples);
+  evaluations_.push_back(e);
+  return e;
+}
+
 void Trainer::log_iteration(const IterationStats& s) {
   if (metrics_) {
     JsonLine line;
@@ -207,9 +236,16 @@ void Trainer::log_memory(const char* when) const {
 
 std::vector<IterationStats> Trainer::run() {
   std::vector<IterationStats> all;
-  spdlog::info("training {} iterations of {} samples x {} tokens", total_iters_,
-               recipe_.batch.global_batch_size, recipe_.model.seq_length);
-  while (iteration_ < total_iters_) all.push_back(train_step());
+  spdlog::info("training {} iterations of up to {} samples x {} tokens{}", total_iters_,
+               recipe_.batch.global_batch_size, recipe_.model.seq_length,
+               recipe_.batch.rampup.start > 0 ? " (batch ramp from " +
+                                                   std::to_string(recipe_.batch.rampup.start) + ")"
+                                              : std::string());
+  const int64_t interval = recipe_.eval.interval;
+  while (iteration_ < total_iters_) {
+    all.push_back(train_step());
+    if (interval > 0 && (iteration_ % interval == 0 || iteration_ == total_iters_)) evaluate();
+  }
   spdlog::info("done: {} iterations, {} tokens, {:.1f} s, final loss {:.4f}", iteration_,
                consumed_samples_ * recipe_.model.seq_length, train_seconds_,
                all.empty() ? 0.0 : all.back().loss);

@@ -1,9 +1,11 @@
 // Trainer: wires the layers into the training loop. Built as a library so tests drive it.
 //
-//   for each iteration: next global batch -> for each micro-batch: forward, backward
-//   (gradient accumulation) -> global grad norm -> clip -> AdamW step -> one metrics line.
+//   for each iteration: the global batch (batch ramp) -> for each micro-batch from the loader:
+//   forward, backward (gradient accumulation) -> global grad norm -> clip -> AdamW step ->
+//   one metrics line; every eval.interval iterations, the loss on the valid split.
 //
-// Everything is counted in tokens: the LR schedule, the end of training. Not thread-safe.
+// Everything is counted in tokens: the LR schedule, the batch ramp, the end of training.
+// Not thread-safe (the Loader's prefetch thread is internal).
 #pragma once
 
 #include <cstdint>
@@ -20,7 +22,8 @@ class GPTStage;
 class AdamW;
 class LrSchedule;
 class MetricsWriter;
-class SequentialGPTDataset;
+class Loader;
+class SampleSource;
 struct StageActivations;
 
 struct TrainerOptions {
@@ -42,6 +45,13 @@ struct IterationStats {
   int64_t peak_memory_bytes = 0;   // the backend's peak_bytes() so far
 };
 
+struct EvalStats {
+  int64_t iteration = 0;  // the training iteration after which it ran
+  double loss = 0.0;      // mean token cross entropy over eval.iters global batches
+  double ppl = 0.0;       // exp(loss)
+  int64_t samples = 0;
+};
+
 class Trainer {
  public:
   // Validates that this build can train `recipe`, opens the data, builds and initialises the
@@ -53,6 +63,9 @@ class Trainer {
   std::vector<IterationStats> run();
   // One iteration (exposed for tests).
   IterationStats train_step();
+  // The loss on the next eval.iters global batches of the valid split (forward only).
+  EvalStats evaluate();
+  const std::vector<EvalStats>& evaluations() const { return evaluations_; }
 
   GPTStage& model() { return *model_; }
   int64_t total_iterations() const { return total_iters_; }
@@ -62,21 +75,20 @@ class Trainer {
   int64_t predicted_peak_bytes() const { return predicted_peak_bytes_; }
 
  private:
-  void load_micro_batch(int64_t first_sample, int64_t count);
   void log_iteration(const IterationStats& s);
   void log_memory(const char* when) const;
 
   Recipe recipe_;
   TrainerOptions options_;
   std::unique_ptr<Backend> backend_;
-  std::unique_ptr<SequentialGPTDataset> dataset_;
+  std::unique_ptr<SampleSource> train_data_, valid_data_;
+  std::unique_ptr<Loader> train_loader_, valid_loader_;
   std::unique_ptr<GPTStage> model_;
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<MetricsWriter> metrics_;
   std::unique_ptr<StageActivations> acts_;  // the one micro-batch in flight
-  Tensor tokens_, targets_;  // i32 [micro, seq] host buffers of the current micro-batch
-  std::vector<int32_t> sample_;
+  std::vector<EvalStats> evaluations_;
   int64_t total_iters_ = 0;
   int64_t iteration_ = 0;
   int64_t consumed_samples_ = 0;
@@ -84,8 +96,7 @@ class Trainer {
   int64_t predicted_peak_bytes_ = 0;
 };
 
-// Iterations the recipe trains for (train_iters, or train_tokens / tokens per iteration rounded
-// up, whichever ends first when both are set).
+// Iterations the recipe trains for, with the batch ramp (optim/batch_ramp.h run_length).
 int64_t planned_iterations(const Recipe& recipe);
 
 }  // namespace mtnlg

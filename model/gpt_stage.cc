@@ -7,7 +7,12 @@ namespace mtnlg {
 
 GPTStage::GPTStage(const GPTConfig& config, const StageSpec& stage, Backend& backend, DType dtype,
                    uint64_t seed)
-    : config_(config), stage_(stage), backend_(backend), dtype_(dtype), seed_(seed) {
+    : config_(config),
+      stage_(stage),
+      backend_(backend),
+      dtype_(dtype),
+      seed_(seed),
+      train_config_(config) {
   MTNLG_CHECK_EQ(config_.hidden % config_.heads, 0);
   register_gpt_params(params_, config_, stage_);
   params_.allocate(backend_, dtype_);
@@ -16,6 +21,13 @@ GPTStage::GPTStage(const GPTConfig& config, const StageSpec& stage, Backend& bac
 }
 
 void GPTStage::init_weights(uint64_t seed) { params_.init_values(backend_, seed); }
+
+void GPTStage::set_training(bool training) {
+  training_ = training;
+  config_.hidden_dropout = training ? train_config_.hidden_dropout : 0.0;
+  config_.attention_dropout = training ? train_config_.attention_dropout : 0.0;
+  for (auto& layer : layers_) layer.set_dropout(config_.hidden_dropout, config_.attention_dropout);
+}
 
 StageActivations GPTStage::make_activations(int64_t b) const {
   const int64_t s = config_.seq, h = config_.hidden;

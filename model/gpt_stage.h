@@ -58,6 +58,11 @@ class GPTStage {
 
   int64_t num_local_layers() const { return static_cast<int64_t>(layers_.size()); }
 
+  // Training mode applies the config's dropout; evaluation mode (false) turns it off, as
+  // Megatron-LM's model.eval() does.
+  void set_training(bool training);
+  bool training() const { return training_; }
+
  private:
   void ensure_scratch(int64_t batch);
   LayerActivations& layer_acts(StageActivations& acts, size_t k) const;
@@ -67,6 +72,8 @@ class GPTStage {
   Backend& backend_;
   DType dtype_;
   uint64_t seed_;
+  GPTConfig train_config_;  // config_ with the recipe's dropout, restored by set_training(true)
+  bool training_ = true;
   ParamRegistry params_;
   std::vector<TransformerLayer> layers_;
   int64_t scratch_batch_ = 0;

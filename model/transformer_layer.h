@@ -52,6 +52,11 @@ class TransformerLayer {
                 const Tensor& x, uint64_t seed, uint64_t micro_batch);
 
   int64_t index() const { return index_; }
+  // Dropout probabilities in effect (0 during evaluation).
+  void set_dropout(double hidden, double attention) {
+    c_.hidden_dropout = hidden;
+    c_.attention_dropout = attention;
+  }
 
  private:
   GPTConfig c_;

@@ -247,14 +247,6 @@ void check_supported(const Recipe& r) {
             "0");
   supported(r.precision == Precision::kFP32, "precision", precision_name(r.precision),
             "mixed precision lands with the precision issue", "fp32");
-  supported(r.batch.rampup.start == 0, "batch.rampup.start", std::to_string(r.batch.rampup.start),
-            "batch-size ramp-up lands with the schedule issue", "0");
-  supported(r.data.blend.size() <= 1, "data.blend", fmt::format("{} entries", r.data.blend.size()),
-            "blending datasets lands with the data-pipeline issue", "a single {prefix, weight}");
-  supported(!r.data.shuffle, "data.shuffle", "true",
-            "shuffled sample indices land with the data-pipeline issue", "false");
-  supported(r.eval.interval == 0, "eval.interval", std::to_string(r.eval.interval),
-            "evaluation lands with the evaluation issue", "0");
   supported(r.checkpoint.save_interval == 0, "checkpoint.save_interval",
             std::to_string(r.checkpoint.save_interval),
             "checkpointing lands with the checkpoint issue", "0");

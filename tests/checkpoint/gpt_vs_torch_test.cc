@@ -109,7 +109,7 @@ Errors check_against_reference(const GPTConfig& g, const test::TempDir& dir, DTy
 constexpr double kF32LossTol = 1e-5;
 constexpr double kF32GradTol = 1e-5;
 
-TEST_CASE("2-layer GPT (exact gelu) matches PyTorch: f64 exactly, f32 within its precision") {
+TEST_CASE("2-layer GPT (exact gelu) matches PyTorch: f64 exactly - f32 within its precision") {
   const GPTConfig g = config_for({2, Activation::kGelu});
   test::TempDir dir;
   run_reference(g, dir);
@@ -119,7 +119,7 @@ TEST_CASE("2-layer GPT (exact gelu) matches PyTorch: f64 exactly, f32 within its
   WARN("f32 worst gradient " << e32.worst << " relative error " << e32.max_rel);
 }
 
-TEST_CASE("3-layer GPT (tanh gelu) matches PyTorch: f64 exactly, f32 within its precision") {
+TEST_CASE("3-layer GPT (tanh gelu) matches PyTorch: f64 exactly - f32 within its precision") {
   const GPTConfig g = config_for({3, Activation::kGeluTanh});
   test::TempDir dir;
   run_reference(g, dir);

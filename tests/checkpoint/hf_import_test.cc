@@ -86,7 +86,7 @@ Error load_error(GPTStage& m, const std::string& path, const std::vector<std::st
   return Error(Code::kInternal, "");
 }
 
-TEST_CASE("export then import reproduces every parameter, f64 and f32") {
+TEST_CASE("export then import reproduces every parameter - f64 and f32") {
   Fixture f;
   for (DType dt : {DType::kF64, DType::kF32}) {
     auto src = f.model(dt, 11);
@@ -147,7 +147,7 @@ TEST_CASE("import puts HF's Conv1D and q|k|v layout into ours") {
     for (int64_t i = 0; i < h; ++i) CHECK(fcw[o * h + i] == o * 1000.0 + i);
 }
 
-TEST_CASE("transformer. prefix, tied lm_head and attention buffers are accepted") {
+TEST_CASE("transformer. prefix - tied lm_head and attention buffers are accepted") {
   Fixture f;
   auto src = f.model(DType::kF64, 3);
   const auto hf = to_hf_gpt2(*src, false);

@@ -7,7 +7,7 @@
 namespace mtnlg {
 namespace {
 
-TEST_CASE("parses JSON values, escapes and exact integers") {
+TEST_CASE("parses JSON values - escapes and exact integers") {
   const JsonValue v = parse_json(
       R"( {"a": [1, -2, 3.5e2, true, false, null], "s": "x\"\\\/\n\u00e9\ud83d\ude00",
           "big": 9007199254740993, "o": {}} )",
@@ -29,7 +29,7 @@ TEST_CASE("parses JSON values, escapes and exact integers") {
   CHECK(v.find("nope") == nullptr);
 }
 
-TEST_CASE("rejects what JSON forbids, naming the offset") {
+TEST_CASE("rejects what JSON forbids - naming the offset") {
   for (const char* bad :
        {"", "{", "{a:1}", "{'a':1}", "[1,]", "{\"a\":1,}", "01", "1.", "-", "\"\x01\"", "\"\\x\"",
         "{\"a\":1,\"a\":2}", "[1] 2", "tru", "\"\\ud800\"", "[1 2]", "// c\n1"}) {

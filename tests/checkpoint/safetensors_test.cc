@@ -64,7 +64,7 @@ TEST_CASE("the format header's worked example is byte exact") {
   CHECK(got == expect);
 }
 
-TEST_CASE("round trip of every dtype, scalars, empty tensors and metadata") {
+TEST_CASE("round trip of every dtype - scalars - empty tensors and metadata") {
   test::TempDir dir;
   const std::string path = dir.file("rt.safetensors");
   const double f64[3] = {1.5, -2.25, 1e-300};

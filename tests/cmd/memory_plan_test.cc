@@ -67,7 +67,7 @@ TEST_CASE("planned memory matches the measured peak: demo-cpu") {
   check_prediction("demo-cpu.yaml", {});
 }
 
-TEST_CASE("the CPU backend counts live and peak bytes; freed tensors uncount") {
+TEST_CASE("the CPU backend counts live and peak bytes - freed tensors uncount") {
   auto be = make_cpu_backend(1);
   CHECK(be->live_bytes() == 0);
   {

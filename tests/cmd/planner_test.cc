@@ -47,7 +47,7 @@ TEST_CASE("530B: about 530B parameters and the paper's FLOPs per iteration") {
   CHECK(p.bubble_fraction == Approx(34.0 / 274.0));
 }
 
-TEST_CASE("530B: the paper's TFLOP/s per GPU at 2240, 2800 and 3360 GPUs") {
+TEST_CASE("530B: the paper's TFLOP/s per GPU at 2240 - 2800 and 3360 GPUs") {
   const Recipe r = recipe("530b.yaml");
   // The paper's Table 2: 60.1 s -> 126, 50.2 s -> 121, 44.4 s -> 113 TFLOP/s per GPU.
   const struct {
@@ -68,7 +68,7 @@ TEST_CASE("530B: the paper's TFLOP/s per GPU at 2240, 2800 and 3360 GPUs") {
   }
 }
 
-TEST_CASE("530B: the plan fits 80 GiB; stage 0 holds 35 micro-batches in flight") {
+TEST_CASE("530B: the plan fits 80 GiB - stage 0 holds 35 micro-batches in flight") {
   const Plan p = make_plan(recipe("530b.yaml"), world(2240));
   REQUIRE(p.stages.size() == 35);
   CHECK(p.stages[0].in_flight == 35);  // min(35 - 0, 240)
@@ -113,7 +113,7 @@ TEST_CASE("530B: iterations counted with the batch ramp match Megatron's rule") 
   CHECK(ramp_global_batch(r.batch, 11'999'999'999) == 1888);
 }
 
-TEST_CASE("--world-size that does not divide is an error naming the numbers") {
+TEST_CASE("a --world-size that does not divide is an error naming the numbers") {
   const Recipe r = recipe("530b.yaml");
   try {
     make_plan(r, world(2241));
@@ -211,7 +211,7 @@ TEST_CASE("tiny: every field by hand") {
   CHECK(*t.days_to_train == Approx(6400 * 835584.0 / 0.5e12 / 86400));
 }
 
-TEST_CASE("tiny on 2 x 2 x 2, bf16, ZeRO-1, checkpointing: per-stage fields by hand") {
+TEST_CASE("tiny on 2 x 2 x 2 - bf16 - ZeRO-1 - checkpointing: per-stage fields by hand") {
   // l = 4 (2 per stage), tp 2, pp 2, dp 2, global 8: m = 8 / (2 x 2) = 2.
   const Recipe r =
       recipe("tiny.yaml", {"model.num_layers=4", "parallel.tensor=2", "parallel.pipeline=2",
@@ -272,7 +272,7 @@ TEST_CASE("tiny on 2 x 2 x 2, bf16, ZeRO-1, checkpointing: per-stage fields by h
   CHECK(p.flops_per_token == Approx(p.flops_per_iteration / (8 * 32)));
 }
 
-TEST_CASE("tiny with a batch ramp: iterations, tokens and the schedule table") {
+TEST_CASE("tiny with a batch ramp: iterations - tokens and the schedule table") {
   // start 2, increment 2, global 4: n = 1 step, taken at 256 tokens. Iterations of 2 x 32 = 64
   // tokens at 0, 64, 128, 192; from 256 on 4 x 32 = 128 tokens.
   const Recipe r = recipe(
@@ -295,7 +295,7 @@ TEST_CASE("tiny with a batch ramp: iterations, tokens and the schedule table") {
   CHECK(p.schedule[6].tokens == 1024);
 }
 
-TEST_CASE("dry-run output: the text has the layout line, the JSON the contract keys") {
+TEST_CASE("dry-run output: the text has the layout line - the JSON the contract keys") {
   const Recipe r = recipe("530b.yaml");
   std::ostringstream text, json;
   print_dry_run(r, world(2240, 60.1), text);

@@ -61,7 +61,7 @@ struct Quiet {
 
 }  // namespace
 
-TEST_CASE("tiny recipe: 50 iterations, the loss falls, metrics lines are complete") {
+TEST_CASE("tiny recipe: 50 iterations - the loss falls - metrics lines are complete") {
   Quiet quiet;
   test::TempDir dir;
   write_corpus(dir.file("corpus"), 400, 512);
@@ -101,7 +101,7 @@ TEST_CASE("tiny recipe: 50 iterations, the loss falls, metrics lines are complet
   CHECK(recipe_to_yaml(saved) == recipe_to_yaml(recipe));
 }
 
-TEST_CASE("same seed gives bit-identical losses; another seed does not") {
+TEST_CASE("same seed gives bit-identical losses - another seed does not") {
   Quiet quiet;
   test::TempDir dir;
   write_corpus(dir.file("corpus"), 200, 512);
@@ -193,4 +193,47 @@ TEST_CASE("a recipe this build cannot train is refused before anything is alloca
     CHECK(e.code() == Code::kUnsupported);
     CHECK(e.context() == "parallel.tensor");
   }
+}
+
+TEST_CASE("a shuffled two-dataset blend with a batch ramp and evaluation trains and reproduces") {
+  Quiet quiet;
+  test::TempDir dir;
+  write_corpus(dir.file("a"), 300, 512);
+  write_corpus(dir.file("b"), 200, 512);
+  const std::vector<std::string> sets = {
+      "data.blend=[{prefix: " + dir.file("a") + ", weight: 3}, {prefix: " + dir.file("b") +
+          ", weight: 1}]",
+      "data.shuffle=true", "data.split=[90, 10, 0]", "data.cache_dir=" + dir.file("cache"),
+      "eval={interval: 5, iters: 2}", "batch.rampup={start: 2, increment: 2, tokens: 512}",
+      "schedule.train_iters=12", "logging.metrics_file=" + dir.file("run/metrics.jsonl")};
+  const auto run = [&] {
+    Trainer t(load_recipe(test::source_path("configs/tiny.yaml"), sets), TrainerOptions{2, true});
+    auto stats = t.run();
+    return std::make_pair(stats, t.evaluations());
+  };
+  const auto [stats, evals] = run();
+  REQUIRE(stats.size() == 12);
+  // Ramp 2 -> 4 by 2 over 512 tokens (one step of 512 tokens): batch 2 while consumed <= 512
+  // tokens (8 iterations of 64 tokens), then 4.
+  for (size_t i = 0; i < stats.size(); ++i) {
+    INFO("iteration " << i + 1);
+    CHECK(stats[i].global_batch_size == (i < 8 ? 2 : 4));
+  }
+  CHECK(stats.back().consumed_samples == 8 * 2 + 4 * 4);
+  // Evaluations after iterations 5, 10 and the last one (12), on the valid split, no dropout.
+  REQUIRE(evals.size() == 3);
+  CHECK(evals[0].iteration == 5);
+  CHECK(evals[2].iteration == 12);
+  CHECK(evals[0].samples == 2 * 4);
+  for (const auto& e : evals) {
+    CHECK(std::isfinite(e.loss));
+    CHECK(e.ppl == Approx(std::exp(e.loss)));
+  }
+  const std::string metrics = test::read_file(dir.file("run/metrics.jsonl"));
+  CHECK(metrics.find("\"split\": \"valid\"") != std::string::npos);
+  // A second run reuses the cached indices and reproduces every loss bit for bit.
+  const auto [stats2, evals2] = run();
+  REQUIRE(stats2.size() == stats.size());
+  for (size_t i = 0; i < stats.size(); ++i) CHECK(stats2[i].loss == stats[i].loss);
+  CHECK(evals2[2].loss == evals[2].loss);
 }

@@ -25,7 +25,7 @@ TEST_CASE("one AdamW step from zero moments") {
   CHECK(p.data_as<double>()[0] == Approx(1.0 - 0.1 * 0.5 / (0.5 + 1e-8)).epsilon(1e-14));
 }
 
-TEST_CASE("several AdamW steps follow the formula, with decoupled weight decay") {
+TEST_CASE("several AdamW steps follow the formula - with decoupled weight decay") {
   auto be = make_cpu_backend(2);
   const int64_t n = 1000;
   Tensor p = random_tensor({n}, DType::kF64, 1), m = be->alloc({n}, DType::kF64),
@@ -72,7 +72,7 @@ TEST_CASE("weight decay is decoupled: with zero gradient it is exactly p -= lr *
   CHECK(be->sum_squares(v) == 0.0);
 }
 
-TEST_CASE("AdamW f32 agrees with f64; 1 and 2 threads are bitwise identical") {
+TEST_CASE("AdamW f32 agrees with f64 - 1 and 2 threads are bitwise identical") {
   auto be1 = make_cpu_backend(1);
   auto be2 = make_cpu_backend(2);
   const int64_t n = 50001;

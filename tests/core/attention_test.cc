@@ -64,7 +64,7 @@ Fwd forward(Backend& be, const Tensor& qkv, Dims d, double p, RngStream rng) {
 
 }  // namespace
 
-TEST_CASE("attention_forward matches a naive reference; probs are causal and normalised") {
+TEST_CASE("attention_forward matches a naive reference - probs are causal and normalised") {
   auto be = make_cpu_backend(2);
   const RngStream rng{1234, 77};
   // s = 70 spans two of the kernel's 64-row blocks.
@@ -115,7 +115,7 @@ TEST_CASE("attention is causal: later tokens do not change earlier outputs") {
   CHECK_FALSE(bitwise_equal(f1.out, f2.out));  // the later positions did change
 }
 
-TEST_CASE("attention_backward matches finite differences, with and without dropout") {
+TEST_CASE("attention_backward matches finite differences - with and without dropout") {
   auto be = make_cpu_backend(2);
   const RngStream rng{99, 1000};
   for (Dims d : {Dims{2, 6, 2, 3}, Dims{1, 67, 1, 4}}) {
@@ -132,7 +132,7 @@ TEST_CASE("attention_backward matches finite differences, with and without dropo
   }
 }
 
-TEST_CASE("attention f32 agrees with f64; 1 and 2 threads are bitwise identical") {
+TEST_CASE("attention f32 agrees with f64 - 1 and 2 threads are bitwise identical") {
   auto be1 = make_cpu_backend(1);
   auto be2 = make_cpu_backend(2);
   const Dims d{2, 130, 3, 16};

@@ -51,7 +51,7 @@ TEST_CASE("cross_entropy_forward matches a naive log-sum-exp and ignores padding
   CHECK_THROWS_AS(be->cross_entropy_forward(logits, bad, kVocab), Error);
 }
 
-TEST_CASE("cross_entropy_backward matches finite differences, scales, zeroes padding") {
+TEST_CASE("cross_entropy_backward matches finite differences - scales - zeroes padding") {
   auto be = make_cpu_backend(2);
   Tensor logits = logits_with_padding(DType::kF64, 2);
   Tensor tgt = targets();
@@ -81,7 +81,7 @@ TEST_CASE("cross_entropy_backward matches finite differences, scales, zeroes pad
   CHECK(bitwise_equal(inplace, dlogits));
 }
 
-TEST_CASE("cross entropy f32 agrees with f64; 1 and 2 threads are bitwise identical") {
+TEST_CASE("cross entropy f32 agrees with f64 - 1 and 2 threads are bitwise identical") {
   auto be1 = make_cpu_backend(1);
   auto be2 = make_cpu_backend(2);
   const int64_t n = 512, vocab = 1000, vp = 1024;

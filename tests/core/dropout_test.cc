@@ -17,7 +17,7 @@ TEST_CASE("dropout_keep_bits is dropout_keep on the same bits") {
   CHECK(kernels::dropout_scale(0.2) == Approx(1.25));
 }
 
-TEST_CASE("dropout keeps ~1-p, scales kept values, and matches dropout_keep") {
+TEST_CASE("dropout keeps ~1-p - scales kept values - and matches dropout_keep") {
   auto be = make_cpu_backend(2);
   const int64_t n = 1 << 20;
   const double p = 0.3;
@@ -37,7 +37,7 @@ TEST_CASE("dropout keeps ~1-p, scales kept values, and matches dropout_keep") {
   CHECK(std::abs(static_cast<double>(kept) / n - (1 - p)) < 0.003);
 }
 
-TEST_CASE("dropout backward reuses the forward mask; other offsets and streams differ") {
+TEST_CASE("dropout backward reuses the forward mask - other offsets and streams differ") {
   auto be = make_cpu_backend(2);
   const int64_t n = 4099;
   const RngStream rng{9, 0, 64};
@@ -62,7 +62,7 @@ TEST_CASE("dropout backward reuses the forward mask; other offsets and streams d
   CHECK(bitwise_equal(again, out));
 }
 
-TEST_CASE("dropout backward is the gradient of forward; aliasing; p = 0; bad p") {
+TEST_CASE("dropout backward is the gradient of forward - aliasing - p = 0 - bad p") {
   auto be = make_cpu_backend(2);
   const int64_t n = 500;
   const RngStream rng{3, 2, 0};

@@ -8,7 +8,7 @@
 using namespace mtnlg;
 using namespace mtnlg::test;
 
-TEST_CASE("alloc is zero-filled on the CPU; fill sets every element") {
+TEST_CASE("alloc is zero-filled on the CPU - fill sets every element") {
   auto be = make_cpu_backend(2);
   CHECK(be->device() == Device::kCPU);
   Tensor t = be->alloc({100000}, DType::kF32);
@@ -21,7 +21,7 @@ TEST_CASE("alloc is zero-filled on the CPU; fill sets every element") {
   CHECK(i.data_as<int32_t>()[4] == 7);
 }
 
-TEST_CASE("copy: same dtype, f32 <-> f64, i32, and unsupported pairs") {
+TEST_CASE("copy: same dtype - f32 <-> f64 - i32 - and unsupported pairs") {
   auto be = make_cpu_backend(2);
   Tensor a = random_tensor({3, 70001}, DType::kF64, 1);
   Tensor f = be->alloc({3 * 70001}, DType::kF32);
@@ -42,7 +42,7 @@ TEST_CASE("copy: same dtype, f32 <-> f64, i32, and unsupported pairs") {
   CHECK_THROWS_AS(be->copy(fi, i1), Error);  // i32 -> f32 unsupported
 }
 
-TEST_CASE("add, axpy, scale match the definitions, with aliasing") {
+TEST_CASE("add - axpy - scale match the definitions - with aliasing") {
   auto be = make_cpu_backend(2);
   const int64_t n = 20011;
   Tensor a = random_tensor({n}, DType::kF64, 2), b = random_tensor({n}, DType::kF64, 3);
@@ -76,7 +76,7 @@ TEST_CASE("sum_squares accumulates f32 data in double") {
   CHECK(be->sum_squares(d) == Approx(want).epsilon(1e-14));
 }
 
-TEST_CASE("add_bias adds per column; bias_backward accumulates column sums") {
+TEST_CASE("add_bias adds per column - bias_backward accumulates column sums") {
   auto be = make_cpu_backend(2);
   const int64_t rows = 13, c = 150;
   Tensor y = random_tensor({rows, c}, DType::kF64, 5), bias = random_tensor({c}, DType::kF64, 6);

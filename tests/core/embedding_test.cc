@@ -16,7 +16,7 @@ Tensor tokens_of(std::vector<int32_t> ids, int64_t b, int64_t s) {
 }
 }  // namespace
 
-TEST_CASE("embedding forward adds token and position rows; backward accumulates") {
+TEST_CASE("embedding forward adds token and position rows - backward accumulates") {
   auto be = make_cpu_backend(2);
   const int64_t b = 2, s = 3, c = 70, V = 5, P = 4;
   Tensor tok = tokens_of({1, 4, 1, 1, 0, 4}, b, s);  // repeats within and across sequences

@@ -55,7 +55,7 @@ TEST_CASE("gelu forward matches the reference and backward matches finite differ
   }
 }
 
-TEST_CASE("gelu f32 agrees with f64; 1 and 2 threads are bitwise identical") {
+TEST_CASE("gelu f32 agrees with f64 - 1 and 2 threads are bitwise identical") {
   auto be1 = make_cpu_backend(1);
   auto be2 = make_cpu_backend(2);
   const int64_t n = 100003;  // not a multiple of the block or vector width: tails are exercised

@@ -61,7 +61,7 @@ TEST_CASE("layernorm_backward matches finite differences and accumulates") {
   check_gradient(loss, wt, b, db, "dbias", 1e-6, 1e-8);
 }
 
-TEST_CASE("layernorm f32 agrees with f64; 1 and 2 threads are bitwise identical") {
+TEST_CASE("layernorm f32 agrees with f64 - 1 and 2 threads are bitwise identical") {
   auto be1 = make_cpu_backend(1);
   auto be2 = make_cpu_backend(2);
   const int64_t n = 64, c = 200;

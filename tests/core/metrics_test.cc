@@ -25,7 +25,7 @@ TEST_CASE("strings are escaped") {
   CHECK(json_string(std::string("\x01", 1)) == "\"\\u0001\"");
 }
 
-TEST_CASE("a metrics line is one JSON object; the writer truncates or appends") {
+TEST_CASE("a metrics line is one JSON object - the writer truncates or appends") {
   test::TempDir dir;
   const std::string path = dir.file("sub/metrics.jsonl");
   {

@@ -60,7 +60,7 @@ TEST_CASE("every prefix of the blend is within one sample of each target share")
   CHECK(even.dataset_index[1] == 1);
 }
 
-TEST_CASE("weights are normalized; non-positive ones are rejected by name") {
+TEST_CASE("weights are normalized - non-positive ones are rejected by name") {
   const auto w = normalize_blend_weights({2.0, 6.0});
   CHECK(w[0] == Approx(0.25));
   CHECK(w[1] == Approx(0.75));
@@ -79,7 +79,7 @@ TEST_CASE("sources are sized with Megatron's 0.5% margin") {
   CHECK(blend_source_samples(0.3, 10) == 4);  // ceil(3.015)
 }
 
-TEST_CASE("build_train_dataset: one entry, a cached blend, and empty eval splits") {
+TEST_CASE("build_train_dataset: one entry - a cached blend - and empty eval splits") {
   test::TempDir dir;
   DataConfig cfg;
   cfg.cache_dir = dir.file("cache");

@@ -75,7 +75,7 @@ TEST_CASE("each epoch of the document index holds every document of the range on
   CHECK(values(plain) == twice);
 }
 
-TEST_CASE("the shuffle index is a permutation, deterministic per seed") {
+TEST_CASE("the shuffle index is a permutation - deterministic per seed") {
   const IndexArray a = build_shuffle_index(1000, 1000, true, 7);
   auto v = values(a);
   CHECK(v != iota(0, 1000));
@@ -129,7 +129,7 @@ TEST_CASE("the header's worked example") {
   CHECK(values(s) == std::vector<int64_t>{0, 0, 0, 2, 1, 1, 2, 1, 3, 0});
 }
 
-TEST_CASE("sample boundaries tile the document stream, overlapping by one token") {
+TEST_CASE("sample boundaries tile the document stream - overlapping by one token") {
   test::TempDir dir;
   auto ds = make_corpus(dir, 40);
   const DocumentRange range{3, 37};

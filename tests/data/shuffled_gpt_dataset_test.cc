@@ -72,7 +72,7 @@ TEST_CASE("shuffle: false equals SequentialGPTDataset") {
   for (int64_t i = 0; i < gpt.size(); ++i) CHECK(sample_of(gpt, i) == sample_of(seq, i));
 }
 
-TEST_CASE("shuffled samples are the unshuffled ones, permuted by the shuffle index") {
+TEST_CASE("shuffled samples are the unshuffled ones - permuted by the shuffle index") {
   test::TempDir dir;
   auto ids = make_corpus(dir, 80);
   const DocumentRange range{0, 80};
@@ -146,7 +146,7 @@ TEST_CASE("splits are disjoint: no document's tokens in two splits") {
   }
 }
 
-TEST_CASE("indices are cached once, reused, and damaged caches are rejected") {
+TEST_CASE("indices are cached once - reused - and damaged caches are rejected") {
   test::TempDir dir;
   auto ids = make_corpus(dir, 70);
   const std::string cache = dir.file("cache");

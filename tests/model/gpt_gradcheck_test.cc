@@ -73,7 +73,7 @@ void forward_backward(GPTStage& m, StageActivations& acts, const Batch& b) {
   m.backward(acts, Tensor(), 1.0 / static_cast<double>(b.tokens.numel()));
 }
 
-TEST_CASE("gradients match central finite differences (dropout on, checkpointing off and on)") {
+TEST_CASE("gradients match central finite differences (dropout on - checkpointing off and on)") {
   auto be = make_cpu_backend(1);
   const Batch batch;
   for (bool ckpt : {false, true}) {

@@ -44,7 +44,7 @@ TEST_CASE("clip coefficient") {
   CHECK(clip_coefficient(4.0, 0.0) == 1.0);  // clipping off
 }
 
-TEST_CASE("AdamW first step, weight decay only where the spec allows it") {
+TEST_CASE("AdamW first step - weight decay only where the spec allows it") {
   Fixture f;
   OptimizerConfig cfg;
   cfg.beta1 = 0.9;

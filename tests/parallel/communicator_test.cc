@@ -72,7 +72,7 @@ double reduce(int n, int64_t i, ReduceOp op) {
   return acc;
 }
 
-TEMPLATE_TEST_CASE("all_reduce over 1-4 ranks, sum and max", "", float, double, int32_t) {
+TEMPLATE_TEST_CASE("all_reduce over 1-4 ranks - sum and max", "", float, double, int32_t) {
   for (int n = 1; n <= 4; ++n) {
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
       for (int64_t numel : {int64_t{3}, int64_t{1001}}) {  // fewer elements than ranks, too
@@ -158,7 +158,7 @@ TEMPLATE_TEST_CASE("broadcast copies the root's tensor to every rank", "", float
   }
 }
 
-TEST_CASE("send/recv around a ring, twice, in order") {
+TEST_CASE("send/recv around a ring - twice - in order") {
   for (int n = 2; n <= 4; ++n) {
     INFO("ranks " << n);
     MemoryStore store;
@@ -223,7 +223,7 @@ TEST_CASE("barrier: no rank leaves before every rank arrived") {
   }
 }
 
-TEST_CASE("a one-rank group returns at once, reduce_scatter and all_gather copy") {
+TEST_CASE("a one-rank group returns at once - reduce_scatter and all_gather copy") {
   MemoryStore store;
   auto comm = world(store, 0, 1);
   CHECK(comm->size() == 1);
@@ -241,7 +241,7 @@ TEST_CASE("a one-rank group returns at once, reduce_scatter and all_gather copy"
   CHECK(comm->bytes_sent() == 0);
 }
 
-TEST_CASE("wrong sizes and dtypes name the op, the group and the sizes") {
+TEST_CASE("wrong sizes and dtypes name the op - the group and the sizes") {
   MemoryStore store;
   auto comm = world(store, 0, 1);
   Tensor in = Tensor::cpu({6}, DType::kF32), out = Tensor::cpu({4}, DType::kF32);
@@ -297,7 +297,7 @@ void timeout_case(int n) {
   CHECK(named_absent);
 }
 
-TEST_CASE("a rank that never joins makes the others time out, naming the peer") {
+TEST_CASE("a rank that never joins makes the others time out - naming the peer") {
   SECTION("2 ranks") {
     timeout_case(2);
   }

@@ -51,7 +51,7 @@ TEST_CASE("PrefixStore namespaces keys and keeps the owner suffix last") {
   CHECK(base.get("group.a/0@3", milliseconds(10)) == std::vector<uint8_t>{7});
 }
 
-TEST_CASE("next_use counts per name, locally") {
+TEST_CASE("next_use counts per name - locally") {
   MemoryStore store;
   CHECK(store.next_use("gloo/world.0x2/0") == 0);
   CHECK(store.next_use("gloo/world.0x2/0") == 1);

@@ -8,7 +8,7 @@
 using namespace mtnlg;
 using V = std::vector<int64_t>;
 
-TEST_CASE("Megatron order on 8 ranks: tp fastest, then dp, then pp") {
+TEST_CASE("Megatron order on 8 ranks: tp fastest - then dp - then pp") {
   const ParallelSizes s{2, 2, 2};
   const Topology t5(s, 5);
   CHECK(t5.tensor_rank() == 1);
