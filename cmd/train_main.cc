@@ -3,12 +3,18 @@
 // 4 missing or corrupt input files; 1 anything else.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <iostream>
+#include <thread>
 #include <string>
 #include <vector>
 
 #include "cmd/dry_run.h"
 #include "cmd/trainer.h"
+#include "parallel/gloo_communicator.h"
+#include "parallel/runtime.h"
+#include "parallel/topology.h"
 #include "core/logging.h"
 
 namespace {
@@ -97,8 +103,36 @@ int main(int argc, char** argv) {
       }
       return 0;
     }
+    mtnlg::check_supported(recipe);  // before any rank connects to another
+
+    // One process, or one rank of a job started by a PMIx launcher (mpirun, srun --mpi=pmix).
+    mtnlg::Runtime runtime = mtnlg::Runtime::init();
+    mtnlg::init_logging(log_level, static_cast<int>(runtime.rank));
+    const mtnlg::ParallelSizes sizes = mtnlg::Topology::derive(
+        runtime.world, recipe.parallel.tensor, recipe.parallel.pipeline);
+    if (recipe.parallel.data > 0 && recipe.parallel.data != sizes.data) {
+      throw mtnlg::invalid_argument(
+          "parallel.data: " + std::to_string(recipe.parallel.data) + " but the job has " +
+              std::to_string(runtime.world) + " ranks = tensor " +
+              std::to_string(sizes.tensor) + " x pipeline " + std::to_string(sizes.pipeline) +
+              " x data " + std::to_string(sizes.data) +
+              "; launch tensor x pipeline x parallel.data ranks, or omit parallel.data",
+          "parallel.data");
+    }
+    const mtnlg::Topology topology(sizes, runtime.rank);
+    mtnlg::ProcessGroups groups;
     mtnlg::TrainerOptions options;
-    options.threads = threads;
+    // Ranks sharing a node share its cores.
+    options.threads = threads > 0 ? threads
+                                  : std::max<int>(1, static_cast<int>(std::thread::hardware_concurrency() /
+                                                                      runtime.local_world));
+    if (runtime.world > 1) {
+      spdlog::info("{}: {}", runtime.describe(), topology.describe());
+      groups = mtnlg::make_gloo_groups(topology, *runtime.store,
+                                       mtnlg::GlooOptions::from_env(std::chrono::seconds(300)));
+      options.topology = &topology;
+      options.groups = &groups;
+    }
     mtnlg::Trainer trainer(recipe, options);
     trainer.run();
     return 0;

@@ -17,6 +17,9 @@
 #include "optim/adamw.h"
 #include "optim/batch_ramp.h"
 #include "optim/lr_schedule.h"
+#include "parallel/communicator.h"
+#include "parallel/grad_sync.h"
+#include "parallel/topology.h"
 
 namespace mtnlg {
 
@@ -38,7 +41,30 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
     : recipe_(recipe), options_(options) {
   check_supported(recipe_);
   total_iters_ = planned_iterations(recipe_);
-  spdlog::info("resolved recipe:\n{}", recipe_to_yaml(recipe_));
+  if (options_.groups != nullptr) {
+    data_size_ = options_.groups->data->size();
+    data_rank_ = options_.groups->data->rank();
+    is_logging_rank_ = options_.groups->world->rank() == 0;
+  }
+  {
+    // The data-parallel size may come from the world size, so the recipe could not check this.
+    const int64_t step = recipe_.parallel.micro_batch_size * data_size_;
+    const auto& ramp = recipe_.batch.rampup;
+    const auto check = [&](int64_t value, const char* key) {
+      if (value % step != 0)
+        throw invalid_argument(std::string(key) + ": " + std::to_string(value) +
+                                   " is not a multiple of parallel.micro_batch_size x data-parallel "
+                                   "size = " + std::to_string(step) +
+                                   "; change the batch or the number of ranks",
+                               key);
+    };
+    check(recipe_.batch.global_batch_size, "batch.global_batch_size");
+    if (ramp.start > 0) {
+      check(ramp.start, "batch.rampup.start");
+      check(ramp.increment, "batch.rampup.increment");
+    }
+  }
+  if (is_logging_rank_) spdlog::info("resolved recipe:\n{}", recipe_to_yaml(recipe_));
 
   // Data first: a missing or bad corpus fails before the model takes memory. The train split is
   // sized for the whole run; the valid split for every evaluation of it.
@@ -53,6 +79,8 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
   loader_options.micro_batch_size = micro;
   loader_options.vocab_size = recipe_.model.vocab_size;
   loader_options.source_name = source_name;
+  loader_options.data_rank = data_rank_;
+  loader_options.data_size = data_size_;
   const BatchConfig batch = recipe_.batch;
   train_loader_ = std::make_unique<Loader>(
       *train_data_, loader_options, consumed_samples_,
@@ -89,9 +117,16 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
   schedule_ = std::make_unique<LrSchedule>(recipe_.optimizer, recipe_.schedule);
 
   acts_ = std::make_unique<StageActivations>(model_->make_activations(micro));
+  if (data_size_ > 1) {
+    std::vector<Tensor> grads;
+    for (const auto& p : model_->params().params()) grads.push_back(p.grad);
+    grad_sync_ = std::make_unique<GradSync>(std::move(grads), *options_.groups->data);
+    spdlog::info("data parallel: rank {} of {}, gradients summed in {} buckets", data_rank_,
+                 data_size_, grad_sync_->num_buckets());
+  }
   predicted_peak_bytes_ = make_plan(recipe_, PlanOptions{}).worst().memory.total();
 
-  if (options_.write_files) {
+  if (options_.write_files && is_logging_rank_) {
     metrics_ = std::make_unique<MetricsWriter>(recipe_.logging.metrics_file, false);
     const auto dir = std::filesystem::path(recipe_.logging.metrics_file).parent_path();
     const auto saved = (dir / "resolved_recipe.yaml").string();
@@ -113,15 +148,17 @@ IterationStats Trainer::train_step() {
 
   model_->params().zero_grads(*backend_);
   double loss_sum = 0.0;
-  for (int64_t m = 0; m < global / micro; ++m) {
+  const int64_t steps = global / (micro * data_size_);
+  for (int64_t m = 0; m < steps; ++m) {
     const MicroBatch mb = train_loader_->next();
-    MTNLG_CHECK_EQ(mb.first_sample, consumed_samples_ + m * micro);
-    MTNLG_CHECK_EQ(mb.last_of_iteration, m == global / micro - 1);
+    MTNLG_CHECK_EQ(mb.first_sample, consumed_samples_ + (m * data_size_ + data_rank_) * micro);
+    MTNLG_CHECK_EQ(mb.last_of_iteration, m == steps - 1);
     const auto micro_batch_id = static_cast<uint64_t>(mb.first_sample / micro);
     loss_sum += model_->forward(*acts_, mb.tokens, mb.targets, micro_batch_id);
     model_->backward(*acts_, Tensor(), 1.0 / static_cast<double>(batch_tokens));
   }
-  const double loss = loss_sum / static_cast<double>(batch_tokens);
+  if (grad_sync_) grad_sync_->sync(*backend_);
+  const double loss = sum_over_data(loss_sum) / static_cast<double>(batch_tokens);
   const double grad_norm = global_grad_norm(*backend_, model_->params());
   ++iteration_;
   if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
@@ -157,7 +194,7 @@ IterationStats Trainer::train_step() {
   // 96Bslh^2(1 + s/6h + V/16lh), the paper's. Derivation: planner.h model_flops_per_iteration.
   s.tflops_per_device =
       model_flops_per_iteration(recipe_, global, recipe_.parallel.activation_checkpointing) /
-      seconds / 1e12;
+      seconds / 1e12 / static_cast<double>(data_size_);
   s.peak_memory_bytes = backend_->peak_bytes();
   log_iteration(s);
   if (iteration_ == 1) log_memory("after the first iteration");
@@ -167,7 +204,8 @@ IterationStats Trainer::train_step() {
 EvalStats Trainer::evaluate() {
   MTNLG_CHECK(valid_loader_ != nullptr);
   const int64_t micro = recipe_.parallel.micro_batch_size, seq = recipe_.model.seq_length;
-  const int64_t steps = recipe_.eval.iters * (recipe_.batch.global_batch_size / micro);
+  const int64_t steps =
+      recipe_.eval.iters * (recipe_.batch.global_batch_size / (micro * data_size_));
   double loss_sum = 0.0;
   model_->set_training(false);  // no dropout, as Megatron-LM's model.eval()
   for (int64_t m = 0; m < steps; ++m) {
@@ -178,8 +216,8 @@ EvalStats Trainer::evaluate() {
   model_->set_training(true);
   EvalStats e;
   e.iteration = iteration_;
-  e.samples = steps * micro;
-  e.loss = loss_sum / static_cast<double>(e.samples * seq);
+  e.samples = steps * micro * data_size_;
+  e.loss = sum_over_data(loss_sum) / static_cast<double>(e.samples * seq);
   e.ppl = std::exp(e.loss);
   if (metrics_) {
     JsonLine line;
@@ -192,7 +230,8 @@ EvalStats Trainer::evaluate() {
         .add("eval_samples", e.samples);
     metrics_->write(line);
   }
-  spdlog::info("validation after iteration {} | loss {:.4f} | ppl {:.3f} | {} samples", e.iteration,
+  if (is_logging_rank_)
+    spdlog::info("validation after iteration {} | loss {:.4f} | ppl {:.3f} | {} samples", e.iteration,
                e.loss, e.ppl, e.samples);
   evaluations_.push_back(e);
   return e;
@@ -215,8 +254,8 @@ void Trainer::log_iteration(const IterationStats& s) {
         .add("peak_memory_bytes", s.peak_memory_bytes);
     metrics_->write(line);
   }
-  if (s.iteration % recipe_.logging.interval == 0 || s.iteration == total_iters_ ||
-      s.iteration == 1) {
+  if (is_logging_rank_ && (s.iteration % recipe_.logging.interval == 0 ||
+                           s.iteration == total_iters_ || s.iteration == 1)) {
     const double left = train_seconds_ / static_cast<double>(s.iteration) *
                         static_cast<double>(total_iters_ - s.iteration);
     spdlog::info("iteration {:>6}/{} | loss {:.4f} | lr {:.3e} | batch {} | grad norm {:.3f} | "
@@ -224,6 +263,14 @@ void Trainer::log_iteration(const IterationStats& s) {
                  s.iteration, total_iters_, s.loss, s.lr, s.global_batch_size, s.grad_norm,
                  s.tokens_per_sec, s.elapsed_ms, format_duration(left));
   }
+}
+
+double Trainer::sum_over_data(double local) const {
+  if (data_size_ == 1) return local;
+  Tensor t = Tensor::cpu({1}, DType::kF64);
+  t.data_as<double>()[0] = local;
+  options_.groups->data->all_reduce(t, ReduceOp::kSum);
+  return t.data_as<double>()[0];
 }
 
 void Trainer::log_memory(const char* when) const {

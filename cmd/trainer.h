@@ -26,9 +26,17 @@ class Loader;
 class SampleSource;
 struct StageActivations;
 
+struct ProcessGroups;
+class GradSync;
+class Topology;
+
 struct TrainerOptions {
   int threads = 0;        // CPU threads; <= 0: all cores
   bool write_files = true;  // metrics file and resolved recipe (tests may turn them off)
+  // Multi-rank runs: this rank's place and its groups (owned by the caller, outliving the
+  // Trainer). Null: one process.
+  const Topology* topology = nullptr;
+  ProcessGroups* groups = nullptr;
 };
 
 struct IterationStats {
@@ -77,6 +85,7 @@ class Trainer {
  private:
   void log_iteration(const IterationStats& s);
   void log_memory(const char* when) const;
+  double sum_over_data(double local) const;  // all-reduce of one number over the data group
 
   Recipe recipe_;
   TrainerOptions options_;
@@ -88,6 +97,9 @@ class Trainer {
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<MetricsWriter> metrics_;
   std::unique_ptr<StageActivations> acts_;  // the one micro-batch in flight
+  std::unique_ptr<GradSync> grad_sync_;     // data parallel only
+  int64_t data_size_ = 1, data_rank_ = 0;
+  bool is_logging_rank_ = true;              // global rank 0 writes the metrics
   std::vector<EvalStats> evaluations_;
   int64_t total_iters_ = 0;
   int64_t iteration_ = 0;

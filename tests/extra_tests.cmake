@@ -45,3 +45,46 @@ if(MTNLG_MPIRUN)
   set_tests_properties(pmix_launch_peer_killed PROPERTIES TIMEOUT 60
     ENVIRONMENT "${mtnlg_mpirun_env}")
 endif()
+
+# mtnlg-comm-check launched by Slurm: scripts/slurm/cluster.sh starts a one-node cluster
+# (munged, slurmctld, slurmd from Debian's slurm-wlm, 8 CPUs whatever the machine has) in
+# build/slurm, srun --mpi=pmix starts the ranks under Slurm's PMIx server (mpi_pmix.so), and the
+# cleanup stops exactly those daemons. A machine where Slurm cannot run fails the setup test,
+# which names the daemon and prints its log; the srun tests are then not run.
+set(mtnlg_slurm_dir ${CMAKE_BINARY_DIR}/slurm)
+add_test(NAME slurm_cluster_start
+  COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/slurm/cluster.sh start --dir ${mtnlg_slurm_dir})
+set_tests_properties(slurm_cluster_start PROPERTIES TIMEOUT 120 FIXTURES_SETUP slurm_cluster)
+foreach(np 2 4)
+  # srun by name: found on PATH when the test runs (the setup test says when it is missing).
+  add_test(NAME slurm_srun_pmix_np${np}
+    COMMAND srun --mpi=pmix --kill-on-bad-exit=1 --time=2 -n ${np}
+            $<TARGET_FILE:mtnlg-comm-check> --timeout-s 20)
+  set_tests_properties(slurm_srun_pmix_np${np} PROPERTIES TIMEOUT 90
+    ENVIRONMENT "SLURM_CONF=${mtnlg_slurm_dir}/slurm.conf" FIXTURES_REQUIRED slurm_cluster
+    FAIL_REGULAR_EXPRESSION "FAILED")
+endforeach()
+add_test(NAME slurm_cluster_stop
+  COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/slurm/cluster.sh stop --dir ${mtnlg_slurm_dir})
+set_tests_properties(slurm_cluster_stop PROPERTIES TIMEOUT 60 FIXTURES_CLEANUP slurm_cluster)
+
+# scripts/sweep.sh and scripts/metrics_summary.py: a two-point sweep of the tiny recipe, a sweep
+# with a failing combination, --sbatch with a fake sbatch (and the job script run under a fake
+# srun), and the command line. Each case is its own test.
+foreach(case local failure sbatch cli)
+  add_test(NAME sweep_${case}
+    COMMAND bash ${PROJECT_SOURCE_DIR}/tests/scripts/sweep_test.sh
+            ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR} ${case})
+  set_tests_properties(sweep_${case} PROPERTIES TIMEOUT 120)
+endforeach()
+
+# scripts/plot_metrics.py: PNGs per run and overlaid, and its errors. Needs python3-matplotlib.
+add_test(NAME plot_metrics
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/scripts/plot_metrics_test.sh
+          ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(plot_metrics PROPERTIES TIMEOUT 120)
+
+# Data parallelism: one process vs 2 and 4 ranks under mpirun give the same losses.
+add_test(NAME dp_train_matches_single_process
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/dp_train_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(dp_train_matches_single_process PROPERTIES TIMEOUT 600)

@@ -240,8 +240,6 @@ void check_supported(const Recipe& r) {
             "tensor parallelism lands with the 3D-parallelism issue", "1");
   supported(r.parallel.pipeline <= 1, "parallel.pipeline", std::to_string(r.parallel.pipeline),
             "pipeline parallelism lands with the 3D-parallelism issue", "1");
-  supported(r.parallel.data <= 1, "parallel.data", std::to_string(r.parallel.data),
-            "data parallelism lands with the 3D-parallelism issue", "1");
   supported(r.parallel.zero_stage == 0, "parallel.zero_stage",
             std::to_string(r.parallel.zero_stage), "ZeRO-1 lands with the 3D-parallelism issue",
             "0");

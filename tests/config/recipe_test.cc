@@ -408,7 +408,6 @@ TEST_CASE("check_supported rejects what this build cannot train yet", "[config]"
   };
   expect_unsupported({"parallel.tensor=2"}, "parallel.tensor", "1");
   expect_unsupported({"parallel.pipeline=2"}, "parallel.pipeline", "1");
-  expect_unsupported({"parallel.data=2"}, "parallel.data", "1");
   expect_unsupported({"parallel.zero_stage=1"}, "parallel.zero_stage", "0");
   expect_unsupported({"precision=bf16"}, "precision", "fp32");
   expect_unsupported({"precision=fp16"}, "precision", "fp32");
