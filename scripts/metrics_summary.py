@@ -82,8 +82,10 @@ def summarise(run_dir, last):
     """One row: a dict of combination, status, train_loss, valid_loss, tokens_per_sec, failed,
     note (the reason of a failure)."""
     overrides = _read_text(os.path.join(run_dir, "overrides.txt"))
-    combination = " ".join(overrides.split()) if overrides else \
-        os.path.basename(os.path.normpath(run_dir))
+    if overrides is not None:
+        combination = " ".join(line for line in overrides.splitlines() if line) or "(no overrides)"
+    else:
+        combination = os.path.basename(os.path.normpath(run_dir))
     row = {"combination": combination, "train_loss": "-", "valid_loss": "-",
            "tokens_per_sec": "-", "failed": False, "note": ""}
 

@@ -2,7 +2,7 @@
 """Plot mtnlg-train metrics files: loss (train and valid), learning rate, global batch size and
 throughput (tokens/s) against consumed tokens, in four panels.
 
-  /usr/bin/python3 scripts/plot_metrics.py runs/demo-cpu/metrics.jsonl     # runs/demo-cpu/metrics.png
+  /usr/bin/python3 scripts/plot_metrics.py runs/demo-cpu/metrics.jsonl   # runs/demo-cpu/metrics.png
   /usr/bin/python3 scripts/plot_metrics.py runs/sweep/*/ --out plots/      # plots/<run>.png each
   /usr/bin/python3 scripts/plot_metrics.py runs/sweep/*/ --overlay         # runs/sweep/overlay.png
 

@@ -141,7 +141,8 @@ while (($#)); do
         [[ $k != "$key" ]] || die "'$key' is listed twice; give all its values in one KEY=V1,V2"
       done
       parsed=$(split_values "${1#*=}") ||
-        die "'$1': an empty value or unbalanced brackets/quotes (values are split at commas outside [ ] { } and quotes; \\, is a literal comma)"
+        die "'$1': an empty value or unbalanced brackets/quotes (values are split at" \
+          "commas outside [ ] { } and quotes; \\, is a literal comma)"
       mapfile -t vals <<<"$parsed"
       keys+=("$key")
       offset+=("${#values[@]}")
@@ -158,7 +159,8 @@ done
 
 [[ -n $recipe ]] || die "a recipe is required (see --help)"
 [[ -f $recipe ]] || die "recipe '$recipe' not found"
-[[ -x $bin ]] || die "mtnlg-train not found at '$bin': build it (scripts/build.sh) or pass --bin PATH"
+[[ -x $bin ]] ||
+  die "mtnlg-train not found at '$bin': build it (scripts/build.sh) or pass --bin PATH"
 if ((use_sbatch)); then
   command -v sbatch >/dev/null || die "--sbatch: sbatch is not on PATH (run on a Slurm login node)"
 fi
@@ -229,7 +231,8 @@ for ((index = 0; index < total; index++)); do
   combination "$index"
   run_dirs+=("$run_dir")
   if [[ -e $run_dir ]] && ((!force)); then
-    die "$run_dir already exists: pass --force to reuse it (its old files are removed) or choose another --out"
+    die "$run_dir already exists: pass --force to reuse it (its old files are removed)" \
+      "or choose another --out"
   fi
 done
 
@@ -242,7 +245,8 @@ for ((index = 0; index < total; index++)); do
   mkdir -p "$run_dir"
   rm -f "$run_dir"/{metrics.jsonl,resolved_recipe.yaml,train.log,overrides.txt,command.txt} \
     "$run_dir"/{exit_status,job.sbatch,submit.log,slurm_job_id}
-  printf '%s\n' "${sets[@]}" >"$run_dir/overrides.txt"
+  : >"$run_dir/overrides.txt"
+  ((${#sets[@]} == 0)) || printf '%s\n' "${sets[@]}" >"$run_dir/overrides.txt"
   cmd=("$bin" --config "$recipe" "${train_args[@]}")
   for s in "${sets[@]}"; do cmd+=(--set "$s"); done
   cmd+=(--set "logging.metrics_file=$run_dir/metrics.jsonl")
@@ -260,7 +264,8 @@ for ((index = 0; index < total; index++)); do
       echo "$job_id" >"$run_dir/slurm_job_id"
       echo "sweep.sh: run $index ($label): submitted as job $job_id"
     else
-      echo "sweep.sh: run $index ($label): sbatch failed (exit $status): $(tail -n 1 "$run_dir/submit.log")" >&2
+      echo "sweep.sh: run $index ($label): sbatch failed (exit $status):" \
+        "$(tail -n 1 "$run_dir/submit.log")" >&2
       failures=$((failures + 1))
     fi
     continue

@@ -137,11 +137,13 @@ log_tails() {
   done
 }
 
-# A TCP port nobody listens on, from $1 up, skipping $2.
+# A TCP port nobody listens on (per /proc/net/tcp{,6}), from $1 up, skipping $2.
 free_port() {
-  local port=$1 used
-  used=$(ss -Htln 2>/dev/null | awk '{print $4}' | sed 's/.*://' | sort -u)
-  while grep -qx "$port" <<<"$used" || [[ $port == "${2:-}" ]]; do port=$((port + 1)); done
+  local port=$1 used=" " _sl addr _rem st _rest
+  while read -r _sl addr _rem st _rest; do
+    if [[ $st == 0A ]]; then used+="$((16#${addr##*:})) "; fi  # 0A: LISTEN; the port is hex
+  done < <(cat /proc/net/tcp /proc/net/tcp6 2>/dev/null)
+  while [[ $used == *" $port "* || $port == "${2:-}" ]]; do port=$((port + 1)); done
   echo "$port"
 }
 
@@ -198,7 +200,7 @@ EOF
 
 start_cluster() {
   local bin
-  for bin in munged mungekey slurmctld slurmd sinfo srun scancel squeue ss; do
+  for bin in munged mungekey slurmctld slurmd sinfo srun scancel squeue; do
     command -v "$bin" >/dev/null ||
       die "'$bin' not found: install the Debian packages slurm-wlm, slurm-wlm-basic-plugins and munge (scripts/setup.sh)"
   done

@@ -18,6 +18,7 @@ train() {  # NAME NP MICRO [extra --set ...]
   local args=(--config configs/tiny.yaml --threads 1 --log-level warn
     --set "data.blend=[{prefix: $tmp/corpus, weight: 1}]" --set data.split=[1,0,0]
     --set schedule.train_iters=20 --set parallel.micro_batch_size="$micro"
+    --set data.cache_dir="$tmp/cache"
     --set logging.metrics_file="$tmp/$name/metrics.jsonl" "$@")
   if [[ $np == 1 ]]; then
     "$bin" "${args[@]}"

@@ -44,7 +44,8 @@ void write_corpus(const std::string& prefix, int docs, int vocab, int max_token 
 Recipe tiny_recipe(const test::TempDir& dir, std::vector<std::string> extra = {}) {
   std::vector<std::string> sets = {"data.blend=[{prefix: " + dir.file("corpus") + ", weight: 1}]",
                                    "logging.metrics_file=" + dir.file("run/metrics.jsonl"),
-                                   "logging.interval=25", "data.split=[1, 0, 0]"};
+                                   "logging.interval=25", "data.split=[1, 0, 0]",
+                                   "data.cache_dir=" + dir.file("cache")};
   sets.insert(sets.end(), extra.begin(), extra.end());
   return load_recipe(test::source_path("configs/tiny.yaml"), sets);
 }
