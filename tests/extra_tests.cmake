@@ -64,6 +64,12 @@ foreach(np 2 4)
     ENVIRONMENT "SLURM_CONF=${mtnlg_slurm_dir}/slurm.conf" FIXTURES_REQUIRED slurm_cluster
     FAIL_REGULAR_EXPRESSION "FAILED")
 endforeach()
+# mtnlg-train itself under srun: 2 and 4 data-parallel ranks match one process.
+add_test(NAME slurm_srun_dp_train
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/dp_train_test.sh ${PROJECT_BINARY_DIR}
+          ${PROJECT_SOURCE_DIR} srun)
+set_tests_properties(slurm_srun_dp_train PROPERTIES TIMEOUT 300
+  ENVIRONMENT "SLURM_CONF=${mtnlg_slurm_dir}/slurm.conf" FIXTURES_REQUIRED slurm_cluster)
 add_test(NAME slurm_cluster_stop
   COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/slurm/cluster.sh stop --dir ${mtnlg_slurm_dir})
 set_tests_properties(slurm_cluster_stop PROPERTIES TIMEOUT 60 FIXTURES_CLEANUP slurm_cluster)

@@ -2,10 +2,13 @@
 # Data parallelism end to end: the tiny recipe trained as one process and as 2 and 4 ranks under
 # mpirun (real processes, PMIx bootstrap, Gloo all-reduce) must log the same loss and grad norm
 # at every iteration, within float32 reduction-order tolerance.
-# Usage: tests/cmd/dp_train_test.sh BUILD_DIR SOURCE_DIR
+# Usage: tests/cmd/dp_train_test.sh BUILD_DIR SOURCE_DIR [mpirun|srun]
+# With srun (SLURM_CONF set, e.g. the local cluster of scripts/slurm/cluster.sh), the ranks are
+# started by Slurm's PMIx server instead of Open MPI's.
 set -euo pipefail
 bin=$1/mtnlg-train
 src=$2
+launcher=${3:-mpirun}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -16,15 +19,16 @@ train() {  # NAME NP MICRO [extra --set ...]
   local name=$1 np=$2 micro=$3
   shift 3
   local args=(--config configs/tiny.yaml --threads 1 --log-level warn
-    --set "data.blend=[{prefix: $tmp/corpus, weight: 1}]" --set data.split=[1,0,0]
+    --set "data.blend=[{prefix: $tmp/corpus, weight: 1}]" --set "data.split=[1,0,0]"
     --set schedule.train_iters=20 --set parallel.micro_batch_size="$micro"
     --set data.cache_dir="$tmp/cache"
     --set logging.metrics_file="$tmp/$name/metrics.jsonl" "$@")
   if [[ $np == 1 ]]; then
     "$bin" "${args[@]}"
   else
-    mpirun --oversubscribe --allow-run-as-root -np "$np" "$bin" "${args[@]}" \
-      --set parallel.data="$np"
+    local launch=(mpirun --oversubscribe --allow-run-as-root -np "$np")
+    [[ $launcher == srun ]] && launch=(srun --mpi=pmix --kill-on-bad-exit=1 --time=5 -n "$np")
+    "${launch[@]}" "$bin" "${args[@]}" --set parallel.data="$np"
   fi
 }
 
