@@ -14,21 +14,6 @@
 
 namespace {
 
-int exit_code(mtnlg::Code code) {
-  switch (code) {
-    case mtnlg::Code::kInvalidArgument:
-      return 2;
-    case mtnlg::Code::kUnsupported:
-      return 3;
-    case mtnlg::Code::kNotFound:
-    case mtnlg::Code::kCorruption:
-    case mtnlg::Code::kIOError:
-      return 4;
-    case mtnlg::Code::kInternal:
-      return 1;
-  }
-  return 1;
-}
 
 // A vocabulary flag's value: as given, else the file shipped in data/gpt2/ when run from the
 // repository root, else an error naming the flag.
@@ -140,7 +125,7 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const mtnlg::Error& e) {
     spdlog::error("{}", e.what());
-    return exit_code(e.code());
+    return mtnlg::exit_status(e.code());
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return 1;

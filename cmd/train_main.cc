@@ -17,22 +17,6 @@
 #include "parallel/topology.h"
 #include "core/logging.h"
 
-namespace {
-
-int exit_code(mtnlg::Code code) {
-  switch (code) {
-    case mtnlg::Code::kInvalidArgument: return 2;
-    case mtnlg::Code::kUnsupported: return 3;
-    case mtnlg::Code::kNotFound:
-    case mtnlg::Code::kCorruption:
-    case mtnlg::Code::kIOError: return 4;
-    case mtnlg::Code::kInternal: return 1;
-  }
-  return 1;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   CLI::App app{
       "mtnlg-train: train a GPT-style decoder from a recipe (YAML).\n"
@@ -138,7 +122,7 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const mtnlg::Error& e) {
     spdlog::error("{}", e.what());
-    return exit_code(e.code());
+    return mtnlg::exit_status(e.code());
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return 1;

@@ -17,6 +17,7 @@
 #include "optim/adamw.h"
 #include "optim/batch_ramp.h"
 #include "optim/lr_schedule.h"
+#include "optim/zero_optimizer.h"
 #include "parallel/communicator.h"
 #include "parallel/grad_sync.h"
 #include "parallel/topology.h"
@@ -113,11 +114,25 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
   spdlog::info("model: {} parameters ({} layers, hidden {}, {} heads, ffn {}, vocab {} padded to {})",
                model_->params().global_numel(), config.num_layers, config.hidden, config.heads,
                config.ffn, config.vocab, config.padded_vocab);
-  optimizer_ = std::make_unique<AdamW>(model_->params(), *backend_, recipe_.optimizer);
+  // ZeRO-1 partitions the optimizer over the data group; with one data rank it is plain AdamW.
+  int64_t optimizer_bytes = 0;
+  if (recipe_.parallel.zero_stage == 1 && data_size_ > 1) {
+    zero_optimizer_ = std::make_unique<ZeroAdamW>(model_->params(), *backend_, recipe_.optimizer,
+                                                  *options_.groups->data);
+    optimizer_bytes = zero_optimizer_->state_bytes();
+  } else {
+    optimizer_ = std::make_unique<AdamW>(model_->params(), *backend_, recipe_.optimizer);
+    optimizer_bytes = optimizer_->state_bytes();
+  }
+  if (is_logging_rank_)
+    spdlog::info("optimizer: AdamW{}, state {:.2f} MiB per rank",
+                 zero_optimizer_ ? fmt::format(" with ZeRO-1 over {} data ranks", data_size_)
+                                 : std::string(),
+                 static_cast<double>(optimizer_bytes) / 1048576.0);
   schedule_ = std::make_unique<LrSchedule>(recipe_.optimizer, recipe_.schedule);
 
   acts_ = std::make_unique<StageActivations>(model_->make_activations(micro));
-  if (data_size_ > 1) {
+  if (data_size_ > 1 && !zero_optimizer_) {
     std::vector<Tensor> grads;
     for (const auto& p : model_->params().params()) grads.push_back(p.grad);
     grad_sync_ = std::make_unique<GradSync>(std::move(grads), *options_.groups->data);
@@ -159,7 +174,8 @@ IterationStats Trainer::train_step() {
   }
   if (grad_sync_) grad_sync_->sync(*backend_);
   const double loss = sum_over_data(loss_sum) / static_cast<double>(batch_tokens);
-  const double grad_norm = global_grad_norm(*backend_, model_->params());
+  const double grad_norm = zero_optimizer_ ? zero_optimizer_->reduce_gradients()
+                                           : global_grad_norm(*backend_, model_->params());
   ++iteration_;
   if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
     throw Error(Code::kInvalidArgument,
@@ -171,7 +187,11 @@ IterationStats Trainer::train_step() {
   }
   const int64_t consumed_tokens_after = (consumed_samples_ + global) * seq;
   const double lr = schedule_->lr_at(consumed_tokens_after);
-  optimizer_->step(lr, clip_coefficient(grad_norm, recipe_.optimizer.clip_grad));
+  const double clip = clip_coefficient(grad_norm, recipe_.optimizer.clip_grad);
+  if (zero_optimizer_)
+    zero_optimizer_->step(lr, clip);
+  else
+    optimizer_->step(lr, clip);
   backend_->synchronize();
   consumed_samples_ += global;
 

@@ -2,7 +2,9 @@
 //
 //   for each iteration: the global batch (batch ramp) -> for each micro-batch from the loader:
 //   forward, backward (gradient accumulation) -> global grad norm -> clip -> AdamW step ->
-//   one metrics line; every eval.interval iterations, the loss on the valid split.
+//   one metrics line (data parallel: gradients summed over the data group first; with
+//   parallel.zero_stage 1, reduce-scattered instead and AdamW run on this rank's partition,
+//   optim/zero_optimizer.h); every eval.interval iterations, the loss on the valid split.
 //
 // Everything is counted in tokens: the LR schedule, the batch ramp, the end of training.
 // Not thread-safe (the Loader's prefetch thread is internal).
@@ -20,6 +22,7 @@ namespace mtnlg {
 
 class GPTStage;
 class AdamW;
+class ZeroAdamW;
 class LrSchedule;
 class MetricsWriter;
 class Loader;
@@ -93,7 +96,8 @@ class Trainer {
   std::unique_ptr<SampleSource> train_data_, valid_data_;
   std::unique_ptr<Loader> train_loader_, valid_loader_;
   std::unique_ptr<GPTStage> model_;
-  std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<AdamW> optimizer_;           // one of optimizer_ and zero_optimizer_
+  std::unique_ptr<ZeroAdamW> zero_optimizer_;  // ZeRO-1 with data parallelism
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<MetricsWriter> metrics_;
   std::unique_ptr<StageActivations> acts_;  // the one micro-batch in flight

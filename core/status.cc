@@ -14,6 +14,18 @@ const char* code_name(Code code) {
   return "error";
 }
 
+int exit_status(Code code) {
+  switch (code) {
+    case Code::kInvalidArgument: return 2;
+    case Code::kUnsupported: return 3;
+    case Code::kNotFound:
+    case Code::kCorruption:
+    case Code::kIOError: return 4;
+    case Code::kInternal: return 1;
+  }
+  return 1;
+}
+
 std::string Error::format(Code code, const std::string& message, const std::string& context) {
   std::string out = code_name(code);
   if (!context.empty()) out += " [" + context + "]";

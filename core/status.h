@@ -22,6 +22,11 @@ enum class Code { kInvalidArgument, kNotFound, kCorruption, kIOError, kUnsupport
 
 const char* code_name(Code code);
 
+// The exit status of every mtnlg executable for an error of this code: 2 bad command line,
+// recipe or input; 3 not yet supported by this build; 4 a missing or corrupt file, or I/O;
+// 1 an internal error.
+int exit_status(Code code);
+
 class Error : public std::runtime_error {
  public:
   Error(Code code, std::string message, std::string context = "")

@@ -23,6 +23,13 @@ AdamW::AdamW(ParamRegistry& params, Backend& backend, const OptimizerConfig& con
   }
 }
 
+int64_t AdamW::state_bytes() const {
+  int64_t bytes = 0;
+  for (size_t i = 0; i < m_.size(); ++i)
+    bytes += static_cast<int64_t>(m_[i].nbytes() + v_[i].nbytes());
+  return bytes;
+}
+
 void AdamW::step(double lr, double grad_scale) {
   ++step_;
   size_t i = 0;

@@ -1,9 +1,10 @@
 // AdamW over a ParamRegistry, with global-norm gradient clipping.
 //
 // Moments live in the parameters' dtype (fp32 for training; fp64 in gradient tests); with
-// mixed precision they will sit beside fp32 master weights, and under ZeRO-1 each data-parallel
-// rank will hold only its partition. Decoupled weight decay applies to every parameter whose
-// spec is not no_decay (weight matrices and embeddings, as Megatron-LM). Not thread-safe.
+// mixed precision they will sit beside fp32 master weights; under ZeRO-1 each data-parallel
+// rank holds only its partition (optim/zero_optimizer.h). Decoupled weight decay applies to every
+// parameter whose spec is not no_decay (weight matrices and embeddings, as Megatron-LM). Not
+// thread-safe.
 #pragma once
 
 #include <vector>
@@ -34,6 +35,8 @@ class AdamW {
   std::vector<Tensor>& exp_avg() { return m_; }
   std::vector<Tensor>& exp_avg_sq() { return v_; }
   void set_steps(int64_t steps) { step_ = steps; }
+  // Bytes of optimizer state (the two moments).
+  int64_t state_bytes() const;
 
  private:
   ParamRegistry& params_;

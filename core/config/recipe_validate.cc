@@ -240,9 +240,6 @@ void check_supported(const Recipe& r) {
             "tensor parallelism lands with the 3D-parallelism issue", "1");
   supported(r.parallel.pipeline <= 1, "parallel.pipeline", std::to_string(r.parallel.pipeline),
             "pipeline parallelism lands with the 3D-parallelism issue", "1");
-  supported(r.parallel.zero_stage == 0, "parallel.zero_stage",
-            std::to_string(r.parallel.zero_stage), "ZeRO-1 lands with the 3D-parallelism issue",
-            "0");
   supported(r.precision == Precision::kFP32, "precision", precision_name(r.precision),
             "mixed precision lands with the precision issue", "fp32");
   supported(r.checkpoint.save_interval == 0, "checkpoint.save_interval",

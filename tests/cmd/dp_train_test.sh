@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Data parallelism end to end: the tiny recipe trained as one process and as 2 and 4 ranks under
 # mpirun (real processes, PMIx bootstrap, Gloo all-reduce) must log the same loss and grad norm
-# at every iteration, within float32 reduction-order tolerance.
+# at every iteration, within float32 reduction-order tolerance; so must 2 and 4 ranks with ZeRO-1
+# (parallel.zero_stage: 1, optimizer state partitioned over the data ranks).
 # Usage: tests/cmd/dp_train_test.sh BUILD_DIR SOURCE_DIR [mpirun|srun]
 # With srun (SLURM_CONF set, e.g. the local cluster of scripts/slurm/cluster.sh), the ranks are
 # started by Slurm's PMIx server instead of Open MPI's.
@@ -36,6 +37,9 @@ train single-micro2 1 2
 train dp2-micro2 2 2
 train single-micro1 1 1
 train dp4-micro1 4 1
+# ZeRO-1: the optimizer partitioned over the data ranks must train the same model.
+train dp2-zero1-micro2 2 2 --set parallel.zero_stage=1
+train dp4-zero1-micro1 4 1 --set parallel.zero_stage=1
 
 /usr/bin/python3 - "$tmp" <<'PY'
 import json, sys
@@ -47,7 +51,8 @@ failures = 0
 # float32 sums in another order differ by ~1e-7 relative per step; training amplifies that a
 # little over 20 iterations: 1e-4 on the loss and 1e-3 on the grad norm leave a wide margin
 # while any real error (a missing or doubled gradient, wrong samples) is off by percents.
-for ref, other in [("single-micro2", "dp2-micro2"), ("single-micro1", "dp4-micro1")]:
+for ref, other in [("single-micro2", "dp2-micro2"), ("single-micro1", "dp4-micro1"),
+                   ("single-micro2", "dp2-zero1-micro2"), ("single-micro1", "dp4-zero1-micro1")]:
     a, b = load(ref), load(other)
     before = failures
     assert len(a) == len(b) == 20, (ref, len(a), other, len(b))

@@ -408,7 +408,6 @@ TEST_CASE("check_supported rejects what this build cannot train yet", "[config]"
   };
   expect_unsupported({"parallel.tensor=2"}, "parallel.tensor", "1");
   expect_unsupported({"parallel.pipeline=2"}, "parallel.pipeline", "1");
-  expect_unsupported({"parallel.zero_stage=1"}, "parallel.zero_stage", "0");
   expect_unsupported({"precision=bf16"}, "precision", "fp32");
   expect_unsupported({"precision=fp16"}, "precision", "fp32");
   expect_unsupported({"checkpoint={dir: /tmp/ck, save_interval: 10}"}, "checkpoint.save_interval",
@@ -431,6 +430,8 @@ TEST_CASE("check_supported rejects what this build cannot train yet", "[config]"
     CHECK_NOTHROW(check_supported(
         load_recipe(tiny, {"parallel.activation_checkpointing=true", "parallel.data=1",
                            "checkpoint.dir=/tmp/ck", "model.init_from=/tmp/gpt2.safetensors"})));
+    // ZeRO-1 trains (optim/zero_optimizer.h).
+    CHECK_NOTHROW(check_supported(load_recipe(tiny, {"parallel.zero_stage=1", "parallel.data=2"})));
     // Batch ramp, blends, shuffled indices and evaluation train now.
     CHECK_NOTHROW(check_supported(load_recipe(
         tiny, {"batch.rampup={start: 2, increment: 2, tokens: 100}",

@@ -1,0 +1,122 @@
+#include "optim/zero_optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace mtnlg {
+
+namespace {
+
+// A parameter viewed as one row of elements.
+Tensor flat_view(const Tensor& t) {
+  return t.view({t.numel()});
+}
+
+// Zeroes elements [from, end) of a host tensor.
+void zero_tail(Tensor& host, int64_t from) {
+  const size_t elem = dtype_size(host.dtype());
+  const int64_t n = host.numel() - from;
+  if (n > 0)
+    std::memset(static_cast<char*>(host.data()) + static_cast<size_t>(from) * elem, 0,
+                static_cast<size_t>(n) * elem);
+}
+
+}  // namespace
+
+ZeroAdamW::ZeroAdamW(ParamRegistry& params, Backend& backend, const OptimizerConfig& config,
+                     Communicator& data)
+    : params_(params), backend_(backend), config_(config), data_(data) {
+  const auto& all = params_.params();
+  MTNLG_CHECK_MSG(!all.empty(), "ZeroAdamW: the registry has no parameters");
+  dtype_ = all.front().value.dtype();
+  for (const auto& p : all) {
+    MTNLG_CHECK_MSG(p.value.defined() && p.grad.defined(),
+                    "ZeroAdamW: parameter " << p.spec.name << " is not allocated");
+    MTNLG_CHECK_MSG(p.value.dtype() == dtype_,
+                    "ZeroAdamW: parameter " << p.spec.name << " is " << dtype_name(p.value.dtype())
+                                            << ", expected " << dtype_name(dtype_));
+    numel_ += p.value.numel();
+  }
+  const int64_t dp = data_.size();
+  const int64_t padded = (numel_ + dp - 1) / dp * dp;
+  partition_size_ = padded / dp;
+  begin_ = data_.rank() * partition_size_;
+  const int64_t end = begin_ + partition_size_;
+
+  // The runs of [begin_, end) inside each parameter; padding past N belongs to none.
+  int64_t offset = 0;
+  for (size_t i = 0; i < all.size(); ++i) {
+    const int64_t n = all[i].value.numel();
+    const int64_t lo = std::max(offset, begin_), hi = std::min(offset + n, end);
+    if (lo < hi) segments_.push_back({i, lo - offset, lo - begin_, hi - lo, all[i].spec.no_decay});
+    offset += n;
+  }
+
+  flat_ = Tensor::cpu({padded}, dtype_);
+  part_ = Tensor::cpu({partition_size_}, dtype_);
+  part_grad_ =
+      backend_.device() == Device::kCPU ? part_ : backend_.alloc({partition_size_}, dtype_);
+  m_ = backend_.alloc({partition_size_}, dtype_);
+  v_ = backend_.alloc({partition_size_}, dtype_);
+}
+
+int64_t ZeroAdamW::state_bytes() const {
+  return static_cast<int64_t>(m_.nbytes() + v_.nbytes());
+}
+
+double ZeroAdamW::reduce_gradients() {
+  backend_.synchronize();
+  int64_t offset = 0;
+  for (const auto& p : params_.params()) {
+    const int64_t n = p.grad.numel();
+    Tensor dst = flat_.slice(offset, offset + n);
+    backend_.copy(dst, flat_view(p.grad));
+    offset += n;
+  }
+  zero_tail(flat_, numel_);  // the all-gather wrote parameters' padding there
+  data_.reduce_scatter(part_, flat_, ReduceOp::kSum);
+  if (part_grad_.data() != part_.data()) backend_.copy(part_grad_, part_);
+
+  Tensor sum = Tensor::cpu({1}, DType::kF64);
+  sum.data_as<double>()[0] = backend_.sum_squares(part_grad_);
+  data_.all_reduce(sum, ReduceOp::kSum);
+  return std::sqrt(sum.data_as<double>()[0]);
+}
+
+void ZeroAdamW::step(double lr, double grad_scale) {
+  ++step_;
+  auto& all = params_.params();
+  AdamWArgs args;
+  args.lr = lr;
+  args.beta1 = config_.beta1;
+  args.beta2 = config_.beta2;
+  args.eps = config_.eps;
+  args.step = step_;
+  args.grad_scale = grad_scale;
+  for (const Segment& s : segments_) {
+    Tensor value = flat_view(all[s.param].value).slice(s.in_param, s.in_param + s.length);
+    Tensor grad = part_grad_.slice(s.in_part, s.in_part + s.length);
+    Tensor m = m_.slice(s.in_part, s.in_part + s.length);
+    Tensor v = v_.slice(s.in_part, s.in_part + s.length);
+    args.weight_decay = s.no_decay ? 0.0 : config_.weight_decay;
+    backend_.adamw_update(value, grad, m, v, args);
+  }
+  // Send the updated partition (padding as zeros), gather everyone's, unpack.
+  backend_.synchronize();
+  for (const Segment& s : segments_) {
+    Tensor dst = part_.slice(s.in_part, s.in_part + s.length);
+    backend_.copy(dst, flat_view(all[s.param].value).slice(s.in_param, s.in_param + s.length));
+  }
+  zero_tail(part_, segments_.empty() ? 0 : segments_.back().in_part + segments_.back().length);
+  data_.all_gather(flat_, part_);
+  int64_t offset = 0;
+  for (auto& p : all) {
+    const int64_t n = p.value.numel();
+    Tensor dst = flat_view(p.value);
+    backend_.copy(dst, flat_.slice(offset, offset + n));
+    offset += n;
+  }
+}
+
+}  // namespace mtnlg

@@ -1,0 +1,206 @@
+// ZeroAdamW against AdamW: data-parallel ranks as threads over one MemoryStore (Gloo), each with
+// its own gradient; every rank must end with bitwise the parameters that AdamW on one rank gives
+// with the summed gradient. Worker threads never touch Catch (not thread-safe): they record
+// results, the main thread checks.
+#include "optim/zero_optimizer.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <thread>
+
+#include "optim/adamw.h"
+#include "parallel/gloo_communicator.h"
+#include "parallel/store.h"
+
+namespace mtnlg {
+namespace {
+
+// Runs fn(rank) on n threads; rethrows the first failure.
+void run_ranks(int n, const std::function<void(int)>& fn) {
+  std::vector<std::exception_ptr> errors(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        fn(r);
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+struct Spec {
+  const char* name;
+  Shape shape;
+  bool no_decay;
+};
+
+// Parameters with odd sizes (38 elements: dp = 3 and 4 need padding), decay and no_decay mixed.
+const std::vector<Spec> kSpecs = {
+    {"w1", {3, 5}, false}, {"b1", {5}, true}, {"w2", {7, 2}, false}, {"ln", {4}, true}};
+const std::vector<Spec> kTiny = {{"w", {1}, false}, {"b", {1}, true}};  // N = 2 < dp
+
+void build(ParamRegistry& reg, Backend& be, const std::vector<Spec>& specs) {
+  for (const Spec& s : specs) reg.add({s.name, s.shape, s.shape, -1, s.no_decay, 0.0, 0.0});
+  reg.allocate(be, DType::kF32);
+  int64_t k = 0;
+  for (auto& p : reg.params()) {
+    float* v = p.value.data_as<float>();
+    for (int64_t i = 0; i < p.value.numel(); ++i, ++k)
+      v[i] = static_cast<float>(0.37 * static_cast<double>(k % 13) - 1.9);
+  }
+}
+
+// Rank r's gradient of flat element k at step s: multiples of 1/64, so their sum is exact in any
+// order and the summed gradient does not depend on how the collective adds.
+double grad_value(int rank, int64_t k, int step) {
+  return static_cast<double>((rank * 5 + k * 3 + step * 7) % 17 - 8) / 64.0;
+}
+
+void set_grads(ParamRegistry& reg, const std::function<double(int64_t)>& g) {
+  int64_t k = 0;
+  for (auto& p : reg.params()) {
+    float* d = p.grad.data_as<float>();
+    for (int64_t i = 0; i < p.grad.numel(); ++i, ++k) d[i] = static_cast<float>(g(k));
+  }
+}
+
+std::vector<float> flat_values(const ParamRegistry& reg) {
+  std::vector<float> out;
+  for (const auto& p : reg.params()) {
+    const float* v = p.value.data_as<float>();
+    out.insert(out.end(), v, v + p.value.numel());
+  }
+  return out;
+}
+
+OptimizerConfig config() {
+  OptimizerConfig c;
+  c.beta1 = 0.9;
+  c.beta2 = 0.95;
+  c.eps = 1e-8;
+  c.weight_decay = 0.1;
+  return c;
+}
+
+constexpr int kSteps = 3;
+const double kLr[kSteps] = {1e-2, 5e-3, 2e-3};
+const double kScale[kSteps] = {1.0, 0.5, 0.25};  // clip coefficients
+
+struct Reference {
+  std::vector<float> values;
+  std::vector<double> norms;
+  int64_t state_bytes = 0;
+};
+
+// AdamW on one rank with the summed gradient of dp ranks.
+Reference reference(int dp, const std::vector<Spec>& specs) {
+  auto be = make_cpu_backend(1);
+  ParamRegistry reg;
+  build(reg, *be, specs);
+  AdamW opt(reg, *be, config());
+  Reference ref;
+  for (int s = 0; s < kSteps; ++s) {
+    set_grads(reg, [&](int64_t k) {
+      double sum = 0.0;
+      for (int r = 0; r < dp; ++r) sum += grad_value(r, k, s);
+      return sum;
+    });
+    ref.norms.push_back(global_grad_norm(*be, reg));
+    opt.step(kLr[s], kScale[s]);
+  }
+  ref.values = flat_values(reg);
+  ref.state_bytes = opt.state_bytes();
+  return ref;
+}
+
+struct RankResult {
+  std::vector<float> values;
+  std::vector<double> norms;
+  int64_t state_bytes = 0, partition_size = 0, partition_begin = 0, numel = 0;
+};
+
+std::vector<RankResult> run_zero(int dp, const std::vector<Spec>& specs) {
+  MemoryStore store;
+  std::vector<RankResult> results(dp);
+  std::vector<int64_t> ranks(dp);
+  for (int r = 0; r < dp; ++r) ranks[r] = r;
+  run_ranks(dp, [&](int rank) {
+    auto data = make_gloo_communicator(store, "data", rank, ranks, std::chrono::seconds(20));
+    auto be = make_cpu_backend(1);
+    ParamRegistry reg;
+    build(reg, *be, specs);
+    ZeroAdamW opt(reg, *be, config(), *data);
+    RankResult& out = results[rank];
+    for (int s = 0; s < kSteps; ++s) {
+      set_grads(reg, [&](int64_t k) { return grad_value(rank, k, s); });
+      out.norms.push_back(opt.reduce_gradients());
+      opt.step(kLr[s], kScale[s]);
+    }
+    out.values = flat_values(reg);
+    out.state_bytes = opt.state_bytes();
+    out.partition_size = opt.partition_size();
+    out.partition_begin = opt.partition_begin();
+    out.numel = opt.numel();
+  });
+  return results;
+}
+
+void check_matches_adamw(int dp, const std::vector<Spec>& specs) {
+  INFO("dp " << dp);
+  const Reference ref = reference(dp, specs);
+  const std::vector<RankResult> results = run_zero(dp, specs);
+  const auto n = static_cast<int64_t>(ref.values.size());
+  const int64_t shard = (n + dp - 1) / dp;
+  for (int r = 0; r < dp; ++r) {
+    INFO("rank " << r);
+    const RankResult& got = results[r];
+    CHECK(got.numel == n);
+    CHECK(got.partition_size == shard);
+    CHECK(got.partition_begin == r * shard);
+    // Two moments of the partition only: 1/dp of AdamW's (plus at most dp - 1 padding).
+    CHECK(got.state_bytes == 2 * shard * static_cast<int64_t>(sizeof(float)));
+    CHECK(got.state_bytes * dp >= ref.state_bytes);
+    CHECK(got.state_bytes * dp < ref.state_bytes + 2 * dp * static_cast<int64_t>(sizeof(float)));
+    REQUIRE(got.values.size() == ref.values.size());
+    for (int s = 0; s < kSteps; ++s) CHECK(got.norms[s] == Approx(ref.norms[s]).epsilon(1e-12));
+    // Bitwise: the same kernel on the same summed gradient.
+    CHECK(std::memcmp(got.values.data(), ref.values.data(), ref.values.size() * sizeof(float)) ==
+          0);
+    for (size_t i = 0; i < ref.values.size(); ++i) {
+      if (got.values[i] == ref.values[i]) continue;
+      FAIL_CHECK("element " << i << ": " << got.values[i] << " vs " << ref.values[i]);
+      break;
+    }
+  }
+}
+
+TEST_CASE("ZeroAdamW equals AdamW on the summed gradient - dp 1 to 4, with padding") {
+  for (int dp : {1, 2, 3, 4}) check_matches_adamw(dp, kSpecs);
+}
+
+TEST_CASE("ZeroAdamW with fewer elements than ranks - some partitions are all padding") {
+  check_matches_adamw(3, kTiny);
+}
+
+TEST_CASE("ZeroAdamW rejects parameters of mixed dtypes") {
+  MemoryStore store;
+  auto data = make_gloo_communicator(store, "data", 0, {0}, std::chrono::seconds(20));
+  auto be = make_cpu_backend(1);
+  ParamRegistry reg;
+  reg.add({"a", {2}, {2}, -1, false, 0.0, 0.0});
+  reg.allocate(*be, DType::kF32);
+  reg.add({"b", {2}, {2}, -1, false, 0.0, 0.0});
+  reg.get("b").value = be->alloc({2}, DType::kF64);
+  reg.get("b").grad = be->alloc({2}, DType::kF64);
+  CHECK_THROWS_WITH(ZeroAdamW(reg, *be, config(), *data), Catch::Contains("is f64"));
+}
+
+}  // namespace
+}  // namespace mtnlg
