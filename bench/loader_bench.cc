@@ -43,8 +43,8 @@ int main(int argc, char** argv) {
     const int64_t global = recipe.batch.global_batch_size;
 
     // Loader alone, pulled as fast as it produces.
-    const auto source = mtnlg::build_train_dataset(recipe.data, seq, loader_samples + global,
-                                                   mtnlg::Split::kTrain);
+    const auto source =
+        mtnlg::build_train_dataset(recipe.data, seq, loader_samples + global, mtnlg::Split::kTrain);
     mtnlg::LoaderOptions lo;
     lo.micro_batch_size = micro;
     lo.vocab_size = recipe.model.vocab_size;
@@ -64,8 +64,7 @@ int main(int argc, char** argv) {
     trainer.train_step();
     t0 = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < train_iters; ++i) trainer.train_step();
-    const double train_rate =
-        static_cast<double>(global * train_iters) / seconds_since(t0);
+    const double train_rate = static_cast<double>(global * train_iters) / seconds_since(t0);
 
     std::printf("%-28s %14s\n", "", "samples/s");
     std::printf("%-28s %14.1f\n", "loader (1 prefetch thread)", loader_rate);

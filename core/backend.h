@@ -87,8 +87,7 @@ class Backend {
   // out = act(in), elementwise (out may alias nothing)
   virtual void gelu_forward(Tensor& out, const Tensor& in, Activation act) = 0;
   // din = dout * act'(in) (din may alias dout)
-  virtual void gelu_backward(Tensor& din, const Tensor& dout, const Tensor& in,
-                             Activation act) = 0;
+  virtual void gelu_backward(Tensor& din, const Tensor& dout, const Tensor& in, Activation act) = 0;
 
   // Causal self-attention over heads laid out per head: qkv [b, s, heads * 3 * hd], where the
   // 3*hd columns of head j are (q_j, k_j, v_j), so a split of the columns across tensor-parallel
@@ -117,9 +116,8 @@ class Backend {
                                        int64_t vocab) = 0;
   // dlogits = grad_scale * (softmax(logits) - onehot(targets)); padded columns set to 0.
   // dlogits may alias logits (the fused, memory-saving path).
-  virtual void cross_entropy_backward(Tensor& dlogits, const Tensor& logits,
-                                      const Tensor& targets, int64_t vocab,
-                                      double grad_scale) = 0;
+  virtual void cross_entropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
+                                      int64_t vocab, double grad_scale) = 0;
 
   // out = in * keep / (1 - p), keep drawn from rng element index i (out may alias in).
   virtual void dropout_forward(Tensor& out, const Tensor& in, double p, RngStream rng) = 0;

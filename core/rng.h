@@ -1,7 +1,7 @@
 // Counter-based random numbers: Philox4x32-10 (Salmon et al., SC'11), as cuRAND and PyTorch use.
 //
-// A stream is (seed, stream, offset). Element i is a pure function of (seed, stream, offset + i), so
-// any device or thread can produce any element without shared state: dropout masks are
+// A stream is (seed, stream, offset). Element i is a pure function of (seed, stream, offset + i),
+// so any device or thread can produce any element without shared state: dropout masks are
 // regenerated in backward instead of stored, and splitting per rank later is choosing disjoint
 // offsets (or seeds). Everything here is MTNLG_HD so CPU and CUDA draw the same numbers.
 #pragma once
@@ -15,7 +15,8 @@ namespace mtnlg {
 
 struct RngStream {
   uint64_t seed = 0;
-  uint64_t stream = 0;  // independent sub-stream (e.g. micro-batch and dropout site); counter high word
+  uint64_t stream =
+      0;  // independent sub-stream (e.g. micro-batch and dropout site); counter high word
   uint64_t offset = 0;  // counter of element 0
 };
 
@@ -66,6 +67,8 @@ MTNLG_HD double rng_normal(RngStream s, uint64_t i) {
 }
 
 // Dropout keeps element i of stream s when its uniform draw is >= p.
-MTNLG_HD bool dropout_keep(RngStream s, uint64_t i, float p) { return rng_uniform(s, i) >= p; }
+MTNLG_HD bool dropout_keep(RngStream s, uint64_t i, float p) {
+  return rng_uniform(s, i) >= p;
+}
 
 }  // namespace mtnlg

@@ -4,24 +4,34 @@ namespace mtnlg {
 
 const char* code_name(Code code) {
   switch (code) {
-    case Code::kInvalidArgument: return "invalid argument";
-    case Code::kNotFound: return "not found";
-    case Code::kCorruption: return "corruption";
-    case Code::kIOError: return "I/O error";
-    case Code::kUnsupported: return "not yet supported";
-    case Code::kInternal: return "internal error";
+    case Code::kInvalidArgument:
+      return "invalid argument";
+    case Code::kNotFound:
+      return "not found";
+    case Code::kCorruption:
+      return "corruption";
+    case Code::kIOError:
+      return "I/O error";
+    case Code::kUnsupported:
+      return "not yet supported";
+    case Code::kInternal:
+      return "internal error";
   }
   return "error";
 }
 
 int exit_status(Code code) {
   switch (code) {
-    case Code::kInvalidArgument: return 2;
-    case Code::kUnsupported: return 3;
+    case Code::kInvalidArgument:
+      return 2;
+    case Code::kUnsupported:
+      return 3;
     case Code::kNotFound:
     case Code::kCorruption:
-    case Code::kIOError: return 4;
-    case Code::kInternal: return 1;
+    case Code::kIOError:
+      return 4;
+    case Code::kInternal:
+      return 1;
   }
   return 1;
 }

@@ -82,22 +82,22 @@ template <typename A, typename B>
     if (!(cond)) ::mtnlg::detail::check_failed(__FILE__, __LINE__, "check " #cond); \
   } while (0)
 
-#define MTNLG_CHECK_MSG(cond, msg)                                                  \
-  do {                                                                              \
-    if (!(cond)) {                                                                  \
-      std::ostringstream mtnlg_os_;                                                 \
-      mtnlg_os_ << "check " #cond ": " << msg;                                      \
-      ::mtnlg::detail::check_failed(__FILE__, __LINE__, mtnlg_os_.str());           \
-    }                                                                               \
+#define MTNLG_CHECK_MSG(cond, msg)                                        \
+  do {                                                                    \
+    if (!(cond)) {                                                        \
+      std::ostringstream mtnlg_os_;                                       \
+      mtnlg_os_ << "check " #cond ": " << msg;                            \
+      ::mtnlg::detail::check_failed(__FILE__, __LINE__, mtnlg_os_.str()); \
+    }                                                                     \
   } while (0)
 
-#define MTNLG_CHECK_OP_(a, b, op)                                                         \
-  do {                                                                                    \
-    const auto& mtnlg_a_ = (a);                                                           \
-    const auto& mtnlg_b_ = (b);                                                           \
-    if (!(mtnlg_a_ op mtnlg_b_))                                                          \
-      ::mtnlg::detail::check_op_failed(__FILE__, __LINE__, "check " #a " " #op " " #b,    \
-                                       mtnlg_a_, mtnlg_b_);                               \
+#define MTNLG_CHECK_OP_(a, b, op)                                                                \
+  do {                                                                                           \
+    const auto& mtnlg_a_ = (a);                                                                  \
+    const auto& mtnlg_b_ = (b);                                                                  \
+    if (!(mtnlg_a_ op mtnlg_b_))                                                                 \
+      ::mtnlg::detail::check_op_failed(__FILE__, __LINE__, "check " #a " " #op " " #b, mtnlg_a_, \
+                                       mtnlg_b_);                                                \
   } while (0)
 
 #define MTNLG_CHECK_EQ(a, b) MTNLG_CHECK_OP_(a, b, ==)

@@ -9,27 +9,39 @@ namespace mtnlg {
 
 size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return 4;
-    case DType::kF64: return 8;
-    case DType::kBF16: return 2;
-    case DType::kF16: return 2;
-    case DType::kI32: return 4;
+    case DType::kF32:
+      return 4;
+    case DType::kF64:
+      return 8;
+    case DType::kBF16:
+      return 2;
+    case DType::kF16:
+      return 2;
+    case DType::kI32:
+      return 4;
   }
   return 0;
 }
 
 const char* dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "f32";
-    case DType::kF64: return "f64";
-    case DType::kBF16: return "bf16";
-    case DType::kF16: return "f16";
-    case DType::kI32: return "i32";
+    case DType::kF32:
+      return "f32";
+    case DType::kF64:
+      return "f64";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF16:
+      return "f16";
+    case DType::kI32:
+      return "i32";
   }
   return "?";
 }
 
-const char* device_name(Device device) { return device == Device::kCPU ? "cpu" : "cuda"; }
+const char* device_name(Device device) {
+  return device == Device::kCPU ? "cpu" : "cuda";
+}
 
 int64_t shape_numel(const Shape& shape) {
   int64_t n = 1;
@@ -46,7 +58,9 @@ std::string shape_str(const Shape& shape) {
 }
 
 Tensor::Tensor(std::shared_ptr<Storage> storage, size_t offset_bytes, Shape shape, DType dtype)
-    : storage_(std::move(storage)), offset_bytes_(offset_bytes), shape_(std::move(shape)),
+    : storage_(std::move(storage)),
+      offset_bytes_(offset_bytes),
+      shape_(std::move(shape)),
       dtype_(dtype) {
   for (int64_t d : shape_) MTNLG_CHECK_GE(d, 0);
   MTNLG_CHECK_LE(offset_bytes_ + nbytes(), storage_->bytes());
@@ -81,8 +95,7 @@ void* Tensor::data() const {
 }
 
 Tensor Tensor::view(Shape shape) const {
-  MTNLG_CHECK_MSG(shape_numel(shape) == numel(),
-                  "view " << shape_str(shape) << " of " << str());
+  MTNLG_CHECK_MSG(shape_numel(shape) == numel(), "view " << shape_str(shape) << " of " << str());
   return Tensor(storage_, offset_bytes_, std::move(shape), dtype_);
 }
 

@@ -32,11 +32,17 @@ std::string shape_str(const Shape& shape);
 template <typename T>
 constexpr DType dtype_of();
 template <>
-constexpr DType dtype_of<float>() { return DType::kF32; }
+constexpr DType dtype_of<float>() {
+  return DType::kF32;
+}
 template <>
-constexpr DType dtype_of<double>() { return DType::kF64; }
+constexpr DType dtype_of<double>() {
+  return DType::kF64;
+}
 template <>
-constexpr DType dtype_of<int32_t>() { return DType::kI32; }
+constexpr DType dtype_of<int32_t>() {
+  return DType::kI32;
+}
 
 // A block of device memory. The deleter (empty for borrowed memory) frees it.
 class Storage {

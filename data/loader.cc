@@ -38,8 +38,8 @@ MicroBatch Loader::make(int64_t step_first) const {
   for (int64_t j = 0; j < micro; ++j) {
     const int64_t index = mb.first_sample + j;
     if (index >= source_.size()) {
-      throw invalid_argument("the run needs sample " + std::to_string(index) + " but the data has " +
-                                 std::to_string(source_.size()) +
+      throw invalid_argument("the run needs sample " + std::to_string(index) +
+                                 " but the data has " + std::to_string(source_.size()) +
                                  "; the sample index was built for a shorter run: delete "
                                  "data.cache_dir or lower schedule.train_tokens",
                              opt_.source_name);
@@ -76,7 +76,8 @@ void Loader::run() {
         MicroBatch mb = make(first);
         mb.last_of_iteration = s == steps - 1;
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || static_cast<int64_t>(ready_.size()) < opt_.prefetch; });
+        cv_.wait(lock,
+                 [&] { return stop_ || static_cast<int64_t>(ready_.size()) < opt_.prefetch; });
         if (stop_) return;
         ready_.push_back(std::move(mb));
         cv_.notify_all();

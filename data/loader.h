@@ -40,9 +40,9 @@ struct LoaderOptions {
   int64_t micro_batch_size = 1;
   int64_t data_rank = 0;
   int64_t data_size = 1;
-  int64_t vocab_size = 0;        // token ids must be < vocab_size
-  int64_t prefetch = 4;          // micro-batches prepared ahead
-  std::string source_name;       // for error messages (the data prefix or "blend")
+  int64_t vocab_size = 0;   // token ids must be < vocab_size
+  int64_t prefetch = 4;     // micro-batches prepared ahead
+  std::string source_name;  // for error messages (the data prefix or "blend")
 };
 
 class Loader {

@@ -18,8 +18,8 @@ double LrSchedule::lr_at(int64_t tokens) const {
     return max_lr_ * static_cast<double>(tokens) / static_cast<double>(warmup_);
   if (style_ == DecayStyle::kConstant) return max_lr_;
   if (tokens >= decay_) return min_lr_;
-  const double ratio =
-      static_cast<double>(tokens - warmup_) / static_cast<double>(std::max<int64_t>(1, decay_ - warmup_));
+  const double ratio = static_cast<double>(tokens - warmup_) /
+                       static_cast<double>(std::max<int64_t>(1, decay_ - warmup_));
   const double coeff = style_ == DecayStyle::kCosine
                            ? 0.5 * (std::cos(std::numbers::pi * ratio) + 1.0)
                            : 1.0 - ratio;

@@ -34,6 +34,8 @@ std::string read_file(const std::string& path) {
   return os.str();
 }
 
-std::string source_path(const std::string& rel) { return std::string(MTNLG_SOURCE_DIR) + "/" + rel; }
+std::string source_path(const std::string& rel) {
+  return std::string(MTNLG_SOURCE_DIR) + "/" + rel;
+}
 
 }  // namespace mtnlg::test

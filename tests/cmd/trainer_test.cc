@@ -107,7 +107,8 @@ TEST_CASE("same seed gives bit-identical losses - another seed does not") {
   test::TempDir dir;
   write_corpus(dir.file("corpus"), 200, 512);
   const auto run = [&](const std::string& seed) {
-    Trainer t(tiny_recipe(dir, {"seed=" + seed, "schedule.train_iters=50"}), TrainerOptions{2, false});
+    Trainer t(tiny_recipe(dir, {"seed=" + seed, "schedule.train_iters=50"}),
+              TrainerOptions{2, false});
     return losses_of(t.run());
   };
   const auto a = run("11"), b = run("11"), c = run("12");
@@ -121,9 +122,9 @@ TEST_CASE("activation checkpointing recomputes exactly: identical losses") {
   test::TempDir dir;
   write_corpus(dir.file("corpus"), 200, 512);
   const auto run = [&](const std::string& ckpt) {
-    Trainer t(tiny_recipe(dir, {"parallel.activation_checkpointing=" + ckpt,
-                                "schedule.train_iters=8"}),
-              TrainerOptions{2, false});
+    Trainer t(
+        tiny_recipe(dir, {"parallel.activation_checkpointing=" + ckpt, "schedule.train_iters=8"}),
+        TrainerOptions{2, false});
     return losses_of(t.run());
   };
   CHECK(run("true") == run("false"));
@@ -201,12 +202,16 @@ TEST_CASE("a shuffled two-dataset blend with a batch ramp and evaluation trains 
   test::TempDir dir;
   write_corpus(dir.file("a"), 300, 512);
   write_corpus(dir.file("b"), 200, 512);
-  const std::vector<std::string> sets = {
-      "data.blend=[{prefix: " + dir.file("a") + ", weight: 3}, {prefix: " + dir.file("b") +
-          ", weight: 1}]",
-      "data.shuffle=true", "data.split=[90, 10, 0]", "data.cache_dir=" + dir.file("cache"),
-      "eval={interval: 5, iters: 2}", "batch.rampup={start: 2, increment: 2, tokens: 512}",
-      "schedule.train_iters=12", "logging.metrics_file=" + dir.file("run/metrics.jsonl")};
+  const std::vector<std::string> sets = {"data.blend=[{prefix: " + dir.file("a") +
+                                             ", weight: 3}, {prefix: " + dir.file("b") +
+                                             ", weight: 1}]",
+                                         "data.shuffle=true",
+                                         "data.split=[90, 10, 0]",
+                                         "data.cache_dir=" + dir.file("cache"),
+                                         "eval={interval: 5, iters: 2}",
+                                         "batch.rampup={start: 2, increment: 2, tokens: 512}",
+                                         "schedule.train_iters=12",
+                                         "logging.metrics_file=" + dir.file("run/metrics.jsonl")};
   const auto run = [&] {
     Trainer t(load_recipe(test::source_path("configs/tiny.yaml"), sets), TrainerOptions{2, true});
     auto stats = t.run();

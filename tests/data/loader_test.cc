@@ -89,7 +89,9 @@ TEST_CASE("micro-batches cover each global batch in order - rank r takes the r-t
 TEST_CASE("a resumed run continues with exactly the next sample - whatever the dp size") {
   CountingSource src(10000);
   // A batch ramp in samples: 4, 8, then 16 from sample 24 on.
-  const auto ramp = [](int64_t consumed) -> int64_t { return consumed < 8 ? 4 : consumed < 24 ? 8 : 16; };
+  const auto ramp = [](int64_t consumed) -> int64_t {
+    return consumed < 8 ? 4 : consumed < 24 ? 8 : 16;
+  };
   const auto flatten = [](const std::vector<std::vector<int64_t>>& v) {
     std::vector<int64_t> out;
     for (const auto& x : v) out.insert(out.end(), x.begin(), x.end());
