@@ -1,0 +1,452 @@
+#include "parallel/cuda/nccl_communicator.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <thread>
+#include <type_traits>
+
+#include "core/cuda/cuda_check.h"
+#include "core/status.h"
+
+namespace mtnlg {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using ms = std::chrono::milliseconds;
+
+// The one place an ncclResult_t becomes an Error. ncclInProgress is not a failure: our
+// communicators are non-blocking (so that creation and every call can be bounded by the
+// timeout), and a call that returns it has been accepted; the caller then waits for the
+// communicator's state (NcclCommunicator::wait).
+void check_nccl(ncclResult_t result, const char* expr, const char* file, int line) {
+  if (result == ncclSuccess || result == ncclInProgress) return;
+  const std::string what =
+      std::string("NCCL error '") + ncclGetErrorString(result) + "' in " + expr;
+  const std::string where = std::string(file) + ":" + std::to_string(line);
+  // System and remote errors are the network or a peer; the rest are misuse or NCCL's own bugs.
+  if (result == ncclSystemError || result == ncclRemoteError)
+    throw io_error(what + " (set NCCL_DEBUG=WARN for NCCL's reason)", where);
+  throw Error(Code::kInternal, what, where);
+}
+
+#define NCCL_CHECK(expr) ::mtnlg::check_nccl((expr), #expr, __FILE__, __LINE__)
+
+std::string ranks_str(const std::vector<int64_t>& ranks) {
+  std::string s = "[";
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s + "]";
+}
+
+ncclDataType_t nccl_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return ncclFloat32;
+    case DType::kF64:
+      return ncclFloat64;
+    case DType::kI32:
+      return ncclInt32;
+    case DType::kBF16:
+      return ncclBfloat16;
+    case DType::kF16:
+      return ncclFloat16;
+  }
+  MTNLG_CHECK_MSG(false, "NCCL communicator: unsupported dtype " << dtype_name(dtype));
+  return ncclFloat32;  // unreachable
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  return op == ReduceOp::kSum ? ncclSum : ncclMax;
+}
+
+struct StreamDeleter {
+  void operator()(cudaStream_t s) const { (void)cudaStreamDestroy(s); }
+};
+using StreamPtr = std::unique_ptr<std::remove_pointer_t<cudaStream_t>, StreamDeleter>;
+
+struct DeviceFree {
+  void operator()(void* p) const { (void)cudaFree(p); }
+};
+
+// Aborting is the safe way to drop a communicator in any state (half-created, failed, or with
+// work in flight); the normal path finalizes and destroys instead, then releases the pointer.
+struct CommAborter {
+  void operator()(ncclComm_t comm) const { (void)ncclCommAbort(comm); }
+};
+using CommPtr = std::unique_ptr<std::remove_pointer_t<ncclComm_t>, CommAborter>;
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(Store& store, std::string name, int rank, std::vector<int64_t> global_ranks,
+                   int device, ms timeout);
+  ~NcclCommunicator() override;
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::string& name() const override { return name_; }
+  int64_t bytes_sent() const override { return bytes_sent_; }
+
+  void all_reduce(Tensor& t, ReduceOp op) override;
+  void reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) override;
+  void all_gather(Tensor& out, const Tensor& in) override;
+  void broadcast(Tensor& t, int root) override;
+  void send(const Tensor& t, int peer) override;
+  void recv(Tensor& t, int peer) override;
+  void barrier() override;
+
+ private:
+  std::string where() const {
+    return "NCCL group '" + name_ + "' (rank " + std::to_string(rank_) + " of " +
+           std::to_string(size_) + ", global ranks " + ranks_str(global_ranks_) + ", device " +
+           std::to_string(device_) + ")";
+  }
+  void check_tensor(const char* op, const Tensor& t) const {
+    MTNLG_CHECK_MSG(t.defined() && t.device() == Device::kCUDA,
+                    op << " on " << where() << ": NCCL takes CUDA tensors, got "
+                       << (t.defined() ? t.str() : "an undefined tensor"));
+  }
+  void check_peer(const char* op, int peer) const {
+    MTNLG_CHECK_MSG(0 <= peer && peer < size_ && peer != rank_,
+                    op << " on " << where() << ": peer " << peer << " is not another member");
+  }
+  // Makes the device current and waits for work queued on it (the backend's stream is private,
+  // so this is what makes the inputs ready).
+  void prepare() const {
+    CUDA_CHECK(cudaSetDevice(device_));
+    CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  // One-rank reduce_scatter / all_gather: out = in.
+  void copy_local(Tensor& out, const Tensor& in);
+  // Enqueues one operation (enqueue issues NCCL calls through NCCL_CHECK) and waits for it.
+  template <typename F>
+  void run(const char* op, const std::string& what, F&& enqueue);
+  // Waits until NCCL has accepted the calls and the stream has run them, within the timeout.
+  void wait(const char* op, const std::string& what, Clock::time_point start);
+  // Records the failure, aborts the NCCL communicator and throws.
+  [[noreturn]] void fail(Code code, const char* op, const std::string& what,
+                         Clock::time_point start, const std::string& why);
+  // NCCL's own explanation of the last error on this communicator, if any.
+  std::string last_error() const {
+    const char* msg = comm_ ? ncclGetLastError(comm_.get()) : nullptr;
+    return msg && *msg ? std::string(" [NCCL: ") + msg + "]" : std::string();
+  }
+
+  std::string name_;
+  int rank_;
+  int size_;
+  std::vector<int64_t> global_ranks_;
+  int device_;
+  ms timeout_;
+  // Declared before comm_, so destroyed after it.
+  StreamPtr stream_;
+  std::unique_ptr<void, DeviceFree> scratch_;  // one float for barrier()
+  CommPtr comm_;                               // null for a one-rank group and after a failure
+  int64_t bytes_sent_ = 0;
+  std::string failure_;  // first failure; non-empty: every later op throws at once
+};
+
+NcclCommunicator::NcclCommunicator(Store& store, std::string name, int rank,
+                                   std::vector<int64_t> global_ranks, int device, ms timeout)
+    : name_(std::move(name)),
+      rank_(rank),
+      size_(static_cast<int>(global_ranks.size())),
+      global_ranks_(std::move(global_ranks)),
+      device_(device),
+      timeout_(timeout) {
+  MTNLG_CHECK_MSG(size_ >= 1 && 0 <= rank_ && rank_ < size_,
+                  "group '" << name_ << "': rank " << rank_ << " outside a group of " << size_);
+  MTNLG_CHECK_MSG(timeout_.count() > 0, "group '" << name_ << "': timeout must be positive");
+  MTNLG_CHECK_MSG(device_ >= 0, "group '" << name_ << "': bad CUDA device " << device_);
+  const auto start = Clock::now();
+  ncclUniqueId id{};
+  try {
+    CUDA_CHECK(cudaSetDevice(device_));
+    cudaStream_t stream = nullptr;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    stream_.reset(stream);
+    if (size_ == 1) return;
+    void* scratch = nullptr;
+    CUDA_CHECK(cudaMalloc(&scratch, sizeof(float)));
+    scratch_.reset(scratch);
+    CUDA_CHECK(cudaMemset(scratch, 0, sizeof(float)));
+
+    // Members create groups in the same order, so they agree on the generation.
+    const std::string group =
+        name_ + "." + std::to_string(global_ranks_[0]) + "x" + std::to_string(size_);
+    const int64_t generation = store.next_use("nccl/" + group + "/" + std::to_string(rank_));
+    const std::string key = owned_key(
+        "nccl/" + group + "." + std::to_string(generation) + "/unique_id", global_ranks_[0]);
+    if (rank_ == 0) {
+      NCCL_CHECK(ncclGetUniqueId(&id));
+      const auto* bytes = reinterpret_cast<const uint8_t*>(&id);
+      store.set(key, std::vector<uint8_t>(bytes, bytes + sizeof(id)));
+    } else {
+      const std::vector<uint8_t> value = store.get(key, timeout_);
+      if (value.size() != sizeof(id))
+        throw corruption("store key '" + key + "' holds " + std::to_string(value.size()) +
+                             " bytes, not an ncclUniqueId (" + std::to_string(sizeof(id)) +
+                             "): another program or version wrote it; use a fresh store",
+                         key);
+      std::memcpy(&id, value.data(), sizeof(id));
+    }
+
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;  // so that joining, like every operation, is bounded by the timeout
+    config.commName = name_.c_str();
+    ncclComm_t comm = nullptr;
+    const ncclResult_t result = ncclCommInitRankConfig(&comm, size_, id, rank_, &config);
+    if (comm) comm_.reset(comm);
+    NCCL_CHECK(result);
+  } catch (const Error& e) {
+    throw Error(e.code(), "creating " + where() + ": " + e.message() + last_error(), e.context());
+  }
+  // Joining completes once every member has joined (NCCL's bootstrap connects them all).
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    if (const ncclResult_t got = ncclCommGetAsyncError(comm_.get(), &state); got != ncclSuccess)
+      state = got;
+    if (state == ncclSuccess) return;
+    const auto waited = std::chrono::duration_cast<ms>(Clock::now() - start).count();
+    if (state != ncclInProgress) {
+      const std::string msg = "creating " + where() + " failed after " + std::to_string(waited) +
+                              " ms: " + ncclGetErrorString(state) + last_error() +
+                              " (set NCCL_DEBUG=WARN for NCCL's reason)";
+      comm_.reset();
+      throw io_error(msg, "nccl");
+    }
+    if (waited > timeout_.count()) {
+      comm_.reset();
+      throw io_error("creating " + where() + " did not complete within " + std::to_string(waited) +
+                         " ms: check that every member started, uses its own GPU and can reach "
+                         "this host (NCCL_SOCKET_IFNAME chooses the interface)",
+                     "nccl");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (!comm_) return;
+  // After a failure or while unwinding, leave at once (abort, the CommPtr's deleter).
+  if (!failure_.empty() || std::uncaught_exceptions() > 0) return;
+  // Every operation has completed (they are blocking), so finalizing only tears down; bound it
+  // anyway so that a peer that vanished cannot hang our exit.
+  if (cudaSetDevice(device_) != cudaSuccess) return;
+  const ncclResult_t r = ncclCommFinalize(comm_.get());
+  if (r != ncclSuccess && r != ncclInProgress) return;
+  const auto start = Clock::now();
+  ncclResult_t state = ncclInProgress;
+  while (state == ncclInProgress && Clock::now() - start < timeout_) {
+    if (ncclCommGetAsyncError(comm_.get(), &state) != ncclSuccess) return;
+    if (state == ncclInProgress) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  if (state != ncclSuccess) return;
+  (void)ncclCommDestroy(comm_.release());
+}
+
+void NcclCommunicator::fail(Code code, const char* op, const std::string& what,
+                            Clock::time_point start, const std::string& why) {
+  const auto waited = std::chrono::duration_cast<ms>(Clock::now() - start).count();
+  failure_ = std::string(op) + " of " + what + " on " + where() + " failed after " +
+             std::to_string(waited) + " ms (timeout " + std::to_string(timeout_.count()) +
+             " ms): " + why + last_error();
+  comm_.reset();  // ncclCommAbort: stops our kernels so the stream drains
+  throw Error(code, failure_, "nccl");
+}
+
+template <typename F>
+void NcclCommunicator::run(const char* op, const std::string& what, F&& enqueue) {
+  if (!failure_.empty())
+    throw io_error(std::string(op) + " on " + where() +
+                       ": the communicator failed earlier and cannot be used: " + failure_,
+                   "nccl");
+  prepare();
+  const auto start = Clock::now();
+  try {
+    enqueue();
+  } catch (const Error& e) {
+    fail(e.code(), op, what, start, e.message() + " at " + e.context());
+  }
+  wait(op, what, start);
+}
+
+void NcclCommunicator::wait(const char* op, const std::string& what, Clock::time_point start) {
+  for (int polls = 0;; ++polls) {
+    // Host side first: a non-blocking call may still be handing work to the stream.
+    ncclResult_t state = ncclSuccess;
+    if (const ncclResult_t got = ncclCommGetAsyncError(comm_.get(), &state); got != ncclSuccess)
+      state = got;
+    if (state != ncclSuccess && state != ncclInProgress)
+      fail(Code::kIOError, op, what, start,
+           std::string("NCCL reported '") + ncclGetErrorString(state) +
+               "' (a peer failed or the network broke; set NCCL_DEBUG=WARN on every rank)");
+    if (state == ncclSuccess) {
+      const cudaError_t q = cudaStreamQuery(stream_.get());
+      if (q == cudaSuccess) return;
+      if (q != cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        fail(Code::kInternal, op, what, start,
+             std::string("CUDA error ") + cudaGetErrorName(q) + " (" + cudaGetErrorString(q) +
+                 ") while running it");
+      }
+    }
+    if (Clock::now() - start > timeout_)
+      fail(Code::kIOError, op, what, start,
+           "it did not complete in time. NCCL does not say which peer is missing: a member died, "
+           "hung, or did not call the same operation with matching sizes; check the other ranks' "
+           "logs (NCCL_DEBUG=WARN), or raise parallel.timeout_s if the work is just slow");
+    // Spin briefly for small, fast collectives, then back off to spare the CPU.
+    if (polls < 1000)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+void NcclCommunicator::copy_local(Tensor& out, const Tensor& in) {
+  if (in.nbytes() == 0) return;
+  prepare();
+  CUDA_CHECK(
+      cudaMemcpyAsync(out.data(), in.data(), in.nbytes(), cudaMemcpyDeviceToDevice, stream_.get()));
+  CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+}
+
+void NcclCommunicator::all_reduce(Tensor& t, ReduceOp op) {
+  check_tensor("all_reduce", t);
+  if (size_ == 1 || t.numel() == 0) return;
+  run("all_reduce", t.str() + " (" + reduce_op_name(op) + ")", [&] {
+    NCCL_CHECK(ncclAllReduce(t.data(), t.data(), static_cast<size_t>(t.numel()),
+                             nccl_dtype(t.dtype()), nccl_op(op), comm_.get(), stream_.get()));
+  });
+  bytes_sent_ += 2 * (size_ - 1) * static_cast<int64_t>(t.nbytes()) / size_;
+}
+
+void NcclCommunicator::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) {
+  check_tensor("reduce_scatter", out);
+  check_tensor("reduce_scatter", in);
+  MTNLG_CHECK_MSG(in.dtype() == out.dtype() && in.numel() == size_ * out.numel(),
+                  "reduce_scatter on " << where() << ": needs in.numel() == size * out.numel() "
+                                       << "and one dtype, got in " << in.str() << ", out "
+                                       << out.str() << ", size " << size_);
+  if (size_ == 1) return copy_local(out, in);
+  if (out.numel() == 0) return;
+  run("reduce_scatter", in.str() + " (" + reduce_op_name(op) + ")", [&] {
+    NCCL_CHECK(ncclReduceScatter(in.data(), out.data(), static_cast<size_t>(out.numel()),
+                                 nccl_dtype(in.dtype()), nccl_op(op), comm_.get(), stream_.get()));
+  });
+  bytes_sent_ += (size_ - 1) * static_cast<int64_t>(in.nbytes()) / size_;
+}
+
+void NcclCommunicator::all_gather(Tensor& out, const Tensor& in) {
+  check_tensor("all_gather", out);
+  check_tensor("all_gather", in);
+  MTNLG_CHECK_MSG(in.dtype() == out.dtype() && out.numel() == size_ * in.numel(),
+                  "all_gather on " << where() << ": needs out.numel() == size * in.numel() "
+                                   << "and one dtype, got in " << in.str() << ", out " << out.str()
+                                   << ", size " << size_);
+  if (size_ == 1) return copy_local(out, in);
+  if (in.numel() == 0) return;
+  run("all_gather", out.str(), [&] {
+    NCCL_CHECK(ncclAllGather(in.data(), out.data(), static_cast<size_t>(in.numel()),
+                             nccl_dtype(in.dtype()), comm_.get(), stream_.get()));
+  });
+  bytes_sent_ += (size_ - 1) * static_cast<int64_t>(out.nbytes()) / size_;
+}
+
+void NcclCommunicator::broadcast(Tensor& t, int root) {
+  check_tensor("broadcast", t);
+  MTNLG_CHECK_MSG(0 <= root && root < size_,
+                  "broadcast on " << where() << ": root " << root << " is not a member");
+  if (size_ == 1 || t.numel() == 0) return;
+  run("broadcast", t.str() + " from rank " + std::to_string(root), [&] {
+    NCCL_CHECK(ncclBroadcast(t.data(), t.data(), static_cast<size_t>(t.numel()),
+                             nccl_dtype(t.dtype()), root, comm_.get(), stream_.get()));
+  });
+  bytes_sent_ += static_cast<int64_t>(t.nbytes());
+}
+
+void NcclCommunicator::send(const Tensor& t, int peer) {
+  check_tensor("send", t);
+  check_peer("send", peer);
+  if (t.numel() == 0) return;
+  run("send",
+      t.str() + " to rank " + std::to_string(peer) + " (global rank " +
+          std::to_string(global_ranks_[peer]) + ")",
+      [&] {
+        // ncclGroupEnd always runs: NCCL's group state is per thread and would otherwise leak
+        // into the next call on any communicator.
+        NCCL_CHECK(ncclGroupStart());
+        const ncclResult_t sent = ncclSend(t.data(), static_cast<size_t>(t.numel()),
+                                           nccl_dtype(t.dtype()), peer, comm_.get(), stream_.get());
+        const ncclResult_t ended = ncclGroupEnd();
+        NCCL_CHECK(sent);
+        NCCL_CHECK(ended);
+      });
+  bytes_sent_ += static_cast<int64_t>(t.nbytes());
+}
+
+void NcclCommunicator::recv(Tensor& t, int peer) {
+  check_tensor("recv", t);
+  check_peer("recv", peer);
+  if (t.numel() == 0) return;
+  run("recv",
+      t.str() + " from rank " + std::to_string(peer) + " (global rank " +
+          std::to_string(global_ranks_[peer]) + ")",
+      [&] {
+        NCCL_CHECK(ncclGroupStart());
+        const ncclResult_t received =
+            ncclRecv(t.data(), static_cast<size_t>(t.numel()), nccl_dtype(t.dtype()), peer,
+                     comm_.get(), stream_.get());
+        const ncclResult_t ended = ncclGroupEnd();
+        NCCL_CHECK(received);
+        NCCL_CHECK(ended);
+      });
+}
+
+void NcclCommunicator::barrier() {
+  if (size_ == 1) return;
+  run("barrier", "no data", [&] {
+    NCCL_CHECK(ncclAllReduce(scratch_.get(), scratch_.get(), 1, ncclFloat32, ncclSum, comm_.get(),
+                             stream_.get()));
+  });
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_nccl_communicator(Store& store, const std::string& group_name,
+                                                     int rank_in_group,
+                                                     std::vector<int64_t> global_ranks, int device,
+                                                     std::chrono::milliseconds timeout) {
+  return std::make_unique<NcclCommunicator>(store, group_name, rank_in_group,
+                                            std::move(global_ranks), device, timeout);
+}
+
+ProcessGroups make_nccl_groups(const Topology& topology, Store& store, int device,
+                               std::chrono::milliseconds timeout) {
+  auto index_of = [&](const std::vector<int64_t>& group) {
+    const auto it = std::find(group.begin(), group.end(), topology.rank());
+    return it == group.end() ? -1 : static_cast<int>(it - group.begin());
+  };
+  std::vector<int64_t> all(topology.sizes().world());
+  for (size_t r = 0; r < all.size(); ++r) all[r] = static_cast<int64_t>(r);
+  ProcessGroups g;
+  g.world = make_nccl_communicator(store, "world", index_of(all), all, device, timeout);
+  g.tensor = make_nccl_communicator(store, "tensor", static_cast<int>(topology.tensor_rank()),
+                                    topology.tensor_group(), device, timeout);
+  g.data = make_nccl_communicator(store, "data", static_cast<int>(topology.data_rank()),
+                                  topology.data_group(), device, timeout);
+  g.pipeline = make_nccl_communicator(store, "pipeline", static_cast<int>(topology.pipeline_rank()),
+                                      topology.pipeline_group(), device, timeout);
+  const auto embedding = topology.embedding_group();
+  if (const int r = index_of(embedding); r >= 0)
+    g.embedding = make_nccl_communicator(store, "embedding", r, embedding, device, timeout);
+  return g;
+}
+
+}  // namespace mtnlg

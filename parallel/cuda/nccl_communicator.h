@@ -1,0 +1,53 @@
+// NCCL communicators: the CUDA backend of parallel/communicator.h, for tensors on one GPU.
+//
+// Rendezvous: the group's rank 0 creates the ncclUniqueId and publishes it through the Store
+// under "nccl/<group>.<first global rank>x<size>.<generation>/unique_id@<global rank of group
+// rank 0>" (the key convention of parallel/store.h; the generation is Store::next_use, as the
+// Gloo groups count it); every member reads it and joins with ncclCommInitRankConfig on its
+// device. A one-rank group creates no NCCL communicator.
+//
+// Tensors: CUDA f32, f64, i32, bf16 or f16, on this communicator's device. Every operation runs
+// on the communicator's own stream and is blocking: it first synchronizes the device (the
+// backend's stream is private, so this is how data the backend produced is made ready), then
+// returns once the stream has finished, so the caller may use the result on any stream.
+//
+// Failure: NCCL operations do not time out by themselves. While waiting, the communicator polls
+// ncclCommGetAsyncError; an error reported there, or the timeout passing, aborts the NCCL
+// communicator (ncclCommAbort) and throws io_error naming the group, the operation and the time
+// waited; later operations throw at once. NCCL does not say which peer stalled.
+// NCCL status codes become mtnlg::Error in nccl_communicator.cc only.
+//
+// Destruction finalizes the NCCL communicator (bounded by the timeout, then aborts); after a
+// failure or while unwinding it aborts at once.
+//
+// Thread safety: a communicator is not thread-safe (one thread per communicator); the factories
+// are, as long as the Store is. Operations make the communicator's device current on the calling
+// thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "parallel/communicator.h"
+#include "parallel/store.h"
+#include "parallel/topology.h"
+
+namespace mtnlg {
+
+// Builds one group on CUDA device `device`; every member calls it with the same name and
+// global_ranks (in group-rank order) and its own rank_in_group. `timeout` bounds the rendezvous
+// and every operation (recipe key parallel.timeout_s).
+std::unique_ptr<Communicator> make_nccl_communicator(
+    Store& store, const std::string& group_name, int rank_in_group,
+    std::vector<int64_t> global_ranks, int device,
+    std::chrono::milliseconds timeout = std::chrono::seconds(300));
+
+// This rank's world, tensor, data, pipeline and embedding groups on `device`, created in that
+// order (embedding only on the first and last stages), as make_gloo_groups.
+ProcessGroups make_nccl_groups(const Topology& topology, Store& store, int device,
+                               std::chrono::milliseconds timeout = std::chrono::seconds(300));
+
+}  // namespace mtnlg
