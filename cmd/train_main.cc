@@ -6,16 +6,16 @@
 #include <algorithm>
 #include <chrono>
 #include <iostream>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cmd/dry_run.h"
 #include "cmd/trainer.h"
+#include "core/logging.h"
 #include "parallel/gloo_communicator.h"
 #include "parallel/runtime.h"
 #include "parallel/topology.h"
-#include "core/logging.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -92,14 +92,14 @@ int main(int argc, char** argv) {
     // One process, or one rank of a job started by a PMIx launcher (mpirun, srun --mpi=pmix).
     mtnlg::Runtime runtime = mtnlg::Runtime::init();
     mtnlg::init_logging(log_level, static_cast<int>(runtime.rank));
-    const mtnlg::ParallelSizes sizes = mtnlg::Topology::derive(
-        runtime.world, recipe.parallel.tensor, recipe.parallel.pipeline);
+    const mtnlg::ParallelSizes sizes =
+        mtnlg::Topology::derive(runtime.world, recipe.parallel.tensor, recipe.parallel.pipeline);
     if (recipe.parallel.data > 0 && recipe.parallel.data != sizes.data) {
       throw mtnlg::invalid_argument(
           "parallel.data: " + std::to_string(recipe.parallel.data) + " but the job has " +
-              std::to_string(runtime.world) + " ranks = tensor " +
-              std::to_string(sizes.tensor) + " x pipeline " + std::to_string(sizes.pipeline) +
-              " x data " + std::to_string(sizes.data) +
+              std::to_string(runtime.world) + " ranks = tensor " + std::to_string(sizes.tensor) +
+              " x pipeline " + std::to_string(sizes.pipeline) + " x data " +
+              std::to_string(sizes.data) +
               "; launch tensor x pipeline x parallel.data ranks, or omit parallel.data",
           "parallel.data");
     }
@@ -107,9 +107,10 @@ int main(int argc, char** argv) {
     mtnlg::ProcessGroups groups;
     mtnlg::TrainerOptions options;
     // Ranks sharing a node share its cores.
-    options.threads = threads > 0 ? threads
-                                  : std::max<int>(1, static_cast<int>(std::thread::hardware_concurrency() /
-                                                                      runtime.local_world));
+    options.threads = threads > 0
+                          ? threads
+                          : std::max<int>(1, static_cast<int>(std::thread::hardware_concurrency() /
+                                                              runtime.local_world));
     if (runtime.world > 1) {
       spdlog::info("{}: {}", runtime.describe(), topology.describe());
       groups = mtnlg::make_gloo_groups(topology, *runtime.store,

@@ -20,13 +20,20 @@
 #include "optim/zero_optimizer.h"
 #include "parallel/communicator.h"
 #include "parallel/grad_sync.h"
+#include "parallel/p2p.h"
+#include "parallel/pipeline_schedule.h"
 #include "parallel/topology.h"
 
 namespace mtnlg {
 
-int64_t planned_iterations(const Recipe& r) { return run_length(r).iterations; }
+int64_t planned_iterations(const Recipe& r) {
+  return run_length(r).iterations;
+}
 
 namespace {
+
+// The tied LM head's copy of the word embeddings (parallel/topology.h embedding group).
+constexpr const char* kWordEmbeddings = "embedding.word_embeddings.weight";
 
 std::string format_duration(double seconds) {
   const auto s = static_cast<int64_t>(seconds + 0.5);
@@ -47,17 +54,27 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
     data_rank_ = options_.groups->data->rank();
     is_logging_rank_ = options_.groups->world->rank() == 0;
   }
+  if (options_.topology != nullptr) {
+    pipeline_size_ = options_.topology->sizes().pipeline;
+    stage_ = options_.topology->pipeline_rank();
+  }
+  if (recipe_.parallel.pipeline != pipeline_size_)
+    throw invalid_argument("parallel.pipeline: " + std::to_string(recipe_.parallel.pipeline) +
+                               " stages but this process runs " + std::to_string(pipeline_size_) +
+                               "; launch tensor x pipeline x data ranks (mpirun -np, srun -n)",
+                           "parallel.pipeline");
   {
     // The data-parallel size may come from the world size, so the recipe could not check this.
     const int64_t step = recipe_.parallel.micro_batch_size * data_size_;
     const auto& ramp = recipe_.batch.rampup;
     const auto check = [&](int64_t value, const char* key) {
       if (value % step != 0)
-        throw invalid_argument(std::string(key) + ": " + std::to_string(value) +
-                                   " is not a multiple of parallel.micro_batch_size x data-parallel "
-                                   "size = " + std::to_string(step) +
-                                   "; change the batch or the number of ranks",
-                               key);
+        throw invalid_argument(
+            std::string(key) + ": " + std::to_string(value) +
+                " is not a multiple of parallel.micro_batch_size x data-parallel "
+                "size = " +
+                std::to_string(step) + "; change the batch or the number of ranks",
+            key);
     };
     check(recipe_.batch.global_batch_size, "batch.global_batch_size");
     if (ramp.start > 0) {
@@ -92,33 +109,62 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
         evaluations * recipe_.eval.iters * recipe_.batch.global_batch_size;
     valid_data_ = build_train_dataset(recipe_.data, seq, valid_samples, Split::kValid);
     if (!valid_data_)
-      throw invalid_argument("eval.interval is set but data.split gives the valid split no "
-                                 "documents; raise the valid share of data.split or set "
-                                 "eval.interval: 0",
-                             "data.split");
+      throw invalid_argument(
+          "eval.interval is set but data.split gives the valid split no "
+          "documents; raise the valid share of data.split or set "
+          "eval.interval: 0",
+          "data.split");
     const int64_t global = recipe_.batch.global_batch_size;
     valid_loader_ = std::make_unique<Loader>(*valid_data_, loader_options, 0,
                                              [global](int64_t) { return global; });
   }
 
   backend_ = make_cpu_backend(options_.threads);
-  const GPTConfig config = gpt_config_from(recipe_);
-  model_ = std::make_unique<GPTStage>(config, full_model(config), *backend_, DType::kF32,
-                                      recipe_.seed);
+  GPTConfig config = gpt_config_from(recipe_);
+  // Tensor parallelism: this rank's shard of every layer (model/gpt_stage.h).
+  Communicator* tensor_group = options_.groups != nullptr ? options_.groups->tensor.get() : nullptr;
+  if (config.tp_size > 1) {
+    if (tensor_group == nullptr || tensor_group->size() != config.tp_size)
+      throw invalid_argument("parallel.tensor: " + std::to_string(config.tp_size) +
+                                 " needs that many ranks per model replica; launch the job with "
+                                 "mpirun -np (tensor x pipeline x data) or set parallel.tensor: 1",
+                             "parallel.tensor");
+    config.tp_rank = tensor_group->rank();
+    if (!recipe_.model.init_from.empty() || recipe_.parallel.pipeline > 1)
+      throw unsupported(
+          "parallel.tensor > 1 with model.init_from or parallel.pipeline > 1 is not "
+          "yet supported by this build; set parallel.tensor: 1",
+          "parallel.tensor");
+  }
+  // Pipeline stage: an even share of the layers (the recipe checks that they divide).
+  StageSpec spec = full_model(config);
+  if (pipeline_size_ > 1) {
+    const int64_t per_stage = config.num_layers / pipeline_size_;
+    spec = StageSpec{stage_ * per_stage, (stage_ + 1) * per_stage, stage_ == 0,
+                     stage_ == pipeline_size_ - 1};
+    if (!recipe_.model.init_from.empty())
+      throw unsupported(
+          "model.init_from with parallel.pipeline > 1 is not yet supported by this "
+          "build; set parallel.pipeline: 1 or model.init_from: ''",
+          "model.init_from");
+  }
+  model_ =
+      std::make_unique<GPTStage>(config, spec, *backend_, DType::kF32, recipe_.seed, tensor_group);
   if (recipe_.model.init_from.empty()) {
     model_->init_weights(recipe_.seed);
   } else {
     load_hf_gpt2(*model_, recipe_.model.init_from);
     spdlog::info("initialised from {}", recipe_.model.init_from);
   }
-  spdlog::info("model: {} parameters ({} layers, hidden {}, {} heads, ffn {}, vocab {} padded to {})",
-               model_->params().global_numel(), config.num_layers, config.hidden, config.heads,
-               config.ffn, config.vocab, config.padded_vocab);
+  spdlog::info(
+      "model: {} parameters ({} layers, hidden {}, {} heads, ffn {}, vocab {} padded to {})",
+      model_->params().global_numel(), config.num_layers, config.hidden, config.heads, config.ffn,
+      config.vocab, config.padded_vocab);
   // ZeRO-1 partitions the optimizer over the data group; with one data rank it is plain AdamW.
   int64_t optimizer_bytes = 0;
   if (recipe_.parallel.zero_stage == 1 && data_size_ > 1) {
     zero_optimizer_ = std::make_unique<ZeroAdamW>(model_->params(), *backend_, recipe_.optimizer,
-                                                  *options_.groups->data);
+                                                  *options_.groups->data, tensor_group);
     optimizer_bytes = zero_optimizer_->state_bytes();
   } else {
     optimizer_ = std::make_unique<AdamW>(model_->params(), *backend_, recipe_.optimizer);
@@ -131,7 +177,14 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
                  static_cast<double>(optimizer_bytes) / 1048576.0);
   schedule_ = std::make_unique<LrSchedule>(recipe_.optimizer, recipe_.schedule);
 
-  acts_ = std::make_unique<StageActivations>(model_->make_activations(micro));
+  const int64_t micro_batches = recipe_.batch.global_batch_size / (micro * data_size_);
+  for (int64_t k = 0; k < max_in_flight(pipeline_size_, stage_, micro_batches); ++k)
+    acts_.push_back(std::make_unique<StageActivations>(model_->make_activations(micro)));
+  p2p_ = std::make_unique<P2PCommunicator>(pipeline_size_ > 1 ? options_.groups->pipeline.get()
+                                                              : nullptr);
+  if (pipeline_size_ > 1)
+    spdlog::info("pipeline parallel: stage {} of {}, layers [{}, {}), {} micro-batches in flight",
+                 stage_, pipeline_size_, spec.first_layer, spec.last_layer, acts_.size());
   if (data_size_ > 1 && !zero_optimizer_) {
     std::vector<Tensor> grads;
     for (const auto& p : model_->params().params()) grads.push_back(p.grad);
@@ -162,20 +215,34 @@ IterationStats Trainer::train_step() {
   const int64_t batch_tokens = global * seq;
 
   model_->params().zero_grads(*backend_);
-  double loss_sum = 0.0;
+  double loss_sum = 0.0;  // the last stage's
   const int64_t steps = global / (micro * data_size_);
-  for (int64_t m = 0; m < steps; ++m) {
+  // Every stage reads the same micro-batches: the first uses the tokens, the last the targets.
+  const ForwardStep forward_step = [&](int64_t m, const Tensor& input) {
     const MicroBatch mb = train_loader_->next();
     MTNLG_CHECK_EQ(mb.first_sample, consumed_samples_ + (m * data_size_ + data_rank_) * micro);
     MTNLG_CHECK_EQ(mb.last_of_iteration, m == steps - 1);
     const auto micro_batch_id = static_cast<uint64_t>(mb.first_sample / micro);
-    loss_sum += model_->forward(*acts_, mb.tokens, mb.targets, micro_batch_id);
-    model_->backward(*acts_, Tensor(), 1.0 / static_cast<double>(batch_tokens));
-  }
+    StageActivations& acts = *acts_[m % acts_.size()];
+    loss_sum += model_->forward(acts, model_->stage().pre_process ? mb.tokens : input, mb.targets,
+                                micro_batch_id);
+    return acts.residual.back();
+  };
+  const BackwardStep backward_step = [&](int64_t m, const Tensor& output_grad) {
+    return model_->backward(*acts_[m % acts_.size()], output_grad,
+                            1.0 / static_cast<double>(batch_tokens));
+  };
+  forward_backward_pipelining_without_interleaving(*p2p_, steps,
+                                                   {micro, seq, recipe_.model.hidden_size},
+                                                   DType::kF32, forward_step, backward_step);
+  // The tied embedding's two copies (first and last stage) take the sum of their gradients.
+  if (pipeline_size_ > 1 && options_.groups->embedding)
+    options_.groups->embedding->all_reduce(model_->params().get(kWordEmbeddings).grad,
+                                           ReduceOp::kSum);
   if (grad_sync_) grad_sync_->sync(*backend_);
-  const double loss = sum_over_data(loss_sum) / static_cast<double>(batch_tokens);
-  const double grad_norm = zero_optimizer_ ? zero_optimizer_->reduce_gradients()
-                                           : global_grad_norm(*backend_, model_->params());
+  const double loss =
+      sum_over_data(sum_over_pipeline(loss_sum)) / static_cast<double>(batch_tokens);
+  const double grad_norm = this->grad_norm();
   ++iteration_;
   if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
     throw Error(Code::kInvalidArgument,
@@ -214,7 +281,7 @@ IterationStats Trainer::train_step() {
   // 96Bslh^2(1 + s/6h + V/16lh), the paper's. Derivation: planner.h model_flops_per_iteration.
   s.tflops_per_device =
       model_flops_per_iteration(recipe_, global, recipe_.parallel.activation_checkpointing) /
-      seconds / 1e12 / static_cast<double>(data_size_);
+      seconds / 1e12 / static_cast<double>(data_size_ * pipeline_size_ * recipe_.parallel.tensor);
   s.peak_memory_bytes = backend_->peak_bytes();
   log_iteration(s);
   if (iteration_ == 1) log_memory("after the first iteration");
@@ -228,16 +295,21 @@ EvalStats Trainer::evaluate() {
       recipe_.eval.iters * (recipe_.batch.global_batch_size / (micro * data_size_));
   double loss_sum = 0.0;
   model_->set_training(false);  // no dropout, as Megatron-LM's model.eval()
-  for (int64_t m = 0; m < steps; ++m) {
+  // Forward only: one micro-batch in flight, its output sent on before the next forward.
+  const ForwardStep forward_step = [&](int64_t, const Tensor& input) {
     const MicroBatch mb = valid_loader_->next();
-    loss_sum += model_->forward(*acts_, mb.tokens, mb.targets,
+    StageActivations& acts = *acts_.front();
+    loss_sum += model_->forward(acts, model_->stage().pre_process ? mb.tokens : input, mb.targets,
                                 static_cast<uint64_t>(mb.first_sample / micro));
-  }
+    return acts.residual.back();
+  };
+  forward_pipelining(*p2p_, steps, {micro, seq, recipe_.model.hidden_size}, DType::kF32,
+                     forward_step);
   model_->set_training(true);
   EvalStats e;
   e.iteration = iteration_;
   e.samples = steps * micro * data_size_;
-  e.loss = sum_over_data(loss_sum) / static_cast<double>(e.samples * seq);
+  e.loss = sum_over_data(sum_over_pipeline(loss_sum)) / static_cast<double>(e.samples * seq);
   e.ppl = std::exp(e.loss);
   if (metrics_) {
     JsonLine line;
@@ -251,8 +323,8 @@ EvalStats Trainer::evaluate() {
     metrics_->write(line);
   }
   if (is_logging_rank_)
-    spdlog::info("validation after iteration {} | loss {:.4f} | ppl {:.3f} | {} samples", e.iteration,
-               e.loss, e.ppl, e.samples);
+    spdlog::info("validation after iteration {} | loss {:.4f} | ppl {:.3f} | {} samples",
+                 e.iteration, e.loss, e.ppl, e.samples);
   evaluations_.push_back(e);
   return e;
 }
@@ -278,10 +350,11 @@ void Trainer::log_iteration(const IterationStats& s) {
                            s.iteration == total_iters_ || s.iteration == 1)) {
     const double left = train_seconds_ / static_cast<double>(s.iteration) *
                         static_cast<double>(total_iters_ - s.iteration);
-    spdlog::info("iteration {:>6}/{} | loss {:.4f} | lr {:.3e} | batch {} | grad norm {:.3f} | "
-                 "{:.0f} tokens/s | {:.0f} ms | left {}",
-                 s.iteration, total_iters_, s.loss, s.lr, s.global_batch_size, s.grad_norm,
-                 s.tokens_per_sec, s.elapsed_ms, format_duration(left));
+    spdlog::info(
+        "iteration {:>6}/{} | loss {:.4f} | lr {:.3e} | batch {} | grad norm {:.3f} | "
+        "{:.0f} tokens/s | {:.0f} ms | left {}",
+        s.iteration, total_iters_, s.loss, s.lr, s.global_batch_size, s.grad_norm, s.tokens_per_sec,
+        s.elapsed_ms, format_duration(left));
   }
 }
 
@@ -291,6 +364,42 @@ double Trainer::sum_over_data(double local) const {
   t.data_as<double>()[0] = local;
   options_.groups->data->all_reduce(t, ReduceOp::kSum);
   return t.data_as<double>()[0];
+}
+
+double Trainer::sum_over_pipeline(double local) const {
+  if (pipeline_size_ == 1) return local;
+  Tensor t = Tensor::cpu({1}, DType::kF64);
+  t.data_as<double>()[0] = local;
+  options_.groups->pipeline->all_reduce(t, ReduceOp::kSum);
+  return t.data_as<double>()[0];
+}
+
+double Trainer::grad_norm() {
+  if (pipeline_size_ == 1)
+    return zero_optimizer_
+               ? zero_optimizer_->reduce_gradients()
+               : global_grad_norm(*backend_, model_->params(),
+                                  options_.groups ? options_.groups->tensor.get() : nullptr);
+  // Sum of squares over every stage; the tied embedding (equal on the first and last stage after
+  // the embedding all-reduce) counts once, on the first stage.
+  const bool skip_tied = model_->stage().post_process && !model_->stage().pre_process;
+  double squares = 0.0;
+  if (zero_optimizer_) {
+    const double norm = zero_optimizer_->reduce_gradients();  // this stage's, data-reduced
+    squares = norm * norm;
+    if (skip_tied) {
+      // The partitions hold the data-summed gradient; sum the embedding's own to subtract it.
+      const Tensor& grad = model_->params().get(kWordEmbeddings).grad;
+      Tensor summed = backend_->alloc(grad.shape(), grad.dtype());
+      backend_->copy(summed, grad);
+      options_.groups->data->all_reduce(summed, ReduceOp::kSum);
+      squares -= backend_->sum_squares(summed);
+    }
+  } else {
+    for (const auto& p : model_->params().params())
+      if (!(skip_tied && p.spec.name == kWordEmbeddings)) squares += backend_->sum_squares(p.grad);
+  }
+  return std::sqrt(std::max(0.0, sum_over_pipeline(squares)));
 }
 
 void Trainer::log_memory(const char* when) const {
@@ -305,9 +414,9 @@ std::vector<IterationStats> Trainer::run() {
   std::vector<IterationStats> all;
   spdlog::info("training {} iterations of up to {} samples x {} tokens{}", total_iters_,
                recipe_.batch.global_batch_size, recipe_.model.seq_length,
-               recipe_.batch.rampup.start > 0 ? " (batch ramp from " +
-                                                   std::to_string(recipe_.batch.rampup.start) + ")"
-                                              : std::string());
+               recipe_.batch.rampup.start > 0
+                   ? " (batch ramp from " + std::to_string(recipe_.batch.rampup.start) + ")"
+                   : std::string());
   const int64_t interval = recipe_.eval.interval;
   while (iteration_ < total_iters_) {
     all.push_back(train_step());

@@ -5,6 +5,10 @@
 //   one metrics line (data parallel: gradients summed over the data group first; with
 //   parallel.zero_stage 1, reduce-scattered instead and AdamW run on this rank's partition,
 //   optim/zero_optimizer.h); every eval.interval iterations, the loss on the valid split.
+// Pipeline parallel: this rank runs one stage's layers and the micro-batches go through the 1F1B
+// schedule (parallel/pipeline_schedule.h); every stage reads the same micro-batches; the tied
+// embedding's gradient is summed over the first and last stage; loss and grad norm are summed over
+// the pipeline group so that every rank logs and clips alike.
 //
 // Everything is counted in tokens: the LR schedule, the batch ramp, the end of training.
 // Not thread-safe (the Loader's prefetch thread is internal).
@@ -32,9 +36,10 @@ struct StageActivations;
 struct ProcessGroups;
 class GradSync;
 class Topology;
+class P2PCommunicator;
 
 struct TrainerOptions {
-  int threads = 0;        // CPU threads; <= 0: all cores
+  int threads = 0;          // CPU threads; <= 0: all cores
   bool write_files = true;  // metrics file and resolved recipe (tests may turn them off)
   // Multi-rank runs: this rank's place and its groups (owned by the caller, outliving the
   // Trainer). Null: one process.
@@ -88,7 +93,9 @@ class Trainer {
  private:
   void log_iteration(const IterationStats& s);
   void log_memory(const char* when) const;
-  double sum_over_data(double local) const;  // all-reduce of one number over the data group
+  double sum_over_data(double local) const;      // all-reduce of one number over the data group
+  double sum_over_pipeline(double local) const;  // ... over the pipeline group
+  double grad_norm();  // the global gradient norm (collective over data and pipeline groups)
 
   Recipe recipe_;
   TrainerOptions options_;
@@ -100,10 +107,14 @@ class Trainer {
   std::unique_ptr<ZeroAdamW> zero_optimizer_;  // ZeRO-1 with data parallelism
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<MetricsWriter> metrics_;
-  std::unique_ptr<StageActivations> acts_;  // the one micro-batch in flight
-  std::unique_ptr<GradSync> grad_sync_;     // data parallel only
+  // One per micro-batch in flight: micro-batch k of an iteration uses acts_[k % size]
+  // (parallel/pipeline_schedule.h max_in_flight; one without pipeline parallelism).
+  std::vector<std::unique_ptr<StageActivations>> acts_;
+  std::unique_ptr<P2PCommunicator> p2p_;  // this stage's neighbours (no-op for one stage)
+  std::unique_ptr<GradSync> grad_sync_;   // data parallel only
   int64_t data_size_ = 1, data_rank_ = 0;
-  bool is_logging_rank_ = true;              // global rank 0 writes the metrics
+  int64_t pipeline_size_ = 1, stage_ = 0;  // pipeline parallelism: this rank's stage
+  bool is_logging_rank_ = true;            // global rank 0 writes the metrics
   std::vector<EvalStats> evaluations_;
   int64_t total_iters_ = 0;
   int64_t iteration_ = 0;

@@ -24,8 +24,16 @@ struct GPTConfig {
   double hidden_dropout = 0.0;
   double attention_dropout = 0.0;
   bool activation_checkpointing = false;
+  // Tensor parallelism (Megatron-LM's): this rank holds heads/tp attention heads, ffn/tp MLP
+  // columns and padded_vocab/tp vocabulary rows; tp_rank picks which.
+  int64_t tp_size = 1;
+  int64_t tp_rank = 0;
 
   int64_t head_dim() const { return hidden / heads; }
+  int64_t local_heads() const { return heads / tp_size; }
+  int64_t local_attention_width() const { return hidden / tp_size; }  // local heads x head_dim
+  int64_t local_ffn() const { return ffn / tp_size; }
+  int64_t local_vocab() const { return padded_vocab / tp_size; }
 };
 
 // Which part of the model a stage holds: layers [first_layer, last_layer).

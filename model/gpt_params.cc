@@ -20,10 +20,13 @@ GPTConfig gpt_config_from(const Recipe& r) {
   c.hidden_dropout = r.model.hidden_dropout;
   c.attention_dropout = r.model.attention_dropout;
   c.activation_checkpointing = r.parallel.activation_checkpointing;
+  c.tp_size = r.parallel.tensor;  // tp_rank is the caller's (the topology's)
   return c;
 }
 
-StageSpec full_model(const GPTConfig& config) { return StageSpec{0, config.num_layers, true, true}; }
+StageSpec full_model(const GPTConfig& config) {
+  return StageSpec{0, config.num_layers, true, true};
+}
 
 std::string layer_param(int64_t layer, const std::string& suffix) {
   return "layers." + std::to_string(layer) + "." + suffix;
@@ -31,17 +34,30 @@ std::string layer_param(int64_t layer, const std::string& suffix) {
 
 namespace {
 
-void add_layernorm(ParamRegistry& reg, const std::string& prefix, int64_t h) {
-  reg.add({prefix + ".weight", {h}, {}, -1, true, 0.0, 1.0});
-  reg.add({prefix + ".bias", {h}, {}, -1, true, 0.0, 0.0});
+// A parameter split along `dim` over the config's tensor-parallel ranks (-1: replicated).
+ParamSpec spec(const GPTConfig& c, std::string name, Shape global, int dim, bool no_decay,
+               double std, double value) {
+  Shape local = global;
+  if (dim >= 0) {
+    MTNLG_CHECK_MSG(global[static_cast<size_t>(dim)] % c.tp_size == 0,
+                    name << ": dim " << dim << " not divisible by tensor parallel " << c.tp_size);
+    local[static_cast<size_t>(dim)] /= c.tp_size;
+  }
+  return ParamSpec{std::move(name), std::move(global),       std::move(local), dim, no_decay, std,
+                   value,           dim >= 0 ? c.tp_rank : 0};
+}
+
+void add_layernorm(ParamRegistry& reg, const GPTConfig& c, const std::string& prefix) {
+  reg.add(spec(c, prefix + ".weight", {c.hidden}, -1, true, 0.0, 1.0));
+  reg.add(spec(c, prefix + ".bias", {c.hidden}, -1, true, 0.0, 0.0));
 }
 
 // A Linear's weight [out, in] and bias [out]; partition_dim 0 = column-parallel (bias split
 // too), 1 = row-parallel (bias replicated, added after the reduction).
-void add_linear(ParamRegistry& reg, const std::string& prefix, int64_t out, int64_t in,
-                int partition_dim, double std) {
-  reg.add({prefix + ".weight", {out, in}, {}, partition_dim, false, std, 0.0});
-  reg.add({prefix + ".bias", {out}, {}, partition_dim == 0 ? 0 : -1, true, 0.0, 0.0});
+void add_linear(ParamRegistry& reg, const GPTConfig& c, const std::string& prefix, int64_t out,
+                int64_t in, int partition_dim, double std) {
+  reg.add(spec(c, prefix + ".weight", {out, in}, partition_dim, false, std, 0.0));
+  reg.add(spec(c, prefix + ".bias", {out}, partition_dim == 0 ? 0 : -1, true, 0.0, 0.0));
 }
 
 }  // namespace
@@ -52,23 +68,23 @@ void register_gpt_params(ParamRegistry& reg, const GPTConfig& c, const StageSpec
   const double out_std = c.init_std / std::sqrt(2.0 * static_cast<double>(c.num_layers));
   // The last stage needs the word embeddings as its LM head even when it is not the first.
   if (stage.pre_process || stage.post_process) {
-    reg.add({"embedding.word_embeddings.weight", {c.padded_vocab, c.hidden}, {}, 0, false,
-             c.init_std, 0.0});
+    reg.add(spec(c, "embedding.word_embeddings.weight", {c.padded_vocab, c.hidden}, 0, false,
+                 c.init_std, 0.0));
   }
   if (stage.pre_process) {
-    reg.add({"embedding.position_embeddings.weight", {c.max_positions, c.hidden}, {}, -1, false,
-             c.init_std, 0.0});
+    reg.add(spec(c, "embedding.position_embeddings.weight", {c.max_positions, c.hidden}, -1, false,
+                 c.init_std, 0.0));
   }
   for (int64_t i = stage.first_layer; i < stage.last_layer; ++i) {
-    add_layernorm(reg, layer_param(i, "input_layernorm"), c.hidden);
-    add_linear(reg, layer_param(i, "self_attention.query_key_value"), 3 * c.hidden, c.hidden, 0,
+    add_layernorm(reg, c, layer_param(i, "input_layernorm"));
+    add_linear(reg, c, layer_param(i, "self_attention.query_key_value"), 3 * c.hidden, c.hidden, 0,
                c.init_std);
-    add_linear(reg, layer_param(i, "self_attention.dense"), c.hidden, c.hidden, 1, out_std);
-    add_layernorm(reg, layer_param(i, "post_attention_layernorm"), c.hidden);
-    add_linear(reg, layer_param(i, "mlp.dense_h_to_4h"), c.ffn, c.hidden, 0, c.init_std);
-    add_linear(reg, layer_param(i, "mlp.dense_4h_to_h"), c.hidden, c.ffn, 1, out_std);
+    add_linear(reg, c, layer_param(i, "self_attention.dense"), c.hidden, c.hidden, 1, out_std);
+    add_layernorm(reg, c, layer_param(i, "post_attention_layernorm"));
+    add_linear(reg, c, layer_param(i, "mlp.dense_h_to_4h"), c.ffn, c.hidden, 0, c.init_std);
+    add_linear(reg, c, layer_param(i, "mlp.dense_4h_to_h"), c.hidden, c.ffn, 1, out_std);
   }
-  if (stage.post_process) add_layernorm(reg, "final_layernorm", c.hidden);
+  if (stage.post_process) add_layernorm(reg, c, "final_layernorm");
 }
 
 int64_t gpt_parameter_count(const GPTConfig& config) {

@@ -2,25 +2,34 @@
 
 #include "model/dropout_streams.h"
 #include "model/gpt_params.h"
+#include "parallel/mappings.h"
 
 namespace mtnlg {
 
 GPTStage::GPTStage(const GPTConfig& config, const StageSpec& stage, Backend& backend, DType dtype,
-                   uint64_t seed)
+                   uint64_t seed, Communicator* tensor)
     : config_(config),
       stage_(stage),
       backend_(backend),
       dtype_(dtype),
       seed_(seed),
+      tensor_(tensor),
       train_config_(config) {
   MTNLG_CHECK_EQ(config_.hidden % config_.heads, 0);
+  MTNLG_CHECK_EQ(tensor_ == nullptr ? int64_t{1} : int64_t{tensor_->size()}, config_.tp_size);
+  MTNLG_CHECK(tensor_ == nullptr || tensor_->rank() == config_.tp_rank);
+  MTNLG_CHECK_EQ(config_.heads % config_.tp_size, 0);
+  MTNLG_CHECK_EQ(config_.padded_vocab % config_.tp_size, 0);
+  vocab_shard_ = {config_.tp_rank * config_.local_vocab(), config_.local_vocab(), config_.vocab};
   register_gpt_params(params_, config_, stage_);
   params_.allocate(backend_, dtype_);
   for (int64_t i = stage_.first_layer; i < stage_.last_layer; ++i)
-    layers_.emplace_back(config_, i, params_);
+    layers_.emplace_back(config_, i, params_, tensor_);
 }
 
-void GPTStage::init_weights(uint64_t seed) { params_.init_values(backend_, seed); }
+void GPTStage::init_weights(uint64_t seed) {
+  params_.init_values(backend_, seed);
+}
 
 void GPTStage::set_training(bool training) {
   training_ = training;
@@ -34,7 +43,8 @@ StageActivations GPTStage::make_activations(int64_t b) const {
   StageActivations a;
   a.batch = b;
   if (stage_.pre_process) a.tokens = backend_.alloc({b, s}, DType::kI32);
-  for (size_t k = 0; k <= layers_.size(); ++k) a.residual.push_back(backend_.alloc({b, s, h}, dtype_));
+  for (size_t k = 0; k <= layers_.size(); ++k)
+    a.residual.push_back(backend_.alloc({b, s, h}, dtype_));
   const size_t saved = config_.activation_checkpointing ? 1 : layers_.size();
   for (size_t k = 0; k < saved; ++k)
     a.layers.push_back(LayerActivations::allocate(backend_, config_, b, dtype_));
@@ -43,7 +53,7 @@ StageActivations GPTStage::make_activations(int64_t b) const {
     a.lnf_out = backend_.alloc({b, s, h}, dtype_);
     a.lnf_mean = backend_.alloc({b * s}, dtype_);
     a.lnf_rstd = backend_.alloc({b * s}, dtype_);
-    a.logits = backend_.alloc({b * s, config_.padded_vocab}, dtype_);
+    a.logits = backend_.alloc({b * s, config_.local_vocab()}, dtype_);
   }
   return a;
 }
@@ -63,14 +73,20 @@ double GPTStage::forward(StageActivations& acts, const Tensor& input, const Tens
                          uint64_t micro_batch_id) {
   Backend& be = backend_;
   acts.micro_batch_id = micro_batch_id;
-  const Param* wte =
-      stage_.pre_process || stage_.post_process ? &params_.get("embedding.word_embeddings.weight")
-                                                : nullptr;
+  const Param* wte = stage_.pre_process || stage_.post_process
+                         ? &params_.get("embedding.word_embeddings.weight")
+                         : nullptr;
   if (stage_.pre_process) {
     MTNLG_CHECK_MSG(input.shape() == acts.tokens.shape(), "tokens " << input.str());
     be.copy(acts.tokens, input);
-    be.embedding_forward(acts.residual[0], acts.tokens, wte->value,
-                         params_.get("embedding.position_embeddings.weight").value);
+    const Tensor& wpe = params_.get("embedding.position_embeddings.weight").value;
+    if (config_.tp_size > 1) {
+      // Rank 0 adds the positions; the all-reduce makes the sum replicated.
+      vocab_parallel_embedding_forward(acts.residual[0], acts.tokens, wte->value, wpe, vocab_shard_,
+                                       config_.tp_rank == 0, tensor_);
+    } else {
+      be.embedding_forward(acts.residual[0], acts.tokens, wte->value, wpe);
+    }
     if (config_.hidden_dropout > 0)
       be.dropout_forward(acts.residual[0], acts.residual[0], config_.hidden_dropout,
                          embedding_dropout_stream(seed_, micro_batch_id));
@@ -86,10 +102,15 @@ double GPTStage::forward(StageActivations& acts, const Tensor& input, const Tens
   const Param& lnf_b = params_.get("final_layernorm.bias");
   be.layernorm_forward(acts.lnf_out, acts.lnf_mean, acts.lnf_rstd, acts.residual.back(),
                        lnf_w.value, lnf_b.value, config_.ln_eps);
-  // Tied LM head: logits = lnf_out @ wte^T. Padded vocabulary columns are computed but the loss
-  // ignores them.
+  // Tied LM head: logits = lnf_out @ wte^T (column-parallel over the vocabulary). Padded
+  // vocabulary columns are computed but the loss ignores them.
   be.gemm(acts.logits, acts.lnf_out.as_2d(), false, wte->value, true, 1.0, 0.0);
   be.copy(acts.targets, targets);
+  if (config_.tp_size > 1) {
+    be.synchronize();
+    return vocab_parallel_cross_entropy_forward(
+        acts.ce, acts.logits, acts.targets.view({acts.targets.numel()}), vocab_shard_, tensor_);
+  }
   return be.cross_entropy_forward(acts.logits, acts.targets.view({acts.targets.numel()}),
                                   config_.vocab);
 }
@@ -97,16 +118,22 @@ double GPTStage::forward(StageActivations& acts, const Tensor& input, const Tens
 Tensor GPTStage::backward(StageActivations& acts, const Tensor& doutput, double grad_scale) {
   Backend& be = backend_;
   ensure_scratch(acts.batch);
-  Param* wte =
-      stage_.pre_process || stage_.post_process ? &params_.get("embedding.word_embeddings.weight")
-                                                : nullptr;
+  Param* wte = stage_.pre_process || stage_.post_process
+                   ? &params_.get("embedding.word_embeddings.weight")
+                   : nullptr;
   if (stage_.post_process) {
     Param& lnf_w = params_.get("final_layernorm.weight");
     Param& lnf_b = params_.get("final_layernorm.bias");
-    be.cross_entropy_backward(acts.logits, acts.logits, acts.targets.view({acts.targets.numel()}),
-                              config_.vocab, grad_scale);
+    const Tensor targets = acts.targets.view({acts.targets.numel()});
+    if (config_.tp_size > 1) {
+      vocab_parallel_cross_entropy_backward(acts.logits, acts.ce, acts.logits, targets,
+                                            vocab_shard_, grad_scale);
+    } else {
+      be.cross_entropy_backward(acts.logits, acts.logits, targets, config_.vocab, grad_scale);
+    }
     Tensor dlnf = scratch_.dln.as_2d();
     be.gemm(dlnf, acts.logits, false, wte->value, false, 1.0, 0.0);
+    copy_to_tensor_region_backward(be, dlnf, tensor_);
     be.gemm(wte->grad, acts.logits, true, acts.lnf_out.as_2d(), false, 1.0, 1.0);
     be.fill(dres_, 0.0);
     be.layernorm_backward(dres_, lnf_w.grad, lnf_b.grad, scratch_.dln, acts.residual.back(),
@@ -132,8 +159,12 @@ Tensor GPTStage::backward(StageActivations& acts, const Tensor& doutput, double 
   } else {
     be.copy(scratch_.dh, dres_);
   }
-  be.embedding_backward(wte->grad, params_.get("embedding.position_embeddings.weight").grad,
-                        scratch_.dh, acts.tokens);
+  Tensor& dwpe = params_.get("embedding.position_embeddings.weight").grad;
+  if (config_.tp_size > 1) {
+    vocab_parallel_embedding_backward(wte->grad, dwpe, scratch_.dh, acts.tokens, vocab_shard_);
+  } else {
+    be.embedding_backward(wte->grad, dwpe, scratch_.dh, acts.tokens);
+  }
   return Tensor();
 }
 

@@ -14,26 +14,30 @@
 #include "model/gpt_config.h"
 #include "model/param_registry.h"
 #include "model/transformer_layer.h"
+#include "model/vocab_parallel.h"
+#include "parallel/communicator.h"
 
 namespace mtnlg {
 
 struct StageActivations {
-  int64_t batch = 0;              // micro-batch size b
-  uint64_t micro_batch_id = 0;    // global micro-batch number: selects the dropout streams
-  Tensor tokens;                  // i32 [b, s] (first stage)
-  Tensor targets;                 // i32 [b, s] (last stage)
-  std::vector<Tensor> residual;   // [b, s, h] each: residual[k] enters local layer k; the last
-                                  // one is the stage output
+  int64_t batch = 0;             // micro-batch size b
+  uint64_t micro_batch_id = 0;   // global micro-batch number: selects the dropout streams
+  Tensor tokens;                 // i32 [b, s] (first stage)
+  Tensor targets;                // i32 [b, s] (last stage)
+  std::vector<Tensor> residual;  // [b, s, h] each: residual[k] enters local layer k; the last
+                                 // one is the stage output
   std::vector<LayerActivations> layers;  // per local layer; one shared buffer when checkpointing
   Tensor lnf_out, lnf_mean, lnf_rstd;    // final LayerNorm (last stage)
-  Tensor logits;                         // [b*s, V_pad]; overwritten by dL/dlogits in backward
+  Tensor logits;                         // [b*s, V_pad/tp]; overwritten by dL/dlogits in backward
+  VocabParallelCEContext ce;             // tp > 1: the cross entropy's row max and sum-exp
 };
 
 class GPTStage {
  public:
-  // seed: the run's seed, used for dropout masks (and by init_weights' caller).
+  // seed: the run's seed, used for dropout masks (and by init_weights' caller). tensor: the
+  // tensor-parallel group of config.tp_size ranks (borrowed, outliving the stage; null at tp 1).
   GPTStage(const GPTConfig& config, const StageSpec& stage, Backend& backend, DType dtype,
-           uint64_t seed);
+           uint64_t seed, Communicator* tensor = nullptr);
 
   const GPTConfig& config() const { return config_; }
   const StageSpec& stage() const { return stage_; }
@@ -72,6 +76,8 @@ class GPTStage {
   Backend& backend_;
   DType dtype_;
   uint64_t seed_;
+  Communicator* tensor_;
+  VocabShard vocab_shard_;
   GPTConfig train_config_;  // config_ with the recipe's dropout, restored by set_training(true)
   bool training_ = true;
   ParamRegistry params_;

@@ -1,11 +1,21 @@
 #include "model/linear.h"
 
+#include "parallel/mappings.h"
+
 namespace mtnlg {
 
 void linear_forward(Backend& be, Tensor y, const Tensor& x, const Param& w, const Param& b) {
   Tensor y2 = y.as_2d();
   be.gemm(y2, x.as_2d(), false, w.value, true, 1.0, 0.0);
   be.add_bias(y2, b.value);
+}
+
+void row_parallel_linear_forward(Backend& be, Tensor y, const Tensor& x, const Param& w,
+                                 const Param& b, Communicator* tensor) {
+  Tensor y2 = y.as_2d();
+  be.gemm(y2, x.as_2d(), false, w.value, true, 1.0, 0.0);
+  reduce_from_tensor_region_forward(be, y2, tensor);
+  be.add_bias(y2, b.value);  // after the reduction: the replicated bias counts once
 }
 
 void linear_backward(Backend& be, Tensor dx, const Tensor& dy, const Tensor& x, Param& w,

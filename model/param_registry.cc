@@ -15,6 +15,15 @@ uint64_t name_hash(const std::string& name) {
   return h;
 }
 
+int64_t global_index(const ParamSpec& spec, int64_t local) {
+  if (spec.partition_dim < 0 || spec.local_shape == spec.global_shape) return local;
+  if (spec.partition_dim == 0) return spec.shard_index * shape_numel(spec.local_shape) + local;
+  MTNLG_CHECK_MSG(spec.partition_dim == 1 && spec.global_shape.size() == 2,
+                  "sharded init of " << spec.name << ": partition dim " << spec.partition_dim);
+  const int64_t cols = spec.local_shape[1], row = local / cols, col = local % cols;
+  return row * spec.global_shape[1] + spec.shard_index * cols + col;
+}
+
 Param& ParamRegistry::add(ParamSpec spec) {
   MTNLG_CHECK_MSG(!contains(spec.name), "duplicate parameter " << spec.name);
   if (spec.local_shape.empty()) spec.local_shape = spec.global_shape;
@@ -60,16 +69,14 @@ void ParamRegistry::allocate(Backend& backend, DType dtype) {
 void ParamRegistry::init_values(Backend& backend, uint64_t seed) {
   for (auto& p : params_) {
     // Drawn on the host in double, then converted, so every backend and dtype starts from the
-    // same numbers. Tensor-parallel shards pick their global indices (local == global here
-    // until the tensor-parallel issue maps local to global offsets).
-    MTNLG_CHECK_MSG(p.spec.local_shape == p.spec.global_shape,
-                    "sharded init of " << p.spec.name << " needs the tensor-parallel mapping");
+    // same numbers; a tensor-parallel shard draws its elements at their global indices.
     Tensor host = Tensor::cpu(p.spec.local_shape, DType::kF64);
     double* h = host.data_as<double>();
     const int64_t n = host.numel();
     if (p.spec.init_std > 0) {
       const RngStream s{seed, name_hash(p.spec.name), 0};
-      for (int64_t i = 0; i < n; ++i) h[i] = p.spec.init_std * rng_normal(s, static_cast<uint64_t>(i));
+      for (int64_t i = 0; i < n; ++i)
+        h[i] = p.spec.init_std * rng_normal(s, static_cast<uint64_t>(global_index(p.spec, i)));
     } else {
       for (int64_t i = 0; i < n; ++i) h[i] = p.spec.init_value;
     }

@@ -16,14 +16,15 @@
 namespace mtnlg {
 
 struct ParamSpec {
-  std::string name;    // Megatron-style, e.g. "layers.3.self_attention.query_key_value.weight"
-  Shape global_shape;  // the unsplit shape
-  Shape local_shape;   // this rank's shard (== global_shape at tensor parallel size 1)
+  std::string name;        // Megatron-style, e.g. "layers.3.self_attention.query_key_value.weight"
+  Shape global_shape;      // the unsplit shape
+  Shape local_shape;       // this rank's shard (== global_shape at tensor parallel size 1)
   int partition_dim = -1;  // dimension a tensor-parallel split cuts; -1: replicated
   bool no_decay = false;   // biases and LayerNorm parameters: no weight decay
   // Initialisation: normal(0, init_std) when init_std > 0, otherwise the constant init_value.
   double init_std = 0.0;
   double init_value = 0.0;
+  int64_t shard_index = 0;  // which contiguous block along partition_dim this rank holds (tp rank)
 };
 
 struct Param {
@@ -49,13 +50,17 @@ class ParamRegistry {
   void allocate(Backend& backend, DType dtype);
   // Fills values per spec from the counter-based RNG: element i of parameter p is drawn from
   // stream hash(p.name) at its GLOBAL flat index, so any tensor-parallel layout starts from the
-  // same global weights.
+  // same global weights (global_index maps a shard's element to its global flat index).
   void init_values(Backend& backend, uint64_t seed);
   void zero_grads(Backend& backend);
 
  private:
   std::deque<Param> params_;
 };
+
+// Global flat index of element `local` of this rank's shard of `spec` (partition dim 0 of any
+// rank, or dim 1 of a 2-D parameter; replicated parameters map to themselves).
+int64_t global_index(const ParamSpec& spec, int64_t local);
 
 // 64-bit FNV-1a, the stream id of a parameter's init.
 uint64_t name_hash(const std::string& name);

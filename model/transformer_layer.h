@@ -5,11 +5,18 @@
 //
 // Shapes (b micro-batch, s sequence, h hidden, f ffn, a heads): see LayerActivations.
 // backward() runs the forward's steps in exact reverse order.
+//
+// Tensor parallelism (Megatron-LM's): qkv and fc1 are column-parallel (input replicated, its
+// gradient all-reduced: copy_to_tensor_region), attention runs over this rank's a/tp heads, and
+// dense and fc2 are row-parallel (partial outputs all-reduced: reduce_from_tensor_region, the
+// replicated bias added after the reduction). Shapes below are local: h/tp = a/tp heads x hd.
+// The attention-probs dropout element index uses the GLOBAL head, so any tp draws the same masks.
 #pragma once
 
 #include "core/backend.h"
 #include "model/gpt_config.h"
 #include "model/param_registry.h"
+#include "parallel/communicator.h"
 
 namespace mtnlg {
 
@@ -17,13 +24,13 @@ namespace mtnlg {
 // layer and the rest lives in one shared buffer refilled by recomputation.
 struct LayerActivations {
   Tensor ln1_out, ln1_mean, ln1_rstd;  // [b, s, h], [b*s], [b*s]
-  Tensor qkv;                          // [b, s, 3h], per head (q, k, v)
-  Tensor probs;                        // [b, a, s, s]
-  Tensor attn_out;                     // [b, s, h] attention output before the dense projection
+  Tensor qkv;                          // [b, s, 3h/tp], per head (q, k, v)
+  Tensor probs;                        // [b, a/tp, s, s]
+  Tensor attn_out;                     // [b, s, h/tp] attention output before the dense projection
   Tensor h1;                           // [b, s, h] residual stream after attention
   Tensor ln2_out, ln2_mean, ln2_rstd;  // [b, s, h], [b*s], [b*s]
-  Tensor fc1_out;                      // [b, s, f] before the activation
-  Tensor act_out;                      // [b, s, f]
+  Tensor fc1_out;                      // [b, s, f/tp] before the activation
+  Tensor act_out;                      // [b, s, f/tp]
 
   static LayerActivations allocate(Backend& be, const GPTConfig& c, int64_t b, DType dtype);
 };
@@ -32,17 +39,19 @@ struct LayerActivations {
 struct LayerScratch {
   Tensor dh;     // [b, s, h]
   Tensor dln;    // [b, s, h]
-  Tensor dattn;  // [b, s, h]
-  Tensor dqkv;   // [b, s, 3h]
-  Tensor dact;   // [b, s, f]
+  Tensor dattn;  // [b, s, h/tp]
+  Tensor dqkv;   // [b, s, 3h/tp]
+  Tensor dact;   // [b, s, f/tp]
 
   static LayerScratch allocate(Backend& be, const GPTConfig& c, int64_t b, DType dtype);
 };
 
 class TransformerLayer {
  public:
-  // Looks up layer `index`'s parameters in `registry` (they must be registered).
-  TransformerLayer(const GPTConfig& config, int64_t index, ParamRegistry& registry);
+  // Looks up layer `index`'s parameters in `registry` (they must be registered). tensor: the
+  // tensor-parallel group (borrowed; null or one rank without tensor parallelism).
+  TransformerLayer(const GPTConfig& config, int64_t index, ParamRegistry& registry,
+                   Communicator* tensor = nullptr);
 
   // out: [b, s, h] (must not alias x); x: [b, s, h].
   void forward(Backend& be, LayerActivations& acts, Tensor out, const Tensor& x, uint64_t seed,
@@ -59,8 +68,15 @@ class TransformerLayer {
   }
 
  private:
+  // Attention over the local heads; with tp > 1, one call per sequence so that the dropout
+  // stream's offset can place the local heads at their global index.
+  void attention_forward(Backend& be, LayerActivations& a, RngStream rng) const;
+  void attention_backward(Backend& be, LayerScratch& s, const LayerActivations& a,
+                          RngStream rng) const;
+
   GPTConfig c_;
   int64_t index_;
+  Communicator* tensor_;
   Param *ln1_w_, *ln1_b_, *qkv_w_, *qkv_b_, *dense_w_, *dense_b_;
   Param *ln2_w_, *ln2_b_, *fc1_w_, *fc1_b_, *fc2_w_, *fc2_b_;
 };

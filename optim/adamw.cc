@@ -4,10 +4,19 @@
 
 namespace mtnlg {
 
-double global_grad_norm(Backend& backend, const ParamRegistry& params) {
-  double sum = 0.0;
-  for (const auto& p : params.params()) sum += backend.sum_squares(p.grad);
-  return std::sqrt(sum);
+double tensor_parallel_sum_squares(double sharded, double replicated, Communicator* tensor) {
+  if (tensor == nullptr || tensor->size() == 1) return sharded + replicated;
+  Tensor t = Tensor::cpu({1}, DType::kF64);
+  t.data_as<double>()[0] = sharded;
+  tensor->all_reduce(t, ReduceOp::kSum);
+  return t.data_as<double>()[0] + replicated;
+}
+
+double global_grad_norm(Backend& backend, const ParamRegistry& params, Communicator* tensor) {
+  double sharded = 0.0, replicated = 0.0;
+  for (const auto& p : params.params())
+    (p.spec.partition_dim >= 0 ? sharded : replicated) += backend.sum_squares(p.grad);
+  return std::sqrt(tensor_parallel_sum_squares(sharded, replicated, tensor));
 }
 
 double clip_coefficient(double norm, double max_norm) {

@@ -12,11 +12,19 @@
 #include "core/backend.h"
 #include "core/config/recipe.h"
 #include "model/param_registry.h"
+#include "parallel/communicator.h"
 
 namespace mtnlg {
 
-// sqrt(sum of squared gradients), accumulated in double.
-double global_grad_norm(Backend& backend, const ParamRegistry& params);
+// sqrt(sum of squared gradients), accumulated in double. With tensor parallelism (a `tensor`
+// group of more than one rank) the norm is the global model's: tensor-parallel shards
+// (partition_dim >= 0) are summed over the group, replicated parameters (whose gradients are
+// identical on every tensor rank) counted once. Collective over `tensor` then.
+double global_grad_norm(Backend& backend, const ParamRegistry& params,
+                        Communicator* tensor = nullptr);
+// The same split for squared sums already taken: sharded sum all-reduced over `tensor`, plus the
+// replicated sum (returns the total, not its square root).
+double tensor_parallel_sum_squares(double sharded, double replicated, Communicator* tensor);
 
 // The factor that brings a gradient of norm `norm` within `max_norm` (1 when clipping is off,
 // max_norm <= 0, or the norm is already within it).

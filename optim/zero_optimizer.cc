@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "optim/adamw.h"
+
 namespace mtnlg {
 
 namespace {
@@ -25,8 +27,8 @@ void zero_tail(Tensor& host, int64_t from) {
 }  // namespace
 
 ZeroAdamW::ZeroAdamW(ParamRegistry& params, Backend& backend, const OptimizerConfig& config,
-                     Communicator& data)
-    : params_(params), backend_(backend), config_(config), data_(data) {
+                     Communicator& data, Communicator* tensor)
+    : params_(params), backend_(backend), config_(config), data_(data), tensor_(tensor) {
   const auto& all = params_.params();
   MTNLG_CHECK_MSG(!all.empty(), "ZeroAdamW: the registry has no parameters");
   dtype_ = all.front().value.dtype();
@@ -49,7 +51,9 @@ ZeroAdamW::ZeroAdamW(ParamRegistry& params, Backend& backend, const OptimizerCon
   for (size_t i = 0; i < all.size(); ++i) {
     const int64_t n = all[i].value.numel();
     const int64_t lo = std::max(offset, begin_), hi = std::min(offset + n, end);
-    if (lo < hi) segments_.push_back({i, lo - offset, lo - begin_, hi - lo, all[i].spec.no_decay});
+    if (lo < hi)
+      segments_.push_back({i, lo - offset, lo - begin_, hi - lo, all[i].spec.no_decay,
+                           all[i].spec.partition_dim >= 0});
     offset += n;
   }
 
@@ -78,10 +82,16 @@ double ZeroAdamW::reduce_gradients() {
   data_.reduce_scatter(part_, flat_, ReduceOp::kSum);
   if (part_grad_.data() != part_.data()) backend_.copy(part_grad_, part_);
 
-  Tensor sum = Tensor::cpu({1}, DType::kF64);
-  sum.data_as<double>()[0] = backend_.sum_squares(part_grad_);
+  // Sharded and replicated parameters' squares apart: the tensor group sums only the shards'.
+  // (The zero padding adds nothing.)
+  Tensor sum = Tensor::cpu({2}, DType::kF64);
+  double* s = sum.data_as<double>();
+  s[0] = s[1] = 0.0;
+  for (const Segment& seg : segments_)
+    s[seg.sharded ? 0 : 1] +=
+        backend_.sum_squares(part_grad_.slice(seg.in_part, seg.in_part + seg.length));
   data_.all_reduce(sum, ReduceOp::kSum);
-  return std::sqrt(sum.data_as<double>()[0]);
+  return std::sqrt(tensor_parallel_sum_squares(s[0], s[1], tensor_));
 }
 
 void ZeroAdamW::step(double lr, double grad_scale) {

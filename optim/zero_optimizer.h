@@ -31,11 +31,13 @@ namespace mtnlg {
 
 class ZeroAdamW {
  public:
+  // tensor: the tensor-parallel group (borrowed; null without tensor parallelism), for the norm.
   ZeroAdamW(ParamRegistry& params, Backend& backend, const OptimizerConfig& config,
-            Communicator& data);
+            Communicator& data, Communicator* tensor = nullptr);
 
   // Sums the gradients over the data group into this rank's partition; returns the global
-  // gradient norm (collective).
+  // gradient norm (collective; tensor-parallel shards summed over the tensor group, replicated
+  // parameters counted once, as global_grad_norm).
   double reduce_gradients();
   // One AdamW update of the partition with learning rate lr and the gradient multiplied by
   // grad_scale (the clip coefficient), then the all-gather of the parameters (collective).
@@ -61,12 +63,14 @@ class ZeroAdamW {
     int64_t in_part = 0;   // first element, in the partition
     int64_t length = 0;
     bool no_decay = false;
+    bool sharded = false;  // a tensor-parallel shard (partition_dim >= 0)
   };
 
   ParamRegistry& params_;
   Backend& backend_;
   OptimizerConfig config_;
   Communicator& data_;
+  Communicator* tensor_;
   DType dtype_ = DType::kF32;
   int64_t numel_ = 0, partition_size_ = 0, begin_ = 0;
   std::vector<Segment> segments_;

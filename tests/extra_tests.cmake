@@ -94,3 +94,17 @@ set_tests_properties(plot_metrics PROPERTIES TIMEOUT 120)
 add_test(NAME dp_train_matches_single_process
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/dp_train_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(dp_train_matches_single_process PROPERTIES TIMEOUT 600)
+
+# Pipeline parallelism (1F1B): 2 and 4 stages, and 2 stages x 2 data ranks, under mpirun give the
+# losses and grad norms of one process.
+if(MTNLG_MPIRUN)
+  add_test(NAME pp_train_matches_single_process
+    COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/pp_train_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+  set_tests_properties(pp_train_matches_single_process PROPERTIES TIMEOUT 600)
+endif()
+
+# Tensor parallelism: one process vs tp 2, tp 4 and tp 2 x dp 2 (plain and ZeRO-1) under mpirun
+# give the same losses and grad norms.
+add_test(NAME tp_train_matches_single_process
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/tp_train_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(tp_train_matches_single_process PROPERTIES TIMEOUT 600)

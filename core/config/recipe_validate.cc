@@ -236,10 +236,6 @@ void supported(bool ok, const char* key, const std::string& value, const char* l
 }  // namespace
 
 void check_supported(const Recipe& r) {
-  supported(r.parallel.tensor <= 1, "parallel.tensor", std::to_string(r.parallel.tensor),
-            "tensor parallelism lands with the 3D-parallelism issue", "1");
-  supported(r.parallel.pipeline <= 1, "parallel.pipeline", std::to_string(r.parallel.pipeline),
-            "pipeline parallelism lands with the 3D-parallelism issue", "1");
   supported(r.precision == Precision::kFP32, "precision", precision_name(r.precision),
             "mixed precision lands with the precision issue", "fp32");
   supported(r.checkpoint.save_interval == 0, "checkpoint.save_interval",

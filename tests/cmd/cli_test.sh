@@ -58,7 +58,9 @@ expect 2 'KEY\.PATH=VALUE' -- --config configs/tiny.yaml --set model.hidden_size
 expect 2 'config is required' -- --dry-run
 expect 2 'unknown|not expected|extras' -- --config configs/tiny.yaml --no-such-flag
 expect 4 'nonexistent\.yaml' -- --config "$tmp/nonexistent.yaml"
-expect 3 'parallel\.tensor' -- --config configs/tiny.yaml --set parallel.tensor=2
+# Tensor parallelism trains, but one process cannot hold 2 tensor ranks.
+expect 2 'parallel\.tensor' -- --config configs/tiny.yaml --set parallel.tensor=2
+expect 3 'precision' -- --config configs/tiny.yaml --set precision=bf16
 expect 4 'tiny\.(idx|bin)' -- --config configs/tiny.yaml --set "data.blend=[{prefix: $tmp/tiny, weight: 1}]"
 
 echo "cli: $passes passed, $failures failed"

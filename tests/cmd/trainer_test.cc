@@ -189,10 +189,18 @@ TEST_CASE("a recipe this build cannot train is refused before anything is alloca
   test::TempDir dir;
   write_corpus(dir.file("corpus"), 10, 512);
   try {
-    Trainer t(tiny_recipe(dir, {"parallel.tensor=2"}), TrainerOptions{1, false});
+    Trainer t(tiny_recipe(dir, {"precision=bf16"}), TrainerOptions{1, false});
     FAIL("expected an error");
   } catch (const Error& e) {
     CHECK(e.code() == Code::kUnsupported);
+    CHECK(e.context() == "precision");
+  }
+  // Tensor parallelism trains, but not without its tensor group (one process).
+  try {
+    Trainer t(tiny_recipe(dir, {"parallel.tensor=2"}), TrainerOptions{1, false});
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(e.code() == Code::kInvalidArgument);
     CHECK(e.context() == "parallel.tensor");
   }
 }

@@ -1,8 +1,12 @@
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cmath>
+#include <thread>
 
 #include "optim/adamw.h"
+#include "parallel/gloo_communicator.h"
+#include "parallel/store.h"
 
 using namespace mtnlg;
 
@@ -83,4 +87,31 @@ TEST_CASE("AdamW bias correction over two steps matches the formula") {
   v = 0.9 * v + 0.1 * g * g;
   p -= 0.1 * (m / (1 - 0.64)) / (std::sqrt(v / (1 - 0.81)) + 1e-6);
   CHECK(f.reg.get("b").value.data_as<double>()[0] == Approx(p).epsilon(1e-12));
+}
+
+TEST_CASE("global grad norm with a tensor group counts shards over the group, replicated once") {
+  // Two tensor ranks as threads: "w" is a dim-0 shard (each rank holds 2 of 4 rows), "b" is
+  // replicated (the same gradient on both ranks).
+  MemoryStore store;
+  std::vector<double> norms(2);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank)
+    threads.emplace_back([&, rank] {
+      auto be = make_cpu_backend(1);
+      ParamRegistry reg;
+      reg.add({"w", {4, 2}, {2, 2}, 0, false, 0.0, 0.0, rank});
+      reg.add({"b", {2}, {}, -1, true, 0.0, 0.0});
+      reg.allocate(*be, DType::kF64);
+      for (int i = 0; i < 4; ++i) reg.get("w").grad.data_as<double>()[i] = rank * 4 + i;
+      reg.get("b").grad.data_as<double>()[0] = 3.0;
+      reg.get("b").grad.data_as<double>()[1] = -4.0;
+      auto tensor =
+          make_gloo_communicator(store, "tensor", rank, {0, 1}, std::chrono::milliseconds(20000));
+      norms[rank] = global_grad_norm(*be, reg, tensor.get());
+    });
+  for (auto& t : threads) t.join();
+  double expect = 25.0;  // b once
+  for (int i = 0; i < 8; ++i) expect += i * i;
+  CHECK(norms[0] == Approx(std::sqrt(expect)).epsilon(1e-15));
+  CHECK(norms[1] == Approx(std::sqrt(expect)).epsilon(1e-15));
 }

@@ -1,0 +1,46 @@
+#include "parallel/p2p.h"
+
+namespace mtnlg {
+
+P2PCommunicator::P2PCommunicator(Communicator* pipeline) : pipeline_(pipeline) {
+  if (pipeline_ != nullptr) {
+    stage_ = pipeline_->rank();
+    num_stages_ = pipeline_->size();
+  }
+}
+
+void P2PCommunicator::recv_forward(Tensor& input) {
+  if (!is_first_stage()) pipeline_->recv(input, stage_ - 1);
+}
+
+void P2PCommunicator::send_forward(const Tensor& output) {
+  if (!is_last_stage()) pipeline_->send(output, stage_ + 1);
+}
+
+void P2PCommunicator::recv_backward(Tensor& output_grad) {
+  if (!is_last_stage()) pipeline_->recv(output_grad, stage_ + 1);
+}
+
+void P2PCommunicator::send_backward(const Tensor& input_grad) {
+  if (!is_first_stage()) pipeline_->send(input_grad, stage_ - 1);
+}
+
+void P2PCommunicator::send_forward_recv_backward(const Tensor& output, Tensor& output_grad) {
+  if (!is_last_stage()) exchange(output, output_grad, stage_ + 1);
+}
+
+void P2PCommunicator::send_backward_recv_forward(const Tensor& input_grad, Tensor& input) {
+  if (!is_first_stage()) exchange(input_grad, input, stage_ - 1);
+}
+
+void P2PCommunicator::exchange(const Tensor& out, Tensor& in, int peer) {
+  if (stage_ % 2 == 0) {
+    pipeline_->send(out, peer);
+    pipeline_->recv(in, peer);
+  } else {
+    pipeline_->recv(in, peer);
+    pipeline_->send(out, peer);
+  }
+}
+
+}  // namespace mtnlg

@@ -1,0 +1,50 @@
+// P2PCommunicator: the activations and gradients that adjacent pipeline stages exchange, named by
+// direction as Megatron-LM's p2p_communication.py: forward traffic goes to the next stage,
+// backward traffic to the previous one. Calls that would cross the ends of the pipeline (recv or
+// send forward on the first stage, backward on the last) return at once.
+//
+// Deadlock rule: Communicator::send blocks until the peer posts the matching recv, so the two
+// halves of a combined exchange are ordered by stage parity: even stages send then receive, odd
+// stages receive then send. Adjacent stages differ in parity, so they never both send first.
+//
+// Ownership: borrows the pipeline group (null: a one-stage pipeline, every call a no-op) and the
+// tensors only for the call. Thread safety: as the Communicator (one thread).
+#pragma once
+
+#include "core/tensor.h"
+#include "parallel/communicator.h"
+
+namespace mtnlg {
+
+class P2PCommunicator {
+ public:
+  explicit P2PCommunicator(Communicator* pipeline);
+
+  int stage() const { return stage_; }
+  int num_stages() const { return num_stages_; }
+  bool is_first_stage() const { return stage_ == 0; }
+  bool is_last_stage() const { return stage_ == num_stages_ - 1; }
+
+  // input [b, s, h] <- previous stage's output.
+  void recv_forward(Tensor& input);
+  // output [b, s, h] -> next stage's input.
+  void send_forward(const Tensor& output);
+  // output_grad [b, s, h] <- next stage's input gradient.
+  void recv_backward(Tensor& output_grad);
+  // input_grad [b, s, h] -> previous stage's output gradient.
+  void send_backward(const Tensor& input_grad);
+  // Both with the next stage: send_forward(output), recv_backward(output_grad).
+  void send_forward_recv_backward(const Tensor& output, Tensor& output_grad);
+  // Both with the previous stage: send_backward(input_grad), recv_forward(input).
+  void send_backward_recv_forward(const Tensor& input_grad, Tensor& input);
+
+ private:
+  // Sends `out` to and receives `in` from `peer`, in the parity order.
+  void exchange(const Tensor& out, Tensor& in, int peer);
+
+  Communicator* pipeline_;
+  int stage_ = 0;
+  int num_stages_ = 1;
+};
+
+}  // namespace mtnlg

@@ -1,0 +1,50 @@
+// The pipeline schedule of one training iteration: Megatron-LM's
+// forward_backward_pipelining_without_interleaving (PipeDream-Flush "1F1B"). Stage r of p runs
+// its m micro-batches in three loops:
+//   warmup:   w = min(p - r - 1, m) forwards (recv_forward, forward, send_forward);
+//   steady:   m - w times one forward then the backward of the oldest micro-batch in flight;
+//   cooldown: the w backwards left (recv_backward, backward, send_backward).
+// So at most min(p - r, m) micro-batches are in flight on stage r (max_in_flight): the caller
+// keeps that many activation sets and may use set micro % max_in_flight for micro-batch `micro`
+// (the ones in flight are always consecutive). Backwards run in forward order.
+//
+// The schedule knows nothing of the model: it orders the two callbacks and the P2P calls.
+// forward_step(micro, input) runs micro-batch `micro` (0..m-1, increasing) on this stage; `input`
+// is the previous stage's output (undefined on the first stage, which reads its own data); it
+// returns the stage output to send on (ignored on the last stage, which keeps its loss itself).
+// backward_step(micro, output_grad) runs that micro-batch's backward; `output_grad` is the next
+// stage's input gradient (undefined on the last stage); it returns dL/d(input) to send back
+// (ignored on the first stage). Both returned tensors must stay valid until the next callback.
+//
+// Ownership: the schedule owns its receive buffers for the call (CPU, `shape` and `dtype`: the
+// activation [b, s, h] both ways). Not thread-safe; collective over the pipeline group.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "core/tensor.h"
+#include "parallel/p2p.h"
+
+namespace mtnlg {
+
+using ForwardStep = std::function<Tensor(int64_t micro, const Tensor& input)>;
+using BackwardStep = std::function<Tensor(int64_t micro, const Tensor& output_grad)>;
+
+// Micro-batches in flight at once on `stage` of `num_stages` with m micro-batches.
+int64_t max_in_flight(int64_t num_stages, int64_t stage, int64_t num_micro_batches);
+
+// One iteration's forwards and backwards in 1F1B order (see above).
+void forward_backward_pipelining_without_interleaving(P2PCommunicator& p2p,
+                                                      int64_t num_micro_batches,
+                                                      const std::vector<int64_t>& shape,
+                                                      DType dtype, const ForwardStep& forward_step,
+                                                      const BackwardStep& backward_step);
+
+// Forwards only (evaluation): recv_forward, forward_step, send_forward per micro-batch.
+void forward_pipelining(P2PCommunicator& p2p, int64_t num_micro_batches,
+                        const std::vector<int64_t>& shape, DType dtype,
+                        const ForwardStep& forward_step);
+
+}  // namespace mtnlg
