@@ -39,6 +39,7 @@ train pp2-micro1 2 1 2 2                 # m = 8 per stage
 train pp4-l4-micro1 4 1 4 4              # m = 8, 4 stages of one layer
 train pp2-dp2-micro2 4 2 2 2             # m = 2 per data rank = pp
 train pp2-dp2-zero1-micro1 4 1 2 2 --set parallel.zero_stage=1   # m = 4
+train pp2-dp4-micro1 8 1 2 2             # the issue's (1, 2, 4) layout: m = 2 per data rank
 
 /usr/bin/python3 - "$tmp" <<'PY'
 import json, sys
@@ -51,7 +52,8 @@ failures = 0
 # (e.g. the tied embedding counted twice or not synced) is off by percents.
 for ref, other in [("single-l2-micro1", "pp2-micro1"), ("single-l4-micro1", "pp4-l4-micro1"),
                    ("single-l2-micro2", "pp2-dp2-micro2"),
-                   ("single-l2-micro1", "pp2-dp2-zero1-micro1")]:
+                   ("single-l2-micro1", "pp2-dp2-zero1-micro1"),
+                   ("single-l2-micro1", "pp2-dp4-micro1")]:
     a, b = load(ref), load(other)
     before = failures
     assert len(a) == len(b) == 20, (ref, len(a), other, len(b))
