@@ -283,7 +283,8 @@ std::string GlooCommunicator::dead_peers() const {
       const std::string msg = e.what();
       if (msg.find("closed by peer") == std::string::npos &&
           msg.find("reset by peer") == std::string::npos &&
-          msg.find("Socket closed") == std::string::npos)
+          msg.find("Socket closed") == std::string::npos &&
+          msg.find("Broken pipe") == std::string::npos)
         continue;
       out += (out.empty() ? "" : "; ") + peer_str(p) +
              " closed its connection (the process died or failed)";
