@@ -130,10 +130,10 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
                                  "mpirun -np (tensor x pipeline x data) or set parallel.tensor: 1",
                              "parallel.tensor");
     config.tp_rank = tensor_group->rank();
-    if (!recipe_.model.init_from.empty() || recipe_.parallel.pipeline > 1)
+    if (!recipe_.model.init_from.empty())
       throw unsupported(
-          "parallel.tensor > 1 with model.init_from or parallel.pipeline > 1 is not "
-          "yet supported by this build; set parallel.tensor: 1",
+          "parallel.tensor > 1 with model.init_from is not yet supported by this build; set "
+          "parallel.tensor: 1",
           "parallel.tensor");
   }
   // Pipeline stage: an even share of the layers (the recipe checks that they divide).
@@ -381,7 +381,9 @@ double Trainer::grad_norm() {
                : global_grad_norm(*backend_, model_->params(),
                                   options_.groups ? options_.groups->tensor.get() : nullptr);
   // Sum of squares over every stage; the tied embedding (equal on the first and last stage after
-  // the embedding all-reduce) counts once, on the first stage.
+  // the embedding all-reduce) counts once, on the first stage. Within a stage, tensor-parallel
+  // shards are summed over the tensor group and replicated parameters counted once.
+  Communicator* tensor = options_.groups != nullptr ? options_.groups->tensor.get() : nullptr;
   const bool skip_tied = model_->stage().post_process && !model_->stage().pre_process;
   double squares = 0.0;
   if (zero_optimizer_) {
@@ -389,15 +391,19 @@ double Trainer::grad_norm() {
     squares = norm * norm;
     if (skip_tied) {
       // The partitions hold the data-summed gradient; sum the embedding's own to subtract it.
-      const Tensor& grad = model_->params().get(kWordEmbeddings).grad;
-      Tensor summed = backend_->alloc(grad.shape(), grad.dtype());
-      backend_->copy(summed, grad);
+      const auto& tied = model_->params().get(kWordEmbeddings);
+      Tensor summed = backend_->alloc(tied.grad.shape(), tied.grad.dtype());
+      backend_->copy(summed, tied.grad);
       options_.groups->data->all_reduce(summed, ReduceOp::kSum);
-      squares -= backend_->sum_squares(summed);
+      const double own = backend_->sum_squares(summed);
+      squares -= tied.spec.partition_dim >= 0 ? tensor_parallel_sum_squares(own, 0.0, tensor) : own;
     }
   } else {
+    double sharded = 0.0, replicated = 0.0;
     for (const auto& p : model_->params().params())
-      if (!(skip_tied && p.spec.name == kWordEmbeddings)) squares += backend_->sum_squares(p.grad);
+      if (!(skip_tied && p.spec.name == kWordEmbeddings))
+        (p.spec.partition_dim >= 0 ? sharded : replicated) += backend_->sum_squares(p.grad);
+    squares = tensor_parallel_sum_squares(sharded, replicated, tensor);
   }
   return std::sqrt(std::max(0.0, sum_over_pipeline(squares)));
 }

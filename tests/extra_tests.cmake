@@ -108,3 +108,11 @@ endif()
 add_test(NAME tp_train_matches_single_process
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/tp_train_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(tp_train_matches_single_process PROPERTIES TIMEOUT 600)
+
+# Tensor x pipeline (x data): (2, 2, 1) and (2, 2, 2), plain and ZeRO-1, under mpirun give the
+# losses and grad norms of one process.
+if(MTNLG_MPIRUN)
+  add_test(NAME tp_pp_train_matches_single_process
+    COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/tp_pp_train_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+  set_tests_properties(tp_pp_train_matches_single_process PROPERTIES TIMEOUT 600)
+endif()
