@@ -113,8 +113,9 @@ int main(int argc, char** argv) {
                                                               runtime.local_world));
     if (runtime.world > 1) {
       spdlog::info("{}: {}", runtime.describe(), topology.describe());
-      groups = mtnlg::make_gloo_groups(topology, *runtime.store,
-                                       mtnlg::GlooOptions::from_env(std::chrono::seconds(300)));
+      groups = mtnlg::make_gloo_groups(
+          topology, *runtime.store,
+          mtnlg::GlooOptions::from_env(std::chrono::seconds(recipe.parallel.timeout_s)));
       options.topology = &topology;
       options.groups = &groups;
     }

@@ -55,9 +55,11 @@ class Communicator {
 };
 
 // The groups of one rank (see parallel/topology.h); null where this rank is not a member
-// (embedding: only the first and last pipeline stages).
+// (embedding: only the first and last pipeline stages). data_grads spans the same ranks as data
+// but has its own connections: GradSync's communication thread drives it while the main thread
+// keeps using the others (a Communicator is driven by one thread at a time).
 struct ProcessGroups {
-  std::unique_ptr<Communicator> world, tensor, data, pipeline, embedding;
+  std::unique_ptr<Communicator> world, tensor, data, pipeline, embedding, data_grads;
 };
 
 }  // namespace mtnlg

@@ -488,6 +488,8 @@ ProcessGroups make_gloo_groups(const Topology& topology, Store& store, const Glo
                                     topology.tensor_group(), options);
   g.data = make_gloo_communicator(store, "data", static_cast<int>(topology.data_rank()),
                                   topology.data_group(), options);
+  g.data_grads = make_gloo_communicator(store, "data-grads", static_cast<int>(topology.data_rank()),
+                                        topology.data_group(), options);
   g.pipeline = make_gloo_communicator(store, "pipeline", static_cast<int>(topology.pipeline_rank()),
                                       topology.pipeline_group(), options);
   const auto embedding = topology.embedding_group();

@@ -44,6 +44,13 @@ struct ParallelConfig {
   int64_t micro_batch_size = 1;
   int zero_stage = 0;
   bool activation_checkpointing = false;
+  // A collective or send/recv that waits longer than this fails, naming the group, the
+  // operation and the peer (also the rendezvous).
+  int64_t timeout_s = 300;
+  // Data parallel (without ZeRO): all-reduce each gradient bucket as soon as backward has
+  // finished it, on a communication thread, overlapping the rest of backward (Megatron-LM's
+  // --overlap-grad-reduce). false: all buckets after backward.
+  bool overlap_grad_reduce = true;
 };
 
 struct OptimizerConfig {

@@ -126,6 +126,8 @@ std::string recipe_to_yaml(const Recipe& r) {
   w.value(1, "micro_batch_size", p.micro_batch_size);
   w.value(1, "zero_stage", p.zero_stage);
   w.value(1, "activation_checkpointing", p.activation_checkpointing);
+  w.value(1, "timeout_s", p.timeout_s);
+  w.value(1, "overlap_grad_reduce", p.overlap_grad_reduce);
 
   w.value(0, "precision", precision_name(r.precision));
 

@@ -79,6 +79,7 @@ void validate_parallel(const ParallelConfig& p) {
          fmt::format("parallel.zero_stage: {} is not supported; use 0 (no sharding) or 1 "
                      "(optimizer state sharded over data-parallel ranks)",
                      p.zero_stage));
+  positive(p.timeout_s, "parallel.timeout_s");
 }
 
 void validate_optimizer(const OptimizerConfig& o) {

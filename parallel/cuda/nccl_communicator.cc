@@ -441,6 +441,8 @@ ProcessGroups make_nccl_groups(const Topology& topology, Store& store, int devic
                                     topology.tensor_group(), device, timeout);
   g.data = make_nccl_communicator(store, "data", static_cast<int>(topology.data_rank()),
                                   topology.data_group(), device, timeout);
+  g.data_grads = make_nccl_communicator(store, "data-grads", static_cast<int>(topology.data_rank()),
+                                        topology.data_group(), device, timeout);
   g.pipeline = make_nccl_communicator(store, "pipeline", static_cast<int>(topology.pipeline_rank()),
                                       topology.pipeline_group(), device, timeout);
   const auto embedding = topology.embedding_group();
