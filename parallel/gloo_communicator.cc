@@ -32,6 +32,7 @@ using ms = std::chrono::milliseconds;
 // Slot prefix of our send/recv; Gloo's own algorithms use 0x01..0x08 (gloo/types.h).
 constexpr uint8_t kP2PSlotPrefix = 0x40;
 constexpr uint8_t kProbeSlotPrefix = 0x41;
+constexpr uint8_t kReduceScatterSlotPrefix = 0x42;
 
 std::string ranks_str(const std::vector<int64_t>& ranks) {
   std::string s = "[";
@@ -168,6 +169,8 @@ class GlooCommunicator final : public Communicator {
                     op << " on " << where() << ": peer " << peer << " is not another member");
   }
   uint32_t next_tag() { return tag_++; }
+  // reduce_scatter's ring on unbound buffers; fn reduces count elements of the dtype.
+  void ring_reduce_scatter(Tensor& out, const Tensor& in, ReduceFn fn);
   // Runs one Gloo call; translates its exceptions (once, here) and marks the communicator failed.
   template <typename F>
   void run(const char* op, const std::string& what, int peer, F&& f);
@@ -347,24 +350,45 @@ void GlooCommunicator::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op
     return;
   }
   if (out.numel() == 0) return;
-  // Ring all_reduce on a scratch copy, then this rank's chunk (see the header for why).
-  Tensor scratch = Tensor::cpu({in.numel()}, in.dtype());
-  std::memcpy(scratch.data(), in.data(), in.nbytes());
   run("reduce_scatter", in.str(), -1, [&] {
     by_dtype(in.dtype(), [&](auto tag) {
       using T = decltype(tag);
-      gloo::AllreduceOptions opts(context_);
-      opts.setOutput(static_cast<T*>(scratch.data()), static_cast<size_t>(scratch.numel()));
-      opts.setReduceFunction(reduce_fn<T>(op));
-      opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-      opts.setTag(next_tag());
-      opts.setTimeout(timeout_);
-      gloo::allreduce(opts);
+      ring_reduce_scatter(out, in, reduce_fn<T>(op));
     });
   });
-  std::memcpy(out.data(), static_cast<const char*>(scratch.data()) + rank_ * out.nbytes(),
-              out.nbytes());
   bytes_sent_ += (size_ - 1) * static_cast<int64_t>(in.nbytes()) / size_;
+}
+
+// Ring reduce-scatter (n - 1 steps). At step s rank r sends chunk (r - s - 1) mod n to its right
+// neighbour (its own input at step 0, after that the partial sum it made the step before) and
+// receives chunk (r - s - 2) mod n from its left neighbour, which it reduces with its own input;
+// the last step's chunk is r, reduced straight into out. Each rank sends (n - 1)/n of the input,
+// half of what the all-reduce-and-slice it replaces moved. Unbound-buffer sends are
+// asynchronous, so every rank posts its receive and its send and then waits: no ordering is
+// needed to avoid deadlock. One slot per call (a fresh tag): the steps reuse it, which is safe
+// because each step waits for its send and receive before the next starts.
+void GlooCommunicator::ring_reduce_scatter(Tensor& out, const Tensor& in, ReduceFn fn) {
+  const size_t chunk = out.nbytes(), count = static_cast<size_t>(out.numel());
+  const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
+  auto at = [&](int c) { return static_cast<char*>(in.data()) + static_cast<size_t>(c) * chunk; };
+  // Received chunk, and two partial sums (one is being sent while the next is made).
+  std::vector<char> scratch(chunk * (size_ > 3 ? 3 : size_ - 1));
+  char* const received = scratch.data();
+  const auto slot = gloo::Slot::build(kReduceScatterSlotPrefix, next_tag());
+  auto recv_buf = context_->createUnboundBuffer(received, chunk);
+  char* send_from = at((rank_ + size_ - 1) % size_);
+  for (int step = 0; step < size_ - 1; ++step) {
+    const int c = ((rank_ - step - 2) % size_ + size_) % size_;
+    char* const into =
+        step == size_ - 2 ? static_cast<char*>(out.data()) : received + chunk * (1 + step % 2);
+    auto send_buf = context_->createUnboundBuffer(send_from, chunk);
+    recv_buf->recv(left, slot);
+    send_buf->send(right, slot);
+    if (!recv_buf->waitRecv(timeout_)) throw gloo::IoException("reduce_scatter recv aborted");
+    fn(into, at(c), received, count);
+    if (!send_buf->waitSend(timeout_)) throw gloo::IoException("reduce_scatter send aborted");
+    send_from = into;
+  }
 }
 
 void GlooCommunicator::all_gather(Tensor& out, const Tensor& in) {

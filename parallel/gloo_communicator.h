@@ -6,9 +6,9 @@
 // rank>@<global rank>" (the key convention of parallel/store.h, so PmixStore knows whose data to
 // read; the generation counts earlier creations of the same group, Store::next_use).
 // Algorithms are Gloo's: ring all_reduce, ring all_gather, binomial-tree broadcast,
-// dissemination barrier, send/recv on unbound buffers. reduce_scatter is a ring all_reduce on a
-// scratch copy followed by taking chunk r: this Gloo snapshot's only reduce-scatter is the old
-// pair-buffer ReduceScatterHalvingDoubling, whose buffers must be rebuilt per call.
+// dissemination barrier, send/recv on unbound buffers. reduce_scatter is our own ring on Gloo's
+// unbound buffers: this Gloo snapshot's only reduce-scatter is the old pair-buffer
+// ReduceScatterHalvingDoubling, whose buffers must be rebuilt per call.
 //
 // Every operation carries the communicator's timeout; Gloo's exceptions are caught here, once,
 // and become io_error naming the group, operation, peer and time waited.

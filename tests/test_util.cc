@@ -2,9 +2,12 @@
 
 #include <unistd.h>
 
+#include <exception>
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <thread>
+#include <vector>
 
 namespace mtnlg::test {
 
@@ -36,6 +39,22 @@ std::string read_file(const std::string& path) {
 
 std::string source_path(const std::string& rel) {
   return std::string(MTNLG_SOURCE_DIR) + "/" + rel;
+}
+
+void run_ranks(int n, const std::function<void(int)>& fn) {
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        fn(r);
+      } catch (...) {
+        errors[static_cast<size_t>(r)] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
 }
 
 }  // namespace mtnlg::test

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <string>
 
 namespace mtnlg::test {
@@ -23,6 +24,11 @@ class TempDir {
 // Writes `text` to `path` (truncating).
 void write_file(const std::string& path, const std::string& text);
 std::string read_file(const std::string& path);
+
+// Runs fn(rank) for rank 0..n-1 on n threads (the ranks of an in-process multi-rank test, e.g.
+// Gloo communicators over one MemoryStore), joins them all, then rethrows the first rank's
+// exception. fn must not use Catch's macros (they are not thread-safe): throw instead.
+void run_ranks(int n, const std::function<void(int)>& fn);
 
 // Absolute path of a file in the source tree, e.g. source_path("configs/demo-cpu.yaml").
 std::string source_path(const std::string& rel);

@@ -15,27 +15,14 @@
 #include "parallel/gloo_communicator.h"
 #include "parallel/mappings.h"
 #include "parallel/store.h"
+#include "test_util.h"
 
 namespace mtnlg {
 namespace {
 
-const std::chrono::milliseconds kTimeout(20000);
+using test::run_ranks;
 
-void run_ranks(int n, const std::function<void(int)>& fn) {
-  std::vector<std::exception_ptr> errors(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-}
+const std::chrono::milliseconds kTimeout(20000);
 
 std::unique_ptr<Communicator> group(MemoryStore& store, int rank, int n) {
   std::vector<int64_t> ranks(n);

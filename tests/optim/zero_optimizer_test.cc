@@ -14,26 +14,12 @@
 #include "optim/adamw.h"
 #include "parallel/gloo_communicator.h"
 #include "parallel/store.h"
+#include "test_util.h"
 
 namespace mtnlg {
 namespace {
 
-// Runs fn(rank) on n threads; rethrows the first failure.
-void run_ranks(int n, const std::function<void(int)>& fn) {
-  std::vector<std::exception_ptr> errors(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-}
+using test::run_ranks;
 
 struct Spec {
   const char* name;

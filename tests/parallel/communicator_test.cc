@@ -12,29 +12,15 @@
 #include "parallel/gloo_communicator.h"
 #include "parallel/store.h"
 #include "parallel/topology.h"
+#include "test_util.h"
 
 namespace mtnlg {
 namespace {
 
+using test::run_ranks;
+
 using std::chrono::milliseconds;
 const milliseconds kTimeout(20000);
-
-// Runs fn(rank) on n threads; rethrows the first failure.
-void run_ranks(int n, const std::function<void(int)>& fn) {
-  std::vector<std::exception_ptr> errors(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-}
 
 std::vector<int64_t> iota(int n) {
   std::vector<int64_t> v(n);
@@ -98,22 +84,71 @@ TEMPLATE_TEST_CASE("all_reduce over 1-4 ranks - sum and max", "", float, double,
 
 TEMPLATE_TEST_CASE("reduce_scatter gives rank r chunk r of the reduction", "", float, double,
                    int32_t) {
-  const int64_t chunk = 5;
+  // Chunks of one element, a non-power-of-two and a larger one; one communicator runs them all
+  // back to back (with an all_reduce between, whose tags and slots must not mix with the ring's).
+  const std::vector<int64_t> chunks = {1, 5, 1001};
   for (int n = 1; n <= 4; ++n) {
-    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
-      INFO("ranks " << n << ", " << reduce_op_name(op));
-      MemoryStore store;
-      std::vector<std::vector<double>> got(n);
-      run_ranks(n, [&](int r) {
-        auto comm = world(store, r, n);
-        Tensor in = filled<TestType>(r, n * chunk);
-        Tensor out = Tensor::cpu({chunk}, dtype_of<TestType>());
-        comm->reduce_scatter(out, in, op);
-        got[r] = values<TestType>(out);
-      });
-      for (int r = 0; r < n; ++r)
-        for (int64_t i = 0; i < chunk; ++i) REQUIRE(got[r][i] == reduce(n, r * chunk + i, op));
+    INFO("ranks " << n);
+    MemoryStore store;
+    // Per rank: for each (op, chunk) the output, then the all_reduce's.
+    std::vector<std::vector<std::vector<double>>> got(n);
+    std::vector<int64_t> bytes(n);
+    run_ranks(n, [&](int r) {
+      auto comm = world(store, r, n);
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+        for (int64_t chunk : chunks) {
+          Tensor in = filled<TestType>(r, n * chunk);
+          Tensor out = Tensor::cpu({chunk}, dtype_of<TestType>());
+          comm->reduce_scatter(out, in, op);
+          got[r].push_back(values<TestType>(out));
+          // reduce_scatter leaves its input alone.
+          got[r].push_back(values<TestType>(in));
+        }
+        Tensor t = filled<TestType>(r, 7);
+        comm->all_reduce(t, op);
+        got[r].push_back(values<TestType>(t));
+      }
+      bytes[r] = comm->bytes_sent();
+    });
+    for (int r = 0; r < n; ++r) {
+      size_t k = 0;
+      int64_t want_bytes = 0;
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+        for (int64_t chunk : chunks) {
+          INFO("rank " << r << ", " << reduce_op_name(op) << ", chunk " << chunk);
+          REQUIRE(got[r][k].size() == size_t(chunk));
+          for (int64_t i = 0; i < chunk; ++i) REQUIRE(got[r][k][i] == reduce(n, r * chunk + i, op));
+          ++k;
+          REQUIRE(got[r][k] == values<TestType>(filled<TestType>(r, n * chunk)));
+          ++k;
+          want_bytes += (n - 1) * n * chunk * int64_t(sizeof(TestType)) / n;
+        }
+        for (int64_t i = 0; i < 7; ++i) REQUIRE(got[r][k][i] == reduce(n, i, op));
+        ++k;
+        want_bytes += 2 * (n - 1) * 7 * int64_t(sizeof(TestType)) / n;
+      }
+      CHECK(bytes[r] == want_bytes);
     }
+  }
+}
+
+TEST_CASE("reduce_scatter on an odd ring of 3 and 5 ranks - in place of chunk r") {
+  // out may be chunk r of in itself (the one chunk the ring reads only at its last step).
+  for (int n : {3, 5}) {
+    INFO("ranks " << n);
+    const int64_t chunk = 37;
+    MemoryStore store;
+    std::vector<std::vector<double>> got(n);
+    run_ranks(n, [&](int r) {
+      auto comm = world(store, r, n);
+      Tensor in = filled<float>(r, n * chunk);
+      Tensor out = in.slice(r * chunk, (r + 1) * chunk);
+      comm->reduce_scatter(out, in, ReduceOp::kSum);
+      got[r] = values<float>(out);
+    });
+    for (int r = 0; r < n; ++r)
+      for (int64_t i = 0; i < chunk; ++i)
+        REQUIRE(got[r][i] == reduce(n, r * chunk + i, ReduceOp::kSum));
   }
 }
 
@@ -258,7 +293,8 @@ TEST_CASE("wrong sizes and dtypes name the op - the group and the sizes") {
 }
 
 // One rank never joins: the others fail within the timeout, naming group, op and a peer.
-void timeout_case(int n) {
+// op: "all_reduce" or "reduce_scatter".
+void timeout_case(int n, const std::string& op = "all_reduce") {
   MemoryStore store;
   std::vector<std::string> errors(n);
   std::vector<double> seconds(n);
@@ -266,14 +302,18 @@ void timeout_case(int n) {
   std::atomic<int> done{0};
   run_ranks(n, [&](int r) {
     auto comm = make_gloo_communicator(store, "world", r, iota(n), milliseconds(1000));
-    if (r == n - 1) {  // the absent rank: stays connected but never calls all_reduce
+    if (r == n - 1) {  // the absent rank: stays connected but never calls the op
       while (done.load() < n - 1) std::this_thread::sleep_for(milliseconds(5));
       return;
     }
-    Tensor t = filled<float>(r, 100);
+    Tensor t = filled<float>(r, 100), out = Tensor::cpu({100 / n}, DType::kF32);
+    if (op == "reduce_scatter") t = filled<float>(r, n * (100 / n));
     const auto start = std::chrono::steady_clock::now();
     try {
-      comm->all_reduce(t, ReduceOp::kSum);
+      if (op == "reduce_scatter")
+        comm->reduce_scatter(out, t, ReduceOp::kSum);
+      else
+        comm->all_reduce(t, ReduceOp::kSum);
     } catch (const Error& e) {
       errors[r] = e.what();
     }
@@ -288,11 +328,13 @@ void timeout_case(int n) {
   bool named_absent = false;
   for (int r = 0; r < n - 1; ++r) {
     INFO("rank " << r << " after " << seconds[r] << " s: " << errors[r]);
-    CHECK_THAT(errors[r], Catch::Contains("all_reduce") && Catch::Contains("group 'world'") &&
+    CHECK_THAT(errors[r], Catch::Contains(op + " of") && Catch::Contains("group 'world'") &&
                               Catch::Contains("peer rank"));
+    CHECK(seconds[r] < 5.0);  // the timeout is 1 s
     CHECK_THAT(second_errors[r], Catch::Contains("failed earlier"));
     named_absent |= errors[r].find("peer rank " + std::to_string(n - 1)) != std::string::npos;
-    WARN("timeout case, " << n << " ranks: rank " << r << " failed after " << seconds[r] << " s");
+    WARN("timeout case, " << op << ", " << n << " ranks: rank " << r << " failed after "
+                          << seconds[r] << " s");
   }
   CHECK(named_absent);
 }
@@ -303,6 +345,15 @@ TEST_CASE("a rank that never joins makes the others time out - naming the peer")
   }
   SECTION("3 ranks") {
     timeout_case(3);
+  }
+  SECTION("reduce_scatter - 2 ranks") {
+    timeout_case(2, "reduce_scatter");
+  }
+  SECTION("reduce_scatter - 3 ranks") {
+    timeout_case(3, "reduce_scatter");
+  }
+  SECTION("reduce_scatter - 4 ranks") {
+    timeout_case(4, "reduce_scatter");
   }
 }
 
