@@ -120,9 +120,8 @@ void ours_to_hf(Tensor& hf, const Tensor& ours, Layout layout, const GPTConfig& 
 
 void check_unsharded(const Param& p) {
   if (p.spec.local_shape != p.spec.global_shape)
-    throw unsupported("HF GPT-2 import/export of a tensor-parallel shard (" + p.spec.name +
-                      " local " + shape_str(p.spec.local_shape) + " of " +
-                      shape_str(p.spec.global_shape) +
+    throw unsupported("HF GPT-2 export of a tensor-parallel shard (" + p.spec.name + " local " +
+                      shape_str(p.spec.local_shape) + " of " + shape_str(p.spec.global_shape) +
                       ") is not implemented; use tensor parallel size 1");
 }
 
@@ -220,10 +219,18 @@ void load_hf_gpt2(GPTStage& model, const std::string& path) {
   for (const Mapping& m : mappings) {
     if (!reg.contains(m.ours)) continue;  // another pipeline stage's tensor
     Param& p = reg.get(m.ours);
-    check_unsharded(p);
     const Tensor hf = file.read(by_name.at(m.hf), DType::kF64);
     Tensor host = Tensor::cpu(p.spec.global_shape, DType::kF64);
     hf_to_ours(host, hf, m.layout, c);
+    if (p.spec.local_shape != p.spec.global_shape) {
+      // A tensor-parallel shard: this rank's block of the global tensor (the layout that
+      // init_values uses, so import and random init shard alike).
+      Tensor shard = Tensor::cpu(p.spec.local_shape, DType::kF64);
+      const double* src = host.data_as<double>();
+      double* dst = shard.data_as<double>();
+      for (int64_t k = 0; k < shard.numel(); ++k) dst[k] = src[global_index(p.spec, k)];
+      host = shard;
+    }
     model.backend().copy(p.value, host);
   }
 }

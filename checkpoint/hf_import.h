@@ -26,8 +26,9 @@
 
 namespace mtnlg {
 
-// Loads every parameter `model`'s stage holds from the safetensors file at `path`. The file must
-// hold the whole model (tensors of other stages are checked, not loaded). Throws
+// Loads every parameter `model`'s stage holds from the safetensors file at `path` (with tensor
+// parallelism, this rank's shard of each). The file must hold the whole model (tensors of other
+// stages are checked, not loaded). Throws
 // invalid_argument / not_found / corruption naming the file and the tensor: a shape that does not
 // match the model config (both shapes named), a missing or unexpected tensor, wpe rows !=
 // max_position_embeddings, wte rows != vocab_size, lm_head.weight != wte.weight.

@@ -243,12 +243,25 @@ std::string memory_json(const MemoryTerms& m) {
       .done();
 }
 
+std::string communication_json(const StagePlan& st) {
+  const CommBytes& c = st.communication;
+  return JsonObject()
+      .num("stage", st.index)
+      .num("tensor", c.tensor)
+      .num("pipeline", c.pipeline)
+      .num("data", c.data)
+      .num("embedding", c.embedding)
+      .num("total", c.total())
+      .done();
+}
+
 }  // namespace
 
 void print_dry_run_json(const Recipe& r, const PlanOptions& o, std::ostream& out) {
   const Plan p = make_plan(r, o);
-  std::vector<std::string> stages, schedule, notes;
+  std::vector<std::string> stages, schedule, notes, communication;
   for (const StagePlan& st : p.stages) {
+    communication.push_back(communication_json(st));
     stages.push_back(
         JsonObject()
             .num("stage", st.index)
@@ -312,6 +325,8 @@ void print_dry_run_json(const Recipe& r, const PlanOptions& o, std::ostream& out
       .num("tokens", p.tokens)
       .raw("schedule", json_array(schedule))
       .raw("stages", json_array(stages))
+      // Bytes each rank of a stage sends per iteration, per group (planner.h CommBytes).
+      .raw("communication", json_array(communication))
       .raw("notes", json_array(notes));
   const std::string reason = supported_note(r);
   j.boolean("trainable_by_this_build", reason.empty());

@@ -6,6 +6,7 @@
 #include <limits>
 #include <utility>
 
+#include "core/status.h"
 #include "model/gpt_params.h"
 #include "optim/lr_schedule.h"
 
@@ -97,6 +98,69 @@ double model_flops_per_iteration(const Recipe& r, int64_t global_batch, bool rec
   const double head_forward = 2.0 * B * s * h * V;
   // forward + backward (2x forward) = 3 passes; recomputation adds a 4th for the layers.
   return (recompute ? 4.0 : 3.0) * l * layer_forward + 3.0 * head_forward;
+}
+
+namespace {
+
+// Bus bytes of one call over n ranks, rounded down as parallel/communicator.h counts them.
+int64_t all_reduce_bytes(int64_t n, int64_t bytes) {
+  return n > 1 ? 2 * (n - 1) * bytes / n : 0;
+}
+int64_t scatter_or_gather_bytes(int64_t n, int64_t bytes) {
+  return n > 1 ? (n - 1) * bytes / n : 0;
+}
+
+constexpr int64_t kF64Bytes = 8;  // the scalar and cross-entropy reductions are f64
+
+}  // namespace
+
+CommBytes communication_per_iteration(const Recipe& r, const Plan& plan, int64_t stage) {
+  MTNLG_CHECK(0 <= stage && stage < static_cast<int64_t>(plan.stages.size()));
+  const StagePlan& st = plan.stages[static_cast<size_t>(stage)];
+  const int64_t tp = plan.tensor, pp = plan.pipeline, dp = plan.data, m = plan.micro_batches;
+  const int64_t e = plan.activation_bytes_per_element;  // activations and gradients
+  const int64_t rows = plan.micro_batch * r.model.seq_length;
+  const int64_t act = rows * r.model.hidden_size * e;  // one [b, s, h] tensor
+  const int64_t layers = st.last_layer - st.first_layer;
+  const int64_t wte_grad = plan.padded_vocab / tp * r.model.hidden_size * e;
+  const bool zero1 = r.parallel.zero_stage == 1 && dp > 1;  // the trainer's condition
+  // The last stage of several holds the tied embedding but does not count it in the grad norm.
+  const bool tied_copy = pp > 1 && st.head && !st.embedding;
+  CommBytes c;
+
+  // Tensor group: model/transformer_layer.cc, model/linear.cc, model/gpt_stage.cc and
+  // model/vocab_parallel.cc per micro-batch; optim/adamw.cc tensor_parallel_sum_squares.
+  const int64_t per_layer = (r.parallel.activation_checkpointing ? 6 : 4);
+  int64_t per_micro = layers * per_layer * all_reduce_bytes(tp, act);
+  if (st.embedding) per_micro += all_reduce_bytes(tp, act);
+  if (st.head)
+    per_micro += all_reduce_bytes(tp, act) + all_reduce_bytes(tp, rows * kF64Bytes) +
+                 all_reduce_bytes(tp, 2 * rows * kF64Bytes);
+  c.tensor = m * per_micro + all_reduce_bytes(tp, kF64Bytes);
+  if (zero1 && tied_copy) c.tensor += all_reduce_bytes(tp, kF64Bytes);
+
+  // Pipeline group: parallel/pipeline_schedule.cc sends (receives count nothing), then
+  // cmd/trainer.cc sum_over_pipeline of the loss and of the grad norm's squares.
+  if (pp > 1) {
+    const int64_t neighbours = (stage < pp - 1 ? 1 : 0) + (stage > 0 ? 1 : 0);
+    c.pipeline = m * neighbours * act + 2 * all_reduce_bytes(pp, kF64Bytes);
+    // Embedding group (two ranks): the tied word embeddings' gradient.
+    if (st.embedding || st.head) c.embedding = all_reduce_bytes(2, wte_grad);
+  }
+
+  // Data group: parallel/grad_sync.cc or optim/zero_optimizer.cc, cmd/trainer.cc sum_over_data.
+  if (dp > 1) {
+    if (zero1) {
+      const int64_t padded = (st.parameters + dp - 1) / dp * dp * e;
+      c.data = 2 * scatter_or_gather_bytes(dp, padded) + all_reduce_bytes(dp, 2 * kF64Bytes);
+      if (tied_copy) c.data += all_reduce_bytes(dp, wte_grad);
+    } else {
+      // GradSync rounds per bucket; exact here whenever 2(n-1)/n of a bucket's bytes is whole.
+      c.data = all_reduce_bytes(dp, st.parameters * e);
+    }
+    c.data += all_reduce_bytes(dp, kF64Bytes);
+  }
+  return c;
 }
 
 namespace {
@@ -231,6 +295,8 @@ Plan make_plan(const Recipe& r, const PlanOptions& o) {
   plan.padded_vocab = r.padded_vocab_size();
   plan.activation_bytes_per_element = static_cast<int>(activation_bytes(r.precision));
   plan_memory(r, o, plan);
+  for (StagePlan& st : plan.stages)
+    st.communication = communication_per_iteration(r, plan, st.index);
 
   const int64_t global = r.batch.global_batch_size;
   plan.flops_per_iteration = model_flops_per_iteration(r, global, true);

@@ -2,8 +2,9 @@
 // Recipe and a layout it derives, without allocating anything: parameters per pipeline stage
 // and tensor shard, per-rank memory (weights, gradients, fp32 master weights, Adam moments,
 // activations of the micro-batches a 1F1B stage holds in flight, workspace) against the GPU's
-// memory, model FLOPs per iteration (the MT-NLG paper's formula), the pipeline bubble, the batch
-// ramp and LR schedule, and the length of the run counted with the ramp.
+// memory, model FLOPs per iteration (the MT-NLG paper's formula), the pipeline bubble, the bytes
+// each rank sends per iteration and process group, the batch ramp and LR schedule, and the
+// length of the run counted with the ramp.
 //
 // The memory terms follow exactly what the code allocates (model/gpt_stage.cc make_activations,
 // model/transformer_layer.cc LayerActivations and LayerScratch, model/param_registry.cc, the
@@ -48,6 +49,15 @@ struct MemoryTerms {
   int64_t largest_bytes() const;
 };
 
+// Bytes one rank sends, per process group (parallel/topology.h), counted as the communicators
+// count them (parallel/communicator.h bytes_sent, the nccl-tests bus-bandwidth convention).
+// world: the world group (the planner predicts none there during training).
+struct CommBytes {
+  int64_t tensor = 0, pipeline = 0, data = 0, embedding = 0, world = 0;
+
+  int64_t total() const { return tensor + pipeline + data + embedding + world; }
+};
+
 // One pipeline stage, as held by each of its tensor x data ranks.
 struct StagePlan {
   int64_t index = 0;
@@ -63,6 +73,7 @@ struct StagePlan {
   int64_t logits_bytes = 0;                   // [b*s, V_pad/tp] (last stage)
   int64_t scratch_bytes = 0;                  // LayerScratch + the residual gradient
   MemoryTerms memory;                         // with the recipe's activation_checkpointing
+  CommBytes communication;  // sent by each of its ranks per iteration at the full batch
 };
 
 // One row of the schedule table.
@@ -121,6 +132,28 @@ Plan make_plan(const Recipe& recipe, const PlanOptions& options);
 //   no recompute: 72*B*s*l*h^2 * (1 + s/(6h) + V/(12*l*h))
 // V is the padded vocabulary (the head's GEMM computes every padded column).
 double model_flops_per_iteration(const Recipe& recipe, int64_t global_batch, bool recompute);
+
+// Bytes each rank of pipeline stage `stage` sends in one training iteration at the full batch
+// (plan.micro_batches micro-batches), per group, from what the code communicates; every tensor
+// and data rank of a stage sends alike (ring collectives and P2P are symmetric). The paper's
+// pattern (Megatron-LM's 3D parallelism), with a = b*s*h activation elements:
+//   tensor    per micro-batch and layer 2 all-reduces of a forward (the row-parallel dense and
+//             fc2, operator g) and 2 backward (the dLN of attention and MLP, operator f), 2 more
+//             forward when activation checkpointing recomputes; the first stage's vocab-parallel
+//             embedding all-reduce (a); the last stage's dLN_f all-reduce (a) and the
+//             vocab-parallel cross entropy's row max (b*s f64) and sum-exp + target logit
+//             (2*b*s f64); per iteration the grad norm's sum of squares of the shards (one f64,
+//             one more on the last stage under ZeRO-1 with pp > 1 for the tied embedding's).
+//   pipeline  per micro-batch a activations sent forward to stage + 1 (all but the last stage)
+//             and their gradient sent back to stage - 1 (all but the first); per iteration the
+//             loss and the grad norm's sum of squares (one f64 all-reduce each).
+//   embedding with pp > 1, first and last stage: the tied word embeddings' gradient [V/tp, h].
+//   data      the stage's gradients S: all-reduce 2(n-1)/n S, or with ZeRO-1 reduce-scatter +
+//             all-gather of S padded to a multiple of n, (n-1)/n each, plus its two f64 partial
+//             sums of squares (and the last stage's tied-embedding gradient all-reduce when
+//             pp > 1); per iteration the loss (one f64).
+// Every call is rounded down to whole bytes as the communicators count it.
+CommBytes communication_per_iteration(const Recipe& recipe, const Plan& plan, int64_t stage);
 
 // ramp_global_batch and run_length: optim/batch_ramp.h.
 

@@ -1,6 +1,6 @@
 // mtnlg-train: trains a GPT model from a recipe. Exit status: 0 success; 2 a bad command line
 // or recipe (the message names the key and the fix); 3 a feature this build cannot train yet;
-// 4 missing or corrupt input files; 1 anything else.
+// 4 missing or corrupt input files or failed I/O (a dead or hung peer rank); 1 anything else.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -21,7 +21,8 @@ int main(int argc, char** argv) {
   CLI::App app{
       "mtnlg-train: train a GPT-style decoder from a recipe (YAML).\n"
       "Recipe keys are documented in README.md. Exit status: 0 done; 2 bad command line or "
-      "recipe; 3 not yet supported by this build; 4 missing or corrupt input file; 1 other."};
+      "recipe; 3 not yet supported by this build; 4 missing or corrupt input file, or failed I/O "
+      "(a dead or hung peer rank); 1 other."};
   app.set_version_flag("--version", "mtnlg-train 0.1.0");
   std::string config;
   std::vector<std::string> overrides;
@@ -118,6 +119,16 @@ int main(int argc, char** argv) {
           mtnlg::GlooOptions::from_env(std::chrono::seconds(recipe.parallel.timeout_s)));
       options.topology = &topology;
       options.groups = &groups;
+      if (sizes.tensor > 1) {
+        mtnlg::Tensor node = mtnlg::Tensor::cpu({1}, mtnlg::DType::kI32);
+        node.data_as<int32_t>()[0] = static_cast<int32_t>(runtime.node);
+        mtnlg::Tensor nodes = mtnlg::Tensor::cpu({sizes.tensor}, mtnlg::DType::kI32);
+        groups.tensor->all_gather(nodes, node);
+        const std::vector<int64_t> node_ids(nodes.data_as<int32_t>(),
+                                            nodes.data_as<int32_t>() + sizes.tensor);
+        const std::string warning = topology.tensor_group_node_warning(node_ids);
+        if (!warning.empty() && topology.tensor_rank() == 0) spdlog::warn("{}", warning);
+      }
     }
     mtnlg::Trainer trainer(recipe, options);
     trainer.run();

@@ -35,6 +35,13 @@ namespace {
 // The tied LM head's copy of the word embeddings (parallel/topology.h embedding group).
 constexpr const char* kWordEmbeddings = "embedding.word_embeddings.weight";
 
+// a + sign * b, per group.
+CommBytes combine(const CommBytes& a, const CommBytes& b, int64_t sign) {
+  return CommBytes{a.tensor + sign * b.tensor, a.pipeline + sign * b.pipeline,
+                   a.data + sign * b.data, a.embedding + sign * b.embedding,
+                   a.world + sign * b.world};
+}
+
 std::string format_duration(double seconds) {
   const auto s = static_cast<int64_t>(seconds + 0.5);
   char buf[32];
@@ -130,11 +137,6 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
                                  "mpirun -np (tensor x pipeline x data) or set parallel.tensor: 1",
                              "parallel.tensor");
     config.tp_rank = tensor_group->rank();
-    if (!recipe_.model.init_from.empty())
-      throw unsupported(
-          "parallel.tensor > 1 with model.init_from is not yet supported by this build; set "
-          "parallel.tensor: 1",
-          "parallel.tensor");
   }
   // Pipeline stage: an even share of the layers (the recipe checks that they divide).
   StageSpec spec = full_model(config);
@@ -142,11 +144,6 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
     const int64_t per_stage = config.num_layers / pipeline_size_;
     spec = StageSpec{stage_ * per_stage, (stage_ + 1) * per_stage, stage_ == 0,
                      stage_ == pipeline_size_ - 1};
-    if (!recipe_.model.init_from.empty())
-      throw unsupported(
-          "model.init_from with parallel.pipeline > 1 is not yet supported by this "
-          "build; set parallel.pipeline: 1 or model.init_from: ''",
-          "model.init_from");
   }
   model_ =
       std::make_unique<GPTStage>(config, spec, *backend_, DType::kF32, recipe_.seed, tensor_group);
@@ -188,9 +185,15 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
   if (data_size_ > 1 && !zero_optimizer_) {
     std::vector<Tensor> grads;
     for (const auto& p : model_->params().params()) grads.push_back(p.grad);
-    grad_sync_ = std::make_unique<GradSync>(std::move(grads), *options_.groups->data);
-    spdlog::info("data parallel: rank {} of {}, gradients summed in {} buckets", data_rank_,
-                 data_size_, grad_sync_->num_buckets());
+    // Overlap: a communication thread drives data_grads alone while this thread goes on.
+    const bool overlap = recipe_.parallel.overlap_grad_reduce;
+    grad_sync_ = std::make_unique<GradSync>(
+        std::move(grads), overlap ? *options_.groups->data_grads : *options_.groups->data,
+        overlap ? GradSync::Mode::kOverlap : GradSync::Mode::kAfterBackward,
+        std::max<int64_t>(1, std::llround(recipe_.parallel.grad_bucket_mb * 1048576.0)));
+    spdlog::info("data parallel: rank {} of {}, gradients summed in {} buckets{}", data_rank_,
+                 data_size_, grad_sync_->num_buckets(),
+                 overlap ? ", overlapped with backward" : "");
   }
   predicted_peak_bytes_ = make_plan(recipe_, PlanOptions{}).worst().memory.total();
 
@@ -209,6 +212,7 @@ Trainer::~Trainer() = default;
 
 IterationStats Trainer::train_step() {
   const auto t0 = std::chrono::steady_clock::now();
+  const CommBytes sent_before = bytes_sent();
   const int64_t micro = recipe_.parallel.micro_batch_size;
   const int64_t seq = recipe_.model.seq_length;
   const int64_t global = ramp_global_batch(recipe_.batch, consumed_samples_ * seq);
@@ -228,18 +232,25 @@ IterationStats Trainer::train_step() {
                                 micro_batch_id);
     return acts.residual.back();
   };
+  // On the last micro-batch each gradient is final as backward passes it: start its bucket.
+  const bool overlap = grad_sync_ && grad_sync_->mode() == GradSync::Mode::kOverlap;
+  const GradReadyHook grad_ready = [&](const Param& p) {
+    grad_sync_->mark_ready(*backend_, p.grad);
+  };
   const BackwardStep backward_step = [&](int64_t m, const Tensor& output_grad) {
     return model_->backward(*acts_[m % acts_.size()], output_grad,
-                            1.0 / static_cast<double>(batch_tokens));
+                            1.0 / static_cast<double>(batch_tokens),
+                            overlap && m == steps - 1 ? grad_ready : GradReadyHook());
   };
   forward_backward_pipelining_without_interleaving(*p2p_, steps,
                                                    {micro, seq, recipe_.model.hidden_size},
                                                    DType::kF32, forward_step, backward_step);
+  // Data sum first (the overlapped buckets hold the word embeddings): the sums commute.
+  if (grad_sync_) grad_sync_->wait(*backend_);
   // The tied embedding's two copies (first and last stage) take the sum of their gradients.
   if (pipeline_size_ > 1 && options_.groups->embedding)
     options_.groups->embedding->all_reduce(model_->params().get(kWordEmbeddings).grad,
                                            ReduceOp::kSum);
-  if (grad_sync_) grad_sync_->sync(*backend_);
   const double loss =
       sum_over_data(sum_over_pipeline(loss_sum)) / static_cast<double>(batch_tokens);
   const double grad_norm = this->grad_norm();
@@ -261,6 +272,9 @@ IterationStats Trainer::train_step() {
     optimizer_->step(lr, clip);
   backend_->synchronize();
   consumed_samples_ += global;
+  const CommBytes sent = combine(bytes_sent(), sent_before, -1);
+  comm_sent_ = combine(comm_sent_, sent, 1);
+  ++comm_iterations_;
 
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -283,6 +297,7 @@ IterationStats Trainer::train_step() {
       model_flops_per_iteration(recipe_, global, recipe_.parallel.activation_checkpointing) /
       seconds / 1e12 / static_cast<double>(data_size_ * pipeline_size_ * recipe_.parallel.tensor);
   s.peak_memory_bytes = backend_->peak_bytes();
+  s.comm_bytes = sent.total();
   log_iteration(s);
   if (iteration_ == 1) log_memory("after the first iteration");
   return s;
@@ -343,7 +358,8 @@ void Trainer::log_iteration(const IterationStats& s) {
         .add("tokens_per_sec", s.tokens_per_sec)
         .add("elapsed_ms", s.elapsed_ms)
         .add("tflops_per_device", s.tflops_per_device)
-        .add("peak_memory_bytes", s.peak_memory_bytes);
+        .add("peak_memory_bytes", s.peak_memory_bytes)
+        .add("comm_bytes", s.comm_bytes);
     metrics_->write(line);
   }
   if (is_logging_rank_ && (s.iteration % recipe_.logging.interval == 0 ||
@@ -408,6 +424,22 @@ double Trainer::grad_norm() {
   return std::sqrt(std::max(0.0, sum_over_pipeline(squares)));
 }
 
+CommBytes Trainer::bytes_sent() const {
+  CommBytes c;
+  const ProcessGroups* g = options_.groups;
+  if (g == nullptr) return c;
+  const auto of = [](const std::unique_ptr<Communicator>& group) {
+    return group ? group->bytes_sent() : int64_t{0};
+  };
+  // data_grads spans the data group's ranks (GradSync's own connections): counted as data.
+  c.tensor = of(g->tensor);
+  c.pipeline = of(g->pipeline);
+  c.data = of(g->data) + of(g->data_grads);
+  c.embedding = of(g->embedding);
+  c.world = of(g->world);
+  return c;
+}
+
 void Trainer::log_memory(const char* when) const {
   const auto measured = static_cast<double>(backend_->peak_bytes());
   const auto predicted = static_cast<double>(predicted_peak_bytes_);
@@ -432,6 +464,21 @@ std::vector<IterationStats> Trainer::run() {
                consumed_samples_ * recipe_.model.seq_length, train_seconds_,
                all.empty() ? 0.0 : all.back().loss);
   log_memory("at the end");
+  // Every rank: its mean bytes sent per training iteration, per group (bench/comm_bench.sh
+  // parses this line; planner.h communication_per_iteration predicts it).
+  const Topology* t = options_.topology;
+  const auto mean = [&](int64_t bytes) {
+    return comm_iterations_ > 0 ? static_cast<double>(bytes) / static_cast<double>(comm_iterations_)
+                                : 0.0;
+  };
+  spdlog::info(
+      "communication: rank {} (tp {} pp {} dp {}) bytes/iteration tensor={} pipeline={} data={} "
+      "embedding={} world={} total={} over {} iterations",
+      options_.groups != nullptr ? options_.groups->world->rank() : 0,
+      t != nullptr ? t->tensor_rank() : 0, t != nullptr ? t->pipeline_rank() : 0,
+      t != nullptr ? t->data_rank() : 0, mean(comm_sent_.tensor), mean(comm_sent_.pipeline),
+      mean(comm_sent_.data), mean(comm_sent_.embedding), mean(comm_sent_.world),
+      mean(comm_sent_.total()), comm_iterations_);
   return all;
 }
 

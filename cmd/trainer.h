@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "cmd/planner.h"
 #include "core/backend.h"
 #include "core/config/recipe.h"
 
@@ -59,6 +60,7 @@ struct IterationStats {
   double elapsed_ms = 0.0;
   double tflops_per_device = 0.0;  // achieved model TFLOP/s per device (planner.h's formula)
   int64_t peak_memory_bytes = 0;   // the backend's peak_bytes() so far
+  int64_t comm_bytes = 0;          // this rank sent this iteration, all groups (bytes_sent())
 };
 
 struct EvalStats {
@@ -96,6 +98,7 @@ class Trainer {
   double sum_over_data(double local) const;      // all-reduce of one number over the data group
   double sum_over_pipeline(double local) const;  // ... over the pipeline group
   double grad_norm();  // the global gradient norm (collective over data and pipeline groups)
+  CommBytes bytes_sent() const;  // this rank's groups' bytes_sent() so far (data + data_grads)
 
   Recipe recipe_;
   TrainerOptions options_;
@@ -111,7 +114,7 @@ class Trainer {
   // (parallel/pipeline_schedule.h max_in_flight; one without pipeline parallelism).
   std::vector<std::unique_ptr<StageActivations>> acts_;
   std::unique_ptr<P2PCommunicator> p2p_;  // this stage's neighbours (no-op for one stage)
-  std::unique_ptr<GradSync> grad_sync_;   // data parallel only
+  std::unique_ptr<GradSync> grad_sync_;   // data parallel only; may own a comm thread
   int64_t data_size_ = 1, data_rank_ = 0;
   int64_t pipeline_size_ = 1, stage_ = 0;  // pipeline parallelism: this rank's stage
   bool is_logging_rank_ = true;            // global rank 0 writes the metrics
@@ -121,6 +124,9 @@ class Trainer {
   int64_t consumed_samples_ = 0;
   double train_seconds_ = 0.0;
   int64_t predicted_peak_bytes_ = 0;
+  // Bytes this rank sent during train_step (evaluations excluded), summed over the iterations.
+  CommBytes comm_sent_;
+  int64_t comm_iterations_ = 0;
 };
 
 // Iterations the recipe trains for, with the batch ramp (optim/batch_ramp.h run_length).

@@ -23,8 +23,19 @@ GPTStage::GPTStage(const GPTConfig& config, const StageSpec& stage, Backend& bac
   vocab_shard_ = {config_.tp_rank * config_.local_vocab(), config_.local_vocab(), config_.vocab};
   register_gpt_params(params_, config_, stage_);
   params_.allocate(backend_, dtype_);
-  for (int64_t i = stage_.first_layer; i < stage_.last_layer; ++i)
+  for (int64_t i = stage_.first_layer; i < stage_.last_layer; ++i) {
     layers_.emplace_back(config_, i, params_, tensor_);
+    // The trailing dot keeps "layers.1." from matching "layers.10.".
+    const std::string prefix = layer_param(i, "");
+    std::vector<const Param*>& owned = layer_params_.emplace_back();
+    for (auto it = params_.params().rbegin(); it != params_.params().rend(); ++it)
+      if (it->spec.name.starts_with(prefix)) owned.push_back(&*it);
+  }
+  // GradReadyHook reports every parameter: the layers', plus the ones backward names.
+  size_t reported = (stage_.pre_process || stage_.post_process ? 1 : 0) +
+                    (stage_.pre_process ? 1 : 0) + (stage_.post_process ? 2 : 0);
+  for (const auto& owned : layer_params_) reported += owned.size();
+  MTNLG_CHECK_EQ(reported, params_.params().size());
 }
 
 void GPTStage::init_weights(uint64_t seed) {
@@ -115,7 +126,8 @@ double GPTStage::forward(StageActivations& acts, const Tensor& input, const Tens
                                   config_.vocab);
 }
 
-Tensor GPTStage::backward(StageActivations& acts, const Tensor& doutput, double grad_scale) {
+Tensor GPTStage::backward(StageActivations& acts, const Tensor& doutput, double grad_scale,
+                          const GradReadyHook& on_grad_ready) {
   Backend& be = backend_;
   ensure_scratch(acts.batch);
   Param* wte = stage_.pre_process || stage_.post_process
@@ -138,6 +150,12 @@ Tensor GPTStage::backward(StageActivations& acts, const Tensor& doutput, double 
     be.fill(dres_, 0.0);
     be.layernorm_backward(dres_, lnf_w.grad, lnf_b.grad, scratch_.dln, acts.residual.back(),
                           lnf_w.value, acts.lnf_mean, acts.lnf_rstd);
+    if (on_grad_ready) {
+      on_grad_ready(lnf_w);
+      on_grad_ready(lnf_b);
+      // The head's copy is final here unless this stage also holds the input embedding.
+      if (!stage_.pre_process) on_grad_ready(*wte);
+    }
   } else {
     be.copy(dres_, doutput);
   }
@@ -150,6 +168,8 @@ Tensor GPTStage::backward(StageActivations& acts, const Tensor& doutput, double 
     }
     layers_[k].backward(be, scratch_, dres_, layer_acts(acts, k), acts.residual[k], seed_,
                         acts.micro_batch_id);
+    if (on_grad_ready)
+      for (const Param* p : layer_params_[k]) on_grad_ready(*p);
   }
   if (!stage_.pre_process) return dres_;
 
@@ -164,6 +184,10 @@ Tensor GPTStage::backward(StageActivations& acts, const Tensor& doutput, double 
     vocab_parallel_embedding_backward(wte->grad, dwpe, scratch_.dh, acts.tokens, vocab_shard_);
   } else {
     be.embedding_backward(wte->grad, dwpe, scratch_.dh, acts.tokens);
+  }
+  if (on_grad_ready) {
+    on_grad_ready(params_.get("embedding.position_embeddings.weight"));
+    on_grad_ready(*wte);
   }
   return Tensor();
 }

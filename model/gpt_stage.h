@@ -7,6 +7,7 @@
 // Not thread-safe.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -31,6 +32,14 @@ struct StageActivations {
   Tensor logits;                         // [b*s, V_pad/tp]; overwritten by dL/dlogits in backward
   VocabParallelCEContext ce;             // tp > 1: the cross entropy's row max and sum-exp
 };
+
+// Called by GPTStage::backward as each parameter's gradient becomes final for that call (no
+// later step of the same backward adds to it), so a caller can start reducing it while backward
+// goes on (parallel/grad_sync.h). Order: the final LayerNorm (weight, bias) and, on a last
+// stage without the embedding, the word embeddings; then each local layer's parameters in
+// reverse registration order, last layer first; then the position and word embeddings.
+// Every parameter of the stage is reported exactly once.
+using GradReadyHook = std::function<void(const Param&)>;
 
 class GPTStage {
  public:
@@ -58,7 +67,10 @@ class GPTStage {
   // (1 / tokens of the global batch gives the mean loss); `doutput` is ignored. Otherwise
   // `doutput` is dL/d(stage output). Parameter grads accumulate. Returns dL/d(input) for a
   // stage without the embedding (valid until the next backward), else an undefined tensor.
-  Tensor backward(StageActivations& acts, const Tensor& doutput, double grad_scale);
+  // on_grad_ready (optional; a trainer sets it on an iteration's last micro-batch): see
+  // GradReadyHook.
+  Tensor backward(StageActivations& acts, const Tensor& doutput, double grad_scale,
+                  const GradReadyHook& on_grad_ready = {});
 
   int64_t num_local_layers() const { return static_cast<int64_t>(layers_.size()); }
 
@@ -82,6 +94,8 @@ class GPTStage {
   bool training_ = true;
   ParamRegistry params_;
   std::vector<TransformerLayer> layers_;
+  // Per local layer, its parameters in reverse registration order (GradReadyHook's order).
+  std::vector<std::vector<const Param*>> layer_params_;
   int64_t scratch_batch_ = 0;
   LayerScratch scratch_;
   Tensor dres_;  // [b, s, h] the residual stream's gradient, carried down the layers

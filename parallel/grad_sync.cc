@@ -1,56 +1,168 @@
 #include "parallel/grad_sync.h"
 
 #include <algorithm>
-#include <cstring>
 
 namespace mtnlg {
 
-GradSync::GradSync(std::vector<Tensor> grads, Communicator& data, int64_t bucket_bytes)
-    : data_(data) {
-  int64_t largest = 0;
-  DType dtype = DType::kF32;
+GradSync::GradSync(std::vector<Tensor> grads, Communicator& comm, Mode mode, int64_t bucket_bytes)
+    : grads_(std::move(grads)), comm_(comm), mode_(mode) {
+  MTNLG_CHECK(bucket_bytes > 0);
+  const int64_t n = static_cast<int64_t>(grads_.size());
+  bucket_of_.assign(grads_.size(), -1);
+  ready_.assign(grads_.size(), 0);
+  int64_t largest = 0, total = 0;
+  const DType dtype = grads_.empty() ? DType::kF32 : grads_.front().dtype();
   Bucket current;
-  for (auto it = grads.rbegin(); it != grads.rend(); ++it) {
-    const int64_t n = it->numel();
-    MTNLG_CHECK(it == grads.rbegin() || it->dtype() == dtype);
-    dtype = it->dtype();
-    current.grads.push_back(*it);
-    current.numel += n;
-    if (current.numel * static_cast<int64_t>(dtype_size(dtype)) >= bucket_bytes) {
-      largest = std::max(largest, current.numel);
-      buckets_.push_back(std::move(current));
-      current = Bucket();
-    }
-  }
-  if (!current.grads.empty()) {
+  auto close = [&] {
+    current.offset = mode_ == Mode::kOverlap ? total : 0;
+    current.pending = static_cast<int64_t>(current.params.size());
     largest = std::max(largest, current.numel);
+    total += current.numel;
     buckets_.push_back(std::move(current));
+    current = Bucket();
+  };
+  for (int64_t i = n; i-- > 0;) {
+    const Tensor& grad = grads_[static_cast<size_t>(i)];
+    MTNLG_CHECK_MSG(grad.dtype() == dtype, "gradient " << i << " " << grad.str());
+    const bool fresh = index_of_.emplace(grad.data(), i).second;
+    MTNLG_CHECK_MSG(fresh, "gradient " << i << " shares its storage with another");
+    bucket_of_[static_cast<size_t>(i)] = static_cast<int64_t>(buckets_.size());
+    current.params.push_back(i);
+    current.numel += grad.numel();
+    if (current.numel * static_cast<int64_t>(dtype_size(dtype)) >= bucket_bytes) close();
   }
-  if (data_.size() > 1) flat_ = Tensor::cpu({largest}, dtype);
+  if (!current.params.empty()) close();
+  if (comm_.size() == 1) return;
+  flat_ = Tensor::cpu({mode_ == Mode::kOverlap ? total : largest}, dtype);
+  if (mode_ == Mode::kOverlap) thread_ = std::thread([this] { comm_loop(); });
 }
 
-void GradSync::sync(Backend& backend) {
-  if (data_.size() == 1) return;
-  backend.synchronize();
-  for (const Bucket& bucket : buckets_) {
-    Tensor flat = flat_.slice(0, bucket.numel);
-    // Pack (a device backend copies to the host buffer), reduce, unpack.
-    int64_t offset = 0;
-    for (const Tensor& grad : bucket.grads) {
-      const int64_t n = grad.numel();
-      Tensor dst = flat.slice(offset, offset + n).view(grad.shape());
-      backend.copy(dst, grad);
-      offset += n;
-    }
-    data_.all_reduce(flat, ReduceOp::kSum);
-    offset = 0;
-    for (const Tensor& grad : bucket.grads) {
-      const int64_t n = grad.numel();
-      Tensor dst = grad;
-      backend.copy(dst, flat.slice(offset, offset + n).view(grad.shape()));
-      offset += n;
-    }
+GradSync::~GradSync() {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
   }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void GradSync::pack(Backend& backend, const Bucket& bucket, Tensor& flat) const {
+  int64_t offset = 0;
+  for (int64_t i : bucket.params) {
+    const Tensor& grad = grads_[static_cast<size_t>(i)];
+    const int64_t n = grad.numel();
+    Tensor dst = flat.slice(offset, offset + n).view(grad.shape());
+    backend.copy(dst, grad);  // a device backend copies to the host buffer
+    offset += n;
+  }
+}
+
+void GradSync::unpack(Backend& backend, const Bucket& bucket, const Tensor& flat) const {
+  int64_t offset = 0;
+  for (int64_t i : bucket.params) {
+    Tensor grad = grads_[static_cast<size_t>(i)];
+    const int64_t n = grad.numel();
+    backend.copy(grad, flat.slice(offset, offset + n).view(grad.shape()));
+    offset += n;
+  }
+}
+
+void GradSync::mark_ready(Backend& backend, const Tensor& grad) {
+  const auto it = index_of_.find(grad.data());
+  MTNLG_CHECK_MSG(it != index_of_.end(), "not a gradient GradSync holds: " << grad.str());
+  mark_ready(backend, it->second);
+}
+
+void GradSync::mark_ready(Backend& backend, int64_t index) {
+  MTNLG_CHECK_MSG(mode_ == Mode::kOverlap, "mark_ready needs GradSync::Mode::kOverlap");
+  MTNLG_CHECK(0 <= index && index < static_cast<int64_t>(grads_.size()));
+  MTNLG_CHECK_MSG(!ready_[static_cast<size_t>(index)],
+                  "gradient " << index << " marked ready twice in one iteration");
+  ready_[static_cast<size_t>(index)] = 1;
+  --buckets_[static_cast<size_t>(bucket_of(index))].pending;
+  if (comm_.size() > 1) launch_ready(backend);
+}
+
+// Queues the buckets, strictly in order, whose gradients are all final: a later bucket that
+// completes first waits for the earlier ones, so every rank issues the same sequence.
+void GradSync::launch_ready(Backend& backend) {
+  const int64_t first = next_launch_;
+  while (next_launch_ < num_buckets() && buckets_[static_cast<size_t>(next_launch_)].pending == 0)
+    ++next_launch_;
+  if (next_launch_ == first) return;
+  backend.synchronize();  // the gradients' last kernels have run
+  for (int64_t b = first; b < next_launch_; ++b) {
+    const Bucket& bucket = buckets_[static_cast<size_t>(b)];
+    Tensor flat = flat_.slice(bucket.offset, bucket.offset + bucket.numel);
+    pack(backend, bucket, flat);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int64_t b = first; b < next_launch_; ++b) queue_.push_back(b);
+  }
+  cv_.notify_all();
+}
+
+void GradSync::comm_loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (stop_) return;
+    const int64_t b = queue_.front();
+    queue_.pop_front();
+    if (error_) continue;  // the communicator is unusable after a failure
+    const Bucket& bucket = buckets_[static_cast<size_t>(b)];
+    Tensor flat = flat_.slice(bucket.offset, bucket.offset + bucket.numel);
+    lock.unlock();
+    std::exception_ptr error;
+    try {
+      comm_.all_reduce(flat, ReduceOp::kSum);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lock.lock();
+    if (error)
+      error_ = error;
+    else
+      ++reduced_;
+    cv_.notify_all();
+  }
+}
+
+void GradSync::wait(Backend& backend) {
+  if (comm_.size() == 1) {
+    std::fill(ready_.begin(), ready_.end(), 0);
+    for (Bucket& bucket : buckets_) bucket.pending = static_cast<int64_t>(bucket.params.size());
+    return;
+  }
+  if (mode_ == Mode::kAfterBackward) {
+    backend.synchronize();
+    for (const Bucket& bucket : buckets_) {
+      Tensor flat = flat_.slice(0, bucket.numel);
+      pack(backend, bucket, flat);
+      comm_.all_reduce(flat, ReduceOp::kSum);
+      unpack(backend, bucket, flat);
+    }
+    return;
+  }
+  // Gradients never marked (a parameter backward did not report) are final now.
+  for (Bucket& bucket : buckets_) bucket.pending = 0;
+  launch_ready(backend);
+  std::exception_ptr error;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return error_ || reduced_ == num_buckets(); });
+    error = error_;
+    if (error) queue_.clear();
+    reduced_ = 0;
+  }
+  next_launch_ = 0;
+  std::fill(ready_.begin(), ready_.end(), 0);
+  for (Bucket& bucket : buckets_) bucket.pending = static_cast<int64_t>(bucket.params.size());
+  if (error) std::rethrow_exception(error);
+  for (const Bucket& bucket : buckets_)
+    unpack(backend, bucket, flat_.slice(bucket.offset, bucket.offset + bucket.numel));
 }
 
 }  // namespace mtnlg

@@ -1,16 +1,42 @@
-// GradSync: averages parameter gradients over the data-parallel group, in buckets.
+// GradSync: sums parameter gradients over the data-parallel group, in buckets, either after
+// backward or overlapped with it (Megatron-LM's --overlap-grad-reduce, PyTorch DDP's buckets).
 //
 // Each rank computed its gradient on 1/dp of the global batch, already scaled by
 // 1 / (tokens of the whole global batch), so the data-parallel gradient is the SUM of the ranks'
-// gradients. Gradients are packed into buckets of about `bucket_bytes` in reverse registration
-// order (the order backward finishes them: last layers first, as Megatron-LM's and PyTorch DDP's
-// buckets), each bucket all-reduced with one collective, then unpacked. Bucket boundaries
-// depend only on the parameter list, so every rank issues the same collectives in the same
-// order. Overlapping the buckets with backward needs an asynchronous communicator (later).
-// Not thread-safe.
+// gradients. Gradients are grouped into buckets of about `bucket_bytes` in reverse registration
+// order (the order backward finishes them: last layers first), each bucket packed into a host
+// buffer, all-reduced with one collective, then unpacked. Bucket boundaries depend only on the
+// parameter list, and buckets are reduced strictly in bucket order, so every rank issues the
+// same collectives in the same order.
+//
+// Modes:
+//   kAfterBackward: wait() reduces every bucket on the calling thread (one staging buffer, the
+//     size of the largest bucket).
+//   kOverlap: a communication thread owned by this object drives `comm` exclusively (pass a
+//     communicator no other thread uses: ProcessGroups::data_grads). During the LAST
+//     micro-batch's backward the caller reports each gradient final with mark_ready(); once the
+//     next bucket in order has all its gradients, it is packed on the calling thread and queued
+//     to the communication thread, so its all-reduce runs while backward goes on. wait() queues
+//     the buckets not yet launched, blocks until all are reduced, and unpacks. The staging
+//     buffers of all buckets live at once: one host buffer the size of all gradients (not backend
+//     memory, so not in the Backend's peak_bytes; the planner leaves buckets out too).
+// Failure: an exception of the communication thread (io_error from a dead or hung peer) is
+// rethrown by wait() on the caller's thread; after one, every later wait() rethrows it.
+//
+// Ownership: the gradient tensors are handles to the caller's storage; `comm` is borrowed and
+// must outlive this object. The destructor joins the communication thread (waiting at most for
+// the collective in flight, which the communicator bounds by its timeout).
+// Thread safety: one caller thread drives the public methods; the communication thread is
+// internal.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "core/backend.h"
@@ -21,25 +47,63 @@ namespace mtnlg {
 class GradSync {
  public:
   static constexpr int64_t kDefaultBucketBytes = 25 << 20;
+  enum class Mode { kAfterBackward, kOverlap };
 
-  // grads: every gradient tensor, in parameter registration order (handles; the storage stays
-  // the caller's). data may be a one-rank group (then sync() returns at once).
-  GradSync(std::vector<Tensor> grads, Communicator& data,
+  // grads: every gradient tensor, in parameter registration order (same dtype). comm: the data
+  // group (kOverlap: one only the communication thread uses); with one rank wait() and
+  // mark_ready() return at once.
+  GradSync(std::vector<Tensor> grads, Communicator& comm, Mode mode = Mode::kAfterBackward,
            int64_t bucket_bytes = kDefaultBucketBytes);
+  ~GradSync();
+  GradSync(const GradSync&) = delete;
+  GradSync& operator=(const GradSync&) = delete;
 
-  // Sums every gradient over the data-parallel group, in place.
-  void sync(Backend& backend);
+  // kOverlap only: gradient `index` (registration order) is final for this iteration. Marking
+  // one twice in an iteration fails an MTNLG_CHECK. Launches every bucket, in order, whose
+  // gradients are all final.
+  void mark_ready(Backend& backend, int64_t index);
+  // The same, naming the gradient by its tensor (one of the constructor's, by storage).
+  void mark_ready(Backend& backend, const Tensor& grad);
 
+  // Sums every gradient over the group, in place; then the next iteration may mark again.
+  void wait(Backend& backend);
+
+  Mode mode() const { return mode_; }
   int64_t num_buckets() const { return static_cast<int64_t>(buckets_.size()); }
+  int64_t bucket_of(int64_t index) const { return bucket_of_[static_cast<size_t>(index)]; }
+  // Buckets packed and queued this iteration (kOverlap; for tests and logs).
+  int64_t num_launched() const { return next_launch_; }
 
  private:
   struct Bucket {
-    std::vector<Tensor> grads;
+    std::vector<int64_t> params;  // gradient indices, in reverse registration order
+    int64_t offset = 0;           // into flat_ (kOverlap; 0 for kAfterBackward)
     int64_t numel = 0;
+    int64_t pending = 0;  // gradients not yet marked this iteration
   };
-  Communicator& data_;
+  void pack(Backend& backend, const Bucket& bucket, Tensor& flat) const;
+  void unpack(Backend& backend, const Bucket& bucket, const Tensor& flat) const;
+  void launch_ready(Backend& backend);
+  void comm_loop();
+
+  std::vector<Tensor> grads_;
+  Communicator& comm_;
+  const Mode mode_;
   std::vector<Bucket> buckets_;
-  Tensor flat_;  // host staging buffer, the size of the largest bucket
+  std::vector<int64_t> bucket_of_;                     // gradient index -> bucket
+  std::vector<char> ready_;                            // gradient index -> marked this iteration
+  std::unordered_map<const void*, int64_t> index_of_;  // gradient storage -> index
+  Tensor flat_;  // host staging: the largest bucket (kAfterBackward) or all of them (kOverlap)
+  int64_t next_launch_ = 0;  // the next bucket to queue, in bucket order
+
+  // Shared with the communication thread, under mu_.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<int64_t> queue_;  // buckets to reduce, in order
+  int64_t reduced_ = 0;        // buckets reduced this iteration
+  std::exception_ptr error_;   // the first failure; sticky
+  bool stop_ = false;
+  std::thread thread_;  // last: starts once everything above exists
 };
 
 }  // namespace mtnlg

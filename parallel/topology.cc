@@ -1,5 +1,7 @@
 #include "parallel/topology.h"
 
+#include <algorithm>
+
 #include "core/status.h"
 
 namespace mtnlg {
@@ -49,6 +51,23 @@ std::vector<int64_t> Topology::embedding_group() const {
   std::vector<int64_t> g{rank_of(tensor_rank(), data_rank(), 0)};
   if (sizes_.pipeline > 1) g.push_back(rank_of(tensor_rank(), data_rank(), sizes_.pipeline - 1));
   return g;
+}
+
+std::string Topology::tensor_group_node_warning(const std::vector<int64_t>& nodes) const {
+  MTNLG_CHECK_EQ(static_cast<int64_t>(nodes.size()), sizes_.tensor);
+  if (std::all_of(nodes.begin(), nodes.end(), [&](int64_t n) { return n == nodes.front(); }))
+    return "";
+  const std::vector<int64_t> ranks = tensor_group();
+  std::string where;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    where += (i ? ", " : "") + std::string("rank ") + std::to_string(ranks[i]) + " on node " +
+             std::to_string(nodes[i]);
+  return "tensor-parallel group spans nodes (" + where +
+         "): its all-reduces, two per layer in "
+         "each direction, cross the inter-node network; launch whole multiples of "
+         "parallel.tensor = " +
+         std::to_string(sizes_.tensor) +
+         " ranks per node (e.g. srun --ntasks-per-node) or lower parallel.tensor";
 }
 
 std::string Topology::describe() const {

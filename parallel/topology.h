@@ -52,6 +52,12 @@ class Topology {
 
   std::string describe() const;  // "rank 5: tp 1/2, dp 0/2, pp 1/2"
 
+  // Tensor parallelism all-reduces activations twice per layer each way, so its group belongs
+  // inside one node (NVLink), as Megatron's order arranges when tp <= ranks per node. Given the
+  // node of each member of this rank's tensor group (group order), returns a warning naming the
+  // ranks, their nodes and the fix when they are not all on one node; empty otherwise.
+  std::string tensor_group_node_warning(const std::vector<int64_t>& nodes) const;
+
  private:
   ParallelSizes sizes_;
   int64_t rank_;

@@ -116,3 +116,19 @@ if(MTNLG_MPIRUN)
     COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/tp_pp_train_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
   set_tests_properties(tp_pp_train_matches_single_process PROPERTIES TIMEOUT 600)
 endif()
+
+# model.init_from (a Hugging Face GPT-2 file) under tp 2, pp 2 and tp 2 x pp 2 trains like one
+# process.
+if(MTNLG_MPIRUN)
+  add_test(NAME init_from_train_matches_single_process
+    COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/init_from_train_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+  set_tests_properties(init_from_train_matches_single_process PROPERTIES TIMEOUT 600)
+endif()
+
+# A rank of mtnlg-train SIGKILLed mid-run (tp 2 x dp 2 with ZeRO-1, pp 2 x dp 2; 4 ranks): every
+# other rank exits non-zero on its own within parallel.timeout_s, naming the group, op and peer.
+if(MTNLG_MPIRUN)
+  add_test(NAME train_rank_killed_mid_run
+    COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/train_kill_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+  set_tests_properties(train_rank_killed_mid_run PROPERTIES TIMEOUT 180)
+endif()

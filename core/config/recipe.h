@@ -51,6 +51,8 @@ struct ParallelConfig {
   // finished it, on a communication thread, overlapping the rest of backward (Megatron-LM's
   // --overlap-grad-reduce). false: all buckets after backward.
   bool overlap_grad_reduce = true;
+  // Gradients are all-reduced in buckets of about this many MiB, last layers first.
+  double grad_bucket_mb = 25.0;
 };
 
 struct OptimizerConfig {

@@ -128,6 +128,7 @@ std::string recipe_to_yaml(const Recipe& r) {
   w.value(1, "activation_checkpointing", p.activation_checkpointing);
   w.value(1, "timeout_s", p.timeout_s);
   w.value(1, "overlap_grad_reduce", p.overlap_grad_reduce);
+  w.value(1, "grad_bucket_mb", p.grad_bucket_mb);
 
   w.value(0, "precision", precision_name(r.precision));
 

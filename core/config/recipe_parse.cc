@@ -133,6 +133,7 @@ void read_parallel(const Section& s, ParallelConfig& p) {
   s.read("activation_checkpointing", p.activation_checkpointing);
   s.read("timeout_s", p.timeout_s);
   s.read("overlap_grad_reduce", p.overlap_grad_reduce);
+  s.read("grad_bucket_mb", p.grad_bucket_mb);
 }
 
 void read_optimizer(const Section& s, OptimizerConfig& o) {

@@ -24,10 +24,11 @@ constexpr KeySpec kModel[] = {
     {"attention_dropout", S, {}},   {"init_from", S, {}},
 };
 constexpr KeySpec kParallel[] = {
-    {"tensor", S, {}},     {"pipeline", S, {}},
-    {"data", S, {}},       {"micro_batch_size", S, {}},
-    {"zero_stage", S, {}}, {"activation_checkpointing", S, {}},
-    {"timeout_s", S, {}},  {"overlap_grad_reduce", S, {}},
+    {"tensor", S, {}},         {"pipeline", S, {}},
+    {"data", S, {}},           {"micro_batch_size", S, {}},
+    {"zero_stage", S, {}},     {"activation_checkpointing", S, {}},
+    {"timeout_s", S, {}},      {"overlap_grad_reduce", S, {}},
+    {"grad_bucket_mb", S, {}},
 };
 constexpr KeySpec kOptimizer[] = {
     {"lr", S, {}},  {"min_lr", S, {}},       {"betas", Kind::kList, {}},

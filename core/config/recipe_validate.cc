@@ -80,6 +80,10 @@ void validate_parallel(const ParallelConfig& p) {
                      "(optimizer state sharded over data-parallel ranks)",
                      p.zero_stage));
   positive(p.timeout_s, "parallel.timeout_s");
+  expect(p.grad_bucket_mb > 0.0, "parallel.grad_bucket_mb",
+         fmt::format("parallel.grad_bucket_mb: {} must be positive (MiB per gradient bucket; "
+                     "default 25)",
+                     p.grad_bucket_mb));
 }
 
 void validate_optimizer(const OptimizerConfig& o) {

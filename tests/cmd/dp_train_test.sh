@@ -37,12 +37,18 @@ train single-micro2 1 2
 train dp2-micro2 2 2
 train single-micro1 1 1
 train dp4-micro1 4 1
+# The after-backward gradient reduction (the runs above overlap it with backward, the default).
+train dp2-no-overlap-micro2 2 2 --set parallel.overlap_grad_reduce=false
+# Many buckets (10 KiB each: about 120 for the tiny model), launched in order as backward fills them.
+train dp4-buckets-micro1 4 1 --set parallel.grad_bucket_mb=0.01
 # ZeRO-1: the optimizer partitioned over the data ranks must train the same model.
 train dp2-zero1-micro2 2 2 --set parallel.zero_stage=1
 train dp4-zero1-micro1 4 1 --set parallel.zero_stage=1
 
 /usr/bin/python3 tests/cmd/compare_layouts.py "$tmp" \
   single-micro2:dp2-micro2 \
+  single-micro2:dp2-no-overlap-micro2 \
   single-micro1:dp4-micro1 \
+  single-micro1:dp4-buckets-micro1 \
   single-micro2:dp2-zero1-micro2 \
   single-micro1:dp4-zero1-micro1

@@ -313,3 +313,87 @@ TEST_CASE("dry-run output: the text has the layout line - the JSON the contract 
   print_dry_run_json(r, world(2240), no_time);
   CHECK(no_time.str().find("tflops_per_gpu") == std::string::npos);
 }
+
+TEST_CASE("communication per iteration: tiny on 2 x 2 x 2 by hand") {
+  // l = 2 (1 per stage), h = 64, s = 32, V = 512, micro 1, global 8: m = 8 / (1 x 2) = 4. One
+  // [b, s, h] fp32 tensor is a = 32 x 64 x 4 = 8192 B; an all-reduce over 2 ranks counts
+  // 2(2-1)/2 = 1x its bytes.
+  const std::vector<std::string> layout = {"parallel.tensor=2", "parallel.pipeline=2",
+                                           "parallel.data=2", "parallel.micro_batch_size=1",
+                                           "batch.global_batch_size=8"};
+  const int64_t a = 8192, m = 4;
+  // Local parameters (the 2 x 2 x 2 test above): stage 0 word 16384 + positions 2048 + one
+  // layer 25184; stage 1 one layer + final LN 128 + the tied copy 16384.
+  const int64_t p0 = 16384 + 2048 + 25184, p1 = 25184 + 128 + 16384;
+  const int64_t wte = 256 * 64 * 4;  // the word embeddings' gradient [V/tp, h]
+  SECTION("plain data parallel") {
+    const Plan p = make_plan(recipe("tiny.yaml", layout), PlanOptions{});
+    REQUIRE(p.micro_batches == m);
+    const CommBytes s0 = communication_per_iteration(recipe("tiny.yaml", layout), p, 0);
+    const CommBytes s1 = p.stages[1].communication;
+    // Tensor, per micro-batch: stage 0 the embedding's sum + 4 per layer; stage 1 4 per layer
+    // + dLN_f + the cross entropy's row max (32 f64) and sum-exp and target logit (64 f64);
+    // per iteration the grad norm's f64.
+    CHECK(s0.tensor == m * (a + 4 * a) + 8);
+    CHECK(s1.tensor == m * (4 * a + a + 32 * 8 + 64 * 8) + 8);
+    CHECK(s0.tensor == 163848);
+    CHECK(s1.tensor == 166920);
+    // Pipeline: stage 0 sends activations forward, stage 1 gradients back; loss + norm f64s.
+    CHECK(s0.pipeline == m * a + 2 * 8);
+    CHECK(s1.pipeline == m * a + 2 * 8);
+    CHECK(s0.embedding == wte);
+    CHECK(s1.embedding == wte);
+    // Data: the stage's fp32 gradients + the loss.
+    CHECK(s0.data == 4 * p0 + 8);
+    CHECK(s1.data == 4 * p1 + 8);
+    CHECK(s0.world == 0);
+    CHECK(s0.total() == 163848 + 32784 + 65536 + 174472);
+    CHECK(s0.total() == p.stages[0].communication.total());
+    std::ostringstream json;
+    print_dry_run_json(recipe("tiny.yaml", layout), PlanOptions{}, json);
+    CHECK(json.str().find("\"communication\": [{\"stage\": 0, \"tensor\": 163848, \"pipeline\": "
+                          "32784, \"data\": 174472, \"embedding\": 65536, \"total\": 436640}") !=
+          std::string::npos);
+  }
+  SECTION("ZeRO-1") {
+    auto sets = layout;
+    sets.push_back("parallel.zero_stage=1");
+    const Plan p = make_plan(recipe("tiny.yaml", sets), PlanOptions{});
+    const CommBytes s0 = p.stages[0].communication, s1 = p.stages[1].communication;
+    // Reduce-scatter + all-gather of the (even, so unpadded) gradients, 1/2 each, the two
+    // partial squares (2 f64) and the loss; stage 1 also sums the tied embedding's gradient over
+    // the data group, and its squares over the tensor group, to leave it out of the norm.
+    CHECK(s0.data == 2 * (4 * p0 / 2) + 16 + 8);
+    CHECK(s1.data == 2 * (4 * p1 / 2) + 16 + 8 + wte);
+    CHECK(s0.tensor == 163848);
+    CHECK(s1.tensor == 166920 + 8);
+  }
+}
+
+TEST_CASE("communication per iteration: one rank - dp 3 rounding and tp 4 recompute by hand") {
+  // One rank sends nothing.
+  const Plan one = make_plan(recipe("tiny.yaml"), PlanOptions{});
+  CHECK(one.stages[0].communication.total() == 0);
+  // dp 3, ZeRO-1, global 6, micro 2: 134912 parameters pad to 3 x 44971 = 134913, 539652 B;
+  // reduce-scatter and all-gather 2/3 of it each (359768), the squares 2 x 2 x 16 / 3 -> 21 B,
+  // the loss 2 x 2 x 8 / 3 -> 10 B (each call rounded down).
+  const Recipe z = recipe("tiny.yaml", {"parallel.zero_stage=1", "batch.global_batch_size=6"});
+  const Plan p3 = make_plan(z, world(3));
+  CHECK(p3.stages[0].communication.data == 2 * 359768 + 21 + 10);
+  CHECK(p3.stages[0].communication.tensor == 0);
+  // Without ZeRO-1: 2 x 2/3 x 539648 = 719530.67 -> 719530, + 10.
+  const Plan a3 = make_plan(recipe("tiny.yaml", {"batch.global_batch_size=6"}), world(3));
+  CHECK(a3.stages[0].communication.data == 719530 + 10);
+  // tp 4 with recompute: m = 4 / 2 = 2; a = 2 x 32 x 64 x 4 = 16384 B, 6/4 of it per
+  // all-reduce = 24576; per micro-batch 2 layers x 6 (2 more forward) + embedding + dLN_f, and
+  // the cross entropy's 64 and 128 f64 (768 and 1536); the norm's f64 adds 12.
+  const Plan tp4 = make_plan(
+      recipe("tiny.yaml", {"parallel.activation_checkpointing=true", "parallel.tensor=4"}),
+      world(4));
+  REQUIRE(tp4.tensor == 4);
+  REQUIRE(tp4.micro_batches == 2);
+  CHECK(tp4.stages[0].communication.tensor ==
+        2 * (2 * 6 * 24576 + 24576 + 24576 + 768 + 1536) + 12);
+  CHECK(tp4.stages[0].communication.data == 0);
+  CHECK(tp4.stages[0].communication.pipeline == 0);
+}

@@ -37,7 +37,7 @@ train single-l2-micro1 1 1 2 1
 train single-l4-micro1 1 1 4 1
 train pp2-micro1 2 1 2 2                 # m = 8 per stage
 train pp4-l4-micro1 4 1 4 4              # m = 8, 4 stages of one layer
-train pp2-dp2-micro2 4 2 2 2             # m = 2 per data rank = pp
+train pp2-dp2-micro2 4 2 2 2 --set parallel.grad_bucket_mb=0.01   # m = 2 = pp; many buckets
 train pp2-dp2-zero1-micro1 4 1 2 2 --set parallel.zero_stage=1   # m = 4
 train pp2-dp4-micro1 8 1 2 2             # the (1, 2, 4) layout: m = 2 per data rank
 

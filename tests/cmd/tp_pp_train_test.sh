@@ -39,3 +39,22 @@ train tp2-pp2-dp2-zero1 8 2 2 --set parallel.zero_stage=1
 
 /usr/bin/python3 tests/cmd/compare_layouts.py "$tmp" \
   single:tp2-pp2 single:tp2-pp2-dp2 single:tp2-pp2-dp2-zero1
+
+# Bytes sent: rank 0 (stage 0) logs comm_bytes every iteration; it must equal the planner's
+# count for stage 0 of the same layout (cmd/planner.h communication_per_iteration), exactly.
+for run in tp2-pp2-dp2:0 tp2-pp2-dp2-zero1:1; do
+  name=${run%:*} zero=${run#*:}
+  "$bin" --config configs/tiny.yaml --dry-run --json --world-size 8 --set model.num_layers=2 \
+    --set parallel.tensor=2 --set parallel.pipeline=2 --set parallel.micro_batch_size=1 \
+    --set batch.global_batch_size=8 --set parallel.zero_stage="$zero" \
+    --set "data.blend=[{prefix: $tmp/corpus, weight: 1}]" >"$tmp/$name/plan.json"
+  /usr/bin/python3 - "$tmp/$name" <<'PY'
+import json, sys
+d = sys.argv[1]
+want = json.load(open(f"{d}/plan.json"))["communication"][0]["total"]
+got = [json.loads(l)["comm_bytes"] for l in open(f"{d}/metrics.jsonl") if '"train"' in l]
+bad = [g for g in got if g != want]
+print(f"{d}: comm_bytes {got[0]} per iteration, planned {want}")
+sys.exit(1 if bad or not got else 0)
+PY
+done

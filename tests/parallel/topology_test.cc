@@ -65,3 +65,14 @@ TEST_CASE("one rank: every group is itself") {
   CHECK(t.is_first_stage());
   CHECK(t.is_last_stage());
 }
+
+TEST_CASE("a tensor group across nodes is named in a warning") {
+  // tp 4 x dp 2: rank 5's tensor group is {4, 5, 6, 7}.
+  const Topology t(ParallelSizes{4, 1, 2}, 5);
+  CHECK(t.tensor_group_node_warning({1, 1, 1, 1}).empty());
+  const std::string w = t.tensor_group_node_warning({0, 0, 1, 1});
+  INFO(w);
+  CHECK(w.find("rank 4 on node 0") != std::string::npos);
+  CHECK(w.find("rank 7 on node 1") != std::string::npos);
+  CHECK(w.find("parallel.tensor = 4") != std::string::npos);
+}

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Prints bench/comm_bench.sh's two tables from its output directory.
+
+DIR/runs.txt lists one run a line: NAME TP PP DP ZERO LOAD1. For each, DIR/NAME.log holds every
+rank's log (the "communication:" line mtnlg-train writes at the end of Trainer::run),
+DIR/NAME.plan.json the dry-run plan (its "communication" field: bytes per rank per iteration and
+group, per stage) and DIR/NAME/metrics.jsonl rank 0's metrics (elapsed_ms per iteration).
+Standard library only.
+"""
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+GROUPS = ("tensor", "pipeline", "data", "embedding")
+LINE = re.compile(
+    r"communication: rank (\d+) \(tp (\d+) pp (\d+) dp (\d+)\) bytes/iteration "
+    r"tensor=(\S+) pipeline=(\S+) data=(\S+) embedding=(\S+) world=(\S+) total=(\S+) "
+    r"over (\d+) iterations")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+SKIP_ITERS = 3  # the first iterations warm caches and the allocator
+
+
+def parse_ranks(log):
+    ranks = {}
+    for line in ANSI.sub("", log.read_text(errors="replace")).splitlines():
+        m = LINE.search(line)
+        if m:
+            rank, tp, pp, dp = (int(x) for x in m.group(1, 2, 3, 4))
+            values = [float(x) for x in m.group(5, 6, 7, 8, 9, 10)]
+            ranks[rank] = dict(tp=tp, pp=pp, dp=dp, **dict(zip(GROUPS + ("world", "total"),
+                                                                 values)))
+    return ranks
+
+
+def fmt_bytes(x):
+    return f"{x:,.0f}" if x == int(x) else f"{x:,.1f}"
+
+
+def rank_list(ranks):
+    ranks = sorted(ranks)
+    if ranks == list(range(ranks[0], ranks[-1] + 1)) and len(ranks) > 2:
+        return f"{ranks[0]}-{ranks[-1]}"
+    return ",".join(str(r) for r in ranks)
+
+
+def comm_table(out, runs):
+    print("Bytes sent per rank per iteration (bus-bandwidth convention: all-reduce 2(n-1)/n S, "
+          "reduce-scatter and all-gather (n-1)/n S, send S), measured by the communicators "
+          "against the planner (cmd/planner.h communication_per_iteration)")
+    print()
+    head = ["layout (t,p,d)", "ZeRO-1", "ranks", "stage"] + list(GROUPS) + [
+        "total measured", "total analytic", "ratio", "groups"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    all_exact = True
+    for name, tp, pp, dp, zero, _ in runs:
+        if not name.startswith("comm-"):
+            continue
+        ranks = parse_ranks(out / f"{name}.log")
+        world = tp * pp * dp
+        if len(ranks) != world:
+            raise SystemExit(f"{name}: {len(ranks)} communication lines for {world} ranks")
+        plan = json.loads((out / f"{name}.plan.json").read_text())
+        analytic = {c["stage"]: c for c in plan["communication"]}
+        rows = {}  # (stage, measured per group) -> ranks
+        for rank, r in ranks.items():
+            key = (r["pp"],) + tuple(r[g] for g in GROUPS) + (r["world"],)
+            rows.setdefault(key, []).append(rank)
+        for key in sorted(rows, key=lambda k: (k[0], min(rows[k]))):
+            stage, measured = key[0], dict(zip(GROUPS + ("world",), key[1:]))
+            want = analytic[stage]
+            total = sum(measured.values())
+            ratio = total / want["total"] if want["total"] else (1.0 if total == 0 else float("inf"))
+            off = [f"{g} {measured[g] / want[g]:.4f}" if want[g] else f"{g} +{measured[g]:.0f}"
+                   for g in GROUPS if measured[g] != want[g]]
+            if measured["world"]:
+                off.append(f"world +{measured['world']:.0f}")
+            all_exact &= not off
+            cells = [f"({tp},{pp},{dp})", "yes" if zero else "no", rank_list(rows[key]), str(stage)]
+            cells += [fmt_bytes(measured[g]) for g in GROUPS]
+            cells += [fmt_bytes(total), fmt_bytes(want["total"]), f"{ratio:.4f}",
+                      "= exact" if not off else "; ".join(off)]
+            print("| " + " | ".join(cells) + " |")
+    print()
+    print("groups: '= exact' when every group's measured bytes equal the analytic count; "
+          "otherwise the groups that differ and their ratio.")
+    return all_exact
+
+
+def time_table(out, runs):
+    timed = [r for r in runs if r[0].startswith("time-")]
+    if not timed:
+        return
+    print()
+    print("Time per iteration, same tiny model (4 layers, h 64, s 32, V 512), global batch 16 of "
+          "micro-batches of 1, --threads 1 per rank")
+    print()
+    head = ["layout (t,p,d)", "ranks", "m", "median ms/iter (min)", "iterations timed",
+            "load1", "predicted bubble (pp-1)/(m+pp-1)", "time / (1,1,1)"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    base = None
+    for name, tp, pp, dp, _, load1 in timed:
+        lines = [json.loads(x) for x in (out / name / "metrics.jsonl").read_text().splitlines()]
+        ms = [x["elapsed_ms"] for x in lines if x.get("split") == "train"][SKIP_ITERS:]
+        median = statistics.median(ms)
+        plan = json.loads((out / f"{name}.plan.json").read_text())
+        m = plan["micro_batches"]
+        if base is None:
+            base = median
+        bubble = f"{plan['bubble_fraction']:.4f} = {pp - 1}/{m + pp - 1}" if pp > 1 else "0"
+        print(f"| ({tp},{pp},{dp}) | {tp * pp * dp} | {m} | {median:.1f} ({min(ms):.1f}) | "
+              f"{len(ms)} | {load1} | {bubble} | {median / base:.3f} |")
+    print()
+    print("This machine has 2 cores shared by every rank (and by other work: load1 is the "
+          "1-minute load average when the run started), so the layouts' times compare the "
+          "work and communication per rank on oversubscribed cores, not scaling on separate "
+          "devices. With pp stages on separate devices and equal stages, the ideal (1,2,1) time "
+          "relative to (1,1,1) is (1/pp) / (1 - bubble).")
+
+
+def main():
+    if len(sys.argv) != 2:
+        raise SystemExit("usage: comm_table.py DIR (bench/comm_bench.sh's output directory)")
+    out = Path(sys.argv[1])
+    runs = []
+    for line in (out / "runs.txt").read_text().splitlines():
+        name, tp, pp, dp, zero, load1 = line.split()
+        runs.append((name, int(tp), int(pp), int(dp), int(zero), load1))
+    exact = comm_table(out, runs)
+    time_table(out, runs)
+    return 0 if exact else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# A rank killed mid-run: 4 ranks of mtnlg-train under mpirun (tp 2 x dp 2 with ZeRO-1, then
+# pp 2 x dp 2) train the tiny recipe with parallel.timeout_s=10; once rank 0 has logged a few
+# iterations one non-zero rank is SIGKILLed. Every other rank must exit on its own, non-zero and
+# not by a signal, within the timeout plus a margin, with an error naming the group, the operation
+# and a peer; at least one survivor must name the killed rank.
+# Usage: tests/cmd/train_kill_test.sh BUILD_DIR SOURCE_DIR
+# Each rank runs under a bash wrapper that starts mtnlg-train in the background (its pid is the
+# one killed), records its exit status and end time, and exits 0, so that mpirun does not abort
+# the job on the first failure; --enable-recovery keeps mpirun from killing the survivors when a
+# rank dies without PMIx_Finalize (as tests/parallel/pmix_kill_test.sh does).
+set -u
+bin=$1/mtnlg-train
+src=$2
+tmp=$(mktemp -d)
+mpirun_pid=
+cleanup() {
+  [ -n "$mpirun_pid" ] && kill "$mpirun_pid" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+cd "$src" || exit 1
+/usr/bin/python3 tests/cmd/make_tiny_corpus.py "$tmp/corpus" 400 512 || exit 1
+
+timeout_s=10
+margin_s=15
+status=0
+fail() {
+  echo "FAIL: $*"
+  status=1
+}
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# NAME TP PP KILL_RANK [extra --set ...]
+run_case() {
+  local name=$1 tp=$2 pp=$3 victim=$4
+  shift 4
+  local dir=$tmp/$name
+  mkdir -p "$dir"
+  local args=(--config configs/tiny.yaml --threads 1 --log-level info
+    --set "data.blend=[{prefix: $tmp/corpus, weight: 1}]" --set "data.split=[9,1,0]"
+    --set schedule.train_iters=100000
+    --set parallel.micro_batch_size=1 --set batch.global_batch_size=4
+    --set parallel.tensor="$tp" --set parallel.pipeline="$pp" --set data.cache_dir="$tmp/cache"
+    --set parallel.timeout_s=$timeout_s --set logging.metrics_file="$dir/metrics.jsonl" "$@")
+  # $0: the run's folder; the rest: the command. Status and end time go to files (not stdout:
+  # mpirun may be gone by then).
+  local wrapper='d=$0; r=$PMIX_RANK
+    "$@" >"$d/log.$r" 2>&1 &
+    pid=$!
+    echo "$pid" >"$d/pid.$r"
+    wait "$pid"
+    rc=$?
+    echo $(($(date +%s%N) / 1000000)) >"$d/end.$r"
+    echo "$rc" >"$d/rc.$r"
+    exit 0'
+  echo "--- $name: tp $tp, pp $pp, dp $((4 / tp / pp)); killing rank $victim"
+  timeout 55 mpirun --enable-recovery --oversubscribe --allow-run-as-root -np 4 \
+    bash -c "$wrapper" "$dir" "$bin" "${args[@]}" >"$dir/mpirun.log" 2>&1 &
+  mpirun_pid=$!
+  # Rank 0 writes one metrics line per iteration: wait for 3.
+  local waited=0
+  while [ "$(cat "$dir/metrics.jsonl" 2>/dev/null | wc -l)" -lt 3 ]; do
+    if ! kill -0 "$mpirun_pid" 2>/dev/null || [ $waited -ge 300 ]; then
+      fail "$name: no 3 iterations logged after $((waited / 10)) s"
+      cat "$dir/mpirun.log" "$dir"/log.* 2>/dev/null | tail -40
+      wait "$mpirun_pid"
+      mpirun_pid=
+      return
+    fi
+    sleep 0.1
+    waited=$((waited + 1))
+  done
+  local pid
+  pid=$(cat "$dir/pid.$victim")
+  local killed_at
+  killed_at=$(now_ms)
+  kill -KILL "$pid"
+  wait "$mpirun_pid"
+  local mpirun_rc=$?
+  mpirun_pid=
+  echo "mpirun rc $mpirun_rc after $(($(now_ms) - killed_at)) ms from the kill;" \
+    "$(wc -l <"$dir/metrics.jsonl") iterations logged"
+  [ "$mpirun_rc" -eq 124 ] && fail "$name: the job hung"
+  [ "$(cat "$dir/rc.$victim" 2>/dev/null)" = 137 ] || fail "$name: rank $victim was not killed"
+  local named_victim=0
+  for r in 0 1 2 3; do
+    [ "$r" -eq "$victim" ] && continue
+    local rc end error
+    rc=$(cat "$dir/rc.$r" 2>/dev/null || echo none)
+    end=$(cat "$dir/end.$r" 2>/dev/null || echo $((killed_at + 999999)))
+    error=$(grep -m1 "\[error\]" "$dir/log.$r")
+    echo "rank $r: exit $rc after $((end - killed_at)) ms: $error"
+    if [[ ! $rc =~ ^[0-9]+$ ]] || [ "$rc" -eq 0 ] || [ "$rc" -ge 128 ]; then
+      fail "$name: rank $r exited with '$rc', not an error of its own"
+      tail -20 "$dir/log.$r"
+    fi
+    [ $((end - killed_at)) -le $(((timeout_s + margin_s) * 1000)) ] ||
+      fail "$name: rank $r took longer than ${timeout_s} s + ${margin_s} s"
+    grep -Eq "(all_reduce|reduce_scatter|all_gather|broadcast|send|recv|barrier) of .* on group '[a-z-]+' .*peer rank [0-9]+ \(global rank [0-9]+\)" <<<"$error" ||
+      fail "$name: rank $r's error does not name the group, the operation and a peer"
+    grep -q "(global rank $victim) closed" <<<"$error" && named_victim=1
+  done
+  [ $named_victim -eq 1 ] || fail "$name: no survivor names the killed rank $victim"
+}
+
+run_case tp2-dp2-zero1 2 1 1 --set parallel.zero_stage=1
+run_case pp2-dp2 1 2 2
+[ $status -eq 0 ] && echo "PASS"
+exit $status
