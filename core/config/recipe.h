@@ -40,6 +40,9 @@ struct ModelConfig {
 struct ParallelConfig {
   int64_t tensor = 1;
   int64_t pipeline = 1;
+  // Model chunks per pipeline rank for the interleaved 1F1B schedule (Megatron-LM's
+  // --num-layers-per-virtual-pipeline-stage, expressed as chunks); 1: plain 1F1B.
+  int64_t virtual_pipeline = 1;
   int64_t data = 0;  // 0 = derived from the world size
   int64_t micro_batch_size = 1;
   int zero_stage = 0;

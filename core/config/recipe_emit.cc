@@ -122,6 +122,7 @@ std::string recipe_to_yaml(const Recipe& r) {
   w.section(0, "parallel");
   w.value(1, "tensor", p.tensor);
   w.value(1, "pipeline", p.pipeline);
+  w.value(1, "virtual_pipeline", p.virtual_pipeline);
   w.value(1, "data", p.data);
   w.value(1, "micro_batch_size", p.micro_batch_size);
   w.value(1, "zero_stage", p.zero_stage);

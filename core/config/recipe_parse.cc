@@ -127,6 +127,7 @@ void read_model(const Section& s, ModelConfig& m) {
 void read_parallel(const Section& s, ParallelConfig& p) {
   s.read("tensor", p.tensor);
   s.read("pipeline", p.pipeline);
+  s.read("virtual_pipeline", p.virtual_pipeline);
   s.read("data", p.data);
   s.read("micro_batch_size", p.micro_batch_size);
   s.read("zero_stage", p.zero_stage);

@@ -28,7 +28,7 @@ constexpr KeySpec kParallel[] = {
     {"data", S, {}},           {"micro_batch_size", S, {}},
     {"zero_stage", S, {}},     {"activation_checkpointing", S, {}},
     {"timeout_s", S, {}},      {"overlap_grad_reduce", S, {}},
-    {"grad_bucket_mb", S, {}},
+    {"grad_bucket_mb", S, {}}, {"virtual_pipeline", S, {}},
 };
 constexpr KeySpec kOptimizer[] = {
     {"lr", S, {}},  {"min_lr", S, {}},       {"betas", Kind::kList, {}},

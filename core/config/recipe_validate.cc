@@ -80,6 +80,7 @@ void validate_parallel(const ParallelConfig& p) {
                      "(optimizer state sharded over data-parallel ranks)",
                      p.zero_stage));
   positive(p.timeout_s, "parallel.timeout_s");
+  positive(p.virtual_pipeline, "parallel.virtual_pipeline");
   expect(p.grad_bucket_mb > 0.0, "parallel.grad_bucket_mb",
          fmt::format("parallel.grad_bucket_mb: {} must be positive (MiB per gradient bucket; "
                      "default 25)",
@@ -248,6 +249,9 @@ void check_supported(const Recipe& r) {
             "checkpointing lands with the checkpoint issue", "0");
   supported(!r.checkpoint.resume, "checkpoint.resume", "true",
             "resuming lands with the checkpoint issue", "false");
+  supported(r.parallel.virtual_pipeline == 1, "parallel.virtual_pipeline",
+            std::to_string(r.parallel.virtual_pipeline),
+            "the interleaved pipeline schedule is not in this build yet; plain 1F1B is", "1");
 }
 
 }  // namespace mtnlg

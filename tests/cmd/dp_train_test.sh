@@ -7,30 +7,17 @@
 # With srun (SLURM_CONF set, e.g. the local cluster of scripts/slurm/cluster.sh), the ranks are
 # started by Slurm's PMIx server instead of Open MPI's.
 set -euo pipefail
-bin=$1/mtnlg-train
-src=$2
 launcher=${3:-mpirun}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-cd "$src"
-/usr/bin/python3 tests/cmd/make_tiny_corpus.py "$tmp/corpus" 400 512
+source "$2/tests/cmd/layout_lib.sh"
+layout_setup "$1" "$2"
 
 train() {  # NAME NP MICRO [extra --set ...]
   local name=$1 np=$2 micro=$3
   shift 3
-  local args=(--config configs/tiny.yaml --threads 1 --log-level warn
-    --set "data.blend=[{prefix: $tmp/corpus, weight: 1}]" --set "data.split=[1,0,0]"
-    --set schedule.train_iters=20 --set parallel.micro_batch_size="$micro"
-    --set data.cache_dir="$tmp/cache"
-    --set logging.metrics_file="$tmp/$name/metrics.jsonl" "$@")
-  if [[ $np == 1 ]]; then
-    "$bin" "${args[@]}"
-  else
-    local launch=(mpirun --oversubscribe --allow-run-as-root -np "$np")
-    [[ $launcher == srun ]] && launch=(srun --mpi=pmix --kill-on-bad-exit=1 --time=5 -n "$np")
-    "${launch[@]}" "$bin" "${args[@]}" --set parallel.data="$np"
-  fi
+  local data=()
+  [[ $np != 1 ]] && data=(--set parallel.data="$np")
+  run_layout "$name" "$np" --set "data.split=[1,0,0]" --set schedule.train_iters=20 \
+    --set parallel.micro_batch_size="$micro" "${data[@]}" "$@"
 }
 
 train single-micro2 1 2

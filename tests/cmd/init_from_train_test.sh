@@ -7,31 +7,17 @@
 # right is tests/checkpoint/gpt_vs_torch_test.cc's job; this checks every layout loads alike.)
 # Usage: tests/cmd/init_from_train_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
-bin=$1/mtnlg-train
-src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-cd "$src"
-/usr/bin/python3 tests/cmd/make_tiny_corpus.py "$tmp/corpus" 400 500
+source "$2/tests/cmd/layout_lib.sh"
+layout_setup "$1" "$2" 500
 /usr/bin/python3 tests/cmd/make_tiny_gpt2.py "$tmp/gpt2.safetensors" 2 64 500 32
 
 train() {  # NAME NP TP PP
   local name=$1 np=$2 tp=$3 pp=$4
-  local args=(--config configs/tiny.yaml --threads 1 --log-level warn
-    --set "data.blend=[{prefix: $tmp/corpus, weight: 1}]" --set "data.split=[1,0,0]"
-    --set model.vocab_size=500 --set model.max_position_embeddings=32
-    --set model.hidden_dropout=0 --set model.attention_dropout=0
-    --set model.init_from="$tmp/gpt2.safetensors"
-    --set schedule.train_iters=10 --set parallel.micro_batch_size=1
-    --set batch.global_batch_size=4
-    --set parallel.tensor="$tp" --set parallel.pipeline="$pp" --set data.cache_dir="$tmp/cache"
-    --set logging.metrics_file="$tmp/$name/metrics.jsonl")
-  if [[ $np == 1 ]]; then
-    "$bin" "${args[@]}"
-  else
-    mpirun --oversubscribe --allow-run-as-root -np "$np" "$bin" "${args[@]}"
-  fi
+  run_layout "$name" "$np" --set "data.split=[1,0,0]" --set model.vocab_size=500 \
+    --set model.max_position_embeddings=32 --set model.hidden_dropout=0 \
+    --set model.attention_dropout=0 --set model.init_from="$tmp/gpt2.safetensors" \
+    --set schedule.train_iters=10 --set parallel.micro_batch_size=1 \
+    --set batch.global_batch_size=4 --set parallel.tensor="$tp" --set parallel.pipeline="$pp"
 }
 
 train single 1 1 1

@@ -7,29 +7,16 @@
 # pipeline) every 10 iterations must match too.
 # Usage: tests/cmd/pp_train_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
-bin=$1/mtnlg-train
-src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-cd "$src"
-/usr/bin/python3 tests/cmd/make_tiny_corpus.py "$tmp/corpus" 400 512
+source "$2/tests/cmd/layout_lib.sh"
+layout_setup "$1" "$2"
 
 train() {  # NAME NP MICRO LAYERS PIPELINE [extra --set ...]
   local name=$1 np=$2 micro=$3 layers=$4 pp=$5
   shift 5
-  local args=(--config configs/tiny.yaml --threads 1 --log-level warn
-    --set "data.blend=[{prefix: $tmp/corpus, weight: 1}]" --set "data.split=[9,1,0]"
-    --set eval.interval=10 --set eval.iters=1
-    --set schedule.train_iters=20 --set parallel.micro_batch_size="$micro"
-    --set batch.global_batch_size=8 --set model.num_layers="$layers"
-    --set parallel.pipeline="$pp" --set data.cache_dir="$tmp/cache"
-    --set logging.metrics_file="$tmp/$name/metrics.jsonl" "$@")
-  if [[ $np == 1 ]]; then
-    "$bin" "${args[@]}"
-  else
-    mpirun --oversubscribe --allow-run-as-root -np "$np" "$bin" "${args[@]}"
-  fi
+  run_layout "$name" "$np" --set "data.split=[9,1,0]" --set eval.interval=10 \
+    --set eval.iters=1 --set schedule.train_iters=20 --set parallel.micro_batch_size="$micro" \
+    --set batch.global_batch_size=8 --set model.num_layers="$layers" \
+    --set parallel.pipeline="$pp" "$@"
 }
 
 train single-l2-micro2 1 2 2 1
@@ -40,10 +27,12 @@ train pp4-l4-micro1 4 1 4 4              # m = 8, 4 stages of one layer
 train pp2-dp2-micro2 4 2 2 2 --set parallel.grad_bucket_mb=0.01   # m = 2 = pp; many buckets
 train pp2-dp2-zero1-micro1 4 1 2 2 --set parallel.zero_stage=1   # m = 4
 train pp2-dp4-micro1 8 1 2 2             # the (1, 2, 4) layout: m = 2 per data rank
+train pp2-dp4-zero1-micro1 8 1 2 2 --set parallel.zero_stage=1   # (1, 2, 4) with ZeRO-1
 
 /usr/bin/python3 tests/cmd/compare_layouts.py "$tmp" \
   single-l2-micro1:pp2-micro1 \
   single-l4-micro1:pp4-l4-micro1 \
   single-l2-micro2:pp2-dp2-micro2 \
   single-l2-micro1:pp2-dp2-zero1-micro1 \
-  single-l2-micro1:pp2-dp4-micro1
+  single-l2-micro1:pp2-dp4-micro1 \
+  single-l2-micro1:pp2-dp4-zero1-micro1

@@ -6,28 +6,14 @@
 # the global head, so every layout draws the same ones).
 # Usage: tests/cmd/tp_train_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
-bin=$1/mtnlg-train
-src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-cd "$src"
-/usr/bin/python3 tests/cmd/make_tiny_corpus.py "$tmp/corpus" 400 512
+source "$2/tests/cmd/layout_lib.sh"
+layout_setup "$1" "$2"
 
 train() {  # NAME NP TP MICRO [extra --set ...]
   local name=$1 np=$2 tp=$3 micro=$4
   shift 4
-  local args=(--config configs/tiny.yaml --threads 1 --log-level warn
-    --set "data.blend=[{prefix: $tmp/corpus, weight: 1}]" --set "data.split=[1,0,0]"
-    --set schedule.train_iters=20 --set parallel.micro_batch_size="$micro"
-    --set data.cache_dir="$tmp/cache"
-    --set logging.metrics_file="$tmp/$name/metrics.jsonl" "$@")
-  if [[ $np == 1 ]]; then
-    "$bin" "${args[@]}"
-  else
-    mpirun --oversubscribe --allow-run-as-root -np "$np" "$bin" "${args[@]}" \
-      --set parallel.tensor="$tp" --set parallel.data=$((np / tp))
-  fi
+  run_layout "$name" "$np" --set "data.split=[1,0,0]" --set schedule.train_iters=20 \
+    --set parallel.micro_batch_size="$micro" --set parallel.tensor="$tp" "$@"
 }
 
 train single-micro2 1 1 2

@@ -411,6 +411,8 @@ TEST_CASE("check_supported rejects what this build cannot train yet", "[config]"
   expect_unsupported({"checkpoint={dir: /tmp/ck, save_interval: 10}"}, "checkpoint.save_interval",
                      "0");
   expect_unsupported({"checkpoint={dir: /tmp/ck, resume: true}"}, "checkpoint.resume", "false");
+  expect_unsupported({"parallel.pipeline=2", "parallel.virtual_pipeline=2"},
+                     "parallel.virtual_pipeline", "1");
 
   SECTION("the message says where the feature lands") {
     const Recipe r = load_recipe(test::source_path("configs/530b.yaml"), {});
