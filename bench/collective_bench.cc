@@ -1,0 +1,99 @@
+// mtnlg-bench-collective: time per collective and bus bandwidth over message sizes, as
+// nccl-tests' all_reduce_perf does, for the Gloo communicator on real processes. Run it under a
+// launcher: mpirun -np 2 build/bench/mtnlg-bench-collective [--op all_reduce] [--iters 50].
+// Rank 0 prints one row per size: bytes, mean time per call (after warm-up), the algorithm
+// bandwidth (bytes / time) and the bus bandwidth (bytes_sent() / time, nccl-tests' convention).
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/logging.h"
+#include "core/status.h"
+#include "parallel/gloo_communicator.h"
+#include "parallel/runtime.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One call of `op` on `t` (all-reduce in place; reduce-scatter/all-gather between t and a
+// buffer of the matching size).
+void call(mtnlg::Communicator& c, const std::string& op, mtnlg::Tensor& t, mtnlg::Tensor& other) {
+  if (op == "all_reduce") {
+    c.all_reduce(t, mtnlg::ReduceOp::kSum);
+  } else if (op == "reduce_scatter") {
+    c.reduce_scatter(other, t, mtnlg::ReduceOp::kSum);
+  } else if (op == "all_gather") {
+    c.all_gather(t, other);
+  } else {
+    c.broadcast(t, 0);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "mtnlg-bench-collective: Gloo collective latency and bus bandwidth by message size. Run "
+      "under mpirun -np N or srun --mpi=pmix -n N; rank 0 prints the table."};
+  std::string op = "all_reduce";
+  int iters = 50, warmup = 5;
+  int64_t min_bytes = 1024, max_bytes = 64 << 20;
+  app.add_option("--op", op, "all_reduce, reduce_scatter, all_gather or broadcast")
+      ->check(CLI::IsMember({"all_reduce", "reduce_scatter", "all_gather", "broadcast"}))
+      ->capture_default_str();
+  app.add_option("--iters", iters, "timed calls per size")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--warmup", warmup, "untimed calls per size first")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--min-bytes", min_bytes, "smallest message (f32, rounded to the group size)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--max-bytes", max_bytes, "largest message; sizes double from the smallest")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    mtnlg::init_logging("warn");
+    mtnlg::Runtime runtime = mtnlg::Runtime::init();
+    std::vector<int64_t> ranks(static_cast<size_t>(runtime.world));
+    for (size_t r = 0; r < ranks.size(); ++r) ranks[r] = static_cast<int64_t>(r);
+    auto comm = mtnlg::make_gloo_communicator(
+        *runtime.store, "world", static_cast<int>(runtime.rank), ranks, std::chrono::seconds(120));
+    const int64_t n = comm->size();
+    if (runtime.rank == 0)
+      std::printf(
+          "%s over %ld ranks (Gloo, TCP), %d calls per size after %d warm-up\n%12s %12s "
+          "%14s %14s\n",
+          op.c_str(), static_cast<long>(n), iters, warmup, "bytes", "us/call", "algbw GB/s",
+          "busbw GB/s");
+    for (int64_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
+      const int64_t elems = std::max<int64_t>(n, bytes / 4 / n * n);
+      // all_gather: t is the gathered output, other the local chunk; reduce_scatter: t is the
+      // input, other this rank's chunk.
+      mtnlg::Tensor t = mtnlg::Tensor::cpu({elems}, mtnlg::DType::kF32);
+      mtnlg::Tensor other = mtnlg::Tensor::cpu({elems / n}, mtnlg::DType::kF32);
+      for (int i = 0; i < warmup; ++i) call(*comm, op, t, other);
+      comm->barrier();
+      const int64_t sent0 = comm->bytes_sent();
+      const auto t0 = Clock::now();
+      for (int i = 0; i < iters; ++i) call(*comm, op, t, other);
+      comm->barrier();
+      const double s = std::chrono::duration<double>(Clock::now() - t0).count() / iters;
+      const double bus = static_cast<double>(comm->bytes_sent() - sent0) / iters;
+      if (runtime.rank == 0)
+        std::printf("%12ld %12.1f %14.3f %14.3f\n", static_cast<long>(elems * 4), s * 1e6,
+                    static_cast<double>(elems * 4) / s / 1e9, bus / s / 1e9);
+    }
+    return 0;
+  } catch (const mtnlg::Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return mtnlg::exit_status(e.code());
+  }
+}
