@@ -3,7 +3,8 @@
 # pp 2 x dp 2) train the tiny recipe with parallel.timeout_s=10; once rank 0 has logged a few
 # iterations one non-zero rank is SIGKILLed. Every other rank must exit on its own, non-zero and
 # not by a signal, within the timeout plus a margin, with an error naming the group, the operation
-# and a peer; at least one survivor must name the killed rank.
+# and a peer; at least one survivor must name the killed rank. Third case: a rank SIGSTOPped (hung,
+# its connections open) must make the others fail the same way after parallel.timeout_s.
 # Usage: tests/cmd/train_kill_test.sh BUILD_DIR SOURCE_DIR
 # Each rank runs under a bash wrapper that starts mtnlg-train in the background (its pid is the
 # one killed), records its exit status and end time, and exits 0, so that mpirun does not abort
@@ -33,10 +34,10 @@ fail() {
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
-# NAME TP PP KILL_RANK [extra --set ...]
+# NAME TP PP VICTIM SIGNAL [extra --set ...]: SIGNAL KILL (a dead rank) or STOP (a hung one)
 run_case() {
-  local name=$1 tp=$2 pp=$3 victim=$4
-  shift 4
+  local name=$1 tp=$2 pp=$3 victim=$4 signal=$5
+  shift 5
   local dir=$tmp/$name
   mkdir -p "$dir"
   local args=(--config configs/tiny.yaml --threads 1 --log-level info
@@ -56,7 +57,7 @@ run_case() {
     echo $(($(date +%s%N) / 1000000)) >"$d/end.$r"
     echo "$rc" >"$d/rc.$r"
     exit 0'
-  echo "--- $name: tp $tp, pp $pp, dp $((4 / tp / pp)); killing rank $victim"
+  echo "--- $name: tp $tp, pp $pp, dp $((4 / tp / pp)); SIG$signal to rank $victim"
   timeout 55 mpirun --enable-recovery --oversubscribe --allow-run-as-root -np 4 \
     bash -c "$wrapper" "$dir" "$bin" "${args[@]}" >"$dir/mpirun.log" 2>&1 &
   mpirun_pid=$!
@@ -77,7 +78,18 @@ run_case() {
   pid=$(cat "$dir/pid.$victim")
   local killed_at
   killed_at=$(now_ms)
-  kill -KILL "$pid"
+  kill -"$signal" "$pid"
+  if [ "$signal" = STOP ]; then
+    # The survivors must give up on their own; then the hung rank is killed to end the job.
+    local rank_done
+    for ((i = 0; i < (timeout_s + margin_s) * 10; ++i)); do
+      rank_done=0
+      for r in 0 1 2 3; do [ -f "$dir/rc.$r" ] && rank_done=$((rank_done + 1)); done
+      [ $rank_done -ge 3 ] && break
+      sleep 0.1
+    done
+    kill -KILL "$pid"
+  fi
   wait "$mpirun_pid"
   local mpirun_rc=$?
   mpirun_pid=
@@ -101,12 +113,14 @@ run_case() {
       fail "$name: rank $r took longer than ${timeout_s} s + ${margin_s} s"
     grep -Eq "(all_reduce|reduce_scatter|all_gather|broadcast|send|recv|barrier) of .* on group '[a-z-]+' .*peer rank [0-9]+ \(global rank [0-9]+\)" <<<"$error" ||
       fail "$name: rank $r's error does not name the group, the operation and a peer"
-    grep -q "(global rank $victim) closed" <<<"$error" && named_victim=1
+    grep -q "(global rank $victim)" <<<"$error" && named_victim=1
   done
-  [ $named_victim -eq 1 ] || fail "$name: no survivor names the killed rank $victim"
+  [ $named_victim -eq 1 ] || fail "$name: no survivor names rank $victim"
 }
 
-run_case tp2-dp2-zero1 2 1 1 --set parallel.zero_stage=1
-run_case pp2-dp2 1 2 2
+run_case tp2-dp2-zero1 2 1 1 KILL --set parallel.zero_stage=1
+run_case pp2-dp2 1 2 2 KILL
+# A hung rank (stopped, its sockets open): the others must time out after parallel.timeout_s.
+run_case tp2-dp2-hung 2 1 3 STOP
 [ $status -eq 0 ] && echo "PASS"
 exit $status
