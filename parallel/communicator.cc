@@ -1,5 +1,9 @@
 #include "parallel/communicator.h"
 
+#include <algorithm>
+
+#include "parallel/topology.h"
+
 namespace mtnlg {
 
 const char* reduce_op_name(ReduceOp op) {
@@ -10,6 +14,23 @@ const char* reduce_op_name(ReduceOp op) {
       return "max";
   }
   return "?";
+}
+
+ProcessGroups make_process_groups(const Topology& topology, const CommunicatorFactory& make) {
+  std::vector<int64_t> all(static_cast<size_t>(topology.sizes().world()));
+  for (size_t r = 0; r < all.size(); ++r) all[r] = static_cast<int64_t>(r);
+  ProcessGroups g;
+  g.world = make("world", static_cast<int>(topology.rank()), all);
+  g.tensor = make("tensor", static_cast<int>(topology.tensor_rank()), topology.tensor_group());
+  g.data = make("data", static_cast<int>(topology.data_rank()), topology.data_group());
+  g.data_grads = make("data-grads", static_cast<int>(topology.data_rank()), topology.data_group());
+  g.pipeline =
+      make("pipeline", static_cast<int>(topology.pipeline_rank()), topology.pipeline_group());
+  const std::vector<int64_t> embedding = topology.embedding_group();
+  const auto it = std::find(embedding.begin(), embedding.end(), topology.rank());
+  if (it != embedding.end())
+    g.embedding = make("embedding", static_cast<int>(it - embedding.begin()), embedding);
+  return g;
 }
 
 }  // namespace mtnlg

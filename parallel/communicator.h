@@ -16,8 +16,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -61,5 +63,17 @@ class Communicator {
 struct ProcessGroups {
   std::unique_ptr<Communicator> world, tensor, data, pipeline, embedding, data_grads;
 };
+
+class Topology;
+
+// Creates one group: (name, this rank's rank in it, its global ranks in group order).
+using CommunicatorFactory =
+    std::function<std::unique_ptr<Communicator>(const std::string&, int, std::vector<int64_t>)>;
+
+// This rank's groups of `topology`, each made by `make`, in the same order on every rank (world,
+// tensor, data, data-grads, pipeline, embedding) so that collective rendezvous pair up; the
+// embedding group only on the first and last stages. Backends wrap this (make_gloo_groups,
+// make_nccl_groups).
+ProcessGroups make_process_groups(const Topology& topology, const CommunicatorFactory& make);
 
 }  // namespace mtnlg

@@ -500,26 +500,10 @@ std::unique_ptr<Communicator> make_gloo_communicator(Store& store, const std::st
 }
 
 ProcessGroups make_gloo_groups(const Topology& topology, Store& store, const GlooOptions& options) {
-  auto index_of = [&](const std::vector<int64_t>& group) {
-    const auto it = std::find(group.begin(), group.end(), topology.rank());
-    return it == group.end() ? -1 : static_cast<int>(it - group.begin());
-  };
-  std::vector<int64_t> all(topology.sizes().world());
-  for (size_t r = 0; r < all.size(); ++r) all[r] = static_cast<int64_t>(r);
-  ProcessGroups g;
-  g.world = make_gloo_communicator(store, "world", index_of(all), all, options);
-  g.tensor = make_gloo_communicator(store, "tensor", static_cast<int>(topology.tensor_rank()),
-                                    topology.tensor_group(), options);
-  g.data = make_gloo_communicator(store, "data", static_cast<int>(topology.data_rank()),
-                                  topology.data_group(), options);
-  g.data_grads = make_gloo_communicator(store, "data-grads", static_cast<int>(topology.data_rank()),
-                                        topology.data_group(), options);
-  g.pipeline = make_gloo_communicator(store, "pipeline", static_cast<int>(topology.pipeline_rank()),
-                                      topology.pipeline_group(), options);
-  const auto embedding = topology.embedding_group();
-  if (const int r = index_of(embedding); r >= 0)
-    g.embedding = make_gloo_communicator(store, "embedding", r, embedding, options);
-  return g;
+  return make_process_groups(
+      topology, [&](const std::string& name, int rank, std::vector<int64_t> ranks) {
+        return make_gloo_communicator(store, name, rank, std::move(ranks), options);
+      });
 }
 
 ProcessGroups make_gloo_groups(const Topology& topology, Store& store,

@@ -429,26 +429,10 @@ std::unique_ptr<Communicator> make_nccl_communicator(Store& store, const std::st
 
 ProcessGroups make_nccl_groups(const Topology& topology, Store& store, int device,
                                std::chrono::milliseconds timeout) {
-  auto index_of = [&](const std::vector<int64_t>& group) {
-    const auto it = std::find(group.begin(), group.end(), topology.rank());
-    return it == group.end() ? -1 : static_cast<int>(it - group.begin());
-  };
-  std::vector<int64_t> all(topology.sizes().world());
-  for (size_t r = 0; r < all.size(); ++r) all[r] = static_cast<int64_t>(r);
-  ProcessGroups g;
-  g.world = make_nccl_communicator(store, "world", index_of(all), all, device, timeout);
-  g.tensor = make_nccl_communicator(store, "tensor", static_cast<int>(topology.tensor_rank()),
-                                    topology.tensor_group(), device, timeout);
-  g.data = make_nccl_communicator(store, "data", static_cast<int>(topology.data_rank()),
-                                  topology.data_group(), device, timeout);
-  g.data_grads = make_nccl_communicator(store, "data-grads", static_cast<int>(topology.data_rank()),
-                                        topology.data_group(), device, timeout);
-  g.pipeline = make_nccl_communicator(store, "pipeline", static_cast<int>(topology.pipeline_rank()),
-                                      topology.pipeline_group(), device, timeout);
-  const auto embedding = topology.embedding_group();
-  if (const int r = index_of(embedding); r >= 0)
-    g.embedding = make_nccl_communicator(store, "embedding", r, embedding, device, timeout);
-  return g;
+  return make_process_groups(
+      topology, [&](const std::string& name, int rank, std::vector<int64_t> ranks) {
+        return make_nccl_communicator(store, name, rank, std::move(ranks), device, timeout);
+      });
 }
 
 }  // namespace mtnlg
