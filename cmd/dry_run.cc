@@ -143,6 +143,8 @@ void print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
   line("workspace", [](const StagePlan& s) { return gib(s.memory.workspace); });
   line("  logits", [](const StagePlan& s) { return gib(s.logits_bytes); });
   line("  backward scratch", [](const StagePlan& s) { return gib(s.scratch_bytes); });
+  if (r.parallel.activation_checkpointing)
+    line("  recompute buffer", [](const StagePlan& s) { return gib(s.recompute_bytes); });
   line("total", [](const StagePlan& s) { return gib(s.memory.total()); });
   const StagePlan& worst = p.worst();
   out << "  " << (p.fits ? "fits" : "DOES NOT FIT") << ": the worst rank (stage " << worst.index
@@ -274,6 +276,7 @@ void print_dry_run_json(const Recipe& r, const PlanOptions& o, std::ostream& out
             .num("in_flight", st.in_flight)
             .num("activation_bytes_per_micro_batch", st.activation_bytes_full)
             .num("activation_bytes_per_micro_batch_checkpointed", st.activation_bytes_checkpointed)
+            .num("recompute_bytes", st.recompute_bytes)
             .num("logits_bytes", st.logits_bytes)
             .num("scratch_bytes", st.scratch_bytes)
             .raw("memory_bytes", memory_json(st.memory))

@@ -41,7 +41,7 @@ int64_t stage_activation_bytes(const Recipe& r, int64_t b, int64_t tp, int64_t l
   const int64_t rows = b * r.model.seq_length, h = r.model.hidden_size;
   const int64_t e = activation_bytes(r.precision);
   int64_t bytes = (local_layers + 1) * rows * h * e;  // residual[k]: each layer's input + output
-  const int64_t saved_layers = checkpointed ? 1 : local_layers;
+  const int64_t saved_layers = checkpointed ? 0 : local_layers;  // else one buffer per stage
   bytes += saved_layers * layer_activation_elements(r, b, tp) * e;
   if (first) bytes += rows * kI32Bytes;                             // tokens
   if (last) bytes += rows * kI32Bytes + (rows * h + 2 * rows) * e;  // targets, lnf out/mean/rstd
@@ -236,6 +236,8 @@ void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
     // LayerScratch dh, dln [b,s,h], dattn [b,s,h/tp], dqkv [b,s,3h/tp], dact [b,s,f/tp] and the
     // stage's residual gradient dres [b,s,h] (gpt_stage.cc ensure_scratch).
     st.scratch_bytes = (rows * 3 * h + rows * (h + 3 * h + f) / tp) * e;
+    st.recompute_bytes =
+        r.parallel.activation_checkpointing ? layer_activation_elements(r, b, tp) * e : 0;
 
     MemoryTerms& m = st.memory;
     m.weights = st.parameters * e;
@@ -246,7 +248,7 @@ void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
         st.in_flight * (r.parallel.activation_checkpointing ? st.activation_bytes_checkpointed
                                                             : st.activation_bytes_full);
     // The last stage holds min(1, m) = 1 micro-batch in flight: one logits buffer.
-    m.workspace = st.logits_bytes + st.scratch_bytes;
+    m.workspace = st.logits_bytes + st.scratch_bytes + st.recompute_bytes;
     plan.stages.push_back(st);
   }
   for (const auto& st : plan.stages)

@@ -69,10 +69,13 @@ struct StagePlan {
   int64_t in_flight = 0;        // micro-batches 1F1B keeps alive: min(pipeline - index, m)
   // Bytes of one micro-batch's saved activations (StageActivations without the logits).
   int64_t activation_bytes_full = 0;          // every layer's LayerActivations kept
-  int64_t activation_bytes_checkpointed = 0;  // layer inputs + one recompute buffer
+  int64_t activation_bytes_checkpointed = 0;  // layer inputs only
   int64_t logits_bytes = 0;                   // [b*s, V_pad/tp] (last stage)
   int64_t scratch_bytes = 0;                  // LayerScratch + the residual gradient
-  MemoryTerms memory;                         // with the recipe's activation_checkpointing
+  // With checkpointing: the stage's one LayerActivations buffer that every micro-batch's forward
+  // and backward recompute use (gpt_stage.h), counted once in the workspace; 0 without.
+  int64_t recompute_bytes = 0;
+  MemoryTerms memory;       // with the recipe's activation_checkpointing
   CommBytes communication;  // sent by each of its ranks per iteration at the full batch
 };
 

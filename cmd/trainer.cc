@@ -195,7 +195,11 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
                  data_size_, grad_sync_->num_buckets(),
                  overlap ? ", overlapped with backward" : "");
   }
-  predicted_peak_bytes_ = make_plan(recipe_, PlanOptions{}).worst().memory.total();
+  // This rank's stage (stages differ: in-flight micro-batches, embeddings, head), planned for
+  // the launched world (the data-parallel size may not be in the recipe).
+  PlanOptions plan_options;
+  plan_options.world_size = data_size_ * pipeline_size_ * recipe_.parallel.tensor;
+  predicted_peak_bytes_ = make_plan(recipe_, plan_options).stages.at(stage_).memory.total();
 
   if (options_.write_files && is_logging_rank_) {
     metrics_ = std::make_unique<MetricsWriter>(recipe_.logging.metrics_file, false);

@@ -56,7 +56,7 @@ StageActivations GPTStage::make_activations(int64_t b) const {
   if (stage_.pre_process) a.tokens = backend_.alloc({b, s}, DType::kI32);
   for (size_t k = 0; k <= layers_.size(); ++k)
     a.residual.push_back(backend_.alloc({b, s, h}, dtype_));
-  const size_t saved = config_.activation_checkpointing ? 1 : layers_.size();
+  const size_t saved = config_.activation_checkpointing ? 0 : layers_.size();
   for (size_t k = 0; k < saved; ++k)
     a.layers.push_back(LayerActivations::allocate(backend_, config_, b, dtype_));
   if (stage_.post_process) {
@@ -69,8 +69,16 @@ StageActivations GPTStage::make_activations(int64_t b) const {
   return a;
 }
 
-LayerActivations& GPTStage::layer_acts(StageActivations& acts, size_t k) const {
-  return config_.activation_checkpointing ? acts.layers[0] : acts.layers[k];
+LayerActivations& GPTStage::layer_acts(StageActivations& acts, size_t k) {
+  if (!config_.activation_checkpointing) return acts.layers[k];
+  ensure_recompute(acts.batch);
+  return recompute_;
+}
+
+void GPTStage::ensure_recompute(int64_t b) {
+  if (recompute_batch_ == b) return;
+  recompute_ = LayerActivations::allocate(backend_, config_, b, dtype_);
+  recompute_batch_ = b;
 }
 
 void GPTStage::ensure_scratch(int64_t b) {
@@ -163,7 +171,7 @@ Tensor GPTStage::backward(StageActivations& acts, const Tensor& doutput, double 
     if (config_.activation_checkpointing) {
       // Recompute this layer's forward from its saved input; the dropout streams are keyed by
       // micro-batch and layer, so the masks are the same ones the first forward drew.
-      layers_[k].forward(be, acts.layers[0], acts.residual[k + 1], acts.residual[k], seed_,
+      layers_[k].forward(be, layer_acts(acts, k), acts.residual[k + 1], acts.residual[k], seed_,
                          acts.micro_batch_id);
     }
     layers_[k].backward(be, scratch_, dres_, layer_acts(acts, k), acts.residual[k], seed_,

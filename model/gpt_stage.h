@@ -27,7 +27,8 @@ struct StageActivations {
   Tensor targets;                // i32 [b, s] (last stage)
   std::vector<Tensor> residual;  // [b, s, h] each: residual[k] enters local layer k; the last
                                  // one is the stage output
-  std::vector<LayerActivations> layers;  // per local layer; one shared buffer when checkpointing
+  std::vector<LayerActivations> layers;  // per local layer; none when checkpointing (the stage's
+                                         // one recompute buffer serves every micro-batch)
   Tensor lnf_out, lnf_mean, lnf_rstd;    // final LayerNorm (last stage)
   Tensor logits;                         // [b*s, V_pad/tp]; overwritten by dL/dlogits in backward
   VocabParallelCEContext ce;             // tp > 1: the cross entropy's row max and sum-exp
@@ -81,7 +82,8 @@ class GPTStage {
 
  private:
   void ensure_scratch(int64_t batch);
-  LayerActivations& layer_acts(StageActivations& acts, size_t k) const;
+  LayerActivations& layer_acts(StageActivations& acts, size_t k);
+  void ensure_recompute(int64_t batch);
 
   GPTConfig config_;
   StageSpec stage_;
@@ -99,6 +101,10 @@ class GPTStage {
   int64_t scratch_batch_ = 0;
   LayerScratch scratch_;
   Tensor dres_;  // [b, s, h] the residual stream's gradient, carried down the layers
+  // Activation checkpointing: one layer's activations, written by every forward and recomputed
+  // layer by layer in backward, so one buffer serves all micro-batches in flight.
+  int64_t recompute_batch_ = 0;
+  LayerActivations recompute_;
 };
 
 }  // namespace mtnlg

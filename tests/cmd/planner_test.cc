@@ -164,8 +164,10 @@ TEST_CASE("tiny: every field by hand") {
   // floats, plus tokens and targets 64 int32 each: (12288 + 139776 + 4224) x 4 + 512.
   CHECK(st.activation_bytes_full == (12288 + 2 * 69888 + 4224) * 4 + 512);
   CHECK(st.activation_bytes_full == 625664);
-  // Checkpointed: one shared layer buffer: (12288 + 69888 + 4224) x 4 + 512.
-  CHECK(st.activation_bytes_checkpointed == 346112);
+  // Checkpointed: only the layer inputs per micro-batch: (12288 + 4224) x 4 + 512 (the one
+  // recompute buffer is per stage); not counted here, as checkpointing is off.
+  CHECK(st.activation_bytes_checkpointed == 66560);
+  CHECK(st.recompute_bytes == 0);
   CHECK(st.memory.activations == 625664);
   // Workspace: logits 64 x 512 floats = 131072 B; scratch dh, dln, dres 3 x 4096, dattn
   // 4096, dqkv 12288, dact 16384 floats = 45056 x 4 = 180224 B.
@@ -249,20 +251,23 @@ TEST_CASE("tiny on 2 x 2 x 2 - bf16 - ZeRO-1 - checkpointing: per-stage fields b
   // One layer on a tensor rank, rows 64: 64 x (3x64 + 4) + 64 x (4x64 + 2x256) / 2 +
   // 2 x (4/2) x 32 x 32 = 12544 + 24576 + 4096 = 41216 elements.
   CHECK(layer_activation_elements(r, 2, 2) == 41216);
-  // Stage 0 per micro-batch, checkpointed: residual 3 x 4096 + one layer buffer, bf16, + tokens.
-  CHECK(s0.activation_bytes_checkpointed == (12288 + 41216) * 2 + 256);
+  // Stage 0 per micro-batch, checkpointed: residual 3 x 4096, bf16, + tokens; the layer buffer
+  // is the stage's one recompute buffer, 41216 x 2 B, in the workspace.
+  CHECK(s0.activation_bytes_checkpointed == 12288 * 2 + 256);
   CHECK(s0.activation_bytes_full == (12288 + 2 * 41216) * 2 + 256);
-  CHECK(s0.memory.activations == 2 * 107264);
+  CHECK(s0.memory.activations == 2 * 24832);
+  CHECK(s0.recompute_bytes == 41216 * 2);
   // Stage 1: + targets 256 B + lnf out/mean/rstd (4096 + 128) x 2.
-  CHECK(s1.memory.activations == (12288 + 41216) * 2 + 256 + 4224 * 2);
-  // Scratch: (3 x 4096 + 64 x (64 + 192 + 256) / 2) x 2 = 57344; logits 64 x 256 x 2 = 32768.
-  CHECK(s0.memory.workspace == 57344);
-  CHECK(s1.memory.workspace == 57344 + 32768);
-  CHECK(s0.memory.total() == 3 * 137600 + 275200 + 214528 + 57344);
-  CHECK(s1.memory.total() == 3 * 133760 + 267520 + 115712 + 90112);
+  CHECK(s1.memory.activations == 12288 * 2 + 256 + 4224 * 2);
+  // Scratch: (3 x 4096 + 64 x (64 + 192 + 256) / 2) x 2 = 57344; logits 64 x 256 x 2 = 32768;
+  // recompute 82432.
+  CHECK(s0.memory.workspace == 57344 + 82432);
+  CHECK(s1.memory.workspace == 57344 + 32768 + 82432);
+  CHECK(s0.memory.total() == 3 * 137600 + 275200 + 49664 + 139776);
+  CHECK(s1.memory.total() == 3 * 133760 + 267520 + 33280 + 172544);
   CHECK(p.worst_stage == 0);
   CHECK(s0.memory.largest() == "adam_moments");
-  // The limit in GiB: 959872 B fits 0.0009 GiB (966367 B), not 0.0008 GiB (858993 B).
+  // The limit in GiB: 877440 B fits 0.0009 GiB (966367 B), not 0.0008 GiB (858993 B).
   PlanOptions o;
   o.gpu_memory_gb = 0.0009;
   CHECK(make_plan(r, o).fits);
