@@ -124,8 +124,6 @@ CommBytes communication_per_iteration(const Recipe& r, const Plan& plan, int64_t
   const int64_t layers = st.last_layer - st.first_layer;
   const int64_t wte_grad = plan.padded_vocab / tp * r.model.hidden_size * e;
   const bool zero1 = r.parallel.zero_stage == 1 && dp > 1;  // the trainer's condition
-  // The last stage of several holds the tied embedding but does not count it in the grad norm.
-  const bool tied_copy = pp > 1 && st.head && !st.embedding;
   CommBytes c;
 
   // Tensor group: model/transformer_layer.cc, model/linear.cc, model/gpt_stage.cc and
@@ -137,7 +135,6 @@ CommBytes communication_per_iteration(const Recipe& r, const Plan& plan, int64_t
     per_micro += all_reduce_bytes(tp, act) + all_reduce_bytes(tp, rows * kF64Bytes) +
                  all_reduce_bytes(tp, 2 * rows * kF64Bytes);
   c.tensor = m * per_micro + all_reduce_bytes(tp, kF64Bytes);
-  if (zero1 && tied_copy) c.tensor += all_reduce_bytes(tp, kF64Bytes);
 
   // Pipeline group: parallel/pipeline_schedule.cc sends (receives count nothing), then
   // cmd/trainer.cc sum_over_pipeline of the loss and of the grad norm's squares.
@@ -153,7 +150,6 @@ CommBytes communication_per_iteration(const Recipe& r, const Plan& plan, int64_t
     if (zero1) {
       const int64_t padded = (st.parameters + dp - 1) / dp * dp * e;
       c.data = 2 * scatter_or_gather_bytes(dp, padded) + all_reduce_bytes(dp, 2 * kF64Bytes);
-      if (tied_copy) c.data += all_reduce_bytes(dp, wte_grad);
     } else {
       // GradSync rounds per bucket; exact here whenever 2(n-1)/n of a bucket's bytes is whole.
       c.data = all_reduce_bytes(dp, st.parameters * e);

@@ -395,37 +395,17 @@ double Trainer::sum_over_pipeline(double local) const {
 }
 
 double Trainer::grad_norm() {
-  if (pipeline_size_ == 1)
-    return zero_optimizer_
-               ? zero_optimizer_->reduce_gradients()
-               : global_grad_norm(*backend_, model_->params(),
-                                  options_.groups ? options_.groups->tensor.get() : nullptr);
-  // Sum of squares over every stage; the tied embedding (equal on the first and last stage after
-  // the embedding all-reduce) counts once, on the first stage. Within a stage, tensor-parallel
-  // shards are summed over the tensor group and replicated parameters counted once.
+  // Within a stage: tensor-parallel shards summed over the tensor group, replicated parameters
+  // counted once (data-reduced first under ZeRO-1). Over stages: the sum of squares; the tied
+  // embedding (equal on the first and last stage after the embedding all-reduce) counts once,
+  // on the first stage.
   Communicator* tensor = options_.groups != nullptr ? options_.groups->tensor.get() : nullptr;
-  const bool skip_tied = model_->stage().post_process && !model_->stage().pre_process;
-  double squares = 0.0;
-  if (zero_optimizer_) {
-    const double norm = zero_optimizer_->reduce_gradients();  // this stage's, data-reduced
-    squares = norm * norm;
-    if (skip_tied) {
-      // The partitions hold the data-summed gradient; sum the embedding's own to subtract it.
-      const auto& tied = model_->params().get(kWordEmbeddings);
-      Tensor summed = backend_->alloc(tied.grad.shape(), tied.grad.dtype());
-      backend_->copy(summed, tied.grad);
-      options_.groups->data->all_reduce(summed, ReduceOp::kSum);
-      const double own = backend_->sum_squares(summed);
-      squares -= tied.spec.partition_dim >= 0 ? tensor_parallel_sum_squares(own, 0.0, tensor) : own;
-    }
-  } else {
-    double sharded = 0.0, replicated = 0.0;
-    for (const auto& p : model_->params().params())
-      if (!(skip_tied && p.spec.name == kWordEmbeddings))
-        (p.spec.partition_dim >= 0 ? sharded : replicated) += backend_->sum_squares(p.grad);
-    squares = tensor_parallel_sum_squares(sharded, replicated, tensor);
-  }
-  return std::sqrt(std::max(0.0, sum_over_pipeline(squares)));
+  const bool tied_copy = model_->stage().post_process && !model_->stage().pre_process;
+  const std::string skip = tied_copy ? kWordEmbeddings : "";
+  const double norm = zero_optimizer_ ? zero_optimizer_->reduce_gradients(skip)
+                                      : global_grad_norm(*backend_, model_->params(), tensor, skip);
+  if (pipeline_size_ == 1) return norm;
+  return std::sqrt(sum_over_pipeline(norm * norm));
 }
 
 CommBytes Trainer::bytes_sent() const {

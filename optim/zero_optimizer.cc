@@ -69,7 +69,7 @@ int64_t ZeroAdamW::state_bytes() const {
   return static_cast<int64_t>(m_.nbytes() + v_.nbytes());
 }
 
-double ZeroAdamW::reduce_gradients() {
+double ZeroAdamW::reduce_gradients(const std::string& skip) {
   backend_.synchronize();
   int64_t offset = 0;
   for (const auto& p : params_.params()) {
@@ -87,9 +87,11 @@ double ZeroAdamW::reduce_gradients() {
   Tensor sum = Tensor::cpu({2}, DType::kF64);
   double* s = sum.data_as<double>();
   s[0] = s[1] = 0.0;
+  const auto& all = params_.params();
   for (const Segment& seg : segments_)
-    s[seg.sharded ? 0 : 1] +=
-        backend_.sum_squares(part_grad_.slice(seg.in_part, seg.in_part + seg.length));
+    if (all[seg.param].spec.name != skip)
+      s[seg.sharded ? 0 : 1] +=
+          backend_.sum_squares(part_grad_.slice(seg.in_part, seg.in_part + seg.length));
   data_.all_reduce(sum, ReduceOp::kSum);
   return std::sqrt(tensor_parallel_sum_squares(s[0], s[1], tensor_));
 }
