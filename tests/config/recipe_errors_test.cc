@@ -205,6 +205,12 @@ TEST_CASE("impossible values are rejected with the fix", "[config]") {
   expect_recipe_error({"checkpoint.resume=true"}, "checkpoint.dir", {"set checkpoint.dir"});
   expect_recipe_error({"checkpoint.keep_last=-1"}, "checkpoint.keep_last", {"negative"});
   expect_recipe_error({"parallel.zero_stage=2"}, "parallel.zero_stage", {"use 0", "or 1"});
+  expect_recipe_error({"parallel.timeout_s=0"}, "parallel.timeout_s", {"must be positive"});
+  expect_recipe_error({"parallel.grad_bucket_mb=0"}, "parallel.grad_bucket_mb",
+                      {"must be positive", "MiB"});
+  expect_recipe_error({"parallel.virtual_pipeline=0"}, "parallel.virtual_pipeline",
+                      {"must be positive"});
+  expect_recipe_error({"parallel.overlap_grad_reduce=maybe"}, "parallel.overlap_grad_reduce", {});
   expect_recipe_error({"model.max_position_embeddings=16"}, "model.max_position_embeddings",
                       {"16 is less than model.seq_length: 32", "at least 32"});
   expect_recipe_error({"eval.interval=10", "data.split=[9,1,0]"}, "eval.iters",
