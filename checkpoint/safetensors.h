@@ -89,6 +89,10 @@ class SafetensorsWriter {
   void commit();
 
   const std::string& path() const { return path_; }
+  // After commit(): the file's size and its XXH3-64 (checkpoint/file_io.h), computed from the
+  // bytes as they were written.
+  int64_t file_bytes() const { return file_bytes_; }
+  uint64_t checksum() const { return checksum_; }
 
  private:
   struct Item {
@@ -99,6 +103,8 @@ class SafetensorsWriter {
   std::string path_;
   std::string tmp_path_;  // non-empty while a temp file exists
   bool committed_ = false;
+  int64_t file_bytes_ = 0;
+  uint64_t checksum_ = 0;
   std::vector<Item> items_;
   std::map<std::string, std::string> metadata_;
 };

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "checkpoint/file_io.h"
 #include "checkpoint/safetensors.h"
 #include "core/metrics.h"
 
@@ -30,47 +31,6 @@ safetensors::DType to_safetensors_dtype(DType dtype) {
   }
   MTNLG_CHECK_MSG(false, "dtype " << static_cast<int>(dtype));
 }
-
-namespace {
-
-// Closes on scope exit.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  int release() {
-    const int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-
- private:
-  int fd_;
-};
-
-[[noreturn]] void throw_errno(const std::string& what, const std::string& path) {
-  throw io_error(what + ": " + std::strerror(errno), path);
-}
-
-void write_all(int fd, const void* data, size_t bytes, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (bytes > 0) {
-    const ssize_t w = ::write(fd, p, bytes);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      throw_errno("cannot write", path);
-    }
-    p += w;
-    bytes -= static_cast<size_t>(w);
-  }
-}
-
-}  // namespace
 
 SafetensorsWriter::SafetensorsWriter(std::string path) : path_(std::move(path)) {}
 
@@ -168,15 +128,18 @@ void SafetensorsWriter::commit() {
   ::umask(mask);
   if (::fchmod(fd.get(), 0666 & ~mask) != 0) throw_errno("cannot chmod", tmp_path_);
 
-  write_all(fd.get(), len, sizeof(len), tmp_path_);
-  write_all(fd.get(), header.data(), header.size(), tmp_path_);
+  Checksum sum;
+  write_all(fd.get(), len, sizeof(len), tmp_path_, &sum);
+  write_all(fd.get(), header.data(), header.size(), tmp_path_, &sum);
   for (const Item& it : items_) {
     if (it.tensor.defined()) {
-      write_all(fd.get(), it.tensor.data(), it.tensor.nbytes(), tmp_path_);
+      write_all(fd.get(), it.tensor.data(), it.tensor.nbytes(), tmp_path_, &sum);
     } else {
-      write_all(fd.get(), it.copy.data(), it.copy.size(), tmp_path_);
+      write_all(fd.get(), it.copy.data(), it.copy.size(), tmp_path_, &sum);
     }
   }
+  file_bytes_ = static_cast<int64_t>(sizeof(len) + header.size() + offset);
+  checksum_ = sum.digest();
   if (::fsync(fd.get()) != 0) throw_errno("cannot fsync", tmp_path_);
   if (::close(fd.release()) != 0) throw_errno("cannot close", tmp_path_);
   if (::rename(tmp_path_.c_str(), path_.c_str()) != 0)
@@ -184,11 +147,7 @@ void SafetensorsWriter::commit() {
   tmp_path_.clear();
   committed_ = true;
   // The rename is durable only once the directory entry is on disk.
-  std::string dir = std::filesystem::path(path_).parent_path().string();
-  if (dir.empty()) dir = ".";
-  Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dfd.get() < 0) throw_errno("cannot open directory to fsync", dir);
-  if (::fsync(dfd.get()) != 0) throw_errno("cannot fsync directory", dir);
+  fsync_dir(std::filesystem::path(path_).parent_path().string());
 }
 
 }  // namespace mtnlg

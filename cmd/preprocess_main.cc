@@ -14,7 +14,6 @@
 
 namespace {
 
-
 // A vocabulary flag's value: as given, else the file shipped in data/gpt2/ when run from the
 // repository root, else an error naming the flag.
 std::string vocabulary_path(const std::string& given, const char* flag, const char* shipped) {

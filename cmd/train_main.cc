@@ -1,6 +1,8 @@
 // mtnlg-train: trains a GPT model from a recipe. Exit status: 0 success; 2 a bad command line
 // or recipe (the message names the key and the fix); 3 a feature this build cannot train yet;
-// 4 missing or corrupt input files or failed I/O (a dead or hung peer rank); 1 anything else.
+// 4 missing or corrupt input files or failed I/O (a dead or hung peer rank); 75 stopped by a signal
+// (SIGTERM, SIGUSR1, SIGINT) or schedule.exit_duration_minutes after saving a checkpoint: resume
+// it; 128 + N stopped by signal N with nothing saved (no checkpoint.dir); 1 anything else.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 #include "cmd/dry_run.h"
 #include "cmd/trainer.h"
 #include "core/logging.h"
+#include "core/stop_signal.h"
 #include "parallel/gloo_communicator.h"
 #include "parallel/runtime.h"
 #include "parallel/topology.h"
@@ -21,8 +24,11 @@ int main(int argc, char** argv) {
   CLI::App app{
       "mtnlg-train: train a GPT-style decoder from a recipe (YAML).\n"
       "Recipe keys are documented in README.md. Exit status: 0 done; 2 bad command line or "
-      "recipe; 3 not yet supported by this build; 4 missing or corrupt input file, or failed I/O "
-      "(a dead or hung peer rank); 1 other."};
+      "recipe; 3 not yet supported by this build; 4 missing or corrupt input file or checkpoint, "
+      "or failed I/O (a dead or hung peer rank, a failed save); 75 stopped by SIGTERM, SIGUSR1 or "
+      "SIGINT (or schedule.exit_duration_minutes) after saving a checkpoint: run again with "
+      "checkpoint.resume: true to continue; 128+N stopped by signal N with nothing saved (no "
+      "checkpoint.dir); 1 other."};
   app.set_version_flag("--version", "mtnlg-train 0.1.0");
   std::string config;
   std::vector<std::string> overrides;
@@ -89,6 +95,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     mtnlg::check_supported(recipe);  // before any rank connects to another
+    // From here a stop signal ends the run at an iteration boundary, saved (exit 75).
+    mtnlg::install_stop_signal_handlers();
 
     // One process, or one rank of a job started by a PMIx launcher (mpirun, srun --mpi=pmix).
     mtnlg::Runtime runtime = mtnlg::Runtime::init();
@@ -132,7 +140,15 @@ int main(int argc, char** argv) {
     }
     mtnlg::Trainer trainer(recipe, options);
     trainer.run();
-    return 0;
+    switch (trainer.stop_reason()) {
+      case mtnlg::StopReason::kFinished:
+        return 0;
+      case mtnlg::StopReason::kTimeLimit:
+        return mtnlg::kExitTryAgain;  // the recipe requires checkpoint.dir for this
+      case mtnlg::StopReason::kSignal:
+        return trainer.saved_at_stop() ? mtnlg::kExitTryAgain : 128 + trainer.stop_signal();
+    }
+    return 1;
   } catch (const mtnlg::Error& e) {
     spdlog::error("{}", e.what());
     return mtnlg::exit_status(e.code());

@@ -7,9 +7,12 @@
 #include <fstream>
 
 #include "checkpoint/hf_import.h"
+#include "checkpoint/manifest.h"
+#include "checkpoint/saver.h"
 #include "cmd/planner.h"
 #include "core/logging.h"
 #include "core/metrics.h"
+#include "core/stop_signal.h"
 #include "data/dataset_builder.h"
 #include "data/loader.h"
 #include "model/gpt_params.h"
@@ -90,6 +93,7 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
     }
   }
   if (is_logging_rank_) spdlog::info("resolved recipe:\n{}", recipe_to_yaml(recipe_));
+  find_start_checkpoint();
 
   // Data first: a missing or bad corpus fails before the model takes memory. The train split is
   // sized for the whole run; the valid split for every evaluation of it.
@@ -122,7 +126,7 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
           "eval.interval: 0",
           "data.split");
     const int64_t global = recipe_.batch.global_batch_size;
-    valid_loader_ = std::make_unique<Loader>(*valid_data_, loader_options, 0,
+    valid_loader_ = std::make_unique<Loader>(*valid_data_, loader_options, valid_consumed_samples_,
                                              [global](int64_t) { return global; });
   }
 
@@ -147,7 +151,9 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
   }
   model_ =
       std::make_unique<GPTStage>(config, spec, *backend_, DType::kF32, recipe_.seed, tensor_group);
-  if (recipe_.model.init_from.empty()) {
+  if (!start_checkpoint_.empty()) {
+    // The weights come from the checkpoint (load_start_checkpoint), after the optimizer exists.
+  } else if (recipe_.model.init_from.empty()) {
     model_->init_weights(recipe_.seed);
   } else {
     load_hf_gpt2(*model_, recipe_.model.init_from);
@@ -173,6 +179,7 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
                                  : std::string(),
                  static_cast<double>(optimizer_bytes) / 1048576.0);
   schedule_ = std::make_unique<LrSchedule>(recipe_.optimizer, recipe_.schedule);
+  load_start_checkpoint();
 
   const int64_t micro_batches = recipe_.batch.global_batch_size / (micro * data_size_);
   for (int64_t k = 0; k < max_in_flight(pipeline_size_, stage_, micro_batches); ++k)
@@ -201,8 +208,22 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
   plan_options.world_size = data_size_ * pipeline_size_ * recipe_.parallel.tensor;
   predicted_peak_bytes_ = make_plan(recipe_, plan_options).stages.at(stage_).memory.total();
 
+  if (!recipe_.checkpoint.dir.empty())
+    saver_ = std::make_unique<CheckpointSaver>(
+        recipe_.checkpoint.dir, recipe_.checkpoint.keep_last, recipe_.checkpoint.async,
+        options_.groups != nullptr ? options_.groups->checkpoint.get() : nullptr);
   if (options_.write_files && is_logging_rank_) {
-    metrics_ = std::make_unique<MetricsWriter>(recipe_.logging.metrics_file, false);
+    // A resumed run continues its metrics file from the checkpoint's iteration.
+    const bool resumed = start_full_ && iteration_ > 0;
+    if (resumed) {
+      const int64_t cut = truncate_metrics_file(recipe_.logging.metrics_file, iteration_);
+      if (cut > 0)
+        spdlog::info(
+            "metrics: cut {} line(s) after iteration {} from {} (work lost since the "
+            "checkpoint)",
+            cut, iteration_, recipe_.logging.metrics_file);
+    }
+    metrics_ = std::make_unique<MetricsWriter>(recipe_.logging.metrics_file, resumed);
     const auto dir = std::filesystem::path(recipe_.logging.metrics_file).parent_path();
     const auto saved = (dir / "resolved_recipe.yaml").string();
     std::ofstream out(saved, std::ios::trunc);
@@ -215,6 +236,12 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
 Trainer::~Trainer() = default;
 
 IterationStats Trainer::train_step() {
+  IterationStats s = step();
+  log_iteration(s);
+  return s;
+}
+
+IterationStats Trainer::step() {
   const auto t0 = std::chrono::steady_clock::now();
   const CommBytes sent_before = bytes_sent();
   const int64_t micro = recipe_.parallel.micro_batch_size;
@@ -302,7 +329,6 @@ IterationStats Trainer::train_step() {
       seconds / 1e12 / static_cast<double>(data_size_ * pipeline_size_ * recipe_.parallel.tensor);
   s.peak_memory_bytes = backend_->peak_bytes();
   s.comm_bytes = sent.total();
-  log_iteration(s);
   if (iteration_ == 1) log_memory("after the first iteration");
   return s;
 }
@@ -325,6 +351,7 @@ EvalStats Trainer::evaluate() {
   forward_pipelining(*p2p_, steps, {micro, seq, recipe_.model.hidden_size}, DType::kF32,
                      forward_step);
   model_->set_training(true);
+  valid_consumed_samples_ += recipe_.eval.iters * recipe_.batch.global_batch_size;
   EvalStats e;
   e.iteration = iteration_;
   e.samples = steps * micro * data_size_;
@@ -364,6 +391,7 @@ void Trainer::log_iteration(const IterationStats& s) {
         .add("tflops_per_device", s.tflops_per_device)
         .add("peak_memory_bytes", s.peak_memory_bytes)
         .add("comm_bytes", s.comm_bytes);
+    if (s.checkpoint_stall_ms >= 0) line.add("checkpoint_stall_ms", s.checkpoint_stall_ms);
     metrics_->write(line);
   }
   if (is_logging_rank_ && (s.iteration % recipe_.logging.interval == 0 ||
@@ -439,10 +467,45 @@ std::vector<IterationStats> Trainer::run() {
                recipe_.batch.rampup.start > 0
                    ? " (batch ramp from " + std::to_string(recipe_.batch.rampup.start) + ")"
                    : std::string());
+  if (iteration_ > 0)
+    spdlog::info("continuing at iteration {} of {} ({} samples consumed)", iteration_ + 1,
+                 total_iters_, consumed_samples_);
   const int64_t interval = recipe_.eval.interval;
+  const int64_t save_interval = recipe_.checkpoint.save_interval;
   while (iteration_ < total_iters_) {
-    all.push_back(train_step());
-    if (interval > 0 && (iteration_ % interval == 0 || iteration_ == total_iters_)) evaluate();
+    IterationStats s = step();
+    const bool stop = agree_to_stop();
+    const bool eval_due =
+        interval > 0 && (iteration_ % interval == 0 || iteration_ == total_iters_);
+    if (saver_ && (stop || iteration_ == total_iters_ ||
+                   (save_interval > 0 && iteration_ % save_interval == 0))) {
+      s.checkpoint_stall_ms = save_checkpoint(eval_due);
+    } else if (saver_) {
+      saver_->check();  // a failed background save stops training here
+    }
+    log_iteration(s);
+    all.push_back(s);
+    if (eval_due) evaluate();
+    if (stop) break;
+  }
+  if (saver_) saver_->wait();  // the last save is committed before the run ends
+  if (iteration_ == total_iters_) stop_reason_ = StopReason::kFinished;  // stopped at the end
+  if (stop_reason_ != StopReason::kFinished) {
+    saved_at_stop_ = saver_ != nullptr;
+    const std::string why = stop_reason_ == StopReason::kSignal
+                                ? std::string("received ") + stop_signal_name(stop_signal_)
+                                : fmt::format("schedule.exit_duration_minutes: {} reached",
+                                              recipe_.schedule.exit_duration_minutes);
+    if (saved_at_stop_) {
+      spdlog::warn(
+          "stopped after iteration {} ({}): checkpoint saved in {}; exiting {} to be "
+          "resumed (checkpoint.resume: true)",
+          iteration_, why, recipe_.checkpoint.dir, kExitTryAgain);
+    } else {
+      spdlog::warn("stopped after iteration {} ({}): nothing was saved (checkpoint.dir is not set)",
+                   iteration_, why);
+    }
+    return all;
   }
   spdlog::info("done: {} iterations, {} tokens, {:.1f} s, final loss {:.4f}", iteration_,
                consumed_samples_ * recipe_.model.seq_length, train_seconds_,

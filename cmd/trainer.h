@@ -11,9 +11,17 @@
 // the pipeline group so that every rank logs and clips alike.
 //
 // Everything is counted in tokens: the LR schedule, the batch ramp, the end of training.
-// Not thread-safe (the Loader's prefetch thread is internal).
+//
+// Checkpoints (checkpoint.dir): the Trainer decides when (every save_interval iterations, at the
+// end, and when the run is stopped); checkpoint/ does the writing. A run resumes from
+// checkpoint.dir's latest committed checkpoint (checkpoint.resume) or starts from checkpoint.load,
+// at the exact data position, schedule and RNG streams of the run that saved it. Stops: a stop
+// signal (core/stop_signal.h) on any rank, or schedule.exit_duration_minutes, ends the run at the
+// next iteration boundary, all ranks agreeing, after a save (stop_reason()).
+// Not thread-safe (the Loader's prefetch thread and an asynchronous save's thread are internal).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -30,6 +38,8 @@ class AdamW;
 class ZeroAdamW;
 class LrSchedule;
 class MetricsWriter;
+class CheckpointSaver;
+struct CheckpointManifest;
 class Loader;
 class SampleSource;
 struct StageActivations;
@@ -58,10 +68,14 @@ struct IterationStats {
   double grad_norm = 0.0;  // before clipping
   double tokens_per_sec = 0.0;
   double elapsed_ms = 0.0;
-  double tflops_per_device = 0.0;  // achieved model TFLOP/s per device (planner.h's formula)
-  int64_t peak_memory_bytes = 0;   // the backend's peak_bytes() so far
-  int64_t comm_bytes = 0;          // this rank sent this iteration, all groups (bytes_sent())
+  double tflops_per_device = 0.0;   // achieved model TFLOP/s per device (planner.h's formula)
+  int64_t peak_memory_bytes = 0;    // the backend's peak_bytes() so far
+  int64_t comm_bytes = 0;           // this rank sent this iteration, all groups (bytes_sent())
+  double checkpoint_stall_ms = -1;  // a saving iteration: how long the save stalled training
 };
+
+// Why run() returned.
+enum class StopReason { kFinished, kSignal, kTimeLimit };
 
 struct EvalStats {
   int64_t iteration = 0;  // the training iteration after which it ran
@@ -77,10 +91,19 @@ class Trainer {
   Trainer(const Recipe& recipe, const TrainerOptions& options);
   ~Trainer();
 
-  // Trains until schedule.train_iters or schedule.train_tokens; returns every iteration's stats.
+  // Trains until schedule.train_iters or schedule.train_tokens, or a stop (stop_reason());
+  // returns every iteration's stats.
   std::vector<IterationStats> run();
-  // One iteration (exposed for tests).
+  // One iteration, its metrics line written (exposed for tests; no checkpoint, no stop check).
   IterationStats train_step();
+  StopReason stop_reason() const { return stop_reason_; }
+  int stop_signal() const { return stop_signal_; }  // the agreed signal, with kSignal
+  // Whether the stopped run saved a checkpoint (checkpoint.dir set) before returning.
+  bool saved_at_stop() const { return saved_at_stop_; }
+  int64_t iteration() const { return iteration_; }  // completed iterations (a resume starts here)
+  int64_t consumed_samples() const { return consumed_samples_; }
+  // Saves a checkpoint of the current iteration now (collective); the stall in ms.
+  double save_checkpoint(bool eval_due_now = false);
   // The loss on the next eval.iters global batches of the valid split (forward only).
   EvalStats evaluate();
   const std::vector<EvalStats>& evaluations() const { return evaluations_; }
@@ -93,7 +116,14 @@ class Trainer {
   int64_t predicted_peak_bytes() const { return predicted_peak_bytes_; }
 
  private:
+  IterationStats step();  // train_step without the metrics line
   void log_iteration(const IterationStats& s);
+  // Checkpoint to start from (before the loaders: the data position is in its manifest).
+  void find_start_checkpoint();
+  // Its tensors (after the model and the optimizer exist).
+  void load_start_checkpoint();
+  // Collective over the world: true when any rank got a stop signal or ran out of time.
+  bool agree_to_stop();
   void log_memory(const char* when) const;
   double sum_over_data(double local) const;      // all-reduce of one number over the data group
   double sum_over_pipeline(double local) const;  // ... over the pipeline group
@@ -122,6 +152,17 @@ class Trainer {
   int64_t total_iters_ = 0;
   int64_t iteration_ = 0;
   int64_t consumed_samples_ = 0;
+  int64_t valid_consumed_samples_ = 0;  // the valid loader's position
+  // Checkpointing: the saver (checkpoint.dir set), the checkpoint this run starts from.
+  std::unique_ptr<CheckpointSaver> saver_;
+  std::string start_checkpoint_;
+  std::unique_ptr<CheckpointManifest> start_manifest_;
+  bool start_full_ = false;  // resume everything, not only the weights
+  int64_t last_saved_iteration_ = -1;
+  StopReason stop_reason_ = StopReason::kFinished;
+  int stop_signal_ = 0;
+  bool saved_at_stop_ = false;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   double train_seconds_ = 0.0;
   int64_t predicted_peak_bytes_ = 0;
   // Bytes this rank sent during train_step (evaluations excluded), summed over the iterations.

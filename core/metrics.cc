@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <filesystem>
+#include <iterator>
 
 #include "core/status.h"
 
@@ -69,6 +70,49 @@ JsonLine& JsonLine::add(const std::string& k, const std::string& value) {
   key(k);
   body_ += json_string(value);
   return *this;
+}
+
+int64_t truncate_metrics_file(const std::string& path, int64_t last_iteration) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return 0;
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  const std::string key = "{\"iteration\": ";
+  size_t keep = 0;  // bytes kept
+  int64_t cut = 0;
+  bool cutting = false;
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t nl = text.find('\n', pos);
+    const bool torn = nl == std::string::npos;
+    const size_t end = torn ? text.size() : nl + 1;
+    if (!cutting) {
+      int64_t it = -1;
+      if (!torn && text.compare(pos, key.size(), key) == 0) {
+        it = 0;
+        for (size_t i = pos + key.size(); i < end && text[i] >= '0' && text[i] <= '9'; ++i)
+          it = it * 10 + (text[i] - '0');
+      }
+      if (torn || it < 0 || it > last_iteration) cutting = true;
+    }
+    if (cutting) {
+      ++cut;
+    } else {
+      keep = end;
+    }
+    pos = end;
+  }
+  if (cut == 0) return 0;
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(text.data(), static_cast<std::streamsize>(keep));
+    out.flush();
+    if (!out) throw io_error("cannot rewrite the metrics file (disk full?)", tmp);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw io_error("cannot replace the metrics file: " + ec.message(), path);
+  return cut;
 }
 
 MetricsWriter::MetricsWriter(const std::string& path, bool append) : path_(path) {

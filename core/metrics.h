@@ -29,6 +29,12 @@ class JsonLine {
 std::string json_number(double v);
 std::string json_string(const std::string& s);
 
+// A resumed run's metrics file reads as one run: keeps the lines up to and including iteration
+// `last_iteration` and cuts the rest (lines of work lost after that checkpoint, and a line torn by
+// a kill: no newline, or no leading "iteration"). Rewrites the file atomically; a missing file is
+// left missing. Returns the number of lines cut.
+int64_t truncate_metrics_file(const std::string& path, int64_t last_iteration);
+
 class MetricsWriter {
  public:
   // append=false truncates an existing file (a fresh run); true continues it (a resumed run).

@@ -68,8 +68,10 @@ void register_gpt_params(ParamRegistry& reg, const GPTConfig& c, const StageSpec
   const double out_std = c.init_std / std::sqrt(2.0 * static_cast<double>(c.num_layers));
   // The last stage needs the word embeddings as its LM head even when it is not the first.
   if (stage.pre_process || stage.post_process) {
-    reg.add(spec(c, "embedding.word_embeddings.weight", {c.padded_vocab, c.hidden}, 0, false,
-                 c.init_std, 0.0));
+    ParamSpec words = spec(c, "embedding.word_embeddings.weight", {c.padded_vocab, c.hidden}, 0,
+                           false, c.init_std, 0.0);
+    words.valid_rows = c.vocab;  // the rest pads the vocabulary for tensor parallelism
+    reg.add(std::move(words));
   }
   if (stage.pre_process) {
     reg.add(spec(c, "embedding.position_embeddings.weight", {c.max_positions, c.hidden}, -1, false,

@@ -88,4 +88,27 @@ void ParamRegistry::zero_grads(Backend& backend) {
   for (auto& p : params_) backend.fill(p.grad, 0.0);
 }
 
+StateTensor shard_state(const ParamSpec& spec, std::string name, const Tensor& tensor) {
+  StateTensor s;
+  s.name = std::move(name);
+  s.global_shape = spec.global_shape;
+  s.shape = spec.local_shape;
+  s.start.assign(spec.global_shape.size(), 0);
+  if (spec.partition_dim >= 0) {
+    const auto d = static_cast<size_t>(spec.partition_dim);
+    s.start[d] = spec.shard_index * spec.local_shape[d];
+  }
+  s.flat_begin = 0;
+  s.flat_end = shape_numel(spec.local_shape);
+  s.valid_rows = spec.valid_rows;
+  s.tensor = tensor;
+  return s;
+}
+
+std::vector<StateTensor> ParamRegistry::state() const {
+  std::vector<StateTensor> out;
+  for (const Param& p : params_) out.push_back(shard_state(p.spec, p.spec.name, p.value));
+  return out;
+}
+
 }  // namespace mtnlg

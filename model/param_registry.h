@@ -10,7 +10,10 @@
 #include <deque>
 #include <string>
 
+#include <vector>
+
 #include "core/backend.h"
+#include "core/state_tensor.h"
 #include "core/tensor.h"
 
 namespace mtnlg {
@@ -25,6 +28,8 @@ struct ParamSpec {
   double init_std = 0.0;
   double init_value = 0.0;
   int64_t shard_index = 0;  // which contiguous block along partition_dim this rank holds (tp rank)
+  // Rows of dimension 0 that carry meaning (the vocabulary of a padded embedding); 0: all.
+  int64_t valid_rows = 0;
 };
 
 struct Param {
@@ -53,6 +58,9 @@ class ParamRegistry {
   // same global weights (global_index maps a shard's element to its global flat index).
   void init_values(Backend& backend, uint64_t seed);
   void zero_grads(Backend& backend);
+  // Every value as checkpoint state (core/state_tensor.h): named by the parameter, its
+  // tensor-parallel shard as the box, the whole box held.
+  std::vector<StateTensor> state() const;
 
  private:
   std::deque<Param> params_;
@@ -61,6 +69,10 @@ class ParamRegistry {
 // Global flat index of element `local` of this rank's shard of `spec` (partition dim 0 of any
 // rank, or dim 1 of a 2-D parameter; replicated parameters map to themselves).
 int64_t global_index(const ParamSpec& spec, int64_t local);
+
+// `tensor` described as the whole of `spec`'s shard, named `name` (parameters and the optimizer
+// state shaped like them).
+StateTensor shard_state(const ParamSpec& spec, std::string name, const Tensor& tensor);
 
 // 64-bit FNV-1a, the stream id of a parameter's init.
 uint64_t name_hash(const std::string& name);

@@ -34,6 +34,25 @@ AdamW::AdamW(ParamRegistry& params, Backend& backend, const OptimizerConfig& con
   }
 }
 
+std::string exp_avg_name(const std::string& param) {
+  return "exp_avg." + param;
+}
+
+std::string exp_avg_sq_name(const std::string& param) {
+  return "exp_avg_sq." + param;
+}
+
+std::vector<StateTensor> AdamW::state() const {
+  std::vector<StateTensor> out;
+  size_t i = 0;
+  for (const auto& p : params_.params()) {
+    out.push_back(shard_state(p.spec, exp_avg_name(p.spec.name), m_[i]));
+    out.push_back(shard_state(p.spec, exp_avg_sq_name(p.spec.name), v_[i]));
+    ++i;
+  }
+  return out;
+}
+
 int64_t AdamW::state_bytes() const {
   int64_t bytes = 0;
   for (size_t i = 0; i < m_.size(); ++i)

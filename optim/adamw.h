@@ -12,6 +12,7 @@
 
 #include "core/backend.h"
 #include "core/config/recipe.h"
+#include "core/state_tensor.h"
 #include "model/param_registry.h"
 #include "parallel/communicator.h"
 
@@ -33,6 +34,10 @@ double tensor_parallel_sum_squares(double sharded, double replicated, Communicat
 // max_norm <= 0, or the norm is already within it).
 double clip_coefficient(double norm, double max_norm);
 
+// Checkpoint names of the two Adam moments of parameter `param`.
+std::string exp_avg_name(const std::string& param);
+std::string exp_avg_sq_name(const std::string& param);
+
 class AdamW {
  public:
   AdamW(ParamRegistry& params, Backend& backend, const OptimizerConfig& config);
@@ -48,6 +53,9 @@ class AdamW {
   void set_steps(int64_t steps) { step_ = steps; }
   // Bytes of optimizer state (the two moments).
   int64_t state_bytes() const;
+  // The moments as checkpoint state (core/state_tensor.h): "exp_avg.NAME" and "exp_avg_sq.NAME",
+  // shaped and sharded as parameter NAME. The step count is a scalar beside them (steps()).
+  std::vector<StateTensor> state() const;
 
  private:
   ParamRegistry& params_;

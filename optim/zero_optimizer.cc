@@ -65,6 +65,22 @@ ZeroAdamW::ZeroAdamW(ParamRegistry& params, Backend& backend, const OptimizerCon
   v_ = backend_.alloc({partition_size_}, dtype_);
 }
 
+std::vector<StateTensor> ZeroAdamW::state() const {
+  std::vector<StateTensor> out;
+  const auto& all = params_.params();
+  for (const Segment& seg : segments_) {
+    const ParamSpec& spec = all[seg.param].spec;
+    for (const auto& [name, moment] :
+         {std::pair{exp_avg_name(spec.name), &m_}, std::pair{exp_avg_sq_name(spec.name), &v_}}) {
+      StateTensor s = shard_state(spec, name, moment->slice(seg.in_part, seg.in_part + seg.length));
+      s.flat_begin = seg.in_param;
+      s.flat_end = seg.in_param + seg.length;
+      out.push_back(std::move(s));
+    }
+  }
+  return out;
+}
+
 int64_t ZeroAdamW::state_bytes() const {
   return static_cast<int64_t>(m_.nbytes() + v_.nbytes());
 }

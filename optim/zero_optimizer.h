@@ -25,6 +25,7 @@
 
 #include "core/backend.h"
 #include "core/config/recipe.h"
+#include "core/state_tensor.h"
 #include "model/param_registry.h"
 #include "parallel/communicator.h"
 
@@ -56,6 +57,11 @@ class ZeroAdamW {
   // The partition's moments, flat [S] (checkpointing saves them).
   Tensor& exp_avg() { return m_; }
   Tensor& exp_avg_sq() { return v_; }
+  // The partition's moments as checkpoint state (core/state_tensor.h), one piece per parameter
+  // the partition touches: "exp_avg.NAME" / "exp_avg_sq.NAME" holding elements
+  // [in_param, in_param + length) of parameter NAME's shard, so a checkpoint is sliced per
+  // parameter, never by this layout's flat buffer. The step count is a scalar (steps()).
+  std::vector<StateTensor> state() const;
 
  private:
   // A run of the partition inside one parameter.

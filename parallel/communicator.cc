@@ -30,6 +30,7 @@ ProcessGroups make_process_groups(const Topology& topology, const CommunicatorFa
   const auto it = std::find(embedding.begin(), embedding.end(), topology.rank());
   if (it != embedding.end())
     g.embedding = make("embedding", static_cast<int>(it - embedding.begin()), embedding);
+  g.checkpoint = make("checkpoint", static_cast<int>(topology.rank()), all);
   return g;
 }
 

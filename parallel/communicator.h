@@ -59,9 +59,11 @@ class Communicator {
 // The groups of one rank (see parallel/topology.h); null where this rank is not a member
 // (embedding: only the first and last pipeline stages). data_grads spans the same ranks as data
 // but has its own connections: GradSync's communication thread drives it while the main thread
-// keeps using the others (a Communicator is driven by one thread at a time).
+// keeps using the others (a Communicator is driven by one thread at a time). checkpoint spans the
+// world with its own connections for the same reason: an asynchronous checkpoint save commits on
+// a background thread (checkpoint/saver.h).
 struct ProcessGroups {
-  std::unique_ptr<Communicator> world, tensor, data, pipeline, embedding, data_grads;
+  std::unique_ptr<Communicator> world, tensor, data, pipeline, embedding, data_grads, checkpoint;
 };
 
 class Topology;
@@ -71,8 +73,8 @@ using CommunicatorFactory =
     std::function<std::unique_ptr<Communicator>(const std::string&, int, std::vector<int64_t>)>;
 
 // This rank's groups of `topology`, each made by `make`, in the same order on every rank (world,
-// tensor, data, data-grads, pipeline, embedding) so that collective rendezvous pair up; the
-// embedding group only on the first and last stages. Backends wrap this (make_gloo_groups,
+// tensor, data, data-grads, pipeline, embedding, checkpoint) so that collective rendezvous pair up;
+// the embedding group only on the first and last stages. Backends wrap this (make_gloo_groups,
 // make_nccl_groups).
 ProcessGroups make_process_groups(const Topology& topology, const CommunicatorFactory& make);
 

@@ -74,6 +74,9 @@ struct ScheduleConfig {
   DecayStyle decay_style = DecayStyle::kCosine;
   int64_t train_tokens = 0;  // 0 = unset; at least one of train_tokens/train_iters is set
   int64_t train_iters = 0;
+  // Save a checkpoint and exit 75 once the run has lasted this long (Megatron-LM's
+  // --exit-duration-in-mins), before a job's time limit; 0: off.
+  double exit_duration_minutes = 0.0;
 };
 
 struct RampupConfig {
@@ -106,6 +109,12 @@ struct CheckpointConfig {
   int64_t keep_last = 0;  // 0 = keep all
   bool async = false;
   bool resume = false;
+  // A checkpoint (an iter_NNNNNNN directory, or a root whose latest is meant) to start from when
+  // dir holds none yet (Megatron-LM's --load); resolved; empty: none.
+  std::string load;
+  // false: take the weights alone from `load` (fine-tuning: new optimizer, iteration 0, data from
+  // the start).
+  bool load_optimizer = true;
 };
 
 struct LoggingConfig {

@@ -149,6 +149,7 @@ std::string recipe_to_yaml(const Recipe& r) {
   w.value(1, "decay_style", decay_style_name(s.decay_style));
   w.value(1, "train_tokens", s.train_tokens);
   w.value(1, "train_iters", s.train_iters);
+  w.value(1, "exit_duration_minutes", s.exit_duration_minutes);
 
   w.section(0, "batch");
   w.value(1, "global_batch_size", r.batch.global_batch_size);
@@ -182,6 +183,8 @@ std::string recipe_to_yaml(const Recipe& r) {
   w.value(1, "keep_last", c.keep_last);
   w.value(1, "async", c.async);
   w.value(1, "resume", c.resume);
+  w.path(1, "load", c.load);
+  w.value(1, "load_optimizer", c.load_optimizer);
 
   w.section(0, "logging");
   w.value(1, "interval", r.logging.interval);

@@ -165,6 +165,7 @@ void read_schedule(const Section& s, ScheduleConfig& sc) {
                {"constant", DecayStyle::kConstant}});
   const bool has_tokens = s.read("train_tokens", sc.train_tokens);
   const bool has_iters = s.read("train_iters", sc.train_iters);
+  s.read("exit_duration_minutes", sc.exit_duration_minutes);
   if (!has_tokens && !has_iters) {
     throw invalid_argument(
         "required key is missing; set schedule.train_tokens (e.g. 270e9) or "
@@ -249,6 +250,9 @@ void read_checkpoint(const Section& s, CheckpointConfig& c) {
   s.read("keep_last", c.keep_last);
   s.read("async", c.async);
   s.read("resume", c.resume);
+  s.read("load", c.load);
+  c.load = resolve_path(c.load);
+  s.read("load_optimizer", c.load_optimizer);
 }
 
 YAML::Node load_yaml(const std::string& text, const std::string& source) {

@@ -36,7 +36,7 @@ constexpr KeySpec kOptimizer[] = {
 };
 constexpr KeySpec kSchedule[] = {
     {"warmup_tokens", S, {}}, {"decay_tokens", S, {}}, {"decay_style", S, {}},
-    {"train_tokens", S, {}},  {"train_iters", S, {}},
+    {"train_tokens", S, {}},  {"train_iters", S, {}},  {"exit_duration_minutes", S, {}},
 };
 constexpr KeySpec kRampup[] = {{"start", S, {}}, {"increment", S, {}}, {"tokens", S, {}}};
 constexpr KeySpec kBatch[] = {{"global_batch_size", S, {}}, {"rampup", Kind::kMap, kRampup}};
@@ -49,8 +49,8 @@ constexpr KeySpec kData[] = {
     {"cache_dir", S, {}},
 };
 constexpr KeySpec kCheckpoint[] = {
-    {"dir", S, {}},   {"save_interval", S, {}}, {"keep_last", S, {}},
-    {"async", S, {}}, {"resume", S, {}},
+    {"dir", S, {}},    {"save_interval", S, {}}, {"keep_last", S, {}},      {"async", S, {}},
+    {"resume", S, {}}, {"load", S, {}},          {"load_optimizer", S, {}},
 };
 constexpr KeySpec kLogging[] = {{"interval", S, {}}, {"metrics_file", S, {}}};
 constexpr KeySpec kEval[] = {{"interval", S, {}}, {"iters", S, {}}};

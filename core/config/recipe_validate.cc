@@ -113,6 +113,10 @@ void validate_schedule(const ScheduleConfig& s) {
   non_negative(s.warmup_tokens, "schedule.warmup_tokens");
   non_negative(s.train_tokens, "schedule.train_tokens");
   non_negative(s.train_iters, "schedule.train_iters");
+  expect(s.exit_duration_minutes >= 0.0, "schedule.exit_duration_minutes",
+         fmt::format("schedule.exit_duration_minutes: {} must not be negative; set 0 (off) or the "
+                     "minutes after which to save and exit 75",
+                     s.exit_duration_minutes));
   expect(s.train_tokens > 0 || s.train_iters > 0, "schedule.train_tokens",
          "schedule.train_tokens and schedule.train_iters are both 0; set one of them to the "
          "length of the run");
@@ -203,6 +207,10 @@ void validate_rest(const Recipe& r) {
   expect(!c.resume || !c.dir.empty(), "checkpoint.dir",
          "checkpoint.resume is true but checkpoint.dir is not set; set checkpoint.dir to the run "
          "to resume, or resume: false");
+  expect(r.schedule.exit_duration_minutes == 0.0 || !c.dir.empty(), "checkpoint.dir",
+         fmt::format("schedule.exit_duration_minutes is {} but checkpoint.dir is not set, so the "
+                     "run would stop with nothing saved; set checkpoint.dir: PATH",
+                     r.schedule.exit_duration_minutes));
   expect(r.logging.interval >= 1, "logging.interval",
          fmt::format("logging.interval: {} must be at least 1 (iterations between log lines)",
                      r.logging.interval));
@@ -244,11 +252,6 @@ void supported(bool ok, const char* key, const std::string& value, const char* l
 void check_supported(const Recipe& r) {
   supported(r.precision == Precision::kFP32, "precision", precision_name(r.precision),
             "mixed precision lands with the precision issue", "fp32");
-  supported(r.checkpoint.save_interval == 0, "checkpoint.save_interval",
-            std::to_string(r.checkpoint.save_interval),
-            "checkpointing lands with the checkpoint issue", "0");
-  supported(!r.checkpoint.resume, "checkpoint.resume", "true",
-            "resuming lands with the checkpoint issue", "false");
   supported(r.parallel.virtual_pipeline == 1, "parallel.virtual_pipeline",
             std::to_string(r.parallel.virtual_pipeline),
             "the interleaved pipeline schedule is not in this build yet; plain 1F1B is", "1");

@@ -1,0 +1,207 @@
+#include "checkpoint/manifest.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "checkpoint/file_io.h"
+#include "checkpoint/json_parse.h"
+#include "core/metrics.h"
+#include "core/status.h"
+
+namespace mtnlg {
+
+namespace {
+
+// A JSON object built member by member (values already JSON text).
+class Obj {
+ public:
+  Obj& raw(const std::string& key, const std::string& json) {
+    body_ += (body_.empty() ? "" : ", ") + json_string(key) + ": " + json;
+    return *this;
+  }
+  Obj& num(const std::string& key, int64_t v) { return raw(key, std::to_string(v)); }
+  Obj& num(const std::string& key, double v) { return raw(key, json_number(v)); }
+  Obj& str(const std::string& key, const std::string& v) { return raw(key, json_string(v)); }
+  Obj& boolean(const std::string& key, bool v) { return raw(key, v ? "true" : "false"); }
+  std::string text() const { return "{" + body_ + "}"; }
+
+ private:
+  std::string body_;
+};
+
+class Reader {
+ public:
+  Reader(const JsonValue& v, std::string where, const std::string& path)
+      : v_(v), where_(std::move(where)), path_(path) {}
+
+  const JsonValue& get(const std::string& key, JsonValue::Kind kind) const {
+    const JsonValue* m = v_.find(key);
+    if (m == nullptr) fail("has no \"" + at(key) + "\"");
+    if (m->kind != kind)
+      fail("\"" + at(key) + "\" is " + json_kind_name(m->kind) + ", expected " +
+           json_kind_name(kind));
+    return *m;
+  }
+  int64_t i64(const std::string& key) const {
+    int64_t out = 0;
+    if (!get(key, JsonValue::Kind::kNumber).to_int64(&out))
+      fail("\"" + at(key) + "\" is not an integer");
+    return out;
+  }
+  uint64_t u64(const std::string& key) const {
+    const std::string& t = get(key, JsonValue::Kind::kNumber).text;
+    try {
+      size_t used = 0;
+      const unsigned long long v = std::stoull(t, &used);
+      if (used != t.size()) throw std::invalid_argument(t);
+      return v;
+    } catch (const std::exception&) {
+      fail("\"" + at(key) + "\" is not an unsigned integer");
+    }
+  }
+  double f64(const std::string& key) const {
+    return std::stod(get(key, JsonValue::Kind::kNumber).text);
+  }
+  bool boolean(const std::string& key) const { return get(key, JsonValue::Kind::kBool).boolean; }
+  const std::string& str(const std::string& key) const {
+    return get(key, JsonValue::Kind::kString).text;
+  }
+  Reader object(const std::string& key) const {
+    return Reader(get(key, JsonValue::Kind::kObject), at(key), path_);
+  }
+  [[noreturn]] void fail(const std::string& what) const {
+    throw corruption("the manifest " + what +
+                         "; the checkpoint is damaged: load an earlier one (mtnlg-ckpt verify "
+                         "checks a directory)",
+                     path_);
+  }
+
+ private:
+  std::string at(const std::string& key) const { return where_.empty() ? key : where_ + "." + key; }
+  const JsonValue& v_;
+  std::string where_;
+  const std::string& path_;
+};
+
+}  // namespace
+
+std::string manifest_to_json(const CheckpointManifest& m) {
+  Obj schedule, rng, layout, model;
+  schedule.num("lr", m.lr).num("global_batch_size", m.global_batch_size);
+  rng.raw("seed", std::to_string(m.seed))
+      .raw("data_seed", std::to_string(m.data_seed))
+      .str("dropout", "philox(seed, sample / micro_batch_size)")
+      .num("next_micro_batch_id", m.next_micro_batch_id);
+  layout.num("tensor", m.tensor)
+      .num("pipeline", m.pipeline)
+      .num("data", m.data)
+      .num("zero_stage", static_cast<int64_t>(m.zero_stage))
+      .num("micro_batch_size", m.micro_batch_size);
+  const ManifestModel& g = m.model;
+  model.num("num_layers", g.num_layers)
+      .num("hidden_size", g.hidden_size)
+      .num("num_attention_heads", g.num_attention_heads)
+      .num("ffn_hidden_size", g.ffn_hidden_size)
+      .num("seq_length", g.seq_length)
+      .num("max_position_embeddings", g.max_position_embeddings)
+      .num("vocab_size", g.vocab_size)
+      .num("padded_vocab_size", g.padded_vocab_size);
+  std::string files = "[";
+  for (size_t i = 0; i < m.files.size(); ++i) {
+    Obj f;
+    f.str("name", m.files[i].name)
+        .num("bytes", m.files[i].bytes)
+        .str("xxh3", checksum_text(m.files[i].xxh3));
+    files += (i ? ",\n    " : "\n    ") + f.text();
+  }
+  files += m.files.empty() ? "]" : "\n  ]";
+  Obj top;
+  top.num("format_version", static_cast<int64_t>(m.format_version))
+      .num("iteration", m.iteration)
+      .num("consumed_samples", m.consumed_samples)
+      .num("consumed_tokens", m.consumed_tokens)
+      .num("valid_consumed_samples", m.valid_consumed_samples)
+      .num("optimizer_steps", m.optimizer_steps)
+      .boolean("has_optimizer", m.has_optimizer)
+      .raw("schedule", schedule.text())
+      .raw("rng", rng.text())
+      .raw("layout", layout.text())
+      .raw("model", model.text())
+      .raw("files", files)
+      .str("recipe", m.recipe_yaml);
+  return top.text() + "\n";
+}
+
+CheckpointManifest parse_manifest(std::string_view text, const std::string& path) {
+  const JsonValue root = parse_json(text, path);
+  if (!root.is_object())
+    throw corruption("the manifest is not a JSON object; the checkpoint is damaged", path);
+  const Reader r(root, "", path);
+  CheckpointManifest m;
+  m.format_version = static_cast<int>(r.i64("format_version"));
+  if (m.format_version > kCheckpointFormatVersion || m.format_version < 1)
+    throw corruption("checkpoint format_version " + std::to_string(m.format_version) +
+                         " is not one this build reads (it reads 1 to " +
+                         std::to_string(kCheckpointFormatVersion) +
+                         "); load it with the mtnlg-train that wrote it, or a newer one",
+                     path);
+  m.iteration = r.i64("iteration");
+  m.consumed_samples = r.i64("consumed_samples");
+  m.consumed_tokens = r.i64("consumed_tokens");
+  m.valid_consumed_samples = r.i64("valid_consumed_samples");
+  m.optimizer_steps = r.i64("optimizer_steps");
+  m.has_optimizer = r.boolean("has_optimizer");
+  const Reader schedule = r.object("schedule");
+  m.lr = schedule.f64("lr");
+  m.global_batch_size = schedule.i64("global_batch_size");
+  const Reader rng = r.object("rng");
+  m.seed = rng.u64("seed");
+  m.data_seed = rng.u64("data_seed");
+  m.next_micro_batch_id = rng.i64("next_micro_batch_id");
+  const Reader layout = r.object("layout");
+  m.tensor = layout.i64("tensor");
+  m.pipeline = layout.i64("pipeline");
+  m.data = layout.i64("data");
+  m.zero_stage = static_cast<int>(layout.i64("zero_stage"));
+  m.micro_batch_size = layout.i64("micro_batch_size");
+  const Reader model = r.object("model");
+  ManifestModel& g = m.model;
+  g.num_layers = model.i64("num_layers");
+  g.hidden_size = model.i64("hidden_size");
+  g.num_attention_heads = model.i64("num_attention_heads");
+  g.ffn_hidden_size = model.i64("ffn_hidden_size");
+  g.seq_length = model.i64("seq_length");
+  g.max_position_embeddings = model.i64("max_position_embeddings");
+  g.vocab_size = model.i64("vocab_size");
+  g.padded_vocab_size = model.i64("padded_vocab_size");
+  const JsonValue& files = r.get("files", JsonValue::Kind::kArray);
+  for (size_t i = 0; i < files.items.size(); ++i) {
+    if (!files.items[i].is_object()) r.fail("files[" + std::to_string(i) + "] is not an object");
+    const Reader f(files.items[i], "files[" + std::to_string(i) + "]", path);
+    ManifestFile mf;
+    mf.name = f.str("name");
+    mf.bytes = f.i64("bytes");
+    if (!parse_checksum_text(f.str("xxh3"), &mf.xxh3))
+      r.fail("files[" + std::to_string(i) + "].xxh3 is not xxh3:<16 hex digits>");
+    if (mf.name.empty() || mf.name.find('/') != std::string::npos || mf.name[0] == '.')
+      r.fail("files[" + std::to_string(i) + "].name '" + mf.name + "' is not a file name");
+    m.files.push_back(std::move(mf));
+  }
+  m.recipe_yaml = r.str("recipe");
+  return m;
+}
+
+CheckpointManifest read_manifest(const std::string& dir) {
+  const std::string path = (std::filesystem::path(dir) / kManifestFile).string();
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw not_found("the checkpoint has no " + std::string(kManifestFile) +
+                        " (it was never committed, or it is not a checkpoint directory)",
+                    path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return parse_manifest(ss.str(), path);
+}
+
+}  // namespace mtnlg

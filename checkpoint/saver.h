@@ -1,0 +1,86 @@
+// CheckpointSaver: writes one rank's shards of a checkpoint and commits the checkpoint with the
+// other ranks (checkpoint/checkpoint_dir.h describes the directory and the commit).
+//
+// A save of iteration N, on every rank:
+//   1. write this rank's files into DIR/iter_N.tmp/ (each written, fsynced and renamed into place,
+//      its size and XXH3 taken from the bytes as written);
+//   2. all-gather (file names, sizes, checksums, ok) over the save group: that is the barrier;
+//   3. global rank 0, if every rank succeeded, writes the manifest (its files list from step 2),
+//      renames the directory to iter_N, fsyncs DIR, replaces the latest file, applies keep_last;
+//   4. broadcast of rank 0's outcome: every rank returns, or throws io_error naming the rank that
+//      failed (then nothing was committed and the previous checkpoint is as it was).
+// Synchronous: save() does all of it. Asynchronous: save() copies the state to host memory (the
+// only stall) and a background thread does 1-4 on the save group's own connections; at most one
+// save is in flight (save() waits for the previous one), check() rethrows a finished save's
+// failure at the next iteration boundary, wait() joins (end of training, preemption).
+//
+// Ownership: borrows the communicator (null: one process), which only this object's thread uses
+// while a save is in flight. Not thread-safe (the trainer's thread calls it).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "checkpoint/manifest.h"
+#include "checkpoint/shard_io.h"
+#include "core/backend.h"
+#include "core/state_tensor.h"
+#include "parallel/communicator.h"
+
+namespace mtnlg {
+
+// What one rank writes: up to two files (an empty name: this rank writes none of that kind).
+struct RankShards {
+  std::string model_file;
+  std::vector<StateTensor> model;
+  std::string optim_file;
+  std::vector<StateTensor> optim;
+  ShardCoords coords;
+};
+
+struct SaveStats {
+  int64_t iteration = 0;
+  double stall_ms = 0.0;      // the time save() blocked training
+  double write_seconds = 0;   // this rank's file writing (for async: in the background)
+  int64_t bytes_written = 0;  // by this rank
+};
+
+class CheckpointSaver {
+ public:
+  CheckpointSaver(std::string root, int64_t keep_last, bool async, Communicator* comm);
+  ~CheckpointSaver();  // waits for a save in flight; its failure is logged
+  CheckpointSaver(const CheckpointSaver&) = delete;
+  CheckpointSaver& operator=(const CheckpointSaver&) = delete;
+
+  // Saves `shards` as iteration manifest.iteration (collective over the save group). Rank 0's
+  // `manifest` is the one written (its files list is filled in here).
+  SaveStats save(RankShards shards, CheckpointManifest manifest, Backend& backend);
+  // Rethrows the failure of a finished asynchronous save; never blocks.
+  void check();
+  // Blocks until no save is in flight; rethrows its failure.
+  void wait();
+  // The last finished save's statistics (write time and bytes; the stall of its save() call).
+  SaveStats last_finished() const;
+
+ private:
+  void write_and_commit(const RankShards& shards, CheckpointManifest manifest, SaveStats stats);
+  void join();
+
+  std::string root_;
+  int64_t keep_last_;
+  bool async_;
+  Communicator* comm_;
+  std::thread thread_;
+  std::atomic<bool> done_{true};
+  mutable std::mutex mu_;
+  std::exception_ptr error_;  // guarded by mu_
+  SaveStats finished_;        // guarded by mu_
+};
+
+}  // namespace mtnlg

@@ -1,0 +1,216 @@
+// The Trainer's side of checkpointing: which checkpoint a run starts from, what each rank saves,
+// and when the ranks agree to stop. The files, the commit and resharding are checkpoint/'s.
+#include <filesystem>
+
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/manifest.h"
+#include "checkpoint/saver.h"
+#include "checkpoint/shard_io.h"
+#include "cmd/trainer.h"
+#include "core/logging.h"
+#include "core/stop_signal.h"
+#include "model/gpt_stage.h"
+#include "optim/adamw.h"
+#include "optim/batch_ramp.h"
+#include "optim/lr_schedule.h"
+#include "optim/zero_optimizer.h"
+#include "parallel/communicator.h"
+#include "parallel/topology.h"
+
+namespace mtnlg {
+
+namespace {
+
+// The model keys a checkpoint's tensors depend on.
+ManifestModel manifest_model(const Recipe& r) {
+  ManifestModel m;
+  m.num_layers = r.model.num_layers;
+  m.hidden_size = r.model.hidden_size;
+  m.num_attention_heads = r.model.num_attention_heads;
+  m.ffn_hidden_size = r.model.ffn_hidden_size;
+  m.seq_length = r.model.seq_length;
+  m.max_position_embeddings = r.model.max_position_embeddings;
+  m.vocab_size = r.model.vocab_size;
+  m.padded_vocab_size = r.padded_vocab_size();
+  return m;
+}
+
+// A checkpoint of another model shape is an error naming the key (and, for a resume, a changed
+// seq_length too: the data position is counted in its samples).
+void check_same_model(const CheckpointManifest& m, const Recipe& r, const std::string& dir,
+                      bool full) {
+  const ManifestModel want = manifest_model(r);
+  const auto check = [&](const char* key, int64_t saved, int64_t now) {
+    if (saved == now) return;
+    throw Error(Code::kCorruption,
+                std::string(key) + " is " + std::to_string(now) + " but the checkpoint " + dir +
+                    " was saved with " + std::to_string(saved) + "; set " + key + ": " +
+                    std::to_string(saved) + " (a checkpoint loads only into its own model shape)",
+                key);
+  };
+  check("model.num_layers", m.model.num_layers, want.num_layers);
+  check("model.hidden_size", m.model.hidden_size, want.hidden_size);
+  check("model.num_attention_heads", m.model.num_attention_heads, want.num_attention_heads);
+  check("model.ffn_hidden_size", m.model.ffn_hidden_size, want.ffn_hidden_size);
+  check("model.max_position_embeddings", m.model.max_position_embeddings,
+        want.max_position_embeddings);
+  check("model.vocab_size", m.model.vocab_size, want.vocab_size);
+  if (full) check("model.seq_length", m.model.seq_length, want.seq_length);
+}
+
+}  // namespace
+
+void Trainer::find_start_checkpoint() {
+  const CheckpointConfig& c = recipe_.checkpoint;
+  if (!c.dir.empty()) {
+    if (is_logging_rank_) {
+      std::optional<int64_t> rolled;
+      for (const std::string& stale : prepare_root(c.dir, &rolled))
+        spdlog::warn("checkpoint: removed {} (left by an interrupted save)", stale);
+      if (rolled)
+        spdlog::warn(
+            "checkpoint: iteration {} was committed but {} was not updated (a save "
+            "interrupted at its last step); it is now the latest",
+            *rolled, kLatestFile);
+    }
+    // Nobody looks for checkpoints while rank 0 is cleaning up.
+    if (options_.groups != nullptr) options_.groups->world->barrier();
+  }
+  std::optional<std::string> from;
+  if (c.resume && !c.dir.empty()) from = find_checkpoint(c.dir);
+  start_full_ = from.has_value();
+  if (!from && !c.load.empty()) {
+    from = find_checkpoint(c.load);
+    if (!from)
+      throw not_found("checkpoint.load: no committed checkpoint in " + c.load +
+                          "; name a checkpoint root or one of its iter_NNNNNNN directories",
+                      "checkpoint.load");
+    start_full_ = c.load_optimizer;
+  }
+  if (!from) {
+    if (c.resume && is_logging_rank_)
+      spdlog::info("checkpoint: no checkpoint in {} yet; starting from scratch", c.dir);
+    return;
+  }
+  start_checkpoint_ = *from;
+  start_manifest_ = std::make_unique<CheckpointManifest>(read_manifest(start_checkpoint_));
+  const CheckpointManifest& m = *start_manifest_;
+  check_same_model(m, recipe_, start_checkpoint_, start_full_);
+  if (start_full_ && !m.has_optimizer)
+    throw Error(Code::kCorruption,
+                "the checkpoint holds no optimizer state; set checkpoint.load_optimizer: false "
+                "to start from its weights alone",
+                start_checkpoint_);
+  if (start_full_) {
+    iteration_ = m.iteration;
+    consumed_samples_ = m.consumed_samples;
+    valid_consumed_samples_ = m.valid_consumed_samples;
+    if (iteration_ >= total_iters_ && is_logging_rank_)
+      spdlog::warn(
+          "checkpoint {} is at iteration {}, the end of this schedule ({} iterations); "
+          "raise schedule.train_iters or schedule.train_tokens to train further",
+          start_checkpoint_, iteration_, total_iters_);
+  }
+}
+
+void Trainer::load_start_checkpoint() {
+  if (start_checkpoint_.empty()) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  const CheckpointManifest& m = *start_manifest_;
+  ShardIndex index(start_checkpoint_, m);
+  load_state(index, model_->params().state(), *backend_);
+  if (start_full_) {
+    if (zero_optimizer_) {
+      load_state(index, zero_optimizer_->state(), *backend_);
+      zero_optimizer_->set_steps(m.optimizer_steps);
+    } else {
+      load_state(index, optimizer_->state(), *backend_);
+      optimizer_->set_steps(m.optimizer_steps);
+    }
+  }
+  backend_->synchronize();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const bool same_layout = m.tensor == recipe_.parallel.tensor && m.pipeline == pipeline_size_ &&
+                           m.data == data_size_ && m.zero_stage == recipe_.parallel.zero_stage;
+  if (is_logging_rank_)
+    spdlog::info(
+        "checkpoint: {} {} (iteration {}, {} samples consumed; saved at tensor {} x "
+        "pipeline {} x data {}{}{}) in {:.2f} s",
+        start_full_ ? "resumed from" : "loaded the weights of", start_checkpoint_, m.iteration,
+        m.consumed_samples, m.tensor, m.pipeline, m.data, m.zero_stage ? ", ZeRO-1" : "",
+        same_layout ? "" : ", resharded", secs);
+}
+
+double Trainer::save_checkpoint(bool eval_due_now) {
+  MTNLG_CHECK(saver_ != nullptr);
+  const Topology* t = options_.topology;
+  const int64_t tp = t != nullptr ? t->tensor_rank() : 0;
+  RankShards shards;
+  shards.coords = ShardCoords{tp, stage_, data_rank_};
+  // The model once per (tensor, pipeline) rank; Adam's moments once too, or per data rank when
+  // ZeRO-1 partitions them.
+  if (data_rank_ == 0) {
+    shards.model_file = model_file_name(tp, stage_);
+    shards.model = model_->params().state();
+  }
+  if (zero_optimizer_) {
+    shards.optim_file = optim_file_name(tp, stage_, data_rank_);
+    shards.optim = zero_optimizer_->state();
+  } else if (data_rank_ == 0) {
+    shards.optim_file = optim_file_name(tp, stage_, data_rank_);
+    shards.optim = optimizer_->state();
+  }
+  CheckpointManifest m;
+  const int64_t seq = recipe_.model.seq_length;
+  m.iteration = iteration_;
+  m.consumed_samples = consumed_samples_;
+  m.consumed_tokens = consumed_samples_ * seq;
+  // The evaluation of this iteration runs after the save: its samples count as read.
+  m.valid_consumed_samples =
+      valid_consumed_samples_ +
+      (eval_due_now ? recipe_.eval.iters * recipe_.batch.global_batch_size : 0);
+  m.optimizer_steps = zero_optimizer_ ? zero_optimizer_->steps() : optimizer_->steps();
+  m.lr = schedule_->lr_at(consumed_samples_ * seq);
+  m.global_batch_size = ramp_global_batch(recipe_.batch, consumed_samples_ * seq);
+  m.seed = recipe_.seed;
+  m.data_seed = recipe_.data.seed;
+  m.next_micro_batch_id = consumed_samples_ / recipe_.parallel.micro_batch_size;
+  m.tensor = recipe_.parallel.tensor;
+  m.pipeline = pipeline_size_;
+  m.data = data_size_;
+  m.zero_stage = recipe_.parallel.zero_stage;
+  m.micro_batch_size = recipe_.parallel.micro_batch_size;
+  m.model = manifest_model(recipe_);
+  m.recipe_yaml = recipe_to_yaml(recipe_);
+  const SaveStats stats = saver_->save(std::move(shards), std::move(m), *backend_);
+  last_saved_iteration_ = iteration_;
+  return stats.stall_ms;
+}
+
+bool Trainer::agree_to_stop() {
+  const double limit_min = recipe_.schedule.exit_duration_minutes;
+  const double elapsed_min =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count() / 60.0;
+  double signal = stop_signal_received();
+  double out_of_time = limit_min > 0 && elapsed_min >= limit_min ? 1.0 : 0.0;
+  if (options_.groups != nullptr && options_.groups->world->size() > 1) {
+    Tensor t = Tensor::cpu({2}, DType::kF64);
+    t.data_as<double>()[0] = signal;
+    t.data_as<double>()[1] = out_of_time;
+    options_.groups->world->all_reduce(t, ReduceOp::kMax);
+    signal = t.data_as<double>()[0];
+    out_of_time = t.data_as<double>()[1];
+  }
+  if (signal > 0) {
+    stop_reason_ = StopReason::kSignal;
+    stop_signal_ = static_cast<int>(signal);
+    return true;
+  }
+  if (out_of_time > 0) {
+    stop_reason_ = StopReason::kTimeLimit;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace mtnlg
