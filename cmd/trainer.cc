@@ -143,12 +143,7 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
     config.tp_rank = tensor_group->rank();
   }
   // Pipeline stage: an even share of the layers (the recipe checks that they divide).
-  StageSpec spec = full_model(config);
-  if (pipeline_size_ > 1) {
-    const int64_t per_stage = config.num_layers / pipeline_size_;
-    spec = StageSpec{stage_ * per_stage, (stage_ + 1) * per_stage, stage_ == 0,
-                     stage_ == pipeline_size_ - 1};
-  }
+  const StageSpec spec = pipeline_stage(config, pipeline_size_, stage_);
   model_ =
       std::make_unique<GPTStage>(config, spec, *backend_, DType::kF32, recipe_.seed, tensor_group);
   if (!start_checkpoint_.empty()) {
@@ -351,7 +346,6 @@ EvalStats Trainer::evaluate() {
   forward_pipelining(*p2p_, steps, {micro, seq, recipe_.model.hidden_size}, DType::kF32,
                      forward_step);
   model_->set_training(true);
-  valid_consumed_samples_ += recipe_.eval.iters * recipe_.batch.global_batch_size;
   EvalStats e;
   e.iteration = iteration_;
   e.samples = steps * micro * data_size_;
@@ -479,7 +473,7 @@ std::vector<IterationStats> Trainer::run() {
         interval > 0 && (iteration_ % interval == 0 || iteration_ == total_iters_);
     if (saver_ && (stop || iteration_ == total_iters_ ||
                    (save_interval > 0 && iteration_ % save_interval == 0))) {
-      s.checkpoint_stall_ms = save_checkpoint(eval_due);
+      s.checkpoint_stall_ms = save_checkpoint();
     } else if (saver_) {
       saver_->check();  // a failed background save stops training here
     }

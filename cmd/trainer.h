@@ -103,7 +103,7 @@ class Trainer {
   int64_t iteration() const { return iteration_; }  // completed iterations (a resume starts here)
   int64_t consumed_samples() const { return consumed_samples_; }
   // Saves a checkpoint of the current iteration now (collective); the stall in ms.
-  double save_checkpoint(bool eval_due_now = false);
+  double save_checkpoint();
   // The loss on the next eval.iters global batches of the valid split (forward only).
   EvalStats evaluate();
   const std::vector<EvalStats>& evaluations() const { return evaluations_; }
@@ -124,6 +124,8 @@ class Trainer {
   void load_start_checkpoint();
   // Collective over the world: true when any rank got a stop signal or ran out of time.
   bool agree_to_stop();
+  // The validation loader's position once `iteration` iterations are done.
+  int64_t valid_position(int64_t iteration) const;
   void log_memory(const char* when) const;
   double sum_over_data(double local) const;      // all-reduce of one number over the data group
   double sum_over_pipeline(double local) const;  // ... over the pipeline group

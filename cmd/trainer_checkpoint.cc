@@ -141,7 +141,15 @@ void Trainer::load_start_checkpoint() {
         same_layout ? "" : ", resharded", secs);
 }
 
-double Trainer::save_checkpoint(bool eval_due_now) {
+int64_t Trainer::valid_position(int64_t iteration) const {
+  // Megatron-LM's rule: the evaluations of every eval.interval-th iteration so far. The extra
+  // evaluation at the end of a run that is later extended reads ahead without moving it, so an
+  // extended run evaluates on the samples a run that never stopped would have.
+  if (recipe_.eval.interval <= 0) return 0;
+  return iteration / recipe_.eval.interval * recipe_.eval.iters * recipe_.batch.global_batch_size;
+}
+
+double Trainer::save_checkpoint() {
   MTNLG_CHECK(saver_ != nullptr);
   const Topology* t = options_.topology;
   const int64_t tp = t != nullptr ? t->tensor_rank() : 0;
@@ -165,10 +173,7 @@ double Trainer::save_checkpoint(bool eval_due_now) {
   m.iteration = iteration_;
   m.consumed_samples = consumed_samples_;
   m.consumed_tokens = consumed_samples_ * seq;
-  // The evaluation of this iteration runs after the save: its samples count as read.
-  m.valid_consumed_samples =
-      valid_consumed_samples_ +
-      (eval_due_now ? recipe_.eval.iters * recipe_.batch.global_batch_size : 0);
+  m.valid_consumed_samples = valid_position(iteration_);
   m.optimizer_steps = zero_optimizer_ ? zero_optimizer_->steps() : optimizer_->steps();
   m.lr = schedule_->lr_at(consumed_samples_ * seq);
   m.global_batch_size = ramp_global_batch(recipe_.batch, consumed_samples_ * seq);

@@ -47,5 +47,7 @@ struct StageSpec {
 GPTConfig gpt_config_from(const Recipe& recipe);
 // The whole model as one stage.
 StageSpec full_model(const GPTConfig& config);
+// Stage `stage` of `pipeline` (an even share of the layers; the recipe checks that they divide).
+StageSpec pipeline_stage(const GPTConfig& config, int64_t pipeline, int64_t stage);
 
 }  // namespace mtnlg

@@ -28,6 +28,12 @@ StageSpec full_model(const GPTConfig& config) {
   return StageSpec{0, config.num_layers, true, true};
 }
 
+StageSpec pipeline_stage(const GPTConfig& config, int64_t pipeline, int64_t stage) {
+  MTNLG_CHECK(pipeline >= 1 && 0 <= stage && stage < pipeline && config.num_layers % pipeline == 0);
+  const int64_t per_stage = config.num_layers / pipeline;
+  return StageSpec{stage * per_stage, (stage + 1) * per_stage, stage == 0, stage == pipeline - 1};
+}
+
 std::string layer_param(int64_t layer, const std::string& suffix) {
   return "layers." + std::to_string(layer) + "." + suffix;
 }

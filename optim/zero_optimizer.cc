@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "optim/adamw.h"
+#include "optim/zero_partition.h"
 
 namespace mtnlg {
 
@@ -38,24 +39,17 @@ ZeroAdamW::ZeroAdamW(ParamRegistry& params, Backend& backend, const OptimizerCon
     MTNLG_CHECK_MSG(p.value.dtype() == dtype_,
                     "ZeroAdamW: parameter " << p.spec.name << " is " << dtype_name(p.value.dtype())
                                             << ", expected " << dtype_name(dtype_));
-    numel_ += p.value.numel();
   }
-  const int64_t dp = data_.size();
-  const int64_t padded = (numel_ + dp - 1) / dp * dp;
-  partition_size_ = padded / dp;
-  begin_ = data_.rank() * partition_size_;
-  const int64_t end = begin_ + partition_size_;
-
-  // The runs of [begin_, end) inside each parameter; padding past N belongs to none.
-  int64_t offset = 0;
-  for (size_t i = 0; i < all.size(); ++i) {
-    const int64_t n = all[i].value.numel();
-    const int64_t lo = std::max(offset, begin_), hi = std::min(offset + n, end);
-    if (lo < hi)
-      segments_.push_back({i, lo - offset, lo - begin_, hi - lo, all[i].spec.no_decay,
-                           all[i].spec.partition_dim >= 0});
-    offset += n;
-  }
+  std::vector<int64_t> numels;
+  for (const auto& p : all) numels.push_back(p.value.numel());
+  const ZeroPartition part = zero_partition(numels, data_.size(), data_.rank());
+  numel_ = part.numel;
+  partition_size_ = part.partition_size;
+  begin_ = part.begin;
+  const int64_t padded = partition_size_ * data_.size();
+  for (const ZeroSegment& z : part.segments)
+    segments_.push_back({z.param, z.in_param, z.in_part, z.length, all[z.param].spec.no_decay,
+                         all[z.param].spec.partition_dim >= 0});
 
   flat_ = Tensor::cpu({padded}, dtype_);
   part_ = Tensor::cpu({partition_size_}, dtype_);

@@ -32,11 +32,11 @@ void check_prediction(const std::string& config, std::vector<std::string> sets) 
   init_logging("warn");
   test::TempDir dir;
   write_corpus(dir.file("corpus"), 200, 512);
-  sets.insert(sets.end(),
-              {"data.blend=[{prefix: " + dir.file("corpus") + ", weight: 1}]",
-               "data.split=[1, 0, 0]", "schedule.train_iters=2", "schedule.train_tokens=0",
-               "schedule.decay_tokens=0", "schedule.warmup_tokens=0", "eval.interval=0",
-               "data.cache_dir=" + dir.file("cache")});
+  sets.insert(
+      sets.end(),
+      {"data.blend=[{prefix: " + dir.file("corpus") + ", weight: 1}]", "data.split=[1, 0, 0]",
+       "schedule.train_iters=2", "schedule.train_tokens=0", "schedule.decay_tokens=0",
+       "schedule.warmup_tokens=0", "eval.interval=0", "data.cache_dir=" + dir.file("cache")});
   const Recipe recipe = load_recipe(test::source_path("configs/" + config), sets);
   const Plan plan = make_plan(recipe, PlanOptions{});
   Trainer trainer(recipe, TrainerOptions{2, false});

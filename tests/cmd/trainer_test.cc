@@ -9,37 +9,14 @@
 
 #include "cmd/trainer.h"
 #include "core/logging.h"
-#include "data/indexed_dataset_builder.h"
 #include "optim/lr_schedule.h"
 #include "test_util.h"
+#include "tiny_corpus.h"
 
 using namespace mtnlg;
+using mtnlg::test::write_corpus;
 
 namespace {
-
-// A corpus with learnable structure: documents walk a fixed random successor table (each token
-// has two likely successors), so a model can push the loss well below log(vocab).
-void write_corpus(const std::string& prefix, int docs, int vocab, int max_token = -1) {
-  IndexedDatasetBuilder builder(prefix, TokenType::kUInt16);
-  std::mt19937 rng(7);
-  std::vector<int32_t> next_a(vocab), next_b(vocab);
-  for (int v = 0; v < vocab; ++v) {
-    next_a[v] = static_cast<int32_t>(rng() % vocab);
-    next_b[v] = static_cast<int32_t>(rng() % vocab);
-  }
-  for (int d = 0; d < docs; ++d) {
-    std::vector<int32_t> doc;
-    int32_t t = static_cast<int32_t>(rng() % vocab);
-    const int len = 20 + static_cast<int>(rng() % 60);
-    for (int i = 0; i < len; ++i) {
-      doc.push_back(t);
-      t = (rng() % 4 == 0) ? next_b[t] : next_a[t];
-    }
-    if (max_token >= 0 && d == docs - 1) doc.push_back(max_token);
-    builder.add_document(doc);
-  }
-  builder.finish();
-}
 
 Recipe tiny_recipe(const test::TempDir& dir, std::vector<std::string> extra = {}) {
   std::vector<std::string> sets = {"data.blend=[{prefix: " + dir.file("corpus") + ", weight: 1}]",

@@ -54,3 +54,24 @@ TEST_CASE("an unwritable metrics path is an I/O error naming it") {
     CHECK(e.context() == dir.file("file/metrics.jsonl"));
   }
 }
+
+TEST_CASE("a resumed run's metrics are cut back to the checkpoint - a torn last line goes too") {
+  test::TempDir d;
+  const std::string path = d.file("m.jsonl");
+  test::write_file(path,
+                   "{\"iteration\": 1, \"split\": \"train\"}\n"
+                   "{\"iteration\": 2, \"split\": \"train\"}\n"
+                   "{\"iteration\": 2, \"split\": \"valid\"}\n"
+                   "{\"iteration\": 3, \"split\": \"train\"}\n"
+                   "{\"iteration\": 4, \"spl");
+  CHECK(truncate_metrics_file(path, 2) == 2);
+  CHECK(test::read_file(path) ==
+        "{\"iteration\": 1, \"split\": \"train\"}\n"
+        "{\"iteration\": 2, \"split\": \"train\"}\n"
+        "{\"iteration\": 2, \"split\": \"valid\"}\n");
+  CHECK(truncate_metrics_file(path, 5) == 0);
+  CHECK(truncate_metrics_file(d.file("missing.jsonl"), 5) == 0);
+  test::write_file(path, "{\"iteration\": 1}\ngarbage\n{\"iteration\": 2}\n");
+  CHECK(truncate_metrics_file(path, 9) == 2);
+  CHECK(test::read_file(path) == "{\"iteration\": 1}\n");
+}

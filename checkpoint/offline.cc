@@ -1,0 +1,227 @@
+#include "checkpoint/offline.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/file_io.h"
+#include "checkpoint/hf_import.h"
+#include "checkpoint/manifest.h"
+#include "checkpoint/safetensors.h"
+#include "checkpoint/shard_io.h"
+#include "core/config/recipe.h"
+#include "core/metrics.h"
+#include "model/gpt_config.h"
+#include "model/gpt_params.h"
+#include "model/gpt_stage.h"
+#include "optim/adamw.h"
+#include "optim/zero_partition.h"
+
+namespace mtnlg {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string human_bytes(int64_t b) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f MiB", static_cast<double>(b) / 1048576.0);
+  return buf;
+}
+
+// The recipe the checkpoint was trained with, at another layout when overrides say so.
+Recipe checkpoint_recipe(const CheckpointManifest& m, const std::string& dir,
+                         const std::vector<std::string>& overrides = {}) {
+  return parse_recipe(m.recipe_yaml, overrides, (fs::path(dir) / kManifestFile).string());
+}
+
+}  // namespace
+
+std::string require_checkpoint(const std::string& path) {
+  const std::optional<std::string> dir = find_checkpoint(path);
+  if (!dir)
+    throw not_found(
+        "no committed checkpoint here; name a checkpoint root (checkpoint.dir) or one "
+        "of its iter_NNNNNNN directories",
+        path);
+  return *dir;
+}
+
+void inspect_checkpoint(const std::string& path, std::ostream& out) {
+  const std::string dir = require_checkpoint(path);
+  const CheckpointManifest m = read_manifest(dir);
+  int64_t bytes = 0;
+  for (const ManifestFile& f : m.files) bytes += f.bytes;
+  out << "checkpoint      " << dir << "\n"
+      << "format          " << m.format_version << "\n"
+      << "iteration       " << m.iteration << "\n"
+      << "consumed        " << m.consumed_samples << " samples, " << m.consumed_tokens
+      << " tokens (valid: " << m.valid_consumed_samples << " samples)\n"
+      << "layout          tensor " << m.tensor << " x pipeline " << m.pipeline << " x data "
+      << m.data << (m.zero_stage ? ", ZeRO-1" : "") << ", micro-batch " << m.micro_batch_size
+      << "\n"
+      << "model           " << m.model.num_layers << " layers, hidden " << m.model.hidden_size
+      << ", " << m.model.num_attention_heads << " heads, ffn " << m.model.ffn_hidden_size
+      << ", seq " << m.model.seq_length << ", vocab " << m.model.vocab_size << " (padded "
+      << m.model.padded_vocab_size << ")\n"
+      << "optimizer       " << (m.has_optimizer ? "AdamW moments" : "none") << ", "
+      << m.optimizer_steps << " steps, lr " << json_number(m.lr) << ", next global batch "
+      << m.global_batch_size << "\n"
+      << "rng             seed " << m.seed << ", data seed " << m.data_seed
+      << ", next micro-batch id " << m.next_micro_batch_id << "\n"
+      << "files           " << m.files.size() << ", " << human_bytes(bytes) << "\n";
+  for (const ManifestFile& f : m.files)
+    out << "  " << f.name << "  " << f.bytes << " bytes  " << checksum_text(f.xxh3) << "\n";
+  ShardIndex index(dir, m);
+  const std::vector<std::string> names = index.names("model_");
+  int64_t params = 0;
+  out << "tensors         " << names.size() << " parameters\n";
+  for (const std::string& n : names) {
+    const Shape s = index.global_shape(n);
+    params += shape_numel(s);
+    out << "  " << n << "  " << shape_str(s) << "\n";
+  }
+  out << "parameters      " << params << " (the tied LM head is the word embedding)\n";
+}
+
+void verify_checkpoint(const std::string& path, std::ostream& out) {
+  const std::string dir = require_checkpoint(path);
+  const CheckpointManifest m = read_manifest(dir);
+  ShardIndex index(dir, m);
+  index.verify_all();
+  for (const ManifestFile& f : m.files)
+    out << "ok  " << f.name << "  " << f.bytes << " bytes  " << checksum_text(f.xxh3) << "\n";
+  out << "checkpoint " << dir << " (iteration " << m.iteration << "): " << m.files.size()
+      << " files, every size and checksum as recorded\n";
+}
+
+void export_checkpoint_hf_gpt2(const std::string& path, const std::string& output) {
+  const std::string dir = require_checkpoint(path);
+  const CheckpointManifest m = read_manifest(dir);
+  const Recipe r = checkpoint_recipe(m, dir, {"parallel.tensor=1", "parallel.pipeline=1"});
+  const GPTConfig config = gpt_config_from(r);
+  const std::unique_ptr<Backend> backend = make_cpu_backend(0);
+  GPTStage model(config, full_model(config), *backend, DType::kF32, r.seed);
+  ShardIndex index(dir, m);
+  load_state(index, model.params().state(), *backend);
+  std::error_code ec;
+  const fs::path parent = fs::path(output).parent_path();
+  if (!parent.empty()) fs::create_directories(parent, ec);
+  if (ec) throw io_error("cannot create the output directory: " + ec.message(), parent.string());
+  SafetensorsWriter w(output);
+  w.add_metadata("format", "pt");
+  export_hf_gpt2(model, false, w);
+  w.commit();
+  // Hugging Face's GPT2Config for the same shape.
+  const std::string act = r.model.activation == Activation::kGelu ? "gelu" : "gelu_new";
+  JsonLine cfg;
+  cfg.add("model_type", "gpt2")
+      .add("vocab_size", r.model.vocab_size)
+      .add("n_positions", r.model.max_position_embeddings)
+      .add("n_ctx", r.model.max_position_embeddings)
+      .add("n_embd", r.model.hidden_size)
+      .add("n_layer", r.model.num_layers)
+      .add("n_head", r.model.num_attention_heads)
+      .add("n_inner", r.model.ffn_hidden_size)
+      .add("activation_function", act)
+      .add("layer_norm_epsilon", r.model.layernorm_epsilon)
+      .add("initializer_range", r.model.init_method_std)
+      .add("resid_pdrop", r.model.hidden_dropout)
+      .add("embd_pdrop", r.model.hidden_dropout)
+      .add("attn_pdrop", r.model.attention_dropout)
+      // GPT-2's end-of-text is its last token.
+      .add("bos_token_id", r.model.vocab_size - 1)
+      .add("eos_token_id", r.model.vocab_size - 1);
+  std::string text = cfg.str();
+  // Fields JsonLine has no type for.
+  text.insert(text.size() - 1,
+              ", \"architectures\": [\"GPT2LMHeadModel\"], "
+              "\"tie_word_embeddings\": true");
+  const fs::path config_path = fs::path(output).parent_path() / "config.json";
+  write_file_atomic(config_path.string(), text + "\n");
+}
+
+void convert_checkpoint(const std::string& path, const std::string& out_root, int64_t tensor,
+                        int64_t pipeline, int64_t data, int zero_stage) {
+  const std::string dir = require_checkpoint(path);
+  const CheckpointManifest src = read_manifest(dir);
+  if (zero_stage < 0) zero_stage = src.zero_stage;
+  // The recipe checks the layout: heads and the padded vocabulary divide by tensor, layers by
+  // pipeline, the batch by micro x data.
+  const Recipe r = checkpoint_recipe(
+      src, dir,
+      {"parallel.tensor=" + std::to_string(tensor), "parallel.pipeline=" + std::to_string(pipeline),
+       "parallel.data=" + std::to_string(data),
+       "parallel.zero_stage=" + std::to_string(zero_stage)});
+  std::error_code ec;
+  if (fs::exists(out_root, ec) && fs::equivalent(out_root, fs::path(dir).parent_path(), ec))
+    throw invalid_argument(
+        "--output is the checkpoint's own root; write the converted "
+        "checkpoint to another directory",
+        out_root);
+  prepare_root(out_root);
+  const std::string tmp = temp_dir_path(out_root, src.iteration);
+  fs::create_directories(tmp, ec);
+  if (ec) throw io_error("cannot create: " + ec.message(), tmp);
+  ShardIndex index(dir, src);
+  const std::unique_ptr<Backend> backend = make_cpu_backend(0);
+  CheckpointManifest out = src;
+  out.files.clear();
+  out.tensor = tensor;
+  out.pipeline = pipeline;
+  out.data = data;
+  out.zero_stage = zero_stage;
+  out.model.padded_vocab_size = r.padded_vocab_size();
+  out.recipe_yaml = recipe_to_yaml(r);
+  const auto write = [&](const std::string& name, const std::vector<StateTensor>& state,
+                         const ShardCoords& c) {
+    const FileDigest d = write_shard_file((fs::path(tmp) / name).string(), state, c);
+    out.files.push_back(ManifestFile{name, d.bytes, d.xxh3});
+  };
+  for (int64_t p = 0; p < pipeline; ++p) {
+    for (int64_t t = 0; t < tensor; ++t) {
+      GPTConfig config = gpt_config_from(r);
+      config.tp_rank = t;
+      ParamRegistry reg;
+      register_gpt_params(reg, config, pipeline_stage(config, pipeline, p));
+      reg.allocate(*backend, DType::kF32);
+      const std::vector<StateTensor> model = reg.state();
+      load_state(index, model, *backend);
+      write(model_file_name(t, p), model, ShardCoords{t, p, 0});
+      if (!src.has_optimizer) continue;
+      if (zero_stage == 1 && data > 1) {
+        std::vector<int64_t> numels;
+        for (const Param& q : reg.params()) numels.push_back(q.value.numel());
+        for (int64_t d = 0; d < data; ++d) {
+          std::vector<StateTensor> state;
+          for (const ZeroSegment& z : zero_partition(numels, data, d).segments) {
+            const ParamSpec& spec = reg.params()[z.param].spec;
+            for (const std::string& name : {exp_avg_name(spec.name), exp_avg_sq_name(spec.name)}) {
+              StateTensor s = shard_state(spec, name, Tensor::cpu({z.length}, DType::kF32));
+              s.flat_begin = z.in_param;
+              s.flat_end = z.in_param + z.length;
+              state.push_back(std::move(s));
+            }
+          }
+          load_state(index, state, *backend);
+          write(optim_file_name(t, p, d), state, ShardCoords{t, p, d});
+        }
+      } else {
+        std::vector<StateTensor> state;
+        for (const Param& q : reg.params())
+          for (const std::string& name : {exp_avg_name(q.spec.name), exp_avg_sq_name(q.spec.name)})
+            state.push_back(
+                shard_state(q.spec, name, Tensor::cpu(q.spec.local_shape, DType::kF32)));
+        load_state(index, state, *backend);
+        write(optim_file_name(t, p, 0), state, ShardCoords{t, p, 0});
+      }
+    }
+  }
+  std::sort(out.files.begin(), out.files.end(),
+            [](const ManifestFile& a, const ManifestFile& b) { return a.name < b.name; });
+  write_file_atomic((fs::path(tmp) / kManifestFile).string(), manifest_to_json(out));
+  commit_checkpoint(out_root, out.iteration);
+}
+
+}  // namespace mtnlg
