@@ -217,14 +217,18 @@ std::vector<const ShardIndex::Piece*> ShardIndex::pieces_of(const std::string& n
   const auto it = pieces_.find(name);
   if (it == pieces_.end()) return out;
   // Replicated copies of one box (a replicated parameter on every tensor rank, the tied embedding
-  // on the first and last stage): keep one replica's pieces, the lowest (tensor, pipeline) rank's.
+  // on the first and last stage): keep one replica's pieces (prefer_replica()).
   const auto same_box = [](const StateTensor& a, const StateTensor& b) {
     return a.start == b.start && a.shape == b.shape;
+  };
+  const auto rank_of = [&](const Piece& p) {
+    // The preferred replica sorts first.
+    return std::pair{p.replica != preferred_, p.replica};
   };
   for (const Piece& p : it->second) {
     bool best = true;
     for (const Piece& q : it->second)
-      if (same_box(p.where, q.where) && q.replica < p.replica) best = false;
+      if (same_box(p.where, q.where) && rank_of(q) < rank_of(p)) best = false;
     if (best) out.push_back(&p);
   }
   return out;

@@ -63,6 +63,14 @@ class ShardIndex {
   Shape global_shape(const std::string& name);
   // Checks every listed file's size and checksum (mtnlg-ckpt verify).
   void verify_all();
+  // Where a checkpoint holds replicas of one piece (a replicated parameter on every tensor rank,
+  // the tied word embeddings on the first and last stage), read the replica this (tensor,
+  // pipeline) rank saved when there is one: the copies may differ in the last bit (ZeRO-1 sums
+  // each copy's gradient in another order), and a resume in the same layout must be exact.
+  // Otherwise, and by default, the lowest (tensor, pipeline) rank's replica.
+  void prefer_replica(int64_t tensor_rank, int64_t pipeline_rank) {
+    preferred_ = {tensor_rank, pipeline_rank};
+  }
 
  private:
   struct Piece;
@@ -77,6 +85,7 @@ class ShardIndex {
   std::vector<std::unique_ptr<File>> files_;  // one per manifest file, opened lazily
   std::map<std::string, std::vector<Piece>> pieces_;
   std::map<std::string, bool> opened_prefixes_;
+  std::pair<int64_t, int64_t> preferred_{-1, -1};
 };
 
 }  // namespace mtnlg

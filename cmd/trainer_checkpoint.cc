@@ -118,6 +118,7 @@ void Trainer::load_start_checkpoint() {
   const auto t0 = std::chrono::steady_clock::now();
   const CheckpointManifest& m = *start_manifest_;
   ShardIndex index(start_checkpoint_, m);
+  index.prefer_replica(options_.topology != nullptr ? options_.topology->tensor_rank() : 0, stage_);
   load_state(index, model_->params().state(), *backend_);
   if (start_full_) {
     if (zero_optimizer_) {

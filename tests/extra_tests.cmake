@@ -132,3 +132,22 @@ if(MTNLG_MPIRUN)
     COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/train_kill_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
   set_tests_properties(train_rank_killed_mid_run PROPERTIES TIMEOUT 180)
 endif()
+
+# Checkpoints end to end: exact resume in three layouts, the reshard chain, offline convert and
+# export round trips (resume_train_test.sh); stop signals and the time budget exit 75 and resume
+# (stop_signal_test.sh); kill -9 during saves (ckpt_kill_test.sh); bad checkpoints and a full
+# disk (ckpt_errors_test.sh).
+if(MTNLG_MPIRUN)
+  add_test(NAME checkpoint_resume_and_reshard
+    COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/resume_train_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+  set_tests_properties(checkpoint_resume_and_reshard PROPERTIES TIMEOUT 600)
+  add_test(NAME checkpoint_stop_signals
+    COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/stop_signal_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+  set_tests_properties(checkpoint_stop_signals PROPERTIES TIMEOUT 600)
+endif()
+add_test(NAME checkpoint_kill9_during_saves
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/ckpt_kill_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(checkpoint_kill9_during_saves PROPERTIES TIMEOUT 600)
+add_test(NAME checkpoint_bad_input
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/ckpt_errors_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(checkpoint_bad_input PROPERTIES TIMEOUT 300)

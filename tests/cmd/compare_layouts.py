@@ -1,13 +1,14 @@
 #!/usr/bin/python3
 """Compares the metrics of runs of one recipe under different parallel layouts.
 
-Usage: compare_layouts.py DIR REF:OTHER [REF:OTHER ...]
+Usage: compare_layouts.py [--exact] DIR REF:OTHER [REF:OTHER ...]
 DIR/NAME/metrics.jsonl holds each run's metrics. For every pair, each train iteration's loss
 must agree within 1e-4 and grad norm within 1e-3 (relative), consumed samples exactly, and the
 valid losses (when the runs evaluated) within 1e-4. Float32 sums in another order differ by
 ~1e-7 relative per step and training amplifies that a little over 20 iterations; a real error
 (a missing or doubled all-reduce, a shard initialised or counted wrongly, the wrong samples) is
-off by percents. Exits 1 on any mismatch.
+off by percents. --exact: every loss and grad norm must be bit-identical instead (a resumed run
+in the layout that saved, against the run that never stopped). Exits 1 on any mismatch.
 """
 import json
 import sys
@@ -18,7 +19,7 @@ def load(directory, name, split):
         return [json.loads(line) for line in f if f'"split": "{split}"' in line]
 
 
-def compare(directory, ref, other):
+def compare(directory, ref, other, exact):
     failures = 0
     a, b = load(directory, ref, "train"), load(directory, other, "train")
     if not a or len(a) != len(b):
@@ -27,7 +28,7 @@ def compare(directory, ref, other):
     for x, y in zip(a, b):
         for key, tol in (("loss", 1e-4), ("grad_norm", 1e-3)):
             rel = abs(x[key] - y[key]) / abs(x[key])
-            if rel > tol:
+            if (x[key] != y[key]) if exact else (rel > tol):
                 failures += 1
                 print(f"FAIL {other} vs {ref} iteration {x['iteration']}: {key} {y[key]} vs "
                       f"{x[key]} (rel {rel:.2e})")
@@ -39,23 +40,28 @@ def compare(directory, ref, other):
         print(f"FAIL {other} vs {ref}: {len(vb)} vs {len(va)} valid lines")
         return failures + 1
     for x, y in zip(va, vb):
-        if abs(x["loss"] - y["loss"]) / abs(x["loss"]) > 1e-4:
+        if x["iteration"] != y["iteration"] or (
+                x["loss"] != y["loss"] if exact else abs(x["loss"] - y["loss"]) / abs(x["loss"]) > 1e-4):
             failures += 1
             print(f"FAIL {other} vs {ref} validation at {x['iteration']}: {y['loss']} vs "
                   f"{x['loss']}")
     if failures == 0:
-        print(f"ok: {other} matches {ref} over {len(a)} iterations "
+        print(f"ok: {other} matches {ref}{' bit for bit' if exact else ''} over {len(a)} iterations "
               f"(last loss {b[-1]['loss']:.6f} vs {a[-1]['loss']:.6f})")
     return failures
 
 
 def main():
-    if len(sys.argv) < 3:
+    args = sys.argv[1:]
+    exact = bool(args) and args[0] == "--exact"
+    if exact:
+        args = args[1:]
+    if len(args) < 2:
         sys.exit(__doc__)
     failures = 0
-    for pair in sys.argv[2:]:
+    for pair in args[1:]:
         ref, other = pair.split(":")
-        failures += compare(sys.argv[1], ref, other)
+        failures += compare(args[0], ref, other, exact)
     sys.exit(1 if failures else 0)
 
 

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# kill -9 at random moments of checkpoint saves: mtnlg-train saves every iteration
+# (checkpoint.save_interval: 1, keep_last: 2, synchronous and asynchronous saves alternating) and
+# is SIGKILLed after a random 0.1-0.7 s, over and over, resuming each time, until at least 20 kills
+# have landed in runs that were saving. After every kill, every committed iter_ directory verifies
+# (mtnlg-ckpt verify: each file present with its size and checksum) and the next run resumes from
+# the latest; at the end the run is finished and its metrics equal, bit for bit, those of a run
+# that was never killed.
+# Usage: tests/cmd/ckpt_kill_test.sh BUILD_DIR SOURCE_DIR
+set -euo pipefail
+source "$2/tests/cmd/layout_lib.sh"
+layout_setup "$1" "$2"
+ckpt=$1/mtnlg-ckpt
+dir=$tmp/killed/ckpt
+# hidden 256: a 20 MB checkpoint, so that most of the time goes to saving.
+model=(--set model.hidden_size=256 --set schedule.train_iters=400 --set schedule.decay_tokens=60000)
+ck=(--set checkpoint.dir="$dir" --set checkpoint.resume=true --set checkpoint.keep_last=2)
+args=("${model[@]}" "${ck[@]}" --set checkpoint.save_interval=1)
+
+landed=0 attempts=0 last=0
+while ((landed < 20)); do
+  ((++attempts <= 80)) || { echo "FAIL: only $landed kills landed in $attempts attempts"; exit 1; }
+  async=$([[ $((attempts % 2)) == 0 ]] && echo true || echo false)
+  # The trainer itself in the background (not a shell around it), so that the kill lands on it.
+  "$bin" --config configs/tiny.yaml --threads 1 --log-level warn \
+    --set "data.blend=[{prefix: $tmp/corpus, weight: 1}]" --set data.cache_dir="$tmp/cache" \
+    --set logging.metrics_file="$tmp/killed/metrics.jsonl" "${args[@]}" \
+    --set checkpoint.async=$async >/dev/null 2>&1 &
+  pid=$!
+  sleep "0.$((1 + RANDOM % 6))$((RANDOM % 10))"
+  kill -9 "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  # Every committed checkpoint is whole.
+  for d in "$dir"/iter_*; do
+    [[ $d != *.tmp && -e $d/manifest.json ]] || continue
+    "$ckpt" verify "$d" >/dev/null || { echo "FAIL: $d does not verify after kill $attempts"; exit 1; }
+  done
+  now=$(cat "$dir/latest_checkpointed_iteration.txt" 2>/dev/null || echo 0)
+  ((now > last)) && landed=$((landed + 1))
+  last=$now
+  ((now < 400)) || { echo "FAIL: the run finished before it was killed; slow it down"; exit 1; }
+done
+echo "ok: $landed of $attempts kills landed in a saving run; latest checkpoint: iteration $last"
+leftover=$(ls -a "$dir" | grep -c '\.tmp$\|^\.deleting' || true)
+echo "temporaries left by the last kill: $leftover (removed at the next start)"
+run_layout killed 1 "${model[@]}" "${ck[@]}"  # to the end, saving only there
+[[ -z $(ls -a "$dir" | grep '\.tmp$\|^\.deleting' || true) ]]
+run_layout whole 1 "${model[@]}"
+/usr/bin/python3 tests/cmd/compare_layouts.py --exact "$tmp" whole:killed
+echo "ckpt_kill_test: ok"
