@@ -70,6 +70,13 @@ add_test(NAME slurm_srun_dp_train
           ${PROJECT_SOURCE_DIR} srun)
 set_tests_properties(slurm_srun_dp_train PROPERTIES TIMEOUT 300
   ENVIRONMENT "SLURM_CONF=${mtnlg_slurm_dir}/slurm.conf" FIXTURES_REQUIRED slurm_cluster)
+# Preemption under Slurm: small.sbatch signalled (USR1 to the batch shell), saved, requeued, resumed,
+# bit for bit the run that never stopped.
+add_test(NAME slurm_requeue_resume
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/slurm_requeue_test.sh ${PROJECT_BINARY_DIR}
+          ${PROJECT_SOURCE_DIR})
+set_tests_properties(slurm_requeue_resume PROPERTIES TIMEOUT 300
+  ENVIRONMENT "SLURM_CONF=${mtnlg_slurm_dir}/slurm.conf" FIXTURES_REQUIRED slurm_cluster)
 add_test(NAME slurm_cluster_stop
   COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/slurm/cluster.sh stop --dir ${mtnlg_slurm_dir})
 set_tests_properties(slurm_cluster_stop PROPERTIES TIMEOUT 60 FIXTURES_CLEANUP slurm_cluster)

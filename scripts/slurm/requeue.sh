@@ -1,0 +1,36 @@
+# Sourced by the sbatch files: runs the training step so that a preempted job comes back.
+#
+#   srun_requeueable srun ... mtnlg-train ...
+#
+# Runs the step in the background and waits for it. SIGUSR1 (sbatch --signal=B:USR1@180: Slurm
+# warns the batch shell 180 s before the time limit) and SIGTERM (scancel, preemption) reach this
+# shell only; they are forwarded to the step as SIGUSR1, which srun passes to every task:
+# mtnlg-train saves a checkpoint at the next iteration boundary and exits 75. On 75 the job
+# requeues itself (scontrol requeue; the job needs --requeue) and the next run continues from the
+# checkpoint (the recipe's checkpoint.resume: true). Any other status is the job's.
+# MTNLG_MAX_REQUEUES (default 100) bounds the chain (SLURM_RESTART_COUNT counts it).
+srun_requeueable() {
+  "$@" &
+  local step=$!
+  # Forwarded as USR1: srun relays it to the tasks as is (a SIGTERM to srun would end the step).
+  trap 'echo "requeue.sh: $(date +%T) stop signal: forwarding SIGUSR1 to the training step"; kill -USR1 "$step" 2>/dev/null' USR1 TERM
+  local status=0
+  while :; do
+    wait "$step" && status=0 || status=$?
+    # A trapped signal interrupts wait (status > 128) while the step goes on: wait again.
+    kill -0 "$step" 2>/dev/null || break
+  done
+  trap - USR1 TERM
+  if [[ $status == 75 ]]; then
+    local restarts=${SLURM_RESTART_COUNT:-0}
+    if ((restarts >= ${MTNLG_MAX_REQUEUES:-100})); then
+      echo "requeue.sh: stopped with a checkpoint (exit 75) after $restarts requeues" \
+        "(MTNLG_MAX_REQUEUES); resubmit to continue" >&2
+    elif [[ -n ${SLURM_JOB_ID:-} ]]; then
+      echo "requeue.sh: $(date +%T) checkpoint saved (exit 75): requeueing job $SLURM_JOB_ID" \
+        "(restart $((restarts + 1)))"
+      scontrol requeue "$SLURM_JOB_ID"
+    fi
+  fi
+  return "$status"
+}
