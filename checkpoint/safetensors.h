@@ -49,6 +49,8 @@ class SafetensorsFile {
   const SafetensorsEntry& entry(const std::string& name) const;
   // The tensor's bytes in the mapping (valid while this object lives).
   std::span<const std::byte> raw(const std::string& name) const;
+  // The whole file's bytes (checksums).
+  std::span<const std::byte> file_bytes() const { return {map_, map_bytes_}; }
 
   // A new CPU tensor holding `name` converted to `dtype`:
   //   kF32 / kF64 from F64, F32, F16, BF16, I64, I32 (integers convert exactly up to 2^24 / 2^53);

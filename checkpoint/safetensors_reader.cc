@@ -156,6 +156,9 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   if (m == MAP_FAILED) throw io_error(std::string("cannot mmap: ") + std::strerror(map_err), path);
   map_ = static_cast<const std::byte*>(m);
   map_bytes_ = size;
+  // Readers go through the file front to back: read ahead aggressively (a checkpoint load is
+  // bound by this).
+  ::madvise(m, size, MADV_SEQUENTIAL);
 
   try {
     uint64_t n = 0;

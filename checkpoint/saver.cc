@@ -85,6 +85,22 @@ SaveStats CheckpointSaver::last_finished() const {
   return finished_;
 }
 
+Tensor& CheckpointSaver::staging(size_t k, const Tensor& like) {
+  if (k >= staging_.size()) staging_.resize(k + 1);
+  Tensor& host = staging_[k];
+  if (!host.defined() || host.shape() != like.shape() || host.dtype() != like.dtype())
+    host = Tensor::cpu(like.shape(), like.dtype());  // zero-filled: its pages are touched now
+  return host;
+}
+
+void CheckpointSaver::reserve(const RankShards& shards) {
+  if (!async_) return;
+  size_t k = 0;
+  for (const auto* list : {&shards.model, &shards.optim})
+    for (const StateTensor& s : *list) staging(k++, s.tensor);
+  staging_.resize(k);
+}
+
 SaveStats CheckpointSaver::save(RankShards shards, CheckpointManifest manifest, Backend& backend) {
   const auto t0 = Clock::now();
   wait();  // at most one in flight; a failed previous save stops training here
@@ -100,13 +116,15 @@ SaveStats CheckpointSaver::save(RankShards shards, CheckpointManifest manifest, 
   }
   // Snapshot: the background thread writes copies, training goes on with the originals.
   backend.synchronize();
+  size_t k = 0;
   for (auto* list : {&shards.model, &shards.optim}) {
     for (StateTensor& s : *list) {
-      Tensor host = Tensor::cpu(s.tensor.shape(), s.tensor.dtype());
+      Tensor& host = staging(k++, s.tensor);
       backend.copy(host, s.tensor);
       s.tensor = host;
     }
   }
+  staging_.resize(k);
   backend.synchronize();
   stats.stall_ms = seconds_since(t0) * 1e3;
   done_.store(false);

@@ -15,7 +15,8 @@
 // failure at the next iteration boundary, wait() joins (end of training, preemption).
 //
 // Ownership: borrows the communicator (null: one process), which only this object's thread uses
-// while a save is in flight. Not thread-safe (the trainer's thread calls it).
+// while a save is in flight. Asynchronous saves keep one host copy of this rank's state between
+// saves (the memory cost of not stalling). Not thread-safe (the trainer's thread calls it).
 #pragma once
 
 #include <atomic>
@@ -61,6 +62,9 @@ class CheckpointSaver {
   // Saves `shards` as iteration manifest.iteration (collective over the save group). Rank 0's
   // `manifest` is the one written (its files list is filled in here).
   SaveStats save(RankShards shards, CheckpointManifest manifest, Backend& backend);
+  // Asynchronous saves: allocates (and touches) the host copies for state shaped as `shards` now,
+  // at start, so that no save pays for the allocation as stall. No-op for synchronous saves.
+  void reserve(const RankShards& shards);
   // Rethrows the failure of a finished asynchronous save; never blocks.
   void check();
   // Blocks until no save is in flight; rethrows its failure.
@@ -70,6 +74,8 @@ class CheckpointSaver {
 
  private:
   void write_and_commit(const RankShards& shards, CheckpointManifest manifest, SaveStats stats);
+  // The k-th staging tensor, (re)allocated to `like`'s shape and dtype.
+  Tensor& staging(size_t k, const Tensor& like);
   void join();
 
   std::string root_;
@@ -81,6 +87,9 @@ class CheckpointSaver {
   mutable std::mutex mu_;
   std::exception_ptr error_;  // guarded by mu_
   SaveStats finished_;        // guarded by mu_
+  // Asynchronous saves: host copies of the state, reused from save to save (no save is in flight
+  // when save() fills them), so that a save's stall is one copy, not an allocation.
+  std::vector<Tensor> staging_;
 };
 
 }  // namespace mtnlg

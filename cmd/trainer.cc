@@ -207,6 +207,7 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
     saver_ = std::make_unique<CheckpointSaver>(
         recipe_.checkpoint.dir, recipe_.checkpoint.keep_last, recipe_.checkpoint.async,
         options_.groups != nullptr ? options_.groups->checkpoint.get() : nullptr);
+  if (saver_ && recipe_.checkpoint.async) saver_->reserve(rank_shards());
   if (options_.write_files && is_logging_rank_) {
     // A resumed run continues its metrics file from the checkpoint's iteration.
     const bool resumed = start_full_ && iteration_ > 0;

@@ -39,6 +39,7 @@ class ZeroAdamW;
 class LrSchedule;
 class MetricsWriter;
 class CheckpointSaver;
+struct RankShards;
 struct CheckpointManifest;
 class Loader;
 class SampleSource;
@@ -124,6 +125,8 @@ class Trainer {
   void load_start_checkpoint();
   // Collective over the world: true when any rank got a stop signal or ran out of time.
   bool agree_to_stop();
+  // What this rank saves (borrowing the live tensors).
+  RankShards rank_shards();
   // The validation loader's position once `iteration` iterations are done.
   int64_t valid_position(int64_t iteration) const;
   void log_memory(const char* when) const;

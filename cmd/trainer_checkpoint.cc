@@ -9,6 +9,7 @@
 #include "cmd/trainer.h"
 #include "core/logging.h"
 #include "core/stop_signal.h"
+#include "model/gpt_config.h"
 #include "model/gpt_stage.h"
 #include "optim/adamw.h"
 #include "optim/batch_ramp.h"
@@ -23,16 +24,9 @@ namespace {
 
 // The model keys a checkpoint's tensors depend on.
 ManifestModel manifest_model(const Recipe& r) {
-  ManifestModel m;
-  m.num_layers = r.model.num_layers;
-  m.hidden_size = r.model.hidden_size;
-  m.num_attention_heads = r.model.num_attention_heads;
-  m.ffn_hidden_size = r.model.ffn_hidden_size;
-  m.seq_length = r.model.seq_length;
-  m.max_position_embeddings = r.model.max_position_embeddings;
-  m.vocab_size = r.model.vocab_size;
-  m.padded_vocab_size = r.padded_vocab_size();
-  return m;
+  const GPTConfig c = gpt_config_from(r);
+  return ManifestModel{c.num_layers, c.hidden,        c.heads, c.ffn,
+                       c.seq,        c.max_positions, c.vocab, c.padded_vocab};
 }
 
 // A checkpoint of another model shape is an error naming the key (and, for a resume, a changed
@@ -150,8 +144,7 @@ int64_t Trainer::valid_position(int64_t iteration) const {
   return iteration / recipe_.eval.interval * recipe_.eval.iters * recipe_.batch.global_batch_size;
 }
 
-double Trainer::save_checkpoint() {
-  MTNLG_CHECK(saver_ != nullptr);
+RankShards Trainer::rank_shards() {
   const Topology* t = options_.topology;
   const int64_t tp = t != nullptr ? t->tensor_rank() : 0;
   RankShards shards;
@@ -169,6 +162,12 @@ double Trainer::save_checkpoint() {
     shards.optim_file = optim_file_name(tp, stage_, data_rank_);
     shards.optim = optimizer_->state();
   }
+  return shards;
+}
+
+double Trainer::save_checkpoint() {
+  MTNLG_CHECK(saver_ != nullptr);
+  RankShards shards = rank_shards();
   CheckpointManifest m;
   const int64_t seq = recipe_.model.seq_length;
   m.iteration = iteration_;
