@@ -94,20 +94,23 @@ else
   pattern="File too large"
 fi
 before=$(cat "$full/ck/latest_checkpointed_iteration.txt")
-out=$( (
-  trap '' XFSZ
-  [[ -n $limit ]] && ulimit -f "$limit"
-  run_layout full 1 $(resume "$full/ck") --set checkpoint.save_interval=1
-) 2>&1)
-rc=$?
-if [[ $rc != 4 ]] || ! grep -q "$pattern" <<<"$out"; then
-  fail "save on $kind: exit $rc: $out"
-else
-  echo "ok: save on $kind: exit 4: $(grep -m1 "$pattern" <<<"$out" | cut -c1-200)"
-fi
-[[ $(cat "$full/ck/latest_checkpointed_iteration.txt") == "$before" ]] || fail "latest moved"
-"$ckpt" verify "$full/ck" >/dev/null || fail "the previous checkpoint does not verify after $kind"
-[[ -z $(ls "$full/ck" | grep '\.tmp$') ]] || fail "a temporary directory was left on $kind"
+for async in false true; do # a failed background save stops training too
+  out=$( (
+    trap '' XFSZ
+    [[ -n $limit ]] && ulimit -f "$limit"
+    run_layout "full-$async" 1 $(resume "$full/ck") --set checkpoint.save_interval=1 \
+      --set checkpoint.async=$async
+  ) 2>&1)
+  rc=$?
+  if [[ $rc != 4 ]] || ! grep -q "$pattern" <<<"$out"; then
+    fail "save on $kind (async $async): exit $rc: $out"
+  else
+    echo "ok: save on $kind (async $async): exit 4: $(grep -m1 "$pattern" <<<"$out" | cut -c1-200)"
+  fi
+  [[ $(cat "$full/ck/latest_checkpointed_iteration.txt") == "$before" ]] || fail "latest moved"
+  "$ckpt" verify "$full/ck" >/dev/null || fail "the previous checkpoint does not verify after $kind"
+  [[ -z $(ls "$full/ck" | grep '\.tmp$') ]] || fail "a temporary directory was left on $kind"
+done
 umount "$full" 2>/dev/null
 
 # mtnlg-ckpt's command line.
