@@ -101,13 +101,16 @@ void CheckpointSaver::reserve(const RankShards& shards) {
   staging_.resize(k);
 }
 
-SaveStats CheckpointSaver::save(RankShards shards, CheckpointManifest manifest, Backend& backend) {
+SaveStats CheckpointSaver::save(RankShards shards, CheckpointManifest manifest, Backend& backend,
+                                const std::function<void(double)>& before_commit) {
   const auto t0 = Clock::now();
   wait();  // at most one in flight; a failed previous save stops training here
   SaveStats stats;
   stats.iteration = manifest.iteration;
   if (!async_) {
-    write_and_commit(shards, std::move(manifest), stats);
+    write_and_commit(shards, std::move(manifest), stats, [&] {
+      if (before_commit) before_commit(seconds_since(t0) * 1e3);
+    });
     stats = last_finished();
     stats.stall_ms = seconds_since(t0) * 1e3;
     std::lock_guard<std::mutex> lock(mu_);
@@ -127,6 +130,7 @@ SaveStats CheckpointSaver::save(RankShards shards, CheckpointManifest manifest, 
   staging_.resize(k);
   backend.synchronize();
   stats.stall_ms = seconds_since(t0) * 1e3;
+  if (before_commit) before_commit(stats.stall_ms);
   done_.store(false);
   thread_ = std::thread(
       [this, shards = std::move(shards), manifest = std::move(manifest), stats]() mutable {
@@ -142,7 +146,8 @@ SaveStats CheckpointSaver::save(RankShards shards, CheckpointManifest manifest, 
 }
 
 void CheckpointSaver::write_and_commit(const RankShards& shards, CheckpointManifest manifest,
-                                       SaveStats stats) {
+                                       SaveStats stats,
+                                       const std::function<void()>& before_commit) {
   const int64_t iteration = manifest.iteration;
   const int rank = comm_ != nullptr ? comm_->rank() : 0;
   const int world = comm_ != nullptr ? comm_->size() : 1;
@@ -190,6 +195,8 @@ void CheckpointSaver::write_and_commit(const RankShards& shards, CheckpointManif
   int64_t failed_rank = -1;
   for (int r = 0; r < world && failed_rank < 0; ++r)
     if (get<int64_t>(records + static_cast<size_t>(r) * kRecordWords) != 1) failed_rank = r;
+
+  if (failed_rank < 0 && before_commit) before_commit();
 
   // 3. Rank 0 commits.
   Tensor outcome = Tensor::cpu({2}, DType::kF64);

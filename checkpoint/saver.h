@@ -22,6 +22,7 @@
 #include <atomic>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -60,8 +61,12 @@ class CheckpointSaver {
   CheckpointSaver& operator=(const CheckpointSaver&) = delete;
 
   // Saves `shards` as iteration manifest.iteration (collective over the save group). Rank 0's
-  // `manifest` is the one written (its files list is filled in here).
-  SaveStats save(RankShards shards, CheckpointManifest manifest, Backend& backend);
+  // `manifest` is the one written (its files list is filled in here). `before_commit(stall_ms)`,
+  // if given, runs on this thread once the state is safe and before the commit (sync: after
+  // every rank's files are written; async: after the copy): the trainer writes the iteration's
+  // metrics lines there, so that a committed checkpoint always has them on disk.
+  SaveStats save(RankShards shards, CheckpointManifest manifest, Backend& backend,
+                 const std::function<void(double)>& before_commit = {});
   // Asynchronous saves: allocates (and touches) the host copies for state shaped as `shards` now,
   // at start, so that no save pays for the allocation as stall. No-op for synchronous saves.
   void reserve(const RankShards& shards);
@@ -73,7 +78,8 @@ class CheckpointSaver {
   SaveStats last_finished() const;
 
  private:
-  void write_and_commit(const RankShards& shards, CheckpointManifest manifest, SaveStats stats);
+  void write_and_commit(const RankShards& shards, CheckpointManifest manifest, SaveStats stats,
+                        const std::function<void()>& before_commit = {});
   // The k-th staging tensor, (re)allocated to `like`'s shape and dtype.
   Tensor& staging(size_t k, const Tensor& like);
   void join();

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "checkpoint/hf_import.h"
 #include "checkpoint/manifest.h"
@@ -330,6 +331,13 @@ IterationStats Trainer::step() {
 }
 
 EvalStats Trainer::evaluate() {
+  EvalStats e = compute_evaluation();
+  log_evaluation(e);
+  evaluations_.push_back(e);
+  return e;
+}
+
+EvalStats Trainer::compute_evaluation() {
   MTNLG_CHECK(valid_loader_ != nullptr);
   const int64_t micro = recipe_.parallel.micro_batch_size, seq = recipe_.model.seq_length;
   const int64_t steps =
@@ -352,6 +360,11 @@ EvalStats Trainer::evaluate() {
   e.samples = steps * micro * data_size_;
   e.loss = sum_over_data(sum_over_pipeline(loss_sum)) / static_cast<double>(e.samples * seq);
   e.ppl = std::exp(e.loss);
+  return e;
+}
+
+void Trainer::log_evaluation(const EvalStats& e) {
+  const int64_t seq = recipe_.model.seq_length;
   if (metrics_) {
     JsonLine line;
     line.add("iteration", e.iteration)
@@ -366,8 +379,6 @@ EvalStats Trainer::evaluate() {
   if (is_logging_rank_)
     spdlog::info("validation after iteration {} | loss {:.4f} | ppl {:.3f} | {} samples",
                  e.iteration, e.loss, e.ppl, e.samples);
-  evaluations_.push_back(e);
-  return e;
 }
 
 void Trainer::log_iteration(const IterationStats& s) {
@@ -391,7 +402,9 @@ void Trainer::log_iteration(const IterationStats& s) {
   }
   if (is_logging_rank_ && (s.iteration % recipe_.logging.interval == 0 ||
                            s.iteration == total_iters_ || s.iteration == 1)) {
-    const double left = train_seconds_ / static_cast<double>(s.iteration) *
+    // Time per iteration of this process (a resumed run started at start_iteration_).
+    const double left = train_seconds_ /
+                        static_cast<double>(std::max<int64_t>(1, s.iteration - start_iteration_)) *
                         static_cast<double>(total_iters_ - s.iteration);
     spdlog::info(
         "iteration {:>6}/{} | loss {:.4f} | lr {:.3e} | batch {} | grad norm {:.3f} | "
@@ -462,7 +475,8 @@ std::vector<IterationStats> Trainer::run() {
                recipe_.batch.rampup.start > 0
                    ? " (batch ramp from " + std::to_string(recipe_.batch.rampup.start) + ")"
                    : std::string());
-  if (iteration_ > 0)
+  start_iteration_ = iteration_;
+  if (iteration_ > 0 && iteration_ < total_iters_)
     spdlog::info("continuing at iteration {} of {} ({} samples consumed)", iteration_ + 1,
                  total_iters_, consumed_samples_);
   const int64_t interval = recipe_.eval.interval;
@@ -472,15 +486,26 @@ std::vector<IterationStats> Trainer::run() {
     const bool stop = agree_to_stop();
     const bool eval_due =
         interval > 0 && (iteration_ % interval == 0 || iteration_ == total_iters_);
+    std::optional<EvalStats> eval;
+    if (eval_due) eval = compute_evaluation();
+    // The iteration's metrics lines are written before its checkpoint is committed: a kill after
+    // the commit never loses them, one before it loses the checkpoint and the resume cuts them.
+    const auto write_lines = [&] {
+      log_iteration(s);
+      if (eval) log_evaluation(*eval);
+    };
     if (saver_ && (stop || iteration_ == total_iters_ ||
                    (save_interval > 0 && iteration_ % save_interval == 0))) {
-      s.checkpoint_stall_ms = save_checkpoint();
-    } else if (saver_) {
-      saver_->check();  // a failed background save stops training here
+      save_checkpoint([&](double stall_ms) {
+        s.checkpoint_stall_ms = stall_ms;
+        write_lines();
+      });
+    } else {
+      if (saver_) saver_->check();  // a failed background save stops training here
+      write_lines();
     }
-    log_iteration(s);
     all.push_back(s);
-    if (eval_due) evaluate();
+    if (eval) evaluations_.push_back(*eval);
     if (stop) break;
   }
   if (saver_) saver_->wait();  // the last save is committed before the run ends

@@ -23,6 +23,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -104,7 +105,9 @@ class Trainer {
   int64_t iteration() const { return iteration_; }  // completed iterations (a resume starts here)
   int64_t consumed_samples() const { return consumed_samples_; }
   // Saves a checkpoint of the current iteration now (collective); the stall in ms.
-  double save_checkpoint();
+  // before_commit(stall_ms) runs once the state is safe (sync: every rank's files written; async:
+  // copied) and before the checkpoint is committed (see CheckpointSaver::save).
+  double save_checkpoint(const std::function<void(double)>& before_commit = {});
   // The loss on the next eval.iters global batches of the valid split (forward only).
   EvalStats evaluate();
   const std::vector<EvalStats>& evaluations() const { return evaluations_; }
@@ -119,6 +122,8 @@ class Trainer {
  private:
   IterationStats step();  // train_step without the metrics line
   void log_iteration(const IterationStats& s);
+  EvalStats compute_evaluation();  // evaluate() without its metrics line
+  void log_evaluation(const EvalStats& e);
   // Checkpoint to start from (before the loaders: the data position is in its manifest).
   void find_start_checkpoint();
   // Its tensors (after the model and the optimizer exist).
@@ -156,6 +161,7 @@ class Trainer {
   std::vector<EvalStats> evaluations_;
   int64_t total_iters_ = 0;
   int64_t iteration_ = 0;
+  int64_t start_iteration_ = 0;  // where run() began (a resume's checkpoint)
   int64_t consumed_samples_ = 0;
   int64_t valid_consumed_samples_ = 0;  // the valid loader's position
   // Checkpointing: the saver (checkpoint.dir set), the checkpoint this run starts from.

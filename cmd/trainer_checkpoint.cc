@@ -165,7 +165,7 @@ RankShards Trainer::rank_shards() {
   return shards;
 }
 
-double Trainer::save_checkpoint() {
+double Trainer::save_checkpoint(const std::function<void(double)>& before_commit) {
   MTNLG_CHECK(saver_ != nullptr);
   RankShards shards = rank_shards();
   CheckpointManifest m;
@@ -187,7 +187,7 @@ double Trainer::save_checkpoint() {
   m.micro_batch_size = recipe_.parallel.micro_batch_size;
   m.model = manifest_model(recipe_);
   m.recipe_yaml = recipe_to_yaml(recipe_);
-  const SaveStats stats = saver_->save(std::move(shards), std::move(m), *backend_);
+  const SaveStats stats = saver_->save(std::move(shards), std::move(m), *backend_, before_commit);
   last_saved_iteration_ = iteration_;
   return stats.stall_ms;
 }

@@ -3,8 +3,8 @@
 # (checkpoint.save_interval: 1, keep_last: 2, synchronous and asynchronous saves alternating) and
 # is SIGKILLed after a random 0.1-0.7 s, over and over, resuming each time, until at least 20 kills
 # have landed in runs that were saving. After every kill, every committed iter_ directory verifies
-# (mtnlg-ckpt verify: each file present with its size and checksum) and the next run resumes from
-# the latest; at the end the run is finished and its metrics equal, bit for bit, those of a run
+# (mtnlg-ckpt verify: each file present with its size and checksum), the metrics file holds a line
+# for every iteration up to the committed one, and the next run resumes from the latest; at the end the run is finished and its metrics equal, bit for bit, those of a run
 # that was never killed.
 # Usage: tests/cmd/ckpt_kill_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
@@ -36,6 +36,18 @@ while ((landed < 20)); do
     "$ckpt" verify "$d" >/dev/null || { echo "FAIL: $d does not verify after kill $attempts"; exit 1; }
   done
   now=$(cat "$dir/latest_checkpointed_iteration.txt" 2>/dev/null || echo 0)
+  # Every iteration up to the committed one has its metrics line on disk (written before the
+  # commit), so that the resume, which cuts what came after, leaves one complete run.
+  lines=$(/usr/bin/python3 -c '
+import json, sys
+n = 0
+for l in open(sys.argv[1]):
+    try:
+        n += json.loads(l)["iteration"] <= int(sys.argv[2])
+    except ValueError:
+        pass
+print(n)' "$tmp/killed/metrics.jsonl" "$now" 2>/dev/null || echo 0)
+  ((lines == now)) || { echo "FAIL: $lines metrics lines up to committed iteration $now"; exit 1; }
   ((now > last)) && landed=$((landed + 1))
   last=$now
   ((now < 400)) || { echo "FAIL: the run finished before it was killed; slow it down"; exit 1; }
