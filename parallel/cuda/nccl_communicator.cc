@@ -11,6 +11,7 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/status.h"
+#include "parallel/gloo_communicator.h"
 
 namespace mtnlg {
 
@@ -431,6 +432,10 @@ ProcessGroups make_nccl_groups(const Topology& topology, Store& store, int devic
                                std::chrono::milliseconds timeout) {
   return make_process_groups(
       topology, [&](const std::string& name, int rank, std::vector<int64_t> ranks) {
+        // The checkpoint group carries host tensors (file names, sizes, checksums of a save's
+        // commit) from a background thread: Gloo, whatever the device.
+        if (name == "checkpoint")
+          return make_gloo_communicator(store, name, rank, std::move(ranks), timeout);
         return make_nccl_communicator(store, name, rank, std::move(ranks), device, timeout);
       });
 }

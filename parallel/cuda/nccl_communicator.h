@@ -46,7 +46,8 @@ std::unique_ptr<Communicator> make_nccl_communicator(
     std::chrono::milliseconds timeout = std::chrono::seconds(300));
 
 // This rank's world, tensor, data, pipeline and embedding groups on `device`, created in that
-// order (embedding only on the first and last stages), as make_gloo_groups.
+// order (embedding only on the first and last stages), as make_gloo_groups; the checkpoint group
+// is Gloo (host messages of a checkpoint commit, from a background thread).
 ProcessGroups make_nccl_groups(const Topology& topology, Store& store, int device,
                                std::chrono::milliseconds timeout = std::chrono::seconds(300));
 
