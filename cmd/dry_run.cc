@@ -330,7 +330,9 @@ void print_dry_run_json(const Recipe& r, const PlanOptions& o, std::ostream& out
       .raw("stages", json_array(stages))
       // Bytes each rank of a stage sends per iteration, per group (planner.h CommBytes).
       .raw("communication", json_array(communication))
-      .raw("notes", json_array(notes));
+      .raw("notes", json_array(notes))
+      // Where the run saves checkpoints ("" without): sweeps give each run its own.
+      .str("checkpoint_dir", r.checkpoint.dir);
   const std::string reason = supported_note(r);
   j.boolean("trainable_by_this_build", reason.empty());
   if (!reason.empty()) j.str("not_trainable_because", reason);

@@ -18,6 +18,7 @@ key varies fastest), e.g.
 is four runs. Each run N gets its own directory DIR/N-KEY1=V1-KEY2=V2 (characters other than
 letters, digits and . _ + = - become _), holding
   metrics.jsonl          the metrics (--set logging.metrics_file=RUNDIR/metrics.jsonl)
+  checkpoints/           the run's checkpoints, when the recipe saves any (below)
   resolved_recipe.yaml   the fully resolved recipe (written by mtnlg-train)
   train.log              mtnlg-train's stdout and stderr
   overrides.txt          this run's KEY=VALUE lines
@@ -31,7 +32,9 @@ Values are YAML scalars or flow collections. They are split at commas outside br
   optimizer.betas=[0.9,0.95],[0.9,0.999]                    two values
   'data.blend=[{prefix: a, weight: 1}],[{prefix: b, weight: 1}]'   two values
 A run is RECIPE with MTNLG_TRAIN_ARGS, then --set KEY=VALUE per key (so the sweep's values win
-over a --set in MTNLG_TRAIN_ARGS), then --set logging.metrics_file=RUNDIR/metrics.jsonl.
+over a --set in MTNLG_TRAIN_ARGS), then --set logging.metrics_file=RUNDIR/metrics.jsonl and,
+when the run saves checkpoints (checkpoint.dir is set; mtnlg-train --dry-run --json says),
+--set checkpoint.dir=RUNDIR/checkpoints: runs never share, or resume from, one another's.
 
 Locally the runs go one after another; a failed run is reported (exit status and the last log
 line) and the sweep goes on. With --sbatch each run is submitted with
@@ -250,6 +253,11 @@ for ((index = 0; index < total; index++)); do
   cmd=("$bin" --config "$recipe" "${train_args[@]}")
   for s in "${sets[@]}"; do cmd+=(--set "$s"); done
   cmd+=(--set "logging.metrics_file=$run_dir/metrics.jsonl")
+  # A recipe that checkpoints would have every run save into (and resume from) one directory.
+  ckpt_dir=$("${cmd[@]}" --dry-run --json 2>/dev/null |
+    /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin).get("checkpoint_dir", ""))' \
+      2>/dev/null || true)
+  [[ -z $ckpt_dir ]] || cmd+=(--set "checkpoint.dir=$run_dir/checkpoints")
   printf '%q ' "${cmd[@]}" | sed 's/ $//' >"$run_dir/command.txt"
   echo >>"$run_dir/command.txt"
   label=$(tr '\n' ' ' <"$run_dir/overrides.txt" | sed 's/ $//')

@@ -84,7 +84,7 @@ set_tests_properties(slurm_cluster_stop PROPERTIES TIMEOUT 60 FIXTURES_CLEANUP s
 # scripts/sweep.sh and scripts/metrics_summary.py: a two-point sweep of the tiny recipe, a sweep
 # with a failing combination, --sbatch with a fake sbatch (and the job script run under a fake
 # srun), and the command line. Each case is its own test.
-foreach(case local failure sbatch cli)
+foreach(case local failure sbatch cli checkpoints)
   add_test(NAME sweep_${case}
     COMMAND bash ${PROJECT_SOURCE_DIR}/tests/scripts/sweep_test.sh
             ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR} ${case})

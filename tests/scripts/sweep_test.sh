@@ -45,6 +45,26 @@ common=(--bin "$build/mtnlg-train" --
 cd "$tmp" || exit 1
 
 case $case_name in
+  checkpoints)
+    # A recipe that checkpoints (and resumes): each run saves into its own RUNDIR/checkpoints,
+    # never into the shared directory, so no run resumes from another's.
+    status=0
+    "$sweep" "$src/configs/tiny.yaml" optimizer.lr=1e-3,3e-3 schedule.train_iters=3 \
+      --out "$tmp/sweep" "${common[@]}" --set checkpoint.dir="$tmp/shared-ck" \
+      --set checkpoint.resume=true >"$tmp/out" 2>&1 || status=$?
+    cat "$tmp/out"
+    check "exit status 0 (got $status)" test "$status" -eq 0
+    for lr in 1e-3 3e-3; do
+      dir=$(ls -d "$tmp"/sweep/*-optimizer.lr=$lr-*)
+      check "run lr=$lr: its own checkpoint at iteration 3" \
+        contains "$dir/checkpoints/latest_checkpointed_iteration.txt" '^3$'
+      check "run lr=$lr: 3 train lines (nothing resumed)" \
+        test "$(grep -c '"split": "train"' "$dir/metrics.jsonl")" -eq 3
+      check "run lr=$lr: the command names its directory" \
+        contains "$dir/command.txt" "checkpoint\.dir=$dir/checkpoints"
+    done
+    check "the shared directory is not used" test ! -e "$tmp/shared-ck"
+    ;;
   local)
     status=0
     "$sweep" "$src/configs/tiny.yaml" optimizer.lr=1e-3,3e-3 schedule.train_iters=5 \
@@ -58,6 +78,7 @@ case $case_name in
         check "$dir/$f exists" test -s "$dir/$f"
       done
       check "run $i exit_status 0" contains "$dir/exit_status" '^0$'
+      check "run $i: no checkpoints without checkpoint.dir" test ! -e "$dir/checkpoints"
       check "run $i: 5 train lines" test "$(grep -c '"split": "train"' "$dir/metrics.jsonl")" -eq 5
       check "run $i: a valid line" contains "$dir/metrics.jsonl" '"split": "valid"'
       check "run $i: resolved lr" contains "$dir/resolved_recipe.yaml" "lr: 0\.00${lr:0:1}$"
