@@ -151,10 +151,10 @@ if(MTNLG_MPIRUN)
   add_test(NAME checkpoint_stop_signals
     COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/stop_signal_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
   set_tests_properties(checkpoint_stop_signals PROPERTIES TIMEOUT 600)
+  add_test(NAME checkpoint_kill9_during_saves
+    COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/ckpt_kill_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+  set_tests_properties(checkpoint_kill9_during_saves PROPERTIES TIMEOUT 600)
 endif()
-add_test(NAME checkpoint_kill9_during_saves
-  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/ckpt_kill_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
-set_tests_properties(checkpoint_kill9_during_saves PROPERTIES TIMEOUT 600)
 add_test(NAME checkpoint_bad_input
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/ckpt_errors_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(checkpoint_bad_input PROPERTIES TIMEOUT 300)

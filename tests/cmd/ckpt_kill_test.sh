@@ -4,8 +4,11 @@
 # is SIGKILLed after a random 0.1-0.7 s, over and over, resuming each time, until at least 20 kills
 # have landed in runs that were saving. After every kill, every committed iter_ directory verifies
 # (mtnlg-ckpt verify: each file present with its size and checksum), the metrics file holds a line
-# for every iteration up to the committed one, and the next run resumes from the latest; at the end the run is finished and its metrics equal, bit for bit, those of a run
-# that was never killed.
+# for every iteration up to the committed one, and the next run resumes from the latest; at the
+# end the run is finished and its metrics equal, bit for bit, those of a run that was never
+# killed. Then the same with 2 ranks under mpirun (data 2, ZeRO-1: every rank writes a shard),
+# one rank SIGKILLed at a random moment 6 times: no checkpoint is committed without every rank's
+# files, and the finished run equals one that was never killed.
 # Usage: tests/cmd/ckpt_kill_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 source "$2/tests/cmd/layout_lib.sh"
@@ -59,4 +62,38 @@ run_layout killed 1 "${model[@]}" "${ck[@]}"  # to the end, saving only there
 [[ -z $(ls -a "$dir" | grep '\.tmp$\|^\.deleting' || true) ]]
 run_layout whole 1 "${model[@]}"
 /usr/bin/python3 tests/cmd/compare_layouts.py --exact "$tmp" whole:killed
+
+echo "== a rank of 2 killed during saves"
+dir2=$tmp/ranks/ckpt
+args2=("${model[@]}" --set schedule.train_iters=200 --set parallel.zero_stage=1
+  --set checkpoint.dir="$dir2" --set checkpoint.resume=true --set checkpoint.keep_last=2)
+landed=0 attempts=0 last=0
+while ((landed < 6)); do
+  ((++attempts <= 30)) || { echo "FAIL: only $landed kills landed in $attempts attempts"; exit 1; }
+  run_layout ranks 2 "${args2[@]}" --set checkpoint.save_interval=1 >/dev/null 2>&1 &
+  launcher=$!
+  sleep "1.$((RANDOM % 10))"
+  victims=()
+  for p in $(pgrep -f -- "logging.metrics_file=$tmp/ranks/metrics.jsonl" || true); do
+    [[ $(ps -o comm= -p "$p" 2>/dev/null) == mtnlg-train ]] && victims+=("$p")
+  done
+  ((${#victims[@]} > 0)) && kill -9 "${victims[RANDOM % ${#victims[@]}]}" 2>/dev/null
+  wait "$launcher" 2>/dev/null || true
+  for _ in $(seq 100); do # mpirun takes the other rank down
+    pgrep -f -- "logging.metrics_file=$tmp/ranks/metrics.jsonl" >/dev/null || break
+    sleep 0.1
+  done
+  for d in "$dir2"/iter_*; do
+    [[ $d != *.tmp && -e $d/manifest.json ]] || continue
+    "$ckpt" verify "$d" >/dev/null || { echo "FAIL: $d does not verify after kill $attempts"; exit 1; }
+  done
+  now=$(cat "$dir2/latest_checkpointed_iteration.txt" 2>/dev/null || echo 0)
+  ((now > last)) && landed=$((landed + 1))
+  last=$now
+  ((now < 200)) || { echo "FAIL: the 2-rank run finished before it was killed"; exit 1; }
+done
+echo "ok: $landed of $attempts rank kills landed in a saving run; latest: iteration $last"
+run_layout ranks 2 "${args2[@]}"
+run_layout whole2 2 "${model[@]}" --set schedule.train_iters=200 --set parallel.zero_stage=1
+/usr/bin/python3 tests/cmd/compare_layouts.py --exact "$tmp" whole2:ranks
 echo "ckpt_kill_test: ok"
