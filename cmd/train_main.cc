@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <iostream>
 #include <string>
@@ -19,6 +20,35 @@
 #include "parallel/gloo_communicator.h"
 #include "parallel/runtime.h"
 #include "parallel/topology.h"
+
+namespace {
+
+// CLI11's PositiveNumber and Range let NaN through (every comparison with it is false).
+std::string check_number(const std::string& text, bool fraction) {
+  double v = 0;
+  try {
+    size_t used = 0;
+    v = std::stod(text, &used);
+    if (used != text.size()) return "'" + text + "' is not a number";
+  } catch (const std::exception&) {
+    return "'" + text + "' is not a number";
+  }
+  if (!std::isfinite(v)) return "'" + text + "' is not a finite number";
+  if (fraction ? !(v >= 0.0 && v <= 1.0) : !(v > 0.0))
+    return "'" + text + (fraction ? "' is not in [0, 1]" : "' is not positive");
+  return "";
+}
+
+CLI::Validator finite_positive() {
+  return CLI::Validator([](std::string& t) { return check_number(t, false); }, "POSITIVE",
+                        "finite positive");
+}
+CLI::Validator finite_fraction() {
+  return CLI::Validator([](std::string& t) { return check_number(t, true); }, "FRACTION",
+                        "finite in [0, 1]");
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -49,27 +79,27 @@ int main(int argc, char** argv) {
   app.add_option("--world-size", plan.world_size,
                  "With --dry-run: plan for N ranks (parallel.data = N / (tensor x pipeline))")
       ->needs(dry)
-      ->check(CLI::PositiveNumber);
+      ->check(finite_positive());
   app.add_flag("--json", json, "With --dry-run: print the plan as one JSON object")->needs(dry);
   app.add_option("--gpu-memory-gb", plan.gpu_memory_gb,
                  "With --dry-run: memory of one GPU in GiB, the limit the plan is checked against")
       ->needs(dry)
-      ->check(CLI::PositiveNumber)
+      ->check(finite_positive())
       ->capture_default_str();
   app.add_option("--iteration-time", plan.iteration_time_s,
                  "With --dry-run: measured seconds per iteration at the full batch; prints the "
                  "model TFLOP/s per GPU")
       ->needs(dry)
-      ->check(CLI::PositiveNumber);
+      ->check(finite_positive());
   app.add_option("--peak-tflops", plan.peak_tflops,
                  "With --dry-run: peak TFLOP/s of one GPU (e.g. 312 for A100 bf16); prints the "
                  "days to train")
       ->needs(dry)
-      ->check(CLI::PositiveNumber);
+      ->check(finite_positive());
   app.add_option("--utilization", plan.utilization,
                  "With --dry-run and --peak-tflops: fraction of the peak the run achieves")
       ->needs(dry)
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(finite_fraction())
       ->capture_default_str();
   app.add_option("--threads", threads, "CPU threads for the CPU backend (default: all cores)")
       ->check(CLI::NonNegativeNumber);

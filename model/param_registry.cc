@@ -27,14 +27,15 @@ int64_t global_index(const ParamSpec& spec, int64_t local) {
 Param& ParamRegistry::add(ParamSpec spec) {
   MTNLG_CHECK_MSG(!contains(spec.name), "duplicate parameter " << spec.name);
   if (spec.local_shape.empty()) spec.local_shape = spec.global_shape;
+  index_.emplace(spec.name, params_.size());
   params_.push_back(Param{std::move(spec), Tensor(), Tensor()});
   return params_.back();
 }
 
 Param& ParamRegistry::get(const std::string& name) {
-  for (auto& p : params_)
-    if (p.spec.name == name) return p;
-  throw not_found("no parameter named '" + name + "'");
+  const auto it = index_.find(name);
+  if (it == index_.end()) throw not_found("no parameter named '" + name + "'");
+  return params_[it->second];
 }
 
 const Param& ParamRegistry::get(const std::string& name) const {
@@ -42,9 +43,7 @@ const Param& ParamRegistry::get(const std::string& name) const {
 }
 
 bool ParamRegistry::contains(const std::string& name) const {
-  for (const auto& p : params_)
-    if (p.spec.name == name) return true;
-  return false;
+  return index_.count(name) != 0;
 }
 
 int64_t ParamRegistry::local_numel() const {

@@ -37,6 +37,14 @@ done
 expect 0 'parameters +5(2[5-9]|3[0-4])[0-9]{9} ' -- --config configs/530b.yaml --dry-run
 expect 0 '8 x 35 x 8 = 2240 ranks' -- --config configs/530b.yaml --dry-run
 expect 0 'parameters' -- --config configs/demo-cpu.yaml --dry-run
+# 10,000 layers plan at once (the parameter registry's lookups are O(1); a linear scan made this
+# quadratic: minutes): 10,000 x 49,984 + 34,816 (embeddings) + 128 (final LayerNorm).
+expect 0 'parameters +499874944 ' -- --config configs/tiny.yaml --dry-run --set model.num_layers=10000
+# NaN and infinities are not numbers a plan can use (CLI11's range checks let NaN through).
+for flag in --iteration-time --peak-tflops --gpu-memory-gb --utilization; do
+  expect 2 "$flag: 'nan' is not a finite number" -- --config configs/530b.yaml --dry-run "$flag" nan
+done
+expect 2 "--iteration-time: 'inf' is not a finite number" -- --config configs/530b.yaml --dry-run --iteration-time inf
 for flag in --world-size --json --gpu-memory-gb --iteration-time --peak-tflops --utilization; do
   expect 0 "$flag" -- --help
 done
