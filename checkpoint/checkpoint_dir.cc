@@ -9,6 +9,7 @@
 
 #include "checkpoint/file_io.h"
 #include "checkpoint/manifest.h"
+#include "core/input_file.h"
 #include "core/status.h"
 
 namespace mtnlg {
@@ -67,11 +68,9 @@ std::vector<int64_t> committed_iterations(const std::string& root) {
 
 std::optional<int64_t> read_latest(const std::string& root) {
   const fs::path path = fs::path(root) / kLatestFile;
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  std::string text = ss.str();
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return std::nullopt;
+  std::string text = read_input_file(path.string());
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
   int64_t v = 0;
   bool ok = !text.empty() && text.size() < 12;

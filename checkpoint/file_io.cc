@@ -111,27 +111,4 @@ void write_file_atomic(const std::string& path, const std::string& content) {
   fsync_dir(std::filesystem::path(path).parent_path().string());
 }
 
-FileDigest digest_file(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    if (errno == ENOENT) throw not_found("file is missing", path);
-    throw_errno("cannot open", path);
-  }
-  Checksum sum;
-  FileDigest d;
-  std::vector<char> buf(size_t{8} << 20);
-  for (;;) {
-    const ssize_t r = ::read(fd.get(), buf.data(), buf.size());
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      throw_errno("cannot read", path);
-    }
-    if (r == 0) break;
-    sum.update(buf.data(), static_cast<size_t>(r));
-    d.bytes += r;
-  }
-  d.xxh3 = sum.digest();
-  return d;
-}
-
 }  // namespace mtnlg

@@ -60,11 +60,10 @@ void fsync_dir(const std::string& dir);
 // `path` holds exactly `content` or its previous state: a temp file beside it, fsync, rename,
 // directory fsync.
 void write_file_atomic(const std::string& path, const std::string& content);
-// The whole file's size and checksum (streamed).
+// A file's size and checksum.
 struct FileDigest {
   int64_t bytes = 0;
   uint64_t xxh3 = 0;
 };
-FileDigest digest_file(const std::string& path);
 
 }  // namespace mtnlg

@@ -6,6 +6,7 @@
 
 #include "checkpoint/file_io.h"
 #include "checkpoint/json_parse.h"
+#include "core/input_file.h"
 #include "core/metrics.h"
 #include "core/status.h"
 
@@ -194,14 +195,12 @@ CheckpointManifest parse_manifest(std::string_view text, const std::string& path
 
 CheckpointManifest read_manifest(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / kManifestFile).string();
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
     throw not_found("the checkpoint has no " + std::string(kManifestFile) +
                         " (it was never committed, or it is not a checkpoint directory)",
                     path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse_manifest(ss.str(), path);
+  return parse_manifest(read_input_file(path), path);
 }
 
 }  // namespace mtnlg

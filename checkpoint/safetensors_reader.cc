@@ -11,6 +11,7 @@
 
 #include "checkpoint/json_parse.h"
 #include "checkpoint/safetensors.h"
+#include "core/input_file.h"
 
 namespace mtnlg {
 
@@ -131,28 +132,16 @@ bool converts_to_float(st::DType dt) {
 }  // namespace
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ENOENT) throw not_found("no such safetensors file", path);
-    throw io_error(std::string("cannot open: ") + std::strerror(err), path);
-  }
-  struct stat sb {};
-  if (::fstat(fd, &sb) != 0) {
-    const int err = errno;
-    ::close(fd);
-    throw io_error(std::string("cannot stat: ") + std::strerror(err), path);
-  }
-  const size_t size = static_cast<size_t>(sb.st_size);
+  // A regular file, checked before it could block (a FIFO); the mapping outlives the descriptor.
+  const InputFile file(path, "give the path of a .safetensors file");
+  const size_t size = static_cast<size_t>(file.size());
   if (size < st::kHeaderLengthBytes) {
-    ::close(fd);
     throw corruption("file is " + std::to_string(size) +
                          " bytes, too short for the 8-byte header length: not a safetensors file",
                      path);
   }
-  void* m = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  void* m = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file.fd(), 0);
   const int map_err = errno;
-  ::close(fd);  // the mapping keeps the file alive
   if (m == MAP_FAILED) throw io_error(std::string("cannot mmap: ") + std::strerror(map_err), path);
   map_ = static_cast<const std::byte*>(m);
   map_bytes_ = size;

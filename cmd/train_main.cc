@@ -6,8 +6,8 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <iostream>
 #include <string>
 #include <thread>

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/input_file.h"
 #include "core/status.h"
 
 namespace mtnlg {
@@ -30,10 +31,12 @@ DocumentReader::DocumentReader(const std::string& path, InputFormat format)
                         "; the fix: pass an existing file to --input",
                     path);
   }
-  file_ = std::fopen(path.c_str(), "rb");
-  if (file_ == nullptr) {
-    throw not_found(std::string("cannot open input: ") + std::strerror(errno), path);
-  }
+  // Opened without blocking and refused unless a regular file (a FIFO would block open()).
+  InputFile input(path, "pass an existing file to --input");
+  file_ = ::fdopen(input.fd(), "rb");
+  if (file_ == nullptr)
+    throw io_error(std::string("cannot open input: ") + std::strerror(errno), path);
+  input.release();
   file_size_ = static_cast<int64_t>(st.st_size);
 }
 

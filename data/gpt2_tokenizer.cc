@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/input_file.h"
 #include "core/status.h"
 #include "data/json_reader.h"
 #include "data/unicode_classes.h"
@@ -15,16 +16,9 @@ namespace {
 constexpr const char* kEodToken = "<|endoftext|>";
 
 std::string read_whole_file(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw not_found(std::string("cannot open the GPT-2 ") + what +
-                        "; the fix: pass the file shipped in data/gpt2/ (or Megatron's "
-                        "gpt2-vocab.json / gpt2-merges.txt)",
-                    path);
-  }
-  std::ostringstream s;
-  s << in.rdbuf();
-  return std::move(s).str();
+  return read_input_file(path, std::string("the GPT-2 ") + what +
+                                   "; the fix: pass the file shipped in data/gpt2/ (or Megatron's "
+                                   "gpt2-vocab.json / gpt2-merges.txt)");
 }
 
 // The inverse of gpt2_byte_to_unicode: code point -> byte, -1 for code points not in the map.

@@ -9,40 +9,16 @@
 #include <cstring>
 #include <utility>
 
+#include "core/input_file.h"
 #include "core/status.h"
 
 namespace mtnlg {
 
-namespace {
-
-// Closes a file descriptor on scope exit; the mapping outlives it.
-struct FdCloser {
-  int fd;
-  ~FdCloser() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
-}  // namespace
-
 MappedFile::MappedFile(const std::string& path, const std::string& what_fix) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int err = errno;
-    if (err == ENOENT) {
-      throw not_found("no such file" + (what_fix.empty() ? "" : ": " + what_fix), path);
-    }
-    throw io_error(std::string("cannot open: ") + std::strerror(err), path);
-  }
-  FdCloser closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    throw io_error(std::string("cannot stat: ") + std::strerror(errno), path);
-  }
-  if (!S_ISREG(st.st_mode)) throw io_error("not a regular file", path);
-  size_ = static_cast<size_t>(st.st_size);
+  const InputFile file(path, what_fix);  // a regular file, checked before it could block
+  size_ = static_cast<size_t>(file.size());
   if (size_ == 0) return;  // mmap rejects a zero length
-  void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
+  void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, file.fd(), 0);
   if (p == MAP_FAILED) {
     throw io_error(std::string("cannot mmap: ") + std::strerror(errno), path);
   }

@@ -10,6 +10,7 @@
 
 #include "core/config/recipe.h"
 #include "core/config/recipe_yaml.h"
+#include "core/input_file.h"
 #include "core/status.h"
 
 namespace mtnlg {
@@ -325,13 +326,8 @@ Recipe load_recipe(const std::string& path, const std::vector<std::string>& over
     throw invalid_argument(
         fmt::format("{} is a directory; pass a recipe .yaml file inside it", path), path);
   }
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in.good() && !in.eof()) {
-    throw io_error(fmt::format("could not read recipe file {}; check its permissions", path), path);
-  }
-  return parse_recipe(text.str(), overrides, path);
+  // A FIFO or device as the recipe is refused before it can block the read.
+  return parse_recipe(read_input_file(path, "pass a recipe .yaml file"), overrides, path);
 }
 
 }  // namespace mtnlg

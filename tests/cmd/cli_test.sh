@@ -16,7 +16,8 @@ expect() {
   local want=$1 pattern=$2
   shift 3
   local out status
-  out=$("$bin" "$@" 2>&1)
+  # A bound: an input that blocks (a FIFO) must fail, not hang (124 is timeout's own status).
+  out=$(timeout 60 "$bin" "$@" 2>&1)
   status=$?
   if [[ $status -ne $want ]] || ! grep -Eq -- "$pattern" <<<"$out"; then
     echo "FAIL: mtnlg-train $* -> status $status (want $want), output did not match /$pattern/:"
@@ -40,6 +41,19 @@ expect 0 'parameters' -- --config configs/demo-cpu.yaml --dry-run
 # 10,000 layers plan at once (the parameter registry's lookups are O(1); a linear scan made this
 # quadratic: minutes): 10,000 x 49,984 + 34,816 (embeddings) + 128 (final LayerNorm).
 expect 0 'parameters +499874944 ' -- --config configs/tiny.yaml --dry-run --set model.num_layers=10000
+# A FIFO where a file belongs is refused before open() could block waiting for a writer: the
+# recipe, a dataset's .idx and .bin, and model.init_from (exit 4, naming it).
+mkfifo "$tmp/fifo.yaml" "$tmp/fifo.safetensors" "$tmp/ds.idx" "$tmp/ds.bin"
+expect 4 "fifo\.yaml\]: not a regular file \(it is a FIFO\)" -- --config "$tmp/fifo.yaml"
+/usr/bin/python3 tests/cmd/make_tiny_corpus.py "$tmp/good" 20 512 >/dev/null
+cp "$tmp/good.bin" "$tmp/half.bin" && mkfifo "$tmp/half.idx"
+for prefix in ds half; do
+  expect 4 "$prefix\.(idx|bin)\]: not a regular file \(it is a FIFO\)" -- --config configs/tiny.yaml \
+    --set "data.blend=[{prefix: $tmp/$prefix, weight: 1}]" --set data.cache_dir="$tmp/cache"
+done
+expect 4 "fifo\.safetensors\]: not a regular file \(it is a FIFO\)" -- --config configs/tiny.yaml \
+  --set "data.blend=[{prefix: $tmp/good, weight: 1}]" --set data.cache_dir="$tmp/cache" \
+  --set model.init_from="$tmp/fifo.safetensors" --set logging.metrics_file="$tmp/m/metrics.jsonl"
 # NaN and infinities are not numbers a plan can use (CLI11's range checks let NaN through).
 for flag in --iteration-time --peak-tflops --gpu-memory-gb --utilization; do
   expect 2 "$flag: 'nan' is not a finite number" -- --config configs/530b.yaml --dry-run "$flag" nan

@@ -16,7 +16,7 @@ expect() {
   local want=$1 pattern=$2
   shift 3
   local out status
-  out=$("$bin" "$@" 2>&1)
+  out=$(timeout 60 "$bin" "$@" 2>&1) # a FIFO input must fail, not hang
   status=$?
   if [[ $status -ne $want ]] || ! grep -Eq -- "$pattern" <<<"$out"; then
     echo "FAIL: mtnlg-preprocess $* -> status $status (want $want), output did not match /$pattern/:"
@@ -67,6 +67,11 @@ expect 4 'nope\.jsonl' -- --input "$tmp/nope.jsonl" --output-prefix "$tmp/x"
 expect 4 'encoder\.json' -- --input "$tmp/ok.jsonl" --output-prefix "$tmp/x" --vocab-file "$tmp/encoder.json"
 expect 4 'output directory|no/such' -- --input "$tmp/ok.jsonl" --output-prefix "$tmp/no/such/x"
 expect 2 'input is required' -- --output-prefix "$tmp/x"
+# FIFOs as the input or a tokenizer file are refused before open() could block.
+mkfifo "$tmp/fifo.jsonl" "$tmp/fifo-encoder.json"
+expect 4 'fifo\.jsonl\]: not a regular file \(it is a FIFO\)' -- --input "$tmp/fifo.jsonl" --output-prefix "$tmp/x"
+expect 4 'fifo-encoder\.json\]: not a regular file \(it is a FIFO\)' -- --input "$tmp/ok.jsonl" \
+  --output-prefix "$tmp/x" --vocab-file "$tmp/fifo-encoder.json"
 expect 2 'jsonl or text' -- --input "$tmp/ok.jsonl" --output-prefix "$tmp/x" --input-format csv
 expect 2 'workers' -- --input "$tmp/ok.jsonl" --output-prefix "$tmp/x" --workers 0
 expect 3 'GPT2BPETokenizer' -- --input "$tmp/ok.jsonl" --output-prefix "$tmp/x" --tokenizer-type BertWordPieceLowerCase
