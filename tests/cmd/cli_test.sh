@@ -54,6 +54,19 @@ done
 expect 4 "fifo\.safetensors\]: not a regular file \(it is a FIFO\)" -- --config configs/tiny.yaml \
   --set "data.blend=[{prefix: $tmp/good, weight: 1}]" --set data.cache_dir="$tmp/cache" \
   --set model.init_from="$tmp/fifo.safetensors" --set logging.metrics_file="$tmp/m/metrics.jsonl"
+# A rank under mpirun writes to a pseudo-terminal even when mpirun's output is piped: no ANSI
+# colour codes in its log lines.
+if command -v mpirun >/dev/null; then
+  out=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 60 \
+    mpirun --allow-run-as-root -np 1 "$bin" --config "$tmp/missing.yaml" 2>&1 | cat)
+  if grep -q $'\e\[' <<<"$out" || ! grep -q 'missing\.yaml' <<<"$out"; then
+    echo "FAIL: colour codes (or no error) in a rank's log under mpirun: $(cat -v <<<"$out" | head -3)"
+    failures=$((failures + 1))
+  else
+    echo "ok: no colour codes under mpirun"
+    passes=$((passes + 1))
+  fi
+fi
 # NaN and infinities are not numbers a plan can use (CLI11's range checks let NaN through).
 for flag in --iteration-time --peak-tflops --gpu-memory-gb --utilization; do
   expect 2 "$flag: 'nan' is not a finite number" -- --config configs/530b.yaml --dry-run "$flag" nan
