@@ -220,6 +220,14 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
             "checkpoint)",
             cut, iteration_, recipe_.logging.metrics_file);
     }
+    std::error_code ec;
+    const auto old_size = std::filesystem::file_size(recipe_.logging.metrics_file, ec);
+    if (!resumed && !ec && old_size > 0)
+      spdlog::warn(
+          "metrics: {} holds {} bytes from an earlier run; this fresh run replaces them (set "
+          "logging.metrics_file elsewhere to keep them, or checkpoint.resume: true to continue "
+          "that run)",
+          recipe_.logging.metrics_file, old_size);
     metrics_ = std::make_unique<MetricsWriter>(recipe_.logging.metrics_file, resumed);
     const auto dir = std::filesystem::path(recipe_.logging.metrics_file).parent_path();
     const auto saved = (dir / "resolved_recipe.yaml").string();

@@ -54,6 +54,12 @@ done
 expect 4 "fifo\.safetensors\]: not a regular file \(it is a FIFO\)" -- --config configs/tiny.yaml \
   --set "data.blend=[{prefix: $tmp/good, weight: 1}]" --set data.cache_dir="$tmp/cache" \
   --set model.init_from="$tmp/fifo.safetensors" --set logging.metrics_file="$tmp/m/metrics.jsonl"
+# A fresh run over an earlier run's metrics file says that it replaces them.
+two=(--config configs/tiny.yaml --set "data.blend=[{prefix: $tmp/good, weight: 1}]"
+  --set data.cache_dir="$tmp/cache" --set schedule.train_iters=2 --set schedule.warmup_tokens=0
+  --set logging.metrics_file="$tmp/r/m.jsonl")
+expect 0 'done: 2 iterations' -- "${two[@]}"
+expect 0 'm\.jsonl holds [0-9]+ bytes from an earlier run; this fresh run replaces them' -- "${two[@]}"
 # A rank under mpirun writes to a pseudo-terminal even when mpirun's output is piped: no ANSI
 # colour codes in its log lines.
 if command -v mpirun >/dev/null; then
