@@ -2,7 +2,8 @@
 // or recipe (the message names the key and the fix); 3 a feature this build cannot train yet;
 // 4 missing or corrupt input files or failed I/O (a dead or hung peer rank); 75 stopped by a signal
 // (SIGTERM, SIGUSR1, SIGINT) or schedule.exit_duration_minutes after saving a checkpoint: resume
-// it; 128 + N stopped by signal N with nothing saved (no checkpoint.dir); 1 anything else.
+// it; 128 + N stopped by signal N with nothing saved (no checkpoint.dir); 1 a diverged run or
+// anything else.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -58,7 +59,7 @@ int main(int argc, char** argv) {
       "or failed I/O (a dead or hung peer rank, a failed save); 75 stopped by SIGTERM, SIGUSR1 or "
       "SIGINT (or schedule.exit_duration_minutes) after saving a checkpoint: run again with "
       "checkpoint.resume: true to continue; 128+N stopped by signal N with nothing saved (no "
-      "checkpoint.dir); 1 other."};
+      "checkpoint.dir); 1 a diverged run (the message names the key to change) or anything else."};
   app.set_version_flag("--version", "mtnlg-train 0.1.0");
   std::string config;
   std::vector<std::string> overrides;

@@ -292,7 +292,7 @@ IterationStats Trainer::step() {
   const double grad_norm = this->grad_norm();
   ++iteration_;
   if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
-    throw Error(Code::kInvalidArgument,
+    throw Error(Code::kDiverged,
                 "training diverged at iteration " + std::to_string(iteration_) + " (loss " +
                     json_number(loss) + ", grad norm " + json_number(grad_norm) +
                     "): lower optimizer.lr, lengthen schedule.warmup_tokens or set "

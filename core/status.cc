@@ -14,6 +14,8 @@ const char* code_name(Code code) {
       return "I/O error";
     case Code::kUnsupported:
       return "not yet supported";
+    case Code::kDiverged:
+      return "diverged";
     case Code::kInternal:
       return "internal error";
   }
@@ -30,6 +32,7 @@ int exit_status(Code code) {
     case Code::kCorruption:
     case Code::kIOError:
       return 4;
+    case Code::kDiverged:
     case Code::kInternal:
       return 1;
   }

@@ -18,13 +18,22 @@
 
 namespace mtnlg {
 
-enum class Code { kInvalidArgument, kNotFound, kCorruption, kIOError, kUnsupported, kInternal };
+// kDiverged: the run itself failed (a non-finite loss or gradient norm): not bad input, exit 1.
+enum class Code {
+  kInvalidArgument,
+  kNotFound,
+  kCorruption,
+  kIOError,
+  kUnsupported,
+  kDiverged,
+  kInternal
+};
 
 const char* code_name(Code code);
 
 // The exit status of every mtnlg executable for an error of this code: 2 bad command line,
 // recipe or input; 3 not yet supported by this build; 4 a missing or corrupt file, or I/O;
-// 1 an internal error.
+// 1 a diverged run or an internal error.
 int exit_status(Code code);
 
 class Error : public std::runtime_error {
