@@ -1,5 +1,6 @@
 #include "checkpoint/hf_import.h"
 
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <set>
@@ -194,8 +195,31 @@ void load_hf_gpt2(GPTStage& model, const std::string& path) {
       throw not_found("missing tensor '" + m.hf + "' (the model has " +
                           std::to_string(c.num_layers) + " layers)",
                       path);
-    const Shape& got = file.entry(it->second).shape;
-    if (got == m.hf_shape) continue;
+    const SafetensorsEntry& entry = file.entry(it->second);
+    // Weights are floating point: an integer dtype here is a mislabelled or foreign tensor.
+    const safetensors::DType dt = entry.dtype;
+    if (dt != safetensors::DType::kF32 && dt != safetensors::DType::kF64 &&
+        dt != safetensors::DType::kF16 && dt != safetensors::DType::kBF16)
+      throw corruption("tensor '" + it->second + "' is " +
+                           std::string(safetensors::dtype_info(dt).name) +
+                           ": GPT-2 weights are F32, F16, BF16 or F64; the file is damaged or not "
+                           "a GPT-2 checkpoint",
+                       path);
+    const Shape& got = entry.shape;
+    if (got == m.hf_shape) {
+      // NaN or infinity in a weight would surface as a diverged run blaming the learning rate.
+      if (model.params().contains(m.ours)) {
+        const Tensor t = file.read(it->second, DType::kF64);
+        const double* v = t.data_as<double>();
+        for (int64_t k = 0; k < t.numel(); ++k)
+          if (!std::isfinite(v[k]))
+            throw corruption("tensor '" + it->second + "' element " + std::to_string(k) + " is " +
+                                 (std::isnan(v[k]) ? "NaN" : "infinite") +
+                                 ": the weights are damaged; re-export or re-download the file",
+                             path);
+      }
+      continue;
+    }
     if (m.hf == "wpe.weight" && got.size() == 2 && got[1] == c.hidden)
       throw invalid_argument("tensor '" + it->second + "' has " + std::to_string(got[0]) +
                                  " rows but the model's max_position_embeddings is " +

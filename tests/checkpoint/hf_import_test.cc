@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -231,6 +232,24 @@ TEST_CASE("import errors name the tensor and leave the model unchanged") {
                          w.add("transformer.ln_f.bias", find(hf, "ln_f.bias"));
                        }),
                {"'ln_f.bias' appears twice"});
+  }
+  SECTION("a NaN or an infinity in a weight names the tensor") {
+    for (const double bad_value : {std::nan(""), HUGE_VAL}) {
+      auto bad = without(hf, "h.1.attn.c_proj.weight");
+      Tensor t = Tensor::cpu({16, 16}, DType::kF64);
+      t.data_as<double>()[37] = bad_value;
+      bad.push_back({"h.1.attn.c_proj.weight", t});
+      const Error e = load_error(*m, f.write(bad), {"'h.1.attn.c_proj.weight' element 37"});
+      CHECK(e.code() == Code::kCorruption);
+    }
+  }
+  SECTION("integer data where weights belong") {
+    const std::string path = f.write(without(hf, "ln_f.weight"), "", [&](SafetensorsWriter& w) {
+      Tensor ints = Tensor::cpu({16}, DType::kI32);
+      w.add("ln_f.weight", ints);
+    });
+    const Error e = load_error(*m, path, {"'ln_f.weight' is I32"});
+    CHECK(e.code() == Code::kCorruption);
   }
   SECTION("a file that is not safetensors") {
     const std::string path = f.dir.file("junk");
