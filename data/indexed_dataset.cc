@@ -58,9 +58,11 @@ void IndexedDataset::parse_index() {
   }
   const uint64_t version = load<uint64_t>(p + idx_format::kVersionOffset);
   if (version != idx_format::kVersion) {
-    throw unsupported("index format version " + std::to_string(version) +
-                          "; only version 1 is supported; " + kRemakeFix,
-                      idx_name);
+    // Megatron's .idx has only ever been version 1: anything else is a damaged or foreign file.
+    throw corruption("index format version " + std::to_string(version) +
+                         " (Megatron's .idx is version 1: the file is damaged or not an index); " +
+                         kRemakeFix,
+                     idx_name);
   }
   const uint8_t code = p[idx_format::kDTypeOffset];
   const char* code_name = idx_format::token_code_name(code);
