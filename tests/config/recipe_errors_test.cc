@@ -204,6 +204,8 @@ TEST_CASE("impossible values are rejected with the fix", "[config]") {
                       {"save_interval is 100", "set checkpoint.dir"});
   expect_recipe_error({"checkpoint.resume=true"}, "checkpoint.dir", {"set checkpoint.dir"});
   expect_recipe_error({"checkpoint.keep_last=-1"}, "checkpoint.keep_last", {"negative"});
+  expect_recipe_error({"parallel.timeout_s=10000000000"}, "parallel.timeout_s",
+                      {"more than 30 days", "at most 2592000"});
   expect_recipe_error({"schedule.exit_duration_minutes=-5"}, "schedule.exit_duration_minutes",
                       {"must not be negative"});
   expect_recipe_error({"checkpoint.load_optimizer=maybe"}, "checkpoint.load_optimizer", {});
