@@ -229,7 +229,14 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
           "that run)",
           recipe_.logging.metrics_file, old_size);
     metrics_ = std::make_unique<MetricsWriter>(recipe_.logging.metrics_file, resumed);
-    const auto dir = std::filesystem::path(recipe_.logging.metrics_file).parent_path();
+    // Beside the metrics file when that is a file in a run directory; a device or FIFO as the
+    // metrics (logging.metrics_file: /dev/stdout) would put it in /dev: the working directory.
+    namespace fs = std::filesystem;
+    std::error_code type_ec;
+    const fs::file_status metrics_status = fs::status(recipe_.logging.metrics_file, type_ec);
+    const auto dir = fs::exists(metrics_status) && !fs::is_regular_file(metrics_status)
+                         ? fs::current_path()
+                         : fs::path(recipe_.logging.metrics_file).parent_path();
     const auto saved = (dir / "resolved_recipe.yaml").string();
     std::ofstream out(saved, std::ios::trunc);
     out << recipe_to_yaml(recipe_);

@@ -82,10 +82,11 @@ void validate_parallel(const ParallelConfig& p) {
   positive(p.timeout_s, "parallel.timeout_s");
   // Converted to milliseconds (and by Gloo to nanoseconds) downstream: keep it far from overflow.
   constexpr int64_t kMaxTimeoutS = 30LL * 24 * 3600;
-  expect(p.timeout_s <= kMaxTimeoutS, "parallel.timeout_s",
-         fmt::format("parallel.timeout_s: {} s is more than 30 days ({} s); a hung peer would never "
-                     "be reported: use at most {}",
-                     p.timeout_s, kMaxTimeoutS, kMaxTimeoutS));
+  expect(
+      p.timeout_s <= kMaxTimeoutS, "parallel.timeout_s",
+      fmt::format("parallel.timeout_s: {} s is more than 30 days ({} s); a hung peer would never "
+                  "be reported: use at most {}",
+                  p.timeout_s, kMaxTimeoutS, kMaxTimeoutS));
   positive(p.virtual_pipeline, "parallel.virtual_pipeline");
   expect(p.grad_bucket_mb > 0.0, "parallel.grad_bucket_mb",
          fmt::format("parallel.grad_bucket_mb: {} must be positive (MiB per gradient bucket; "

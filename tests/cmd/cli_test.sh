@@ -65,6 +65,18 @@ two=(--config configs/tiny.yaml --set "data.blend=[{prefix: $tmp/good, weight: 1
   --set logging.metrics_file="$tmp/r/m.jsonl")
 expect 0 'done: 2 iterations' -- "${two[@]}"
 expect 0 'm\.jsonl holds [0-9]+ bytes from an earlier run; this fresh run replaces them' -- "${two[@]}"
+# Metrics to a device: the resolved recipe goes to the working directory, not beside it in /dev.
+rm -f /dev/resolved_recipe.yaml
+abs_bin=$(cd "$(dirname "$bin")" && pwd)/mtnlg-train abs_src=$(pwd)
+if (cd "$tmp" && timeout 60 "$abs_bin" "${two[@]/configs\/tiny.yaml/$abs_src/configs/tiny.yaml}" \
+  --set logging.metrics_file=/dev/null >/dev/null 2>&1) && [[ -s $tmp/resolved_recipe.yaml ]] &&
+  [[ ! -e /dev/resolved_recipe.yaml ]]; then
+  echo "ok: metrics to /dev/null, resolved recipe in the working directory"
+  passes=$((passes + 1))
+else
+  echo "FAIL: metrics to /dev/null: no $tmp/resolved_recipe.yaml, or one in /dev"
+  failures=$((failures + 1))
+fi
 # A rank under mpirun writes to a pseudo-terminal even when mpirun's output is piped: no ANSI
 # colour codes in its log lines.
 if command -v mpirun >/dev/null; then
