@@ -12,6 +12,7 @@
 #include "checkpoint/json_parse.h"
 #include "checkpoint/safetensors.h"
 #include "core/input_file.h"
+#include "core/mapped_inputs.h"
 
 namespace mtnlg {
 
@@ -145,6 +146,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   if (m == MAP_FAILED) throw io_error(std::string("cannot mmap: ") + std::strerror(map_err), path);
   map_ = static_cast<const std::byte*>(m);
   map_bytes_ = size;
+  register_mapped_input(map_, map_bytes_, path);  // a SIGBUS here names the file
   // Readers go through the file front to back: read ahead aggressively (a checkpoint load is
   // bound by this).
   ::madvise(m, size, MADV_SEQUENTIAL);
@@ -206,12 +208,14 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
                        path);
     for (size_t i = 0; i < entries_.size(); ++i) index_[entries_[i].name] = i;
   } catch (...) {
+    unregister_mapped_input(map_);
     ::munmap(const_cast<std::byte*>(map_), map_bytes_);
     throw;
   }
 }
 
 SafetensorsFile::~SafetensorsFile() {
+  unregister_mapped_input(map_);
   if (map_) ::munmap(const_cast<std::byte*>(map_), map_bytes_);
 }
 

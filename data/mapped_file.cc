@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/input_file.h"
+#include "core/mapped_inputs.h"
 #include "core/status.h"
 
 namespace mtnlg {
@@ -23,6 +24,7 @@ MappedFile::MappedFile(const std::string& path, const std::string& what_fix) : p
     throw io_error(std::string("cannot mmap: ") + std::strerror(errno), path);
   }
   data_ = static_cast<const uint8_t*>(p);
+  register_mapped_input(data_, size_, path_);  // a SIGBUS here names the file
 }
 
 MappedFile::~MappedFile() {
@@ -45,6 +47,7 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
 }
 
 void MappedFile::unmap() {
+  unregister_mapped_input(data_);
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
   data_ = nullptr;
   size_ = 0;

@@ -77,6 +77,27 @@ else
   echo "FAIL: metrics to /dev/null: no $tmp/resolved_recipe.yaml, or one in /dev"
   failures=$((failures + 1))
 fi
+# A dataset truncated while a run has it mapped: not a bare SIGBUS (exit 135) but exit 4 naming
+# the file.
+/usr/bin/python3 tests/cmd/make_tiny_corpus.py "$tmp/shrink" 400 512 >/dev/null
+"$bin" --config configs/tiny.yaml --set "data.blend=[{prefix: $tmp/shrink, weight: 1}]" \
+  --set data.cache_dir="$tmp/cache" --set schedule.train_iters=100000 --threads 1 \
+  --set logging.metrics_file="$tmp/shrink-run/m.jsonl" >"$tmp/shrink.log" 2>&1 &
+pid=$!
+for _ in $(seq 300); do
+  [[ -s $tmp/shrink-run/m.jsonl ]] && break
+  sleep 0.1
+done
+truncate -s 0 "$tmp/shrink.bin"
+status=0
+wait "$pid" || status=$?
+if [[ $status == 4 ]] && grep -q "shrink\.bin\]: the file changed size" "$tmp/shrink.log"; then
+  echo "ok: a dataset truncated during training: exit 4 naming it"
+  passes=$((passes + 1))
+else
+  echo "FAIL: a dataset truncated during training: exit $status: $(tail -2 "$tmp/shrink.log")"
+  failures=$((failures + 1))
+fi
 # A rank under mpirun writes to a pseudo-terminal even when mpirun's output is piped: no ANSI
 # colour codes in its log lines.
 if command -v mpirun >/dev/null; then
