@@ -93,6 +93,12 @@ void IndexedDataset::parse_index() {
                          " document indices (truncated?); " + kRemakeFix,
                      idx_name);
   }
+  if (12 * n + 8 * d != body) {
+    throw corruption("index has " + std::to_string(body - 12 * n - 8 * d) + " bytes after its " +
+                         std::to_string(n) + " sequences and " + std::to_string(d) +
+                         " document indices (a count lowered, or two files joined); " + kRemakeFix,
+                     idx_name);
+  }
   lengths_offset_ = idx_format::kHeaderBytes;
   pointers_offset_ = lengths_offset_ + 4 * n;
   documents_offset_ = pointers_offset_ + 8 * n;
@@ -106,12 +112,14 @@ void IndexedDataset::parse_index() {
   const uint8_t* lengths_at = p + lengths_offset_;
   const uint8_t* pointers_at = p + pointers_offset_;
   num_tokens_ = 0;
+  uint64_t expected = 0;  // Megatron's sequences are contiguous in .bin, in order, from byte 0
   for (uint64_t i = 0; i < n; ++i) {
     const int64_t len = load<int32_t>(lengths_at + 4 * i);
     const int64_t ptr = load<int64_t>(pointers_at + 8 * i);
     const uint64_t end = static_cast<uint64_t>(ptr) + static_cast<uint64_t>(len) * item;
-    if ((len | ptr) >= 0 && end <= bin_size) {  // the common case: one branch per sequence
-      num_tokens_ += len;
+    if ((len | ptr) >= 0 && end <= bin_size && static_cast<uint64_t>(ptr) == expected) {
+      num_tokens_ += len;  // the common case: one branch per sequence
+      expected = end;
       continue;
     }
     if (len < 0 || ptr < 0) {
@@ -119,10 +127,26 @@ void IndexedDataset::parse_index() {
                            " and byte offset " + std::to_string(ptr) + "; " + kRemakeFix,
                        idx_name);
     }
-    throw corruption("sequence " + std::to_string(i) + " spans bytes [" + std::to_string(ptr) +
-                         ", " + std::to_string(end) + ") but " + bin_.path() + " has " +
-                         std::to_string(bin_size) +
-                         " bytes (truncated .bin, or .idx from another dataset); " + kRemakeFix,
+    if (end > bin_size)
+      throw corruption("sequence " + std::to_string(i) + " spans bytes [" + std::to_string(ptr) +
+                           ", " + std::to_string(end) + ") but " + bin_.path() + " has " +
+                           std::to_string(bin_size) +
+                           " bytes (truncated .bin, or .idx from another dataset); " + kRemakeFix,
+                       bin_.path());
+    throw corruption("sequence " + std::to_string(i) + " starts at byte " + std::to_string(ptr) +
+                         " but the one before it ends at byte " + std::to_string(expected) +
+                         " (sequences of a Megatron dataset are contiguous: overlapping or "
+                         "gapped lengths and pointers); " +
+                         kRemakeFix,
+                     idx_name);
+  }
+  if (expected != bin_size) {
+    throw corruption(bin_.path() + " has " + std::to_string(bin_size) + " bytes but the index's " +
+                         std::to_string(n) + " sequences of " + token_type_name(token_type_) +
+                         " tokens cover " + std::to_string(expected) +
+                         " (a .bin of another dataset, or tokens of another width than the "
+                         "index says); " +
+                         kRemakeFix,
                      bin_.path());
   }
 
@@ -147,6 +171,14 @@ void IndexedDataset::parse_index() {
                        idx_name);
     }
     prev = cur;
+  }
+  if (d > 0 && prev != static_cast<int64_t>(n)) {
+    throw corruption("the last document index is " + std::to_string(prev) + " but there are " +
+                         std::to_string(n) +
+                         " sequences: the documents cover only part of the data (a count "
+                         "lowered?); " +
+                         kRemakeFix,
+                     idx_name);
   }
 }
 

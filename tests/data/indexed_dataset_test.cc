@@ -296,6 +296,35 @@ TEST_CASE("open rejects malformed index files") {
     idx = s.bytes();
     says = "truncated";
   }
+  SECTION("a .bin longer than its sequences") {
+    bin += std::string(4, '\0');
+    says = "cover 10";
+  }
+  SECTION("uint16 index over int32 tokens") {
+    bin.clear();
+    for (int32_t v : {1, 2, 3, 4, 5}) put(bin, v);
+    says = "another width";
+  }
+  SECTION("overlapping sequences") {
+    IdxSpec s = good_spec();
+    s.pointers = {0, 4};
+    idx = s.bytes();
+    says = "ends at byte 6";
+  }
+  SECTION("trailing bytes after the arrays (a count lowered)") {
+    IdxSpec s = good_spec();
+    std::string b = s.bytes();
+    const uint64_t fewer = 2;  // 3 document indices written, 2 counted
+    std::memcpy(b.data() + 26, &fewer, 8);
+    idx = b;
+    says = "8 bytes after";
+  }
+  SECTION("documents covering only part of the sequences") {
+    IdxSpec s = good_spec();
+    s.docs = {0, 1};
+    idx = s.bytes();
+    says = "cover only part";
+  }
   SECTION("negative length") {
     IdxSpec s = good_spec();
     s.lengths = {-3, 2};
