@@ -71,8 +71,8 @@ int main(int argc, char** argv) {
   app.add_flag("--append-eod", opt.append_eod,
                "End every document with <|endoftext|> (id 50256), as GPT training data needs");
   app.add_option("--workers", opt.workers,
-                 "Tokenizing threads; the output is the same for any count")
-      ->check(CLI::PositiveNumber)
+                 "Tokenizing threads (1 to 1024); the output is the same for any count")
+      ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   app.add_flag("--skip-bad-lines", opt.skip_bad_lines,
                "jsonl: skip lines that are not a JSON object with a string --json-key (each is "

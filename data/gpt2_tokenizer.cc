@@ -150,6 +150,12 @@ std::shared_ptr<const Gpt2Tokenizer> Gpt2Tokenizer::load(const std::string& voca
     t->merges_.emplace(pair_key(ids[0], ids[1]), MergeRule{rank, merged->second});
     ++rank;
   }
+  // No merges would silently tokenize byte by byte: several times the tokens, another model.
+  if (rank == 0)
+    throw corruption(
+        "the merge file has no merges; the fix: pass GPT-2's vocab.bpe (data/gpt2/) "
+        "or Megatron's gpt2-merges.txt",
+        merge_file);
   return t;
 }
 

@@ -1,5 +1,7 @@
 #include "data/preprocess.h"
 
+#include <filesystem>
+
 #include <spdlog/spdlog.h>
 
 #include <condition_variable>
@@ -200,6 +202,15 @@ void validate(const PreprocessOptions& opt) {
     throw invalid_argument("--workers must be at least 1, got " + std::to_string(opt.workers));
   }
   if (opt.output_prefix.empty()) throw invalid_argument("--output-prefix is required");
+  // "dir/" would write dir/.bin and dir/.idx: hidden files no recipe names.
+  const std::string base = std::filesystem::path(opt.output_prefix).filename().string();
+  if (base.empty() || base == "." || base == "..")
+    throw invalid_argument("'" + opt.output_prefix +
+                               "' names a directory, not a file prefix; add the dataset's name, "
+                               "e.g. " +
+                               opt.output_prefix + (opt.output_prefix.back() == '/' ? "" : "/") +
+                               "my_text_document",
+                           "--output-prefix");
   if (opt.format == InputFormat::kJsonl && opt.json_key.empty()) {
     throw invalid_argument("--json-key must not be empty");
   }

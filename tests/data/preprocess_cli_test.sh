@@ -67,6 +67,14 @@ expect 4 'nope\.jsonl' -- --input "$tmp/nope.jsonl" --output-prefix "$tmp/x"
 expect 4 'encoder\.json' -- --input "$tmp/ok.jsonl" --output-prefix "$tmp/x" --vocab-file "$tmp/encoder.json"
 expect 4 'output directory|no/such' -- --input "$tmp/ok.jsonl" --output-prefix "$tmp/no/such/x"
 expect 2 'input is required' -- --output-prefix "$tmp/x"
+# An empty merge file (byte-level tokens, another model), a directory as the prefix, absurd workers.
+: >"$tmp/empty.bpe"
+expect 4 'empty\.bpe\]: the merge file has no merges' -- --input "$tmp/ok.jsonl" \
+  --output-prefix "$tmp/x" --merge-file "$tmp/empty.bpe"
+mkdir -p "$tmp/outdir"
+expect 2 "--output-prefix\]: '.*outdir/' names a directory" -- --input "$tmp/ok.jsonl" --output-prefix "$tmp/outdir/"
+check "no hidden outdir/.bin written" test ! -e "$tmp/outdir/.bin"
+expect 2 '--workers: Value 100000 not in range 1 to 1024' -- --input "$tmp/ok.jsonl" --output-prefix "$tmp/x" --workers 100000
 # FIFOs as the input or a tokenizer file are refused before open() could block.
 mkfifo "$tmp/fifo.jsonl" "$tmp/fifo-encoder.json"
 expect 4 'fifo\.jsonl\]: not a regular file \(it is a FIFO\)' -- --input "$tmp/fifo.jsonl" --output-prefix "$tmp/x"
