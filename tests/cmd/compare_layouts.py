@@ -4,7 +4,8 @@
 Usage: compare_layouts.py [--exact] DIR REF:OTHER [REF:OTHER ...]
 DIR/NAME/metrics.jsonl holds each run's metrics. For every pair, each train iteration's loss
 must agree within 1e-4 and grad norm within 1e-3 (relative), consumed samples exactly, and the
-valid losses (when the runs evaluated) within 1e-4. Float32 sums in another order differ by
+valid losses within 1e-4 (a run with eval.interval set must have logged validation lines: its
+resolved_recipe.yaml says). Float32 sums in another order differ by
 ~1e-7 relative per step and training amplifies that a little over 20 iterations; a real error
 (a missing or doubled all-reduce, a shard initialised or counted wrongly, the wrong samples) is
 off by percents. --exact: every loss and grad norm must be bit-identical instead (a resumed run
@@ -17,6 +18,22 @@ import sys
 def load(directory, name, split):
     with open(f"{directory}/{name}/metrics.jsonl") as f:
         return [json.loads(line) for line in f if f'"split": "{split}"' in line]
+
+
+def eval_interval(directory, name):
+    """eval.interval of the run, from the resolved_recipe.yaml beside its metrics (0 if none)."""
+    try:
+        lines = open(f"{directory}/{name}/resolved_recipe.yaml").read().splitlines()
+    except OSError:
+        return 0
+    for i, line in enumerate(lines):
+        if line == "eval:":
+            for sub in lines[i + 1:]:
+                if sub.strip().startswith("interval:"):
+                    return int(sub.split(":", 1)[1])
+                if not sub.startswith(" "):
+                    break
+    return 0
 
 
 def compare(directory, ref, other, exact):
@@ -36,6 +53,9 @@ def compare(directory, ref, other, exact):
             failures += 1
             print(f"FAIL {other} vs {ref} iteration {x['iteration']}: consumed_samples")
     va, vb = load(directory, ref, "valid"), load(directory, other, "valid")
+    if eval_interval(directory, ref) > 0 and not va:
+        print(f"FAIL {ref}: eval.interval is set but the run logged no validation line")
+        return failures + 1
     if len(va) != len(vb):
         print(f"FAIL {other} vs {ref}: {len(vb)} vs {len(va)} valid lines")
         return failures + 1
