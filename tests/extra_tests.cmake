@@ -29,6 +29,11 @@ add_executable(mtnlg-comm-check ${PROJECT_SOURCE_DIR}/tests/parallel/comm_check_
 target_compile_options(mtnlg-comm-check PRIVATE ${MTNLG_WARNINGS})
 target_link_libraries(mtnlg-comm-check PRIVATE mtnlg_parallel)
 find_program(MTNLG_MPIRUN mpirun)
+# The multi-rank tests need a launcher; without one they would silently not exist.
+if(NOT MTNLG_MPIRUN)
+  message(FATAL_ERROR "mpirun not found: the multi-rank tests (layouts, killed ranks, checkpoints) "
+    "need it; run scripts/setup.sh (Debian's openmpi-bin) or configure with -DMTNLG_TESTS=OFF")
+endif()
 if(MTNLG_MPIRUN)
   set(mtnlg_mpirun_env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
   foreach(np 1 2 3 4)
