@@ -16,6 +16,7 @@
 #include "core/stop_signal.h"
 #include "data/dataset_builder.h"
 #include "data/loader.h"
+#include "data/token_check.h"
 #include "model/gpt_params.h"
 #include "model/gpt_stage.h"
 #include "optim/adamw.h"
@@ -100,6 +101,7 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
   // sized for the whole run; the valid split for every evaluation of it.
   const int64_t seq = recipe_.model.seq_length, micro = recipe_.parallel.micro_batch_size;
   const int64_t train_samples = run_length(recipe_).tokens / seq;
+  check_token_ids(recipe_.data, recipe_.model.vocab_size);  // every id, once, before training
   train_data_ = build_train_dataset(recipe_.data, seq, train_samples, Split::kTrain);
   spdlog::info("train data: {} samples: {}", train_samples, train_data_->description());
   const std::string source_name = recipe_.data.blend.size() == 1

@@ -50,6 +50,8 @@ class IndexedDataset {
   // int32 lengths[num_sequences] and int64 document indices[num_documents + 1].
   std::span<const uint8_t> raw_sequence_lengths() const;
   std::span<const uint8_t> raw_document_indices() const;
+  // The whole .bin: every token, little-endian, of token_type() (for scanning its ids).
+  std::span<const uint8_t> raw_tokens() const { return {bin_.data(), bin_.size()}; }
 
   // Copies tokens [offset, offset + count) of sequence `seq` into out[0, count) as int32.
   // Preconditions (checked): 0 <= seq < num_sequences, 0 <= offset, offset + count <= length.
