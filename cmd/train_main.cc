@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
   app.add_option("--world-size", plan.world_size,
                  "With --dry-run: plan for N ranks (parallel.data = N / (tensor x pipeline))")
       ->needs(dry)
-      ->check(finite_positive());
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   app.add_flag("--json", json, "With --dry-run: print the plan as one JSON object")->needs(dry);
   app.add_option("--gpu-memory-gb", plan.gpu_memory_gb,
                  "With --dry-run: memory of one GPU in GiB, the limit the plan is checked against")
@@ -183,6 +183,13 @@ int main(int argc, char** argv) {
   } catch (const mtnlg::Error& e) {
     spdlog::error("{}", e.what());
     return mtnlg::exit_status(e.code());
+  } catch (const std::bad_alloc&) {
+    spdlog::error(
+        "out of memory: the recipe asks this rank for more memory than the machine has (the "
+        "model and optimizer state, activations, or the data indices of a very long run); "
+        "--dry-run prints the plan per rank: lower the model size, micro-batch or run length, or "
+        "use more ranks");
+    return 1;
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     return 1;

@@ -11,6 +11,7 @@
 #include "checkpoint/manifest.h"
 #include "checkpoint/saver.h"
 #include "cmd/planner.h"
+#include "core/checked_math.h"
 #include "core/logging.h"
 #include "core/metrics.h"
 #include "core/stop_signal.h"
@@ -119,8 +120,11 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
       [batch, seq](int64_t consumed) { return ramp_global_batch(batch, consumed * seq); });
   if (recipe_.eval.interval > 0) {
     const int64_t evaluations = total_iters_ / recipe_.eval.interval + 1;
-    const int64_t valid_samples =
-        evaluations * recipe_.eval.iters * recipe_.batch.global_batch_size;
+    const int64_t valid_samples = checked_mul(
+        checked_mul(evaluations, recipe_.eval.iters, "evaluations x eval.iters", "eval.iters"),
+        recipe_.batch.global_batch_size,
+        "evaluations (schedule / eval.interval) x eval.iters x batch.global_batch_size",
+        "eval.iters");
     valid_data_ = build_train_dataset(recipe_.data, seq, valid_samples, Split::kValid);
     if (!valid_data_)
       throw invalid_argument(

@@ -304,7 +304,8 @@ Recipe parse_recipe(const std::string& yaml_text, const std::vector<std::string>
   eval.read("iters", r.eval.iters);
   top.read("seed", r.seed);
 
-  // decay_tokens defaults to the whole run, counted in tokens.
+  // decay_tokens defaults to the whole run, counted in tokens (bounded first: no overflow).
+  recipe_detail::validate_bounds(r);
   if (!top.section("schedule").get("decay_tokens")) {
     r.schedule.decay_tokens = r.schedule.train_tokens > 0
                                   ? r.schedule.train_tokens

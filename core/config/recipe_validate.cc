@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/checked_math.h"
 #include "core/config/recipe.h"
 #include "core/config/recipe_yaml.h"
 #include "core/status.h"
@@ -66,6 +67,13 @@ void validate_model(const ModelConfig& m, const ParallelConfig& p) {
   divides(p.tensor, "parallel.tensor", m.ffn_hidden_size, "model.ffn_hidden_size",
           "parallel.tensor");
   divides(p.pipeline, "parallel.pipeline", m.num_layers, "model.num_layers", "parallel.pipeline");
+}
+
+// "key: v is more than the largest supported value max (why)".
+void at_most(int64_t value, int64_t max, const char* key, const char* why) {
+  expect(value <= max, key,
+         fmt::format("{}: {} is more than {}, the largest this build takes ({}); lower it", key,
+                     value, max, why));
 }
 
 void validate_parallel(const ParallelConfig& p) {
@@ -231,7 +239,47 @@ void validate_rest(const Recipe& r) {
 
 }  // namespace
 
+void validate_bounds(const Recipe& r) {
+  const ModelConfig& m = r.model;
+  at_most(m.num_layers, 100'000, "model.num_layers", "10x the largest trained model");
+  at_most(m.hidden_size, int64_t{1} << 20, "model.hidden_size", "2^20");
+  at_most(m.num_attention_heads, int64_t{1} << 20, "model.num_attention_heads", "2^20");
+  at_most(m.ffn_hidden_size, int64_t{1} << 22, "model.ffn_hidden_size", "2^22");
+  at_most(m.seq_length, int64_t{1} << 24, "model.seq_length", "2^24 tokens");
+  at_most(m.max_position_embeddings, int64_t{1} << 24, "model.max_position_embeddings",
+          "2^24 positions");
+  at_most(m.vocab_size, int64_t{1} << 30, "model.vocab_size", "2^30; token ids are int32");
+  at_most(m.make_vocab_size_divisible_by, int64_t{1} << 20, "model.make_vocab_size_divisible_by",
+          "2^20");
+  const ParallelConfig& p = r.parallel;
+  at_most(p.tensor, 1024, "parallel.tensor", "1024 ranks per tensor group");
+  at_most(p.pipeline, 100'000, "parallel.pipeline", "one stage per layer at most");
+  at_most(p.data, int64_t{1} << 24, "parallel.data", "2^24 replicas");
+  at_most(p.micro_batch_size, int64_t{1} << 24, "parallel.micro_batch_size", "2^24 samples");
+  at_most(p.virtual_pipeline, 1024, "parallel.virtual_pipeline", "1024 chunks per rank");
+  at_most(r.batch.global_batch_size, int64_t{1} << 30, "batch.global_batch_size", "2^30 samples");
+  constexpr int64_t kMaxTokens = int64_t{1} << 60;  // 1.15e18: headroom for one more iteration
+  at_most(r.schedule.train_iters, int64_t{1} << 40, "schedule.train_iters", "2^40 iterations");
+  at_most(r.schedule.train_tokens, kMaxTokens, "schedule.train_tokens", "2^60 tokens");
+  at_most(r.schedule.warmup_tokens, kMaxTokens, "schedule.warmup_tokens", "2^60 tokens");
+  at_most(r.schedule.decay_tokens, kMaxTokens, "schedule.decay_tokens", "2^60 tokens");
+  at_most(r.batch.rampup.tokens, kMaxTokens, "batch.rampup.tokens", "2^60 tokens");
+  at_most(r.eval.iters, int64_t{1} << 30, "eval.iters", "2^30 batches");
+  // The derived run length in tokens must stay within the same bound.
+  const int64_t per_iteration =
+      checked_mul(r.batch.global_batch_size, m.seq_length,
+                  "batch.global_batch_size x model.seq_length", "batch.global_batch_size");
+  const int64_t run_tokens = checked_mul(
+      r.schedule.train_iters, per_iteration,
+      "schedule.train_iters x batch.global_batch_size x model.seq_length", "schedule.train_iters");
+  expect(run_tokens <= kMaxTokens, "schedule.train_iters",
+         fmt::format("schedule.train_iters: {} iterations of {} tokens are {} tokens, more than "
+                     "2^60; lower schedule.train_iters",
+                     r.schedule.train_iters, per_iteration, run_tokens));
+}
+
 void validate_recipe(const Recipe& r) {
+  validate_bounds(r);
   validate_parallel(r.parallel);
   validate_model(r.model, r.parallel);
   validate_batch(r.batch, r.parallel);  // before schedule: decay_tokens may derive from it

@@ -72,5 +72,8 @@ std::string describe(const YAML::Node& node);
 // Value checks on a parsed recipe with defaults filled in (recipe_validate.cc): impossible
 // values and layout divisibility. Throws Error with the key path as context.
 void validate_recipe(const Recipe& recipe);
+// Upper bounds on the counts (recipe_validate.cc), checked before anything is derived from them,
+// so that the products the planner and the trainer form stay far inside 64 bits.
+void validate_bounds(const Recipe& recipe);
 
 }  // namespace mtnlg::recipe_detail

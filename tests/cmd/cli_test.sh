@@ -111,6 +111,7 @@ if command -v mpirun >/dev/null; then
     passes=$((passes + 1))
   fi
 fi
+expect 2 'world-size: Value 99999999999999999999 not in range' -- --config configs/tiny.yaml --dry-run --world-size 99999999999999999999
 # NaN and infinities are not numbers a plan can use (CLI11's range checks let NaN through).
 for flag in --iteration-time --peak-tflops --gpu-memory-gb --utilization; do
   expect 2 "$flag: 'nan' is not a finite number" -- --config configs/530b.yaml --dry-run "$flag" nan

@@ -204,6 +204,24 @@ TEST_CASE("impossible values are rejected with the fix", "[config]") {
                       {"save_interval is 100", "set checkpoint.dir"});
   expect_recipe_error({"checkpoint.resume=true"}, "checkpoint.dir", {"set checkpoint.dir"});
   expect_recipe_error({"checkpoint.keep_last=-1"}, "checkpoint.keep_last", {"negative"});
+  // Counts that would overflow the products formed from them (tokens, samples) or that no machine
+  // could allocate are refused naming the key, before anything is derived from them.
+  expect_recipe_error({"schedule.train_iters=144115188075855875"}, "schedule.train_iters",
+                      {"largest this build takes"});
+  expect_recipe_error({"model.seq_length=9223372036854775807"}, "model.seq_length",
+                      {"largest this build takes"});
+  expect_recipe_error({"eval.iters=9223372036854775807"}, "eval.iters", {"2^30"});
+  expect_recipe_error({"parallel.data=9223372036854775807"}, "parallel.data", {"2^24"});
+  expect_recipe_error({"model.hidden_size=2147483648"}, "model.hidden_size", {"2^20"});
+  expect_recipe_error({"model.vocab_size=4294967296"}, "model.vocab_size", {"int32"});
+  expect_recipe_error({"batch.global_batch_size=2147483648"}, "batch.global_batch_size", {"2^30"});
+  // In range one by one, past 2^60 tokens together.
+  expect_recipe_error({"schedule.train_iters=1099511627776", "batch.global_batch_size=1048576",
+                       "model.seq_length=4096", "model.max_position_embeddings=4096"},
+                      "schedule.train_iters", {"overflows 64-bit"});
+  expect_recipe_error({"schedule.train_iters=1099511627776", "batch.global_batch_size=1024",
+                       "model.seq_length=4096", "model.max_position_embeddings=4096"},
+                      "schedule.train_iters", {"more than 2^60"});
   expect_recipe_error({"parallel.timeout_s=10000000000"}, "parallel.timeout_s",
                       {"more than 30 days", "at most 2592000"});
   expect_recipe_error({"schedule.exit_duration_minutes=-5"}, "schedule.exit_duration_minutes",
