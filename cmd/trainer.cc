@@ -304,6 +304,23 @@ IterationStats Trainer::step() {
       sum_over_data(sum_over_pipeline(loss_sum)) / static_cast<double>(batch_tokens);
   const double grad_norm = this->grad_norm();
   ++iteration_;
+  if ((!std::isfinite(loss) || !std::isfinite(grad_norm)) && iteration_ == 1) {
+    // Nothing has been updated yet: the starting weights are at fault, not the learning rate.
+    const bool imported = !recipe_.model.init_from.empty() && start_checkpoint_.empty();
+    const std::string key = !start_checkpoint_.empty() ? "checkpoint.load"
+                            : imported                 ? "model.init_from"
+                                                       : "model.init_method_std";
+    throw Error(Code::kDiverged,
+                "the first iteration's loss is " + json_number(loss) + " and grad norm " +
+                    json_number(grad_norm) +
+                    " before any update: the starting weights are at "
+                    "fault; " +
+                    (key == "model.init_method_std"
+                         ? "lower model.init_method_std (" +
+                               json_number(recipe_.model.init_method_std) + "; 0.02 is usual)"
+                         : "check the weights in " + key),
+                key);
+  }
   if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
     throw Error(Code::kDiverged,
                 "training diverged at iteration " + std::to_string(iteration_) + " (loss " +

@@ -119,6 +119,12 @@ void validate_optimizer(const OptimizerConfig& o) {
          fmt::format("optimizer.eps: {} must be positive; use e.g. 1.0e-8", o.eps));
   expect(o.weight_decay >= 0.0, "optimizer.weight_decay",
          fmt::format("optimizer.weight_decay: {} is negative; use 0 or e.g. 0.1", o.weight_decay));
+  // Decoupled decay multiplies each weight by (1 - lr x weight_decay) every step: at 1 or more it
+  // zeroes or flips the weights, a divergence that would be blamed on the learning rate.
+  expect(o.lr * o.weight_decay < 1.0, "optimizer.weight_decay",
+         fmt::format("optimizer.weight_decay: {} times optimizer.lr: {} is {} (>= 1): every step "
+                     "would zero or flip the weights; use e.g. 0.1",
+                     o.weight_decay, o.lr, o.lr * o.weight_decay));
   expect(o.clip_grad >= 0.0, "optimizer.clip_grad",
          fmt::format("optimizer.clip_grad: {} is negative; use e.g. 1.0, or 0 to disable clipping",
                      o.clip_grad));

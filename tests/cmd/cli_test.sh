@@ -57,8 +57,12 @@ expect 4 "fifo\.safetensors\]: not a regular file \(it is a FIFO\)" -- --config 
 # A diverged run is the run failing, not bad input: exit 1 (the README's table), naming the key.
 expect 1 'diverged \[optimizer\.lr\]: training diverged at iteration [0-9]+' -- --config configs/tiny.yaml \
   --set "data.blend=[{prefix: $tmp/good, weight: 1}]" --set data.cache_dir="$tmp/cache" \
-  --set optimizer.lr=1e30 --set optimizer.clip_grad=0 --set schedule.warmup_tokens=0 \
+  --set optimizer.lr=1e30 --set optimizer.weight_decay=0 --set optimizer.clip_grad=0 --set schedule.warmup_tokens=0 \
   --set logging.metrics_file="$tmp/dv/m.jsonl"
+# Non-finite from the first iteration, before any update: the initial weights are blamed.
+expect 1 'diverged \[model\.init_method_std\]: the first iteration' -- --config configs/tiny.yaml \
+  --set "data.blend=[{prefix: $tmp/good, weight: 1}]" --set data.cache_dir="$tmp/cache" \
+  --set model.init_method_std=1e308 --set logging.metrics_file="$tmp/dv2/m.jsonl"
 # A fresh run over an earlier run's metrics file says that it replaces them.
 two=(--config configs/tiny.yaml --set "data.blend=[{prefix: $tmp/good, weight: 1}]"
   --set data.cache_dir="$tmp/cache" --set schedule.train_iters=2 --set schedule.warmup_tokens=0

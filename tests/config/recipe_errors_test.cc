@@ -222,6 +222,8 @@ TEST_CASE("impossible values are rejected with the fix", "[config]") {
   expect_recipe_error({"schedule.train_iters=1099511627776", "batch.global_batch_size=1024",
                        "model.seq_length=4096", "model.max_position_embeddings=4096"},
                       "schedule.train_iters", {"more than 2^60"});
+  expect_recipe_error({"optimizer.weight_decay=1e300"}, "optimizer.weight_decay",
+                      {"zero or flip the weights"});
   expect_recipe_error({"parallel.timeout_s=10000000000"}, "parallel.timeout_s",
                       {"more than 30 days", "at most 2592000"});
   expect_recipe_error({"schedule.exit_duration_minutes=-5"}, "schedule.exit_duration_minutes",
