@@ -27,8 +27,15 @@ std::unique_ptr<SampleSource> build_train_dataset(const DataConfig& cfg, int64_t
   std::vector<std::shared_ptr<IndexedDataset>> indexed;
   std::vector<DocumentRange> ranges;
   size_t empty = 0;
-  for (const auto& entry : cfg.blend) {
+  for (size_t k = 0; k < cfg.blend.size(); ++k) {
+    const auto& entry = cfg.blend[k];
     indexed.push_back(IndexedDataset::open(entry.prefix));
+    // An empty dataset is the data's fault, whatever data.split says.
+    if (indexed.back()->num_documents() == 0)
+      throw invalid_argument(entry.prefix +
+                                 " holds no documents; the fix: re-run mtnlg-preprocess on a "
+                                 "non-empty corpus, or remove the entry from data.blend",
+                             "data.blend[" + std::to_string(k) + "].prefix");
     ranges.push_back(split_range(*indexed.back(), cfg.split, which));
     if (ranges.back().empty()) ++empty;
   }

@@ -128,6 +128,11 @@ TEST_CASE("build_train_dataset: one entry - a cached blend - and empty eval spli
   cfg.blend[1].prefix = make_corpus(dir, "tiny", 3, 3);
   CHECK(error_of([&] { build_train_dataset(cfg, 8, 20, Split::kValid); }).context() ==
         "data.blend[1]");
+  // A dataset without documents is named as the data's fault, not data.split's.
+  cfg.blend[1].prefix = make_corpus(dir, "empty", 4, 0);
+  const Error empty = error_of([&] { build_train_dataset(cfg, 8, 20, Split::kTrain); });
+  CHECK(empty.context() == "data.blend[1].prefix");
+  CHECK_THAT(empty.message(), Catch::Contains("holds no documents"));
 }
 
 TEST_CASE("a source too small for its share is rejected") {
