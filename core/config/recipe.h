@@ -71,6 +71,9 @@ struct OptimizerConfig {
 struct ScheduleConfig {
   int64_t warmup_tokens = 0;
   int64_t decay_tokens = 0;  // default: train_tokens
+  // False when decay_tokens was derived from the run's length (messages then name the keys it
+  // came from, not a key the user never set).
+  bool decay_tokens_set = false;
   DecayStyle decay_style = DecayStyle::kCosine;
   int64_t train_tokens = 0;  // 0 = unset; at least one of train_tokens/train_iters is set
   int64_t train_iters = 0;

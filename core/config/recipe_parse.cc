@@ -306,7 +306,8 @@ Recipe parse_recipe(const std::string& yaml_text, const std::vector<std::string>
 
   // decay_tokens defaults to the whole run, counted in tokens (bounded first: no overflow).
   recipe_detail::validate_bounds(r);
-  if (!top.section("schedule").get("decay_tokens")) {
+  r.schedule.decay_tokens_set = top.section("schedule").get("decay_tokens").has_value();
+  if (!r.schedule.decay_tokens_set) {
     r.schedule.decay_tokens = r.schedule.train_tokens > 0
                                   ? r.schedule.train_tokens
                                   : r.schedule.train_iters * r.tokens_per_iteration();

@@ -130,7 +130,7 @@ void validate_optimizer(const OptimizerConfig& o) {
                      o.clip_grad));
 }
 
-void validate_schedule(const ScheduleConfig& s) {
+void validate_schedule(const ScheduleConfig& s, int64_t tokens_per_iteration) {
   non_negative(s.warmup_tokens, "schedule.warmup_tokens");
   non_negative(s.train_tokens, "schedule.train_tokens");
   non_negative(s.train_iters, "schedule.train_iters");
@@ -141,6 +141,19 @@ void validate_schedule(const ScheduleConfig& s) {
   expect(s.train_tokens > 0 || s.train_iters > 0, "schedule.train_tokens",
          "schedule.train_tokens and schedule.train_iters are both 0; set one of them to the "
          "length of the run");
+  if (!s.decay_tokens_set) {  // derived from the run's length: name what it came from
+    const std::string length = s.train_tokens > 0
+                                   ? fmt::format("schedule.train_tokens: {}", s.train_tokens)
+                                   : fmt::format(
+                                         "schedule.train_iters {} x {} tokens per iteration "
+                                         "(batch.global_batch_size x model.seq_length) = {}",
+                                         s.train_iters, tokens_per_iteration, s.decay_tokens);
+    expect(s.decay_tokens >= s.warmup_tokens, "schedule.warmup_tokens",
+           fmt::format("schedule.warmup_tokens: {} is longer than the whole run ({}), which the "
+                       "decay ends with by default; shorten the warmup, lengthen the run, or set "
+                       "schedule.decay_tokens",
+                       s.warmup_tokens, length));
+  }
   expect(s.decay_tokens >= s.warmup_tokens, "schedule.decay_tokens",
          fmt::format("schedule.decay_tokens: {} is less than schedule.warmup_tokens: {}; decay "
                      "counts from the start of training, so set decay_tokens >= warmup_tokens",
@@ -290,7 +303,7 @@ void validate_recipe(const Recipe& r) {
   validate_model(r.model, r.parallel);
   validate_batch(r.batch, r.parallel);  // before schedule: decay_tokens may derive from it
   validate_optimizer(r.optimizer);
-  validate_schedule(r.schedule);
+  validate_schedule(r.schedule, r.tokens_per_iteration());
   validate_data(r.data, r.eval);
   validate_rest(r);
 }

@@ -188,6 +188,9 @@ TEST_CASE("impossible values are rejected with the fix", "[config]") {
   expect_recipe_error({"optimizer.eps=0"}, "optimizer.eps", {"must be positive"});
   expect_recipe_error({"optimizer.weight_decay=-0.1"}, "optimizer.weight_decay", {"negative"});
   expect_recipe_error({"optimizer.clip_grad=-1"}, "optimizer.clip_grad", {"0 to disable"});
+  // Derived (not set): the message names the keys it came from, and blames the warmup.
+  expect_recipe_error({"schedule={warmup_tokens: 2000, train_iters: 10}"}, "schedule.warmup_tokens",
+                      {"longer than the whole run", "schedule.train_iters 10"});
   expect_recipe_error({"schedule={warmup_tokens: 2000, decay_tokens: 1000, train_iters: 10}"},
                       "schedule.decay_tokens", {"1000 is less than schedule.warmup_tokens: 2000"});
   expect_recipe_error({"schedule.warmup_tokens=-1"}, "schedule.warmup_tokens", {"negative"});
