@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -183,6 +184,53 @@ TEST_CASE("ZeroAdamW equals AdamW on the summed gradient - dp 1 to 4, with paddi
 
 TEST_CASE("ZeroAdamW with fewer elements than ranks - some partitions are all padding") {
   check_matches_adamw(3, kTiny);
+}
+
+// tensor 2 x data 2 (4 threads): a row-sharded weight and a replicated LayerNorm. The norm must be
+// the whole model's: shards summed over the tensor group, the replicated gradient (identical on
+// both tensor ranks, as in a real model) counted once, every gradient summed over the data group.
+TEST_CASE("ZeroAdamW's norm under tensor 2 x data 2 equals the global gradient norm") {
+  constexpr int kTp = 2, kDp = 2;
+  // Gradient of element k of the (global) parameter on data rank d: multiples of 1/64, exact.
+  const auto g = [](int param, int64_t global_k, int d) {
+    return static_cast<double>((param * 11 + global_k * 3 + d * 5) % 13 - 6) / 64.0;
+  };
+  // The reference: the data-summed global gradient's L2 norm.
+  double sum_sq = 0.0;
+  for (int64_t k = 0; k < 12; ++k) {  // w: [4, 3]
+    const double v = g(0, k, 0) + g(0, k, 1);
+    sum_sq += v * v;
+  }
+  for (int64_t k = 0; k < 5; ++k) {  // ln: [5]
+    const double v = g(1, k, 0) + g(1, k, 1);
+    sum_sq += v * v;
+  }
+  const double want = std::sqrt(sum_sq);
+
+  MemoryStore store;
+  std::vector<double> norms(kTp * kDp, -1.0);
+  run_ranks(kTp * kDp, [&](int rank) {
+    const int tp = rank % kTp, dp = rank / kTp;
+    auto tensor = make_gloo_communicator(store, "tensor-" + std::to_string(dp), tp,
+                                         {dp * kTp, dp * kTp + 1}, std::chrono::seconds(20));
+    auto data = make_gloo_communicator(store, "data-" + std::to_string(tp), dp, {tp, tp + kTp},
+                                       std::chrono::seconds(20));
+    auto be = make_cpu_backend(1);
+    ParamRegistry reg;
+    reg.add({"w", {4, 3}, {2, 3}, 0, false, 0.0, 0.0, tp});
+    reg.add({"ln", {5}, {5}, -1, true, 0.0, 0.0});
+    reg.allocate(*be, DType::kF32);
+    float* gw = reg.get("w").grad.data_as<float>();
+    for (int64_t k = 0; k < 6; ++k) gw[k] = static_cast<float>(g(0, tp * 6 + k, dp));
+    float* gl = reg.get("ln").grad.data_as<float>();
+    for (int64_t k = 0; k < 5; ++k) gl[k] = static_cast<float>(g(1, k, dp));
+    ZeroAdamW opt(reg, *be, config(), *data, tensor.get());
+    norms[rank] = opt.reduce_gradients();
+  });
+  for (int r = 0; r < kTp * kDp; ++r) {
+    INFO("rank " << r);
+    CHECK(norms[r] == Approx(want).epsilon(1e-12));
+  }
 }
 
 TEST_CASE("ZeroAdamW rejects parameters of mixed dtypes") {
