@@ -72,6 +72,33 @@ TEST_CASE("weights are normalized - non-positive ones are rejected by name") {
   CHECK(error_of([] { normalize_blend_weights({}); }).context() == "data.blend");
 }
 
+// The index element by element, written out from the rule (sample i goes to the dataset with the
+// largest weight x (i + 1) - samples so far, the lowest index on ties): an off-by-one in the
+// rule (i instead of i + 1), which keeps every prefix within one sample of its share, changes
+// these sequences.
+TEST_CASE("the blending index matches the rule element by element") {
+  const std::vector<std::pair<std::vector<double>, std::vector<int64_t>>> cases = {
+      // Weights without exact ties in the first 20 choices (the best beats the second by >= 0.01),
+      // so no rounding of weight x (i + 1) can flip a choice.
+      {{0.37, 0.43, 0.2}, {1, 0, 2, 1, 0, 1, 0, 2, 1, 0, 1, 0, 2, 1, 0, 1, 2, 1, 0, 1}},
+      {{0.29, 0.47, 0.24}, {1, 0, 2, 1, 0, 1, 2, 1, 0, 1, 2, 1, 0, 1, 2, 0, 1, 1, 2, 0}},
+      {{0.13, 0.87}, {1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 0}},
+      {{0.61, 0.39}, {0, 1, 0, 1, 0, 0, 1, 0, 1, 0, 0, 1, 0, 0, 1, 0, 1, 0, 0, 1}},
+  };
+  for (const auto& [weights, want] : cases) {
+    INFO("weights " << weights[0] << ", " << weights[1]);
+    const BlendingIndices got = build_blending_indices(weights, 20);
+    std::vector<int64_t> seen(weights.size(), 0);
+    for (int64_t i = 0; i < 20; ++i) {
+      INFO("sample " << i);
+      CHECK(got.dataset_index[i] == want[static_cast<size_t>(i)]);
+      // Each dataset's samples are taken in order: the k-th time it is chosen, its sample k.
+      CHECK(got.dataset_sample_index[i] ==
+            seen[static_cast<size_t>(want[static_cast<size_t>(i)])]++);
+    }
+  }
+}
+
 TEST_CASE("sources are sized with Megatron's 0.5% margin") {
   CHECK(blend_source_samples(0.5, 1000) == 503);  // ceil(502.5)
   CHECK(blend_source_samples(0.25, 400) == 101);  // ceil(100.5)
