@@ -14,23 +14,6 @@ namespace mtnlg {
 
 namespace {
 
-// A JSON object built member by member (values already JSON text).
-class Obj {
- public:
-  Obj& raw(const std::string& key, const std::string& json) {
-    body_ += (body_.empty() ? "" : ", ") + json_string(key) + ": " + json;
-    return *this;
-  }
-  Obj& num(const std::string& key, int64_t v) { return raw(key, std::to_string(v)); }
-  Obj& num(const std::string& key, double v) { return raw(key, json_number(v)); }
-  Obj& str(const std::string& key, const std::string& v) { return raw(key, json_string(v)); }
-  Obj& boolean(const std::string& key, bool v) { return raw(key, v ? "true" : "false"); }
-  std::string text() const { return "{" + body_ + "}"; }
-
- private:
-  std::string body_;
-};
-
 class Reader {
  public:
   Reader(const JsonValue& v, std::string where, const std::string& path)
@@ -88,50 +71,50 @@ class Reader {
 }  // namespace
 
 std::string manifest_to_json(const CheckpointManifest& m) {
-  Obj schedule, rng, layout, model;
-  schedule.num("lr", m.lr).num("global_batch_size", m.global_batch_size);
-  rng.raw("seed", std::to_string(m.seed))
-      .raw("data_seed", std::to_string(m.data_seed))
-      .str("dropout", "philox(seed, sample / micro_batch_size)")
-      .num("next_micro_batch_id", m.next_micro_batch_id);
-  layout.num("tensor", m.tensor)
-      .num("pipeline", m.pipeline)
-      .num("data", m.data)
-      .num("zero_stage", static_cast<int64_t>(m.zero_stage))
-      .num("micro_batch_size", m.micro_batch_size);
+  JsonLine schedule, rng, layout, model;
+  schedule.add("lr", m.lr).add("global_batch_size", m.global_batch_size);
+  rng.add("seed", m.seed)
+      .add("data_seed", m.data_seed)
+      .add("dropout", "philox(seed, sample / micro_batch_size)")
+      .add("next_micro_batch_id", m.next_micro_batch_id);
+  layout.add("tensor", m.tensor)
+      .add("pipeline", m.pipeline)
+      .add("data", m.data)
+      .add("zero_stage", static_cast<int64_t>(m.zero_stage))
+      .add("micro_batch_size", m.micro_batch_size);
   const ManifestModel& g = m.model;
-  model.num("num_layers", g.num_layers)
-      .num("hidden_size", g.hidden_size)
-      .num("num_attention_heads", g.num_attention_heads)
-      .num("ffn_hidden_size", g.ffn_hidden_size)
-      .num("seq_length", g.seq_length)
-      .num("max_position_embeddings", g.max_position_embeddings)
-      .num("vocab_size", g.vocab_size)
-      .num("padded_vocab_size", g.padded_vocab_size);
+  model.add("num_layers", g.num_layers)
+      .add("hidden_size", g.hidden_size)
+      .add("num_attention_heads", g.num_attention_heads)
+      .add("ffn_hidden_size", g.ffn_hidden_size)
+      .add("seq_length", g.seq_length)
+      .add("max_position_embeddings", g.max_position_embeddings)
+      .add("vocab_size", g.vocab_size)
+      .add("padded_vocab_size", g.padded_vocab_size);
   std::string files = "[";
   for (size_t i = 0; i < m.files.size(); ++i) {
-    Obj f;
-    f.str("name", m.files[i].name)
-        .num("bytes", m.files[i].bytes)
-        .str("xxh3", checksum_text(m.files[i].xxh3));
-    files += (i ? ",\n    " : "\n    ") + f.text();
+    JsonLine f;
+    f.add("name", m.files[i].name)
+        .add("bytes", m.files[i].bytes)
+        .add("xxh3", checksum_text(m.files[i].xxh3));
+    files += (i ? ",\n    " : "\n    ") + f.str();
   }
   files += m.files.empty() ? "]" : "\n  ]";
-  Obj top;
-  top.num("format_version", static_cast<int64_t>(m.format_version))
-      .num("iteration", m.iteration)
-      .num("consumed_samples", m.consumed_samples)
-      .num("consumed_tokens", m.consumed_tokens)
-      .num("valid_consumed_samples", m.valid_consumed_samples)
-      .num("optimizer_steps", m.optimizer_steps)
-      .boolean("has_optimizer", m.has_optimizer)
-      .raw("schedule", schedule.text())
-      .raw("rng", rng.text())
-      .raw("layout", layout.text())
-      .raw("model", model.text())
-      .raw("files", files)
-      .str("recipe", m.recipe_yaml);
-  return top.text() + "\n";
+  JsonLine top;
+  top.add("format_version", static_cast<int64_t>(m.format_version))
+      .add("iteration", m.iteration)
+      .add("consumed_samples", m.consumed_samples)
+      .add("consumed_tokens", m.consumed_tokens)
+      .add("valid_consumed_samples", m.valid_consumed_samples)
+      .add("optimizer_steps", m.optimizer_steps)
+      .add("has_optimizer", m.has_optimizer)
+      .add_raw("schedule", schedule.str())
+      .add_raw("rng", rng.str())
+      .add_raw("layout", layout.str())
+      .add_raw("model", model.str())
+      .add_raw("files", files)
+      .add("recipe", m.recipe_yaml);
+  return top.str() + "\n";
 }
 
 CheckpointManifest parse_manifest(std::string_view text, const std::string& path) {

@@ -72,6 +72,24 @@ JsonLine& JsonLine::add(const std::string& k, const std::string& value) {
   return *this;
 }
 
+JsonLine& JsonLine::add(const std::string& k, bool value) {
+  key(k);
+  body_ += value ? "true" : "false";
+  return *this;
+}
+
+JsonLine& JsonLine::add(const std::string& k, uint64_t value) {
+  key(k);
+  body_ += std::to_string(value);
+  return *this;
+}
+
+JsonLine& JsonLine::add_raw(const std::string& k, const std::string& json) {
+  key(k);
+  body_ += json;
+  return *this;
+}
+
 int64_t truncate_metrics_file(const std::string& path, int64_t last_iteration) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return 0;

@@ -18,6 +18,10 @@ class JsonLine {
   JsonLine& add(const std::string& key, int64_t value);
   JsonLine& add(const std::string& key, const std::string& value);
   JsonLine& add(const std::string& key, const char* value) { return add(key, std::string(value)); }
+  JsonLine& add(const std::string& key, bool value);
+  JsonLine& add(const std::string& key, uint64_t value);
+  // `json` is already JSON text (a nested object or array).
+  JsonLine& add_raw(const std::string& key, const std::string& json);
   std::string str() const { return "{" + body_ + "}"; }
 
  private:
