@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "checkpoint/offline.h"
+#include "cmd/cli_parse.h"
 #include "core/logging.h"
 #include "core/status.h"
 
@@ -57,12 +58,7 @@ int main(int argc, char** argv) {
 
   std::string log_level = "warn";
   app.add_option("--log-level", log_level, "trace, debug, info, warn (default), error or off");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int printed = app.exit(e);
-    return printed == 0 ? 0 : 2;
-  }
+  if (const auto status = mtnlg::parse_command_line(app, argc, argv)) return *status;
   try {
     mtnlg::init_logging(log_level);
     if (*inspect) {

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <string>
 
+#include "cmd/cli_parse.h"
 #include "core/logging.h"
 #include "core/status.h"
 #include "data/preprocess.h"
@@ -86,12 +87,7 @@ int main(int argc, char** argv) {
                "Print progress lines even when stderr is a terminal");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int printed = app.exit(e);
-    return printed == 0 ? 0 : 2;
-  }
+  if (const auto status = mtnlg::parse_command_line(app, argc, argv)) return *status;
 
   try {
     mtnlg::init_logging(log_level);

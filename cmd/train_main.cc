@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "cmd/cli_parse.h"
 #include "cmd/dry_run.h"
 #include "cmd/trainer.h"
 #include "core/logging.h"
@@ -106,13 +107,7 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    // --help and --version exit 0; any other command-line mistake is a usage error (2).
-    const int printed = app.exit(e);
-    return printed == 0 ? 0 : 2;
-  }
+  if (const auto status = mtnlg::parse_command_line(app, argc, argv)) return *status;
 
   try {
     mtnlg::init_logging(log_level);

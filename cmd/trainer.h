@@ -103,7 +103,6 @@ class Trainer {
   // Whether the stopped run saved a checkpoint (checkpoint.dir set) before returning.
   bool saved_at_stop() const { return saved_at_stop_; }
   int64_t iteration() const { return iteration_; }  // completed iterations (a resume starts here)
-  int64_t consumed_samples() const { return consumed_samples_; }
   // Saves a checkpoint of the current iteration now (collective); the stall in ms.
   // before_commit(stall_ms) runs once the state is safe (sync: every rank's files written; async:
   // copied) and before the checkpoint is committed (see CheckpointSaver::save).
@@ -169,7 +168,6 @@ class Trainer {
   std::string start_checkpoint_;
   std::unique_ptr<CheckpointManifest> start_manifest_;
   bool start_full_ = false;  // resume everything, not only the weights
-  int64_t last_saved_iteration_ = -1;
   StopReason stop_reason_ = StopReason::kFinished;
   int stop_signal_ = 0;
   bool saved_at_stop_ = false;

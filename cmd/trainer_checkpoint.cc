@@ -188,7 +188,6 @@ double Trainer::save_checkpoint(const std::function<void(double)>& before_commit
   m.model = manifest_model(recipe_);
   m.recipe_yaml = recipe_to_yaml(recipe_);
   const SaveStats stats = saver_->save(std::move(shards), std::move(m), *backend_, before_commit);
-  last_saved_iteration_ = iteration_;
   return stats.stall_ms;
 }
 
