@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <fstream>
 #include <random>
@@ -35,6 +38,27 @@ std::string read_file(const std::string& path) {
   std::ostringstream os;
   os << in.rdbuf();
   return os.str();
+}
+
+Watchdog::Watchdog(double seconds, std::string what) {
+  thread_ = std::thread([this, seconds, what = std::move(what)] {
+    std::unique_lock lock(mu_);
+    const auto limit = std::chrono::duration<double>(seconds);
+    if (!cv_.wait_for(lock, limit, [this] { return done_; })) {
+      std::fprintf(stderr, "watchdog: %s did not finish within %.0f s\n", what.c_str(), seconds);
+      std::fflush(stderr);
+      std::_Exit(1);
+    }
+  });
+}
+
+Watchdog::~Watchdog() {
+  {
+    std::lock_guard lock(mu_);
+    done_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
 }
 
 std::string source_path(const std::string& rel) {

@@ -1,9 +1,12 @@
 // Helpers shared by the Catch2 tests.
 #pragma once
 
+#include <condition_variable>
 #include <filesystem>
 #include <functional>
+#include <mutex>
 #include <string>
+#include <thread>
 
 namespace mtnlg::test {
 
@@ -29,6 +32,23 @@ std::string read_file(const std::string& path);
 // Gloo communicators over one MemoryStore), joins them all, then rethrows the first rank's
 // exception. fn must not use Catch's macros (they are not thread-safe): throw instead.
 void run_ranks(int n, const std::function<void(int)>& fn);
+
+// Ends the test process (exit 1, naming `what`) if it is still alive `seconds` after construction:
+// a hang in a destructor or join then fails within the test instead of at CTest's timeout, and
+// says where. Destroy it when the guarded work is done.
+class Watchdog {
+ public:
+  Watchdog(double seconds, std::string what);
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;  // guarded by mu_
+  std::thread thread_;
+};
 
 // Absolute path of a file in the source tree, e.g. source_path("configs/demo-cpu.yaml").
 std::string source_path(const std::string& rel);
