@@ -47,7 +47,8 @@ if(MTNLG_MPIRUN)
   add_test(NAME pmix_launch_peer_killed
     COMMAND bash ${PROJECT_SOURCE_DIR}/tests/parallel/pmix_kill_test.sh
             ${MTNLG_MPIRUN} $<TARGET_FILE:mtnlg-comm-check>)
-  set_tests_properties(pmix_launch_peer_killed PROPERTIES TIMEOUT 60
+  # The script bounds each run by (np + 1) x its timeout_s (5 s): 20 + 25 s, plus mpirun start-up.
+  set_tests_properties(pmix_launch_peer_killed PROPERTIES TIMEOUT 90
     ENVIRONMENT "${mtnlg_mpirun_env}")
 endif()
 
@@ -142,7 +143,9 @@ endif()
 if(MTNLG_MPIRUN)
   add_test(NAME train_rank_killed_mid_run
     COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/train_kill_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
-  set_tests_properties(train_rank_killed_mid_run PROPERTIES TIMEOUT 180)
+  # Each of the three cases is bounded by the script at start (6 x timeout_s) + exit (np x
+  # timeout_s) + 10 s with timeout_s 10: 110 s; a normal run takes about 40 s in all.
+  set_tests_properties(train_rank_killed_mid_run PROPERTIES TIMEOUT 400)
 endif()
 
 # Checkpoints end to end: exact resume in three layouts, the reshard chain, offline convert and
