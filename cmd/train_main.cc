@@ -152,6 +152,7 @@ int main(int argc, char** argv) {
           topology, *runtime.store,
           mtnlg::GlooOptions::from_env(std::chrono::seconds(recipe.parallel.timeout_s)));
       options.topology = &topology;
+      options.node = runtime.node;
       options.groups = &groups;
       if (sizes.tensor > 1) {
         mtnlg::Tensor node = mtnlg::Tensor::cpu({1}, mtnlg::DType::kI32);

@@ -10,6 +10,7 @@
 #include "checkpoint/hf_import.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/saver.h"
+#include "cmd/memory_check.h"
 #include "cmd/planner.h"
 #include "core/checked_math.h"
 #include "core/logging.h"
@@ -137,6 +138,16 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
                                              [global](int64_t) { return global; });
   }
 
+  // This rank's stage (stages differ: in-flight micro-batches, embeddings, head), planned for
+  // the launched world (the data-parallel size may not be in the recipe). Every node must hold
+  // its ranks' plans before anything large is allocated.
+  PlanOptions plan_options;
+  plan_options.world_size = data_size_ * pipeline_size_ * recipe_.parallel.tensor;
+  const MemoryTerms planned = make_plan(recipe_, plan_options).stages.at(stage_).memory;
+  predicted_peak_bytes_ = planned.total();
+  check_host_memory(planned, options_.node,
+                    options_.groups != nullptr ? options_.groups->world.get() : nullptr);
+
   backend_ = make_cpu_backend(options_.threads);
   GPTConfig config = gpt_config_from(recipe_);
   // Tensor parallelism: this rank's shard of every layer (model/gpt_stage.h).
@@ -204,11 +215,6 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
                  data_size_, grad_sync_->num_buckets(),
                  overlap ? ", overlapped with backward" : "");
   }
-  // This rank's stage (stages differ: in-flight micro-batches, embeddings, head), planned for
-  // the launched world (the data-parallel size may not be in the recipe).
-  PlanOptions plan_options;
-  plan_options.world_size = data_size_ * pipeline_size_ * recipe_.parallel.tensor;
-  predicted_peak_bytes_ = make_plan(recipe_, plan_options).stages.at(stage_).memory.total();
 
   if (!recipe_.checkpoint.dir.empty())
     saver_ = std::make_unique<CheckpointSaver>(

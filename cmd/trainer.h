@@ -58,6 +58,7 @@ struct TrainerOptions {
   // Trainer). Null: one process.
   const Topology* topology = nullptr;
   ProcessGroups* groups = nullptr;
+  int64_t node = 0;  // this rank's node (ranks on one node share its memory)
 };
 
 struct IterationStats {

@@ -75,6 +75,26 @@ expect 1 'diverged \[optimizer\.lr\]: training diverged at iteration [0-9]+' -- 
 expect 1 'diverged \[model\.init_method_std\]: the first iteration' -- --config configs/tiny.yaml \
   --set "data.blend=[{prefix: $tmp/good, weight: 1}]" --set data.cache_dir="$tmp/cache" \
   --set model.init_method_std=1e308 --set logging.metrics_file="$tmp/dv2/m.jsonl"
+# A model larger than the machine's memory is refused before it is allocated (exit 2 naming the
+# key of its largest term), not SIGKILLed by the OOM killer minutes later: 2,000 layers of hidden
+# 2048 plan to ~1.5 TiB. Under mpirun the ranks of a node are summed and all fail alike.
+big=(--config configs/tiny.yaml --set "data.blend=[{prefix: $tmp/good, weight: 1}]"
+  --set data.cache_dir="$tmp/cache" --set model.num_layers=2000 --set model.hidden_size=2048
+  --set model.ffn_hidden_size=8192 --set logging.metrics_file="$tmp/big/m.jsonl")
+expect 2 'invalid argument \[parallel\.zero_stage\]: not enough memory: this process needs [0-9.]+ GiB by the plan \([0-9]+ bytes, most of it adam_moments' -- "${big[@]}"
+if command -v mpirun >/dev/null; then
+  out=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 \
+    mpirun --allow-run-as-root --oversubscribe -np 2 bash -c '"$@"; echo "rank $PMIX_RANK exit $?"' \
+    _ "$bin" "${big[@]/$tmp\/big/$tmp/big2}" 2>&1)
+  if [[ $(grep -c "the 2 ranks on node 0 need" <<<"$out") == 2 ]] && grep -q "^rank 0 exit 2$" <<<"$out" &&
+    grep -q "^rank 1 exit 2$" <<<"$out"; then
+    echo "ok: 2 ranks too large for their node both exit 2 naming the node"
+    passes=$((passes + 1))
+  else
+    echo "FAIL: 2 ranks too large for their node: $(tail -5 <<<"$out")"
+    failures=$((failures + 1))
+  fi
+fi
 # A fresh run over an earlier run's metrics file says that it replaces them.
 two=(--config configs/tiny.yaml --set "data.blend=[{prefix: $tmp/good, weight: 1}]"
   --set data.cache_dir="$tmp/cache" --set schedule.train_iters=2 --set schedule.warmup_tokens=0
