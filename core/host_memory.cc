@@ -1,9 +1,13 @@
 #include "core/host_memory.h"
 
+#include <fmt/format.h>
+
 #include <fstream>
 #include <limits>
 #include <sstream>
 #include <vector>
+
+#include "core/status.h"
 
 namespace mtnlg {
 namespace {
@@ -98,6 +102,18 @@ HostMemory host_memory_available() {
     }
   }
   return host_memory_from(meminfo, "", "");
+}
+
+void check_can_allocate(int64_t bytes, const std::string& what) {
+  if (bytes < (int64_t{64} << 20)) return;
+  const HostMemory host = host_memory_available();
+  if (host.available < 0 || bytes <= host.available) return;
+  throw invalid_argument(
+      fmt::format("not enough memory for {}: it needs {:.2f} GiB ({} bytes) but the node has "
+                  "{:.2f} GiB available ({})",
+                  what, static_cast<double>(bytes) / (1LL << 30), bytes,
+                  static_cast<double>(host.available) / (1LL << 30), host.source),
+      "memory");
 }
 
 }  // namespace mtnlg

@@ -19,6 +19,12 @@ struct HostMemory {
 // "max" or a limit near 2^63 is no limit).
 HostMemory host_memory_available();
 
+// Throws invalid_argument, context "memory", when `bytes` is more than this node has available:
+// "not enough memory for WHAT: ..." with both figures. For allocations sized by user input that
+// are touched at once (a data index of the whole run); callers add the key that sized them.
+// Allocations under 64 MiB are not checked.
+void check_can_allocate(int64_t bytes, const std::string& what);
+
 // The figures parsed from the files' text, for tests. meminfo: /proc/meminfo's text; limit and
 // usage: the cgroup files' text ("" when absent).
 HostMemory host_memory_from(const std::string& meminfo, const std::string& cgroup_limit,

@@ -10,6 +10,33 @@
 #include "data/shuffled_gpt_dataset.h"
 
 namespace mtnlg {
+namespace {
+
+// The datasets over the opened files, with their sample indices (built or loaded from the cache).
+std::unique_ptr<SampleSource> build_indices(
+    const DataConfig& cfg, int64_t seq_length, int64_t num_samples,
+    const std::vector<double>& normalized,
+    const std::vector<std::shared_ptr<IndexedDataset>>& indexed,
+    const std::vector<DocumentRange>& ranges) {
+  GPTDatasetConfig gpt;
+  gpt.seq_length = seq_length;
+  gpt.seed = cfg.seed;
+  gpt.shuffle = cfg.shuffle;
+  gpt.cache_dir = cfg.cache_dir;
+  if (cfg.blend.size() == 1) {
+    gpt.num_samples = num_samples;
+    return std::make_unique<GPTDataset>(indexed.front(), ranges.front(), gpt);
+  }
+  std::vector<std::unique_ptr<SampleSource>> sources;
+  for (size_t k = 0; k < cfg.blend.size(); ++k) {
+    gpt.num_samples = blend_source_samples(normalized[k], num_samples);
+    sources.push_back(std::make_unique<GPTDataset>(indexed[k], ranges[k], gpt));
+  }
+  return std::make_unique<BlendedDataset>(std::move(sources), normalized, num_samples,
+                                          cfg.cache_dir);
+}
+
+}  // namespace
 
 std::unique_ptr<SampleSource> build_train_dataset(const DataConfig& cfg, int64_t seq_length,
                                                   int64_t num_samples, Split which) {
@@ -51,22 +78,18 @@ std::unique_ptr<SampleSource> build_train_dataset(const DataConfig& cfg, int64_t
                            key);
   }
 
-  GPTDatasetConfig gpt;
-  gpt.seq_length = seq_length;
-  gpt.seed = cfg.seed;
-  gpt.shuffle = cfg.shuffle;
-  gpt.cache_dir = cfg.cache_dir;
-  if (cfg.blend.size() == 1) {
-    gpt.num_samples = num_samples;
-    return std::make_unique<GPTDataset>(indexed.front(), ranges.front(), gpt);
+  try {
+    return build_indices(cfg, seq_length, num_samples, normalized, indexed, ranges);
+  } catch (const Error& e) {
+    // A data index too large for the machine (core/host_memory.h): the run's length sized it.
+    if (e.code() != Code::kInvalidArgument || e.context() != "memory") throw;
+    const bool train = which == Split::kTrain;
+    throw invalid_argument(e.message() + "; the indices grow with the samples the " +
+                               split_name(which) + " split draws: " +
+                               (train ? "lower schedule.train_iters or schedule.train_tokens"
+                                      : "lower eval.iters or raise eval.interval"),
+                           train ? "schedule.train_iters" : "eval.iters");
   }
-  std::vector<std::unique_ptr<SampleSource>> sources;
-  for (size_t k = 0; k < cfg.blend.size(); ++k) {
-    gpt.num_samples = blend_source_samples(normalized[k], num_samples);
-    sources.push_back(std::make_unique<GPTDataset>(indexed[k], ranges[k], gpt));
-  }
-  return std::make_unique<BlendedDataset>(std::move(sources), normalized, num_samples,
-                                          cfg.cache_dir);
 }
 
 }  // namespace mtnlg

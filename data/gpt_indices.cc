@@ -4,6 +4,7 @@
 #include <limits>
 #include <utility>
 
+#include "core/host_memory.h"
 #include "core/rng.h"
 #include "core/status.h"
 
@@ -51,6 +52,9 @@ void fisher_yates(T* a, int64_t n, uint64_t seed, uint64_t stream) {
 
 IndexArray::IndexArray(int64_t size, bool wide) : wide_(wide), size_(size) {
   MTNLG_CHECK_GE(size, 0);
+  // Sized by the run's length and touched at once: refuse rather than be OOM-killed.
+  check_can_allocate(size * (wide_ ? 8 : 4),
+                     "a data index of " + std::to_string(size) + " entries");
   if (wide_) {
     w64_.resize(static_cast<size_t>(size));
   } else {

@@ -75,6 +75,9 @@ expect 1 'diverged \[optimizer\.lr\]: training diverged at iteration [0-9]+' -- 
 expect 1 'diverged \[model\.init_method_std\]: the first iteration' -- --config configs/tiny.yaml \
   --set "data.blend=[{prefix: $tmp/good, weight: 1}]" --set data.cache_dir="$tmp/cache" \
   --set model.init_method_std=1e308 --set logging.metrics_file="$tmp/dv2/m.jsonl"
+two=(--config configs/tiny.yaml --set "data.blend=[{prefix: $tmp/good, weight: 1}]"
+  --set data.cache_dir="$tmp/cache" --set schedule.train_iters=2 --set schedule.warmup_tokens=0
+  --set logging.metrics_file="$tmp/r/m.jsonl")
 # A model larger than the machine's memory is refused before it is allocated (exit 2 naming the
 # key of its largest term), not SIGKILLed by the OOM killer minutes later: 2,000 layers of hidden
 # 2048 plan to ~1.5 TiB. Under mpirun the ranks of a node are summed and all fail alike.
@@ -95,10 +98,13 @@ if command -v mpirun >/dev/null; then
     failures=$((failures + 1))
   fi
 fi
+# The data indices grow with the run: one too long for the machine's memory is refused before
+# they are built, naming the key that sized them (train split: the run's length; valid: eval.iters).
+expect 2 'invalid argument \[schedule\.train_iters\]: not enough memory for the sample indices of documents \[0, [0-9]+\) of .*good \(4000000[0-9]{4} samples' -- "${two[@]:0:6}" \
+  --set schedule.train_iters=10000000000 --set logging.metrics_file="$tmp/long/m.jsonl"
+expect 2 'invalid argument \[eval\.iters\]: not enough memory .* lower eval\.iters or raise eval\.interval' -- "${two[@]:0:6}" \
+  --set "data.split=[9,1,0]" --set eval.interval=1 --set eval.iters=1000000000 --set logging.metrics_file="$tmp/long/m.jsonl"
 # A fresh run over an earlier run's metrics file says that it replaces them.
-two=(--config configs/tiny.yaml --set "data.blend=[{prefix: $tmp/good, weight: 1}]"
-  --set data.cache_dir="$tmp/cache" --set schedule.train_iters=2 --set schedule.warmup_tokens=0
-  --set logging.metrics_file="$tmp/r/m.jsonl")
 expect 0 'done: 2 iterations' -- "${two[@]}"
 expect 0 'm\.jsonl holds [0-9]+ bytes from an earlier run; this fresh run replaces them' -- "${two[@]}"
 # Metrics to a device: the resolved recipe goes to the working directory, not beside it in /dev.

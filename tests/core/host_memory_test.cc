@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/host_memory.h"
+#include "core/status.h"
 
 using namespace mtnlg;
 
@@ -43,4 +44,18 @@ TEST_CASE("this machine's figure is positive and at most MemTotal plus swap") {
   const HostMemory m = host_memory_available();
   REQUIRE(m.available > 0);
   CHECK(m.available < (int64_t{1} << 50));
+}
+
+TEST_CASE("an allocation larger than the node has left is refused naming both figures") {
+  CHECK_NOTHROW(check_can_allocate(1 << 20, "small"));  // under 64 MiB: not checked
+  try {
+    check_can_allocate(int64_t{1} << 60, "a test index");
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(e.code() == Code::kInvalidArgument);
+    CHECK(e.context() == "memory");  // callers replace it with the key that sized it
+    CHECK_THAT(e.message(), Catch::StartsWith("not enough memory for a test index: it needs "
+                                              "1073741824.00 GiB (1152921504606846976 bytes) "
+                                              "but the node has "));
+  }
 }
