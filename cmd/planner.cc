@@ -1,5 +1,7 @@
 #include "cmd/planner.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -313,8 +315,23 @@ Plan make_plan(const Recipe& r, const PlanOptions& o) {
   plan_schedule(r, plan);
 
   const double world = static_cast<double>(plan.world), day = 86400.0;
+  // No device comes within 100x of 1e5 TFLOP/s: a figure past it is a typo (a time in hours, a
+  // peak in FLOP/s), and printing 1e62 TFLOP/s would pass it on.
+  constexpr double kMaxTflops = 1e5;
+  if (o.peak_tflops > kMaxTflops)
+    throw invalid_argument(fmt::format("--peak-tflops {:.4g} is more than 1e5 TFLOP/s per GPU; "
+                                       "give one GPU's peak in TFLOP/s (e.g. 989 for an H100 "
+                                       "in bf16)",
+                                       o.peak_tflops),
+                           "--peak-tflops");
   if (o.iteration_time_s > 0.0) {
     plan.tflops_per_gpu = plan.flops_per_iteration / (o.iteration_time_s * world) / 1e12;
+    if (!(*plan.tflops_per_gpu <= kMaxTflops))
+      throw invalid_argument(
+          fmt::format("--iteration-time {:.4g} s would mean {:.4g} TFLOP/s per GPU, more than "
+                      "1e5: give the measured seconds per iteration at the full batch",
+                      o.iteration_time_s, *plan.tflops_per_gpu),
+          "--iteration-time");
     // Iteration time scales with the batch during the ramp: time per token is constant.
     plan.days_at_iteration_time =
         static_cast<double>(plan.tokens) / tokens_per_iter * o.iteration_time_s / day;

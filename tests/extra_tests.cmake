@@ -12,6 +12,14 @@ add_test(NAME cli_train_command
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/cli_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_train_command PROPERTIES TIMEOUT 300)
 
+# Seeded fuzzing of mtnlg-train's inputs (tests/cmd/fuzz_inputs.py): mutated recipes (files and
+# --set) and .idx/.bin pairs; fails on a crash, a hang, an internal error, exit 0 on invalid
+# input or an error naming no key or file. About 45 s on 2 cores; --long for a local soak.
+add_test(NAME fuzz_recipes_and_datasets
+  COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/cmd/fuzz_inputs.py ${PROJECT_BINARY_DIR}
+          ${PROJECT_SOURCE_DIR} --seed 1)
+set_tests_properties(fuzz_recipes_and_datasets PROPERTIES TIMEOUT 600)
+
 # mtnlg-preprocess's command line: --help, small runs, exit codes and leftovers of bad input.
 add_test(NAME preprocess_cli
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/data/preprocess_cli_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})

@@ -158,6 +158,9 @@ expect 2 'world-size: Value 99999999999999999999 not in range' -- --config confi
 for flag in --iteration-time --peak-tflops --gpu-memory-gb --utilization; do
   expect 2 "$flag: 'nan' is not a finite number" -- --config configs/530b.yaml --dry-run "$flag" nan
 done
+# Finite but impossible: more than 1e5 TFLOP/s per GPU is a unit typo, not a plan to print.
+expect 2 'invalid argument \[--iteration-time\]: --iteration-time 1e-300 s would mean inf TFLOP/s per GPU' -- --config configs/530b.yaml --dry-run --iteration-time 1e-300
+expect 2 'invalid argument \[--peak-tflops\]: --peak-tflops 1e\+300 is more than 1e5 TFLOP/s per GPU' -- --config configs/530b.yaml --dry-run --peak-tflops 1e300
 expect 2 "--iteration-time: 'inf' is not a finite number" -- --config configs/530b.yaml --dry-run --iteration-time inf
 expect 0 '^  --world-size INT:INT in \[1 - 1099511627776\] Needs: --dry-run' -- --help
 expect 0 '^  --json Needs: --dry-run +With --dry-run: print the plan as one JSON object' -- --help
