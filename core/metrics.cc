@@ -1,7 +1,9 @@
 #include "core/metrics.h"
 
+#include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <iterator>
 
@@ -137,9 +139,16 @@ MetricsWriter::MetricsWriter(const std::string& path, bool append) : path_(path)
   const auto parent = std::filesystem::path(path).parent_path();
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  errno = 0;
   out_.open(path, append ? std::ios::app : std::ios::trunc);
-  if (!out_)
-    throw io_error("cannot open the metrics file for writing; check logging.metrics_file", path);
+  if (!out_) {
+    // The reason (a missing or read-only directory, a name too long), when the OS gave one.
+    const int err = errno;
+    std::string msg = "cannot open the metrics file for writing";
+    if (err != 0) msg += std::string(" (") + std::strerror(err) + ")";
+    if (ec) msg += "; its directory could not be created (" + ec.message() + ")";
+    throw io_error(msg + "; check logging.metrics_file", path);
+  }
 }
 
 void MetricsWriter::write(const JsonLine& line) {

@@ -39,10 +39,39 @@ int exit_status(Code code) {
   return 1;
 }
 
+namespace {
+
+// Control characters written as escapes: an error is one log line whatever user text it quotes
+// (a key with a newline in it, a path with an ANSI escape), so grep and the terminal see it whole.
+void append_escaped(std::string& out, const std::string& text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (u < 0x20 || u == 0x7f) {
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    } else {
+      out += c;
+    }
+  }
+}
+
+}  // namespace
+
 std::string Error::format(Code code, const std::string& message, const std::string& context) {
   std::string out = code_name(code);
-  if (!context.empty()) out += " [" + context + "]";
-  out += ": " + message;
+  if (!context.empty()) {
+    out += " [";
+    append_escaped(out, context);
+    out += "]";
+  }
+  out += ": ";
+  append_escaped(out, message);
   return out;
 }
 

@@ -199,7 +199,7 @@ def recipe_case(rng, base, required):
         elif isinstance(old, list):
             value = [rng.choice(INTERESTING_FLOATS) for _ in range(rng.choice([0, 1, 2, 3, 4]))]
         else:
-            value = rng.choice(["", "x", "gelu", "cosine", "linear", "bf16", "/nonexistent/x",
+            value = rng.choice(["", "x", "gelu", "cosine", "linear", "bf16", "nonexistent/x",
                                 "a" * 300])
         invalid = False  # may or may not be valid: only crashes, hangs and unnamed errors count
     elif kind == "yaml_damage":
@@ -327,7 +327,7 @@ def idx_case(rng, idx, binary):
 
 # ---- running ----------------------------------------------------------------------------------
 
-ERROR_NAMED = re.compile(r"\[error\] [a-z ]+ \[.+?\]: ")
+ERROR_NAMED = re.compile(r"\[error\] [A-Za-z/ ]+ \[.+?\]: ")
 
 
 def run(cmd, limit, cwd):
