@@ -248,6 +248,9 @@ void validate_rest(const Recipe& r) {
   expect(r.logging.interval >= 1, "logging.interval",
          fmt::format("logging.interval: {} must be at least 1 (iterations between log lines)",
                      r.logging.interval));
+  expect(!r.logging.metrics_file.empty(), "logging.metrics_file",
+         "logging.metrics_file is empty; give the path of the JSON-lines metrics file, e.g. "
+         "metrics.jsonl (it is always written)");
   non_negative(r.eval.interval, "eval.interval");
   non_negative(r.eval.iters, "eval.iters");
   expect(r.eval.interval == 0 || r.eval.iters > 0, "eval.iters",

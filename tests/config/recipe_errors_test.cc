@@ -196,6 +196,8 @@ TEST_CASE("impossible values are rejected with the fix", "[config]") {
   expect_recipe_error({"schedule.warmup_tokens=-1"}, "schedule.warmup_tokens", {"negative"});
   expect_recipe_error({"schedule.train_iters=0"}, "schedule.train_tokens", {"both 0"});
   expect_recipe_error({"logging.interval=0"}, "logging.interval", {"at least 1"});
+  expect_recipe_error({"logging.metrics_file=\"\""}, "logging.metrics_file",
+                      {"is empty", "metrics.jsonl"});
   expect_recipe_error({"data.split=[0, 0, 0]"}, "data.split", {"gives training no data"});
   expect_recipe_error({"data.split=0,5,5"}, "data.split", {"first (train) share positive"});
   expect_recipe_error({"data.split=[1, -1, 0]"}, "data.split", {"non-negative"});
