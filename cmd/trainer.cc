@@ -40,7 +40,6 @@ int64_t planned_iterations(const Recipe& r) {
 namespace {
 
 // The tied LM head's copy of the word embeddings (parallel/topology.h embedding group).
-constexpr const char* kWordEmbeddings = "embedding.word_embeddings.weight";
 
 // a + sign * b, per group.
 CommBytes combine(const CommBytes& a, const CommBytes& b, int64_t sign) {
@@ -302,10 +301,11 @@ IterationStats Trainer::step() {
                                                    DType::kF32, forward_step, backward_step);
   // Data sum first (the overlapped buckets hold the word embeddings): the sums commute.
   if (grad_sync_) grad_sync_->wait(*backend_);
-  // The tied embedding's two copies (first and last stage) take the sum of their gradients.
+  // Tied parameters' copies (first and last stage) take the sum of their gradients.
   if (pipeline_size_ > 1 && options_.groups->embedding)
-    options_.groups->embedding->all_reduce(model_->params().get(kWordEmbeddings).grad,
-                                           ReduceOp::kSum);
+    for (auto& p : model_->params().params())
+      if (p.spec.tied != Tied::kNone)
+        options_.groups->embedding->all_reduce(p.grad, ReduceOp::kSum);
   const double loss =
       sum_over_data(sum_over_pipeline(loss_sum)) / static_cast<double>(batch_tokens);
   const double grad_norm = this->grad_norm();
@@ -480,10 +480,8 @@ double Trainer::grad_norm() {
   // embedding (equal on the first and last stage after the embedding all-reduce) counts once,
   // on the first stage.
   Communicator* tensor = options_.groups != nullptr ? options_.groups->tensor.get() : nullptr;
-  const bool tied_copy = model_->stage().post_process && !model_->stage().pre_process;
-  const std::string skip = tied_copy ? kWordEmbeddings : "";
-  const double norm = zero_optimizer_ ? zero_optimizer_->reduce_gradients(skip)
-                                      : global_grad_norm(*backend_, model_->params(), tensor, skip);
+  const double norm = zero_optimizer_ ? zero_optimizer_->reduce_gradients()
+                                      : global_grad_norm(*backend_, model_->params(), tensor);
   if (pipeline_size_ == 1) return norm;
   return std::sqrt(sum_over_pipeline(norm * norm));
 }

@@ -77,6 +77,8 @@ void register_gpt_params(ParamRegistry& reg, const GPTConfig& c, const StageSpec
     ParamSpec words = spec(c, "embedding.word_embeddings.weight", {c.padded_vocab, c.hidden}, 0,
                            false, c.init_std, 0.0);
     words.valid_rows = c.vocab;  // the rest pads the vocabulary for tensor parallelism
+    if (stage.pre_process != stage.post_process)
+      words.tied = stage.pre_process ? Tied::kOwner : Tied::kCopy;
     reg.add(std::move(words));
   }
   if (stage.pre_process) {

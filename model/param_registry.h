@@ -19,6 +19,11 @@
 
 namespace mtnlg {
 
+// A parameter that two pipeline stages hold (the word embeddings: the first stage's embedding
+// and the last stage's LM head). Their gradients are summed over the embedding group; the norm
+// counts the owner's copy only. One stage holding both uses: kNone.
+enum class Tied : uint8_t { kNone, kOwner, kCopy };
+
 struct ParamSpec {
   std::string name;        // Megatron-style, e.g. "layers.3.self_attention.query_key_value.weight"
   Shape global_shape;      // the unsplit shape
@@ -31,6 +36,7 @@ struct ParamSpec {
   int64_t shard_index = 0;  // which contiguous block along partition_dim this rank holds (tp rank)
   // Rows of dimension 0 that carry meaning (the vocabulary of a padded embedding); 0: all.
   int64_t valid_rows = 0;
+  Tied tied = Tied::kNone;
 };
 
 struct Param {

@@ -12,11 +12,10 @@ double tensor_parallel_sum_squares(double sharded, double replicated, Communicat
   return t.data_as<double>()[0] + replicated;
 }
 
-double global_grad_norm(Backend& backend, const ParamRegistry& params, Communicator* tensor,
-                        const std::string& skip) {
+double global_grad_norm(Backend& backend, const ParamRegistry& params, Communicator* tensor) {
   double sharded = 0.0, replicated = 0.0;
   for (const auto& p : params.params())
-    if (p.spec.name != skip)
+    if (p.spec.tied != Tied::kCopy)
       (p.spec.partition_dim >= 0 ? sharded : replicated) += backend.sum_squares(p.grad);
   return std::sqrt(tensor_parallel_sum_squares(sharded, replicated, tensor));
 }

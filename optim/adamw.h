@@ -21,11 +21,10 @@ namespace mtnlg {
 // sqrt(sum of squared gradients), accumulated in double. With tensor parallelism (a `tensor`
 // group of more than one rank) the norm is the global model's: tensor-parallel shards
 // (partition_dim >= 0) are summed over the group, replicated parameters (whose gradients are
-// identical on every tensor rank) counted once. Collective over `tensor` then. The parameter
-// named `skip` (if any) is left out: the last pipeline stage's copy of the tied word
-// embeddings, whose gradient the first stage already counts.
+// identical on every tensor rank) counted once. Collective over `tensor` then. A tied copy
+// (Tied::kCopy: the last stage's word embeddings) is left out: its owner counts it.
 double global_grad_norm(Backend& backend, const ParamRegistry& params,
-                        Communicator* tensor = nullptr, const std::string& skip = "");
+                        Communicator* tensor = nullptr);
 // The same split for squared sums already taken: sharded sum all-reduced over `tensor`, plus the
 // replicated sum (returns the total, not its square root).
 double tensor_parallel_sum_squares(double sharded, double replicated, Communicator* tensor);

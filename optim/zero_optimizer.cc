@@ -79,7 +79,7 @@ int64_t ZeroAdamW::state_bytes() const {
   return static_cast<int64_t>(m_.nbytes() + v_.nbytes());
 }
 
-double ZeroAdamW::reduce_gradients(const std::string& skip) {
+double ZeroAdamW::reduce_gradients() {
   backend_.synchronize();
   int64_t offset = 0;
   for (const auto& p : params_.params()) {
@@ -99,7 +99,7 @@ double ZeroAdamW::reduce_gradients(const std::string& skip) {
   s[0] = s[1] = 0.0;
   const auto& all = params_.params();
   for (const Segment& seg : segments_)
-    if (all[seg.param].spec.name != skip)
+    if (all[seg.param].spec.tied != Tied::kCopy)
       s[seg.sharded ? 0 : 1] +=
           backend_.sum_squares(part_grad_.slice(seg.in_part, seg.in_part + seg.length));
   data_.all_reduce(sum, ReduceOp::kSum);

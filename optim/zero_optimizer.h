@@ -39,9 +39,9 @@ class ZeroAdamW {
 
   // Sums the gradients over the data group into this rank's partition; returns the global
   // gradient norm (collective; tensor-parallel shards summed over the tensor group, replicated
-  // parameters counted once, as global_grad_norm; the parameter named `skip` left out of the
-  // norm, not out of the reduction).
-  double reduce_gradients(const std::string& skip = "");
+  // parameters counted once, as global_grad_norm; a tied copy left out of the norm, not out of
+  // the reduction).
+  double reduce_gradients();
   // One AdamW update of the partition with learning rate lr and the gradient multiplied by
   // grad_scale (the clip coefficient), then the all-gather of the parameters (collective).
   // Call after reduce_gradients(). Increments the step count used for bias correction.

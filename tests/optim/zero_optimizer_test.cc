@@ -101,8 +101,9 @@ Reference reference(int dp, const std::vector<Spec>& specs) {
       return sum;
     });
     ref.norms.push_back(global_grad_norm(*be, reg));
-    ref.norms_without_first.push_back(
-        global_grad_norm(*be, reg, nullptr, reg.params().front().spec.name));
+    reg.params().front().spec.tied = Tied::kCopy;
+    ref.norms_without_first.push_back(global_grad_norm(*be, reg));
+    reg.params().front().spec.tied = Tied::kNone;
     opt.step(kLr[s], kScale[s]);
   }
   ref.values = flat_values(reg);
@@ -132,7 +133,9 @@ std::vector<RankResult> run_zero(int dp, const std::vector<Spec>& specs) {
     for (int s = 0; s < kSteps; ++s) {
       set_grads(reg, [&](int64_t k) { return grad_value(rank, k, s); });
       // Reducing reads the parameters' own gradients, so it may run twice.
-      out.norms_without_first.push_back(opt.reduce_gradients(reg.params().front().spec.name));
+      reg.params().front().spec.tied = Tied::kCopy;
+      out.norms_without_first.push_back(opt.reduce_gradients());
+      reg.params().front().spec.tied = Tied::kNone;
       out.norms.push_back(opt.reduce_gradients());
       opt.step(kLr[s], kScale[s]);
     }
