@@ -59,7 +59,9 @@ std::string format_duration(double seconds) {
 }  // namespace
 
 Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
-    : recipe_(recipe), options_(options) {
+    : recipe_(recipe),
+      options_(options),
+      batch_at_(global_batch_by_samples(recipe.batch, recipe.model.seq_length)) {
   check_supported(recipe_);
   total_iters_ = planned_iterations(recipe_);
   if (options_.groups != nullptr) {
@@ -71,6 +73,20 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
     pipeline_size_ = options_.topology->sizes().pipeline;
     stage_ = options_.topology->pipeline_rank();
   }
+  build_layout_checks();
+  if (is_logging_rank_) spdlog::info("resolved recipe:\n{}", recipe_to_yaml(recipe_));
+  find_start_checkpoint();
+  build_data();
+  build_model();
+  build_optimizer();
+  build_pipeline();
+  build_grad_sync();
+  build_outputs();
+}
+
+// The layout checks that need the launched world (the data-parallel size may come from it, so
+// the recipe alone could not check them).
+void Trainer::build_layout_checks() {
   if (recipe_.parallel.pipeline != pipeline_size_)
     throw invalid_argument("parallel.pipeline: " + std::to_string(recipe_.parallel.pipeline) +
                                " stages but this process runs " + std::to_string(pipeline_size_) +
@@ -95,11 +111,12 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
       check(ramp.increment, "batch.rampup.increment");
     }
   }
-  if (is_logging_rank_) spdlog::info("resolved recipe:\n{}", recipe_to_yaml(recipe_));
-  find_start_checkpoint();
+}
 
-  // Data first: a missing or bad corpus fails before the model takes memory. The train split is
-  // sized for the whole run; the valid split for every evaluation of it.
+// The train (and valid) datasets and loaders. Data first: a missing or bad corpus fails before
+// the model takes memory. The train split is sized for the whole run; the valid split for every
+// evaluation of it.
+void Trainer::build_data() {
   const int64_t seq = recipe_.model.seq_length, micro = recipe_.parallel.micro_batch_size;
   const int64_t train_samples = run_length(recipe_).tokens / seq;
   check_token_ids(recipe_.data, recipe_.model.vocab_size);  // every id, once, before training
@@ -114,10 +131,8 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
   loader_options.source_name = source_name;
   loader_options.data_rank = data_rank_;
   loader_options.data_size = data_size_;
-  const BatchConfig batch = recipe_.batch;
-  train_loader_ = std::make_unique<Loader>(
-      *train_data_, loader_options, consumed_samples_,
-      [batch, seq](int64_t consumed) { return ramp_global_batch(batch, consumed * seq); });
+  train_loader_ =
+      std::make_unique<Loader>(*train_data_, loader_options, consumed_samples_, batch_at_);
   if (recipe_.eval.interval > 0) {
     const int64_t evaluations = total_iters_ / recipe_.eval.interval + 1;
     const int64_t valid_samples = checked_mul(
@@ -136,7 +151,10 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
     valid_loader_ = std::make_unique<Loader>(*valid_data_, loader_options, valid_consumed_samples_,
                                              [global](int64_t) { return global; });
   }
+}
 
+// The memory preflight against the plan, the backend, and this stage's model with its weights.
+void Trainer::build_model() {
   // This rank's stage (stages differ: in-flight micro-batches, embeddings, head), planned for
   // the launched world (the data-parallel size may not be in the recipe). Every node must hold
   // its ranks' plans before anything large is allocated.
@@ -175,6 +193,11 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
       "model: {} parameters ({} layers, hidden {}, {} heads, ffn {}, vocab {} padded to {})",
       model_->params().global_numel(), config.num_layers, config.hidden, config.heads, config.ffn,
       config.vocab, config.padded_vocab);
+}
+
+// The optimizer (ZeRO-1 or plain AdamW), the LR schedule, and the start checkpoint's state.
+void Trainer::build_optimizer() {
+  Communicator* tensor_group = options_.groups != nullptr ? options_.groups->tensor.get() : nullptr;
   // ZeRO-1 partitions the optimizer over the data group; with one data rank it is plain AdamW.
   int64_t optimizer_bytes = 0;
   if (recipe_.parallel.zero_stage == 1 && data_size_ > 1) {
@@ -192,7 +215,11 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
                  static_cast<double>(optimizer_bytes) / 1048576.0);
   schedule_ = std::make_unique<LrSchedule>(recipe_.optimizer, recipe_.schedule);
   load_start_checkpoint();
+}
 
+// The activations of the micro-batches in flight and the pipeline neighbours.
+void Trainer::build_pipeline() {
+  const int64_t micro = recipe_.parallel.micro_batch_size;
   const int64_t micro_batches = recipe_.batch.global_batch_size / (micro * data_size_);
   for (int64_t k = 0; k < max_in_flight(pipeline_size_, stage_, micro_batches); ++k)
     acts_.push_back(std::make_unique<StageActivations>(model_->make_activations(micro)));
@@ -200,7 +227,12 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
                                                               : nullptr);
   if (pipeline_size_ > 1)
     spdlog::info("pipeline parallel: stage {} of {}, layers [{}, {}), {} micro-batches in flight",
-                 stage_, pipeline_size_, spec.first_layer, spec.last_layer, acts_.size());
+                 stage_, pipeline_size_, model_->stage().first_layer, model_->stage().last_layer,
+                 acts_.size());
+}
+
+// Data-parallel gradient buckets (without ZeRO-1, which reduces in the optimizer).
+void Trainer::build_grad_sync() {
   if (data_size_ > 1 && !zero_optimizer_) {
     std::vector<Tensor> grads;
     for (const auto& p : model_->params().params()) grads.push_back(p.grad);
@@ -214,7 +246,10 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
                  data_size_, grad_sync_->num_buckets(),
                  overlap ? ", overlapped with backward" : "");
   }
+}
 
+// The checkpoint saver, the metrics file and the resolved recipe beside it.
+void Trainer::build_outputs() {
   if (!recipe_.checkpoint.dir.empty())
     saver_ = std::make_unique<CheckpointSaver>(
         recipe_.checkpoint.dir, recipe_.checkpoint.keep_last, recipe_.checkpoint.async,
@@ -269,7 +304,7 @@ IterationStats Trainer::step() {
   const CommBytes sent_before = bytes_sent();
   const int64_t micro = recipe_.parallel.micro_batch_size;
   const int64_t seq = recipe_.model.seq_length;
-  const int64_t global = ramp_global_batch(recipe_.batch, consumed_samples_ * seq);
+  const int64_t global = batch_at_(consumed_samples_);
   const int64_t batch_tokens = global * seq;
 
   model_->params().zero_grads(*backend_);

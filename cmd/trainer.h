@@ -120,6 +120,14 @@ class Trainer {
   int64_t predicted_peak_bytes() const { return predicted_peak_bytes_; }
 
  private:
+  // The constructor's steps, in order (each needs the ones before it).
+  void build_layout_checks();
+  void build_data();
+  void build_model();
+  void build_optimizer();
+  void build_pipeline();
+  void build_grad_sync();
+  void build_outputs();
   IterationStats step();  // train_step without the metrics line
   void log_iteration(const IterationStats& s);
   EvalStats compute_evaluation();  // evaluate() without its metrics line
@@ -142,6 +150,9 @@ class Trainer {
 
   Recipe recipe_;
   TrainerOptions options_;
+  // The global batch (samples) of the iteration that starts after a number of consumed samples:
+  // the one source for the loader (which samples), step() and the checkpoint manifest.
+  std::function<int64_t(int64_t)> batch_at_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<SampleSource> train_data_, valid_data_;
   std::unique_ptr<Loader> train_loader_, valid_loader_;

@@ -176,7 +176,7 @@ double Trainer::save_checkpoint(const std::function<void(double)>& before_commit
   m.valid_consumed_samples = valid_position(iteration_);
   m.optimizer_steps = zero_optimizer_ ? zero_optimizer_->steps() : optimizer_->steps();
   m.lr = schedule_->lr_at(consumed_samples_ * seq);
-  m.global_batch_size = ramp_global_batch(recipe_.batch, consumed_samples_ * seq);
+  m.global_batch_size = batch_at_(consumed_samples_);
   m.seed = recipe_.seed;
   m.data_seed = recipe_.data.seed;
   m.next_micro_batch_id = consumed_samples_ / recipe_.parallel.micro_batch_size;

@@ -46,4 +46,11 @@ RunLength run_length(const Recipe& r) {
   return run;
 }
 
+std::function<int64_t(int64_t)> global_batch_by_samples(const BatchConfig& batch,
+                                                        int64_t seq_length) {
+  return [batch, seq_length](int64_t consumed_samples) {
+    return ramp_global_batch(batch, consumed_samples * seq_length);
+  };
+}
+
 }  // namespace mtnlg

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "core/config/recipe.h"
 
@@ -12,6 +13,11 @@ namespace mtnlg {
 // the batch is start + increment * floor(consumed * n / rampup.tokens) while consumed <=
 // rampup.tokens, and global_batch_size after. No ramp (start == 0): global_batch_size.
 int64_t ramp_global_batch(const BatchConfig& batch, int64_t consumed_tokens);
+
+// ramp_global_batch as a function of consumed samples of `seq_length` tokens (a copyable
+// value: the loader's prefetch thread calls its own copy).
+std::function<int64_t(int64_t)> global_batch_by_samples(const BatchConfig& batch,
+                                                        int64_t seq_length);
 
 struct RunLength {
   int64_t iterations = 0;
