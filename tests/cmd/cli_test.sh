@@ -119,27 +119,30 @@ else
   echo "FAIL: metrics to /dev/null: no $tmp/resolved_recipe.yaml, or one in /dev"
   failures=$((failures + 1))
 fi
-# A dataset truncated while a run has it mapped: not a bare SIGBUS (exit 135) but exit 4 naming
-# the file.
-/usr/bin/python3 tests/cmd/make_tiny_corpus.py "$tmp/shrink" 400 512 >/dev/null
-"$bin" --config configs/tiny.yaml --set "data.blend=[{prefix: $tmp/shrink, weight: 1}]" \
-  --set data.cache_dir="$tmp/cache" --set schedule.train_iters=100000 --threads 1 \
-  --set logging.metrics_file="$tmp/shrink-run/m.jsonl" >"$tmp/shrink.log" 2>&1 &
-pid=$!
-for _ in $(seq 300); do
-  [[ -s $tmp/shrink-run/m.jsonl ]] && break
-  sleep 0.1
+# A dataset file (.bin or .idx) truncated while a run has it mapped: not a bare SIGBUS (exit
+# 135) but exit 4 naming the file. (The run would go on for 100,000 iterations: timeout kills it
+# after 90 s, which fails the case.)
+for ext in bin idx; do
+  /usr/bin/python3 tests/cmd/make_tiny_corpus.py "$tmp/shrink-$ext" 400 512 >/dev/null
+  timeout -s KILL 90 "$bin" --config configs/tiny.yaml --set "data.blend=[{prefix: $tmp/shrink-$ext, weight: 1}]" \
+    --set data.cache_dir="$tmp/cache" --set schedule.train_iters=100000 --threads 1 \
+    --set logging.metrics_file="$tmp/shrink-run-$ext/m.jsonl" >"$tmp/shrink-$ext.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 300); do
+    [[ -s $tmp/shrink-run-$ext/m.jsonl ]] && break
+    sleep 0.1
+  done
+  truncate -s 0 "$tmp/shrink-$ext.$ext"
+  status=0
+  wait "$pid" || status=$?
+  if [[ $status == 4 ]] && grep -q "shrink-$ext\.$ext\]: the file changed size" "$tmp/shrink-$ext.log"; then
+    echo "ok: a dataset's .$ext truncated during training: exit 4 naming it"
+    passes=$((passes + 1))
+  else
+    echo "FAIL: a dataset's .$ext truncated during training: exit $status: $(tail -2 "$tmp/shrink-$ext.log")"
+    failures=$((failures + 1))
+  fi
 done
-truncate -s 0 "$tmp/shrink.bin"
-status=0
-wait "$pid" || status=$?
-if [[ $status == 4 ]] && grep -q "shrink\.bin\]: the file changed size" "$tmp/shrink.log"; then
-  echo "ok: a dataset truncated during training: exit 4 naming it"
-  passes=$((passes + 1))
-else
-  echo "FAIL: a dataset truncated during training: exit $status: $(tail -2 "$tmp/shrink.log")"
-  failures=$((failures + 1))
-fi
 # A rank under mpirun writes to a pseudo-terminal even when mpirun's output is piped: no ANSI
 # colour codes in its log lines.
 if command -v mpirun >/dev/null; then
