@@ -241,7 +241,8 @@ void Trainer::build_grad_sync() {
     grad_sync_ = std::make_unique<GradSync>(
         std::move(grads), overlap ? *options_.groups->data_grads : *options_.groups->data,
         overlap ? GradSync::Mode::kOverlap : GradSync::Mode::kAfterBackward,
-        std::max<int64_t>(1, std::llround(recipe_.parallel.grad_bucket_mb * 1048576.0)));
+        std::max<int64_t>(1, std::llround(recipe_.parallel.grad_bucket_mb * 1048576.0)),
+        model_->params().grad_buffer());
     spdlog::info("data parallel: rank {} of {}, gradients summed in {} buckets{}", data_rank_,
                  data_size_, grad_sync_->num_buckets(),
                  overlap ? ", overlapped with backward" : "");

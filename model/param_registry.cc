@@ -59,9 +59,13 @@ int64_t ParamRegistry::global_numel() const {
 }
 
 void ParamRegistry::allocate(Backend& backend, DType dtype) {
+  grad_buffer_ = backend.alloc({local_numel()}, dtype);
+  int64_t offset = 0;
   for (auto& p : params_) {
     p.value = backend.alloc(p.spec.local_shape, dtype);
-    p.grad = backend.alloc(p.spec.local_shape, dtype);
+    const int64_t n = shape_numel(p.spec.local_shape);
+    p.grad = grad_buffer_.slice(offset, offset + n).view(p.spec.local_shape);
+    offset += n;
   }
 }
 
@@ -84,7 +88,7 @@ void ParamRegistry::init_values(Backend& backend, uint64_t seed) {
 }
 
 void ParamRegistry::zero_grads(Backend& backend) {
-  for (auto& p : params_) backend.fill(p.grad, 0.0);
+  if (grad_buffer_.numel() > 0) backend.fill(grad_buffer_, 0.0);
 }
 
 StateTensor shard_state(const ParamSpec& spec, std::string name, const Tensor& tensor) {

@@ -42,7 +42,9 @@ struct ParamSpec {
 struct Param {
   ParamSpec spec;
   Tensor value;
-  Tensor grad;  // same shape and dtype as value; accumulates over micro-batches
+  // Same shape and dtype as value; accumulates over micro-batches. A view into the registry's
+  // one gradient buffer (grad_buffer()), at the parameter's place in registration order.
+  Tensor grad;
 };
 
 class ParamRegistry {
@@ -58,8 +60,13 @@ class ParamRegistry {
   int64_t local_numel() const;  // elements held by this rank
   int64_t global_numel() const;
 
-  // Allocates every value and grad on `backend` (zero-filled).
+  // Allocates every value on `backend`, and one contiguous gradient buffer whose consecutive
+  // pieces are the parameters' grads, in registration order (zero-filled). A run of consecutive
+  // parameters is then one contiguous range: data-parallel buckets reduce it in place, and
+  // zeroing is one fill (Megatron's DistributedDataParallel grad buffer).
   void allocate(Backend& backend, DType dtype);
+  // Every gradient, flat [local_numel()] in registration order (undefined before allocate()).
+  const Tensor& grad_buffer() const { return grad_buffer_; }
   // Fills values per spec from the counter-based RNG: element i of parameter p is drawn from
   // stream hash(p.name) at its GLOBAL flat index, so any tensor-parallel layout starts from the
   // same global weights (global_index maps a shard's element to its global flat index).
@@ -71,6 +78,7 @@ class ParamRegistry {
 
  private:
   std::deque<Param> params_;
+  Tensor grad_buffer_;
   // name -> position in params_: lookups stay O(1) for a model of thousands of layers (a linear
   // scan made registering 10,000 layers quadratic).
   std::unordered_map<std::string, size_t> index_;

@@ -4,7 +4,8 @@
 
 namespace mtnlg {
 
-GradSync::GradSync(std::vector<Tensor> grads, Communicator& comm, Mode mode, int64_t bucket_bytes)
+GradSync::GradSync(std::vector<Tensor> grads, Communicator& comm, Mode mode, int64_t bucket_bytes,
+                   Tensor buffer)
     : grads_(std::move(grads)), comm_(comm), mode_(mode) {
   MTNLG_CHECK(bucket_bytes > 0);
   const int64_t n = static_cast<int64_t>(grads_.size());
@@ -32,8 +33,26 @@ GradSync::GradSync(std::vector<Tensor> grads, Communicator& comm, Mode mode, int
     if (current.numel * static_cast<int64_t>(dtype_size(dtype)) >= bucket_bytes) close();
   }
   if (!current.params.empty()) close();
+  if (buffer.defined() && buffer.device() == Device::kCPU) {
+    // Each gradient must be the next piece of the buffer; a bucket (consecutive parameters) is
+    // then the range from its first parameter's offset.
+    std::vector<int64_t> offset(grads_.size() + 1, 0);
+    const size_t elem = dtype_size(dtype);
+    for (size_t i = 0; i < grads_.size(); ++i) {
+      MTNLG_CHECK_MSG(grads_[i].data() == static_cast<char*>(buffer.data()) + offset[i] * elem,
+                      "gradient " << i << " is not the next piece of the gradient buffer");
+      offset[i + 1] = offset[i] + grads_[i].numel();
+    }
+    MTNLG_CHECK_EQ(offset.back(), buffer.numel());
+    MTNLG_CHECK(buffer.dtype() == dtype);
+    for (Bucket& bucket : buckets_) {
+      const auto first = static_cast<size_t>(bucket.params.back());  // lowest index
+      bucket.range = buffer.slice(offset[first], offset[first] + bucket.numel);
+    }
+    in_place_ = true;
+  }
   if (comm_.size() == 1) return;
-  flat_ = Tensor::cpu({mode_ == Mode::kOverlap ? total : largest}, dtype);
+  if (!in_place_) flat_ = Tensor::cpu({mode_ == Mode::kOverlap ? total : largest}, dtype);
   if (mode_ == Mode::kOverlap) thread_ = std::thread([this] { comm_loop(); });
 }
 
@@ -45,6 +64,12 @@ GradSync::~GradSync() {
   }
   cv_.notify_all();
   thread_.join();
+}
+
+Tensor GradSync::reduced_in(const Bucket& bucket) const {
+  if (in_place_) return bucket.range;
+  return mode_ == Mode::kOverlap ? flat_.slice(bucket.offset, bucket.offset + bucket.numel)
+                                 : flat_.slice(0, bucket.numel);
 }
 
 void GradSync::pack(Backend& backend, const Bucket& bucket, Tensor& flat) const {
@@ -92,10 +117,12 @@ void GradSync::launch_ready(Backend& backend) {
     ++next_launch_;
   if (next_launch_ == first) return;
   backend.synchronize();  // the gradients' last kernels have run
-  for (int64_t b = first; b < next_launch_; ++b) {
-    const Bucket& bucket = buckets_[static_cast<size_t>(b)];
-    Tensor flat = flat_.slice(bucket.offset, bucket.offset + bucket.numel);
-    pack(backend, bucket, flat);
+  if (!in_place_) {
+    for (int64_t b = first; b < next_launch_; ++b) {
+      const Bucket& bucket = buckets_[static_cast<size_t>(b)];
+      Tensor flat = reduced_in(bucket);
+      pack(backend, bucket, flat);
+    }
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -112,8 +139,7 @@ void GradSync::comm_loop() {
     const int64_t b = queue_.front();
     queue_.pop_front();
     if (error_) continue;  // the communicator is unusable after a failure
-    const Bucket& bucket = buckets_[static_cast<size_t>(b)];
-    Tensor flat = flat_.slice(bucket.offset, bucket.offset + bucket.numel);
+    Tensor flat = reduced_in(buckets_[static_cast<size_t>(b)]);
     lock.unlock();
     std::exception_ptr error;
     try {
@@ -139,10 +165,10 @@ void GradSync::wait(Backend& backend) {
   if (mode_ == Mode::kAfterBackward) {
     backend.synchronize();
     for (const Bucket& bucket : buckets_) {
-      Tensor flat = flat_.slice(0, bucket.numel);
-      pack(backend, bucket, flat);
+      Tensor flat = reduced_in(bucket);
+      if (!in_place_) pack(backend, bucket, flat);
       comm_.all_reduce(flat, ReduceOp::kSum);
-      unpack(backend, bucket, flat);
+      if (!in_place_) unpack(backend, bucket, flat);
     }
     return;
   }
@@ -161,8 +187,8 @@ void GradSync::wait(Backend& backend) {
   std::fill(ready_.begin(), ready_.end(), 0);
   for (Bucket& bucket : buckets_) bucket.pending = static_cast<int64_t>(bucket.params.size());
   if (error) std::rethrow_exception(error);
-  for (const Bucket& bucket : buckets_)
-    unpack(backend, bucket, flat_.slice(bucket.offset, bucket.offset + bucket.numel));
+  if (!in_place_)
+    for (const Bucket& bucket : buckets_) unpack(backend, bucket, reduced_in(bucket));
 }
 
 }  // namespace mtnlg

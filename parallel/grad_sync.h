@@ -4,20 +4,23 @@
 // Each rank computed its gradient on 1/dp of the global batch, already scaled by
 // 1 / (tokens of the whole global batch), so the data-parallel gradient is the SUM of the ranks'
 // gradients. Gradients are grouped into buckets of about `bucket_bytes` in reverse registration
-// order (the order backward finishes them: last layers first), each bucket packed into a host
-// buffer, all-reduced with one collective, then unpacked. Bucket boundaries depend only on the
-// parameter list, and buckets are reduced strictly in bucket order, so every rank issues the
-// same collectives in the same order.
+// order (the order backward finishes them: last layers first), each bucket all-reduced with one
+// collective. When the gradients are consecutive views of one host buffer (ParamRegistry's grad
+// buffer on the CPU backend) a bucket is a range of it, reduced in place; otherwise (a device
+// backend, separate tensors) it is packed into a host staging buffer and unpacked after. Bucket
+// boundaries depend only on the parameter list, and buckets are reduced strictly in bucket order,
+// so every rank issues the same collectives in the same order.
 //
 // Modes:
-//   kAfterBackward: wait() reduces every bucket on the calling thread (one staging buffer, the
+//   kAfterBackward: wait() reduces every bucket on the calling thread (staged: one buffer the
 //     size of the largest bucket).
 //   kOverlap: a communication thread owned by this object drives `comm` exclusively (pass a
 //     communicator no other thread uses: ProcessGroups::data_grads). During the LAST
 //     micro-batch's backward the caller reports each gradient final with mark_ready(); once the
-//     next bucket in order has all its gradients, it is packed on the calling thread and queued
-//     to the communication thread, so its all-reduce runs while backward goes on. wait() queues
-//     the buckets not yet launched, blocks until all are reduced, and unpacks. The staging
+//     next bucket in order has all its gradients, it is queued to the communication thread (staged:
+//     packed first, on the calling thread), so its all-reduce runs while backward goes on (in
+//     place, backward writes only gradients of later buckets meanwhile). wait() queues the
+//     buckets not yet launched, blocks until all are reduced (staged: and unpacks). Staged, the
 //     buffers of all buckets live at once: one host buffer the size of all gradients (not backend
 //     memory, so not in the Backend's peak_bytes; the planner leaves buckets out too).
 // Failure: an exception of the communication thread (io_error from a dead or hung peer) is
@@ -51,9 +54,10 @@ class GradSync {
 
   // grads: every gradient tensor, in parameter registration order (same dtype). comm: the data
   // group (kOverlap: one only the communication thread uses); with one rank wait() and
-  // mark_ready() return at once.
+  // mark_ready() return at once. buffer: when defined, the flat tensor the grads are consecutive
+  // views of (checked); buckets then reduce their range of it in place if it is host memory.
   GradSync(std::vector<Tensor> grads, Communicator& comm, Mode mode = Mode::kAfterBackward,
-           int64_t bucket_bytes = kDefaultBucketBytes);
+           int64_t bucket_bytes = kDefaultBucketBytes, Tensor buffer = Tensor());
   ~GradSync();
   GradSync(const GradSync&) = delete;
   GradSync& operator=(const GradSync&) = delete;
@@ -73,6 +77,8 @@ class GradSync {
   int64_t bucket_of(int64_t index) const { return bucket_of_[static_cast<size_t>(index)]; }
   // Buckets packed and queued this iteration (kOverlap; for tests and logs).
   int64_t num_launched() const { return next_launch_; }
+  // Whether buckets are reduced in place in the gradient buffer (no staging copies).
+  bool in_place() const { return in_place_; }
 
  private:
   struct Bucket {
@@ -80,7 +86,10 @@ class GradSync {
     int64_t offset = 0;           // into flat_ (kOverlap; 0 for kAfterBackward)
     int64_t numel = 0;
     int64_t pending = 0;  // gradients not yet marked this iteration
+    Tensor range;         // in place: the bucket's range of the gradient buffer
   };
+  // The tensor a bucket is reduced in: its range of the buffer, or its part of flat_.
+  Tensor reduced_in(const Bucket& bucket) const;
   void pack(Backend& backend, const Bucket& bucket, Tensor& flat) const;
   void unpack(Backend& backend, const Bucket& bucket, const Tensor& flat) const;
   void launch_ready(Backend& backend);
@@ -89,6 +98,7 @@ class GradSync {
   std::vector<Tensor> grads_;
   Communicator& comm_;
   const Mode mode_;
+  bool in_place_ = false;
   std::vector<Bucket> buckets_;
   std::vector<int64_t> bucket_of_;                     // gradient index -> bucket
   std::vector<char> ready_;                            // gradient index -> marked this iteration

@@ -35,6 +35,7 @@ class FakeComm final : public Communicator {
   void all_reduce(Tensor& t, ReduceOp op) override {
     std::unique_lock<std::mutex> lock(mu);
     calls.push_back(t.numel());
+    data.push_back(t.data());
     threads.push_back(std::this_thread::get_id());
     cv.notify_all();
     cv.wait(lock, [&] { return gate_open; });
@@ -68,7 +69,8 @@ class FakeComm final : public Communicator {
 
   std::mutex mu;
   std::condition_variable cv;
-  std::vector<int64_t> calls;  // numel of each all_reduce, in call order
+  std::vector<int64_t> calls;     // numel of each all_reduce, in call order
+  std::vector<const void*> data;  // where each reduced tensor starts
   std::vector<std::thread::id> threads;
   bool gate_open = true;
   int64_t fail_at = 0;
@@ -89,6 +91,24 @@ std::vector<Tensor> make_grads(const std::vector<int64_t>& sizes, float base) {
       t.data_as<float>()[k] = base + 100.0f * static_cast<float>(g) + static_cast<float>(k);
     grads.push_back(t);
   }
+  return grads;
+}
+
+// The same gradients as consecutive views of one flat buffer (ParamRegistry's layout).
+std::vector<Tensor> make_buffer_grads(const std::vector<int64_t>& sizes, float base,
+                                      Tensor& buffer) {
+  int64_t total = 0;
+  for (int64_t s : sizes) total += s;
+  buffer = Tensor::cpu({total}, DType::kF32);
+  std::vector<Tensor> grads;
+  int64_t offset = 0;
+  for (int64_t s : sizes) {
+    grads.push_back(buffer.slice(offset, offset + s));
+    offset += s;
+  }
+  const std::vector<Tensor> values = make_grads(sizes, base);
+  for (size_t g = 0; g < sizes.size(); ++g)
+    std::copy_n(values[g].data_as<float>(), sizes[g], grads[g].data_as<float>());
   return grads;
 }
 
@@ -135,6 +155,33 @@ TEST_CASE("after backward - every bucket reduced in order on the calling thread"
   CHECK(comm.threads.at(0) == std::this_thread::get_id());
   check_grads(grads, 1, 2);
   REQUIRE_THROWS_WITH(sync.mark_ready(backend, 0), Catch::Contains("kOverlap"));
+}
+
+TEST_CASE("grads that are consecutive views of one buffer are reduced in place - no staging") {
+  CpuBackend backend(1);
+  for (auto mode : {GradSync::Mode::kAfterBackward, GradSync::Mode::kOverlap}) {
+    INFO("overlap " << (mode == GradSync::Mode::kOverlap));
+    FakeComm comm(2);
+    Tensor buffer;
+    auto grads = make_buffer_grads(kSizes, 1, buffer);
+    GradSync sync(grads, comm, mode, 200, buffer);
+    CHECK(sync.in_place());
+    sync.wait(backend);
+    // Buckets {40, 30} then {20, 10}: the ranges starting at gradients 2 and 0 of the buffer.
+    CHECK(comm.recorded() == std::vector<int64_t>{70, 30});
+    CHECK(comm.data.at(0) == grads[2].data());
+    CHECK(comm.data.at(1) == grads[0].data());
+    check_grads(grads, 1, 2);
+  }
+  // Separate tensors, or a buffer they are not consecutive pieces of, are refused.
+  FakeComm comm(2);
+  Tensor buffer;
+  auto grads = make_buffer_grads(kSizes, 1, buffer);
+  std::swap(grads[1], grads[2]);
+  CHECK_THROWS_WITH(GradSync(grads, comm, GradSync::Mode::kAfterBackward, 200, buffer),
+                    Catch::Contains("gradient 1 is not the next piece of the gradient buffer"));
+  CHECK_FALSE(
+      GradSync(make_grads(kSizes, 1), comm, GradSync::Mode::kAfterBackward, 200).in_place());
 }
 
 TEST_CASE("overlap - buckets launch strictly in bucket order as their gradients complete") {
@@ -205,46 +252,54 @@ TEST_CASE("overlap - a failure on the communication thread is rethrown by wait")
 
 TEST_CASE("Gloo ranks - both modes sum the ranks' gradients whatever order they mark") {
   for (auto mode : {GradSync::Mode::kAfterBackward, GradSync::Mode::kOverlap}) {
-    for (int n : {2, 3}) {
-      INFO("ranks " << n << " overlap " << (mode == GradSync::Mode::kOverlap));
-      MemoryStore store;
-      std::vector<std::vector<Tensor>> results(static_cast<size_t>(n));
-      test::run_ranks(n, [&](int r) {
-        std::vector<int64_t> ids(static_cast<size_t>(n));
-        for (int i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = i;
-        auto comm = make_gloo_communicator(store, "data-grads", r, ids, milliseconds(20000));
-        CpuBackend backend(1);
-        // 300 gradients of 1..300 floats; 4 KiB buckets: dozens of buckets of varied sizes.
-        std::vector<int64_t> sizes;
-        for (int64_t g = 1; g <= 300; ++g) sizes.push_back(g);
-        auto grads = make_grads(sizes, static_cast<float>(r));
-        GradSync sync(grads, *comm, mode, 4096);
-        for (int iteration = 0; iteration < 2; ++iteration) {
-          refill(grads, static_cast<float>(r + iteration));
-          if (mode == GradSync::Mode::kOverlap) {
-            // Each rank marks gradients 10..299 in its own order (a stride walk, the strides
-            // coprime with 290); gradients 0..9 stay unmarked for wait() to launch.
-            const int64_t stride = r == 0 ? 7 : r == 1 ? 11 : 13;
-            for (int64_t k = 0; k < 290; ++k) sync.mark_ready(backend, 10 + (k * stride + r) % 290);
-          }
-          sync.wait(backend);
-        }
-        results[static_cast<size_t>(r)] = grads;
-      });
-      // Sum over ranks of (r + 1 + 100 g + k), the last iteration's base being r + 1.
-      float base_sum = 0;
-      for (int r = 0; r < n; ++r) base_sum += static_cast<float>(r + 1);
-      for (int r = 0; r < n; ++r) {
-        const auto& grads = results[static_cast<size_t>(r)];
-        for (size_t g = 0; g < grads.size(); ++g)
-          for (int64_t k = 0; k < grads[g].numel(); ++k) {
-            const float want = base_sum + static_cast<float>(n) * (100.0f * static_cast<float>(g) +
-                                                                   static_cast<float>(k));
-            if (grads[g].data_as<float>()[k] != want) {
-              INFO("rank " << r << " gradient " << g << " element " << k);
-              REQUIRE(grads[g].data_as<float>()[k] == want);
+    for (bool in_place : {false, true}) {
+      for (int n : {2, 3}) {
+        INFO("ranks " << n << " overlap " << (mode == GradSync::Mode::kOverlap) << " in place "
+                      << in_place);
+        MemoryStore store;
+        std::vector<std::vector<Tensor>> results(static_cast<size_t>(n));
+        test::run_ranks(n, [&](int r) {
+          std::vector<int64_t> ids(static_cast<size_t>(n));
+          for (int i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = i;
+          auto comm = make_gloo_communicator(store, "data-grads", r, ids, milliseconds(20000));
+          CpuBackend backend(1);
+          // 300 gradients of 1..300 floats; 4 KiB buckets: dozens of buckets of varied sizes.
+          std::vector<int64_t> sizes;
+          for (int64_t g = 1; g <= 300; ++g) sizes.push_back(g);
+          Tensor buffer;
+          auto grads = in_place ? make_buffer_grads(sizes, static_cast<float>(r), buffer)
+                                : make_grads(sizes, static_cast<float>(r));
+          GradSync sync(grads, *comm, mode, 4096, buffer);
+          if (sync.in_place() != in_place) throw std::logic_error("in_place() is wrong");
+          for (int iteration = 0; iteration < 2; ++iteration) {
+            refill(grads, static_cast<float>(r + iteration));
+            if (mode == GradSync::Mode::kOverlap) {
+              // Each rank marks gradients 10..299 in its own order (a stride walk, the strides
+              // coprime with 290); gradients 0..9 stay unmarked for wait() to launch.
+              const int64_t stride = r == 0 ? 7 : r == 1 ? 11 : 13;
+              for (int64_t k = 0; k < 290; ++k)
+                sync.mark_ready(backend, 10 + (k * stride + r) % 290);
             }
+            sync.wait(backend);
           }
+          results[static_cast<size_t>(r)] = grads;
+        });
+        // Sum over ranks of (r + 1 + 100 g + k), the last iteration's base being r + 1.
+        float base_sum = 0;
+        for (int r = 0; r < n; ++r) base_sum += static_cast<float>(r + 1);
+        for (int r = 0; r < n; ++r) {
+          const auto& grads = results[static_cast<size_t>(r)];
+          for (size_t g = 0; g < grads.size(); ++g)
+            for (int64_t k = 0; k < grads[g].numel(); ++k) {
+              const float want =
+                  base_sum +
+                  static_cast<float>(n) * (100.0f * static_cast<float>(g) + static_cast<float>(k));
+              if (grads[g].data_as<float>()[k] != want) {
+                INFO("rank " << r << " gradient " << g << " element " << k);
+                REQUIRE(grads[g].data_as<float>()[k] == want);
+              }
+            }
+        }
       }
     }
   }
