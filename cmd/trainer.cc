@@ -24,7 +24,7 @@
 #include "optim/adamw.h"
 #include "optim/batch_ramp.h"
 #include "optim/lr_schedule.h"
-#include "optim/zero_optimizer.h"
+#include "optim/optimizer.h"
 #include "parallel/communicator.h"
 #include "parallel/grad_sync.h"
 #include "parallel/p2p.h"
@@ -199,20 +199,12 @@ void Trainer::build_model() {
 void Trainer::build_optimizer() {
   Communicator* tensor_group = options_.groups != nullptr ? options_.groups->tensor.get() : nullptr;
   // ZeRO-1 partitions the optimizer over the data group; with one data rank it is plain AdamW.
-  int64_t optimizer_bytes = 0;
-  if (recipe_.parallel.zero_stage == 1 && data_size_ > 1) {
-    zero_optimizer_ = std::make_unique<ZeroAdamW>(model_->params(), *backend_, recipe_.optimizer,
-                                                  *options_.groups->data, tensor_group);
-    optimizer_bytes = zero_optimizer_->state_bytes();
-  } else {
-    optimizer_ = std::make_unique<AdamW>(model_->params(), *backend_, recipe_.optimizer);
-    optimizer_bytes = optimizer_->state_bytes();
-  }
+  optimizer_ = make_optimizer(
+      model_->params(), *backend_, recipe_.optimizer, recipe_.parallel.zero_stage,
+      options_.groups != nullptr ? options_.groups->data.get() : nullptr, tensor_group);
   if (is_logging_rank_)
-    spdlog::info("optimizer: AdamW{}, state {:.2f} MiB per rank",
-                 zero_optimizer_ ? fmt::format(" with ZeRO-1 over {} data ranks", data_size_)
-                                 : std::string(),
-                 static_cast<double>(optimizer_bytes) / 1048576.0);
+    spdlog::info("optimizer: {}, state {:.2f} MiB per rank", optimizer_->describe(),
+                 static_cast<double>(optimizer_->state_bytes()) / 1048576.0);
   schedule_ = std::make_unique<LrSchedule>(recipe_.optimizer, recipe_.schedule);
   load_start_checkpoint();
 }
@@ -233,7 +225,8 @@ void Trainer::build_pipeline() {
 
 // Data-parallel gradient buckets (without ZeRO-1, which reduces in the optimizer).
 void Trainer::build_grad_sync() {
-  if (data_size_ > 1 && !zero_optimizer_) {
+  // ZeRO-1 reduce-scatters in the optimizer instead.
+  if (data_size_ > 1 && !optimizer_->partitioned()) {
     std::vector<Tensor> grads;
     for (const auto& p : model_->params().params()) grads.push_back(p.grad);
     // Overlap: a communication thread drives data_grads alone while this thread goes on.
@@ -374,10 +367,7 @@ IterationStats Trainer::step() {
   const int64_t consumed_tokens_after = (consumed_samples_ + global) * seq;
   const double lr = schedule_->lr_at(consumed_tokens_after);
   const double clip = clip_coefficient(grad_norm, recipe_.optimizer.clip_grad);
-  if (zero_optimizer_)
-    zero_optimizer_->step(lr, clip);
-  else
-    optimizer_->step(lr, clip);
+  optimizer_->step(lr, clip);
   backend_->synchronize();
   consumed_samples_ += global;
   const CommBytes sent = combine(bytes_sent(), sent_before, -1);
@@ -515,9 +505,7 @@ double Trainer::grad_norm() {
   // counted once (data-reduced first under ZeRO-1). Over stages: the sum of squares; the tied
   // embedding (equal on the first and last stage after the embedding all-reduce) counts once,
   // on the first stage.
-  Communicator* tensor = options_.groups != nullptr ? options_.groups->tensor.get() : nullptr;
-  const double norm = zero_optimizer_ ? zero_optimizer_->reduce_gradients()
-                                      : global_grad_norm(*backend_, model_->params(), tensor);
+  const double norm = optimizer_->reduce_gradients();
   if (pipeline_size_ == 1) return norm;
   return std::sqrt(sum_over_pipeline(norm * norm));
 }

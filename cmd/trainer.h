@@ -35,8 +35,7 @@
 namespace mtnlg {
 
 class GPTStage;
-class AdamW;
-class ZeroAdamW;
+class Optimizer;
 class LrSchedule;
 class MetricsWriter;
 class CheckpointSaver;
@@ -157,8 +156,7 @@ class Trainer {
   std::unique_ptr<SampleSource> train_data_, valid_data_;
   std::unique_ptr<Loader> train_loader_, valid_loader_;
   std::unique_ptr<GPTStage> model_;
-  std::unique_ptr<AdamW> optimizer_;           // one of optimizer_ and zero_optimizer_
-  std::unique_ptr<ZeroAdamW> zero_optimizer_;  // ZeRO-1 with data parallelism
+  std::unique_ptr<Optimizer> optimizer_;  // AdamW, or ZeroAdamW with ZeRO-1 and data ranks
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<MetricsWriter> metrics_;
   // One per micro-batch in flight: micro-batch k of an iteration uses acts_[k % size]

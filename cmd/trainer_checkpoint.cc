@@ -14,7 +14,6 @@
 #include "optim/adamw.h"
 #include "optim/batch_ramp.h"
 #include "optim/lr_schedule.h"
-#include "optim/zero_optimizer.h"
 #include "parallel/communicator.h"
 #include "parallel/topology.h"
 
@@ -115,13 +114,8 @@ void Trainer::load_start_checkpoint() {
   index.prefer_replica(options_.topology != nullptr ? options_.topology->tensor_rank() : 0, stage_);
   load_state(index, model_->params().state(), *backend_);
   if (start_full_) {
-    if (zero_optimizer_) {
-      load_state(index, zero_optimizer_->state(), *backend_);
-      zero_optimizer_->set_steps(m.optimizer_steps);
-    } else {
-      load_state(index, optimizer_->state(), *backend_);
-      optimizer_->set_steps(m.optimizer_steps);
-    }
+    load_state(index, optimizer_->state(), *backend_);
+    optimizer_->set_steps(m.optimizer_steps);
   }
   backend_->synchronize();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -155,10 +149,7 @@ RankShards Trainer::rank_shards() {
     shards.model_file = model_file_name(tp, stage_);
     shards.model = model_->params().state();
   }
-  if (zero_optimizer_) {
-    shards.optim_file = optim_file_name(tp, stage_, data_rank_);
-    shards.optim = zero_optimizer_->state();
-  } else if (data_rank_ == 0) {
+  if (optimizer_->partitioned() || data_rank_ == 0) {
     shards.optim_file = optim_file_name(tp, stage_, data_rank_);
     shards.optim = optimizer_->state();
   }
@@ -174,7 +165,7 @@ double Trainer::save_checkpoint(const std::function<void(double)>& before_commit
   m.consumed_samples = consumed_samples_;
   m.consumed_tokens = consumed_samples_ * seq;
   m.valid_consumed_samples = valid_position(iteration_);
-  m.optimizer_steps = zero_optimizer_ ? zero_optimizer_->steps() : optimizer_->steps();
+  m.optimizer_steps = optimizer_->steps();
   m.lr = schedule_->lr_at(consumed_samples_ * seq);
   m.global_batch_size = batch_at_(consumed_samples_);
   m.seed = recipe_.seed;

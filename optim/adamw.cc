@@ -25,8 +25,9 @@ double clip_coefficient(double norm, double max_norm) {
   return max_norm / (norm + 1e-6);  // Megatron's epsilon
 }
 
-AdamW::AdamW(ParamRegistry& params, Backend& backend, const OptimizerConfig& config)
-    : params_(params), backend_(backend), config_(config) {
+AdamW::AdamW(ParamRegistry& params, Backend& backend, const OptimizerConfig& config,
+             Communicator* tensor)
+    : params_(params), backend_(backend), config_(config), tensor_(tensor) {
   for (const auto& p : params_.params()) {
     m_.push_back(backend_.alloc(p.spec.local_shape, p.value.dtype()));
     v_.push_back(backend_.alloc(p.spec.local_shape, p.value.dtype()));
@@ -57,6 +58,10 @@ int64_t AdamW::state_bytes() const {
   for (size_t i = 0; i < m_.size(); ++i)
     bytes += static_cast<int64_t>(m_[i].nbytes() + v_[i].nbytes());
   return bytes;
+}
+
+double AdamW::reduce_gradients() {
+  return global_grad_norm(backend_, params_, tensor_);
 }
 
 void AdamW::step(double lr, double grad_scale) {

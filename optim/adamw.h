@@ -14,6 +14,7 @@
 #include "core/config/recipe.h"
 #include "core/state_tensor.h"
 #include "model/param_registry.h"
+#include "optim/optimizer.h"
 #include "parallel/communicator.h"
 
 namespace mtnlg {
@@ -37,29 +38,36 @@ double clip_coefficient(double norm, double max_norm);
 std::string exp_avg_name(const std::string& param);
 std::string exp_avg_sq_name(const std::string& param);
 
-class AdamW {
+class AdamW final : public Optimizer {
  public:
-  AdamW(ParamRegistry& params, Backend& backend, const OptimizerConfig& config);
+  // tensor: the tensor-parallel group for the norm (borrowed; null without tensor parallelism).
+  AdamW(ParamRegistry& params, Backend& backend, const OptimizerConfig& config,
+        Communicator* tensor = nullptr);
 
+  // global_grad_norm of the gradients, which GradSync has already summed over data ranks.
+  double reduce_gradients() override;
   // One update with learning rate lr; the gradients are multiplied by grad_scale first
   // (the clip coefficient). Increments the step count used for bias correction.
-  void step(double lr, double grad_scale);
+  void step(double lr, double grad_scale) override;
 
-  int64_t steps() const { return step_; }
+  int64_t steps() const override { return step_; }
   // Moments, in registry order (checkpointing saves them).
   std::vector<Tensor>& exp_avg() { return m_; }
   std::vector<Tensor>& exp_avg_sq() { return v_; }
-  void set_steps(int64_t steps) { step_ = steps; }
+  void set_steps(int64_t steps) override { step_ = steps; }
   // Bytes of optimizer state (the two moments).
-  int64_t state_bytes() const;
+  int64_t state_bytes() const override;
   // The moments as checkpoint state (core/state_tensor.h): "exp_avg.NAME" and "exp_avg_sq.NAME",
   // shaped and sharded as parameter NAME. The step count is a scalar beside them (steps()).
-  std::vector<StateTensor> state() const;
+  std::vector<StateTensor> state() const override;
+  bool partitioned() const override { return false; }
+  std::string describe() const override { return "AdamW"; }
 
  private:
   ParamRegistry& params_;
   Backend& backend_;
   OptimizerConfig config_;
+  Communicator* tensor_;
   std::vector<Tensor> m_, v_;
   int64_t step_ = 0;
 };

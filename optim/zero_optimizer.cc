@@ -141,4 +141,8 @@ void ZeroAdamW::step(double lr, double grad_scale) {
   }
 }
 
+std::string ZeroAdamW::describe() const {
+  return "AdamW with ZeRO-1 over " + std::to_string(data_.size()) + " data ranks";
+}
+
 }  // namespace mtnlg

@@ -27,11 +27,12 @@
 #include "core/config/recipe.h"
 #include "core/state_tensor.h"
 #include "model/param_registry.h"
+#include "optim/optimizer.h"
 #include "parallel/communicator.h"
 
 namespace mtnlg {
 
-class ZeroAdamW {
+class ZeroAdamW final : public Optimizer {
  public:
   // tensor: the tensor-parallel group (borrowed; null without tensor parallelism), for the norm.
   ZeroAdamW(ParamRegistry& params, Backend& backend, const OptimizerConfig& config,
@@ -41,19 +42,19 @@ class ZeroAdamW {
   // gradient norm (collective; tensor-parallel shards summed over the tensor group, replicated
   // parameters counted once, as global_grad_norm; a tied copy left out of the norm, not out of
   // the reduction).
-  double reduce_gradients();
+  double reduce_gradients() override;
   // One AdamW update of the partition with learning rate lr and the gradient multiplied by
   // grad_scale (the clip coefficient), then the all-gather of the parameters (collective).
   // Call after reduce_gradients(). Increments the step count used for bias correction.
-  void step(double lr, double grad_scale);
+  void step(double lr, double grad_scale) override;
 
-  int64_t steps() const { return step_; }
-  void set_steps(int64_t steps) { step_ = steps; }
+  int64_t steps() const override { return step_; }
+  void set_steps(int64_t steps) override { step_ = steps; }
   int64_t numel() const { return numel_; }                    // N, without padding
   int64_t partition_begin() const { return begin_; }          // r * S
   int64_t partition_size() const { return partition_size_; }  // S (padding included)
   // Bytes of optimizer state on this rank (the two moments of the partition).
-  int64_t state_bytes() const;
+  int64_t state_bytes() const override;
   // The partition's moments, flat [S] (checkpointing saves them).
   Tensor& exp_avg() { return m_; }
   Tensor& exp_avg_sq() { return v_; }
@@ -61,7 +62,9 @@ class ZeroAdamW {
   // the partition touches: "exp_avg.NAME" / "exp_avg_sq.NAME" holding elements
   // [in_param, in_param + length) of parameter NAME's shard, so a checkpoint is sliced per
   // parameter, never by this layout's flat buffer. The step count is a scalar (steps()).
-  std::vector<StateTensor> state() const;
+  std::vector<StateTensor> state() const override;
+  bool partitioned() const override { return true; }
+  std::string describe() const override;
 
  private:
   // A run of the partition inside one parameter.

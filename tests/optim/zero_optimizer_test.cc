@@ -10,9 +10,11 @@
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <stdexcept>
 #include <thread>
 
 #include "optim/adamw.h"
+#include "optim/optimizer.h"
 #include "parallel/gloo_communicator.h"
 #include "parallel/store.h"
 #include "test_util.h"
@@ -247,6 +249,40 @@ TEST_CASE("ZeroAdamW rejects parameters of mixed dtypes") {
   reg.get("b").value = be->alloc({2}, DType::kF64);
   reg.get("b").grad = be->alloc({2}, DType::kF64);
   CHECK_THROWS_WITH(ZeroAdamW(reg, *be, config(), *data), Catch::Contains("is f64"));
+}
+
+TEST_CASE("make_optimizer: ZeRO-1 only with more than one data rank - else AdamW") {
+  MemoryStore store;
+  auto one = make_gloo_communicator(store, "one", 0, {0}, std::chrono::seconds(20));
+  auto be = make_cpu_backend(1);
+  ParamRegistry reg;
+  reg.add({"a", {4}, {4}, -1, false, 0.0, 0.0});
+  reg.allocate(*be, DType::kF32);
+  for (int64_t stage : {0, 1}) {
+    for (Communicator* data : {static_cast<Communicator*>(nullptr), one.get()}) {
+      const auto opt = make_optimizer(reg, *be, config(), stage, data, nullptr);
+      CHECK(opt->describe() == "AdamW");
+      CHECK_FALSE(opt->partitioned());
+    }
+  }
+  std::vector<std::string> described(2);
+  std::vector<int> partitioned(2);
+  run_ranks(2, [&](int rank) {
+    auto data = make_gloo_communicator(store, "data", rank, {0, 1}, std::chrono::seconds(20));
+    auto rank_be = make_cpu_backend(1);
+    ParamRegistry r;
+    r.add({"a", {4}, {4}, -1, false, 0.0, 0.0});
+    r.allocate(*rank_be, DType::kF32);
+    const auto zero = make_optimizer(r, *rank_be, config(), 1, data.get(), nullptr);
+    described[static_cast<size_t>(rank)] = zero->describe();
+    partitioned[static_cast<size_t>(rank)] = zero->partitioned();
+    if (make_optimizer(r, *rank_be, config(), 0, data.get(), nullptr)->partitioned())
+      throw std::logic_error("zero_stage 0 partitioned the state");
+  });
+  for (int r = 0; r < 2; ++r) {
+    CHECK(described[static_cast<size_t>(r)] == "AdamW with ZeRO-1 over 2 data ranks");
+    CHECK(partitioned[static_cast<size_t>(r)] == 1);
+  }
 }
 
 }  // namespace
