@@ -1,5 +1,6 @@
-// mtnlg-bench-gemm: fp32 GEMM GFLOP/s through the CPU backend's Backend::gemm for the shapes a
-// training step of each benchmark model issues (bench/model_gemms.h), on a given thread count.
+// mtnlg-bench-gemm: fp32 (or, with --dtype bf16, bf16 operands with fp32 sums and output) GEMM
+// GFLOP/s through the CPU backend's Backend::gemm for the shapes a training step of each
+// benchmark model issues (bench/model_gemms.h), on a given thread count.
 // The best rate is this machine's practical ceiling for the trainer: bench/run.sh reports each
 // model's achieved TFLOP/s as a share of it. Exit status: 0 done; 2 bad flags; 1 other errors.
 #include <CLI/CLI.hpp>
@@ -14,6 +15,7 @@
 
 #include "bench/model_gemms.h"
 #include "core/backend.h"
+#include "core/kernels/bf16_math.h"
 
 namespace {
 
@@ -34,22 +36,29 @@ struct Result {
   double gflops = 0.0;
 };
 
-Tensor random_matrix(Backend& be, int64_t rows, int64_t cols, std::mt19937& gen) {
-  Tensor host = Tensor::cpu({rows, cols}, DType::kF32);
+Tensor random_matrix(Backend& be, int64_t rows, int64_t cols, DType dtype, std::mt19937& gen) {
+  Tensor host = Tensor::cpu({rows, cols}, dtype);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  float* p = host.data_as<float>();
-  for (int64_t i = 0; i < host.numel(); ++i) p[i] = dist(gen);
-  Tensor t = be.alloc({rows, cols}, DType::kF32);
+  for (int64_t i = 0; i < host.numel(); ++i) {
+    if (dtype == DType::kBF16)
+      static_cast<uint16_t*>(host.data())[i] = f32_to_bf16(dist(gen));
+    else
+      host.data_as<float>()[i] = dist(gen);
+  }
+  Tensor t = be.alloc({rows, cols}, dtype);
   be.copy(t, host);
   return t;
 }
 
 // Median time of one call, over as many calls as fit in min_seconds (at least 3), after one
 // untimed call.
-double time_gemm(Backend& be, const bench::GemmShape& s, double min_seconds, std::mt19937& gen) {
-  // Stored (untransposed) operands: op(a) is [m, k], op(b) is [k, n].
-  Tensor a = s.trans_a ? random_matrix(be, s.k, s.m, gen) : random_matrix(be, s.m, s.k, gen);
-  Tensor b = s.trans_b ? random_matrix(be, s.n, s.k, gen) : random_matrix(be, s.k, s.n, gen);
+double time_gemm(Backend& be, const bench::GemmShape& s, DType dtype, double min_seconds,
+                 std::mt19937& gen) {
+  // Stored (untransposed) operands: op(a) is [m, k], op(b) is [k, n]; the output is f32.
+  Tensor a =
+      s.trans_a ? random_matrix(be, s.k, s.m, dtype, gen) : random_matrix(be, s.m, s.k, dtype, gen);
+  Tensor b =
+      s.trans_b ? random_matrix(be, s.n, s.k, dtype, gen) : random_matrix(be, s.k, s.n, dtype, gen);
   Tensor c = be.alloc({s.m, s.n}, DType::kF32);
   using Clock = std::chrono::steady_clock;
   be.gemm(c, a, s.trans_a, b, s.trans_b, 1.0, s.beta);
@@ -67,7 +76,8 @@ double time_gemm(Backend& be, const bench::GemmShape& s, double min_seconds, std
   return times[times.size() / 2];
 }
 
-int run(const std::vector<std::string>& models, int threads, double min_seconds, bool json) {
+int run(const std::vector<std::string>& models, int threads, double min_seconds, bool json,
+        DType dtype) {
   auto be = make_cpu_backend(threads);
   std::mt19937 gen(1234);
   std::vector<Result> results;
@@ -77,7 +87,7 @@ int run(const std::vector<std::string>& models, int threads, double min_seconds,
     if (it == std::end(kModels))
       throw invalid_argument("unknown model '" + name + "'; use demo or gpt2-124m", "--models");
     for (const auto& s : bench::model_gemms(it->tokens, it->hidden, 4 * it->hidden, it->vocab)) {
-      const double sec = time_gemm(*be, s, min_seconds, gen);
+      const double sec = time_gemm(*be, s, dtype, min_seconds, gen);
       results.push_back({name, s, 1e3 * sec, s.flops() / sec * 1e-9});
     }
   }
@@ -86,8 +96,8 @@ int run(const std::vector<std::string>& models, int threads, double min_seconds,
                         [](const Result& a, const Result& b) { return a.gflops < b.gflops; });
 
   std::FILE* text = json ? stderr : stdout;
-  std::fprintf(text, "mtnlg-bench-gemm (%s, f32, median of >= 3 calls per shape)\n",
-               be->name().c_str());
+  std::fprintf(text, "mtnlg-bench-gemm (%s, %s, median of >= 3 calls per shape)\n",
+               be->name().c_str(), dtype == DType::kBF16 ? "bf16 x bf16 -> f32" : "f32");
   std::fprintf(text, "%-10s %-11s %2s %6s %6s %6s %10s %9s\n", "model", "gemm", "op", "m", "n", "k",
                "ms", "GFLOP/s");
   for (const Result& r : results) {
@@ -100,9 +110,9 @@ int run(const std::vector<std::string>& models, int threads, double min_seconds,
                best.model.c_str(), best.shape.label.c_str());
   if (json) {
     std::printf(
-        "{\"impl\":\"gemm\",\"threads\":%d,\"ceiling_gflops\":%.3f,\"best\":\"%s %s\","
-        "\"shapes\":[",
-        threads, best.gflops, best.model.c_str(), best.shape.label.c_str());
+        "{\"impl\":\"gemm\",\"dtype\":\"%s\",\"threads\":%d,\"ceiling_gflops\":%.3f,"
+        "\"best\":\"%s %s\",\"shapes\":[",
+        dtype_name(dtype), threads, best.gflops, best.model.c_str(), best.shape.label.c_str());
     for (size_t i = 0; i < results.size(); ++i) {
       const Result& r = results[i];
       std::printf(
@@ -120,9 +130,9 @@ int run(const std::vector<std::string>& models, int threads, double min_seconds,
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "mtnlg-bench-gemm: fp32 GEMM GFLOP/s through the CPU backend (Backend::gemm) for the "
-      "forward, input-grad and weight-grad GEMMs of qkv, dense, fc1, fc2 and the tied LM head "
-      "of the benchmark models. The best rate is the machine's practical ceiling."};
+      "mtnlg-bench-gemm: fp32 (or bf16) GEMM GFLOP/s through the CPU backend (Backend::gemm) "
+      "for the forward, input-grad and weight-grad GEMMs of qkv, dense, fc1, fc2 and the tied "
+      "LM head of the benchmark models. The best rate is the machine's practical ceiling."};
   std::vector<std::string> models = {"demo", "gpt2-124m"};
   int threads = 0;
   double min_seconds = 0.5;
@@ -139,9 +149,14 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_flag("--json", json, "Print one JSON line on stdout (the table goes to stderr)");
+  std::string dtype = "f32";
+  app.add_option("--dtype", dtype,
+                 "f32, or bf16: bf16 operands, fp32 sums and output (oneDNN matmul)")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
-    return run(models, threads, min_seconds, json);
+    return run(models, threads, min_seconds, json, dtype == "bf16" ? DType::kBF16 : DType::kF32);
   } catch (const mtnlg::Error& e) {
     std::cerr << "mtnlg-bench-gemm: " << e.what() << "\n";
     return e.code() == mtnlg::Code::kInvalidArgument ? 2 : 1;

@@ -63,7 +63,9 @@ void check_ids(const int32_t* ids, int64_t n, int64_t limit, const char* op, con
 
 }  // namespace
 
-CpuBackend::CpuBackend(int threads) : threads_(threads > 0 ? threads : omp_get_num_procs()) {
+CpuBackend::CpuBackend(int threads)
+    : threads_(threads > 0 ? threads : omp_get_num_procs()),
+      matmul_bf16_(std::make_unique<cpu::MatmulBf16>()) {
   // OpenBLAS only ever runs single-threaded inside our OpenMP regions (gemm_cpu.cc says why).
   // The setting is process-wide and the same for every CpuBackend, so concurrent instances agree.
   openblas_set_num_threads(1);
@@ -96,9 +98,15 @@ Tensor CpuBackend::alloc(const Shape& shape, DType dtype) {
   return Tensor(std::move(storage), 0, shape, dtype);
 }
 
-int64_t CpuBackend::live_bytes() const { return counter_->live(); }
-int64_t CpuBackend::peak_bytes() const { return counter_->peak(); }
-void CpuBackend::reset_peak() { counter_->reset_peak(); }
+int64_t CpuBackend::live_bytes() const {
+  return counter_->live();
+}
+int64_t CpuBackend::peak_bytes() const {
+  return counter_->peak();
+}
+void CpuBackend::reset_peak() {
+  counter_->reset_peak();
+}
 
 void CpuBackend::fill(Tensor& t, double value) {
   enter();
@@ -143,6 +151,16 @@ void CpuBackend::gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b,
   MTNLG_CHECK_MSG(k == kb && c.ndim() >= 1 && c.dim(-1) == n && c.numel() == m * n,
                   "gemm: c " << c.str() << " = a" << (trans_a ? "^T " : " ") << a.str() << " @ b"
                              << (trans_b ? "^T " : " ") << b.str());
+  if (a.dtype() == DType::kBF16) {
+    // bf16 operands, fp32 sums, an fp32 or bf16 result (oneDNN; AMX on this CPU).
+    MTNLG_CHECK_MSG(
+        b.dtype() == DType::kBF16 && (c.dtype() == DType::kF32 || c.dtype() == DType::kBF16),
+        "gemm: bf16 a needs bf16 b and an f32 or bf16 c, got " << b.str() << ", " << c.str());
+    matmul_bf16_->run(c.data(), c.dtype() == DType::kBF16, static_cast<const uint16_t*>(a.data()),
+                      trans_a, static_cast<const uint16_t*>(b.data()), trans_b, m, n, k,
+                      static_cast<float>(alpha), static_cast<float>(beta));
+    return;
+  }
   dispatch("gemm", c.dtype(), [&](auto z) {
     using T = decltype(z);
     cpu::gemm(c.data_as<T>(), a.data_as<T>(), trans_a, b.data_as<T>(), trans_b, m, n, k,

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/backend.h"
+#include "core/cpu/matmul_bf16.h"
 #include "core/memory_counter.h"
 
 namespace mtnlg {
@@ -69,6 +70,7 @@ class CpuBackend final : public Backend {
  private:
   void enter() const;  // applies threads_ to the calling thread's OpenMP setting
   int threads_;
+  std::unique_ptr<cpu::MatmulBf16> matmul_bf16_;  // bf16 GEMMs (oneDNN), primitives cached
   std::shared_ptr<MemoryCounter> counter_ = std::make_shared<MemoryCounter>();
 };
 

@@ -1,0 +1,150 @@
+// bf16 GEMM (oneDNN matmul, core/cpu/matmul_bf16.h) through Backend::gemm against an fp64
+// product of the same bf16 numbers, within the error bound the formats give; and the bf16
+// rounding it relies on.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "core/backend.h"
+#include "core/cpu/matmul_bf16.h"
+#include "core/kernels/bf16_math.h"
+#include "core/status.h"
+
+using namespace mtnlg;
+
+namespace {
+
+// A bf16 tensor of uniform values in [-1, 1), deterministic in seed, and the same numbers as
+// doubles (exact: bf16 is a subset of double).
+Tensor random_bf16(const Shape& shape, uint64_t seed, std::vector<double>& exact) {
+  Tensor t = Tensor::cpu(shape, DType::kBF16);
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  auto* bits = static_cast<uint16_t*>(t.data());
+  exact.resize(static_cast<size_t>(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    bits[i] = f32_to_bf16(static_cast<float>(dist(gen)));
+    exact[static_cast<size_t>(i)] = bf16_to_f32(bits[i]);
+  }
+  return t;
+}
+
+double value_at(const Tensor& c, int64_t i) {
+  return c.dtype() == DType::kF32 ? c.data_as<float>()[i]
+                                  : bf16_to_f32(static_cast<const uint16_t*>(c.data())[i]);
+}
+
+// Checks c = alpha * op(a) op(b) + beta * c0 element by element. The bound: the products of two
+// bf16 numbers (8-bit significands) are exact in fp32; a sum of k of them in fp32, in any order
+// (AMX adds pairs, oneDNN blocks k), is within gamma(k - 1) * sum |a_p b_p| of the exact sum,
+// gamma(n) = n u / (1 - n u), u = 2^-24; scaling by alpha, adding beta * c0 and rounding them
+// add at most 3 more roundings: gamma(k + 2) * (|alpha| sum |a_p b_p| + |beta c0|). A bf16
+// output is rounded once more, by at most 2^-8 of its value.
+void check_gemm(Backend& be, int64_t m, int64_t n, int64_t k, bool ta, bool tb, DType c_dtype,
+                double alpha, double beta) {
+  INFO(m << "x" << n << "x" << k << " trans_a " << ta << " trans_b " << tb << " c "
+         << dtype_name(c_dtype) << " alpha " << alpha << " beta " << beta);
+  std::vector<double> va, vb, vc0;
+  const Tensor a = random_bf16(ta ? Shape{k, m} : Shape{m, k}, 1, va);
+  const Tensor b = random_bf16(tb ? Shape{n, k} : Shape{k, n}, 2, vb);
+  Tensor c;
+  if (c_dtype == DType::kBF16) {
+    c = random_bf16({m, n}, 3, vc0);
+  } else {
+    c = Tensor::cpu({m, n}, DType::kF32);
+    std::vector<double> tmp;
+    const Tensor src = random_bf16({m, n}, 3, tmp);
+    for (int64_t i = 0; i < m * n; ++i) c.data_as<float>()[i] = static_cast<float>(tmp[i] * 0.75);
+    for (int64_t i = 0; i < m * n; ++i) vc0.push_back(c.data_as<float>()[i]);
+  }
+  be.gemm(c, a, ta, b, tb, alpha, beta);
+  const double u = std::ldexp(1.0, -24);
+  const double gamma = static_cast<double>(k + 2) * u / (1.0 - static_cast<double>(k + 2) * u);
+  int64_t worst = -1;
+  double worst_ratio = 0.0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double exact = 0.0, magnitude = 0.0;
+      for (int64_t p = 0; p < k; ++p) {
+        const double x = va[static_cast<size_t>(ta ? p * m + i : i * k + p)];
+        const double y = vb[static_cast<size_t>(tb ? j * k + p : p * n + j)];
+        exact += x * y;
+        magnitude += std::fabs(x * y);
+      }
+      const double c0 = vc0[static_cast<size_t>(i * n + j)];
+      const double want = alpha * exact + beta * c0;
+      double bound = gamma * (std::fabs(alpha) * magnitude + std::fabs(beta * c0));
+      if (c_dtype == DType::kBF16) bound += std::ldexp(1.0, -8) * (std::fabs(want) + bound);
+      const double err = std::fabs(value_at(c, i * n + j) - want);
+      const double ratio = err / (bound > 0 ? bound : 1e-300);
+      if (ratio > worst_ratio) {
+        worst_ratio = ratio;
+        worst = i * n + j;
+      }
+    }
+  INFO("worst element " << worst << ": error / bound = " << worst_ratio);
+  CHECK(worst_ratio <= 1.0);
+}
+
+}  // namespace
+
+TEST_CASE("f32 -> bf16 rounds to nearest even - NaN stays NaN - infinities stay") {
+  CHECK(f32_to_bf16(1.0f) == 0x3f80);
+  CHECK(bf16_to_f32(0x3f80) == 1.0f);
+  // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties go to the even significand (1).
+  CHECK(f32_to_bf16(1.0f + std::ldexp(1.0f, -8)) == 0x3f80);
+  // 1 + 3 * 2^-8 is halfway between 1 + 2^-7 (odd) and 1 + 2^-6: up to the even one.
+  CHECK(f32_to_bf16(1.0f + 3 * std::ldexp(1.0f, -8)) == 0x3f82);
+  CHECK(f32_to_bf16(1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20)) == 0x3f81);
+  CHECK(f32_to_bf16(-2.5f) == 0xc020);
+  CHECK(f32_to_bf16(std::numeric_limits<float>::infinity()) == 0x7f80);
+  CHECK(std::isnan(bf16_to_f32(f32_to_bf16(std::numeric_limits<float>::quiet_NaN()))));
+  // The largest finite float rounds up to infinity, as the hardware does.
+  CHECK(f32_to_bf16(std::numeric_limits<float>::max()) == 0x7f80);
+  // Every bf16 value converts back exactly.
+  for (uint32_t h = 0; h < 0x10000; h += 7) {
+    const float f = bf16_to_f32(static_cast<uint16_t>(h));
+    if (!std::isnan(f)) CHECK(f32_to_bf16(f) == h);
+  }
+}
+
+TEST_CASE("bf16 gemm is within the bf16/fp32 error bound of an fp64 product") {
+  auto be = make_cpu_backend(2);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (DType c_dtype : {DType::kF32, DType::kBF16})
+        check_gemm(*be, 37, 29, 41, ta, tb, c_dtype, 1.0, 0.0);
+  check_gemm(*be, 37, 29, 41, false, true, DType::kF32, 0.7, 0.3);
+  check_gemm(*be, 37, 29, 41, true, false, DType::kBF16, -1.5, 1.0);
+  check_gemm(*be, 1, 1, 1, false, false, DType::kF32, 1.0, 0.0);
+  // A GPT-2 MLP product (h 768, ffn 3072) on 64 tokens, forward and the weight gradient's shape.
+  check_gemm(*be, 64, 3072, 768, false, true, DType::kF32, 1.0, 0.0);
+  check_gemm(*be, 768, 3072, 64, true, false, DType::kF32, 1.0, 1.0);
+}
+
+TEST_CASE("bf16 gemm primitives are made once per shape") {
+  cpu::MatmulBf16 mm;
+  std::vector<double> unused;
+  Tensor a = random_bf16({8, 16}, 1, unused), b = random_bf16({16, 4}, 2, unused);
+  Tensor c = Tensor::cpu({8, 4}, DType::kF32);
+  const auto run = [&](float beta) {
+    mm.run(c.data(), false, static_cast<const uint16_t*>(a.data()), false,
+           static_cast<const uint16_t*>(b.data()), false, 8, 4, 16, 1.0f, beta);
+  };
+  run(0.0f);
+  run(0.0f);
+  CHECK(mm.cached() == 1);
+  run(1.0f);  // another epilogue: another primitive
+  CHECK(mm.cached() == 2);
+}
+
+TEST_CASE("bf16 gemm refuses mixed operands") {
+  auto be = make_cpu_backend(1);
+  Tensor a = Tensor::cpu({3, 4}, DType::kBF16), b = Tensor::cpu({4, 2}, DType::kF32);
+  Tensor c = Tensor::cpu({3, 2}, DType::kF32);
+  CHECK_THROWS_WITH(be->gemm(c, a, false, b, false, 1.0, 0.0),
+                    Catch::Contains("bf16 a needs bf16 b"));
+}
