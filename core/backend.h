@@ -45,8 +45,9 @@ class Backend {
   // A new zero-filled tensor on this device.
   virtual Tensor alloc(const Shape& shape, DType dtype) = 0;
   virtual void fill(Tensor& t, double value) = 0;
-  // dst = src (same numel; same dtype, or f32<->f64 conversion). Either side may be a CPU
-  // tensor when this is a device backend: that is how host data moves.
+  // dst = src (same numel; same dtype, or f32<->f64 or f32<->bf16 conversion, bf16 rounded to
+  // nearest even). Either side may be a CPU tensor when this is a device backend: that is how
+  // host data moves.
   virtual void copy(Tensor& dst, const Tensor& src) = 0;
 
   // Memory accounting of alloc(): bytes (numel * dtype size) of the tensors it returned that are

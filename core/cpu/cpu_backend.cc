@@ -132,6 +132,12 @@ void CpuBackend::copy(Tensor& dst, const Tensor& src) {
     cpu::convert(dst.data_as<float>(), src.data_as<double>(), src.numel());
   } else if (dst.dtype() == DType::kF64 && src.dtype() == DType::kF32) {
     cpu::convert(dst.data_as<double>(), src.data_as<float>(), src.numel());
+  } else if (dst.dtype() == DType::kBF16 && src.dtype() == DType::kF32) {
+    // fp32 master weights re-rounded to the bf16 model weights after each step.
+    cpu::convert_to_bf16(static_cast<uint16_t*>(dst.data()), src.data_as<float>(), src.numel());
+  } else if (dst.dtype() == DType::kF32 && src.dtype() == DType::kBF16) {
+    cpu::convert_from_bf16(dst.data_as<float>(), static_cast<const uint16_t*>(src.data()),
+                           src.numel());
   } else {
     throw unsupported(std::string("CPU backend: copy from ") + dtype_name(src.dtype()) + " to " +
                           dtype_name(dst.dtype()) + " is not supported (same dtype or f32<->f64)",

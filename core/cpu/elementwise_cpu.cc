@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "core/cpu/kernels_cpu.h"
+#include "core/kernels/bf16_math.h"
 
 namespace mtnlg::cpu {
 namespace {
@@ -106,6 +107,20 @@ MTNLG_INSTANTIATE(float)
 MTNLG_INSTANTIATE(double)
 #undef MTNLG_INSTANTIATE
 template void fill<int32_t>(int32_t*, int32_t, int64_t);
+void convert_to_bf16(uint16_t* dst, const float* src, int64_t n) {
+  for_blocks(n, [=](int64_t lo, int64_t hi) {
+#pragma omp simd
+    for (int64_t i = lo; i < hi; ++i) dst[i] = f32_to_bf16(src[i]);
+  });
+}
+
+void convert_from_bf16(float* dst, const uint16_t* src, int64_t n) {
+  for_blocks(n, [=](int64_t lo, int64_t hi) {
+#pragma omp simd
+    for (int64_t i = lo; i < hi; ++i) dst[i] = bf16_to_f32(src[i]);
+  });
+}
+
 template void convert<float, double>(float*, const double*, int64_t);
 template void convert<double, float>(double*, const float*, int64_t);
 

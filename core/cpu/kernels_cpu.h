@@ -81,6 +81,9 @@ template <typename T>
 void fill(T* x, T value, int64_t n);
 template <typename To, typename From>
 void convert(To* dst, const From* src, int64_t n);
+// float <-> bf16 bits (round to nearest even, core/kernels/bf16_math.h).
+void convert_to_bf16(uint16_t* dst, const float* src, int64_t n);
+void convert_from_bf16(float* dst, const uint16_t* src, int64_t n);
 template <typename T>
 void add(T* out, const T* a, const T* b, int64_t n);
 template <typename T>

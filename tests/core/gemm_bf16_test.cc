@@ -148,3 +148,27 @@ TEST_CASE("bf16 gemm refuses mixed operands") {
   CHECK_THROWS_WITH(be->gemm(c, a, false, b, false, 1.0, 0.0),
                     Catch::Contains("bf16 a needs bf16 b"));
 }
+
+TEST_CASE("backend copy converts f32 <-> bf16 as f32_to_bf16 rounds - both ways") {
+  auto be = make_cpu_backend(2);
+  const int64_t n = 100'003;  // odd: the vector loop's tail too
+  Tensor f = Tensor::cpu({n}, DType::kF32);
+  std::mt19937_64 gen(5);
+  std::uniform_real_distribution<float> dist(-1e4f, 1e4f);
+  for (int64_t i = 0; i < n; ++i) f.data_as<float>()[i] = dist(gen);
+  f.data_as<float>()[0] = 1.0f + std::ldexp(1.0f, -8);  // a tie: to even
+  Tensor h = Tensor::cpu({n}, DType::kBF16);
+  be->copy(h, f);
+  Tensor back = Tensor::cpu({n}, DType::kF32);
+  be->copy(back, h);
+  const auto* bits = static_cast<const uint16_t*>(h.data());
+  CHECK(bits[0] == 0x3f80);
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = f.data_as<float>()[i];
+    wrong += bits[i] != f32_to_bf16(x);
+    // Within half a bf16 ulp: |x - bf16(x)| <= 2^-8 |x|.
+    wrong += std::fabs(back.data_as<float>()[i] - x) > std::ldexp(std::fabs(x), -8);
+  }
+  CHECK(wrong == 0);
+}
