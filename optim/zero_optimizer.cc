@@ -40,6 +40,19 @@ ZeroAdamW::ZeroAdamW(ParamRegistry& params, Backend& backend, const OptimizerCon
                     "ZeroAdamW: parameter " << p.spec.name << " is " << dtype_name(p.value.dtype())
                                             << ", expected " << dtype_name(dtype_));
   }
+  // The gradients must be the registry's buffer (ParamRegistry::allocate), piece by piece: it is
+  // packed for the reduce-scatter with one copy.
+  const Tensor& buffer = params_.grad_buffer();
+  int64_t offset = 0;
+  for (const auto& p : all) {
+    MTNLG_CHECK_MSG(
+        buffer.defined() && p.grad.data() == static_cast<const char*>(buffer.data()) +
+                                                 offset * static_cast<int64_t>(dtype_size(dtype_)),
+        "ZeroAdamW: the gradient of " << p.spec.name
+                                      << " is not its piece of the registry's buffer");
+    offset += p.grad.numel();
+  }
+  MTNLG_CHECK_EQ(offset, buffer.numel());
   std::vector<int64_t> numels;
   for (const auto& p : all) numels.push_back(p.value.numel());
   const ZeroPartition part = zero_partition(numels, data_.size(), data_.rank());
@@ -81,13 +94,9 @@ int64_t ZeroAdamW::state_bytes() const {
 
 double ZeroAdamW::reduce_gradients() {
   backend_.synchronize();
-  int64_t offset = 0;
-  for (const auto& p : params_.params()) {
-    const int64_t n = p.grad.numel();
-    Tensor dst = flat_.slice(offset, offset + n);
-    backend_.copy(dst, flat_view(p.grad));
-    offset += n;
-  }
+  // The registry's gradient buffer is the flat vector in partition order: one copy.
+  Tensor dst = flat_.slice(0, numel_);
+  backend_.copy(dst, params_.grad_buffer());
   zero_tail(flat_, numel_);  // the all-gather wrote parameters' padding there
   data_.reduce_scatter(part_, flat_, ReduceOp::kSum);
   if (part_grad_.data() != part_.data()) backend_.copy(part_grad_, part_);

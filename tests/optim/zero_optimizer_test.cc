@@ -251,6 +251,20 @@ TEST_CASE("ZeroAdamW rejects parameters of mixed dtypes") {
   CHECK_THROWS_WITH(ZeroAdamW(reg, *be, config(), *data), Catch::Contains("is f64"));
 }
 
+TEST_CASE("ZeroAdamW needs the gradients to be the registry's one buffer") {
+  MemoryStore store;
+  auto data = make_gloo_communicator(store, "data", 0, {0}, std::chrono::seconds(20));
+  auto be = make_cpu_backend(1);
+  ParamRegistry reg;
+  reg.add({"a", {2}, {2}, -1, false, 0.0, 0.0});
+  reg.add({"b", {3}, {3}, -1, false, 0.0, 0.0});
+  reg.allocate(*be, DType::kF32);
+  CHECK_NOTHROW(ZeroAdamW(reg, *be, config(), *data));
+  reg.get("b").grad = be->alloc({3}, DType::kF32);  // its own tensor, not the buffer's piece
+  CHECK_THROWS_WITH(ZeroAdamW(reg, *be, config(), *data),
+                    Catch::Contains("the gradient of b is not its piece of the registry's buffer"));
+}
+
 TEST_CASE("make_optimizer: ZeRO-1 only with more than one data rank - else AdamW") {
   MemoryStore store;
   auto one = make_gloo_communicator(store, "one", 0, {0}, std::chrono::seconds(20));
