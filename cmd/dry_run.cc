@@ -155,7 +155,8 @@ void print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
     out << "  to fit: raise parallel.pipeline or parallel.tensor, turn on "
            "parallel.activation_checkpointing, set parallel.zero_stage: 1, or lower "
            "parallel.micro_batch_size\n";
-  out << "  gradients are in the model dtype; ZeRO-1 shards master weights and moments over "
+  out << "  gradients are fp32 main gradients under bf16/fp16, else in the model dtype; ZeRO-1 "
+         "shards master weights and moments over "
          "data ranks. Not counted: CUDA context, cuBLAS/NCCL workspaces, pipeline buffers, "
          "fragmentation\n\n";
 

@@ -239,7 +239,9 @@ void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
 
     MemoryTerms& m = st.memory;
     m.weights = st.parameters * e;
-    m.gradients = st.parameters * e;  // ParamRegistry allocates grads in the model dtype
+    // Main gradients: accumulated and reduced in fp32 under bf16/fp16 (Megatron's default for
+    // bf16, its main_grad buffer), in the model dtype otherwise.
+    m.gradients = st.parameters * (mixed ? kF32Bytes : e);
     m.master_weights = mixed ? st.optimizer_shard * kF32Bytes : 0;
     m.adam_moments = 2 * st.optimizer_shard * (mixed ? kF32Bytes : e);
     m.activations =
