@@ -56,6 +56,9 @@ struct ParallelConfig {
   bool overlap_grad_reduce = true;
   // Gradients are all-reduced in buckets of about this many MiB, last layers first.
   double grad_bucket_mb = 25.0;
+  // The dtype gradients are summed over data ranks in under bf16: fp32 (the main gradients,
+  // Megatron's default) or bf16 (half the bytes). fp32 training always reduces in fp32.
+  Precision grad_reduce_dtype = Precision::kFP32;
 };
 
 struct OptimizerConfig {
@@ -66,6 +69,14 @@ struct OptimizerConfig {
   double eps = 1e-8;
   double weight_decay = 0.01;
   double clip_grad = 1.0;  // 0 disables clipping
+  // fp16 loss scaling, Megatron's semantics and defaults: loss_scale 0 = dynamic (start at
+  // initial_loss_scale; halve after `hysteresis` overflowing iterations, never below
+  // min_loss_scale; double after loss_scale_window clean ones), > 0 = that static scale.
+  double loss_scale = 0.0;
+  double initial_loss_scale = 4294967296.0;  // 2^32
+  int64_t loss_scale_window = 1000;
+  int64_t hysteresis = 2;
+  double min_loss_scale = 1.0;
 };
 
 struct ScheduleConfig {

@@ -130,6 +130,7 @@ std::string recipe_to_yaml(const Recipe& r) {
   w.value(1, "timeout_s", p.timeout_s);
   w.value(1, "overlap_grad_reduce", p.overlap_grad_reduce);
   w.value(1, "grad_bucket_mb", p.grad_bucket_mb);
+  w.value(1, "grad_reduce_dtype", precision_name(p.grad_reduce_dtype));
 
   w.value(0, "precision", precision_name(r.precision));
 
@@ -141,6 +142,11 @@ std::string recipe_to_yaml(const Recipe& r) {
   w.value(1, "eps", o.eps);
   w.value(1, "weight_decay", o.weight_decay);
   w.value(1, "clip_grad", o.clip_grad);
+  w.value(1, "loss_scale", o.loss_scale);
+  w.value(1, "initial_loss_scale", o.initial_loss_scale);
+  w.value(1, "loss_scale_window", o.loss_scale_window);
+  w.value(1, "hysteresis", o.hysteresis);
+  w.value(1, "min_loss_scale", o.min_loss_scale);
 
   const ScheduleConfig& s = r.schedule;
   w.section(0, "schedule");

@@ -136,6 +136,8 @@ void read_parallel(const Section& s, ParallelConfig& p) {
   s.read("timeout_s", p.timeout_s);
   s.read("overlap_grad_reduce", p.overlap_grad_reduce);
   s.read("grad_bucket_mb", p.grad_bucket_mb);
+  s.read_enum("grad_reduce_dtype", p.grad_reduce_dtype,
+              {{"fp32", Precision::kFP32}, {"bf16", Precision::kBF16}});
 }
 
 void read_optimizer(const Section& s, OptimizerConfig& o) {
@@ -155,6 +157,11 @@ void read_optimizer(const Section& s, OptimizerConfig& o) {
   s.read("eps", o.eps);
   s.read("weight_decay", o.weight_decay);
   s.read("clip_grad", o.clip_grad);
+  s.read("loss_scale", o.loss_scale);
+  s.read("initial_loss_scale", o.initial_loss_scale);
+  s.read("loss_scale_window", o.loss_scale_window);
+  s.read("hysteresis", o.hysteresis);
+  s.read("min_loss_scale", o.min_loss_scale);
 }
 
 void read_schedule(const Section& s, ScheduleConfig& sc) {

@@ -24,15 +24,30 @@ constexpr KeySpec kModel[] = {
     {"attention_dropout", S, {}},   {"init_from", S, {}},
 };
 constexpr KeySpec kParallel[] = {
-    {"tensor", S, {}},         {"pipeline", S, {}},
-    {"data", S, {}},           {"micro_batch_size", S, {}},
-    {"zero_stage", S, {}},     {"activation_checkpointing", S, {}},
-    {"timeout_s", S, {}},      {"overlap_grad_reduce", S, {}},
-    {"grad_bucket_mb", S, {}}, {"virtual_pipeline", S, {}},
+    {"tensor", S, {}},
+    {"pipeline", S, {}},
+    {"data", S, {}},
+    {"micro_batch_size", S, {}},
+    {"zero_stage", S, {}},
+    {"activation_checkpointing", S, {}},
+    {"timeout_s", S, {}},
+    {"overlap_grad_reduce", S, {}},
+    {"grad_bucket_mb", S, {}},
+    {"virtual_pipeline", S, {}},
+    {"grad_reduce_dtype", S, {}},
 };
 constexpr KeySpec kOptimizer[] = {
-    {"lr", S, {}},  {"min_lr", S, {}},       {"betas", Kind::kList, {}},
-    {"eps", S, {}}, {"weight_decay", S, {}}, {"clip_grad", S, {}},
+    {"lr", S, {}},
+    {"min_lr", S, {}},
+    {"betas", Kind::kList, {}},
+    {"eps", S, {}},
+    {"weight_decay", S, {}},
+    {"clip_grad", S, {}},
+    {"loss_scale", S, {}},
+    {"initial_loss_scale", S, {}},
+    {"loss_scale_window", S, {}},
+    {"hysteresis", S, {}},
+    {"min_loss_scale", S, {}},
 };
 constexpr KeySpec kSchedule[] = {
     {"warmup_tokens", S, {}}, {"decay_tokens", S, {}}, {"decay_style", S, {}},

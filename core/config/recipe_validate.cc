@@ -128,6 +128,30 @@ void validate_optimizer(const OptimizerConfig& o) {
   expect(o.clip_grad >= 0.0, "optimizer.clip_grad",
          fmt::format("optimizer.clip_grad: {} is negative; use e.g. 1.0, or 0 to disable clipping",
                      o.clip_grad));
+  // Loss scaling (fp16): powers of two keep the scaled gradients exact; any positive value works.
+  expect(o.loss_scale >= 0.0, "optimizer.loss_scale",
+         fmt::format("optimizer.loss_scale: {} is negative; use 0 (dynamic) or a static scale "
+                     "such as 65536",
+                     o.loss_scale));
+  expect(o.initial_loss_scale > 0.0, "optimizer.initial_loss_scale",
+         fmt::format("optimizer.initial_loss_scale: {} must be positive (Megatron's default "
+                     "2^32 = 4294967296)",
+                     o.initial_loss_scale));
+  expect(o.loss_scale_window >= 1, "optimizer.loss_scale_window",
+         fmt::format("optimizer.loss_scale_window: {} must be at least 1 (clean iterations "
+                     "before the scale doubles; default 1000)",
+                     o.loss_scale_window));
+  expect(o.hysteresis >= 1, "optimizer.hysteresis",
+         fmt::format("optimizer.hysteresis: {} must be at least 1 (overflowing iterations before "
+                     "the scale halves; default 2)",
+                     o.hysteresis));
+  expect(
+      o.min_loss_scale > 0.0, "optimizer.min_loss_scale",
+      fmt::format("optimizer.min_loss_scale: {} must be positive (default 1)", o.min_loss_scale));
+  expect(o.min_loss_scale <= o.initial_loss_scale, "optimizer.min_loss_scale",
+         fmt::format("optimizer.min_loss_scale: {} is above optimizer.initial_loss_scale: {}; "
+                     "lower it (default 1)",
+                     o.min_loss_scale, o.initial_loss_scale));
 }
 
 void validate_schedule(const ScheduleConfig& s, int64_t tokens_per_iteration) {
@@ -231,6 +255,12 @@ void validate_data(const DataConfig& d, const EvalConfig& e) {
 }
 
 void validate_rest(const Recipe& r) {
+  expect(r.parallel.grad_reduce_dtype == Precision::kFP32 || r.precision == Precision::kBF16,
+         "parallel.grad_reduce_dtype",
+         fmt::format("parallel.grad_reduce_dtype: bf16 needs precision: bf16 (it is {}): an fp32 "
+                     "or fp16 run reduces its gradients in fp32; remove the key or set precision: "
+                     "bf16",
+                     precision_name(r.precision)));
   const CheckpointConfig& c = r.checkpoint;
   non_negative(c.save_interval, "checkpoint.save_interval");
   non_negative(c.keep_last, "checkpoint.keep_last");

@@ -196,6 +196,18 @@ TEST_CASE("impossible values are rejected with the fix", "[config]") {
   expect_recipe_error({"schedule.warmup_tokens=-1"}, "schedule.warmup_tokens", {"negative"});
   expect_recipe_error({"schedule.train_iters=0"}, "schedule.train_tokens", {"both 0"});
   expect_recipe_error({"logging.interval=0"}, "logging.interval", {"at least 1"});
+  expect_recipe_error({"optimizer.loss_scale=-1"}, "optimizer.loss_scale", {"negative", "dynamic"});
+  expect_recipe_error({"optimizer.initial_loss_scale=0"}, "optimizer.initial_loss_scale",
+                      {"positive", "2^32"});
+  expect_recipe_error({"optimizer.loss_scale_window=0"}, "optimizer.loss_scale_window",
+                      {"at least 1"});
+  expect_recipe_error({"optimizer.hysteresis=0"}, "optimizer.hysteresis", {"at least 1"});
+  expect_recipe_error({"optimizer.min_loss_scale=0"}, "optimizer.min_loss_scale", {"positive"});
+  expect_recipe_error({"optimizer.min_loss_scale=8", "optimizer.initial_loss_scale=4"},
+                      "optimizer.min_loss_scale", {"above optimizer.initial_loss_scale"});
+  expect_recipe_error({"parallel.grad_reduce_dtype=bf16"}, "parallel.grad_reduce_dtype",
+                      {"needs precision: bf16"});
+  expect_recipe_error({"parallel.grad_reduce_dtype=fp16"}, "parallel.grad_reduce_dtype", {"fp32"});
   expect_recipe_error({"logging.metrics_file=\"\""}, "logging.metrics_file",
                       {"is empty", "metrics.jsonl"});
   expect_recipe_error({"data.split=[0, 0, 0]"}, "data.split", {"gives training no data"});

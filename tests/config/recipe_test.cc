@@ -43,6 +43,7 @@ parallel:
   micro_batch_size: 2
   zero_stage: 1
   activation_checkpointing: true
+  grad_reduce_dtype: bf16
 precision: bf16
 optimizer:
   lr: 6.0e-4
@@ -51,6 +52,11 @@ optimizer:
   eps: 1.0e-6
   weight_decay: 0.2
   clip_grad: 0.5
+  loss_scale: 0
+  initial_loss_scale: 65536
+  loss_scale_window: 500
+  hysteresis: 3
+  min_loss_scale: 2
 schedule:
   warmup_tokens: 375e6
   decay_tokens: 260e9
@@ -116,6 +122,12 @@ TEST_CASE("parse_recipe reads every key", "[config]") {
   CHECK(r.optimizer.eps == 1.0e-6);
   CHECK(r.optimizer.weight_decay == 0.2);
   CHECK(r.optimizer.clip_grad == 0.5);
+  CHECK(r.optimizer.loss_scale == 0.0);
+  CHECK(r.optimizer.initial_loss_scale == 65536.0);
+  CHECK(r.optimizer.loss_scale_window == 500);
+  CHECK(r.optimizer.hysteresis == 3);
+  CHECK(r.optimizer.min_loss_scale == 2.0);
+  CHECK(r.parallel.grad_reduce_dtype == Precision::kBF16);
   CHECK(r.schedule.warmup_tokens == 375'000'000);
   CHECK(r.schedule.decay_tokens == 260'000'000'000);
   CHECK(r.schedule.decay_style == DecayStyle::kLinear);

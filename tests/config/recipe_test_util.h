@@ -78,6 +78,12 @@ inline void require_same_recipe(const Recipe& a, const Recipe& b) {
   CHECK(a.optimizer.eps == b.optimizer.eps);
   CHECK(a.optimizer.weight_decay == b.optimizer.weight_decay);
   CHECK(a.optimizer.clip_grad == b.optimizer.clip_grad);
+  CHECK(a.optimizer.loss_scale == b.optimizer.loss_scale);
+  CHECK(a.optimizer.initial_loss_scale == b.optimizer.initial_loss_scale);
+  CHECK(a.optimizer.loss_scale_window == b.optimizer.loss_scale_window);
+  CHECK(a.optimizer.hysteresis == b.optimizer.hysteresis);
+  CHECK(a.optimizer.min_loss_scale == b.optimizer.min_loss_scale);
+  CHECK(a.parallel.grad_reduce_dtype == b.parallel.grad_reduce_dtype);
   CHECK(a.schedule.warmup_tokens == b.schedule.warmup_tokens);
   CHECK(a.schedule.decay_tokens == b.schedule.decay_tokens);
   CHECK(a.schedule.decay_style == b.schedule.decay_style);
