@@ -16,7 +16,7 @@
 #include "model/gpt_params.h"
 #include "model/gpt_stage.h"
 #include "optim/adamw.h"
-#include "optim/zero_partition.h"
+#include "parallel/zero_partition.h"
 
 namespace mtnlg {
 

@@ -78,9 +78,9 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
   find_start_checkpoint();
   build_data();
   build_model();
+  build_grad_sync();
   build_optimizer();
   build_pipeline();
-  build_grad_sync();
   build_outputs();
 }
 
@@ -195,13 +195,14 @@ void Trainer::build_model() {
       config.vocab, config.padded_vocab);
 }
 
-// The optimizer (ZeRO-1 or plain AdamW), the LR schedule, and the start checkpoint's state.
+// The optimizer (ZeRO-1 when GradSync reduce-scatters, else AdamW), the LR schedule, and the
+// start checkpoint's state.
 void Trainer::build_optimizer() {
   Communicator* tensor_group = options_.groups != nullptr ? options_.groups->tensor.get() : nullptr;
   // ZeRO-1 partitions the optimizer over the data group; with one data rank it is plain AdamW.
-  optimizer_ = make_optimizer(
-      model_->params(), *backend_, recipe_.optimizer, recipe_.parallel.zero_stage,
-      options_.groups != nullptr ? options_.groups->data.get() : nullptr, tensor_group);
+  optimizer_ = make_optimizer(model_->params(), *backend_, recipe_.optimizer, grad_sync_.get(),
+                              options_.groups != nullptr ? options_.groups->data.get() : nullptr,
+                              tensor_group);
   if (is_logging_rank_)
     spdlog::info("optimizer: {}, state {:.2f} MiB per rank", optimizer_->describe(),
                  static_cast<double>(optimizer_->state_bytes()) / 1048576.0);
@@ -223,23 +224,34 @@ void Trainer::build_pipeline() {
                  acts_.size());
 }
 
-// Data-parallel gradient buckets (without ZeRO-1, which reduces in the optimizer).
+// The one path of every gradient reduction (parallel/grad_sync.h): over the data group (buckets
+// all-reduced, or the ZeRO-1 reduce-scatter) and the tied word embeddings over their group.
 void Trainer::build_grad_sync() {
-  // ZeRO-1 reduce-scatters in the optimizer instead.
-  if (data_size_ > 1 && !optimizer_->partitioned()) {
-    std::vector<Tensor> grads;
-    for (const auto& p : model_->params().params()) grads.push_back(p.grad);
-    // Overlap: a communication thread drives data_grads alone while this thread goes on.
-    const bool overlap = recipe_.parallel.overlap_grad_reduce;
-    grad_sync_ = std::make_unique<GradSync>(
-        std::move(grads), overlap ? *options_.groups->data_grads : *options_.groups->data,
-        overlap ? GradSync::Mode::kOverlap : GradSync::Mode::kAfterBackward,
-        std::max<int64_t>(1, std::llround(recipe_.parallel.grad_bucket_mb * 1048576.0)),
-        model_->params().grad_buffer());
-    spdlog::info("data parallel: rank {} of {}, gradients summed in {} buckets{}", data_rank_,
-                 data_size_, grad_sync_->num_buckets(),
-                 overlap ? ", overlapped with backward" : "");
+  if (options_.groups == nullptr) return;  // one process: nothing to reduce
+  std::vector<Tensor> grads;
+  std::vector<int64_t> tied;
+  for (const auto& p : model_->params().params()) {
+    if (p.spec.tied != Tied::kNone) tied.push_back(static_cast<int64_t>(grads.size()));
+    grads.push_back(p.grad);
   }
+  // ZeRO-1 reduce-scatters (the optimizer updates its partition); otherwise buckets all-reduce,
+  // overlapped on a communication thread that drives data_grads alone.
+  const bool zero = recipe_.parallel.zero_stage == 1 && data_size_ > 1;
+  const bool overlap = !zero && data_size_ > 1 && recipe_.parallel.overlap_grad_reduce;
+  const GradSync::Mode mode = zero      ? GradSync::Mode::kReduceScatter
+                              : overlap ? GradSync::Mode::kOverlap
+                                        : GradSync::Mode::kAfterBackward;
+  grad_sync_ = std::make_unique<GradSync>(
+      std::move(grads), overlap ? *options_.groups->data_grads : *options_.groups->data, mode,
+      std::max<int64_t>(1, std::llround(recipe_.parallel.grad_bucket_mb * 1048576.0)),
+      model_->params().grad_buffer());
+  grad_sync_->set_tied(pipeline_size_ > 1 ? options_.groups->embedding.get() : nullptr,
+                       std::move(tied));
+  if (data_size_ > 1)
+    spdlog::info("data parallel: rank {} of {}, gradients {}", data_rank_, data_size_,
+                 zero ? std::string("reduce-scattered (ZeRO-1)")
+                      : fmt::format("summed in {} buckets{}", grad_sync_->num_buckets(),
+                                    overlap ? ", overlapped with backward" : ""));
 }
 
 // The checkpoint saver, the metrics file and the resolved recipe beside it.
@@ -328,13 +340,8 @@ IterationStats Trainer::step() {
   forward_backward_pipelining_without_interleaving(*p2p_, steps,
                                                    {micro, seq, recipe_.model.hidden_size},
                                                    DType::kF32, forward_step, backward_step);
-  // Data sum first (the overlapped buckets hold the word embeddings): the sums commute.
+  // Every reduction of the gradients: over data ranks, and the tied copies over their group.
   if (grad_sync_) grad_sync_->wait(*backend_);
-  // Tied parameters' copies (first and last stage) take the sum of their gradients.
-  if (pipeline_size_ > 1 && options_.groups->embedding)
-    for (auto& p : model_->params().params())
-      if (p.spec.tied != Tied::kNone)
-        options_.groups->embedding->all_reduce(p.grad, ReduceOp::kSum);
   const double loss =
       sum_over_data(sum_over_pipeline(loss_sum)) / static_cast<double>(batch_tokens);
   const double grad_norm = this->grad_norm();
@@ -505,7 +512,7 @@ double Trainer::grad_norm() {
   // counted once (data-reduced first under ZeRO-1). Over stages: the sum of squares; the tied
   // embedding (equal on the first and last stage after the embedding all-reduce) counts once,
   // on the first stage.
-  const double norm = optimizer_->reduce_gradients();
+  const double norm = optimizer_->grad_norm();
   if (pipeline_size_ == 1) return norm;
   return std::sqrt(sum_over_pipeline(norm * norm));
 }

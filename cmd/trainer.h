@@ -123,9 +123,9 @@ class Trainer {
   void build_layout_checks();
   void build_data();
   void build_model();
+  void build_grad_sync();
   void build_optimizer();
   void build_pipeline();
-  void build_grad_sync();
   void build_outputs();
   IterationStats step();  // train_step without the metrics line
   void log_iteration(const IterationStats& s);

@@ -60,7 +60,7 @@ int64_t AdamW::state_bytes() const {
   return bytes;
 }
 
-double AdamW::reduce_gradients() {
+double AdamW::grad_norm() {
   return global_grad_norm(backend_, params_, tensor_);
 }
 

@@ -44,8 +44,8 @@ class AdamW final : public Optimizer {
   AdamW(ParamRegistry& params, Backend& backend, const OptimizerConfig& config,
         Communicator* tensor = nullptr);
 
-  // global_grad_norm of the gradients, which GradSync has already summed over data ranks.
-  double reduce_gradients() override;
+  // global_grad_norm of the gradients (GradSync has summed them over data ranks).
+  double grad_norm() override;
   // One update with learning rate lr; the gradients are multiplied by grad_scale first
   // (the clip coefficient). Increments the step count used for bias correction.
   void step(double lr, double grad_scale) override;

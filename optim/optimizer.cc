@@ -6,10 +6,12 @@
 namespace mtnlg {
 
 std::unique_ptr<Optimizer> make_optimizer(ParamRegistry& params, Backend& backend,
-                                          const OptimizerConfig& config, int64_t zero_stage,
+                                          const OptimizerConfig& config, GradSync* grads,
                                           Communicator* data, Communicator* tensor) {
-  if (zero_stage == 1 && data != nullptr && data->size() > 1)
-    return std::make_unique<ZeroAdamW>(params, backend, config, *data, tensor);
+  if (grads != nullptr && grads->mode() == GradSync::Mode::kReduceScatter) {
+    MTNLG_CHECK(data != nullptr);
+    return std::make_unique<ZeroAdamW>(params, backend, config, *grads, *data, tensor);
+  }
   return std::make_unique<AdamW>(params, backend, config, tensor);
 }
 

@@ -1,7 +1,8 @@
 // Optimizer: what the trainer asks of an optimizer, whichever keeps the state: AdamW (all of it,
 // optim/adamw.h) or ZeroAdamW (this data-parallel rank's partition, optim/zero_optimizer.h).
-// One iteration: reduce_gradients() (the global norm, for clipping), then step(). Checkpoints
-// see the state as StateTensors named and boxed by parameter, whatever the partition.
+// One iteration, after GradSync has reduced the gradients (parallel/grad_sync.h: all-reduced
+// for AdamW, reduce-scattered for ZeroAdamW): grad_norm() (for clipping), then step().
+// Checkpoints see the state as StateTensors named and boxed by parameter, whatever the partition.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include "core/state_tensor.h"
 #include "model/param_registry.h"
 #include "parallel/communicator.h"
+#include "parallel/grad_sync.h"
 
 namespace mtnlg {
 
@@ -21,11 +23,10 @@ class Optimizer {
  public:
   virtual ~Optimizer() = default;
 
-  // Makes the gradients this rank updates final and returns the global gradient norm: AdamW's
-  // were summed by GradSync already; ZeroAdamW reduce-scatters them over the data group.
-  // Collective (tensor group; ZeroAdamW also the data group). Tensor-parallel shards count
-  // over the tensor group, replicated parameters and tied copies once.
-  virtual double reduce_gradients() = 0;
+  // The global norm of the reduced gradients. Collective (tensor group; ZeroAdamW also the data
+  // group). Tensor-parallel shards count over the tensor group, replicated parameters and tied
+  // parameters once.
+  virtual double grad_norm() = 0;
   // One update with learning rate lr, the gradients multiplied by grad_scale (the clip
   // coefficient) first. Increments steps().
   virtual void step(double lr, double grad_scale) = 0;
@@ -43,10 +44,10 @@ class Optimizer {
   virtual std::string describe() const = 0;
 };
 
-// ZeroAdamW when zero_stage is 1 and the data group has more than one rank, else AdamW. data and
-// tensor: the groups (borrowed; null for one process).
+// ZeroAdamW when `grads` reduce-scatters (GradSync::Mode::kReduceScatter, over `data`), else
+// AdamW. grads, data and tensor: borrowed; null for one process.
 std::unique_ptr<Optimizer> make_optimizer(ParamRegistry& params, Backend& backend,
-                                          const OptimizerConfig& config, int64_t zero_stage,
+                                          const OptimizerConfig& config, GradSync* grads,
                                           Communicator* data, Communicator* tensor);
 
 }  // namespace mtnlg

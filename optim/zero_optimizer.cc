@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "optim/adamw.h"
-#include "optim/zero_partition.h"
+#include "parallel/zero_partition.h"
 
 namespace mtnlg {
 
@@ -28,8 +28,13 @@ void zero_tail(Tensor& host, int64_t from) {
 }  // namespace
 
 ZeroAdamW::ZeroAdamW(ParamRegistry& params, Backend& backend, const OptimizerConfig& config,
-                     Communicator& data, Communicator* tensor)
-    : params_(params), backend_(backend), config_(config), data_(data), tensor_(tensor) {
+                     GradSync& grads, Communicator& data, Communicator* tensor)
+    : params_(params),
+      backend_(backend),
+      config_(config),
+      grads_(grads),
+      data_(data),
+      tensor_(tensor) {
   const auto& all = params_.params();
   MTNLG_CHECK_MSG(!all.empty(), "ZeroAdamW: the registry has no parameters");
   dtype_ = all.front().value.dtype();
@@ -40,19 +45,6 @@ ZeroAdamW::ZeroAdamW(ParamRegistry& params, Backend& backend, const OptimizerCon
                     "ZeroAdamW: parameter " << p.spec.name << " is " << dtype_name(p.value.dtype())
                                             << ", expected " << dtype_name(dtype_));
   }
-  // The gradients must be the registry's buffer (ParamRegistry::allocate), piece by piece: it is
-  // packed for the reduce-scatter with one copy.
-  const Tensor& buffer = params_.grad_buffer();
-  int64_t offset = 0;
-  for (const auto& p : all) {
-    MTNLG_CHECK_MSG(
-        buffer.defined() && p.grad.data() == static_cast<const char*>(buffer.data()) +
-                                                 offset * static_cast<int64_t>(dtype_size(dtype_)),
-        "ZeroAdamW: the gradient of " << p.spec.name
-                                      << " is not its piece of the registry's buffer");
-    offset += p.grad.numel();
-  }
-  MTNLG_CHECK_EQ(offset, buffer.numel());
   std::vector<int64_t> numels;
   for (const auto& p : all) numels.push_back(p.value.numel());
   const ZeroPartition part = zero_partition(numels, data_.size(), data_.rank());
@@ -60,14 +52,20 @@ ZeroAdamW::ZeroAdamW(ParamRegistry& params, Backend& backend, const OptimizerCon
   partition_size_ = part.partition_size;
   begin_ = part.begin;
   const int64_t padded = partition_size_ * data_.size();
+  MTNLG_CHECK_MSG(grads_.mode() == GradSync::Mode::kReduceScatter &&
+                      grads_.layout().partition_size == partition_size_ &&
+                      grads_.layout().begin == begin_ && grads_.partition().dtype() == dtype_,
+                  "ZeroAdamW: the GradSync does not reduce-scatter this registry over this group");
   for (const ZeroSegment& z : part.segments)
     segments_.push_back({z.param, z.in_param, z.in_part, z.length, all[z.param].spec.no_decay,
                          all[z.param].spec.partition_dim >= 0});
 
-  flat_ = Tensor::cpu({padded}, dtype_);
-  part_ = Tensor::cpu({partition_size_}, dtype_);
-  part_grad_ =
-      backend_.device() == Device::kCPU ? part_ : backend_.alloc({partition_size_}, dtype_);
+  // The all-gather goes through GradSync's host buffers (the reduced gradient is consumed by then).
+  flat_ = grads_.staging();
+  part_ = grads_.partition();
+  MTNLG_CHECK_EQ(flat_.numel(), padded);
+  part_grad_ = backend_.device() == Device::kCPU ? grads_.partition()
+                                                 : backend_.alloc({partition_size_}, dtype_);
   m_ = backend_.alloc({partition_size_}, dtype_);
   v_ = backend_.alloc({partition_size_}, dtype_);
 }
@@ -92,14 +90,8 @@ int64_t ZeroAdamW::state_bytes() const {
   return static_cast<int64_t>(m_.nbytes() + v_.nbytes());
 }
 
-double ZeroAdamW::reduce_gradients() {
-  backend_.synchronize();
-  // The registry's gradient buffer is the flat vector in partition order: one copy.
-  Tensor dst = flat_.slice(0, numel_);
-  backend_.copy(dst, params_.grad_buffer());
-  zero_tail(flat_, numel_);  // the all-gather wrote parameters' padding there
-  data_.reduce_scatter(part_, flat_, ReduceOp::kSum);
-  if (part_grad_.data() != part_.data()) backend_.copy(part_grad_, part_);
+double ZeroAdamW::grad_norm() {
+  if (part_grad_.data() != grads_.partition().data()) backend_.copy(part_grad_, grads_.partition());
 
   // Sharded and replicated parameters' squares apart: the tensor group sums only the shards'.
   // (The zero padding adds nothing.)

@@ -4,9 +4,10 @@
 // Every parameter is viewed, in registry order, as one flat vector of N elements, padded with
 // zeros to a multiple of dp; rank r owns elements [r*S, (r+1)*S), S = padded / dp, so the moments
 // per rank fall as 1/dp. One iteration:
-//   reduce_gradients(): pack the gradients, reduce-scatter (sum) so this rank holds its
-//     partition's summed gradient; returns the global grad norm (all-reduce of the partitions'
-//     sums of squares), equal to the norm of the all-reduced gradient;
+//   GradSync::wait() (parallel/grad_sync.h, Mode::kReduceScatter): the gradient buffer summed
+//     over the data group, this rank's partition of it kept (the one gradient path);
+//   grad_norm(): the global grad norm (all-reduce of the partitions' sums of squares), equal to
+//     the norm of the all-reduced gradient;
 //   step(): AdamW on the partition (each segment with its parameter's weight decay: no_decay
 //     parameters take none), then all-gather the updated partitions so every rank holds the full
 //     parameters.
@@ -14,9 +15,10 @@
 // bitwise the same parameters. The parameters' own .grad tensors are only read (they keep this
 // rank's unreduced gradient).
 //
-// Ownership: borrows the registry, backend and communicator (they must outlive it); owns the
-// moments (backend memory) and flat host staging buffers (padded N + S elements).
-// Not thread-safe; step() and reduce_gradients() are collective over the data group.
+// Ownership: borrows the registry, backend, GradSync and communicators (they must outlive it);
+// owns the moments (backend memory); the all-gather of the updated parameters reuses GradSync's
+// host buffers (padded N + S), whose reduced gradient step() has consumed by then.
+// Not thread-safe; step() and grad_norm() are collective over the data group.
 #pragma once
 
 #include <cstdint>
@@ -29,23 +31,25 @@
 #include "model/param_registry.h"
 #include "optim/optimizer.h"
 #include "parallel/communicator.h"
+#include "parallel/grad_sync.h"
 
 namespace mtnlg {
 
 class ZeroAdamW final : public Optimizer {
  public:
-  // tensor: the tensor-parallel group (borrowed; null without tensor parallelism), for the norm.
-  ZeroAdamW(ParamRegistry& params, Backend& backend, const OptimizerConfig& config,
+  // grads: the registry's GradSync in Mode::kReduceScatter over `data` (its partition is the
+  // reduced gradient this rank updates). tensor: the tensor-parallel group (borrowed; null
+  // without tensor parallelism), for the norm.
+  ZeroAdamW(ParamRegistry& params, Backend& backend, const OptimizerConfig& config, GradSync& grads,
             Communicator& data, Communicator* tensor = nullptr);
 
-  // Sums the gradients over the data group into this rank's partition; returns the global
-  // gradient norm (collective; tensor-parallel shards summed over the tensor group, replicated
-  // parameters counted once, as global_grad_norm; a tied copy left out of the norm, not out of
-  // the reduction).
-  double reduce_gradients() override;
+  // The global gradient norm of the reduced partitions (call after GradSync::wait; collective
+  // over the data group, and the tensor group: shards summed there, replicated parameters counted
+  // once, tied copies left out, as global_grad_norm).
+  double grad_norm() override;
   // One AdamW update of the partition with learning rate lr and the gradient multiplied by
   // grad_scale (the clip coefficient), then the all-gather of the parameters (collective).
-  // Call after reduce_gradients(). Increments the step count used for bias correction.
+  // Call after grad_norm(). Increments the step count used for bias correction.
   void step(double lr, double grad_scale) override;
 
   int64_t steps() const override { return step_; }
@@ -80,14 +84,16 @@ class ZeroAdamW final : public Optimizer {
   ParamRegistry& params_;
   Backend& backend_;
   OptimizerConfig config_;
+  GradSync& grads_;
   Communicator& data_;
   Communicator* tensor_;
   DType dtype_ = DType::kF32;
   int64_t numel_ = 0, partition_size_ = 0, begin_ = 0;
   std::vector<Segment> segments_;
-  Tensor flat_;       // host [padded N]: gradients packed for the reduce-scatter, gather target
-  Tensor part_;       // host [S]: the reduced gradient partition, then the parameters sent
-  Tensor part_grad_;  // backend [S]: the reduced gradient where the kernel runs (== part_ on CPU)
+  Tensor flat_;       // host [padded N]: the all-gather's target (GradSync's staging)
+  Tensor part_;       // host [S]: this rank's updated parameters, sent (GradSync's partition)
+  Tensor part_grad_;  // backend [S]: the reduced gradient where the kernel runs (GradSync's
+                      // partition itself on CPU)
   Tensor m_, v_;      // backend [S]
   int64_t step_ = 0;
 };

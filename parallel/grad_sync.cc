@@ -1,12 +1,13 @@
 #include "parallel/grad_sync.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace mtnlg {
 
 GradSync::GradSync(std::vector<Tensor> grads, Communicator& comm, Mode mode, int64_t bucket_bytes,
                    Tensor buffer)
-    : grads_(std::move(grads)), comm_(comm), mode_(mode) {
+    : grads_(std::move(grads)), comm_(comm), mode_(mode), buffer_(buffer) {
   MTNLG_CHECK(bucket_bytes > 0);
   const int64_t n = static_cast<int64_t>(grads_.size());
   bucket_of_.assign(grads_.size(), -1);
@@ -50,6 +51,15 @@ GradSync::GradSync(std::vector<Tensor> grads, Communicator& comm, Mode mode, int
       bucket.range = buffer.slice(offset[first], offset[first] + bucket.numel);
     }
     in_place_ = true;
+  }
+  if (mode_ == Mode::kReduceScatter) {
+    MTNLG_CHECK_MSG(buffer.defined(), "GradSync kReduceScatter needs the gradient buffer");
+    std::vector<int64_t> numels;
+    for (const Tensor& g : grads_) numels.push_back(g.numel());
+    layout_ = zero_partition(numels, comm_.size(), comm_.rank());
+    flat_ = Tensor::cpu({layout_.partition_size * comm_.size()}, dtype);
+    part_ = Tensor::cpu({layout_.partition_size}, dtype);
+    return;
   }
   if (comm_.size() == 1) return;
   if (!in_place_) flat_ = Tensor::cpu({mode_ == Mode::kOverlap ? total : largest}, dtype);
@@ -156,10 +166,46 @@ void GradSync::comm_loop() {
   }
 }
 
+void GradSync::set_tied(Communicator* group, std::vector<int64_t> indices) {
+  for (int64_t i : indices) MTNLG_CHECK(0 <= i && i < static_cast<int64_t>(grads_.size()));
+  tied_group_ = group;
+  tied_ = std::move(indices);
+}
+
+void GradSync::sum_tied(Backend& backend) {
+  if (tied_group_ == nullptr || tied_group_->size() == 1 || tied_.empty()) return;
+  backend.synchronize();
+  for (int64_t i : tied_) {
+    Tensor& grad = grads_[static_cast<size_t>(i)];
+    if (grad.device() == Device::kCPU) {
+      tied_group_->all_reduce(grad, ReduceOp::kSum);
+    } else {  // a host round trip for a device gradient (the Gloo groups are host-only)
+      Tensor host = Tensor::cpu(grad.shape(), grad.dtype());
+      backend.copy(host, grad);
+      tied_group_->all_reduce(host, ReduceOp::kSum);
+      backend.copy(grad, host);
+    }
+  }
+}
+
 void GradSync::wait(Backend& backend) {
+  if (mode_ == Mode::kReduceScatter) {
+    sum_tied(backend);  // before: the partition is cut from the summed buffer
+    backend.synchronize();
+    Tensor dst = flat_.slice(0, layout_.numel);
+    backend.copy(dst, buffer_);
+    const int64_t pad = flat_.numel() - layout_.numel;
+    if (pad > 0) {
+      Tensor tail = flat_.slice(layout_.numel, flat_.numel());
+      std::memset(tail.data(), 0, tail.nbytes());
+    }
+    comm_.reduce_scatter(part_, flat_, ReduceOp::kSum);
+    return;
+  }
   if (comm_.size() == 1) {
     std::fill(ready_.begin(), ready_.end(), 0);
     for (Bucket& bucket : buckets_) bucket.pending = static_cast<int64_t>(bucket.params.size());
+    sum_tied(backend);
     return;
   }
   if (mode_ == Mode::kAfterBackward) {
@@ -170,6 +216,7 @@ void GradSync::wait(Backend& backend) {
       comm_.all_reduce(flat, ReduceOp::kSum);
       if (!in_place_) unpack(backend, bucket, flat);
     }
+    sum_tied(backend);
     return;
   }
   // Gradients never marked (a parameter backward did not report) are final now.
@@ -189,6 +236,7 @@ void GradSync::wait(Backend& backend) {
   if (error) std::rethrow_exception(error);
   if (!in_place_)
     for (const Bucket& bucket : buckets_) unpack(backend, bucket, reduced_in(bucket));
+  sum_tied(backend);
 }
 
 }  // namespace mtnlg

@@ -23,6 +23,13 @@
 //     buckets not yet launched, blocks until all are reduced (staged: and unpacks). Staged, the
 //     buffers of all buckets live at once: one host buffer the size of all gradients (not backend
 //     memory, so not in the Backend's peak_bytes; the planner leaves buckets out too).
+//   kReduceScatter (ZeRO-1): wait() reduce-scatters the whole gradient buffer (zero-padded to a
+//     multiple of the group's size, parallel/zero_partition.h) so that partition() holds this
+//     rank's summed partition; the grads keep this rank's own values. No buckets, no overlap.
+// Tied parameters (set_tied: the word embeddings held by the first and last pipeline stages) are
+// also summed here, over their own group: before the reduce-scatter, or after the all-reduce
+// (whose in-place buckets may still be in flight until then). Sums commute, so every layout gets
+// the same gradient: one path for every reduction of a gradient.
 // Failure: an exception of the communication thread (io_error from a dead or hung peer) is
 // rethrown by wait() on the caller's thread; after one, every later wait() rethrows it.
 //
@@ -44,18 +51,20 @@
 
 #include "core/backend.h"
 #include "parallel/communicator.h"
+#include "parallel/zero_partition.h"
 
 namespace mtnlg {
 
 class GradSync {
  public:
   static constexpr int64_t kDefaultBucketBytes = 25 << 20;
-  enum class Mode { kAfterBackward, kOverlap };
+  enum class Mode { kAfterBackward, kOverlap, kReduceScatter };
 
   // grads: every gradient tensor, in parameter registration order (same dtype). comm: the data
   // group (kOverlap: one only the communication thread uses); with one rank wait() and
   // mark_ready() return at once. buffer: when defined, the flat tensor the grads are consecutive
   // views of (checked); buckets then reduce their range of it in place if it is host memory.
+  // kReduceScatter needs it.
   GradSync(std::vector<Tensor> grads, Communicator& comm, Mode mode = Mode::kAfterBackward,
            int64_t bucket_bytes = kDefaultBucketBytes, Tensor buffer = Tensor());
   ~GradSync();
@@ -69,8 +78,22 @@ class GradSync {
   // The same, naming the gradient by its tensor (one of the constructor's, by storage).
   void mark_ready(Backend& backend, const Tensor& grad);
 
-  // Sums every gradient over the group, in place; then the next iteration may mark again.
+  // Sums every gradient over the group, in place (kReduceScatter: into partition()), and the
+  // tied ones over their group; then the next iteration may mark again.
   void wait(Backend& backend);
+
+  // Gradients `indices` (registration order) are tied copies: wait() sums them over `group`
+  // (borrowed; null or one rank: nothing to sum).
+  void set_tied(Communicator* group, std::vector<int64_t> indices);
+
+  // kReduceScatter: this rank's partition of the summed flat gradient, host [S] (valid from
+  // wait() until the optimizer reuses it), how the flat vector splits, and the padded host
+  // buffer [S x ranks] the reduce-scatter read (free after wait(): ZeroAdamW all-gathers the
+  // updated parameters through these two rather than holding copies of its own).
+  Tensor& partition() { return part_; }
+  const Tensor& partition() const { return part_; }
+  Tensor& staging() { return flat_; }
+  const ZeroPartition& layout() const { return layout_; }
 
   Mode mode() const { return mode_; }
   int64_t num_buckets() const { return static_cast<int64_t>(buckets_.size()); }
@@ -103,7 +126,14 @@ class GradSync {
   std::vector<int64_t> bucket_of_;                     // gradient index -> bucket
   std::vector<char> ready_;                            // gradient index -> marked this iteration
   std::unordered_map<const void*, int64_t> index_of_;  // gradient storage -> index
-  Tensor flat_;  // host staging: the largest bucket (kAfterBackward) or all of them (kOverlap)
+  Tensor flat_;    // host staging: the largest bucket (kAfterBackward), all of them (kOverlap), or
+                   // the padded buffer (kReduceScatter)
+  Tensor buffer_;  // the gradient buffer, when given
+  ZeroPartition layout_;  // kReduceScatter
+  Tensor part_;           // kReduceScatter: host [S]
+  Communicator* tied_group_ = nullptr;
+  std::vector<int64_t> tied_;
+  void sum_tied(Backend& backend);
   int64_t next_launch_ = 0;  // the next bucket to queue, in bucket order
 
   // Shared with the communication thread, under mu_.

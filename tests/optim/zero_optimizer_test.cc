@@ -89,6 +89,16 @@ struct Reference {
   int64_t state_bytes = 0;
 };
 
+// The GradSync that reduce-scatters `reg`'s gradient buffer over `data` (mode kReduceScatter
+// unless told otherwise), as the trainer builds it.
+std::unique_ptr<GradSync> grad_sync(ParamRegistry& reg, Communicator& data,
+                                    GradSync::Mode mode = GradSync::Mode::kReduceScatter) {
+  std::vector<Tensor> grads;
+  for (const auto& p : reg.params()) grads.push_back(p.grad);
+  return std::make_unique<GradSync>(std::move(grads), data, mode, GradSync::kDefaultBucketBytes,
+                                    reg.grad_buffer());
+}
+
 // AdamW on one rank with the summed gradient of dp ranks.
 Reference reference(int dp, const std::vector<Spec>& specs) {
   auto be = make_cpu_backend(1);
@@ -130,15 +140,17 @@ std::vector<RankResult> run_zero(int dp, const std::vector<Spec>& specs) {
     auto be = make_cpu_backend(1);
     ParamRegistry reg;
     build(reg, *be, specs);
-    ZeroAdamW opt(reg, *be, config(), *data);
+    const auto sync = grad_sync(reg, *data);
+    ZeroAdamW opt(reg, *be, config(), *sync, *data);
     RankResult& out = results[rank];
     for (int s = 0; s < kSteps; ++s) {
       set_grads(reg, [&](int64_t k) { return grad_value(rank, k, s); });
-      // Reducing reads the parameters' own gradients, so it may run twice.
+      sync->wait(*be);
+      // The norm only reads the reduced partition, so it may run twice.
       reg.params().front().spec.tied = Tied::kCopy;
-      out.norms_without_first.push_back(opt.reduce_gradients());
+      out.norms_without_first.push_back(opt.grad_norm());
       reg.params().front().spec.tied = Tied::kNone;
-      out.norms.push_back(opt.reduce_gradients());
+      out.norms.push_back(opt.grad_norm());
       opt.step(kLr[s], kScale[s]);
     }
     out.values = flat_values(reg);
@@ -229,8 +241,10 @@ TEST_CASE("ZeroAdamW's norm under tensor 2 x data 2 equals the global gradient n
     for (int64_t k = 0; k < 6; ++k) gw[k] = static_cast<float>(g(0, tp * 6 + k, dp));
     float* gl = reg.get("ln").grad.data_as<float>();
     for (int64_t k = 0; k < 5; ++k) gl[k] = static_cast<float>(g(1, k, dp));
-    ZeroAdamW opt(reg, *be, config(), *data, tensor.get());
-    norms[rank] = opt.reduce_gradients();
+    const auto sync = grad_sync(reg, *data);
+    ZeroAdamW opt(reg, *be, config(), *sync, *data, tensor.get());
+    sync->wait(*be);
+    norms[rank] = opt.grad_norm();
   });
   for (int r = 0; r < kTp * kDp; ++r) {
     INFO("rank " << r);
@@ -238,20 +252,7 @@ TEST_CASE("ZeroAdamW's norm under tensor 2 x data 2 equals the global gradient n
   }
 }
 
-TEST_CASE("ZeroAdamW rejects parameters of mixed dtypes") {
-  MemoryStore store;
-  auto data = make_gloo_communicator(store, "data", 0, {0}, std::chrono::seconds(20));
-  auto be = make_cpu_backend(1);
-  ParamRegistry reg;
-  reg.add({"a", {2}, {2}, -1, false, 0.0, 0.0});
-  reg.allocate(*be, DType::kF32);
-  reg.add({"b", {2}, {2}, -1, false, 0.0, 0.0});
-  reg.get("b").value = be->alloc({2}, DType::kF64);
-  reg.get("b").grad = be->alloc({2}, DType::kF64);
-  CHECK_THROWS_WITH(ZeroAdamW(reg, *be, config(), *data), Catch::Contains("is f64"));
-}
-
-TEST_CASE("ZeroAdamW needs the gradients to be the registry's one buffer") {
+TEST_CASE("mixed dtypes, or grads that are not the registry's buffer, are refused") {
   MemoryStore store;
   auto data = make_gloo_communicator(store, "data", 0, {0}, std::chrono::seconds(20));
   auto be = make_cpu_backend(1);
@@ -259,25 +260,41 @@ TEST_CASE("ZeroAdamW needs the gradients to be the registry's one buffer") {
   reg.add({"a", {2}, {2}, -1, false, 0.0, 0.0});
   reg.add({"b", {3}, {3}, -1, false, 0.0, 0.0});
   reg.allocate(*be, DType::kF32);
-  CHECK_NOTHROW(ZeroAdamW(reg, *be, config(), *data));
+  {
+    const auto sync = grad_sync(reg, *data);
+    CHECK_NOTHROW(ZeroAdamW(reg, *be, config(), *sync, *data));
+  }
   reg.get("b").grad = be->alloc({3}, DType::kF32);  // its own tensor, not the buffer's piece
-  CHECK_THROWS_WITH(ZeroAdamW(reg, *be, config(), *data),
-                    Catch::Contains("the gradient of b is not its piece of the registry's buffer"));
+  CHECK_THROWS_WITH(grad_sync(reg, *data),
+                    Catch::Contains("gradient 1 is not the next piece of the gradient buffer"));
+  reg.get("b").grad = be->alloc({3}, DType::kF64);
+  CHECK_THROWS_WITH(grad_sync(reg, *data), Catch::Contains("gradient 1 f64[3]"));
 }
 
-TEST_CASE("make_optimizer: ZeRO-1 only with more than one data rank - else AdamW") {
+TEST_CASE("ZeroAdamW needs a GradSync that reduce-scatters its registry") {
+  MemoryStore store;
+  auto data = make_gloo_communicator(store, "data", 0, {0}, std::chrono::seconds(20));
+  auto be = make_cpu_backend(1);
+  ParamRegistry reg;
+  reg.add({"a", {4}, {4}, -1, false, 0.0, 0.0});
+  reg.allocate(*be, DType::kF32);
+  const auto all_reduce = grad_sync(reg, *data, GradSync::Mode::kAfterBackward);
+  CHECK_THROWS_WITH(ZeroAdamW(reg, *be, config(), *all_reduce, *data),
+                    Catch::Contains("does not reduce-scatter"));
+}
+
+TEST_CASE("make_optimizer: ZeRO-1 when GradSync reduce-scatters - else AdamW") {
   MemoryStore store;
   auto one = make_gloo_communicator(store, "one", 0, {0}, std::chrono::seconds(20));
   auto be = make_cpu_backend(1);
   ParamRegistry reg;
   reg.add({"a", {4}, {4}, -1, false, 0.0, 0.0});
   reg.allocate(*be, DType::kF32);
-  for (int64_t stage : {0, 1}) {
-    for (Communicator* data : {static_cast<Communicator*>(nullptr), one.get()}) {
-      const auto opt = make_optimizer(reg, *be, config(), stage, data, nullptr);
-      CHECK(opt->describe() == "AdamW");
-      CHECK_FALSE(opt->partitioned());
-    }
+  const auto all_reduce = grad_sync(reg, *one, GradSync::Mode::kAfterBackward);
+  for (GradSync* sync : {static_cast<GradSync*>(nullptr), all_reduce.get()}) {
+    const auto opt = make_optimizer(reg, *be, config(), sync, one.get(), nullptr);
+    CHECK(opt->describe() == "AdamW");
+    CHECK_FALSE(opt->partitioned());
   }
   std::vector<std::string> described(2);
   std::vector<int> partitioned(2);
@@ -287,11 +304,10 @@ TEST_CASE("make_optimizer: ZeRO-1 only with more than one data rank - else AdamW
     ParamRegistry r;
     r.add({"a", {4}, {4}, -1, false, 0.0, 0.0});
     r.allocate(*rank_be, DType::kF32);
-    const auto zero = make_optimizer(r, *rank_be, config(), 1, data.get(), nullptr);
+    const auto scatter = grad_sync(r, *data);
+    const auto zero = make_optimizer(r, *rank_be, config(), scatter.get(), data.get(), nullptr);
     described[static_cast<size_t>(rank)] = zero->describe();
     partitioned[static_cast<size_t>(rank)] = zero->partitioned();
-    if (make_optimizer(r, *rank_be, config(), 0, data.get(), nullptr)->partitioned())
-      throw std::logic_error("zero_stage 0 partitioned the state");
   });
   for (int r = 0; r < 2; ++r) {
     CHECK(described[static_cast<size_t>(r)] == "AdamW with ZeRO-1 over 2 data ranks");

@@ -331,3 +331,69 @@ TEST_CASE("Gloo ranks - a peer that never reduces makes wait throw io_error") {
 
 }  // namespace
 }  // namespace mtnlg
+
+namespace mtnlg {
+namespace {
+
+TEST_CASE(
+    "Gloo ranks - reduce-scatter leaves each rank its partition of the sum - tied grads "
+    "summed over their group in every mode") {
+  // Gradients of 5, 7 and 3 floats, the second tied (e.g. the word embeddings of a first and a
+  // last stage); the tied group is every rank here, so a tied gradient is summed over it and then
+  // over the data group: n x the sum of the ranks' values.
+  const std::vector<int64_t> sizes = {5, 7, 3};
+  for (auto mode :
+       {GradSync::Mode::kReduceScatter, GradSync::Mode::kAfterBackward, GradSync::Mode::kOverlap}) {
+    for (int n : {2, 3}) {
+      INFO("ranks " << n << " mode " << static_cast<int>(mode));
+      MemoryStore store;
+      std::vector<std::vector<float>> flat(static_cast<size_t>(n));  // what each rank ends with
+      std::vector<ZeroPartition> layouts(static_cast<size_t>(n));
+      test::run_ranks(n, [&](int r) {
+        std::vector<int64_t> ids(static_cast<size_t>(n));
+        for (int i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = i;
+        auto data = make_gloo_communicator(store, "data", r, ids, milliseconds(20000));
+        auto tied = make_gloo_communicator(store, "embedding", r, ids, milliseconds(20000));
+        CpuBackend backend(1);
+        Tensor buffer;
+        auto grads = make_buffer_grads(sizes, static_cast<float>(r), buffer);
+        GradSync sync(grads, *data, mode, 16, buffer);
+        sync.set_tied(tied.get(), {1});
+        sync.wait(backend);
+        const Tensor& out = mode == GradSync::Mode::kReduceScatter ? sync.partition() : buffer;
+        flat[static_cast<size_t>(r)].assign(out.data_as<float>(),
+                                            out.data_as<float>() + out.numel());
+        if (mode == GradSync::Mode::kReduceScatter) layouts[static_cast<size_t>(r)] = sync.layout();
+      });
+      // The summed flat gradient: element k of gradient g is sum_r (r + 100 g + k), times n for
+      // the tied one; zeros pad it to a multiple of n.
+      std::vector<float> want;
+      for (size_t g = 0; g < sizes.size(); ++g)
+        for (int64_t k = 0; k < sizes[g]; ++k) {
+          float sum = 0;
+          for (int r = 0; r < n; ++r)
+            sum += static_cast<float>(r) + 100.0f * static_cast<float>(g) + static_cast<float>(k);
+          want.push_back(g == 1 ? static_cast<float>(n) * sum : sum);
+        }
+      for (int r = 0; r < n; ++r) {
+        INFO("rank " << r);
+        const auto& got = flat[static_cast<size_t>(r)];
+        if (mode != GradSync::Mode::kReduceScatter) {
+          CHECK(got == want);
+          continue;
+        }
+        const ZeroPartition& z = layouts[static_cast<size_t>(r)];
+        REQUIRE(static_cast<int64_t>(got.size()) == z.partition_size);
+        CHECK(z.partition_size * n >= 15);
+        for (int64_t k = 0; k < z.partition_size; ++k) {
+          const int64_t global = z.begin + k;
+          CHECK(got[static_cast<size_t>(k)] ==
+                (global < 15 ? want[static_cast<size_t>(global)] : 0.0f));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mtnlg

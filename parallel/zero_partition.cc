@@ -1,4 +1,4 @@
-#include "optim/zero_partition.h"
+#include "parallel/zero_partition.h"
 
 #include <algorithm>
 

@@ -1,8 +1,8 @@
-// ZeRO-1's partition of a parameter list over data-parallel ranks (optim/zero_optimizer.h): every
-// parameter, in registry order, is viewed as one flat vector of N elements, padded with zeros to a
-// multiple of dp; rank r owns elements [r*S, (r+1)*S), S = padded / dp. The runs of that range
-// inside each parameter are its segments. The optimizer and offline checkpoint conversion
-// (mtnlg-ckpt convert) share this one rule.
+// ZeRO-1's partition of a parameter list over data-parallel ranks: every parameter, in registry
+// order, is viewed as one flat vector of N elements, padded with zeros to a multiple of dp; rank r
+// owns elements [r*S, (r+1)*S), S = padded / dp. The runs of that range inside each parameter are
+// its segments. GradSync's reduce-scatter (parallel/grad_sync.h), the optimizer
+// (optim/zero_optimizer.h) and offline checkpoint conversion (mtnlg-ckpt convert) share this rule.
 #pragma once
 
 #include <cstddef>
