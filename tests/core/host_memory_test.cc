@@ -20,8 +20,7 @@ TEST_CASE("available memory is MemAvailable plus free swap when no cgroup limits
   CHECK(m.source.find("MemAvailable") != std::string::npos);
   // cgroup v2 "max" and v1's near-2^63 value mean no limit.
   CHECK(host_memory_from(kMeminfo, "max\n", "123\n").available == m.available);
-  CHECK(host_memory_from(kMeminfo, "9223372036854771712\n", "20307968\n").available ==
-        m.available);
+  CHECK(host_memory_from(kMeminfo, "9223372036854771712\n", "20307968\n").available == m.available);
 }
 
 TEST_CASE("a memory cgroup's limit less its usage wins when it is smaller") {

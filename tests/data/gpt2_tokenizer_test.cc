@@ -151,7 +151,8 @@ TEST_CASE("utf8 decoding replaces each maximal ill-formed subpart", "[gpt2_token
   CHECK_FALSE(is_valid_utf8("\xEF\xBF"));
 }
 
-TEST_CASE("character classes are Python regex's letter - number and space classes", "[gpt2_tokenizer]") {
+TEST_CASE("character classes are Python regex's letter - number and space classes",
+          "[gpt2_tokenizer]") {
   CHECK(char_class(U'a') == CharClass::kLetter);
   CHECK(char_class(U'\u00e9') == CharClass::kLetter);
   CHECK(char_class(U'\u65e5') == CharClass::kLetter);      // 日

@@ -114,7 +114,8 @@ TEST_CASE("preprocess reads text files as blank-line separated blocks", "[prepro
   }
 }
 
-TEST_CASE("preprocess stops at a bad line - naming it - and leaves nothing behind", "[preprocess]") {
+TEST_CASE("preprocess stops at a bad line - naming it - and leaves nothing behind",
+          "[preprocess]") {
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"{\"text\": \"ok\"}\n{\"text\": \"ok\"}\n{\"text\": \"unterminated}\n", "in.jsonl:3"},
       {"{\"text\": \"ok\"}\n{\"body\": \"no text key\"}\n", "in.jsonl:2"},
