@@ -59,7 +59,11 @@ int64_t ParamRegistry::global_numel() const {
 }
 
 void ParamRegistry::allocate(Backend& backend, DType dtype) {
-  grad_buffer_ = backend.alloc({local_numel()}, dtype);
+  allocate(backend, dtype, dtype);
+}
+
+void ParamRegistry::allocate(Backend& backend, DType dtype, DType grad_dtype) {
+  grad_buffer_ = backend.alloc({local_numel()}, grad_dtype);
   int64_t offset = 0;
   for (auto& p : params_) {
     p.value = backend.alloc(p.spec.local_shape, dtype);

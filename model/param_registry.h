@@ -65,6 +65,9 @@ class ParamRegistry {
   // parameters is then one contiguous range: data-parallel buckets reduce it in place, and
   // zeroing is one fill (Megatron's DistributedDataParallel grad buffer).
   void allocate(Backend& backend, DType dtype);
+  // Mixed precision: values in `dtype` (bf16), the gradient buffer in `grad_dtype` (fp32 main
+  // gradients, accumulated over micro-batches and reduced in fp32).
+  void allocate(Backend& backend, DType dtype, DType grad_dtype);
   // Every gradient, flat [local_numel()] in registration order (undefined before allocate()).
   const Tensor& grad_buffer() const { return grad_buffer_; }
   // Fills values per spec from the counter-based RNG: element i of parameter p is drawn from

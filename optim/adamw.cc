@@ -29,8 +29,20 @@ AdamW::AdamW(ParamRegistry& params, Backend& backend, const OptimizerConfig& con
              Communicator* tensor)
     : params_(params), backend_(backend), config_(config), tensor_(tensor) {
   for (const auto& p : params_.params()) {
-    m_.push_back(backend_.alloc(p.spec.local_shape, p.value.dtype()));
-    v_.push_back(backend_.alloc(p.spec.local_shape, p.value.dtype()));
+    const bool mixed = p.value.dtype() == DType::kBF16;
+    const DType state = mixed ? DType::kF32 : p.value.dtype();
+    MTNLG_CHECK_MSG(p.grad.dtype() == state,
+                    "AdamW: " << p.spec.name << " has " << dtype_name(p.value.dtype())
+                              << " values and " << dtype_name(p.grad.dtype()) << " gradients; want "
+                              << dtype_name(state) << " gradients");
+    MTNLG_CHECK_MSG(masters_.size() == (mixed ? m_.size() : 0),
+                    "AdamW: bf16 and other parameter values mixed in one registry");
+    m_.push_back(backend_.alloc(p.spec.local_shape, state));
+    v_.push_back(backend_.alloc(p.spec.local_shape, state));
+    if (mixed) {
+      masters_.push_back(backend_.alloc(p.spec.local_shape, DType::kF32));
+      backend_.copy(masters_.back(), p.value);
+    }
   }
 }
 
@@ -42,12 +54,18 @@ std::string exp_avg_sq_name(const std::string& param) {
   return "exp_avg_sq." + param;
 }
 
+std::string master_name(const std::string& param) {
+  return "master." + param;
+}
+
 std::vector<StateTensor> AdamW::state() const {
   std::vector<StateTensor> out;
   size_t i = 0;
   for (const auto& p : params_.params()) {
     out.push_back(shard_state(p.spec, exp_avg_name(p.spec.name), m_[i]));
     out.push_back(shard_state(p.spec, exp_avg_sq_name(p.spec.name), v_[i]));
+    if (!masters_.empty())
+      out.push_back(shard_state(p.spec, master_name(p.spec.name), masters_[i]));
     ++i;
   }
   return out;
@@ -57,6 +75,7 @@ int64_t AdamW::state_bytes() const {
   int64_t bytes = 0;
   for (size_t i = 0; i < m_.size(); ++i)
     bytes += static_cast<int64_t>(m_[i].nbytes() + v_[i].nbytes());
+  for (const Tensor& master : masters_) bytes += static_cast<int64_t>(master.nbytes());
   return bytes;
 }
 
@@ -76,7 +95,12 @@ void AdamW::step(double lr, double grad_scale) {
     args.weight_decay = p.spec.no_decay ? 0.0 : config_.weight_decay;
     args.step = step_;
     args.grad_scale = grad_scale;
-    backend_.adamw_update(p.value, p.grad, m_[i], v_[i], args);
+    if (masters_.empty()) {
+      backend_.adamw_update(p.value, p.grad, m_[i], v_[i], args);
+    } else {
+      backend_.adamw_update(masters_[i], p.grad, m_[i], v_[i], args);
+      backend_.copy(p.value, masters_[i]);  // re-rounded to bf16, nearest even
+    }
     ++i;
   }
 }

@@ -1,8 +1,11 @@
 // AdamW over a ParamRegistry, with global-norm gradient clipping.
 //
-// Moments live in the parameters' dtype (fp32 for training; fp64 in gradient tests); with
-// mixed precision they will sit beside fp32 master weights; under ZeRO-1 each data-parallel
-// rank holds only its partition (optim/zero_optimizer.h). Decoupled weight decay applies to every
+// Moments live in the parameters' dtype (fp32 for training; fp64 in gradient tests). With bf16
+// parameter values (mixed precision) the gradients are fp32 main gradients, and AdamW keeps fp32
+// master weights beside fp32 moments: the update runs on the masters, and each value is then
+// re-rounded to bf16 from its master (Megatron's Float16OptimizerWithFloat16Params; the masters
+// start as the bf16 values, as Megatron's clone of them). Under ZeRO-1 each data-parallel rank
+// holds only its partition (optim/zero_optimizer.h). Decoupled weight decay applies to every
 // parameter whose spec is not no_decay (weight matrices and embeddings, as Megatron-LM). Not
 // thread-safe.
 #pragma once
@@ -58,10 +61,15 @@ class AdamW final : public Optimizer {
   // Bytes of optimizer state (the two moments).
   int64_t state_bytes() const override;
   // The moments as checkpoint state (core/state_tensor.h): "exp_avg.NAME" and "exp_avg_sq.NAME",
-  // shaped and sharded as parameter NAME. The step count is a scalar beside them (steps()).
+  // shaped and sharded as parameter NAME, and with bf16 values the fp32 masters "master.NAME".
+  // The step count is a scalar beside them (steps()).
   std::vector<StateTensor> state() const override;
   bool partitioned() const override { return false; }
-  std::string describe() const override { return "AdamW"; }
+  std::string describe() const override {
+    return masters_.empty() ? "AdamW" : "AdamW with fp32 master weights";
+  }
+  // The fp32 master weights, in registry order (empty unless the values are bf16).
+  const std::vector<Tensor>& masters() const { return masters_; }
 
  private:
   ParamRegistry& params_;
@@ -69,7 +77,11 @@ class AdamW final : public Optimizer {
   OptimizerConfig config_;
   Communicator* tensor_;
   std::vector<Tensor> m_, v_;
+  std::vector<Tensor> masters_;  // bf16 values only
   int64_t step_ = 0;
 };
+
+// Checkpoint name of parameter `param`'s fp32 master weight.
+std::string master_name(const std::string& param);
 
 }  // namespace mtnlg

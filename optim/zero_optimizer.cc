@@ -38,6 +38,9 @@ ZeroAdamW::ZeroAdamW(ParamRegistry& params, Backend& backend, const OptimizerCon
   const auto& all = params_.params();
   MTNLG_CHECK_MSG(!all.empty(), "ZeroAdamW: the registry has no parameters");
   dtype_ = all.front().value.dtype();
+  MTNLG_CHECK_MSG(dtype_ != DType::kBF16,
+                  "ZeroAdamW: bf16 values with fp32 master weights are not yet partitioned "
+                  "(ZeRO-1 in mixed precision lands with the precision issue)");
   for (const auto& p : all) {
     MTNLG_CHECK_MSG(p.value.defined() && p.grad.defined(),
                     "ZeroAdamW: parameter " << p.spec.name << " is not allocated");

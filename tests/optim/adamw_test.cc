@@ -4,6 +4,7 @@
 #include <cmath>
 #include <thread>
 
+#include "core/kernels/bf16_math.h"
 #include "optim/adamw.h"
 #include "parallel/gloo_communicator.h"
 #include "parallel/store.h"
@@ -114,4 +115,68 @@ TEST_CASE("global grad norm with a tensor group counts shards over the group, re
   for (int i = 0; i < 8; ++i) expect += i * i;
   CHECK(norms[0] == Approx(std::sqrt(expect)).epsilon(1e-15));
   CHECK(norms[1] == Approx(std::sqrt(expect)).epsilon(1e-15));
+}
+
+TEST_CASE(
+    "bf16 values: AdamW updates fp32 masters exactly as fp32 AdamW - values are them rounded") {
+  auto be = make_cpu_backend(1);
+  OptimizerConfig cfg;
+  cfg.lr = 1e-2;
+  cfg.weight_decay = 0.1;
+  ParamRegistry full, mixed;
+  for (ParamRegistry* reg : {&full, &mixed}) {
+    reg->add({"w", {3, 5}, {3, 5}, -1, false, 0.0, 0.0});
+    reg->add({"b", {5}, {5}, -1, true, 0.0, 0.0});
+  }
+  full.allocate(*be, DType::kF32);
+  mixed.allocate(*be, DType::kBF16, DType::kF32);
+  // Start from bf16-representable values, so the masters (cloned from the bf16 values, as
+  // Megatron does) start equal to the fp32 run's parameters.
+  for (size_t p = 0; p < 2; ++p) {
+    Tensor& v32 = full.params()[p].value;
+    for (int64_t i = 0; i < v32.numel(); ++i)
+      v32.data_as<float>()[i] = bf16_to_f32(f32_to_bf16(0.37f * static_cast<float>(i) - 1.1f));
+    be->copy(mixed.params()[p].value, v32);
+  }
+  AdamW a32(full, *be, cfg), a16(mixed, *be, cfg);
+  CHECK(a16.describe() == "AdamW with fp32 master weights");
+  CHECK(a32.masters().empty());
+  REQUIRE(a16.masters().size() == 2);
+  CHECK(a16.state_bytes() == a32.state_bytes() + (15 + 5) * 4);
+  for (int step = 0; step < 5; ++step) {
+    for (size_t p = 0; p < 2; ++p) {
+      Tensor& g32 = full.params()[p].grad;
+      for (int64_t i = 0; i < g32.numel(); ++i)
+        g32.data_as<float>()[i] = std::sin(0.7f * static_cast<float>(i + 13 * step)) * 0.01f;
+      be->copy(mixed.params()[p].grad, g32);
+    }
+    CHECK(a16.grad_norm() == a32.grad_norm());
+    a32.step(1e-2, 0.9);
+    a16.step(1e-2, 0.9);
+  }
+  int64_t differ = 0;
+  for (size_t p = 0; p < 2; ++p) {
+    const Tensor& v32 = full.params()[p].value;
+    const Tensor& master = a16.masters()[p];
+    const auto* bits = static_cast<const uint16_t*>(mixed.params()[p].value.data());
+    for (int64_t i = 0; i < v32.numel(); ++i) {
+      differ += master.data_as<float>()[i] != v32.data_as<float>()[i];
+      differ += bits[i] != f32_to_bf16(v32.data_as<float>()[i]);
+    }
+  }
+  CHECK(differ == 0);
+  // The masters are checkpoint state beside the moments.
+  std::vector<std::string> names;
+  for (const auto& s : a16.state()) names.push_back(s.name);
+  CHECK(names == std::vector<std::string>{"exp_avg.w", "exp_avg_sq.w", "master.w", "exp_avg.b",
+                                          "exp_avg_sq.b", "master.b"});
+}
+
+TEST_CASE("bf16 values need fp32 gradients") {
+  auto be = make_cpu_backend(1);
+  ParamRegistry reg;
+  reg.add({"w", {4}, {4}, -1, false, 0.0, 0.0});
+  reg.allocate(*be, DType::kBF16);  // bf16 gradients too
+  CHECK_THROWS_WITH(AdamW(reg, *be, OptimizerConfig{}),
+                    Catch::Contains("bf16 values and bf16 gradients; want f32 gradients"));
 }
