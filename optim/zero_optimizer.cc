@@ -38,9 +38,8 @@ ZeroAdamW::ZeroAdamW(ParamRegistry& params, Backend& backend, const OptimizerCon
   const auto& all = params_.params();
   MTNLG_CHECK_MSG(!all.empty(), "ZeroAdamW: the registry has no parameters");
   dtype_ = all.front().value.dtype();
-  MTNLG_CHECK_MSG(dtype_ != DType::kBF16,
-                  "ZeroAdamW: bf16 values with fp32 master weights are not yet partitioned "
-                  "(ZeRO-1 in mixed precision lands with the precision issue)");
+  // bf16 values: fp32 main gradients, fp32 master weights and moments of the partition.
+  const DType state = dtype_ == DType::kBF16 ? DType::kF32 : dtype_;
   for (const auto& p : all) {
     MTNLG_CHECK_MSG(p.value.defined() && p.grad.defined(),
                     "ZeroAdamW: parameter " << p.spec.name << " is not allocated");
@@ -57,7 +56,7 @@ ZeroAdamW::ZeroAdamW(ParamRegistry& params, Backend& backend, const OptimizerCon
   const int64_t padded = partition_size_ * data_.size();
   MTNLG_CHECK_MSG(grads_.mode() == GradSync::Mode::kReduceScatter &&
                       grads_.layout().partition_size == partition_size_ &&
-                      grads_.layout().begin == begin_ && grads_.partition().dtype() == dtype_,
+                      grads_.layout().begin == begin_ && grads_.partition().dtype() == state,
                   "ZeroAdamW: the GradSync does not reduce-scatter this registry over this group");
   for (const ZeroSegment& z : part.segments)
     segments_.push_back({z.param, z.in_param, z.in_part, z.length, all[z.param].spec.no_decay,
@@ -68,9 +67,17 @@ ZeroAdamW::ZeroAdamW(ParamRegistry& params, Backend& backend, const OptimizerCon
   part_ = grads_.partition();
   MTNLG_CHECK_EQ(flat_.numel(), padded);
   part_grad_ = backend_.device() == Device::kCPU ? grads_.partition()
-                                                 : backend_.alloc({partition_size_}, dtype_);
-  m_ = backend_.alloc({partition_size_}, dtype_);
-  v_ = backend_.alloc({partition_size_}, dtype_);
+                                                 : backend_.alloc({partition_size_}, state);
+  m_ = backend_.alloc({partition_size_}, state);
+  v_ = backend_.alloc({partition_size_}, state);
+  if (dtype_ == DType::kBF16) {
+    // The masters start as the bf16 values (Megatron clones them), this partition's pieces.
+    masters_ = backend_.alloc({partition_size_}, DType::kF32);
+    for (const Segment& s : segments_) {
+      Tensor dst = masters_.slice(s.in_part, s.in_part + s.length);
+      backend_.copy(dst, flat_view(all[s.param].value).slice(s.in_param, s.in_param + s.length));
+    }
+  }
 }
 
 std::vector<StateTensor> ZeroAdamW::state() const {
@@ -78,8 +85,10 @@ std::vector<StateTensor> ZeroAdamW::state() const {
   const auto& all = params_.params();
   for (const Segment& seg : segments_) {
     const ParamSpec& spec = all[seg.param].spec;
-    for (const auto& [name, moment] :
-         {std::pair{exp_avg_name(spec.name), &m_}, std::pair{exp_avg_sq_name(spec.name), &v_}}) {
+    std::vector<std::pair<std::string, const Tensor*>> pieces = {{exp_avg_name(spec.name), &m_},
+                                                                 {exp_avg_sq_name(spec.name), &v_}};
+    if (masters_.defined()) pieces.emplace_back(master_name(spec.name), &masters_);
+    for (const auto& [name, moment] : pieces) {
       StateTensor s = shard_state(spec, name, moment->slice(seg.in_part, seg.in_part + seg.length));
       s.flat_begin = seg.in_param;
       s.flat_end = seg.in_param + seg.length;
@@ -90,7 +99,8 @@ std::vector<StateTensor> ZeroAdamW::state() const {
 }
 
 int64_t ZeroAdamW::state_bytes() const {
-  return static_cast<int64_t>(m_.nbytes() + v_.nbytes());
+  return static_cast<int64_t>(m_.nbytes() + v_.nbytes() +
+                              (masters_.defined() ? masters_.nbytes() : 0));
 }
 
 double ZeroAdamW::grad_norm() {
@@ -120,19 +130,27 @@ void ZeroAdamW::step(double lr, double grad_scale) {
   args.eps = config_.eps;
   args.step = step_;
   args.grad_scale = grad_scale;
+  // The update runs on what this rank owns: the values' piece, or with bf16 values the masters.
+  const auto owned = [&](const Segment& s) {
+    return masters_.defined()
+               ? masters_.slice(s.in_part, s.in_part + s.length)
+               : flat_view(all[s.param].value).slice(s.in_param, s.in_param + s.length);
+  };
   for (const Segment& s : segments_) {
-    Tensor value = flat_view(all[s.param].value).slice(s.in_param, s.in_param + s.length);
+    Tensor value = owned(s);
     Tensor grad = part_grad_.slice(s.in_part, s.in_part + s.length);
     Tensor m = m_.slice(s.in_part, s.in_part + s.length);
     Tensor v = v_.slice(s.in_part, s.in_part + s.length);
     args.weight_decay = s.no_decay ? 0.0 : config_.weight_decay;
     backend_.adamw_update(value, grad, m, v, args);
   }
-  // Send the updated partition (padding as zeros), gather everyone's, unpack.
+  // Send the updated partition (padding as zeros), gather everyone's, unpack (bf16 values: the
+  // fp32 masters travel and each value is rounded from its master once, on every rank alike;
+  // twice Megatron's bytes, as the Gloo collectives carry no bf16).
   backend_.synchronize();
   for (const Segment& s : segments_) {
     Tensor dst = part_.slice(s.in_part, s.in_part + s.length);
-    backend_.copy(dst, flat_view(all[s.param].value).slice(s.in_param, s.in_param + s.length));
+    backend_.copy(dst, owned(s));
   }
   zero_tail(part_, segments_.empty() ? 0 : segments_.back().in_part + segments_.back().length);
   data_.all_gather(flat_, part_);

@@ -11,9 +11,11 @@
 //   step(): AdamW on the partition (each segment with its parameter's weight decay: no_decay
 //     parameters take none), then all-gather the updated partitions so every rank holds the full
 //     parameters.
-// The elementwise update is the same kernel as AdamW's, so with the same summed gradient it gives
-// bitwise the same parameters. The parameters' own .grad tensors are only read (they keep this
-// rank's unreduced gradient).
+// With bf16 values (fp32 main gradients) the partition also keeps fp32 master weights: the update
+// runs on them, the masters are all-gathered and every value is rounded from its master, as
+// AdamW does on one rank. The elementwise update is the same kernel as AdamW's, so with the same
+// summed gradient it gives bitwise the same parameters (and masters). The parameters' own .grad
+// tensors are only read (they keep this rank's unreduced gradient).
 //
 // Ownership: borrows the registry, backend, GradSync and communicators (they must outlive it);
 // owns the moments (backend memory); the all-gather of the updated parameters reuses GradSync's
@@ -95,6 +97,7 @@ class ZeroAdamW final : public Optimizer {
   Tensor part_grad_;  // backend [S]: the reduced gradient where the kernel runs (GradSync's
                       // partition itself on CPU)
   Tensor m_, v_;      // backend [S]
+  Tensor masters_;    // backend [S] fp32, with bf16 values only
   int64_t step_ = 0;
 };
 

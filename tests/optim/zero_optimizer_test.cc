@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "core/kernels/bf16_math.h"
 #include "optim/adamw.h"
 #include "optim/optimizer.h"
 #include "parallel/gloo_communicator.h"
@@ -249,6 +250,83 @@ TEST_CASE("ZeroAdamW's norm under tensor 2 x data 2 equals the global gradient n
   for (int r = 0; r < kTp * kDp; ++r) {
     INFO("rank " << r);
     CHECK(norms[r] == Approx(want).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("bf16 values: ZeRO-1 over 2 and 3 ranks equals one rank's AdamW on fp32 masters") {
+  // Values bf16 (starting bf16-representable), gradients fp32; every rank's updated values and
+  // the masters of its partition must equal the one-rank mixed AdamW's on the summed gradient.
+  const auto make = [](ParamRegistry& reg, Backend& be) {
+    for (const Spec& s : kSpecs) reg.add({s.name, s.shape, s.shape, -1, s.no_decay, 0.0, 0.0});
+    reg.allocate(be, DType::kBF16, DType::kF32);
+    int64_t k = 0;
+    for (auto& p : reg.params()) {
+      auto* bits = static_cast<uint16_t*>(p.value.data());
+      for (int64_t i = 0; i < p.value.numel(); ++i, ++k)
+        bits[i] = f32_to_bf16(static_cast<float>(0.37 * static_cast<double>(k % 13) - 1.9));
+    }
+  };
+  const auto values = [](const ParamRegistry& reg) {
+    std::vector<uint16_t> out;
+    for (const auto& p : reg.params()) {
+      const auto* bits = static_cast<const uint16_t*>(p.value.data());
+      out.insert(out.end(), bits, bits + p.value.numel());
+    }
+    return out;
+  };
+  for (int dp : {2, 3}) {
+    INFO("dp " << dp);
+    auto be = make_cpu_backend(1);
+    ParamRegistry ref;
+    make(ref, *be);
+    AdamW adam(ref, *be, config());
+    for (int s = 0; s < kSteps; ++s) {
+      set_grads(ref, [&](int64_t k) {
+        double sum = 0.0;
+        for (int r = 0; r < dp; ++r) sum += grad_value(r, k, s);
+        return sum;
+      });
+      adam.step(kLr[s], kScale[s]);
+    }
+    std::vector<float> ref_masters;
+    for (const Tensor& m : adam.masters())
+      ref_masters.insert(ref_masters.end(), m.data_as<float>(), m.data_as<float>() + m.numel());
+
+    MemoryStore store;
+    std::vector<std::vector<uint16_t>> got(static_cast<size_t>(dp));
+    std::vector<std::vector<float>> masters(static_cast<size_t>(dp));
+    std::vector<int64_t> begin(static_cast<size_t>(dp));
+    std::vector<int64_t> ranks(static_cast<size_t>(dp));
+    for (int r = 0; r < dp; ++r) ranks[static_cast<size_t>(r)] = r;
+    run_ranks(dp, [&](int rank) {
+      auto data = make_gloo_communicator(store, "data", rank, ranks, std::chrono::seconds(20));
+      auto rbe = make_cpu_backend(1);
+      ParamRegistry reg;
+      make(reg, *rbe);
+      const auto sync = grad_sync(reg, *data);
+      ZeroAdamW opt(reg, *rbe, config(), *sync, *data);
+      for (int s = 0; s < kSteps; ++s) {
+        set_grads(reg, [&](int64_t k) { return grad_value(rank, k, s); });
+        sync->wait(*rbe);
+        opt.step(kLr[s], kScale[s]);
+      }
+      got[static_cast<size_t>(rank)] = values(reg);
+      begin[static_cast<size_t>(rank)] = opt.partition_begin();
+      for (const StateTensor& st : opt.state())
+        if (st.name.rfind("master.", 0) == 0)
+          masters[static_cast<size_t>(rank)].insert(masters[static_cast<size_t>(rank)].end(),
+                                                    st.tensor.data_as<float>(),
+                                                    st.tensor.data_as<float>() + st.tensor.numel());
+    });
+    const std::vector<uint16_t> want = values(ref);
+    std::vector<float> all_masters;
+    for (int r = 0; r < dp; ++r) {
+      CHECK(got[static_cast<size_t>(r)] == want);
+      all_masters.insert(all_masters.end(), masters[static_cast<size_t>(r)].begin(),
+                         masters[static_cast<size_t>(r)].end());
+    }
+    // The ranks' master pieces, in rank order, are the whole flat vector of masters.
+    CHECK(all_masters == ref_masters);
   }
 }
 
