@@ -287,7 +287,7 @@ Recipe parse_recipe(const std::string& yaml_text, const std::vector<std::string>
                            source);
   }
   for (const std::string& o : overrides) recipe_detail::apply_override(root, o);
-  recipe_detail::check_tree(root);
+  recipe_detail::check_tree(root, source);
 
   const Section top(root, "");
   Recipe r;

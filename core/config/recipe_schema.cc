@@ -239,9 +239,13 @@ void check_map(const YAML::Node& node, std::span<const KeySpec> specs, const std
   std::set<std::string> seen;
   for (const auto& kv : node) {
     if (!kv.first.IsScalar()) {
-      throw invalid_argument(fmt::format("a key must be a plain name, got {}; valid keys: {}",
-                                         describe(kv.first), list_keys(specs)),
-                             path);
+      // At the top level the path is empty: check_tree names the file and this line instead.
+      const YAML::Mark mark = kv.first.Mark();
+      throw invalid_argument(
+          fmt::format("a key must be a plain name, got {}{}; valid keys: {}", describe(kv.first),
+                      mark.is_null() ? "" : fmt::format(" (line {})", mark.line + 1),
+                      list_keys(specs)),
+          path);
     }
     const std::string name = kv.first.Scalar();
     const KeySpec* spec = lookup(specs, name);
@@ -322,8 +326,14 @@ void apply_override(YAML::Node& root, const std::string& override_text) {
   set_path(root, recipe_schema(), parts, 0, "", value);
 }
 
-void check_tree(const YAML::Node& root) {
-  check_map(root, recipe_schema(), "");
+void check_tree(const YAML::Node& root, const std::string& source) {
+  try {
+    check_map(root, recipe_schema(), "");
+  } catch (const Error& e) {
+    // Every error names where: a key path, or for the top level the file.
+    if (!e.context().empty()) throw;
+    throw Error(e.code(), e.message(), source);
+  }
 }
 
 bool is_unset(const YAML::Node& node) {

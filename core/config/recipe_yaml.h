@@ -50,8 +50,10 @@ std::string suggest_key(std::string_view key, std::span<const KeySpec> valid);
 // are checked against the schema; a list entry is addressed by index (data.blend.0.prefix).
 void apply_override(YAML::Node& root, const std::string& override_text);
 
-// Rejects unknown keys, duplicate keys and maps/lists where the schema wants the other.
-void check_tree(const YAML::Node& root);
+// Rejects unknown keys, duplicate keys and maps/lists where the schema wants the other. An error
+// at the top level, where there is no key path to name (a key that is not a plain name), names
+// `source` and the line instead.
+void check_tree(const YAML::Node& root, const std::string& source);
 
 // True when `node` is absent or YAML null (both mean "use the default").
 bool is_unset(const YAML::Node& node);

@@ -126,6 +126,16 @@ TEST_CASE("YAML syntax errors name the file and line", "[config]") {
   CHECK_THAT(tab.message(), Catch::Contains("line 3"));
 }
 
+TEST_CASE("a top-level key that is not a name names the file and line", "[config]") {
+  // ": x" is a null key (found by tests/cmd/fuzz_inputs.py): no key path to name, so the file.
+  const Error e = recipe_error({}, "model:\n  num_layers: 2\n: x\n");
+  CHECK(e.context() == "test.yaml");
+  CHECK_THAT(e.message(), Catch::Contains("a key must be a plain name, got nothing (line 3)"));
+  // Inside a section the path names it.
+  const Error in_model = recipe_error({}, "model:\n  ? [a, b]\n  : 1\n");
+  CHECK(in_model.context() == "model");
+}
+
 TEST_CASE("a missing recipe file is kNotFound naming it", "[config]") {
   test::TempDir dir;
   const std::string path = dir.file("nope.yaml");
