@@ -14,7 +14,7 @@ set_tests_properties(cli_train_command PROPERTIES TIMEOUT 300)
 
 # Seeded fuzzing of mtnlg-train's inputs (tests/cmd/fuzz_inputs.py): mutated recipes (files and
 # --set) and .idx/.bin pairs; fails on a crash, a hang, an internal error, exit 0 on invalid
-# input or an error naming no key or file. About 45 s on 2 cores; --long for a local soak.
+# input or an error naming no key or file. About a minute on 2 cores; --long for a local soak.
 add_test(NAME fuzz_recipes_and_datasets
   COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/cmd/fuzz_inputs.py ${PROJECT_BINARY_DIR}
           ${PROJECT_SOURCE_DIR} --seed 1)
