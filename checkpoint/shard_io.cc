@@ -10,6 +10,7 @@
 
 #include "checkpoint/json_parse.h"
 #include "checkpoint/safetensors.h"
+#include "core/kernels/bf16_math.h"
 #include "core/status.h"
 
 namespace mtnlg {
@@ -260,9 +261,43 @@ void ShardIndex::verify_all() {
   for (size_t i = 0; i < files_.size(); ++i) check_sum(open(i));
 }
 
+namespace {
+
+// One element of checkpoint state as a double (F32, F64 or BF16 bytes, little endian).
+double load_element(safetensors::DType dtype, const std::byte* at) {
+  if (dtype == safetensors::DType::kF64) {
+    double x;
+    std::memcpy(&x, at, sizeof x);
+    return x;
+  }
+  if (dtype == safetensors::DType::kBF16) {
+    uint16_t h;
+    std::memcpy(&h, at, sizeof h);
+    return bf16_to_f32(h);
+  }
+  float x;
+  std::memcpy(&x, at, sizeof x);
+  return x;
+}
+
+void store_element(DType dtype, char* at, double x) {
+  if (dtype == DType::kF64) {
+    std::memcpy(at, &x, sizeof x);
+  } else if (dtype == DType::kBF16) {
+    const uint16_t h = f32_to_bf16(static_cast<float>(x));
+    std::memcpy(at, &h, sizeof h);
+  } else {
+    const auto f = static_cast<float>(x);
+    std::memcpy(at, &f, sizeof f);
+  }
+}
+
+}  // namespace
+
 void ShardIndex::read(const StateTensor& target, Tensor& out) {
   MTNLG_CHECK_EQ(out.numel(), target.flat_end - target.flat_begin);
-  MTNLG_CHECK(out.dtype() == DType::kF32 || out.dtype() == DType::kF64);
+  MTNLG_CHECK(out.dtype() == DType::kF32 || out.dtype() == DType::kF64 ||
+              out.dtype() == DType::kBF16);
   const std::vector<const Piece*> pieces = pieces_of(target.name);
   if (pieces.empty())
     throw not_found("the checkpoint has no tensor '" + target.name +
@@ -306,12 +341,16 @@ void ShardIndex::read(const StateTensor& target, Tensor& out) {
     const auto src_bytes = f.st->raw(p->name);
     const safetensors::DType sd = e.dtype;
     const size_t s_item = safetensors::dtype_info(sd).itemsize;
+    // Any of F32, F64 and BF16 into any of f32, f64 and bf16: a checkpoint saved in one precision
+    // loads in another (bf16 rounded to nearest even; F64 -> bf16 through float).
     const bool same = (sd == safetensors::DType::kF32 && out.dtype() == DType::kF32) ||
-                      (sd == safetensors::DType::kF64 && out.dtype() == DType::kF64);
-    if (!same && sd != safetensors::DType::kF32 && sd != safetensors::DType::kF64)
+                      (sd == safetensors::DType::kF64 && out.dtype() == DType::kF64) ||
+                      (sd == safetensors::DType::kBF16 && out.dtype() == DType::kBF16);
+    if (sd != safetensors::DType::kF32 && sd != safetensors::DType::kF64 &&
+        sd != safetensors::DType::kBF16)
       throw unsupported("tensor '" + p->name + "' is " +
                             std::string(safetensors::dtype_info(sd).name) +
-                            "; this build reads F32 and F64 checkpoint state",
+                            "; this build reads F32, F64 and BF16 checkpoint state",
                         f.path);
     for (int64_t r = r_lo; r < r_hi; ++r) {
       // Columns c with the source flat index in [flat_begin, flat_end) and the target's too.
@@ -326,17 +365,10 @@ void ShardIndex::read(const StateTensor& target, Tensor& out) {
       char* to = dst + static_cast<size_t>(t_base + lo - target.flat_begin) * out_item;
       if (same) {
         std::memcpy(to, from, static_cast<size_t>(n) * out_item);
-      } else if (out.dtype() == DType::kF64) {  // F32 -> f64
+      } else {
         for (int64_t i = 0; i < n; ++i) {
-          float x;
-          std::memcpy(&x, from + i * 4, 4);
-          reinterpret_cast<double*>(to)[i] = x;
-        }
-      } else {  // F64 -> f32
-        for (int64_t i = 0; i < n; ++i) {
-          double x;
-          std::memcpy(&x, from + i * 8, 8);
-          reinterpret_cast<float*>(to)[i] = static_cast<float>(x);
+          const double x = load_element(sd, from + static_cast<size_t>(i) * s_item);
+          store_element(out.dtype(), to + static_cast<size_t>(i) * out_item, x);
         }
       }
       if (r < valid) copied += n;

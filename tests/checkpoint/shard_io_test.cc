@@ -8,6 +8,7 @@
 
 #include "checkpoint/manifest.h"
 #include "checkpoint/shard_io.h"
+#include "core/kernels/bf16_math.h"
 #include "core/status.h"
 #include "test_util.h"
 
@@ -180,4 +181,34 @@ TEST_CASE("a missing - truncated - or damaged shard is an error naming it") {
     CHECK(e.context() == second);
     CHECK_THAT(e.message(), Catch::Contains("checksum"));
   }
+}
+
+TEST_CASE("state saved in one precision reads back in another - f32, f64 and bf16") {
+  test::TempDir d;
+  // The same [4, 6] tensor saved as f32 and as bf16 (values rounded), as "w32" and "w16".
+  StateTensor w32 = piece("w32", {4, 6}, 0, 4, 0, 6);
+  StateTensor w16 = piece("w16", {4, 6}, 0, 4, 0, 6);
+  w16.tensor = Tensor::cpu({24}, DType::kBF16);
+  auto* bits = static_cast<uint16_t*>(w16.tensor.data());
+  for (int64_t i = 0; i < 24; ++i) bits[i] = f32_to_bf16(w32.tensor.data_as<float>()[i] * 1.001f);
+  const Written w = write_checkpoint(d, {{"model_s.safetensors", {w32, w16}, {0, 0, 0}}});
+  ShardIndex index(w.dir, w.manifest);
+  const auto read_as = [&](const StateTensor& like, DType dtype) {
+    Tensor out = Tensor::cpu({24}, dtype);
+    index.read(like, out);
+    return out;
+  };
+  const Tensor f32_to_16 = read_as(w32, DType::kBF16);
+  const Tensor f32_to_64 = read_as(w32, DType::kF64);
+  const Tensor b16_to_32 = read_as(w16, DType::kF32);
+  const Tensor b16_to_16 = read_as(w16, DType::kBF16);
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < 24; ++i) {
+    const float x = w32.tensor.data_as<float>()[i];
+    wrong += static_cast<const uint16_t*>(f32_to_16.data())[i] != f32_to_bf16(x);  // rounded
+    wrong += f32_to_64.data_as<double>()[i] != static_cast<double>(x);             // exact
+    wrong += b16_to_32.data_as<float>()[i] != bf16_to_f32(bits[i]);                // exact
+    wrong += static_cast<const uint16_t*>(b16_to_16.data())[i] != bits[i];         // as saved
+  }
+  CHECK(wrong == 0);
 }
