@@ -39,8 +39,6 @@ int64_t planned_iterations(const Recipe& r) {
 
 namespace {
 
-// The tied LM head's copy of the word embeddings (parallel/topology.h embedding group).
-
 // a + sign * b, per group.
 CommBytes combine(const CommBytes& a, const CommBytes& b, int64_t sign) {
   return CommBytes{a.tensor + sign * b.tensor, a.pipeline + sign * b.pipeline,

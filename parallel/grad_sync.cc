@@ -175,17 +175,8 @@ void GradSync::set_tied(Communicator* group, std::vector<int64_t> indices) {
 void GradSync::sum_tied(Backend& backend) {
   if (tied_group_ == nullptr || tied_group_->size() == 1 || tied_.empty()) return;
   backend.synchronize();
-  for (int64_t i : tied_) {
-    Tensor& grad = grads_[static_cast<size_t>(i)];
-    if (grad.device() == Device::kCPU) {
-      tied_group_->all_reduce(grad, ReduceOp::kSum);
-    } else {  // a host round trip for a device gradient (the Gloo groups are host-only)
-      Tensor host = Tensor::cpu(grad.shape(), grad.dtype());
-      backend.copy(host, grad);
-      tied_group_->all_reduce(host, ReduceOp::kSum);
-      backend.copy(grad, host);
-    }
-  }
+  // The group's communicator takes the gradient where it lives (Gloo: host; NCCL: device).
+  for (int64_t i : tied_) tied_group_->all_reduce(grads_[static_cast<size_t>(i)], ReduceOp::kSum);
 }
 
 void GradSync::wait(Backend& backend) {
