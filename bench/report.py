@@ -7,12 +7,15 @@ import sys
 
 def main(path):
     runs, ceiling, best, gemm_load = [], None, "", ""
+    bf16 = None  # (ceiling, best, load1) of the bf16 GEMM run
     with open(path) as f:
         for line in f:
             if not line.strip():
                 continue
             r = json.loads(line)
-            if r["impl"] == "gemm":
+            if r["impl"] == "gemm" and r.get("dtype", "f32") == "bf16":
+                bf16 = (r["ceiling_gflops"], r["best"], r.get("load1", ""))
+            elif r["impl"] == "gemm":
                 ceiling, best, gemm_load = r["ceiling_gflops"], r["best"], r.get("load1", "")
             else:
                 runs.append(r)
@@ -40,6 +43,9 @@ def main(path):
           "N = non-embedding params + V_pad*h (tied head)")
     if ceiling:
         print(f"GEMM ceiling: {ceiling:.1f} GFLOP/s ({best}, Backend::gemm, f32; load1 {gemm_load})")
+    if bf16:
+        print(f"bf16 GEMM ceiling: {bf16[0]:.1f} GFLOP/s ({bf16[1]}, Backend::gemm, bf16 x bf16 -> "
+              f"f32, oneDNN; load1 {bf16[2]})")
     for r in runs:
         print(f"  {r['name']} {r['impl']}: N = {r['n_counted']}, {r['flops_per_token']:.4g} FLOPs/token, "
               f"{r['tokens_per_iter']} tokens/iter, {r['iters']} timed iters, loss {r['loss']:.4f}")

@@ -19,7 +19,8 @@ TFLOP/s counts 6*N + 12*L*h*s FLOPs per token (N = non-embedding params + V_pad*
 tied head; see bench/model_flops.h). tokens/s and TFLOP/s use the median iteration; ms/iter
 shows median (min); load1 is the 1-minute load average when the run started (this
 machine's cores are shared, and contention slows both sides, torch's more). The ratio is of tokens/s (> 1: ours is faster). The GEMM ceiling is the
-best rate mtnlg-bench-gemm measured over all shapes. Takes about 5-10 minutes on 2 idle cores
+best rate mtnlg-bench-gemm measured over all shapes (in f32; the bf16 ceiling is printed below
+the table). Takes about 5-10 minutes on 2 idle cores
 (--quick: about 2); other load on the machine slows both sides.
 
   --quick          fewer iterations (demo 2, gpt2-124m 1) and shorter GEMM timing
@@ -137,5 +138,9 @@ gemm_time=0.5
 ((quick)) && gemm_time=0.1
 run_json "$bin_dir/mtnlg-bench-gemm" --models "$models" --threads "$threads" \
   --min-time "$gemm_time" --json
+# The bf16 rate (oneDNN) in the same run: the ceiling a bf16 trainer will be measured against.
+echo "run.sh: bf16 GEMM ceiling" >&2
+run_json "$bin_dir/mtnlg-bench-gemm" --models "$models" --threads "$threads" \
+  --min-time "$gemm_time" --dtype bf16 --json
 
 "$python" bench/report.py "$results"
