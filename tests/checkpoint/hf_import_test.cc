@@ -12,20 +12,14 @@
 #include "parallel/gloo_communicator.h"
 #include "parallel/store.h"
 #include "test_util.h"
+#include "tiny_gpt.h"
 
 namespace mtnlg {
 namespace {
 
 GPTConfig tiny_config() {
-  GPTConfig c;
-  c.num_layers = 2;
-  c.hidden = 16;
-  c.heads = 2;
-  c.ffn = 64;
-  c.seq = 8;
-  c.max_positions = 12;
-  c.vocab = 50;
-  c.padded_vocab = 64;
+  GPTConfig c = test::tiny_gpt(2);
+  c.max_positions = 12;  // more positions than the sequence: the import keeps them all
   return c;
 }
 

@@ -10,6 +10,7 @@
 
 #include "model/gpt_params.h"
 #include "model/gpt_stage.h"
+#include "tiny_gpt.h"
 
 namespace mtnlg {
 namespace {
@@ -18,15 +19,7 @@ constexpr int64_t kBatch = 2;
 constexpr uint64_t kMicroBatch = 7;  // selects the dropout masks: the same in every evaluation
 
 GPTConfig tiny(bool checkpointing) {
-  GPTConfig c;
-  c.num_layers = 2;
-  c.hidden = 16;
-  c.heads = 2;
-  c.ffn = 64;
-  c.seq = 8;
-  c.max_positions = 8;
-  c.vocab = 50;
-  c.padded_vocab = 64;
+  GPTConfig c = test::tiny_gpt(2);
   c.init_std = 0.2;  // large enough that attention is far from uniform and GeLU is nonlinear
   c.hidden_dropout = 0.1;
   c.attention_dropout = 0.1;

@@ -3,21 +3,13 @@
 #include "model/gpt_config.h"
 #include "model/gpt_params.h"
 #include "model/param_registry.h"
+#include "tiny_gpt.h"
 
 using namespace mtnlg;
 
 namespace {
 GPTConfig config() {
-  GPTConfig c;
-  c.num_layers = 4;
-  c.hidden = 16;
-  c.heads = 2;
-  c.ffn = 64;
-  c.seq = 8;
-  c.max_positions = 8;
-  c.vocab = 50;
-  c.padded_vocab = 64;
-  return c;
+  return test::tiny_gpt(4);
 }
 
 // name -> tied flag of every parameter that is not Tied::kNone.

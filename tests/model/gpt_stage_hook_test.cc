@@ -11,6 +11,7 @@
 
 #include "model/gpt_params.h"
 #include "model/gpt_stage.h"
+#include "tiny_gpt.h"
 
 namespace mtnlg {
 namespace {
@@ -18,15 +19,8 @@ namespace {
 constexpr int64_t kBatch = 2, kSeq = 8;
 
 GPTConfig tiny() {
-  GPTConfig c;
-  c.num_layers = 3;
-  c.hidden = 16;
-  c.heads = 2;
-  c.ffn = 64;
-  c.seq = kSeq;
-  c.max_positions = kSeq;
-  c.vocab = 50;
-  c.padded_vocab = 64;
+  GPTConfig c = test::tiny_gpt(3);
+  static_assert(kSeq == 8, "tiny_gpt's sequence");
   c.init_std = 0.2;
   c.hidden_dropout = 0.1;
   c.attention_dropout = 0.1;

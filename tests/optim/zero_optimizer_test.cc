@@ -349,35 +349,38 @@ TEST_CASE("mixed dtypes, or grads that are not the registry's buffer, are refuse
   CHECK_THROWS_WITH(grad_sync(reg, *data), Catch::Contains("gradient 1 f64[3]"));
 }
 
-TEST_CASE("ZeroAdamW needs a GradSync that reduce-scatters its registry") {
+// One data rank ("one") and a registry of one 4-element parameter, allocated.
+struct OneRank {
   MemoryStore store;
-  auto data = make_gloo_communicator(store, "data", 0, {0}, std::chrono::seconds(20));
-  auto be = make_cpu_backend(1);
+  std::unique_ptr<Communicator> one =
+      make_gloo_communicator(store, "one", 0, {0}, std::chrono::seconds(20));
+  std::unique_ptr<Backend> be = make_cpu_backend(1);
   ParamRegistry reg;
-  reg.add({"a", {4}, {4}, -1, false, 0.0, 0.0});
-  reg.allocate(*be, DType::kF32);
-  const auto all_reduce = grad_sync(reg, *data, GradSync::Mode::kAfterBackward);
-  CHECK_THROWS_WITH(ZeroAdamW(reg, *be, config(), *all_reduce, *data),
+  OneRank() {
+    reg.add({"a", {4}, {4}, -1, false, 0.0, 0.0});
+    reg.allocate(*be, DType::kF32);
+  }
+};
+
+TEST_CASE("ZeroAdamW needs a GradSync that reduce-scatters its registry") {
+  OneRank f;
+  const auto all_reduce = grad_sync(f.reg, *f.one, GradSync::Mode::kAfterBackward);
+  CHECK_THROWS_WITH(ZeroAdamW(f.reg, *f.be, config(), *all_reduce, *f.one),
                     Catch::Contains("does not reduce-scatter"));
 }
 
 TEST_CASE("make_optimizer: ZeRO-1 when GradSync reduce-scatters - else AdamW") {
-  MemoryStore store;
-  auto one = make_gloo_communicator(store, "one", 0, {0}, std::chrono::seconds(20));
-  auto be = make_cpu_backend(1);
-  ParamRegistry reg;
-  reg.add({"a", {4}, {4}, -1, false, 0.0, 0.0});
-  reg.allocate(*be, DType::kF32);
-  const auto all_reduce = grad_sync(reg, *one, GradSync::Mode::kAfterBackward);
+  OneRank f;
+  const auto all_reduce = grad_sync(f.reg, *f.one, GradSync::Mode::kAfterBackward);
   for (GradSync* sync : {static_cast<GradSync*>(nullptr), all_reduce.get()}) {
-    const auto opt = make_optimizer(reg, *be, config(), sync, one.get(), nullptr);
+    const auto opt = make_optimizer(f.reg, *f.be, config(), sync, f.one.get(), nullptr);
     CHECK(opt->describe() == "AdamW");
     CHECK_FALSE(opt->partitioned());
   }
   std::vector<std::string> described(2);
   std::vector<int> partitioned(2);
   run_ranks(2, [&](int rank) {
-    auto data = make_gloo_communicator(store, "data", rank, {0, 1}, std::chrono::seconds(20));
+    auto data = make_gloo_communicator(f.store, "data", rank, {0, 1}, std::chrono::seconds(20));
     auto rank_be = make_cpu_backend(1);
     ParamRegistry r;
     r.add({"a", {4}, {4}, -1, false, 0.0, 0.0});
