@@ -23,6 +23,11 @@ int64_t activation_bytes(Precision p) {
   return p == Precision::kFP32 ? 4 : 2;
 }
 
+// LayerNorm statistics (mean, rstd) stay fp32 under bf16/fp16 (acc_dtype).
+int64_t statistic_bytes(Precision) {
+  return kF32Bytes;
+}
+
 // Parameters one tensor-parallel rank holds of a stage: the registry's own specs, each split
 // tensor divided by tp (the specs' local shapes are the unsplit ones until tensor parallelism
 // lands in the model).
@@ -44,9 +49,10 @@ int64_t stage_activation_bytes(const Recipe& r, int64_t b, int64_t tp, int64_t l
   const int64_t e = activation_bytes(r.precision);
   int64_t bytes = (local_layers + 1) * rows * h * e;  // residual[k]: each layer's input + output
   const int64_t saved_layers = checkpointed ? 0 : local_layers;  // else one buffer per stage
-  bytes += saved_layers * layer_activation_elements(r, b, tp) * e;
-  if (first) bytes += rows * kI32Bytes;                             // tokens
-  if (last) bytes += rows * kI32Bytes + (rows * h + 2 * rows) * e;  // targets, lnf out/mean/rstd
+  bytes += saved_layers * layer_activation_bytes(r, b, tp);
+  if (first) bytes += rows * kI32Bytes;  // tokens
+  if (last)                              // targets, lnf out, mean, rstd
+    bytes += rows * kI32Bytes + rows * h * e + 2 * rows * statistic_bytes(r.precision);
   return bytes;
 }
 
@@ -88,6 +94,12 @@ int64_t layer_activation_elements(const Recipe& r, int64_t b, int64_t tp) {
   // statistics [b*s]. Split: qkv [b,s,3h], attn_out [b,s,h] (the local heads' output, the
   // row-parallel dense's input), fc1_out and act_out [b,s,f], probs [b,a,s,s].
   return rows * (3 * h + 4) + rows * (3 * h + h + 2 * f) / tp + b * (a / tp) * s * s;
+}
+
+int64_t layer_activation_bytes(const Recipe& r, int64_t b, int64_t tp) {
+  const int64_t stats = 4 * b * r.model.seq_length;  // ln1/ln2 mean and rstd
+  return (layer_activation_elements(r, b, tp) - stats) * activation_bytes(r.precision) +
+         stats * statistic_bytes(r.precision);
 }
 
 double model_flops_per_iteration(const Recipe& r, int64_t global_batch, bool recompute) {
@@ -234,8 +246,7 @@ void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
     // LayerScratch dh, dln [b,s,h], dattn [b,s,h/tp], dqkv [b,s,3h/tp], dact [b,s,f/tp] and the
     // stage's residual gradient dres [b,s,h] (gpt_stage.cc ensure_scratch).
     st.scratch_bytes = (rows * 3 * h + rows * (h + 3 * h + f) / tp) * e;
-    st.recompute_bytes =
-        r.parallel.activation_checkpointing ? layer_activation_elements(r, b, tp) * e : 0;
+    st.recompute_bytes = r.parallel.activation_checkpointing ? layer_activation_bytes(r, b, tp) : 0;
 
     MemoryTerms& m = st.memory;
     m.weights = st.parameters * e;

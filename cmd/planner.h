@@ -164,5 +164,7 @@ CommBytes communication_per_iteration(const Recipe& recipe, const Plan& plan, in
 // ln1 mean/rstd, qkv, probs, attn_out, h1, ln2_out, ln2 mean/rstd, fc1_out, act_out), local to
 // one of `tp` tensor-parallel ranks.
 int64_t layer_activation_elements(const Recipe& recipe, int64_t b, int64_t tp);
+// Their bytes: the precision's activation bytes, the LayerNorm statistics in fp32.
+int64_t layer_activation_bytes(const Recipe& recipe, int64_t b, int64_t tp);
 
 }  // namespace mtnlg

@@ -177,8 +177,8 @@ void Trainer::build_model() {
   }
   // Pipeline stage: an even share of the layers (the recipe checks that they divide).
   const StageSpec spec = pipeline_stage(config, pipeline_size_, stage_);
-  model_ =
-      std::make_unique<GPTStage>(config, spec, *backend_, DType::kF32, recipe_.seed, tensor_group);
+  model_ = std::make_unique<GPTStage>(config, spec, *backend_, precision_dtype(recipe_.precision),
+                                      recipe_.seed, tensor_group);
   if (!start_checkpoint_.empty()) {
     // The weights come from the checkpoint (load_start_checkpoint), after the optimizer exists.
   } else if (recipe_.model.init_from.empty()) {
@@ -337,7 +337,7 @@ IterationStats Trainer::step() {
   };
   forward_backward_pipelining_without_interleaving(*p2p_, steps,
                                                    {micro, seq, recipe_.model.hidden_size},
-                                                   DType::kF32, forward_step, backward_step);
+                                                   model_->dtype(), forward_step, backward_step);
   // Every reduction of the gradients: over data ranks, and the tied copies over their group.
   if (grad_sync_) grad_sync_->wait(*backend_);
   const double loss =
@@ -427,7 +427,7 @@ EvalStats Trainer::compute_evaluation() {
                                 static_cast<uint64_t>(mb.first_sample / micro));
     return acts.residual.back();
   };
-  forward_pipelining(*p2p_, steps, {micro, seq, recipe_.model.hidden_size}, DType::kF32,
+  forward_pipelining(*p2p_, steps, {micro, seq, recipe_.model.hidden_size}, model_->dtype(),
                      forward_step);
   model_->set_training(true);
   EvalStats e;

@@ -1,6 +1,7 @@
 // The Trainer's side of checkpointing: which checkpoint a run starts from, what each rank saves,
 // and when the ranks agree to stop. The files, the commit and resharding are checkpoint/'s.
 #include <filesystem>
+#include <set>
 
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/manifest.h"
@@ -112,9 +113,27 @@ void Trainer::load_start_checkpoint() {
   const CheckpointManifest& m = *start_manifest_;
   ShardIndex index(start_checkpoint_, m);
   index.prefer_replica(options_.topology != nullptr ? options_.topology->tensor_rank() : 0, stage_);
-  load_state(index, model_->params().state(), *backend_);
+  // Mixed precision: a checkpoint saved in bf16 holds fp32 masters ("master.NAME") beside the
+  // rounded weights. The exact fp32 weights are the masters wherever the checkpoint has them, so
+  // an fp32 run takes its weights from them and a bf16 run its masters; a bf16 run from an fp32
+  // checkpoint takes its masters from the fp32 weights (and its weights rounded from them).
+  std::set<std::string> saved_masters;
+  if (m.has_optimizer)
+    for (const std::string& name : index.names("optim_"))
+      if (name.starts_with(master_name(""))) saved_masters.insert(name);
+  std::vector<StateTensor> values = model_->params().state();
+  for (StateTensor& v : values)
+    if (v.tensor.dtype() == acc_dtype(v.tensor.dtype()) && saved_masters.count(master_name(v.name)))
+      v.name = master_name(v.name);
+  load_state(index, values, *backend_);
+  std::vector<StateTensor> masters, rest;
+  for (StateTensor& s : optimizer_->state())
+    (s.name.starts_with(master_name("")) ? masters : rest).push_back(std::move(s));
+  for (StateTensor& s : masters)
+    if (!saved_masters.count(s.name)) s.name = s.name.substr(master_name("").size());
+  load_state(index, masters, *backend_);
   if (start_full_) {
-    load_state(index, optimizer_->state(), *backend_);
+    load_state(index, rest, *backend_);
     optimizer_->set_steps(m.optimizer_steps);
   }
   backend_->synchronize();

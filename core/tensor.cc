@@ -39,6 +39,10 @@ const char* dtype_name(DType dtype) {
   return "?";
 }
 
+DType acc_dtype(DType dtype) {
+  return dtype == DType::kBF16 || dtype == DType::kF16 ? DType::kF32 : dtype;
+}
+
 const char* device_name(Device device) {
   return device == Device::kCPU ? "cpu" : "cuda";
 }

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/kernels/bf16_math.h"
 #include "core/status.h"
 
 namespace mtnlg {
@@ -24,6 +25,9 @@ enum class Device : uint8_t { kCPU, kCUDA };
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);
 const char* device_name(Device device);
+// The dtype kernels compute in and parameter gradients are kept in for `dtype`: f32 for bf16
+// (fp32 main gradients, fp32 LayerNorm and loss statistics), the dtype itself otherwise.
+DType acc_dtype(DType dtype);
 
 using Shape = std::vector<int64_t>;
 int64_t shape_numel(const Shape& shape);
@@ -38,6 +42,10 @@ constexpr DType dtype_of<float>() {
 template <>
 constexpr DType dtype_of<double>() {
   return DType::kF64;
+}
+template <>
+constexpr DType dtype_of<Bf16>() {
+  return DType::kBF16;
 }
 template <>
 constexpr DType dtype_of<int32_t>() {

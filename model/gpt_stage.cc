@@ -22,7 +22,8 @@ GPTStage::GPTStage(const GPTConfig& config, const StageSpec& stage, Backend& bac
   MTNLG_CHECK_EQ(config_.padded_vocab % config_.tp_size, 0);
   vocab_shard_ = {config_.tp_rank * config_.local_vocab(), config_.local_vocab(), config_.vocab};
   register_gpt_params(params_, config_, stage_);
-  params_.allocate(backend_, dtype_);
+  // bf16: bf16 weights, fp32 main gradients (acc_dtype).
+  params_.allocate(backend_, dtype_, acc_dtype(dtype_));
   for (int64_t i = stage_.first_layer; i < stage_.last_layer; ++i) {
     layers_.emplace_back(config_, i, params_, tensor_);
     // The trailing dot keeps "layers.1." from matching "layers.10.".
@@ -62,8 +63,8 @@ StageActivations GPTStage::make_activations(int64_t b) const {
   if (stage_.post_process) {
     a.targets = backend_.alloc({b, s}, DType::kI32);
     a.lnf_out = backend_.alloc({b, s, h}, dtype_);
-    a.lnf_mean = backend_.alloc({b * s}, dtype_);
-    a.lnf_rstd = backend_.alloc({b * s}, dtype_);
+    a.lnf_mean = backend_.alloc({b * s}, acc_dtype(dtype_));
+    a.lnf_rstd = backend_.alloc({b * s}, acc_dtype(dtype_));
     a.logits = backend_.alloc({b * s, config_.local_vocab()}, dtype_);
   }
   return a;

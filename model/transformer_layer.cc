@@ -12,15 +12,15 @@ LayerActivations LayerActivations::allocate(Backend& be, const GPTConfig& c, int
   const int64_t ha = c.local_attention_width();
   LayerActivations x;
   x.ln1_out = be.alloc({b, s, h}, dt);
-  x.ln1_mean = be.alloc({b * s}, dt);
-  x.ln1_rstd = be.alloc({b * s}, dt);
+  x.ln1_mean = be.alloc({b * s}, acc_dtype(dt));  // LayerNorm statistics in fp32 under bf16
+  x.ln1_rstd = be.alloc({b * s}, acc_dtype(dt));
   x.qkv = be.alloc({b, s, 3 * ha}, dt);
   x.probs = be.alloc({b, a, s, s}, dt);
   x.attn_out = be.alloc({b, s, ha}, dt);
   x.h1 = be.alloc({b, s, h}, dt);
   x.ln2_out = be.alloc({b, s, h}, dt);
-  x.ln2_mean = be.alloc({b * s}, dt);
-  x.ln2_rstd = be.alloc({b * s}, dt);
+  x.ln2_mean = be.alloc({b * s}, acc_dtype(dt));
+  x.ln2_rstd = be.alloc({b * s}, acc_dtype(dt));
   x.fc1_out = be.alloc({b, s, f}, dt);
   x.act_out = be.alloc({b, s, f}, dt);
   return x;

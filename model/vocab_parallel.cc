@@ -19,6 +19,8 @@ template <typename Fn>
 void dispatch_float(const Tensor& t, const char* what, Fn&& fn) {
   if (t.dtype() == DType::kF32) {
     fn(float{});
+  } else if (t.dtype() == DType::kBF16) {
+    fn(Bf16{});
   } else {
     MTNLG_CHECK_MSG(t.dtype() == DType::kF64, what << ": dtype " << dtype_name(t.dtype()));
     fn(double{});
@@ -48,8 +50,8 @@ void vocab_parallel_embedding_forward(Tensor& out, const Tensor& tokens, const T
       const int64_t local = tok[i] - shard.start, t = i % s;
       const bool held = 0 <= local && local < shard.size;
       for (int64_t c = 0; c < h; ++c) {
-        T v = held ? wte[local * h + c] : T(0);
-        if (add_positions) v = held ? v + pos[t * h + c] : pos[t * h + c];
+        acc_t<T> v = held ? acc_t<T>(wte[local * h + c]) : acc_t<T>(0);
+        if (add_positions) v = held ? v + pos[t * h + c] : acc_t<T>(pos[t * h + c]);
         o[i * h + c] = v;
       }
     }
@@ -67,8 +69,9 @@ void vocab_parallel_embedding_backward(Tensor& dwte_local, Tensor& dwpe, const T
   dispatch_float(dout, "vocab_parallel_embedding_backward", [&](auto z) {
     using T = decltype(z);
     const T* d = dout.data_as<T>();
-    T* dw = dwte_local.data_as<T>();
-    T* dp = dwpe.data_as<T>();
+    // Parameter gradients are acc_t<T>: fp32 main gradients for a bf16 model.
+    acc_t<T>* dw = dwte_local.data_as<acc_t<T>>();
+    acc_t<T>* dp = dwpe.data_as<acc_t<T>>();
     for (int64_t i = 0; i < b * s; ++i) {
       const int64_t local = tok[i] - shard.start, t = i % s;
       if (0 <= local && local < shard.size)

@@ -174,3 +174,11 @@ endif()
 add_test(NAME checkpoint_bad_input
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/ckpt_errors_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(checkpoint_bad_input PROPERTIES TIMEOUT 300)
+
+# Mixed precision: bf16 follows fp32 over 200 demo-model iterations, and bf16 under (2, 2, 2)
+# and (1, 2, 4) + ZeRO-1 follows bf16 in one process, within the band the script derives.
+if(MTNLG_MPIRUN)
+  add_test(NAME precision_bf16_band
+    COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/precision_band_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+  set_tests_properties(precision_bf16_band PROPERTIES TIMEOUT 600)
+endif()

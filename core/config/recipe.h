@@ -175,6 +175,8 @@ void check_supported(const Recipe& recipe);
 std::string recipe_to_yaml(const Recipe& recipe);
 
 const char* precision_name(Precision p);
+// The dtype of the model's weights and activations for a precision (f32, bf16, f16).
+DType precision_dtype(Precision p);
 const char* decay_style_name(DecayStyle d);
 const char* activation_name(Activation a);
 

@@ -77,6 +77,17 @@ const char* precision_name(Precision p) {
   return "?";
 }
 
+DType precision_dtype(Precision p) {
+  switch (p) {
+    case Precision::kBF16:
+      return DType::kBF16;
+    case Precision::kFP16:
+      return DType::kF16;
+    default:
+      return DType::kF32;
+  }
+}
+
 const char* decay_style_name(DecayStyle d) {
   switch (d) {
     case DecayStyle::kCosine:

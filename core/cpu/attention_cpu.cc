@@ -9,6 +9,7 @@
 // ldq = heads*3*hd; out rows at out + (b*s + i)*ldo + h*hd with ldo = heads*hd; probs
 // [b, heads, s, s] with zeros above the diagonal.
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "core/cpu/kernels_cpu.h"
@@ -46,42 +47,133 @@ void dropout_row(T* pd, const T* p, int64_t i, int64_t s, uint64_t row_base, Kee
   for (int64_t j = i + 1; j < s; ++j) pd[j] = 0;
 }
 
+// One (batch, head) problem in A = acc_t<T>. q, k, v rows at q + i*ldq (+hd, +2hd); o rows at
+// o + i*ldo; p [s, s]; bh picks the dropout element indices. dropped: [s, s] scratch.
+template <typename A>
+void head_forward(A* o, int64_t ldo, A* p, const A* q, int64_t ldq, int64_t s, int64_t hd,
+                  int64_t bh, float dropout_p, RngStream rng, A* dropped) {
+  const A scale = A(1) / std::sqrt(static_cast<A>(hd));
+  const A drop_scale = dropout_p > 0 ? kernels::dropout_scale(static_cast<A>(dropout_p)) : A(1);
+  const A* k = q + hd;
+  const A* v = q + 2 * hd;
+  KeepMask mask(rng, dropout_p);
+  for (int64_t i0 = 0; i0 < s; i0 += kRowBlock) {
+    const int64_t i1 = std::min(s, i0 + kRowBlock);
+    // p[i0:i1, 0:i1] = scale * q[i0:i1] k[0:i1]^T
+    gemm_serial(p + i0 * s, s, q + i0 * ldq, ldq, false, k, ldq, true, i1 - i0, i1, hd, scale,
+                A(0));
+    for (int64_t i = i0; i < i1; ++i) causal_softmax_row(p + i * s, i, s);
+    const A* pv = p;
+    if (dropout_p > 0) {
+      for (int64_t i = i0; i < i1; ++i)
+        dropout_row(dropped + i * s, p + i * s, i, s, static_cast<uint64_t>((bh * s + i) * s), mask,
+                    drop_scale);
+      pv = dropped;
+    }
+    // o[i0:i1] = pd[i0:i1, 0:i1] v[0:i1]
+    gemm_serial(o + i0 * ldo, ldo, pv + i0 * s, s, false, v, ldq, false, i1 - i0, hd, i1, A(1),
+                A(0));
+  }
+}
+
+// Backward of head_forward: dq, dk, dv rows at dq + i*ldq (+hd, +2hd), overwritten; dout rows at
+// dout + i*ldo. dropped, ds: [s, s] scratch.
+template <typename A>
+void head_backward(A* dq, const A* dout, int64_t ldo, const A* q, int64_t ldq, const A* p,
+                   int64_t s, int64_t hd, int64_t bh, float dropout_p, RngStream rng, A* dropped,
+                   A* ds) {
+  const A scale = A(1) / std::sqrt(static_cast<A>(hd));
+  const A drop_scale = dropout_p > 0 ? kernels::dropout_scale(static_cast<A>(dropout_p)) : A(1);
+  const A* k = q + hd;
+  const A* v = q + 2 * hd;
+  A* dk = dq + hd;
+  A* dv = dq + 2 * hd;
+  KeepMask mask(rng, dropout_p);
+  const A* pd = p;  // the probabilities that multiplied v in forward
+  if (dropout_p > 0) {
+    for (int64_t i = 0; i < s; ++i)
+      dropout_row(dropped + i * s, p + i * s, i, s, static_cast<uint64_t>((bh * s + i) * s), mask,
+                  drop_scale);
+    pd = dropped;
+  }
+  KeepMask mask2(rng, dropout_p);
+  for (int64_t i0 = 0; i0 < s; i0 += kRowBlock) {
+    const int64_t i1 = std::min(s, i0 + kRowBlock);
+    // dpd[i0:i1, 0:i1] = dout[i0:i1] v[0:i1]^T
+    gemm_serial(ds + i0 * s, s, dout + i0 * ldo, ldo, false, v, ldq, true, i1 - i0, i1, hd, A(1),
+                A(0));
+    for (int64_t i = i0; i < i1; ++i) {
+      A* d = ds + i * s;
+      const A* pr = p + i * s;
+      if (dropout_p > 0) {
+        const uint64_t base = static_cast<uint64_t>((bh * s + i) * s);
+        for (int64_t j = 0; j <= i; ++j) d[j] = mask2.keep(base + j) ? d[j] * drop_scale : A(0);
+      }
+      // softmax backward: ds = p * (dp - sum_j dp_j p_j)
+      A dot = 0;
+#pragma omp simd reduction(+ : dot)
+      for (int64_t j = 0; j < i + 1; ++j) dot += d[j] * pr[j];
+#pragma omp simd
+      for (int64_t j = 0; j < i + 1; ++j) d[j] = pr[j] * (d[j] - dot);
+      for (int64_t j = i + 1; j < s; ++j) d[j] = 0;
+    }
+  }
+  for (int64_t i0 = 0; i0 < s; i0 += kRowBlock) {
+    const int64_t i1 = std::min(s, i0 + kRowBlock);
+    // dq[i0:i1] = scale * ds[i0:i1, 0:i1] k[0:i1]
+    gemm_serial(dq + i0 * ldq, ldq, ds + i0 * s, s, false, k, ldq, false, i1 - i0, hd, i1, scale,
+                A(0));
+    // Key/value rows j in [i0, i1) receive from query rows i >= i0 only (causality):
+    // dk[j] = scale * sum_i ds[i, j] q[i]; dv[j] = sum_i pd[i, j] dout[i].
+    gemm_serial(dk + i0 * ldq, ldq, ds + i0 * s + i0, s, true, q + i0 * ldq, ldq, false, i1 - i0,
+                hd, s - i0, scale, A(0));
+    gemm_serial(dv + i0 * ldq, ldq, pd + i0 * s + i0, s, true, dout + i0 * ldo, ldo, false, i1 - i0,
+                hd, s - i0, A(1), A(0));
+  }
+}
+
+// rows x cols elements between strided row-major layouts, converting the element type.
+template <typename To, typename From>
+void copy_rows(To* dst, int64_t ldd, const From* src, int64_t lds, int64_t rows, int64_t cols) {
+  for (int64_t i = 0; i < rows; ++i) {
+    To* d = dst + i * ldd;
+    const From* x = src + i * lds;
+#pragma omp simd
+    for (int64_t j = 0; j < cols; ++j) d[j] = static_cast<To>(x[j]);
+  }
+}
+
 }  // namespace
 
+// A float/double head runs on the tensors in place. A bf16 head is widened into per-thread
+// fp32 copies of its q, k, v (and dout, probs), runs the same fp32 code (softmax and its
+// backward in fp32) and is rounded once on the way out: probs saved in bf16, as Megatron does.
 template <typename T>
 void attention_forward(T* out, T* probs, const T* qkv, int64_t b, int64_t s, int64_t heads,
                        int64_t hd, float dropout_p, RngStream rng) {
+  using A = acc_t<T>;
+  constexpr bool kStaged = !std::is_same_v<T, A>;
   const int64_t ldq = heads * 3 * hd, ldo = heads * hd;
-  const T scale = T(1) / std::sqrt(static_cast<T>(hd));
-  const T drop_scale = dropout_p > 0 ? kernels::dropout_scale(static_cast<T>(dropout_p)) : T(1);
 #pragma omp parallel
   {
-    std::vector<T> dropped(dropout_p > 0 ? static_cast<size_t>(s * s) : 0);
+    std::vector<A> dropped(dropout_p > 0 ? static_cast<size_t>(s * s) : 0);
+    std::vector<A> stage(kStaged ? static_cast<size_t>(s * (s + 4 * hd)) : 0);
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < b * heads; ++bh) {
       const int64_t bi = bh / heads, h = bh % heads;
       const T* q = qkv + bi * s * ldq + h * 3 * hd;
-      const T* k = q + hd;
-      const T* v = q + 2 * hd;
       T* p = probs + bh * s * s;
       T* o = out + bi * s * ldo + h * hd;
-      KeepMask mask(rng, dropout_p);
-      for (int64_t i0 = 0; i0 < s; i0 += kRowBlock) {
-        const int64_t i1 = std::min(s, i0 + kRowBlock);
-        // p[i0:i1, 0:i1] = scale * q[i0:i1] k[0:i1]^T
-        gemm_serial(p + i0 * s, s, q + i0 * ldq, ldq, false, k, ldq, true, i1 - i0, i1, hd, scale,
-                    T(0));
-        for (int64_t i = i0; i < i1; ++i) causal_softmax_row(p + i * s, i, s);
-        const T* pv = p;
-        if (dropout_p > 0) {
-          for (int64_t i = i0; i < i1; ++i)
-            dropout_row(dropped.data() + i * s, p + i * s, i, s,
-                        static_cast<uint64_t>((bh * s + i) * s), mask, drop_scale);
-          pv = dropped.data();
-        }
-        // o[i0:i1] = pd[i0:i1, 0:i1] v[0:i1]
-        gemm_serial(o + i0 * ldo, ldo, pv + i0 * s, s, false, v, ldq, false, i1 - i0, hd, i1, T(1),
-                    T(0));
+      if constexpr (kStaged) {
+        A* sq = stage.data();     // [s, 3hd]
+        A* so = sq + s * 3 * hd;  // [s, hd]
+        A* sp = so + s * hd;      // [s, s]
+        copy_rows(sq, 3 * hd, q, ldq, s, 3 * hd);
+        head_forward(so, hd, sp, sq, 3 * hd, s, hd, bh, dropout_p, rng, dropped.data());
+        copy_rows(o, ldo, so, hd, s, hd);
+        copy_rows(p, s, sp, s, s, s);
+      } else {
+        head_forward(o, ldo, p, q, ldq, s, hd, bh, dropout_p, rng, dropped.data());
       }
     }
   }
@@ -90,65 +182,35 @@ void attention_forward(T* out, T* probs, const T* qkv, int64_t b, int64_t s, int
 template <typename T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs, int64_t b, int64_t s,
                         int64_t heads, int64_t hd, float dropout_p, RngStream rng) {
+  using A = acc_t<T>;
+  constexpr bool kStaged = !std::is_same_v<T, A>;
   const int64_t ldq = heads * 3 * hd, ldo = heads * hd;
-  const T scale = T(1) / std::sqrt(static_cast<T>(hd));
-  const T drop_scale = dropout_p > 0 ? kernels::dropout_scale(static_cast<T>(dropout_p)) : T(1);
 #pragma omp parallel
   {
-    std::vector<T> dropped(dropout_p > 0 ? static_cast<size_t>(s * s) : 0);
-    std::vector<T> ds(static_cast<size_t>(s * s));
+    std::vector<A> dropped(dropout_p > 0 ? static_cast<size_t>(s * s) : 0);
+    std::vector<A> ds(static_cast<size_t>(s * s));
+    std::vector<A> stage(kStaged ? static_cast<size_t>(s * (s + 7 * hd)) : 0);
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < b * heads; ++bh) {
       const int64_t bi = bh / heads, h = bh % heads;
       const T* q = qkv + bi * s * ldq + h * 3 * hd;
-      const T* k = q + hd;
-      const T* v = q + 2 * hd;
       T* dq = dqkv + bi * s * ldq + h * 3 * hd;
-      T* dk = dq + hd;
-      T* dv = dq + 2 * hd;
       const T* p = probs + bh * s * s;
       const T* dout_h = dout + bi * s * ldo + h * hd;
-      KeepMask mask(rng, dropout_p);
-      const T* pd = p;  // the probabilities that multiplied v in forward
-      if (dropout_p > 0) {
-        for (int64_t i = 0; i < s; ++i)
-          dropout_row(dropped.data() + i * s, p + i * s, i, s,
-                      static_cast<uint64_t>((bh * s + i) * s), mask, drop_scale);
-        pd = dropped.data();
-      }
-      KeepMask mask2(rng, dropout_p);
-      for (int64_t i0 = 0; i0 < s; i0 += kRowBlock) {
-        const int64_t i1 = std::min(s, i0 + kRowBlock);
-        // dpd[i0:i1, 0:i1] = dout[i0:i1] v[0:i1]^T
-        gemm_serial(ds.data() + i0 * s, s, dout_h + i0 * ldo, ldo, false, v, ldq, true, i1 - i0, i1,
-                    hd, T(1), T(0));
-        for (int64_t i = i0; i < i1; ++i) {
-          T* d = ds.data() + i * s;
-          const T* pr = p + i * s;
-          if (dropout_p > 0) {
-            const uint64_t base = static_cast<uint64_t>((bh * s + i) * s);
-            for (int64_t j = 0; j <= i; ++j) d[j] = mask2.keep(base + j) ? d[j] * drop_scale : T(0);
-          }
-          // softmax backward: ds = p * (dp - sum_j dp_j p_j)
-          T dot = 0;
-#pragma omp simd reduction(+ : dot)
-          for (int64_t j = 0; j < i + 1; ++j) dot += d[j] * pr[j];
-#pragma omp simd
-          for (int64_t j = 0; j < i + 1; ++j) d[j] = pr[j] * (d[j] - dot);
-          for (int64_t j = i + 1; j < s; ++j) d[j] = 0;
-        }
-      }
-      for (int64_t i0 = 0; i0 < s; i0 += kRowBlock) {
-        const int64_t i1 = std::min(s, i0 + kRowBlock);
-        // dq[i0:i1] = scale * ds[i0:i1, 0:i1] k[0:i1]
-        gemm_serial(dq + i0 * ldq, ldq, ds.data() + i0 * s, s, false, k, ldq, false, i1 - i0, hd,
-                    i1, scale, T(0));
-        // Key/value rows j in [i0, i1) receive from query rows i >= i0 only (causality):
-        // dk[j] = scale * sum_i ds[i, j] q[i]; dv[j] = sum_i pd[i, j] dout[i].
-        gemm_serial(dk + i0 * ldq, ldq, ds.data() + i0 * s + i0, s, true, q + i0 * ldq, ldq, false,
-                    i1 - i0, hd, s - i0, scale, T(0));
-        gemm_serial(dv + i0 * ldq, ldq, pd + i0 * s + i0, s, true, dout_h + i0 * ldo, ldo, false,
-                    i1 - i0, hd, s - i0, T(1), T(0));
+      if constexpr (kStaged) {
+        A* sq = stage.data();       // [s, 3hd]
+        A* sdq = sq + s * 3 * hd;   // [s, 3hd]
+        A* sdo = sdq + s * 3 * hd;  // [s, hd]
+        A* sp = sdo + s * hd;       // [s, s]
+        copy_rows(sq, 3 * hd, q, ldq, s, 3 * hd);
+        copy_rows(sdo, hd, dout_h, ldo, s, hd);
+        copy_rows(sp, s, p, s, s, s);
+        head_backward(sdq, sdo, hd, sq, 3 * hd, sp, s, hd, bh, dropout_p, rng, dropped.data(),
+                      ds.data());
+        copy_rows(dq, ldq, sdq, 3 * hd, s, 3 * hd);
+      } else {
+        head_backward(dq, dout_h, ldo, q, ldq, p, s, hd, bh, dropout_p, rng, dropped.data(),
+                      ds.data());
       }
     }
   }
@@ -161,6 +223,7 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs, in
                                       int64_t, float, RngStream);
 MTNLG_INSTANTIATE(float)
 MTNLG_INSTANTIATE(double)
+MTNLG_INSTANTIATE(Bf16)
 #undef MTNLG_INSTANTIATE
 
 }  // namespace mtnlg::cpu

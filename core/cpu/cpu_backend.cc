@@ -16,8 +16,10 @@
 namespace mtnlg {
 namespace {
 
-// Calls f(T{}) with T the C++ type of a floating dtype; other dtypes are unsupported.
-template <typename F>
+// Calls f(T{}) with T the C++ type of a floating dtype: f32, f64, and bf16 unless the op
+// is wide-only (kWideOnly: the fp32 GEMM fallback and AdamW, which a bf16 model runs on its
+// fp32 masters). Other dtypes are unsupported.
+template <bool kWideOnly = false, typename F>
 void dispatch(const char* op, DType dtype, F&& f) {
   switch (dtype) {
     case DType::kF32:
@@ -26,9 +28,16 @@ void dispatch(const char* op, DType dtype, F&& f) {
     case DType::kF64:
       f(double{});
       return;
+    case DType::kBF16:
+      if constexpr (!kWideOnly) {
+        f(Bf16{});
+        return;
+      }
+      [[fallthrough]];
     default:
       throw unsupported(std::string("CPU backend: ") + op + " does not support dtype " +
-                            dtype_name(dtype) + "; use f32 (or f64 for gradient checks)",
+                            dtype_name(dtype) +
+                            (kWideOnly ? "; use f32 or f64" : "; use f32, bf16 or f64"),
                         op);
   }
 }
@@ -138,9 +147,16 @@ void CpuBackend::copy(Tensor& dst, const Tensor& src) {
   } else if (dst.dtype() == DType::kF32 && src.dtype() == DType::kBF16) {
     cpu::convert_from_bf16(dst.data_as<float>(), static_cast<const uint16_t*>(src.data()),
                            src.numel());
+  } else if (dst.dtype() == DType::kBF16 && src.dtype() == DType::kF64) {
+    // Host-drawn initial weights: through fp32, so a bf16 model starts from the fp32 model's
+    // weights rounded.
+    cpu::convert(dst.data_as<Bf16>(), src.data_as<double>(), src.numel());
+  } else if (dst.dtype() == DType::kF64 && src.dtype() == DType::kBF16) {
+    cpu::convert(dst.data_as<double>(), src.data_as<Bf16>(), src.numel());
   } else {
     throw unsupported(std::string("CPU backend: copy from ") + dtype_name(src.dtype()) + " to " +
-                          dtype_name(dst.dtype()) + " is not supported (same dtype or f32<->f64)",
+                          dtype_name(dst.dtype()) +
+                          " is not supported (same dtype, or between f32, f64 and bf16)",
                       "copy");
   }
 }
@@ -167,7 +183,7 @@ void CpuBackend::gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b,
                       static_cast<float>(alpha), static_cast<float>(beta));
     return;
   }
-  dispatch("gemm", c.dtype(), [&](auto z) {
+  dispatch<true>("gemm", c.dtype(), [&](auto z) {
     using T = decltype(z);
     cpu::gemm(c.data_as<T>(), a.data_as<T>(), trans_a, b.data_as<T>(), trans_b, m, n, k,
               static_cast<T>(alpha), static_cast<T>(beta));
@@ -189,10 +205,10 @@ void CpuBackend::bias_backward(Tensor& dbias, const Tensor& dy) {
   enter();
   check_tensor(dy, "bias_backward", "dy");
   const int64_t c = dy.dim(-1);
-  check_same(dbias, dy.dtype(), c, "bias_backward", "dbias");
+  check_same(dbias, acc_dtype(dy.dtype()), c, "bias_backward", "dbias");
   dispatch("bias_backward", dy.dtype(), [&](auto z) {
     using T = decltype(z);
-    cpu::bias_backward(dbias.data_as<T>(), dy.data_as<T>(), dy.numel() / c, c);
+    cpu::bias_backward(dbias.data_as<acc_t<T>>(), dy.data_as<T>(), dy.numel() / c, c);
   });
 }
 
@@ -213,7 +229,7 @@ void CpuBackend::axpy(Tensor& y, const Tensor& x, double alpha) {
   check_same(x, y.dtype(), y.numel(), "axpy", "x");
   dispatch("axpy", y.dtype(), [&](auto z) {
     using T = decltype(z);
-    cpu::axpy(y.data_as<T>(), x.data_as<T>(), static_cast<T>(alpha), y.numel());
+    cpu::axpy(y.data_as<T>(), x.data_as<T>(), static_cast<acc_t<T>>(alpha), y.numel());
   });
 }
 
@@ -222,7 +238,7 @@ void CpuBackend::scale(Tensor& x, double alpha) {
   check_tensor(x, "scale", "x");
   dispatch("scale", x.dtype(), [&](auto z) {
     using T = decltype(z);
-    cpu::scale(x.data_as<T>(), static_cast<T>(alpha), x.numel());
+    cpu::scale(x.data_as<T>(), static_cast<acc_t<T>>(alpha), x.numel());
   });
 }
 
@@ -244,14 +260,15 @@ void CpuBackend::layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, cons
   const DType dt = in.dtype();
   const int64_t c = in.dim(-1), n = in.numel() / c;
   check_same(out, dt, n * c, "layernorm_forward", "out");
-  check_same(mean, dt, n, "layernorm_forward", "mean");
-  check_same(rstd, dt, n, "layernorm_forward", "rstd");
+  check_same(mean, acc_dtype(dt), n, "layernorm_forward", "mean");
+  check_same(rstd, acc_dtype(dt), n, "layernorm_forward", "rstd");
   check_same(weight, dt, c, "layernorm_forward", "weight");
   check_same(bias, dt, c, "layernorm_forward", "bias");
   dispatch("layernorm_forward", dt, [&](auto z) {
     using T = decltype(z);
-    cpu::layernorm_forward(out.data_as<T>(), mean.data_as<T>(), rstd.data_as<T>(), in.data_as<T>(),
-                           weight.data_as<T>(), bias.data_as<T>(), n, c, static_cast<T>(eps));
+    using A = acc_t<T>;
+    cpu::layernorm_forward(out.data_as<T>(), mean.data_as<A>(), rstd.data_as<A>(), in.data_as<T>(),
+                           weight.data_as<T>(), bias.data_as<T>(), n, c, static_cast<A>(eps));
   });
 }
 
@@ -264,16 +281,17 @@ void CpuBackend::layernorm_backward(Tensor& din, Tensor& dweight, Tensor& dbias,
   const int64_t c = in.dim(-1), n = in.numel() / c;
   check_same(din, dt, n * c, "layernorm_backward", "din");
   check_same(dout, dt, n * c, "layernorm_backward", "dout");
-  check_same(dweight, dt, c, "layernorm_backward", "dweight");
-  check_same(dbias, dt, c, "layernorm_backward", "dbias");
+  check_same(dweight, acc_dtype(dt), c, "layernorm_backward", "dweight");
+  check_same(dbias, acc_dtype(dt), c, "layernorm_backward", "dbias");
   check_same(weight, dt, c, "layernorm_backward", "weight");
-  check_same(mean, dt, n, "layernorm_backward", "mean");
-  check_same(rstd, dt, n, "layernorm_backward", "rstd");
+  check_same(mean, acc_dtype(dt), n, "layernorm_backward", "mean");
+  check_same(rstd, acc_dtype(dt), n, "layernorm_backward", "rstd");
   dispatch("layernorm_backward", dt, [&](auto z) {
     using T = decltype(z);
-    cpu::layernorm_backward(din.data_as<T>(), dweight.data_as<T>(), dbias.data_as<T>(),
+    using A = acc_t<T>;
+    cpu::layernorm_backward(din.data_as<T>(), dweight.data_as<A>(), dbias.data_as<A>(),
                             dout.data_as<T>(), in.data_as<T>(), weight.data_as<T>(),
-                            mean.data_as<T>(), rstd.data_as<T>(), n, c);
+                            mean.data_as<A>(), rstd.data_as<A>(), n, c);
   });
 }
 
@@ -370,18 +388,21 @@ void CpuBackend::embedding_backward(Tensor& dwte, Tensor& dwpe, const Tensor& do
   check_tensor(tokens, "embedding_backward", "tokens");
   check_tensor(dwte, "embedding_backward", "dwte");
   check_tensor(dwpe, "embedding_backward", "dwpe");
-  MTNLG_CHECK_MSG(tokens.dtype() == DType::kI32 && tokens.ndim() == 2 && dwte.ndim() == 2 &&
-                      dwpe.ndim() == 2 && dwpe.dim(1) == dwte.dim(1) &&
-                      dwpe.dtype() == dwte.dtype() && dwpe.dim(0) >= tokens.dim(1),
-                  "embedding_backward: tokens " << tokens.str() << ", dwte " << dwte.str()
-                                                << ", dwpe " << dwpe.str());
+  check_tensor(dout, "embedding_backward", "dout");
+  MTNLG_CHECK_MSG(
+      tokens.dtype() == DType::kI32 && tokens.ndim() == 2 && dwte.ndim() == 2 && dwpe.ndim() == 2 &&
+          dwpe.dim(1) == dwte.dim(1) && dwpe.dtype() == dwte.dtype() &&
+          dwpe.dim(0) >= tokens.dim(1) && dwte.dtype() == acc_dtype(dout.dtype()),
+      "embedding_backward: tokens " << tokens.str() << ", dwte " << dwte.str() << ", dwpe "
+                                    << dwpe.str() << ", dout " << dout.str());
   const int64_t b = tokens.dim(0), s = tokens.dim(1), c = dwte.dim(1);
-  check_same(dout, dwte.dtype(), b * s * c, "embedding_backward", "dout");
+  check_same(dout, dout.dtype(), b * s * c, "embedding_backward", "dout");
   check_ids(tokens.data_as<int32_t>(), b * s, dwte.dim(0), "embedding_backward", "token id",
             "the data's vocabulary is larger than the model's (check model.vocab_size)");
-  dispatch("embedding_backward", dwte.dtype(), [&](auto z) {
+  dispatch("embedding_backward", dout.dtype(), [&](auto z) {
     using T = decltype(z);
-    cpu::embedding_backward(dwte.data_as<T>(), dwpe.data_as<T>(), dout.data_as<T>(),
+    using A = acc_t<T>;
+    cpu::embedding_backward(dwte.data_as<A>(), dwpe.data_as<A>(), dout.data_as<T>(),
                             tokens.data_as<int32_t>(), b, s, c);
   });
 }
@@ -420,7 +441,7 @@ void CpuBackend::cross_entropy_backward(Tensor& dlogits, const Tensor& logits,
     using T = decltype(z);
     cpu::cross_entropy_backward(dlogits.data_as<T>(), logits.data_as<T>(),
                                 targets.data_as<int32_t>(), n, vp, vocab,
-                                static_cast<T>(grad_scale));
+                                static_cast<acc_t<T>>(grad_scale));
   });
 }
 
@@ -452,7 +473,7 @@ void CpuBackend::adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tens
   check_same(m, param.dtype(), param.numel(), "adamw_update", "m");
   check_same(v, param.dtype(), param.numel(), "adamw_update", "v");
   MTNLG_CHECK_MSG(args.step >= 1, "adamw_update: step " << args.step << " (1-based)");
-  dispatch("adamw_update", param.dtype(), [&](auto z) {
+  dispatch<true>("adamw_update", param.dtype(), [&](auto z) {
     using T = decltype(z);
     cpu::adamw_update(param.data_as<T>(), grad.data_as<T>(), m.data_as<T>(), v.data_as<T>(),
                       param.numel(), args);

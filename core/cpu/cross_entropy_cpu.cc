@@ -1,7 +1,8 @@
 // Softmax cross entropy over the first `vocab` of vp columns on the CPU, rows in parallel. Each
-// row's max and sum of exponentials accumulate in T; per-row losses are kept and added in row
-// order in double, so the returned loss is the same for any thread count.
+// row's max and sum of exponentials accumulate in acc_t<T> (float for bf16 logits); per-row losses
+// are kept and added in row order in double, so the returned loss is the same for any thread count.
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "core/cpu/kernels_cpu.h"
@@ -10,11 +11,14 @@ namespace mtnlg::cpu {
 namespace {
 
 // log sum_j exp(x[j]) over j < vocab, as (max, sum of exp(x - max)).
-template <typename T>
-void row_logsumexp(const T* x, int64_t vocab, T& mx, T& sum) {
+template <typename T, typename A = acc_t<T>>
+void row_logsumexp(const T* x, int64_t vocab, A& mx, A& sum) {
   mx = x[0];
 #pragma omp simd reduction(max : mx)
-  for (int64_t j = 0; j < vocab; ++j) mx = x[j] > mx ? x[j] : mx;
+  for (int64_t j = 0; j < vocab; ++j) {
+    const A v = x[j];
+    mx = v > mx ? v : mx;
+  }
   sum = 0;
 #pragma omp simd reduction(+ : sum)
   for (int64_t j = 0; j < vocab; ++j) sum += std::exp(x[j] - mx);
@@ -29,7 +33,7 @@ double cross_entropy_forward(const T* logits, const int32_t* targets, int64_t n,
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < n; ++r) {
     const T* x = logits + r * vp;
-    T mx, sum;
+    acc_t<T> mx, sum;
     row_logsumexp(x, vocab, mx, sum);
     row_loss[static_cast<size_t>(r)] = static_cast<double>(std::log(sum) + mx - x[targets[r]]);
   }
@@ -40,18 +44,25 @@ double cross_entropy_forward(const T* logits, const int32_t* targets, int64_t n,
 
 template <typename T>
 void cross_entropy_backward(T* dlogits, const T* logits, const int32_t* targets, int64_t n,
-                            int64_t vp, int64_t vocab, T grad_scale) {
+                            int64_t vp, int64_t vocab, acc_t<T> grad_scale) {
+  using A = acc_t<T>;
   // Row r is read completely (max, sum) before any of it is written, so dlogits may be logits.
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < n; ++r) {
     const T* x = logits + r * vp;
     T* dx = dlogits + r * vp;
-    T mx, sum;
+    A mx, sum;
     row_logsumexp(x, vocab, mx, sum);
-    const T inv = grad_scale / sum;
+    const A inv = grad_scale / sum;
+    const A target_logit = x[targets[r]];
 #pragma omp simd
-    for (int64_t j = 0; j < vocab; ++j) dx[j] = std::exp(x[j] - mx) * inv;
-    dx[targets[r]] -= grad_scale;
+    for (int64_t j = 0; j < vocab; ++j) dx[j] = std::exp(A(x[j]) - mx) * inv;
+    if constexpr (std::is_same_v<T, A>) {
+      dx[targets[r]] -= grad_scale;
+    } else {
+      // Subtract before rounding to the narrow type: p - 1 is rounded once, not twice.
+      dx[targets[r]] = std::exp(target_logit - mx) * inv - grad_scale;
+    }
     for (int64_t j = vocab; j < vp; ++j) dx[j] = 0;
   }
 }
@@ -59,9 +70,10 @@ void cross_entropy_backward(T* dlogits, const T* logits, const int32_t* targets,
 #define MTNLG_INSTANTIATE(T)                                                                       \
   template double cross_entropy_forward<T>(const T*, const int32_t*, int64_t, int64_t, int64_t);   \
   template void cross_entropy_backward<T>(T*, const T*, const int32_t*, int64_t, int64_t, int64_t, \
-                                          T);
+                                          acc_t<T>);
 MTNLG_INSTANTIATE(float)
 MTNLG_INSTANTIATE(double)
+MTNLG_INSTANTIATE(Bf16)
 #undef MTNLG_INSTANTIATE
 
 }  // namespace mtnlg::cpu

@@ -6,15 +6,17 @@ namespace mtnlg::cpu {
 
 template <typename T>
 void dropout_forward(T* out, const T* in, int64_t n, float p, RngStream rng) {
-  const T scale = kernels::dropout_scale(static_cast<T>(p));
+  using A = acc_t<T>;
+  const A scale = kernels::dropout_scale(static_cast<A>(p));
   for_blocks(n, [=](int64_t lo, int64_t hi) {
     KeepMask mask(rng, p);
     for (int64_t i = lo; i < hi; ++i)
-      out[i] = mask.keep(static_cast<uint64_t>(i)) ? in[i] * scale : T(0);
+      out[i] = mask.keep(static_cast<uint64_t>(i)) ? in[i] * scale : A(0);
   });
 }
 
 template void dropout_forward<float>(float*, const float*, int64_t, float, RngStream);
 template void dropout_forward<double>(double*, const double*, int64_t, float, RngStream);
+template void dropout_forward<Bf16>(Bf16*, const Bf16*, int64_t, float, RngStream);
 
 }  // namespace mtnlg::cpu

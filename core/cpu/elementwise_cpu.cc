@@ -36,18 +36,18 @@ void add(T* out, const T* a, const T* b, int64_t n) {
 }
 
 template <typename T>
-void axpy(T* y, const T* x, T alpha, int64_t n) {
+void axpy(T* y, const T* x, acc_t<T> alpha, int64_t n) {
   for_blocks(n, [=](int64_t lo, int64_t hi) {
 #pragma omp simd
-    for (int64_t i = lo; i < hi; ++i) y[i] += alpha * x[i];
+    for (int64_t i = lo; i < hi; ++i) y[i] = y[i] + alpha * x[i];
   });
 }
 
 template <typename T>
-void scale(T* x, T alpha, int64_t n) {
+void scale(T* x, acc_t<T> alpha, int64_t n) {
   for_blocks(n, [=](int64_t lo, int64_t hi) {
 #pragma omp simd
-    for (int64_t i = lo; i < hi; ++i) x[i] *= alpha;
+    for (int64_t i = lo; i < hi; ++i) x[i] = x[i] * alpha;
   });
 }
 
@@ -74,18 +74,18 @@ void add_bias(T* y, const T* bias, int64_t n, int64_t c) {
   for (int64_t r = 0; r < n; ++r) {
     T* row = y + r * c;
 #pragma omp simd
-    for (int64_t j = 0; j < c; ++j) row[j] += bias[j];
+    for (int64_t j = 0; j < c; ++j) row[j] = row[j] + bias[j];
   }
 }
 
 template <typename T>
-void bias_backward(T* dbias, const T* dy, int64_t n, int64_t c) {
+void bias_backward(acc_t<T>* dbias, const T* dy, int64_t n, int64_t c) {
   // Parallel over column blocks, rows summed in order: no reduction across threads.
   const int64_t nb = (c + kColBlock - 1) / kColBlock;
 #pragma omp parallel for schedule(static)
   for (int64_t ib = 0; ib < nb; ++ib) {
     const int64_t lo = ib * kColBlock, w = std::min(c, lo + kColBlock) - lo;
-    T acc[kColBlock] = {};
+    acc_t<T> acc[kColBlock] = {};
     for (int64_t r = 0; r < n; ++r) {
       const T* row = dy + r * c + lo;
 #pragma omp simd
@@ -98,13 +98,14 @@ void bias_backward(T* dbias, const T* dy, int64_t n, int64_t c) {
 #define MTNLG_INSTANTIATE(T)                                 \
   template void fill<T>(T*, T, int64_t);                     \
   template void add<T>(T*, const T*, const T*, int64_t);     \
-  template void axpy<T>(T*, const T*, T, int64_t);           \
-  template void scale<T>(T*, T, int64_t);                    \
+  template void axpy<T>(T*, const T*, acc_t<T>, int64_t);    \
+  template void scale<T>(T*, acc_t<T>, int64_t);             \
   template double sum_squares<T>(const T*, int64_t);         \
   template void add_bias<T>(T*, const T*, int64_t, int64_t); \
-  template void bias_backward<T>(T*, const T*, int64_t, int64_t);
+  template void bias_backward<T>(acc_t<T>*, const T*, int64_t, int64_t);
 MTNLG_INSTANTIATE(float)
 MTNLG_INSTANTIATE(double)
+MTNLG_INSTANTIATE(Bf16)
 #undef MTNLG_INSTANTIATE
 template void fill<int32_t>(int32_t*, int32_t, int64_t);
 void convert_to_bf16(uint16_t* dst, const float* src, int64_t n) {
@@ -123,5 +124,12 @@ void convert_from_bf16(float* dst, const uint16_t* src, int64_t n) {
 
 template void convert<float, double>(float*, const double*, int64_t);
 template void convert<double, float>(double*, const float*, int64_t);
+template <>
+void convert<Bf16, double>(Bf16* dst, const double* src, int64_t n) {
+  for_blocks(n, [=](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) dst[i] = Bf16(static_cast<float>(src[i]));
+  });
+}
+template void convert<double, Bf16>(double*, const Bf16*, int64_t);
 
 }  // namespace mtnlg::cpu

@@ -11,12 +11,13 @@ namespace {
 template <typename T>
 __attribute__((noinline)) void gelu_backward_block(T* din, const T* dout, const T* in, int64_t lo,
                                                    int64_t hi, Activation act) {
+  using A = acc_t<T>;
   if (act == Activation::kGelu) {
 #pragma omp simd
-    for (int64_t i = lo; i < hi; ++i) din[i] = dout[i] * kernels::gelu_erf_grad(in[i]);
+    for (int64_t i = lo; i < hi; ++i) din[i] = dout[i] * kernels::gelu_erf_grad<A>(in[i]);
   } else {
 #pragma omp simd
-    for (int64_t i = lo; i < hi; ++i) din[i] = dout[i] * kernels::gelu_tanh_grad(in[i]);
+    for (int64_t i = lo; i < hi; ++i) din[i] = dout[i] * kernels::gelu_tanh_grad<A>(in[i]);
   }
 }
 
@@ -24,13 +25,14 @@ __attribute__((noinline)) void gelu_backward_block(T* din, const T* dout, const 
 
 template <typename T>
 void gelu_forward(T* out, const T* in, int64_t n, Activation act) {
+  using A = acc_t<T>;
   for_blocks(n, [=](int64_t lo, int64_t hi) {
     if (act == Activation::kGelu) {
 #pragma omp simd
-      for (int64_t i = lo; i < hi; ++i) out[i] = kernels::gelu_erf(in[i]);
+      for (int64_t i = lo; i < hi; ++i) out[i] = kernels::gelu_erf<A>(in[i]);
     } else {
 #pragma omp simd
-      for (int64_t i = lo; i < hi; ++i) out[i] = kernels::gelu_tanh(in[i]);
+      for (int64_t i = lo; i < hi; ++i) out[i] = kernels::gelu_tanh<A>(in[i]);
     }
   });
 }
@@ -44,5 +46,7 @@ template void gelu_forward<float>(float*, const float*, int64_t, Activation);
 template void gelu_forward<double>(double*, const double*, int64_t, Activation);
 template void gelu_backward<float>(float*, const float*, const float*, int64_t, Activation);
 template void gelu_backward<double>(double*, const double*, const double*, int64_t, Activation);
+template void gelu_forward<Bf16>(Bf16*, const Bf16*, int64_t, Activation);
+template void gelu_backward<Bf16>(Bf16*, const Bf16*, const Bf16*, int64_t, Activation);
 
 }  // namespace mtnlg::cpu

@@ -1,8 +1,12 @@
-// The CPU kernels behind CpuBackend (private to core/cpu/): templated on the float type (float
-// for training, double for gradient checks), raw row-major pointers, arguments in llm.c order
+// The CPU kernels behind CpuBackend (private to core/cpu/): templated on the element type T
+// (float for training, double for gradient checks, Bf16 for mixed precision), raw row-major
+// pointers, arguments in llm.c order
 // (outputs, saved, inputs, weights, sizes). Each concept lives in <concept>_cpu.cc, which
-// instantiates it for float and double. Shapes and accumulate/overwrite rules are those of
-// core/backend.h; the Backend validates tensors before calling in here.
+// instantiates it for float, double and (where the model needs it) Bf16. Arithmetic runs in
+// acc_t<T> (float for Bf16): elements are widened on read and rounded once on write, and
+// per-row statistics (LayerNorm mean/rstd) and parameter gradients are acc_t<T> arrays, so a
+// bf16 model keeps fp32 statistics and fp32 main gradients. Shapes and accumulate/overwrite rules
+// are those of core/backend.h; the Backend validates tensors before calling in here.
 //
 // Threading: kernels open OpenMP parallel regions with the calling thread's OpenMP thread count
 // (CpuBackend sets it) and call OpenBLAS single-threaded (see cpu_backend.cc for why).
@@ -15,6 +19,7 @@
 #include <cstdint>
 
 #include "core/backend.h"
+#include "core/kernels/bf16_math.h"
 #include "core/kernels/dropout_math.h"
 #include "core/rng.h"
 
@@ -87,9 +92,9 @@ void convert_from_bf16(float* dst, const uint16_t* src, int64_t n);
 template <typename T>
 void add(T* out, const T* a, const T* b, int64_t n);
 template <typename T>
-void axpy(T* y, const T* x, T alpha, int64_t n);
+void axpy(T* y, const T* x, acc_t<T> alpha, int64_t n);
 template <typename T>
-void scale(T* x, T alpha, int64_t n);
+void scale(T* x, acc_t<T> alpha, int64_t n);
 template <typename T>
 double sum_squares(const T* x, int64_t n);
 // y: [n, c] += bias: [c]
@@ -97,17 +102,17 @@ template <typename T>
 void add_bias(T* y, const T* bias, int64_t n, int64_t c);
 // dbias: [c] += sum over rows of dy: [n, c]
 template <typename T>
-void bias_backward(T* dbias, const T* dy, int64_t n, int64_t c);
+void bias_backward(acc_t<T>* dbias, const T* dy, int64_t n, int64_t c);
 
 // ---- layernorm_cpu.cc ----
 // out: [n, c], mean, rstd: [n], in: [n, c], w, b: [c]
 template <typename T>
-void layernorm_forward(T* out, T* mean, T* rstd, const T* in, const T* w, const T* b, int64_t n,
-                       int64_t c, T eps);
+void layernorm_forward(T* out, acc_t<T>* mean, acc_t<T>* rstd, const T* in, const T* w, const T* b,
+                       int64_t n, int64_t c, acc_t<T> eps);
 // din: [n, c] (accumulates), dw, db: [c] (accumulate)
 template <typename T>
-void layernorm_backward(T* din, T* dw, T* db, const T* dout, const T* in, const T* w, const T* mean,
-                        const T* rstd, int64_t n, int64_t c);
+void layernorm_backward(T* din, acc_t<T>* dw, acc_t<T>* db, const T* dout, const T* in, const T* w,
+                        const acc_t<T>* mean, const acc_t<T>* rstd, int64_t n, int64_t c);
 
 // ---- gelu_cpu.cc ----
 template <typename T>
@@ -132,8 +137,8 @@ template <typename T>
 void embedding_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int64_t b,
                        int64_t s, int64_t c);
 template <typename T>
-void embedding_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int64_t b,
-                        int64_t s, int64_t c);
+void embedding_backward(acc_t<T>* dwte, acc_t<T>* dwpe, const T* dout, const int32_t* tokens,
+                        int64_t b, int64_t s, int64_t c);
 
 // ---- cross_entropy_cpu.cc ----
 // logits: [n, vp], targets: [n] in [0, vocab), vocab <= vp
@@ -143,7 +148,7 @@ double cross_entropy_forward(const T* logits, const int32_t* targets, int64_t n,
 // dlogits may alias logits
 template <typename T>
 void cross_entropy_backward(T* dlogits, const T* logits, const int32_t* targets, int64_t n,
-                            int64_t vp, int64_t vocab, T grad_scale);
+                            int64_t vp, int64_t vocab, acc_t<T> grad_scale);
 
 // ---- dropout_cpu.cc ----
 // out = in * keep / (1 - p); out may alias in. Backward is the same map applied to dout.

@@ -1,7 +1,7 @@
 // LayerNorm on the CPU (llm.c's layernorm_forward/backward), rows in parallel, each row's
-// statistics accumulated in T (float for training). The weight and bias gradients are column
-// reductions over rows, done in a second pass parallel over column blocks so that no two
-// threads add into the same element and the sum order is fixed.
+// statistics accumulated in A = acc_t<T> (float for training, also for a bf16 model). The weight
+// and bias gradients are column reductions over rows, done in a second pass parallel over column
+// blocks so that no two threads add into the same element and the sum order is fixed.
 #include <cmath>
 
 #include "core/cpu/kernels_cpu.h"
@@ -12,21 +12,22 @@ constexpr int64_t kColBlock = 64;
 }  // namespace
 
 template <typename T>
-void layernorm_forward(T* out, T* mean, T* rstd, const T* in, const T* w, const T* b, int64_t n,
-                       int64_t c, T eps) {
+void layernorm_forward(T* out, acc_t<T>* mean, acc_t<T>* rstd, const T* in, const T* w, const T* b,
+                       int64_t n, int64_t c, acc_t<T> eps) {
+  using A = acc_t<T>;
   // out: [n, c], mean: [n], rstd: [n], in: [n, c], w: [c], b: [c]
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < n; ++r) {
     const T* x = in + r * c;
     T* y = out + r * c;
-    T sum = 0;
+    A sum = 0;
 #pragma omp simd reduction(+ : sum)
     for (int64_t j = 0; j < c; ++j) sum += x[j];
-    const T m = sum / static_cast<T>(c);
-    T sq = 0;  // two-pass variance: no cancellation when |mean| >> std
+    const A m = sum / static_cast<A>(c);
+    A sq = 0;  // two-pass variance: no cancellation when |mean| >> std
 #pragma omp simd reduction(+ : sq)
     for (int64_t j = 0; j < c; ++j) sq += (x[j] - m) * (x[j] - m);
-    const T s = T(1) / std::sqrt(sq / static_cast<T>(c) + eps);
+    const A s = A(1) / std::sqrt(sq / static_cast<A>(c) + eps);
 #pragma omp simd
     for (int64_t j = 0; j < c; ++j) y[j] = (x[j] - m) * s * w[j] + b[j];
     mean[r] = m;
@@ -35,39 +36,40 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* in, const T* w, const 
 }
 
 template <typename T>
-void layernorm_backward(T* din, T* dw, T* db, const T* dout, const T* in, const T* w, const T* mean,
-                        const T* rstd, int64_t n, int64_t c) {
+void layernorm_backward(T* din, acc_t<T>* dw, acc_t<T>* db, const T* dout, const T* in, const T* w,
+                        const acc_t<T>* mean, const acc_t<T>* rstd, int64_t n, int64_t c) {
+  using A = acc_t<T>;
   // din: [n, c] +=, dw, db: [c] +=, dout, in: [n, c], w: [c], mean, rstd: [n]
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < n; ++r) {
     const T* x = in + r * c;
     const T* dy = dout + r * c;
     T* dx = din + r * c;
-    const T m = mean[r], s = rstd[r];
-    T dnorm_mean = 0, dnorm_norm_mean = 0;
+    const A m = mean[r], s = rstd[r];
+    A dnorm_mean = 0, dnorm_norm_mean = 0;
 #pragma omp simd reduction(+ : dnorm_mean, dnorm_norm_mean)
     for (int64_t j = 0; j < c; ++j) {
-      const T dnorm = w[j] * dy[j];
+      const A dnorm = w[j] * dy[j];
       dnorm_mean += dnorm;
       dnorm_norm_mean += dnorm * (x[j] - m) * s;
     }
-    dnorm_mean /= static_cast<T>(c);
-    dnorm_norm_mean /= static_cast<T>(c);
+    dnorm_mean /= static_cast<A>(c);
+    dnorm_norm_mean /= static_cast<A>(c);
 #pragma omp simd
     for (int64_t j = 0; j < c; ++j) {
-      const T norm = (x[j] - m) * s;
-      dx[j] += (w[j] * dy[j] - dnorm_mean - norm * dnorm_norm_mean) * s;
+      const A norm = (x[j] - m) * s;
+      dx[j] = dx[j] + (w[j] * dy[j] - dnorm_mean - norm * dnorm_norm_mean) * s;
     }
   }
   const int64_t nb = (c + kColBlock - 1) / kColBlock;
 #pragma omp parallel for schedule(static)
   for (int64_t ib = 0; ib < nb; ++ib) {
     const int64_t lo = ib * kColBlock, wd = std::min(c, lo + kColBlock) - lo;
-    T gw[kColBlock] = {}, gb[kColBlock] = {};
+    A gw[kColBlock] = {}, gb[kColBlock] = {};
     for (int64_t r = 0; r < n; ++r) {
       const T* x = in + r * c + lo;
       const T* dy = dout + r * c + lo;
-      const T m = mean[r], s = rstd[r];
+      const A m = mean[r], s = rstd[r];
 #pragma omp simd
       for (int64_t j = 0; j < wd; ++j) {
         gw[j] += dy[j] * (x[j] - m) * s;
@@ -81,13 +83,14 @@ void layernorm_backward(T* din, T* dw, T* db, const T* dout, const T* in, const 
   }
 }
 
-#define MTNLG_INSTANTIATE(T)                                                                     \
-  template void layernorm_forward<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, \
-                                     T);                                                         \
-  template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*,        \
-                                      const T*, int64_t, int64_t);
+#define MTNLG_INSTANTIATE(T)                                                                  \
+  template void layernorm_forward<T>(T*, acc_t<T>*, acc_t<T>*, const T*, const T*, const T*,  \
+                                     int64_t, int64_t, acc_t<T>);                             \
+  template void layernorm_backward<T>(T*, acc_t<T>*, acc_t<T>*, const T*, const T*, const T*, \
+                                      const acc_t<T>*, const acc_t<T>*, int64_t, int64_t);
 MTNLG_INSTANTIATE(float)
 MTNLG_INSTANTIATE(double)
+MTNLG_INSTANTIATE(Bf16)
 #undef MTNLG_INSTANTIATE
 
 }  // namespace mtnlg::cpu

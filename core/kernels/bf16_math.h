@@ -27,4 +27,27 @@ MTNLG_HD uint16_t f32_to_bf16(float f) {
   return static_cast<uint16_t>(bits >> 16);
 }
 
+// A bf16 element as stored in a tensor. It converts to float implicitly and is built from a
+// float by rounding (nearest even), so one kernel template serves float, double and bf16: it
+// reads elements as T, computes in acc_t<T> (float for bf16) and rounds once when it writes.
+struct Bf16 {
+  uint16_t bits;
+  Bf16() = default;
+  MTNLG_HD Bf16(float f) : bits(f32_to_bf16(f)) {}  // NOLINT: implicit by design (see above)
+  MTNLG_HD operator float() const { return bf16_to_f32(bits); }
+};
+static_assert(sizeof(Bf16) == 2, "Bf16 is stored as two bytes");
+
+// The type a kernel computes in for storage type T: float for bf16, T otherwise.
+template <typename T>
+struct AccType {
+  using type = T;
+};
+template <>
+struct AccType<Bf16> {
+  using type = float;
+};
+template <typename T>
+using acc_t = typename AccType<T>::type;
+
 }  // namespace mtnlg

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Compares the metrics of runs of one recipe under different parallel layouts.
 
-Usage: compare_layouts.py [--exact] DIR REF:OTHER [REF:OTHER ...]
+Usage: compare_layouts.py [--exact | --band LOSS GRAD] DIR REF:OTHER [REF:OTHER ...]
 DIR/NAME/metrics.jsonl holds each run's metrics. For every pair, each train iteration's loss
 must agree within 1e-4 and grad norm within 1e-3 (relative), consumed samples exactly, and the
 valid losses within 1e-4 (a run with eval.interval set must have logged validation lines: its
@@ -9,7 +9,9 @@ resolved_recipe.yaml says). Float32 sums in another order differ by
 ~1e-7 relative per step and training amplifies that a little over 20 iterations; a real error
 (a missing or doubled all-reduce, a shard initialised or counted wrongly, the wrong samples) is
 off by percents. --exact: every loss and grad norm must be bit-identical instead (a resumed run
-in the layout that saved, against the run that never stopped). Exits 1 on any mismatch.
+in the layout that saved, against the run that never stopped). --band LOSS GRAD: the relative
+tolerances of the loss (train and valid) and grad norm instead (mixed precision: the band a test
+derives from the format). Exits 1 on any mismatch.
 """
 import json
 import sys
@@ -36,14 +38,14 @@ def eval_interval(directory, name):
     return 0
 
 
-def compare(directory, ref, other, exact):
+def compare(directory, ref, other, exact, loss_tol=1e-4, grad_tol=1e-3):
     failures = 0
     a, b = load(directory, ref, "train"), load(directory, other, "train")
     if not a or len(a) != len(b):
         print(f"FAIL {other} vs {ref}: {len(b)} vs {len(a)} train lines")
         return 1
     for x, y in zip(a, b):
-        for key, tol in (("loss", 1e-4), ("grad_norm", 1e-3)):
+        for key, tol in (("loss", loss_tol), ("grad_norm", grad_tol)):
             rel = abs(x[key] - y[key]) / abs(x[key])
             if (x[key] != y[key]) if exact else (rel > tol):
                 failures += 1
@@ -61,13 +63,16 @@ def compare(directory, ref, other, exact):
         return failures + 1
     for x, y in zip(va, vb):
         if x["iteration"] != y["iteration"] or (
-                x["loss"] != y["loss"] if exact else abs(x["loss"] - y["loss"]) / abs(x["loss"]) > 1e-4):
+                x["loss"] != y["loss"] if exact else abs(x["loss"] - y["loss"]) / abs(x["loss"]) > loss_tol):
             failures += 1
             print(f"FAIL {other} vs {ref} validation at {x['iteration']}: {y['loss']} vs "
                   f"{x['loss']}")
     if failures == 0:
+        worst = max(abs(x["loss"] - y["loss"]) / abs(x["loss"]) for x, y in zip(a, b))
+        worst_grad = max(abs(x["grad_norm"] - y["grad_norm"]) / abs(x["grad_norm"]) for x, y in zip(a, b))
         print(f"ok: {other} matches {ref}{' bit for bit' if exact else ''} over {len(a)} iterations "
-              f"(last loss {b[-1]['loss']:.6f} vs {a[-1]['loss']:.6f})")
+              f"(last loss {b[-1]['loss']:.6f} vs {a[-1]['loss']:.6f}; worst relative loss "
+              f"{worst:.2e} (allowed {loss_tol:.2e}), grad norm {worst_grad:.2e} (allowed {grad_tol:.2e}))")
     return failures
 
 
@@ -76,12 +81,16 @@ def main():
     exact = bool(args) and args[0] == "--exact"
     if exact:
         args = args[1:]
+    tols = {}
+    if args and args[0] == "--band":
+        tols = {"loss_tol": float(args[1]), "grad_tol": float(args[2])}
+        args = args[3:]
     if len(args) < 2:
         sys.exit(__doc__)
     failures = 0
     for pair in args[1:]:
         ref, other = pair.split(":")
-        failures += compare(args[0], ref, other, exact)
+        failures += compare(args[0], ref, other, exact, **tols)
     sys.exit(1 if failures else 0)
 
 

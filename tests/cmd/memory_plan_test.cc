@@ -90,3 +90,17 @@ TEST_CASE("the CPU backend counts live and peak bytes - freed tensors uncount") 
   d = Tensor();
   CHECK_FALSE(d.defined());
 }
+
+// bf16: bf16 weights and activations, fp32 main gradients, masters, moments and LayerNorm
+// statistics (Megatron's count), to the byte.
+TEST_CASE("planned memory matches the measured peak: tiny in bf16") {
+  check_prediction("tiny.yaml", {"precision=bf16"});
+}
+
+TEST_CASE("planned memory matches the measured peak: tiny in bf16 with activation checkpointing") {
+  check_prediction("tiny.yaml", {"precision=bf16", "parallel.activation_checkpointing=true"});
+}
+
+TEST_CASE("planned memory matches the measured peak: demo-cpu in bf16") {
+  check_prediction("demo-cpu.yaml", {"precision=bf16"});
+}

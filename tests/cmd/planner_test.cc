@@ -252,22 +252,25 @@ TEST_CASE("tiny on 2 x 2 x 2 - bf16 - ZeRO-1 - checkpointing: per-stage fields b
   // One layer on a tensor rank, rows 64: 64 x (3x64 + 4) + 64 x (4x64 + 2x256) / 2 +
   // 2 x (4/2) x 32 x 32 = 12544 + 24576 + 4096 = 41216 elements.
   CHECK(layer_activation_elements(r, 2, 2) == 41216);
+  // In bytes: bf16 but the 4 x 64 LayerNorm statistics, which stay fp32:
+  // (41216 - 256) x 2 + 256 x 4 = 82944.
+  CHECK(layer_activation_bytes(r, 2, 2) == 82944);
   // Stage 0 per micro-batch, checkpointed: residual 3 x 4096, bf16, + tokens; the layer buffer
-  // is the stage's one recompute buffer, 41216 x 2 B, in the workspace.
+  // is the stage's one recompute buffer, 82944 B, in the workspace.
   CHECK(s0.activation_bytes_checkpointed == 12288 * 2 + 256);
-  CHECK(s0.activation_bytes_full == (12288 + 2 * 41216) * 2 + 256);
+  CHECK(s0.activation_bytes_full == 12288 * 2 + 2 * 82944 + 256);
   CHECK(s0.memory.activations == 2 * 24832);
-  CHECK(s0.recompute_bytes == 41216 * 2);
-  // Stage 1: + targets 256 B + lnf out/mean/rstd (4096 + 128) x 2.
-  CHECK(s1.memory.activations == 12288 * 2 + 256 + 4224 * 2);
+  CHECK(s0.recompute_bytes == 82944);
+  // Stage 1: + targets 256 B + lnf out 4096 x 2 and its fp32 mean/rstd 128 x 4.
+  CHECK(s1.memory.activations == 12288 * 2 + 256 + 4096 * 2 + 128 * 4);
   // Scratch: (3 x 4096 + 64 x (64 + 192 + 256) / 2) x 2 = 57344; logits 64 x 256 x 2 = 32768;
-  // recompute 82432.
-  CHECK(s0.memory.workspace == 57344 + 82432);
-  CHECK(s1.memory.workspace == 57344 + 32768 + 82432);
+  // recompute 82944.
+  CHECK(s0.memory.workspace == 57344 + 82944);
+  CHECK(s1.memory.workspace == 57344 + 32768 + 82944);
   // Weights + master (2 B + 4 B of half the parameters) and gradients + moments (4 B + 8 B of
   // half): 2 x weights + 2 x gradients.
-  CHECK(s0.memory.total() == 2 * 137600 + 2 * 275200 + 49664 + 139776);
-  CHECK(s1.memory.total() == 2 * 133760 + 2 * 267520 + 33280 + 172544);
+  CHECK(s0.memory.total() == 2 * 137600 + 2 * 275200 + 49664 + 140288);
+  CHECK(s1.memory.total() == 2 * 133760 + 2 * 267520 + 33536 + 173056);
   CHECK(p.worst_stage == 0);
   // fp32 main gradients and the ZeRO-1 shard's moments tie; a tie names the first term.
   CHECK(s0.memory.largest() == "gradients");

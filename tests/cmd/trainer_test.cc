@@ -168,7 +168,7 @@ TEST_CASE("a recipe this build cannot train is refused before anything is alloca
   test::TempDir dir;
   write_corpus(dir.file("corpus"), 10, 512);
   try {
-    Trainer t(tiny_recipe(dir, {"precision=bf16"}), TrainerOptions{1, false});
+    Trainer t(tiny_recipe(dir, {"precision=fp16"}), TrainerOptions{1, false});
     FAIL("expected an error");
   } catch (const Error& e) {
     CHECK(e.code() == Code::kUnsupported);

@@ -425,8 +425,10 @@ TEST_CASE("check_supported rejects what this build cannot train yet", "[config]"
       CHECK_THAT(e.message(), Catch::Contains("set " + key + ": " + fix));
     }
   };
-  expect_unsupported({"precision=bf16"}, "precision", "fp32");
-  expect_unsupported({"precision=fp16"}, "precision", "fp32");
+  expect_unsupported({"precision=fp16"}, "precision", "bf16");
+  expect_unsupported({"precision=bf16", "parallel.grad_reduce_dtype=bf16"},
+                     "parallel.grad_reduce_dtype", "fp32");
+  CHECK_NOTHROW(check_supported(load_recipe(tiny, {"precision=bf16"})));
   CHECK_NOTHROW(
       check_supported(load_recipe(tiny, {"checkpoint={dir: /tmp/ck, save_interval: 10}"})));
   CHECK_NOTHROW(check_supported(load_recipe(tiny, {"checkpoint={dir: /tmp/ck, resume: true}"})));
@@ -434,15 +436,15 @@ TEST_CASE("check_supported rejects what this build cannot train yet", "[config]"
                      "parallel.virtual_pipeline", "1");
 
   SECTION("the message says where the feature lands") {
-    const Recipe r = load_recipe(test::source_path("configs/530b.yaml"), {});
+    const Recipe r = load_recipe(test::source_path("configs/8.3b.yaml"), {});
     try {
       check_supported(r);
-      FAIL("check_supported accepted 530b.yaml");
+      FAIL("check_supported accepted 8.3b.yaml");
     } catch (const Error& e) {
       CHECK(e.context() == "precision");
       CHECK(e.message() ==
-            "precision: bf16 is not yet supported by this build (mixed precision lands with the "
-            "precision issue); set precision: fp32");
+            "precision: fp16 is not yet supported by this build (fp16 (with loss scaling) is not "
+            "in this build yet; bf16 and fp32 are); set precision: bf16");
     }
   }
   SECTION("what is supported passes") {

@@ -122,12 +122,22 @@ TEST_CASE("elementwise ops are bitwise identical on 1 and 2 threads") {
 
 TEST_CASE("ops on unsupported dtypes name the op") {
   auto be = make_cpu_backend(1);
-  Tensor t = Tensor::cpu({4}, DType::kBF16);
+  Tensor t = Tensor::cpu({4}, DType::kF16);
   try {
     be->scale(t, 2.0);
     FAIL("no error");
   } catch (const Error& e) {
     CHECK(e.code() == Code::kUnsupported);
     CHECK_THAT(e.what(), Catch::Contains("scale"));
+  }
+  // A bf16 model's AdamW runs on its fp32 masters; a bf16 update is refused, not rounded.
+  Tensor p = Tensor::cpu({4}, DType::kBF16), g = Tensor::cpu({4}, DType::kBF16);
+  Tensor m = Tensor::cpu({4}, DType::kBF16), v = Tensor::cpu({4}, DType::kBF16);
+  try {
+    be->adamw_update(p, g, m, v, AdamWArgs{});
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.code() == Code::kUnsupported);
+    CHECK_THAT(e.what(), Catch::Contains("adamw_update"));
   }
 }

@@ -15,39 +15,51 @@
 
 namespace mtnlg::test {
 
-// Uniform in [lo, hi), deterministic in seed; f32 tensors get the f64 values rounded.
+// Element i of a CPU f32, f64 or bf16 tensor, as a double (exact).
+inline double value_at(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::kF64:
+      return t.data_as<double>()[i];
+    case DType::kBF16:
+      return static_cast<float>(t.data_as<Bf16>()[i]);
+    default:
+      return t.data_as<float>()[i];
+  }
+}
+
+// Sets element i, rounded to the tensor's dtype (nearest even).
+inline void set_value(Tensor& t, int64_t i, double v) {
+  switch (t.dtype()) {
+    case DType::kF64:
+      t.data_as<double>()[i] = v;
+      return;
+    case DType::kBF16:
+      t.data_as<Bf16>()[i] = Bf16(static_cast<float>(v));
+      return;
+    default:
+      t.data_as<float>()[i] = static_cast<float>(v);
+  }
+}
+
+// Uniform in [lo, hi), deterministic in seed; f32 and bf16 tensors get the f64 values rounded.
 inline Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, double lo = -1.0,
                             double hi = 1.0) {
   Tensor t = Tensor::cpu(shape, dtype);
   std::mt19937_64 gen(seed);
   std::uniform_real_distribution<double> dist(lo, hi);
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    const double v = dist(gen);
-    if (dtype == DType::kF64)
-      t.data_as<double>()[i] = v;
-    else
-      t.data_as<float>()[i] = static_cast<float>(v);
-  }
+  for (int64_t i = 0; i < t.numel(); ++i) set_value(t, i, dist(gen));
   return t;
 }
 
 inline std::vector<double> to_vec(const Tensor& t) {
   std::vector<double> v(static_cast<size_t>(t.numel()));
-  for (int64_t i = 0; i < t.numel(); ++i)
-    v[static_cast<size_t>(i)] =
-        t.dtype() == DType::kF64 ? t.data_as<double>()[i] : t.data_as<float>()[i];
+  for (int64_t i = 0; i < t.numel(); ++i) v[static_cast<size_t>(i)] = value_at(t, i);
   return v;
 }
 
 inline Tensor convert(const Tensor& t, DType dtype) {
   Tensor out = Tensor::cpu(t.shape(), dtype);
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    const double v = t.dtype() == DType::kF64 ? t.data_as<double>()[i] : t.data_as<float>()[i];
-    if (dtype == DType::kF64)
-      out.data_as<double>()[i] = v;
-    else
-      out.data_as<float>()[i] = static_cast<float>(v);
-  }
+  for (int64_t i = 0; i < t.numel(); ++i) set_value(out, i, value_at(t, i));
   return out;
 }
 

@@ -1,0 +1,232 @@
+// The CPU kernels on bf16 tensors (a bf16 model's activations and weights) against the same
+// kernels in f64 on the same numbers.
+//
+// The bound. Inputs are bf16 values, which f64 holds exactly, so the f64 run is the exact result
+// up to f64 rounding. The bf16 kernels widen to fp32, compute, and round once on write:
+// - a bf16 output is off by its rounding, at most 2^-8 of its value (unit roundoff of an 8-bit
+//   significand), plus the fp32 arithmetic before it;
+// - the fp32 arithmetic is a row of at most c terms summed in fp32: gamma(c) ~ c * 2^-24 of the
+//   sum of magnitudes, at most ~1e-5 of the largest value here (c <= 96, magnitudes O(10)).
+// So each element must satisfy |got - ref| <= 2^-8 |ref| + 1e-5 max|ref| (fp32 outputs: the
+// second term only). Backward kernels get the bf16 forward's saved tensors (probs, mean, rstd),
+// converted exactly to f64, so both runs see the same inputs.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "core/backend.h"
+#include "kernel_check.h"
+
+using namespace mtnlg;
+using namespace mtnlg::test;
+
+namespace {
+
+constexpr double kBf16Rounding = 1.0 / 256;  // 2^-8
+constexpr double kFp32Slack = 1e-5;
+
+// The bound above, element by element; returns the number of elements outside it.
+int64_t outside_bound(const Tensor& got, const Tensor& ref) {
+  REQUIRE(got.numel() == ref.numel());
+  const auto g = to_vec(got), r = to_vec(ref);
+  double scale = 0.0;
+  for (double v : r) scale = std::max(scale, std::abs(v));
+  const double rel = got.dtype() == DType::kBF16 ? kBf16Rounding : 0.0;
+  int64_t bad = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double bound = rel * std::abs(r[i]) + kFp32Slack * std::max(scale, 1e-30);
+    if (!(std::abs(g[i] - r[i]) <= bound)) {
+      if (bad < 5) UNSCOPED_INFO("element " << i << ": got " << g[i] << ", want " << r[i]);
+      ++bad;
+    }
+  }
+  return bad;
+}
+
+// A bf16 tensor of random values and the same values in f64.
+struct Pair {
+  Tensor b, d;
+};
+Pair random_pair(const Shape& shape, uint64_t seed, double lo = -1.0, double hi = 1.0) {
+  Tensor b = random_tensor(shape, DType::kBF16, seed, lo, hi);
+  return {b, convert(b, DType::kF64)};
+}
+
+}  // namespace
+
+TEST_CASE("bf16 elementwise ops follow f64 within one rounding", "[bf16]") {
+  auto be = make_cpu_backend(2);
+  const int64_t n = 3000, c = 96;
+  auto [a, a64] = random_pair({n / c, c}, 1);
+  auto [b, b64] = random_pair({n / c, c}, 2);
+  auto [bias, bias64] = random_pair({c}, 3);
+
+  Tensor out = Tensor::cpu({n / c, c}, DType::kBF16), out64 = Tensor::cpu({n / c, c}, DType::kF64);
+  be->add(out, a, b);
+  be->add(out64, a64, b64);
+  CHECK(outside_bound(out, out64) == 0);
+
+  // axpy from the same (already rounded) numbers.
+  out64 = convert(out, DType::kF64);
+  be->axpy(out, a, -0.37);
+  be->axpy(out64, a64, -0.37);
+  CHECK(outside_bound(out, out64) == 0);
+
+  Tensor x = clone(a), x64 = clone(a64);
+  be->scale(x, 3.0);
+  be->scale(x64, 3.0);
+  CHECK(outside_bound(x, x64) == 0);
+
+  Tensor y = clone(a), y64 = clone(a64);
+  be->add_bias(y, bias);
+  be->add_bias(y64, bias64);
+  CHECK(outside_bound(y, y64) == 0);
+
+  // The bias gradient of a bf16 layer accumulates into an fp32 main gradient.
+  Tensor db = random_tensor({c}, DType::kF32, 4), db64 = convert(db, DType::kF64);
+  be->bias_backward(db, a);
+  be->bias_backward(db64, a64);
+  CHECK(outside_bound(db, db64) == 0);
+  Tensor wrong = Tensor::cpu({c}, DType::kBF16);
+  CHECK_THROWS(be->bias_backward(wrong, a));  // a bf16 main gradient is a caller bug
+
+  CHECK(be->sum_squares(a) == Approx(be->sum_squares(a64)).epsilon(1e-12));
+
+  Tensor d = clone(a), d64 = clone(a64);
+  const RngStream rng{7, 3, 0};
+  be->dropout_forward(d, d, 0.25, rng);
+  be->dropout_forward(d64, d64, 0.25, rng);
+  CHECK(outside_bound(d, d64) == 0);
+}
+
+TEST_CASE("bf16 LayerNorm keeps fp32 statistics and fp32 parameter gradients", "[bf16]") {
+  auto be = make_cpu_backend(2);
+  const int64_t n = 40, c = 96;
+  // A mean far from zero: the two-pass variance must hold in fp32 from bf16 inputs.
+  auto [in, in64] = random_pair({n, c}, 11, 2.0, 4.0);
+  auto [w, w64] = random_pair({c}, 12, 0.5, 1.5);
+  auto [b, b64] = random_pair({c}, 13);
+  Tensor out = Tensor::cpu({n, c}, DType::kBF16), out64 = Tensor::cpu({n, c}, DType::kF64);
+  Tensor mean = Tensor::cpu({n}, DType::kF32), rstd = Tensor::cpu({n}, DType::kF32);
+  Tensor mean64 = Tensor::cpu({n}, DType::kF64), rstd64 = Tensor::cpu({n}, DType::kF64);
+  be->layernorm_forward(out, mean, rstd, in, w, b, 1e-5);
+  be->layernorm_forward(out64, mean64, rstd64, in64, w64, b64, 1e-5);
+  CHECK(outside_bound(out, out64) == 0);
+  CHECK(outside_bound(mean, mean64) == 0);
+  CHECK(outside_bound(rstd, rstd64) == 0);
+
+  Tensor bf16_stats = Tensor::cpu({n}, DType::kBF16);
+  CHECK_THROWS(be->layernorm_forward(out, bf16_stats, rstd, in, w, b, 1e-5));
+
+  auto [dout, dout64] = random_pair({n, c}, 14);
+  auto [din, din64] = random_pair({n, c}, 15);  // accumulates: the residual gradient
+  Tensor dw = random_tensor({c}, DType::kF32, 16), dw64 = convert(dw, DType::kF64);
+  Tensor db = random_tensor({c}, DType::kF32, 17), db64 = convert(db, DType::kF64);
+  const Tensor m64 = convert(mean, DType::kF64), r64 = convert(rstd, DType::kF64);
+  be->layernorm_backward(din, dw, db, dout, in, w, mean, rstd);
+  be->layernorm_backward(din64, dw64, db64, dout64, in64, w64, m64, r64);
+  CHECK(outside_bound(din, din64) == 0);
+  CHECK(outside_bound(dw, dw64) == 0);
+  CHECK(outside_bound(db, db64) == 0);
+}
+
+TEST_CASE("bf16 GeLU forward and backward", "[bf16]") {
+  auto be = make_cpu_backend(2);
+  auto [in, in64] = random_pair({5000}, 21, -4.0, 4.0);
+  auto [dout, dout64] = random_pair({5000}, 22);
+  for (Activation act : {Activation::kGelu, Activation::kGeluTanh}) {
+    Tensor out = Tensor::cpu({5000}, DType::kBF16), out64 = Tensor::cpu({5000}, DType::kF64);
+    be->gelu_forward(out, in, act);
+    be->gelu_forward(out64, in64, act);
+    CHECK(outside_bound(out, out64) == 0);
+    Tensor din = clone(dout), din64 = clone(dout64);
+    be->gelu_backward(din, din, in, act);
+    be->gelu_backward(din64, din64, in64, act);
+    CHECK(outside_bound(din, din64) == 0);
+  }
+}
+
+TEST_CASE("bf16 attention: fp32 softmax, bf16 probs, same dropout masks", "[bf16]") {
+  const int64_t b = 2, s = 70, heads = 3, hd = 8;  // s spans two row blocks
+  for (double p : {0.0, 0.2}) {
+    INFO("dropout " << p);
+    const RngStream rng{5, 9, 0};
+    auto be = make_cpu_backend(2);
+    auto [qkv, qkv64] = random_pair({b, s, heads * 3 * hd}, 31, -2.0, 2.0);
+    Tensor out = Tensor::cpu({b, s, heads * hd}, DType::kBF16);
+    Tensor probs = Tensor::cpu({b, heads, s, s}, DType::kBF16);
+    Tensor out64 = Tensor::cpu({b, s, heads * hd}, DType::kF64);
+    Tensor probs64 = Tensor::cpu({b, heads, s, s}, DType::kF64);
+    be->attention_forward(out, probs, qkv, heads, p, rng);
+    be->attention_forward(out64, probs64, qkv64, heads, p, rng);
+    CHECK(outside_bound(probs, probs64) == 0);
+    CHECK(outside_bound(out, out64) == 0);
+
+    auto [dout, dout64] = random_pair({b, s, heads * hd}, 32);
+    Tensor dqkv = Tensor::cpu(qkv.shape(), DType::kBF16);
+    Tensor dqkv64 = Tensor::cpu(qkv.shape(), DType::kF64);
+    be->attention_backward(dqkv, dout, qkv, probs, heads, p, rng);
+    be->attention_backward(dqkv64, dout64, qkv64, convert(probs, DType::kF64), heads, p, rng);
+    CHECK(outside_bound(dqkv, dqkv64) == 0);
+
+    // Bitwise the same on one thread: the staging buffers are per thread, the work per head.
+    auto one = make_cpu_backend(1);
+    Tensor out1 = Tensor::cpu(out.shape(), DType::kBF16),
+           probs1 = Tensor::cpu(probs.shape(), DType::kBF16);
+    Tensor dqkv1 = Tensor::cpu(qkv.shape(), DType::kBF16);
+    one->attention_forward(out1, probs1, qkv, heads, p, rng);
+    one->attention_backward(dqkv1, dout, qkv, probs1, heads, p, rng);
+    CHECK(bitwise_equal(out1, out));
+    CHECK(bitwise_equal(probs1, probs));
+    CHECK(bitwise_equal(dqkv1, dqkv));
+  }
+}
+
+TEST_CASE("bf16 embedding: bf16 rows, fp32 table gradients", "[bf16]") {
+  auto be = make_cpu_backend(2);
+  const int64_t b = 3, s = 10, c = 72, vocab = 17;
+  Tensor tokens = Tensor::cpu({b, s}, DType::kI32);
+  for (int64_t i = 0; i < b * s; ++i)
+    tokens.data_as<int32_t>()[i] = static_cast<int32_t>((i * 7) % vocab);
+  auto [wte, wte64] = random_pair({vocab, c}, 41);
+  auto [wpe, wpe64] = random_pair({s, c}, 42);
+  Tensor out = Tensor::cpu({b, s, c}, DType::kBF16), out64 = Tensor::cpu({b, s, c}, DType::kF64);
+  be->embedding_forward(out, tokens, wte, wpe);
+  be->embedding_forward(out64, tokens, wte64, wpe64);
+  CHECK(outside_bound(out, out64) == 0);
+
+  auto [dout, dout64] = random_pair({b, s, c}, 43);
+  Tensor dwte = Tensor::cpu({vocab, c}, DType::kF32), dwpe = Tensor::cpu({s, c}, DType::kF32);
+  Tensor dwte64 = Tensor::cpu({vocab, c}, DType::kF64), dwpe64 = Tensor::cpu({s, c}, DType::kF64);
+  be->embedding_backward(dwte, dwpe, dout, tokens);
+  be->embedding_backward(dwte64, dwpe64, dout64, tokens);
+  CHECK(outside_bound(dwte, dwte64) == 0);
+  CHECK(outside_bound(dwpe, dwpe64) == 0);
+  Tensor bf16_table = Tensor::cpu({vocab, c}, DType::kBF16),
+         bf16_pos = Tensor::cpu({s, c}, DType::kBF16);
+  CHECK_THROWS(be->embedding_backward(bf16_table, bf16_pos, dout, tokens));
+}
+
+TEST_CASE("bf16 cross entropy: fp32 statistics, gradient rounded once", "[bf16]") {
+  auto be = make_cpu_backend(2);
+  const int64_t n = 12, vp = 64, vocab = 61;
+  auto [logits, logits64] = random_pair({n, vp}, 51, -6.0, 6.0);
+  Tensor targets = Tensor::cpu({n}, DType::kI32);
+  for (int64_t i = 0; i < n; ++i)
+    targets.data_as<int32_t>()[i] = static_cast<int32_t>((i * 13) % vocab);
+  const double loss = be->cross_entropy_forward(logits, targets, vocab);
+  const double loss64 = be->cross_entropy_forward(logits64, targets, vocab);
+  // Per row: log-sum-exp of 61 terms in fp32 (relative ~61 * 2^-24), rows summed in double.
+  CHECK(std::abs(loss - loss64) <= kFp32Slack * std::abs(loss64));
+
+  Tensor d64 = Tensor::cpu({n, vp}, DType::kF64);
+  be->cross_entropy_backward(d64, logits64, targets, vocab, 0.5);
+  be->cross_entropy_backward(logits, logits, targets, vocab, 0.5);  // in place, as the model does
+  CHECK(outside_bound(logits, d64) == 0);
+  // The target's entry p - 1 is formed in fp32 and rounded once: within 2^-8 of itself.
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t i = r * vp + targets.data_as<int32_t>()[r];
+    CHECK(std::abs(value_at(logits, i) - value_at(d64, i)) <=
+          kBf16Rounding * std::abs(value_at(d64, i)) + 1e-7);
+  }
+}
