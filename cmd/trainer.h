@@ -112,6 +112,7 @@ class Trainer {
   const std::vector<EvalStats>& evaluations() const { return evaluations_; }
 
   GPTStage& model() { return *model_; }
+  Optimizer& optimizer() { return *optimizer_; }
   int64_t total_iterations() const { return total_iters_; }
   const Backend& backend() const { return *backend_; }
   // The planner's per-rank memory for this recipe (cmd/planner.h), logged beside the measured

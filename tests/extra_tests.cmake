@@ -182,3 +182,11 @@ if(MTNLG_MPIRUN)
     COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/precision_band_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
   set_tests_properties(precision_bf16_band PROPERTIES TIMEOUT 600)
 endif()
+
+# Checkpoints in bf16: exact resume in (1,1,1) and (2,2,2) + ZeRO-1; bf16 -> fp32 and fp32 -> bf16
+# resumes continue within the bf16 band.
+if(MTNLG_MPIRUN)
+  add_test(NAME precision_bf16_resume
+    COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/precision_resume_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+  set_tests_properties(precision_bf16_resume PROPERTIES TIMEOUT 600)
+endif()

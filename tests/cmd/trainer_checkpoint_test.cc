@@ -12,7 +12,10 @@
 #include "cmd/trainer.h"
 #include "core/logging.h"
 #include "core/status.h"
+#include "core/state_tensor.h"
 #include "core/stop_signal.h"
+#include "model/gpt_stage.h"
+#include "optim/optimizer.h"
 #include "test_util.h"
 #include "tiny_corpus.h"
 
@@ -36,7 +39,7 @@ class Fixture {
   }
   // A run of `iters` iterations of the tiny model on the blend (decay fixed, so the schedule
   // does not depend on the run's length) with the extra overrides.
-  Run run(int64_t iters, const std::string& name, std::vector<std::string> extra = {}) {
+  Recipe recipe(int64_t iters, const std::string& name, std::vector<std::string> extra = {}) {
     std::vector<std::string> sets = {"data.blend=[{prefix: " + dir.file("a") +
                                          ", weight: 3}, {prefix: " + dir.file("b") +
                                          ", weight: 1}]",
@@ -49,7 +52,10 @@ class Fixture {
                                      "schedule.train_iters=" + std::to_string(iters),
                                      "logging.metrics_file=" + dir.file(name + "/metrics.jsonl")};
     sets.insert(sets.end(), extra.begin(), extra.end());
-    Trainer t(load_recipe(test::source_path("configs/tiny.yaml"), sets), TrainerOptions{2, true});
+    return load_recipe(test::source_path("configs/tiny.yaml"), sets);
+  }
+  Run run(int64_t iters, const std::string& name, std::vector<std::string> extra = {}) {
+    Trainer t(recipe(iters, name, std::move(extra)), TrainerOptions{2, true});
     Run r;
     r.stats = t.run();
     r.evals = t.evaluations();
@@ -155,6 +161,54 @@ TEST_CASE("checkpoint.load with load_optimizer false starts a fine-tune from the
   // With the optimizer too, it continues the run.
   const Run cont = f.run(7, "cont", {"checkpoint.load=" + ck + "/iter_0000005"});
   CHECK(cont.stats.front().iteration == 6);
+}
+
+namespace {
+
+// Every element of each named state tensor, as floats, in registration order.
+std::vector<float> floats(const std::vector<StateTensor>& state, const std::string& prefix) {
+  std::vector<float> out;
+  for (const StateTensor& s : state) {
+    if (!s.name.starts_with(prefix)) continue;
+    for (int64_t i = 0; i < s.tensor.numel(); ++i)
+      out.push_back(s.tensor.dtype() == DType::kBF16
+                        ? static_cast<float>(s.tensor.data_as<Bf16>()[i])
+                        : s.tensor.data_as<float>()[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("checkpoints load across precisions - the fp32 weights are the saved masters") {
+  Fixture f;
+  SECTION("bf16 saved, fp32 resumed: weights from the masters, not the rounded weights") {
+    const std::string ck = f.dir.file("ck-bf16");
+    Trainer bf(f.recipe(3, "bf", {"precision=bf16", "checkpoint.dir=" + ck}),
+               TrainerOptions{2, true});
+    bf.run();
+    const std::vector<float> masters = floats(bf.optimizer().state(), "master.");
+    const std::vector<float> rounded = floats(bf.model().params().state(), "");
+    REQUIRE(masters.size() == rounded.size());
+    REQUIRE(masters != rounded);  // the masters carry bits the bf16 weights lost
+    Trainer fp(f.recipe(3, "fp", {"checkpoint.dir=" + ck, "checkpoint.resume=true"}),
+               TrainerOptions{2, true});
+    CHECK(fp.iteration() == 3);
+    CHECK(floats(fp.model().params().state(), "") == masters);
+  }
+  SECTION("fp32 saved, bf16 resumed: the fp32 weights become the masters, rounded the weights") {
+    const std::string ck = f.dir.file("ck-fp32");
+    Trainer fp(f.recipe(3, "fp", {"checkpoint.dir=" + ck}), TrainerOptions{2, true});
+    fp.run();
+    const std::vector<float> weights = floats(fp.model().params().state(), "");
+    Trainer bf(
+        f.recipe(3, "bf", {"precision=bf16", "checkpoint.dir=" + ck, "checkpoint.resume=true"}),
+        TrainerOptions{2, true});
+    CHECK(floats(bf.optimizer().state(), "master.") == weights);
+    std::vector<float> want;
+    for (float w : weights) want.push_back(static_cast<float>(Bf16(w)));
+    CHECK(floats(bf.model().params().state(), "") == want);
+  }
 }
 
 TEST_CASE("a checkpoint of another model shape is refused naming the key") {
