@@ -19,18 +19,24 @@ def main(path):
                 ceiling, best, gemm_load = r["ceiling_gflops"], r["best"], r.get("load1", "")
             else:
                 runs.append(r)
-    tps = {(r["name"], r["impl"]): r["tokens_per_s"] for r in runs}
-    header = ["model", "impl", "tokens/s", "TFLOP/s", "ms/iter median (min)", "ratio ours/torch",
-              "% of GEMM ceiling", "load1"]
+    prec = lambda r: r.get("precision", "fp32")
+    tps = {(r["name"], prec(r), r["impl"]): r["tokens_per_s"] for r in runs}
+    header = ["model", "precision", "impl", "tokens/s", "TFLOP/s", "ms/iter median (min)",
+              "ratio ours/torch", "% of GEMM ceiling", "load1"]
     rows = []
     for r in runs:
         impl = "ours" if r["impl"] == "mtnlg" else "torch " + r.get("torch", "")
+        if r["impl"] != "mtnlg" and prec(r) == "bf16":
+            impl += " autocast"
         ratio = ""
-        if r["impl"] == "mtnlg" and (r["name"], "torch") in tps:
-            ratio = f"{r['tokens_per_s'] / tps[(r['name'], 'torch')]:.2f}x"
-        share = f"{100.0 * r['tflops'] * 1e3 / ceiling:.1f}%" if ceiling else ""
-        rows.append([r["name"], impl.strip(), f"{r['tokens_per_s']:.1f}", f"{r['tflops']:.4f}",
-                     f"{r['ms_median']:.0f} ({r['ms_min']:.0f})", ratio, share, r.get("load1", "")])
+        if r["impl"] == "mtnlg" and (r["name"], prec(r), "torch") in tps:
+            ratio = f"{r['tokens_per_s'] / tps[(r['name'], prec(r), 'torch')]:.2f}x"
+        # Each precision against its own GEMM ceiling: f32 rows the f32 rate, bf16 rows the bf16.
+        ceil = bf16[0] if prec(r) == "bf16" and bf16 else ceiling
+        share = f"{100.0 * r['tflops'] * 1e3 / ceil:.1f}%" if ceil else ""
+        rows.append([r["name"], prec(r), impl.strip(), f"{r['tokens_per_s']:.1f}",
+                     f"{r['tflops']:.4f}", f"{r['ms_median']:.0f} ({r['ms_min']:.0f})", ratio, share,
+                     r.get("load1", "")])
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
     line = lambda cells: "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"
     print()
@@ -47,7 +53,7 @@ def main(path):
         print(f"bf16 GEMM ceiling: {bf16[0]:.1f} GFLOP/s ({bf16[1]}, Backend::gemm, bf16 x bf16 -> "
               f"f32, oneDNN; load1 {bf16[2]})")
     for r in runs:
-        print(f"  {r['name']} {r['impl']}: N = {r['n_counted']}, {r['flops_per_token']:.4g} FLOPs/token, "
+        print(f"  {r['name']} {prec(r)} {r['impl']}: N = {r['n_counted']}, {r['flops_per_token']:.4g} FLOPs/token, "
               f"{r['tokens_per_iter']} tokens/iter, {r['iters']} timed iters, loss {r['loss']:.4f}")
 
 

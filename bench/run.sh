@@ -5,27 +5,29 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 usage() {
   cat <<'USAGE'
-Usage: bench/run.sh [--quick] [--threads N] [--models LIST] [--profile] [--build-dir DIR]
-                    [--bin-dir DIR] [--help]
+Usage: bench/run.sh [--quick] [--threads N] [--models LIST] [--precision P] [--profile]
+                    [--build-dir DIR] [--bin-dir DIR] [--help]
 
 Builds mtnlg-bench-train and mtnlg-bench-gemm (incrementally: a no-op when up to date), then
 runs on N threads, one after the other:
   demo       4 layers, hidden 256, 4 heads, seq 128, vocab 50257, micro 4, global 8
   gpt2-124m  12 layers, hidden 768, 12 heads, seq 1024, vocab 50257, micro 1, global 1
-each with mtnlg-bench-train (ours) and bench/torch_train.py (PyTorch, float32), then
-mtnlg-bench-gemm on the same shapes, and prints one table:
-  model | impl | tokens/s | TFLOP/s | ms/iter | ratio ours/torch | % of GEMM ceiling
+each with mtnlg-bench-train (ours) and bench/torch_train.py (PyTorch) in each precision asked
+for (fp32: float32 both; bf16: ours bf16 weights/activations with fp32 masters, PyTorch
+torch.autocast("cpu", bfloat16)), then mtnlg-bench-gemm on the same shapes in f32 and bf16,
+and prints one table:
+  model | precision | impl | tokens/s | TFLOP/s | ms/iter | ratio ours/torch | % of GEMM ceiling
 TFLOP/s counts 6*N + 12*L*h*s FLOPs per token (N = non-embedding params + V_pad*h of the
 tied head; see bench/model_flops.h). tokens/s and TFLOP/s use the median iteration; ms/iter
 shows median (min); load1 is the 1-minute load average when the run started (this
-machine's cores are shared, and contention slows both sides, torch's more). The ratio is of tokens/s (> 1: ours is faster). The GEMM ceiling is the
-best rate mtnlg-bench-gemm measured over all shapes (in f32; the bf16 ceiling is printed below
-the table). Takes about 5-10 minutes on 2 idle cores
+machine's cores are shared, and contention slows both sides, torch's more). The ratio is of tokens/s (> 1: ours is faster) in the same precision. The GEMM ceiling is
+the best rate mtnlg-bench-gemm measured over all shapes in the row's precision (f32 or bf16). Takes about 5-10 minutes on 2 idle cores
 (--quick: about 2); other load on the machine slows both sides.
 
   --quick          fewer iterations (demo 2, gpt2-124m 1) and shorter GEMM timing
   --threads N      threads for both implementations and the GEMM bench (default: 2)
   --models LIST    comma-separated subset of demo,gpt2-124m (default: both)
+  --precision P    fp32, bf16 or all (default: all)
   --profile        also run mtnlg-bench-train --profile on each model and print where the
                    time goes (one more run per model)
   --build-dir DIR  build directory (default: build); binaries are DIR/bench/mtnlg-bench-*
@@ -40,6 +42,7 @@ USAGE
 quick=0
 threads=2
 models=demo,gpt2-124m
+precision=all
 profile=0
 build_dir=build
 bin_dir=""
@@ -47,11 +50,12 @@ while (($#)); do
   case "$1" in
     --quick) quick=1 ;;
     --profile) profile=1 ;;
-    --threads | --models | --build-dir | --bin-dir)
+    --threads | --models | --precision | --build-dir | --bin-dir)
       [[ $# -ge 2 ]] || { echo "run.sh: $1 needs a value (see --help)" >&2; exit 2; }
       case "$1" in
         --threads) threads=$2 ;;
         --models) models=$2 ;;
+        --precision) precision=$2 ;;
         --build-dir) build_dir=$2 ;;
         --bin-dir) bin_dir=$2 ;;
       esac
@@ -63,6 +67,11 @@ while (($#)); do
   shift
 done
 [[ $threads =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --threads must be a positive integer" >&2; exit 2; }
+case "$precision" in
+  fp32 | bf16) precisions=("$precision") ;;
+  all) precisions=(fp32 bf16) ;;
+  *) echo "run.sh: --precision must be fp32, bf16 or all, got '$precision'" >&2; exit 2 ;;
+esac
 python=${PYTHON:-/usr/bin/python3}
 jobs=${MTNLG_JOBS:-2}
 
@@ -117,20 +126,22 @@ iters() {
 IFS=, read -r -a model_list <<<"$models"
 for m in "${model_list[@]}"; do
   flags=$(model_flags "$m")
-  # shellcheck disable=SC2046,SC2086  # word splitting of the flag strings is intended
-  {
-    echo "run.sh: $m: ours" >&2
-    run_json "$bin_dir/mtnlg-bench-train" --name "$m" $flags $(iters "$m") --threads "$threads" \
-      --json
-    echo "run.sh: $m: torch" >&2
-    run_json "$python" bench/torch_train.py --name "$m" $flags $(iters "$m") --threads "$threads" \
-      --json
-    if ((profile)); then
-      echo "run.sh: $m: ours, --profile" >&2
-      "$bin_dir/mtnlg-bench-train" --name "$m" $flags --iters 1 --warmup-iters 1 \
-        --threads "$threads" --profile
-    fi
-  }
+  for p in "${precisions[@]}"; do
+    # shellcheck disable=SC2046,SC2086  # word splitting of the flag strings is intended
+    {
+      echo "run.sh: $m $p: ours" >&2
+      run_json "$bin_dir/mtnlg-bench-train" --name "$m" $flags $(iters "$m") \
+        --threads "$threads" --precision "$p" --json
+      echo "run.sh: $m $p: torch" >&2
+      run_json "$python" bench/torch_train.py --name "$m" $flags $(iters "$m") \
+        --threads "$threads" --precision "$p" --json
+      if ((profile)); then
+        echo "run.sh: $m $p: ours, --profile" >&2
+        "$bin_dir/mtnlg-bench-train" --name "$m" $flags --iters 1 --warmup-iters 1 \
+          --threads "$threads" --precision "$p" --profile
+      fi
+    }
+  done
 done
 
 echo "run.sh: GEMM ceiling" >&2
@@ -138,7 +149,7 @@ gemm_time=0.5
 ((quick)) && gemm_time=0.1
 run_json "$bin_dir/mtnlg-bench-gemm" --models "$models" --threads "$threads" \
   --min-time "$gemm_time" --json
-# The bf16 rate (oneDNN) in the same run: the ceiling a bf16 trainer will be measured against.
+# The bf16 rate (oneDNN) in the same run: the ceiling of the bf16 rows.
 echo "run.sh: bf16 GEMM ceiling" >&2
 run_json "$bin_dir/mtnlg-bench-gemm" --models "$models" --threads "$threads" \
   --min-time "$gemm_time" --dtype bf16 --json

@@ -101,6 +101,9 @@ def main():
     p.add_argument("--warmup-iters", type=int, default=1)
     p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: all cores)")
     p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                   help="bf16: the forward and backward under torch.autocast('cpu', bfloat16), "
+                        "fp32 weights and optimizer (PyTorch's mixed precision on the CPU)")
     p.add_argument("--json", action="store_true", help="print one JSON line (text to stderr)")
     p.add_argument("--profile", action="store_true",
                    help="print torch.profiler's per-op table of the timed iterations (to stderr)")
@@ -134,7 +137,8 @@ def main():
         opt.zero_grad(set_to_none=False)  # our trainer zeroes in place too
         loss_sum = 0.0
         for tokens, targets in batches:
-            l = model(tokens, targets)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+                l = model(tokens, targets)
             (l / tokens_per_iter).backward()
             loss_sum += l.item()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -154,7 +158,7 @@ def main():
     params = sum(p.numel() for p in model.parameters())
     if args.json:
         print(json.dumps({
-            "impl": "torch", "name": args.name, "threads": torch.get_num_threads(),
+            "impl": "torch", "precision": args.precision, "name": args.name, "threads": torch.get_num_threads(),
             "layers": args.layers, "hidden": args.hidden, "heads": args.heads, "seq": args.seq,
             "vocab": args.vocab, "padded_vocab": padded_vocab, "micro_batch": args.micro_batch,
             "global_batch": args.global_batch, "iters": args.iters,
@@ -163,7 +167,8 @@ def main():
             "ms_median": 1e3 * med, "ms_min": 1e3 * best, "tokens_per_s": tokens_per_s,
             "tflops": tflops, "loss": loss, "torch": torch.__version__}))
         return
-    print(f"torch_train.py (torch {torch.__version__}, {torch.get_num_threads()} threads, f32, dropout 0)")
+    print(f"torch_train.py (torch {torch.__version__}, {torch.get_num_threads()} threads, "
+          f"{args.precision}, dropout 0)")
     print(f"model {args.name}: L={args.layers} h={args.hidden} heads={args.heads} s={args.seq} "
           f"V={args.vocab} (padded {padded_vocab}), {params} params")
     print(f"batch: {accum} micro-batches of {args.micro_batch} x {args.seq} = {tokens_per_iter} tokens per iteration")

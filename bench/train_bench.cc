@@ -35,6 +35,7 @@ struct Options {
   int iters = 5, warmup_iters = 1, threads = 0;
   uint64_t seed = 1234;
   bool json = false, profile = false;
+  std::string precision = "fp32";  // or bf16: bf16 weights/activations, fp32 masters (as --config)
 };
 
 double median(std::vector<double> v) {
@@ -69,6 +70,8 @@ void validate(const Options& o) {
                                " is not a multiple of --micro-batch " +
                                std::to_string(o.micro_batch),
                            "--global-batch");
+  if (o.precision != "fp32" && o.precision != "bf16")
+    throw invalid_argument("--precision " + o.precision + " is not fp32 or bf16", "--precision");
 }
 
 // Prints the --profile table: each category's time per timed iteration, its share, and the
@@ -123,7 +126,8 @@ int run(const Options& o) {
     return bench::gemm_label(gemms, ta, tb, m, n, k);
   });
 
-  GPTStage model(config, full_model(config), be, DType::kF32, o.seed);
+  const DType dtype = o.precision == "bf16" ? DType::kBF16 : DType::kF32;
+  GPTStage model(config, full_model(config), be, dtype, o.seed);
   model.init_weights(o.seed);
   OptimizerConfig opt_config;  // defaults: lr 1e-4, betas (0.9, 0.999), wd 0.01, clip 1.0
   AdamW optimizer(model.params(), be, opt_config);
@@ -176,21 +180,22 @@ int run(const Options& o) {
   if (o.profile) print_profile(timed.timings(), o.iters, med, text);
   if (o.json) {
     std::printf(
-        "{\"impl\":\"mtnlg\",\"name\":\"%s\",\"threads\":%d,\"layers\":%lld,\"hidden\":%lld,"
+        "{\"impl\":\"mtnlg\",\"precision\":\"%s\",\"name\":\"%s\",\"threads\":%d,\"layers\":%lld,"
+        "\"hidden\":%lld,"
         "\"heads\":%lld,\"seq\":%lld,\"vocab\":%lld,\"padded_vocab\":%lld,\"micro_batch\":%lld,"
         "\"global_batch\":%lld,\"iters\":%d,\"warmup_iters\":%d,\"params\":%lld,"
         "\"non_embedding_params\":%lld,\"n_counted\":%lld,\"flops_per_token\":%.6g,"
         "\"tokens_per_iter\":%.0f,\"ms_median\":%.3f,\"ms_min\":%.3f,\"tokens_per_s\":%.3f,"
         "\"tflops\":%.6f,\"loss\":%.6f}\n",
-        o.name.c_str(), o.threads, (long long)o.layers, (long long)o.hidden, (long long)o.heads,
-        (long long)o.seq, (long long)o.vocab, (long long)config.padded_vocab,
+        o.precision.c_str(), o.name.c_str(), o.threads, (long long)o.layers, (long long)o.hidden,
+        (long long)o.heads, (long long)o.seq, (long long)o.vocab, (long long)config.padded_vocab,
         (long long)o.micro_batch, (long long)o.global_batch, o.iters, o.warmup_iters,
         (long long)model.params().global_numel(), (long long)flops.non_embedding_params,
         (long long)flops.n, flops.per_token, tokens_per_iter, 1e3 * med, 1e3 * best, tokens_per_s,
         tflops, loss);
     return 0;
   }
-  std::printf("mtnlg-bench-train (%s, f32, dropout 0)\n", cpu->name().c_str());
+  std::printf("mtnlg-bench-train (%s, %s, dropout 0)\n", cpu->name().c_str(), o.precision.c_str());
   std::printf("model %s: L=%lld h=%lld heads=%lld s=%lld V=%lld (padded %lld), %lld params\n",
               o.name.c_str(), (long long)o.layers, (long long)o.hidden, (long long)o.heads,
               (long long)o.seq, (long long)o.vocab, (long long)config.padded_vocab,
@@ -244,6 +249,10 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--seed", o.seed, "Seed of the weights and the random tokens")
+      ->capture_default_str();
+  app.add_option("--precision", o.precision,
+                 "fp32, or bf16 (bf16 weights and activations, fp32 main gradients, masters and "
+                 "moments)")
       ->capture_default_str();
   app.add_flag("--json", o.json, "Print one JSON line on stdout (text goes to stderr)");
   app.add_flag("--profile", o.profile,

@@ -11,14 +11,11 @@ namespace mtnlg::cpu {
 namespace {
 
 // log sum_j exp(x[j]) over j < vocab, as (max, sum of exp(x - max)).
-template <typename T, typename A = acc_t<T>>
-void row_logsumexp(const T* x, int64_t vocab, A& mx, A& sum) {
+template <typename A>
+void row_logsumexp(const A* x, int64_t vocab, A& mx, A& sum) {
   mx = x[0];
 #pragma omp simd reduction(max : mx)
-  for (int64_t j = 0; j < vocab; ++j) {
-    const A v = x[j];
-    mx = v > mx ? v : mx;
-  }
+  for (int64_t j = 0; j < vocab; ++j) mx = x[j] > mx ? x[j] : mx;
   sum = 0;
 #pragma omp simd reduction(+ : sum)
   for (int64_t j = 0; j < vocab; ++j) sum += std::exp(x[j] - mx);
@@ -32,7 +29,8 @@ double cross_entropy_forward(const T* logits, const int32_t* targets, int64_t n,
   std::vector<double> row_loss(static_cast<size_t>(n));
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < n; ++r) {
-    const T* x = logits + r * vp;
+    const Widened<T> xw(logits + r * vp, vocab);
+    const acc_t<T>* x = xw.get();
     acc_t<T> mx, sum;
     row_logsumexp(x, vocab, mx, sum);
     row_loss[static_cast<size_t>(r)] = static_cast<double>(std::log(sum) + mx - x[targets[r]]);
@@ -49,20 +47,17 @@ void cross_entropy_backward(T* dlogits, const T* logits, const int32_t* targets,
   // Row r is read completely (max, sum) before any of it is written, so dlogits may be logits.
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < n; ++r) {
-    const T* x = logits + r * vp;
-    T* dx = dlogits + r * vp;
+    // bf16: the row widened first (dlogits may alias it), p - 1 formed in fp32 and rounded once.
+    const Widened<T> xw(logits + r * vp, vocab);
+    const Narrowed<T> dxw(dlogits + r * vp, vp, false);
+    const A* x = xw.get();
+    A* dx = dxw.get();
     A mx, sum;
     row_logsumexp(x, vocab, mx, sum);
     const A inv = grad_scale / sum;
-    const A target_logit = x[targets[r]];
 #pragma omp simd
-    for (int64_t j = 0; j < vocab; ++j) dx[j] = std::exp(A(x[j]) - mx) * inv;
-    if constexpr (std::is_same_v<T, A>) {
-      dx[targets[r]] -= grad_scale;
-    } else {
-      // Subtract before rounding to the narrow type: p - 1 is rounded once, not twice.
-      dx[targets[r]] = std::exp(target_logit - mx) * inv - grad_scale;
-    }
+    for (int64_t j = 0; j < vocab; ++j) dx[j] = std::exp(x[j] - mx) * inv;
+    dx[targets[r]] -= grad_scale;
     for (int64_t j = vocab; j < vp; ++j) dx[j] = 0;
   }
 }

@@ -30,8 +30,13 @@ void convert(To* dst, const From* src, int64_t n) {
 template <typename T>
 void add(T* out, const T* a, const T* b, int64_t n) {
   for_blocks(n, [=](int64_t lo, int64_t hi) {
+    // Inputs widened before the output is written: out may alias a or b.
+    const Widened<T> aw(a + lo, hi - lo), bw(b + lo, hi - lo);
+    const Narrowed<T> ow(out + lo, hi - lo, false);
+    const acc_t<T>*x = aw.get(), *z = bw.get();
+    acc_t<T>* o = ow.get();
 #pragma omp simd
-    for (int64_t i = lo; i < hi; ++i) out[i] = a[i] + b[i];
+    for (int64_t i = 0; i < hi - lo; ++i) o[i] = x[i] + z[i];
   });
 }
 
@@ -70,11 +75,14 @@ double sum_squares(const T* x, int64_t n) {
 
 template <typename T>
 void add_bias(T* y, const T* bias, int64_t n, int64_t c) {
+  const Widened<T> bw(bias, c);
+  const acc_t<T>* b = bw.get();
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < n; ++r) {
-    T* row = y + r * c;
+    const Narrowed<T> rw(y + r * c, c, true);
+    acc_t<T>* row = rw.get();
 #pragma omp simd
-    for (int64_t j = 0; j < c; ++j) row[j] = row[j] + bias[j];
+    for (int64_t j = 0; j < c; ++j) row[j] += b[j];
   }
 }
 

@@ -8,10 +8,9 @@ namespace {
 
 // One block of elements. noinline: inlined into the OpenMP region, GCC 12 stops using the
 // vector expf/erff for the erf derivative.
-template <typename T>
-__attribute__((noinline)) void gelu_backward_block(T* din, const T* dout, const T* in, int64_t lo,
+template <typename A>
+__attribute__((noinline)) void gelu_backward_block(A* din, const A* dout, const A* in, int64_t lo,
                                                    int64_t hi, Activation act) {
-  using A = acc_t<T>;
   if (act == Activation::kGelu) {
 #pragma omp simd
     for (int64_t i = lo; i < hi; ++i) din[i] = dout[i] * kernels::gelu_erf_grad<A>(in[i]);
@@ -27,19 +26,28 @@ template <typename T>
 void gelu_forward(T* out, const T* in, int64_t n, Activation act) {
   using A = acc_t<T>;
   for_blocks(n, [=](int64_t lo, int64_t hi) {
+    const Widened<T> xw(in + lo, hi - lo);
+    const Narrowed<T> yw(out + lo, hi - lo, false);
+    const A* x = xw.get();
+    A* y = yw.get();
     if (act == Activation::kGelu) {
 #pragma omp simd
-      for (int64_t i = lo; i < hi; ++i) out[i] = kernels::gelu_erf<A>(in[i]);
+      for (int64_t i = 0; i < hi - lo; ++i) y[i] = kernels::gelu_erf<A>(x[i]);
     } else {
 #pragma omp simd
-      for (int64_t i = lo; i < hi; ++i) out[i] = kernels::gelu_tanh<A>(in[i]);
+      for (int64_t i = 0; i < hi - lo; ++i) y[i] = kernels::gelu_tanh<A>(x[i]);
     }
   });
 }
 
 template <typename T>
 void gelu_backward(T* din, const T* dout, const T* in, int64_t n, Activation act) {
-  for_blocks(n, [=](int64_t lo, int64_t hi) { gelu_backward_block(din, dout, in, lo, hi, act); });
+  for_blocks(n, [=](int64_t lo, int64_t hi) {
+    // Both inputs widened before the output is written: din may alias dout.
+    const Widened<T> dyw(dout + lo, hi - lo), xw(in + lo, hi - lo);
+    const Narrowed<T> dxw(din + lo, hi - lo, false);
+    gelu_backward_block(dxw.get(), dyw.get(), xw.get(), 0, hi - lo, act);
+  });
 }
 
 template void gelu_forward<float>(float*, const float*, int64_t, Activation);

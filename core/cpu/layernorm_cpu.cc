@@ -16,10 +16,14 @@ void layernorm_forward(T* out, acc_t<T>* mean, acc_t<T>* rstd, const T* in, cons
                        int64_t n, int64_t c, acc_t<T> eps) {
   using A = acc_t<T>;
   // out: [n, c], mean: [n], rstd: [n], in: [n, c], w: [c], b: [c]
+  const Widened<T> ww(w, c), bw(b, c);
+  const A *wv = ww.get(), *bv = bw.get();
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < n; ++r) {
-    const T* x = in + r * c;
-    T* y = out + r * c;
+    const Widened<T> xw(in + r * c, c);
+    const Narrowed<T> yw(out + r * c, c, false);
+    const A* x = xw.get();
+    A* y = yw.get();
     A sum = 0;
 #pragma omp simd reduction(+ : sum)
     for (int64_t j = 0; j < c; ++j) sum += x[j];
@@ -29,7 +33,7 @@ void layernorm_forward(T* out, acc_t<T>* mean, acc_t<T>* rstd, const T* in, cons
     for (int64_t j = 0; j < c; ++j) sq += (x[j] - m) * (x[j] - m);
     const A s = A(1) / std::sqrt(sq / static_cast<A>(c) + eps);
 #pragma omp simd
-    for (int64_t j = 0; j < c; ++j) y[j] = (x[j] - m) * s * w[j] + b[j];
+    for (int64_t j = 0; j < c; ++j) y[j] = (x[j] - m) * s * wv[j] + bv[j];
     mean[r] = m;
     rstd[r] = s;
   }
@@ -40,16 +44,19 @@ void layernorm_backward(T* din, acc_t<T>* dw, acc_t<T>* db, const T* dout, const
                         const acc_t<T>* mean, const acc_t<T>* rstd, int64_t n, int64_t c) {
   using A = acc_t<T>;
   // din: [n, c] +=, dw, db: [c] +=, dout, in: [n, c], w: [c], mean, rstd: [n]
+  const Widened<T> ww(w, c);
+  const A* wv = ww.get();
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < n; ++r) {
-    const T* x = in + r * c;
-    const T* dy = dout + r * c;
-    T* dx = din + r * c;
+    const Widened<T> xw(in + r * c, c), dyw(dout + r * c, c);
+    const Narrowed<T> dxw(din + r * c, c, true);
+    const A *x = xw.get(), *dy = dyw.get();
+    A* dx = dxw.get();
     const A m = mean[r], s = rstd[r];
     A dnorm_mean = 0, dnorm_norm_mean = 0;
 #pragma omp simd reduction(+ : dnorm_mean, dnorm_norm_mean)
     for (int64_t j = 0; j < c; ++j) {
-      const A dnorm = w[j] * dy[j];
+      const A dnorm = wv[j] * dy[j];
       dnorm_mean += dnorm;
       dnorm_norm_mean += dnorm * (x[j] - m) * s;
     }
@@ -58,7 +65,7 @@ void layernorm_backward(T* din, acc_t<T>* dw, acc_t<T>* db, const T* dout, const
 #pragma omp simd
     for (int64_t j = 0; j < c; ++j) {
       const A norm = (x[j] - m) * s;
-      dx[j] = dx[j] + (w[j] * dy[j] - dnorm_mean - norm * dnorm_norm_mean) * s;
+      dx[j] += (wv[j] * dy[j] - dnorm_mean - norm * dnorm_norm_mean) * s;
     }
   }
   const int64_t nb = (c + kColBlock - 1) / kColBlock;
