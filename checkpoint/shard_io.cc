@@ -263,7 +263,7 @@ void ShardIndex::verify_all() {
 
 namespace {
 
-// One element of checkpoint state as a double (F32, F64 or BF16 bytes, little endian).
+// One element of checkpoint state as a double (F32, F64, BF16 or F16 bytes, little endian).
 double load_element(safetensors::DType dtype, const std::byte* at) {
   if (dtype == safetensors::DType::kF64) {
     double x;
@@ -274,6 +274,11 @@ double load_element(safetensors::DType dtype, const std::byte* at) {
     uint16_t h;
     std::memcpy(&h, at, sizeof h);
     return bf16_to_f32(h);
+  }
+  if (dtype == safetensors::DType::kF16) {
+    uint16_t h;
+    std::memcpy(&h, at, sizeof h);
+    return f16_to_f32(h);
   }
   float x;
   std::memcpy(&x, at, sizeof x);
@@ -286,6 +291,9 @@ void store_element(DType dtype, char* at, double x) {
   } else if (dtype == DType::kBF16) {
     const uint16_t h = f32_to_bf16(static_cast<float>(x));
     std::memcpy(at, &h, sizeof h);
+  } else if (dtype == DType::kF16) {
+    const uint16_t h = f32_to_f16(static_cast<float>(x));
+    std::memcpy(at, &h, sizeof h);
   } else {
     const auto f = static_cast<float>(x);
     std::memcpy(at, &f, sizeof f);
@@ -297,7 +305,7 @@ void store_element(DType dtype, char* at, double x) {
 void ShardIndex::read(const StateTensor& target, Tensor& out) {
   MTNLG_CHECK_EQ(out.numel(), target.flat_end - target.flat_begin);
   MTNLG_CHECK(out.dtype() == DType::kF32 || out.dtype() == DType::kF64 ||
-              out.dtype() == DType::kBF16);
+              out.dtype() == DType::kBF16 || out.dtype() == DType::kF16);
   const std::vector<const Piece*> pieces = pieces_of(target.name);
   if (pieces.empty())
     throw not_found("the checkpoint has no tensor '" + target.name +
@@ -341,16 +349,17 @@ void ShardIndex::read(const StateTensor& target, Tensor& out) {
     const auto src_bytes = f.st->raw(p->name);
     const safetensors::DType sd = e.dtype;
     const size_t s_item = safetensors::dtype_info(sd).itemsize;
-    // Any of F32, F64 and BF16 into any of f32, f64 and bf16: a checkpoint saved in one precision
-    // loads in another (bf16 rounded to nearest even; F64 -> bf16 through float).
+    // Any of F32, F64, BF16 and F16 into any of f32, f64, bf16 and f16: a checkpoint saved in
+    // one precision loads in another (rounded to nearest even; F64 -> bf16/f16 through float).
     const bool same = (sd == safetensors::DType::kF32 && out.dtype() == DType::kF32) ||
                       (sd == safetensors::DType::kF64 && out.dtype() == DType::kF64) ||
-                      (sd == safetensors::DType::kBF16 && out.dtype() == DType::kBF16);
+                      (sd == safetensors::DType::kBF16 && out.dtype() == DType::kBF16) ||
+                      (sd == safetensors::DType::kF16 && out.dtype() == DType::kF16);
     if (sd != safetensors::DType::kF32 && sd != safetensors::DType::kF64 &&
-        sd != safetensors::DType::kBF16)
+        sd != safetensors::DType::kBF16 && sd != safetensors::DType::kF16)
       throw unsupported("tensor '" + p->name + "' is " +
                             std::string(safetensors::dtype_info(sd).name) +
-                            "; this build reads F32, F64 and BF16 checkpoint state",
+                            "; this build reads F32, F64, BF16 and F16 checkpoint state",
                         f.path);
     for (int64_t r = r_lo; r < r_hi; ++r) {
       // Columns c with the source flat index in [flat_begin, flat_end) and the target's too.

@@ -48,6 +48,10 @@ constexpr DType dtype_of<Bf16>() {
   return DType::kBF16;
 }
 template <>
+constexpr DType dtype_of<F16>() {
+  return DType::kF16;
+}
+template <>
 constexpr DType dtype_of<int32_t>() {
   return DType::kI32;
 }

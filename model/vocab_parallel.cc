@@ -21,6 +21,8 @@ void dispatch_float(const Tensor& t, const char* what, Fn&& fn) {
     fn(float{});
   } else if (t.dtype() == DType::kBF16) {
     fn(Bf16{});
+  } else if (t.dtype() == DType::kF16) {
+    fn(F16{});
   } else {
     MTNLG_CHECK_MSG(t.dtype() == DType::kF64, what << ": dtype " << dtype_name(t.dtype()));
     fn(double{});

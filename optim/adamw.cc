@@ -29,14 +29,14 @@ AdamW::AdamW(ParamRegistry& params, Backend& backend, const OptimizerConfig& con
              Communicator* tensor)
     : params_(params), backend_(backend), config_(config), tensor_(tensor) {
   for (const auto& p : params_.params()) {
-    const bool mixed = p.value.dtype() == DType::kBF16;
+    const bool mixed = acc_dtype(p.value.dtype()) != p.value.dtype();  // bf16 or fp16
     const DType state = mixed ? DType::kF32 : p.value.dtype();
     MTNLG_CHECK_MSG(p.grad.dtype() == state,
                     "AdamW: " << p.spec.name << " has " << dtype_name(p.value.dtype())
                               << " values and " << dtype_name(p.grad.dtype()) << " gradients; want "
                               << dtype_name(state) << " gradients");
     MTNLG_CHECK_MSG(masters_.size() == (mixed ? m_.size() : 0),
-                    "AdamW: bf16 and other parameter values mixed in one registry");
+                    "AdamW: bf16/fp16 and other parameter values mixed in one registry");
     m_.push_back(backend_.alloc(p.spec.local_shape, state));
     v_.push_back(backend_.alloc(p.spec.local_shape, state));
     if (mixed) {

@@ -38,8 +38,8 @@ ZeroAdamW::ZeroAdamW(ParamRegistry& params, Backend& backend, const OptimizerCon
   const auto& all = params_.params();
   MTNLG_CHECK_MSG(!all.empty(), "ZeroAdamW: the registry has no parameters");
   dtype_ = all.front().value.dtype();
-  // bf16 values: fp32 main gradients, fp32 master weights and moments of the partition.
-  const DType state = dtype_ == DType::kBF16 ? DType::kF32 : dtype_;
+  // bf16/fp16 values: fp32 main gradients, fp32 master weights and moments of the partition.
+  const DType state = acc_dtype(dtype_);
   for (const auto& p : all) {
     MTNLG_CHECK_MSG(p.value.defined() && p.grad.defined(),
                     "ZeroAdamW: parameter " << p.spec.name << " is not allocated");
@@ -70,7 +70,7 @@ ZeroAdamW::ZeroAdamW(ParamRegistry& params, Backend& backend, const OptimizerCon
                                                  : backend_.alloc({partition_size_}, state);
   m_ = backend_.alloc({partition_size_}, state);
   v_ = backend_.alloc({partition_size_}, state);
-  if (dtype_ == DType::kBF16) {
+  if (acc_dtype(dtype_) != dtype_) {
     // The masters start as the bf16 values (Megatron clones them), this partition's pieces.
     masters_ = backend_.alloc({partition_size_}, DType::kF32);
     for (const Segment& s : segments_) {

@@ -4,8 +4,8 @@
 // Operations are collective over the group's members: every member calls the same operations in
 // the same order with matching sizes (send/recv: only the two ranks involved, in matching order).
 // A one-rank group returns at once (reduce_scatter and all_gather copy in to out). Ranks and peers
-// are ranks within the group. Tensors are CPU f32, f64, bf16 or i32 for the Gloo backend (bf16
-// sums are formed in fp32 and rounded at each step, as NCCL's are); wrong sizes or
+// are ranks within the group. Tensors are CPU f32, f64, bf16, f16 or i32 for the Gloo backend
+// (bf16/f16 sums are formed in fp32 and rounded at each step, as NCCL's are); wrong sizes or
 // dtypes fail an MTNLG_CHECK naming the operation, the group and the sizes.
 //
 // Failure: no operation hangs silently. A dead or hung peer makes the operation throw io_error

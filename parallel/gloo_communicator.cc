@@ -116,6 +116,9 @@ void by_dtype(DType dtype, F&& f) {
       // conversions), once per ring hop, as NCCL's bf16 reductions do.
       f(Bf16{});
       return;
+    case DType::kF16:
+      f(F16{});
+      return;
     default:
       MTNLG_CHECK_MSG(false, "Gloo communicator: unsupported dtype " << dtype_name(dtype));
   }
@@ -163,12 +166,12 @@ class GlooCommunicator final : public Communicator {
            std::to_string(global_ranks_[peer]) + ")";
   }
   void check_tensor(const char* op, const Tensor& t) const {
-    MTNLG_CHECK_MSG(t.defined() && t.device() == Device::kCPU &&
-                        (t.dtype() == DType::kF32 || t.dtype() == DType::kF64 ||
-                         t.dtype() == DType::kI32 || t.dtype() == DType::kBF16),
-                    op << " on " << where()
-                       << ": Gloo takes CPU f32, f64, bf16 or i32 tensors, got "
-                       << (t.defined() ? t.str() : "an undefined tensor"));
+    MTNLG_CHECK_MSG(
+        t.defined() && t.device() == Device::kCPU &&
+            (t.dtype() == DType::kF32 || t.dtype() == DType::kF64 || t.dtype() == DType::kI32 ||
+             t.dtype() == DType::kBF16 || t.dtype() == DType::kF16),
+        op << " on " << where() << ": Gloo takes CPU f32, f64, bf16, f16 or i32 tensors, got "
+           << (t.defined() ? t.str() : "an undefined tensor"));
   }
   void check_peer(const char* op, int peer) const {
     MTNLG_CHECK_MSG(0 <= peer && peer < size_ && peer != rank_,

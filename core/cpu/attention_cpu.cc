@@ -224,6 +224,7 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs, in
 MTNLG_INSTANTIATE(float)
 MTNLG_INSTANTIATE(double)
 MTNLG_INSTANTIATE(Bf16)
+MTNLG_INSTANTIATE(F16)
 #undef MTNLG_INSTANTIATE
 
 }  // namespace mtnlg::cpu

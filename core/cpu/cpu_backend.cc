@@ -34,10 +34,18 @@ void dispatch(const char* op, DType dtype, F&& f) {
         return;
       }
       [[fallthrough]];
+    case DType::kF16:
+      if constexpr (!kWideOnly) {
+        if (dtype == DType::kF16) {
+          f(F16{});
+          return;
+        }
+      }
+      [[fallthrough]];
     default:
       throw unsupported(std::string("CPU backend: ") + op + " does not support dtype " +
                             dtype_name(dtype) +
-                            (kWideOnly ? "; use f32 or f64" : "; use f32, bf16 or f64"),
+                            (kWideOnly ? "; use f32 or f64" : "; use f32, bf16, f16 or f64"),
                         op);
   }
 }
@@ -153,10 +161,18 @@ void CpuBackend::copy(Tensor& dst, const Tensor& src) {
     cpu::convert(dst.data_as<Bf16>(), src.data_as<double>(), src.numel());
   } else if (dst.dtype() == DType::kF64 && src.dtype() == DType::kBF16) {
     cpu::convert(dst.data_as<double>(), src.data_as<Bf16>(), src.numel());
+  } else if (dst.dtype() == DType::kF16 && src.dtype() == DType::kF32) {
+    cpu::convert_to_f16(dst.data_as<F16>(), src.data_as<float>(), src.numel());
+  } else if (dst.dtype() == DType::kF32 && src.dtype() == DType::kF16) {
+    cpu::convert_from_f16(dst.data_as<float>(), src.data_as<F16>(), src.numel());
+  } else if (dst.dtype() == DType::kF16 && src.dtype() == DType::kF64) {
+    cpu::convert(dst.data_as<F16>(), src.data_as<double>(), src.numel());
+  } else if (dst.dtype() == DType::kF64 && src.dtype() == DType::kF16) {
+    cpu::convert(dst.data_as<double>(), src.data_as<F16>(), src.numel());
   } else {
     throw unsupported(std::string("CPU backend: copy from ") + dtype_name(src.dtype()) + " to " +
                           dtype_name(dst.dtype()) +
-                          " is not supported (same dtype, or between f32, f64 and bf16)",
+                          " is not supported (same dtype, or between f32, f64 and bf16 or f16)",
                       "copy");
   }
 }
@@ -181,6 +197,26 @@ void CpuBackend::gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b,
     matmul_bf16_->run(c.data(), c.dtype() == DType::kBF16, static_cast<const uint16_t*>(a.data()),
                       trans_a, static_cast<const uint16_t*>(b.data()), trans_b, m, n, k,
                       static_cast<float>(alpha), static_cast<float>(beta));
+    return;
+  }
+  if (a.dtype() == DType::kF16) {
+    // fp16 operands, fp32 products and sums: widened and run through the fp32 GEMM (oneDNN's
+    // fp16 matmul needs AVX512-FP16, which this CPU family lacks). fp16 is the GPU's format;
+    // on the CPU it is here for correctness and tests, bf16 is the fast path.
+    MTNLG_CHECK_MSG(
+        b.dtype() == DType::kF16 && (c.dtype() == DType::kF32 || c.dtype() == DType::kF16),
+        "gemm: f16 a needs f16 b and an f32 or f16 c, got " << b.str() << ", " << c.str());
+    Tensor a32 = Tensor::cpu(a.shape(), DType::kF32), b32 = Tensor::cpu(b.shape(), DType::kF32);
+    copy(a32, a);
+    copy(b32, b);
+    Tensor c32 = c;
+    if (c.dtype() == DType::kF16) {
+      c32 = Tensor::cpu(c.shape(), DType::kF32);
+      if (beta != 0.0) copy(c32, c);
+    }
+    cpu::gemm(c32.data_as<float>(), a32.data_as<float>(), trans_a, b32.data_as<float>(), trans_b, m,
+              n, k, static_cast<float>(alpha), static_cast<float>(beta));
+    if (c.dtype() == DType::kF16) copy(c, c32);
     return;
   }
   dispatch<true>("gemm", c.dtype(), [&](auto z) {

@@ -69,6 +69,7 @@ void cross_entropy_backward(T* dlogits, const T* logits, const int32_t* targets,
 MTNLG_INSTANTIATE(float)
 MTNLG_INSTANTIATE(double)
 MTNLG_INSTANTIATE(Bf16)
+MTNLG_INSTANTIATE(F16)
 #undef MTNLG_INSTANTIATE
 
 }  // namespace mtnlg::cpu

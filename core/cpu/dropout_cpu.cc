@@ -18,5 +18,6 @@ void dropout_forward(T* out, const T* in, int64_t n, float p, RngStream rng) {
 template void dropout_forward<float>(float*, const float*, int64_t, float, RngStream);
 template void dropout_forward<double>(double*, const double*, int64_t, float, RngStream);
 template void dropout_forward<Bf16>(Bf16*, const Bf16*, int64_t, float, RngStream);
+template void dropout_forward<F16>(F16*, const F16*, int64_t, float, RngStream);
 
 }  // namespace mtnlg::cpu

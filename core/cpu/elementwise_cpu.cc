@@ -114,6 +114,7 @@ void bias_backward(acc_t<T>* dbias, const T* dy, int64_t n, int64_t c) {
 MTNLG_INSTANTIATE(float)
 MTNLG_INSTANTIATE(double)
 MTNLG_INSTANTIATE(Bf16)
+MTNLG_INSTANTIATE(F16)
 #undef MTNLG_INSTANTIATE
 template void fill<int32_t>(int32_t*, int32_t, int64_t);
 void convert_to_bf16(uint16_t* dst, const float* src, int64_t n) {
@@ -139,5 +140,18 @@ void convert<Bf16, double>(Bf16* dst, const double* src, int64_t n) {
   });
 }
 template void convert<double, Bf16>(double*, const Bf16*, int64_t);
+template <>
+void convert<F16, double>(F16* dst, const double* src, int64_t n) {
+  for_blocks(n, [=](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) dst[i] = F16(static_cast<float>(src[i]));
+  });
+}
+template void convert<double, F16>(double*, const F16*, int64_t);
+void convert_to_f16(F16* dst, const float* src, int64_t n) {
+  for_blocks(n, [=](int64_t lo, int64_t hi) { narrow(dst + lo, src + lo, hi - lo); });
+}
+void convert_from_f16(float* dst, const F16* src, int64_t n) {
+  for_blocks(n, [=](int64_t lo, int64_t hi) { widen(dst + lo, src + lo, hi - lo); });
+}
 
 }  // namespace mtnlg::cpu

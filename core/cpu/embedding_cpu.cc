@@ -55,6 +55,7 @@ void embedding_backward(acc_t<T>* dwte, acc_t<T>* dwpe, const T* dout, const int
 MTNLG_INSTANTIATE(float)
 MTNLG_INSTANTIATE(double)
 MTNLG_INSTANTIATE(Bf16)
+MTNLG_INSTANTIATE(F16)
 #undef MTNLG_INSTANTIATE
 
 }  // namespace mtnlg::cpu

@@ -56,5 +56,7 @@ template void gelu_backward<float>(float*, const float*, const float*, int64_t, 
 template void gelu_backward<double>(double*, const double*, const double*, int64_t, Activation);
 template void gelu_forward<Bf16>(Bf16*, const Bf16*, int64_t, Activation);
 template void gelu_backward<Bf16>(Bf16*, const Bf16*, const Bf16*, int64_t, Activation);
+template void gelu_forward<F16>(F16*, const F16*, int64_t, Activation);
+template void gelu_backward<F16>(F16*, const F16*, const F16*, int64_t, Activation);
 
 }  // namespace mtnlg::cpu

@@ -1,12 +1,12 @@
 // The CPU kernels behind CpuBackend (private to core/cpu/): templated on the element type T
-// (float for training, double for gradient checks, Bf16 for mixed precision), raw row-major
+// (float for training, double for gradient checks, Bf16 and F16 for mixed precision), raw row-major
 // pointers, arguments in llm.c order
 // (outputs, saved, inputs, weights, sizes). Each concept lives in <concept>_cpu.cc, which
-// instantiates it for float, double and (where the model needs it) Bf16. Arithmetic runs in
-// acc_t<T> (float for Bf16): elements are widened on read and rounded once on write, and
+// instantiates it for float, double and (where the model needs them) Bf16 and F16. Arithmetic runs
+// in acc_t<T> (float for Bf16 and F16): elements are widened on read and rounded once on write, and
 // per-row statistics (LayerNorm mean/rstd) and parameter gradients are acc_t<T> arrays, so a
-// bf16 model keeps fp32 statistics and fp32 main gradients. Shapes and accumulate/overwrite rules
-// are those of core/backend.h; the Backend validates tensors before calling in here.
+// bf16/fp16 model keeps fp32 statistics and fp32 main gradients. Shapes and accumulate/overwrite
+// rules are those of core/backend.h; the Backend validates tensors before calling in here.
 //
 // Threading: kernels open OpenMP parallel regions with the calling thread's OpenMP thread count
 // (CpuBackend sets it) and call OpenBLAS single-threaded (see cpu_backend.cc for why).
@@ -19,6 +19,10 @@
 #include <cstdint>
 #include <type_traits>
 #include <vector>
+
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
 
 #include "core/backend.h"
 #include "core/kernels/bf16_math.h"
@@ -52,13 +56,35 @@ void for_blocks(int64_t n, F&& fn, int64_t block = kElemBlock) {
 // loop keep GCC from vectorizing it (measured: GeLU 5x, LayerNorm 9x slower than fp32); these
 // convert a block or row in one vectorized pass and let the fp32 loop run as it does for float.
 // For float and double they are the pointer itself (no copy, same results bit for bit).
-inline void widen_bf16(float* dst, const Bf16* src, int64_t n) {
+inline void widen(float* dst, const Bf16* src, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(src[i].bits);
 }
-inline void narrow_bf16(Bf16* dst, const float* src, int64_t n) {
+inline void narrow(Bf16* dst, const float* src, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) dst[i].bits = f32_to_bf16(src[i]);
+}
+// fp16 through F16C (vcvtph2ps, vcvtps2ph: round to nearest even, as f32_to_f16), the scalar
+// conversions for the tail and on CPUs without F16C. (The AVX-512 forms trip GCC 12's
+// -Wmaybe-uninitialized inside its own header.)
+inline void widen(float* dst, const F16* src, int64_t n) {
+  int64_t i = 0;
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(dst + i,
+                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+#endif
+  for (; i < n; ++i) dst[i] = f16_to_f32(src[i].bits);
+}
+inline void narrow(F16* dst, const float* src, int64_t n) {
+  int64_t i = 0;
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(
+        reinterpret_cast<__m128i*>(dst + i),
+        _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#endif
+  for (; i < n; ++i) dst[i].bits = f32_to_f16(src[i]);
 }
 
 // Per-thread fp32 buffers for the views below, reused across calls (a row of logits is 200 KB:
@@ -106,7 +132,7 @@ class Widened {
     if constexpr (std::is_same_v<T, acc_t<T>>) {
       ptr_ = p;
     } else {
-      widen_bf16(slot_.data(), p, n);
+      widen(slot_.data(), p, n);
       ptr_ = slot_.data();
     }
   }
@@ -126,12 +152,12 @@ class Narrowed {
     if constexpr (std::is_same_v<T, acc_t<T>>) {
       ptr_ = p;
     } else {
-      if (load) widen_bf16(slot_.data(), p, n);
+      if (load) widen(slot_.data(), p, n);
       ptr_ = slot_.data();
     }
   }
   ~Narrowed() {
-    if constexpr (!std::is_same_v<T, acc_t<T>>) narrow_bf16(p_, slot_.data(), n_);
+    if constexpr (!std::is_same_v<T, acc_t<T>>) narrow(p_, slot_.data(), n_);
   }
   Narrowed(const Narrowed&) = delete;
   Narrowed& operator=(const Narrowed&) = delete;
@@ -187,6 +213,9 @@ void convert(To* dst, const From* src, int64_t n);
 // float <-> bf16 bits (round to nearest even, core/kernels/bf16_math.h).
 void convert_to_bf16(uint16_t* dst, const float* src, int64_t n);
 void convert_from_bf16(float* dst, const uint16_t* src, int64_t n);
+// float <-> fp16 (round to nearest even).
+void convert_to_f16(F16* dst, const float* src, int64_t n);
+void convert_from_f16(float* dst, const F16* src, int64_t n);
 template <typename T>
 void add(T* out, const T* a, const T* b, int64_t n);
 template <typename T>

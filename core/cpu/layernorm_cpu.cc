@@ -98,6 +98,7 @@ void layernorm_backward(T* din, acc_t<T>* dw, acc_t<T>* db, const T* dout, const
 MTNLG_INSTANTIATE(float)
 MTNLG_INSTANTIATE(double)
 MTNLG_INSTANTIATE(Bf16)
+MTNLG_INSTANTIATE(F16)
 #undef MTNLG_INSTANTIATE
 
 }  // namespace mtnlg::cpu

@@ -15,13 +15,15 @@
 
 namespace mtnlg::test {
 
-// Element i of a CPU f32, f64 or bf16 tensor, as a double (exact).
+// Element i of a CPU f32, f64, bf16 or f16 tensor, as a double (exact).
 inline double value_at(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
     case DType::kF64:
       return t.data_as<double>()[i];
     case DType::kBF16:
       return static_cast<float>(t.data_as<Bf16>()[i]);
+    case DType::kF16:
+      return static_cast<float>(t.data_as<F16>()[i]);
     default:
       return t.data_as<float>()[i];
   }
@@ -35,6 +37,9 @@ inline void set_value(Tensor& t, int64_t i, double v) {
       return;
     case DType::kBF16:
       t.data_as<Bf16>()[i] = Bf16(static_cast<float>(v));
+      return;
+    case DType::kF16:
+      t.data_as<F16>()[i] = F16(static_cast<float>(v));
       return;
     default:
       t.data_as<float>()[i] = static_cast<float>(v);

@@ -1,18 +1,19 @@
-// The CPU kernels on bf16 tensors (a bf16 model's activations and weights) against the same
-// kernels in f64 on the same numbers.
+// The CPU kernels on bf16 and fp16 tensors (a mixed-precision model's activations and weights)
+// against the same kernels in f64 on the same numbers.
 //
 // The bound. Inputs are bf16 values, which f64 holds exactly, so the f64 run is the exact result
 // up to f64 rounding. The bf16 kernels widen to fp32, compute, and round once on write:
-// - a bf16 output is off by its rounding, at most 2^-8 of its value (unit roundoff of an 8-bit
-//   significand), plus the fp32 arithmetic before it;
+// - a bf16 output is off by its rounding, at most u = 2^-8 of its value (unit roundoff of an
+//   8-bit significand; fp16: u = 2^-11, 11 bits), plus the fp32 arithmetic before it;
 // - the fp32 arithmetic is a row of at most c terms summed in fp32: gamma(c) ~ c * 2^-24 of the
 //   sum of magnitudes, at most ~1e-5 of the largest value here (c <= 96, magnitudes O(10)).
-// So each element must satisfy |got - ref| <= 2^-8 |ref| + 1e-5 max|ref| (fp32 outputs: the
+// So each element must satisfy |got - ref| <= u |ref| + 1e-5 max|ref| (fp32 outputs: the
 // second term only). Backward kernels get the bf16 forward's saved tensors (probs, mean, rstd),
 // converted exactly to f64, so both runs see the same inputs.
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 
 #include "core/backend.h"
 #include "kernel_check.h"
@@ -22,8 +23,12 @@ using namespace mtnlg::test;
 
 namespace {
 
-constexpr double kBf16Rounding = 1.0 / 256;  // 2^-8
 constexpr double kFp32Slack = 1e-5;
+
+// Unit roundoff of a stored dtype (0: fp32 or wider, whose error is the fp32 slack).
+double unit_roundoff(DType dtype) {
+  return dtype == DType::kBF16 ? 1.0 / 256 : dtype == DType::kF16 ? 1.0 / 2048 : 0.0;
+}
 
 // The bound above, element by element; returns the number of elements outside it.
 int64_t outside_bound(const Tensor& got, const Tensor& ref) {
@@ -31,7 +36,7 @@ int64_t outside_bound(const Tensor& got, const Tensor& ref) {
   const auto g = to_vec(got), r = to_vec(ref);
   double scale = 0.0;
   for (double v : r) scale = std::max(scale, std::abs(v));
-  const double rel = got.dtype() == DType::kBF16 ? kBf16Rounding : 0.0;
+  const double rel = unit_roundoff(got.dtype());
   int64_t bad = 0;
   for (size_t i = 0; i < g.size(); ++i) {
     const double bound = rel * std::abs(r[i]) + kFp32Slack * std::max(scale, 1e-30);
@@ -43,25 +48,27 @@ int64_t outside_bound(const Tensor& got, const Tensor& ref) {
   return bad;
 }
 
-// A bf16 tensor of random values and the same values in f64.
+// A narrow (bf16 or f16) tensor of random values and the same values in f64.
 struct Pair {
   Tensor b, d;
 };
-Pair random_pair(const Shape& shape, uint64_t seed, double lo = -1.0, double hi = 1.0) {
-  Tensor b = random_tensor(shape, DType::kBF16, seed, lo, hi);
+Pair random_pair(DType D, const Shape& shape, uint64_t seed, double lo = -1.0, double hi = 1.0) {
+  Tensor b = random_tensor(shape, D, seed, lo, hi);
   return {b, convert(b, DType::kF64)};
 }
 
 }  // namespace
 
-TEST_CASE("bf16 elementwise ops follow f64 within one rounding", "[bf16]") {
+TEMPLATE_TEST_CASE("bf16/fp16 elementwise ops follow f64 within one rounding", "[bf16]", Bf16,
+                   F16) {
+  const DType D = dtype_of<TestType>();
   auto be = make_cpu_backend(2);
   const int64_t n = 3000, c = 96;
-  auto [a, a64] = random_pair({n / c, c}, 1);
-  auto [b, b64] = random_pair({n / c, c}, 2);
-  auto [bias, bias64] = random_pair({c}, 3);
+  auto [a, a64] = random_pair(D, {n / c, c}, 1);
+  auto [b, b64] = random_pair(D, {n / c, c}, 2);
+  auto [bias, bias64] = random_pair(D, {c}, 3);
 
-  Tensor out = Tensor::cpu({n / c, c}, DType::kBF16), out64 = Tensor::cpu({n / c, c}, DType::kF64);
+  Tensor out = Tensor::cpu({n / c, c}, D), out64 = Tensor::cpu({n / c, c}, DType::kF64);
   be->add(out, a, b);
   be->add(out64, a64, b64);
   CHECK(outside_bound(out, out64) == 0);
@@ -87,7 +94,7 @@ TEST_CASE("bf16 elementwise ops follow f64 within one rounding", "[bf16]") {
   be->bias_backward(db, a);
   be->bias_backward(db64, a64);
   CHECK(outside_bound(db, db64) == 0);
-  Tensor wrong = Tensor::cpu({c}, DType::kBF16);
+  Tensor wrong = Tensor::cpu({c}, D);
   CHECK_THROWS(be->bias_backward(wrong, a));  // a bf16 main gradient is a caller bug
 
   CHECK(be->sum_squares(a) == Approx(be->sum_squares(a64)).epsilon(1e-12));
@@ -99,14 +106,16 @@ TEST_CASE("bf16 elementwise ops follow f64 within one rounding", "[bf16]") {
   CHECK(outside_bound(d, d64) == 0);
 }
 
-TEST_CASE("bf16 LayerNorm keeps fp32 statistics and fp32 parameter gradients", "[bf16]") {
+TEMPLATE_TEST_CASE("bf16/fp16 LayerNorm keeps fp32 statistics and fp32 parameter gradients",
+                   "[bf16]", Bf16, F16) {
+  const DType D = dtype_of<TestType>();
   auto be = make_cpu_backend(2);
   const int64_t n = 40, c = 96;
   // A mean far from zero: the two-pass variance must hold in fp32 from bf16 inputs.
-  auto [in, in64] = random_pair({n, c}, 11, 2.0, 4.0);
-  auto [w, w64] = random_pair({c}, 12, 0.5, 1.5);
-  auto [b, b64] = random_pair({c}, 13);
-  Tensor out = Tensor::cpu({n, c}, DType::kBF16), out64 = Tensor::cpu({n, c}, DType::kF64);
+  auto [in, in64] = random_pair(D, {n, c}, 11, 2.0, 4.0);
+  auto [w, w64] = random_pair(D, {c}, 12, 0.5, 1.5);
+  auto [b, b64] = random_pair(D, {c}, 13);
+  Tensor out = Tensor::cpu({n, c}, D), out64 = Tensor::cpu({n, c}, DType::kF64);
   Tensor mean = Tensor::cpu({n}, DType::kF32), rstd = Tensor::cpu({n}, DType::kF32);
   Tensor mean64 = Tensor::cpu({n}, DType::kF64), rstd64 = Tensor::cpu({n}, DType::kF64);
   be->layernorm_forward(out, mean, rstd, in, w, b, 1e-5);
@@ -115,11 +124,11 @@ TEST_CASE("bf16 LayerNorm keeps fp32 statistics and fp32 parameter gradients", "
   CHECK(outside_bound(mean, mean64) == 0);
   CHECK(outside_bound(rstd, rstd64) == 0);
 
-  Tensor bf16_stats = Tensor::cpu({n}, DType::kBF16);
+  Tensor bf16_stats = Tensor::cpu({n}, D);
   CHECK_THROWS(be->layernorm_forward(out, bf16_stats, rstd, in, w, b, 1e-5));
 
-  auto [dout, dout64] = random_pair({n, c}, 14);
-  auto [din, din64] = random_pair({n, c}, 15);  // accumulates: the residual gradient
+  auto [dout, dout64] = random_pair(D, {n, c}, 14);
+  auto [din, din64] = random_pair(D, {n, c}, 15);  // accumulates: the residual gradient
   Tensor dw = random_tensor({c}, DType::kF32, 16), dw64 = convert(dw, DType::kF64);
   Tensor db = random_tensor({c}, DType::kF32, 17), db64 = convert(db, DType::kF64);
   const Tensor m64 = convert(mean, DType::kF64), r64 = convert(rstd, DType::kF64);
@@ -130,12 +139,13 @@ TEST_CASE("bf16 LayerNorm keeps fp32 statistics and fp32 parameter gradients", "
   CHECK(outside_bound(db, db64) == 0);
 }
 
-TEST_CASE("bf16 GeLU forward and backward", "[bf16]") {
+TEMPLATE_TEST_CASE("bf16/fp16 GeLU forward and backward", "[bf16]", Bf16, F16) {
+  const DType D = dtype_of<TestType>();
   auto be = make_cpu_backend(2);
-  auto [in, in64] = random_pair({5000}, 21, -4.0, 4.0);
-  auto [dout, dout64] = random_pair({5000}, 22);
+  auto [in, in64] = random_pair(D, {5000}, 21, -4.0, 4.0);
+  auto [dout, dout64] = random_pair(D, {5000}, 22);
   for (Activation act : {Activation::kGelu, Activation::kGeluTanh}) {
-    Tensor out = Tensor::cpu({5000}, DType::kBF16), out64 = Tensor::cpu({5000}, DType::kF64);
+    Tensor out = Tensor::cpu({5000}, D), out64 = Tensor::cpu({5000}, DType::kF64);
     be->gelu_forward(out, in, act);
     be->gelu_forward(out64, in64, act);
     CHECK(outside_bound(out, out64) == 0);
@@ -146,15 +156,17 @@ TEST_CASE("bf16 GeLU forward and backward", "[bf16]") {
   }
 }
 
-TEST_CASE("bf16 attention: fp32 softmax, bf16 probs, same dropout masks", "[bf16]") {
+TEMPLATE_TEST_CASE("bf16/fp16 attention: fp32 softmax, bf16/fp16 probs, same dropout masks",
+                   "[bf16]", Bf16, F16) {
+  const DType D = dtype_of<TestType>();
   const int64_t b = 2, s = 70, heads = 3, hd = 8;  // s spans two row blocks
   for (double p : {0.0, 0.2}) {
     INFO("dropout " << p);
     const RngStream rng{5, 9, 0};
     auto be = make_cpu_backend(2);
-    auto [qkv, qkv64] = random_pair({b, s, heads * 3 * hd}, 31, -2.0, 2.0);
-    Tensor out = Tensor::cpu({b, s, heads * hd}, DType::kBF16);
-    Tensor probs = Tensor::cpu({b, heads, s, s}, DType::kBF16);
+    auto [qkv, qkv64] = random_pair(D, {b, s, heads * 3 * hd}, 31, -2.0, 2.0);
+    Tensor out = Tensor::cpu({b, s, heads * hd}, D);
+    Tensor probs = Tensor::cpu({b, heads, s, s}, D);
     Tensor out64 = Tensor::cpu({b, s, heads * hd}, DType::kF64);
     Tensor probs64 = Tensor::cpu({b, heads, s, s}, DType::kF64);
     be->attention_forward(out, probs, qkv, heads, p, rng);
@@ -162,8 +174,8 @@ TEST_CASE("bf16 attention: fp32 softmax, bf16 probs, same dropout masks", "[bf16
     CHECK(outside_bound(probs, probs64) == 0);
     CHECK(outside_bound(out, out64) == 0);
 
-    auto [dout, dout64] = random_pair({b, s, heads * hd}, 32);
-    Tensor dqkv = Tensor::cpu(qkv.shape(), DType::kBF16);
+    auto [dout, dout64] = random_pair(D, {b, s, heads * hd}, 32);
+    Tensor dqkv = Tensor::cpu(qkv.shape(), D);
     Tensor dqkv64 = Tensor::cpu(qkv.shape(), DType::kF64);
     be->attention_backward(dqkv, dout, qkv, probs, heads, p, rng);
     be->attention_backward(dqkv64, dout64, qkv64, convert(probs, DType::kF64), heads, p, rng);
@@ -171,9 +183,8 @@ TEST_CASE("bf16 attention: fp32 softmax, bf16 probs, same dropout masks", "[bf16
 
     // Bitwise the same on one thread: the staging buffers are per thread, the work per head.
     auto one = make_cpu_backend(1);
-    Tensor out1 = Tensor::cpu(out.shape(), DType::kBF16),
-           probs1 = Tensor::cpu(probs.shape(), DType::kBF16);
-    Tensor dqkv1 = Tensor::cpu(qkv.shape(), DType::kBF16);
+    Tensor out1 = Tensor::cpu(out.shape(), D), probs1 = Tensor::cpu(probs.shape(), D);
+    Tensor dqkv1 = Tensor::cpu(qkv.shape(), D);
     one->attention_forward(out1, probs1, qkv, heads, p, rng);
     one->attention_backward(dqkv1, dout, qkv, probs1, heads, p, rng);
     CHECK(bitwise_equal(out1, out));
@@ -182,35 +193,38 @@ TEST_CASE("bf16 attention: fp32 softmax, bf16 probs, same dropout masks", "[bf16
   }
 }
 
-TEST_CASE("bf16 embedding: bf16 rows, fp32 table gradients", "[bf16]") {
+TEMPLATE_TEST_CASE("bf16/fp16 embedding: bf16/fp16 rows, fp32 table gradients", "[bf16]", Bf16,
+                   F16) {
+  const DType D = dtype_of<TestType>();
   auto be = make_cpu_backend(2);
   const int64_t b = 3, s = 10, c = 72, vocab = 17;
   Tensor tokens = Tensor::cpu({b, s}, DType::kI32);
   for (int64_t i = 0; i < b * s; ++i)
     tokens.data_as<int32_t>()[i] = static_cast<int32_t>((i * 7) % vocab);
-  auto [wte, wte64] = random_pair({vocab, c}, 41);
-  auto [wpe, wpe64] = random_pair({s, c}, 42);
-  Tensor out = Tensor::cpu({b, s, c}, DType::kBF16), out64 = Tensor::cpu({b, s, c}, DType::kF64);
+  auto [wte, wte64] = random_pair(D, {vocab, c}, 41);
+  auto [wpe, wpe64] = random_pair(D, {s, c}, 42);
+  Tensor out = Tensor::cpu({b, s, c}, D), out64 = Tensor::cpu({b, s, c}, DType::kF64);
   be->embedding_forward(out, tokens, wte, wpe);
   be->embedding_forward(out64, tokens, wte64, wpe64);
   CHECK(outside_bound(out, out64) == 0);
 
-  auto [dout, dout64] = random_pair({b, s, c}, 43);
+  auto [dout, dout64] = random_pair(D, {b, s, c}, 43);
   Tensor dwte = Tensor::cpu({vocab, c}, DType::kF32), dwpe = Tensor::cpu({s, c}, DType::kF32);
   Tensor dwte64 = Tensor::cpu({vocab, c}, DType::kF64), dwpe64 = Tensor::cpu({s, c}, DType::kF64);
   be->embedding_backward(dwte, dwpe, dout, tokens);
   be->embedding_backward(dwte64, dwpe64, dout64, tokens);
   CHECK(outside_bound(dwte, dwte64) == 0);
   CHECK(outside_bound(dwpe, dwpe64) == 0);
-  Tensor bf16_table = Tensor::cpu({vocab, c}, DType::kBF16),
-         bf16_pos = Tensor::cpu({s, c}, DType::kBF16);
+  Tensor bf16_table = Tensor::cpu({vocab, c}, D), bf16_pos = Tensor::cpu({s, c}, D);
   CHECK_THROWS(be->embedding_backward(bf16_table, bf16_pos, dout, tokens));
 }
 
-TEST_CASE("bf16 cross entropy: fp32 statistics, gradient rounded once", "[bf16]") {
+TEMPLATE_TEST_CASE("bf16/fp16 cross entropy: fp32 statistics, gradient rounded once", "[bf16]",
+                   Bf16, F16) {
+  const DType D = dtype_of<TestType>();
   auto be = make_cpu_backend(2);
   const int64_t n = 12, vp = 64, vocab = 61;
-  auto [logits, logits64] = random_pair({n, vp}, 51, -6.0, 6.0);
+  auto [logits, logits64] = random_pair(D, {n, vp}, 51, -6.0, 6.0);
   Tensor targets = Tensor::cpu({n}, DType::kI32);
   for (int64_t i = 0; i < n; ++i)
     targets.data_as<int32_t>()[i] = static_cast<int32_t>((i * 13) % vocab);
@@ -227,6 +241,53 @@ TEST_CASE("bf16 cross entropy: fp32 statistics, gradient rounded once", "[bf16]"
   for (int64_t r = 0; r < n; ++r) {
     const int64_t i = r * vp + targets.data_as<int32_t>()[r];
     CHECK(std::abs(value_at(logits, i) - value_at(d64, i)) <=
-          kBf16Rounding * std::abs(value_at(d64, i)) + 1e-7);
+          unit_roundoff(D) * std::abs(value_at(d64, i)) + 1e-7);
+  }
+}
+
+TEST_CASE("fp16 conversions round to nearest even as the hardware does", "[bf16]") {
+  // Every fp16 value widens exactly and rounds back to itself (NaNs stay NaNs).
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const auto bits = static_cast<uint16_t>(h);
+    _Float16 hw;
+    std::memcpy(&hw, &bits, sizeof hw);
+    const float f = f16_to_f32(bits);
+    if (f != f) {
+      REQUIRE(static_cast<float>(hw) != static_cast<float>(hw));
+      continue;
+    }
+    REQUIRE(f == static_cast<float>(hw));
+    REQUIRE(f32_to_f16(f) == bits);
+  }
+  // Floats from every exponent (subnormal halves, ties, overflow to inf) against the compiler's
+  // IEEE conversion.
+  for (uint64_t x = 0; x < (uint64_t{1} << 32); x += 4093) {
+    const auto u = static_cast<uint32_t>(x);
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    if (f != f) continue;
+    const _Float16 hw = static_cast<_Float16>(f);
+    uint16_t want;
+    std::memcpy(&want, &hw, sizeof want);
+    INFO("float bits " << u);
+    REQUIRE(f32_to_f16(f) == want);
+  }
+  CHECK(f32_to_f16(65504.0f) == 0x7bff);
+  CHECK(f32_to_f16(65520.0f) == 0x7c00);          // the tie above the largest half: inf
+  CHECK(f32_to_f16(std::ldexp(1.0f, -25)) == 0);  // the tie below the smallest: even, zero
+  CHECK(f32_to_f16(std::ldexp(1.5f, -25)) == 1);  // above the tie: the smallest subnormal
+}
+
+TEST_CASE("fp16 GEMM: fp32 products and sums of the fp16 operands", "[bf16]") {
+  auto be = make_cpu_backend(2);
+  const int64_t m = 37, n = 29, k = 70;
+  auto [a, a64] = random_pair(DType::kF16, {m, k}, 61);
+  auto [b, b64] = random_pair(DType::kF16, {n, k}, 62);
+  for (DType cd : {DType::kF16, DType::kF32}) {
+    INFO("c " << dtype_name(cd));
+    Tensor c = random_tensor({m, n}, cd, 63), c64 = convert(c, DType::kF64);
+    be->gemm(c, a, false, b, true, 0.5, 1.0);
+    be->gemm(c64, a64, false, b64, true, 0.5, 1.0);
+    CHECK(outside_bound(c, c64) == 0);
   }
 }

@@ -1,6 +1,6 @@
-// A GPTStage in bf16 (bf16 weights and activations, fp32 LayerNorm statistics, softmax and loss,
-// fp32 main gradients) against the same model in f64 from the same (bf16) weights, and bf16 over
-// tensor-parallel ranks against bf16 on one.
+// A GPTStage in bf16 or fp16 (bf16/fp16 weights and activations, fp32 LayerNorm statistics, softmax
+// and loss, fp32 main gradients) against the same model in f64 from the same (bf16) weights, and
+// bf16 over tensor-parallel ranks against bf16 on one.
 //
 // The bands. Every tensor a bf16 layer stores is rounded once, a relative error of at most
 // u = 2^-8 per element, with random sign across elements. A token's loss sees about r = 12
@@ -24,7 +24,10 @@
 namespace mtnlg {
 namespace {
 
-constexpr double kU = 1.0 / 256;  // bf16 unit roundoff
+// Unit roundoff: bf16 2^-8 (8 significant bits), fp16 2^-11 (11).
+double unit(DType d) {
+  return d == DType::kBF16 ? 1.0 / 256 : 1.0 / 2048;
+}
 
 GPTConfig config() {
   GPTConfig c;
@@ -97,14 +100,18 @@ double grad_error(const Run& got, const Run& ref, size_t p) {
   return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-6);
 }
 
-TEST_CASE("a bf16 stage follows f64 from the same weights within the bf16 band", "[bf16]") {
+TEST_CASE("a bf16 or fp16 stage follows f64 from the same weights within its format's band",
+          "[bf16]") {
+  const DType dt = GENERATE(DType::kBF16, DType::kF16);
+  const double kU = unit(dt);
+  INFO(dtype_name(dt));
   const GPTConfig c = config();
   auto backend = make_cpu_backend(1);
-  GPTStage weights(c, full_model(c), *backend, DType::kBF16, 1234);
+  GPTStage weights(c, full_model(c), *backend, dt, 1234);
   weights.init_weights(99);
-  const Run bf = run(c, DType::kBF16, nullptr);
+  const Run bf = run(c, dt, nullptr);
   const Run ref = run(c, DType::kF64, nullptr, &weights);
-  INFO("loss bf16 " << bf.loss << ", f64 " << ref.loss);
+  INFO("loss " << bf.loss << ", f64 " << ref.loss);
   CHECK(std::abs(bf.loss - ref.loss) <= kU * std::abs(ref.loss));
   double worst = 0.0;
   for (size_t p = 0; p < bf.specs.size(); ++p) {
@@ -129,15 +136,18 @@ TEST_CASE("bf16 activation checkpointing gives bitwise identical loss and gradie
   }
 }
 
-TEST_CASE("bf16 over 2 tensor-parallel ranks follows bf16 on one", "[bf16]") {
+TEST_CASE("bf16 or fp16 over 2 tensor-parallel ranks follows one rank", "[bf16]") {
+  const DType dt = GENERATE(DType::kBF16, DType::kF16);
+  const double kU = unit(dt);
+  INFO(dtype_name(dt));
   const GPTConfig c = config();
-  const Run one = run(c, DType::kBF16, nullptr);
+  const Run one = run(c, dt, nullptr);
   MemoryStore store;
   std::vector<Run> results(2);
   test::run_ranks(2, [&](int rank) {
     auto tensor =
         make_gloo_communicator(store, "tensor", rank, {0, 1}, std::chrono::milliseconds(20000));
-    results[rank] = run(c, DType::kBF16, tensor.get());
+    results[rank] = run(c, dt, tensor.get());
   });
   // Both are within the band of the exact result; their distance is within twice of it.
   for (int rank = 0; rank < 2; ++rank) {
