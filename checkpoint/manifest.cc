@@ -48,6 +48,7 @@ class Reader {
     return std::stod(get(key, JsonValue::Kind::kNumber).text);
   }
   bool boolean(const std::string& key) const { return get(key, JsonValue::Kind::kBool).boolean; }
+  bool has(const std::string& key) const { return v_.find(key) != nullptr; }
   const std::string& str(const std::string& key) const {
     return get(key, JsonValue::Kind::kString).text;
   }
@@ -72,7 +73,14 @@ class Reader {
 
 std::string manifest_to_json(const CheckpointManifest& m) {
   JsonLine schedule, rng, layout, model;
-  schedule.add("lr", m.lr).add("global_batch_size", m.global_batch_size);
+  schedule.add("lr", m.lr)
+      .add("global_batch_size", m.global_batch_size)
+      .add("skipped_iterations", m.skipped_iterations)
+      .add("skipped_tokens", m.skipped_tokens);
+  JsonLine scaler;
+  scaler.add("scale", m.loss_scale)
+      .add("growth_tracker", m.loss_scale_growth_tracker)
+      .add("hysteresis_tracker", m.loss_scale_hysteresis_tracker);
   rng.add("seed", m.seed)
       .add("data_seed", m.data_seed)
       .add("dropout", "philox(seed, sample / micro_batch_size)")
@@ -109,6 +117,7 @@ std::string manifest_to_json(const CheckpointManifest& m) {
       .add("optimizer_steps", m.optimizer_steps)
       .add("has_optimizer", m.has_optimizer)
       .add_raw("schedule", schedule.str())
+      .add_raw("loss_scaler", scaler.str())
       .add_raw("rng", rng.str())
       .add_raw("layout", layout.str())
       .add_raw("model", model.str())
@@ -139,6 +148,16 @@ CheckpointManifest parse_manifest(std::string_view text, const std::string& path
   const Reader schedule = r.object("schedule");
   m.lr = schedule.f64("lr");
   m.global_batch_size = schedule.i64("global_batch_size");
+  if (schedule.has("skipped_iterations")) {  // written since fp16 loss scaling
+    m.skipped_iterations = schedule.i64("skipped_iterations");
+    m.skipped_tokens = schedule.i64("skipped_tokens");
+  }
+  if (r.has("loss_scaler")) {
+    const Reader scaler = r.object("loss_scaler");
+    m.loss_scale = scaler.f64("scale");
+    m.loss_scale_growth_tracker = scaler.i64("growth_tracker");
+    m.loss_scale_hysteresis_tracker = scaler.i64("hysteresis_tracker");
+  }
   const Reader rng = r.object("rng");
   m.seed = rng.u64("seed");
   m.data_seed = rng.u64("data_seed");

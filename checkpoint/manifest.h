@@ -45,7 +45,13 @@ struct CheckpointManifest {
   int64_t optimizer_steps = 0;         // Adam's bias-correction step count
   bool has_optimizer = true;           // optimizer files present
   double lr = 0.0;                     // the rate of the last iteration (informative)
-  int64_t global_batch_size = 0;       // of the next iteration (the batch ramp's position)
+  // fp16 loss scaling (optim/loss_scaler.h): iterations skipped on an overflow so far, and their
+  // tokens, which the LR schedule does not count (Megatron's scheduler steps only on updates);
+  // the scaler's state. Absent in older manifests: 0 skipped, no scaler state (scale 0).
+  int64_t skipped_iterations = 0, skipped_tokens = 0;
+  double loss_scale = 0.0;
+  int64_t loss_scale_growth_tracker = 0, loss_scale_hysteresis_tracker = 0;
+  int64_t global_batch_size = 0;  // of the next iteration (the batch ramp's position)
   uint64_t seed = 0, data_seed = 0;
   int64_t next_micro_batch_id = 0;  // dropout streams are keyed by sample / micro_batch_size
   int64_t tensor = 1, pipeline = 1, data = 1, micro_batch_size = 1;

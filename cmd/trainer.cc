@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <optional>
 
 #include "checkpoint/hf_import.h"
@@ -205,6 +208,19 @@ void Trainer::build_optimizer() {
     spdlog::info("optimizer: {}, state {:.2f} MiB per rank", optimizer_->describe(),
                  static_cast<double>(optimizer_->state_bytes()) / 1048576.0);
   schedule_ = std::make_unique<LrSchedule>(recipe_.optimizer, recipe_.schedule);
+  // fp16 scales the loss (Megatron); bf16's range needs no scaling.
+  if (recipe_.precision == Precision::kFP16)
+    scaler_ = std::make_unique<LossScaler>(recipe_.optimizer);
+  if (const char* v = std::getenv("MTNLG_INJECT_OVERFLOW"); v != nullptr && *v != 0) {
+    long long iteration = 0, rank = 0;
+    const int n = std::sscanf(v, "%lld:%lld", &iteration, &rank);
+    if (n < 1 || iteration < 1)
+      throw invalid_argument(std::string("MTNLG_INJECT_OVERFLOW=") + v +
+                                 " is not ITERATION[:RANK] (a test hook; unset it to train)",
+                             "MTNLG_INJECT_OVERFLOW");
+    const int64_t me = options_.groups != nullptr ? options_.groups->world->rank() : 0;
+    if (rank == me) inject_overflow_at_ = iteration;
+  }
   load_start_checkpoint();
 }
 
@@ -312,6 +328,12 @@ IterationStats Trainer::step() {
   const int64_t batch_tokens = global * seq;
 
   model_->params().zero_grads(*backend_);
+  if (inject_overflow_at_ == iteration_ + 1) {
+    // Gradients accumulate into the buffer, so an inf here survives backward and the reductions.
+    Tensor g = model_->params().grad_buffer().slice(0, 1);
+    backend_->fill(g, std::numeric_limits<double>::infinity());
+  }
+  const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
   double loss_sum = 0.0;  // the last stage's
   const int64_t steps = global / (micro * data_size_);
   // Every stage reads the same micro-batches: the first uses the tokens, the last the targets.
@@ -332,7 +354,7 @@ IterationStats Trainer::step() {
   };
   const BackwardStep backward_step = [&](int64_t m, const Tensor& output_grad) {
     return model_->backward(*acts_[m % acts_.size()], output_grad,
-                            1.0 / static_cast<double>(batch_tokens),
+                            loss_scale / static_cast<double>(batch_tokens),
                             overlap && m == steps - 1 ? grad_ready : GradReadyHook());
   };
   forward_backward_pipelining_without_interleaving(*p2p_, steps,
@@ -342,9 +364,14 @@ IterationStats Trainer::step() {
   if (grad_sync_) grad_sync_->wait(*backend_);
   const double loss =
       sum_over_data(sum_over_pipeline(loss_sum)) / static_cast<double>(batch_tokens);
-  const double grad_norm = this->grad_norm();
+  // The norm of the scaled gradients is reduced over every group, so an inf or NaN on any rank
+  // makes it non-finite on all of them: the ranks agree on an fp16 overflow without another
+  // collective.
+  const double scaled_norm = this->grad_norm();
+  const bool overflow = scaler_ != nullptr && !std::isfinite(scaled_norm);
+  const double grad_norm = scaled_norm / loss_scale;
   ++iteration_;
-  if ((!std::isfinite(loss) || !std::isfinite(grad_norm)) && iteration_ == 1) {
+  if ((!std::isfinite(loss) || (!std::isfinite(grad_norm) && !overflow)) && iteration_ == 1) {
     // Nothing has been updated yet: the starting weights are at fault, not the learning rate.
     const bool imported = !recipe_.model.init_from.empty() && start_checkpoint_.empty();
     const std::string key = !start_checkpoint_.empty() ? "checkpoint.load"
@@ -361,7 +388,7 @@ IterationStats Trainer::step() {
                          : "check the weights in " + key),
                 key);
   }
-  if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
+  if (!std::isfinite(loss) || (!std::isfinite(grad_norm) && !overflow)) {
     throw Error(Code::kDiverged,
                 "training diverged at iteration " + std::to_string(iteration_) + " (loss " +
                     json_number(loss) + ", grad norm " + json_number(grad_norm) +
@@ -369,10 +396,19 @@ IterationStats Trainer::step() {
                     "optimizer.clip_grad",
                 "optimizer.lr");
   }
+  // The LR schedule advances by the tokens of updating iterations only (Megatron's scheduler
+  // steps on successful updates), so a skipped iteration leaves it where it was.
+  if (overflow) {
+    ++skipped_iterations_;
+    skipped_tokens_ += batch_tokens;
+  }
   const int64_t consumed_tokens_after = (consumed_samples_ + global) * seq;
-  const double lr = schedule_->lr_at(consumed_tokens_after);
-  const double clip = clip_coefficient(grad_norm, recipe_.optimizer.clip_grad);
-  optimizer_->step(lr, clip);
+  const double lr = schedule_->lr_at(consumed_tokens_after - skipped_tokens_);
+  if (!overflow) {
+    const double clip = clip_coefficient(grad_norm, recipe_.optimizer.clip_grad);
+    optimizer_->step(lr, clip / loss_scale);  // unscales the gradients with the clip
+  }
+  if (scaler_) scaler_->update(overflow);
   backend_->synchronize();
   consumed_samples_ += global;
   const CommBytes sent = combine(bytes_sent(), sent_before, -1);
@@ -389,7 +425,10 @@ IterationStats Trainer::step() {
   s.global_batch_size = global;
   s.consumed_samples = consumed_samples_;
   s.consumed_tokens = consumed_samples_ * seq;
-  s.grad_norm = grad_norm;
+  s.grad_norm = overflow ? std::numeric_limits<double>::quiet_NaN() : grad_norm;
+  s.loss_scale = loss_scale;
+  s.skipped = overflow;
+  s.skipped_iterations = skipped_iterations_;
   s.elapsed_ms = seconds * 1e3;
   s.tokens_per_sec = static_cast<double>(batch_tokens) / seconds;
   // Model FLOPs this iteration executed, on this single-process run's one device. Forward is
@@ -471,7 +510,9 @@ void Trainer::log_iteration(const IterationStats& s) {
         .add("elapsed_ms", s.elapsed_ms)
         .add("tflops_per_device", s.tflops_per_device)
         .add("peak_memory_bytes", s.peak_memory_bytes)
-        .add("comm_bytes", s.comm_bytes);
+        .add("comm_bytes", s.comm_bytes)
+        .add("loss_scale", s.loss_scale)
+        .add("skipped_iterations", s.skipped_iterations);
     if (s.checkpoint_stall_ms >= 0) line.add("checkpoint_stall_ms", s.checkpoint_stall_ms);
     metrics_->write(line);
   }
@@ -481,11 +522,15 @@ void Trainer::log_iteration(const IterationStats& s) {
     const double left = train_seconds_ /
                         static_cast<double>(std::max<int64_t>(1, s.iteration - start_iteration_)) *
                         static_cast<double>(total_iters_ - s.iteration);
+    const std::string scaling =
+        scaler_ ? fmt::format(" | loss scale {} | skipped {}{}", json_number(s.loss_scale),
+                              s.skipped_iterations, s.skipped ? " (this one: overflow)" : "")
+                : "";
     spdlog::info(
         "iteration {:>6}/{} | loss {:.4f} | lr {:.3e} | batch {} | grad norm {:.3f} | "
-        "{:.0f} tokens/s | {:.0f} ms | left {}",
+        "{:.0f} tokens/s | {:.0f} ms | left {}{}",
         s.iteration, total_iters_, s.loss, s.lr, s.global_batch_size, s.grad_norm, s.tokens_per_sec,
-        s.elapsed_ms, format_duration(left));
+        s.elapsed_ms, format_duration(left), scaling);
   }
 }
 

@@ -31,6 +31,7 @@
 #include "cmd/planner.h"
 #include "core/backend.h"
 #include "core/config/recipe.h"
+#include "optim/loss_scaler.h"
 
 namespace mtnlg {
 
@@ -74,6 +75,12 @@ struct IterationStats {
   int64_t peak_memory_bytes = 0;    // the backend's peak_bytes() so far
   int64_t comm_bytes = 0;           // this rank sent this iteration, all groups (bytes_sent())
   double checkpoint_stall_ms = -1;  // a saving iteration: how long the save stalled training
+  // fp16 loss scaling: the scale this iteration's backward used (1 without fp16), whether its
+  // gradients overflowed on some rank so the update was skipped (grad_norm is then NaN), and
+  // the skipped iterations so far.
+  double loss_scale = 1.0;
+  bool skipped = false;
+  int64_t skipped_iterations = 0;
 };
 
 // Why run() returned.
@@ -159,6 +166,12 @@ class Trainer {
   std::unique_ptr<GPTStage> model_;
   std::unique_ptr<Optimizer> optimizer_;  // AdamW, or ZeroAdamW with ZeRO-1 and data ranks
   std::unique_ptr<LrSchedule> schedule_;
+  std::unique_ptr<LossScaler> scaler_;  // precision fp16 only
+  // Overflow-skipped iterations and their tokens (the LR schedule counts only updated tokens).
+  int64_t skipped_iterations_ = 0, skipped_tokens_ = 0;
+  // Test hook MTNLG_INJECT_OVERFLOW=ITERATION[:RANK]: this rank puts an inf into its gradients
+  // at that iteration (0: never).
+  int64_t inject_overflow_at_ = 0;
   std::unique_ptr<MetricsWriter> metrics_;
   // One per micro-batch in flight: micro-batch k of an iteration uses acts_[k % size]
   // (parallel/pipeline_schedule.h max_in_flight; one without pipeline parallelism).

@@ -135,6 +135,11 @@ void Trainer::load_start_checkpoint() {
   if (start_full_) {
     load_state(index, rest, *backend_);
     optimizer_->set_steps(m.optimizer_steps);
+    skipped_iterations_ = m.skipped_iterations;
+    skipped_tokens_ = m.skipped_tokens;
+    // A checkpoint without scaler state (saved in fp32 or bf16) starts the scaler afresh.
+    if (scaler_ && m.loss_scale > 0)
+      scaler_->load({m.loss_scale, m.loss_scale_growth_tracker, m.loss_scale_hysteresis_tracker});
   }
   backend_->synchronize();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -185,7 +190,14 @@ double Trainer::save_checkpoint(const std::function<void(double)>& before_commit
   m.consumed_tokens = consumed_samples_ * seq;
   m.valid_consumed_samples = valid_position(iteration_);
   m.optimizer_steps = optimizer_->steps();
-  m.lr = schedule_->lr_at(consumed_samples_ * seq);
+  m.lr = schedule_->lr_at(consumed_samples_ * seq - skipped_tokens_);
+  m.skipped_iterations = skipped_iterations_;
+  m.skipped_tokens = skipped_tokens_;
+  if (scaler_) {
+    m.loss_scale = scaler_->state().scale;
+    m.loss_scale_growth_tracker = scaler_->state().growth_tracker;
+    m.loss_scale_hysteresis_tracker = scaler_->state().hysteresis_tracker;
+  }
   m.global_batch_size = batch_at_(consumed_samples_);
   m.seed = recipe_.seed;
   m.data_seed = recipe_.data.seed;

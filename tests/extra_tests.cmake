@@ -175,7 +175,7 @@ add_test(NAME checkpoint_bad_input
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/ckpt_errors_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(checkpoint_bad_input PROPERTIES TIMEOUT 300)
 
-# Mixed precision: bf16 follows fp32 over 200 demo-model iterations, and bf16 under (2, 2, 2)
+# Mixed precision: bf16 (demo model) and fp16 (tiny) follow fp32 over 200 iterations; bf16 and fp16 under (2, 2, 2)
 # and (1, 2, 4) + ZeRO-1 follows bf16 in one process, within the band the script derives.
 if(MTNLG_MPIRUN)
   add_test(NAME precision_bf16_band
@@ -183,7 +183,7 @@ if(MTNLG_MPIRUN)
   set_tests_properties(precision_bf16_band PROPERTIES TIMEOUT 600)
 endif()
 
-# Checkpoints in bf16: exact resume in (1,1,1) and (2,2,2) + ZeRO-1; bf16 -> fp32 and fp32 -> bf16
+# Checkpoints in bf16 and fp16: exact resume in (1,1,1) and (2,2,2) + ZeRO-1; bf16 -> fp32 and fp32 -> bf16
 # resumes continue within the bf16 band.
 if(MTNLG_MPIRUN)
   add_test(NAME precision_bf16_resume

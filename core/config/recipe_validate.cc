@@ -357,8 +357,6 @@ void supported(bool ok, const char* key, const std::string& value, const char* l
 }  // namespace
 
 void check_supported(const Recipe& r) {
-  supported(r.precision != Precision::kFP16, "precision", precision_name(r.precision),
-            "fp16 (with loss scaling) is not in this build yet; bf16 and fp32 are", "bf16");
   supported(r.parallel.grad_reduce_dtype == Precision::kFP32, "parallel.grad_reduce_dtype",
             precision_name(r.parallel.grad_reduce_dtype),
             "bf16 gradient reduction is not in this build yet; gradients reduce in fp32", "fp32");

@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
-# Mixed precision end to end: precision: bf16 follows fp32 over 200 iterations of the demo model
-# (configs/demo-cpu.yaml on the test corpus, vocabulary 2048), and bf16 under (tp, pp, dp) =
-# (2, 2, 2) and (1, 2, 4) with ZeRO-1 follows bf16 in one process over 200 iterations of the
-# tiny model (dropout on), within a band derived from the bf16 format.
+# Mixed precision end to end, within a band derived from each format:
+#  - bf16 follows fp32 over 200 iterations of the demo model (configs/demo-cpu.yaml on the test
+#    corpus, vocabulary 2048); fp16 follows fp32 over 200 iterations of the tiny model (fp16's
+#    GEMMs run through fp32 on the CPU: the demo model would take minutes);
+#  - bf16 and fp16 under (tp, pp, dp) = (2, 2, 2) and (1, 2, 4) with ZeRO-1 follow their own
+#    one-process run over 200 iterations of the tiny model (dropout on);
+#  - fp16 with an overflow injected on one rank (global rank 5 of 8, not the logging rank) at
+#    iteration 5: every rank skips that update (else the layouts' runs part), the logged
+#    skipped_iterations becomes 1 there and the loss scale halves after it, and the run follows
+#    the one-process run with the same injection.
+# fp16 runs start at optimizer.initial_loss_scale 4096 (tiny's gradients never overflow there),
+# so that no run skips updates the others make, except where injected.
 #
 # The band. bf16 keeps 8 significant bits: each rounding is off by at most u = 2^-8 relative.
 # Under bf16 the weights a forward sees are the fp32 masters rounded (relative error <= u each),
@@ -19,16 +27,25 @@
 # norms). Layout runs against one process differ only in the order of fp32 sums and in where the
 # bf16 partial sums of tensor parallelism are rounded (one more rounding per reduced tensor), so
 # the same band applies.
-#   loss (train every iteration, and valid): u = 3.9e-3 relative;
-#   grad norm: u * sqrt(24 L) = 2.7e-2 for the tiny model (L = 2), 3.8e-2 for the demo (L = 4).
+#   loss (train every iteration, and valid): u = 3.9e-3 relative for bf16;
+#   grad norm: u * sqrt(24 L): bf16 2.7e-2 for the tiny model (L = 2), 3.8e-2 for the demo
+#   (L = 4).
+# fp16 needs one more factor. bf16's coarse rounding absorbs the small differences two runs'
+# fp32 masters pick up (nearby masters round to the same bf16 weights), so its runs stay within
+# the one-step band; fp16's rounding is 8x finer and absorbs 8x less, and the per-update
+# differences (measured: ~1 u per update, as one step's band predicts) accumulate over the 200
+# updates like a random walk. Measured: fp16 vs fp32 1.1 u (loss) and 2.7 times the one-step
+# grad band; (2, 2, 2) vs one process the same. The fp16 band is 4 times the one-step band:
+#   fp16 loss 4u = 2.0e-3, grad norm 4 u sqrt(24 L) = 1.4e-2 (tiny).
 # Measured when written: demo bf16 vs fp32 2.0e-3 (loss), 6.6e-3 (grad norm); tiny bf16
 # (2, 2, 2) vs one process 1.4e-3 and 1.5e-2; (1, 2, 4) ZeRO-1 6.5e-4 and 4.1e-3.
 # Usage: tests/cmd/precision_band_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 source "$2/tests/cmd/layout_lib.sh"
 layout_setup "$1" "$2" 2048
-u=0.00390625
-grad_band() { /usr/bin/python3 -c "import math; print($u * math.sqrt(24 * $1))"; }
+u=0.00390625    # bf16
+u16=0.001953125  # fp16: 4 x 2^-11 (see above)
+grad_band() { /usr/bin/python3 -c "import math; print($1 * math.sqrt(24 * $2))"; }
 
 demo() {  # NAME PRECISION
   "$bin" --config configs/demo-cpu.yaml --threads 2 --log-level warn \
@@ -39,19 +56,52 @@ demo() {  # NAME PRECISION
 }
 demo demo-fp32 fp32
 demo demo-bf16 bf16
-/usr/bin/python3 tests/cmd/compare_layouts.py --band $u "$(grad_band 4)" "$tmp" \
+/usr/bin/python3 tests/cmd/compare_layouts.py --band $u "$(grad_band $u 4)" "$tmp" \
   demo-fp32:demo-bf16
 
-train() {  # NAME NP TP PP [extra --set ...]
-  local name=$1 np=$2 tp=$3 pp=$4
-  shift 4
-  run_layout "$name" "$np" --set precision=bf16 --set "data.split=[9,1,0]" \
+train() {  # NAME NP TP PP PRECISION [extra --set ...]
+  local name=$1 np=$2 tp=$3 pp=$4 precision=$5
+  shift 5
+  run_layout "$name" "$np" --set precision="$precision" --set optimizer.initial_loss_scale=4096 \
+    --set "data.split=[9,1,0]" \
     --set eval.interval=50 --set eval.iters=1 --set schedule.train_iters=200 \
     --set parallel.micro_batch_size=1 --set batch.global_batch_size=8 \
     --set model.vocab_size=2048 --set parallel.tensor="$tp" --set parallel.pipeline="$pp" "$@"
 }
-train bf16-single 1 1 1
-train bf16-tp2-pp2-dp2 8 2 2
-train bf16-pp2-dp4-zero1 8 1 2 --set parallel.zero_stage=1
-/usr/bin/python3 tests/cmd/compare_layouts.py --band $u "$(grad_band 2)" "$tmp" \
+train fp32-single 1 1 1 fp32
+for p in bf16 fp16; do
+  train $p-single 1 1 1 $p
+  train $p-tp2-pp2-dp2 8 2 2 $p
+  train $p-pp2-dp4-zero1 8 1 2 $p --set parallel.zero_stage=1
+done
+/usr/bin/python3 tests/cmd/compare_layouts.py --band $u "$(grad_band $u 2)" "$tmp" \
   bf16-single:bf16-tp2-pp2-dp2 bf16-single:bf16-pp2-dp4-zero1
+/usr/bin/python3 tests/cmd/compare_layouts.py --band $u16 "$(grad_band $u16 2)" "$tmp" \
+  fp32-single:fp16-single fp16-single:fp16-tp2-pp2-dp2 fp16-single:fp16-pp2-dp4-zero1
+
+# The injected overflow: rank 5 of the (2, 2, 2) run, the one rank of the single run.
+MTNLG_INJECT_OVERFLOW=5:5 train fp16-inject-tp2-pp2-dp2 8 2 2 fp16 --set optimizer.hysteresis=1 \
+  --set parallel.zero_stage=1
+MTNLG_INJECT_OVERFLOW=5 train fp16-inject-single 1 1 1 fp16 --set optimizer.hysteresis=1
+/usr/bin/python3 tests/cmd/compare_layouts.py --band $u16 "$(grad_band $u16 2)" "$tmp" \
+  fp16-inject-single:fp16-inject-tp2-pp2-dp2
+/usr/bin/python3 - "$tmp" <<'PY'
+import json, sys
+d = sys.argv[1]
+def train(name):
+    return {l["iteration"]: l for l in map(json.loads, open(f"{d}/{name}/metrics.jsonl")) if l["split"] == "train"}
+plain = train("fp16-single")
+for name in ("fp16-inject-single", "fp16-inject-tp2-pp2-dp2"):
+    at = train(name)
+    skipped = [i for i, l in sorted(at.items()) if l["grad_norm"] is None]
+    print(f"{name}: skipped {skipped}; loss scale {at[5]['loss_scale']} -> {at[6]['loss_scale']}; "
+          f"lr at 4, 5, 6: {at[4]['lr']}, {at[5]['lr']}, {at[6]['lr']} (uninjected 5: {plain[5]['lr']})")
+    ok = (skipped == [5] and at[4]["skipped_iterations"] == 0 and at[5]["skipped_iterations"] == 1
+          and at[200]["skipped_iterations"] == 1 and at[5]["loss_scale"] == 4096
+          and at[6]["loss_scale"] == 2048
+          # The schedule stands still over the skipped iteration, then resumes where it was.
+          and at[5]["lr"] == at[4]["lr"] and at[6]["lr"] == plain[5]["lr"])
+    if not ok:
+        sys.exit(f"FAIL {name}: the injected overflow did not skip exactly iteration 5, halve "
+                 "the scale and hold the LR schedule")
+PY

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Checkpoints under mixed precision (configs/tiny.yaml, dropout on):
-#  1. exact: precision bf16 in (1,1,1) and in (2,2,2) with ZeRO-1, stopped after iteration 4 (an evaluation) and
-#     resumed to 12, logs every loss, grad norm and validation loss bit for bit as the run that
-#     never stopped (the fp32 masters and the moments are saved; the bf16 weights are the
-#     masters rounded, so they come back exactly);
+# Checkpoints under mixed precision (configs/tiny.yaml, dropout on; fp16 with an overflow
+# injected at iteration 3, before the stop):
+#  1. exact: precision bf16 and fp16 in (1,1,1) and in (2,2,2) with ZeRO-1, stopped after
+#     iteration 4 (an evaluation) and resumed to 12, logs every loss, grad norm and validation
+#     loss bit for bit as the run that never stopped (the fp32 masters and the moments are saved; the bf16 weights are the
+#     masters rounded, so they come back exactly; fp16 also saves the loss scaler's state, the
+#     skipped iterations and the tokens the LR schedule has not counted);
 #  2. across precisions: a bf16 checkpoint resumed in fp32 (weights from the saved fp32 masters)
 #     and an fp32 checkpoint resumed in bf16 (masters from the fp32 weights, weights rounded from
 #     them) continue within the bf16 band (precision_band_test.sh) of the fp32 run that never
@@ -25,14 +27,20 @@ train() {  # NAME NP TP PP ZERO ITERS [extra --set ...]
     --set parallel.tensor="$tp" --set parallel.pipeline="$pp" --set parallel.zero_stage="$zero" "$@"
 }
 
-echo "== 1. exact bf16 resume"
-for lay in "1 1 1 0" "8 2 2 1"; do
+echo "== 1. exact bf16 and fp16 resume"
+for lay in "bf16 1 1 1 0" "bf16 8 2 2 1" "fp16 1 1 1 0" "fp16 8 2 2 1"; do
   set -- $lay
-  name=bf16-np$1-tp$2-pp$3-z$4
-  dir=(--set checkpoint.dir="$tmp/$name/ckpt" --set checkpoint.resume=true --set precision=bf16)
-  train "$name" "$@" 4 "${dir[@]}"
+  prec=$1
+  shift
+  name=$prec-np$1-tp$2-pp$3-z$4
+  # fp16: a small initial loss scale and window, so the scale both grows and (injected on rank 0
+  # at iteration 3) shrinks before the stop: the scaler's state must come back exactly.
+  extra=(--set precision="$prec")
+  [[ $prec == fp16 ]] && extra+=(--set optimizer.initial_loss_scale=256 --set optimizer.loss_scale_window=2 --set optimizer.hysteresis=1)
+  dir=(--set checkpoint.dir="$tmp/$name/ckpt" --set checkpoint.resume=true "${extra[@]}")
+  MTNLG_INJECT_OVERFLOW=$([[ $prec == fp16 ]] && echo 3) train "$name" "$@" 4 "${dir[@]}"
   train "$name" "$@" 12 "${dir[@]}"
-  train "ref-$name" "$@" 12 --set precision=bf16
+  MTNLG_INJECT_OVERFLOW=$([[ $prec == fp16 ]] && echo 3) train "ref-$name" "$@" 12 "${extra[@]}"
   /usr/bin/python3 $compare --exact "$tmp" "ref-$name:$name"
 done
 

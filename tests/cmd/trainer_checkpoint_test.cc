@@ -194,7 +194,7 @@ TEST_CASE("checkpoints load across precisions - the fp32 weights are the saved m
     Trainer fp(f.recipe(3, "fp", {"checkpoint.dir=" + ck, "checkpoint.resume=true"}),
                TrainerOptions{2, true});
     CHECK(fp.iteration() == 3);
-    CHECK(floats(fp.model().params().state(), "") == masters);
+    CHECK((floats(fp.model().params().state(), "") == masters));
   }
   SECTION("fp32 saved, bf16 resumed: the fp32 weights become the masters, rounded the weights") {
     const std::string ck = f.dir.file("ck-fp32");
@@ -204,10 +204,10 @@ TEST_CASE("checkpoints load across precisions - the fp32 weights are the saved m
     Trainer bf(
         f.recipe(3, "bf", {"precision=bf16", "checkpoint.dir=" + ck, "checkpoint.resume=true"}),
         TrainerOptions{2, true});
-    CHECK(floats(bf.optimizer().state(), "master.") == weights);
+    CHECK((floats(bf.optimizer().state(), "master.") == weights));
     std::vector<float> want;
     for (float w : weights) want.push_back(static_cast<float>(Bf16(w)));
-    CHECK(floats(bf.model().params().state(), "") == want);
+    CHECK((floats(bf.model().params().state(), "") == want));
   }
 }
 

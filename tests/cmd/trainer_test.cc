@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <numeric>
 #include <random>
@@ -9,7 +10,10 @@
 
 #include "cmd/trainer.h"
 #include "core/logging.h"
+#include "core/state_tensor.h"
+#include "model/gpt_stage.h"
 #include "optim/lr_schedule.h"
+#include "optim/optimizer.h"
 #include "test_util.h"
 #include "tiny_corpus.h"
 
@@ -64,7 +68,8 @@ TEST_CASE("tiny recipe: 50 iterations - the loss falls - metrics lines are compl
     ++n;
     for (const char* key : {"\"iteration\": ", "\"loss\": ", "\"lr\": ", "\"global_batch_size\": ",
                             "\"consumed_samples\": ", "\"consumed_tokens\": ", "\"grad_norm\": ",
-                            "\"tokens_per_sec\": ", "\"elapsed_ms\": "})
+                            "\"tokens_per_sec\": ", "\"elapsed_ms\": ", "\"loss_scale\": 1,",
+                            "\"skipped_iterations\": 0"})
       CHECK(line.find(key) != std::string::npos);
     CHECK(line.find("\"iteration\": " + std::to_string(n) + ",") != std::string::npos);
     const int64_t tokens = int64_t{n} * recipe.tokens_per_iteration();
@@ -168,11 +173,12 @@ TEST_CASE("a recipe this build cannot train is refused before anything is alloca
   test::TempDir dir;
   write_corpus(dir.file("corpus"), 10, 512);
   try {
-    Trainer t(tiny_recipe(dir, {"precision=fp16"}), TrainerOptions{1, false});
+    Trainer t(tiny_recipe(dir, {"precision=bf16", "parallel.grad_reduce_dtype=bf16"}),
+              TrainerOptions{1, false});
     FAIL("expected an error");
   } catch (const Error& e) {
     CHECK(e.code() == Code::kUnsupported);
-    CHECK(e.context() == "precision");
+    CHECK(e.context() == "parallel.grad_reduce_dtype");
   }
   // Tensor parallelism trains, but not without its tensor group (one process).
   try {
@@ -229,4 +235,69 @@ TEST_CASE("a shuffled two-dataset blend with a batch ramp and evaluation trains 
   REQUIRE(stats2.size() == stats.size());
   for (size_t i = 0; i < stats.size(); ++i) CHECK(stats2[i].loss == stats[i].loss);
   CHECK(evals2[2].loss == evals[2].loss);
+}
+
+namespace {
+
+// Every element of the named state (weights, or the optimizer's moments and masters), bitwise.
+std::vector<uint32_t> bits_of(const std::vector<StateTensor>& state) {
+  std::vector<uint32_t> out;
+  for (const StateTensor& s : state) {
+    const auto* p = static_cast<const unsigned char*>(s.tensor.data());
+    for (size_t i = 0; i + 1 < s.tensor.nbytes(); i += 2)
+      out.push_back(static_cast<uint32_t>(p[i] | (p[i + 1] << 8)));
+  }
+  return out;
+}
+
+// Sets an environment variable for a scope.
+struct ScopedEnv {
+  ScopedEnv(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
+  ~ScopedEnv() { ::unsetenv(name_); }
+  const char* name_;
+};
+
+}  // namespace
+
+TEST_CASE("fp16: an overflow skips the update, halves the scale, leaves the state bit-identical") {
+  Quiet quiet;
+  test::TempDir dir;
+  write_corpus(dir.file("corpus"), 100, 512);
+  // Hysteresis 1: the first overflow halves the scale (Megatron's default 2 takes two).
+  const std::vector<std::string> fp16 = {"precision=fp16", "optimizer.hysteresis=1",
+                                         "optimizer.initial_loss_scale=1024",
+                                         "schedule.train_iters=6"};
+  Trainer plain(tiny_recipe(dir, fp16), TrainerOptions{1, false});
+  std::vector<IterationStats> want;
+  for (int i = 0; i < 6; ++i) want.push_back(plain.train_step());
+
+  ScopedEnv inject("MTNLG_INJECT_OVERFLOW", "3");
+  Trainer t(tiny_recipe(dir, fp16), TrainerOptions{1, false});
+  std::vector<IterationStats> got;
+  for (int i = 0; i < 2; ++i) got.push_back(t.train_step());
+  const auto weights = bits_of(t.model().params().state());
+  const auto optimizer = bits_of(t.optimizer().state());
+  const int64_t steps = t.optimizer().steps();
+  got.push_back(t.train_step());  // iteration 3: the inf in this rank's gradients
+  CHECK(got[2].skipped);
+  CHECK(std::isnan(got[2].grad_norm));
+  CHECK(got[2].skipped_iterations == 1);
+  CHECK(got[2].loss == want[2].loss);  // the forward ran on the same weights and data
+  CHECK((bits_of(t.model().params().state()) == weights));  // (): no dump of the vectors
+  CHECK((bits_of(t.optimizer().state()) == optimizer));
+  CHECK(t.optimizer().steps() == steps);
+  // The schedule did not move: iteration 3 reports (and iteration 4 uses) the rate the uninjected
+  // run used at iteration 3.
+  CHECK(got[2].lr == want[1].lr);
+  got.push_back(t.train_step());
+  CHECK(got[3].lr == want[2].lr);
+  CHECK(got[2].loss_scale == 1024);
+  CHECK(got[3].loss_scale == 512);  // halved by the overflow
+  CHECK_FALSE(got[3].skipped);
+  CHECK(got[3].skipped_iterations == 1);
+  for (int i = 0; i < 2; ++i) {
+    CHECK(want[i].loss_scale == 1024);
+    CHECK(got[i].loss == want[i].loss);  // bitwise the same before the injection
+    CHECK(got[i].grad_norm == want[i].grad_norm);
+  }
 }

@@ -425,7 +425,7 @@ TEST_CASE("check_supported rejects what this build cannot train yet", "[config]"
       CHECK_THAT(e.message(), Catch::Contains("set " + key + ": " + fix));
     }
   };
-  expect_unsupported({"precision=fp16"}, "precision", "bf16");
+  CHECK_NOTHROW(check_supported(load_recipe(tiny, {"precision=fp16"})));
   expect_unsupported({"precision=bf16", "parallel.grad_reduce_dtype=bf16"},
                      "parallel.grad_reduce_dtype", "fp32");
   CHECK_NOTHROW(check_supported(load_recipe(tiny, {"precision=bf16"})));
@@ -436,15 +436,16 @@ TEST_CASE("check_supported rejects what this build cannot train yet", "[config]"
                      "parallel.virtual_pipeline", "1");
 
   SECTION("the message says where the feature lands") {
-    const Recipe r = load_recipe(test::source_path("configs/8.3b.yaml"), {});
+    const Recipe r = load_recipe(tiny, {"precision=bf16", "parallel.grad_reduce_dtype=bf16"});
     try {
       check_supported(r);
-      FAIL("check_supported accepted 8.3b.yaml");
+      FAIL("check_supported accepted parallel.grad_reduce_dtype: bf16");
     } catch (const Error& e) {
-      CHECK(e.context() == "precision");
+      CHECK(e.context() == "parallel.grad_reduce_dtype");
       CHECK(e.message() ==
-            "precision: fp16 is not yet supported by this build (fp16 (with loss scaling) is not "
-            "in this build yet; bf16 and fp32 are); set precision: bf16");
+            "parallel.grad_reduce_dtype: bf16 is not yet supported by this build (bf16 gradient "
+            "reduction is not in this build yet; gradients reduce in fp32); set "
+            "parallel.grad_reduce_dtype: fp32");
     }
   }
   SECTION("what is supported passes") {
