@@ -136,7 +136,12 @@ CommBytes communication_per_iteration(const Recipe& r, const Plan& plan, int64_t
   const int64_t rows = plan.micro_batch * r.model.seq_length;
   const int64_t act = rows * r.model.hidden_size * e;  // one [b, s, h] tensor
   const int64_t layers = st.last_layer - st.first_layer;
-  const int64_t wte_grad = plan.padded_vocab / tp * r.model.hidden_size * e;
+  // Gradients: fp32 main gradients under bf16/fp16, reduced over data ranks in fp32 or (with
+  // parallel.grad_reduce_dtype: bf16) in bf16; ZeRO-1 then all-gathers the fp32 masters' update.
+  const bool mixed = r.precision != Precision::kFP32;
+  const int64_t g = mixed ? kF32Bytes : e;
+  const int64_t g_reduce = r.parallel.grad_reduce_dtype == Precision::kBF16 ? 2 : g;
+  const int64_t wte_grad = plan.padded_vocab / tp * r.model.hidden_size * g;
   const bool zero1 = r.parallel.zero_stage == 1 && dp > 1;  // the trainer's condition
   CommBytes c;
 
@@ -162,11 +167,12 @@ CommBytes communication_per_iteration(const Recipe& r, const Plan& plan, int64_t
   // Data group: parallel/grad_sync.cc or optim/zero_optimizer.cc, cmd/trainer.cc sum_over_data.
   if (dp > 1) {
     if (zero1) {
-      const int64_t padded = (st.parameters + dp - 1) / dp * dp * e;
-      c.data = 2 * scatter_or_gather_bytes(dp, padded) + all_reduce_bytes(dp, 2 * kF64Bytes);
+      const int64_t padded = (st.parameters + dp - 1) / dp * dp;
+      c.data = scatter_or_gather_bytes(dp, padded * g_reduce) +
+               scatter_or_gather_bytes(dp, padded * g) + all_reduce_bytes(dp, 2 * kF64Bytes);
     } else {
       // GradSync rounds per bucket; exact here whenever 2(n-1)/n of a bucket's bytes is whole.
-      c.data = all_reduce_bytes(dp, st.parameters * e);
+      c.data = all_reduce_bytes(dp, st.parameters * g_reduce);
     }
     c.data += all_reduce_bytes(dp, kF64Bytes);
   }

@@ -258,14 +258,16 @@ void Trainer::build_grad_sync() {
   grad_sync_ = std::make_unique<GradSync>(
       std::move(grads), overlap ? *options_.groups->data_grads : *options_.groups->data, mode,
       std::max<int64_t>(1, std::llround(recipe_.parallel.grad_bucket_mb * 1048576.0)),
-      model_->params().grad_buffer());
+      model_->params().grad_buffer(),
+      recipe_.parallel.grad_reduce_dtype == Precision::kBF16 ? DType::kBF16 : DType::kF32);
   grad_sync_->set_tied(pipeline_size_ > 1 ? options_.groups->embedding.get() : nullptr,
                        std::move(tied));
   if (data_size_ > 1)
     spdlog::info("data parallel: rank {} of {}, gradients {}", data_rank_, data_size_,
-                 zero ? std::string("reduce-scattered (ZeRO-1)")
-                      : fmt::format("summed in {} buckets{}", grad_sync_->num_buckets(),
-                                    overlap ? ", overlapped with backward" : ""));
+                 (zero ? std::string("reduce-scattered (ZeRO-1)")
+                       : fmt::format("summed in {} buckets{}", grad_sync_->num_buckets(),
+                                     overlap ? ", overlapped with backward" : "")) +
+                     (recipe_.parallel.grad_reduce_dtype == Precision::kBF16 ? ", in bf16" : ""));
 }
 
 // The checkpoint saver, the metrics file and the resolved recipe beside it.

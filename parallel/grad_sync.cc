@@ -6,14 +6,22 @@
 namespace mtnlg {
 
 GradSync::GradSync(std::vector<Tensor> grads, Communicator& comm, Mode mode, int64_t bucket_bytes,
-                   Tensor buffer)
-    : grads_(std::move(grads)), comm_(comm), mode_(mode), buffer_(buffer) {
+                   Tensor buffer, DType reduce_dtype)
+    : grads_(std::move(grads)),
+      comm_(comm),
+      mode_(mode),
+      buffer_(buffer),
+      reduce_dtype_(reduce_dtype) {
   MTNLG_CHECK(bucket_bytes > 0);
   const int64_t n = static_cast<int64_t>(grads_.size());
   bucket_of_.assign(grads_.size(), -1);
   ready_.assign(grads_.size(), 0);
   int64_t largest = 0, total = 0;
   const DType dtype = grads_.empty() ? DType::kF32 : grads_.front().dtype();
+  MTNLG_CHECK_MSG(
+      reduce_dtype_ == DType::kF32 || (reduce_dtype_ == DType::kBF16 && dtype == DType::kF32),
+      "GradSync: reducing " << dtype_name(dtype) << " gradients in " << dtype_name(reduce_dtype_));
+  if (reduce_dtype_ == DType::kF32) reduce_dtype_ = dtype;
   Bucket current;
   auto close = [&] {
     current.offset = mode_ == Mode::kOverlap ? total : 0;
@@ -153,7 +161,7 @@ void GradSync::comm_loop() {
     lock.unlock();
     std::exception_ptr error;
     try {
-      comm_.all_reduce(flat, ReduceOp::kSum);
+      all_reduce(flat);
     } catch (...) {
       error = std::current_exception();
     }
@@ -164,6 +172,42 @@ void GradSync::comm_loop() {
       ++reduced_;
     cv_.notify_all();
   }
+}
+
+namespace {
+Tensor to_bf16(const Tensor& f32) {
+  Tensor out = Tensor::cpu(f32.shape(), DType::kBF16);
+  const float* src = f32.data_as<float>();
+  Bf16* dst = out.data_as<Bf16>();
+  for (int64_t i = 0; i < f32.numel(); ++i) dst[i] = Bf16(src[i]);
+  return out;
+}
+void from_bf16(Tensor& f32, const Tensor& bf16) {
+  float* dst = f32.data_as<float>();
+  const Bf16* src = bf16.data_as<Bf16>();
+  for (int64_t i = 0; i < f32.numel(); ++i) dst[i] = src[i];
+}
+}  // namespace
+
+void GradSync::all_reduce(Tensor& flat) {
+  if (reduce_dtype_ != DType::kBF16 || flat.dtype() == DType::kBF16) {
+    comm_.all_reduce(flat, ReduceOp::kSum);
+    return;
+  }
+  Tensor narrow = to_bf16(flat);
+  comm_.all_reduce(narrow, ReduceOp::kSum);
+  from_bf16(flat, narrow);
+}
+
+void GradSync::reduce_scatter(Tensor& out, const Tensor& in) {
+  if (reduce_dtype_ != DType::kBF16 || in.dtype() == DType::kBF16) {
+    comm_.reduce_scatter(out, in, ReduceOp::kSum);
+    return;
+  }
+  const Tensor narrow_in = to_bf16(in);
+  Tensor narrow_out = Tensor::cpu(out.shape(), DType::kBF16);
+  comm_.reduce_scatter(narrow_out, narrow_in, ReduceOp::kSum);
+  from_bf16(out, narrow_out);
 }
 
 void GradSync::set_tied(Communicator* group, std::vector<int64_t> indices) {
@@ -190,7 +234,7 @@ void GradSync::wait(Backend& backend) {
       Tensor tail = flat_.slice(layout_.numel, flat_.numel());
       std::memset(tail.data(), 0, tail.nbytes());
     }
-    comm_.reduce_scatter(part_, flat_, ReduceOp::kSum);
+    reduce_scatter(part_, flat_);
     return;
   }
   if (comm_.size() == 1) {
@@ -204,7 +248,7 @@ void GradSync::wait(Backend& backend) {
     for (const Bucket& bucket : buckets_) {
       Tensor flat = reduced_in(bucket);
       if (!in_place_) pack(backend, bucket, flat);
-      comm_.all_reduce(flat, ReduceOp::kSum);
+      all_reduce(flat);
       if (!in_place_) unpack(backend, bucket, flat);
     }
     sum_tied(backend);

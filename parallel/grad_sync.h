@@ -65,8 +65,12 @@ class GradSync {
   // mark_ready() return at once. buffer: when defined, the flat tensor the grads are consecutive
   // views of (checked); buckets then reduce their range of it in place if it is host memory.
   // kReduceScatter needs it.
+  // reduce_dtype: kF32 (the gradients' own dtype), or kBF16 for fp32 gradients: each bucket (or
+  // ZeRO-1's whole buffer) is rounded to bf16 (nearest even), summed over the group in bf16
+  // (half the bytes; Megatron's parallel.grad_reduce_dtype: bf16) and widened back.
   GradSync(std::vector<Tensor> grads, Communicator& comm, Mode mode = Mode::kAfterBackward,
-           int64_t bucket_bytes = kDefaultBucketBytes, Tensor buffer = Tensor());
+           int64_t bucket_bytes = kDefaultBucketBytes, Tensor buffer = Tensor(),
+           DType reduce_dtype = DType::kF32);
   ~GradSync();
   GradSync(const GradSync&) = delete;
   GradSync& operator=(const GradSync&) = delete;
@@ -126,14 +130,18 @@ class GradSync {
   std::vector<int64_t> bucket_of_;                     // gradient index -> bucket
   std::vector<char> ready_;                            // gradient index -> marked this iteration
   std::unordered_map<const void*, int64_t> index_of_;  // gradient storage -> index
-  Tensor flat_;    // host staging: the largest bucket (kAfterBackward), all of them (kOverlap), or
-                   // the padded buffer (kReduceScatter)
-  Tensor buffer_;  // the gradient buffer, when given
-  ZeroPartition layout_;  // kReduceScatter
-  Tensor part_;           // kReduceScatter: host [S]
+  Tensor flat_;  // host staging: the largest bucket (kAfterBackward), all of them (kOverlap), or
+                 // the padded buffer (kReduceScatter)
+  Tensor buffer_;
+  DType reduce_dtype_ = DType::kF32;  // the gradient buffer, when given
+  ZeroPartition layout_;              // kReduceScatter
+  Tensor part_;                       // kReduceScatter: host [S]
   Communicator* tied_group_ = nullptr;
   std::vector<int64_t> tied_;
   void sum_tied(Backend& backend);
+  // comm_'s all-reduce / reduce-scatter of host fp32 data, in reduce_dtype_.
+  void all_reduce(Tensor& flat);
+  void reduce_scatter(Tensor& out, const Tensor& in);
   int64_t next_launch_ = 0;  // the next bucket to queue, in bucket order
 
   // Shared with the communication thread, under mu_.

@@ -178,15 +178,15 @@ set_tests_properties(checkpoint_bad_input PROPERTIES TIMEOUT 300)
 # Mixed precision: bf16 (demo model) and fp16 (tiny) follow fp32 over 200 iterations; bf16 and fp16 under (2, 2, 2)
 # and (1, 2, 4) + ZeRO-1 follows bf16 in one process, within the band the script derives.
 if(MTNLG_MPIRUN)
-  add_test(NAME precision_bf16_band
+  add_test(NAME precision_mixed_band
     COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/precision_band_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
-  set_tests_properties(precision_bf16_band PROPERTIES TIMEOUT 600)
+  set_tests_properties(precision_mixed_band PROPERTIES TIMEOUT 600)
 endif()
 
 # Checkpoints in bf16 and fp16: exact resume in (1,1,1) and (2,2,2) + ZeRO-1; bf16 -> fp32 and fp32 -> bf16
 # resumes continue within the bf16 band.
 if(MTNLG_MPIRUN)
-  add_test(NAME precision_bf16_resume
+  add_test(NAME precision_mixed_resume
     COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/precision_resume_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
-  set_tests_properties(precision_bf16_resume PROPERTIES TIMEOUT 600)
+  set_tests_properties(precision_mixed_resume PROPERTIES TIMEOUT 600)
 endif()

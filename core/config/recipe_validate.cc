@@ -357,9 +357,6 @@ void supported(bool ok, const char* key, const std::string& value, const char* l
 }  // namespace
 
 void check_supported(const Recipe& r) {
-  supported(r.parallel.grad_reduce_dtype == Precision::kFP32, "parallel.grad_reduce_dtype",
-            precision_name(r.parallel.grad_reduce_dtype),
-            "bf16 gradient reduction is not in this build yet; gradients reduce in fp32", "fp32");
   supported(r.parallel.virtual_pipeline == 1, "parallel.virtual_pipeline",
             std::to_string(r.parallel.virtual_pipeline),
             "the interleaved pipeline schedule is not in this build yet; plain 1F1B is", "1");

@@ -192,7 +192,7 @@ expect 2 '^The following argument was not expected: --no-such-flag$' -- --config
 expect 4 'nonexistent\.yaml' -- --config "$tmp/nonexistent.yaml"
 # Tensor parallelism trains, but one process cannot hold 2 tensor ranks.
 expect 2 'world size 1 is not a multiple of parallel\.tensor x parallel\.pipeline = 2 x 1' -- --config configs/tiny.yaml --set parallel.tensor=2
-expect 3 'parallel.grad_reduce_dtype: bf16 is not yet supported by this build.*set parallel.grad_reduce_dtype: fp32' -- --config configs/tiny.yaml --set precision=bf16 --set parallel.grad_reduce_dtype=bf16
+expect 3 'parallel.virtual_pipeline: 2 is not yet supported by this build.*set parallel.virtual_pipeline: 1' -- --config configs/tiny.yaml --set parallel.pipeline=2 --set parallel.virtual_pipeline=2
 expect 4 "not found \[$tmp/tiny\.idx\]: no such file" -- --config configs/tiny.yaml --set "data.blend=[{prefix: $tmp/tiny, weight: 1}]"
 
 echo "cli: $passes passed, $failures failed"

@@ -4,7 +4,9 @@
 #    corpus, vocabulary 2048); fp16 follows fp32 over 200 iterations of the tiny model (fp16's
 #    GEMMs run through fp32 on the CPU: the demo model would take minutes);
 #  - bf16 and fp16 under (tp, pp, dp) = (2, 2, 2) and (1, 2, 4) with ZeRO-1 follow their own
-#    one-process run over 200 iterations of the tiny model (dropout on);
+#    one-process run over 200 iterations of the tiny model (dropout on); so do bf16 runs that
+#    reduce their gradients in bf16 (parallel.grad_reduce_dtype: bf16), and every mixed run's
+#    logged bytes per iteration equal the planner's;
 #  - fp16 with an overflow injected on one rank (global rank 5 of 8, not the logging rank) at
 #    iteration 5: every rank skips that update (else the layouts' runs part), the logged
 #    skipped_iterations becomes 1 there and the loss scale halves after it, and the run follows
@@ -74,8 +76,36 @@ for p in bf16 fp16; do
   train $p-tp2-pp2-dp2 8 2 2 $p
   train $p-pp2-dp4-zero1 8 1 2 $p --set parallel.zero_stage=1
 done
+# parallel.grad_reduce_dtype: bf16 sums the data-parallel gradients in bf16: one more rounding
+# per reduced gradient, inside the same band.
+train bf16-tp2-pp2-dp2-r16 8 2 2 bf16 --set parallel.grad_reduce_dtype=bf16
+train bf16-pp2-dp4-zero1-r16 8 1 2 bf16 --set parallel.zero_stage=1 \
+  --set parallel.grad_reduce_dtype=bf16
 /usr/bin/python3 tests/cmd/compare_layouts.py --band $u "$(grad_band $u 2)" "$tmp" \
-  bf16-single:bf16-tp2-pp2-dp2 bf16-single:bf16-pp2-dp4-zero1
+  bf16-single:bf16-tp2-pp2-dp2 bf16-single:bf16-pp2-dp4-zero1 \
+  bf16-single:bf16-tp2-pp2-dp2-r16 bf16-single:bf16-pp2-dp4-zero1-r16
+
+# Bytes: rank 0's comm_bytes every iteration equal the planner's count for its stage
+# (cmd/planner.h communication_per_iteration: fp32 main gradients, bf16 activations, and half
+# the gradient bytes with grad_reduce_dtype bf16), exactly.
+for run in "bf16-tp2-pp2-dp2 2 2 0 fp32" "bf16-tp2-pp2-dp2-r16 2 2 0 bf16" \
+  "bf16-pp2-dp4-zero1-r16 1 2 1 bf16" "fp16-pp2-dp4-zero1 1 2 1 fp32"; do
+  set -- $run
+  name=$1 prec=${1%%-*}
+  "$bin" --config configs/tiny.yaml --dry-run --json --world-size 8 --set precision="$prec" \
+    --set model.vocab_size=2048 --set parallel.tensor="$2" --set parallel.pipeline="$3" \
+    --set parallel.micro_batch_size=1 --set batch.global_batch_size=8 \
+    --set parallel.zero_stage="$4" --set parallel.grad_reduce_dtype="$5" \
+    --set "data.blend=[{prefix: $tmp/corpus, weight: 1}]" >"$tmp/$name/plan.json"
+  /usr/bin/python3 - "$tmp/$name" <<'PY'
+import json, sys
+d = sys.argv[1]
+want = json.load(open(f"{d}/plan.json"))["communication"][0]["total"]
+got = [json.loads(l)["comm_bytes"] for l in open(f"{d}/metrics.jsonl") if '"train"' in l]
+print(f"{d.split('/')[-1]}: comm_bytes {got[0]} per iteration, planned {want}")
+sys.exit(1 if not got or any(g != want for g in got) else 0)
+PY
+done
 /usr/bin/python3 tests/cmd/compare_layouts.py --band $u16 "$(grad_band $u16 2)" "$tmp" \
   fp32-single:fp16-single fp16-single:fp16-tp2-pp2-dp2 fp16-single:fp16-pp2-dp4-zero1
 

@@ -395,5 +395,43 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("Gloo ranks - grad_reduce_dtype bf16 sums bf16-rounded gradients in half the bytes") {
+  // Each rank holds 1 + 2^-10 (+ r 2^-12) in every element: bf16 keeps 8 significant bits, so
+  // each rounds to 1 before the sum (2 over two ranks), where the fp32 sum keeps the tail.
+  for (auto mode :
+       {GradSync::Mode::kAfterBackward, GradSync::Mode::kOverlap, GradSync::Mode::kReduceScatter}) {
+    for (DType reduce : {DType::kF32, DType::kBF16}) {
+      INFO("mode " << static_cast<int>(mode) << " reduce " << dtype_name(reduce));
+      MemoryStore store;
+      std::vector<std::vector<float>> got(2);
+      std::vector<int64_t> bytes(2);
+      test::run_ranks(2, [&](int r) {
+        auto comm = make_gloo_communicator(store, "data-grads", r, {0, 1}, milliseconds(20000));
+        CpuBackend backend(1);
+        Tensor buffer;
+        auto grads = make_buffer_grads({64, 100}, 0.0f, buffer);
+        const float v =
+            1.0f + std::ldexp(1.0f, -10) + static_cast<float>(r) * std::ldexp(1.0f, -12);
+        for (auto& g : grads) backend.fill(g, v);
+        GradSync sync(grads, *comm, mode, 4096, buffer, reduce);
+        if (mode == GradSync::Mode::kOverlap)
+          for (int64_t i = 0; i < 2; ++i) sync.mark_ready(backend, i);
+        sync.wait(backend);
+        const Tensor& out = mode == GradSync::Mode::kReduceScatter ? sync.partition() : buffer;
+        for (int64_t i = 0; i < out.numel(); ++i) got[r].push_back(out.data_as<float>()[i]);
+        bytes[r] = comm->bytes_sent();
+      });
+      const float fp32_sum = 2.0f + 2 * std::ldexp(1.0f, -10) + std::ldexp(1.0f, -12);
+      for (int r = 0; r < 2; ++r) {
+        REQUIRE_FALSE(got[r].empty());
+        for (float x : got[r]) REQUIRE(x == (reduce == DType::kBF16 ? 2.0f : fp32_sum));
+      }
+      // 164 gradient elements: all-reduce 2(n-1)/n x bytes, reduce-scatter (n-1)/n x bytes.
+      const int64_t elem = reduce == DType::kBF16 ? 2 : 4;
+      CHECK(bytes[0] == (mode == GradSync::Mode::kReduceScatter ? 164 / 2 : 164) * elem);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mtnlg
