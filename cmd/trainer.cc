@@ -212,9 +212,13 @@ void Trainer::build_optimizer() {
   if (recipe_.precision == Precision::kFP16)
     scaler_ = std::make_unique<LossScaler>(recipe_.optimizer);
   if (const char* v = std::getenv("MTNLG_INJECT_OVERFLOW"); v != nullptr && *v != 0) {
+    // The whole value must parse: "3:x" or "3abc" is an error, not iteration 3 on rank 0.
     long long iteration = 0, rank = 0;
-    const int n = std::sscanf(v, "%lld:%lld", &iteration, &rank);
-    if (n < 1 || iteration < 1)
+    int used = 0;
+    const bool one = std::sscanf(v, "%lld%n", &iteration, &used) == 1 && v[used] == 0;
+    const bool two = !one && std::sscanf(v, "%lld:%lld%n", &iteration, &rank, &used) == 2 &&
+                     v[used] == 0 && rank >= 0;
+    if ((!one && !two) || iteration < 1)
       throw invalid_argument(std::string("MTNLG_INJECT_OVERFLOW=") + v +
                                  " is not ITERATION[:RANK] (a test hook; unset it to train)",
                              "MTNLG_INJECT_OVERFLOW");

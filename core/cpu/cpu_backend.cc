@@ -151,10 +151,9 @@ void CpuBackend::copy(Tensor& dst, const Tensor& src) {
     cpu::convert(dst.data_as<double>(), src.data_as<float>(), src.numel());
   } else if (dst.dtype() == DType::kBF16 && src.dtype() == DType::kF32) {
     // fp32 master weights re-rounded to the bf16 model weights after each step.
-    cpu::convert_to_bf16(static_cast<uint16_t*>(dst.data()), src.data_as<float>(), src.numel());
+    cpu::narrow_all(dst.data_as<Bf16>(), src.data_as<float>(), src.numel());
   } else if (dst.dtype() == DType::kF32 && src.dtype() == DType::kBF16) {
-    cpu::convert_from_bf16(dst.data_as<float>(), static_cast<const uint16_t*>(src.data()),
-                           src.numel());
+    cpu::widen_all(dst.data_as<float>(), src.data_as<Bf16>(), src.numel());
   } else if (dst.dtype() == DType::kBF16 && src.dtype() == DType::kF64) {
     // Host-drawn initial weights: through fp32, so a bf16 model starts from the fp32 model's
     // weights rounded.
@@ -162,9 +161,9 @@ void CpuBackend::copy(Tensor& dst, const Tensor& src) {
   } else if (dst.dtype() == DType::kF64 && src.dtype() == DType::kBF16) {
     cpu::convert(dst.data_as<double>(), src.data_as<Bf16>(), src.numel());
   } else if (dst.dtype() == DType::kF16 && src.dtype() == DType::kF32) {
-    cpu::convert_to_f16(dst.data_as<F16>(), src.data_as<float>(), src.numel());
+    cpu::narrow_all(dst.data_as<F16>(), src.data_as<float>(), src.numel());
   } else if (dst.dtype() == DType::kF32 && src.dtype() == DType::kF16) {
-    cpu::convert_from_f16(dst.data_as<float>(), src.data_as<F16>(), src.numel());
+    cpu::widen_all(dst.data_as<float>(), src.data_as<F16>(), src.numel());
   } else if (dst.dtype() == DType::kF16 && src.dtype() == DType::kF64) {
     cpu::convert(dst.data_as<F16>(), src.data_as<double>(), src.numel());
   } else if (dst.dtype() == DType::kF64 && src.dtype() == DType::kF16) {

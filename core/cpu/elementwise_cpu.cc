@@ -117,41 +117,26 @@ MTNLG_INSTANTIATE(Bf16)
 MTNLG_INSTANTIATE(F16)
 #undef MTNLG_INSTANTIATE
 template void fill<int32_t>(int32_t*, int32_t, int64_t);
-void convert_to_bf16(uint16_t* dst, const float* src, int64_t n) {
-  for_blocks(n, [=](int64_t lo, int64_t hi) {
-#pragma omp simd
-    for (int64_t i = lo; i < hi; ++i) dst[i] = f32_to_bf16(src[i]);
-  });
-}
-
-void convert_from_bf16(float* dst, const uint16_t* src, int64_t n) {
-  for_blocks(n, [=](int64_t lo, int64_t hi) {
-#pragma omp simd
-    for (int64_t i = lo; i < hi; ++i) dst[i] = bf16_to_f32(src[i]);
-  });
-}
-
-template void convert<float, double>(float*, const double*, int64_t);
-template void convert<double, float>(double*, const float*, int64_t);
-template <>
-void convert<Bf16, double>(Bf16* dst, const double* src, int64_t n) {
-  for_blocks(n, [=](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) dst[i] = Bf16(static_cast<float>(src[i]));
-  });
-}
-template void convert<double, Bf16>(double*, const Bf16*, int64_t);
-template <>
-void convert<F16, double>(F16* dst, const double* src, int64_t n) {
-  for_blocks(n, [=](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) dst[i] = F16(static_cast<float>(src[i]));
-  });
-}
-template void convert<double, F16>(double*, const F16*, int64_t);
-void convert_to_f16(F16* dst, const float* src, int64_t n) {
+template <typename T>
+void narrow_all(T* dst, const float* src, int64_t n) {
   for_blocks(n, [=](int64_t lo, int64_t hi) { narrow(dst + lo, src + lo, hi - lo); });
 }
-void convert_from_f16(float* dst, const F16* src, int64_t n) {
+
+template <typename T>
+void widen_all(float* dst, const T* src, int64_t n) {
   for_blocks(n, [=](int64_t lo, int64_t hi) { widen(dst + lo, src + lo, hi - lo); });
 }
+
+template void narrow_all<Bf16>(Bf16*, const float*, int64_t);
+template void narrow_all<F16>(F16*, const float*, int64_t);
+template void widen_all<Bf16>(float*, const Bf16*, int64_t);
+template void widen_all<F16>(float*, const F16*, int64_t);
+// Through float: a narrow model's host-drawn f64 weights are the fp32 model's, rounded.
+template void convert<float, double>(float*, const double*, int64_t);
+template void convert<double, float>(double*, const float*, int64_t);
+template void convert<Bf16, double>(Bf16*, const double*, int64_t);
+template void convert<double, Bf16>(double*, const Bf16*, int64_t);
+template void convert<F16, double>(F16*, const double*, int64_t);
+template void convert<double, F16>(double*, const F16*, int64_t);
 
 }  // namespace mtnlg::cpu

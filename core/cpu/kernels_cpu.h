@@ -210,12 +210,11 @@ template <typename T>
 void fill(T* x, T value, int64_t n);
 template <typename To, typename From>
 void convert(To* dst, const From* src, int64_t n);
-// float <-> bf16 bits (round to nearest even, core/kernels/bf16_math.h).
-void convert_to_bf16(uint16_t* dst, const float* src, int64_t n);
-void convert_from_bf16(float* dst, const uint16_t* src, int64_t n);
-// float <-> fp16 (round to nearest even).
-void convert_to_f16(F16* dst, const float* src, int64_t n);
-void convert_from_f16(float* dst, const F16* src, int64_t n);
+// float <-> bf16 / fp16 (T = Bf16 or F16; rounded to nearest even), vectorised by blocks.
+template <typename T>
+void narrow_all(T* dst, const float* src, int64_t n);
+template <typename T>
+void widen_all(float* dst, const T* src, int64_t n);
 template <typename T>
 void add(T* out, const T* a, const T* b, int64_t n);
 template <typename T>

@@ -20,6 +20,7 @@
 #include "parallel/gloo_communicator.h"
 #include "parallel/store.h"
 #include "test_util.h"
+#include "tiny_gpt.h"
 
 namespace mtnlg {
 namespace {
@@ -44,13 +45,6 @@ GPTConfig config() {
   return c;
 }
 
-Tensor ids(int64_t b, int64_t s, int64_t vocab, int salt) {
-  Tensor t = Tensor::cpu({b, s}, DType::kI32);
-  for (int64_t i = 0; i < b * s; ++i)
-    t.data_as<int32_t>()[i] = static_cast<int32_t>((i * 37 + salt * 11 + 5) % vocab);
-  return t;
-}
-
 struct Run {
   double loss = 0.0;
   std::vector<std::vector<double>> grads;  // per parameter, local elements (fp32 or f64)
@@ -73,8 +67,8 @@ Run run(GPTConfig c, DType dtype, Communicator* tensor, GPTStage* weights = null
   StageActivations acts = stage.make_activations(2);
   Run r;
   for (int m = 0; m < 2; ++m) {
-    r.loss += stage.forward(acts, ids(2, c.seq, c.vocab, m), ids(2, c.seq, c.vocab, m + 7),
-                            static_cast<uint64_t>(m));
+    r.loss += stage.forward(acts, test::token_ids(2, c.seq, c.vocab, m),
+                            test::token_ids(2, c.seq, c.vocab, m + 7), static_cast<uint64_t>(m));
     stage.backward(acts, Tensor(), 1.0 / 128.0);
   }
   for (const auto& p : stage.params().params()) {

@@ -16,6 +16,7 @@
 #include "parallel/mappings.h"
 #include "parallel/store.h"
 #include "test_util.h"
+#include "tiny_gpt.h"
 
 namespace mtnlg {
 namespace {
@@ -52,13 +53,6 @@ struct Result {
   std::vector<ParamSpec> specs;
 };
 
-Tensor ids(int64_t b, int64_t s, int64_t vocab, int salt) {
-  Tensor t = Tensor::cpu({b, s}, DType::kI32);
-  for (int64_t i = 0; i < b * s; ++i)
-    t.data_as<int32_t>()[i] = static_cast<int32_t>((i * 37 + salt * 11 + 5) % vocab);
-  return t;
-}
-
 // Two micro-batches of forward + backward on a stage of tp ranks (tensor may be null).
 Result train_once(GPTConfig c, Communicator* tensor) {
   if (tensor != nullptr) {
@@ -71,8 +65,8 @@ Result train_once(GPTConfig c, Communicator* tensor) {
   StageActivations acts = stage.make_activations(2);
   Result r;
   for (int m = 0; m < 2; ++m) {
-    r.loss += stage.forward(acts, ids(2, c.seq, c.vocab, m), ids(2, c.seq, c.vocab, m + 7),
-                            static_cast<uint64_t>(m));
+    r.loss += stage.forward(acts, test::token_ids(2, c.seq, c.vocab, m),
+                            test::token_ids(2, c.seq, c.vocab, m + 7), static_cast<uint64_t>(m));
     stage.backward(acts, Tensor(), 1.0 / 32.0);
   }
   for (const auto& p : stage.params().params()) {
