@@ -17,6 +17,10 @@
 #include "core/backend.h"
 #include "core/kernels/bf16_math.h"
 
+#ifdef MTNLG_HAVE_CUDA
+#include "core/cuda/cuda_backend.h"
+#endif
+
 namespace {
 
 using namespace mtnlg;
@@ -27,7 +31,11 @@ struct ModelShape {
   int64_t tokens, hidden, vocab;
 };
 constexpr ModelShape kModels[] = {{"demo", 4 * 128, 256, 50304},
-                                  {"gpt2-124m", 1 * 1024, 768, 50304}};
+                                  {"gpt2-124m", 1 * 1024, 768, 50304},
+                                  // The GPU runs of scripts/gpu/check.sh: micro-batch 8 x 1024,
+                                  // and the 1.3B recipe's 4 x 2048.
+                                  {"gpt2-124m-b8", 8 * 1024, 768, 50304},
+                                  {"1.3b", 4 * 2048, 2048, 50304}};
 
 struct Result {
   std::string model;
@@ -76,16 +84,27 @@ double time_gemm(Backend& be, const bench::GemmShape& s, DType dtype, double min
   return times[times.size() / 2];
 }
 
+std::unique_ptr<Backend> make(const std::string& device, int threads) {
+  if (device == "cpu") return make_cpu_backend(threads);
+#ifdef MTNLG_HAVE_CUDA
+  return make_cuda_backend(0);
+#else
+  throw unsupported("--device cuda: this build has no CUDA backend (cmake -DMTNLG_CUDA=ON)",
+                    "--device");
+#endif
+}
+
 int run(const std::vector<std::string>& models, int threads, double min_seconds, bool json,
-        DType dtype) {
-  auto be = make_cpu_backend(threads);
+        DType dtype, const std::string& device) {
+  auto be = make(device, threads);
   std::mt19937 gen(1234);
   std::vector<Result> results;
   for (const std::string& name : models) {
     const auto it = std::find_if(std::begin(kModels), std::end(kModels),
                                  [&](const ModelShape& m) { return m.name == name; });
     if (it == std::end(kModels))
-      throw invalid_argument("unknown model '" + name + "'; use demo or gpt2-124m", "--models");
+      throw invalid_argument(
+          "unknown model '" + name + "'; use demo, gpt2-124m, gpt2-124m-b8 or 1.3b", "--models");
     for (const auto& s : bench::model_gemms(it->tokens, it->hidden, 4 * it->hidden, it->vocab)) {
       const double sec = time_gemm(*be, s, dtype, min_seconds, gen);
       results.push_back({name, s, 1e3 * sec, s.flops() / sec * 1e-9});
@@ -110,9 +129,10 @@ int run(const std::vector<std::string>& models, int threads, double min_seconds,
                best.model.c_str(), best.shape.label.c_str());
   if (json) {
     std::printf(
-        "{\"impl\":\"gemm\",\"dtype\":\"%s\",\"threads\":%d,\"ceiling_gflops\":%.3f,"
-        "\"best\":\"%s %s\",\"shapes\":[",
-        dtype_name(dtype), threads, best.gflops, best.model.c_str(), best.shape.label.c_str());
+        "{\"impl\":\"gemm\",\"device\":\"%s\",\"dtype\":\"%s\",\"threads\":%d,"
+        "\"ceiling_gflops\":%.3f,\"best\":\"%s %s\",\"shapes\":[",
+        device.c_str(), dtype_name(dtype), threads, best.gflops, best.model.c_str(),
+        best.shape.label.c_str());
     for (size_t i = 0; i < results.size(); ++i) {
       const Result& r = results[i];
       std::printf(
@@ -130,16 +150,18 @@ int run(const std::vector<std::string>& models, int threads, double min_seconds,
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "mtnlg-bench-gemm: fp32 (or bf16) GEMM GFLOP/s through the CPU backend (Backend::gemm) "
-      "for the forward, input-grad and weight-grad GEMMs of qkv, dense, fc1, fc2 and the tied "
-      "LM head of the benchmark models. The best rate is the machine's practical ceiling."};
+      "mtnlg-bench-gemm: fp32 (or bf16) GEMM GFLOP/s through a backend's Backend::gemm (the "
+      "CPU's, or with --device cuda the GPU's cuBLAS) for the forward, input-grad and "
+      "weight-grad GEMMs of qkv, dense, fc1, fc2 and the tied LM head of the benchmark models. "
+      "The best rate is the machine's practical ceiling."};
   std::vector<std::string> models = {"demo", "gpt2-124m"};
   int threads = 0;
   double min_seconds = 0.5;
   bool json = false;
   app.add_option("--models", models,
-                 "Models whose shapes to time: demo (512 tokens, h 256, V_pad 50304) and/or "
-                 "gpt2-124m (1024 tokens, h 768, V_pad 50304)")
+                 "Models whose shapes to time: demo (512 tokens, h 256, V_pad 50304), "
+                 "gpt2-124m (1024 tokens, h 768), gpt2-124m-b8 (8192 tokens, h 768), 1.3b (8192 "
+                 "tokens, h 2048)")
       ->delimiter(',')
       ->capture_default_str();
   app.add_option("--threads", threads, "CPU backend threads (0: all cores)")
@@ -154,9 +176,14 @@ int main(int argc, char** argv) {
                  "f32, or bf16: bf16 operands, fp32 sums and output (oneDNN matmul)")
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
+  std::string device = "cpu";
+  app.add_option("--device", device, "cpu, or cuda (GPU 0; needs a CUDA build)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
-    return run(models, threads, min_seconds, json, dtype == "bf16" ? DType::kBF16 : DType::kF32);
+    return run(models, threads, min_seconds, json, dtype == "bf16" ? DType::kBF16 : DType::kF32,
+               device);
   } catch (const mtnlg::Error& e) {
     std::cerr << "mtnlg-bench-gemm: " << e.what() << "\n";
     return e.code() == mtnlg::Code::kInvalidArgument ? 2 : 1;

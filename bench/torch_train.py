@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Training throughput of the benchmark GPT in plain PyTorch (1.13, float32, CPU).
+"""Training throughput of the benchmark GPT in plain PyTorch (eager; CPU, or a GPU with --device cuda).
 
 The reference for mtnlg-bench-train (bench/train_bench.cc): the same model (pre-LayerNorm
 blocks, exact-erf GeLU, learned position embeddings, LM head tied to the word embedding over
@@ -9,6 +9,8 @@ micro-batch, global grad-norm clip (1.0), AdamW (lr 1e-4, betas (0.9, 0.999), ep
 weight decay 0.01 on weights and embeddings only). Written with nn.Linear/nn.LayerNorm and
 explicit attention (torch 1.13 has no fused scaled_dot_product_attention), as one would write
 it by hand. Prints the same fields as mtnlg-bench-train; --json prints one JSON line.
+--device cuda runs the same model on GPU 0 (bf16: torch.autocast("cuda", bfloat16)), with the
+iteration timed to a torch.cuda.synchronize(): the anchor scripts/gpu/check.sh measures against.
 
 The loss is taken over all V_pad logits columns (our trainer masks the padding columns): a
 negligible difference in cost, none in the FLOP count.
@@ -43,7 +45,7 @@ class Block(nn.Module):
         hd = h // self.heads
         q, k, v = self.qkv(x).view(b, s, self.heads, 3, hd).permute(3, 0, 2, 1, 4)  # [b,a,s,hd]
         scores = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(hd))
-        mask = torch.ones(s, s, dtype=torch.bool).triu(1)
+        mask = torch.ones(s, s, dtype=torch.bool, device=x.device).triu(1)
         probs = scores.masked_fill(mask, float("-inf")).softmax(dim=-1)
         out = (probs @ v).transpose(1, 2).reshape(b, s, h)
         return self.dense(out)
@@ -71,7 +73,7 @@ class GPT(nn.Module):
 
     def forward(self, tokens, targets):
         s = tokens.shape[1]
-        x = self.wte(tokens) + self.wpe(torch.arange(s))
+        x = self.wte(tokens) + self.wpe(torch.arange(s, device=tokens.device))
         for block in self.blocks:
             x = block(x)
         logits = F.linear(self.lnf(x), self.wte.weight)  # tied head
@@ -105,6 +107,8 @@ def main():
                    help="bf16: the forward and backward under torch.autocast('cpu', bfloat16), "
                         "fp32 weights and optimizer (PyTorch's mixed precision on the CPU)")
     p.add_argument("--json", action="store_true", help="print one JSON line (text to stderr)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="cpu, or cuda (GPU 0): where the model trains")
     p.add_argument("--profile", action="store_true",
                    help="print torch.profiler's per-op table of the timed iterations (to stderr)")
     args = p.parse_args()
@@ -115,7 +119,8 @@ def main():
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     padded_vocab = (args.vocab + 127) // 128 * 128
-    model = GPT(args.layers, args.hidden, args.heads, args.seq, padded_vocab)
+    device = torch.device(args.device)
+    model = GPT(args.layers, args.hidden, args.heads, args.seq, padded_vocab).to(device)
     decay = [p for n, p in model.named_parameters() if p.dim() == 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() != 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
@@ -123,9 +128,12 @@ def main():
                             lr=1e-4, betas=(0.9, 0.999), eps=1e-8)
     accum = args.global_batch // args.micro_batch
     gen = torch.Generator().manual_seed(args.seed)
-    batches = [(torch.randint(0, args.vocab, (args.micro_batch, args.seq), generator=gen),
-                torch.randint(0, args.vocab, (args.micro_batch, args.seq), generator=gen))
+    batches = [(torch.randint(0, args.vocab, (args.micro_batch, args.seq), generator=gen).to(device),
+                torch.randint(0, args.vocab, (args.micro_batch, args.seq), generator=gen).to(device))
                for _ in range(accum)]
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
     tokens_per_iter = args.global_batch * args.seq
 
     times, loss, prof = [], 0.0, None
@@ -137,12 +145,13 @@ def main():
         opt.zero_grad(set_to_none=False)  # our trainer zeroes in place too
         loss_sum = 0.0
         for tokens, targets in batches:
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.precision == "bf16"):
                 l = model(tokens, targets)
             (l / tokens_per_iter).backward()
             loss_sum += l.item()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        sync()
         dt = time.perf_counter() - t0
         loss = loss_sum / tokens_per_iter
         if it >= args.warmup_iters:
@@ -165,7 +174,8 @@ def main():
             "warmup_iters": args.warmup_iters, "params": params, "non_embedding_params": non_emb,
             "n_counted": n, "flops_per_token": per_token, "tokens_per_iter": tokens_per_iter,
             "ms_median": 1e3 * med, "ms_min": 1e3 * best, "tokens_per_s": tokens_per_s,
-            "tflops": tflops, "loss": loss, "torch": torch.__version__}))
+            "tflops": tflops, "loss": loss, "torch": torch.__version__, "device": args.device,
+            "peak_memory_bytes": torch.cuda.max_memory_allocated() if device.type == "cuda" else 0}))
         return
     print(f"torch_train.py (torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"{args.precision}, dropout 0)")

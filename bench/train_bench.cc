@@ -24,6 +24,10 @@
 #include "model/gpt_stage.h"
 #include "optim/adamw.h"
 
+#ifdef MTNLG_HAVE_CUDA
+#include "core/cuda/cuda_backend.h"
+#endif
+
 namespace {
 
 using namespace mtnlg;
@@ -36,6 +40,7 @@ struct Options {
   uint64_t seed = 1234;
   bool json = false, profile = false;
   std::string precision = "fp32";  // or bf16: bf16 weights/activations, fp32 masters (as --config)
+  std::string device = "cpu";      // or cuda (GPU 0)
 };
 
 double median(std::vector<double> v) {
@@ -72,6 +77,16 @@ void validate(const Options& o) {
                            "--global-batch");
   if (o.precision != "fp32" && o.precision != "bf16")
     throw invalid_argument("--precision " + o.precision + " is not fp32 or bf16", "--precision");
+}
+
+std::unique_ptr<Backend> make_backend(const Options& o) {
+  if (o.device == "cpu") return make_cpu_backend(o.threads);
+#ifdef MTNLG_HAVE_CUDA
+  return make_cuda_backend(0);
+#else
+  throw unsupported("--device cuda: this build has no CUDA backend (cmake -DMTNLG_CUDA=ON)",
+                    "--device");
+#endif
 }
 
 // Prints the --profile table: each category's time per timed iteration, its share, and the
@@ -116,7 +131,7 @@ void print_profile(const std::map<std::string, bench::OpTiming>& timings, int it
 int run(const Options& o) {
   validate(o);
   const GPTConfig config = config_from(o);
-  auto cpu = make_cpu_backend(o.threads);
+  auto cpu = make_backend(o);
   bench::TimingBackend timed(*cpu);
   Backend& be = o.profile ? static_cast<Backend&>(timed) : *cpu;
   const int64_t tokens_per_micro = o.micro_batch * o.seq;
@@ -186,13 +201,13 @@ int run(const Options& o) {
         "\"global_batch\":%lld,\"iters\":%d,\"warmup_iters\":%d,\"params\":%lld,"
         "\"non_embedding_params\":%lld,\"n_counted\":%lld,\"flops_per_token\":%.6g,"
         "\"tokens_per_iter\":%.0f,\"ms_median\":%.3f,\"ms_min\":%.3f,\"tokens_per_s\":%.3f,"
-        "\"tflops\":%.6f,\"loss\":%.6f}\n",
+        "\"tflops\":%.6f,\"loss\":%.6f,\"device\":\"%s\",\"peak_memory_bytes\":%lld}\n",
         o.precision.c_str(), o.name.c_str(), o.threads, (long long)o.layers, (long long)o.hidden,
         (long long)o.heads, (long long)o.seq, (long long)o.vocab, (long long)config.padded_vocab,
         (long long)o.micro_batch, (long long)o.global_batch, o.iters, o.warmup_iters,
         (long long)model.params().global_numel(), (long long)flops.non_embedding_params,
         (long long)flops.n, flops.per_token, tokens_per_iter, 1e3 * med, 1e3 * best, tokens_per_s,
-        tflops, loss);
+        tflops, loss, o.device.c_str(), (long long)cpu->peak_bytes());
     return 0;
   }
   std::printf("mtnlg-bench-train (%s, %s, dropout 0)\n", cpu->name().c_str(), o.precision.c_str());
@@ -218,8 +233,9 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "mtnlg-bench-train: training throughput of a GPT model on the CPU backend (f32, no "
-      "dropout, random tokens). Times full iterations: zero grads, forward + backward per "
+      "mtnlg-bench-train: training throughput of a GPT model on the CPU backend, or a GPU with "
+      "--device cuda (fp32 or bf16, no dropout, random tokens). Times full iterations: zero grads, "
+      "forward + backward per "
       "micro-batch (gradient accumulation), global grad norm, AdamW step. Reports tokens/s and "
       "model TFLOP/s with FLOPs/token = 6*N + 12*L*h*s (N = non-embedding params + V_pad*h of "
       "the tied head). Compare with bench/torch_train.py; bench/run.sh runs both."};
@@ -253,6 +269,10 @@ int main(int argc, char** argv) {
   app.add_option("--precision", o.precision,
                  "fp32, or bf16 (bf16 weights and activations, fp32 main gradients, masters and "
                  "moments)")
+      ->capture_default_str();
+  app.add_option("--device", o.device,
+                 "cpu, or cuda (GPU 0; needs a CUDA build): the backend the model trains on")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   app.add_flag("--json", o.json, "Print one JSON line on stdout (text goes to stderr)");
   app.add_flag("--profile", o.profile,

@@ -103,6 +103,12 @@ int main(int argc, char** argv) {
       ->needs(dry)
       ->check(finite_fraction())
       ->capture_default_str();
+  std::string device;
+  app.add_option("--device", device,
+                 "auto, cpu or cuda: where to train (overrides the recipe's device key; auto, "
+                 "the default, takes a GPU when this build has CUDA and one is visible). Each "
+                 "rank takes GPU local_rank % visible GPUs; cuda without a GPU is exit 3")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   app.add_option("--threads", threads, "CPU threads for the CPU backend (default: all cores)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
@@ -111,6 +117,7 @@ int main(int argc, char** argv) {
 
   try {
     mtnlg::init_logging(log_level);
+    if (!device.empty()) overrides.push_back("device=" + device);  // after --set: it wins
     const mtnlg::Recipe recipe = mtnlg::load_recipe(config, overrides);
     if (dry_run) {
       if (json) {
@@ -141,6 +148,7 @@ int main(int argc, char** argv) {
     const mtnlg::Topology topology(sizes, runtime.rank);
     mtnlg::ProcessGroups groups;
     mtnlg::TrainerOptions options;
+    options.local_rank = runtime.local_rank;
     // Ranks sharing a node share its cores.
     options.threads = threads > 0
                           ? threads

@@ -163,10 +163,22 @@ void Trainer::build_model() {
   plan_options.world_size = data_size_ * pipeline_size_ * recipe_.parallel.tensor;
   const MemoryTerms planned = make_plan(recipe_, plan_options).stages.at(stage_).memory;
   predicted_peak_bytes_ = planned.total();
-  check_host_memory(planned, options_.node,
-                    options_.groups != nullptr ? options_.groups->world.get() : nullptr);
-
-  backend_ = make_cpu_backend(options_.threads);
+  device_ = resolve_device(recipe_.device, options_.local_rank);
+  if (device_.device == Device::kCUDA) {
+    const int64_t world = data_size_ * pipeline_size_ * recipe_.parallel.tensor;
+    if (world > 1)
+      throw unsupported("device: cuda with " + std::to_string(world) +
+                            " ranks: this build's GPU path trains one rank per job so far "
+                            "(NCCL groups for tensor, pipeline and data parallelism are the next "
+                            "step); launch one process, or set device: cpu",
+                        "device");
+    check_device_memory(device_, predicted_peak_bytes_);
+  } else {
+    check_host_memory(planned, options_.node,
+                      options_.groups != nullptr ? options_.groups->world.get() : nullptr);
+  }
+  backend_ = make_backend(device_, options_.threads);
+  spdlog::info("device: {} ({})", device_.description, backend_->name());
   GPTConfig config = gpt_config_from(recipe_);
   // Tensor parallelism: this rank's shard of every layer (model/gpt_stage.h).
   Communicator* tensor_group = options_.groups != nullptr ? options_.groups->tensor.get() : nullptr;

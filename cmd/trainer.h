@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "cmd/device_select.h"
 #include "cmd/planner.h"
 #include "core/backend.h"
 #include "core/config/recipe.h"
@@ -58,7 +59,8 @@ struct TrainerOptions {
   // Trainer). Null: one process.
   const Topology* topology = nullptr;
   ProcessGroups* groups = nullptr;
-  int64_t node = 0;  // this rank's node (ranks on one node share its memory)
+  int64_t node = 0;        // this rank's node (ranks on one node share its memory)
+  int64_t local_rank = 0;  // rank on its node: picks its GPU (local_rank % visible GPUs)
 };
 
 struct IterationStats {
@@ -160,6 +162,7 @@ class Trainer {
   // The global batch (samples) of the iteration that starts after a number of consumed samples:
   // the one source for the loader (which samples), step() and the checkpoint manifest.
   std::function<int64_t(int64_t)> batch_at_;
+  DeviceResolution device_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<SampleSource> train_data_, valid_data_;
   std::unique_ptr<Loader> train_loader_, valid_loader_;

@@ -18,6 +18,9 @@
 namespace mtnlg {
 
 enum class Precision { kFP32, kBF16, kFP16 };
+// Where the ranks train: auto = a CUDA GPU when this build has the CUDA backend and one is
+// visible, else the CPU.
+enum class DeviceChoice { kAuto, kCpu, kCuda };
 enum class DecayStyle { kCosine, kLinear, kConstant };
 
 struct ModelConfig {
@@ -145,6 +148,7 @@ struct Recipe {
   ModelConfig model;
   ParallelConfig parallel;
   Precision precision = Precision::kFP32;
+  DeviceChoice device = DeviceChoice::kAuto;
   OptimizerConfig optimizer;
   ScheduleConfig schedule;
   BatchConfig batch;
@@ -175,6 +179,7 @@ void check_supported(const Recipe& recipe);
 std::string recipe_to_yaml(const Recipe& recipe);
 
 const char* precision_name(Precision p);
+const char* device_choice_name(DeviceChoice d);
 // The dtype of the model's weights and activations for a precision (f32, bf16, f16).
 DType precision_dtype(Precision p);
 const char* decay_style_name(DecayStyle d);

@@ -77,6 +77,18 @@ const char* precision_name(Precision p) {
   return "?";
 }
 
+const char* device_choice_name(DeviceChoice d) {
+  switch (d) {
+    case DeviceChoice::kAuto:
+      return "auto";
+    case DeviceChoice::kCpu:
+      return "cpu";
+    case DeviceChoice::kCuda:
+      return "cuda";
+  }
+  return "?";
+}
+
 DType precision_dtype(Precision p) {
   switch (p) {
     case Precision::kBF16:
@@ -144,6 +156,7 @@ std::string recipe_to_yaml(const Recipe& r) {
   w.value(1, "grad_reduce_dtype", precision_name(p.grad_reduce_dtype));
 
   w.value(0, "precision", precision_name(r.precision));
+  w.value(0, "device", device_choice_name(r.device));
 
   const OptimizerConfig& o = r.optimizer;
   w.section(0, "optimizer");

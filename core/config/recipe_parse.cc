@@ -296,6 +296,9 @@ Recipe parse_recipe(const std::string& yaml_text, const std::vector<std::string>
   top.read_enum(
       "precision", r.precision,
       {{"fp32", Precision::kFP32}, {"bf16", Precision::kBF16}, {"fp16", Precision::kFP16}});
+  top.read_enum(
+      "device", r.device,
+      {{"auto", DeviceChoice::kAuto}, {"cpu", DeviceChoice::kCpu}, {"cuda", DeviceChoice::kCuda}});
   read_optimizer(top.section("optimizer"), r.optimizer);
   read_schedule(top.section("schedule"), r.schedule);
   read_batch(top.section("batch"), r.batch);

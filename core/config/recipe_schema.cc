@@ -73,6 +73,7 @@ constexpr KeySpec kRecipe[] = {
     {"model", Kind::kMap, kModel},
     {"parallel", Kind::kMap, kParallel},
     {"precision", S, {}},
+    {"device", S, {}},
     {"optimizer", Kind::kMap, kOptimizer},
     {"schedule", Kind::kMap, kSchedule},
     {"batch", Kind::kMap, kBatch},

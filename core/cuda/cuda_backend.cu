@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <type_traits>
 
@@ -27,12 +28,6 @@ struct CublasDeleter {
 using StreamPtr = std::unique_ptr<std::remove_pointer_t<cudaStream_t>, StreamDeleter>;
 using CublasPtr = std::unique_ptr<std::remove_pointer_t<cublasHandle_t>, CublasDeleter>;
 
-Error not_yet(const char* op) {
-  return unsupported(std::string(op) +
-                     " is not yet implemented on CUDA; the CUDA kernels land with the CUDA backend "
-                     "issue (train with the CPU backend meanwhile)");
-}
-
 void require_cuda(const Tensor& t, const char* op, const char* arg) {
   MTNLG_CHECK_MSG(t.defined() && t.device() == Device::kCUDA,
                   op << ": " << arg << " must be a CUDA tensor, got "
@@ -42,6 +37,18 @@ void require_cuda(const Tensor& t, const char* op, const char* arg) {
 void require_same(const Tensor& a, const Tensor& b, const char* op) {
   MTNLG_CHECK_MSG(a.dtype() == b.dtype() && a.numel() == b.numel(),
                   op << ": " << a.str() << " vs " << b.str());
+}
+
+// t is a CUDA tensor of `dtype` with `numel` elements (CpuBackend's check_same).
+void require(const Tensor& t, DType dtype, int64_t numel, const char* op, const char* what) {
+  require_cuda(t, op, what);
+  MTNLG_CHECK_MSG(t.dtype() == dtype && t.numel() == numel, op << ": " << what << " is " << t.str()
+                                                               << ", want " << dtype_name(dtype)
+                                                               << " with " << numel << " elements");
+}
+
+void require_p(double p, const char* op) {
+  MTNLG_CHECK_MSG(p >= 0.0 && p < 1.0, op << ": dropout probability " << p << " not in [0, 1)");
 }
 
 // Host-side f32<->f64 or same-dtype copy, for copy() between two CPU tensors.
@@ -84,6 +91,7 @@ class CudaBackend final : public Backend {
     cublas_.reset(handle);
     CUBLAS_CHECK(cublasSetStream(handle, stream));
     scratch_ = alloc({kSumSquaresScratch}, DType::kF64);
+    bad_id_ = alloc({1}, DType::kI32);
   }
 
   Device device() const override { return Device::kCUDA; }
@@ -150,8 +158,6 @@ class CudaBackend final : public Backend {
     require_cuda(c, "gemm", "c");
     require_cuda(a, "gemm", "a");
     require_cuda(b, "gemm", "b");
-    MTNLG_CHECK_MSG(a.dtype() == c.dtype() && b.dtype() == c.dtype(),
-                    "gemm: " << c.str() << " = " << a.str() << " @ " << b.str());
     gemm_cuda(cublas_.get(), c, a, trans_a, b, trans_b, alpha, beta);
   }
 
@@ -164,11 +170,10 @@ class CudaBackend final : public Backend {
   }
 
   void bias_backward(Tensor& dbias, const Tensor& dy) override {
-    require_cuda(dbias, "bias_backward", "dbias");
     require_cuda(dy, "bias_backward", "dy");
-    MTNLG_CHECK_MSG(dy.dtype() == dbias.dtype() && dy.ndim() >= 1 && dy.dim(-1) == dbias.numel(),
-                    "bias_backward: " << dbias.str() << " += sum " << dy.str());
-    bias_backward_cuda(dbias, dy, stream());
+    MTNLG_CHECK_MSG(dy.ndim() >= 1, "bias_backward: dy " << dy.str());
+    require(dbias, acc_dtype(dy.dtype()), dy.dim(-1), "bias_backward", "dbias");
+    bias_backward_cuda(dbias, dy, ws_, stream());
   }
 
   void add(Tensor& out, const Tensor& a, const Tensor& b) override {
@@ -198,13 +203,35 @@ class CudaBackend final : public Backend {
   }
 
   // ---- layers ----
-  void layernorm_forward(Tensor&, Tensor&, Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                         double) override {
-    throw not_yet("layernorm_forward");
+  void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in,
+                         const Tensor& weight, const Tensor& bias, double eps) override {
+    const char* op = "layernorm_forward";
+    require_cuda(in, op, "in");
+    const DType dt = in.dtype();
+    const int64_t c = in.dim(-1), n = in.numel() / c;
+    require(out, dt, n * c, op, "out");
+    require(mean, acc_dtype(dt), n, op, "mean");
+    require(rstd, acc_dtype(dt), n, op, "rstd");
+    require(weight, dt, c, op, "weight");
+    require(bias, dt, c, op, "bias");
+    layernorm_forward_cuda(out, mean, rstd, in, weight, bias, eps, stream());
   }
-  void layernorm_backward(Tensor&, Tensor&, Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                          const Tensor&, const Tensor&) override {
-    throw not_yet("layernorm_backward");
+  void layernorm_backward(Tensor& din, Tensor& dweight, Tensor& dbias, const Tensor& dout,
+                          const Tensor& in, const Tensor& weight, const Tensor& mean,
+                          const Tensor& rstd) override {
+    const char* op = "layernorm_backward";
+    require_cuda(in, op, "in");
+    const DType dt = in.dtype();
+    const int64_t c = in.dim(-1), n = in.numel() / c;
+    require(din, dt, n * c, op, "din");
+    require(dout, dt, n * c, op, "dout");
+    require(dweight, acc_dtype(dt), c, op, "dweight");
+    require(dbias, acc_dtype(dt), c, op, "dbias");
+    require(weight, dt, c, op, "weight");
+    require(mean, acc_dtype(dt), n, op, "mean");
+    require(rstd, acc_dtype(dt), n, op, "rstd");
+    MTNLG_CHECK_MSG(din.data() != dout.data(), op << ": din must not alias dout");
+    layernorm_backward_cuda(din, dweight, dbias, dout, in, weight, mean, rstd, ws_, stream());
   }
 
   void gelu_forward(Tensor& out, const Tensor& in, Activation act) override {
@@ -222,26 +249,84 @@ class CudaBackend final : public Backend {
     gelu_backward_cuda(din, dout, in, act, stream());
   }
 
-  void attention_forward(Tensor&, Tensor&, const Tensor&, int64_t, double, RngStream) override {
-    throw not_yet("attention_forward");
+  void attention_forward(Tensor& out, Tensor& probs, const Tensor& qkv, int64_t heads,
+                         double dropout_p, RngStream rng) override {
+    const char* op = "attention_forward";
+    const auto [b, s, hd] = attention_dims(qkv, heads, op);
+    require_p(dropout_p, op);
+    require(out, qkv.dtype(), b * s * heads * hd, op, "out");
+    require(probs, qkv.dtype(), b * heads * s * s, op, "probs");
+    attention_forward_cuda(cublas_.get(), out, probs, qkv, heads, dropout_p, rng, ws_);
   }
-  void attention_backward(Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t, double,
-                          RngStream) override {
-    throw not_yet("attention_backward");
+  void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& probs,
+                          int64_t heads, double dropout_p, RngStream rng) override {
+    const char* op = "attention_backward";
+    const auto [b, s, hd] = attention_dims(qkv, heads, op);
+    require_p(dropout_p, op);
+    require(dqkv, qkv.dtype(), qkv.numel(), op, "dqkv");
+    require(dout, qkv.dtype(), b * s * heads * hd, op, "dout");
+    require(probs, qkv.dtype(), b * heads * s * s, op, "probs");
+    attention_backward_cuda(cublas_.get(), dqkv, dout, qkv, probs, heads, dropout_p, rng, ws_);
   }
 
-  void embedding_forward(Tensor&, const Tensor&, const Tensor&, const Tensor&) override {
-    throw not_yet("embedding_forward");
+  void embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& wte,
+                         const Tensor& wpe) override {
+    const char* op = "embedding_forward";
+    require_cuda(tokens, op, "tokens");
+    require_cuda(wte, op, "wte");
+    require_cuda(wpe, op, "wpe");
+    MTNLG_CHECK_MSG(
+        tokens.dtype() == DType::kI32 && tokens.ndim() == 2 && wte.ndim() == 2 && wpe.ndim() == 2 &&
+            wpe.dim(1) == wte.dim(1) && wpe.dtype() == wte.dtype() && wpe.dim(0) >= tokens.dim(1),
+        op << ": tokens " << tokens.str() << ", wte " << wte.str() << ", wpe " << wpe.str());
+    const int64_t b = tokens.dim(0), s = tokens.dim(1), c = wte.dim(1);
+    require(out, wte.dtype(), b * s * c, op, "out");
+    check_ids(tokens, wte.dim(0), op, "token id", kVocabFix);
+    embedding_forward_cuda(out, tokens, wte, wpe, stream());
   }
-  void embedding_backward(Tensor&, Tensor&, const Tensor&, const Tensor&) override {
-    throw not_yet("embedding_backward");
+  void embedding_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout,
+                          const Tensor& tokens) override {
+    const char* op = "embedding_backward";
+    require_cuda(tokens, op, "tokens");
+    require_cuda(dwte, op, "dwte");
+    require_cuda(dwpe, op, "dwpe");
+    require_cuda(dout, op, "dout");
+    MTNLG_CHECK_MSG(tokens.dtype() == DType::kI32 && tokens.ndim() == 2 && dwte.ndim() == 2 &&
+                        dwpe.ndim() == 2 && dwpe.dim(1) == dwte.dim(1) &&
+                        dwpe.dtype() == dwte.dtype() && dwpe.dim(0) >= tokens.dim(1) &&
+                        dwte.dtype() == acc_dtype(dout.dtype()),
+                    op << ": tokens " << tokens.str() << ", dwte " << dwte.str() << ", dwpe "
+                       << dwpe.str() << ", dout " << dout.str());
+    const int64_t b = tokens.dim(0), s = tokens.dim(1), c = dwte.dim(1);
+    require(dout, dout.dtype(), b * s * c, op, "dout");
+    check_ids(tokens, dwte.dim(0), op, "token id", kVocabFix);
+    embedding_backward_cuda(dwte, dwpe, dout, tokens, ws_, stream());
   }
 
-  double cross_entropy_forward(const Tensor&, const Tensor&, int64_t) override {
-    throw not_yet("cross_entropy_forward");
+  double cross_entropy_forward(const Tensor& logits, const Tensor& targets,
+                               int64_t vocab) override {
+    const char* op = "cross_entropy_forward";
+    require_cuda(logits, op, "logits");
+    const int64_t vp = logits.dim(-1), n = logits.numel() / vp;
+    require(targets, DType::kI32, n, op, "targets");
+    MTNLG_CHECK_MSG(vocab > 0 && vocab <= vp,
+                    op << ": vocab " << vocab << " for logits " << logits.str());
+    check_ids(targets, vocab, op, "target id", kVocabFix);
+    return cross_entropy_forward_cuda(logits, targets, vocab, ws_,
+                                      scratch_.data_as<double>() + (kSumSquaresScratch - 1),
+                                      stream());
   }
-  void cross_entropy_backward(Tensor&, const Tensor&, const Tensor&, int64_t, double) override {
-    throw not_yet("cross_entropy_backward");
+  void cross_entropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
+                              int64_t vocab, double grad_scale) override {
+    const char* op = "cross_entropy_backward";
+    require_cuda(logits, op, "logits");
+    const int64_t vp = logits.dim(-1), n = logits.numel() / vp;
+    require(dlogits, logits.dtype(), n * vp, op, "dlogits");
+    require(targets, DType::kI32, n, op, "targets");
+    MTNLG_CHECK_MSG(vocab > 0 && vocab <= vp,
+                    op << ": vocab " << vocab << " for logits " << logits.str());
+    check_ids(targets, vocab, op, "target id", kVocabFix);
+    cross_entropy_backward_cuda(dlogits, logits, targets, vocab, grad_scale, stream());
   }
 
   void dropout_forward(Tensor& out, const Tensor& in, double p, RngStream rng) override {
@@ -273,7 +358,40 @@ class CudaBackend final : public Backend {
   void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream())); }
 
  private:
+  static constexpr const char* kVocabFix =
+      "the data's vocabulary is larger than the model's (check model.vocab_size)";
+
   cudaStream_t stream() const { return stream_.get(); }
+
+  struct AttentionDims {
+    int64_t b, s, hd;
+  };
+  static AttentionDims attention_dims(const Tensor& qkv, int64_t heads, const char* op) {
+    require_cuda(qkv, op, "qkv");
+    MTNLG_CHECK_MSG(
+        qkv.ndim() == 3 && heads > 0 && qkv.dim(2) % (3 * heads) == 0,
+        op << ": qkv " << qkv.str() << " is not [b, s, heads*3*hd] with heads = " << heads);
+    return {qkv.dim(0), qkv.dim(1), qkv.dim(2) / (3 * heads)};
+  }
+
+  // Ids from data are checked on the device; a bad one is an invalid_argument naming its
+  // position, as on the CPU. Synchronizes (one 4-byte read back).
+  void check_ids(const Tensor& ids, int64_t limit, const char* op, const char* what,
+                 const char* fix) {
+    unsigned* first_bad = static_cast<unsigned*>(bad_id_.data());
+    CUDA_CHECK(cudaMemsetAsync(first_bad, 0xff, sizeof(unsigned), stream()));
+    check_ids_cuda(ids, limit, first_bad, stream());
+    unsigned pos = 0;
+    CUDA_CHECK(cudaMemcpyAsync(&pos, first_bad, sizeof pos, cudaMemcpyDeviceToHost, stream()));
+    synchronize();
+    if (pos == 0xffffffffu) return;
+    int32_t id = 0;
+    CUDA_CHECK(cudaMemcpy(&id, ids.data_as<int32_t>() + pos, sizeof id, cudaMemcpyDeviceToHost));
+    std::ostringstream os;
+    os << op << ": " << what << " " << id << " at position " << pos << " is outside [0, " << limit
+       << "); " << fix;
+    throw invalid_argument(os.str(), op);
+  }
 
   int device_;
   std::string name_;
@@ -284,9 +402,27 @@ class CudaBackend final : public Backend {
   StreamPtr stream_;
   CublasPtr cublas_;
   Tensor scratch_;  // kSumSquaresScratch doubles for sum_squares
+  Tensor bad_id_;   // one device word for check_ids
+  Workspace ws_;    // launchers' temporaries (attention scores, column-sum partials, sorts)
 };
 
 }  // namespace
+
+Workspace::~Workspace() {
+  if (ptr_) (void)cudaFree(ptr_);  // waits for the device; must not throw
+}
+
+void* Workspace::get(size_t bytes) {
+  if (bytes <= bytes_) return ptr_;
+  // cudaFree synchronizes the device, so no kernel still reads the old buffer.
+  if (ptr_) CUDA_CHECK(cudaFree(ptr_));
+  ptr_ = nullptr;
+  bytes_ = 0;
+  const size_t rounded = (bytes + (size_t{1} << 20) - 1) & ~((size_t{1} << 20) - 1);
+  CUDA_CHECK(cudaMalloc(&ptr_, rounded));
+  bytes_ = rounded;
+  return ptr_;
+}
 
 std::unique_ptr<Backend> make_cuda_backend(int device) {
   return std::make_unique<CudaBackend>(device);

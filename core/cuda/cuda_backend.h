@@ -8,8 +8,10 @@
 // Thread safety: as every Backend, one thread at a time, and that thread must have the
 // backend's device current (the constructor makes it current on the constructing thread).
 //
-// Implemented: memory, dense algebra, GeLU, dropout and AdamW. layernorm, attention, embedding
-// and cross entropy throw Code::kUnsupported until the CUDA backend issue lands their kernels.
+// Every Backend operation, in f32, f64, bf16 and f16 (AdamW in f32/f64: a narrow model updates
+// its fp32 masters), with the CPU backend's dtype rules: bf16/fp16 values, fp32 main gradients
+// and LayerNorm statistics. Token and target ids are checked on the device (one read back).
+// Launchers' temporaries live in one growing Workspace (not counted in live_bytes()).
 #pragma once
 
 #include <memory>

@@ -15,11 +15,12 @@ namespace {
 
 // out may alias in. Used for forward and backward alike: both are x * keep / (1 - p).
 template <typename T>
-__global__ void dropout_kernel(T* out, const T* in, float p, T scale, RngStream rng, int64_t n) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
-    out[i] = dropout_keep(rng, static_cast<uint64_t>(i), p) ? in[i] * scale : T(0);
+__global__ void dropout_kernel(T* out, const T* in, float p, acc_t<T> scale, RngStream rng,
+                               int64_t n) {
+  using A = acc_t<T>;
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    out[i] = static_cast<T>(
+        dropout_keep(rng, static_cast<uint64_t>(i), p) ? static_cast<A>(in[i]) * scale : A(0));
   }
 }
 
@@ -28,7 +29,7 @@ void dropout_apply(Tensor& out, const Tensor& in, double p, RngStream rng, cudaS
   MTNLG_CHECK_MSG(p >= 0.0 && p < 1.0, op << ": dropout probability " << p);
   const int64_t n = out.numel();
   if (n == 0) return;
-  dispatch_floating(out.dtype(), op, [&](auto tag) {
+  dispatch_all_floating(out.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     if (p == 0.0) {  // identity: no draws needed
       if (out.data() != in.data()) {
@@ -39,7 +40,7 @@ void dropout_apply(Tensor& out, const Tensor& in, double p, RngStream rng, cudaS
     }
     dropout_kernel<<<cuda_grid(n), kCudaBlock, 0, stream>>>(
         out.data_as<T>(), in.data_as<T>(), static_cast<float>(p),
-        kernels::dropout_scale(static_cast<T>(p)), rng, n);
+        kernels::dropout_scale(static_cast<acc_t<T>>(static_cast<float>(p))), rng, n);
     CUDA_CHECK(cudaGetLastError());
   });
 }

@@ -13,21 +13,21 @@ namespace {
 
 template <typename T, bool kTanh>
 __global__ void gelu_forward_kernel(T* out, const T* in, int64_t n) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
-    out[i] = kTanh ? kernels::gelu_tanh(in[i]) : kernels::gelu_erf(in[i]);
+  using A = acc_t<T>;
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    const A x = static_cast<A>(in[i]);
+    out[i] = static_cast<T>(kTanh ? kernels::gelu_tanh(x) : kernels::gelu_erf(x));
   }
 }
 
 // din may alias dout: each element reads its dout before writing its din.
 template <typename T, bool kTanh>
 __global__ void gelu_backward_kernel(T* din, const T* dout, const T* in, int64_t n) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
-    const T grad = kTanh ? kernels::gelu_tanh_grad(in[i]) : kernels::gelu_erf_grad(in[i]);
-    din[i] = dout[i] * grad;
+  using A = acc_t<T>;
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    const A x = static_cast<A>(in[i]);
+    const A grad = kTanh ? kernels::gelu_tanh_grad(x) : kernels::gelu_erf_grad(x);
+    din[i] = static_cast<T>(static_cast<A>(dout[i]) * grad);
   }
 }
 
@@ -36,7 +36,7 @@ __global__ void gelu_backward_kernel(T* din, const T* dout, const T* in, int64_t
 void gelu_forward_cuda(Tensor& out, const Tensor& in, Activation act, cudaStream_t stream) {
   const int64_t n = out.numel();
   if (n == 0) return;
-  dispatch_floating(out.dtype(), "gelu_forward", [&](auto tag) {
+  dispatch_all_floating(out.dtype(), "gelu_forward", [&](auto tag) {
     using T = decltype(tag);
     if (act == Activation::kGeluTanh) {
       gelu_forward_kernel<T, true>
@@ -53,7 +53,7 @@ void gelu_backward_cuda(Tensor& din, const Tensor& dout, const Tensor& in, Activ
                         cudaStream_t stream) {
   const int64_t n = din.numel();
   if (n == 0) return;
-  dispatch_floating(din.dtype(), "gelu_backward", [&](auto tag) {
+  dispatch_all_floating(din.dtype(), "gelu_backward", [&](auto tag) {
     using T = decltype(tag);
     if (act == Activation::kGeluTanh) {
       gelu_backward_kernel<T, true><<<cuda_grid(n), kCudaBlock, 0, stream>>>(

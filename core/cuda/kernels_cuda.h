@@ -13,10 +13,30 @@
 
 namespace mtnlg {
 
+// Device scratch that grows to the largest size asked for and is reused: the temporaries of
+// one launcher (attention's score matrices, column-sum partials, sort buffers). get() may free
+// and reallocate, so a launcher calls it once, for everything it needs, before enqueueing work;
+// the stream orders the reuse. Not counted in Backend::live_bytes() (as the CPU's per-thread
+// staging is not); its size is Backend-visible through bytes(). One stream, one thread.
+class Workspace {
+ public:
+  Workspace() = default;
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+  ~Workspace();
+  void* get(size_t bytes);
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
 // ---- elementwise_cuda.cu ----
-// t[i] = value (f32, f64, i32)
+// t[i] = value (f32, f64, bf16, f16, i32)
 void fill_cuda(Tensor& t, double value, cudaStream_t stream);
-// dst[i] = src[i] converted between f32 and f64; both on the device, same numel.
+// dst[i] = src[i] converted between f32, f64, bf16 and f16 (rounded to nearest even); both on
+// the device, same numel.
 void convert_cuda(Tensor& dst, const Tensor& src, cudaStream_t stream);
 void add_cuda(Tensor& out, const Tensor& a, const Tensor& b, cudaStream_t stream);
 void axpy_cuda(Tensor& y, const Tensor& x, double alpha, cudaStream_t stream);
@@ -29,13 +49,25 @@ void add_bias_cuda(Tensor& y, const Tensor& bias, cudaStream_t stream);
 // device. Synchronizes the stream to return the value.
 constexpr int kSumSquaresScratch = 1024;
 double sum_squares_cuda(const Tensor& x, double* scratch, cudaStream_t stream);
-// dbias[c] += sum_n dy[n, c]
-void bias_backward_cuda(Tensor& dbias, const Tensor& dy, cudaStream_t stream);
+// Sum of values[0..count) on the device into *result, in a fixed order; synchronizes and
+// returns it.
+double sum_doubles_cuda(const double* values, int64_t count, double* result, cudaStream_t stream);
+// dbias[c] += sum_n dy[n, c] (dbias in acc_t of dy's dtype)
+void bias_backward_cuda(Tensor& dbias, const Tensor& dy, Workspace& ws, cudaStream_t stream);
 
 // ---- gemm_cuda.cu ----
 // c[m, n] = alpha * op(a) @ op(b) + beta * c (row-major), via cublasGemmEx on `handle`'s stream.
+// a and b share a dtype; c has it too, or is f32 for bf16/f16 operands (fp32 accumulation
+// throughout; no TF32).
 void gemm_cuda(cublasHandle_t handle, Tensor& c, const Tensor& a, bool trans_a, const Tensor& b,
                bool trans_b, double alpha, double beta);
+// `batch` row-major products C_i = alpha op(A_i) op(B_i) + beta C_i on raw device pointers, A_i
+// at a + i * stride_a elements (likewise b, c); ld* are row-major row strides in elements.
+void gemm_strided_batched_cuda(cublasHandle_t handle, DType ab_type, DType c_type, bool trans_a,
+                               bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                               const void* a, int64_t lda, int64_t stride_a, const void* b,
+                               int64_t ldb, int64_t stride_b, double beta, void* c, int64_t ldc,
+                               int64_t stride_c, int64_t batch);
 
 // ---- gelu_cuda.cu ----
 void gelu_forward_cuda(Tensor& out, const Tensor& in, Activation act, cudaStream_t stream);
@@ -48,6 +80,42 @@ void dropout_forward_cuda(Tensor& out, const Tensor& in, double p, RngStream rng
                           cudaStream_t stream);
 void dropout_backward_cuda(Tensor& din, const Tensor& dout, double p, RngStream rng,
                            cudaStream_t stream);
+
+// ---- layernorm_cuda.cu ----
+void layernorm_forward_cuda(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in,
+                            const Tensor& weight, const Tensor& bias, double eps,
+                            cudaStream_t stream);
+void layernorm_backward_cuda(Tensor& din, Tensor& dweight, Tensor& dbias, const Tensor& dout,
+                             const Tensor& in, const Tensor& weight, const Tensor& mean,
+                             const Tensor& rstd, Workspace& ws, cudaStream_t stream);
+
+// ---- attention_cuda.cu ----
+// Scores and products are strided-batched cuBLAS GEMMs over the heads of one sequence, with the
+// causal softmax (and dropout) in a kernel between them; probs is Backend's saved softmax.
+void attention_forward_cuda(cublasHandle_t handle, Tensor& out, Tensor& probs, const Tensor& qkv,
+                            int64_t heads, double dropout_p, RngStream rng, Workspace& ws);
+void attention_backward_cuda(cublasHandle_t handle, Tensor& dqkv, const Tensor& dout,
+                             const Tensor& qkv, const Tensor& probs, int64_t heads,
+                             double dropout_p, RngStream rng, Workspace& ws);
+
+// ---- embedding_cuda.cu ----
+// Token ids must be checked first (check_ids_cuda).
+void embedding_forward_cuda(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
+                            cudaStream_t stream);
+// Deterministic: positions are stably sorted by token id, then each distinct id's rows are
+// summed in position order into its dwte row.
+void embedding_backward_cuda(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens,
+                             Workspace& ws, cudaStream_t stream);
+// *first_bad (device; 0xffffffff before) becomes the first position whose id is outside
+// [0, limit), or stays.
+void check_ids_cuda(const Tensor& ids, int64_t limit, unsigned* first_bad, cudaStream_t stream);
+
+// ---- cross_entropy_cuda.cu ----
+// Row losses in double, summed in a fixed order on the device; synchronizes to return the sum.
+double cross_entropy_forward_cuda(const Tensor& logits, const Tensor& targets, int64_t vocab,
+                                  Workspace& ws, double* result, cudaStream_t stream);
+void cross_entropy_backward_cuda(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
+                                 int64_t vocab, double grad_scale, cudaStream_t stream);
 
 // ---- adamw_cuda.cu ----
 void adamw_update_cuda(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/kernels/bf16_math.h"
 #include "core/status.h"
 #include "core/tensor.h"
 
@@ -22,7 +23,31 @@ inline unsigned cuda_grid(int64_t n) {
   return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, 65536));
 }
 
-// Calls f(T{}) with T = float or double for the tensor's floating dtype.
+// Calls f(T{}) with T = float, double, Bf16 or F16 for the tensor's floating dtype: the
+// storage type; kernels compute in acc_t<T> (core/kernels/bf16_math.h), as the CPU's do.
+template <typename F>
+void dispatch_all_floating(DType dtype, const char* op, F&& f) {
+  switch (dtype) {
+    case DType::kF32:
+      f(float{});
+      return;
+    case DType::kF64:
+      f(double{});
+      return;
+    case DType::kBF16:
+      f(Bf16{});
+      return;
+    case DType::kF16:
+      f(F16{});
+      return;
+    default:
+      throw unsupported(std::string(op) + " on CUDA supports f32, f64, bf16 and f16, not " +
+                        dtype_name(dtype));
+  }
+}
+
+// Calls f(T{}) with T = float or double: for the wide-only operations (AdamW runs on fp32
+// masters, as on the CPU).
 template <typename F>
 void dispatch_floating(DType dtype, const char* op, F&& f) {
   switch (dtype) {
@@ -34,8 +59,38 @@ void dispatch_floating(DType dtype, const char* op, F&& f) {
       return;
     default:
       throw unsupported(std::string(op) + " on CUDA supports f32 and f64, not " +
-                        dtype_name(dtype) + "; mixed precision comes with the precision issue");
+                        dtype_name(dtype) + " (a bf16/fp16 model updates its fp32 masters)");
   }
+}
+
+__device__ __forceinline__ int64_t first_index() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t grid_stride() {
+  return static_cast<int64_t>(gridDim.x) * blockDim.x;
+}
+
+// Element conversions between storage types, through the compute type: a bf16/fp16 source
+// widens to float, a bf16/fp16 destination rounds from float once (f64 -> bf16 goes through
+// f32, as CpuBackend::copy does).
+template <typename D, typename S>
+__device__ __forceinline__ D convert_element(S x) {
+  return static_cast<D>(static_cast<acc_t<D>>(static_cast<acc_t<S>>(x)));
+}
+
+// Sum of v over a warp, in a fixed butterfly order (valid in every lane).
+template <typename A>
+__device__ __forceinline__ A warp_sum(A v) {
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+template <typename A>
+__device__ __forceinline__ A warp_max(A v) {
+  for (int o = 16; o > 0; o /= 2) {
+    const A w = __shfl_xor_sync(0xffffffffu, v, o);
+    v = w > v ? w : v;
+  }
+  return v;
 }
 
 }  // namespace mtnlg

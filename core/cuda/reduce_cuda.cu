@@ -1,8 +1,9 @@
 // Reductions on CUDA: sum of squares (in double, two deterministic passes) and the bias
-// gradient (a column sum). Fixed grids and a fixed combine order make both bit-reproducible
-// run to run; no atomics.
+// gradient (a column sum, core/cuda/column_sum_cuda.cuh). Fixed grids and a fixed combine order
+// make both bit-reproducible run to run; no atomics.
 #include <cstdint>
 
+#include "core/cuda/column_sum_cuda.cuh"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernels_cuda.h"
 #include "core/cuda/launch_cuda.h"
@@ -30,10 +31,8 @@ __device__ double block_sum(double v) {
 template <typename T>
 __global__ void sum_squares_partial_kernel(double* partials, const T* x, int64_t n) {
   double acc = 0.0;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
-    const double xi = static_cast<double>(x[i]);
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    const double xi = static_cast<double>(static_cast<acc_t<T>>(x[i]));
     acc += xi * xi;
   }
   const double total = block_sum(acc);
@@ -41,39 +40,26 @@ __global__ void sum_squares_partial_kernel(double* partials, const T* x, int64_t
 }
 
 // Pass 2: one block adds the partials into *out.
-__global__ void sum_partials_kernel(double* out, const double* partials, int count) {
+__global__ void sum_partials_kernel(double* out, const double* partials, int64_t count) {
   double acc = 0.0;
-  for (int i = static_cast<int>(threadIdx.x); i < count; i += kCudaBlock) acc += partials[i];
+  for (int64_t i = threadIdx.x; i < count; i += kCudaBlock) acc += partials[i];
   const double total = block_sum(acc);
   if (threadIdx.x == 0) *out = total;
 }
 
-// One thread per column walks the rows; neighbouring threads read neighbouring columns, so the
-// loads coalesce. Enough for a shell; a split-row version comes with the CUDA backend issue.
 template <typename T>
-__global__ void bias_backward_kernel(T* dbias, const T* dy, int64_t rows, int64_t cols) {
-  const int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (col >= cols) return;
-  T acc = 0;
-  for (int64_t r = 0; r < rows; ++r) acc += dy[r * cols + col];
-  dbias[col] += acc;
-}
+struct BiasTerm {
+  const T* dy;
+  int64_t cols;
+  __device__ void operator()(int64_t r, int64_t j, acc_t<T>* acc) const {
+    acc[0] += static_cast<acc_t<T>>(dy[r * cols + j]);
+  }
+};
 
 }  // namespace
 
-double sum_squares_cuda(const Tensor& x, double* scratch, cudaStream_t stream) {
-  const int64_t n = x.numel();
-  if (n == 0) return 0.0;
-  // Leave the last scratch slot for the final sum.
-  const unsigned blocks =
-      std::min<unsigned>(cuda_grid(n), static_cast<unsigned>(kSumSquaresScratch - 1));
-  dispatch_floating(x.dtype(), "sum_squares", [&](auto tag) {
-    using T = decltype(tag);
-    sum_squares_partial_kernel<<<blocks, kCudaBlock, 0, stream>>>(scratch, x.data_as<T>(), n);
-  });
-  CUDA_CHECK(cudaGetLastError());
-  double* result = scratch + (kSumSquaresScratch - 1);
-  sum_partials_kernel<<<1, kCudaBlock, 0, stream>>>(result, scratch, static_cast<int>(blocks));
+double sum_doubles_cuda(const double* values, int64_t count, double* result, cudaStream_t stream) {
+  sum_partials_kernel<<<1, kCudaBlock, 0, stream>>>(result, values, count);
   CUDA_CHECK(cudaGetLastError());
   double host = 0.0;
   CUDA_CHECK(cudaMemcpyAsync(&host, result, sizeof(double), cudaMemcpyDeviceToHost, stream));
@@ -81,17 +67,32 @@ double sum_squares_cuda(const Tensor& x, double* scratch, cudaStream_t stream) {
   return host;
 }
 
-void bias_backward_cuda(Tensor& dbias, const Tensor& dy, cudaStream_t stream) {
+double sum_squares_cuda(const Tensor& x, double* scratch, cudaStream_t stream) {
+  const int64_t n = x.numel();
+  if (n == 0) return 0.0;
+  // Leave the last scratch slot for the final sum.
+  const unsigned blocks =
+      std::min<unsigned>(cuda_grid(n), static_cast<unsigned>(kSumSquaresScratch - 1));
+  dispatch_all_floating(x.dtype(), "sum_squares", [&](auto tag) {
+    using T = decltype(tag);
+    sum_squares_partial_kernel<<<blocks, kCudaBlock, 0, stream>>>(scratch, x.data_as<T>(), n);
+  });
+  CUDA_CHECK(cudaGetLastError());
+  return sum_doubles_cuda(scratch, blocks, scratch + (kSumSquaresScratch - 1), stream);
+}
+
+void bias_backward_cuda(Tensor& dbias, const Tensor& dy, Workspace& ws, cudaStream_t stream) {
   const int64_t cols = dbias.numel();
   if (cols == 0) return;
   const int64_t rows = dy.numel() / cols;
-  const unsigned blocks = static_cast<unsigned>((cols + kCudaBlock - 1) / kCudaBlock);
-  dispatch_floating(dbias.dtype(), "bias_backward", [&](auto tag) {
+  const cuda::ColumnSumPlan plan = cuda::column_sum_plan(rows, cols);
+  dispatch_all_floating(dy.dtype(), "bias_backward", [&](auto tag) {
     using T = decltype(tag);
-    bias_backward_kernel<<<blocks, kCudaBlock, 0, stream>>>(dbias.data_as<T>(), dy.data_as<T>(),
-                                                            rows, cols);
+    using A = acc_t<T>;
+    A* partial = static_cast<A*>(ws.get(plan.partial_elements() * sizeof(A)));
+    cuda::column_sums<A, 1>(plan, {{dbias.data_as<A>()}}, BiasTerm<T>{dy.data_as<T>(), cols},
+                            partial, stream);
   });
-  CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace mtnlg

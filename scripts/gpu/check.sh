@@ -20,9 +20,13 @@ On a machine with an NVIDIA GPU, CUDA (nvcc, cuBLAS, cuBLASLt) and NCCL:
   demo     the CPU demo recipe (configs/demo-cpu.yaml) on the GPU in bf16
   bench    tokens/s, MFU and peak memory on one GPU (GPT-2 124M, 1.3B), with PyTorch's bf16
            eager run on the same shapes as the anchor
-Each stage writes its log to --out; the summary goes to OUT/check.txt and OUT/check.json.
+Each stage logs to WORK/STAGE.log (copied to OUT when it fails); the summary goes to
+OUT/check.txt and OUT/check.json, the benchmark table to OUT/bench.txt and OUT/bench.json
+(raw lines: OUT/bench-results.jsonl).
 
-  --out DIR        where logs and the summary go (default: $OUT if set, else out/gpu)
+  --out DIR        where the summary, the benchmark table and failed stages' logs go
+                   (default: $OUT if set, else out/gpu)
+  --work DIR       scratch: every stage's log, runs, data caches (default: /tmp/mtnlg-gpu-check)
   --prefix DIR     where the Debian packages are unpacked (default: /tmp/mtnlg-deps)
   --build-dir DIR  build directory (default: build-gpu)
   --stages LIST    comma-separated stages to run (default: all, in the order above)
@@ -36,6 +40,7 @@ USAGE
 }
 
 out=${OUT:-out/gpu}
+work=/tmp/mtnlg-gpu-check
 prefix=/tmp/mtnlg-deps
 build_dir=build-gpu
 stages=deps,build,kernels,train,demo,bench
@@ -43,6 +48,7 @@ arch=
 while (($#)); do
   case "$1" in
     --out) out=$2; shift 2 ;;
+    --work) work=$2; shift 2 ;;
     --prefix) prefix=$2; shift 2 ;;
     --build-dir) build_dir=$2; shift 2 ;;
     --stages) stages=$2; shift 2 ;;
@@ -57,8 +63,9 @@ for s in ${stages//,/ }; do
       exit 2 ;;
   esac
 done
-mkdir -p "$out"
+mkdir -p "$out" "$work"
 out=$(cd "$out" && pwd)
+work=$(cd "$work" && pwd)
 summary=$out/check.txt
 : >"$summary"
 declare -A result
@@ -70,11 +77,12 @@ want() { [[ ",$stages," == *",$1,"* ]]; }
 run_stage() {
   local name=$1 start=$SECONDS
   log "---- $name"
-  if "stage_$name" >"$out/$name.log" 2>&1; then
+  if "stage_$name" >"$work/$name.log" 2>&1; then
     result[$name]=pass
   else
     result[$name]=fail
-    tail -n 40 "$out/$name.log" | sed 's/^/  | /' | tee -a "$summary"
+    cp "$work/$name.log" "$out/"
+    tail -n 40 "$work/$name.log" | sed 's/^/  | /' | tee -a "$summary"
   fi
   log "$name: ${result[$name]} ($((SECONDS - start)) s)"
 }
@@ -186,6 +194,74 @@ stage_build() {
 stage_kernels() {
   dep_env
   (cd "$build_dir" && ctest -L cuda --output-on-failure -j 1)
+}
+
+# 20 iterations of the tiny recipe (dropout on) on the CPU and the GPU: fp32 within
+# reduction-order tolerance, a GPU rerun bit-identical, bf16 GPU against bf16 CPU in a band.
+stage_train() {
+  dep_env
+  local d=$work/train
+  rm -rf "$d"
+  mkdir -p "$d/data"
+  python3 tests/cmd/make_tiny_corpus.py "$d/data/tiny" 400 512
+  local common=(--config configs/tiny.yaml --set schedule.train_iters=20
+    --set "data.blend=[{prefix: $d/data/tiny, weight: 1}]" --set "data.cache_dir=$d/cache")
+  local run dev prec
+  for run in cpu cuda cuda_again cpu_bf16 cuda_bf16; do
+    dev=${run%%_*}
+    prec=fp32
+    [[ $run == *bf16 ]] && prec=bf16
+    "$build_dir/mtnlg-train" "${common[@]}" --device "$dev" --set "precision=$prec" \
+      --set "logging.metrics_file=$d/$run/metrics.jsonl"
+  done
+  python3 tests/cmd/compare_layouts.py "$d" cpu:cuda | tee -a "$summary"
+  python3 tests/cmd/compare_layouts.py --exact "$d" cuda:cuda_again | tee -a "$summary"
+  # bf16: each side rounds independently; 2 units of bf16 roundoff on the loss, 5% on grad norm.
+  python3 tests/cmd/compare_layouts.py --band 0.008 0.05 "$d" cpu_bf16:cuda_bf16 |
+    tee -a "$summary"
+}
+
+# The CPU demo recipe on the GPU in bf16, from data/demo (carry its .bin/.idx files).
+stage_demo() {
+  dep_env
+  local d=$work/demo
+  rm -rf "$d"
+  mkdir -p "$d"
+  [[ -f data/demo/kjv_text_document.idx && -f data/demo/fortunes_text_document.idx ]] || {
+    echo "data/demo/*_text_document.{bin,idx} missing: run scripts/demo.sh once where the"
+    echo "packages are (it prepares them) and carry those four files"
+    return 1
+  }
+  "$build_dir/mtnlg-train" --config configs/demo-cpu.yaml --device cuda --set precision=bf16 \
+    --set "logging.metrics_file=$d/metrics.jsonl" --set "data.cache_dir=$d/cache"
+  python3 scripts/gpu/report.py demo "$d/metrics.jsonl" | tee -a "$summary"
+}
+
+# Tokens/s, MFU against the bf16 GEMM rate measured here, peak memory against the plan: ours
+# (mtnlg-bench-train) and PyTorch eager (bench/torch_train.py) on the same shapes, bf16.
+stage_bench() {
+  dep_env
+  local j=$out/bench-results.jsonl
+  rm -f "$j"
+  "$build_dir/bench/mtnlg-bench-gemm" --device cuda --dtype bf16 --models gpt2-124m-b8,1.3b \
+    --min-time 0.2 --json >>"$j"
+  local gpt2=(--name gpt2-124m --layers 12 --hidden 768 --heads 12 --seq 1024 --micro-batch 8
+    --global-batch 8 --iters 10 --warmup-iters 3 --precision bf16)
+  local xl=(--name 1.3b --layers 24 --hidden 2048 --heads 16 --seq 2048 --micro-batch 4
+    --global-batch 4 --iters 6 --warmup-iters 2 --precision bf16)
+  for model in gpt2 xl; do
+    local -n args=$model
+    "$build_dir/bench/mtnlg-bench-train" "${args[@]}" --device cuda --json >>"$j"
+    python3 bench/torch_train.py "${args[@]}" --device cuda --json >>"$j"
+  done
+  # The planner's figure for the same shapes (one rank, fp32 masters, no checkpointing).
+  "$build_dir/mtnlg-train" --config configs/gpt2-124m.yaml --dry-run --json --world-size 1 \
+    --set parallel.micro_batch_size=8 --set batch.global_batch_size=8 |
+    python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps({"impl": "plan", "name": "gpt2-124m", "memory_bytes": d["memory_per_rank_bytes"]["total"]}))' >>"$j"
+  "$build_dir/mtnlg-train" --config configs/1.3b.yaml --dry-run --json --world-size 1 \
+    --set parallel.micro_batch_size=4 --set batch.global_batch_size=4 |
+    python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps({"impl": "plan", "name": "1.3b", "memory_bytes": d["memory_per_rank_bytes"]["total"]}))' >>"$j"
+  python3 scripts/gpu/report.py bench "$j" "$out/bench.json" | tee "$out/bench.txt"
 }
 
 machine_facts

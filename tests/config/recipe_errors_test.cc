@@ -79,6 +79,7 @@ TEST_CASE("wrong types are rejected", "[config]") {
   expect_recipe_error({"model.activation=relu"}, "model.activation",
                       {"'relu' is not one of gelu, gelu_tanh"});
   expect_recipe_error({"precision=fp8"}, "precision", {"not one of fp32, bf16, fp16"});
+  expect_recipe_error({"device=tpu"}, "device", {"not one of auto, cpu, cuda"});
   expect_recipe_error({"schedule.decay_style=exp"}, "schedule.decay_style",
                       {"not one of cosine, linear, constant"});
   SECTION("a recipe that is not a map") {

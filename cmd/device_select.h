@@ -1,0 +1,38 @@
+// Where a rank trains: the recipe's `device` (auto | cpu | cuda, or --device) resolved against
+// this build and this machine, and the Backend for it. The one place a backend is chosen.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/backend.h"
+#include "core/config/recipe.h"
+
+namespace mtnlg {
+
+struct DeviceResolution {
+  Device device = Device::kCPU;
+  int index = 0;            // the CUDA device (local_rank % visible GPUs); 0 on the CPU
+  std::string description;  // for the log: "cpu" or "cuda:1 of 8 visible"
+};
+
+// True when this binary was built with the CUDA backend (-DMTNLG_CUDA=ON).
+bool cuda_built();
+// GPUs the CUDA runtime sees (CUDA_VISIBLE_DEVICES applies); 0 without the CUDA backend, a
+// driver or a GPU.
+int visible_cuda_devices();
+
+// auto: cuda when cuda_built() and a GPU is visible, else cpu. cuda without either is
+// Code::kUnsupported (exit 3) naming the key and the fix. Rank `local_rank` on its node takes
+// GPU local_rank % visible.
+DeviceResolution resolve_device(DeviceChoice choice, int64_t local_rank);
+
+// The Backend for `where`: the CPU backend with `threads` threads, or the CUDA backend.
+std::unique_ptr<Backend> make_backend(const DeviceResolution& where, int threads);
+
+// Throws kUnsupported (exit 3) when `planned_bytes` (the planner's peak for this rank) exceeds
+// the GPU's free memory, naming both and the recipe keys that lower it. No-op on the CPU.
+void check_device_memory(const DeviceResolution& where, int64_t planned_bytes);
+
+}  // namespace mtnlg

@@ -1,0 +1,212 @@
+// Causal self-attention on CUDA with Backend's contract (core/backend.h): the softmax is saved in
+// probs [b, heads, s, s] and backward reads it. Per sequence, the heads' products are
+// strided-batched cuBLAS GEMMs over the qkv layout (head h's q, k, v at columns h*3*hd + {0, hd,
+// 2hd} of rows of ldq = heads*3*hd), and a warp-per-row kernel between them does the causal
+// softmax and the dropout, in acc_t<T>, with Philox keep bits regenerated in backward from the
+// element index ((b*heads + h)*s + i)*s + j, as the CPU kernel does.
+//
+// Scores and their gradient are kept in acc_t<T> (fp32 for bf16/fp16); the matrices that feed a
+// GEMM as operands (dropped probabilities, the softmax gradient) are rounded to T, as in
+// Megatron's fused softmax. A flash-style kernel that never stores [s, s] replaces this with the
+// Backend change that drops probs.
+#include <cmath>
+#include <cstdint>
+
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/kernels_cuda.h"
+#include "core/cuda/launch_cuda.h"
+#include "core/kernels/dropout_math.h"
+#include "core/rng.h"
+
+namespace mtnlg {
+
+namespace {
+
+constexpr int kRowsPerBlock = kCudaBlock / 32;
+
+// Row g = h*s + i of one sequence's scores sc [heads, s, s] (already scaled): writes the causal
+// softmax to p, and p * keep / (1 - dropout) to pd when pd is not null.
+template <typename T>
+__global__ void softmax_forward_kernel(T* p, T* pd, const acc_t<T>* sc, int64_t rows, int64_t s,
+                                       uint64_t elem0, float dropout_p, acc_t<T> drop_scale,
+                                       RngStream rng) {
+  using A = acc_t<T>;
+  const int64_t g = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (g >= rows) return;
+  const int64_t i = g % s;
+  const A* x = sc + g * s;
+  A mx = x[0];
+  for (int64_t j = lane; j <= i; j += 32) mx = x[j] > mx ? x[j] : mx;
+  mx = warp_max(mx);
+  A sum = 0;
+  for (int64_t j = lane; j <= i; j += 32) sum += exp(x[j] - mx);
+  const A inv = A(1) / warp_sum(sum);
+  T* prow = p + g * s;
+  T* pdrow = pd ? pd + g * s : nullptr;
+  const uint64_t base = elem0 + static_cast<uint64_t>(g * s);
+  for (int64_t j = lane; j < s; j += 32) {
+    const A v = j <= i ? exp(x[j] - mx) * inv : A(0);
+    prow[j] = static_cast<T>(v);
+    if (pdrow) {
+      const bool keep = j <= i && dropout_keep(rng, base + static_cast<uint64_t>(j), dropout_p);
+      pdrow[j] = static_cast<T>(keep ? v * drop_scale : A(0));
+    }
+  }
+}
+
+// Row g of the softmax backward: dpd (acc) = dO V^T; p the saved probs. Writes
+// ds = p * (d - sum_j d_j p_j) with d = dpd * keep / (1 - dropout), and pd as in forward.
+template <typename T>
+__global__ void softmax_backward_kernel(T* ds, T* pd, const acc_t<T>* dpd, const T* p, int64_t rows,
+                                        int64_t s, uint64_t elem0, float dropout_p,
+                                        acc_t<T> drop_scale, RngStream rng) {
+  using A = acc_t<T>;
+  const int64_t g = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (g >= rows) return;
+  const int64_t i = g % s;
+  const A* drow = dpd + g * s;
+  const T* prow = p + g * s;
+  const uint64_t base = elem0 + static_cast<uint64_t>(g * s);
+  const bool drop = dropout_p > 0.0f;
+  A dot = 0;
+  for (int64_t j = lane; j <= i; j += 32) {
+    A d = drow[j];
+    if (drop)
+      d = dropout_keep(rng, base + static_cast<uint64_t>(j), dropout_p) ? d * drop_scale : 0;
+    dot += d * static_cast<A>(prow[j]);
+  }
+  dot = warp_sum(dot);
+  T* dsrow = ds + g * s;
+  T* pdrow = pd ? pd + g * s : nullptr;
+  for (int64_t j = lane; j < s; j += 32) {
+    if (j > i) {
+      dsrow[j] = static_cast<T>(A(0));
+      if (pdrow) pdrow[j] = static_cast<T>(A(0));
+      continue;
+    }
+    const A pj = static_cast<A>(prow[j]);
+    A d = drow[j];
+    if (drop) {
+      const bool keep = dropout_keep(rng, base + static_cast<uint64_t>(j), dropout_p);
+      d = keep ? d * drop_scale : A(0);
+      if (pdrow) pdrow[j] = static_cast<T>(keep ? pj * drop_scale : A(0));
+    }
+    dsrow[j] = static_cast<T>(pj * (d - dot));
+  }
+}
+
+struct Dims {
+  int64_t b, s, heads, hd, ldq, ldo;
+};
+
+Dims dims_of(const Tensor& qkv, int64_t heads) {
+  Dims d{};
+  d.b = qkv.dim(0);
+  d.s = qkv.dim(1);
+  d.heads = heads;
+  d.hd = qkv.dim(2) / (3 * heads);
+  d.ldq = heads * 3 * d.hd;
+  d.ldo = heads * d.hd;
+  return d;
+}
+
+unsigned row_blocks(int64_t rows) {
+  return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+}
+
+cudaStream_t stream_of(cublasHandle_t handle) {
+  cudaStream_t stream = nullptr;
+  CUBLAS_CHECK(cublasGetStream(handle, &stream));
+  return stream;
+}
+
+}  // namespace
+
+void attention_forward_cuda(cublasHandle_t handle, Tensor& out, Tensor& probs, const Tensor& qkv,
+                            int64_t heads, double dropout_p, RngStream rng, Workspace& ws) {
+  const Dims d = dims_of(qkv, heads);
+  if (d.b == 0 || d.s == 0) return;
+  const cudaStream_t stream = stream_of(handle);
+  const int64_t hss = d.heads * d.s * d.s;
+  const bool drop = dropout_p > 0.0;
+  dispatch_all_floating(qkv.dtype(), "attention_forward", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    const DType dt = qkv.dtype(), acc = dtype_of<A>();
+    char* scratch = static_cast<char*>(ws.get(hss * (sizeof(A) + (drop ? sizeof(T) : 0))));
+    A* sc = reinterpret_cast<A*>(scratch);
+    T* pd = drop ? reinterpret_cast<T*>(scratch + hss * sizeof(A)) : nullptr;
+    const A scale = A(1) / sqrt(static_cast<A>(d.hd));
+    // p through float, as the CPU kernel takes it (the f64 twin then agrees to the last bit).
+    const A drop_scale =
+        drop ? kernels::dropout_scale(static_cast<A>(static_cast<float>(dropout_p))) : A(1);
+    for (int64_t bi = 0; bi < d.b; ++bi) {
+      const T* q = qkv.data_as<T>() + bi * d.s * d.ldq;
+      T* p = probs.data_as<T>() + bi * hss;
+      // sc_h = scale * q_h k_h^T
+      gemm_strided_batched_cuda(handle, dt, acc, false, true, d.s, d.s, d.hd, scale, q, d.ldq,
+                                3 * d.hd, q + d.hd, d.ldq, 3 * d.hd, 0.0, sc, d.s, d.s * d.s,
+                                d.heads);
+      softmax_forward_kernel<<<row_blocks(d.heads * d.s), kCudaBlock, 0, stream>>>(
+          p, pd, sc, d.heads * d.s, d.s, static_cast<uint64_t>(bi * hss),
+          static_cast<float>(dropout_p), drop_scale, rng);
+      CUDA_CHECK(cudaGetLastError());
+      // out_h = pd_h v_h
+      T* o = out.data_as<T>() + bi * d.s * d.ldo;
+      gemm_strided_batched_cuda(handle, dt, dt, false, false, d.s, d.hd, d.s, 1.0, drop ? pd : p,
+                                d.s, d.s * d.s, q + 2 * d.hd, d.ldq, 3 * d.hd, 0.0, o, d.ldo, d.hd,
+                                d.heads);
+    }
+  });
+}
+
+void attention_backward_cuda(cublasHandle_t handle, Tensor& dqkv, const Tensor& dout,
+                             const Tensor& qkv, const Tensor& probs, int64_t heads,
+                             double dropout_p, RngStream rng, Workspace& ws) {
+  const Dims d = dims_of(qkv, heads);
+  if (d.b == 0 || d.s == 0) return;
+  const cudaStream_t stream = stream_of(handle);
+  const int64_t hss = d.heads * d.s * d.s;
+  const bool drop = dropout_p > 0.0;
+  dispatch_all_floating(qkv.dtype(), "attention_backward", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    const DType dt = qkv.dtype(), acc = dtype_of<A>();
+    char* scratch =
+        static_cast<char*>(ws.get(hss * (sizeof(A) + sizeof(T) + (drop ? sizeof(T) : 0))));
+    A* dpd = reinterpret_cast<A*>(scratch);
+    T* ds = reinterpret_cast<T*>(scratch + hss * sizeof(A));
+    T* pd = drop ? reinterpret_cast<T*>(scratch + hss * (sizeof(A) + sizeof(T))) : nullptr;
+    const A scale = A(1) / sqrt(static_cast<A>(d.hd));
+    // p through float, as the CPU kernel takes it (the f64 twin then agrees to the last bit).
+    const A drop_scale =
+        drop ? kernels::dropout_scale(static_cast<A>(static_cast<float>(dropout_p))) : A(1);
+    for (int64_t bi = 0; bi < d.b; ++bi) {
+      const T* q = qkv.data_as<T>() + bi * d.s * d.ldq;
+      const T* p = probs.data_as<T>() + bi * hss;
+      const T* dO = dout.data_as<T>() + bi * d.s * d.ldo;
+      T* dq = dqkv.data_as<T>() + bi * d.s * d.ldq;
+      // dpd_h = dO_h v_h^T
+      gemm_strided_batched_cuda(handle, dt, acc, false, true, d.s, d.s, d.hd, 1.0, dO, d.ldo, d.hd,
+                                q + 2 * d.hd, d.ldq, 3 * d.hd, 0.0, dpd, d.s, d.s * d.s, d.heads);
+      softmax_backward_kernel<<<row_blocks(d.heads * d.s), kCudaBlock, 0, stream>>>(
+          ds, pd, dpd, p, d.heads * d.s, d.s, static_cast<uint64_t>(bi * hss),
+          static_cast<float>(dropout_p), drop_scale, rng);
+      CUDA_CHECK(cudaGetLastError());
+      // dq_h = scale * ds_h k_h; dk_h = scale * ds_h^T q_h; dv_h = pd_h^T dO_h
+      gemm_strided_batched_cuda(handle, dt, dt, false, false, d.s, d.hd, d.s, scale, ds, d.s,
+                                d.s * d.s, q + d.hd, d.ldq, 3 * d.hd, 0.0, dq, d.ldq, 3 * d.hd,
+                                d.heads);
+      gemm_strided_batched_cuda(handle, dt, dt, true, false, d.s, d.hd, d.s, scale, ds, d.s,
+                                d.s * d.s, q, d.ldq, 3 * d.hd, 0.0, dq + d.hd, d.ldq, 3 * d.hd,
+                                d.heads);
+      gemm_strided_batched_cuda(handle, dt, dt, true, false, d.s, d.hd, d.s, 1.0, drop ? pd : p,
+                                d.s, d.s * d.s, dO, d.ldo, d.hd, 0.0, dq + 2 * d.hd, d.ldq,
+                                3 * d.hd, d.heads);
+    }
+  });
+}
+
+}  // namespace mtnlg

@@ -1,0 +1,108 @@
+// Softmax cross entropy on CUDA over the first `vocab` of vp columns: a block per row, the row's
+// max and sum of exponentials in acc_t<T> (fp32 for bf16/fp16 logits), as the CPU kernel does.
+// Forward keeps per-row losses in double and adds them in row order on the device, so the loss
+// is the same on every run; backward forms softmax - onehot in acc_t<T> and rounds once.
+#include <cmath>
+#include <cstdint>
+
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/kernels_cuda.h"
+#include "core/cuda/launch_cuda.h"
+
+namespace mtnlg {
+
+namespace {
+
+// Block-wide reduction (sum, or max when kMax) of v, returned to every thread. Fixed order.
+template <bool kMax, typename A>
+__device__ A block_reduce(A v) {
+  __shared__ A part[kCudaBlock / 32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  v = kMax ? warp_max(v) : warp_sum(v);
+  if (lane == 0) part[warp] = v;
+  __syncthreads();
+  A r = part[0];
+  for (int w = 1; w < kCudaBlock / 32; ++w) r = kMax ? (part[w] > r ? part[w] : r) : r + part[w];
+  __syncthreads();  // part is reused by the next call
+  return r;
+}
+
+// (max, sum of exp(x - max)) over x[0..vocab)
+template <typename T>
+__device__ void row_logsumexp(const T* x, int64_t vocab, acc_t<T>& mx, acc_t<T>& sum) {
+  using A = acc_t<T>;
+  A m = static_cast<A>(x[0]);
+  for (int64_t j = threadIdx.x; j < vocab; j += kCudaBlock) {
+    const A v = static_cast<A>(x[j]);
+    m = v > m ? v : m;
+  }
+  mx = block_reduce<true>(m);
+  A s = 0;
+  for (int64_t j = threadIdx.x; j < vocab; j += kCudaBlock) s += exp(static_cast<A>(x[j]) - mx);
+  sum = block_reduce<false>(s);
+}
+
+template <typename T>
+__global__ void cross_entropy_forward_kernel(double* row_loss, const T* logits,
+                                             const int32_t* targets, int64_t vp, int64_t vocab) {
+  using A = acc_t<T>;
+  const int64_t r = blockIdx.x;
+  const T* x = logits + r * vp;
+  A mx, sum;
+  row_logsumexp(x, vocab, mx, sum);
+  if (threadIdx.x == 0)
+    row_loss[r] = static_cast<double>(log(sum) + mx - static_cast<A>(x[targets[r]]));
+}
+
+// Row r is read completely (max, sum) before any of it is written, so dlogits may be logits.
+template <typename T>
+__global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const int32_t* targets,
+                                              int64_t vp, int64_t vocab, acc_t<T> grad_scale) {
+  using A = acc_t<T>;
+  const int64_t r = blockIdx.x;
+  const T* x = logits + r * vp;
+  A mx, sum;
+  row_logsumexp(x, vocab, mx, sum);
+  const A inv = grad_scale / sum;
+  const int32_t target = targets[r];
+  T* dx = dlogits + r * vp;
+  for (int64_t j = threadIdx.x; j < vp; j += kCudaBlock) {
+    A g = 0;
+    if (j < vocab) {
+      g = exp(static_cast<A>(x[j]) - mx) * inv;
+      if (j == target) g -= grad_scale;
+    }
+    dx[j] = static_cast<T>(g);
+  }
+}
+
+}  // namespace
+
+double cross_entropy_forward_cuda(const Tensor& logits, const Tensor& targets, int64_t vocab,
+                                  Workspace& ws, double* result, cudaStream_t stream) {
+  const int64_t vp = logits.dim(-1), n = logits.numel() / vp;
+  if (n == 0) return 0.0;
+  double* row_loss = static_cast<double*>(ws.get(static_cast<size_t>(n) * sizeof(double)));
+  dispatch_all_floating(logits.dtype(), "cross_entropy_forward", [&](auto tag) {
+    using T = decltype(tag);
+    cross_entropy_forward_kernel<<<static_cast<unsigned>(n), kCudaBlock, 0, stream>>>(
+        row_loss, logits.data_as<T>(), targets.data_as<int32_t>(), vp, vocab);
+  });
+  CUDA_CHECK(cudaGetLastError());
+  return sum_doubles_cuda(row_loss, n, result, stream);
+}
+
+void cross_entropy_backward_cuda(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
+                                 int64_t vocab, double grad_scale, cudaStream_t stream) {
+  const int64_t vp = logits.dim(-1), n = logits.numel() / vp;
+  if (n == 0) return;
+  dispatch_all_floating(logits.dtype(), "cross_entropy_backward", [&](auto tag) {
+    using T = decltype(tag);
+    cross_entropy_backward_kernel<<<static_cast<unsigned>(n), kCudaBlock, 0, stream>>>(
+        dlogits.data_as<T>(), logits.data_as<T>(), targets.data_as<int32_t>(), vp, vocab,
+        static_cast<acc_t<T>>(grad_scale));
+  });
+  CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace mtnlg

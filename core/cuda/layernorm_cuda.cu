@@ -1,0 +1,132 @@
+// LayerNorm on CUDA, the CPU's arithmetic (core/cpu/layernorm_cpu.cc): a warp per row, the row's
+// mean and two-pass variance in acc_t<T> (fp32 for bf16/fp16 rows), rounded once on write.
+// The weight and bias gradients are deterministic column sums (column_sum_cuda.cuh).
+#include <cmath>
+#include <cstdint>
+
+#include "core/cuda/column_sum_cuda.cuh"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/kernels_cuda.h"
+#include "core/cuda/launch_cuda.h"
+
+namespace mtnlg {
+
+namespace {
+
+constexpr int kRowsPerBlock = kCudaBlock / 32;
+
+template <typename T>
+__global__ void layernorm_forward_kernel(T* out, acc_t<T>* mean, acc_t<T>* rstd, const T* in,
+                                         const T* w, const T* b, int64_t n, int64_t c,
+                                         acc_t<T> eps) {
+  using A = acc_t<T>;
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (r >= n) return;
+  const T* x = in + r * c;
+  A sum = 0;
+  for (int64_t j = lane; j < c; j += 32) sum += static_cast<A>(x[j]);
+  const A m = warp_sum(sum) / static_cast<A>(c);
+  A sq = 0;
+  for (int64_t j = lane; j < c; j += 32) {
+    const A d = static_cast<A>(x[j]) - m;
+    sq += d * d;
+  }
+  const A s = A(1) / sqrt(warp_sum(sq) / static_cast<A>(c) + eps);
+  T* y = out + r * c;
+  for (int64_t j = lane; j < c; j += 32) {
+    y[j] = static_cast<T>((static_cast<A>(x[j]) - m) * s * static_cast<A>(w[j]) +
+                          static_cast<A>(b[j]));
+  }
+  if (lane == 0) {
+    mean[r] = m;
+    rstd[r] = s;
+  }
+}
+
+// din += ... per row (a warp each); din may not alias dout.
+template <typename T>
+__global__ void layernorm_backward_input_kernel(T* din, const T* dout, const T* in, const T* w,
+                                                const acc_t<T>* mean, const acc_t<T>* rstd,
+                                                int64_t n, int64_t c) {
+  using A = acc_t<T>;
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (r >= n) return;
+  const T* x = in + r * c;
+  const T* dy = dout + r * c;
+  const A m = mean[r], s = rstd[r];
+  A dmean = 0, dnorm_mean = 0;
+  for (int64_t j = lane; j < c; j += 32) {
+    const A dnorm = static_cast<A>(w[j]) * static_cast<A>(dy[j]);
+    dmean += dnorm;
+    dnorm_mean += dnorm * (static_cast<A>(x[j]) - m) * s;
+  }
+  dmean = warp_sum(dmean) / static_cast<A>(c);
+  dnorm_mean = warp_sum(dnorm_mean) / static_cast<A>(c);
+  T* dx = din + r * c;
+  for (int64_t j = lane; j < c; j += 32) {
+    const A norm = (static_cast<A>(x[j]) - m) * s;
+    const A g = (static_cast<A>(w[j]) * static_cast<A>(dy[j]) - dmean - norm * dnorm_mean) * s;
+    dx[j] = static_cast<T>(static_cast<A>(dx[j]) + g);
+  }
+}
+
+template <typename T>
+struct LayerNormParamTerms {
+  const T* dout;
+  const T* in;
+  const acc_t<T>* mean;
+  const acc_t<T>* rstd;
+  int64_t c;
+  __device__ void operator()(int64_t r, int64_t j, acc_t<T>* acc) const {
+    using A = acc_t<T>;
+    const A dy = static_cast<A>(dout[r * c + j]);
+    acc[0] += dy * (static_cast<A>(in[r * c + j]) - mean[r]) * rstd[r];
+    acc[1] += dy;
+  }
+};
+
+unsigned row_blocks(int64_t n) {
+  return static_cast<unsigned>((n + kRowsPerBlock - 1) / kRowsPerBlock);
+}
+
+}  // namespace
+
+void layernorm_forward_cuda(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in,
+                            const Tensor& weight, const Tensor& bias, double eps,
+                            cudaStream_t stream) {
+  const int64_t c = in.dim(-1), n = in.numel() / c;
+  if (n == 0) return;
+  dispatch_all_floating(in.dtype(), "layernorm_forward", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    layernorm_forward_kernel<<<row_blocks(n), kCudaBlock, 0, stream>>>(
+        out.data_as<T>(), mean.data_as<A>(), rstd.data_as<A>(), in.data_as<T>(),
+        weight.data_as<T>(), bias.data_as<T>(), n, c, static_cast<A>(eps));
+  });
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void layernorm_backward_cuda(Tensor& din, Tensor& dweight, Tensor& dbias, const Tensor& dout,
+                             const Tensor& in, const Tensor& weight, const Tensor& mean,
+                             const Tensor& rstd, Workspace& ws, cudaStream_t stream) {
+  const int64_t c = in.dim(-1), n = in.numel() / c;
+  if (n == 0) return;
+  const cuda::ColumnSumPlan plan = cuda::column_sum_plan(n, c);
+  dispatch_all_floating(in.dtype(), "layernorm_backward", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    A* partial = static_cast<A*>(ws.get(2 * plan.partial_elements() * sizeof(A)));
+    layernorm_backward_input_kernel<<<row_blocks(n), kCudaBlock, 0, stream>>>(
+        din.data_as<T>(), dout.data_as<T>(), in.data_as<T>(), weight.data_as<T>(),
+        mean.data_as<A>(), rstd.data_as<A>(), n, c);
+    CUDA_CHECK(cudaGetLastError());
+    cuda::column_sums<A, 2>(plan, {{dweight.data_as<A>(), dbias.data_as<A>()}},
+                            LayerNormParamTerms<T>{dout.data_as<T>(), in.data_as<T>(),
+                                                   mean.data_as<A>(), rstd.data_as<A>(), c},
+                            partial, stream);
+  });
+}
+
+}  // namespace mtnlg

@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Summaries for scripts/gpu/check.sh.
+
+  report.py demo METRICS.jsonl          first and last train loss, median tokens/s, peak memory;
+                                        exits 1 unless the loss fell by at least 2 nats
+  report.py bench RESULTS.jsonl OUT.json
+      the benchmark table from mtnlg-bench-gemm / mtnlg-bench-train / torch_train.py / plan
+      JSON lines: per model and implementation tokens/s, model TFLOP/s, MFU against the bf16
+      GEMM rate measured in the same run (the best shape of mtnlg-bench-gemm), ours/torch
+      ratio, peak memory (and the planner's figure for ours). Text on stdout, JSON to OUT.json.
+"""
+import json
+import statistics
+import sys
+
+
+def demo(path):
+    rows = [json.loads(line) for line in open(path) if '"split": "train"' in line]
+    if not rows:
+        print(f"report.py: no train lines in {path}")
+        return 1
+    tps = statistics.median(r["tokens_per_sec"] for r in rows[1:] or rows)
+    first, last = rows[0]["loss"], rows[-1]["loss"]
+    peak = max(r.get("peak_memory_bytes", 0) for r in rows)
+    print(f"demo on the GPU (bf16): {len(rows)} iterations, loss {first:.3f} -> {last:.3f}, "
+          f"median {tps:,.0f} tokens/s, peak {peak / 2**20:.0f} MiB")
+    return 0 if last < first - 2.0 else 1
+
+
+def bench(path, out_path):
+    lines = [json.loads(line) for line in open(path) if line.strip()]
+    gemm = [r for r in lines if r.get("impl") == "gemm"]
+    ceiling = max(r["ceiling_gflops"] for r in gemm) / 1e3 if gemm else float("nan")
+    plans = {r["name"]: r["memory_bytes"] for r in lines if r.get("impl") == "plan"}
+    runs = [r for r in lines if r.get("impl") in ("mtnlg", "torch")]
+    table = []
+    for r in runs:
+        torch = next((t for t in runs if t["impl"] == "torch" and t["name"] == r["name"]
+                      and t["precision"] == r["precision"]), None)
+        row = {
+            "model": r["name"], "impl": r["impl"], "precision": r["precision"],
+            "tokens_per_s": r["tokens_per_s"], "tflops": r["tflops"],
+            "mfu_vs_gemm": r["tflops"] / ceiling, "ms_median": r["ms_median"],
+            "ratio_vs_torch": r["tokens_per_s"] / torch["tokens_per_s"] if torch else None,
+            "peak_memory_bytes": r.get("peak_memory_bytes", 0),
+            "plan_memory_bytes": plans.get(r["name"]) if r["impl"] == "mtnlg" else None,
+            "loss": r["loss"],
+        }
+        table.append(row)
+    print(f"bf16 GEMM rate measured (best model shape, cuBLAS): {ceiling:.1f} TFLOP/s")
+    print(f"{'model':<10} {'impl':<6} {'tokens/s':>10} {'TFLOP/s':>8} {'MFU':>6} {'ours/torch':>10} "
+          f"{'peak GiB':>9} {'plan GiB':>9} {'ms/iter':>8}")
+    for t in table:
+        ratio = f"{t['ratio_vs_torch']:.2f}x" if t["impl"] == "mtnlg" and t["ratio_vs_torch"] else ""
+        plan = f"{t['plan_memory_bytes'] / 2**30:.2f}" if t["plan_memory_bytes"] else ""
+        print(f"{t['model']:<10} {t['impl']:<6} {t['tokens_per_s']:>10,.0f} {t['tflops']:>8.1f} "
+              f"{100 * t['mfu_vs_gemm']:>5.1f}% {ratio:>10} {t['peak_memory_bytes'] / 2**30:>9.2f} "
+              f"{plan:>9} {t['ms_median']:>8.1f}")
+    with open(out_path, "w") as f:
+        json.dump({"gemm_ceiling_tflops": ceiling, "rows": table, "gemm": gemm}, f, indent=1)
+    return 0
+
+
+def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "demo":
+        return demo(sys.argv[2])
+    if len(sys.argv) == 4 and sys.argv[1] == "bench":
+        return bench(sys.argv[2], sys.argv[3])
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

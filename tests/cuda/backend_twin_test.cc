@@ -1,0 +1,307 @@
+// Every CUDA Backend operation against its CPU twin (core/cpu/) on random inputs, in f64, f32,
+// bf16 and fp16: f64/f32 within a few hundred roundings of accumulation-order noise, bf16/fp16
+// within a few roundings of their format. Shapes are deliberately ragged (not multiples of a
+// warp or block). Needs a GPU: without one the executable exits 77 (CTest: skipped).
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "tests/cuda/twin_check.h"
+
+namespace mtnlg::test {
+namespace {
+
+// Accumulation-order slack (in units of the stored format's roundoff) for wide dtypes, where
+// one rounding is 1e-7 or less and the GPU's summation order differs from the CPU's.
+double slack(DType dt, double narrow_ulps, double wide_ulps = 256) {
+  return dt == DType::kBF16 || dt == DType::kF16 ? narrow_ulps : wide_ulps;
+}
+
+Tensor random_ids(const Shape& shape, int64_t limit, uint64_t seed) {
+  Tensor t = Tensor::cpu(shape, DType::kI32);
+  std::mt19937_64 gen(seed);
+  // A small range so that ids repeat (the backward's scatter must add repeats in order).
+  std::uniform_int_distribution<int32_t> dist(0, static_cast<int32_t>(limit - 1));
+  for (int64_t i = 0; i < t.numel(); ++i) t.data_as<int32_t>()[i] = dist(gen);
+  return t;
+}
+
+TEST_CASE("copy converts between f32, f64, bf16 and f16 on the device as the CPU does") {
+  Twin tw;
+  const DType types[] = {DType::kF32, DType::kF64, DType::kBF16, DType::kF16};
+  for (DType from : types) {
+    const Tensor src = random_tensor({1001}, from, 11, -70000.0, 70000.0);
+    for (DType to : types) {
+      const bool narrow_pair = (from == DType::kBF16 && to == DType::kF16) ||
+                               (from == DType::kF16 && to == DType::kBF16);
+      if (narrow_pair) continue;  // the CPU twin refuses these (no model needs them)
+      Tensor want = Tensor::cpu(src.shape(), to);
+      tw.cpu->copy(want, src);
+      Tensor got_dev = tw.gpu->alloc(src.shape(), to);
+      tw.gpu->copy(got_dev, tw.dev(src));  // device -> device conversion
+      Tensor got_up = tw.gpu->alloc(src.shape(), to);
+      tw.gpu->copy(got_up, src);  // host -> device conversion
+      Tensor got_down = Tensor::cpu(src.shape(), to);
+      tw.gpu->copy(got_down, tw.dev(src));  // device -> host conversion
+      INFO(dtype_name(from) << " -> " << dtype_name(to));
+      CHECK(bitwise_equal(tw.host(got_dev), want));
+      CHECK(bitwise_equal(tw.host(got_up), want));
+      CHECK(bitwise_equal(got_down, want));
+    }
+  }
+}
+
+TEST_CASE("elementwise operations and reductions match the CPU") {
+  const DType dt = GENERATE(DType::kF32, DType::kF64, DType::kBF16, DType::kF16);
+  Twin tw;
+  const Tensor a = random_tensor({37, 203}, dt, 1), b = random_tensor({37, 203}, dt, 2);
+  const Tensor bias = random_tensor({203}, dt, 3);
+
+  Tensor out_c = Tensor::cpu(a.shape(), dt), out_g = tw.gpu->alloc(a.shape(), dt);
+  tw.cpu->add(out_c, a, b);
+  Tensor ag = tw.dev(a), bg = tw.dev(b);
+  tw.gpu->add(out_g, ag, bg);
+  CHECK(bitwise_equal(tw.host(out_g), out_c));
+
+  Tensor y_c = clone(a), y_g = tw.dev(a);
+  tw.cpu->axpy(y_c, b, -0.37);
+  tw.gpu->axpy(y_g, bg, -0.37);
+  expect_close(tw.host(y_g), y_c, 1, "axpy");
+  tw.cpu->scale(y_c, 1.7);
+  tw.gpu->scale(y_g, 1.7);
+  expect_close(tw.host(y_g), y_c, 2, "scale");
+  tw.cpu->add_bias(y_c, bias);
+  Tensor bias_g = tw.dev(bias);
+  tw.gpu->add_bias(y_g, bias_g);
+  expect_close(tw.host(y_g), y_c, 3, "add_bias");
+
+  Tensor db_c = random_tensor({203}, acc_dtype(dt), 4);
+  Tensor db_g = tw.dev(db_c);
+  tw.cpu->bias_backward(db_c, a);
+  tw.gpu->bias_backward(db_g, ag);
+  expect_close(tw.host(db_g), db_c, 64, "bias_backward");
+
+  const double ss_c = tw.cpu->sum_squares(a), ss_g = tw.gpu->sum_squares(ag);
+  CHECK(ss_g == Approx(ss_c).epsilon(1e-12));
+
+  Tensor f = tw.gpu->alloc({5, 7}, dt);
+  tw.gpu->fill(f, -2.5);
+  for (double v : to_vec(tw.host(f))) CHECK(v == -2.5);
+}
+
+TEST_CASE(
+    "gemm matches the CPU in every transpose, with bf16/fp16 operands into f32 or their own "
+    "dtype") {
+  const DType dt = GENERATE(DType::kF32, DType::kF64, DType::kBF16, DType::kF16);
+  const bool out_f32 = GENERATE(false, true);
+  if (out_f32 && (dt == DType::kF32 || dt == DType::kF64)) return;
+  Twin tw;
+  const DType ct = out_f32 ? DType::kF32 : dt;
+  const int64_t m = 45, n = 77, k = 131;
+  for (int ta = 0; ta < 2; ++ta) {
+    for (int tb = 0; tb < 2; ++tb) {
+      const Tensor a = random_tensor(ta ? Shape{k, m} : Shape{m, k}, dt, 10 + ta);
+      const Tensor b = random_tensor(tb ? Shape{n, k} : Shape{k, n}, dt, 20 + tb);
+      Tensor c_c = random_tensor({m, n}, ct, 30);
+      Tensor c_g = tw.dev(c_c);
+      tw.cpu->gemm(c_c, a, ta, b, tb, 0.75, 0.5);
+      Tensor ag = tw.dev(a), bg = tw.dev(b);
+      tw.gpu->gemm(c_g, ag, ta, bg, tb, 0.75, 0.5);
+      INFO("trans_a " << ta << " trans_b " << tb << " c " << dtype_name(ct));
+      expect_close(tw.host(c_g), c_c, out_f32 ? 512 : slack(dt, 2), "gemm");
+    }
+  }
+}
+
+TEST_CASE("layernorm forward and backward match the CPU") {
+  const DType dt = GENERATE(DType::kF32, DType::kF64, DType::kBF16, DType::kF16);
+  Twin tw;
+  const int64_t n = 29, c = 333;
+  const DType at = acc_dtype(dt);
+  const Tensor x = random_tensor({n, c}, dt, 1, -2.0, 3.0), w = random_tensor({c}, dt, 2);
+  const Tensor bb = random_tensor({c}, dt, 3), dy = random_tensor({n, c}, dt, 4);
+  Tensor y_c = Tensor::cpu({n, c}, dt), m_c = Tensor::cpu({n}, at), r_c = Tensor::cpu({n}, at);
+  tw.cpu->layernorm_forward(y_c, m_c, r_c, x, w, bb, 1e-5);
+  Tensor y_g = tw.gpu->alloc({n, c}, dt), m_g = tw.gpu->alloc({n}, at),
+         r_g = tw.gpu->alloc({n}, at);
+  Tensor xg = tw.dev(x), wg = tw.dev(w), bg = tw.dev(bb), dyg = tw.dev(dy);
+  tw.gpu->layernorm_forward(y_g, m_g, r_g, xg, wg, bg, 1e-5);
+  expect_close(tw.host(y_g), y_c, slack(dt, 2), "layernorm out");
+  expect_close(tw.host(m_g), m_c, slack(dt, 64), "layernorm mean");
+  expect_close(tw.host(r_g), r_c, slack(dt, 64), "layernorm rstd");
+
+  Tensor dx_c = random_tensor({n, c}, dt, 5), dw_c = random_tensor({c}, at, 6),
+         db_c = random_tensor({c}, at, 7);
+  Tensor dx_g = tw.dev(dx_c), dw_g = tw.dev(dw_c), db_g = tw.dev(db_c);
+  tw.cpu->layernorm_backward(dx_c, dw_c, db_c, dy, x, w, m_c, r_c);
+  tw.gpu->layernorm_backward(dx_g, dw_g, db_g, dyg, xg, wg, m_g, r_g);
+  expect_close(tw.host(dx_g), dx_c, slack(dt, 4), "layernorm din");
+  expect_close(tw.host(dw_g), dw_c, slack(dt, 512), "layernorm dweight");
+  expect_close(tw.host(db_g), db_c, slack(dt, 512), "layernorm dbias");
+}
+
+TEST_CASE("gelu and dropout match the CPU, dropout's mask bit for bit") {
+  const DType dt = GENERATE(DType::kF32, DType::kF64, DType::kBF16, DType::kF16);
+  Twin tw;
+  const Tensor x = random_tensor({3, 1001}, dt, 1, -4.0, 4.0), dy = random_tensor({3, 1001}, dt, 2);
+  Tensor xg = tw.dev(x), dyg = tw.dev(dy);
+  for (Activation act : {Activation::kGelu, Activation::kGeluTanh}) {
+    Tensor y_c = Tensor::cpu(x.shape(), dt), y_g = tw.gpu->alloc(x.shape(), dt);
+    tw.cpu->gelu_forward(y_c, x, act);
+    tw.gpu->gelu_forward(y_g, xg, act);
+    expect_close(tw.host(y_g), y_c, slack(dt, 1, 8), "gelu forward");
+    Tensor dx_c = Tensor::cpu(x.shape(), dt), dx_g = tw.gpu->alloc(x.shape(), dt);
+    tw.cpu->gelu_backward(dx_c, dy, x, act);
+    tw.gpu->gelu_backward(dx_g, dyg, xg, act);
+    expect_close(tw.host(dx_g), dx_c, slack(dt, 1, 8), "gelu backward");
+  }
+  const RngStream rng{1234, 7, 99};
+  Tensor d_c = Tensor::cpu(x.shape(), dt), d_g = tw.gpu->alloc(x.shape(), dt);
+  tw.cpu->dropout_forward(d_c, x, 0.3, rng);
+  tw.gpu->dropout_forward(d_g, xg, 0.3, rng);
+  const Tensor d_h = tw.host(d_g);
+  int64_t dropped = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const bool zero_c = value_at(d_c, i) == 0.0 && value_at(x, i) != 0.0;
+    const bool zero_g = value_at(d_h, i) == 0.0 && value_at(x, i) != 0.0;
+    CHECK(zero_c == zero_g);
+    dropped += zero_c;
+  }
+  CHECK(dropped > 600);  // about 30% of 3003
+  CHECK(dropped < 1200);
+  expect_close(d_h, d_c, 1, "dropout");
+}
+
+TEST_CASE("attention forward and backward match the CPU, with and without dropout") {
+  const DType dt = GENERATE(DType::kF32, DType::kF64, DType::kBF16, DType::kF16);
+  const double p = GENERATE(0.0, 0.15);
+  Twin tw;
+  const int64_t b = 2, s = 67, heads = 3, hd = 16;
+  const RngStream rng{42, 3, 0};
+  const Tensor qkv = random_tensor({b, s, heads * 3 * hd}, dt, 1, -2.0, 2.0);
+  const Tensor dout = random_tensor({b, s, heads * hd}, dt, 2);
+  Tensor o_c = Tensor::cpu({b, s, heads * hd}, dt), p_c = Tensor::cpu({b, heads, s, s}, dt);
+  tw.cpu->attention_forward(o_c, p_c, qkv, heads, p, rng);
+  Tensor qg = tw.dev(qkv), dog = tw.dev(dout);
+  Tensor o_g = tw.gpu->alloc(o_c.shape(), dt), p_g = tw.gpu->alloc(p_c.shape(), dt);
+  tw.gpu->attention_forward(o_g, p_g, qg, heads, p, rng);
+  INFO("dropout " << p);
+  expect_close(tw.host(p_g), p_c, slack(dt, 2), "attention probs");
+  expect_close(tw.host(o_g), o_c, slack(dt, 4), "attention out");
+
+  Tensor dq_c = Tensor::cpu(qkv.shape(), dt), dq_g = tw.gpu->alloc(qkv.shape(), dt);
+  tw.cpu->attention_backward(dq_c, dout, qkv, p_c, heads, p, rng);
+  tw.gpu->attention_backward(dq_g, dog, qg, p_g, heads, p, rng);
+  expect_close(tw.host(dq_g), dq_c, slack(dt, 8, 1024), "attention dqkv");
+}
+
+TEST_CASE("embedding forward and backward match the CPU, fp32 gradients bit for bit") {
+  const DType dt = GENERATE(DType::kF32, DType::kF64, DType::kBF16, DType::kF16);
+  Twin tw;
+  const int64_t v = 53, b = 3, s = 41, c = 70, positions = 64;
+  const DType at = acc_dtype(dt);
+  const Tensor tokens = random_ids({b, s}, v, 5);
+  const Tensor wte = random_tensor({v, c}, dt, 1), wpe = random_tensor({positions, c}, dt, 2);
+  const Tensor dout = random_tensor({b, s, c}, dt, 3);
+  Tensor y_c = Tensor::cpu({b, s, c}, dt), y_g = tw.gpu->alloc({b, s, c}, dt);
+  tw.cpu->embedding_forward(y_c, tokens, wte, wpe);
+  Tensor tg = tw.dev(tokens), wteg = tw.dev(wte), wpeg = tw.dev(wpe), dog = tw.dev(dout);
+  tw.gpu->embedding_forward(y_g, tg, wteg, wpeg);
+  CHECK(bitwise_equal(tw.host(y_g), y_c));
+
+  Tensor dwte_c = random_tensor({v, c}, at, 6), dwpe_c = random_tensor({positions, c}, at, 7);
+  Tensor dwte_g = tw.dev(dwte_c), dwpe_g = tw.dev(dwpe_c);
+  tw.cpu->embedding_backward(dwte_c, dwpe_c, dout, tokens);
+  tw.gpu->embedding_backward(dwte_g, dwpe_g, dog, tg);
+  CHECK(bitwise_equal(tw.host(dwte_g), dwte_c));
+  CHECK(bitwise_equal(tw.host(dwpe_g), dwpe_c));
+}
+
+TEST_CASE("cross entropy forward and backward match the CPU, also in place") {
+  const DType dt = GENERATE(DType::kF32, DType::kF64, DType::kBF16, DType::kF16);
+  Twin tw;
+  const int64_t n = 13, vp = 1031, vocab = 1000;
+  const Tensor logits = random_tensor({n, vp}, dt, 1, -6.0, 6.0);
+  const Tensor targets = random_ids({n}, vocab, 2);
+  Tensor lg = tw.dev(logits), tg = tw.dev(targets);
+  const double l_c = tw.cpu->cross_entropy_forward(logits, targets, vocab);
+  const double l_g = tw.gpu->cross_entropy_forward(lg, tg, vocab);
+  CHECK(l_g == Approx(l_c).epsilon(dt == DType::kF64 ? 1e-13 : 1e-6));
+  Tensor d_c = Tensor::cpu(logits.shape(), dt);
+  tw.cpu->cross_entropy_backward(d_c, logits, targets, vocab, 0.25);
+  tw.gpu->cross_entropy_backward(lg, lg, tg, vocab, 0.25);  // in place, as the model does
+  expect_close(tw.host(lg), d_c, slack(dt, 2, 64), "cross entropy dlogits");
+}
+
+TEST_CASE("a bad token or target id on the GPU is an invalid_argument naming its position") {
+  Twin tw;
+  Tensor tokens = random_ids({2, 5}, 10, 1);
+  tokens.data_as<int32_t>()[7] = 10;
+  Tensor tg = tw.dev(tokens);
+  Tensor wte = tw.gpu->alloc({10, 4}, DType::kF32), wpe = tw.gpu->alloc({5, 4}, DType::kF32);
+  Tensor out = tw.gpu->alloc({2, 5, 4}, DType::kF32);
+  try {
+    tw.gpu->embedding_forward(out, tg, wte, wpe);
+    FAIL("no error for token id 10 with a vocabulary of 10");
+  } catch (const Error& e) {
+    CHECK(e.code() == Code::kInvalidArgument);
+    CHECK_THAT(e.what(),
+               Catch::Contains("token id 10 at position 7") && Catch::Contains("model.vocab_size"));
+  }
+  Tensor logits = tw.gpu->alloc({10, 12}, DType::kF32);
+  Tensor targets = tw.dev(tokens.view({10}));
+  CHECK_THROWS_WITH(tw.gpu->cross_entropy_forward(logits, targets, 10),
+                    Catch::Contains("target id 10 at position 7"));
+}
+
+TEST_CASE("AdamW on the GPU matches the CPU (fp32 masters)") {
+  Twin tw;
+  Tensor p_c = random_tensor({1003}, DType::kF32, 1), g = random_tensor({1003}, DType::kF32, 2);
+  Tensor m_c = random_tensor({1003}, DType::kF32, 3, -0.1, 0.1);
+  Tensor v_c = random_tensor({1003}, DType::kF32, 4, 0.0, 0.1);
+  Tensor p_g = tw.dev(p_c), g_g = tw.dev(g), m_g = tw.dev(m_c), v_g = tw.dev(v_c);
+  AdamWArgs args;
+  args.lr = 1e-3;
+  args.weight_decay = 0.1;
+  args.step = 3;
+  args.grad_scale = 0.5;
+  tw.cpu->adamw_update(p_c, g, m_c, v_c, args);
+  tw.gpu->adamw_update(p_g, g_g, m_g, v_g, args);
+  expect_close(tw.host(p_g), p_c, 4, "adamw param");
+  expect_close(tw.host(m_g), m_c, 4, "adamw m");
+  expect_close(tw.host(v_g), v_c, 4, "adamw v");
+  Tensor bf = tw.gpu->alloc({4}, DType::kBF16);
+  CHECK_THROWS(tw.gpu->adamw_update(bf, bf, bf, bf, args));
+}
+
+TEST_CASE("CUDA backward kernels are bit-reproducible run to run") {
+  Twin tw;
+  const DType dt = DType::kBF16;
+  const Tensor qkv = random_tensor({2, 130, 4 * 3 * 32}, dt, 1);
+  const Tensor dout = random_tensor({2, 130, 4 * 32}, dt, 2);
+  Tensor qg = tw.dev(qkv), dog = tw.dev(dout);
+  Tensor o = tw.gpu->alloc(dout.shape(), dt), pr = tw.gpu->alloc({2, 4, 130, 130}, dt);
+  tw.gpu->attention_forward(o, pr, qg, 4, 0.1, RngStream{1, 2, 3});
+  std::vector<Tensor> runs;
+  for (int r = 0; r < 2; ++r) {
+    Tensor dq = tw.gpu->alloc(qkv.shape(), dt);
+    tw.gpu->attention_backward(dq, dog, qg, pr, 4, 0.1, RngStream{1, 2, 3});
+    Tensor dw = tw.gpu->alloc({4 * 32}, DType::kF32), db = tw.gpu->alloc({4 * 32}, DType::kF32);
+    Tensor mean = tw.gpu->alloc({260}, DType::kF32), rstd = tw.gpu->alloc({260}, DType::kF32);
+    Tensor w = tw.dev(random_tensor({4 * 32}, dt, 5)), bb = tw.dev(random_tensor({4 * 32}, dt, 6));
+    Tensor y = tw.gpu->alloc(dout.shape(), dt), dx = tw.gpu->alloc(dout.shape(), dt);
+    tw.gpu->layernorm_forward(y, mean, rstd, dog, w, bb, 1e-5);
+    tw.gpu->layernorm_backward(dx, dw, db, o, dog, w, mean, rstd);
+    runs.push_back(tw.host(dq));
+    runs.push_back(tw.host(dw));
+    runs.push_back(tw.host(dx));
+  }
+  CHECK(bitwise_equal(runs[0], runs[3]));
+  CHECK(bitwise_equal(runs[1], runs[4]));
+  CHECK(bitwise_equal(runs[2], runs[5]));
+}
+
+}  // namespace
+}  // namespace mtnlg::test

@@ -1,0 +1,77 @@
+// Helpers for the CUDA tests: a CPU and a CUDA backend side by side, moving tensors between them,
+// and the comparison of a CUDA result with its CPU twin within the dtype's tolerance.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "core/backend.h"
+#include "core/cuda/cuda_backend.h"
+#include "tests/core/kernel_check.h"
+
+namespace mtnlg::test {
+
+struct Twin {
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  std::unique_ptr<Backend> gpu = make_cuda_backend(0);
+
+  Tensor dev(const Tensor& host) {
+    Tensor d = gpu->alloc(host.shape(), host.dtype());
+    gpu->copy(d, host);
+    return d;
+  }
+  Tensor host(const Tensor& d) {
+    Tensor h = Tensor::cpu(d.shape(), d.dtype());
+    gpu->copy(h, d);
+    return h;
+  }
+};
+
+// Unit roundoff of the dtype the result is stored in.
+inline double unit_roundoff(DType dt) {
+  switch (dt) {
+    case DType::kBF16:
+      return 1.0 / 256;
+    case DType::kF16:
+      return 1.0 / 2048;
+    case DType::kF64:
+      return 1e-15;
+    default:
+      return 1.0 / (1 << 23);
+  }
+}
+
+// |gpu - cpu| <= ulps * u * (|cpu| + rms(cpu)) element-wise: a few roundings of the stored
+// format, relative to the element or (for values near zero after cancellation) to the tensor's
+// scale. Reports the worst element.
+inline void expect_close(const Tensor& gpu_result, const Tensor& cpu_result, double ulps,
+                         const std::string& what) {
+  REQUIRE(gpu_result.numel() == cpu_result.numel());
+  const auto g = to_vec(gpu_result), c = to_vec(cpu_result);
+  double ss = 0;
+  for (double v : c) ss += v * v;
+  const double rms = c.empty() ? 0 : std::sqrt(ss / static_cast<double>(c.size()));
+  const double u = unit_roundoff(cpu_result.dtype());
+  size_t worst = 0;
+  double worst_ratio = 0;
+  for (size_t i = 0; i < c.size(); ++i) {
+    const double bound = ulps * u * (std::abs(c[i]) + rms) + 1e-300;
+    const double ratio = std::abs(g[i] - c[i]) / bound;
+    if (!(ratio <= worst_ratio)) {  // NaN counts as worst
+      worst_ratio = ratio;
+      worst = i;
+    }
+  }
+  std::ostringstream os;
+  os << what << " (" << dtype_name(cpu_result.dtype()) << "): worst element " << worst << " gpu "
+     << (g.empty() ? 0 : g[worst]) << " cpu " << (c.empty() ? 0 : c[worst]) << ", " << worst_ratio
+     << " of the bound (" << ulps << " ulps)";
+  INFO(os.str());
+  CHECK(worst_ratio <= 1.0);
+}
+
+}  // namespace mtnlg::test
