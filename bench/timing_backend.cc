@@ -45,6 +45,9 @@ void TimingBackend::axpy(Tensor& y, const Tensor& x, double alpha) {
 void TimingBackend::scale(Tensor& x, double alpha) {
   timed("scale", 0.0, [&] { inner_.scale(x, alpha); });
 }
+std::vector<double> TimingBackend::sum_squares_many(const std::vector<Tensor>& xs) {
+  return timed("sum_squares_many", 0.0, [&] { return inner_.sum_squares_many(xs); });
+}
 double TimingBackend::sum_squares(const Tensor& x) {
   return timed("sum_squares", 0.0, [&] { return inner_.sum_squares(x); });
 }

@@ -54,6 +54,7 @@ class TimingBackend final : public Backend {
   void axpy(Tensor& y, const Tensor& x, double alpha) override;
   void scale(Tensor& x, double alpha) override;
   double sum_squares(const Tensor& x) override;
+  std::vector<double> sum_squares_many(const std::vector<Tensor>& xs) override;
   void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in,
                          const Tensor& weight, const Tensor& bias, double eps) override;
   void layernorm_backward(Tensor& din, Tensor& dweight, Tensor& dbias, const Tensor& dout,

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/rng.h"
 #include "core/tensor.h"
@@ -75,6 +76,14 @@ class Backend {
   virtual void scale(Tensor& x, double alpha) = 0;
   // sum of x[i]^2, in double
   virtual double sum_squares(const Tensor& x) = 0;
+  // sum_squares of each tensor, the same values as one call each; a device backend answers
+  // with one synchronization instead of one per tensor (the global gradient norm).
+  virtual std::vector<double> sum_squares_many(const std::vector<Tensor>& xs) {
+    std::vector<double> out;
+    out.reserve(xs.size());
+    for (const Tensor& x : xs) out.push_back(sum_squares(x));
+    return out;
+  }
 
   // ---- layers ----
   // out, in: [n, c]; weight, bias: [c]; mean, rstd: [n] (saved for backward).

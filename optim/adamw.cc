@@ -1,6 +1,7 @@
 #include "optim/adamw.h"
 
 #include <cmath>
+#include <vector>
 
 namespace mtnlg {
 
@@ -13,10 +14,17 @@ double tensor_parallel_sum_squares(double sharded, double replicated, Communicat
 }
 
 double global_grad_norm(Backend& backend, const ParamRegistry& params, Communicator* tensor) {
+  std::vector<Tensor> grads;
+  std::vector<bool> sharded_grad;
+  for (const auto& p : params.params()) {
+    if (p.spec.tied == Tied::kCopy) continue;
+    grads.push_back(p.grad);
+    sharded_grad.push_back(p.spec.partition_dim >= 0);
+  }
+  const std::vector<double> squares = backend.sum_squares_many(grads);
   double sharded = 0.0, replicated = 0.0;
-  for (const auto& p : params.params())
-    if (p.spec.tied != Tied::kCopy)
-      (p.spec.partition_dim >= 0 ? sharded : replicated) += backend.sum_squares(p.grad);
+  for (size_t i = 0; i < squares.size(); ++i)
+    (sharded_grad[i] ? sharded : replicated) += squares[i];
   return std::sqrt(tensor_parallel_sum_squares(sharded, replicated, tensor));
 }
 

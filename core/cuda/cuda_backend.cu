@@ -201,6 +201,10 @@ class CudaBackend final : public Backend {
     require_cuda(x, "sum_squares", "x");
     return sum_squares_cuda(x, scratch_.data_as<double>(), stream());
   }
+  std::vector<double> sum_squares_many(const std::vector<Tensor>& xs) override {
+    for (const Tensor& x : xs) require_cuda(x, "sum_squares_many", "x");
+    return sum_squares_many_cuda(xs, ws_, stream());
+  }
 
   // ---- layers ----
   void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in,

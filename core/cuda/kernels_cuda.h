@@ -8,6 +8,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <vector>
+
 #include "core/backend.h"
 #include "core/tensor.h"
 
@@ -49,6 +51,9 @@ void add_bias_cuda(Tensor& y, const Tensor& bias, cudaStream_t stream);
 // device. Synchronizes the stream to return the value.
 constexpr int kSumSquaresScratch = 1024;
 double sum_squares_cuda(const Tensor& x, double* scratch, cudaStream_t stream);
+// sum_squares_cuda of each tensor (the same values), with one synchronization.
+std::vector<double> sum_squares_many_cuda(const std::vector<Tensor>& xs, Workspace& ws,
+                                          cudaStream_t stream);
 // Sum of values[0..count) on the device into *result, in a fixed order; synchronizes and
 // returns it.
 double sum_doubles_cuda(const double* values, int64_t count, double* result, cudaStream_t stream);

@@ -3,6 +3,7 @@
 // The weight and bias gradients are deterministic column sums (column_sum_cuda.cuh).
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 
 #include "core/cuda/column_sum_cuda.cuh"
 #include "core/cuda/cuda_check.h"
@@ -72,6 +73,106 @@ __global__ void layernorm_backward_input_kernel(T* din, const T* dout, const T* 
   }
 }
 
+// The same two kernels reading and writing 16 bytes per lane at a time (8 bf16/fp16, 4 f32):
+// a warp moves 512 bytes per access instead of 64, which these memory-bound rows need. Used
+// when c is a multiple of the pack and the rows are 16-byte aligned (see packed()).
+template <typename T>
+struct alignas(16) Pack {
+  static constexpr int kN = 16 / sizeof(T);
+  T v[kN];
+};
+
+template <typename T>
+__device__ __forceinline__ Pack<T> load_pack(const T* p) {
+  return *reinterpret_cast<const Pack<T>*>(p);
+}
+
+template <typename T>
+__global__ void layernorm_forward_packed_kernel(T* out, acc_t<T>* mean, acc_t<T>* rstd, const T* in,
+                                                const T* w, const T* b, int64_t n, int64_t c,
+                                                acc_t<T> eps) {
+  using A = acc_t<T>;
+  constexpr int kN = Pack<T>::kN;
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (r >= n) return;
+  const T* x = in + r * c;
+  A sum = 0;
+  for (int64_t j = lane * kN; j < c; j += 32 * kN) {
+    const Pack<T> xv = load_pack(x + j);
+    for (int k = 0; k < kN; ++k) sum += static_cast<A>(xv.v[k]);
+  }
+  const A m = warp_sum(sum) / static_cast<A>(c);
+  A sq = 0;
+  for (int64_t j = lane * kN; j < c; j += 32 * kN) {
+    const Pack<T> xv = load_pack(x + j);
+    for (int k = 0; k < kN; ++k) {
+      const A d = static_cast<A>(xv.v[k]) - m;
+      sq += d * d;
+    }
+  }
+  const A s = A(1) / sqrt(warp_sum(sq) / static_cast<A>(c) + eps);
+  T* y = out + r * c;
+  for (int64_t j = lane * kN; j < c; j += 32 * kN) {
+    const Pack<T> xv = load_pack(x + j), wv = load_pack(w + j), bv = load_pack(b + j);
+    Pack<T> yv;
+    for (int k = 0; k < kN; ++k)
+      yv.v[k] = static_cast<T>((static_cast<A>(xv.v[k]) - m) * s * static_cast<A>(wv.v[k]) +
+                               static_cast<A>(bv.v[k]));
+    *reinterpret_cast<Pack<T>*>(y + j) = yv;
+  }
+  if (lane == 0) {
+    mean[r] = m;
+    rstd[r] = s;
+  }
+}
+
+template <typename T>
+__global__ void layernorm_backward_input_packed_kernel(T* din, const T* dout, const T* in,
+                                                       const T* w, const acc_t<T>* mean,
+                                                       const acc_t<T>* rstd, int64_t n, int64_t c) {
+  using A = acc_t<T>;
+  constexpr int kN = Pack<T>::kN;
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (r >= n) return;
+  const T* x = in + r * c;
+  const T* dy = dout + r * c;
+  const A m = mean[r], s = rstd[r];
+  A dmean = 0, dnorm_mean = 0;
+  for (int64_t j = lane * kN; j < c; j += 32 * kN) {
+    const Pack<T> xv = load_pack(x + j), wv = load_pack(w + j), dv = load_pack(dy + j);
+    for (int k = 0; k < kN; ++k) {
+      const A dnorm = static_cast<A>(wv.v[k]) * static_cast<A>(dv.v[k]);
+      dmean += dnorm;
+      dnorm_mean += dnorm * (static_cast<A>(xv.v[k]) - m) * s;
+    }
+  }
+  dmean = warp_sum(dmean) / static_cast<A>(c);
+  dnorm_mean = warp_sum(dnorm_mean) / static_cast<A>(c);
+  T* dx = din + r * c;
+  for (int64_t j = lane * kN; j < c; j += 32 * kN) {
+    const Pack<T> xv = load_pack(x + j), wv = load_pack(w + j), dv = load_pack(dy + j);
+    Pack<T> gv = load_pack(dx + j);
+    for (int k = 0; k < kN; ++k) {
+      const A norm = (static_cast<A>(xv.v[k]) - m) * s;
+      const A g =
+          (static_cast<A>(wv.v[k]) * static_cast<A>(dv.v[k]) - dmean - norm * dnorm_mean) * s;
+      gv.v[k] = static_cast<T>(static_cast<A>(gv.v[k]) + g);
+    }
+    *reinterpret_cast<Pack<T>*>(dx + j) = gv;
+  }
+}
+
+// Whether the packed kernels apply: every row of every tensor starts on a 16-byte boundary.
+template <typename T>
+bool packed(int64_t c, std::initializer_list<const void*> ptrs) {
+  if (c % Pack<T>::kN != 0) return false;
+  for (const void* p : ptrs)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  return true;
+}
+
 template <typename T>
 struct LayerNormParamTerms {
   const T* dout;
@@ -101,9 +202,15 @@ void layernorm_forward_cuda(Tensor& out, Tensor& mean, Tensor& rstd, const Tenso
   dispatch_all_floating(in.dtype(), "layernorm_forward", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
-    layernorm_forward_kernel<<<row_blocks(n), kCudaBlock, 0, stream>>>(
-        out.data_as<T>(), mean.data_as<A>(), rstd.data_as<A>(), in.data_as<T>(),
-        weight.data_as<T>(), bias.data_as<T>(), n, c, static_cast<A>(eps));
+    if (packed<T>(c, {out.data(), in.data(), weight.data(), bias.data()})) {
+      layernorm_forward_packed_kernel<<<row_blocks(n), kCudaBlock, 0, stream>>>(
+          out.data_as<T>(), mean.data_as<A>(), rstd.data_as<A>(), in.data_as<T>(),
+          weight.data_as<T>(), bias.data_as<T>(), n, c, static_cast<A>(eps));
+    } else {
+      layernorm_forward_kernel<<<row_blocks(n), kCudaBlock, 0, stream>>>(
+          out.data_as<T>(), mean.data_as<A>(), rstd.data_as<A>(), in.data_as<T>(),
+          weight.data_as<T>(), bias.data_as<T>(), n, c, static_cast<A>(eps));
+    }
   });
   CUDA_CHECK(cudaGetLastError());
 }
@@ -118,9 +225,15 @@ void layernorm_backward_cuda(Tensor& din, Tensor& dweight, Tensor& dbias, const 
     using T = decltype(tag);
     using A = acc_t<T>;
     A* partial = static_cast<A*>(ws.get(2 * plan.partial_elements() * sizeof(A)));
-    layernorm_backward_input_kernel<<<row_blocks(n), kCudaBlock, 0, stream>>>(
-        din.data_as<T>(), dout.data_as<T>(), in.data_as<T>(), weight.data_as<T>(),
-        mean.data_as<A>(), rstd.data_as<A>(), n, c);
+    if (packed<T>(c, {din.data(), dout.data(), in.data(), weight.data()})) {
+      layernorm_backward_input_packed_kernel<<<row_blocks(n), kCudaBlock, 0, stream>>>(
+          din.data_as<T>(), dout.data_as<T>(), in.data_as<T>(), weight.data_as<T>(),
+          mean.data_as<A>(), rstd.data_as<A>(), n, c);
+    } else {
+      layernorm_backward_input_kernel<<<row_blocks(n), kCudaBlock, 0, stream>>>(
+          din.data_as<T>(), dout.data_as<T>(), in.data_as<T>(), weight.data_as<T>(),
+          mean.data_as<A>(), rstd.data_as<A>(), n, c);
+    }
     CUDA_CHECK(cudaGetLastError());
     cuda::column_sums<A, 2>(plan, {{dweight.data_as<A>(), dbias.data_as<A>()}},
                             LayerNormParamTerms<T>{dout.data_as<T>(), in.data_as<T>(),

@@ -2,6 +2,7 @@
 // gradient (a column sum, core/cuda/column_sum_cuda.cuh). Fixed grids and a fixed combine order
 // make both bit-reproducible run to run; no atomics.
 #include <cstdint>
+#include <vector>
 
 #include "core/cuda/column_sum_cuda.cuh"
 #include "core/cuda/cuda_check.h"
@@ -67,18 +68,60 @@ double sum_doubles_cuda(const double* values, int64_t count, double* result, cud
   return host;
 }
 
+namespace {
+
+// Blocks of the first pass for n elements (leaving one scratch slot for the final sum).
+unsigned sum_squares_blocks(int64_t n) {
+  return std::min<unsigned>(cuda_grid(n), static_cast<unsigned>(kSumSquaresScratch - 1));
+}
+
+void sum_squares_partials(const Tensor& x, double* partials, cudaStream_t stream) {
+  const int64_t n = x.numel();
+  dispatch_all_floating(x.dtype(), "sum_squares", [&](auto tag) {
+    using T = decltype(tag);
+    sum_squares_partial_kernel<<<sum_squares_blocks(n), kCudaBlock, 0, stream>>>(partials,
+                                                                                 x.data_as<T>(), n);
+  });
+  CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
 double sum_squares_cuda(const Tensor& x, double* scratch, cudaStream_t stream) {
   const int64_t n = x.numel();
   if (n == 0) return 0.0;
-  // Leave the last scratch slot for the final sum.
-  const unsigned blocks =
-      std::min<unsigned>(cuda_grid(n), static_cast<unsigned>(kSumSquaresScratch - 1));
-  dispatch_all_floating(x.dtype(), "sum_squares", [&](auto tag) {
-    using T = decltype(tag);
-    sum_squares_partial_kernel<<<blocks, kCudaBlock, 0, stream>>>(scratch, x.data_as<T>(), n);
-  });
-  CUDA_CHECK(cudaGetLastError());
-  return sum_doubles_cuda(scratch, blocks, scratch + (kSumSquaresScratch - 1), stream);
+  sum_squares_partials(x, scratch, stream);
+  return sum_doubles_cuda(scratch, sum_squares_blocks(n), scratch + (kSumSquaresScratch - 1),
+                          stream);
+}
+
+std::vector<double> sum_squares_many_cuda(const std::vector<Tensor>& xs, Workspace& ws,
+                                          cudaStream_t stream) {
+  // Each tensor's partials and final sum exactly as sum_squares_cuda makes them (the same
+  // values bit for bit), side by side in the workspace; one copy back, one synchronization.
+  std::vector<int64_t> offset(xs.size() + 1, 0);
+  for (size_t i = 0; i < xs.size(); ++i)
+    offset[i + 1] = offset[i] + (xs[i].numel() ? sum_squares_blocks(xs[i].numel()) : 0);
+  const int64_t slots = offset.back();
+  double* buf = static_cast<double*>(
+      ws.get(static_cast<size_t>(slots + std::ssize(xs) + 1) * sizeof(double)));
+  double* results = buf + slots;
+  std::vector<double> host(xs.size(), 0.0);
+  if (xs.empty()) return host;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (xs[i].numel() == 0) {
+      CUDA_CHECK(cudaMemsetAsync(results + i, 0, sizeof(double), stream));
+      continue;
+    }
+    sum_squares_partials(xs[i], buf + offset[i], stream);
+    sum_partials_kernel<<<1, kCudaBlock, 0, stream>>>(results + i, buf + offset[i],
+                                                      offset[i + 1] - offset[i]);
+    CUDA_CHECK(cudaGetLastError());
+  }
+  CUDA_CHECK(cudaMemcpyAsync(host.data(), results, host.size() * sizeof(double),
+                             cudaMemcpyDeviceToHost, stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  return host;
 }
 
 void bias_backward_cuda(Tensor& dbias, const Tensor& dy, Workspace& ws, cudaStream_t stream) {

@@ -8,6 +8,11 @@
 
 #include "core/hostdevice.h"
 
+#if defined(__CUDACC__)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#endif
+
 namespace mtnlg {
 
 MTNLG_HD float bf16_to_f32(uint16_t h) {
@@ -17,7 +22,7 @@ MTNLG_HD float bf16_to_f32(uint16_t h) {
   return f;
 }
 
-MTNLG_HD uint16_t f32_to_bf16(float f) {
+MTNLG_HD uint16_t f32_to_bf16_portable(float f) {
   uint32_t bits;
   std::memcpy(&bits, &f, sizeof bits);
   if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu) != 0)
@@ -27,10 +32,20 @@ MTNLG_HD uint16_t f32_to_bf16(float f) {
   return static_cast<uint16_t>(bits >> 16);
 }
 
+// The conversions below are portable bit code (the host's, and the reference); CUDA device
+// code takes the hardware's, which rounds identically (NaN payloads aside).
+MTNLG_HD uint16_t f32_to_bf16(float f) {
+#if defined(__CUDA_ARCH__)
+  return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+#else
+  return f32_to_bf16_portable(f);
+#endif
+}
+
 // IEEE binary16 (fp16: 5 exponent bits, 10 mantissa bits, max 65504) <-> float, rounded to
 // nearest even as F16C vcvtps2ph and CUDA __float2half_rn do; subnormals kept. Unit roundoff
 // 2^-11.
-MTNLG_HD float f16_to_f32(uint16_t h) {
+MTNLG_HD float f16_to_f32_portable(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t e = (h >> 10) & 0x1fu;
   uint32_t m = h & 0x3ffu, bits;
@@ -53,7 +68,15 @@ MTNLG_HD float f16_to_f32(uint16_t h) {
   return f;
 }
 
-MTNLG_HD uint16_t f32_to_f16(float f) {
+MTNLG_HD float f16_to_f32(uint16_t h) {
+#if defined(__CUDA_ARCH__)
+  return __half2float(__ushort_as_half(h));
+#else
+  return f16_to_f32_portable(h);
+#endif
+}
+
+MTNLG_HD uint16_t f32_to_f16_portable(float f) {
   uint32_t x;
   std::memcpy(&x, &f, sizeof x);
   const uint32_t sign = (x >> 16) & 0x8000u, abs = x & 0x7fffffffu;
@@ -74,6 +97,14 @@ MTNLG_HD uint16_t f32_to_f16(float f) {
   h >>= 13;
   if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // a carry into the exponent is right
   return static_cast<uint16_t>(sign | h);
+}
+
+MTNLG_HD uint16_t f32_to_f16(float f) {
+#if defined(__CUDA_ARCH__)
+  return __half_as_ushort(__float2half_rn(f));
+#else
+  return f32_to_f16_portable(f);
+#endif
 }
 
 // A bf16 element as stored in a tensor. It converts to float implicitly and is built from a

@@ -194,6 +194,19 @@ expect 4 'nonexistent\.yaml' -- --config "$tmp/nonexistent.yaml"
 expect 2 'world size 1 is not a multiple of parallel\.tensor x parallel\.pipeline = 2 x 1' -- --config configs/tiny.yaml --set parallel.tensor=2
 expect 3 'parallel.virtual_pipeline: 2 is not yet supported by this build.*set parallel.virtual_pipeline: 1' -- --config configs/tiny.yaml --set parallel.pipeline=2 --set parallel.virtual_pipeline=2
 expect 4 "not found \[$tmp/tiny\.idx\]: no such file" -- --config configs/tiny.yaml --set "data.blend=[{prefix: $tmp/tiny, weight: 1}]"
+# Where to train: device: auto | cpu | cuda (--device wins over the recipe). cuda with no GPU
+# visible (CUDA_VISIBLE_DEVICES= hides any) is exit 3 naming the key and the fix, whether or
+# not this build has the CUDA backend; auto falls back to the CPU.
+expect 0 '^  --device TEXT:\{auto,cpu,cuda\}$' -- --help
+expect 0 '^ +auto, cpu or cuda: where to train \(overrides the recipe.s device key' -- --help
+expect 2 "invalid argument \[device\]: 'tpu' is not one of auto, cpu, cuda" -- --config configs/tiny.yaml --set device=tpu --dry-run
+expect 2 '--device: tpu not in \{auto,cpu,cuda\}' -- --config configs/tiny.yaml --device tpu
+device_data=(--set "data.blend=[{prefix: $tmp/good, weight: 1}]" --set data.cache_dir="$tmp/cache"
+  --set schedule.train_iters=3 --set logging.metrics_file="$tmp/device/metrics.jsonl")
+CUDA_VISIBLE_DEVICES= expect 3 'not yet supported \[device\]: device: cuda, but (no CUDA GPU is visible|this mtnlg-train was built without the CUDA backend).*set device: cpu' -- --config configs/tiny.yaml --device cuda "${device_data[@]}"
+CUDA_VISIBLE_DEVICES= expect 3 'device: cuda, but' -- --config configs/tiny.yaml --set device=cuda "${device_data[@]}"
+CUDA_VISIBLE_DEVICES= expect 0 'device: cpu' -- --config configs/tiny.yaml --device auto "${device_data[@]}"
+CUDA_VISIBLE_DEVICES= expect 0 'device: cpu' -- --config configs/tiny.yaml --set device=cuda --device cpu "${device_data[@]}"
 
 echo "cli: $passes passed, $failures failed"
 exit $((failures > 0))
