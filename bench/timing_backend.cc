@@ -45,6 +45,11 @@ void TimingBackend::axpy(Tensor& y, const Tensor& x, double alpha) {
 void TimingBackend::scale(Tensor& x, double alpha) {
   timed("scale", 0.0, [&] { inner_.scale(x, alpha); });
 }
+void TimingBackend::adamw_update_rounded(Tensor& param, Tensor& master, const Tensor& grad,
+                                         Tensor& m, Tensor& v, const AdamWArgs& args) {
+  timed("adamw_update_rounded", 0.0,
+        [&] { inner_.adamw_update_rounded(param, master, grad, m, v, args); });
+}
 std::vector<double> TimingBackend::sum_squares_many(const std::vector<Tensor>& xs) {
   return timed("sum_squares_many", 0.0, [&] { return inner_.sum_squares_many(xs); });
 }

@@ -55,6 +55,8 @@ class TimingBackend final : public Backend {
   void scale(Tensor& x, double alpha) override;
   double sum_squares(const Tensor& x) override;
   std::vector<double> sum_squares_many(const std::vector<Tensor>& xs) override;
+  void adamw_update_rounded(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m, Tensor& v,
+                            const AdamWArgs& args) override;
   void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in,
                          const Tensor& weight, const Tensor& bias, double eps) override;
   void layernorm_backward(Tensor& din, Tensor& dweight, Tensor& dbias, const Tensor& dout,

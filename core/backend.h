@@ -102,7 +102,9 @@ class Backend {
   // Causal self-attention over heads laid out per head: qkv [b, s, heads * 3 * hd], where the
   // 3*hd columns of head j are (q_j, k_j, v_j), so a split of the columns across tensor-parallel
   // ranks keeps whole heads. out: [b, s, heads * hd]. probs: [b, heads, s, s] saved softmax
-  // (before dropout; entries above the diagonal are 0). Scores are scaled by 1/sqrt(hd).
+  // (before dropout; entries above the diagonal are 0, and a backend may skip whole blocks above
+  // it, which keep the zeros alloc() gave them: pass probs from alloc() and only this call
+  // writing it). Scores are scaled by 1/sqrt(hd).
   // Attention dropout with probability p draws from `rng`, element index
   // ((b * heads + h) * s + i) * s + j, and is regenerated identically in backward.
   virtual void attention_forward(Tensor& out, Tensor& probs, const Tensor& qkv, int64_t heads,
@@ -139,6 +141,14 @@ class Backend {
   // param -= lr * (mhat / (sqrt(vhat) + eps) + weight_decay * param).
   virtual void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
                             const AdamWArgs& args) = 0;
+  // Mixed precision's step: adamw_update on the fp32 master, then param (bf16 or fp16) = the
+  // master rounded to nearest even; the same values as those two calls (which this default
+  // makes), in one pass on a device backend.
+  virtual void adamw_update_rounded(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m,
+                                    Tensor& v, const AdamWArgs& args) {
+    adamw_update(master, grad, m, v, args);
+    copy(param, master);
+  }
 
   // Blocks until queued work is done (no-op on CPU).
   virtual void synchronize() {}

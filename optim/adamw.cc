@@ -106,8 +106,8 @@ void AdamW::step(double lr, double grad_scale) {
     if (masters_.empty()) {
       backend_.adamw_update(p.value, p.grad, m_[i], v_[i], args);
     } else {
-      backend_.adamw_update(masters_[i], p.grad, m_[i], v_[i], args);
-      backend_.copy(p.value, masters_[i]);  // re-rounded to bf16, nearest even
+      // The master steps, and the bf16/fp16 weight is re-rounded from it (nearest even).
+      backend_.adamw_update_rounded(p.value, masters_[i], p.grad, m_[i], v_[i], args);
     }
     ++i;
   }

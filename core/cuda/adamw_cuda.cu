@@ -22,7 +22,52 @@ __global__ void adamw_kernel(T* param, const T* grad, T* m, T* v, kernels::AdamW
   }
 }
 
+// adamw_kernel on fp32 masters, each then rounded into the narrow weight.
+template <typename N>
+__global__ void adamw_rounded_kernel(N* param, float* master, const float* grad, float* m, float* v,
+                                     kernels::AdamWCoeffs<float> k, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    float w = master[i];
+    kernels::adamw_element(w, m[i], v[i], grad[i], k);
+    master[i] = w;
+    param[i] = static_cast<N>(w);
+  }
+}
+
+template <typename T>
+kernels::AdamWCoeffs<T> coeffs(const AdamWArgs& args) {
+  const double step = static_cast<double>(args.step);
+  return {
+      static_cast<T>(args.lr),
+      static_cast<T>(args.beta1),
+      static_cast<T>(args.beta2),
+      static_cast<T>(args.eps),
+      static_cast<T>(args.weight_decay),
+      static_cast<T>(args.grad_scale),
+      static_cast<T>(1.0 - std::pow(args.beta1, step)),
+      static_cast<T>(1.0 - std::pow(args.beta2, step)),
+  };
+}
+
 }  // namespace
+
+void adamw_update_rounded_cuda(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m,
+                               Tensor& v, const AdamWArgs& args, cudaStream_t stream) {
+  MTNLG_CHECK_GE(args.step, 1);
+  const int64_t n = master.numel();
+  if (n == 0) return;
+  const kernels::AdamWCoeffs<float> k = coeffs<float>(args);
+  if (param.dtype() == DType::kBF16) {
+    adamw_rounded_kernel<<<cuda_grid(n), kCudaBlock, 0, stream>>>(
+        param.data_as<Bf16>(), master.data_as<float>(), grad.data_as<float>(), m.data_as<float>(),
+        v.data_as<float>(), k, n);
+  } else {
+    adamw_rounded_kernel<<<cuda_grid(n), kCudaBlock, 0, stream>>>(
+        param.data_as<F16>(), master.data_as<float>(), grad.data_as<float>(), m.data_as<float>(),
+        v.data_as<float>(), k, n);
+  }
+  CUDA_CHECK(cudaGetLastError());
+}
 
 void adamw_update_cuda(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
                        const AdamWArgs& args, cudaStream_t stream) {
@@ -31,17 +76,7 @@ void adamw_update_cuda(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
   if (n == 0) return;
   dispatch_floating(param.dtype(), "adamw_update", [&](auto tag) {
     using T = decltype(tag);
-    const double step = static_cast<double>(args.step);
-    const kernels::AdamWCoeffs<T> k{
-        static_cast<T>(args.lr),
-        static_cast<T>(args.beta1),
-        static_cast<T>(args.beta2),
-        static_cast<T>(args.eps),
-        static_cast<T>(args.weight_decay),
-        static_cast<T>(args.grad_scale),
-        static_cast<T>(1.0 - std::pow(args.beta1, step)),
-        static_cast<T>(1.0 - std::pow(args.beta2, step)),
-    };
+    const kernels::AdamWCoeffs<T> k = coeffs<T>(args);
     adamw_kernel<<<cuda_grid(n), kCudaBlock, 0, stream>>>(param.data_as<T>(), grad.data_as<T>(),
                                                           m.data_as<T>(), v.data_as<T>(), k, n);
   });

@@ -9,6 +9,13 @@
 // GEMM as operands (dropped probabilities, the softmax gradient) are rounded to T, as in
 // Megatron's fused softmax. A flash-style kernel that never stores [s, s] replaces this with the
 // Backend change that drops probs.
+//
+// Causality in row blocks (as the CPU kernel does): query rows [r0, r1) only need key columns
+// [0, r1), so every product runs per row block over that prefix, and the blocks above the
+// diagonal are never computed, read or written (probs there stays as alloc() left it: zero).
+// A few blocks per sequence: enough to skip most of the upper triangle's traffic, few enough
+// that the extra GEMM launches stay cheap.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -28,8 +35,8 @@ constexpr int kRowsPerBlock = kCudaBlock / 32;
 // softmax to p, and p * keep / (1 - dropout) to pd when pd is not null.
 template <typename T>
 __global__ void softmax_forward_kernel(T* p, T* pd, const acc_t<T>* sc, int64_t rows, int64_t s,
-                                       uint64_t elem0, float dropout_p, acc_t<T> drop_scale,
-                                       RngStream rng) {
+                                       int64_t block, uint64_t elem0, float dropout_p,
+                                       acc_t<T> drop_scale, RngStream rng) {
   using A = acc_t<T>;
   const int64_t g = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -45,7 +52,9 @@ __global__ void softmax_forward_kernel(T* p, T* pd, const acc_t<T>* sc, int64_t 
   T* prow = p + g * s;
   T* pdrow = pd ? pd + g * s : nullptr;
   const uint64_t base = elem0 + static_cast<uint64_t>(g * s);
-  for (int64_t j = lane; j < s; j += 32) {
+  // Columns up to the end of this row's causal block; beyond it nothing is read.
+  const int64_t end = (i / block + 1) * block < s ? (i / block + 1) * block : s;
+  for (int64_t j = lane; j < end; j += 32) {
     const A v = j <= i ? exp(x[j] - mx) * inv : A(0);
     prow[j] = static_cast<T>(v);
     if (pdrow) {
@@ -59,7 +68,7 @@ __global__ void softmax_forward_kernel(T* p, T* pd, const acc_t<T>* sc, int64_t 
 // ds = p * (d - sum_j d_j p_j) with d = dpd * keep / (1 - dropout), and pd as in forward.
 template <typename T>
 __global__ void softmax_backward_kernel(T* ds, T* pd, const acc_t<T>* dpd, const T* p, int64_t rows,
-                                        int64_t s, uint64_t elem0, float dropout_p,
+                                        int64_t s, int64_t block, uint64_t elem0, float dropout_p,
                                         acc_t<T> drop_scale, RngStream rng) {
   using A = acc_t<T>;
   const int64_t g = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
@@ -80,7 +89,9 @@ __global__ void softmax_backward_kernel(T* ds, T* pd, const acc_t<T>* dpd, const
   dot = warp_sum(dot);
   T* dsrow = ds + g * s;
   T* pdrow = pd ? pd + g * s : nullptr;
-  for (int64_t j = lane; j < s; j += 32) {
+  // Columns up to the end of this row's causal block; beyond it nothing is read.
+  const int64_t end = (i / block + 1) * block < s ? (i / block + 1) * block : s;
+  for (int64_t j = lane; j < end; j += 32) {
     if (j > i) {
       dsrow[j] = static_cast<T>(A(0));
       if (pdrow) pdrow[j] = static_cast<T>(A(0));
@@ -112,23 +123,31 @@ Dims dims_of(const Tensor& qkv, int64_t heads) {
   return d;
 }
 
+// Rows per causal block for sequence length s: up to 4 blocks, each a multiple of 64 rows (one
+// block below 512 rows).
+int64_t causal_block(int64_t s) {
+  const int64_t blocks = std::min<int64_t>(4, std::max<int64_t>(1, s / 256));
+  const int64_t rows = (s + blocks - 1) / blocks;
+  return (rows + 63) / 64 * 64;
+}
+
 unsigned row_blocks(int64_t rows) {
   return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
 }
 
-cudaStream_t stream_of(cublasHandle_t handle) {
+cudaStream_t stream_of(const Blas& blas) {
   cudaStream_t stream = nullptr;
-  CUBLAS_CHECK(cublasGetStream(handle, &stream));
+  CUBLAS_CHECK(blas.lib->get_stream(blas.handle, &stream));
   return stream;
 }
 
 }  // namespace
 
-void attention_forward_cuda(cublasHandle_t handle, Tensor& out, Tensor& probs, const Tensor& qkv,
+void attention_forward_cuda(const Blas& blas, Tensor& out, Tensor& probs, const Tensor& qkv,
                             int64_t heads, double dropout_p, RngStream rng, Workspace& ws) {
   const Dims d = dims_of(qkv, heads);
   if (d.b == 0 || d.s == 0) return;
-  const cudaStream_t stream = stream_of(handle);
+  const cudaStream_t stream = stream_of(blas);
   const int64_t hss = d.heads * d.s * d.s;
   const bool drop = dropout_p > 0.0;
   dispatch_all_floating(qkv.dtype(), "attention_forward", [&](auto tag) {
@@ -142,32 +161,40 @@ void attention_forward_cuda(cublasHandle_t handle, Tensor& out, Tensor& probs, c
     // p through float, as the CPU kernel takes it (the f64 twin then agrees to the last bit).
     const A drop_scale =
         drop ? kernels::dropout_scale(static_cast<A>(static_cast<float>(dropout_p))) : A(1);
+    const int64_t blk = causal_block(d.s);
     for (int64_t bi = 0; bi < d.b; ++bi) {
       const T* q = qkv.data_as<T>() + bi * d.s * d.ldq;
       T* p = probs.data_as<T>() + bi * hss;
-      // sc_h = scale * q_h k_h^T
-      gemm_strided_batched_cuda(handle, dt, acc, false, true, d.s, d.s, d.hd, scale, q, d.ldq,
-                                3 * d.hd, q + d.hd, d.ldq, 3 * d.hd, 0.0, sc, d.s, d.s * d.s,
-                                d.heads);
+      const T* pv = drop ? pd : p;
+      T* o = out.data_as<T>() + bi * d.s * d.ldo;
+      // sc_h[r0:r1, 0:r1] = scale * q_h[r0:r1] k_h[0:r1]^T
+      for (int64_t r0 = 0; r0 < d.s; r0 += blk) {
+        const int64_t r1 = std::min(d.s, r0 + blk);
+        gemm_strided_batched_cuda(blas, dt, acc, false, true, r1 - r0, r1, d.hd, scale,
+                                  q + r0 * d.ldq, d.ldq, 3 * d.hd, q + d.hd, d.ldq, 3 * d.hd, 0.0,
+                                  sc + r0 * d.s, d.s, d.s * d.s, d.heads);
+      }
       softmax_forward_kernel<<<row_blocks(d.heads * d.s), kCudaBlock, 0, stream>>>(
-          p, pd, sc, d.heads * d.s, d.s, static_cast<uint64_t>(bi * hss),
+          p, pd, sc, d.heads * d.s, d.s, blk, static_cast<uint64_t>(bi * hss),
           static_cast<float>(dropout_p), drop_scale, rng);
       CUDA_CHECK(cudaGetLastError());
-      // out_h = pd_h v_h
-      T* o = out.data_as<T>() + bi * d.s * d.ldo;
-      gemm_strided_batched_cuda(handle, dt, dt, false, false, d.s, d.hd, d.s, 1.0, drop ? pd : p,
-                                d.s, d.s * d.s, q + 2 * d.hd, d.ldq, 3 * d.hd, 0.0, o, d.ldo, d.hd,
-                                d.heads);
+      // out_h[r0:r1] = pd_h[r0:r1, 0:r1] v_h[0:r1]
+      for (int64_t r0 = 0; r0 < d.s; r0 += blk) {
+        const int64_t r1 = std::min(d.s, r0 + blk);
+        gemm_strided_batched_cuda(blas, dt, dt, false, false, r1 - r0, d.hd, r1, 1.0, pv + r0 * d.s,
+                                  d.s, d.s * d.s, q + 2 * d.hd, d.ldq, 3 * d.hd, 0.0,
+                                  o + r0 * d.ldo, d.ldo, d.hd, d.heads);
+      }
     }
   });
 }
 
-void attention_backward_cuda(cublasHandle_t handle, Tensor& dqkv, const Tensor& dout,
-                             const Tensor& qkv, const Tensor& probs, int64_t heads,
-                             double dropout_p, RngStream rng, Workspace& ws) {
+void attention_backward_cuda(const Blas& blas, Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
+                             const Tensor& probs, int64_t heads, double dropout_p, RngStream rng,
+                             Workspace& ws) {
   const Dims d = dims_of(qkv, heads);
   if (d.b == 0 || d.s == 0) return;
-  const cudaStream_t stream = stream_of(handle);
+  const cudaStream_t stream = stream_of(blas);
   const int64_t hss = d.heads * d.s * d.s;
   const bool drop = dropout_p > 0.0;
   dispatch_all_floating(qkv.dtype(), "attention_backward", [&](auto tag) {
@@ -183,28 +210,39 @@ void attention_backward_cuda(cublasHandle_t handle, Tensor& dqkv, const Tensor& 
     // p through float, as the CPU kernel takes it (the f64 twin then agrees to the last bit).
     const A drop_scale =
         drop ? kernels::dropout_scale(static_cast<A>(static_cast<float>(dropout_p))) : A(1);
+    const int64_t blk = causal_block(d.s);
     for (int64_t bi = 0; bi < d.b; ++bi) {
       const T* q = qkv.data_as<T>() + bi * d.s * d.ldq;
       const T* p = probs.data_as<T>() + bi * hss;
+      const T* pv = drop ? pd : p;
       const T* dO = dout.data_as<T>() + bi * d.s * d.ldo;
       T* dq = dqkv.data_as<T>() + bi * d.s * d.ldq;
-      // dpd_h = dO_h v_h^T
-      gemm_strided_batched_cuda(handle, dt, acc, false, true, d.s, d.s, d.hd, 1.0, dO, d.ldo, d.hd,
-                                q + 2 * d.hd, d.ldq, 3 * d.hd, 0.0, dpd, d.s, d.s * d.s, d.heads);
+      // dpd_h[r0:r1, 0:r1] = dO_h[r0:r1] v_h[0:r1]^T
+      for (int64_t r0 = 0; r0 < d.s; r0 += blk) {
+        const int64_t r1 = std::min(d.s, r0 + blk);
+        gemm_strided_batched_cuda(blas, dt, acc, false, true, r1 - r0, r1, d.hd, 1.0,
+                                  dO + r0 * d.ldo, d.ldo, d.hd, q + 2 * d.hd, d.ldq, 3 * d.hd, 0.0,
+                                  dpd + r0 * d.s, d.s, d.s * d.s, d.heads);
+      }
       softmax_backward_kernel<<<row_blocks(d.heads * d.s), kCudaBlock, 0, stream>>>(
-          ds, pd, dpd, p, d.heads * d.s, d.s, static_cast<uint64_t>(bi * hss),
+          ds, pd, dpd, p, d.heads * d.s, d.s, blk, static_cast<uint64_t>(bi * hss),
           static_cast<float>(dropout_p), drop_scale, rng);
       CUDA_CHECK(cudaGetLastError());
-      // dq_h = scale * ds_h k_h; dk_h = scale * ds_h^T q_h; dv_h = pd_h^T dO_h
-      gemm_strided_batched_cuda(handle, dt, dt, false, false, d.s, d.hd, d.s, scale, ds, d.s,
-                                d.s * d.s, q + d.hd, d.ldq, 3 * d.hd, 0.0, dq, d.ldq, 3 * d.hd,
-                                d.heads);
-      gemm_strided_batched_cuda(handle, dt, dt, true, false, d.s, d.hd, d.s, scale, ds, d.s,
-                                d.s * d.s, q, d.ldq, 3 * d.hd, 0.0, dq + d.hd, d.ldq, 3 * d.hd,
-                                d.heads);
-      gemm_strided_batched_cuda(handle, dt, dt, true, false, d.s, d.hd, d.s, 1.0, drop ? pd : p,
-                                d.s, d.s * d.s, dO, d.ldo, d.hd, 0.0, dq + 2 * d.hd, d.ldq,
-                                3 * d.hd, d.heads);
+      for (int64_t r0 = 0; r0 < d.s; r0 += blk) {
+        const int64_t r1 = std::min(d.s, r0 + blk);
+        // dq_h[r0:r1] = scale * ds_h[r0:r1, 0:r1] k_h[0:r1]
+        gemm_strided_batched_cuda(blas, dt, dt, false, false, r1 - r0, d.hd, r1, scale,
+                                  ds + r0 * d.s, d.s, d.s * d.s, q + d.hd, d.ldq, 3 * d.hd, 0.0,
+                                  dq + r0 * d.ldq, d.ldq, 3 * d.hd, d.heads);
+        // Key and value rows [r0, r1) receive from query rows i >= r0 only:
+        // dk_h[r0:r1] = scale * ds_h[r0:s, r0:r1]^T q_h[r0:s]; dv_h likewise from pd and dO.
+        gemm_strided_batched_cuda(blas, dt, dt, true, false, r1 - r0, d.hd, d.s - r0, scale,
+                                  ds + r0 * d.s + r0, d.s, d.s * d.s, q + r0 * d.ldq, d.ldq,
+                                  3 * d.hd, 0.0, dq + r0 * d.ldq + d.hd, d.ldq, 3 * d.hd, d.heads);
+        gemm_strided_batched_cuda(blas, dt, dt, true, false, r1 - r0, d.hd, d.s - r0, 1.0,
+                                  pv + r0 * d.s + r0, d.s, d.s * d.s, dO + r0 * d.ldo, d.ldo, d.hd,
+                                  0.0, dq + r0 * d.ldq + 2 * d.hd, d.ldq, 3 * d.hd, d.heads);
+      }
     }
   });
 }

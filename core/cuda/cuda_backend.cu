@@ -23,7 +23,8 @@ struct StreamDeleter {
   void operator()(cudaStream_t s) const { (void)cudaStreamDestroy(s); }
 };
 struct CublasDeleter {
-  void operator()(cublasHandle_t h) const { (void)cublasDestroy(h); }
+  const CublasLibrary* lib = nullptr;
+  void operator()(cublasHandle_t h) const { (void)lib->destroy(h); }
 };
 using StreamPtr = std::unique_ptr<std::remove_pointer_t<cudaStream_t>, StreamDeleter>;
 using CublasPtr = std::unique_ptr<std::remove_pointer_t<cublasHandle_t>, CublasDeleter>;
@@ -87,9 +88,9 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     stream_.reset(stream);
     cublasHandle_t handle = nullptr;
-    CUBLAS_CHECK(cublasCreate(&handle));
-    cublas_.reset(handle);
-    CUBLAS_CHECK(cublasSetStream(handle, stream));
+    CUBLAS_CHECK(cublas_lib_.create(&handle));
+    cublas_ = CublasPtr(handle, CublasDeleter{&cublas_lib_});
+    CUBLAS_CHECK(cublas_lib_.set_stream(handle, stream));
     scratch_ = alloc({kSumSquaresScratch}, DType::kF64);
     bad_id_ = alloc({1}, DType::kI32);
   }
@@ -158,7 +159,7 @@ class CudaBackend final : public Backend {
     require_cuda(c, "gemm", "c");
     require_cuda(a, "gemm", "a");
     require_cuda(b, "gemm", "b");
-    gemm_cuda(cublas_.get(), c, a, trans_a, b, trans_b, alpha, beta);
+    gemm_cuda(blas(), c, a, trans_a, b, trans_b, alpha, beta);
   }
 
   void add_bias(Tensor& y, const Tensor& bias) override {
@@ -260,7 +261,7 @@ class CudaBackend final : public Backend {
     require_p(dropout_p, op);
     require(out, qkv.dtype(), b * s * heads * hd, op, "out");
     require(probs, qkv.dtype(), b * heads * s * s, op, "probs");
-    attention_forward_cuda(cublas_.get(), out, probs, qkv, heads, dropout_p, rng, ws_);
+    attention_forward_cuda(blas(), out, probs, qkv, heads, dropout_p, rng, ws_);
   }
   void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& probs,
                           int64_t heads, double dropout_p, RngStream rng) override {
@@ -270,7 +271,7 @@ class CudaBackend final : public Backend {
     require(dqkv, qkv.dtype(), qkv.numel(), op, "dqkv");
     require(dout, qkv.dtype(), b * s * heads * hd, op, "dout");
     require(probs, qkv.dtype(), b * heads * s * s, op, "probs");
-    attention_backward_cuda(cublas_.get(), dqkv, dout, qkv, probs, heads, dropout_p, rng, ws_);
+    attention_backward_cuda(blas(), dqkv, dout, qkv, probs, heads, dropout_p, rng, ws_);
   }
 
   void embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& wte,
@@ -359,6 +360,19 @@ class CudaBackend final : public Backend {
     adamw_update_cuda(param, grad, m, v, args, stream());
   }
 
+  void adamw_update_rounded(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m, Tensor& v,
+                            const AdamWArgs& args) override {
+    const char* op = "adamw_update_rounded";
+    require_cuda(param, op, "param");
+    MTNLG_CHECK_MSG(param.dtype() == DType::kBF16 || param.dtype() == DType::kF16,
+                    op << ": param " << param.str() << " (bf16 or f16)");
+    require(master, DType::kF32, param.numel(), op, "master");
+    require(grad, DType::kF32, param.numel(), op, "grad");
+    require(m, DType::kF32, param.numel(), op, "m");
+    require(v, DType::kF32, param.numel(), op, "v");
+    adamw_update_rounded_cuda(param, master, grad, m, v, args, stream());
+  }
+
   void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream())); }
 
  private:
@@ -366,6 +380,7 @@ class CudaBackend final : public Backend {
       "the data's vocabulary is larger than the model's (check model.vocab_size)";
 
   cudaStream_t stream() const { return stream_.get(); }
+  Blas blas() const { return {&cublas_lib_, cublas_.get()}; }
 
   struct AttentionDims {
     int64_t b, s, hd;
@@ -404,6 +419,7 @@ class CudaBackend final : public Backend {
   std::shared_ptr<MemoryCounter> counter_ = std::make_shared<MemoryCounter>();
   // Declared before scratch_ so that the stream outlives the scratch buffer's cudaFree.
   StreamPtr stream_;
+  CublasLibrary cublas_lib_;  // before cublas_: the handle is destroyed through it
   CublasPtr cublas_;
   Tensor scratch_;  // kSumSquaresScratch doubles for sum_squares
   Tensor bad_id_;   // one device word for check_ids

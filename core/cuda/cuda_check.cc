@@ -35,9 +35,39 @@ void throw_cuda_error(cudaError_t err, const char* expr, const char* file, int l
   }
 }
 
+namespace {
+
+// cuBLAS's own name for a status (cublasGetStatusName would need the library linked).
+std::string cublas_status_name(cublasStatus_t status) {
+  switch (status) {
+    case CUBLAS_STATUS_SUCCESS:
+      return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+      return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED:
+      return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+      return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR:
+      return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+      return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR:
+      return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_LICENSE_ERROR:
+      return "CUBLAS_STATUS_LICENSE_ERROR";
+  }
+  return "cuBLAS status " + std::to_string(static_cast<int>(status));
+}
+
+}  // namespace
+
 void throw_cublas_error(cublasStatus_t status, const char* expr, const char* file, int line) {
-  const std::string what = std::string(cublasGetStatusName(status)) + " (" +
-                           cublasGetStatusString(status) + ") in " + expr;
+  const std::string what = cublas_status_name(status) + " in " + expr;
   if (status == CUBLAS_STATUS_ALLOC_FAILED) {
     throw Error(Code::kInvalidArgument,
                 "out of GPU memory in cuBLAS: " + what + "; lower training.micro_batch_size",

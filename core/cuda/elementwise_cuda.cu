@@ -56,6 +56,22 @@ __global__ void add_bias_kernel(T* y, const T* bias, int64_t rows, int64_t c) {
     y[r * c + j] = static_cast<T>(static_cast<A>(y[r * c + j]) + b);
 }
 
+// add_bias_kernel on whole packs: x indexes packs of a row.
+template <typename T>
+__global__ void add_bias_packed_kernel(T* y, const T* bias, int64_t rows, int64_t c) {
+  using A = acc_t<T>;
+  constexpr int kN = Pack<T>::kN;
+  const int64_t j = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * kN;
+  if (j >= c) return;
+  const Pack<T> b = load_pack(bias + j);
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    Pack<T> v = load_pack(y + r * c + j);
+    for (int k = 0; k < kN; ++k)
+      v.v[k] = static_cast<T>(static_cast<A>(v.v[k]) + static_cast<A>(b.v[k]));
+    store_pack(y + r * c + j, v);
+  }
+}
+
 }  // namespace
 
 void fill_cuda(Tensor& t, double value, cudaStream_t stream) {
@@ -128,9 +144,16 @@ void add_bias_cuda(Tensor& y, const Tensor& bias, cudaStream_t stream) {
   dispatch_all_floating(y.dtype(), "add_bias", [&](auto tag) {
     using T = decltype(tag);
     const int64_t rows = n / c;
-    const dim3 grid(static_cast<unsigned>((c + kCudaBlock - 1) / kCudaBlock),
-                    static_cast<unsigned>(std::min<int64_t>(rows, 1024)));
-    add_bias_kernel<<<grid, kCudaBlock, 0, stream>>>(y.data_as<T>(), bias.data_as<T>(), rows, c);
+    const unsigned grid_rows = static_cast<unsigned>(std::min<int64_t>(rows, 1024));
+    if (packed<T>(c, {y.data(), bias.data()})) {
+      const int64_t packs = c / Pack<T>::kN;
+      const dim3 grid(static_cast<unsigned>((packs + kCudaBlock - 1) / kCudaBlock), grid_rows);
+      add_bias_packed_kernel<<<grid, kCudaBlock, 0, stream>>>(y.data_as<T>(), bias.data_as<T>(),
+                                                              rows, c);
+    } else {
+      const dim3 grid(static_cast<unsigned>((c + kCudaBlock - 1) / kCudaBlock), grid_rows);
+      add_bias_kernel<<<grid, kCudaBlock, 0, stream>>>(y.data_as<T>(), bias.data_as<T>(), rows, c);
+    }
   });
   CUDA_CHECK(cudaGetLastError());
 }

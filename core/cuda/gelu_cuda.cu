@@ -31,6 +31,38 @@ __global__ void gelu_backward_kernel(T* din, const T* dout, const T* in, int64_t
   }
 }
 
+// The same on whole packs (n a multiple of the pack, 16-byte aligned): index i counts packs.
+template <typename T, bool kTanh>
+__global__ void gelu_forward_packed_kernel(T* out, const T* in, int64_t packs) {
+  using A = acc_t<T>;
+  constexpr int kN = Pack<T>::kN;
+  for (int64_t i = first_index(); i < packs; i += grid_stride()) {
+    const Pack<T> x = load_pack(in + i * kN);
+    Pack<T> y;
+    for (int k = 0; k < kN; ++k) {
+      const A v = static_cast<A>(x.v[k]);
+      y.v[k] = static_cast<T>(kTanh ? kernels::gelu_tanh(v) : kernels::gelu_erf(v));
+    }
+    store_pack(out + i * kN, y);
+  }
+}
+
+template <typename T, bool kTanh>
+__global__ void gelu_backward_packed_kernel(T* din, const T* dout, const T* in, int64_t packs) {
+  using A = acc_t<T>;
+  constexpr int kN = Pack<T>::kN;
+  for (int64_t i = first_index(); i < packs; i += grid_stride()) {
+    const Pack<T> x = load_pack(in + i * kN), dy = load_pack(dout + i * kN);
+    Pack<T> dx;
+    for (int k = 0; k < kN; ++k) {
+      const A v = static_cast<A>(x.v[k]);
+      const A grad = kTanh ? kernels::gelu_tanh_grad(v) : kernels::gelu_erf_grad(v);
+      dx.v[k] = static_cast<T>(static_cast<A>(dy.v[k]) * grad);
+    }
+    store_pack(din + i * kN, dx);
+  }
+}
+
 }  // namespace
 
 void gelu_forward_cuda(Tensor& out, const Tensor& in, Activation act, cudaStream_t stream) {
@@ -38,7 +70,16 @@ void gelu_forward_cuda(Tensor& out, const Tensor& in, Activation act, cudaStream
   if (n == 0) return;
   dispatch_all_floating(out.dtype(), "gelu_forward", [&](auto tag) {
     using T = decltype(tag);
-    if (act == Activation::kGeluTanh) {
+    if (packed<T>(n, {out.data(), in.data()})) {
+      const int64_t packs = n / Pack<T>::kN;
+      if (act == Activation::kGeluTanh) {
+        gelu_forward_packed_kernel<T, true>
+            <<<cuda_grid(packs), kCudaBlock, 0, stream>>>(out.data_as<T>(), in.data_as<T>(), packs);
+      } else {
+        gelu_forward_packed_kernel<T, false>
+            <<<cuda_grid(packs), kCudaBlock, 0, stream>>>(out.data_as<T>(), in.data_as<T>(), packs);
+      }
+    } else if (act == Activation::kGeluTanh) {
       gelu_forward_kernel<T, true>
           <<<cuda_grid(n), kCudaBlock, 0, stream>>>(out.data_as<T>(), in.data_as<T>(), n);
     } else {
@@ -55,7 +96,16 @@ void gelu_backward_cuda(Tensor& din, const Tensor& dout, const Tensor& in, Activ
   if (n == 0) return;
   dispatch_all_floating(din.dtype(), "gelu_backward", [&](auto tag) {
     using T = decltype(tag);
-    if (act == Activation::kGeluTanh) {
+    if (packed<T>(n, {din.data(), dout.data(), in.data()})) {
+      const int64_t packs = n / Pack<T>::kN;
+      if (act == Activation::kGeluTanh) {
+        gelu_backward_packed_kernel<T, true><<<cuda_grid(packs), kCudaBlock, 0, stream>>>(
+            din.data_as<T>(), dout.data_as<T>(), in.data_as<T>(), packs);
+      } else {
+        gelu_backward_packed_kernel<T, false><<<cuda_grid(packs), kCudaBlock, 0, stream>>>(
+            din.data_as<T>(), dout.data_as<T>(), in.data_as<T>(), packs);
+      }
+    } else if (act == Activation::kGeluTanh) {
       gelu_backward_kernel<T, true><<<cuda_grid(n), kCudaBlock, 0, stream>>>(
           din.data_as<T>(), dout.data_as<T>(), in.data_as<T>(), n);
     } else {

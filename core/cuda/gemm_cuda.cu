@@ -66,7 +66,7 @@ void check_types(DType ab, DType c) {
 
 }  // namespace
 
-void gemm_cuda(cublasHandle_t handle, Tensor& c, const Tensor& a, bool trans_a, const Tensor& b,
+void gemm_cuda(const Blas& blas, Tensor& c, const Tensor& a, bool trans_a, const Tensor& b,
                bool trans_b, double alpha, double beta) {
   const Tensor a2 = a.as_2d(), b2 = b.as_2d(), c2 = c.as_2d();
   const int64_t m = c2.dim(0), n = c2.dim(1);
@@ -81,7 +81,7 @@ void gemm_cuda(cublasHandle_t handle, Tensor& c, const Tensor& a, bool trans_a, 
   if (m == 0 || n == 0) return;
   if (k == 0) {  // empty product: c = beta * c, without relying on cuBLAS's k == 0 handling
     cudaStream_t stream = nullptr;
-    CUBLAS_CHECK(cublasGetStream(handle, &stream));
+    CUBLAS_CHECK(blas.lib->get_stream(blas.handle, &stream));
     if (beta == 0.0) {
       fill_cuda(c, 0.0, stream);  // beta = 0 never reads c, as in BLAS
     } else {
@@ -90,12 +90,11 @@ void gemm_cuda(cublasHandle_t handle, Tensor& c, const Tensor& a, bool trans_a, 
     return;
   }
   // Leading dimensions are the row-major column counts of each buffer as stored.
-  gemm_strided_batched_cuda(handle, a.dtype(), c.dtype(), trans_a, trans_b, m, n, k, alpha,
-                            a2.data(), a2.dim(1), 0, b2.data(), b2.dim(1), 0, beta, c2.data(), n, 0,
-                            1);
+  gemm_strided_batched_cuda(blas, a.dtype(), c.dtype(), trans_a, trans_b, m, n, k, alpha, a2.data(),
+                            a2.dim(1), 0, b2.data(), b2.dim(1), 0, beta, c2.data(), n, 0, 1);
 }
 
-void gemm_strided_batched_cuda(cublasHandle_t handle, DType ab_type, DType c_type, bool trans_a,
+void gemm_strided_batched_cuda(const Blas& blas, DType ab_type, DType c_type, bool trans_a,
                                bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                                const void* a, int64_t lda, int64_t stride_a, const void* b,
                                int64_t ldb, int64_t stride_b, double beta, void* c, int64_t ldc,
@@ -107,13 +106,14 @@ void gemm_strided_batched_cuda(cublasHandle_t handle, DType ab_type, DType c_typ
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   if (batch == 1 && stride_a == 0 && stride_b == 0 && stride_c == 0) {
-    CUBLAS_CHECK(cublasGemmEx(handle, op_b, op_a, to_int(n, "n"), to_int(m, "m"), to_int(k, "k"),
-                              &s.alpha, b, tab, to_int(ldb, "ldb"), a, tab, to_int(lda, "lda"),
-                              &s.beta, c, tc, to_int(ldc, "ldc"), s.compute, CUBLAS_GEMM_DEFAULT));
+    CUBLAS_CHECK(blas.lib->gemm_ex(blas.handle, op_b, op_a, to_int(n, "n"), to_int(m, "m"),
+                                   to_int(k, "k"), &s.alpha, b, tab, to_int(ldb, "ldb"), a, tab,
+                                   to_int(lda, "lda"), &s.beta, c, tc, to_int(ldc, "ldc"),
+                                   s.compute, CUBLAS_GEMM_DEFAULT));
     return;
   }
-  CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-      handle, op_b, op_a, to_int(n, "n"), to_int(m, "m"), to_int(k, "k"), &s.alpha, b, tab,
+  CUBLAS_CHECK(blas.lib->gemm_strided_batched_ex(
+      blas.handle, op_b, op_a, to_int(n, "n"), to_int(m, "m"), to_int(k, "k"), &s.alpha, b, tab,
       to_int(ldb, "ldb"), stride_b, a, tab, to_int(lda, "lda"), stride_a, &s.beta, c, tc,
       to_int(ldc, "ldc"), stride_c, to_int(batch, "batch"), s.compute, CUBLAS_GEMM_DEFAULT));
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "core/cuda/cublas_library.h"
 #include "core/tensor.h"
 
 namespace mtnlg {
@@ -61,14 +62,14 @@ double sum_doubles_cuda(const double* values, int64_t count, double* result, cud
 void bias_backward_cuda(Tensor& dbias, const Tensor& dy, Workspace& ws, cudaStream_t stream);
 
 // ---- gemm_cuda.cu ----
-// c[m, n] = alpha * op(a) @ op(b) + beta * c (row-major), via cublasGemmEx on `handle`'s stream.
-// a and b share a dtype; c has it too, or is f32 for bf16/f16 operands (fp32 accumulation
+// c[m, n] = alpha * op(a) @ op(b) + beta * c (row-major), via cuBLAS's GemmEx on the handle's
+// stream. a and b share a dtype; c has it too, or is f32 for bf16/f16 operands (fp32 accumulation
 // throughout; no TF32).
-void gemm_cuda(cublasHandle_t handle, Tensor& c, const Tensor& a, bool trans_a, const Tensor& b,
+void gemm_cuda(const Blas& blas, Tensor& c, const Tensor& a, bool trans_a, const Tensor& b,
                bool trans_b, double alpha, double beta);
 // `batch` row-major products C_i = alpha op(A_i) op(B_i) + beta C_i on raw device pointers, A_i
 // at a + i * stride_a elements (likewise b, c); ld* are row-major row strides in elements.
-void gemm_strided_batched_cuda(cublasHandle_t handle, DType ab_type, DType c_type, bool trans_a,
+void gemm_strided_batched_cuda(const Blas& blas, DType ab_type, DType c_type, bool trans_a,
                                bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                                const void* a, int64_t lda, int64_t stride_a, const void* b,
                                int64_t ldb, int64_t stride_b, double beta, void* c, int64_t ldc,
@@ -97,11 +98,11 @@ void layernorm_backward_cuda(Tensor& din, Tensor& dweight, Tensor& dbias, const 
 // ---- attention_cuda.cu ----
 // Scores and products are strided-batched cuBLAS GEMMs over the heads of one sequence, with the
 // causal softmax (and dropout) in a kernel between them; probs is Backend's saved softmax.
-void attention_forward_cuda(cublasHandle_t handle, Tensor& out, Tensor& probs, const Tensor& qkv,
+void attention_forward_cuda(const Blas& blas, Tensor& out, Tensor& probs, const Tensor& qkv,
                             int64_t heads, double dropout_p, RngStream rng, Workspace& ws);
-void attention_backward_cuda(cublasHandle_t handle, Tensor& dqkv, const Tensor& dout,
-                             const Tensor& qkv, const Tensor& probs, int64_t heads,
-                             double dropout_p, RngStream rng, Workspace& ws);
+void attention_backward_cuda(const Blas& blas, Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
+                             const Tensor& probs, int64_t heads, double dropout_p, RngStream rng,
+                             Workspace& ws);
 
 // ---- embedding_cuda.cu ----
 // Token ids must be checked first (check_ids_cuda).
@@ -125,5 +126,8 @@ void cross_entropy_backward_cuda(Tensor& dlogits, const Tensor& logits, const Te
 // ---- adamw_cuda.cu ----
 void adamw_update_cuda(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
                        const AdamWArgs& args, cudaStream_t stream);
+// The f32 master steps as in adamw_update_cuda and param (bf16 or f16) = it, rounded.
+void adamw_update_rounded_cuda(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m,
+                               Tensor& v, const AdamWArgs& args, cudaStream_t stream);
 
 }  // namespace mtnlg

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "core/kernels/bf16_math.h"
@@ -61,6 +62,33 @@ void dispatch_floating(DType dtype, const char* op, F&& f) {
       throw unsupported(std::string(op) + " on CUDA supports f32 and f64, not " +
                         dtype_name(dtype) + " (a bf16/fp16 model updates its fp32 masters)");
   }
+}
+
+// 16 bytes of elements (8 bf16/fp16, 4 f32, 2 f64): memory-bound kernels move one per lane per
+// access, 512 bytes a warp instead of 64, when packed() says the layout allows it.
+template <typename T>
+struct alignas(16) Pack {
+  static constexpr int kN = 16 / sizeof(T);
+  T v[kN];
+};
+
+template <typename T>
+__device__ __forceinline__ Pack<T> load_pack(const T* p) {
+  return *reinterpret_cast<const Pack<T>*>(p);
+}
+template <typename T>
+__device__ __forceinline__ void store_pack(T* p, const Pack<T>& v) {
+  *reinterpret_cast<Pack<T>*>(p) = v;
+}
+
+// Whether rows of `c` elements of T can be read in whole packs: c a multiple of the pack and
+// every pointer on a 16-byte boundary.
+template <typename T>
+bool packed(int64_t c, std::initializer_list<const void*> ptrs) {
+  if (c % Pack<T>::kN != 0) return false;
+  for (const void* p : ptrs)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  return true;
 }
 
 __device__ __forceinline__ int64_t first_index() {

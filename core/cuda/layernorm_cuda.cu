@@ -77,17 +77,6 @@ __global__ void layernorm_backward_input_kernel(T* din, const T* dout, const T* 
 // a warp moves 512 bytes per access instead of 64, which these memory-bound rows need. Used
 // when c is a multiple of the pack and the rows are 16-byte aligned (see packed()).
 template <typename T>
-struct alignas(16) Pack {
-  static constexpr int kN = 16 / sizeof(T);
-  T v[kN];
-};
-
-template <typename T>
-__device__ __forceinline__ Pack<T> load_pack(const T* p) {
-  return *reinterpret_cast<const Pack<T>*>(p);
-}
-
-template <typename T>
 __global__ void layernorm_forward_packed_kernel(T* out, acc_t<T>* mean, acc_t<T>* rstd, const T* in,
                                                 const T* w, const T* b, int64_t n, int64_t c,
                                                 acc_t<T> eps) {
@@ -119,7 +108,7 @@ __global__ void layernorm_forward_packed_kernel(T* out, acc_t<T>* mean, acc_t<T>
     for (int k = 0; k < kN; ++k)
       yv.v[k] = static_cast<T>((static_cast<A>(xv.v[k]) - m) * s * static_cast<A>(wv.v[k]) +
                                static_cast<A>(bv.v[k]));
-    *reinterpret_cast<Pack<T>*>(y + j) = yv;
+    store_pack(y + j, yv);
   }
   if (lane == 0) {
     mean[r] = m;
@@ -160,17 +149,8 @@ __global__ void layernorm_backward_input_packed_kernel(T* din, const T* dout, co
           (static_cast<A>(wv.v[k]) * static_cast<A>(dv.v[k]) - dmean - norm * dnorm_mean) * s;
       gv.v[k] = static_cast<T>(static_cast<A>(gv.v[k]) + g);
     }
-    *reinterpret_cast<Pack<T>*>(dx + j) = gv;
+    store_pack(dx + j, gv);
   }
-}
-
-// Whether the packed kernels apply: every row of every tensor starts on a 16-byte boundary.
-template <typename T>
-bool packed(int64_t c, std::initializer_list<const void*> ptrs) {
-  if (c % Pack<T>::kN != 0) return false;
-  for (const void* p : ptrs)
-    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
-  return true;
 }
 
 template <typename T>

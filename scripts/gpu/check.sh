@@ -244,11 +244,11 @@ stage_bench() {
   local j=$out/bench-results.jsonl
   rm -f "$j"
   "$build_dir/bench/mtnlg-bench-gemm" --device cuda --dtype bf16 --models gpt2-124m-b8,1.3b \
-    --min-time 0.2 --json >>"$j"
+    --min-time 0.1 --json >>"$j"
   local gpt2=(--name gpt2-124m --layers 12 --hidden 768 --heads 12 --seq 1024 --micro-batch 8
-    --global-batch 8 --iters 10 --warmup-iters 3 --precision bf16)
+    --global-batch 8 --iters 8 --warmup-iters 2 --precision bf16)
   local xl=(--name 1.3b --layers 24 --hidden 2048 --heads 16 --seq 2048 --micro-batch 4
-    --global-batch 4 --iters 6 --warmup-iters 2 --precision bf16)
+    --global-batch 4 --iters 5 --warmup-iters 2 --precision bf16)
   for model in gpt2 xl; do
     local -n args=$model
     "$build_dir/bench/mtnlg-bench-train" "${args[@]}" --device cuda --json >>"$j"
