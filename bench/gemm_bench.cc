@@ -13,13 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_backend.h"
 #include "bench/model_gemms.h"
 #include "core/backend.h"
 #include "core/kernels/bf16_math.h"
-
-#ifdef MTNLG_HAVE_CUDA
-#include "core/cuda/cuda_backend.h"
-#endif
 
 namespace {
 
@@ -84,19 +81,9 @@ double time_gemm(Backend& be, const bench::GemmShape& s, DType dtype, double min
   return times[times.size() / 2];
 }
 
-std::unique_ptr<Backend> make(const std::string& device, int threads) {
-  if (device == "cpu") return make_cpu_backend(threads);
-#ifdef MTNLG_HAVE_CUDA
-  return make_cuda_backend(0);
-#else
-  throw unsupported("--device cuda: this build has no CUDA backend (cmake -DMTNLG_CUDA=ON)",
-                    "--device");
-#endif
-}
-
 int run(const std::vector<std::string>& models, int threads, double min_seconds, bool json,
         DType dtype, const std::string& device) {
-  auto be = make(device, threads);
+  auto be = bench::make_bench_backend(device, threads);
   std::mt19937 gen(1234);
   std::vector<Result> results;
   for (const std::string& name : models) {

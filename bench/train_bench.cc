@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_backend.h"
 #include "bench/model_flops.h"
 #include "bench/model_gemms.h"
 #include "bench/timing_backend.h"
@@ -23,10 +24,6 @@
 #include "model/gpt_params.h"
 #include "model/gpt_stage.h"
 #include "optim/adamw.h"
-
-#ifdef MTNLG_HAVE_CUDA
-#include "core/cuda/cuda_backend.h"
-#endif
 
 namespace {
 
@@ -79,16 +76,6 @@ void validate(const Options& o) {
     throw invalid_argument("--precision " + o.precision + " is not fp32 or bf16", "--precision");
 }
 
-std::unique_ptr<Backend> make_backend(const Options& o) {
-  if (o.device == "cpu") return make_cpu_backend(o.threads);
-#ifdef MTNLG_HAVE_CUDA
-  return make_cuda_backend(0);
-#else
-  throw unsupported("--device cuda: this build has no CUDA backend (cmake -DMTNLG_CUDA=ON)",
-                    "--device");
-#endif
-}
-
 // Prints the --profile table: each category's time per timed iteration, its share, and the
 // achieved GFLOP/s where it has a FLOP count (GEMMs, attention).
 void print_profile(const std::map<std::string, bench::OpTiming>& timings, int iters,
@@ -131,7 +118,7 @@ void print_profile(const std::map<std::string, bench::OpTiming>& timings, int it
 int run(const Options& o) {
   validate(o);
   const GPTConfig config = config_from(o);
-  auto cpu = make_backend(o);
+  auto cpu = bench::make_bench_backend(o.device, o.threads);
   bench::TimingBackend timed(*cpu);
   Backend& be = o.profile ? static_cast<Backend&>(timed) : *cpu;
   const int64_t tokens_per_micro = o.micro_batch * o.seq;

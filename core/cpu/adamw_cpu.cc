@@ -8,15 +8,7 @@ namespace mtnlg::cpu {
 
 template <typename T>
 void adamw_update(T* param, const T* grad, T* m, T* v, int64_t n, const AdamWArgs& args) {
-  const double step = static_cast<double>(args.step);
-  const kernels::AdamWCoeffs<T> k{static_cast<T>(args.lr),
-                                  static_cast<T>(args.beta1),
-                                  static_cast<T>(args.beta2),
-                                  static_cast<T>(args.eps),
-                                  static_cast<T>(args.weight_decay),
-                                  static_cast<T>(args.grad_scale),
-                                  static_cast<T>(1.0 - std::pow(args.beta1, step)),
-                                  static_cast<T>(1.0 - std::pow(args.beta2, step))};
+  const kernels::AdamWCoeffs<T> k = kernels::adamw_coeffs<T>(args);
   for_blocks(n, [=](int64_t lo, int64_t hi) {
 #pragma omp simd
     for (int64_t i = lo; i < hi; ++i) kernels::adamw_element(param[i], m[i], v[i], grad[i], k);

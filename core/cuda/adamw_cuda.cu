@@ -34,21 +34,6 @@ __global__ void adamw_rounded_kernel(N* param, float* master, const float* grad,
   }
 }
 
-template <typename T>
-kernels::AdamWCoeffs<T> coeffs(const AdamWArgs& args) {
-  const double step = static_cast<double>(args.step);
-  return {
-      static_cast<T>(args.lr),
-      static_cast<T>(args.beta1),
-      static_cast<T>(args.beta2),
-      static_cast<T>(args.eps),
-      static_cast<T>(args.weight_decay),
-      static_cast<T>(args.grad_scale),
-      static_cast<T>(1.0 - std::pow(args.beta1, step)),
-      static_cast<T>(1.0 - std::pow(args.beta2, step)),
-  };
-}
-
 }  // namespace
 
 void adamw_update_rounded_cuda(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m,
@@ -56,7 +41,7 @@ void adamw_update_rounded_cuda(Tensor& param, Tensor& master, const Tensor& grad
   MTNLG_CHECK_GE(args.step, 1);
   const int64_t n = master.numel();
   if (n == 0) return;
-  const kernels::AdamWCoeffs<float> k = coeffs<float>(args);
+  const kernels::AdamWCoeffs<float> k = kernels::adamw_coeffs<float>(args);
   if (param.dtype() == DType::kBF16) {
     adamw_rounded_kernel<<<cuda_grid(n), kCudaBlock, 0, stream>>>(
         param.data_as<Bf16>(), master.data_as<float>(), grad.data_as<float>(), m.data_as<float>(),
@@ -76,7 +61,7 @@ void adamw_update_cuda(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
   if (n == 0) return;
   dispatch_floating(param.dtype(), "adamw_update", [&](auto tag) {
     using T = decltype(tag);
-    const kernels::AdamWCoeffs<T> k = coeffs<T>(args);
+    const kernels::AdamWCoeffs<T> k = kernels::adamw_coeffs<T>(args);
     adamw_kernel<<<cuda_grid(n), kCudaBlock, 0, stream>>>(param.data_as<T>(), grad.data_as<T>(),
                                                           m.data_as<T>(), v.data_as<T>(), k, n);
   });

@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "core/backend.h"
 #include "core/hostdevice.h"
 
 namespace mtnlg::kernels {
@@ -28,6 +29,21 @@ MTNLG_HD void adamw_element(T& param, T& m, T& v, T grad, const AdamWCoeffs<T>& 
   const T mhat = m / k.bias_correction1;
   const T vhat = v / k.bias_correction2;
   param -= k.lr * (mhat / (sqrt(vhat) + k.eps) + k.weight_decay * param);
+}
+
+// The per-step constants of one Backend::adamw_update call: computed once on the host in double
+// (the bias corrections from the step count) and rounded to T, the same on every backend.
+template <typename T>
+inline AdamWCoeffs<T> adamw_coeffs(const AdamWArgs& args) {
+  const double step = static_cast<double>(args.step);
+  return {static_cast<T>(args.lr),
+          static_cast<T>(args.beta1),
+          static_cast<T>(args.beta2),
+          static_cast<T>(args.eps),
+          static_cast<T>(args.weight_decay),
+          static_cast<T>(args.grad_scale),
+          static_cast<T>(1.0 - std::pow(args.beta1, step)),
+          static_cast<T>(1.0 - std::pow(args.beta2, step))};
 }
 
 }  // namespace mtnlg::kernels
