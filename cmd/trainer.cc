@@ -75,6 +75,7 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
     stage_ = options_.topology->pipeline_rank();
   }
   build_layout_checks();
+  select_device();  // before any data index is built: a missing GPU fails at once
   if (is_logging_rank_) spdlog::info("resolved recipe:\n{}", recipe_to_yaml(recipe_));
   find_start_checkpoint();
   build_data();
@@ -154,6 +155,18 @@ void Trainer::build_data() {
   }
 }
 
+// The recipe's device against this build and machine (cmd/device_select.h).
+void Trainer::select_device() {
+  device_ = resolve_device(recipe_.device, options_.local_rank);
+  const int64_t world = data_size_ * pipeline_size_ * recipe_.parallel.tensor;
+  if (device_.device == Device::kCUDA && world > 1)
+    throw unsupported("device: cuda with " + std::to_string(world) +
+                          " ranks: this build's GPU path trains one rank per job so far (NCCL "
+                          "groups for tensor, pipeline and data parallelism are the next step); "
+                          "launch one process, or set device: cpu",
+                      "device");
+}
+
 // The memory preflight against the plan, the backend, and this stage's model with its weights.
 void Trainer::build_model() {
   // This rank's stage (stages differ: in-flight micro-batches, embeddings, head), planned for
@@ -163,15 +176,7 @@ void Trainer::build_model() {
   plan_options.world_size = data_size_ * pipeline_size_ * recipe_.parallel.tensor;
   const MemoryTerms planned = make_plan(recipe_, plan_options).stages.at(stage_).memory;
   predicted_peak_bytes_ = planned.total();
-  device_ = resolve_device(recipe_.device, options_.local_rank);
   if (device_.device == Device::kCUDA) {
-    const int64_t world = data_size_ * pipeline_size_ * recipe_.parallel.tensor;
-    if (world > 1)
-      throw unsupported("device: cuda with " + std::to_string(world) +
-                            " ranks: this build's GPU path trains one rank per job so far "
-                            "(NCCL groups for tensor, pipeline and data parallelism are the next "
-                            "step); launch one process, or set device: cpu",
-                        "device");
     check_device_memory(device_, predicted_peak_bytes_);
   } else {
     check_host_memory(planned, options_.node,

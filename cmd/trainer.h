@@ -132,6 +132,7 @@ class Trainer {
   // The constructor's steps, in order (each needs the ones before it).
   void build_layout_checks();
   void build_data();
+  void select_device();
   void build_model();
   void build_grad_sync();
   void build_optimizer();
