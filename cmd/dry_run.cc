@@ -157,8 +157,10 @@ void print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
            "parallel.micro_batch_size\n";
   out << "  gradients are fp32 main gradients under bf16/fp16, else in the model dtype; ZeRO-1 "
          "shards master weights and moments over "
-         "data ranks. Not counted: CUDA context, cuBLAS/NCCL workspaces, pipeline buffers, "
-         "fragmentation\n\n";
+         "data ranks. Not counted: on a GPU the CUDA backend's scratch (the largest, attention "
+         "backward over one sequence: "
+      << gib(p.cuda_attention_scratch_bytes)
+      << " GiB), the CUDA context, cuBLAS/NCCL workspaces, pipeline buffers, fragmentation\n\n";
 
   out << "compute\n";
   out << "  model FLOPs/iteration " << sci(p.flops_per_iteration)
@@ -324,6 +326,7 @@ void print_dry_run_json(const Recipe& r, const PlanOptions& o, std::ostream& out
       .num("worst_stage", worst.index)
       .str("largest_term", worst.memory.largest())
       .raw("memory_per_rank_bytes", memory_json(worst.memory))
+      .num("cuda_attention_scratch_bytes", p.cuda_attention_scratch_bytes)
       .num("bubble_fraction", p.bubble_fraction)
       .num("iterations", p.iterations)
       .num("tokens", p.tokens)

@@ -102,6 +102,10 @@ struct Plan {
   int64_t worst_stage = 0;  // the stage whose ranks need the most memory
   int64_t memory_limit_bytes = 0;
   bool fits = false;
+  // On a GPU, beyond each rank's total: the CUDA backend's largest scratch, attention's backward
+  // over one sequence (core/cuda/attention_cuda.cu): heads/tp x s x s x (4 + 2 x dtype bytes,
+  // + dtype bytes with attention dropout).
+  int64_t cuda_attention_scratch_bytes = 0;
   // Compute.
   double flops_per_iteration = 0.0;  // the paper's formula (full recompute) at the full batch
   double flops_per_iteration_no_recompute = 0.0;

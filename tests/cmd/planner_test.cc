@@ -146,6 +146,9 @@ TEST_CASE("tiny: every field by hand") {
   // + fc2 64x256+64 = 16448 = 49984.
   const int64_t params = 32768 + 2048 + 2 * 49984 + 128;
   CHECK(params == 134912);
+  // The CUDA attention scratch: 4 heads x 32^2 x (4 fp32 scores + 4 softmax gradient + 4 dropped
+  // probabilities, attention dropout 0.1).
+  CHECK(p.cuda_attention_scratch_bytes == 4 * 32 * 32 * 12);
   CHECK(p.parameters == params);
   REQUIRE(p.stages.size() == 1);
   const StagePlan& st = p.stages[0];
@@ -224,6 +227,8 @@ TEST_CASE("tiny on 2 x 2 x 2 - bf16 - ZeRO-1 - checkpointing: per-stage fields b
   CHECK(p.micro_batches == 2);
   CHECK(p.bubble_fraction == Approx(1.0 / 3.0));
   CHECK(p.padded_vocab == 512);  // multiple of 128 x 2
+  // 2 of 4 heads per tensor rank, bf16: 2 x 32^2 x (4 + 2 + 2).
+  CHECK(p.cuda_attention_scratch_bytes == 2 * 32 * 32 * 8);
   CHECK(p.parameters == 32768 + 2048 + 4 * 49984 + 128);
   // One layer's share on a tensor rank: replicated ln1 128, dense bias 64, ln2 128, fc2 bias 64;
   // split qkv 12288/2 + 192/2, dense 4096/2, fc1 16384/2 + 256/2, fc2 16384/2 = 25184.
