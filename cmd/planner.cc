@@ -8,6 +8,7 @@
 #include <limits>
 #include <utility>
 
+#include "core/cuda/attention_workspace.h"
 #include "core/status.h"
 #include "model/gpt_params.h"
 #include "optim/lr_schedule.h"
@@ -229,11 +230,12 @@ void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
   const int64_t tp = plan.tensor, pp = plan.pipeline, dp = plan.data;
   const int64_t b = plan.micro_batch, rows = b * r.model.seq_length, h = r.model.hidden_size;
   const int64_t f = r.model.ffn_hidden_size, e = plan.activation_bytes_per_element;
-  // Scores and their gradient in fp32, the softmax gradient (and the dropped probabilities) in
-  // the model dtype, for one sequence's local heads.
-  const int64_t s = r.model.seq_length;
+  // The CUDA attention's workspace for one sequence's local heads (fp32 scores for every
+  // training dtype): core/cuda/attention_workspace.h, the formula the kernels use.
   plan.cuda_attention_scratch_bytes =
-      r.model.num_attention_heads / tp * s * s * (4 + e + (r.model.attention_dropout > 0 ? e : 0));
+      attention_workspace(r.model.num_attention_heads / tp, r.model.seq_length, 4, e,
+                          r.model.attention_dropout > 0)
+          .backward_bytes();
   const bool mixed = r.precision != Precision::kFP32;
   const int64_t layers_per_stage = r.model.num_layers / pp;
   plan.memory_limit_bytes = static_cast<int64_t>(o.gpu_memory_gb * 1024.0 * 1024.0 * 1024.0);

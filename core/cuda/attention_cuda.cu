@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "core/cuda/attention_workspace.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernels_cuda.h"
 #include "core/cuda/launch_cuda.h"
@@ -131,6 +132,22 @@ int64_t causal_block(int64_t s) {
   return (rows + 63) / 64 * 64;
 }
 
+// attention_workspace for this call's shapes and dtype.
+template <typename T>
+AttentionWorkspace workspace_of(const Dims& d, bool drop) {
+  return attention_workspace(d.heads, d.s, sizeof(acc_t<T>), sizeof(T), drop);
+}
+
+// 1/sqrt(hd), and the kept elements' 1/(1 - p) with p through float, as the CPU kernel takes
+// it (the f64 twin then agrees to the last bit).
+template <typename A>
+struct Scales {
+  A scores, dropout;
+  Scales(int64_t hd, double p)
+      : scores(A(1) / sqrt(static_cast<A>(hd))),
+        dropout(p > 0.0 ? kernels::dropout_scale(static_cast<A>(static_cast<float>(p))) : A(1)) {}
+};
+
 unsigned row_blocks(int64_t rows) {
   return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
 }
@@ -150,17 +167,16 @@ void attention_forward_cuda(const Blas& blas, Tensor& out, Tensor& probs, const 
   const cudaStream_t stream = stream_of(blas);
   const int64_t hss = d.heads * d.s * d.s;
   const bool drop = dropout_p > 0.0;
-  dispatch_all_floating(qkv.dtype(), "attention_forward", [&](auto tag) {
+  dispatch_floating(qkv.dtype(), "attention_forward", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
     const DType dt = qkv.dtype(), acc = dtype_of<A>();
-    char* scratch = static_cast<char*>(ws.get(hss * (sizeof(A) + (drop ? sizeof(T) : 0))));
+    char* scratch =
+        static_cast<char*>(ws.get(static_cast<size_t>(workspace_of<T>(d, drop).forward_bytes())));
     A* sc = reinterpret_cast<A*>(scratch);
-    T* pd = drop ? reinterpret_cast<T*>(scratch + hss * sizeof(A)) : nullptr;
-    const A scale = A(1) / sqrt(static_cast<A>(d.hd));
-    // p through float, as the CPU kernel takes it (the f64 twin then agrees to the last bit).
-    const A drop_scale =
-        drop ? kernels::dropout_scale(static_cast<A>(static_cast<float>(dropout_p))) : A(1);
+    T* pd = drop ? reinterpret_cast<T*>(scratch + hss * sizeof(A)) : nullptr;  // after sc
+    const Scales<A> scales(d.hd, dropout_p);
+    const A scale = scales.scores, drop_scale = scales.dropout;
     const int64_t blk = causal_block(d.s);
     for (int64_t bi = 0; bi < d.b; ++bi) {
       const T* q = qkv.data_as<T>() + bi * d.s * d.ldq;
@@ -197,19 +213,17 @@ void attention_backward_cuda(const Blas& blas, Tensor& dqkv, const Tensor& dout,
   const cudaStream_t stream = stream_of(blas);
   const int64_t hss = d.heads * d.s * d.s;
   const bool drop = dropout_p > 0.0;
-  dispatch_all_floating(qkv.dtype(), "attention_backward", [&](auto tag) {
+  dispatch_floating(qkv.dtype(), "attention_backward", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
     const DType dt = qkv.dtype(), acc = dtype_of<A>();
     char* scratch =
-        static_cast<char*>(ws.get(hss * (sizeof(A) + sizeof(T) + (drop ? sizeof(T) : 0))));
+        static_cast<char*>(ws.get(static_cast<size_t>(workspace_of<T>(d, drop).backward_bytes())));
     A* dpd = reinterpret_cast<A*>(scratch);
     T* ds = reinterpret_cast<T*>(scratch + hss * sizeof(A));
     T* pd = drop ? reinterpret_cast<T*>(scratch + hss * (sizeof(A) + sizeof(T))) : nullptr;
-    const A scale = A(1) / sqrt(static_cast<A>(d.hd));
-    // p through float, as the CPU kernel takes it (the f64 twin then agrees to the last bit).
-    const A drop_scale =
-        drop ? kernels::dropout_scale(static_cast<A>(static_cast<float>(dropout_p))) : A(1);
+    const Scales<A> scales(d.hd, dropout_p);
+    const A scale = scales.scores, drop_scale = scales.dropout;
     const int64_t blk = causal_block(d.s);
     for (int64_t bi = 0; bi < d.b; ++bi) {
       const T* q = qkv.data_as<T>() + bi * d.s * d.ldq;

@@ -83,7 +83,7 @@ double cross_entropy_forward_cuda(const Tensor& logits, const Tensor& targets, i
   const int64_t vp = logits.dim(-1), n = logits.numel() / vp;
   if (n == 0) return 0.0;
   double* row_loss = static_cast<double*>(ws.get(static_cast<size_t>(n) * sizeof(double)));
-  dispatch_all_floating(logits.dtype(), "cross_entropy_forward", [&](auto tag) {
+  dispatch_floating(logits.dtype(), "cross_entropy_forward", [&](auto tag) {
     using T = decltype(tag);
     cross_entropy_forward_kernel<<<static_cast<unsigned>(n), kCudaBlock, 0, stream>>>(
         row_loss, logits.data_as<T>(), targets.data_as<int32_t>(), vp, vocab);
@@ -96,7 +96,7 @@ void cross_entropy_backward_cuda(Tensor& dlogits, const Tensor& logits, const Te
                                  int64_t vocab, double grad_scale, cudaStream_t stream) {
   const int64_t vp = logits.dim(-1), n = logits.numel() / vp;
   if (n == 0) return;
-  dispatch_all_floating(logits.dtype(), "cross_entropy_backward", [&](auto tag) {
+  dispatch_floating(logits.dtype(), "cross_entropy_backward", [&](auto tag) {
     using T = decltype(tag);
     cross_entropy_backward_kernel<<<static_cast<unsigned>(n), kCudaBlock, 0, stream>>>(
         dlogits.data_as<T>(), logits.data_as<T>(), targets.data_as<int32_t>(), vp, vocab,

@@ -29,7 +29,7 @@ void dropout_apply(Tensor& out, const Tensor& in, double p, RngStream rng, cudaS
   MTNLG_CHECK_MSG(p >= 0.0 && p < 1.0, op << ": dropout probability " << p);
   const int64_t n = out.numel();
   if (n == 0) return;
-  dispatch_all_floating(out.dtype(), op, [&](auto tag) {
+  dispatch_floating(out.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     if (p == 0.0) {  // identity: no draws needed
       if (out.data() != in.data()) {

@@ -81,7 +81,7 @@ void fill_cuda(Tensor& t, double value, cudaStream_t stream) {
     fill_kernel<<<cuda_grid(n), kCudaBlock, 0, stream>>>(t.data_as<int32_t>(),
                                                          static_cast<int32_t>(value), n);
   } else {
-    dispatch_all_floating(t.dtype(), "fill", [&](auto tag) {
+    dispatch_floating(t.dtype(), "fill", [&](auto tag) {
       using T = decltype(tag);
       const T v = static_cast<T>(static_cast<acc_t<T>>(value));
       fill_kernel<<<cuda_grid(n), kCudaBlock, 0, stream>>>(t.data_as<T>(), v, n);
@@ -93,9 +93,9 @@ void fill_cuda(Tensor& t, double value, cudaStream_t stream) {
 void convert_cuda(Tensor& dst, const Tensor& src, cudaStream_t stream) {
   const int64_t n = src.numel();
   if (n == 0) return;
-  dispatch_all_floating(dst.dtype(), "copy", [&](auto dtag) {
+  dispatch_floating(dst.dtype(), "copy", [&](auto dtag) {
     using D = decltype(dtag);
-    dispatch_all_floating(src.dtype(), "copy", [&](auto stag) {
+    dispatch_floating(src.dtype(), "copy", [&](auto stag) {
       using S = decltype(stag);
       convert_kernel<<<cuda_grid(n), kCudaBlock, 0, stream>>>(dst.data_as<D>(), src.data_as<S>(),
                                                               n);
@@ -107,7 +107,7 @@ void convert_cuda(Tensor& dst, const Tensor& src, cudaStream_t stream) {
 void add_cuda(Tensor& out, const Tensor& a, const Tensor& b, cudaStream_t stream) {
   const int64_t n = out.numel();
   if (n == 0) return;
-  dispatch_all_floating(out.dtype(), "add", [&](auto tag) {
+  dispatch_floating(out.dtype(), "add", [&](auto tag) {
     using T = decltype(tag);
     add_kernel<<<cuda_grid(n), kCudaBlock, 0, stream>>>(out.data_as<T>(), a.data_as<T>(),
                                                         b.data_as<T>(), n);
@@ -118,7 +118,7 @@ void add_cuda(Tensor& out, const Tensor& a, const Tensor& b, cudaStream_t stream
 void axpy_cuda(Tensor& y, const Tensor& x, double alpha, cudaStream_t stream) {
   const int64_t n = y.numel();
   if (n == 0) return;
-  dispatch_all_floating(y.dtype(), "axpy", [&](auto tag) {
+  dispatch_floating(y.dtype(), "axpy", [&](auto tag) {
     using T = decltype(tag);
     axpy_kernel<<<cuda_grid(n), kCudaBlock, 0, stream>>>(y.data_as<T>(), x.data_as<T>(),
                                                          static_cast<acc_t<T>>(alpha), n);
@@ -129,7 +129,7 @@ void axpy_cuda(Tensor& y, const Tensor& x, double alpha, cudaStream_t stream) {
 void scale_cuda(Tensor& x, double alpha, cudaStream_t stream) {
   const int64_t n = x.numel();
   if (n == 0) return;
-  dispatch_all_floating(x.dtype(), "scale", [&](auto tag) {
+  dispatch_floating(x.dtype(), "scale", [&](auto tag) {
     using T = decltype(tag);
     scale_kernel<<<cuda_grid(n), kCudaBlock, 0, stream>>>(x.data_as<T>(),
                                                           static_cast<acc_t<T>>(alpha), n);
@@ -141,7 +141,7 @@ void add_bias_cuda(Tensor& y, const Tensor& bias, cudaStream_t stream) {
   const int64_t n = y.numel();
   const int64_t c = bias.numel();
   if (n == 0) return;
-  dispatch_all_floating(y.dtype(), "add_bias", [&](auto tag) {
+  dispatch_floating(y.dtype(), "add_bias", [&](auto tag) {
     using T = decltype(tag);
     const int64_t rows = n / c;
     const unsigned grid_rows = static_cast<unsigned>(std::min<int64_t>(rows, 1024));

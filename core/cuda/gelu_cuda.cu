@@ -68,7 +68,7 @@ __global__ void gelu_backward_packed_kernel(T* din, const T* dout, const T* in, 
 void gelu_forward_cuda(Tensor& out, const Tensor& in, Activation act, cudaStream_t stream) {
   const int64_t n = out.numel();
   if (n == 0) return;
-  dispatch_all_floating(out.dtype(), "gelu_forward", [&](auto tag) {
+  dispatch_floating(out.dtype(), "gelu_forward", [&](auto tag) {
     using T = decltype(tag);
     if (packed<T>(n, {out.data(), in.data()})) {
       const int64_t packs = n / Pack<T>::kN;
@@ -94,7 +94,7 @@ void gelu_backward_cuda(Tensor& din, const Tensor& dout, const Tensor& in, Activ
                         cudaStream_t stream) {
   const int64_t n = din.numel();
   if (n == 0) return;
-  dispatch_all_floating(din.dtype(), "gelu_backward", [&](auto tag) {
+  dispatch_floating(din.dtype(), "gelu_backward", [&](auto tag) {
     using T = decltype(tag);
     if (packed<T>(n, {din.data(), dout.data(), in.data()})) {
       const int64_t packs = n / Pack<T>::kN;

@@ -26,30 +26,8 @@ inline unsigned cuda_grid(int64_t n) {
 
 // Calls f(T{}) with T = float, double, Bf16 or F16 for the tensor's floating dtype: the
 // storage type; kernels compute in acc_t<T> (core/kernels/bf16_math.h), as the CPU's do.
-template <typename F>
-void dispatch_all_floating(DType dtype, const char* op, F&& f) {
-  switch (dtype) {
-    case DType::kF32:
-      f(float{});
-      return;
-    case DType::kF64:
-      f(double{});
-      return;
-    case DType::kBF16:
-      f(Bf16{});
-      return;
-    case DType::kF16:
-      f(F16{});
-      return;
-    default:
-      throw unsupported(std::string(op) + " on CUDA supports f32, f64, bf16 and f16, not " +
-                        dtype_name(dtype));
-  }
-}
-
-// Calls f(T{}) with T = float or double: for the wide-only operations (AdamW runs on fp32
-// masters, as on the CPU).
-template <typename F>
+// kWideOnly: f32 and f64 only (AdamW runs on a narrow model's fp32 masters, as on the CPU).
+template <bool kWideOnly = false, typename F>
 void dispatch_floating(DType dtype, const char* op, F&& f) {
   switch (dtype) {
     case DType::kF32:
@@ -58,10 +36,25 @@ void dispatch_floating(DType dtype, const char* op, F&& f) {
     case DType::kF64:
       f(double{});
       return;
+    case DType::kBF16:
+      if constexpr (!kWideOnly) {
+        f(Bf16{});
+        return;
+      }
+      break;
+    case DType::kF16:
+      if constexpr (!kWideOnly) {
+        f(F16{});
+        return;
+      }
+      break;
     default:
-      throw unsupported(std::string(op) + " on CUDA supports f32 and f64, not " +
-                        dtype_name(dtype) + " (a bf16/fp16 model updates its fp32 masters)");
+      break;
   }
+  throw unsupported(std::string(op) + " on CUDA supports " +
+                    (kWideOnly ? "f32 and f64 (a bf16/fp16 model updates its fp32 masters)"
+                               : "f32, f64, bf16 and f16") +
+                    ", not " + dtype_name(dtype));
 }
 
 // 16 bytes of elements (8 bf16/fp16, 4 f32, 2 f64): memory-bound kernels move one per lane per

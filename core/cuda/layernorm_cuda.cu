@@ -179,7 +179,7 @@ void layernorm_forward_cuda(Tensor& out, Tensor& mean, Tensor& rstd, const Tenso
                             cudaStream_t stream) {
   const int64_t c = in.dim(-1), n = in.numel() / c;
   if (n == 0) return;
-  dispatch_all_floating(in.dtype(), "layernorm_forward", [&](auto tag) {
+  dispatch_floating(in.dtype(), "layernorm_forward", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
     if (packed<T>(c, {out.data(), in.data(), weight.data(), bias.data()})) {
@@ -201,7 +201,7 @@ void layernorm_backward_cuda(Tensor& din, Tensor& dweight, Tensor& dbias, const 
   const int64_t c = in.dim(-1), n = in.numel() / c;
   if (n == 0) return;
   const cuda::ColumnSumPlan plan = cuda::column_sum_plan(n, c);
-  dispatch_all_floating(in.dtype(), "layernorm_backward", [&](auto tag) {
+  dispatch_floating(in.dtype(), "layernorm_backward", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
     A* partial = static_cast<A*>(ws.get(2 * plan.partial_elements() * sizeof(A)));

@@ -77,7 +77,7 @@ unsigned sum_squares_blocks(int64_t n) {
 
 void sum_squares_partials(const Tensor& x, double* partials, cudaStream_t stream) {
   const int64_t n = x.numel();
-  dispatch_all_floating(x.dtype(), "sum_squares", [&](auto tag) {
+  dispatch_floating(x.dtype(), "sum_squares", [&](auto tag) {
     using T = decltype(tag);
     sum_squares_partial_kernel<<<sum_squares_blocks(n), kCudaBlock, 0, stream>>>(partials,
                                                                                  x.data_as<T>(), n);
@@ -129,7 +129,7 @@ void bias_backward_cuda(Tensor& dbias, const Tensor& dy, Workspace& ws, cudaStre
   if (cols == 0) return;
   const int64_t rows = dy.numel() / cols;
   const cuda::ColumnSumPlan plan = cuda::column_sum_plan(rows, cols);
-  dispatch_all_floating(dy.dtype(), "bias_backward", [&](auto tag) {
+  dispatch_floating(dy.dtype(), "bias_backward", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
     A* partial = static_cast<A*>(ws.get(plan.partial_elements() * sizeof(A)));
