@@ -78,8 +78,9 @@ jobs=${MTNLG_JOBS:-2}
 if [[ -z $bin_dir ]]; then
   targets=(mtnlg-bench-train mtnlg-bench-gemm)
   if [[ -x scripts/build.sh ]]; then
-    scripts/build.sh --no-cuda --build-dir "$build_dir" --target "${targets[0]}" \
-      --target "${targets[1]}"
+    # No --no-cuda: that would reconfigure a CUDA build directory as CPU-only (and the next
+    # scripts/build.sh back), rebuilding everything twice; the CPU benchmark is the same binary.
+    scripts/build.sh --build-dir "$build_dir" --target "${targets[0]}" --target "${targets[1]}"
   else
     cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
     cmake --build "$build_dir" --target "${targets[@]}" -j "$jobs"

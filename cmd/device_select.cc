@@ -70,7 +70,7 @@ std::unique_ptr<Backend> make_backend(const DeviceResolution& where, int threads
 #endif
 }
 
-void check_device_memory(const DeviceResolution& where, int64_t planned_bytes) {
+void check_device_memory(const DeviceResolution& where, [[maybe_unused]] int64_t planned_bytes) {
   if (where.device != Device::kCUDA) return;
 #ifdef MTNLG_HAVE_CUDA
   size_t free_bytes = 0, total_bytes = 0;

@@ -11,6 +11,7 @@
 #include <new>
 #include <sstream>
 
+#include "core/cpu/attention_bf16.h"
 #include "core/cpu/kernels_cpu.h"
 
 namespace mtnlg {
@@ -371,6 +372,12 @@ void CpuBackend::attention_forward(Tensor& out, Tensor& probs, const Tensor& qkv
   check_p(dropout_p, "attention_forward");
   check_same(out, qkv.dtype(), b * s * heads * hd, "attention_forward", "out");
   check_same(probs, qkv.dtype(), b * heads * s * s, "attention_forward", "probs");
+  if (qkv.dtype() == DType::kBF16) {
+    cpu::attention_forward_bf16(*matmul_bf16_, out.data_as<Bf16>(), probs.data_as<Bf16>(),
+                                qkv.data_as<Bf16>(), b, s, heads, hd, static_cast<float>(dropout_p),
+                                rng);
+    return;
+  }
   dispatch("attention_forward", qkv.dtype(), [&](auto z) {
     using T = decltype(z);
     cpu::attention_forward(out.data_as<T>(), probs.data_as<T>(), qkv.data_as<T>(), b, s, heads, hd,
@@ -387,6 +394,12 @@ void CpuBackend::attention_backward(Tensor& dqkv, const Tensor& dout, const Tens
   check_same(dqkv, qkv.dtype(), qkv.numel(), "attention_backward", "dqkv");
   check_same(dout, qkv.dtype(), b * s * heads * hd, "attention_backward", "dout");
   check_same(probs, qkv.dtype(), b * heads * s * s, "attention_backward", "probs");
+  if (qkv.dtype() == DType::kBF16) {
+    cpu::attention_backward_bf16(*matmul_bf16_, dqkv.data_as<Bf16>(), dout.data_as<Bf16>(),
+                                 qkv.data_as<Bf16>(), probs.data_as<Bf16>(), b, s, heads, hd,
+                                 static_cast<float>(dropout_p), rng);
+    return;
+  }
   dispatch("attention_backward", qkv.dtype(), [&](auto z) {
     using T = decltype(z);
     cpu::attention_backward(dqkv.data_as<T>(), dout.data_as<T>(), qkv.data_as<T>(),

@@ -52,11 +52,21 @@ void cross_entropy_backward(T* dlogits, const T* logits, const int32_t* targets,
     const Narrowed<T> dxw(dlogits + r * vp, vp, false);
     const A* x = xw.get();
     A* dx = dxw.get();
-    A mx, sum;
-    row_logsumexp(x, vocab, mx, sum);
+    // One exp per element, not two: exp(x - max) is kept in dx while it is summed, then scaled
+    // (dx may be x: each j is read before it is written).
+    A mx = x[0];
+#pragma omp simd reduction(max : mx)
+    for (int64_t j = 0; j < vocab; ++j) mx = x[j] > mx ? x[j] : mx;
+    A sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < vocab; ++j) {
+      const A e = std::exp(x[j] - mx);
+      dx[j] = e;
+      sum += e;
+    }
     const A inv = grad_scale / sum;
 #pragma omp simd
-    for (int64_t j = 0; j < vocab; ++j) dx[j] = std::exp(x[j] - mx) * inv;
+    for (int64_t j = 0; j < vocab; ++j) dx[j] *= inv;
     dx[targets[r]] -= grad_scale;
     for (int64_t j = vocab; j < vp; ++j) dx[j] = 0;
   }

@@ -63,9 +63,14 @@ double sum_squares(const T* x, int64_t n) {
   std::vector<double> partial(static_cast<size_t>(nb));
   double* part = partial.data();
   for_blocks(n, [=](int64_t lo, int64_t hi) {
+    // Indexing from the block's own pointer: with x[i] over [lo, hi) GCC 12 vectorised this
+    // loop with gathers, 4x slower than the contiguous loads it makes of this form.
+    const T* xb = x + lo;
+    const int64_t len = hi - lo;
     double acc = 0.0;
 #pragma omp simd reduction(+ : acc)
-    for (int64_t i = lo; i < hi; ++i) acc += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+    for (int64_t i = 0; i < len; ++i)
+      acc += static_cast<double>(xb[i]) * static_cast<double>(xb[i]);
     part[lo / kElemBlock] = acc;
   });
   double total = 0.0;
