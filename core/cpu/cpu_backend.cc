@@ -528,6 +528,31 @@ void CpuBackend::adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tens
   });
 }
 
+void CpuBackend::adamw_update_rounded(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m,
+                                      Tensor& v, const AdamWArgs& args) {
+  const bool narrow = param.dtype() == DType::kBF16 || param.dtype() == DType::kF16;
+  if (!narrow || master.dtype() != DType::kF32) {
+    Backend::adamw_update_rounded(param, master, grad, m, v, args);
+    return;
+  }
+  enter();
+  check_tensor(param, "adamw_update_rounded", "param");
+  check_tensor(master, "adamw_update_rounded", "master");
+  check_same(master, DType::kF32, param.numel(), "adamw_update_rounded", "master");
+  check_same(grad, DType::kF32, param.numel(), "adamw_update_rounded", "grad");
+  check_same(m, DType::kF32, param.numel(), "adamw_update_rounded", "m");
+  check_same(v, DType::kF32, param.numel(), "adamw_update_rounded", "v");
+  MTNLG_CHECK_MSG(args.step >= 1, "adamw_update_rounded: step " << args.step << " (1-based)");
+  float* w = master.data_as<float>();
+  if (param.dtype() == DType::kBF16) {
+    cpu::adamw_update_rounded(param.data_as<Bf16>(), w, grad.data_as<float>(), m.data_as<float>(),
+                              v.data_as<float>(), param.numel(), args);
+  } else {
+    cpu::adamw_update_rounded(param.data_as<F16>(), w, grad.data_as<float>(), m.data_as<float>(),
+                              v.data_as<float>(), param.numel(), args);
+  }
+}
+
 std::unique_ptr<Backend> make_cpu_backend(int threads) {
   return std::make_unique<CpuBackend>(threads);
 }

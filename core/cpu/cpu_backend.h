@@ -66,6 +66,9 @@ class CpuBackend final : public Backend {
   void dropout_backward(Tensor& din, const Tensor& dout, double p, RngStream rng) override;
   void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
                     const AdamWArgs& args) override;
+  // Fused for bf16/fp16 weights on fp32 masters (one pass over memory); else Backend's default.
+  void adamw_update_rounded(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m, Tensor& v,
+                            const AdamWArgs& args) override;
 
  private:
   void enter() const;  // applies threads_ to the calling thread's OpenMP setting

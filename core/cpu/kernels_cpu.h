@@ -284,5 +284,9 @@ void dropout_forward(T* out, const T* in, int64_t n, float p, RngStream rng);
 // ---- adamw_cpu.cc ----
 template <typename T>
 void adamw_update(T* param, const T* grad, T* m, T* v, int64_t n, const AdamWArgs& args);
+// The same on fp32 masters, then param (W = Bf16 or F16) = master rounded, block by block.
+template <typename W>
+void adamw_update_rounded(W* param, float* master, const float* grad, float* m, float* v, int64_t n,
+                          const AdamWArgs& args);
 
 }  // namespace mtnlg::cpu

@@ -97,3 +97,30 @@ TEST_CASE("AdamW f32 agrees with f64 - 1 and 2 threads are bitwise identical") {
   CHECK(bitwise_equal(m1, m2));
   CHECK(bitwise_equal(v1, v2));
 }
+
+TEST_CASE(
+    "fused AdamW with rounding equals the update then the copy - bf16 and fp16, bit for bit") {
+  for (DType narrow : {DType::kBF16, DType::kF16}) {
+    INFO(dtype_name(narrow));
+    auto be = make_cpu_backend(2);
+    const int64_t n = 20000;  // several of the kernels' fixed blocks, and a ragged last one
+    Tensor master = random_tensor({n}, DType::kF32, 3), g = random_tensor({n}, DType::kF32, 4);
+    Tensor m = random_tensor({n}, DType::kF32, 5, 0.0, 0.1);
+    Tensor v = random_tensor({n}, DType::kF32, 6, 0.0, 0.01);
+    Tensor master2 = clone(master), m2 = clone(m), v2 = clone(v);
+    Tensor w = be->alloc({n}, narrow), w2 = be->alloc({n}, narrow);
+    AdamWArgs a;
+    a.lr = 3e-3;
+    a.weight_decay = 0.1;
+    a.step = 7;
+    be->adamw_update_rounded(w, master, g, m, v, a);
+    be->adamw_update(master2, g, m2, v2, a);
+    be->copy(w2, master2);
+    CHECK(bitwise_equal(master, master2));
+    CHECK(bitwise_equal(m, m2));
+    CHECK(bitwise_equal(v, v2));
+    CHECK(bitwise_equal(w, w2));
+    Tensor narrow_v = clone(w);  // moments are fp32
+    CHECK_THROWS(be->adamw_update_rounded(w, master, g, m, narrow_v, a));
+  }
+}
