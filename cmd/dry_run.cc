@@ -121,7 +121,8 @@ void print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
   for (const StagePlan* st : shown) out << pad("stage " + std::to_string(st->index), 12);
   out << "\n";
   const auto line = [&](const char* name, auto get) {
-    out << "  " << name << std::string(22 - std::string(name).size(), ' ');
+    const size_t len = std::string(name).size();  // a longer label still gets one space
+    out << "  " << name << std::string(len < 22 ? 22 - len : 1, ' ');
     for (const StagePlan* st : shown) out << pad(get(*st), 12);
     out << "\n";
   };
@@ -145,6 +146,10 @@ void print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
   line("  backward scratch", [](const StagePlan& s) { return gib(s.scratch_bytes); });
   if (r.parallel.activation_checkpointing)
     line("  recompute buffer", [](const StagePlan& s) { return gib(s.recompute_bytes); });
+  if (p.pipeline > 1)
+    line("  pipeline receive", [](const StagePlan& s) { return gib(s.receive_bytes); });
+  if (p.data > 1 && r.parallel.zero_stage == 1)
+    line("  ZeRO-1 partition", [](const StagePlan& s) { return gib(s.reduce_scatter_bytes); });
   line("total", [](const StagePlan& s) { return gib(s.memory.total()); });
   const StagePlan& worst = p.worst();
   out << "  " << (p.fits ? "fits" : "DOES NOT FIT") << ": the worst rank (stage " << worst.index
@@ -282,6 +287,8 @@ void print_dry_run_json(const Recipe& r, const PlanOptions& o, std::ostream& out
             .num("recompute_bytes", st.recompute_bytes)
             .num("logits_bytes", st.logits_bytes)
             .num("scratch_bytes", st.scratch_bytes)
+            .num("receive_bytes", st.receive_bytes)
+            .num("reduce_scatter_bytes", st.reduce_scatter_bytes)
             .raw("memory_bytes", memory_json(st.memory))
             .num("memory_gb", static_cast<double>(st.memory.total()) / kGiB)
             .done());

@@ -260,19 +260,28 @@ void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
     // stage's residual gradient dres [b,s,h] (gpt_stage.cc ensure_scratch).
     st.scratch_bytes = (rows * 3 * h + rows * (h + 3 * h + f) / tp) * e;
     st.recompute_bytes = r.parallel.activation_checkpointing ? layer_activation_bytes(r, b, tp) : 0;
+    st.receive_bytes = ((i > 0 ? 1 : 0) + (i < pp - 1 ? 1 : 0)) * rows * h * e;
+    // ZeRO-1 with data > 1 (the trainer's condition) reduce-scatters the gradient buffer in
+    // place, padded to S * dp elements, into the partition [S], S = ceil(parameters / dp), in the
+    // gradient dtype (parallel/grad_sync.h).
+    const bool scatter = r.parallel.zero_stage == 1 && dp > 1;
+    const int64_t grad_bytes = mixed ? kF32Bytes : e;
+    const int64_t grad_elements = scatter ? st.optimizer_shard * dp : st.parameters;
+    st.reduce_scatter_bytes = scatter ? st.optimizer_shard * grad_bytes : 0;
 
     MemoryTerms& m = st.memory;
     m.weights = st.parameters * e;
     // Main gradients: accumulated and reduced in fp32 under bf16/fp16 (Megatron's default for
     // bf16, its main_grad buffer), in the model dtype otherwise.
-    m.gradients = st.parameters * (mixed ? kF32Bytes : e);
+    m.gradients = grad_elements * grad_bytes;
     m.master_weights = mixed ? st.optimizer_shard * kF32Bytes : 0;
     m.adam_moments = 2 * st.optimizer_shard * (mixed ? kF32Bytes : e);
     m.activations =
         st.in_flight * (r.parallel.activation_checkpointing ? st.activation_bytes_checkpointed
                                                             : st.activation_bytes_full);
     // The last stage holds min(1, m) = 1 micro-batch in flight: one logits buffer.
-    m.workspace = st.logits_bytes + st.scratch_bytes + st.recompute_bytes;
+    m.workspace = st.logits_bytes + st.scratch_bytes + st.recompute_bytes + st.receive_bytes +
+                  st.reduce_scatter_bytes;
     plan.stages.push_back(st);
   }
   for (const auto& st : plan.stages)

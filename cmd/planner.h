@@ -8,9 +8,10 @@
 //
 // The memory terms follow exactly what the code allocates (model/gpt_stage.cc make_activations,
 // model/transformer_layer.cc LayerActivations and LayerScratch, model/param_registry.cc, the
-// optimizer's moments), so for a single fp32 rank the prediction is the Backend's measured
-// peak_bytes(). Not counted: the CUDA context, cuBLAS/NCCL workspaces, pipeline send/receive
-// buffers, gradient-reduction buckets and allocator fragmentation.
+// optimizer's moments, the pipeline's receive buffers and ZeRO-1's reduce-scatter buffers), so
+// the prediction is each rank's measured Backend peak_bytes(). Not counted: the CUDA context,
+// cuBLAS/NCCL workspaces, the kernels' own scratch, grad_reduce_dtype bf16's rounded copies (host
+// temporaries) and allocator fragmentation.
 //
 // Pure functions of their arguments; thread-safe.
 #pragma once
@@ -40,7 +41,7 @@ struct MemoryTerms {
   int64_t master_weights = 0;  // fp32 copies under bf16/fp16 (0 in fp32); ZeRO-1 shards them
   int64_t adam_moments = 0;    // exp_avg + exp_avg_sq, fp32; ZeRO-1 shards them
   int64_t activations = 0;     // per micro-batch x micro-batches in flight
-  int64_t workspace = 0;       // logits (last stage) + backward scratch
+  int64_t workspace = 0;       // logits (last stage), backward scratch, communication buffers
 
   int64_t total() const;
   // The largest term: its name ("weights", "gradients", "master_weights", "adam_moments",
@@ -75,6 +76,13 @@ struct StagePlan {
   // With checkpointing: the stage's one LayerActivations buffer that every micro-batch's forward
   // and backward recompute use (gpt_stage.h), counted once in the workspace; 0 without.
   int64_t recompute_bytes = 0;
+  // Pipeline receive buffers, one activation [b, s, h] from the previous stage (all but the
+  // first) and one gradient from the next (all but the last): parallel/pipeline_schedule.h.
+  int64_t receive_bytes = 0;
+  // ZeRO-1's reduce-scatter (data > 1): the rank's partition of the gradients' sum [S], in the
+  // gradient dtype (parallel/grad_sync.cc; the gradient buffer itself, padded to S x data, is its
+  // input, counted in the gradients).
+  int64_t reduce_scatter_bytes = 0;
   MemoryTerms memory;       // with the recipe's activation_checkpointing
   CommBytes communication;  // sent by each of its ranks per iteration at the full batch
 };

@@ -197,8 +197,10 @@ void Trainer::build_model() {
   }
   // Pipeline stage: an even share of the layers (the recipe checks that they divide).
   const StageSpec spec = pipeline_stage(config, pipeline_size_, stage_);
+  // ZeRO-1 reduce-scatters the gradient buffer in place: padded to a multiple of the data size.
+  const bool zero = recipe_.parallel.zero_stage == 1 && data_size_ > 1;
   model_ = std::make_unique<GPTStage>(config, spec, *backend_, precision_dtype(recipe_.precision),
-                                      recipe_.seed, tensor_group);
+                                      recipe_.seed, tensor_group, zero ? data_size_ : 1);
   if (!start_checkpoint_.empty()) {
     // The weights come from the checkpoint (load_start_checkpoint), after the optimizer exists.
   } else if (recipe_.model.init_from.empty()) {
@@ -253,6 +255,9 @@ void Trainer::build_pipeline() {
     acts_.push_back(std::make_unique<StageActivations>(model_->make_activations(micro)));
   p2p_ = std::make_unique<P2PCommunicator>(pipeline_size_ > 1 ? options_.groups->pipeline.get()
                                                               : nullptr);
+  pipeline_buffers_ = make_pipeline_buffers(
+      *backend_, *p2p_, {micro, recipe_.model.seq_length, recipe_.model.hidden_size},
+      model_->dtype());
   if (pipeline_size_ > 1)
     spdlog::info("pipeline parallel: stage {} of {}, layers [{}, {}), {} micro-batches in flight",
                  stage_, pipeline_size_, model_->stage().first_layer, model_->stage().last_layer,
@@ -280,7 +285,8 @@ void Trainer::build_grad_sync() {
       std::move(grads), overlap ? *options_.groups->data_grads : *options_.groups->data, mode,
       std::max<int64_t>(1, std::llround(recipe_.parallel.grad_bucket_mb * 1048576.0)),
       model_->params().grad_buffer(),
-      recipe_.parallel.grad_reduce_dtype == Precision::kBF16 ? DType::kBF16 : DType::kF32);
+      recipe_.parallel.grad_reduce_dtype == Precision::kBF16 ? DType::kBF16 : DType::kF32,
+      backend_.get());
   grad_sync_->set_tied(pipeline_size_ > 1 ? options_.groups->embedding.get() : nullptr,
                        std::move(tied));
   if (data_size_ > 1)
@@ -380,9 +386,8 @@ IterationStats Trainer::step() {
                             loss_scale / static_cast<double>(batch_tokens),
                             overlap && m == steps - 1 ? grad_ready : GradReadyHook());
   };
-  forward_backward_pipelining_without_interleaving(*p2p_, steps,
-                                                   {micro, seq, recipe_.model.hidden_size},
-                                                   model_->dtype(), forward_step, backward_step);
+  forward_backward_pipelining_without_interleaving(*p2p_, steps, pipeline_buffers_, forward_step,
+                                                   backward_step);
   // Every reduction of the gradients: over data ranks, and the tied copies over their group.
   if (grad_sync_) grad_sync_->wait(*backend_);
   const double loss =
@@ -489,8 +494,7 @@ EvalStats Trainer::compute_evaluation() {
                                 static_cast<uint64_t>(mb.first_sample / micro));
     return acts.residual.back();
   };
-  forward_pipelining(*p2p_, steps, {micro, seq, recipe_.model.hidden_size}, model_->dtype(),
-                     forward_step);
+  forward_pipelining(*p2p_, steps, pipeline_buffers_, forward_step);
   model_->set_training(true);
   EvalStats e;
   e.iteration = iteration_;
@@ -602,9 +606,10 @@ CommBytes Trainer::bytes_sent() const {
 void Trainer::log_memory(const char* when) const {
   const auto measured = static_cast<double>(backend_->peak_bytes());
   const auto predicted = static_cast<double>(predicted_peak_bytes_);
-  spdlog::info("memory {}: peak {:.1f} MiB measured, {:.1f} MiB planned ({:+.1f}%)", when,
-               measured / 1048576.0, predicted / 1048576.0,
-               measured > 0 ? 100.0 * (predicted - measured) / measured : 0.0);
+  spdlog::info("memory {}: peak {:.1f} MiB measured, {:.1f} MiB planned ({:+.1f}%; {} B, {} B)",
+               when, measured / 1048576.0, predicted / 1048576.0,
+               measured > 0 ? 100.0 * (predicted - measured) / measured : 0.0,
+               backend_->peak_bytes(), predicted_peak_bytes_);
 }
 
 std::vector<IterationStats> Trainer::run() {

@@ -33,6 +33,7 @@
 #include "core/backend.h"
 #include "core/config/recipe.h"
 #include "optim/loss_scaler.h"
+#include "parallel/pipeline_schedule.h"
 
 namespace mtnlg {
 
@@ -181,6 +182,7 @@ class Trainer {
   // (parallel/pipeline_schedule.h max_in_flight; one without pipeline parallelism).
   std::vector<std::unique_ptr<StageActivations>> acts_;
   std::unique_ptr<P2PCommunicator> p2p_;  // this stage's neighbours (no-op for one stage)
+  PipelineBuffers pipeline_buffers_;      // its receive buffers, made once (training and eval)
   std::unique_ptr<GradSync> grad_sync_;   // data parallel only; may own a comm thread
   int64_t data_size_ = 1, data_rank_ = 0;
   int64_t pipeline_size_ = 1, stage_ = 0;  // pipeline parallelism: this rank's stage

@@ -7,7 +7,7 @@
 namespace mtnlg {
 
 GPTStage::GPTStage(const GPTConfig& config, const StageSpec& stage, Backend& backend, DType dtype,
-                   uint64_t seed, Communicator* tensor)
+                   uint64_t seed, Communicator* tensor, int64_t grad_pad_multiple)
     : config_(config),
       stage_(stage),
       backend_(backend),
@@ -23,7 +23,7 @@ GPTStage::GPTStage(const GPTConfig& config, const StageSpec& stage, Backend& bac
   vocab_shard_ = {config_.tp_rank * config_.local_vocab(), config_.local_vocab(), config_.vocab};
   register_gpt_params(params_, config_, stage_);
   // bf16: bf16 weights, fp32 main gradients (acc_dtype).
-  params_.allocate(backend_, dtype_, acc_dtype(dtype_));
+  params_.allocate(backend_, dtype_, acc_dtype(dtype_), grad_pad_multiple);
   for (int64_t i = stage_.first_layer; i < stage_.last_layer; ++i) {
     layers_.emplace_back(config_, i, params_, tensor_);
     // The trailing dot keeps "layers.1." from matching "layers.10.".

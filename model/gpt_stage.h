@@ -46,8 +46,10 @@ class GPTStage {
  public:
   // seed: the run's seed, used for dropout masks (and by init_weights' caller). tensor: the
   // tensor-parallel group of config.tp_size ranks (borrowed, outliving the stage; null at tp 1).
+  // grad_pad_multiple: the gradient buffer's length is padded to a multiple of it (ZeRO-1's data
+  // size: its reduce-scatter reads the buffer in place; ParamRegistry::allocate).
   GPTStage(const GPTConfig& config, const StageSpec& stage, Backend& backend, DType dtype,
-           uint64_t seed, Communicator* tensor = nullptr);
+           uint64_t seed, Communicator* tensor = nullptr, int64_t grad_pad_multiple = 1);
 
   const GPTConfig& config() const { return config_; }
   const StageSpec& stage() const { return stage_; }

@@ -62,8 +62,11 @@ void ParamRegistry::allocate(Backend& backend, DType dtype) {
   allocate(backend, dtype, dtype);
 }
 
-void ParamRegistry::allocate(Backend& backend, DType dtype, DType grad_dtype) {
-  grad_buffer_ = backend.alloc({local_numel()}, grad_dtype);
+void ParamRegistry::allocate(Backend& backend, DType dtype, DType grad_dtype,
+                             int64_t pad_multiple) {
+  MTNLG_CHECK_GT(pad_multiple, 0);
+  const int64_t n = local_numel();
+  grad_buffer_ = backend.alloc({(n + pad_multiple - 1) / pad_multiple * pad_multiple}, grad_dtype);
   int64_t offset = 0;
   for (auto& p : params_) {
     p.value = backend.alloc(p.spec.local_shape, dtype);

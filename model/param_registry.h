@@ -66,9 +66,11 @@ class ParamRegistry {
   // zeroing is one fill (Megatron's DistributedDataParallel grad buffer).
   void allocate(Backend& backend, DType dtype);
   // Mixed precision: values in `dtype` (bf16), the gradient buffer in `grad_dtype` (fp32 main
-  // gradients, accumulated over micro-batches and reduced in fp32).
-  void allocate(Backend& backend, DType dtype, DType grad_dtype);
-  // Every gradient, flat [local_numel()] in registration order (undefined before allocate()).
+  // gradients, accumulated over micro-batches and reduced in fp32). pad_multiple: the buffer is
+  // local_numel() rounded up to a multiple of it, the tail zero and no parameter's (ZeRO-1 pads
+  // to the data size so that its reduce-scatter reads the buffer in place, with no copy).
+  void allocate(Backend& backend, DType dtype, DType grad_dtype, int64_t pad_multiple = 1);
+  // Every gradient, flat in registration order, then the padding (undefined before allocate()).
   const Tensor& grad_buffer() const { return grad_buffer_; }
   // Fills values per spec from the counter-based RNG: element i of parameter p is drawn from
   // stream hash(p.name) at its GLOBAL flat index, so any tensor-parallel layout starts from the

@@ -62,7 +62,8 @@ ZeroAdamW::ZeroAdamW(ParamRegistry& params, Backend& backend, const OptimizerCon
     segments_.push_back({z.param, z.in_param, z.in_part, z.length, all[z.param].spec.no_decay,
                          all[z.param].spec.partition_dim >= 0});
 
-  // The all-gather goes through GradSync's host buffers (the reduced gradient is consumed by then).
+  // The all-gather goes through GradSync's buffers, the partition and the padded gradient buffer
+  // (the reduced gradient is consumed by then; the next iteration zeroes the buffer).
   flat_ = grads_.staging();
   part_ = grads_.partition();
   MTNLG_CHECK_EQ(flat_.numel(), padded);

@@ -6,7 +6,7 @@
 namespace mtnlg {
 
 GradSync::GradSync(std::vector<Tensor> grads, Communicator& comm, Mode mode, int64_t bucket_bytes,
-                   Tensor buffer, DType reduce_dtype)
+                   Tensor buffer, DType reduce_dtype, Backend* alloc)
     : grads_(std::move(grads)),
       comm_(comm),
       mode_(mode),
@@ -22,6 +22,9 @@ GradSync::GradSync(std::vector<Tensor> grads, Communicator& comm, Mode mode, int
       reduce_dtype_ == DType::kF32 || (reduce_dtype_ == DType::kBF16 && dtype == DType::kF32),
       "GradSync: reducing " << dtype_name(dtype) << " gradients in " << dtype_name(reduce_dtype_));
   if (reduce_dtype_ == DType::kF32) reduce_dtype_ = dtype;
+  const auto make = [alloc](const Shape& shape, DType dt) {
+    return alloc != nullptr ? alloc->alloc(shape, dt) : Tensor::cpu(shape, dt);
+  };
   Bucket current;
   auto close = [&] {
     current.offset = mode_ == Mode::kOverlap ? total : 0;
@@ -52,7 +55,8 @@ GradSync::GradSync(std::vector<Tensor> grads, Communicator& comm, Mode mode, int
                       "gradient " << i << " is not the next piece of the gradient buffer");
       offset[i + 1] = offset[i] + grads_[i].numel();
     }
-    MTNLG_CHECK_EQ(offset.back(), buffer.numel());
+    // A padded tail (ParamRegistry::allocate's pad_multiple) belongs to no gradient.
+    MTNLG_CHECK_LE(offset.back(), buffer.numel());
     MTNLG_CHECK(buffer.dtype() == dtype);
     for (Bucket& bucket : buckets_) {
       const auto first = static_cast<size_t>(bucket.params.back());  // lowest index
@@ -65,12 +69,18 @@ GradSync::GradSync(std::vector<Tensor> grads, Communicator& comm, Mode mode, int
     std::vector<int64_t> numels;
     for (const Tensor& g : grads_) numels.push_back(g.numel());
     layout_ = zero_partition(numels, comm_.size(), comm_.rank());
-    flat_ = Tensor::cpu({layout_.partition_size * comm_.size()}, dtype);
-    part_ = Tensor::cpu({layout_.partition_size}, dtype);
+    // The buffer itself is the reduce-scatter's input: padded to S * dp, no copy of it.
+    MTNLG_CHECK_MSG(buffer.numel() == layout_.partition_size * comm_.size(),
+                    "GradSync kReduceScatter: the gradient buffer has "
+                        << buffer.numel() << " elements, not " << layout_.numel
+                        << " padded to a multiple of the data size " << comm_.size() << " ("
+                        << layout_.partition_size * comm_.size()
+                        << "; ParamRegistry::allocate's pad_multiple)");
+    part_ = make({layout_.partition_size}, dtype);
     return;
   }
   if (comm_.size() == 1) return;
-  if (!in_place_) flat_ = Tensor::cpu({mode_ == Mode::kOverlap ? total : largest}, dtype);
+  if (!in_place_) flat_ = make({mode_ == Mode::kOverlap ? total : largest}, dtype);
   if (mode_ == Mode::kOverlap) thread_ = std::thread([this] { comm_loop(); });
 }
 
@@ -227,14 +237,7 @@ void GradSync::wait(Backend& backend) {
   if (mode_ == Mode::kReduceScatter) {
     sum_tied(backend);  // before: the partition is cut from the summed buffer
     backend.synchronize();
-    Tensor dst = flat_.slice(0, layout_.numel);
-    backend.copy(dst, buffer_);
-    const int64_t pad = flat_.numel() - layout_.numel;
-    if (pad > 0) {
-      Tensor tail = flat_.slice(layout_.numel, flat_.numel());
-      std::memset(tail.data(), 0, tail.nbytes());
-    }
-    reduce_scatter(part_, flat_);
+    reduce_scatter(part_, buffer_);  // reads the buffer (its zero tail too), writes the partition
     return;
   }
   if (comm_.size() == 1) {

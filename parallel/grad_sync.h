@@ -68,9 +68,12 @@ class GradSync {
   // reduce_dtype: kF32 (the gradients' own dtype), or kBF16 for fp32 gradients: each bucket (or
   // ZeRO-1's whole buffer) is rounded to bf16 (nearest even), summed over the group in bf16
   // (half the bytes; Megatron's parallel.grad_reduce_dtype: bf16) and widened back.
+  // alloc: where the reduction's own buffers come from (ZeRO-1's padded copy and partition,
+  // kOverlap's flat copy): that backend's alloc(), so they count in its peak as the planner
+  // counts them (cmd/planner.h reduce_scatter_bytes); null: host memory.
   GradSync(std::vector<Tensor> grads, Communicator& comm, Mode mode = Mode::kAfterBackward,
            int64_t bucket_bytes = kDefaultBucketBytes, Tensor buffer = Tensor(),
-           DType reduce_dtype = DType::kF32);
+           DType reduce_dtype = DType::kF32, Backend* alloc = nullptr);
   ~GradSync();
   GradSync(const GradSync&) = delete;
   GradSync& operator=(const GradSync&) = delete;
@@ -90,13 +93,14 @@ class GradSync {
   // (borrowed; null or one rank: nothing to sum).
   void set_tied(Communicator* group, std::vector<int64_t> indices);
 
-  // kReduceScatter: this rank's partition of the summed flat gradient, host [S] (valid from
-  // wait() until the optimizer reuses it), how the flat vector splits, and the padded host
-  // buffer [S x ranks] the reduce-scatter read (free after wait(): ZeroAdamW all-gathers the
-  // updated parameters through these two rather than holding copies of its own).
+  // kReduceScatter: this rank's partition of the summed flat gradient [S] (valid from wait()
+  // until the optimizer reuses it), how the flat vector splits, and the padded gradient buffer
+  // [S x ranks] the reduce-scatter read in place (free after wait() until the next iteration
+  // zeroes it: ZeroAdamW all-gathers the updated parameters through these two rather than
+  // holding copies of its own).
   Tensor& partition() { return part_; }
   const Tensor& partition() const { return part_; }
-  Tensor& staging() { return flat_; }
+  Tensor& staging() { return buffer_; }
   const ZeroPartition& layout() const { return layout_; }
 
   Mode mode() const { return mode_; }
@@ -130,12 +134,12 @@ class GradSync {
   std::vector<int64_t> bucket_of_;                     // gradient index -> bucket
   std::vector<char> ready_;                            // gradient index -> marked this iteration
   std::unordered_map<const void*, int64_t> index_of_;  // gradient storage -> index
-  Tensor flat_;  // host staging: the largest bucket (kAfterBackward), all of them (kOverlap), or
-                 // the padded buffer (kReduceScatter)
+  Tensor flat_;  // host staging without an in-place buffer: the largest bucket (kAfterBackward)
+                 // or all of them (kOverlap)
   Tensor buffer_;
   DType reduce_dtype_ = DType::kF32;  // the gradient buffer, when given
   ZeroPartition layout_;              // kReduceScatter
-  Tensor part_;                       // kReduceScatter: host [S]
+  Tensor part_;                       // kReduceScatter: [S]
   Communicator* tied_group_ = nullptr;
   std::vector<int64_t> tied_;
   void sum_tied(Backend& backend);

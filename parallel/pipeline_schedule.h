@@ -16,14 +16,16 @@
 // stage's input gradient (undefined on the last stage); it returns dL/d(input) to send back
 // (ignored on the first stage). Both returned tensors must stay valid until the next callback.
 //
-// Ownership: the schedule owns its receive buffers for the call (CPU, `shape` and `dtype`: the
-// activation [b, s, h] both ways). Not thread-safe; collective over the pipeline group.
+// Ownership: the caller owns the receive buffers (PipelineBuffers, made once through the backend
+// so they live on its device and count in its measured peak, as the planner counts them). Not
+// thread-safe; collective over the pipeline group.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <vector>
 
+#include "core/backend.h"
 #include "core/tensor.h"
 #include "parallel/p2p.h"
 
@@ -35,16 +37,25 @@ using BackwardStep = std::function<Tensor(int64_t micro, const Tensor& output_gr
 // Micro-batches in flight at once on `stage` of `num_stages` with m micro-batches.
 int64_t max_in_flight(int64_t num_stages, int64_t stage, int64_t num_micro_batches);
 
+// A stage's receive buffers, `shape` in `dtype` (the activation [b, s, h] both ways): the
+// previous stage's output (every stage but the first) and the next stage's input gradient (every
+// stage but the last); undefined where the stage receives nothing. The callbacks copy what they
+// receive before the next receive, so one of each serves every micro-batch.
+struct PipelineBuffers {
+  Tensor input, output_grad;
+};
+PipelineBuffers make_pipeline_buffers(Backend& backend, const P2PCommunicator& p2p,
+                                      const std::vector<int64_t>& shape, DType dtype);
+
 // One iteration's forwards and backwards in 1F1B order (see above).
 void forward_backward_pipelining_without_interleaving(P2PCommunicator& p2p,
                                                       int64_t num_micro_batches,
-                                                      const std::vector<int64_t>& shape,
-                                                      DType dtype, const ForwardStep& forward_step,
+                                                      PipelineBuffers& buffers,
+                                                      const ForwardStep& forward_step,
                                                       const BackwardStep& backward_step);
 
 // Forwards only (evaluation): recv_forward, forward_step, send_forward per micro-batch.
-void forward_pipelining(P2PCommunicator& p2p, int64_t num_micro_batches,
-                        const std::vector<int64_t>& shape, DType dtype,
+void forward_pipelining(P2PCommunicator& p2p, int64_t num_micro_batches, PipelineBuffers& buffers,
                         const ForwardStep& forward_step);
 
 }  // namespace mtnlg

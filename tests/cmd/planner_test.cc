@@ -269,21 +269,26 @@ TEST_CASE("tiny on 2 x 2 x 2 - bf16 - ZeRO-1 - checkpointing: per-stage fields b
   // Stage 1: + targets 256 B + lnf out 4096 x 2 and its fp32 mean/rstd 128 x 4.
   CHECK(s1.memory.activations == 12288 * 2 + 256 + 4096 * 2 + 128 * 4);
   // Scratch: (3 x 4096 + 64 x (64 + 192 + 256) / 2) x 2 = 57344; logits 64 x 256 x 2 = 32768;
-  // recompute 82944.
-  CHECK(s0.memory.workspace == 57344 + 82944);
-  CHECK(s1.memory.workspace == 57344 + 32768 + 82944);
+  // recompute 82944; one pipeline receive buffer [2, 32, 64] bf16 each (stage 0 the gradient
+  // from stage 1, stage 1 the activation from stage 0) 8192; ZeRO-1's partition of the summed
+  // fp32 gradients, S = 34400 and 33440 (the buffer, 68800 and 66880 elements, divides by 2).
+  CHECK(s0.receive_bytes == 8192);
+  CHECK(s1.receive_bytes == 8192);
+  CHECK(s0.reduce_scatter_bytes == 4 * 34400);
+  CHECK(s1.reduce_scatter_bytes == 4 * 33440);
+  CHECK(s0.memory.workspace == 57344 + 82944 + 8192 + 137600);
+  CHECK(s1.memory.workspace == 57344 + 32768 + 82944 + 8192 + 133760);
   // Weights + master (2 B + 4 B of half the parameters) and gradients + moments (4 B + 8 B of
   // half): 2 x weights + 2 x gradients.
-  CHECK(s0.memory.total() == 2 * 137600 + 2 * 275200 + 49664 + 140288);
-  CHECK(s1.memory.total() == 2 * 133760 + 2 * 267520 + 33536 + 173056);
+  CHECK(s0.memory.total() == 2 * 137600 + 2 * 275200 + 49664 + 286080);
+  CHECK(s1.memory.total() == 2 * 133760 + 2 * 267520 + 33536 + 315008);
   CHECK(p.worst_stage == 0);
-  // fp32 main gradients and the ZeRO-1 shard's moments tie; a tie names the first term.
-  CHECK(s0.memory.largest() == "gradients");
-  // The limit in GiB: 1015040 B fits 0.001 GiB (1073741 B), not 0.0009 GiB (966367 B).
+  CHECK(s0.memory.largest() == "workspace");
+  // The limit in GiB: 1161344 B fits 0.0011 GiB (1181116 B), not 0.001 GiB (1073741 B).
   PlanOptions o;
-  o.gpu_memory_gb = 0.001;
+  o.gpu_memory_gb = 0.0011;
   CHECK(make_plan(r, o).fits);
-  o.gpu_memory_gb = 0.0009;
+  o.gpu_memory_gb = 0.001;
   CHECK_FALSE(make_plan(r, o).fits);
   // Checkpointing on: the FLOPs per token include the recompute.
   CHECK(p.flops_per_token == Approx(p.flops_per_iteration / (8 * 32)));

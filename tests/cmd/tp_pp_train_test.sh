@@ -47,25 +47,29 @@ PY
 done
 
 # Memory: every rank of tp 2 x pp 2 x dp 2 with activation checkpointing (stages hold different
-# in-flight micro-batches, embeddings and head) logs its measured peak beside its stage's plan;
-# they must agree within 1% (cmd/planner.h; the plan follows gpt_stage.cc's allocations).
-mpirun --bind-to none --oversubscribe --allow-run-as-root -np 8 "$bin" --config configs/tiny.yaml \
-  --threads 1 --log-level info --set "data.blend=[{prefix: $tmp/corpus, weight: 1}]" \
-  --set data.cache_dir="$tmp/cache" --set schedule.train_iters=2 --set model.num_layers=4 \
-  --set batch.global_batch_size=8 --set parallel.micro_batch_size=1 --set parallel.tensor=2 \
-  --set parallel.pipeline=2 --set parallel.activation_checkpointing=true \
-  --set logging.metrics_file="$tmp/memory/metrics.jsonl" >"$tmp/memory.log" 2>&1
-/usr/bin/python3 - "$tmp/memory.log" <<'PY'
+# in-flight micro-batches, embeddings and head, pipeline receive buffers) logs its measured peak
+# beside its stage's plan; they must be equal to the byte (cmd/planner.h; the plan follows
+# gpt_stage.cc's allocations and the pipeline's). Then the same with ZeRO-1, whose
+# reduce-scatter buffers the plan counts too.
+for zero in 0 1; do
+  mpirun --bind-to none --oversubscribe --allow-run-as-root -np 8 "$bin" --config configs/tiny.yaml \
+    --threads 1 --log-level info --set "data.blend=[{prefix: $tmp/corpus, weight: 1}]" \
+    --set data.cache_dir="$tmp/cache" --set schedule.train_iters=2 --set model.num_layers=4 \
+    --set batch.global_batch_size=8 --set parallel.micro_batch_size=1 --set parallel.tensor=2 \
+    --set parallel.pipeline=2 --set parallel.activation_checkpointing=true \
+    --set parallel.zero_stage=$zero \
+    --set logging.metrics_file="$tmp/memory$zero/metrics.jsonl" >"$tmp/memory$zero.log" 2>&1
+  /usr/bin/python3 - "$tmp/memory$zero.log" <<'PY'
 import re, sys
 lines = [l for l in open(sys.argv[1]) if "memory after the first iteration" in l]
-# The percentage is (planned - measured) / measured, from the exact byte counts.
-pat = re.compile(r"\[rank (\d+)\].*peak ([\d.]+) MiB measured, ([\d.]+) MiB planned \(([-+\d.]+)%\)")
+pat = re.compile(r"\[rank (\d+)\].*peak ([\d.]+) MiB measured, ([\d.]+) MiB planned "
+                 r"\(([-+\d.]+)%; (\d+) B, (\d+) B\)")
 seen = {}
 for l in lines:
     m = pat.search(l)
-    rank, off = int(m.group(1)), float(m.group(4))
-    seen[rank] = off
-    print(f"rank {rank}: {m.group(2)} MiB measured, {m.group(3)} MiB planned ({off:+.1f}%)")
-bad = [r for r, off in seen.items() if abs(off) > 1.0]
-sys.exit(1 if len(seen) != 8 or bad else 0)
+    rank, measured, planned = int(m.group(1)), int(m.group(5)), int(m.group(6))
+    seen[rank] = measured == planned
+    print(f"{sys.argv[1].split('/')[-1]} rank {rank}: {measured} B measured, {planned} B planned")
+sys.exit(1 if len(seen) != 8 or not all(seen.values()) else 0)
 PY
+done

@@ -36,9 +36,10 @@ const std::vector<Spec> kSpecs = {
     {"w1", {3, 5}, false}, {"b1", {5}, true}, {"w2", {7, 2}, false}, {"ln", {4}, true}};
 const std::vector<Spec> kTiny = {{"w", {1}, false}, {"b", {1}, true}};  // N = 2 < dp
 
-void build(ParamRegistry& reg, Backend& be, const std::vector<Spec>& specs) {
+// pad: the gradient buffer padded to a multiple of the data size, as ZeRO-1's GradSync needs.
+void build(ParamRegistry& reg, Backend& be, const std::vector<Spec>& specs, int64_t pad = 1) {
   for (const Spec& s : specs) reg.add({s.name, s.shape, s.shape, -1, s.no_decay, 0.0, 0.0});
-  reg.allocate(be, DType::kF32);
+  reg.allocate(be, DType::kF32, DType::kF32, pad);
   int64_t k = 0;
   for (auto& p : reg.params()) {
     float* v = p.value.data_as<float>();
@@ -140,7 +141,7 @@ std::vector<RankResult> run_zero(int dp, const std::vector<Spec>& specs) {
     auto data = make_gloo_communicator(store, "data", rank, ranks, std::chrono::seconds(20));
     auto be = make_cpu_backend(1);
     ParamRegistry reg;
-    build(reg, *be, specs);
+    build(reg, *be, specs, dp);
     const auto sync = grad_sync(reg, *data);
     ZeroAdamW opt(reg, *be, config(), *sync, *data);
     RankResult& out = results[rank];
@@ -237,7 +238,7 @@ TEST_CASE("ZeroAdamW's norm under tensor 2 x data 2 equals the global gradient n
     ParamRegistry reg;
     reg.add({"w", {4, 3}, {2, 3}, 0, false, 0.0, 0.0, tp});
     reg.add({"ln", {5}, {5}, -1, true, 0.0, 0.0});
-    reg.allocate(*be, DType::kF32);
+    reg.allocate(*be, DType::kF32, DType::kF32, kDp);
     float* gw = reg.get("w").grad.data_as<float>();
     for (int64_t k = 0; k < 6; ++k) gw[k] = static_cast<float>(g(0, tp * 6 + k, dp));
     float* gl = reg.get("ln").grad.data_as<float>();
@@ -256,9 +257,9 @@ TEST_CASE("ZeroAdamW's norm under tensor 2 x data 2 equals the global gradient n
 TEST_CASE("bf16 values: ZeRO-1 over 2 and 3 ranks equals one rank's AdamW on fp32 masters") {
   // Values bf16 (starting bf16-representable), gradients fp32; every rank's updated values and
   // the masters of its partition must equal the one-rank mixed AdamW's on the summed gradient.
-  const auto make = [](ParamRegistry& reg, Backend& be) {
+  const auto make = [](ParamRegistry& reg, Backend& be, int64_t pad) {
     for (const Spec& s : kSpecs) reg.add({s.name, s.shape, s.shape, -1, s.no_decay, 0.0, 0.0});
-    reg.allocate(be, DType::kBF16, DType::kF32);
+    reg.allocate(be, DType::kBF16, DType::kF32, pad);
     int64_t k = 0;
     for (auto& p : reg.params()) {
       auto* bits = static_cast<uint16_t*>(p.value.data());
@@ -278,7 +279,7 @@ TEST_CASE("bf16 values: ZeRO-1 over 2 and 3 ranks equals one rank's AdamW on fp3
     INFO("dp " << dp);
     auto be = make_cpu_backend(1);
     ParamRegistry ref;
-    make(ref, *be);
+    make(ref, *be, 1);
     AdamW adam(ref, *be, config());
     for (int s = 0; s < kSteps; ++s) {
       set_grads(ref, [&](int64_t k) {
@@ -302,7 +303,7 @@ TEST_CASE("bf16 values: ZeRO-1 over 2 and 3 ranks equals one rank's AdamW on fp3
       auto data = make_gloo_communicator(store, "data", rank, ranks, std::chrono::seconds(20));
       auto rbe = make_cpu_backend(1);
       ParamRegistry reg;
-      make(reg, *rbe);
+      make(reg, *rbe, dp);
       const auto sync = grad_sync(reg, *data);
       ZeroAdamW opt(reg, *rbe, config(), *sync, *data);
       for (int s = 0; s < kSteps; ++s) {
@@ -384,7 +385,7 @@ TEST_CASE("make_optimizer: ZeRO-1 when GradSync reduce-scatters - else AdamW") {
     auto rank_be = make_cpu_backend(1);
     ParamRegistry r;
     r.add({"a", {4}, {4}, -1, false, 0.0, 0.0});
-    r.allocate(*rank_be, DType::kF32);
+    r.allocate(*rank_be, DType::kF32, DType::kF32, 2);
     const auto scatter = grad_sync(r, *data);
     const auto zero = make_optimizer(r, *rank_be, config(), scatter.get(), data.get(), nullptr);
     described[static_cast<size_t>(rank)] = zero->describe();

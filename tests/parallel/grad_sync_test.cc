@@ -95,11 +95,13 @@ std::vector<Tensor> make_grads(const std::vector<int64_t>& sizes, float base) {
 }
 
 // The same gradients as consecutive views of one flat buffer (ParamRegistry's layout).
-std::vector<Tensor> make_buffer_grads(const std::vector<int64_t>& sizes, float base,
-                                      Tensor& buffer) {
+// pad: the buffer's length rounded up to a multiple of it (ZeRO-1 pads to the data size; the
+// tail belongs to no gradient).
+std::vector<Tensor> make_buffer_grads(const std::vector<int64_t>& sizes, float base, Tensor& buffer,
+                                      int64_t pad = 1) {
   int64_t total = 0;
   for (int64_t s : sizes) total += s;
-  buffer = Tensor::cpu({total}, DType::kF32);
+  buffer = Tensor::cpu({(total + pad - 1) / pad * pad}, DType::kF32);
   std::vector<Tensor> grads;
   int64_t offset = 0;
   for (int64_t s : sizes) {
@@ -356,7 +358,8 @@ TEST_CASE(
         auto tied = make_gloo_communicator(store, "embedding", r, ids, milliseconds(20000));
         CpuBackend backend(1);
         Tensor buffer;
-        auto grads = make_buffer_grads(sizes, static_cast<float>(r), buffer);
+        auto grads = make_buffer_grads(sizes, static_cast<float>(r), buffer,
+                                       mode == GradSync::Mode::kReduceScatter ? n : 1);
         GradSync sync(grads, *data, mode, 16, buffer);
         sync.set_tied(tied.get(), {1});
         sync.wait(backend);

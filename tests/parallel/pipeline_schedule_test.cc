@@ -121,6 +121,7 @@ std::vector<StageLog> run_pipeline(int p, int64_t m) {
       try {
         RendezvousGroup group(box, r, p);
         P2PCommunicator p2p(p > 1 ? &group : nullptr);
+        auto be = make_cpu_backend(1);
         StageLog& log = logs[r];
         Tensor out, in_grad;
         int64_t in_flight = 0;
@@ -140,8 +141,8 @@ std::vector<StageLog> run_pipeline(int p, int64_t m) {
           in_grad = filled(gradient(micro, r));
           return in_grad;
         };
-        forward_backward_pipelining_without_interleaving(p2p, m, {3}, DType::kF32, forward,
-                                                         backward);
+        PipelineBuffers buffers = make_pipeline_buffers(*be, p2p, {3}, DType::kF32);
+        forward_backward_pipelining_without_interleaving(p2p, m, buffers, forward, backward);
       } catch (...) {
         errors[r] = std::current_exception();
       }
