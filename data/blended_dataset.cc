@@ -34,9 +34,21 @@ std::vector<double> normalize_blend_weights(const std::vector<double>& weights) 
   return out;
 }
 
-int64_t blend_source_samples(double weight, int64_t total) {
+int64_t blend_target_samples(double weight, int64_t total) {
   MTNLG_CHECK_GE(total, 0);
-  return static_cast<int64_t>(std::ceil(static_cast<double>(total) * weight * 1.005));
+  return static_cast<int64_t>(std::ceil(static_cast<double>(total) * weight));
+}
+
+int64_t blend_source_samples(double weight, int64_t total) {
+  // Megatron's mid-level surplus (mid_level_dataset_surplus 0.005) on the rounded-up target.
+  return static_cast<int64_t>(
+      std::ceil(static_cast<double>(blend_target_samples(weight, total)) * 1.005));
+}
+
+int64_t blend_size(const std::vector<double>& normalized_weights, int64_t total) {
+  int64_t size = 0;
+  for (double w : normalized_weights) size += blend_target_samples(w, total);
+  return size;
 }
 
 BlendingIndices build_blending_indices(const std::vector<double>& normalized_weights,
@@ -48,7 +60,10 @@ BlendingIndices build_blending_indices(const std::vector<double>& normalized_wei
                       IndexArray(size, size > std::numeric_limits<int32_t>::max())};
   std::vector<int64_t> counts(n, 0);
   for (int64_t i = 0; i < size; ++i) {
-    const double target = static_cast<double>(i + 1);
+    // Megatron's helpers.cpp: the error at max(i, 1) samples (so the first two positions both
+    // go to the largest weight's dataset). The products are not fused into FMAs (the data
+    // library is built with -ffp-contract=off): fused, ties would break by the build's CPU.
+    const double target = static_cast<double>(std::max<int64_t>(i, 1));
     size_t best = 0;
     double best_error = normalized_weights[0] * target - static_cast<double>(counts[0]);
     for (size_t k = 1; k < n; ++k) {

@@ -1,17 +1,18 @@
 // BlendedDataset: a weighted mix of sample sources (Megatron-LM's blended_dataset.py and
 // helpers.cpp build_blending_indices).
 //
-// Sample i of the blend goes to the source whose achieved share lags its target the most:
-// error_k = w_k * (i + 1) - count_k (count_k: samples given to source k before i), the
-// largest error wins, ties go to the lowest k. (Megatron uses max(i, 1) in place of i + 1;
-// i + 1, the target share including this sample, keeps every prefix's count within one sample
-// of w_k * prefix.) Source k's j-th pick is its sample j, so each source is read in its own
-// (shuffled) order. The (dataset index, dataset sample index) arrays are cached like
-// GPTDataset's indices (data/index_cache.h), keyed by the sources' descriptions, the weights
-// and the size.
+// Sample i of the blend goes to the source whose achieved share lags its target the most, as
+// Megatron's helpers.cpp decides: error_k = w_k * max(i, 1) - count_k (count_k: samples given to
+// source k before i), the largest error wins, ties go to the lowest k. Source k's j-th pick is
+// its sample j, so each source is read in its own (shuffled) order. The (dataset index, dataset
+// sample index) arrays are cached like GPTDataset's indices (data/index_cache.h), keyed by the
+// sources' descriptions, the weights and the size.
 //
-// Sizing: the builder asks source k for ceil(w_k * total * 1.005) samples (Megatron's 0.5%
-// margin), blend_source_samples below.
+// Sizing (Megatron's blended_megatron_dataset_builder.py): for a blend of n samples source k's
+// target is ceil(n * w_k), the blend's length the sum of the targets (a few samples past n), and
+// the builder asks source k for ceil(ceil(n * w_k) * 1.005) samples (the mid-level surplus).
+// These match Megatron-LM's megatron/core/datasets as read at commits 00caa53
+// (blended_megatron_dataset_builder.py) and 002398e (gpt_dataset.py).
 //
 // Ownership: owns its sources. Immutable after construction: const methods are safe from any
 // thread.
@@ -31,9 +32,12 @@ namespace mtnlg {
 // weight that is not a positive finite number, and data.blend if `weights` is empty.
 std::vector<double> normalize_blend_weights(const std::vector<double>& weights);
 
-// Samples to request from a source of normalized weight `weight` in a blend of `total`:
-// ceil(weight * total * 1.005).
+// A source's target in a blend of `total`: ceil(total * weight).
+int64_t blend_target_samples(double weight, int64_t total);
+// Samples to request from it: ceil(ceil(total * weight) * 1.005).
 int64_t blend_source_samples(double weight, int64_t total);
+// The blend's length: the sum of its sources' targets.
+int64_t blend_size(const std::vector<double>& normalized_weights, int64_t total);
 
 // The greedy assignment above: dataset_index[i] and dataset_sample_index[i] for i < size.
 struct BlendingIndices {
@@ -44,7 +48,8 @@ BlendingIndices build_blending_indices(const std::vector<double>& normalized_wei
 
 class BlendedDataset : public SampleSource {
  public:
-  static constexpr int64_t kFormatVersion = 1;
+  // 2: Megatron's max(i, 1) (1: i + 1).
+  static constexpr int64_t kFormatVersion = 2;
 
   // `weights` are normalized here (errors as normalize_blend_weights). All sources must share
   // one seq_length and hold enough samples for their share (invalid_argument otherwise).

@@ -32,8 +32,8 @@ std::unique_ptr<SampleSource> build_indices(
     gpt.num_samples = blend_source_samples(normalized[k], num_samples);
     sources.push_back(std::make_unique<GPTDataset>(indexed[k], ranges[k], gpt));
   }
-  return std::make_unique<BlendedDataset>(std::move(sources), normalized, num_samples,
-                                          cfg.cache_dir);
+  return std::make_unique<BlendedDataset>(std::move(sources), normalized,
+                                          blend_size(normalized, num_samples), cfg.cache_dir);
 }
 
 }  // namespace

@@ -61,13 +61,15 @@ std::array<int64_t, 4> split_boundaries(int64_t num_documents, const std::vector
     throw invalid_argument("data.split must not be all zeros; the fix: e.g. data.split: [1, 0, 0]",
                            "data.split");
   }
+  // Megatron's split matrix: book-ends at the running sums of the normalized weights (w / sum(w)
+  // in float64, summed in order), each scaled by the document count and rounded half to even
+  // (Python's round): blended_megatron_dataset_builder.py _build_megatron_dataset_splits.
   std::array<int64_t, 4> b{0, 0, 0, 0};
+  double bookend = 0.0;
   for (size_t k = 0; k < 3; ++k) {
-    const double ratio = split[k] / sum;  // Megatron's normalize(): w / sum(w) in float64
-    b[k + 1] = b[k] + round_half_even(ratio * static_cast<double>(num_documents));
+    bookend += split[k] / sum;
+    b[k + 1] = round_half_even(bookend * static_cast<double>(num_documents));
   }
-  const int64_t excess = b[3] - num_documents;
-  for (size_t k = 1; k < 4; ++k) b[k] -= excess;
   return b;
 }
 

@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "core/host_memory.h"
-#include "core/rng.h"
 #include "core/status.h"
 
 namespace mtnlg {
@@ -13,40 +12,6 @@ namespace mtnlg {
 namespace {
 
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
-// Philox counter streams (the high counter word) of the shuffles; the key is the seed.
-constexpr uint64_t kDocumentStream = 1ull << 32;  // + epoch
-constexpr uint64_t kSampleStream = 2ull << 32;    // + 0 (all or before the final epoch), + 1
-
-// Uniform draws in [0, bound) from a Philox stream: two 64-bit values per Philox block.
-class PhiloxDraws {
- public:
-  PhiloxDraws(uint64_t seed, uint64_t stream) : seed_(seed), stream_(stream) {}
-  uint64_t below(uint64_t bound) {
-    if (have_ == 0) {
-      const Philox4 r = philox4x32_10(seed_, stream_, block_++);
-      words_[0] = (static_cast<uint64_t>(r.v[1]) << 32) | r.v[0];
-      words_[1] = (static_cast<uint64_t>(r.v[3]) << 32) | r.v[2];
-      have_ = 2;
-    }
-    const uint64_t x = words_[--have_];
-    // Lemire's multiply-shift: the bias is at most bound / 2^64, far below anything measurable.
-    return static_cast<uint64_t>((static_cast<unsigned __int128>(x) * bound) >> 64);
-  }
-
- private:
-  uint64_t seed_, stream_, block_ = 0;
-  uint64_t words_[2] = {0, 0};
-  int have_ = 0;
-};
-
-template <typename T>
-void fisher_yates(T* a, int64_t n, uint64_t seed, uint64_t stream) {
-  PhiloxDraws draws(seed, stream);
-  for (int64_t i = n - 1; i > 0; --i) {
-    const int64_t j = static_cast<int64_t>(draws.below(static_cast<uint64_t>(i) + 1));
-    std::swap(a[i], a[j]);
-  }
-}
 
 }  // namespace
 
@@ -102,25 +67,30 @@ bool separate_final_epoch(int64_t epochs, int64_t tokens_per_epoch, int64_t num_
   return from_final < static_cast<int64_t>(0.80 * static_cast<double>(per_epoch));
 }
 
-void shuffle_range(IndexArray& a, int64_t begin, int64_t end, uint64_t seed, uint64_t stream) {
+void shuffle_range(IndexArray& a, int64_t begin, int64_t end, NumpyRandomState& rng) {
   MTNLG_CHECK(0 <= begin && begin <= end && end <= a.size());
   if (a.wide()) {
-    fisher_yates(static_cast<int64_t*>(a.data()) + begin, end - begin, seed, stream);
+    rng.shuffle(static_cast<int64_t*>(a.data()) + begin, end - begin);
   } else {
-    fisher_yates(static_cast<int32_t*>(a.data()) + begin, end - begin, seed, stream);
+    rng.shuffle(static_cast<int32_t*>(a.data()) + begin, end - begin);
   }
 }
 
-IndexArray build_document_index(DocumentRange documents, int64_t epochs, bool shuffle,
-                                uint64_t seed) {
+IndexArray build_document_index(DocumentRange documents, int64_t epochs, bool separate_final,
+                                bool shuffle, NumpyRandomState& rng) {
   MTNLG_CHECK_GT(epochs, 0);
   const int64_t n = documents.size();
   MTNLG_CHECK_GT(n, 0);
   MTNLG_CHECK_LE(epochs, std::numeric_limits<int64_t>::max() / n);
   IndexArray index(epochs * n, documents.end - 1 > kInt32Max);
-  for (int64_t e = 0; e < epochs; ++e) {
+  for (int64_t e = 0; e < epochs; ++e)
     for (int64_t k = 0; k < n; ++k) index.set(e * n + k, documents.begin + k);
-    if (shuffle) shuffle_range(index, e * n, (e + 1) * n, seed, kDocumentStream + e);
+  if (shuffle) {
+    // Megatron: the tiled copies shuffled as one array; with a separate final epoch the first
+    // E - 1 copies, then the last one.
+    const int64_t cut = separate_final && epochs > 1 ? (epochs - 1) * n : epochs * n;
+    shuffle_range(index, 0, cut, rng);
+    if (cut < epochs * n) shuffle_range(index, cut, epochs * n, rng);
   }
   return index;
 }
@@ -150,13 +120,14 @@ IndexArray build_sample_index(const IndexedDataset& dataset, const IndexArray& d
   return index;
 }
 
-IndexArray build_shuffle_index(int64_t num_samples, int64_t first, bool shuffle, uint64_t seed) {
+IndexArray build_shuffle_index(int64_t num_samples, int64_t first, bool shuffle,
+                               NumpyRandomState& rng) {
   MTNLG_CHECK(0 <= first && first <= num_samples);
   IndexArray index(num_samples, num_samples > kInt32Max);
   for (int64_t i = 0; i < num_samples; ++i) index.set(i, i);
   if (shuffle) {
-    shuffle_range(index, 0, first, seed, kSampleStream);
-    shuffle_range(index, first, num_samples, seed, kSampleStream + 1);
+    shuffle_range(index, 0, first, rng);
+    if (first < num_samples) shuffle_range(index, first, num_samples, rng);
   }
   return index;
 }

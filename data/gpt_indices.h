@@ -4,9 +4,9 @@
 // For a split's documents D (ids d_0..d_{D-1}, T tokens in all), a requested number of samples
 // n and a sequence length S:
 //   epochs           the smallest E >= 1 with E*T >= n*S + 1 (each sample needs S+1 tokens).
-//   document index   E copies of the split's document ids, each epoch's copy shuffled on its own
-//                    (so every epoch reads every document exactly once). Megatron shuffles the
-//                    first E-1 epochs as one array; per-epoch shuffling is our choice.
+//   document index   the split's document ids tiled E times and shuffled as one array; with a
+//                    separate final epoch, the first E-1 copies shuffled as one and then the
+//                    last copy on its own (so the partial final epoch's documents come last).
 //   sample index     N+1 boundaries, N = (E*T - 1) / S: boundary i is (position in the
 //                    document index, token offset in that document) of stream token i*S.
 //                    Sample i is the stream from boundary i to boundary i+1 inclusive: S+1
@@ -18,10 +18,11 @@
 // precede the final epoch and n_epoch = (T - 1) / S; the final epoch is separate when
 // n - n_before < int(0.8 * n_epoch), i.e. less than 80% of it is needed.
 //
-// Shuffles are Fisher-Yates driven by Philox4x32-10 (core/rng.h) keyed by the seed, with a
-// separate counter stream per array (and per epoch): deterministic per seed on every machine.
-// They do not reproduce numpy's permutations, so indices differ from Megatron's for the same
-// seed (the statistics are the same).
+// Shuffles are numpy's: one RandomState(seed) per dataset (data/numpy_random.h) shuffles the
+// document index and then the shuffle index, in Megatron-LM's order, so both equal Megatron's
+// for the same documents, seed, sequence length and sample count (megatron/core/datasets/
+// gpt_dataset.py, checked against a numpy transcription of its index functions in
+// tests/data/megatron_indices_check.py).
 //
 // Example, documents [a b c] [d e] (T = 5), S = 2, n = 4, no shuffle: E = 2 (2*5 >= 9),
 // document index 0 1 0 1, N = 4, boundaries (0,0) (0,2) (1,1) (2,1) (3,0):
@@ -35,6 +36,7 @@
 
 #include "data/gpt_dataset.h"
 #include "data/indexed_dataset.h"
+#include "data/numpy_random.h"
 
 namespace mtnlg {
 
@@ -84,20 +86,22 @@ int64_t num_samples_of(int64_t epochs, int64_t tokens_per_epoch, int64_t seq_len
 bool separate_final_epoch(int64_t epochs, int64_t tokens_per_epoch, int64_t num_samples,
                           int64_t seq_length);
 
-// Shuffles a[begin, end) in place (Fisher-Yates, Philox keyed by seed on counter stream
-// `stream`).
-void shuffle_range(IndexArray& a, int64_t begin, int64_t end, uint64_t seed, uint64_t stream);
+// Shuffles a[begin, end) in place as numpy's RandomState.shuffle does, drawing from `rng`.
+void shuffle_range(IndexArray& a, int64_t begin, int64_t end, NumpyRandomState& rng);
 
-// E copies of the range's document ids; with `shuffle`, each copy permuted on its own.
-IndexArray build_document_index(DocumentRange documents, int64_t epochs, bool shuffle,
-                                uint64_t seed);
+// E copies of the range's document ids; with `shuffle`, permuted as Megatron's
+// _build_document_index does (separate_final: the last copy apart), drawing from `rng`.
+IndexArray build_document_index(DocumentRange documents, int64_t epochs, bool separate_final,
+                                bool shuffle, NumpyRandomState& rng);
 // 2 * (num_samples + 1) values: (document index position, offset) of each boundary. The
 // document index must hold at least num_samples * seq_length + 1 tokens (checked).
 IndexArray build_sample_index(const IndexedDataset& dataset, const IndexArray& document_index,
                               int64_t seq_length, int64_t num_samples, int64_t longest_document);
-// A permutation of [0, num_samples): [0, first) and [first, num_samples) shuffled separately
-// (first == num_samples: one shuffle). Without `shuffle`, the identity.
-IndexArray build_shuffle_index(int64_t num_samples, int64_t first, bool shuffle, uint64_t seed);
+// A permutation of [0, num_samples): [0, first) and then [first, num_samples) shuffled
+// separately (first == num_samples: one shuffle), drawing from `rng`. Without `shuffle`, the
+// identity.
+IndexArray build_shuffle_index(int64_t num_samples, int64_t first, bool shuffle,
+                               NumpyRandomState& rng);
 
 // Copies `count` tokens of document `doc` (all its sequences back to back) from `offset`.
 void read_document(const IndexedDataset& dataset, int64_t doc, int64_t offset, int64_t count,

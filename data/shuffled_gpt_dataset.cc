@@ -111,14 +111,19 @@ GPTDataset::GPTDataset(std::shared_ptr<const IndexedDataset> dataset, DocumentRa
 }
 
 void GPTDataset::build() {
-  document_index_ = build_document_index(documents_, num_epochs_, config_.shuffle, config_.seed);
+  // One numpy RandomState for the dataset, drawn by the document index, then the shuffle index
+  // (Megatron's order). The recipe keeps the seed below 2^32 (data.seed).
+  MTNLG_CHECK_LE(config_.seed, 0xffffffffULL);
+  NumpyRandomState rng(static_cast<uint32_t>(config_.seed));
+  document_index_ =
+      build_document_index(documents_, num_epochs_, separate_final_epoch_, config_.shuffle, rng);
   sample_index_ = build_sample_index(*dataset_, document_index_, config_.seq_length,
                                      num_samples_total_, longest_document_);
   // Megatron's rule: the final epoch's samples are shuffled apart, after all the others.
   const int64_t first = separate_final_epoch_
                             ? num_samples_of(num_epochs_ - 1, tokens_per_epoch_, config_.seq_length)
                             : num_samples_total_;
-  shuffle_index_ = build_shuffle_index(num_samples_total_, first, config_.shuffle, config_.seed);
+  shuffle_index_ = build_shuffle_index(num_samples_total_, first, config_.shuffle, rng);
 }
 
 void GPTDataset::sample(int64_t i, int32_t* out) const {

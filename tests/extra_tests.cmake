@@ -192,3 +192,13 @@ if(MTNLG_MPIRUN)
     COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/precision_resume_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
   set_tests_properties(precision_mixed_resume PROPERTIES TIMEOUT 600)
 endif()
+
+# data/numpy_random.h against the installed numpy's RandomState, live (random seeds and lengths;
+# the fixed fixtures are in numpy_random_test.cc). numpy comes with python3-torch (setup.sh).
+add_executable(numpy_shuffle_tool ${PROJECT_SOURCE_DIR}/tests/data/numpy_shuffle_tool.cc)
+target_compile_options(numpy_shuffle_tool PRIVATE ${MTNLG_WARNINGS})
+target_include_directories(numpy_shuffle_tool PRIVATE ${PROJECT_SOURCE_DIR})
+add_test(NAME numpy_random_matches_numpy
+  COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/data/numpy_random_check.py
+          $<TARGET_FILE:numpy_shuffle_tool>)
+set_tests_properties(numpy_random_matches_numpy PROPERTIES TIMEOUT 300)

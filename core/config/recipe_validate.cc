@@ -224,6 +224,11 @@ void validate_batch(const BatchConfig& b, const ParallelConfig& p) {
 void validate_data(const DataConfig& d, const EvalConfig& e) {
   expect(!d.blend.empty(), "data.blend",
          "data.blend is empty; add at least one entry {prefix: PATH_PREFIX, weight: 1.0}");
+  // The sample order is numpy's RandomState(seed)'s, as Megatron's: its seeds are 32-bit.
+  expect(d.seed <= 0xffffffffULL, "data.seed",
+         fmt::format("data.seed {} is past 2^32 - 1 (4294967295); the sample shuffles are numpy "
+                     "RandomState's, as Megatron-LM's, which take 32-bit seeds",
+                     d.seed));
   for (size_t k = 0; k < d.blend.size(); ++k) {
     const std::string at = fmt::format("data.blend[{}]", k);
     if (d.blend[k].prefix.empty()) {

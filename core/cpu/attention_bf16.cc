@@ -67,6 +67,42 @@ const uint16_t* bits(const Bf16* p) {
   return reinterpret_cast<const uint16_t*>(p);
 }
 
+// The block product both passes start with: c[p, 0:m, 0:n] (dense fp32) = alpha * x[p, i0:i0+m]
+// y[p, 0:n]^T, x and y staged [np, s, hd] (scores from q and k; dp from dout and v).
+Bf16Gemm rows_by_keys(const uint16_t* x, const uint16_t* y, float* c, int64_t np, int64_t s,
+                      int64_t hd, int64_t i0, int64_t m, int64_t n, float alpha) {
+  return {.batch = np,
+          .m = m,
+          .n = n,
+          .k = hd,
+          .a = x + i0 * hd,
+          .ld_a = hd,
+          .stride_a = s * hd,
+          .b = y,
+          .ld_b = hd,
+          .stride_b = s * hd,
+          .trans_b = true,
+          .c = c,
+          .ld_c = n,
+          .stride_c = m * n,
+          .alpha = alpha};
+}
+
+// Makes g's `a` the block's probabilities as they multiplied v: the dropped ones (dense
+// [np, m, n]) with dropout, else rows [i0, i0+m) of the saved probs of problems p0...
+void probs_operand(Bf16Gemm& g, bool drop, const Bf16* dropped, const Bf16* probs, int64_t p0,
+                   int64_t s, int64_t i0, int64_t m, int64_t n) {
+  if (drop) {
+    g.a = bits(dropped);
+    g.ld_a = n;
+    g.stride_a = m * n;
+  } else {
+    g.a = bits(probs + (p0 * s + i0) * s);
+    g.ld_a = s;
+    g.stride_a = s * s;
+  }
+}
+
 }  // namespace
 
 void attention_forward_bf16(MatmulBf16& mm, Bf16* out, Bf16* probs, const Bf16* qkv, int64_t b,
@@ -91,21 +127,7 @@ void attention_forward_bf16(MatmulBf16& mm, Bf16* out, Bf16* probs, const Bf16* 
     for (int64_t i0 = 0; i0 < s; i0 += rb) {
       const int64_t i1 = std::min(s, i0 + rb), m = i1 - i0, n = i1;
       // sc[p, 0:m, 0:n] = scale * q[p, i0:i1] k[p, 0:n]^T
-      mm.run({.batch = np,
-              .m = m,
-              .n = n,
-              .k = hd,
-              .a = q.data() + i0 * hd,
-              .ld_a = hd,
-              .stride_a = s * hd,
-              .b = k.data(),
-              .ld_b = hd,
-              .stride_b = s * hd,
-              .trans_b = true,
-              .c = sc.data(),
-              .ld_c = n,
-              .stride_c = m * n,
-              .alpha = scale});
+      mm.run(rows_by_keys(q.data(), k.data(), sc.data(), np, s, hd, i0, m, n, scale));
 #pragma omp parallel for schedule(static)
       for (int64_t r = 0; r < np * m; ++r) {
         const int64_t p = r / m, i = i0 + r % m, bh = p0 + p;
@@ -136,15 +158,7 @@ void attention_forward_bf16(MatmulBf16& mm, Bf16* out, Bf16* probs, const Bf16* 
                   .c = o.data(),
                   .ld_c = hd,
                   .stride_c = m * hd};
-      if (drop) {
-        pv.a = bits(dropped.data());
-        pv.ld_a = n;
-        pv.stride_a = m * n;
-      } else {
-        pv.a = bits(probs + (p0 * s + i0) * s);
-        pv.ld_a = s;
-        pv.stride_a = s * s;
-      }
+      probs_operand(pv, drop, dropped.data(), probs, p0, s, i0, m, n);
       mm.run(pv);
 #pragma omp parallel for schedule(static)
       for (int64_t r = 0; r < np * m; ++r) {
@@ -180,20 +194,7 @@ void attention_backward_bf16(MatmulBf16& mm, Bf16* dqkv, const Bf16* dout, const
     for (int64_t i0 = 0; i0 < s; i0 += rb) {
       const int64_t i1 = std::min(s, i0 + rb), m = i1 - i0, n = i1;
       // dp[p, 0:m, 0:n] = dout[p, i0:i1] v[p, 0:n]^T
-      mm.run({.batch = np,
-              .m = m,
-              .n = n,
-              .k = hd,
-              .a = dout_s.data() + i0 * hd,
-              .ld_a = hd,
-              .stride_a = s * hd,
-              .b = v.data(),
-              .ld_b = hd,
-              .stride_b = s * hd,
-              .trans_b = true,
-              .c = dp.data(),
-              .ld_c = n,
-              .stride_c = m * n});
+      mm.run(rows_by_keys(dout_s.data(), v.data(), dp.data(), np, s, hd, i0, m, n, 1.0f));
 #pragma omp parallel
       {
         std::vector<float> pr(static_cast<size_t>(n));
@@ -271,15 +272,7 @@ void attention_backward_bf16(MatmulBf16& mm, Bf16* dqkv, const Bf16* dout, const
                    .ld_c = hd,
                    .stride_c = s * hd,
                    .beta = 1.0f};
-      if (drop) {
-        dvg.a = bits(dropped.data());
-        dvg.ld_a = n;
-        dvg.stride_a = m * n;
-      } else {
-        dvg.a = bits(probs + (p0 * s + i0) * s);
-        dvg.ld_a = s;
-        dvg.stride_a = s * s;
-      }
+      probs_operand(dvg, drop, dropped.data(), probs, p0, s, i0, m, n);
       mm.run(dvg);
     }
     unstage(dqkv, dq.data(), in, 0, p0, np, hd);

@@ -72,18 +72,17 @@ TEST_CASE("weights are normalized - non-positive ones are rejected by name") {
   CHECK(error_of([] { normalize_blend_weights({}); }).context() == "data.blend");
 }
 
-// The index element by element, written out from the rule (sample i goes to the dataset with the
-// largest weight x (i + 1) - samples so far, the lowest index on ties): an off-by-one in the
-// rule (i instead of i + 1), which keeps every prefix within one sample of its share, changes
-// these sequences.
-TEST_CASE("the blending index matches the rule element by element") {
+// The index element by element, as Megatron's helpers.cpp build_blending_indices gives it (sample
+// i goes to the dataset with the largest weight x max(i, 1) - samples so far, the lowest index
+// on ties; transcribed in Python without FMA to make these): i + 1 in place of max(i, 1), or a
+// fused multiply-subtract that breaks a tie the other way, changes these sequences.
+TEST_CASE("the blending index matches Megatron's rule element by element") {
   const std::vector<std::pair<std::vector<double>, std::vector<int64_t>>> cases = {
-      // Weights without exact ties in the first 20 choices (the best beats the second by >= 0.01),
-      // so no rounding of weight x (i + 1) can flip a choice.
-      {{0.37, 0.43, 0.2}, {1, 0, 2, 1, 0, 1, 0, 2, 1, 0, 1, 0, 2, 1, 0, 1, 2, 1, 0, 1}},
-      {{0.29, 0.47, 0.24}, {1, 0, 2, 1, 0, 1, 2, 1, 0, 1, 2, 1, 0, 1, 2, 0, 1, 1, 2, 0}},
-      {{0.13, 0.87}, {1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 0}},
-      {{0.61, 0.39}, {0, 1, 0, 1, 0, 0, 1, 0, 1, 0, 0, 1, 0, 0, 1, 0, 1, 0, 0, 1}},
+      {{0.37, 0.43, 0.2}, {1, 0, 2, 1, 0, 1, 0, 2, 1, 0, 1, 2, 0, 1, 0, 1, 2, 1, 0, 1}},
+      {{0.29, 0.47, 0.24}, {1, 0, 2, 1, 0, 1, 2, 1, 0, 1, 2, 0, 1, 2, 1, 0, 1, 2, 1, 0}},
+      {{0.13, 0.87}, {1, 0, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1}},
+      {{0.61, 0.39}, {0, 1, 0, 1, 0, 0, 1, 0, 1, 0, 0, 1, 0, 1, 0, 0, 1, 0, 1, 0}},
+      {{0.5, 0.5}, {0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1}},
   };
   for (const auto& [weights, want] : cases) {
     INFO("weights " << weights[0] << ", " << weights[1]);
@@ -99,11 +98,16 @@ TEST_CASE("the blending index matches the rule element by element") {
   }
 }
 
-TEST_CASE("sources are sized with Megatron's 0.5% margin") {
-  CHECK(blend_source_samples(0.5, 1000) == 503);  // ceil(502.5)
-  CHECK(blend_source_samples(0.25, 400) == 101);  // ceil(100.5)
+TEST_CASE("sources are sized as Megatron's builder sizes them - the blend's length too") {
+  CHECK(blend_target_samples(0.3, 10) == 3);
+  CHECK(blend_target_samples(0.7, 3) == 3);       // ceil(2.1)
+  CHECK(blend_source_samples(0.5, 1000) == 503);  // ceil(500 x 1.005)
+  CHECK(blend_source_samples(0.25, 400) == 101);  // ceil(100 x 1.005)
   CHECK(blend_source_samples(1.0, 200000) == 201000);
-  CHECK(blend_source_samples(0.3, 10) == 4);  // ceil(3.015)
+  CHECK(blend_source_samples(0.3, 10) == 4);  // ceil(3 x 1.005)
+  CHECK(blend_source_samples(0.7, 3) == 4);   // ceil(ceil(2.1) x 1.005); ceil(2.1 x 1.005) = 3
+  CHECK(blend_size({0.3, 0.7}, 10) == 3 + 7);
+  CHECK(blend_size({0.7, 0.3}, 3) == 3 + 1);  // past the 3 asked for
 }
 
 TEST_CASE("build_train_dataset: one entry - a cached blend - and empty eval splits") {

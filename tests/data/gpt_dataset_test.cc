@@ -88,18 +88,18 @@ TEST_CASE("a document range selects only its documents' sequences") {
 TEST_CASE("split boundaries follow Megatron's rounding rule") {
   // Megatron's own docstring example.
   CHECK(split_boundaries(1000, {90, 9, 1}) == Bounds{0, 900, 990, 1000});
-  // 10/3 = 3.33 -> 3 each: 0,3,6,9, then everything shifts by +1 to end at 10.
-  CHECK(split_boundaries(10, {1, 1, 1}) == Bounds{0, 4, 7, 10});
-  // 2.5 rounds to even (2): 0,2,4,4 shifted by +1. Rounding half away would give 0,2,5,5.
-  CHECK(split_boundaries(5, {1, 1, 0}) == Bounds{0, 3, 5, 5});
-  // 3.5 rounds to even (4): 0,4,8,8 shifted by -1.
-  CHECK(split_boundaries(7, {1, 1, 0}) == Bounds{0, 3, 7, 7});
-  // The demo corpus: 1189 chapters; 1152.141 -> 1152, 35.67 -> 36, 1.189 -> 1.
+  // Book-ends at the running sums 1/3, 2/3, 1: 3.33 -> 3, 6.67 -> 7, 10.
+  CHECK(split_boundaries(10, {1, 1, 1}) == Bounds{0, 3, 7, 10});
+  // 2.5 rounds to even (2), as Python's round. Rounding half away would give 0,3,5,5.
+  CHECK(split_boundaries(5, {1, 1, 0}) == Bounds{0, 2, 5, 5});
+  // 3.5 rounds to even (4).
+  CHECK(split_boundaries(7, {1, 1, 0}) == Bounds{0, 4, 7, 7});
+  // The demo corpus: 1189 chapters; 1152.141 -> 1152, 1187.81 -> 1188, 1189.
   CHECK(split_boundaries(1189, {969, 30, 1}) == Bounds{0, 1152, 1188, 1189});
   // Scale does not matter.
   CHECK(split_boundaries(1189, {0.969, 0.03, 0.001}) == Bounds{0, 1152, 1188, 1189});
-  // All rounded to 0, then shifted by +1: the train split gets the one document.
-  CHECK(split_boundaries(1, {1, 1, 1}) == Bounds{0, 1, 1, 1});
+  // 1/3 of one document rounds to 0: the train split is empty (split_range says so by name).
+  CHECK(split_boundaries(1, {1, 1, 1}) == Bounds{0, 0, 1, 1});
   CHECK(split_boundaries(0, {1, 0, 0}) == Bounds{0, 0, 0, 0});
 }
 
@@ -115,10 +115,10 @@ TEST_CASE("bad data.split values are rejected naming the key") {
 TEST_CASE("split_range gives each split its documents and rejects an empty train split") {
   test::TempDir dir;
   auto ids = build(dir.file("sp"), {{1}, {2}, {3}, {4}, {5}});
-  const std::vector<double> split = {1, 1, 0};  // 5 documents: [0, 3, 5, 5]
+  const std::vector<double> split = {1, 1, 0};  // 5 documents: [0, 2, 5, 5] (2.5 -> 2)
   CHECK(split_range(*ids, split, Split::kTrain).begin == 0);
-  CHECK(split_range(*ids, split, Split::kTrain).end == 3);
-  CHECK(split_range(*ids, split, Split::kValid).begin == 3);
+  CHECK(split_range(*ids, split, Split::kTrain).end == 2);
+  CHECK(split_range(*ids, split, Split::kValid).begin == 2);
   CHECK(split_range(*ids, split, Split::kValid).end == 5);
   CHECK(split_range(*ids, split, Split::kTest).empty());
 

@@ -1,6 +1,7 @@
-// Tests for data/gpt_indices.h: epochs, the per-epoch document permutation, sample boundaries
-// reconstructed from the indices, the shuffle permutation and its determinism, Megatron's
-// separate-final-epoch rule, and the worked example of the header.
+// Tests for data/gpt_indices.h: epochs, the document permutation and the shuffle permutation
+// against numpy's (Megatron's functions transcribed with numpy 1.24 give the fixtures below),
+// sample boundaries reconstructed from the indices, Megatron's separate-final-epoch rule, and the
+// worked example of the header.
 #include "data/gpt_indices.h"
 
 #include <algorithm>
@@ -55,49 +56,80 @@ TEST_CASE("epochs: the fewest whose tokens give num_samples * S + 1") {
   }
 }
 
-TEST_CASE("each epoch of the document index holds every document of the range once") {
+// sum(i * a[i]) mod 2^64: a fingerprint of a whole permutation.
+uint64_t fingerprint(const IndexArray& a) {
+  uint64_t f = 0;
+  for (int64_t i = 0; i < a.size(); ++i)
+    f += static_cast<uint64_t>(i) * static_cast<uint64_t>(a[i]);
+  return f;
+}
+
+// Megatron's indices for documents [7, 57), 4 epochs, seed 1234, 1000 samples, from numpy:
+//   rng = np.random.RandomState(1234)
+//   doc = np.tile(np.arange(7, 57), 4).astype(np.int32); rng.shuffle(doc)     (one epoch group)
+//   (separate final epoch: the first 3 copies shuffled, then the last copy, concatenated)
+//   shuf = np.arange(0, first, dtype=np.uint32); rng.shuffle(shuf)  (then [first, 1000) apart)
+TEST_CASE("the document and shuffle indices are Megatron's: numpy's shuffles in its order") {
   const DocumentRange range{7, 7 + 50};
-  const IndexArray a = build_document_index(range, 4, true, 1234);
-  REQUIRE(a.size() == 200);
-  CHECK_FALSE(a.wide());
-  for (int64_t e = 0; e < 4; ++e) {
-    auto epoch = values(a, e * 50, (e + 1) * 50);
-    CHECK(epoch != iota(7, 57));  // shuffled (50! makes the identity impossible in practice)
-    std::sort(epoch.begin(), epoch.end());
-    CHECK(epoch == iota(7, 57));
+  for (bool separate : {false, true}) {
+    INFO("separate final epoch " << separate);
+    NumpyRandomState rng(1234);
+    const IndexArray doc = build_document_index(range, 4, separate, true, rng);
+    const IndexArray shuf = build_shuffle_index(1000, separate ? 600 : 1000, true, rng);
+    REQUIRE(doc.size() == 200);
+    CHECK_FALSE(doc.wide());
+    if (!separate) {
+      CHECK(values(doc, 0, 8) == std::vector<int64_t>{54, 14, 38, 55, 20, 16, 12, 14});
+      CHECK(values(doc, 196, 200) == std::vector<int64_t>{23, 10, 45, 54});
+      CHECK(fingerprint(doc) == 622214);
+      CHECK(values(shuf, 0, 6) == std::vector<int64_t>{825, 541, 294, 686, 713, 652});
+      CHECK(values(shuf, 997, 1000) == std::vector<int64_t>{316, 953, 931});
+      CHECK(fingerprint(shuf) == 250746759);
+    } else {
+      CHECK(values(doc, 0, 8) == std::vector<int64_t>{48, 20, 10, 13, 16, 36, 34, 42});
+      CHECK(values(doc, 196, 200) == std::vector<int64_t>{48, 30, 34, 26});
+      CHECK(fingerprint(doc) == 629226);
+      CHECK(values(shuf, 0, 6) == std::vector<int64_t>{406, 437, 146, 76, 463, 175});
+      CHECK(values(shuf, 997, 1000) == std::vector<int64_t>{667, 994, 819});
+      CHECK(fingerprint(shuf) == 309445647);
+      // The final epoch's copy and samples are permuted apart, after the others.
+      auto last = values(doc, 150, 200);
+      std::sort(last.begin(), last.end());
+      CHECK(last == iota(7, 57));
+      auto tail = values(shuf, 600, 1000);
+      std::sort(tail.begin(), tail.end());
+      CHECK(tail == iota(600, 1000));
+    }
+    // Every epoch's documents, all together, E times each.
+    auto all = values(doc);
+    std::sort(all.begin(), all.end());
+    std::vector<int64_t> want;
+    for (int64_t d = 7; d < 57; ++d) want.insert(want.end(), 4, d);
+    CHECK(all == want);
   }
-  CHECK(values(a, 0, 50) != values(a, 50, 100));  // each epoch has its own order
-  CHECK(build_document_index(range, 4, true, 1234) == a);
-  CHECK_FALSE(build_document_index(range, 4, true, 1235) == a);
-  const IndexArray plain = build_document_index(range, 2, false, 1234);
+  NumpyRandomState plain_rng(1234);
+  const IndexArray plain = build_document_index(range, 2, false, false, plain_rng);
   auto twice = iota(7, 57);
   twice.insert(twice.end(), twice.begin(), twice.end());
   CHECK(values(plain) == twice);
+  CHECK(values(build_shuffle_index(10, 10, false, plain_rng)) == iota(0, 10));
 }
 
-TEST_CASE("the shuffle index is a permutation - deterministic per seed") {
-  const IndexArray a = build_shuffle_index(1000, 1000, true, 7);
+TEST_CASE("the shuffle index is a permutation - another seed another order") {
+  NumpyRandomState a7(7), b7(7), a8(8);
+  const IndexArray a = build_shuffle_index(1000, 1000, true, a7);
   auto v = values(a);
   CHECK(v != iota(0, 1000));
   std::sort(v.begin(), v.end());
   CHECK(v == iota(0, 1000));
-  CHECK(build_shuffle_index(1000, 1000, true, 7) == a);
-  CHECK_FALSE(build_shuffle_index(1000, 1000, true, 8) == a);
-  CHECK(values(build_shuffle_index(10, 10, false, 7)) == iota(0, 10));
-
-  // Separate final part: [0, 600) and [600, 1000) are permuted apart.
-  const IndexArray s = build_shuffle_index(1000, 600, true, 7);
-  auto head = values(s, 0, 600), tail = values(s, 600, 1000);
-  CHECK(head != iota(0, 600));
-  std::sort(head.begin(), head.end());
-  std::sort(tail.begin(), tail.end());
-  CHECK(head == iota(0, 600));
-  CHECK(tail == iota(600, 1000));
+  CHECK(build_shuffle_index(1000, 1000, true, b7) == a);
+  CHECK_FALSE(build_shuffle_index(1000, 1000, true, a8) == a);
 
   // Every position is reachable: over seeds, element 0 lands in each of 8 places.
   std::vector<int> seen(8, 0);
-  for (uint64_t seed = 0; seed < 400; ++seed) {
-    const IndexArray p = build_shuffle_index(8, 8, true, seed);
+  for (uint32_t seed = 0; seed < 400; ++seed) {
+    NumpyRandomState rng(seed);
+    const IndexArray p = build_shuffle_index(8, 8, true, rng);
     for (int64_t i = 0; i < 8; ++i) {
       if (p[i] == 0) ++seen[static_cast<size_t>(i)];
     }
@@ -123,7 +155,8 @@ TEST_CASE("the header's worked example") {
   b.add_document(std::vector<int32_t>{4, 5});
   b.finish();
   auto ds = IndexedDataset::open(dir.file("ex"));
-  const IndexArray doc = build_document_index({0, 2}, 2, false, 0);
+  NumpyRandomState rng(0);
+  const IndexArray doc = build_document_index({0, 2}, 2, false, false, rng);
   CHECK(values(doc) == std::vector<int64_t>{0, 1, 0, 1});
   const IndexArray s = build_sample_index(*ds, doc, 2, 4, 3);
   CHECK(values(s) == std::vector<int64_t>{0, 0, 0, 2, 1, 1, 2, 1, 3, 0});
@@ -138,7 +171,8 @@ TEST_CASE("sample boundaries tile the document stream - overlapping by one token
   const int64_t n = 57;
   const int64_t epochs = num_epochs_for(rt.tokens, n, s);
   const int64_t total = num_samples_of(epochs, rt.tokens, s);
-  const IndexArray doc = build_document_index(range, epochs, true, 99);
+  NumpyRandomState rng(99);
+  const IndexArray doc = build_document_index(range, epochs, false, true, rng);
   const IndexArray idx = build_sample_index(*ds, doc, s, total, rt.longest_document);
   REQUIRE(idx.size() == 2 * (total + 1));
   // The stream, flattened, with each token's (position, offset).
