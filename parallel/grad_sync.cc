@@ -1,7 +1,6 @@
 #include "parallel/grad_sync.h"
 
 #include <algorithm>
-#include <cstring>
 
 namespace mtnlg {
 
