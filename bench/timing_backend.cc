@@ -16,6 +16,23 @@ void TimingBackend::copy(Tensor& dst, const Tensor& src) {
 
 void TimingBackend::gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                          double alpha, double beta) {
+  timed_gemm(a, trans_a, b, trans_b, [&] { inner_.gemm(c, a, trans_a, b, trans_b, alpha, beta); });
+}
+
+void TimingBackend::gemm_weight(Tensor& c, const Tensor& a, const Tensor& w, bool trans_w,
+                                double alpha, double beta) {
+  timed_gemm(a, false, w, trans_w, [&] { inner_.gemm_weight(c, a, w, trans_w, alpha, beta); });
+}
+
+void TimingBackend::begin_frozen_weights() {
+  inner_.begin_frozen_weights();
+}
+void TimingBackend::end_frozen_weights() {
+  inner_.end_frozen_weights();
+}
+
+void TimingBackend::timed_gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                               const std::function<void()>& run) {
   const Tensor a2 = a.as_2d(), b2 = b.as_2d();
   const int64_t m = trans_a ? a2.dim(1) : a2.dim(0), k = trans_a ? a2.dim(0) : a2.dim(1);
   const int64_t n = trans_b ? b2.dim(0) : b2.dim(1);
@@ -27,7 +44,7 @@ void TimingBackend::gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor&
     if (!label.empty()) key << " (" << label << ")";
   }
   timed(key.str(), 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k),
-        [&] { inner_.gemm(c, a, trans_a, b, trans_b, alpha, beta); });
+        run);
 }
 
 void TimingBackend::add_bias(Tensor& y, const Tensor& bias) {

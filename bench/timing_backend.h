@@ -48,6 +48,10 @@ class TimingBackend final : public Backend {
   void copy(Tensor& dst, const Tensor& src) override;
   void gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, double alpha,
             double beta) override;
+  void gemm_weight(Tensor& c, const Tensor& a, const Tensor& w, bool trans_w, double alpha,
+                   double beta) override;
+  void begin_frozen_weights() override;
+  void end_frozen_weights() override;
   void add_bias(Tensor& y, const Tensor& bias) override;
   void bias_backward(Tensor& dbias, const Tensor& dy) override;
   void add(Tensor& out, const Tensor& a, const Tensor& b) override;
@@ -82,6 +86,9 @@ class TimingBackend final : public Backend {
   void synchronize() override { inner_.synchronize(); }
 
  private:
+  // Times a GEMM under its shape's label (and the labeler's name for it).
+  void timed_gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                  const std::function<void()>& run);
   // Runs fn() on the inner backend, synchronizes, and charges the time to `op`.
   template <typename F>
   auto timed(const std::string& op, double flops, F&& fn) {

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -35,7 +36,7 @@ struct Options {
   int64_t micro_batch = 4, global_batch = 8;
   int iters = 5, warmup_iters = 1, threads = 0;
   uint64_t seed = 1234;
-  bool json = false, profile = false;
+  bool json = false, profile = false, plain_weights = false, compare_weights = false;
   std::string precision = "fp32";  // or bf16: bf16 weights/activations, fp32 masters (as --config)
   std::string device = "cpu";      // or cuda (GPU 0)
 };
@@ -67,6 +68,9 @@ void validate(const Options& o) {
     throw invalid_argument("--hidden " + std::to_string(o.hidden) +
                                " is not divisible by --heads " + std::to_string(o.heads),
                            "--heads");
+  if (o.compare_weights && o.iters < 2)
+    throw invalid_argument("--compare-weights needs --iters >= 2 (it alternates iterations)",
+                           "--iters");
   if (o.global_batch % o.micro_batch != 0)
     throw invalid_argument("--global-batch " + std::to_string(o.global_batch) +
                                " is not a multiple of --micro-batch " +
@@ -150,7 +154,7 @@ int run(const Options& o) {
   }
   const double tokens_per_iter = static_cast<double>(o.global_batch * o.seq);
 
-  std::vector<double> times;
+  std::vector<double> times, plain_times;  // plain_times: --compare-weights' odd iterations
   double loss = 0.0;
   uint64_t micro_id = 0;
   for (int it = 0; it < o.warmup_iters + o.iters; ++it) {
@@ -159,11 +163,19 @@ int run(const Options& o) {
     timed.set_phase("optimizer");
     model.params().zero_grads(be);
     double loss_sum = 0.0;
-    for (int64_t i = 0; i < accum; ++i) {
-      timed.set_phase("forward");
-      loss_sum += model.forward(acts, tokens[i], targets[i], micro_id++);
-      timed.set_phase("backward");
-      model.backward(acts, Tensor(), 1.0 / tokens_per_iter);
+    {
+      // As the trainer: weights fixed until the optimizer step (bf16 on the CPU: each weight
+      // reordered once per iteration), unless --plain-weights (or an odd iteration of
+      // --compare-weights).
+      const bool plain = o.plain_weights || (o.compare_weights && it % 2 == 1);
+      std::optional<FrozenWeights> frozen;
+      if (!plain) frozen.emplace(be);
+      for (int64_t i = 0; i < accum; ++i) {
+        timed.set_phase("forward");
+        loss_sum += model.forward(acts, tokens[i], targets[i], micro_id++);
+        timed.set_phase("backward");
+        model.backward(acts, Tensor(), 1.0 / tokens_per_iter);
+      }
     }
     timed.set_phase("optimizer");
     const double norm = global_grad_norm(be, model.params());
@@ -171,7 +183,8 @@ int run(const Options& o) {
     be.synchronize();
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     loss = loss_sum / tokens_per_iter;
-    if (it >= o.warmup_iters) times.push_back(dt);
+    if (it >= o.warmup_iters)
+      (o.compare_weights && it % 2 == 1 ? plain_times : times).push_back(dt);
   }
 
   const bench::ModelFlops flops = bench::model_flops(config, model.params());
@@ -212,6 +225,12 @@ int run(const Options& o) {
   std::printf("iterations: %d timed after %d warm-up; loss %.4f\n", o.iters, o.warmup_iters, loss);
   std::printf("ms/iter: median %.1f, min %.1f\n", 1e3 * med, 1e3 * best);
   std::printf("tokens/s: %.1f (median iteration)\n", tokens_per_s);
+  if (o.compare_weights && !plain_times.empty())
+    std::printf(
+        "frozen weights %.1f ms/iter, plain weights %.1f ms/iter (medians of %zu and %zu "
+        "alternating iterations): %.3fx\n",
+        1e3 * med, 1e3 * median(plain_times), times.size(), plain_times.size(),
+        median(plain_times) / med);
   std::printf("model TFLOP/s: %.4f\n", tflops);
   return 0;
 }
@@ -262,6 +281,13 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   app.add_flag("--json", o.json, "Print one JSON line on stdout (text goes to stderr)");
+  app.add_flag("--plain-weights", o.plain_weights,
+               "No frozen-weights window around an iteration's micro-batches: bf16 GEMMs on the "
+               "CPU then reorder each weight inside every call (for comparison)");
+  app.add_flag("--compare-weights", o.compare_weights,
+               "Alternate iterations with and without the frozen-weights window and print both "
+               "medians side by side (tokens/s and --json report the windowed ones)")
+      ->excludes("--plain-weights");
   app.add_flag("--profile", o.profile,
                "Time every Backend call by phase (forward/backward/optimizer) and kind, GEMMs "
                "by projection and shape, and print where an iteration's time goes");

@@ -34,6 +34,12 @@ int visible_cuda_devices() {
 #endif
 }
 
+Device planned_device(DeviceChoice choice) {
+  if (choice == DeviceChoice::kCpu) return Device::kCPU;
+  if (choice == DeviceChoice::kCuda) return Device::kCUDA;
+  return visible_cuda_devices() > 0 ? Device::kCUDA : Device::kCPU;
+}
+
 DeviceResolution resolve_device(DeviceChoice choice, int64_t local_rank) {
   DeviceResolution r;
   if (choice == DeviceChoice::kCpu) {

@@ -28,6 +28,10 @@ int visible_cuda_devices();
 // GPU local_rank % visible.
 DeviceResolution resolve_device(DeviceChoice choice, int64_t local_rank);
 
+// The device a run of `choice` would train on here, without the errors: what --dry-run plans
+// for (auto: cuda when a GPU is visible, else cpu).
+Device planned_device(DeviceChoice choice);
+
 // The Backend for `where`: the CPU backend with `threads` threads, or the CUDA backend.
 std::unique_ptr<Backend> make_backend(const DeviceResolution& where, int threads);
 

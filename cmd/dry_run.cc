@@ -86,6 +86,9 @@ void print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
       << c.heads << " (head dim " << c.head_dim() << "), ffn " << c.ffn << "\n";
   out << "  sequence              " << c.seq << " (max positions " << c.max_positions << ")\n";
   out << "  vocabulary            " << c.vocab << " padded to " << c.padded_vocab << "\n";
+  out << "  device                " << (o.device == Device::kCPU ? "cpu" : "cuda")
+      << " (device: " << device_choice_name(r.device)
+      << "; the memory below is what that backend allocates)\n";
   out << "  precision             " << precision_name(r.precision)
       << (r.parallel.activation_checkpointing ? ", activation checkpointing" : "") << "\n\n";
 
@@ -150,6 +153,8 @@ void print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
     line("  pipeline receive", [](const StagePlan& s) { return gib(s.receive_bytes); });
   if (p.data > 1 && r.parallel.zero_stage == 1)
     line("  ZeRO-1 partition", [](const StagePlan& s) { return gib(s.reduce_scatter_bytes); });
+  if (p.stages.front().weight_copy_bytes > 0)
+    line("  weight copies", [](const StagePlan& s) { return gib(s.weight_copy_bytes); });
   line("total", [](const StagePlan& s) { return gib(s.memory.total()); });
   const StagePlan& worst = p.worst();
   out << "  " << (p.fits ? "fits" : "DOES NOT FIT") << ": the worst rank (stage " << worst.index
@@ -162,10 +167,13 @@ void print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
            "parallel.micro_batch_size\n";
   out << "  gradients are fp32 main gradients under bf16/fp16, else in the model dtype; ZeRO-1 "
          "shards master weights and moments over "
-         "data ranks. Not counted: on a GPU the CUDA backend's scratch (the largest, attention "
+         "data ranks. On the CPU in bf16 the workspace holds each GEMM weight's copies in oneDNN's "
+         "blocked layout (forward and input gradient; reordered once per iteration). Not counted: "
+         "on a GPU the CUDA backend's scratch (the largest, attention "
          "backward over one sequence: "
       << gib(p.cuda_attention_scratch_bytes)
-      << " GiB), the CUDA context, cuBLAS/NCCL workspaces, pipeline buffers, fragmentation\n\n";
+      << " GiB), the CUDA context, cuBLAS/NCCL workspaces, the communicators' own scratch, "
+         "fragmentation\n\n";
 
   out << "compute\n";
   out << "  model FLOPs/iteration " << sci(p.flops_per_iteration)
@@ -289,6 +297,7 @@ void print_dry_run_json(const Recipe& r, const PlanOptions& o, std::ostream& out
             .num("scratch_bytes", st.scratch_bytes)
             .num("receive_bytes", st.receive_bytes)
             .num("reduce_scatter_bytes", st.reduce_scatter_bytes)
+            .num("weight_copy_bytes", st.weight_copy_bytes)
             .raw("memory_bytes", memory_json(st.memory))
             .num("memory_gb", static_cast<double>(st.memory.total()) / kGiB)
             .done());
@@ -311,6 +320,7 @@ void print_dry_run_json(const Recipe& r, const PlanOptions& o, std::ostream& out
       .num("pipeline_parallel", p.pipeline)
       .num("data_parallel", p.data)
       .num("world_size", p.world)
+      .str("device", o.device == Device::kCPU ? "cpu" : "cuda")
       .num("micro_batch_size", p.micro_batch)
       .num("micro_batches", p.micro_batches)
       .num("parameters_per_rank", worst.parameters)

@@ -8,6 +8,7 @@
 #include <limits>
 #include <utility>
 
+#include "core/cpu/matmul_bf16.h"
 #include "core/cuda/attention_workspace.h"
 #include "core/status.h"
 #include "model/gpt_params.h"
@@ -225,6 +226,22 @@ void plan_layout(const Recipe& r, const PlanOptions& o, Plan& plan) {
                          "layout (the trainer will refuse it); the full-batch figures hold");
 }
 
+// The CPU backend's bf16 weight copies for one stage (core/cpu/matmul_bf16.h run_weight): every
+// Backend::gemm_weight of the model (model/linear.cc, the head in model/gpt_stage.cc), forward
+// (x w^T) and input gradient (dy w), each a copy per weight, on [rows] rows with bf16 outputs.
+int64_t cpu_weight_copy_bytes(const Recipe& r, int64_t rows, int64_t tp, int64_t layers, bool head,
+                              int64_t padded_vocab) {
+  const int64_t h = r.model.hidden_size, f = r.model.ffn_hidden_size;
+  // Both uses of a weight [out, in]: forward n = out, k = in, transposed; backward n = in, k = out.
+  const auto both = [&](int64_t out, int64_t in) {
+    return cpu::MatmulBf16::weight_copy_bytes(rows, out, in, true, true) +
+           cpu::MatmulBf16::weight_copy_bytes(rows, in, out, false, true);
+  };
+  // qkv [3h/tp, h], dense [h, h/tp], fc1 [f/tp, h], fc2 [h, f/tp]
+  const int64_t layer = both(3 * h / tp, h) + both(h, h / tp) + both(f / tp, h) + both(h, f / tp);
+  return layers * layer + (head ? both(padded_vocab / tp, h) : 0);
+}
+
 void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
   const GPTConfig config = gpt_config_from(r);
   const int64_t tp = plan.tensor, pp = plan.pipeline, dp = plan.data;
@@ -269,6 +286,10 @@ void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
     const int64_t grad_elements = scatter ? st.optimizer_shard * dp : st.parameters;
     st.reduce_scatter_bytes = scatter ? st.optimizer_shard * grad_bytes : 0;
 
+    if (o.device == Device::kCPU && r.precision == Precision::kBF16)
+      st.weight_copy_bytes =
+          cpu_weight_copy_bytes(r, rows, tp, layers_per_stage, st.head, plan.padded_vocab);
+
     MemoryTerms& m = st.memory;
     m.weights = st.parameters * e;
     // Main gradients: accumulated and reduced in fp32 under bf16/fp16 (Megatron's default for
@@ -281,7 +302,7 @@ void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
                                                             : st.activation_bytes_full);
     // The last stage holds min(1, m) = 1 micro-batch in flight: one logits buffer.
     m.workspace = st.logits_bytes + st.scratch_bytes + st.recompute_bytes + st.receive_bytes +
-                  st.reduce_scatter_bytes;
+                  st.reduce_scatter_bytes + st.weight_copy_bytes;
     plan.stages.push_back(st);
   }
   for (const auto& st : plan.stages)

@@ -9,9 +9,10 @@
 // The memory terms follow exactly what the code allocates (model/gpt_stage.cc make_activations,
 // model/transformer_layer.cc LayerActivations and LayerScratch, model/param_registry.cc, the
 // optimizer's moments, the pipeline's receive buffers and ZeRO-1's reduce-scatter buffers), so
-// the prediction is each rank's measured Backend peak_bytes(). Not counted: the CUDA context,
-// cuBLAS/NCCL workspaces, the kernels' own scratch, grad_reduce_dtype bf16's rounded copies (host
-// temporaries) and allocator fragmentation.
+// the prediction is each rank's measured Backend peak_bytes() (on the CPU, in bf16, with the GEMM
+// weight copies the CPU backend keeps: StagePlan::weight_copy_bytes). Not counted: the CUDA
+// context, cuBLAS/NCCL workspaces, the kernels' own scratch, grad_reduce_dtype bf16's rounded
+// copies (host temporaries) and allocator fragmentation.
 //
 // Pure functions of their arguments; thread-safe.
 #pragma once
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "core/config/recipe.h"
+#include "core/tensor.h"
 #include "optim/batch_ramp.h"
 
 namespace mtnlg {
@@ -32,6 +34,9 @@ struct PlanOptions {
   double iteration_time_s = 0.0;  // > 0: a measured iteration time at the full batch
   double peak_tflops = 0.0;       // > 0: the device's peak TFLOP/s in the run's precision
   double utilization = 0.4;       // fraction of peak_tflops the run achieves
+  // Where the ranks train: the memory plan follows that backend's allocations (the CPU backend
+  // in bf16 adds its GEMM weight copies, StagePlan::weight_copy_bytes).
+  Device device = Device::kCUDA;
 };
 
 // Bytes one rank holds, by what holds them.
@@ -41,7 +46,8 @@ struct MemoryTerms {
   int64_t master_weights = 0;  // fp32 copies under bf16/fp16 (0 in fp32); ZeRO-1 shards them
   int64_t adam_moments = 0;    // exp_avg + exp_avg_sq, fp32; ZeRO-1 shards them
   int64_t activations = 0;     // per micro-batch x micro-batches in flight
-  int64_t workspace = 0;       // logits (last stage), backward scratch, communication buffers
+  int64_t workspace = 0;  // logits (last stage), backward scratch, communication buffers, weight
+                          // copies (the CPU in bf16)
 
   int64_t total() const;
   // The largest term: its name ("weights", "gradients", "master_weights", "adam_moments",
@@ -83,6 +89,11 @@ struct StagePlan {
   // gradient dtype (parallel/grad_sync.cc; the gradient buffer itself, padded to S x data, is its
   // input, counted in the gradients).
   int64_t reduce_scatter_bytes = 0;
+  // The CPU backend in bf16: each GEMM weight's copy in oneDNN's blocked layout, one per use
+  // (forward, and backward's input gradient), held through each iteration's frozen-weights
+  // window (core/backend.h); sizes asked of oneDNN for this CPU (core/cpu/matmul_bf16.h). 0 on
+  // a GPU and in fp32/fp16.
+  int64_t weight_copy_bytes = 0;
   MemoryTerms memory;       // with the recipe's activation_checkpointing
   CommBytes communication;  // sent by each of its ranks per iteration at the full batch
 };

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cmd/cli_parse.h"
+#include "cmd/device_select.h"
 #include "cmd/dry_run.h"
 #include "cmd/trainer.h"
 #include "core/logging.h"
@@ -120,6 +121,7 @@ int main(int argc, char** argv) {
     if (!device.empty()) overrides.push_back("device=" + device);  // after --set: it wins
     const mtnlg::Recipe recipe = mtnlg::load_recipe(config, overrides);
     if (dry_run) {
+      plan.device = mtnlg::planned_device(recipe.device);
       if (json) {
         mtnlg::print_dry_run_json(recipe, plan, std::cout);
       } else {

@@ -174,6 +174,7 @@ void Trainer::build_model() {
   // its ranks' plans before anything large is allocated.
   PlanOptions plan_options;
   plan_options.world_size = data_size_ * pipeline_size_ * recipe_.parallel.tensor;
+  plan_options.device = device_.device;
   const MemoryTerms planned = make_plan(recipe_, plan_options).stages.at(stage_).memory;
   predicted_peak_bytes_ = planned.total();
   if (device_.device == Device::kCUDA) {
@@ -386,8 +387,13 @@ IterationStats Trainer::step() {
                             loss_scale / static_cast<double>(batch_tokens),
                             overlap && m == steps - 1 ? grad_ready : GradReadyHook());
   };
-  forward_backward_pipelining_without_interleaving(*p2p_, steps, pipeline_buffers_, forward_step,
-                                                   backward_step);
+  {
+    // The weights stay as they are until the optimizer steps: GEMM kernels may keep them in
+    // their own layout across this iteration's micro-batches (Backend::begin_frozen_weights).
+    FrozenWeights frozen(*backend_);
+    forward_backward_pipelining_without_interleaving(*p2p_, steps, pipeline_buffers_, forward_step,
+                                                     backward_step);
+  }
   // Every reduction of the gradients: over data ranks, and the tied copies over their group.
   if (grad_sync_) grad_sync_->wait(*backend_);
   const double loss =
@@ -494,7 +500,10 @@ EvalStats Trainer::compute_evaluation() {
                                 static_cast<uint64_t>(mb.first_sample / micro));
     return acts.residual.back();
   };
-  forward_pipelining(*p2p_, steps, pipeline_buffers_, forward_step);
+  {
+    FrozenWeights frozen(*backend_);
+    forward_pipelining(*p2p_, steps, pipeline_buffers_, forward_step);
+  }
   model_->set_training(true);
   EvalStats e;
   e.iteration = iteration_;

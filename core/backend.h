@@ -64,6 +64,23 @@ class Backend {
   // viewed as 2-D (leading dimensions collapsed).
   virtual void gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                     double alpha, double beta) = 0;
+  // gemm(c, a, false, w, trans_w, alpha, beta) where w is a weight: inside a frozen-weights
+  // window (below) a backend may keep w in its GEMM kernel's own layout from its first use to
+  // the window's end, with the same results bit for bit.
+  virtual void gemm_weight(Tensor& c, const Tensor& a, const Tensor& w, bool trans_w, double alpha,
+                           double beta) {
+    gemm(c, a, false, w, trans_w, alpha, beta);
+  }
+  // A frozen-weights window (open it with the FrozenWeights guard below): the caller promises
+  // that no tensor passed to gemm_weight is written until the window ends, after which nothing
+  // the backend kept of a weight's values is used again. The trainer opens one around each
+  // iteration's forward and backward passes (and each evaluation), so a weight is reordered once
+  // per optimizer step, not per micro-batch. A backend that keeps copies refuses a write of its own
+  // ops into a weight it holds (Code::kInternal), so a broken promise fails loudly instead of
+  // training on stale weights. Windows do not nest.
+  virtual void begin_frozen_weights() {}
+  virtual void end_frozen_weights() {}
+
   // y[n, c] += bias[c]
   virtual void add_bias(Tensor& y, const Tensor& bias) = 0;
   // dbias[c] += sum_n dy[n, c]
@@ -152,6 +169,18 @@ class Backend {
 
   // Blocks until queued work is done (no-op on CPU).
   virtual void synchronize() {}
+};
+
+// Opens a frozen-weights window for its lifetime (Backend::begin_frozen_weights).
+class FrozenWeights {
+ public:
+  explicit FrozenWeights(Backend& backend) : backend_(backend) { backend_.begin_frozen_weights(); }
+  ~FrozenWeights() { backend_.end_frozen_weights(); }
+  FrozenWeights(const FrozenWeights&) = delete;
+  FrozenWeights& operator=(const FrozenWeights&) = delete;
+
+ private:
+  Backend& backend_;
 };
 
 // The CPU backend. threads <= 0 uses every core.

@@ -124,7 +124,7 @@ double GPTStage::forward(StageActivations& acts, const Tensor& input, const Tens
                        lnf_w.value, lnf_b.value, config_.ln_eps);
   // Tied LM head: logits = lnf_out @ wte^T (column-parallel over the vocabulary). Padded
   // vocabulary columns are computed but the loss ignores them.
-  be.gemm(acts.logits, acts.lnf_out.as_2d(), false, wte->value, true, 1.0, 0.0);
+  be.gemm_weight(acts.logits, acts.lnf_out.as_2d(), wte->value, true, 1.0, 0.0);
   be.copy(acts.targets, targets);
   if (config_.tp_size > 1) {
     be.synchronize();
@@ -153,7 +153,7 @@ Tensor GPTStage::backward(StageActivations& acts, const Tensor& doutput, double 
       be.cross_entropy_backward(acts.logits, acts.logits, targets, config_.vocab, grad_scale);
     }
     Tensor dlnf = scratch_.dln.as_2d();
-    be.gemm(dlnf, acts.logits, false, wte->value, false, 1.0, 0.0);
+    be.gemm_weight(dlnf, acts.logits, wte->value, false, 1.0, 0.0);
     copy_to_tensor_region_backward(be, dlnf, tensor_);
     be.gemm(wte->grad, acts.logits, true, acts.lnf_out.as_2d(), false, 1.0, 1.0);
     be.fill(dres_, 0.0);

@@ -6,14 +6,14 @@ namespace mtnlg {
 
 void linear_forward(Backend& be, Tensor y, const Tensor& x, const Param& w, const Param& b) {
   Tensor y2 = y.as_2d();
-  be.gemm(y2, x.as_2d(), false, w.value, true, 1.0, 0.0);
+  be.gemm_weight(y2, x.as_2d(), w.value, true, 1.0, 0.0);
   be.add_bias(y2, b.value);
 }
 
 void row_parallel_linear_forward(Backend& be, Tensor y, const Tensor& x, const Param& w,
                                  const Param& b, Communicator* tensor) {
   Tensor y2 = y.as_2d();
-  be.gemm(y2, x.as_2d(), false, w.value, true, 1.0, 0.0);
+  be.gemm_weight(y2, x.as_2d(), w.value, true, 1.0, 0.0);
   reduce_from_tensor_region_forward(be, y2, tensor);
   be.add_bias(y2, b.value);  // after the reduction: the replicated bias counts once
 }
@@ -23,7 +23,7 @@ void linear_backward(Backend& be, Tensor dx, const Tensor& dy, const Tensor& x, 
   const Tensor dy2 = dy.as_2d();
   if (dx.defined()) {
     Tensor dx2 = dx.as_2d();
-    be.gemm(dx2, dy2, false, w.value, false, 1.0, 0.0);
+    be.gemm_weight(dx2, dy2, w.value, false, 1.0, 0.0);
   }
   be.gemm(w.grad, dy2, true, x.as_2d(), false, 1.0, 1.0);
   be.bias_backward(b.grad, dy2);

@@ -83,7 +83,8 @@ void check_ids(const int32_t* ids, int64_t n, int64_t limit, const char* op, con
 
 CpuBackend::CpuBackend(int threads)
     : threads_(threads > 0 ? threads : omp_get_num_procs()),
-      matmul_bf16_(std::make_unique<cpu::MatmulBf16>()) {
+      matmul_bf16_(std::make_unique<cpu::MatmulBf16>(
+          [this](int64_t bytes) { return alloc({(bytes + 1) / 2}, DType::kBF16); })) {
   // OpenBLAS only ever runs single-threaded inside our OpenMP regions (gemm_cpu.cc says why).
   // The setting is process-wide and the same for every CpuBackend, so concurrent instances agree.
   openblas_set_num_threads(1);
@@ -128,6 +129,7 @@ void CpuBackend::reset_peak() {
 
 void CpuBackend::fill(Tensor& t, double value) {
   enter();
+  guard_write(t, "fill");
   check_tensor(t, "fill", "t");
   if (t.dtype() == DType::kI32) {
     cpu::fill(t.data_as<int32_t>(), static_cast<int32_t>(value), t.numel());
@@ -141,6 +143,7 @@ void CpuBackend::fill(Tensor& t, double value) {
 
 void CpuBackend::copy(Tensor& dst, const Tensor& src) {
   enter();
+  guard_write(dst, "copy");
   check_tensor(dst, "copy", "dst");
   check_tensor(src, "copy", "src");
   MTNLG_CHECK_MSG(dst.numel() == src.numel(), "copy: dst " << dst.str() << ", src " << src.str());
@@ -177,9 +180,39 @@ void CpuBackend::copy(Tensor& dst, const Tensor& src) {
   }
 }
 
+void CpuBackend::begin_frozen_weights() {
+  MTNLG_CHECK_MSG(!frozen_, "frozen-weights windows do not nest");
+  frozen_ = true;
+}
+
+void CpuBackend::end_frozen_weights() {
+  frozen_ = false;
+  matmul_bf16_->end_weights_window();
+}
+
+void CpuBackend::guard_write(const Tensor& t, const char* op) const {
+  if (!frozen_ || !t.defined()) return;
+  const auto* begin = static_cast<const char*>(t.data());
+  MTNLG_CHECK_MSG(!matmul_bf16_->holds_weight(begin, begin + t.nbytes()),
+                  op << " writes " << t.str()
+                     << ", a weight held reordered inside a frozen-weights window: weights may "
+                        "change only after the window (FrozenWeights) closes");
+}
+
 void CpuBackend::gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                       double alpha, double beta) {
+  gemm_impl(c, a, trans_a, b, trans_b, alpha, beta, false);
+}
+
+void CpuBackend::gemm_weight(Tensor& c, const Tensor& a, const Tensor& w, bool trans_w,
+                             double alpha, double beta) {
+  gemm_impl(c, a, false, w, trans_w, alpha, beta, frozen_);
+}
+
+void CpuBackend::gemm_impl(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                           double alpha, double beta, bool b_weight) {
   enter();
+  guard_write(c, "gemm");
   check_tensor(a, "gemm", "a");
   check_tensor(b, "gemm", "b");
   check_tensor(c, "gemm", "c");
@@ -196,7 +229,7 @@ void CpuBackend::gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b,
         "gemm: bf16 a needs bf16 b and an f32 or bf16 c, got " << b.str() << ", " << c.str());
     matmul_bf16_->run(c.data(), c.dtype() == DType::kBF16, static_cast<const uint16_t*>(a.data()),
                       trans_a, static_cast<const uint16_t*>(b.data()), trans_b, m, n, k,
-                      static_cast<float>(alpha), static_cast<float>(beta));
+                      static_cast<float>(alpha), static_cast<float>(beta), b_weight);
     return;
   }
   if (a.dtype() == DType::kF16) {
@@ -250,6 +283,7 @@ void CpuBackend::bias_backward(Tensor& dbias, const Tensor& dy) {
 
 void CpuBackend::add(Tensor& out, const Tensor& a, const Tensor& b) {
   enter();
+  guard_write(out, "add");
   check_tensor(out, "add", "out");
   check_same(a, out.dtype(), out.numel(), "add", "a");
   check_same(b, out.dtype(), out.numel(), "add", "b");
@@ -261,6 +295,7 @@ void CpuBackend::add(Tensor& out, const Tensor& a, const Tensor& b) {
 
 void CpuBackend::axpy(Tensor& y, const Tensor& x, double alpha) {
   enter();
+  guard_write(y, "axpy");
   check_tensor(y, "axpy", "y");
   check_same(x, y.dtype(), y.numel(), "axpy", "x");
   dispatch("axpy", y.dtype(), [&](auto z) {
@@ -271,6 +306,7 @@ void CpuBackend::axpy(Tensor& y, const Tensor& x, double alpha) {
 
 void CpuBackend::scale(Tensor& x, double alpha) {
   enter();
+  guard_write(x, "scale");
   check_tensor(x, "scale", "x");
   dispatch("scale", x.dtype(), [&](auto z) {
     using T = decltype(z);
@@ -516,6 +552,7 @@ void CpuBackend::dropout_backward(Tensor& din, const Tensor& dout, double p, Rng
 void CpuBackend::adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
                               const AdamWArgs& args) {
   enter();
+  guard_write(param, "adamw_update");
   check_tensor(param, "adamw_update", "param");
   check_same(grad, param.dtype(), param.numel(), "adamw_update", "grad");
   check_same(m, param.dtype(), param.numel(), "adamw_update", "m");
@@ -530,6 +567,7 @@ void CpuBackend::adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tens
 
 void CpuBackend::adamw_update_rounded(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m,
                                       Tensor& v, const AdamWArgs& args) {
+  guard_write(param, "adamw_update_rounded");
   const bool narrow = param.dtype() == DType::kBF16 || param.dtype() == DType::kF16;
   if (!narrow || master.dtype() != DType::kF32) {
     Backend::adamw_update_rounded(param, master, grad, m, v, args);

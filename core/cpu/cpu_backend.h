@@ -37,6 +37,13 @@ class CpuBackend final : public Backend {
 
   void gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, double alpha,
             double beta) override;
+  // bf16 inside a frozen-weights window: the weight's oneDNN blocked copy, reordered on its
+  // first use in the window and reused until it ends; its memory (counted in live_bytes) is kept
+  // for the next window, freed after one that does not use it. Otherwise gemm().
+  void gemm_weight(Tensor& c, const Tensor& a, const Tensor& w, bool trans_w, double alpha,
+                   double beta) override;
+  void begin_frozen_weights() override;
+  void end_frozen_weights() override;
   void add_bias(Tensor& y, const Tensor& bias) override;
   void bias_backward(Tensor& dbias, const Tensor& dy) override;
   void add(Tensor& out, const Tensor& a, const Tensor& b) override;
@@ -72,9 +79,14 @@ class CpuBackend final : public Backend {
 
  private:
   void enter() const;  // applies threads_ to the calling thread's OpenMP setting
+  void gemm_impl(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                 double alpha, double beta, bool b_weight);
+  // Inside a frozen-weights window, refuses a write to memory a held weight copy came from.
+  void guard_write(const Tensor& t, const char* op) const;
   int threads_;
   std::unique_ptr<cpu::MatmulBf16> matmul_bf16_;  // bf16 GEMMs (oneDNN), primitives cached
   std::shared_ptr<MemoryCounter> counter_ = std::make_shared<MemoryCounter>();
+  bool frozen_ = false;  // inside a frozen-weights window
 };
 
 }  // namespace mtnlg

@@ -2,9 +2,11 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <list>
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <utility>
 
 #include "core/status.h"
 
@@ -12,21 +14,39 @@ namespace mtnlg::cpu {
 
 struct MatmulBf16::Impl {
   // Everything a primitive depends on: sizes, leading dimensions and batch strides, transposes,
-  // output dtype, alpha, beta (not the pointers).
+  // output dtype, alpha, beta, and whether b comes in the kernel's blocked layout (not the
+  // pointers).
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, int64_t,
-                         int64_t, bool, int64_t, int64_t, bool, float, float>;
+                         int64_t, bool, int64_t, int64_t, bool, float, float, bool>;
   struct Entry {
     dnnl::matmul::primitive_desc pd;
     dnnl::matmul prim;
   };
+  // A weight's blocked copy, made from the plain operand (src, k, n, ld_b, trans_b).
+  struct WeightCopy {
+    const void* src;
+    int64_t k, n, ld_b;
+    bool trans_b;
+    dnnl::memory::desc desc;
+    Tensor storage;
+    dnnl::memory mem;
+    bool fresh;  // holds the weight's values of this window
+    bool used;   // used since the last end_weights_window()
+  };
 
+  explicit Impl(Allocator a) : alloc(std::move(a)) {
+    if (!alloc) alloc = [](int64_t bytes) { return Tensor::cpu({(bytes + 1) / 2}, DType::kBF16); };
+  }
+
+  Allocator alloc;
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   mutable std::mutex mu;
-  std::map<Key, Entry> cache;  // guarded by mu; entries are never erased, so references stay
+  std::map<Key, Entry> cache;     // guarded by mu; entries are never erased, so references stay
+  std::list<WeightCopy> weights;  // guarded by mu; a list, so references stay until dropped
 
-  static Key key_of(const Bf16Gemm& g) {
+  static Key key_of(const Bf16Gemm& g, bool b_blocked) {
     return {g.batch,    g.m,       g.n,    g.k,        g.ld_a,   g.stride_a, g.trans_a, g.ld_b,
-            g.stride_b, g.trans_b, g.ld_c, g.stride_c, g.c_bf16, g.alpha,    g.beta};
+            g.stride_b, g.trans_b, g.ld_c, g.stride_c, g.c_bf16, g.alpha,    g.beta,    b_blocked};
   }
 
   // A row-major operand's descriptor; a transposed one is described by its strides, not copied.
@@ -39,14 +59,13 @@ struct MatmulBf16::Impl {
     return dnnl::memory::desc({batch, rows, cols}, dt, {stride, row_col[0], row_col[1]});
   }
 
-  const Entry& get(const Bf16Gemm& g) {
-    const Key key = key_of(g);
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = cache.find(key);
-    if (it != cache.end()) return it->second;
+  static dnnl::matmul::primitive_desc make_pd(const Bf16Gemm& g, bool b_blocked,
+                                              const dnnl::engine& engine) {
     using dt = dnnl::memory::data_type;
     const auto a_md = operand(g.batch, g.m, g.k, g.ld_a, g.stride_a, g.trans_a, dt::bf16);
-    const auto b_md = operand(g.batch, g.k, g.n, g.ld_b, g.stride_b, g.trans_b, dt::bf16);
+    const auto b_md = b_blocked
+                          ? dnnl::memory::desc({g.k, g.n}, dt::bf16, dnnl::memory::format_tag::any)
+                          : operand(g.batch, g.k, g.n, g.ld_b, g.stride_b, g.trans_b, dt::bf16);
     const auto c_md =
         operand(g.batch, g.m, g.n, g.ld_c, g.stride_c, false, g.c_bf16 ? dt::bf16 : dt::f32);
     dnnl::primitive_attr attr;
@@ -56,14 +75,101 @@ struct MatmulBf16::Impl {
       ops.append_sum(g.beta);
       attr.set_post_ops(ops);
     }
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine);
+    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine);
+  }
+
+  const Entry& get(const Bf16Gemm& g, bool b_blocked) {
+    const Key key = key_of(g, b_blocked);
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+    const auto pd = make_pd(g, b_blocked, engine);
     Entry entry{pd, dnnl::matmul(pd)};
     return cache.emplace(key, std::move(entry)).first->second;
   }
+
+  // g.b in the layout `desc`: its copy, reordered on its first use since the last
+  // end_weights_window(), into the memory it had before when it had one.
+  const dnnl::memory& weight(const Bf16Gemm& g, const dnnl::memory::desc& desc) {
+    std::lock_guard<std::mutex> lock(mu);
+    WeightCopy* copy = nullptr;
+    for (WeightCopy& w : weights)
+      if (w.src == g.b && w.k == g.k && w.n == g.n && w.ld_b == g.ld_b && w.trans_b == g.trans_b &&
+          w.desc == desc)
+        copy = &w;
+    if (copy == nullptr) {
+      const auto bytes = static_cast<int64_t>(desc.get_size());
+      Tensor storage = alloc(bytes);
+      MTNLG_CHECK_MSG(static_cast<int64_t>(storage.nbytes()) >= bytes,
+                      "weight copy allocator gave " << storage.nbytes() << " bytes for " << bytes);
+      dnnl::memory mem(desc, engine, storage.data());
+      weights.push_back(WeightCopy{g.b, g.k, g.n, g.ld_b, g.trans_b, desc, std::move(storage), mem,
+                                   false, false});
+      copy = &weights.back();
+    }
+    copy->used = true;
+    if (!copy->fresh) {
+      dnnl::memory src(operand(1, g.k, g.n, g.ld_b, 0, g.trans_b, dnnl::memory::data_type::bf16),
+                       engine, const_cast<uint16_t*>(g.b));
+      dnnl::stream stream(engine);
+      dnnl::reorder(src, copy->mem).execute(stream, src, copy->mem);
+      stream.wait();
+      copy->fresh = true;
+    }
+    return copy->mem;
+  }
 };
 
-MatmulBf16::MatmulBf16() : impl_(std::make_unique<Impl>()) {}
+MatmulBf16::MatmulBf16(Allocator alloc) : impl_(std::make_unique<Impl>(std::move(alloc))) {}
 MatmulBf16::~MatmulBf16() = default;
+
+void MatmulBf16::end_weights_window() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->weights.remove_if([](const Impl::WeightCopy& w) { return !w.used; });
+  for (auto& w : impl_->weights) w.fresh = w.used = false;
+}
+
+int64_t MatmulBf16::weight_bytes() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  int64_t bytes = 0;
+  for (const auto& w : impl_->weights) bytes += static_cast<int64_t>(w.desc.get_size());
+  return bytes;
+}
+
+bool MatmulBf16::holds_weight(const void* begin, const void* end) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  const auto* lo = static_cast<const char*>(begin);
+  const auto* hi = static_cast<const char*>(end);
+  for (const auto& w : impl_->weights) {
+    if (!w.fresh) continue;  // remade from the weight's values at its next use
+    // The plain operand spans its rows' leading dimensions: (rows - 1) * ld + cols elements.
+    const int64_t rows = w.trans_b ? w.n : w.k, cols = w.trans_b ? w.k : w.n;
+    const auto* src = static_cast<const char*>(w.src);
+    const char* src_end = src + ((rows - 1) * w.ld_b + cols) * 2;
+    if (src < hi && lo < src_end) return true;
+  }
+  return false;
+}
+
+int64_t MatmulBf16::weight_copy_bytes(int64_t m, int64_t n, int64_t k, bool trans_b, bool c_bf16) {
+  Bf16Gemm g;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.ld_a = k;
+  g.trans_b = trans_b;
+  g.ld_b = trans_b ? k : n;
+  g.ld_c = n;
+  g.c_bf16 = c_bf16;
+  try {
+    const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+    return static_cast<int64_t>(Impl::make_pd(g, true, engine).weights_desc().get_size());
+  } catch (const dnnl::error& err) {
+    MTNLG_CHECK_MSG(false,
+                    "oneDNN bf16 matmul " << m << "x" << n << "x" << k << ": " << err.what());
+  }
+  return 0;
+}
 
 int64_t MatmulBf16::cached() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
@@ -71,7 +177,8 @@ int64_t MatmulBf16::cached() const {
 }
 
 void MatmulBf16::run(void* c, bool c_bf16, const uint16_t* a, bool trans_a, const uint16_t* b,
-                     bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, float beta) {
+                     bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, float beta,
+                     bool b_weight) {
   Bf16Gemm g;
   g.m = m;
   g.n = n;
@@ -87,10 +194,20 @@ void MatmulBf16::run(void* c, bool c_bf16, const uint16_t* a, bool trans_a, cons
   g.c_bf16 = c_bf16;
   g.alpha = alpha;
   g.beta = beta;
-  run(g);
+  execute(g, b_weight);
 }
 
 void MatmulBf16::run(const Bf16Gemm& g) {
+  execute(g, false);
+}
+
+void MatmulBf16::run_weight(const Bf16Gemm& g) {
+  MTNLG_CHECK_MSG(g.batch == 1,
+                  "bf16 gemm: a weight operand is one matrix, got a batch of " << g.batch);
+  execute(g, true);
+}
+
+void MatmulBf16::execute(const Bf16Gemm& g, bool weight) {
   if (g.batch <= 0 || g.m <= 0 || g.n <= 0) return;
   MTNLG_CHECK_MSG(g.k > 0, "bf16 gemm with k = 0");
   MTNLG_CHECK_MSG(
@@ -98,10 +215,12 @@ void MatmulBf16::run(const Bf16Gemm& g) {
       "bf16 gemm " << g.m << "x" << g.n << "x" << g.k << ": a leading dimension is "
                    << "shorter than its row");
   try {
-    const Impl::Entry& e = impl_->get(g);
+    const Impl::Entry& e = impl_->get(g, weight);
     // oneDNN takes non-const handles; it only reads the sources.
     dnnl::memory a_mem(e.pd.src_desc(), impl_->engine, const_cast<uint16_t*>(g.a));
-    dnnl::memory b_mem(e.pd.weights_desc(), impl_->engine, const_cast<uint16_t*>(g.b));
+    dnnl::memory b_mem =
+        weight ? impl_->weight(g, e.pd.weights_desc())
+               : dnnl::memory(e.pd.weights_desc(), impl_->engine, const_cast<uint16_t*>(g.b));
     dnnl::memory c_mem(e.pd.dst_desc(), impl_->engine, g.c);
     dnnl::stream stream(impl_->engine);
     e.prim.execute(stream,

@@ -7,10 +7,24 @@
 // object (one per CpuBackend). Thread-safe: lookups take a mutex and each call executes on its
 // own stream (oneDNN primitives may run concurrently). oneDNN threads each call itself (OpenMP,
 // the caller's thread count).
+//
+// Weights held in the kernel's layout: oneDNN's fastest kernels read b in a blocked layout of
+// their own; given a plain b they copy it into that layout inside every call (3-16% of a
+// forward GEMM here). run_weight() reorders each weight into its blocked copy on its first call
+// in a window (the calls between two end_weights_window()) and reuses the copy for the rest of
+// it, so a weight is reordered once per optimizer step instead of once per micro-batch; the
+// results are bit for bit those of run() (the same kernel reads the same values). A copy's
+// memory is kept for the next window (allocating and first-touching tens of MB per iteration
+// cost more than the reorder saved) and freed after a window that did not use it. The copies
+// are allocated through the allocator given at construction, so the backend's memory counter
+// sees them.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+
+#include "core/tensor.h"
 
 namespace mtnlg::cpu {
 
@@ -35,23 +49,43 @@ struct Bf16Gemm {
 
 class MatmulBf16 {
  public:
-  MatmulBf16();
+  // alloc(bytes): 64-byte-aligned storage of at least that many bytes, for weight copies
+  // (Tensor::cpu when empty).
+  using Allocator = std::function<Tensor(int64_t bytes)>;
+  explicit MatmulBf16(Allocator alloc = {});
   ~MatmulBf16();
   MatmulBf16(const MatmulBf16&) = delete;
   MatmulBf16& operator=(const MatmulBf16&) = delete;
 
   // c[m, n] = alpha * op(a) @ op(b) + beta * c, all row-major and dense; op(x) = x^T when
   // trans_x (a stored [k, m], b stored [n, k]). c is float when !c_bf16, else bf16 bits.
+  // b_weight: b is a weight, as in run_weight().
   void run(void* c, bool c_bf16, const uint16_t* a, bool trans_a, const uint16_t* b, bool trans_b,
-           int64_t m, int64_t n, int64_t k, float alpha, float beta);
+           int64_t m, int64_t n, int64_t k, float alpha, float beta, bool b_weight = false);
 
   // The general (strided, batched) form; see Bf16Gemm.
   void run(const Bf16Gemm& g);
+
+  // run(g) where g.b is a weight (batch 1) the caller leaves unchanged until the window ends:
+  // the window's first call for a weight (its address, shape, transpose and the kernel's
+  // layout) reorders it into its blocked copy, later calls reuse the copy.
+  void run_weight(const Bf16Gemm& g);
+  // Ends a window (the weights may change from here): every copy is stale until its next use;
+  // the copies this window did not use are freed.
+  void end_weights_window();
+  // Bytes of the weight copies held (stale ones too), and whether a copy of this window was made
+  // from memory overlapping [begin, end) (a write there would leave it stale).
+  int64_t weight_bytes() const;
+  bool holds_weight(const void* begin, const void* end) const;
+  // Bytes run_weight's copy of a weight occupies for this problem (c bf16 or fp32): the
+  // planner's term, asked of oneDNN for the CPU it runs on.
+  static int64_t weight_copy_bytes(int64_t m, int64_t n, int64_t k, bool trans_b, bool c_bf16);
 
   // Primitives created so far (for tests: one per distinct shape).
   int64_t cached() const;
 
  private:
+  void execute(const Bf16Gemm& g, bool weight);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

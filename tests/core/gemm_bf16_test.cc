@@ -172,3 +172,74 @@ TEST_CASE("backend copy converts f32 <-> bf16 as f32_to_bf16 rounds - both ways"
   }
   CHECK(wrong == 0);
 }
+
+// Frozen-weights windows (core/backend.h): gemm_weight inside one keeps each weight's oneDNN
+// blocked copy; results must be bit for bit those of gemm(), for padded shapes (oneDNN rounds
+// k and n up to its blocks) and both transposes, at several row counts for the same weight.
+TEST_CASE(
+    "bf16 gemm_weight in a frozen window equals gemm bit for bit - copies freed when unused") {
+  auto be = make_cpu_backend(2);
+  std::vector<double> unused;
+  for (bool tw : {true, false})
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{29, 41}, {96, 32}, {768, 256}}) {
+      INFO("n " << n << " k " << k << " trans_w " << tw);
+      const Tensor w = random_bf16(tw ? Shape{n, k} : Shape{k, n}, 7, unused);
+      const int64_t live_before = be->live_bytes();
+      {
+        FrozenWeights frozen(*be);
+        int64_t held = 0;
+        for (int64_t m : {64, 5, 64}) {
+          const Tensor a = random_bf16({m, k}, 8 + static_cast<uint64_t>(m), unused);
+          Tensor want = Tensor::cpu({m, n}, DType::kBF16), got = Tensor::cpu({m, n}, DType::kBF16);
+          be->gemm(want, a, false, w, tw, 1.0, 0.0);
+          be->gemm_weight(got, a, w, tw, 1.0, 0.0);
+          CHECK(std::memcmp(want.data(), got.data(), want.nbytes()) == 0);
+          if (m == 64 && held == 0) {
+            held = be->live_bytes() - live_before;
+            // The copy is what the planner predicts for this problem.
+            CHECK(held == cpu::MatmulBf16::weight_copy_bytes(64, n, k, tw, true));
+          }
+        }
+        // The second call with 64 rows reused the first copy instead of making another.
+        CHECK(be->live_bytes() - live_before >= held);
+        CHECK(held > 0);
+      }
+      // The copies' memory stays for the next window; a window that does not use them frees it.
+      CHECK(be->live_bytes() > live_before);
+      { FrozenWeights unused_window(*be); }
+      CHECK(be->live_bytes() == live_before);
+    }
+}
+
+TEST_CASE("a frozen window reuses a weight's copy and a new window sees new weights") {
+  auto be = make_cpu_backend(1);
+  std::vector<double> unused;
+  Tensor w = random_bf16({24, 40}, 1, unused);
+  const Tensor a = random_bf16({16, 40}, 2, unused);
+  Tensor c1 = Tensor::cpu({16, 24}, DType::kF32), c2 = Tensor::cpu({16, 24}, DType::kF32);
+  Tensor want = Tensor::cpu({16, 24}, DType::kF32);
+  {
+    FrozenWeights frozen(*be);
+    be->gemm_weight(c1, a, w, true, 1.0, 0.0);
+    const int64_t live = be->live_bytes();
+    be->gemm_weight(c2, a, w, true, 1.0, 0.0);
+    CHECK(be->live_bytes() == live);  // no second copy
+    // A write through the backend into a held weight breaks the window's promise: refused.
+    CHECK_THROWS_WITH(be->scale(w, 2.0), Catch::Contains("frozen-weights window"));
+    Tensor w_row = w.slice(3, 4);  // any overlap counts
+    CHECK_THROWS_WITH(be->fill(w_row, 0.0), Catch::Contains("frozen-weights window"));
+    const Tensor other = Tensor::cpu({24, 40}, DType::kBF16);
+    CHECK_THROWS_WITH(be->copy(w, other), Catch::Contains("frozen-weights window"));
+    CHECK_THROWS_WITH(FrozenWeights(*be), Catch::Contains("do not nest"));
+  }
+  CHECK(std::memcmp(c1.data(), c2.data(), c1.nbytes()) == 0);
+  // After the window the weight may change, and the next window uses the new values.
+  be->scale(w, 2.0);
+  be->gemm(want, a, false, w, true, 1.0, 0.0);
+  {
+    FrozenWeights frozen(*be);
+    be->gemm_weight(c2, a, w, true, 1.0, 0.0);
+  }
+  CHECK(std::memcmp(want.data(), c2.data(), want.nbytes()) == 0);
+  CHECK(std::memcmp(c1.data(), c2.data(), c1.nbytes()) != 0);
+}
