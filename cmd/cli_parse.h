@@ -4,7 +4,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include <filesystem>
 #include <optional>
+#include <string>
+
+#include "core/status.h"
 
 namespace mtnlg {
 
@@ -17,6 +21,17 @@ inline std::optional<int> parse_command_line(CLI::App& app, int argc, char** arg
     return printed == 0 ? 0 : 2;
   }
   return std::nullopt;
+}
+
+// A GPT-2 vocabulary flag's value: as given, else the file shipped in data/gpt2/ when run from
+// the repository root, else invalid_argument naming the flag.
+inline std::string vocabulary_path(const std::string& given, const char* flag,
+                                   const char* shipped) {
+  if (!given.empty()) return given;
+  if (std::filesystem::exists(shipped)) return shipped;
+  throw invalid_argument(std::string(flag) + " is required (no " + shipped +
+                         " in the current directory); the fix: pass " + flag +
+                         " PATH, e.g. the repository's " + shipped);
 }
 
 }  // namespace mtnlg

@@ -13,20 +13,6 @@
 #include "core/status.h"
 #include "data/preprocess.h"
 
-namespace {
-
-// A vocabulary flag's value: as given, else the file shipped in data/gpt2/ when run from the
-// repository root, else an error naming the flag.
-std::string vocabulary_path(const std::string& given, const char* flag, const char* shipped) {
-  if (!given.empty()) return given;
-  if (std::filesystem::exists(shipped)) return shipped;
-  throw mtnlg::invalid_argument(std::string(flag) + " is required (no " + shipped +
-                                " in the current directory); the fix: pass " + flag +
-                                " PATH, e.g. the repository's " + shipped);
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   CLI::App app{
       "mtnlg-preprocess: tokenize a corpus with GPT-2's byte-level BPE into a Megatron indexed "
@@ -103,8 +89,9 @@ int main(int argc, char** argv) {
                                " is not supported; the fix: GPT2BPETokenizer (the default)");
     }
     if (no_progress_bar) opt.progress = mtnlg::ProgressMode::kLines;
-    opt.vocab_file = vocabulary_path(opt.vocab_file, "--vocab-file", "data/gpt2/encoder.json");
-    opt.merge_file = vocabulary_path(opt.merge_file, "--merge-file", "data/gpt2/vocab.bpe");
+    opt.vocab_file =
+        mtnlg::vocabulary_path(opt.vocab_file, "--vocab-file", "data/gpt2/encoder.json");
+    opt.merge_file = mtnlg::vocabulary_path(opt.merge_file, "--merge-file", "data/gpt2/vocab.bpe");
     const mtnlg::PreprocessStats s = mtnlg::preprocess(opt);
     if (s.skipped_lines > 0) {
       spdlog::warn("skipped {} bad line(s) of {} (--skip-bad-lines)", s.skipped_lines, opt.input);

@@ -13,6 +13,7 @@
 #include "checkpoint/hf_import.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/saver.h"
+#include "cmd/data_samples.h"
 #include "cmd/memory_check.h"
 #include "cmd/planner.h"
 #include "core/checked_math.h"
@@ -120,7 +121,7 @@ void Trainer::build_layout_checks() {
 // evaluation of it.
 void Trainer::build_data() {
   const int64_t seq = recipe_.model.seq_length, micro = recipe_.parallel.micro_batch_size;
-  const int64_t train_samples = run_length(recipe_).tokens / seq;
+  const int64_t train_samples = split_num_samples(recipe_, Split::kTrain);
   check_token_ids(recipe_.data, recipe_.model.vocab_size);  // every id, once, before training
   train_data_ = build_train_dataset(recipe_.data, seq, train_samples, Split::kTrain);
   spdlog::info("train data: {} samples: {}", train_samples, train_data_->description());
@@ -136,12 +137,7 @@ void Trainer::build_data() {
   train_loader_ =
       std::make_unique<Loader>(*train_data_, loader_options, consumed_samples_, batch_at_);
   if (recipe_.eval.interval > 0) {
-    const int64_t evaluations = total_iters_ / recipe_.eval.interval + 1;
-    const int64_t valid_samples = checked_mul(
-        checked_mul(evaluations, recipe_.eval.iters, "evaluations x eval.iters", "eval.iters"),
-        recipe_.batch.global_batch_size,
-        "evaluations (schedule / eval.interval) x eval.iters x batch.global_batch_size",
-        "eval.iters");
+    const int64_t valid_samples = split_num_samples(recipe_, Split::kValid);
     valid_data_ = build_train_dataset(recipe_.data, seq, valid_samples, Split::kValid);
     if (!valid_data_)
       throw invalid_argument(

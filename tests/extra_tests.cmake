@@ -12,6 +12,11 @@ add_test(NAME cli_train_command
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/cli_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_train_command PROPERTIES TIMEOUT 300)
 
+# mtnlg-data's command line: samples on a preprocessed corpus in both formats, exit codes.
+add_test(NAME cli_data_command
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/data_cli_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_data_command PROPERTIES TIMEOUT 300)
+
 # Seeded fuzzing of mtnlg-train's inputs (tests/cmd/fuzz_inputs.py): mutated recipes (files and
 # --set) and .idx/.bin pairs; fails on a crash, a hang, an internal error, exit 0 on invalid
 # input or an error naming no key or file. About a minute on 2 cores; --long for a local soak.
