@@ -17,6 +17,13 @@ std::vector<double> normalize_blend_weights(const std::vector<double>& weights) 
     throw invalid_argument("data.blend is empty; the fix: list at least one dataset prefix",
                            "data.blend");
   }
+  // Megatron stores the blend's dataset ids as int16.
+  if (weights.size() > static_cast<size_t>(std::numeric_limits<int16_t>::max())) {
+    throw invalid_argument("data.blend has " + std::to_string(weights.size()) +
+                               " entries; a blend holds at most 32767 datasets (Megatron's "
+                               "int16 dataset index); the fix: merge corpora with mtnlg-preprocess",
+                           "data.blend");
+  }
   double sum = 0.0;
   for (size_t i = 0; i < weights.size(); ++i) {
     const std::string key = "data.blend[" + std::to_string(i) + "].weight";
@@ -56,8 +63,9 @@ BlendingIndices build_blending_indices(const std::vector<double>& normalized_wei
   MTNLG_CHECK_GE(size, 0);
   const size_t n = normalized_weights.size();
   MTNLG_CHECK_GT(n, 0u);
-  BlendingIndices out{IndexArray(size, false),
-                      IndexArray(size, size > std::numeric_limits<int32_t>::max())};
+  // Megatron's dtypes: int16 dataset ids (BlendedDataset refuses more datasets), int64 positions.
+  MTNLG_CHECK_LE(n, static_cast<size_t>(std::numeric_limits<int16_t>::max()));
+  BlendingIndices out{IndexArray(size, IndexType::kInt16), IndexArray(size, IndexType::kInt64)};
   std::vector<int64_t> counts(n, 0);
   for (int64_t i = 0; i < size; ++i) {
     // Megatron's helpers.cpp: the error at max(i, 1) samples (so the first two positions both

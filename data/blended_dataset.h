@@ -39,7 +39,8 @@ int64_t blend_source_samples(double weight, int64_t total);
 // The blend's length: the sum of its sources' targets.
 int64_t blend_size(const std::vector<double>& normalized_weights, int64_t total);
 
-// The greedy assignment above: dataset_index[i] and dataset_sample_index[i] for i < size.
+// The greedy assignment above: dataset_index[i] (int16) and dataset_sample_index[i] (int64) for
+// i < size, in Megatron's dtypes.
 struct BlendingIndices {
   IndexArray dataset_index;
   IndexArray dataset_sample_index;
@@ -48,8 +49,9 @@ BlendingIndices build_blending_indices(const std::vector<double>& normalized_wei
 
 class BlendedDataset : public SampleSource {
  public:
-  // 2: Megatron's max(i, 1) (1: i + 1).
-  static constexpr int64_t kFormatVersion = 2;
+  // 3: Megatron's dtypes (int16 dataset index, int64 sample index); 2: Megatron's max(i, 1)
+  // (1: i + 1).
+  static constexpr int64_t kFormatVersion = 3;
 
   // `weights` are normalized here (errors as normalize_blend_weights). All sources must share
   // one seq_length and hold enough samples for their share (invalid_argument otherwise).

@@ -15,20 +15,74 @@ constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
 }  // namespace
 
-IndexArray::IndexArray(int64_t size, bool wide) : wide_(wide), size_(size) {
+int index_type_width(IndexType type) {
+  switch (type) {
+    case IndexType::kInt16:
+      return 2;
+    case IndexType::kInt32:
+    case IndexType::kUInt32:
+      return 4;
+    case IndexType::kInt64:
+      break;
+  }
+  return 8;
+}
+
+const char* index_type_name(IndexType type) {
+  switch (type) {
+    case IndexType::kInt16:
+      return "int16";
+    case IndexType::kInt32:
+      return "int32";
+    case IndexType::kUInt32:
+      return "uint32";
+    case IndexType::kInt64:
+      break;
+  }
+  return "int64";
+}
+
+IndexArray::IndexArray(int64_t size, IndexType type) : type_(type), size_(size) {
   MTNLG_CHECK_GE(size, 0);
   // Sized by the run's length and touched at once: refuse rather than be OOM-killed.
-  check_can_allocate(size * (wide_ ? 8 : 4),
-                     "a data index of " + std::to_string(size) + " entries");
-  if (wide_) {
-    w64_.resize(static_cast<size_t>(size));
-  } else {
-    w32_.resize(static_cast<size_t>(size));
+  check_can_allocate(size * width(), "a data index of " + std::to_string(size) + " entries");
+  const auto n = static_cast<size_t>(size);
+  switch (type_) {
+    case IndexType::kInt16:
+      i16_.resize(n);
+      break;
+    case IndexType::kInt32:
+      i32_.resize(n);
+      break;
+    case IndexType::kUInt32:
+      u32_.resize(n);
+      break;
+    case IndexType::kInt64:
+      i64_.resize(n);
+      break;
   }
 }
 
+void* IndexArray::data() {
+  return const_cast<void*>(static_cast<const IndexArray&>(*this).data());
+}
+
+const void* IndexArray::data() const {
+  switch (type_) {
+    case IndexType::kInt16:
+      return i16_.data();
+    case IndexType::kInt32:
+      return i32_.data();
+    case IndexType::kUInt32:
+      return u32_.data();
+    case IndexType::kInt64:
+      break;
+  }
+  return i64_.data();
+}
+
 bool IndexArray::operator==(const IndexArray& o) const {
-  return wide_ == o.wide_ && w32_ == o.w32_ && w64_ == o.w64_;
+  return type_ == o.type_ && i16_ == o.i16_ && i32_ == o.i32_ && u32_ == o.u32_ && i64_ == o.i64_;
 }
 
 RangeTokens count_range_tokens(const IndexedDataset& dataset, DocumentRange documents) {
@@ -69,10 +123,20 @@ bool separate_final_epoch(int64_t epochs, int64_t tokens_per_epoch, int64_t num_
 
 void shuffle_range(IndexArray& a, int64_t begin, int64_t end, NumpyRandomState& rng) {
   MTNLG_CHECK(0 <= begin && begin <= end && end <= a.size());
-  if (a.wide()) {
-    rng.shuffle(static_cast<int64_t*>(a.data()) + begin, end - begin);
-  } else {
-    rng.shuffle(static_cast<int32_t*>(a.data()) + begin, end - begin);
+  // numpy's shuffle draws the same swaps whatever the dtype.
+  switch (a.type()) {
+    case IndexType::kInt16:
+      rng.shuffle(static_cast<int16_t*>(a.data()) + begin, end - begin);
+      return;
+    case IndexType::kInt32:
+      rng.shuffle(static_cast<int32_t*>(a.data()) + begin, end - begin);
+      return;
+    case IndexType::kUInt32:
+      rng.shuffle(static_cast<uint32_t*>(a.data()) + begin, end - begin);
+      return;
+    case IndexType::kInt64:
+      rng.shuffle(static_cast<int64_t*>(a.data()) + begin, end - begin);
+      return;
   }
 }
 
@@ -82,7 +146,8 @@ IndexArray build_document_index(DocumentRange documents, int64_t epochs, bool se
   const int64_t n = documents.size();
   MTNLG_CHECK_GT(n, 0);
   MTNLG_CHECK_LE(epochs, std::numeric_limits<int64_t>::max() / n);
-  IndexArray index(epochs * n, documents.end - 1 > kInt32Max);
+  IndexArray index(epochs * n,
+                   documents.end - 1 > kInt32Max ? IndexType::kInt64 : IndexType::kInt32);
   for (int64_t e = 0; e < epochs; ++e)
     for (int64_t k = 0; k < n; ++k) index.set(e * n + k, documents.begin + k);
   if (shuffle) {
@@ -100,7 +165,7 @@ IndexArray build_sample_index(const IndexedDataset& dataset, const IndexArray& d
   MTNLG_CHECK_GT(seq_length, 0);
   MTNLG_CHECK_GE(num_samples, 0);
   const bool wide = document_index.size() > kInt32Max || longest_document > kInt32Max;
-  IndexArray index(2 * (num_samples + 1), wide);
+  IndexArray index(2 * (num_samples + 1), wide ? IndexType::kInt64 : IndexType::kInt32);
   // Walk the stream once: `start` is the stream offset of document position p. Boundary i is
   // the position of token i*S; empty documents are stepped over, so offset < length always.
   int64_t p = 0, start = 0;
@@ -123,7 +188,10 @@ IndexArray build_sample_index(const IndexedDataset& dataset, const IndexArray& d
 IndexArray build_shuffle_index(int64_t num_samples, int64_t first, bool shuffle,
                                NumpyRandomState& rng) {
   MTNLG_CHECK(0 <= first && first <= num_samples);
-  IndexArray index(num_samples, num_samples > kInt32Max);
+  // Megatron: uint32 unless the size reaches numpy.iinfo(uint32).max - 1.
+  constexpr int64_t kUInt32Limit = int64_t{std::numeric_limits<uint32_t>::max()} - 1;
+  IndexArray index(num_samples,
+                   num_samples >= kUInt32Limit ? IndexType::kInt64 : IndexType::kUInt32);
   for (int64_t i = 0; i < num_samples; ++i) index.set(i, i);
   if (shuffle) {
     shuffle_range(index, 0, first, rng);

@@ -40,35 +40,64 @@
 
 namespace mtnlg {
 
-// Signed integers stored as int32 when they fit (as Megatron chooses), else int64.
+// The element types of the index arrays, as Megatron-LM stores them (numpy dtypes).
+enum class IndexType : uint8_t { kInt16, kInt32, kUInt32, kInt64 };
+int index_type_width(IndexType type);         // bytes per value: 2, 4, 4, 8
+const char* index_type_name(IndexType type);  // numpy's name: "int16", "int32", "uint32", "int64"
+
+// An index array of one element type; values are read and written as int64.
 class IndexArray {
  public:
   IndexArray() = default;
-  IndexArray(int64_t size, bool wide);
+  IndexArray(int64_t size, IndexType type);
 
-  bool wide() const { return wide_; }
-  int width() const { return wide_ ? 8 : 4; }
+  IndexType type() const { return type_; }
+  int width() const { return index_type_width(type_); }
   int64_t size() const { return size_; }
   int64_t operator[](int64_t i) const {
-    return wide_ ? w64_[static_cast<size_t>(i)] : w32_[static_cast<size_t>(i)];
-  }
-  void set(int64_t i, int64_t v) {
-    if (wide_) {
-      w64_[static_cast<size_t>(i)] = v;
-    } else {
-      w32_[static_cast<size_t>(i)] = static_cast<int32_t>(v);
+    const auto k = static_cast<size_t>(i);
+    switch (type_) {
+      case IndexType::kInt16:
+        return i16_[k];
+      case IndexType::kInt32:
+        return i32_[k];
+      case IndexType::kUInt32:
+        return u32_[k];
+      case IndexType::kInt64:
+        break;
     }
+    return i64_[k];
   }
-  void* data() { return wide_ ? static_cast<void*>(w64_.data()) : w32_.data(); }
-  const void* data() const { return wide_ ? static_cast<const void*>(w64_.data()) : w32_.data(); }
+  // v must fit the type (callers choose the type from the largest value).
+  void set(int64_t i, int64_t v) {
+    const auto k = static_cast<size_t>(i);
+    switch (type_) {
+      case IndexType::kInt16:
+        i16_[k] = static_cast<int16_t>(v);
+        return;
+      case IndexType::kInt32:
+        i32_[k] = static_cast<int32_t>(v);
+        return;
+      case IndexType::kUInt32:
+        u32_[k] = static_cast<uint32_t>(v);
+        return;
+      case IndexType::kInt64:
+        break;
+    }
+    i64_[k] = v;
+  }
+  void* data();
+  const void* data() const;
   size_t bytes() const { return static_cast<size_t>(size_) * static_cast<size_t>(width()); }
   bool operator==(const IndexArray& o) const;
 
  private:
-  bool wide_ = false;
+  IndexType type_ = IndexType::kInt32;
   int64_t size_ = 0;
-  std::vector<int32_t> w32_;
-  std::vector<int64_t> w64_;
+  std::vector<int16_t> i16_;  // the one of these four that type_ names holds the values
+  std::vector<int32_t> i32_;
+  std::vector<uint32_t> u32_;
+  std::vector<int64_t> i64_;
 };
 
 // Tokens of the range's documents, and the longest document (to size the sample index).
@@ -90,16 +119,18 @@ bool separate_final_epoch(int64_t epochs, int64_t tokens_per_epoch, int64_t num_
 void shuffle_range(IndexArray& a, int64_t begin, int64_t end, NumpyRandomState& rng);
 
 // E copies of the range's document ids; with `shuffle`, permuted as Megatron's
-// _build_document_index does (separate_final: the last copy apart), drawing from `rng`.
+// _build_document_index does (separate_final: the last copy apart), drawing from `rng`. int32
+// as Megatron's (int64 for document ids past int32, where Megatron's cast would wrap).
 IndexArray build_document_index(DocumentRange documents, int64_t epochs, bool separate_final,
                                 bool shuffle, NumpyRandomState& rng);
 // 2 * (num_samples + 1) values: (document index position, offset) of each boundary. The
-// document index must hold at least num_samples * seq_length + 1 tokens (checked).
+// document index must hold at least num_samples * seq_length + 1 tokens (checked). int32 when
+// the document index's length and the longest document fit it, else int64 (Megatron's rule).
 IndexArray build_sample_index(const IndexedDataset& dataset, const IndexArray& document_index,
                               int64_t seq_length, int64_t num_samples, int64_t longest_document);
 // A permutation of [0, num_samples): [0, first) and then [first, num_samples) shuffled
 // separately (first == num_samples: one shuffle), drawing from `rng`. Without `shuffle`, the
-// identity.
+// identity. uint32 below 2^32 - 2 values, else int64 (Megatron's _build_shuffle_index).
 IndexArray build_shuffle_index(int64_t num_samples, int64_t first, bool shuffle,
                                NumpyRandomState& rng);
 

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "core/status.h"
@@ -18,6 +19,23 @@ namespace {
 
 constexpr char kArrayMagic[8] = {'M', 'T', 'N', 'L', 'G', 'I', 'X', '1'};
 constexpr size_t kArrayHeaderBytes = 32;
+
+// The header's type code: 0 is a signed integer of the header's width (the only kind before
+// unsigned and 16-bit arrays; still read), else 1 int16, 2 int32, 3 uint32, 4 int64.
+uint32_t type_code(IndexType type) {
+  return static_cast<uint32_t>(type) + 1;
+}
+std::optional<IndexType> type_of(uint32_t width, uint32_t code) {
+  if (code == 0) {
+    if (width == 4) return IndexType::kInt32;
+    if (width == 8) return IndexType::kInt64;
+    return std::nullopt;
+  }
+  if (code > 4) return std::nullopt;
+  const auto type = static_cast<IndexType>(code - 1);
+  if (static_cast<uint32_t>(index_type_width(type)) != width) return std::nullopt;
+  return type;
+}
 constexpr uint64_t kFnvPrime = 0x100000001b3ull;
 
 struct FileCloser {
@@ -181,24 +199,24 @@ IndexArray IndexCache::load(const std::string& array, int64_t expected_size) con
   File f(std::fopen(p.c_str(), "rb"));
   if (!f) throw corruption("missing array of a cached index (a partial copy?)" + fix_text(dir_), p);
   uint8_t header[kArrayHeaderBytes];
-  uint32_t width = 0;
+  uint32_t width = 0, code = 0;
   uint64_t count = 0, checksum = 0;
   const bool header_ok = std::fread(header, 1, sizeof header, f.get()) == sizeof header &&
                          std::memcmp(header, kArrayMagic, 8) == 0;
   if (header_ok) {
     std::memcpy(&width, header + 8, 4);
+    std::memcpy(&code, header + 12, 4);
     std::memcpy(&count, header + 16, 8);
     std::memcpy(&checksum, header + 24, 8);
   }
-  if (!header_ok || (width != 4 && width != 8)) {
-    throw corruption("not an index array (bad header)" + fix_text(dir_), p);
-  }
+  const std::optional<IndexType> type = header_ok ? type_of(width, code) : std::nullopt;
+  if (!type) throw corruption("not an index array (bad header)" + fix_text(dir_), p);
   if (count != static_cast<uint64_t>(expected_size)) {
     throw corruption("holds " + std::to_string(count) + " values where " +
                          std::to_string(expected_size) + " are expected" + fix_text(dir_),
                      p);
   }
-  IndexArray values(expected_size, width == 8);
+  IndexArray values(expected_size, *type);
   const size_t bytes = values.bytes();
   const bool read_ok = (bytes == 0 || std::fread(values.data(), 1, bytes, f.get()) == bytes) &&
                        std::fgetc(f.get()) == EOF;
@@ -220,11 +238,13 @@ void IndexCache::store(const std::string& array, const IndexArray& values) const
   }
   uint8_t header[kArrayHeaderBytes] = {};
   const uint32_t width = static_cast<uint32_t>(values.width());
+  const uint32_t code = type_code(values.type());
   const uint64_t count = static_cast<uint64_t>(values.size());
   const auto* data = static_cast<const uint8_t*>(values.data());
   const uint64_t checksum = hash64({data, values.bytes()});
   std::memcpy(header, kArrayMagic, 8);
   std::memcpy(header + 8, &width, 4);
+  std::memcpy(header + 12, &code, 4);
   std::memcpy(header + 16, &count, 8);
   std::memcpy(header + 24, &checksum, 8);
   write_atomically(path(array), {{header, sizeof header}, {data, values.bytes()}});

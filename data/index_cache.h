@@ -8,7 +8,8 @@
 //   <dir>/<hash16>-<kind>-description.json   the description, written last: marks a complete entry
 //   <dir>/<hash16>-<kind>-<array>.bin         one array each
 // An array file is a 32-byte header, then the values (little endian):
-//   "MTNLGIX1" | uint32 width (4 or 8) | uint32 0 | uint64 count | uint64 hash64 of the values
+//   "MTNLGIX1" | uint32 width (2, 4 or 8) | uint32 type (1 int16, 2 int32, 3 uint32, 4 int64;
+//   0 in older files: signed of that width) | uint64 count | uint64 hash64 of the values
 // Every file is written to a temporary name and renamed into place, so concurrent builders
 // (several ranks of one node) and crashes never leave a half-written file under a final name.
 // On load, a description that differs from the expected one (a hash collision, or a cache from

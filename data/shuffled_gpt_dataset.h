@@ -34,8 +34,9 @@ class GPTDataset : public SampleSource {
  public:
   // Version of the index layout and shuffle algorithm: part of every cache description, so a
   // change here makes old caches miss instead of being misread.
-  // 2: numpy RandomState shuffles in Megatron's order (1: Philox, per-epoch document shuffles).
-  static constexpr int64_t kFormatVersion = 2;
+  // 3: the shuffle index stored as uint32 (Megatron's dtype); 2: numpy RandomState shuffles in
+  // Megatron's order (1: Philox, per-epoch document shuffles).
+  static constexpr int64_t kFormatVersion = 3;
 
   // Throws invalid_argument if seq_length < 1, num_samples < 0, or the range is empty or holds
   // no tokens (naming data.split); corruption if a cache entry with this name is damaged or

@@ -55,7 +55,7 @@ int64_t max_token_id(const IndexedDataset& dataset, const std::string& cache_dir
                            "with mtnlg-preprocess",
                        dataset.bin_path());
   }
-  IndexArray values(1, /*wide=*/true);
+  IndexArray values(1, IndexType::kInt64);
   values.set(0, hi);
   cache.store("max", values);
   cache.commit();

@@ -87,6 +87,9 @@ TEST_CASE("the blending index matches Megatron's rule element by element") {
   for (const auto& [weights, want] : cases) {
     INFO("weights " << weights[0] << ", " << weights[1]);
     const BlendingIndices got = build_blending_indices(weights, 20);
+    // Megatron's dtypes: numpy int16 dataset ids, int64 positions.
+    CHECK(got.dataset_index.type() == IndexType::kInt16);
+    CHECK(got.dataset_sample_index.type() == IndexType::kInt64);
     std::vector<int64_t> seen(weights.size(), 0);
     for (int64_t i = 0; i < 20; ++i) {
       INFO("sample " << i);

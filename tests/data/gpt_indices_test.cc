@@ -77,7 +77,9 @@ TEST_CASE("the document and shuffle indices are Megatron's: numpy's shuffles in 
     const IndexArray doc = build_document_index(range, 4, separate, true, rng);
     const IndexArray shuf = build_shuffle_index(1000, separate ? 600 : 1000, true, rng);
     REQUIRE(doc.size() == 200);
-    CHECK_FALSE(doc.wide());
+    // Megatron's dtypes: int32 document index, uint32 shuffle index.
+    CHECK(doc.type() == IndexType::kInt32);
+    CHECK(shuf.type() == IndexType::kUInt32);
     if (!separate) {
       CHECK(values(doc, 0, 8) == std::vector<int64_t>{54, 14, 38, 55, 20, 16, 12, 14});
       CHECK(values(doc, 196, 200) == std::vector<int64_t>{23, 10, 45, 54});
