@@ -17,6 +17,12 @@ add_test(NAME cli_data_command
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/data_cli_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_data_command PROPERTIES TIMEOUT 300)
 
+# Portable binaries: no AVX-512 in our code, and the same training on an emulated AVX2-only CPU.
+add_test(NAME portable_build
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/portable_build_test.sh ${PROJECT_BINARY_DIR}
+          ${PROJECT_SOURCE_DIR} ${MTNLG_CPU_TARGET})
+set_tests_properties(portable_build PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+
 # Seeded fuzzing of mtnlg-train's inputs (tests/cmd/fuzz_inputs.py): mutated recipes (files and
 # --set) and .idx/.bin pairs; fails on a crash, a hang, an internal error, exit 0 on invalid
 # input or an error naming no key or file. About a minute on 2 cores; --long for a local soak.

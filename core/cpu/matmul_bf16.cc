@@ -8,6 +8,8 @@
 #include <tuple>
 #include <utility>
 
+#include "core/cpu/kernels_cpu.h"
+#include "core/kernels/bf16_math.h"
 #include "core/status.h"
 
 namespace mtnlg::cpu {
@@ -34,11 +36,13 @@ struct MatmulBf16::Impl {
     bool used;   // used since the last end_weights_window()
   };
 
-  explicit Impl(Allocator a) : alloc(std::move(a)) {
+  Impl(Allocator a, bool onednn_wanted)
+      : alloc(std::move(a)), onednn(onednn_wanted && MatmulBf16::onednn_available()) {
     if (!alloc) alloc = [](int64_t bytes) { return Tensor::cpu({(bytes + 1) / 2}, DType::kBF16); };
   }
 
   Allocator alloc;
+  bool onednn;  // else the fp32 fallback
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   mutable std::mutex mu;
   std::map<Key, Entry> cache;     // guarded by mu; entries are never erased, so references stay
@@ -120,7 +124,28 @@ struct MatmulBf16::Impl {
   }
 };
 
-MatmulBf16::MatmulBf16(Allocator alloc) : impl_(std::make_unique<Impl>(std::move(alloc))) {}
+MatmulBf16::MatmulBf16(Allocator alloc, bool use_onednn)
+    : impl_(std::make_unique<Impl>(std::move(alloc), use_onednn)) {}
+
+bool MatmulBf16::onednn_available() {
+  // Asked once: a small bf16 primitive either can be made on this CPU or not.
+  static const bool available = [] {
+    try {
+      Bf16Gemm g;
+      g.m = g.n = g.k = g.ld_a = g.ld_b = g.ld_c = 16;
+      const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+      Impl::make_pd(g, false, engine);
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return available;
+}
+
+bool MatmulBf16::uses_onednn() const {
+  return impl_->onednn;
+}
 MatmulBf16::~MatmulBf16() = default;
 
 void MatmulBf16::end_weights_window() {
@@ -152,6 +177,7 @@ bool MatmulBf16::holds_weight(const void* begin, const void* end) const {
 }
 
 int64_t MatmulBf16::weight_copy_bytes(int64_t m, int64_t n, int64_t k, bool trans_b, bool c_bf16) {
+  if (!onednn_available()) return 0;
   Bf16Gemm g;
   g.m = m;
   g.n = n;
@@ -207,6 +233,46 @@ void MatmulBf16::run_weight(const Bf16Gemm& g) {
   execute(g, true);
 }
 
+namespace {
+
+// rows x cols of bf16 bits, rows ld apart, widened into a dense fp32 matrix.
+void widen_rows(std::vector<float>& out, const uint16_t* x, int64_t rows, int64_t cols,
+                int64_t ld) {
+  out.resize(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      out[static_cast<size_t>(r * cols + c)] = bf16_to_f32(x[r * ld + c]);
+}
+
+// The product through the fp32 GEMM, one problem at a time.
+void fp32_fallback(const Bf16Gemm& g) {
+  std::vector<float> a, b, c;
+  for (int64_t i = 0; i < g.batch; ++i) {
+    widen_rows(a, g.a + i * g.stride_a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.ld_a);
+    widen_rows(b, g.b + i * g.stride_b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ld_b);
+    c.assign(static_cast<size_t>(g.m * g.n), 0.0f);
+    auto* c_f32 = static_cast<float*>(g.c) + i * g.stride_c;
+    auto* c_b16 = static_cast<uint16_t*>(g.c) + i * g.stride_c;
+    if (g.beta != 0.0f)
+      for (int64_t r = 0; r < g.m; ++r)
+        for (int64_t j = 0; j < g.n; ++j)
+          c[static_cast<size_t>(r * g.n + j)] =
+              g.c_bf16 ? bf16_to_f32(c_b16[r * g.ld_c + j]) : c_f32[r * g.ld_c + j];
+    gemm(c.data(), a.data(), g.trans_a, b.data(), g.trans_b, g.m, g.n, g.k, g.alpha, g.beta);
+    for (int64_t r = 0; r < g.m; ++r)
+      for (int64_t j = 0; j < g.n; ++j) {
+        const float v = c[static_cast<size_t>(r * g.n + j)];
+        if (g.c_bf16) {
+          c_b16[r * g.ld_c + j] = f32_to_bf16(v);
+        } else {
+          c_f32[r * g.ld_c + j] = v;
+        }
+      }
+  }
+}
+
+}  // namespace
+
 void MatmulBf16::execute(const Bf16Gemm& g, bool weight) {
   if (g.batch <= 0 || g.m <= 0 || g.n <= 0) return;
   MTNLG_CHECK_MSG(g.k > 0, "bf16 gemm with k = 0");
@@ -214,6 +280,10 @@ void MatmulBf16::execute(const Bf16Gemm& g, bool weight) {
       g.ld_a >= (g.trans_a ? g.m : g.k) && g.ld_b >= (g.trans_b ? g.k : g.n) && g.ld_c >= g.n,
       "bf16 gemm " << g.m << "x" << g.n << "x" << g.k << ": a leading dimension is "
                    << "shorter than its row");
+  if (!impl_->onednn) {
+    fp32_fallback(g);
+    return;
+  }
   try {
     const Impl::Entry& e = impl_->get(g, weight);
     // oneDNN takes non-const handles; it only reads the sources.

@@ -18,6 +18,11 @@
 // cost more than the reorder saved) and freed after a window that did not use it. The copies
 // are allocated through the allocator given at construction, so the backend's memory counter
 // sees them.
+//
+// On a CPU where oneDNN has no bf16 matmul (before AVX-512: oneDNN 2.6 refuses bf16 on AVX2),
+// every product is widened to fp32 and run by the fp32 GEMM instead: the same products (a bf16 x
+// bf16 product is exact in fp32) summed in fp32, slower, so that a portable build trains bf16
+// recipes on every node instead of failing; such a CPU keeps no weight copies.
 #pragma once
 
 #include <cstdint>
@@ -52,7 +57,8 @@ class MatmulBf16 {
   // alloc(bytes): 64-byte-aligned storage of at least that many bytes, for weight copies
   // (Tensor::cpu when empty).
   using Allocator = std::function<Tensor(int64_t bytes)>;
-  explicit MatmulBf16(Allocator alloc = {});
+  // use_onednn false: the fp32 fallback even where oneDNN could (for tests).
+  explicit MatmulBf16(Allocator alloc = {}, bool use_onednn = true);
   ~MatmulBf16();
   MatmulBf16(const MatmulBf16&) = delete;
   MatmulBf16& operator=(const MatmulBf16&) = delete;
@@ -77,8 +83,11 @@ class MatmulBf16 {
   // from memory overlapping [begin, end) (a write there would leave it stale).
   int64_t weight_bytes() const;
   bool holds_weight(const void* begin, const void* end) const;
+  // Whether oneDNN multiplies bf16 on this CPU (else the fp32 fallback runs).
+  static bool onednn_available();
+  bool uses_onednn() const;
   // Bytes run_weight's copy of a weight occupies for this problem (c bf16 or fp32): the
-  // planner's term, asked of oneDNN for the CPU it runs on.
+  // planner's term, asked of oneDNN for the CPU it runs on (0 where it has no bf16 matmul).
   static int64_t weight_copy_bytes(int64_t m, int64_t n, int64_t k, bool trans_b, bool c_bf16);
 
   // Primitives created so far (for tests: one per distinct shape).

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <random>
 
@@ -43,8 +44,11 @@ double value_at(const Tensor& c, int64_t i) {
 // gamma(n) = n u / (1 - n u), u = 2^-24; scaling by alpha, adding beta * c0 and rounding them
 // add at most 3 more roundings: gamma(k + 2) * (|alpha| sum |a_p b_p| + |beta c0|). A bf16
 // output is rounded once more, by at most 2^-8 of its value.
-void check_gemm(Backend& be, int64_t m, int64_t n, int64_t k, bool ta, bool tb, DType c_dtype,
-                double alpha, double beta) {
+using GemmRunner = std::function<void(Tensor& c, const Tensor& a, bool ta, const Tensor& b, bool tb,
+                                      double alpha, double beta)>;
+
+void check_gemm_with(const GemmRunner& run, int64_t m, int64_t n, int64_t k, bool ta, bool tb,
+                     DType c_dtype, double alpha, double beta) {
   INFO(m << "x" << n << "x" << k << " trans_a " << ta << " trans_b " << tb << " c "
          << dtype_name(c_dtype) << " alpha " << alpha << " beta " << beta);
   std::vector<double> va, vb, vc0;
@@ -60,7 +64,7 @@ void check_gemm(Backend& be, int64_t m, int64_t n, int64_t k, bool ta, bool tb, 
     for (int64_t i = 0; i < m * n; ++i) c.data_as<float>()[i] = static_cast<float>(tmp[i] * 0.75);
     for (int64_t i = 0; i < m * n; ++i) vc0.push_back(c.data_as<float>()[i]);
   }
-  be.gemm(c, a, ta, b, tb, alpha, beta);
+  run(c, a, ta, b, tb, alpha, beta);
   const double u = std::ldexp(1.0, -24);
   const double gamma = static_cast<double>(k + 2) * u / (1.0 - static_cast<double>(k + 2) * u);
   int64_t worst = -1;
@@ -87,6 +91,13 @@ void check_gemm(Backend& be, int64_t m, int64_t n, int64_t k, bool ta, bool tb, 
     }
   INFO("worst element " << worst << ": error / bound = " << worst_ratio);
   CHECK(worst_ratio <= 1.0);
+}
+
+void check_gemm(Backend& be, int64_t m, int64_t n, int64_t k, bool ta, bool tb, DType c_dtype,
+                double alpha, double beta) {
+  check_gemm_with([&](Tensor& c, const Tensor& a, bool ta_, const Tensor& b, bool tb_, double al,
+                      double be_) { be.gemm(c, a, ta_, b, tb_, al, be_); },
+                  m, n, k, ta, tb, c_dtype, alpha, beta);
 }
 
 }  // namespace
@@ -242,4 +253,59 @@ TEST_CASE("a frozen window reuses a weight's copy and a new window sees new weig
   }
   CHECK(std::memcmp(want.data(), c2.data(), want.nbytes()) == 0);
   CHECK(std::memcmp(c1.data(), c2.data(), c1.nbytes()) != 0);
+}
+
+// Where oneDNN has no bf16 matmul (AVX2 CPUs), MatmulBf16 widens to fp32 and runs the fp32 GEMM:
+// the same error bound against the exact product, in every form the model uses.
+TEST_CASE("the bf16 gemm's fp32 fallback is within the bf16 bound - strided batches too") {
+  cpu::MatmulBf16 fallback({}, /*use_onednn=*/false);
+  CHECK_FALSE(fallback.uses_onednn());
+  const GemmRunner run = [&](Tensor& c, const Tensor& a, bool ta, const Tensor& b, bool tb,
+                             double alpha, double beta) {
+    const int64_t m = ta ? a.dim(1) : a.dim(0), k = ta ? a.dim(0) : a.dim(1);
+    const int64_t n = tb ? b.dim(0) : b.dim(1);
+    fallback.run(c.data(), c.dtype() == DType::kBF16, static_cast<const uint16_t*>(a.data()), ta,
+                 static_cast<const uint16_t*>(b.data()), tb, m, n, k, static_cast<float>(alpha),
+                 static_cast<float>(beta), /*b_weight=*/true);
+  };
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (DType c_dtype : {DType::kF32, DType::kBF16})
+        check_gemm_with(run, 37, 29, 41, ta, tb, c_dtype, 1.0, 0.0);
+  check_gemm_with(run, 37, 29, 41, true, false, DType::kBF16, -1.5, 1.0);
+  check_gemm_with(run, 64, 300, 96, false, true, DType::kF32, 0.7, 0.3);
+  CHECK(fallback.weight_bytes() == 0);  // no oneDNN layout, no copies
+  // A strided batch (attention's form: problems 2 apart in an interleaved buffer, rows ld apart)
+  // against the same products one by one through the fp32 fallback's dense form.
+  std::vector<double> unused;
+  const int64_t batch = 3, m = 5, n = 7, k = 6, ld_a = 20, ld_b = 16, ld_c = 9;
+  const Tensor a = random_bf16({batch * m * ld_a}, 11, unused);
+  const Tensor b = random_bf16({batch * n * ld_b}, 12, unused);
+  Tensor c = Tensor::cpu({batch * m * ld_c}, DType::kF32);
+  cpu::Bf16Gemm g;
+  g.batch = batch;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.a = static_cast<const uint16_t*>(a.data());
+  g.ld_a = ld_a;
+  g.stride_a = m * ld_a;
+  g.b = static_cast<const uint16_t*>(b.data());
+  g.ld_b = ld_b;
+  g.stride_b = n * ld_b;
+  g.trans_b = true;
+  g.c = c.data();
+  g.ld_c = ld_c;
+  g.stride_c = m * ld_c;
+  fallback.run(g);
+  for (int64_t p = 0; p < batch; ++p)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double want = 0.0;
+        for (int64_t q = 0; q < k; ++q)
+          want += static_cast<double>(bf16_to_f32(g.a[p * m * ld_a + i * ld_a + q])) *
+                  bf16_to_f32(g.b[p * n * ld_b + j * ld_b + q]);
+        const double got = c.data_as<float>()[p * m * ld_c + i * ld_c + j];
+        CHECK(std::fabs(got - want) <= 1e-5 * (1.0 + std::fabs(want)));
+      }
 }
