@@ -20,7 +20,8 @@ int main(int argc, char** argv) {
       "more), as Megatron-LM's tools/preprocess_data.py does (which names its output "
       "PREFIX_text_document: pass that as --output-prefix to match).\n"
       "Text is UTF-8; invalid bytes are read as U+FFFD (as Python's errors='replace' decode "
-      "does). Documents with no tokens (empty text without --append-eod) are not written.\n"
+      "does). A document of empty text is recorded with no tokens (no <|endoftext|> either), as "
+      "Megatron records it.\n"
       "Output is written under temporary names and renamed into place at the end; after an "
       "error nothing is left under the final names.\n"
       "Example: mtnlg-preprocess --input corpus.jsonl --output-prefix data/my_text_document "
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
   mtnlg::PreprocessOptions opt;
   std::string format = "jsonl";
   std::string tokenizer_type = "GPT2BPETokenizer";
+  std::string dataset_impl = "mmap";
   std::string log_level = "info";
   bool no_progress_bar = false;
   app.add_option("--input", opt.input,
@@ -42,8 +44,24 @@ int main(int argc, char** argv) {
                  "jsonl or text (text: a document is a block of lines up to a blank line, its "
                  "line ends included)")
       ->capture_default_str();
-  app.add_option("--json-key", opt.json_key, "jsonl: the member that holds the document text")
+  auto* json_key =
+      app.add_option("--json-key", opt.json_key, "jsonl: the member that holds the document text")
+          ->capture_default_str();
+  app.add_option("--json-keys", opt.json_keys,
+                 "Megatron's form: one output per member, named PREFIX_KEY_document.{bin,idx} "
+                 "(PREFIX_KEY_sentence with --split-sentences) as Megatron names them, e.g. "
+                 "--json-keys text")
+      ->excludes(json_key);
+  app.add_option("--dataset-impl", dataset_impl,
+                 "Accepted for Megatron compatibility: mmap, the format written (Megatron's "
+                 "legacy lazy and cached formats are not supported)")
       ->capture_default_str();
+  app.add_flag("--split-sentences", opt.split_sentences,
+               "Each sentence a sequence of its document (ICU's sentence boundaries where "
+               "Megatron uses NLTK punkt; README: Preparing data says where they differ)");
+  app.add_flag("--keep-newlines", opt.keep_newlines,
+               "With --split-sentences: the whitespace after a sentence, newlines included, "
+               "stays at its end (Megatron's --keep-newlines); else it is dropped");
   app.add_option("--output-prefix", opt.output_prefix,
                  "Writes PREFIX.bin and PREFIX.idx (the directory must exist)")
       ->required();
@@ -84,6 +102,11 @@ int main(int argc, char** argv) {
     } else {
       throw mtnlg::invalid_argument("--input-format must be jsonl or text, got '" + format + "'");
     }
+    if (dataset_impl != "mmap") {
+      throw mtnlg::unsupported("--dataset-impl " + dataset_impl +
+                               " is not supported; the fix: mmap (the default; Megatron-LM's "
+                               "current format, the only one it still reads)");
+    }
     if (tokenizer_type != "GPT2BPETokenizer") {
       throw mtnlg::unsupported("--tokenizer-type " + tokenizer_type +
                                " is not supported; the fix: GPT2BPETokenizer (the default)");
@@ -97,12 +120,16 @@ int main(int argc, char** argv) {
       spdlog::warn("skipped {} bad line(s) of {} (--skip-bad-lines)", s.skipped_lines, opt.input);
     }
     if (s.empty_documents > 0) {
-      spdlog::warn("{} empty document(s) had no tokens and were not written", s.empty_documents);
+      spdlog::warn("{} empty document(s): recorded with no tokens, as Megatron records them",
+                   s.empty_documents);
     }
+    std::string names;
+    for (const std::string& prefix : s.outputs)
+      names += (names.empty() ? "" : ", ") + prefix + ".{bin,idx}";
     spdlog::info(
-        "wrote {}.{{bin,idx}}: {} documents, {} tokens ({}), {:.1f} MB in {:.1f} s "
+        "wrote {}: {} documents, {} tokens ({}), {} sequences, {:.1f} MB in {:.1f} s "
         "({:.2f} MB/s)",
-        opt.output_prefix, s.documents, s.tokens, mtnlg::token_type_name(s.token_type),
+        names, s.documents, s.tokens, mtnlg::token_type_name(s.token_type), s.sequences,
         s.input_bytes / 1e6, s.seconds, s.seconds > 0 ? s.input_bytes / 1e6 / s.seconds : 0.0);
     return 0;
   } catch (const mtnlg::Error& e) {

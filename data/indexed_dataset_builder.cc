@@ -62,15 +62,22 @@ void IndexedDatasetBuilder::write_bin(const void* data, size_t bytes) {
   }
 }
 
-void IndexedDatasetBuilder::add_document(std::span<const int32_t> tokens) {
+void IndexedDatasetBuilder::add_document(std::span<const int32_t> tokens,
+                                         std::span<const int32_t> sequence_lengths) {
   MTNLG_CHECK_MSG(!finished_, "add_document after finish");
+  int64_t sum = 0;
+  for (const int32_t len : sequence_lengths) {
+    MTNLG_CHECK_GT(len, 0);
+    sum += len;
+  }
+  MTNLG_CHECK(sequence_lengths.empty() || sum == static_cast<int64_t>(tokens.size()));
   MTNLG_CHECK_LE(tokens.size(), static_cast<size_t>(std::numeric_limits<int32_t>::max()));
   const int64_t max_id = token_type_ == TokenType::kUInt16 ? 65535 : 0x7fffffff;
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] < 0 || tokens[i] > max_id) {
       throw invalid_argument(
           "token id " + std::to_string(tokens[i]) + " at position " + std::to_string(i) +
-              " of document " + std::to_string(lengths_.size()) + " does not fit " +
+              " of document " + std::to_string(num_documents()) + " does not fit " +
               token_type_name(token_type_) +
               (token_type_ == TokenType::kUInt16
                    ? "; the fix: write the dataset with int32 tokens (vocabulary >= 65536)"
@@ -84,7 +91,12 @@ void IndexedDatasetBuilder::add_document(std::span<const int32_t> tokens) {
     staging_.assign(tokens.begin(), tokens.end());
     write_bin(staging_.data(), staging_.size() * sizeof(uint16_t));
   }
-  lengths_.push_back(static_cast<int32_t>(tokens.size()));
+  if (!sequence_lengths.empty()) {
+    lengths_.insert(lengths_.end(), sequence_lengths.begin(), sequence_lengths.end());
+  } else if (!tokens.empty()) {
+    lengths_.push_back(static_cast<int32_t>(tokens.size()));
+  }
+  document_index_.push_back(static_cast<int64_t>(lengths_.size()));
   num_tokens_ += static_cast<int64_t>(tokens.size());
 }
 
@@ -96,19 +108,19 @@ void IndexedDatasetBuilder::finish() {
 
   const uint64_t n = lengths_.size();
   std::vector<uint8_t> idx;
-  idx.reserve(idx_format::kHeaderBytes + 20 * n + 8);
+  idx.reserve(idx_format::kHeaderBytes + 12 * n + 8 * document_index_.size());
   idx.insert(idx.end(), idx_format::kMagic.begin(), idx_format::kMagic.end());
   append<uint64_t>(idx, idx_format::kVersion);
   append<uint8_t>(idx, static_cast<uint8_t>(token_type_));
   append<uint64_t>(idx, n);
-  append<uint64_t>(idx, n + 1);  // document indices 0..n: one sequence per document
+  append<uint64_t>(idx, document_index_.size());
   for (int32_t len : lengths_) append<int32_t>(idx, len);
   int64_t pointer = 0;
   for (int32_t len : lengths_) {
     append<int64_t>(idx, pointer);
     pointer += static_cast<int64_t>(len) * static_cast<int64_t>(token_size(token_type_));
   }
-  for (uint64_t i = 0; i <= n; ++i) append<int64_t>(idx, static_cast<int64_t>(i));
+  for (const int64_t d : document_index_) append<int64_t>(idx, d);
 
   std::FILE* f = std::fopen(idx_tmp_.c_str(), "wb");
   if (f == nullptr) throw io_error("cannot create: " + errno_text(), idx_tmp_);

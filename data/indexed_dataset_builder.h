@@ -1,5 +1,6 @@
 // IndexedDatasetBuilder: writes a Megatron-LM indexed dataset (PREFIX.bin + PREFIX.idx, format
-// in data/indexed_format.h), one sequence per document as Megatron's preprocess_data.py does.
+// in data/indexed_format.h) as Megatron's preprocess_data.py does: a document is one sequence,
+// or one per sentence (--split-sentences), or none (empty text: the document is still recorded).
 //
 // Tokens stream to PREFIX.bin.tmp-<pid> as documents arrive; finish() writes the index to
 // PREFIX.idx.tmp-<pid>, flushes both to disk and renames them into place (.bin first, .idx
@@ -27,14 +28,18 @@ class IndexedDatasetBuilder {
   IndexedDatasetBuilder(const IndexedDatasetBuilder&) = delete;
   IndexedDatasetBuilder& operator=(const IndexedDatasetBuilder&) = delete;
 
-  // Appends one document (one sequence). Throws invalid_argument for a negative id or, for
-  // uint16 files, an id above 65535 (the fix: build with TokenType::kInt32).
-  void add_document(std::span<const int32_t> tokens);
+  // Appends one document: its tokens as one sequence, or, with `sequence_lengths`, as those
+  // sequences (positive lengths summing to the tokens). No tokens: a document of no sequences.
+  // Throws invalid_argument for a negative id or, for uint16 files, an id above 65535 (the fix:
+  // build with TokenType::kInt32).
+  void add_document(std::span<const int32_t> tokens,
+                    std::span<const int32_t> sequence_lengths = {});
 
   // Writes the index and commits both files under their final names. Call once.
   void finish();
 
-  int64_t num_documents() const { return static_cast<int64_t>(lengths_.size()); }
+  int64_t num_documents() const { return static_cast<int64_t>(document_index_.size()) - 1; }
+  int64_t num_sequences() const { return static_cast<int64_t>(lengths_.size()); }
   int64_t num_tokens() const { return num_tokens_; }
 
  private:
@@ -45,8 +50,9 @@ class IndexedDatasetBuilder {
   TokenType token_type_;
   std::string bin_tmp_;
   std::string idx_tmp_;
-  std::FILE* bin_ = nullptr;  // owned; closed by finish() or the destructor
-  std::vector<int32_t> lengths_;
+  std::FILE* bin_ = nullptr;                   // owned; closed by finish() or the destructor
+  std::vector<int32_t> lengths_;               // per sequence
+  std::vector<int64_t> document_index_ = {0};  // sequences before each document, and the total
   int64_t num_tokens_ = 0;
   bool finished_ = false;
   std::vector<uint16_t> staging_;  // uint16 conversion buffer, reused across documents

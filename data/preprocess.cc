@@ -8,13 +8,16 @@
 #include <deque>
 #include <exception>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 
 #include "core/status.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/indexed_dataset_builder.h"
 #include "data/json_reader.h"
+#include "data/sentence_splitter.h"
 
 namespace mtnlg {
 
@@ -30,39 +33,83 @@ struct BadLine {
   std::string reason;
 };
 
-// What a worker makes of a chunk: the documents' tokens back to back.
-struct ChunkResult {
+// One output's share of a chunk: the documents' tokens back to back, each document's sequence
+// count, and the sequences' lengths.
+struct KeyTokens {
   std::vector<int32_t> tokens;
-  std::vector<int32_t> lengths;  // [documents]
+  std::vector<int32_t> sequence_lengths;  // [sequences]
+  std::vector<int32_t> sequences;         // [documents]
+};
+
+// What a worker makes of a chunk: one KeyTokens per output (per --json-keys key; one otherwise).
+struct ChunkResult {
+  std::vector<KeyTokens> keys;
   std::vector<BadLine> bad_lines;
   bool stop_at_bad_line = false;  // the last bad line is fatal (no --skip-bad-lines)
-  int64_t empty_documents = 0;
+  int64_t empty_documents = 0;    // of the first output
   int64_t bytes = 0;
   std::exception_ptr error;  // anything else that went wrong
 };
 
-// Parses and tokenizes one chunk; thread-safe given a cache per thread.
+// The keys whose text a jsonl line supplies, one output each.
+std::vector<std::string> output_keys(const PreprocessOptions& opt) {
+  if (!opt.json_keys.empty()) return opt.json_keys;
+  return {opt.json_key};
+}
+
+// Megatron's Encoder.encode for one text: each (non-empty) sentence's tokens a sequence, <EOD>
+// after the last one with append_eod, nothing at all for empty text.
+void encode_document(const PreprocessOptions& opt, const Gpt2Tokenizer& tok,
+                     Gpt2Tokenizer::Cache& cache, SentenceSplitter* splitter,
+                     const std::string& text, KeyTokens* out) {
+  int32_t count = 0;
+  const auto add = [&](std::string_view sentence) {
+    const size_t before = out->tokens.size();
+    tok.encode(sentence, cache, &out->tokens);
+    const size_t length = out->tokens.size() - before;
+    if (length == 0) return;
+    out->sequence_lengths.push_back(static_cast<int32_t>(length));
+    ++count;
+  };
+  if (splitter != nullptr) {
+    for (const std::string& sentence : splitter->split(text)) add(sentence);
+  } else {
+    add(text);
+  }
+  if (count > 0 && opt.append_eod) {
+    out->tokens.push_back(tok.eod());
+    ++out->sequence_lengths.back();
+  }
+  out->sequences.push_back(count);
+}
+
+// Parses and tokenizes one chunk; thread-safe given a cache and splitter per thread.
 void process_chunk(const PreprocessOptions& opt, const Gpt2Tokenizer& tok,
-                   Gpt2Tokenizer::Cache& cache, DocumentChunk& chunk, ChunkResult* out) {
+                   Gpt2Tokenizer::Cache& cache, SentenceSplitter* splitter, DocumentChunk& chunk,
+                   ChunkResult* out) {
   out->bytes = chunk.bytes;
-  std::string text;
+  const std::vector<std::string> keys = output_keys(opt);
+  out->keys.resize(opt.format == InputFormat::kJsonl ? keys.size() : 1);
+  std::vector<std::string> texts(keys.size());
   for (size_t i = 0; i < chunk.records.size(); ++i) {
-    const std::string* doc = &chunk.records[i];
     if (opt.format == InputFormat::kJsonl) {
+      // Every key of a line first, so that a bad line adds to no output.
       std::string reason;
-      try {
-        switch (parse_json_string_field(chunk.records[i], opt.json_key, &text)) {
-          case JsonFieldStatus::kFound:
-            break;
-          case JsonFieldStatus::kMissing:
-            reason = "no key \"" + opt.json_key + "\"";
-            break;
-          case JsonFieldStatus::kNotString:
-            reason = "the value of \"" + opt.json_key + "\" is not a string";
-            break;
+      for (size_t k = 0; k < keys.size() && reason.empty(); ++k) {
+        try {
+          switch (parse_json_string_field(chunk.records[i], keys[k], &texts[k])) {
+            case JsonFieldStatus::kFound:
+              break;
+            case JsonFieldStatus::kMissing:
+              reason = "no key \"" + keys[k] + "\"";
+              break;
+            case JsonFieldStatus::kNotString:
+              reason = "the value of \"" + keys[k] + "\" is not a string";
+              break;
+          }
+        } catch (const Error& e) {
+          reason = e.message();
         }
-      } catch (const Error& e) {
-        reason = e.message();
       }
       if (!reason.empty()) {
         out->bad_lines.push_back({chunk.line_numbers[i], reason});
@@ -72,17 +119,12 @@ void process_chunk(const PreprocessOptions& opt, const Gpt2Tokenizer& tok,
         }
         continue;
       }
-      doc = &text;
-    }
-    const size_t before = out->tokens.size();
-    tok.encode(*doc, cache, &out->tokens);
-    if (opt.append_eod) out->tokens.push_back(tok.eod());
-    const size_t length = out->tokens.size() - before;
-    if (length == 0) {
-      ++out->empty_documents;
+      for (size_t k = 0; k < keys.size(); ++k)
+        encode_document(opt, tok, cache, splitter, texts[k], &out->keys[k]);
     } else {
-      out->lengths.push_back(static_cast<int32_t>(length));
+      encode_document(opt, tok, cache, splitter, chunk.records[i], &out->keys[0]);
     }
+    if (out->keys[0].sequences.back() == 0) ++out->empty_documents;
   }
 }
 
@@ -159,6 +201,8 @@ class Pipeline {
 
   void work_loop() {
     Gpt2Tokenizer::Cache cache;
+    std::unique_ptr<SentenceSplitter> splitter;
+    if (opt_.split_sentences) splitter = std::make_unique<SentenceSplitter>(opt_.keep_newlines);
     while (true) {
       DocumentChunk chunk;
       {
@@ -170,7 +214,7 @@ class Pipeline {
       }
       ChunkResult result;
       try {
-        process_chunk(opt_, tok_, cache, chunk, &result);
+        process_chunk(opt_, tok_, cache, splitter.get(), chunk, &result);
       } catch (...) {
         result.error = std::current_exception();
       }
@@ -214,9 +258,22 @@ void validate(const PreprocessOptions& opt) {
   if (opt.format == InputFormat::kJsonl && opt.json_key.empty()) {
     throw invalid_argument("--json-key must not be empty");
   }
+  for (const std::string& key : opt.json_keys)
+    if (key.empty()) throw invalid_argument("--json-keys names an empty key", "--json-keys");
+  if (!opt.json_keys.empty() && opt.format != InputFormat::kJsonl)
+    throw invalid_argument("--json-keys needs --input-format jsonl", "--json-keys");
 }
 
 }  // namespace
+
+std::vector<std::string> preprocess_output_prefixes(const PreprocessOptions& opt) {
+  if (opt.json_keys.empty()) return {opt.output_prefix};
+  std::vector<std::string> out;
+  const char* level = opt.split_sentences ? "sentence" : "document";
+  for (const std::string& key : opt.json_keys)
+    out.push_back(opt.output_prefix + "_" + key + "_" + level);
+  return out;
+}
 
 PreprocessStats preprocess(const PreprocessOptions& opt) {
   validate(opt);
@@ -224,7 +281,11 @@ PreprocessStats preprocess(const PreprocessOptions& opt) {
   const auto tok = Gpt2Tokenizer::load(opt.vocab_file, opt.merge_file);
   PreprocessStats stats;
   stats.token_type = tok->vocab_size() < kUInt16VocabLimit ? TokenType::kUInt16 : TokenType::kInt32;
-  IndexedDatasetBuilder builder(opt.output_prefix, stats.token_type);
+  stats.outputs = preprocess_output_prefixes(opt);
+  std::vector<std::unique_ptr<IndexedDatasetBuilder>> builders;
+  for (const std::string& prefix : stats.outputs)
+    builders.push_back(std::make_unique<IndexedDatasetBuilder>(prefix, stats.token_type));
+  IndexedDatasetBuilder& first = *builders.front();
   PreprocessProgress progress(opt.progress, reader.file_size(), opt.log_interval);
 
   Pipeline pipeline(opt, *tok, reader);
@@ -238,26 +299,37 @@ PreprocessStats preprocess(const PreprocessOptions& opt) {
         throw invalid_argument(where + ": " + bad.reason +
                                "; the fix: repair the line, or pass --skip-bad-lines to skip "
                                "lines that are not a JSON object with a string \"" +
-                               opt.json_key + "\"");
+                               output_keys(opt).front() + "\"" +
+                               (opt.json_keys.size() > 1 ? " (and the other keys)" : ""));
       }
       if (++stats.skipped_lines <= kBadLinesLogged) {
         spdlog::warn("{}: skipped: {}", where, bad.reason);
       }
     }
-    size_t offset = 0;
-    for (const int32_t length : result.lengths) {
-      builder.add_document(std::span<const int32_t>(result.tokens).subspan(offset, length));
-      offset += static_cast<size_t>(length);
+    for (size_t k = 0; k < result.keys.size(); ++k) {
+      const KeyTokens& kt = result.keys[k];
+      size_t offset = 0, seq = 0;
+      for (const int32_t count : kt.sequences) {
+        const auto lengths =
+            std::span<const int32_t>(kt.sequence_lengths).subspan(seq, static_cast<size_t>(count));
+        size_t length = 0;
+        for (const int32_t l : lengths) length += static_cast<size_t>(l);
+        builders[k]->add_document(std::span<const int32_t>(kt.tokens).subspan(offset, length),
+                                  lengths);
+        offset += length;
+        seq += static_cast<size_t>(count);
+      }
     }
     stats.empty_documents += result.empty_documents;
     stats.input_bytes += result.bytes;
-    progress.update(stats.input_bytes, builder.num_documents(), builder.num_tokens());
+    progress.update(stats.input_bytes, first.num_documents(), first.num_tokens());
   }
   pipeline.stop();
-  builder.finish();
+  for (auto& b : builders) b->finish();
   progress.finish();
-  stats.documents = builder.num_documents();
-  stats.tokens = builder.num_tokens();
+  stats.documents = first.num_documents();
+  stats.sequences = first.num_sequences();
+  stats.tokens = first.num_tokens();
   stats.seconds = progress.seconds();
   return stats;
 }

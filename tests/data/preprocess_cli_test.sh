@@ -83,6 +83,19 @@ expect 4 'fifo-encoder\.json\]: not a regular file \(it is a FIFO\)' -- --input 
 expect 2 'jsonl or text' -- --input "$tmp/ok.jsonl" --output-prefix "$tmp/x" --input-format csv
 expect 2 'workers' -- --input "$tmp/ok.jsonl" --output-prefix "$tmp/x" --workers 0
 expect 3 'GPT2BPETokenizer' -- --input "$tmp/ok.jsonl" --output-prefix "$tmp/x" --tokenizer-type BertWordPieceLowerCase
+# Megatron's flags: --json-keys names the outputs PREFIX_KEY_document (or _sentence), and the
+# command Megatron's README gives runs unchanged.
+printf '{"text": "A first. A second.", "title": "T"}\n' >"$tmp/keys.jsonl"
+expect 0 "wrote .*mg_text_document.\{bin,idx\}, .*mg_title_document" -- --input "$tmp/keys.jsonl" \
+  --output-prefix "$tmp/mg" --json-keys text title --dataset-impl mmap \
+  --tokenizer-type GPT2BPETokenizer --append-eod --workers 1
+check "PREFIX_text_document written" test -s "$tmp/mg_text_document.idx"
+check "PREFIX_title_document written" test -s "$tmp/mg_title_document.bin"
+expect 0 "wrote .*ss_text_sentence\\.\\{bin,idx\\}: 1 documents, .*, 2 sequences" -- --input "$tmp/keys.jsonl" \
+  --output-prefix "$tmp/ss" --json-keys text --split-sentences --keep-newlines --log-interval 5
+expect 3 'dataset-impl lazy is not supported.*mmap' -- --input "$tmp/keys.jsonl" --output-prefix "$tmp/x" --dataset-impl lazy
+expect 2 'json-key.*excludes|excludes.*json-key' -- --input "$tmp/keys.jsonl" --output-prefix "$tmp/x" --json-key text --json-keys text
+expect 2 'json-keys needs --input-format jsonl' -- --input "$tmp/keys.jsonl" --output-prefix "$tmp/x" --json-keys text --input-format text
 check "no temporary files left" test -z "$(ls "$tmp" | grep tmp-)"
 
 echo "preprocess cli: $passes passed, $failures failed"

@@ -148,8 +148,8 @@ TEST_CASE("preprocess --skip-bad-lines skips and counts bad lines", "[preprocess
   opt.skip_bad_lines = true;
   const PreprocessStats stats = preprocess(opt);
   CHECK(stats.skipped_lines == 3);
-  CHECK(stats.documents == 2);
-  CHECK(stats.empty_documents == 1);  // "" with no EOD has no tokens
+  CHECK(stats.documents == 3);        // the empty one is recorded, as Megatron records it
+  CHECK(stats.empty_documents == 1);  // "" has no tokens
   const auto tok = gpt2();
   const auto docs = read_documents(opt.output_prefix);
   REQUIRE(docs.size() == 2);
@@ -253,4 +253,99 @@ TEST_CASE("preprocess rejects bad options", "[preprocess]") {
 }
 
 }  // namespace
+}  // namespace mtnlg
+
+namespace mtnlg {
+namespace {
+
+// A dataset's documents, each as its sequences' token ids.
+std::vector<std::vector<std::vector<int32_t>>> read_structure(const std::string& prefix) {
+  const auto ds = IndexedDataset::open(prefix);
+  std::vector<std::vector<std::vector<int32_t>>> docs(static_cast<size_t>(ds->num_documents()));
+  for (int64_t d = 0; d < ds->num_documents(); ++d)
+    for (int64_t s = ds->document_index(d); s < ds->document_index(d + 1); ++s) {
+      std::vector<int32_t> ids(static_cast<size_t>(ds->sequence_length(s)));
+      ds->read(s, 0, static_cast<int64_t>(ids.size()), ids.data());
+      docs[static_cast<size_t>(d)].push_back(std::move(ids));
+    }
+  return docs;
+}
+
+}  // namespace
+
+// Megatron's preprocess_data.py: empty text gives a document of no sequences and no <EOD> (with
+// --append-eod too); the document is still recorded, so document ids line up with the input.
+TEST_CASE("preprocess records an empty document with no tokens as Megatron does", "[preprocess]") {
+  test::TempDir dir;
+  PreprocessOptions opt = options(dir, "{\"text\": \"a\"}\n{\"text\": \"\"}\n{\"text\": \"b\"}\n");
+  opt.append_eod = true;
+  const PreprocessStats stats = preprocess(opt);
+  CHECK(stats.documents == 3);
+  CHECK(stats.sequences == 2);
+  CHECK(stats.empty_documents == 1);
+  const auto docs = read_structure(opt.output_prefix);
+  REQUIRE(docs.size() == 3);
+  CHECK(docs[0].size() == 1);
+  CHECK(docs[1].empty());
+  CHECK(docs[2].size() == 1);
+  CHECK(docs[0][0].back() == 50256);
+  const auto ds = IndexedDataset::open(opt.output_prefix);
+  CHECK(ds->document_length(1) == 0);
+}
+
+TEST_CASE("preprocess --json-keys writes PREFIX_KEY_document per key, as Megatron names them",
+          "[preprocess]") {
+  test::TempDir dir;
+  PreprocessOptions opt = options(
+      dir,
+      "{\"title\": \"One\", \"text\": \"first body\"}\n{\"title\": \"\", \"text\": \"second\"}\n");
+  opt.json_keys = {"text", "title"};
+  const PreprocessStats stats = preprocess(opt);
+  CHECK(stats.outputs ==
+        std::vector<std::string>{dir.file("out_text_document"), dir.file("out_title_document")});
+  const auto tok = gpt2();
+  const auto text = read_structure(dir.file("out_text_document"));
+  const auto title = read_structure(dir.file("out_title_document"));
+  REQUIRE(text.size() == 2);
+  REQUIRE(title.size() == 2);  // both documents, the second title empty
+  CHECK(tok->decode(text[0][0]) == "first body");
+  CHECK(tok->decode(text[1][0]) == "second");
+  CHECK(tok->decode(title[0][0]) == "One");
+  CHECK(title[1].empty());
+  CHECK_FALSE(std::filesystem::exists(dir.file("out.bin")));
+  // With --split-sentences the level in the name is "sentence".
+  opt.split_sentences = true;
+  CHECK(preprocess_output_prefixes(opt).front() == dir.file("out_text_sentence"));
+  // A line without one of the keys is a bad line naming that key.
+  PreprocessOptions bad = options(dir, "{\"text\": \"x\"}\n");
+  bad.json_keys = {"text", "title"};
+  CHECK_THROWS_WITH(preprocess(bad), Catch::Contains("no key \"title\""));
+}
+
+TEST_CASE("preprocess --split-sentences makes each sentence a sequence of its document",
+          "[preprocess]") {
+  test::TempDir dir;
+  PreprocessOptions opt =
+      options(dir, "{\"text\": \"He left early. She stayed until noon.  Then rain.\"}\n");
+  opt.split_sentences = true;
+  opt.append_eod = true;
+  preprocess(opt);
+  const auto tok = gpt2();
+  const auto docs = read_structure(opt.output_prefix);
+  REQUIRE(docs.size() == 1);
+  REQUIRE(docs[0].size() == 3);
+  CHECK(tok->decode(docs[0][0]) == "He left early.");
+  CHECK(tok->decode(docs[0][1]) == "She stayed until noon.");
+  // <EOD> ends the document's last sequence.
+  CHECK(tok->decode(docs[0][2]) == "Then rain.<|endoftext|>");
+  // --keep-newlines: the whitespace after each sentence stays with it.
+  opt.keep_newlines = true;
+  opt.append_eod = false;
+  preprocess(opt);
+  const auto kept = read_structure(opt.output_prefix);
+  REQUIRE(kept[0].size() == 3);
+  CHECK(tok->decode(kept[0][0]) == "He left early. ");
+  CHECK(tok->decode(kept[0][1]) == "She stayed until noon.  ");
+}
+
 }  // namespace mtnlg
