@@ -17,6 +17,11 @@ add_test(NAME cli_data_command
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/data_cli_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_data_command PROPERTIES TIMEOUT 300)
 
+# mtnlg-recipe from-megatron: a Megatron command line into a recipe that trains, exit codes.
+add_test(NAME cli_recipe_command
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/recipe_cli_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_recipe_command PROPERTIES TIMEOUT 300)
+
 # Portable binaries: no AVX-512 in our code, and the same training on an emulated AVX2-only CPU.
 add_test(NAME portable_build
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/portable_build_test.sh ${PROJECT_BINARY_DIR}

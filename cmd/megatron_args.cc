@@ -1,0 +1,305 @@
+#include "cmd/megatron_args.h"
+
+#include <charconv>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <utility>
+
+#include "core/status.h"
+
+namespace mtnlg {
+
+namespace {
+
+// Flags whose value maps onto one recipe key unchanged.
+const std::map<std::string, std::string>& direct_keys() {
+  static const std::map<std::string, std::string> m = {
+      {"--num-layers", "model.num_layers"},
+      {"--hidden-size", "model.hidden_size"},
+      {"--ffn-hidden-size", "model.ffn_hidden_size"},
+      {"--num-attention-heads", "model.num_attention_heads"},
+      {"--seq-length", "model.seq_length"},
+      {"--max-position-embeddings", "model.max_position_embeddings"},
+      {"--make-vocab-size-divisible-by", "model.make_vocab_size_divisible_by"},
+      {"--init-method-std", "model.init_method_std"},
+      {"--hidden-dropout", "model.hidden_dropout"},
+      {"--attention-dropout", "model.attention_dropout"},
+      {"--layernorm-epsilon", "model.layernorm_epsilon"},
+      {"--tensor-model-parallel-size", "parallel.tensor"},
+      {"--pipeline-model-parallel-size", "parallel.pipeline"},
+      {"--micro-batch-size", "parallel.micro_batch_size"},
+      {"--global-batch-size", "batch.global_batch_size"},
+      {"--train-iters", "schedule.train_iters"},
+      {"--train-tokens", "schedule.train_tokens"},
+      {"--lr", "optimizer.lr"},
+      {"--min-lr", "optimizer.min_lr"},
+      {"--lr-decay-style", "schedule.decay_style"},
+      {"--lr-warmup-tokens", "schedule.warmup_tokens"},
+      {"--lr-decay-tokens", "schedule.decay_tokens"},
+      {"--weight-decay", "optimizer.weight_decay"},
+      {"--clip-grad", "optimizer.clip_grad"},
+      {"--adam-eps", "optimizer.eps"},
+      {"--loss-scale", "optimizer.loss_scale"},
+      {"--initial-loss-scale", "optimizer.initial_loss_scale"},
+      {"--loss-scale-window", "optimizer.loss_scale_window"},
+      {"--hysteresis", "optimizer.hysteresis"},
+      {"--min-loss-scale", "optimizer.min_loss_scale"},
+      {"--data-cache-path", "data.cache_dir"},
+      {"--save", "checkpoint.dir"},
+      {"--save-interval", "checkpoint.save_interval"},
+      {"--load", "checkpoint.load"},
+      {"--log-interval", "logging.interval"},
+      {"--eval-interval", "eval.interval"},
+      {"--eval-iters", "eval.iters"},
+      {"--exit-duration-in-mins", "schedule.exit_duration_minutes"},
+      {"--zero-stage", "parallel.zero_stage"},
+  };
+  return m;
+}
+
+// Flags without a value that map onto recipe keys.
+const std::map<std::string, std::vector<std::string>>& switch_keys() {
+  static const std::map<std::string, std::vector<std::string>> m = {
+      {"--bf16", {"precision=bf16"}},
+      {"--fp16", {"precision=fp16"}},
+      {"--use-distributed-optimizer", {"parallel.zero_stage=1"}},
+      {"--recompute-activations", {"parallel.activation_checkpointing=true"}},
+      {"--checkpoint-activations", {"parallel.activation_checkpointing=true"}},
+      {"--no-load-optim", {"checkpoint.load_optimizer=false"}},
+      {"--openai-gelu", {"model.activation=gelu_tanh"}},
+      {"--no-bias-gelu-fusion", {"model.activation=gelu"}},
+      {"--overlap-grad-reduce", {"parallel.overlap_grad_reduce=true"}},
+  };
+  return m;
+}
+
+// Flags that change nothing here, and why (so they are not reported as lost).
+const std::map<std::string, std::string>& no_effect() {
+  static const std::map<std::string, std::string> m = {
+      {"--vocab-file", "the GPT-2 vocabulary is the recipe's (model.vocab_size 50257)"},
+      {"--merge-file", "the GPT-2 vocabulary is the recipe's (model.vocab_size 50257)"},
+      {"--distributed-backend", "NCCL on GPUs and Gloo on CPUs are chosen by the device"},
+      {"--data-impl", "mmap is the only format read"},
+      {"--DDP-impl", "gradients are bucketed and reduced by parallel/grad_sync.h"},
+      {"--use-flash-attn", "the same attention math; the backend picks its kernel"},
+      {"--no-masked-softmax-fusion", "the same softmax; kernel fusion is the backend's"},
+      {"--no-gradient-accumulation-fusion", "the same sums; kernel fusion is the backend's"},
+      {"--use-mcore-models", "one GPT implementation here"},
+      {"--transformer-impl", "one GPT implementation here"},
+      {"--num-workers", "the loader prefetches in a thread of its own"},
+      {"--tensorboard-dir", "metrics go to logging.metrics_file (JSON lines)"},
+  };
+  return m;
+}
+
+int64_t to_int(const std::string& flag, const std::string& v) {
+  int64_t x = 0;
+  const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || p != v.data() + v.size())
+    throw invalid_argument(flag + " " + v + " is not an integer", flag);
+  return x;
+}
+
+double to_double(const std::string& flag, const std::string& v) {
+  try {
+    size_t used = 0;
+    const double x = std::stod(v, &used);
+    if (used == v.size()) return x;
+  } catch (const std::exception&) {
+  }
+  throw invalid_argument(flag + " " + v + " is not a number", flag);
+}
+
+bool is_flag(const std::string& s) {
+  return s.size() > 2 && s[0] == '-' && s[1] == '-';
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : " ") + x;
+  return s;
+}
+
+}  // namespace
+
+std::string megatron_flag_for(const std::string& recipe_key) {
+  for (const auto& [flag, key] : direct_keys())
+    if (key == recipe_key) return flag;
+  if (recipe_key == "data.blend") return "--data-path";
+  if (recipe_key == "model.vocab_size") return "--tokenizer-type";
+  return "";
+}
+
+MegatronConversion convert_megatron_args(const std::vector<std::string>& args) {
+  // Group the command line into (flag, values): values run to the next --flag; --a=b is one.
+  std::vector<std::pair<std::string, std::vector<std::string>>> flags;
+  for (const std::string& a : args) {
+    if (is_flag(a)) {
+      const size_t eq = a.find('=');
+      flags.push_back({a.substr(0, eq), {}});
+      if (eq != std::string::npos) flags.back().second.push_back(a.substr(eq + 1));
+    } else if (flags.empty()) {
+      throw invalid_argument("'" + a +
+                             "' comes before any --flag; give the arguments of "
+                             "pretrain_gpt.py (the script name itself left out)");
+    } else {
+      flags.back().second.push_back(a);
+    }
+  }
+  std::map<std::string, std::vector<std::string>> given;
+  for (const auto& [f, v] : flags) given[f] = v;
+  const auto one = [&](const std::string& f) -> std::optional<std::string> {
+    const auto it = given.find(f);
+    if (it == given.end()) return std::nullopt;
+    if (it->second.size() != 1)
+      throw invalid_argument(f + " takes one value, got " + std::to_string(it->second.size()), f);
+    return it->second.front();
+  };
+
+  MegatronConversion out;
+  auto& set = out.overrides;
+  // Megatron's defaults where ours differ.
+  set.push_back("schedule.decay_style=linear");
+  set.push_back("data.split=[969, 30, 1]");
+  set.push_back("eval.interval=1000");
+  set.push_back("eval.iters=100");
+  set.push_back("logging.interval=100");
+  set.push_back("model.vocab_size=50257");
+  set.push_back("parallel.overlap_grad_reduce=false");
+  // Megatron fuses the bias and GeLU by default (--bias-gelu-fusion), and its fused kernel is the
+  // tanh approximation; --no-bias-gelu-fusion gives the exact erf GeLU.
+  set.push_back("model.activation=gelu_tanh");
+
+  const int64_t seq =
+      given.count("--seq-length") ? to_int("--seq-length", *one("--seq-length")) : 0;
+  const int64_t global = given.count("--global-batch-size")
+                             ? to_int("--global-batch-size", *one("--global-batch-size"))
+                             : 0;
+  // Samples to tokens, and iterations to tokens (at the full batch).
+  const auto samples_to_tokens = [&](const std::string& flag, const std::string& v) {
+    if (seq <= 0) throw invalid_argument(flag + " needs --seq-length to become tokens", flag);
+    return std::to_string(to_int(flag, v) * seq);
+  };
+  const auto iters_to_tokens = [&](const std::string& flag, const std::string& v) {
+    if (seq <= 0 || global <= 0)
+      throw invalid_argument(flag + " needs --seq-length and --global-batch-size to become tokens",
+                             flag);
+    if (given.count("--rampup-batch-size"))
+      out.notes.push_back(flag + " " + v + " counted at the full global batch " +
+                          std::to_string(global) +
+                          " (Megatron counts iterations of the ramp's smaller batches): the "
+                          "tokens here are an upper bound");
+    return std::to_string(to_int(flag, v) * global * seq);
+  };
+
+  for (const auto& [flag, values] : flags) {
+    const std::string v = values.empty() ? "" : values.front();
+    std::string shown = flag;
+    if (!values.empty()) {
+      shown += ' ';
+      shown += joined(values);
+    }
+    if (const auto it = direct_keys().find(flag); it != direct_keys().end()) {
+      if (values.size() != 1)
+        throw invalid_argument(flag + " takes one value, got " + std::to_string(values.size()),
+                               flag);
+      set.push_back(it->second + "=" + v);
+      continue;
+    }
+    if (const auto it = switch_keys().find(flag); it != switch_keys().end()) {
+      set.insert(set.end(), it->second.begin(), it->second.end());
+      continue;
+    }
+    if (flag == "--tokenizer-type") {
+      if (v != "GPT2BPETokenizer")
+        out.not_carried.push_back(shown +
+                                  ": only GPT-2's BPE is supported (model.vocab_size "
+                                  "50257 is assumed; set it for another vocabulary)");
+    } else if (flag == "--train-samples") {
+      set.push_back("schedule.train_tokens=" + samples_to_tokens(flag, v));
+    } else if (flag == "--lr-warmup-samples") {
+      set.push_back("schedule.warmup_tokens=" + samples_to_tokens(flag, v));
+    } else if (flag == "--lr-decay-samples") {
+      set.push_back("schedule.decay_tokens=" + samples_to_tokens(flag, v));
+    } else if (flag == "--lr-warmup-iters") {
+      set.push_back("schedule.warmup_tokens=" + iters_to_tokens(flag, v));
+    } else if (flag == "--lr-decay-iters") {
+      set.push_back("schedule.decay_tokens=" + iters_to_tokens(flag, v));
+    } else if (flag == "--lr-warmup-fraction") {
+      out.not_carried.push_back(shown +
+                                ": give the warmup in tokens (schedule.warmup_tokens = "
+                                "fraction x the decay's tokens)");
+    } else if (flag == "--rampup-batch-size") {
+      if (values.size() != 3)
+        throw invalid_argument("--rampup-batch-size takes start, increment and samples", flag);
+      set.push_back("batch.rampup.start=" + values[0]);
+      set.push_back("batch.rampup.increment=" + values[1]);
+      set.push_back("batch.rampup.tokens=" + samples_to_tokens(flag, values[2]));
+    } else if (flag == "--adam-beta1" || flag == "--adam-beta2") {
+      // Both go into optimizer.betas below.
+    } else if (flag == "--data-path") {
+      std::string blend = "[";
+      if (values.size() == 1) {
+        blend += "{prefix: \"" + values[0] + "\", weight: 1}";
+      } else if (values.size() % 2 == 0 && !values.empty()) {
+        for (size_t i = 0; i < values.size(); i += 2) {
+          to_double(flag, values[i]);  // a weight
+          blend += std::string(i ? ", " : "") + "{prefix: \"" + values[i + 1] +
+                   "\", weight: " + values[i] + "}";
+        }
+      } else {
+        throw invalid_argument("--data-path takes one prefix or weight-prefix pairs, got " +
+                                   std::to_string(values.size()) + " values",
+                               flag);
+      }
+      set.push_back("data.blend=" + blend + "]");
+    } else if (flag == "--split") {
+      std::string split = v;
+      for (char& c : split)
+        if (c == '/') c = ',';
+      set.push_back("data.split=[" + split + "]");
+    } else if (flag == "--seed") {
+      set.push_back("seed=" + v);
+      set.push_back("data.seed=" + v);
+    } else if (flag == "--recompute-granularity") {
+      if (v == "full") {
+        set.push_back("parallel.activation_checkpointing=true");
+      } else {
+        out.not_carried.push_back(shown +
+                                  ": only full recomputation exists here "
+                                  "(parallel.activation_checkpointing)");
+      }
+    } else if (flag == "--recompute-method" || flag == "--recompute-num-layers") {
+      out.not_carried.push_back(shown +
+                                ": every layer is recomputed with "
+                                "parallel.activation_checkpointing");
+    } else if (flag == "--num-layers-per-virtual-pipeline-stage") {
+      const int64_t layers =
+          given.count("--num-layers") ? to_int("--num-layers", *one("--num-layers")) : 0;
+      const int64_t pp =
+          given.count("--pipeline-model-parallel-size")
+              ? to_int("--pipeline-model-parallel-size", *one("--pipeline-model-parallel-size"))
+              : 1;
+      const int64_t per = to_int(flag, v);
+      if (layers <= 0 || per <= 0 || layers % (pp * per) != 0)
+        throw invalid_argument(flag + " " + v + " does not divide --num-layers / pipeline size",
+                               flag);
+      set.push_back("parallel.virtual_pipeline=" + std::to_string(layers / (pp * per)));
+    } else if (const auto it = no_effect().find(flag); it != no_effect().end()) {
+      out.notes.push_back(shown + ": " + it->second);
+    } else {
+      out.not_carried.push_back(shown + ": no recipe key does this");
+    }
+  }
+  if (given.count("--adam-beta1") || given.count("--adam-beta2")) {
+    const std::string b1 = given.count("--adam-beta1") ? *one("--adam-beta1") : "0.9";
+    const std::string b2 = given.count("--adam-beta2") ? *one("--adam-beta2") : "0.999";
+    to_double("--adam-beta1", b1);
+    to_double("--adam-beta2", b2);
+    set.push_back("optimizer.betas=[" + b1 + ", " + b2 + "]");
+  }
+  return out;
+}
+
+}  // namespace mtnlg

@@ -1,0 +1,33 @@
+// Recipes from Megatron command lines: the arguments of a Megatron-LM or Megatron-DeepSpeed
+// `pretrain_gpt.py` run turned into recipe keys (what `mtnlg-recipe from-megatron` writes).
+//
+// Every flag either becomes recipe keys or is listed in not_carried with the reason, so a user
+// sees what the recipe does not reproduce. Where our defaults differ from Megatron's, the
+// conversion sets Megatron's (linear LR decay, split 969,30,1, eval every 1000 iterations over
+// 100, log every 100, gradient reduction after backward, and the tanh GeLU of Megatron's
+// default bias-GeLU fusion), so the recipe trains as the command line would. Counts in samples or
+// iterations become tokens (samples x seq_length; iterations x global batch x seq_length).
+//
+// Pure functions; thread-safe.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace mtnlg {
+
+struct MegatronConversion {
+  std::vector<std::string> overrides;    // recipe keys as --set takes them: "a.b=value"
+  std::vector<std::string> not_carried;  // "--flag [values]: why", in command-line order
+  std::vector<std::string> notes;        // conversions worth a second look (approximations)
+};
+
+// Throws invalid_argument naming the flag for a value that cannot be read (a count that is not
+// a number, --data-path with an odd weight/prefix list).
+MegatronConversion convert_megatron_args(const std::vector<std::string>& args);
+
+// The Megatron flag that sets a recipe key ("model.num_layers" -> "--num-layers"), or "" when
+// none does: for messages about a recipe key the command line left out.
+std::string megatron_flag_for(const std::string& recipe_key);
+
+}  // namespace mtnlg

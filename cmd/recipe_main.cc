@@ -1,0 +1,133 @@
+// mtnlg-recipe: recipes from other tools' configurations. Subcommand `from-megatron` turns the
+// arguments of a Megatron-LM or Megatron-DeepSpeed pretrain_gpt.py run into a recipe YAML
+// (cmd/megatron_args.h), naming every flag it cannot carry over. Exit status as mtnlg-train's:
+// 0 success; 2 a bad command line or a recipe that does not validate; 4 an unwritable output;
+// 1 anything else.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cmd/cli_parse.h"
+#include "cmd/megatron_args.h"
+#include "core/config/recipe.h"
+#include "core/logging.h"
+#include "core/status.h"
+
+namespace {
+
+std::string comment_lines(const std::vector<std::string>& lines) {
+  std::string s;
+  for (const auto& l : lines) s += "#   " + l + "\n";
+  return s;
+}
+
+// The recipe text: where it came from, what it leaves out, then every key.
+std::string converted_recipe(const std::vector<std::string>& args,
+                             const std::vector<std::string>& extra_sets) {
+  const mtnlg::MegatronConversion c = mtnlg::convert_megatron_args(args);
+  std::vector<std::string> sets = c.overrides;
+  sets.insert(sets.end(), extra_sets.begin(), extra_sets.end());
+  mtnlg::Recipe recipe;
+  try {
+    recipe = mtnlg::parse_recipe("{}", sets, "the Megatron command line");
+  } catch (const mtnlg::Error& e) {
+    const std::string flag = mtnlg::megatron_flag_for(e.context());
+    throw mtnlg::Error(e.code(),
+                       e.message() + (flag.empty() ? ""
+                                                   : " (Megatron's " + flag +
+                                                         "; add or fix it"
+                                                         " on the command line, or --set " +
+                                                         e.context() + "=...)"),
+                       e.context());
+  }
+  std::string command;
+  for (const auto& a : args) command += (command.empty() ? "" : " ") + a;
+  std::ostringstream out;
+  out << "# Converted by mtnlg-recipe from-megatron from the pretrain_gpt.py arguments:\n#   "
+      << command << "\n";
+  if (!extra_sets.empty()) {
+    out << "# with --set:\n" << comment_lines(extra_sets);
+  }
+  out << "# Not carried over (this recipe does not do these):\n"
+      << (c.not_carried.empty() ? "#   (nothing)\n" : comment_lines(c.not_carried));
+  if (!c.notes.empty()) out << "# Notes:\n" << comment_lines(c.notes);
+  out << mtnlg::recipe_to_yaml(recipe);
+  return out.str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "mtnlg-recipe: recipes from other tools' configurations.\n"
+      "Example: mtnlg-recipe from-megatron --output my.yaml -- --num-layers 24 --hidden-size "
+      "2048 --num-attention-heads 16 --seq-length 2048 --micro-batch-size 4 "
+      "--global-batch-size 512 --lr 2e-4 --train-samples 146484375 --data-path 0.3 a 0.7 b "
+      "--split 949,50,1 --bf16\n"
+      "Exit status: 0 done; 2 bad command line, or the result does not validate; 4 unwritable "
+      "output; 1 other."};
+  app.set_version_flag("--version", "mtnlg-recipe 0.1.0");
+  app.require_subcommand(1);
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
+      ->capture_default_str();
+  std::string output;
+  std::vector<std::string> megatron_args, sets;
+  auto* from = app.add_subcommand(
+      "from-megatron",
+      "Turn the arguments of a Megatron-LM or Megatron-DeepSpeed pretrain_gpt.py run (given "
+      "after --) into a recipe: model shape, parallel layout (tensor, pipeline, virtual "
+      "pipeline, distributed optimizer as ZeRO-1, recomputation), batch and ramp, LR schedule "
+      "(samples and iterations become tokens), optimizer, precision and loss scaling, data "
+      "blend and split, checkpoints, logging and evaluation. The recipe lists every flag it "
+      "does not carry over, and sets Megatron's defaults where ours differ (linear decay, split "
+      "969,30,1, eval every 1000 iterations over 100, log every 100). The result is validated "
+      "as mtnlg-train would; paths resolve against the current directory.");
+  from->add_option("-o,--output", output, "Write the recipe here (default: standard output)");
+  from->add_option("--set", sets,
+                   "Then override a recipe key, as mtnlg-train's --set (e.g. a data path the "
+                   "command line lacks)")
+      ->allow_extra_args(false);
+  from->add_option("ARGS", megatron_args,
+                   "pretrain_gpt.py's arguments, after -- (e.g. -- --num-layers 24 ...)")
+      ->required();
+  if (const auto status = mtnlg::parse_command_line(app, argc, argv)) return *status;
+
+  try {
+    mtnlg::init_logging(log_level);
+    const std::string text = converted_recipe(megatron_args, sets);
+    if (output.empty()) {
+      std::cout << text;
+      if (!std::cout.flush()) throw mtnlg::io_error("cannot write the recipe to standard output");
+      return 0;
+    }
+    // Written whole under a temporary name, then renamed: never a half-written recipe.
+    const std::string tmp = output + ".tmp";
+    {
+      std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+      f << text;
+      f.flush();
+      if (!f) {
+        std::remove(tmp.c_str());
+        throw mtnlg::io_error("cannot write (missing directory, or disk full?)", output);
+      }
+    }
+    if (std::rename(tmp.c_str(), output.c_str()) != 0) {
+      std::remove(tmp.c_str());
+      throw mtnlg::io_error("cannot rename the recipe into place", output);
+    }
+    spdlog::info("wrote {}", output);
+    return 0;
+  } catch (const mtnlg::Error& e) {
+    spdlog::error("{}", e.what());
+    return mtnlg::exit_status(e.code());
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,150 @@
+// cmd/megatron_args.h: Megatron command lines into recipes. The paper's 530B run, written as the
+// Megatron-DeepSpeed arguments that train it, gives configs/530b.yaml's model, layout, batch
+// ramp, schedule, optimizer and data; every other flag is named as not carried over.
+#include "cmd/megatron_args.h"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "core/config/recipe.h"
+#include "core/status.h"
+#include "test_util.h"
+
+using namespace mtnlg;
+
+namespace {
+
+std::vector<std::string> words(const std::string& s) {
+  std::vector<std::string> out;
+  std::string w;
+  for (char c : s) {
+    if (c == ' ') {
+      if (!w.empty()) out.push_back(w);
+      w.clear();
+    } else {
+      w += c;
+    }
+  }
+  if (!w.empty()) out.push_back(w);
+  return out;
+}
+
+Recipe convert(const std::string& args) {
+  return parse_recipe("{}", convert_megatron_args(words(args)).overrides, "test");
+}
+
+}  // namespace
+
+TEST_CASE("the 530B run's Megatron-DeepSpeed command line gives configs/530b.yaml") {
+  const std::string blend =
+      "14.3 data/mtnlg/books3_text_document 19.3 data/mtnlg/openwebtext2_text_document "
+      "5.7 data/mtnlg/stackexchange_text_document 2.9 data/mtnlg/pubmed_abstracts_text_document "
+      "4.8 data/mtnlg/wikipedia_text_document 0.9 data/mtnlg/gutenberg_pg19_text_document "
+      "1.0 data/mtnlg/bookcorpus2_text_document 0.2 data/mtnlg/nih_exporter_text_document "
+      "9.4 data/mtnlg/pile_cc_text_document 1.4 data/mtnlg/arxiv_text_document "
+      "1.6 data/mtnlg/github_text_document 13.0 data/mtnlg/cc_2020_50_text_document "
+      "15.7 data/mtnlg/cc_2021_04_text_document 9.0 data/mtnlg/realnews_text_document "
+      "0.9 data/mtnlg/cc_stories_text_document";
+  const std::string args =
+      "--num-layers 105 --hidden-size 20480 --num-attention-heads 128 --seq-length 2048 "
+      "--max-position-embeddings 2048 --tensor-model-parallel-size 8 "
+      "--pipeline-model-parallel-size 35 --micro-batch-size 1 --global-batch-size 1920 "
+      "--rampup-batch-size 32 32 5859375 --train-tokens 270000000000 "
+      "--lr 5.0e-5 --min-lr 5.0e-6 --lr-decay-style cosine --lr-warmup-tokens 1000000000 "
+      "--lr-decay-tokens 340000000000 --adam-beta1 0.9 --adam-beta2 0.95 --adam-eps 1e-8 "
+      "--weight-decay 0.1 --clip-grad 1.0 --init-method-std 0.004 --bf16 --zero-stage 1 "
+      "--checkpoint-activations --no-bias-gelu-fusion --split 949,50,1 --seed 1234 "
+      "--tokenizer-type GPT2BPETokenizer --vocab-file gpt2-vocab.json --merge-file gpt2-merges.txt "
+      "--data-path " +
+      blend +
+      " --save checkpoints/mtnlg-530b --save-interval 1000 "
+      "--log-interval 1 --eval-interval 1000 --eval-iters 10 --distributed-backend nccl "
+      "--deepspeed --deepspeed_config ds_config.json --tensorboard-dir tb";
+  const MegatronConversion c = convert_megatron_args(words(args));
+  // DeepSpeed's own switches have no recipe key: named, not dropped silently.
+  CHECK(c.not_carried.size() == 2);
+  CHECK(c.not_carried[0].rfind("--deepspeed:", 0) == 0);
+  CHECK(c.not_carried[1].rfind("--deepspeed_config ds_config.json:", 0) == 0);
+  const Recipe got = parse_recipe("{}", c.overrides, "test");
+  const Recipe want = load_recipe(test::source_path("configs/530b.yaml"), {});
+  CHECK(got.model.num_layers == want.model.num_layers);
+  CHECK(got.model.hidden_size == want.model.hidden_size);
+  CHECK(got.model.num_attention_heads == want.model.num_attention_heads);
+  CHECK(got.model.ffn_hidden_size == want.model.ffn_hidden_size);
+  CHECK(got.model.seq_length == want.model.seq_length);
+  CHECK(got.model.vocab_size == want.model.vocab_size);
+  CHECK(got.model.activation == want.model.activation);
+  CHECK(got.model.init_method_std == want.model.init_method_std);
+  CHECK(got.parallel.tensor == want.parallel.tensor);
+  CHECK(got.parallel.pipeline == want.parallel.pipeline);
+  CHECK(got.parallel.micro_batch_size == want.parallel.micro_batch_size);
+  CHECK(got.parallel.zero_stage == want.parallel.zero_stage);
+  CHECK(got.parallel.activation_checkpointing == want.parallel.activation_checkpointing);
+  CHECK(got.precision == want.precision);
+  CHECK(got.batch.global_batch_size == want.batch.global_batch_size);
+  CHECK(got.batch.rampup.start == want.batch.rampup.start);
+  CHECK(got.batch.rampup.increment == want.batch.rampup.increment);
+  // 5,859,375 samples of 2048 tokens: the paper's 12B tokens.
+  CHECK(got.batch.rampup.tokens == want.batch.rampup.tokens);
+  CHECK(got.schedule.train_tokens == want.schedule.train_tokens);
+  CHECK(got.schedule.warmup_tokens == want.schedule.warmup_tokens);
+  CHECK(got.schedule.decay_tokens == want.schedule.decay_tokens);
+  CHECK(got.schedule.decay_style == want.schedule.decay_style);
+  CHECK(got.optimizer.lr == want.optimizer.lr);
+  CHECK(got.optimizer.min_lr == want.optimizer.min_lr);
+  CHECK(got.optimizer.beta1 == want.optimizer.beta1);
+  CHECK(got.optimizer.beta2 == want.optimizer.beta2);
+  CHECK(got.optimizer.weight_decay == want.optimizer.weight_decay);
+  CHECK(got.data.blend.size() == 15);
+  for (size_t i = 0; i < got.data.blend.size(); ++i) {
+    CHECK(got.data.blend[i].prefix == want.data.blend[i].prefix);
+    CHECK(got.data.blend[i].weight == want.data.blend[i].weight);
+  }
+  CHECK(got.data.split == want.data.split);
+  CHECK(got.checkpoint.save_interval == want.checkpoint.save_interval);
+}
+
+TEST_CASE("Megatron's counts in samples and iterations become tokens - its defaults are kept") {
+  const Recipe r = convert(
+      "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 "
+      "--micro-batch-size 2 --global-batch-size 8 --train-samples 800 --lr-warmup-samples 80 "
+      "--lr-decay-iters 50 --lr 1e-3 --data-path corpus --fp16 --loss-scale 1024 "
+      "--num-layers-per-virtual-pipeline-stage 1 --pipeline-model-parallel-size 2");
+  CHECK(r.schedule.train_tokens == 800 * 32);
+  CHECK(r.schedule.warmup_tokens == 80 * 32);
+  CHECK(r.schedule.decay_tokens == 50 * 8 * 32);
+  CHECK(r.precision == Precision::kFP16);
+  CHECK(r.optimizer.loss_scale == 1024.0);
+  CHECK(r.parallel.virtual_pipeline == 1);  // 2 layers / 2 stages / 1 per chunk
+  // Megatron's defaults where ours differ.
+  CHECK(r.schedule.decay_style == DecayStyle::kLinear);
+  CHECK(r.data.split == std::vector<double>{969, 30, 1});
+  CHECK(r.eval.interval == 1000);
+  CHECK(r.eval.iters == 100);
+  CHECK(r.logging.interval == 100);
+  CHECK(r.model.activation == Activation::kGeluTanh);  // its fused bias-GeLU
+  CHECK(r.data.blend.size() == 1);
+}
+
+TEST_CASE("bad Megatron values name their flag") {
+  const auto fails = [](const std::string& args, const std::string& flag) {
+    try {
+      convert_megatron_args(words(args));
+    } catch (const Error& e) {
+      CHECK(e.context() == flag);
+      return;
+    }
+    FAIL("no error for " << args);
+  };
+  fails("--num-layers 2 --seq-length x --train-samples 3", "--seq-length");
+  fails("--train-samples 100", "--train-samples");  // no --seq-length to make tokens
+  fails("--data-path 0.5 a 0.5", "--data-path");
+  fails("--rampup-batch-size 32 32", "--rampup-batch-size");
+  fails("--lr 1e-3 2e-3", "--lr");
+  CHECK_THROWS_WITH(convert_megatron_args({"pretrain_gpt.py", "--lr", "1"}),
+                    Catch::Contains("before any --flag"));
+  CHECK(megatron_flag_for("model.num_layers") == "--num-layers");
+  CHECK(megatron_flag_for("data.blend") == "--data-path");
+}

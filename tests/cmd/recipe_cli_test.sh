@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# End-to-end checks of mtnlg-recipe from-megatron: --help, a Megatron command line turned into a
+# recipe that mtnlg-train plans and trains, and the exit status and message of bad input.
+# Usage: tests/cmd/recipe_cli_test.sh BUILD_DIR SOURCE_DIR
+set -uo pipefail
+bin=$1/mtnlg-recipe
+train=$1/mtnlg-train
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+passes=0
+
+expect() {
+  local want=$1 pattern=$2
+  shift 3
+  local out status
+  out=$(timeout 60 "$bin" "$@" 2>&1)
+  status=$?
+  if [[ $status -ne $want ]] || ! grep -Eq -- "$pattern" <<<"$out"; then
+    echo "FAIL: mtnlg-recipe $* -> status $status (want $want), output did not match /$pattern/:"
+    echo "$out" | tail -20
+    failures=$((failures + 1))
+  else
+    echo "ok: mtnlg-recipe $*"
+    passes=$((passes + 1))
+  fi
+}
+
+cd "$src" || exit 1
+expect 0 'from-megatron +Turn the arguments of a Megatron-LM' -- --help
+expect 0 '^  -o,--output TEXT +Write the recipe here' -- from-megatron --help
+expect 2 'A subcommand is required' --
+
+/usr/bin/python3 tests/cmd/make_tiny_corpus.py "$tmp/corpus" 200 512
+megatron=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32
+  --max-position-embeddings 32 --micro-batch-size 2 --global-batch-size 4 --train-iters 3
+  --lr 1e-3 --lr-warmup-iters 1 --data-path "$tmp/corpus" --split 1,0,0 --eval-interval 0
+  --data-cache-path "$tmp/cache" --log-interval 1 --use-flash-attn --swiglu)
+expect 0 'wrote .*tiny.yaml' -- from-megatron -o "$tmp/tiny.yaml" \
+  --set "logging.metrics_file=$tmp/run/metrics.jsonl" --set model.vocab_size=512 -- "${megatron[@]}"
+if grep -q '^#   --swiglu: no recipe key does this' "$tmp/tiny.yaml" &&
+  grep -q '^#   --use-flash-attn: the same attention math' "$tmp/tiny.yaml"; then
+  echo "ok: the recipe names what it does not carry over"; passes=$((passes + 1))
+else
+  echo "FAIL: the recipe's header:"; head -12 "$tmp/tiny.yaml"; failures=$((failures + 1))
+fi
+# The recipe trains: 3 iterations, 3 metrics lines.
+if "$train" --config "$tmp/tiny.yaml" --threads 1 --log-level warn &&
+  [[ $(grep -c '"split": "train"' "$tmp/run/metrics.jsonl") -eq 3 ]]; then
+  echo "ok: mtnlg-train trains the converted recipe"; passes=$((passes + 1))
+else
+  echo "FAIL: mtnlg-train on the converted recipe"; failures=$((failures + 1))
+fi
+
+# Bad input: a required key the command line lacks names the Megatron flag; bad values name
+# theirs; an unwritable output is exit 4 and leaves nothing behind.
+expect 2 'data\.blend.*--data-path' -- from-megatron -- --num-layers 2 --hidden-size 64 \
+  --num-attention-heads 4 --seq-length 32 --micro-batch-size 1 --global-batch-size 1 --lr 1e-3 --train-iters 1
+expect 2 'num_attention_heads.*--num-attention-heads' -- from-megatron -- "${megatron[@]}" --num-attention-heads 5
+expect 2 '\[--train-samples\]: --train-samples x is not an integer' -- from-megatron -- "${megatron[@]}" --train-samples x
+expect 2 'ARGS is required' -- from-megatron
+expect 4 "$tmp/no/such/r.yaml" -- from-megatron -o "$tmp/no/such/r.yaml" -- "${megatron[@]}"
+if [[ -z $(find "$tmp" -name '*.tmp') ]]; then
+  echo "ok: no temporary file left"; passes=$((passes + 1))
+else
+  echo "FAIL: a temporary file was left"; failures=$((failures + 1))
+fi
+
+echo "$passes passed, $failures failed"
+[[ $failures -eq 0 ]]
