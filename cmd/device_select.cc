@@ -35,9 +35,7 @@ int visible_cuda_devices() {
 }
 
 Device planned_device(DeviceChoice choice) {
-  if (choice == DeviceChoice::kCpu) return Device::kCPU;
-  if (choice == DeviceChoice::kCuda) return Device::kCUDA;
-  return visible_cuda_devices() > 0 ? Device::kCUDA : Device::kCPU;
+  return choice == DeviceChoice::kCpu ? Device::kCPU : Device::kCUDA;
 }
 
 DeviceResolution resolve_device(DeviceChoice choice, int64_t local_rank) {

@@ -28,8 +28,8 @@ int visible_cuda_devices();
 // GPU local_rank % visible.
 DeviceResolution resolve_device(DeviceChoice choice, int64_t local_rank);
 
-// The device a run of `choice` would train on here, without the errors: what --dry-run plans
-// for (auto: cuda when a GPU is visible, else cpu).
+// The device --dry-run plans for: the CPU when the recipe (or --device) says cpu, else a GPU
+// (the plan is checked against a GPU's memory, on any machine, as before a cluster run).
 Device planned_device(DeviceChoice choice);
 
 // The Backend for `where`: the CPU backend with `threads` threads, or the CUDA backend.

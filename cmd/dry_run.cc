@@ -74,7 +74,7 @@ std::string supported_note(const Recipe& r) {
 
 }  // namespace
 
-void print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
+bool print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
   const Plan p = make_plan(r, o);
   const GPTConfig c = gpt_config_from(r);
 
@@ -187,7 +187,8 @@ void print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
         << " days to train at that speed\n";
   if (p.days_to_train)
     out << "  days to train         " << fixed(*p.days_to_train, 1) << " at " << o.peak_tflops
-        << " peak TFLOP/s x " << o.utilization << " utilization on " << p.world << " GPUs\n";
+        << " peak TFLOP/s" << (o.peak_source.empty() ? "" : " (" + o.peak_source + ")") << " x "
+        << o.utilization << " utilization on " << p.world << " GPUs\n";
   out << "\n";
 
   out << "schedule\n";
@@ -222,6 +223,7 @@ void print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
   const std::string unsupported_reason = supported_note(r);
   if (!unsupported_reason.empty())
     out << "\nnote: this build cannot train this recipe yet: " << unsupported_reason << "\n";
+  return p.fits;
 }
 
 namespace {
@@ -275,7 +277,7 @@ std::string communication_json(const StagePlan& st) {
 
 }  // namespace
 
-void print_dry_run_json(const Recipe& r, const PlanOptions& o, std::ostream& out) {
+bool print_dry_run_json(const Recipe& r, const PlanOptions& o, std::ostream& out) {
   const Plan p = make_plan(r, o);
   std::vector<std::string> stages, schedule, notes, communication;
   for (const StagePlan& st : p.stages) {
@@ -339,6 +341,7 @@ void print_dry_run_json(const Recipe& r, const PlanOptions& o, std::ostream& out
   }
   j.num("memory_per_rank_gb", static_cast<double>(worst.memory.total()) / kGiB)
       .num("gpu_memory_gb", o.gpu_memory_gb)
+      .str("gpu", o.peak_source)
       .boolean("fits", p.fits)
       .num("worst_stage", worst.index)
       .str("largest_term", worst.memory.largest())
@@ -358,6 +361,7 @@ void print_dry_run_json(const Recipe& r, const PlanOptions& o, std::ostream& out
   j.boolean("trainable_by_this_build", reason.empty());
   if (!reason.empty()) j.str("not_trainable_because", reason);
   out << j.done() << "\n";
+  return p.fits;
 }
 
 }  // namespace mtnlg

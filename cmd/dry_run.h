@@ -11,9 +11,14 @@
 
 namespace mtnlg {
 
+// Both return whether the worst rank fits the GPU's memory (Plan::fits): mtnlg-train --dry-run
+// exits with kExitPlanDoesNotFit when it does not, so sweep scripts can filter.
 // Throws what make_plan throws (invalid_argument for a layout that does not divide).
-void print_dry_run(const Recipe& recipe, const PlanOptions& options, std::ostream& out);
+bool print_dry_run(const Recipe& recipe, const PlanOptions& options, std::ostream& out);
 // One JSON object (and a newline); the keys are listed in README.md.
-void print_dry_run_json(const Recipe& recipe, const PlanOptions& options, std::ostream& out);
+bool print_dry_run_json(const Recipe& recipe, const PlanOptions& options, std::ostream& out);
+
+// mtnlg-train --dry-run's exit status for a plan whose worst rank needs more than the GPU has.
+inline constexpr int kExitPlanDoesNotFit = 5;
 
 }  // namespace mtnlg

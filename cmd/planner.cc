@@ -340,6 +340,16 @@ void plan_schedule(const Recipe& r, Plan& plan) {
 
 }  // namespace
 
+GpuSpec gpu_spec(const std::string& name) {
+  if (name == "a100") return {"A100", 80.0, 312.0, 156.0};
+  if (name == "h100") return {"H100", 80.0, 989.0, 494.0};
+  if (name == "h200") return {"H200", 141.0, 989.0, 494.0};
+  throw invalid_argument("--gpu " + name +
+                             " is not a GPU the planner knows; give a100, h100 or "
+                             "h200, or --gpu-memory-gb and --peak-tflops",
+                         "--gpu");
+}
+
 Plan make_plan(const Recipe& r, const PlanOptions& o) {
   if (!(o.gpu_memory_gb > 0.0))
     throw invalid_argument("--gpu-memory-gb must be positive, e.g. 80", "--gpu-memory-gb");

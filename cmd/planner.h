@@ -34,6 +34,8 @@ struct PlanOptions {
   double iteration_time_s = 0.0;  // > 0: a measured iteration time at the full batch
   double peak_tflops = 0.0;       // > 0: the device's peak TFLOP/s in the run's precision
   double utilization = 0.4;       // fraction of peak_tflops the run achieves
+  // Names the peak in the text plan ("A100 bf16"), when a --gpu default supplied it.
+  std::string peak_source;
   // Where the ranks train: the memory plan follows that backend's allocations (the CPU backend
   // in bf16 adds its GEMM weight copies, StagePlan::weight_copy_bytes).
   Device device = Device::kCUDA;
@@ -142,6 +144,18 @@ struct Plan {
 
   const StagePlan& worst() const { return stages[static_cast<size_t>(worst_stage)]; }
 };
+
+// A GPU --dry-run knows by name: its memory and dense peak TFLOP/s (NVIDIA's datasheets, SXM
+// parts, without sparsity) for bf16/fp16 and for fp32 recipes (TF32 tensor cores).
+struct GpuSpec {
+  std::string name;  // "A100"
+  double memory_gb = 0.0;
+  double peak_tflops_16 = 0.0;  // bf16 / fp16
+  double peak_tflops_32 = 0.0;  // TF32
+};
+// "a100" (80 GB, 312 / 156), "h100" (80 GB, 989 / 494), "h200" (141 GB, 989 / 494); throws
+// invalid_argument naming --gpu otherwise.
+GpuSpec gpu_spec(const std::string& name);
 
 // Throws invalid_argument naming the numbers when the world size does not divide into
 // tensor x pipeline, or the global batch into micro x data.

@@ -84,23 +84,33 @@ int main(int argc, char** argv) {
       ->needs(dry)
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   app.add_flag("--json", json, "With --dry-run: print the plan as one JSON object")->needs(dry);
-  app.add_option("--gpu-memory-gb", plan.gpu_memory_gb,
-                 "With --dry-run: memory of one GPU in GiB, the limit the plan is checked against")
+  std::string gpu = "a100";
+  app.add_option("--gpu", gpu,
+                 "With --dry-run: the GPU planned for, a100 (80 GiB, 312 bf16 / 156 TF32 peak "
+                 "TFLOP/s), h100 (80 GiB, 989 / 494) or h200 (141 GiB, 989 / 494): the memory "
+                 "limit and the peak behind the days to train, unless --gpu-memory-gb or "
+                 "--peak-tflops say otherwise")
       ->needs(dry)
-      ->check(finite_positive())
+      ->check(CLI::IsMember({"a100", "h100", "h200"}))
       ->capture_default_str();
+  auto* memory_flag =
+      app.add_option("--gpu-memory-gb", plan.gpu_memory_gb,
+                     "With --dry-run: memory of one GPU in GiB, the limit the plan is checked "
+                     "against (default: --gpu's)")
+          ->needs(dry)
+          ->check(finite_positive());
   app.add_option("--iteration-time", plan.iteration_time_s,
                  "With --dry-run: measured seconds per iteration at the full batch; prints the "
                  "model TFLOP/s per GPU")
       ->needs(dry)
       ->check(finite_positive());
-  app.add_option("--peak-tflops", plan.peak_tflops,
-                 "With --dry-run: peak TFLOP/s of one GPU (e.g. 312 for A100 bf16); prints the "
-                 "days to train")
-      ->needs(dry)
-      ->check(finite_positive());
+  auto* peak_flag = app.add_option("--peak-tflops", plan.peak_tflops,
+                                   "With --dry-run: peak TFLOP/s of one GPU for the days to "
+                                   "train (default: --gpu's, for the recipe's precision)")
+                        ->needs(dry)
+                        ->check(finite_positive());
   app.add_option("--utilization", plan.utilization,
-                 "With --dry-run and --peak-tflops: fraction of the peak the run achieves")
+                 "With --dry-run: fraction of the peak the run achieves, for the days to train")
       ->needs(dry)
       ->check(finite_fraction())
       ->capture_default_str();
@@ -122,10 +132,21 @@ int main(int argc, char** argv) {
     const mtnlg::Recipe recipe = mtnlg::load_recipe(config, overrides);
     if (dry_run) {
       plan.device = mtnlg::planned_device(recipe.device);
-      if (json) {
-        mtnlg::print_dry_run_json(recipe, plan, std::cout);
-      } else {
-        mtnlg::print_dry_run(recipe, plan, std::cout);
+      const mtnlg::GpuSpec spec = mtnlg::gpu_spec(gpu);
+      if (memory_flag->count() == 0) plan.gpu_memory_gb = spec.memory_gb;
+      if (peak_flag->count() == 0) {
+        const bool fp32 = recipe.precision == mtnlg::Precision::kFP32;
+        plan.peak_tflops = fp32 ? spec.peak_tflops_32 : spec.peak_tflops_16;
+        plan.peak_source = spec.name + (fp32 ? " TF32" : " bf16/fp16");
+      }
+      const bool fits = json ? mtnlg::print_dry_run_json(recipe, plan, std::cout)
+                             : mtnlg::print_dry_run(recipe, plan, std::cout);
+      if (!fits) {
+        spdlog::error(
+            "the plan does not fit: its worst rank needs more than {} GiB (exit {}; see the "
+            "plan's memory section for what to change)",
+            plan.gpu_memory_gb, mtnlg::kExitPlanDoesNotFit);
+        return mtnlg::kExitPlanDoesNotFit;
       }
       return 0;
     }

@@ -167,7 +167,15 @@ expect 2 'invalid argument \[--peak-tflops\]: --peak-tflops 1e\+300 is more than
 expect 2 "--iteration-time: 'inf' is not a finite number" -- --config configs/530b.yaml --dry-run --iteration-time inf
 expect 0 '^  --world-size INT:INT in \[1 - 1099511627776\] Needs: --dry-run' -- --help
 expect 0 '^  --json Needs: --dry-run +With --dry-run: print the plan as one JSON object' -- --help
-expect 0 '^  --gpu-memory-gb FLOAT:POSITIVE=80 Needs: --dry-run' -- --help
+expect 0 '^  --gpu-memory-gb FLOAT:POSITIVE Needs: --dry-run' -- --help
+expect 0 '^  --gpu TEXT:\{a100,h100,h200\}=a100 Needs: --dry-run' -- --help
+# The days to train by default (A100), another GPU by name, and exit 5 for a plan that does not fit.
+expect 0 'days to train +48\.1 at 312 peak TFLOP/s \(A100 bf16/fp16\) x 0\.4' -- --config configs/530b.yaml --dry-run --world-size 2240
+expect 0 'days to train +15\.2 at 989 peak TFLOP/s \(H100 bf16/fp16\)' -- --config configs/530b.yaml --dry-run --world-size 2240 --gpu h100
+expect 0 'needs [0-9.]+ of 141\.00 GiB' -- --config configs/530b.yaml --dry-run --gpu h200
+expect 5 'the plan does not fit: its worst rank needs more than 10 GiB \(exit 5' -- --config configs/530b.yaml --dry-run --gpu-memory-gb 10
+expect 5 '"fits": false' -- --config configs/530b.yaml --dry-run --gpu-memory-gb 10 --json
+expect 2 "--gpu: gtx480 not in \{a100,h100,h200\}" -- --config configs/530b.yaml --dry-run --gpu gtx480
 expect 0 '^  --iteration-time FLOAT:POSITIVE Needs: --dry-run' -- --help
 expect 0 '^  --peak-tflops FLOAT:POSITIVE Needs: --dry-run' -- --help
 expect 0 '^  --utilization FLOAT:FRACTION=0\.4 Needs: --dry-run' -- --help
@@ -176,7 +184,7 @@ expect 0 'TFLOP/s per GPU +125\.7 ' -- --config configs/530b.yaml --dry-run --wo
 expect 0 'TFLOP/s per GPU +120\.4 ' -- --config configs/530b.yaml --dry-run --world-size 2800 --iteration-time 50.2
 expect 0 'TFLOP/s per GPU +113\.5 ' -- --config configs/530b.yaml --dry-run --world-size 3360 --iteration-time 44.4
 expect 0 '^\{"parameters": 529600819200,.*"fits": true' -- --config configs/530b.yaml --dry-run --world-size 2240 --json
-expect 0 'DOES NOT FIT: the worst rank \(stage 0\)' -- --config configs/530b.yaml --dry-run --gpu-memory-gb 16
+expect 5 'DOES NOT FIT: the worst rank \(stage 0\)' -- --config configs/530b.yaml --dry-run --gpu-memory-gb 16
 expect 2 'world-size 2000 is not a multiple of .* = 280' -- --config configs/530b.yaml --dry-run --world-size 2000
 expect 2 'requires --dry-run' -- --config configs/tiny.yaml --json
 expect 0 "parameters +$(params 12 768 50304 1024) \(124\.48M" -- --config configs/gpt2-124m.yaml --dry-run
