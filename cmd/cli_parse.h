@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "core/logging.h"
 #include "core/status.h"
 
 namespace mtnlg {
@@ -21,6 +22,21 @@ inline std::optional<int> parse_command_line(CLI::App& app, int argc, char** arg
     return printed == 0 ? 0 : 2;
   }
   return std::nullopt;
+}
+
+// Runs body() (which returns the exit status) and turns what it throws into the README's exit
+// statuses, logging the message: an Error's code, else 1.
+template <typename F>
+int exit_status_of(F&& body) {
+  try {
+    return body();
+  } catch (const Error& e) {
+    spdlog::error("{}", e.what());
+    return exit_status(e.code());
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
 }
 
 // A GPT-2 vocabulary flag's value: as given, else the file shipped in data/gpt2/ when run from

@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
                       "as --vocab-file)");
   if (const auto status = mtnlg::parse_command_line(app, argc, argv)) return *status;
 
-  try {
+  return mtnlg::exit_status_of([&] {
     mtnlg::init_logging(log_level);
     const mtnlg::Recipe recipe = mtnlg::load_recipe(config, overrides);
     query.split = split == "train"   ? mtnlg::Split::kTrain
@@ -81,11 +81,5 @@ int main(int argc, char** argv) {
     mtnlg::print_samples(recipe, query, std::cout);
     if (!std::cout) throw mtnlg::io_error("could not write the samples to standard output");
     return 0;
-  } catch (const mtnlg::Error& e) {
-    spdlog::error("{}", e.what());
-    return mtnlg::exit_status(e.code());
-  } catch (const std::exception& e) {
-    spdlog::error("{}", e.what());
-    return 1;
-  }
+  });
 }

@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   if (const auto status = mtnlg::parse_command_line(app, argc, argv)) return *status;
 
-  try {
+  return mtnlg::exit_status_of([&] {
     mtnlg::init_logging(log_level);
     if (format == "jsonl") {
       opt.format = mtnlg::InputFormat::kJsonl;
@@ -132,11 +132,5 @@ int main(int argc, char** argv) {
         names, s.documents, s.tokens, mtnlg::token_type_name(s.token_type), s.sequences,
         s.input_bytes / 1e6, s.seconds, s.seconds > 0 ? s.input_bytes / 1e6 / s.seconds : 0.0);
     return 0;
-  } catch (const mtnlg::Error& e) {
-    spdlog::error("{}", e.what());
-    return mtnlg::exit_status(e.code());
-  } catch (const std::exception& e) {
-    spdlog::error("{}", e.what());
-    return 1;
-  }
+  });
 }

@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
       ->required();
   if (const auto status = mtnlg::parse_command_line(app, argc, argv)) return *status;
 
-  try {
+  return mtnlg::exit_status_of([&] {
     mtnlg::init_logging(log_level);
     const std::string text = converted_recipe(megatron_args, sets);
     if (output.empty()) {
@@ -123,11 +123,5 @@ int main(int argc, char** argv) {
     }
     spdlog::info("wrote {}", output);
     return 0;
-  } catch (const mtnlg::Error& e) {
-    spdlog::error("{}", e.what());
-    return mtnlg::exit_status(e.code());
-  } catch (const std::exception& e) {
-    spdlog::error("{}", e.what());
-    return 1;
-  }
+  });
 }

@@ -7,27 +7,8 @@ bin=$1/mtnlg-train
 src=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-failures=0
-passes=0
 
-# expect STATUS PATTERN -- ARGS...: runs mtnlg-train, checks the exit status and that the output
-# matches the extended regular expression PATTERN.
-expect() {
-  local want=$1 pattern=$2
-  shift 3
-  local out status
-  # A bound: an input that blocks (a FIFO) must fail, not hang (124 is timeout's own status).
-  out=$(timeout 60 "$bin" "$@" 2>&1)
-  status=$?
-  if [[ $status -ne $want ]] || ! grep -Eq -- "$pattern" <<<"$out"; then
-    echo "FAIL: mtnlg-train $* -> status $status (want $want), output did not match /$pattern/:"
-    echo "$out" | tail -20
-    failures=$((failures + 1))
-  else
-    echo "ok: mtnlg-train $*"
-    passes=$((passes + 1))
-  fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/../cli_expect.sh"
 
 cd "$src" || exit 1
 # --help: each option with its type, default and a description (not just its name, which CLI11

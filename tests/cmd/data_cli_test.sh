@@ -7,26 +7,8 @@ bin=$1/mtnlg-data
 src=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-failures=0
-passes=0
 
-# expect STATUS PATTERN -- ARGS...: runs mtnlg-data, checks the exit status and that the output
-# matches the extended regular expression PATTERN.
-expect() {
-  local want=$1 pattern=$2
-  shift 3
-  local out status
-  out=$(timeout 60 "$bin" "$@" 2>&1)
-  status=$?
-  if [[ $status -ne $want ]] || ! grep -Eq -- "$pattern" <<<"$out"; then
-    echo "FAIL: mtnlg-data $* -> status $status (want $want), output did not match /$pattern/:"
-    echo "$out" | tail -20
-    failures=$((failures + 1))
-  else
-    echo "ok: mtnlg-data $*"
-    passes=$((passes + 1))
-  fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/../cli_expect.sh"
 
 cd "$src" || exit 1
 expect 0 'samples +Print samples \[start, start \+ count\)' -- --help

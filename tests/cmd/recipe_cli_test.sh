@@ -8,24 +8,8 @@ train=$1/mtnlg-train
 src=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-failures=0
-passes=0
 
-expect() {
-  local want=$1 pattern=$2
-  shift 3
-  local out status
-  out=$(timeout 60 "$bin" "$@" 2>&1)
-  status=$?
-  if [[ $status -ne $want ]] || ! grep -Eq -- "$pattern" <<<"$out"; then
-    echo "FAIL: mtnlg-recipe $* -> status $status (want $want), output did not match /$pattern/:"
-    echo "$out" | tail -20
-    failures=$((failures + 1))
-  else
-    echo "ok: mtnlg-recipe $*"
-    passes=$((passes + 1))
-  fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/../cli_expect.sh"
 
 cd "$src" || exit 1
 expect 0 'from-megatron +Turn the arguments of a Megatron-LM' -- --help

@@ -7,39 +7,10 @@ bin=$1/mtnlg-preprocess
 src=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-failures=0
-passes=0
 
-# expect STATUS PATTERN -- ARGS...: runs mtnlg-preprocess, checks the exit status and that the
-# output matches the extended regular expression PATTERN.
-expect() {
-  local want=$1 pattern=$2
-  shift 3
-  local out status
-  out=$(timeout 60 "$bin" "$@" 2>&1) # a FIFO input must fail, not hang
-  status=$?
-  if [[ $status -ne $want ]] || ! grep -Eq -- "$pattern" <<<"$out"; then
-    echo "FAIL: mtnlg-preprocess $* -> status $status (want $want), output did not match /$pattern/:"
-    echo "$out" | tail -20
-    failures=$((failures + 1))
-  else
-    echo "ok: mtnlg-preprocess $*"
-    passes=$((passes + 1))
-  fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/../cli_expect.sh"
 
 # check DESCRIPTION COMMAND...: a plain assertion.
-check() {
-  local what=$1
-  shift
-  if "$@"; then
-    echo "ok: $what"
-    passes=$((passes + 1))
-  else
-    echo "FAIL: $what"
-    failures=$((failures + 1))
-  fi
-}
 
 cd "$src" || exit 1  # so that the default vocabulary paths (data/gpt2/...) resolve
 for flag in --input --input-format --json-key --output-prefix --vocab-file --merge-file \

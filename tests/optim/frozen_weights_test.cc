@@ -15,16 +15,9 @@
 namespace mtnlg {
 namespace {
 
+// The tests' tiny GPT with dropout, whose masks the windows must not disturb either.
 GPTConfig config() {
-  GPTConfig c;
-  c.num_layers = 2;
-  c.hidden = 64;
-  c.heads = 4;
-  c.ffn = 256;
-  c.seq = 32;
-  c.max_positions = 32;
-  c.vocab = 120;
-  c.padded_vocab = 128;
+  GPTConfig c = test::tiny_gpt(2);
   c.hidden_dropout = 0.1;
   c.attention_dropout = 0.1;
   return c;
