@@ -1,6 +1,9 @@
 #!/usr/bin/python3
-"""Plot mtnlg-train metrics files: loss (train and valid), learning rate, global batch size and
-throughput (tokens/s) against consumed tokens, in four panels.
+"""Plot mtnlg-train metrics files: loss (train and valid), gradient norm, learning rate, global
+batch size and throughput (tokens/s) against consumed tokens, one panel each. A panel whose value
+never changes in any run (a constant learning rate, a batch without a ramp) is left out, and the
+noisy series (train loss, gradient norm, tokens/s) are drawn faint with an exponential moving
+average over them (--smooth, TensorBoard's; 0 turns it off).
 
   /usr/bin/python3 scripts/plot_metrics.py runs/demo-cpu/metrics.jsonl   # runs/demo-cpu/metrics.png
   /usr/bin/python3 scripts/plot_metrics.py runs/sweep/*/ --out plots/      # plots/<run>.png each
@@ -32,10 +35,36 @@ from metrics_summary import MetricsError, read_metrics  # noqa: E402
 
 PANELS = [  # (field, title, y label)
     ("loss", "loss", "cross entropy"),
+    ("grad_norm", "gradient norm", "global L2 norm"),
     ("lr", "learning rate", "lr"),
     ("global_batch_size", "global batch size", "samples"),
     ("tokens_per_sec", "throughput", "tokens/s"),
 ]
+SMOOTHED = {"loss", "grad_norm", "tokens_per_sec"}  # noisy per iteration
+
+
+def smooth(ys, weight):
+    """TensorBoard's smoothing: an exponential moving average, debiased at the start."""
+    if weight <= 0:
+        return list(ys)
+    out, avg = [], 0.0
+    for t, y in enumerate(ys, start=1):
+        avg = weight * avg + (1 - weight) * y
+        out.append(avg / (1 - weight ** t))
+    return out
+
+
+def panels_to_draw(runs):
+    """The panels with something to show: loss always; the others when some run's value changes
+    (a constant is a line of no information; its value is in the run's resolved recipe)."""
+    keep = []
+    for field, title, ylabel in PANELS:
+        values = set()
+        for _, data in runs:
+            values.update(data["train"][field][1])
+        if field == "loss" or len(values) > 1:
+            keep.append((field, title, ylabel))
+    return keep
 
 
 def _number(value):
@@ -76,25 +105,34 @@ def safe_name(label):
     return re.sub(r"[^A-Za-z0-9._+=-]", "_", label)[:150] or "run"
 
 
-def draw(runs, title):
-    """runs: list of (label, data). Returns a matplotlib figure with the four panels."""
+def draw(runs, title, smoothing=0.6):
+    """runs: list of (label, data). Returns a matplotlib figure and the titles of its panels."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import EngFormatter, MaxNLocator
 
-    fig, axes = plt.subplots(2, 2, figsize=(12, 8), constrained_layout=True)
+    panels = panels_to_draw(runs)
+    cols = 2 if len(panels) <= 4 else 3
+    rows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(12, 8), constrained_layout=True, squeeze=False)
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     overlay = len(runs) > 1
-    for ax, (field, panel_title, ylabel) in zip(axes.flat, PANELS):
+    for ax, (field, panel_title, ylabel) in zip(axes.flat, panels):
         for i, (label, data) in enumerate(runs):
             color = colors[i % len(colors)]
             xs, ys = data["train"][field]
-            if xs:
+            name = (label if overlay else "train") if field == "loss" else label
+            if xs and field in SMOOTHED and smoothing > 0:
+                ax.plot(xs, ys, color=color, linewidth=0.8, alpha=0.3)
+                ax.plot(xs, smooth(ys, smoothing), color=color, linewidth=1.4, label=name)
+            elif xs:
                 # The batch size holds over the tokens that end at each point: a step.
                 ax.plot(xs, ys, color=color, linewidth=1.2,
                         drawstyle="steps-pre" if field == "global_batch_size" else "default",
-                        label=(label if overlay else "train") if field == "loss" else label)
+                        label=name)
             if field == "loss" and data["valid"][0]:
                 ax.plot(data["valid"][0], data["valid"][1], color=color, linestyle="--",
                         marker="o", markersize=3,
@@ -110,17 +148,18 @@ def draw(runs, title):
         ax.grid(True, alpha=0.3)
     axes.flat[0].legend(fontsize="small")
     fig.suptitle(title)
-    return fig
+    return fig, [title for _, title, _ in panels]
 
 
-def save(fig, out):
+def save(figure, out):
+    fig, panels = figure
     parent = os.path.dirname(out)
     if parent:
         os.makedirs(parent, exist_ok=True)
     fig.savefig(out, dpi=100)
     import matplotlib.pyplot as plt
     plt.close(fig)
-    print("plot_metrics.py: wrote %s" % out)
+    print("plot_metrics.py: wrote %s (%s)" % (out, ", ".join(panels)))
 
 
 def per_run_outputs(paths, labels, out):
@@ -161,8 +200,13 @@ def main(argv):
     parser.add_argument("--overlay", action="store_true",
                         help="all runs in one figure (one PNG), e.g. for a sweep")
     parser.add_argument("--title", help="the figure title (default: the label, or 'N runs')")
+    parser.add_argument("--smooth", type=float, default=0.6, metavar="F",
+                        help="weight of the moving average over the train loss, gradient norm"
+                             " and tokens/s, in [0, 1) (TensorBoard's; default 0.6; 0: raw only)")
     args = parser.parse_args(argv)
 
+    if not 0 <= args.smooth < 1:
+        parser.error("--smooth %g: give a weight in [0, 1), e.g. 0.6" % args.smooth)
     paths = [os.path.join(p, "metrics.jsonl") if os.path.isdir(p) else p for p in args.metrics]
     if args.labels is not None:
         labels = args.labels.split(",")
@@ -192,10 +236,10 @@ def main(argv):
 
     try:
         if args.overlay:
-            save(draw(runs, args.title or "%d runs" % len(runs)), outputs[0])
+            save(draw(runs, args.title or "%d runs" % len(runs), args.smooth), outputs[0])
         else:
             for run, out in zip(runs, outputs):
-                save(draw([run], args.title or run[0]), out)
+                save(draw([run], args.title or run[0], args.smooth), out)
     except OSError as e:
         print("plot_metrics.py: cannot write %s: %s" % (e.filename or "the PNG", e.strerror),
               file=sys.stderr)

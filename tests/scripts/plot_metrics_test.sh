@@ -86,6 +86,27 @@ check "--overlay: runs/overlay.png" is_png "$tmp/runs/overlay.png"
   --out "$tmp/sweep.png" >/dev/null 2>&1
 check "--overlay --out FILE" is_png "$tmp/sweep.png"
 check "8 PNGs in all, no others" test "$(find "$tmp" -name '*.png' | wc -l)" -eq 8
+# The panels: all five for a run whose batch ramps; without the ramp the constant global batch
+# is left out (and the grad norm panel is always there).
+check "ramp run: five panels" contains "$tmp/out" \
+  "\(loss, gradient norm, learning rate, global batch size, throughput\)"
+"$build/mtnlg-train" --config "$src/configs/tiny.yaml" --threads 1 --log-level warn \
+  --set "data.blend=[{prefix: $tmp/corpus, weight: 1}]" --set "data.split=[9,1,0]" \
+  --set data.cache_dir="$tmp/cache" --set schedule.train_iters=6 --set eval.interval=0 \
+  --set logging.metrics_file="$tmp/flat/metrics.jsonl" || exit 1
+/usr/bin/python3 "$plot" "$tmp/flat" --smooth 0 >"$tmp/out" 2>&1
+check "constant batch: no batch panel" contains "$tmp/out" \
+  "\(loss, gradient norm, learning rate, throughput\)$"
+check "four panels: a 1200 x 800 PNG" is_png "$tmp/flat/metrics.png"
+rm -f "$tmp/flat/metrics.png"
+expect_error 2 "--smooth 1: give a weight in \[0, 1\)" "$tmp/flat" --smooth 1
+# The smoothing is TensorBoard's debiased moving average.
+check "smooth(): debiased EMA" /usr/bin/python3 -c "
+import sys; sys.path.insert(0, '$src/scripts')
+from plot_metrics import smooth
+s = smooth([1.0, 3.0, 3.0], 0.5)
+assert s[0] == 1.0 and abs(s[1] - (0.25 + 1.5) / 0.75) < 1e-12, s
+assert smooth([1.0, 2.0], 0) == [1.0, 2.0]"
 
 # Errors name the file (and line); nothing is written.
 expect_error 1 "$tmp/none\.jsonl: no such file" "$tmp/none.jsonl"
