@@ -9,7 +9,8 @@ repo_dir=$(dirname "$script_dir")
 usage() {
   cat <<'USAGE'
 Usage: scripts/sweep.sh RECIPE KEY=V1,V2,... [KEY=...]... [--out DIR] [--sbatch]
-                        [--sbatch-arg ARG]... [--bin PATH] [--force] [-- MTNLG_TRAIN_ARGS...]
+                        [--sbatch-arg ARG]... [--bin PATH] [--progress S] [--force]
+                        [-- MTNLG_TRAIN_ARGS...]
 
 Runs mtnlg-train once per combination of the listed values (the Cartesian product; the last
 key varies fastest), e.g.
@@ -36,8 +37,10 @@ over a --set in MTNLG_TRAIN_ARGS), then --set logging.metrics_file=RUNDIR/metric
 when the run saves checkpoints (checkpoint.dir is set; mtnlg-train --dry-run --json says),
 --set checkpoint.dir=RUNDIR/checkpoints: runs never share, or resume from, one another's.
 
-Locally the runs go one after another; a failed run is reported (exit status and the last log
-line) and the sweep goes on. With --sbatch each run is submitted with
+Locally the runs go one after another; every S seconds (--progress, default 30; 0: never) the
+sweep prints how far the current run is (run N of M, iteration I of its T (the plan's count),
+percent, last train loss, elapsed time), and when a run ends its time and final loss; a failed
+run is reported (exit status and the last log line) and the sweep goes on. With --sbatch each run is submitted with
   sbatch --parsable SBATCH_ARGS... RUNDIR/job.sbatch
 whose script runs `srun --mpi=pmix mtnlg-train ...` in the current directory (relative recipe
 paths resolve against it, as for a local run), logs to RUNDIR/train.log and writes
@@ -52,6 +55,7 @@ lines). Run it again later on the run directories (e.g. when Slurm jobs have fin
   --sbatch          submit each run as a Slurm job instead of running it here
   --sbatch-arg ARG  an extra sbatch option (repeatable)
   --bin PATH        mtnlg-train (default: $MTNLG_TRAIN, else build/mtnlg-train of this checkout)
+  --progress S      seconds between progress lines of a local run (default 30; 0: none)
   --force           reuse run directories that already exist (their old files are removed)
   -h, --help        this text
 
@@ -99,6 +103,7 @@ recipe=""
 out_dir=""
 use_sbatch=0
 force=0
+progress_s=30
 bin=${MTNLG_TRAIN:-$repo_dir/build/mtnlg-train}
 python=${MTNLG_PYTHON:-/usr/bin/python3}
 sbatch_args=()
@@ -128,6 +133,15 @@ while (($#)); do
       shift
       ;;
     --sbatch-arg=*) sbatch_args+=("${1#--sbatch-arg=}") ;;
+    --progress)
+      [[ $# -ge 2 && $2 =~ ^[0-9]+$ ]] || die "--progress needs whole seconds, e.g. --progress 30"
+      progress_s=$2
+      shift
+      ;;
+    --progress=*)
+      progress_s=${1#--progress=}
+      [[ $progress_s =~ ^[0-9]+$ ]] || die "--progress needs whole seconds, e.g. --progress=30"
+      ;;
     --force) force=1 ;;
     -h | --help) usage; exit 0 ;;
     --)
@@ -239,7 +253,33 @@ for ((index = 0; index < total; index++)); do
   fi
 done
 
-trap 'echo "sweep.sh: interrupted" >&2; exit 130' INT TERM
+# An interrupted sweep stops its current run too.
+train_pid=
+trap 'echo "sweep.sh: interrupted" >&2; [[ -n $train_pid ]] && kill "$train_pid" 2>/dev/null; exit 130' INT TERM
+
+# "iteration I of T (P%), loss L" from a run's metrics file so far ("starting" before any line).
+progress_line() {
+  local metrics=$1/metrics.jsonl total=$2
+  [[ -s $metrics ]] || { echo "starting"; return; }
+  "$python" - "$metrics" "$total" <<'PY' 2>/dev/null || echo "running"
+import json, sys
+last = None
+for line in open(sys.argv[1]):
+    try:
+        r = json.loads(line)
+    except ValueError:
+        continue  # a line being written
+    if r.get("split") == "train":
+        last = r
+total = int(sys.argv[2])
+if last is None:
+    print("starting")
+else:
+    it = last["iteration"]
+    pct = " (%d%%)" % (100 * it // total) if total > 0 else ""
+    print("iteration %d of %s%s, loss %.4f" % (it, total if total > 0 else "?", pct, last["loss"]))
+PY
+}
 
 echo "sweep.sh: $total run(s) of $recipe in $out_dir$( ((use_sbatch)) && echo ' (Slurm jobs)')"
 failures=0
@@ -253,10 +293,14 @@ for ((index = 0; index < total; index++)); do
   cmd=("$bin" --config "$recipe" "${train_args[@]}")
   for s in "${sets[@]}"; do cmd+=(--set "$s"); done
   cmd+=(--set "logging.metrics_file=$run_dir/metrics.jsonl")
-  # A recipe that checkpoints would have every run save into (and resume from) one directory.
-  ckpt_dir=$("${cmd[@]}" --dry-run --json 2>/dev/null |
-    /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin).get("checkpoint_dir", ""))' \
-      2>/dev/null || true)
+  # A recipe that checkpoints would have every run save into (and resume from) one directory;
+  # the plan's iteration count measures progress. (--dry-run exits 5 for a plan that does not
+  # fit a GPU: its JSON is printed all the same.)
+  plan_fields=$("${cmd[@]}" --dry-run --json 2>/dev/null |
+    /usr/bin/python3 -c 'import json, sys; d = json.load(sys.stdin)
+print(d.get("iterations", 0)); print(d.get("checkpoint_dir", ""))' 2>/dev/null || true)
+  planned_iters=$(sed -n 1p <<<"$plan_fields")
+  ckpt_dir=$(sed -n 2p <<<"$plan_fields")
   [[ -z $ckpt_dir ]] || cmd+=(--set "checkpoint.dir=$run_dir/checkpoints")
   printf '%q ' "${cmd[@]}" | sed 's/ $//' >"$run_dir/command.txt"
   echo >>"$run_dir/command.txt"
@@ -281,8 +325,23 @@ for ((index = 0; index < total; index++)); do
 
   echo "sweep.sh: run $index of $total ($label) -> $run_dir"
   status=0
-  "${cmd[@]}" >"$run_dir/train.log" 2>&1 </dev/null || status=$?
+  started=$SECONDS
+  "${cmd[@]}" >"$run_dir/train.log" 2>&1 </dev/null &
+  train_pid=$!
+  next=$((SECONDS + progress_s))
+  while kill -0 "$train_pid" 2>/dev/null; do
+    sleep 1
+    if ((progress_s > 0 && SECONDS >= next)); then
+      echo "sweep.sh: run $index of $total ($label): $(progress_line "$run_dir" "${planned_iters:-0}")," \
+        "$((SECONDS - started)) s"
+      next=$((SECONDS + progress_s))
+    fi
+  done
+  wait "$train_pid" || status=$?
+  train_pid=
   echo "$status" >"$run_dir/exit_status"
+  ((status != 0)) || echo "sweep.sh: run $index of $total ($label): done in" \
+    "$((SECONDS - started)) s, $(progress_line "$run_dir" "${planned_iters:-0}")"
   if ((status != 0)); then
     last=$(grep -v '^[[:space:]]*$' "$run_dir/train.log" | tail -n 1 || true)
     echo "sweep.sh: run $index ($label) FAILED with exit status $status: $last" >&2

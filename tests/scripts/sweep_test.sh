@@ -88,6 +88,16 @@ case $case_name in
     done
     check "summary header" contains "$tmp/out" '^\| combination +\| status +\| final train loss +\| final valid loss +\| tokens/s +\|$'
     check "all succeeded" contains "$tmp/out" 'all 2 run\(s\) succeeded'
+    # Each run's end: its time and where it got to (iteration 5 of the plan's 5).
+    check "run end line" contains "$tmp/out" \
+      '^sweep\.sh: run 0 of 2 \(optimizer\.lr=1e-3 schedule\.train_iters=5\): done in [0-9]+ s, iteration 5 of 5 \(100%\), loss [0-9]+\.[0-9]{4}$'
+    # Progress while a run goes: a longer run, a line every second.
+    "$sweep" "$src/configs/tiny.yaml" schedule.train_iters=1500 --progress 1 \
+      --out "$tmp/progress" "${common[@]}" >"$tmp/progress.out" 2>&1
+    check "progress lines" contains "$tmp/progress.out" \
+      '^sweep\.sh: run 0 of 1 \(schedule\.train_iters=1500\): (starting|iteration [0-9]+ of 1500 \([0-9]+%\), loss [0-9.]+), [0-9]+ s$'
+    expect_fail() { ! "$sweep" "$src/configs/tiny.yaml" schedule.train_iters=1 "$@" >/dev/null 2>&1; }
+    check "--progress takes whole seconds" expect_fail --progress x --out "$tmp/bad-progress"
     # The same directories again: refused, nothing run, unless --force.
     status=0
     "$sweep" "$src/configs/tiny.yaml" optimizer.lr=1e-3,3e-3 schedule.train_iters=5 \
