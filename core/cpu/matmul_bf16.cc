@@ -14,6 +14,25 @@
 
 namespace mtnlg::cpu {
 
+namespace {
+
+// One dense row-major product's description (no pointers): leading dimensions are the rows' widths.
+Bf16Gemm dense_gemm(int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b, bool c_bf16) {
+  Bf16Gemm g;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.ld_a = trans_a ? m : k;
+  g.trans_a = trans_a;
+  g.ld_b = trans_b ? k : n;
+  g.trans_b = trans_b;
+  g.ld_c = n;
+  g.c_bf16 = c_bf16;
+  return g;
+}
+
+}  // namespace
+
 struct MatmulBf16::Impl {
   // Everything a primitive depends on: sizes, leading dimensions and batch strides, transposes,
   // output dtype, alpha, beta, and whether b comes in the kernel's blocked layout (not the
@@ -131,8 +150,7 @@ bool MatmulBf16::onednn_available() {
   // Asked once: a small bf16 primitive either can be made on this CPU or not.
   static const bool available = [] {
     try {
-      Bf16Gemm g;
-      g.m = g.n = g.k = g.ld_a = g.ld_b = g.ld_c = 16;
+      const Bf16Gemm g = dense_gemm(16, 16, 16, false, false, false);
       const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
       Impl::make_pd(g, false, engine);
       return true;
@@ -178,15 +196,7 @@ bool MatmulBf16::holds_weight(const void* begin, const void* end) const {
 
 int64_t MatmulBf16::weight_copy_bytes(int64_t m, int64_t n, int64_t k, bool trans_b, bool c_bf16) {
   if (!onednn_available()) return 0;
-  Bf16Gemm g;
-  g.m = m;
-  g.n = n;
-  g.k = k;
-  g.ld_a = k;
-  g.trans_b = trans_b;
-  g.ld_b = trans_b ? k : n;
-  g.ld_c = n;
-  g.c_bf16 = c_bf16;
+  const Bf16Gemm g = dense_gemm(m, n, k, false, trans_b, c_bf16);
   try {
     const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
     return static_cast<int64_t>(Impl::make_pd(g, true, engine).weights_desc().get_size());
@@ -205,19 +215,10 @@ int64_t MatmulBf16::cached() const {
 void MatmulBf16::run(void* c, bool c_bf16, const uint16_t* a, bool trans_a, const uint16_t* b,
                      bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, float beta,
                      bool b_weight) {
-  Bf16Gemm g;
-  g.m = m;
-  g.n = n;
-  g.k = k;
+  Bf16Gemm g = dense_gemm(m, n, k, trans_a, trans_b, c_bf16);
   g.a = a;
-  g.ld_a = trans_a ? m : k;
-  g.trans_a = trans_a;
   g.b = b;
-  g.ld_b = trans_b ? k : n;
-  g.trans_b = trans_b;
   g.c = c;
-  g.ld_c = n;
-  g.c_bf16 = c_bf16;
   g.alpha = alpha;
   g.beta = beta;
   execute(g, b_weight);
