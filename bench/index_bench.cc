@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
   cfg.seq_length = seq;
   cfg.num_samples = samples;
   cfg.cache_dir = dir + "/cache";
-  const mtnlg::DocumentRange all{0, ds->num_documents()};
+  const mtnlg::DocumentRange all{0, ds->num_sequences()};
   for (int pass = 0; pass < 2; ++pass) {
     t = now_s();
     mtnlg::GPTDataset gpt(ds, all, cfg);

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/status.h"
+#include "data/blending_rule.h"
 #include "data/index_cache.h"
 
 namespace mtnlg {
@@ -66,24 +67,10 @@ BlendingIndices build_blending_indices(const std::vector<double>& normalized_wei
   // Megatron's dtypes: int16 dataset ids (BlendedDataset refuses more datasets), int64 positions.
   MTNLG_CHECK_LE(n, static_cast<size_t>(std::numeric_limits<int16_t>::max()));
   BlendingIndices out{IndexArray(size, IndexType::kInt16), IndexArray(size, IndexType::kInt64)};
-  std::vector<int64_t> counts(n, 0);
-  for (int64_t i = 0; i < size; ++i) {
-    // Megatron's helpers.cpp: the error at max(i, 1) samples (so the first two positions both
-    // go to the largest weight's dataset). The products are not fused into FMAs (the data
-    // library is built with -ffp-contract=off): fused, ties would break by the build's CPU.
-    const double target = static_cast<double>(std::max<int64_t>(i, 1));
-    size_t best = 0;
-    double best_error = normalized_weights[0] * target - static_cast<double>(counts[0]);
-    for (size_t k = 1; k < n; ++k) {
-      const double error = normalized_weights[k] * target - static_cast<double>(counts[k]);
-      if (error > best_error) {  // strict: ties keep the lowest index
-        best_error = error;
-        best = k;
-      }
-    }
-    out.dataset_index.set(i, static_cast<int64_t>(best));
-    out.dataset_sample_index.set(i, counts[best]++);
-  }
+  blend_greedily(normalized_weights, size, [&out](int64_t i, size_t k, int64_t j) {
+    out.dataset_index.set(i, static_cast<int64_t>(k));
+    out.dataset_sample_index.set(i, j);
+  });
   return out;
 }
 

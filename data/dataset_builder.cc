@@ -58,11 +58,12 @@ std::unique_ptr<SampleSource> build_train_dataset(const DataConfig& cfg, int64_t
     const auto& entry = cfg.blend[k];
     indexed.push_back(IndexedDataset::open(entry.prefix));
     // An empty dataset is the data's fault, whatever data.split says.
-    if (indexed.back()->num_documents() == 0)
-      throw invalid_argument(entry.prefix +
-                                 " holds no documents; the fix: re-run mtnlg-preprocess on a "
-                                 "non-empty corpus, or remove the entry from data.blend",
-                             "data.blend[" + std::to_string(k) + "].prefix");
+    if (indexed.back()->num_sequences() == 0)
+      throw invalid_argument(
+          entry.prefix +
+              " holds no (non-empty) documents; the fix: re-run mtnlg-preprocess on a "
+              "non-empty corpus, or remove the entry from data.blend",
+          "data.blend[" + std::to_string(k) + "].prefix");
     ranges.push_back(split_range(*indexed.back(), cfg.split, which));
     if (ranges.back().empty()) ++empty;
   }
@@ -72,7 +73,7 @@ std::unique_ptr<SampleSource> build_train_dataset(const DataConfig& cfg, int64_t
     const std::string key = "data.blend[" + std::to_string(k) + "]";
     throw invalid_argument("the " + std::string(split_name(which)) + " split of " +
                                cfg.blend[k].prefix + " has no documents (it has " +
-                               std::to_string(indexed[k]->num_documents()) +
+                               std::to_string(indexed[k]->num_sequences()) +
                                ") while other datasets' have some; the fix: use a larger "
                                "dataset there, or change data.split",
                            key);

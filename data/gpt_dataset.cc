@@ -75,12 +75,12 @@ std::array<int64_t, 4> split_boundaries(int64_t num_documents, const std::vector
 
 DocumentRange split_range(const IndexedDataset& dataset, const std::vector<double>& split,
                           Split which) {
-  const auto b = split_boundaries(dataset.num_documents(), split);
+  const auto b = split_boundaries(dataset.num_sequences(), split);
   const size_t k = static_cast<size_t>(which);
   DocumentRange range{std::max<int64_t>(b[k], 0), std::max<int64_t>(b[k + 1], 0)};
   if (which == Split::kTrain && range.empty()) {
     throw invalid_argument("data.split " + split_str(split) + " leaves the train split no " +
-                               "documents of the " + std::to_string(dataset.num_documents()) +
+                               "documents of the " + std::to_string(dataset.num_sequences()) +
                                " in " + dataset.prefix() +
                                "; the fix: raise data.split's first (train) entry, or use a "
                                "dataset with more documents",
@@ -99,14 +99,14 @@ SequentialGPTDataset::SequentialGPTDataset(std::shared_ptr<const IndexedDataset>
                            "model.seq_length");
   }
   MTNLG_CHECK_GE(documents_.begin, 0);
-  MTNLG_CHECK_LE(documents_.end, dataset_->num_documents());
+  MTNLG_CHECK_LE(documents_.end, dataset_->num_sequences());
   if (documents_.empty()) {
     throw invalid_argument("the train split of " + dataset_->prefix() +
                                " has no documents; the fix: raise data.split's first entry",
                            "data.split");
   }
-  first_sequence_ = dataset_->document_index(documents_.begin);
-  const int64_t last = dataset_->document_index(documents_.end);
+  first_sequence_ = documents_.begin;
+  const int64_t last = documents_.end;
   prefix_.reserve(static_cast<size_t>(last - first_sequence_ + 1));
   prefix_.push_back(0);
   for (int64_t s = first_sequence_; s < last; ++s) {
@@ -154,9 +154,8 @@ void check_vocab_range(const IndexedDataset& dataset, DocumentRange documents, i
   MTNLG_CHECK_GT(vocab_size, 0);
   // uint16 ids cannot reach a vocabulary of 65536 or more: nothing to scan.
   if (dataset.token_type() == TokenType::kUInt16 && vocab_size > 65535) return;
-  const int64_t last = dataset.document_index(documents.end);
   std::vector<int32_t> buf;
-  for (int64_t s = dataset.document_index(documents.begin); s < last; ++s) {
+  for (int64_t s = documents.begin; s < documents.end; ++s) {
     const int64_t len = dataset.sequence_length(s);
     buf.resize(static_cast<size_t>(len));
     dataset.read(s, 0, len, buf.data());

@@ -1,12 +1,18 @@
 // SequentialGPTDataset: fixed-length training samples cut in order from the documents of one
 // split of an IndexedDataset, plus Megatron's rule for splitting documents train/valid/test.
 //
-// The token stream is the documents of the range, each document's sequences in order, back to
-// back; it repeats forever. Sample i is tokens [i*S, i*S + S + 1) of that repeating stream:
-// S inputs and, shifted by one, S labels. Consecutive samples overlap by one token, a sample
-// may straddle the end of an epoch (it wraps to the first token), and nothing is masked at
-// end-of-document tokens. There is no shuffling: the GPT dataset with document/sample/shuffle
-// indices builds on the same split rule.
+// "Documents" here are the .idx file's sequences, as in Megatron-LM's GPTDataset (its
+// numel_low_level_dataset, split and indices count sequences): one per document as usually
+// preprocessed, one per sentence with --split-sentences, none for an empty document (which is
+// therefore skipped). Splitting by the .idx's document table instead moves the split boundaries
+// whenever those differ, and with them every sample (found against Megatron's own code:
+// tests/data/megatron_order_test.cc).
+//
+// The token stream is the sequences of the range in order, back to back; it repeats forever. Sample
+// i is tokens [i*S, i*S + S + 1) of that repeating stream: S inputs and, shifted by one, S labels.
+// Consecutive samples overlap by one token, a sample may straddle the end of an epoch (it wraps to
+// the first token), and nothing is masked at end-of-document tokens. There is no shuffling: the GPT
+// dataset with document/sample/shuffle indices builds on the same split rule.
 //
 // Example, S = 3, documents [a b c] [d e] (T = 5 tokens per epoch):
 //   sample 0 = a b c d, sample 1 = d e a b, sample 2 = b c d e, sample 3 = e a b c, ...
@@ -31,6 +37,7 @@ enum class Split { kTrain = 0, kValid = 1, kTest = 2 };
 const char* split_name(Split split);  // "train", "valid", "test"
 
 // Documents [begin, end) of an IndexedDataset.
+// Sequences [begin, end) of an IndexedDataset (Megatron's GPTDataset "documents", above).
 struct DocumentRange {
   int64_t begin = 0;
   int64_t end = 0;
@@ -45,8 +52,9 @@ struct DocumentRange {
 // `split` is three finite non-negative numbers with a positive sum.
 std::array<int64_t, 4> split_boundaries(int64_t num_documents, const std::vector<double>& split);
 
-// The documents of one split. Throws invalid_argument naming data.split if the train split is
-// empty; an empty valid or test split is returned as an empty range.
+// The documents (sequences) of one split, from the dataset's num_sequences(). Throws
+// invalid_argument naming data.split if the train split is empty; an empty valid or test split is
+// returned as an empty range.
 DocumentRange split_range(const IndexedDataset& dataset, const std::vector<double>& split,
                           Split which);
 

@@ -88,7 +88,7 @@ bool IndexArray::operator==(const IndexArray& o) const {
 RangeTokens count_range_tokens(const IndexedDataset& dataset, DocumentRange documents) {
   RangeTokens r;
   for (int64_t d = documents.begin; d < documents.end; ++d) {
-    const int64_t len = dataset.document_length(d);
+    const int64_t len = dataset.sequence_length(d);
     r.tokens += len;
     r.longest_document = std::max(r.longest_document, len);
   }
@@ -169,7 +169,7 @@ IndexArray build_sample_index(const IndexedDataset& dataset, const IndexArray& d
   // Walk the stream once: `start` is the stream offset of document position p. Boundary i is
   // the position of token i*S; empty documents are stepped over, so offset < length always.
   int64_t p = 0, start = 0;
-  int64_t len = document_index.size() > 0 ? dataset.document_length(document_index[0]) : 0;
+  int64_t len = document_index.size() > 0 ? dataset.sequence_length(document_index[0]) : 0;
   for (int64_t i = 0; i <= num_samples; ++i) {
     const int64_t token = i * seq_length;
     while (token >= start + len) {
@@ -177,7 +177,7 @@ IndexArray build_sample_index(const IndexedDataset& dataset, const IndexArray& d
       ++p;
       MTNLG_CHECK_MSG(p < document_index.size(),
                       "the document index holds too few tokens for " << num_samples << " samples");
-      len = dataset.document_length(document_index[p]);
+      len = dataset.sequence_length(document_index[p]);
     }
     index.set(2 * i, p);
     index.set(2 * i + 1, token - start);
@@ -198,24 +198,6 @@ IndexArray build_shuffle_index(int64_t num_samples, int64_t first, bool shuffle,
     if (first < num_samples) shuffle_range(index, first, num_samples, rng);
   }
   return index;
-}
-
-void read_document(const IndexedDataset& dataset, int64_t doc, int64_t offset, int64_t count,
-                   int32_t* out) {
-  const int64_t end = dataset.document_index(doc + 1);
-  for (int64_t s = dataset.document_index(doc); s < end && count > 0; ++s) {
-    const int64_t len = dataset.sequence_length(s);
-    if (offset >= len) {
-      offset -= len;
-      continue;
-    }
-    const int64_t n = std::min(len - offset, count);
-    dataset.read(s, offset, n, out);
-    out += n;
-    count -= n;
-    offset = 0;
-  }
-  MTNLG_CHECK_EQ(count, 0);
 }
 
 }  // namespace mtnlg

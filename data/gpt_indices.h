@@ -1,7 +1,8 @@
 // The three index arrays of Megatron-LM's GPTDataset (megatron/core/datasets/gpt_dataset.py and
 // helpers.cpp build_sample_idx), built as plain functions so that tests check them directly.
 //
-// For a split's documents D (ids d_0..d_{D-1}, T tokens in all), a requested number of samples
+// For a split's documents D (the .idx's sequences, as data/gpt_dataset.h explains; ids
+// d_0..d_{D-1}, T tokens in all), a requested number of samples
 // n and a sequence length S:
 //   epochs           the smallest E >= 1 with E*T >= n*S + 1 (each sample needs S+1 tokens).
 //   document index   the split's document ids tiled E times and shuffled as one array; with a
@@ -133,9 +134,5 @@ IndexArray build_sample_index(const IndexedDataset& dataset, const IndexArray& d
 // identity. uint32 below 2^32 - 2 values, else int64 (Megatron's _build_shuffle_index).
 IndexArray build_shuffle_index(int64_t num_samples, int64_t first, bool shuffle,
                                NumpyRandomState& rng);
-
-// Copies `count` tokens of document `doc` (all its sequences back to back) from `offset`.
-void read_document(const IndexedDataset& dataset, int64_t doc, int64_t offset, int64_t count,
-                   int32_t* out);
 
 }  // namespace mtnlg

@@ -39,7 +39,7 @@ GPTDataset::GPTDataset(std::shared_ptr<const IndexedDataset> dataset, DocumentRa
   }
   MTNLG_CHECK_GE(config_.num_samples, 0);
   MTNLG_CHECK_GE(documents_.begin, 0);
-  MTNLG_CHECK_LE(documents_.end, dataset_->num_documents());
+  MTNLG_CHECK_LE(documents_.end, dataset_->num_sequences());
   const std::string where = "documents [" + std::to_string(documents_.begin) + ", " +
                             std::to_string(documents_.end) + ") of " + dataset_->prefix();
   if (documents_.empty()) {
@@ -63,7 +63,7 @@ GPTDataset::GPTDataset(std::shared_ptr<const IndexedDataset> dataset, DocumentRa
                      .add("class", "GPTDataset")
                      .add("format_version", kFormatVersion)
                      .add("index_content_hash", hex64(content_hash(*dataset_)))
-                     .add("num_documents", dataset_->num_documents())
+                     .add("num_sequences", dataset_->num_sequences())
                      .add("num_tokens", dataset_->num_tokens())
                      .add("documents_begin", documents_.begin)
                      .add("documents_end", documents_.end)
@@ -136,8 +136,8 @@ void GPTDataset::sample(int64_t i, int32_t* out) const {
   for (int64_t p = first; p <= last; ++p) {
     const int64_t doc = document_index_[p];
     const int64_t from = p == first ? first_offset : 0;
-    const int64_t to = p == last ? last_offset + 1 : dataset_->document_length(doc);
-    if (to > from) read_document(*dataset_, doc, from, to - from, out + written);
+    const int64_t to = p == last ? last_offset + 1 : dataset_->sequence_length(doc);
+    if (to > from) dataset_->read(doc, from, to - from, out + written);
     written += std::max<int64_t>(to - from, 0);
   }
   MTNLG_CHECK_EQ(written, config_.seq_length + 1);

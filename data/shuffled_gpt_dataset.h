@@ -34,9 +34,10 @@ class GPTDataset : public SampleSource {
  public:
   // Version of the index layout and shuffle algorithm: part of every cache description, so a
   // change here makes old caches miss instead of being misread.
-  // 3: the shuffle index stored as uint32 (Megatron's dtype); 2: numpy RandomState shuffles in
-  // Megatron's order (1: Philox, per-epoch document shuffles).
-  static constexpr int64_t kFormatVersion = 3;
+  // 4: indices over the .idx's sequences, as Megatron's (3: over its documents); 3: the shuffle
+  // index stored as uint32 (Megatron's dtype); 2: numpy RandomState shuffles in Megatron's order
+  // (1: Philox, per-epoch document shuffles).
+  static constexpr int64_t kFormatVersion = 4;
 
   // Throws invalid_argument if seq_length < 1, num_samples < 0, or the range is empty or holds
   // no tokens (naming data.split); corruption if a cache entry with this name is damaged or
@@ -53,6 +54,7 @@ class GPTDataset : public SampleSource {
   std::string description() const override { return description_; }
 
   const IndexedDataset& dataset() const { return *dataset_; }
+  const GPTDatasetConfig& config() const { return config_; }
   DocumentRange documents() const { return documents_; }
   int64_t tokens_per_epoch() const { return tokens_per_epoch_; }
   int64_t num_epochs() const { return num_epochs_; }

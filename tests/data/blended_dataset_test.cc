@@ -166,7 +166,7 @@ TEST_CASE("build_train_dataset: one entry - a cached blend - and empty eval spli
   cfg.blend[1].prefix = make_corpus(dir, "empty", 4, 0);
   const Error empty = error_of([&] { build_train_dataset(cfg, 8, 20, Split::kTrain); });
   CHECK(empty.context() == "data.blend[1].prefix");
-  CHECK_THAT(empty.message(), Catch::Contains("holds no documents"));
+  CHECK_THAT(empty.message(), Catch::Contains("holds no (non-empty) documents"));
 }
 
 TEST_CASE("a source too small for its share is rejected") {

@@ -44,13 +44,15 @@ std::vector<int32_t> sample_of(const SequentialGPTDataset& ds, int64_t i) {
 }
 
 TEST_CASE("sample i is the S+1 stream tokens from i*S of the repeating stream") {
-  // Documents of lengths 3, 0, 5, 1, 4: token value = 100 + its place in the stream.
+  // Documents of lengths 3, 0, 5, 1, 4: token value = 100 + its place in the stream. The empty
+  // document has no sequence: the range counts the 4 others.
   const Docs docs = {{100, 101, 102}, {}, {103, 104, 105, 106, 107}, {108}, {109, 110, 111, 112}};
   const int64_t total = 13;
   test::TempDir dir;
   auto ids = build(dir.file("s"), docs);
+  REQUIRE(ids->num_sequences() == 4);
   const int64_t s = GENERATE(1, 2, 3, 5, 12, 13, 20);
-  SequentialGPTDataset ds(ids, s, DocumentRange{0, 5});
+  SequentialGPTDataset ds(ids, s, DocumentRange{0, 4});
   CHECK(ds.tokens_per_epoch() == total);
   for (int64_t i = 0; i < 40; ++i) {
     std::vector<int32_t> want;
@@ -131,17 +133,40 @@ TEST_CASE("split_range gives each split its documents and rejects an empty train
   CHECK_THAT(e.what(), Catch::Contains("data.split"));
 }
 
-TEST_CASE("a range with no tokens and a bad seq_length are rejected") {
+TEST_CASE("an empty range and a bad seq_length are rejected - empty documents are skipped") {
   test::TempDir dir;
   auto ids = build(dir.file("e"), {{}, {}, {1}});
+  REQUIRE(ids->num_sequences() == 1);
   CHECK(error_of([&] {
-          SequentialGPTDataset ds(ids, 4, DocumentRange{0, 2});
+          SequentialGPTDataset ds(ids, 4, DocumentRange{0, 0});
         }).code() == Code::kInvalidArgument);
   CHECK(error_of([&] {
-          SequentialGPTDataset ds(ids, 0, DocumentRange{0, 3});
+          SequentialGPTDataset ds(ids, 0, DocumentRange{0, 1});
         }).code() == Code::kInvalidArgument);
-  SequentialGPTDataset one(ids, 2, DocumentRange{0, 3});
+  SequentialGPTDataset one(ids, 2, DocumentRange{0, 1});
   CHECK(sample_of(one, 7) == std::vector<int32_t>{1, 1, 1});
+}
+
+TEST_CASE(
+    "splits count sequences, as Megatron's GPTDataset: sentences apart, empty documents not") {
+  // Megatron-LM splits and indexes the .idx's sequences (numel_low_level_dataset), which differ
+  // from its documents under --split-sentences and for empty text.
+  test::TempDir dir;
+  IndexedDatasetBuilder b(dir.file("sent"), TokenType::kUInt16);
+  const std::vector<int32_t> three = {1, 2, 3, 4, 5, 6}, lens = {2, 3, 1};
+  b.add_document(three, lens);  // one document of three sentences
+  b.add_document(std::vector<int32_t>{});
+  b.add_document(std::vector<int32_t>{7, 8});
+  b.finish();
+  auto ids = IndexedDataset::open(dir.file("sent"));
+  REQUIRE(ids->num_documents() == 3);
+  REQUIRE(ids->num_sequences() == 4);
+  // 4 sequences at 1:1:0 -> [0, 2, 4, 4]: the first document's sentences land in both splits.
+  CHECK(split_range(*ids, {1, 1, 0}, Split::kTrain).end == 2);
+  CHECK(split_range(*ids, {1, 1, 0}, Split::kValid).begin == 2);
+  SequentialGPTDataset valid(ids, 2, split_range(*ids, {1, 1, 0}, Split::kValid));
+  CHECK(valid.tokens_per_epoch() == 3);
+  CHECK(sample_of(valid, 0) == std::vector<int32_t>{6, 7, 8});
 }
 
 TEST_CASE("check_vocab names the file and the first id outside the vocabulary") {
