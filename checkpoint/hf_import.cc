@@ -5,6 +5,8 @@
 #include <map>
 #include <set>
 
+#include "checkpoint/json_parse.h"
+#include "core/input_file.h"
 #include "model/gpt_params.h"
 
 namespace mtnlg {
@@ -161,6 +163,53 @@ void check_lm_head(const SafetensorsFile& file, const std::string& head, const s
 }
 
 }  // namespace
+
+GPTConfig hf_gpt2_config(const std::string& config_json) {
+  const std::string text =
+      read_input_file(config_json,
+                      "the fix: put the model's config.json beside the weights, or name it with "
+                      "--hf-config");
+  const JsonValue root = parse_json(text, config_json);
+  auto field = [&](const char* name, bool required) -> const JsonValue* {
+    const JsonValue* v = root.is_object() ? root.find(name) : nullptr;
+    if (v == nullptr && required)
+      throw invalid_argument(std::string("config.json has no ") + name, config_json);
+    return v;
+  };
+  auto integer = [&](const char* name) {
+    int64_t x = 0;
+    if (!field(name, true)->to_int64(&x) || x <= 0)
+      throw invalid_argument(std::string(name) + " must be a positive integer", config_json);
+    return x;
+  };
+  GPTConfig c;
+  c.num_layers = integer("n_layer");
+  c.hidden = integer("n_embd");
+  c.heads = integer("n_head");
+  const JsonValue* inner = field("n_inner", false);
+  c.ffn = inner != nullptr && inner->is_number() ? integer("n_inner") : 4 * c.hidden;
+  c.max_positions = integer("n_positions");
+  c.seq = c.max_positions;
+  c.vocab = integer("vocab_size");
+  c.padded_vocab = (c.vocab + 127) / 128 * 128;
+  if (c.hidden % c.heads != 0) throw invalid_argument("n_embd must divide by n_head", config_json);
+  if (const JsonValue* act = field("activation_function", false)) {
+    if (act->text == "gelu") {
+      c.activation = Activation::kGelu;
+    } else if (act->text == "gelu_new" || act->text == "gelu_pytorch_tanh" ||
+               act->text == "gelu_fast") {
+      c.activation = Activation::kGeluTanh;
+    } else {
+      throw invalid_argument(
+          "activation_function \"" + act->text + "\" is not a GeLU this model has (gelu, gelu_new)",
+          config_json);
+    }
+  } else {
+    c.activation = Activation::kGeluTanh;  // GPT2Config's default, gelu_new
+  }
+  if (const JsonValue* eps = field("layer_norm_epsilon", false)) c.ln_eps = std::stod(eps->text);
+  return c;
+}
 
 void load_hf_gpt2(GPTStage& model, const std::string& path) {
   const GPTConfig& c = model.config();

@@ -34,6 +34,14 @@ namespace mtnlg {
 // max_position_embeddings, wte rows != vocab_size, lm_head.weight != wte.weight.
 void load_hf_gpt2(GPTStage& model, const std::string& path);
 
+// The model shape of a Hugging Face GPT-2 config.json (n_layer, n_embd, n_head, n_inner or
+// 4 n_embd, n_positions, vocab_size, activation_function: "gelu" is the exact erf GeLU,
+// "gelu_new" / "gelu_pytorch_tanh" / "gelu_fast" the tanh approximation, layer_norm_epsilon),
+// for a whole model at tensor size 1; the vocabulary padded to a multiple of 128 as the trainer
+// pads it. Throws not_found for a missing file, corruption for bad JSON, invalid_argument
+// naming the field for a missing or unusable one.
+GPTConfig hf_gpt2_config(const std::string& config_json);
+
 // One tensor in HF layout: a new CPU tensor in the model's dtype.
 struct HFTensor {
   std::string name;  // HF name without the "transformer." prefix, e.g. "h.0.attn.c_attn.weight"

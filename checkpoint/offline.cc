@@ -96,15 +96,26 @@ void verify_checkpoint(const std::string& path, std::ostream& out) {
       << " files, every size and checksum as recorded\n";
 }
 
-void export_checkpoint_hf_gpt2(const std::string& path, const std::string& output) {
+GatheredModel load_checkpoint_model(const std::string& path, Backend& backend,
+                                    const std::vector<std::string>& overrides) {
   const std::string dir = require_checkpoint(path);
   const CheckpointManifest m = read_manifest(dir);
-  const Recipe r = checkpoint_recipe(m, dir, {"parallel.tensor=1", "parallel.pipeline=1"});
-  const GPTConfig config = gpt_config_from(r);
-  const std::unique_ptr<Backend> backend = make_cpu_backend(0);
-  GPTStage model(config, full_model(config), *backend, DType::kF32, r.seed);
+  std::vector<std::string> all = {"parallel.tensor=1", "parallel.pipeline=1"};
+  all.insert(all.end(), overrides.begin(), overrides.end());
+  GatheredModel out{checkpoint_recipe(m, dir, all), {}};
+  const GPTConfig config = gpt_config_from(out.recipe);
+  out.model =
+      std::make_unique<GPTStage>(config, full_model(config), backend, DType::kF32, out.recipe.seed);
   ShardIndex index(dir, m);
-  load_state(index, model.params().state(), *backend);
+  load_state(index, out.model->params().state(), backend);
+  return out;
+}
+
+void export_checkpoint_hf_gpt2(const std::string& path, const std::string& output) {
+  const std::unique_ptr<Backend> backend = make_cpu_backend(0);
+  const GatheredModel g = load_checkpoint_model(path, *backend);
+  const Recipe& r = g.recipe;
+  GPTStage& model = *g.model;
   std::error_code ec;
   const fs::path parent = fs::path(output).parent_path();
   if (!parent.empty()) fs::create_directories(parent, ec);

@@ -4,10 +4,26 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <ostream>
 #include <string>
+#include <vector>
+
+#include "core/config/recipe.h"
+#include "model/gpt_stage.h"
 
 namespace mtnlg {
+
+// A checkpoint's whole model, gathered from its shards (any tensor and pipeline layout) into one
+// f32 stage on `backend` (a CPU backend), and the recipe it was trained with, at tensor 1 and
+// pipeline 1 (and `overrides`, --set syntax, e.g. "model.seq_length=512" to run other lengths).
+// Errors as require_checkpoint and the shard reader (a missing or corrupt file).
+struct GatheredModel {
+  Recipe recipe;
+  std::unique_ptr<GPTStage> model;
+};
+GatheredModel load_checkpoint_model(const std::string& path, Backend& backend,
+                                    const std::vector<std::string>& overrides = {});
 
 // PATH (an iter_NNNNNNN directory or a root) to its checkpoint directory; not_found if none.
 std::string require_checkpoint(const std::string& path);

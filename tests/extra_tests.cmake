@@ -218,3 +218,9 @@ add_test(NAME numpy_random_matches_numpy
   COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/data/numpy_random_check.py
           $<TARGET_FILE:numpy_shuffle_tool>)
 set_tests_properties(numpy_random_matches_numpy PROPERTIES TIMEOUT 300)
+
+# mtnlg-generate and mtnlg-eval on a checkpoint trained in the test: greedy ids, text, JSON
+# lines, standard input, a tensor 2 x pipeline 2 conversion gathered on load, exit codes.
+add_test(NAME cli_generate_eval
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/generate_cli_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_generate_eval PROPERTIES TIMEOUT 300)

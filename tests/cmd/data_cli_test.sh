@@ -9,6 +9,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 source "$(dirname "${BASH_SOURCE[0]}")/../cli_expect.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/text_corpus.sh"
 
 cd "$src" || exit 1
 expect 0 'samples +Print samples \[start, start \+ count\)' -- --help
@@ -19,16 +20,7 @@ expect 0 '^  --log-level TEXT=warn' -- --help
 expect 2 'A subcommand is required' --
 
 # A corpus of real text: the tokenizer's own test documents through mtnlg-preprocess.
-/usr/bin/python3 - "$tmp/corpus.jsonl" <<'PY'
-import json, sys
-words = "in the beginning God created the heaven and the earth and the earth was without form".split()
-with open(sys.argv[1], "w") as f:
-    for d in range(60):
-        text = " ".join(words[(d + i) % len(words)] for i in range(40 + d % 17)) + ".\n"
-        f.write(json.dumps({"text": text}) + "\n")
-PY
-"$1/mtnlg-preprocess" --input "$tmp/corpus.jsonl" --output-prefix "$tmp/c" --append-eod \
-  --log-level warn >/dev/null || { echo "FAIL: mtnlg-preprocess"; exit 1; }
+make_text_corpus "$1" "$tmp/c" || { echo "FAIL: mtnlg-preprocess"; exit 1; }
 sets=(--set "data.blend=[{prefix: $tmp/c, weight: 1}]" --set data.split=[1,0,0]
   --set "data.cache_dir=$tmp/cache" --set data.shuffle=true --set schedule.train_iters=20)
 recipe=configs/tiny.yaml

@@ -10,7 +10,13 @@ Writes into --out:
   weights.safetensors    the parameters in Hugging Face GPT-2 names and layout (F64 or F32)
   tokens.safetensors     "inputs" and "targets", int32 [batch, seq] (targets are independent
                          random ids: the test feeds them as the model's targets unchanged)
-  reference.safetensors  "loss" F64 [] and, under each parameter's HF name, its gradient (F64)
+  reference.safetensors  "loss" F64 [] and, under each parameter's HF name, its gradient (F64);
+                         with --generate N also "greedy" I32 [N], the greedy continuation of
+                         inputs[0] (a full forward per token, no cache), and "greedy_margin"
+                         F64 [N], each step's gap between the two largest logits; with
+                         --stream-tokens K also "stream" I32 [K], random ids, and "stream_loss"
+                         F64 [], the mean next-token loss over its windows [i*seq, i*seq+seq]
+                         for i < (K - 1) // seq (mtnlg-eval's cut of a .bin/.idx)
 With --weights-dtype f32 the weights are rounded to float32 first and the reference is computed
 from the rounded values, so the file and the reference agree exactly.
 """
@@ -45,10 +51,10 @@ def write_safetensors(path, tensors):
 
 
 def make_params(a, gen):
-    """HF-named parameters (float64), weights std 0.02, biases and LayerNorms non-trivial."""
+    """HF-named parameters (float64), weights std --weight-std, biases and LayerNorms non-trivial."""
     h, f = a.hidden, 4 * a.hidden
 
-    def normal(*shape, std=0.02, mean=0.0):
+    def normal(*shape, std=a.weight_std, mean=0.0):
         return mean + std * torch.randn(*shape, generator=gen, dtype=torch.float64)
 
     p = {"wte.weight": normal(a.vocab, h), "wpe.weight": normal(a.max_positions, h)}
@@ -83,7 +89,7 @@ def gelu(x, activation):
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
-def loss_fn(p, inputs, targets, a):
+def logits_fn(p, inputs, a):
     b, s = inputs.shape
     h, nh = a.hidden, a.heads
     hd = h // nh
@@ -103,8 +109,26 @@ def loss_fn(p, inputs, targets, a):
         y = gelu(y @ p[q + "mlp.c_fc.weight"] + p[q + "mlp.c_fc.bias"], a.activation)
         x = x + y @ p[q + "mlp.c_proj.weight"] + p[q + "mlp.c_proj.bias"]
     x = layernorm(x, p["ln_f.weight"], p["ln_f.bias"])
-    logits = x @ p["wte.weight"].t()
+    return x @ p["wte.weight"].t()
+
+
+def loss_fn(p, inputs, targets, a):
+    b, s = inputs.shape
+    logits = logits_fn(p, inputs, a)
     return torch.nn.functional.cross_entropy(logits.reshape(b * s, -1), targets.reshape(-1).long())
+
+
+def greedy(p, prompt, n, a):
+    """n greedy tokens after `prompt` (1-D), each from a full forward; and the top-2 gaps."""
+    seq, ids, margins = prompt.clone(), [], []
+    with torch.no_grad():
+        for _ in range(n):
+            last = logits_fn(p, seq.view(1, -1), a)[0, -1]
+            top = torch.topk(last, 2)
+            ids.append(int(top.indices[0]))  # torch.topk: ties are not broken by id; margins say
+            margins.append(float(top.values[0] - top.values[1]))
+            seq = torch.cat([seq, top.indices[:1].to(seq.dtype)])
+    return np.array(ids, dtype=np.int32), np.array(margins, dtype=np.float64)
 
 
 def main():
@@ -119,9 +143,14 @@ def main():
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--activation", choices=["gelu", "gelu_tanh"], default="gelu")
     ap.add_argument("--weights-dtype", choices=["f64", "f32"], default="f64")
+    ap.add_argument("--weight-std", type=float, default=0.02,
+                    help="std of the weights (larger: logits that depend more on the context)")
+    ap.add_argument("--generate", type=int, default=0, help="greedy tokens after inputs[0]")
+    ap.add_argument("--stream-tokens", type=int, default=0, help="tokens of the eval stream")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     assert a.hidden % a.heads == 0 and a.seq <= a.max_positions
+    assert a.seq + a.generate <= a.max_positions
 
     torch.set_num_threads(1)
     gen = torch.Generator().manual_seed(a.seed)
@@ -143,6 +172,16 @@ def main():
                       {"inputs": inputs.numpy(), "targets": targets.numpy()})
     ref = {"loss": np.array(loss.item(), dtype=np.float64)}
     ref.update({k: v.grad.numpy() for k, v in leaves.items()})
+    if a.generate:
+        ref["greedy"], ref["greedy_margin"] = greedy(params, inputs[0], a.generate, a)
+    if a.stream_tokens:
+        stream = torch.randint(0, a.vocab, (a.stream_tokens,), generator=gen, dtype=torch.int32)
+        n = (a.stream_tokens - 1) // a.seq
+        windows = torch.stack([stream[i * a.seq:i * a.seq + a.seq + 1] for i in range(n)])
+        with torch.no_grad():
+            stream_loss = loss_fn(params, windows[:, :-1], windows[:, 1:], a)
+        ref["stream"] = stream.numpy()
+        ref["stream_loss"] = np.array(stream_loss.item(), dtype=np.float64)
     write_safetensors(os.path.join(a.out, "reference.safetensors"), ref)
 
 

@@ -1,0 +1,138 @@
+// mtnlg-eval: loss and perplexity of a checkpoint or a Hugging Face GPT-2 model on a recipe's
+// valid/test samples or on a whole .bin/.idx (cmd/eval.h). Prints one JSON line. Exit status as
+// mtnlg-train's: 0 success; 2 a bad command line, argument or recipe; 4 a missing or corrupt
+// file; 1 anything else.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cmd/cli_parse.h"
+#include "cmd/data_samples.h"
+#include "cmd/eval.h"
+#include "cmd/generate.h"
+#include "core/logging.h"
+#include "core/metrics.h"
+#include "core/status.h"
+#include "data/dataset_builder.h"
+#include "data/gpt_dataset.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "mtnlg-eval: loss and perplexity (ppl = exp(loss), the mean next-token cross entropy) of "
+      "a checkpoint (any layout, gathered on load) or a Hugging Face GPT-2 file, on the valid "
+      "or test samples of a recipe as a run reads them, or on every token of a .bin/.idx.\n"
+      "Prints one JSON line: split or data, loss, ppl, samples, tokens. Runs on the CPU.\n"
+      "Examples: mtnlg-eval --checkpoint runs/demo-cpu/checkpoints --split test\n"
+      "          mtnlg-eval --hf-model gpt2/model.safetensors --data data/demo/kjv_text_document "
+      "--seq-length 1024\n"
+      "Exit status: 0 done; 2 bad command line, argument or recipe; 4 missing or corrupt file; "
+      "1 other."};
+  app.set_version_flag("--version", "mtnlg-eval 0.1.0");
+  mtnlg::ModelSource source;
+  std::string config, split = "valid", data, log_level = "warn";
+  std::vector<std::string> overrides;
+  int64_t micro_batch = 0, max_samples = 0;
+  int threads = 0;
+  app.add_option("--checkpoint", source.checkpoint,
+                 "A checkpoint root (its latest) or an iter_NNNNNNN directory");
+  app.add_option("--hf-model", source.hf_model, "A Hugging Face GPT-2 model.safetensors");
+  app.add_option("--hf-config", source.hf_config,
+                 "The model's config.json (default: config.json beside --hf-model)");
+  app.add_option("-c,--config", config,
+                 "Recipe whose data to evaluate on (default: the checkpoint's own recipe)");
+  app.add_option("--set", overrides, "Override a recipe key: --set key.path=value (repeatable)")
+      ->allow_extra_args(false);
+  app.add_option("--split", split, "valid or test: the recipe's split")
+      ->check(CLI::IsMember({"valid", "test"}))
+      ->capture_default_str();
+  app.add_option("--data", data,
+                 "A .bin/.idx prefix to evaluate on instead of a recipe split (every token)");
+  app.add_option("--seq-length", source.seq_length,
+                 "Sample length (default: the recipe's model.seq_length; a Hugging Face model's "
+                 "n_positions)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--micro-batch", micro_batch,
+                 "Samples per forward pass (default: the recipe's micro_batch_size, else 4)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--max-samples", max_samples,
+                 "Evaluate the first N samples (default: a recipe split's eval.iters x "
+                 "global_batch_size; all of --data)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--threads", threads, "CPU threads (default: all cores)");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
+      ->capture_default_str();
+  if (const auto status = mtnlg::parse_command_line(app, argc, argv)) return *status;
+
+  return mtnlg::exit_status_of([&] {
+    mtnlg::init_logging(log_level);
+    if (!config.empty() && !data.empty())
+      throw mtnlg::invalid_argument("--data evaluates a file; drop --config (or --data)", "--data");
+    std::optional<mtnlg::Recipe> recipe;
+    if (!config.empty()) {
+      recipe = mtnlg::load_recipe(config, overrides);
+      if (source.seq_length == 0) source.seq_length = recipe->model.seq_length;
+    } else
+      source.recipe_overrides = overrides;  // --set applies to the checkpoint's own recipe
+    const std::unique_ptr<mtnlg::Backend> backend = mtnlg::make_cpu_backend(threads);
+    mtnlg::LoadedModel loaded = mtnlg::load_model(source, *backend);
+    if (!recipe && data.empty()) {
+      if (!loaded.recipe)
+        throw mtnlg::invalid_argument(
+            "a Hugging Face model has no recipe: pass --config RECIPE (its data) or --data "
+            "PREFIX",
+            "--config");
+      recipe = loaded.recipe;
+    }
+    mtnlg::GPTStage& model = *loaded.model;
+    const int64_t seq = model.config().seq;
+    if (micro_batch == 0) micro_batch = recipe ? recipe->parallel.micro_batch_size : 4;
+
+    std::unique_ptr<mtnlg::SampleSource> samples;
+    int64_t count = max_samples;
+    mtnlg::JsonLine line;
+    if (!data.empty()) {
+      auto ids = mtnlg::IndexedDataset::open(data);
+      if (ids->num_tokens() < seq + 1)
+        throw mtnlg::invalid_argument(data + " holds " + std::to_string(ids->num_tokens()) +
+                                          " tokens, fewer than one sample of --seq-length " +
+                                          std::to_string(seq) + " + 1",
+                                      "--seq-length");
+      auto seq_ds = std::make_unique<mtnlg::SequentialGPTDataset>(
+          ids, seq, mtnlg::DocumentRange{0, ids->num_sequences()});
+      const int64_t all = (seq_ds->tokens_per_epoch() - 1) / seq;
+      count = count > 0 ? std::min(count, all) : all;
+      samples = std::move(seq_ds);
+      line.add("data", data);
+    } else {
+      const mtnlg::Split which = split == "test" ? mtnlg::Split::kTest : mtnlg::Split::kValid;
+      if (recipe->eval.iters <= 0 && max_samples == 0)
+        throw mtnlg::invalid_argument(
+            "eval.iters is 0: set it (--set eval.iters=N) or pass "
+            "--max-samples",
+            "eval.iters");
+      // Sized as the run sizes the split (its order depends on the size), so the first
+      // eval.iters global batches are what the run's first evaluation read.
+      const int64_t one_evaluation = recipe->eval.iters * recipe->batch.global_batch_size;
+      const int64_t size = which == mtnlg::Split::kTest || recipe->eval.interval > 0
+                               ? std::max(mtnlg::split_num_samples(*recipe, which), max_samples)
+                               : std::max(one_evaluation, max_samples);
+      samples = mtnlg::build_train_dataset(recipe->data, seq, size, which);
+      if (!samples)
+        throw mtnlg::invalid_argument(std::string("the ") + split +
+                                          " split has no documents in any data.blend entry; "
+                                          "raise its share of data.split",
+                                      "data.split");
+      if (count == 0) count = which == mtnlg::Split::kTest ? size : one_evaluation;
+      count = std::min(count, samples->size());
+      line.add("split", split);
+    }
+    const mtnlg::EvalResult r = mtnlg::evaluate(model, *samples, count, micro_batch);
+    line.add("loss", r.loss).add("ppl", r.ppl).add("samples", r.samples).add("tokens", r.tokens);
+    std::cout << line.str() << std::endl;
+    if (!std::cout) throw mtnlg::io_error("could not write to standard output");
+    return 0;
+  });
+}

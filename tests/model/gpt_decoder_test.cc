@@ -1,0 +1,100 @@
+// GPTDecoder (model/gpt_decoder.h): the logits its key/value cache gives at every position are
+// the training forward pass's (GPTStage) over the same prefix, whether the tokens come one at a
+// time, as one prompt or in chunks; and what it refuses.
+#include "model/gpt_decoder.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <vector>
+
+#include "core/status.h"
+#include "test_util.h"
+#include "tiny_gpt.h"
+
+namespace mtnlg {
+namespace {
+
+// The training forward's logits of row `pos` of batch row 0, real vocabulary only.
+std::vector<float> forward_logits(GPTStage& model, const Tensor& tokens, int64_t pos) {
+  StageActivations acts = model.make_activations(1);
+  model.forward(acts, tokens, tokens, 0);  // targets: any ids; only the logits are read
+  const float* l = acts.logits.data_as<float>() + pos * model.config().padded_vocab;
+  return std::vector<float>(l, l + model.config().vocab);
+}
+
+double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(double(a[i]) - double(b[i])));
+  return d;
+}
+
+TEST_CASE("cached decoding gives the full forward's logits at every position") {
+  const Activation act = GENERATE(Activation::kGelu, Activation::kGeluTanh);
+  GPTConfig c = test::tiny_gpt(3);
+  c.seq = 12;
+  c.max_positions = 12;
+  c.init_std = 0.2;  // logits far from uniform, so a wrong cache shows
+  c.activation = act;
+  auto backend = make_cpu_backend(1);
+  GPTStage model(c, full_model(c), *backend, DType::kF32, 5);
+  model.init_weights(5);
+  model.set_training(false);
+  const Tensor tokens = test::token_ids(1, c.seq, c.vocab, 3);
+  const int32_t* ids = tokens.data_as<int32_t>();
+
+  // One token at a time, a whole prompt, and chunks of 5 + 7 end at the same logits.
+  GPTDecoder one(model, c.seq);
+  std::vector<std::vector<float>> stepwise;
+  for (int64_t p = 0; p < c.seq; ++p) stepwise.push_back(one.feed({ids + p, 1}));
+  CHECK(one.position() == c.seq);
+
+  double worst = 0, scale = 0;
+  for (int64_t p = 0; p < c.seq; ++p) {
+    // A forward over the prefix [0, p] alone: later tokens must not matter (causality).
+    Tensor prefix = Tensor::cpu({1, c.seq}, DType::kI32);
+    for (int64_t t = 0; t < c.seq; ++t)
+      prefix.data_as<int32_t>()[t] = t <= p ? ids[t] : static_cast<int32_t>((t * 7) % c.vocab);
+    const std::vector<float> want = forward_logits(model, prefix, p);
+    worst = std::max(worst, max_diff(stepwise[static_cast<size_t>(p)], want));
+    for (float v : want) scale = std::max(scale, double(std::abs(v)));
+  }
+  INFO("max |cached - forward| " << worst << " of logits up to " << scale);
+  CHECK(scale > 0.5);
+  CHECK(worst <= 1e-5 * scale);
+
+  GPTDecoder whole(model, c.seq);
+  CHECK(max_diff(whole.feed({ids, static_cast<size_t>(c.seq)}), stepwise.back()) <= 1e-5 * scale);
+  GPTDecoder chunks(model, c.seq);
+  chunks.feed({ids, 5});
+  CHECK(max_diff(chunks.feed({ids + 5, 7}), stepwise.back()) <= 1e-5 * scale);
+  // reset() starts a new sequence in the same cache.
+  chunks.reset();
+  CHECK(max_diff(chunks.feed({ids, 1}), stepwise.front()) <= 1e-5 * scale);
+}
+
+TEST_CASE("the decoder refuses overflow, bad ids and models it cannot run") {
+  GPTConfig c = test::tiny_gpt(1);
+  auto backend = make_cpu_backend(1);
+  GPTStage model(c, full_model(c), *backend, DType::kF32, 1);
+  model.init_weights(1);
+  CHECK_THROWS_AS(GPTDecoder(model, c.max_positions + 1), Error);
+  GPTDecoder d(model, 4);
+  const std::vector<int32_t> five = {1, 2, 3, 4, 5};
+  try {
+    d.feed(five);
+    FAIL("accepted 5 tokens into a cache of 4");
+  } catch (const Error& e) {
+    CHECK(e.context() == "--max-new-tokens");
+  }
+  const std::vector<int32_t> bad = {static_cast<int32_t>(c.vocab)};
+  CHECK_THROWS_WITH(d.feed(bad), Catch::Contains("outside the vocabulary"));
+  // A pipeline stage is not a whole model.
+  GPTStage half(c, StageSpec{0, 1, true, false}, *backend, DType::kF32, 1);
+  CHECK_THROWS_WITH(GPTDecoder(half, 4), Catch::Contains("whole model"));
+  GPTStage f64(c, full_model(c), *backend, DType::kF64, 1);
+  CHECK_THROWS_WITH(GPTDecoder(f64, 4), Catch::Contains("f32"));
+}
+
+}  // namespace
+}  // namespace mtnlg
