@@ -45,16 +45,25 @@ def main(path):
     for row in rows:
         print(line(row))
     threads = {r["threads"] for r in runs}
-    print(f"\nthreads: {', '.join(map(str, sorted(threads)))}; FLOPs/token = 6*N + 12*L*h*s with "
-          "N = non-embedding params + V_pad*h (tied head)")
+    print(f"\nthreads: {', '.join(map(str, sorted(threads)))}; TFLOP/s from model FLOPs per token "
+          "(model/gpt_flops.h, README: Model FLOPs)")
     if ceiling:
         print(f"GEMM ceiling: {ceiling:.1f} GFLOP/s ({best}, Backend::gemm, f32; load1 {gemm_load})")
     if bf16:
         print(f"bf16 GEMM ceiling: {bf16[0]:.1f} GFLOP/s ({bf16[1]}, Backend::gemm, bf16 x bf16 -> "
               f"f32, oneDNN; load1 {bf16[2]})")
     for r in runs:
-        print(f"  {r['name']} {prec(r)} {r['impl']}: N = {r['n_counted']}, {r['flops_per_token']:.4g} FLOPs/token, "
+        print(f"  {r['name']} {prec(r)} {r['impl']}: {r['flops_per_token']:.4g} FLOPs/token, "
               f"{r['tokens_per_iter']} tokens/iter, {r['iters']} timed iters, loss {r['loss']:.4f}")
+    # One formula (model/gpt_flops.h): both sides must count a model alike, or the TFLOP/s
+    # columns would not compare.
+    counts = {}
+    for r in runs:
+        counts.setdefault(r["name"], set()).add(float(r["flops_per_token"]))
+    for name, c in counts.items():
+        if max(c) - min(c) > 1e-9 * max(c):
+            print(f"ERROR: the FLOP counts of {name} differ between implementations: {sorted(c)}")
+            sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -80,13 +80,13 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1), reduction="sum")
 
 
-def flop_count(model, args, padded_vocab):
-    """The count of bench/model_flops.h: 6 * N + 12 * L * h * s per token."""
-    non_embedding = sum(p.numel() for n, p in model.named_parameters() if not n.startswith(("wte.", "wpe.")))
-    head = padded_vocab * args.hidden
-    n = non_embedding + head
-    attention = 12 * args.layers * args.hidden * args.seq
-    return non_embedding, head, n, attention, 6 * n + attention
+def flops_per_token(args, padded_vocab):
+    """Model FLOPs per token, model/gpt_flops.h's formula (no recompute): 3 passes of
+    2h(4h + 2f) + 4sh per layer (f = 4h) and 2hV for the tied head. bench/report.py checks that
+    both implementations print the same figure for a model."""
+    h, s = args.hidden, args.seq
+    layer = 2 * h * (4 * h + 2 * 4 * h) + 4 * s * h
+    return 3 * args.layers * layer + 3 * 2 * h * padded_vocab
 
 
 def main():
@@ -160,7 +160,7 @@ def main():
     if prof is not None:
         prof.__exit__(None, None, None)
         print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30), file=sys.stderr)
-    non_emb, head, n, attention, per_token = flop_count(model, args, padded_vocab)
+    per_token = flops_per_token(args, padded_vocab)
     med, best = statistics.median(times), min(times)
     tokens_per_s = tokens_per_iter / med
     tflops = per_token * tokens_per_s * 1e-12
@@ -171,8 +171,8 @@ def main():
             "layers": args.layers, "hidden": args.hidden, "heads": args.heads, "seq": args.seq,
             "vocab": args.vocab, "padded_vocab": padded_vocab, "micro_batch": args.micro_batch,
             "global_batch": args.global_batch, "iters": args.iters,
-            "warmup_iters": args.warmup_iters, "params": params, "non_embedding_params": non_emb,
-            "n_counted": n, "flops_per_token": per_token, "tokens_per_iter": tokens_per_iter,
+            "warmup_iters": args.warmup_iters, "params": params,
+            "flops_per_token": per_token, "tokens_per_iter": tokens_per_iter,
             "ms_median": 1e3 * med, "ms_min": 1e3 * best, "tokens_per_s": tokens_per_s,
             "tflops": tflops, "loss": loss, "torch": torch.__version__, "device": args.device,
             "peak_memory_bytes": torch.cuda.max_memory_allocated() if device.type == "cuda" else 0}))
@@ -182,8 +182,7 @@ def main():
     print(f"model {args.name}: L={args.layers} h={args.hidden} heads={args.heads} s={args.seq} "
           f"V={args.vocab} (padded {padded_vocab}), {params} params")
     print(f"batch: {accum} micro-batches of {args.micro_batch} x {args.seq} = {tokens_per_iter} tokens per iteration")
-    print(f"FLOPs/token = 6*N + 12*L*h*s, N = non-embedding params {non_emb} (blocks + final LN) + "
-          f"tied head V_pad*h {head} = {n}; = {per_token:.4g} (attention {attention:.4g})")
+    print(f"model FLOPs/token (model/gpt_flops.h): {per_token:.4g}")
     print(f"iterations: {args.iters} timed after {args.warmup_iters} warm-up; loss {loss:.4f}")
     print(f"ms/iter: median {1e3 * med:.1f}, min {1e3 * best:.1f}")
     print(f"tokens/s: {tokens_per_s:.1f} (median iteration)")

@@ -2,7 +2,7 @@
 //
 // Times whole training iterations (zero grads; forward + backward per micro-batch, accumulating
 // gradients; global grad norm and clip coefficient; AdamW step) on random tokens after warm-up,
-// and reports tokens/s and model TFLOP/s (the count of bench/model_flops.h). bench/torch_train.py
+// and reports tokens/s and model TFLOP/s (the count of model/gpt_flops.h). bench/torch_train.py
 // is the same measurement on PyTorch; bench/run.sh runs both side by side.
 // --profile times every Backend call by phase and kind (GEMMs by projection) to show where an
 // iteration's time goes. Exit status: 0 done; 2 bad flags; 1 other errors.
@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "bench/bench_backend.h"
-#include "bench/model_flops.h"
 #include "bench/model_gemms.h"
 #include "bench/timing_backend.h"
 #include "core/config/recipe.h"
+#include "model/gpt_flops.h"
 #include "model/gpt_params.h"
 #include "model/gpt_stage.h"
 #include "optim/adamw.h"
@@ -187,10 +187,10 @@ int run(const Options& o) {
       (o.compare_weights && it % 2 == 1 ? plain_times : times).push_back(dt);
   }
 
-  const bench::ModelFlops flops = bench::model_flops(config, model.params());
+  const double flops_per_token = model_flops_per_token(config, config.activation_checkpointing);
   const double med = median(times), best = *std::min_element(times.begin(), times.end());
   const double tokens_per_s = tokens_per_iter / med;
-  const double tflops = flops.per_token * tokens_per_s * 1e-12;
+  const double tflops = flops_per_token * tokens_per_s * 1e-12;
   std::FILE* text = o.json ? stderr : stdout;
   if (o.profile) print_profile(timed.timings(), o.iters, med, text);
   if (o.json) {
@@ -199,15 +199,14 @@ int run(const Options& o) {
         "\"hidden\":%lld,"
         "\"heads\":%lld,\"seq\":%lld,\"vocab\":%lld,\"padded_vocab\":%lld,\"micro_batch\":%lld,"
         "\"global_batch\":%lld,\"iters\":%d,\"warmup_iters\":%d,\"params\":%lld,"
-        "\"non_embedding_params\":%lld,\"n_counted\":%lld,\"flops_per_token\":%.6g,"
+        "\"flops_per_token\":%.17g,"
         "\"tokens_per_iter\":%.0f,\"ms_median\":%.3f,\"ms_min\":%.3f,\"tokens_per_s\":%.3f,"
         "\"tflops\":%.6f,\"loss\":%.6f,\"device\":\"%s\",\"peak_memory_bytes\":%lld}\n",
         o.precision.c_str(), o.name.c_str(), o.threads, (long long)o.layers, (long long)o.hidden,
         (long long)o.heads, (long long)o.seq, (long long)o.vocab, (long long)config.padded_vocab,
         (long long)o.micro_batch, (long long)o.global_batch, o.iters, o.warmup_iters,
-        (long long)model.params().global_numel(), (long long)flops.non_embedding_params,
-        (long long)flops.n, flops.per_token, tokens_per_iter, 1e3 * med, 1e3 * best, tokens_per_s,
-        tflops, loss, o.device.c_str(), (long long)cpu->peak_bytes());
+        (long long)model.params().global_numel(), flops_per_token, tokens_per_iter, 1e3 * med,
+        1e3 * best, tokens_per_s, tflops, loss, o.device.c_str(), (long long)cpu->peak_bytes());
     return 0;
   }
   std::printf("mtnlg-bench-train (%s, %s, dropout 0)\n", cpu->name().c_str(), o.precision.c_str());
@@ -217,11 +216,7 @@ int run(const Options& o) {
               (long long)model.params().global_numel());
   std::printf("batch: %lld micro-batches of %lld x %lld = %.0f tokens per iteration\n",
               (long long)accum, (long long)o.micro_batch, (long long)o.seq, tokens_per_iter);
-  std::printf(
-      "FLOPs/token = 6*N + 12*L*h*s, N = non-embedding params %lld (blocks + final LN) + "
-      "tied head V_pad*h %lld = %lld; = %.4g (attention %.4g)\n",
-      (long long)flops.non_embedding_params, (long long)flops.head_params, (long long)flops.n,
-      flops.per_token, flops.attention_per_token);
+  std::printf("model FLOPs/token (model/gpt_flops.h): %.4g\n", flops_per_token);
   std::printf("iterations: %d timed after %d warm-up; loss %.4f\n", o.iters, o.warmup_iters, loss);
   std::printf("ms/iter: median %.1f, min %.1f\n", 1e3 * med, 1e3 * best);
   std::printf("tokens/s: %.1f (median iteration)\n", tokens_per_s);
@@ -243,8 +238,8 @@ int main(int argc, char** argv) {
       "--device cuda (fp32 or bf16, no dropout, random tokens). Times full iterations: zero grads, "
       "forward + backward per "
       "micro-batch (gradient accumulation), global grad norm, AdamW step. Reports tokens/s and "
-      "model TFLOP/s with FLOPs/token = 6*N + 12*L*h*s (N = non-embedding params + V_pad*h of "
-      "the tied head). Compare with bench/torch_train.py; bench/run.sh runs both."};
+      "model TFLOP/s (model FLOPs per token: model/gpt_flops.h, README: Model FLOPs). Compare with "
+      "bench/torch_train.py; bench/run.sh runs both."};
   Options o;
   app.add_option("--name", o.name, "Label for the output (e.g. demo, gpt2-124m)")
       ->capture_default_str();

@@ -11,6 +11,7 @@
 #include "core/cpu/matmul_bf16.h"
 #include "core/cuda/attention_workspace.h"
 #include "core/status.h"
+#include "model/gpt_flops.h"
 #include "model/gpt_params.h"
 #include "optim/lr_schedule.h"
 
@@ -105,15 +106,9 @@ int64_t layer_activation_bytes(const Recipe& r, int64_t b, int64_t tp) {
 }
 
 double model_flops_per_iteration(const Recipe& r, int64_t global_batch, bool recompute) {
-  const double B = static_cast<double>(global_batch), s = static_cast<double>(r.model.seq_length);
-  const double l = static_cast<double>(r.model.num_layers),
-               h = static_cast<double>(r.model.hidden_size);
-  const double f = static_cast<double>(r.model.ffn_hidden_size);
-  const double V = static_cast<double>(r.padded_vocab_size());
-  const double layer_forward = 2.0 * B * s * h * (4.0 * h + 2.0 * f) + 4.0 * B * s * s * h;
-  const double head_forward = 2.0 * B * s * h * V;
-  // forward + backward (2x forward) = 3 passes; recomputation adds a 4th for the layers.
-  return (recompute ? 4.0 : 3.0) * l * layer_forward + 3.0 * head_forward;
+  return static_cast<double>(global_batch) * static_cast<double>(r.model.seq_length) *
+         model_flops_per_token(r.model.num_layers, r.model.hidden_size, r.model.ffn_hidden_size,
+                               r.model.seq_length, r.padded_vocab_size(), recompute);
 }
 
 namespace {

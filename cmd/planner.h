@@ -163,14 +163,8 @@ Plan make_plan(const Recipe& recipe, const PlanOptions& options);
 
 // ---- the formulas, for the planner, the Trainer's metrics and the tests ----
 
-// Model FLOPs of one iteration of `global_batch` samples, attention over the full s x s
-// (Narayanan et al. 2021, appendix; the MT-NLG paper's): per layer and sample the forward pass
-// is 2*s*h*(4h + 2f) GEMM FLOPs (QKV 6sh^2, dense 2sh^2, MLP 4shf) plus 4*s^2*h (scores and
-// values), and the LM head 2*s*h*V. Backward costs twice the forward; full recomputation adds
-// one more forward of the layers (not of the head). With f = 4h:
-//   recompute:    96*B*s*l*h^2 * (1 + s/(6h) + V/(16*l*h))
-//   no recompute: 72*B*s*l*h^2 * (1 + s/(6h) + V/(12*l*h))
-// V is the padded vocabulary (the head's GEMM computes every padded column).
+// Model FLOPs of one iteration of `global_batch` samples of seq_length tokens: the count of
+// model/gpt_flops.h (the paper's 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) with recompute).
 double model_flops_per_iteration(const Recipe& recipe, int64_t global_batch, bool recompute);
 
 // Bytes each rank of pipeline stage `stage` sends in one training iteration at the full batch

@@ -461,10 +461,8 @@ IterationStats Trainer::step() {
   s.skipped_iterations = skipped_iterations_;
   s.elapsed_ms = seconds * 1e3;
   s.tokens_per_sec = static_cast<double>(batch_tokens) / seconds;
-  // Model FLOPs this iteration executed, on this single-process run's one device. Forward is
-  // 24Bslh^2 + 4Bs^2lh + 2BshV (f = 4h), backward twice that: 72Bslh^2(1 + s/6h + V/12lh);
-  // activation checkpointing adds a forward of the layers (not of the head):
-  // 96Bslh^2(1 + s/6h + V/16lh), the paper's. Derivation: planner.h model_flops_per_iteration.
+  // Model FLOPs this iteration executed (model/gpt_flops.h; with activation checkpointing the
+  // recomputed forward counts, as the paper's 96 B s l h^2 form), per device of the run.
   s.tflops_per_device =
       model_flops_per_iteration(recipe_, global, recipe_.parallel.activation_checkpointing) /
       seconds / 1e12 / static_cast<double>(data_size_ * pipeline_size_ * recipe_.parallel.tensor);
