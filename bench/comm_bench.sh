@@ -7,10 +7,10 @@ usage() {
   cat <<'USAGE'
 Usage: bench/comm_bench.sh BUILD_DIR [--quick] [--iters N] [--layouts LIST] [--help]
 
-Builds nothing: takes BUILD_DIR/mtnlg-train (build it first: cmake --build BUILD_DIR --target
-mtnlg-train). Makes a synthetic corpus (tests/cmd/make_tiny_corpus.py), then trains
+Builds nothing of ours: takes BUILD_DIR/mtnlg-train and BUILD_DIR/bench/mtnlg-bench-collective
+(build them first: cmake --build BUILD_DIR --target mtnlg-train mtnlg-bench-collective). Makes a synthetic corpus (tests/cmd/make_tiny_corpus.py), then trains
 configs/tiny.yaml with 4 layers, micro-batch 1, global batch 16, --threads 1, under mpirun, and
-prints two tables:
+prints three tables:
 
 1. Bytes sent per rank per iteration, layout (tensor, pipeline, data) = (1,1,1) (2,1,1) (4,1,1)
    (1,2,1) (1,4,1) (1,1,2) (1,1,4) (2,2,2) (1,2,4), each with and without ZeRO-1 where data > 1:
@@ -19,9 +19,15 @@ prints two tables:
    planner's count (mtnlg-train --dry-run --json, field "communication"), and their ratio.
    Ranks of a stage that sent the same bytes share a row. 3 iterations each (every iteration
    sends the same).
-2. Time per iteration (median after the first 3) of (1,1,1), (2,1,1) and (1,2,1), the pipeline
-   bubble (pp-1)/(m+pp-1) the planner predicts for (1,2,1) with m = 16 micro-batches, and each
-   layout's time relative to (1,1,1).
+2. Time per iteration (median after the first 3) of (1,1,1), and of (2,1,1) and (1,2,1) over
+   shared memory (MTNLG_TRANSPORT=auto, the default) and over Gloo's TCP (MTNLG_TRANSPORT=tcp),
+   the pipeline bubble (pp-1)/(m+pp-1) the planner predicts for (1,2,1) with m = 16
+   micro-batches, and each layout's time relative to (1,1,1).
+3. Collective latency on 2 ranks, side by side in this run: all-reduce and a send/recv
+   ping-pong at 1 KiB - 1 MiB, ours (build/bench/mtnlg-bench-collective) over shared memory and
+   over TCP, against Open MPI's MPI_Allreduce / MPI_Send+MPI_Recv (bench/mpi_collective_ref.c,
+   built here with mpicc) over its shared-memory (vader) and TCP transports; ratio ours / MPI
+   for the same kind of transport.
 
   --quick         fewer timed iterations (8 instead of 20)
   --iters N       timed iterations (at least 4)
@@ -70,9 +76,10 @@ common=(--config configs/tiny.yaml --threads 1 --log-level info
   --set eval.interval=0 --set model.num_layers=4 --set parallel.micro_batch_size=1
   --set batch.global_batch_size=16 --set data.cache_dir="$out/cache")
 
-# run NAME TP PP DP ZERO ITERS: trains, keeps the log and metrics, and the plan of the layout.
+# run NAME TP PP DP ZERO ITERS [TRANSPORT]: trains, keeps the log and metrics, and the plan of
+# the layout.
 run() {
-  local name=$1 tp=$2 pp=$3 dp=$4 zero=$5 iters=$6
+  local name=$1 tp=$2 pp=$3 dp=$4 zero=$5 iters=$6 transport=${7:-auto}
   local np=$((tp * pp * dp))
   local args=("${common[@]}" --set parallel.tensor="$tp" --set parallel.pipeline="$pp"
     --set parallel.zero_stage="$zero" --set schedule.train_iters="$iters"
@@ -86,10 +93,10 @@ run() {
   else
     # --bind-to none: ranks (and Gloo's I/O threads) oversubscribe the cores; Open MPI's default
     # core binding made small all-reduces ~3x slower here.
-    mpirun --bind-to none --oversubscribe --allow-run-as-root -np "$np" "$bin" "${args[@]}" \
-      >"$out/$name.log" 2>&1
+    mpirun --bind-to none --oversubscribe --allow-run-as-root -x MTNLG_TRANSPORT="$transport" \
+      -np "$np" "$bin" "${args[@]}" >"$out/$name.log" 2>&1
   fi || { echo "comm_bench.sh: $name failed; see $out/$name.log" >&2; tail -5 "$out/$name.log" >&2; exit 1; }
-  echo "$name $tp $pp $dp $zero $load1" >>"$out/runs.txt"
+  echo "$name $tp $pp $dp $zero $load1 $transport" >>"$out/runs.txt"
 }
 
 : >"$out/runs.txt"
@@ -98,9 +105,33 @@ for layout in $layouts; do
   run "comm-$tp-$pp-$dp" "$tp" "$pp" "$dp" 0 3
   ((dp > 1)) && run "comm-$tp-$pp-$dp-zero1" "$tp" "$pp" "$dp" 1 3
 done
-for layout in 1,1,1 2,1,1 1,2,1; do
-  IFS=, read -r tp pp dp <<<"$layout"
-  run "time-$tp-$pp-$dp" "$tp" "$pp" "$dp" 0 "$timed_iters"
+run "time-1-1-1" 1 1 1 0 "$timed_iters"
+for transport in auto tcp; do
+  for layout in 2,1,1 1,2,1; do
+    IFS=, read -r tp pp dp <<<"$layout"
+    run "time-$tp-$pp-$dp-$transport" "$tp" "$pp" "$dp" 0 "$timed_iters" "$transport"
+  done
+done
+
+# Collectives, ours and Open MPI's, 2 ranks, one after the other in this run.
+coll=$build_dir/bench/mtnlg-bench-collective
+[[ -x $coll ]] || { echo "comm_bench.sh: $coll not found (build mtnlg-bench-collective)" >&2; exit 1; }
+mpicc -O2 -o "$out/mpi_collective_ref" bench/mpi_collective_ref.c ||
+  { echo "comm_bench.sh: mpicc failed (Debian: libopenmpi-dev)" >&2; exit 1; }
+launch=(mpirun --bind-to none --oversubscribe --allow-run-as-root -np 2)
+coll_iters=$((timed_iters * 25))
+for op in all_reduce send_recv; do
+  for transport in shm tcp; do
+    "${launch[@]}" "$coll" --op "$op" --transport "$transport" --iters "$coll_iters" \
+      --min-bytes 1024 --max-bytes 1048576 >"$out/coll-ours-$op-$transport.txt" 2>&1 ||
+      { echo "comm_bench.sh: mtnlg-bench-collective $op $transport failed" >&2; exit 1; }
+  done
+  mop=$([[ $op == all_reduce ]] && echo allreduce || echo sendrecv)
+  for btl in vader tcp; do
+    "${launch[@]}" --mca btl "self,$btl" "$out/mpi_collective_ref" "$mop" 1024 1048576 \
+      "$coll_iters" >"$out/coll-mpi-$op-$btl.txt" 2>&1 ||
+      { echo "comm_bench.sh: mpi_collective_ref $op over $btl failed" >&2; exit 1; }
+  done
 done
 
 "$python" bench/comm_table.py "$out"

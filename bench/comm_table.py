@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Prints bench/comm_bench.sh's two tables from its output directory.
+"""Prints bench/comm_bench.sh's three tables from its output directory.
 
-DIR/runs.txt lists one run a line: NAME TP PP DP ZERO LOAD1. For each, DIR/NAME.log holds every
+DIR/runs.txt lists one run a line: NAME TP PP DP ZERO LOAD1 TRANSPORT. For each, DIR/NAME.log holds every
 rank's log (the "communication:" line mtnlg-train writes at the end of Trainer::run),
 DIR/NAME.plan.json the dry-run plan (its "communication" field: bytes per rank per iteration and
 group, per stage) and DIR/NAME/metrics.jsonl rank 0's metrics (elapsed_ms per iteration).
@@ -55,7 +55,7 @@ def comm_table(out, runs):
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     all_exact = True
-    for name, tp, pp, dp, zero, _ in runs:
+    for name, tp, pp, dp, zero, _, _ in runs:
         if not name.startswith("comm-"):
             continue
         ranks = parse_ranks(out / f"{name}.log")
@@ -97,12 +97,12 @@ def time_table(out, runs):
     print("Time per iteration, same tiny model (4 layers, h 64, s 32, V 512), global batch 16 of "
           "micro-batches of 1, --threads 1 per rank")
     print()
-    head = ["layout (t,p,d)", "ranks", "m", "median ms/iter (min)", "iterations timed",
-            "load1", "predicted bubble (pp-1)/(m+pp-1)", "time / (1,1,1)"]
+    head = ["layout (t,p,d)", "transport", "ranks", "m", "median ms/iter (min)",
+            "iterations timed", "load1", "predicted bubble (pp-1)/(m+pp-1)", "time / (1,1,1)"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     base = None
-    for name, tp, pp, dp, _, load1 in timed:
+    for name, tp, pp, dp, _, load1, transport in timed:
         lines = [json.loads(x) for x in (out / name / "metrics.jsonl").read_text().splitlines()]
         ms = [x["elapsed_ms"] for x in lines if x.get("split") == "train"][SKIP_ITERS:]
         median = statistics.median(ms)
@@ -111,7 +111,8 @@ def time_table(out, runs):
         if base is None:
             base = median
         bubble = f"{plan['bubble_fraction']:.4f} = {pp - 1}/{m + pp - 1}" if pp > 1 else "0"
-        print(f"| ({tp},{pp},{dp}) | {tp * pp * dp} | {m} | {median:.1f} ({min(ms):.1f}) | "
+        kind = "-" if tp * pp * dp == 1 else ("shared memory" if transport == "auto" else "TCP (Gloo)")
+        print(f"| ({tp},{pp},{dp}) | {kind} | {tp * pp * dp} | {m} | {median:.1f} ({min(ms):.1f}) | "
               f"{len(ms)} | {load1} | {bubble} | {median / base:.3f} |")
     print()
     print("This machine has 2 cores shared by every rank (and by other work: load1 is the "
@@ -121,16 +122,56 @@ def time_table(out, runs):
           "relative to (1,1,1) is (1/pp) / (1 - bubble).")
 
 
+def read_latency(path):
+    """{bytes: us per call} from a mtnlg-bench-collective or mpi_collective_ref output."""
+    rows = {}
+    for line in path.read_text(errors="replace").splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0].isdigit():
+            rows[int(parts[0])] = float(parts[1])
+    if not rows:
+        raise SystemExit(f"{path}: no rows")
+    return rows
+
+
+def collective_table(out):
+    files = sorted(out.glob("coll-ours-*.txt"))
+    if not files:
+        return
+    print()
+    print("Collective latency, 2 ranks on this machine, us per call (send_recv: per one-way "
+          "transfer of a ping-pong), ours against Open MPI in the same run; ratio ours / Open "
+          "MPI over the same kind of transport (shared memory: ours vs Open MPI's vader; TCP: "
+          "Gloo vs Open MPI's tcp btl)")
+    print()
+    head = ["op", "bytes", "ours shm", "MPI vader", "ratio shm", "ours TCP", "MPI tcp",
+            "ratio TCP"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for op in ("all_reduce", "send_recv"):
+        ours = {t: read_latency(out / f"coll-ours-{op}-{t}.txt") for t in ("shm", "tcp")}
+        mpi = {t: read_latency(out / f"coll-mpi-{op}-{t}.txt") for t in ("vader", "tcp")}
+        for size in sorted(ours["shm"]):
+            if size not in (1024, 16384, 131072, 1048576):
+                continue
+            a, b = ours["shm"][size], mpi["vader"].get(size)
+            c, d = ours["tcp"].get(size), mpi["tcp"].get(size)
+            cells = [op, f"{size:,}", f"{a:.1f}", f"{b:.1f}", f"{a / b:.2f}x", f"{c:.1f}",
+                     f"{d:.1f}", f"{c / d:.2f}x"]
+            print("| " + " | ".join(cells) + " |")
+
+
 def main():
     if len(sys.argv) != 2:
         raise SystemExit("usage: comm_table.py DIR (bench/comm_bench.sh's output directory)")
     out = Path(sys.argv[1])
     runs = []
     for line in (out / "runs.txt").read_text().splitlines():
-        name, tp, pp, dp, zero, load1 = line.split()
-        runs.append((name, int(tp), int(pp), int(dp), int(zero), load1))
+        name, tp, pp, dp, zero, load1, transport = line.split()
+        runs.append((name, int(tp), int(pp), int(dp), int(zero), load1, transport))
     exact = comm_table(out, runs)
     time_table(out, runs)
+    collective_table(out)
     return 0 if exact else 1
 
 

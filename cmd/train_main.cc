@@ -22,6 +22,7 @@
 #include "core/stop_signal.h"
 #include "parallel/gloo_communicator.h"
 #include "parallel/runtime.h"
+#include "parallel/shm_communicator.h"
 #include "parallel/topology.h"
 
 namespace {
@@ -179,9 +180,11 @@ int main(int argc, char** argv) {
                                                               runtime.local_world));
     if (runtime.world > 1) {
       spdlog::info("{}: {}", runtime.describe(), topology.describe());
-      groups = mtnlg::make_gloo_groups(
+      // Shared memory between the ranks of a node, Gloo's TCP across nodes (MTNLG_TRANSPORT).
+      groups = mtnlg::make_cpu_groups(
           topology, *runtime.store,
-          mtnlg::GlooOptions::from_env(std::chrono::seconds(recipe.parallel.timeout_s)));
+          mtnlg::GlooOptions::from_env(std::chrono::seconds(recipe.parallel.timeout_s)),
+          mtnlg::transport_from_env());
       options.topology = &topology;
       options.node = runtime.node;
       options.groups = &groups;

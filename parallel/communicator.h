@@ -36,6 +36,8 @@ class Communicator {
   virtual int size() const = 0;
   virtual const std::string& name()
       const = 0;  // "tensor", "pipeline", "data", "embedding", "world"
+  // What carries the bytes, for logs and benchmarks: "shm", "tcp", "nccl" ("" if unsaid).
+  virtual const char* transport() const { return ""; }
 
   // In place: t = op over the group of t.
   virtual void all_reduce(Tensor& t, ReduceOp op) = 0;

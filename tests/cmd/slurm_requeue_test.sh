@@ -13,8 +13,9 @@ layout_setup "$1" "$2"
 job=
 trap '[[ -n $job ]] && scancel "$job" 2>/dev/null; rm -rf "$tmp"' EXIT
 
+# 2000 iterations: long enough (about 5 s over shared memory) for the signal to arrive mid-run.
 args=(--set "data.blend=[{prefix: $tmp/corpus, weight: 1}]" --set data.cache_dir="$tmp/cache"
-  --set schedule.train_iters=300 --set schedule.decay_tokens=40000
+  --set schedule.train_iters=2000 --set schedule.decay_tokens=40000
   --set parallel.micro_batch_size=1 --set checkpoint.dir="$tmp/ck" --set checkpoint.resume=true
   --log-level warn)
 state() { scontrol show job "$job" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
@@ -33,10 +34,11 @@ for _ in $(seq 300); do
   scontrol show job "$job" | grep -q 'Restarts=1' && [[ $(state) == PENDING ]] && break
   sleep 0.1
 done
+[[ $(state) == COMPLETED ]] && { echo "FAIL: the job finished before the signal"; exit 1; }
 scontrol show job "$job" | grep -q 'Restarts=1' || { echo "FAIL: job not requeued"; cat "$tmp/job.out"; exit 1; }
 stopped=$(cat "$tmp/ck/latest_checkpointed_iteration.txt")
 echo "requeued after a checkpoint at iteration $stopped"
-((stopped < 300)) || { echo "FAIL: the job finished before the signal"; exit 1; }
+((stopped < 2000)) || { echo "FAIL: the job finished before the signal"; exit 1; }
 # The first run's step daemon must be gone before the job runs again (its PMIx socket is named by
 # job and step): what Slurm's two-minute hold guarantees, waited for here.
 for _ in $(seq 300); do
@@ -52,7 +54,7 @@ done
 cat "$tmp/job.out"
 [[ $(state) == COMPLETED ]] || { echo "FAIL: the requeued job ended $(state)"; exit 1; }
 grep -q "checkpoint saved (exit 75): requeueing job $job" "$tmp/job.out"
-[[ $(cat "$tmp/ck/latest_checkpointed_iteration.txt") == 300 ]]
+[[ $(cat "$tmp/ck/latest_checkpointed_iteration.txt") == 2000 ]]
 job=
 srun --mpi=pmix --kill-on-bad-exit=1 --time=5 -n 2 "$bin" --config configs/tiny.yaml --threads 1 \
   --set logging.metrics_file="$tmp/whole/metrics.jsonl" "${args[@]}" \

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "parallel/gloo_communicator.h"
+#include "parallel/shm_communicator.h"
 #include "parallel/store.h"
 #include "parallel/topology.h"
 #include "test_util.h"
@@ -28,8 +29,18 @@ std::vector<int64_t> iota(int n) {
   return v;
 }
 
-std::unique_ptr<Communicator> world(MemoryStore& store, int rank, int n) {
-  return make_gloo_communicator(store, "world", rank, iota(n), kTimeout);
+// Each test runs over both transports: Gloo's TCP and shared memory (parallel/shm_communicator.h).
+std::unique_ptr<Communicator> world(MemoryStore& store, int rank, int n, Transport transport) {
+  auto c = make_cpu_communicator(store, "world", rank, iota(n), GlooOptions::from_env(kTimeout),
+                                 transport);
+  // A group of several ranks of one process always maps its segment.
+  if (n > 1 && transport == Transport::kShm && std::string(c->transport()) != "shm")
+    throw std::logic_error("expected a shared-memory communicator");
+  return c;
+}
+
+const char* transport_name(Transport t) {
+  return t == Transport::kShm ? "shm" : "tcp";
 }
 
 // Uneven, sign-mixed small integers: exact in every dtype, and max differs from sum.
@@ -61,6 +72,8 @@ double reduce(int n, int64_t i, ReduceOp op) {
 // Bf16, F16: the test values and their sums are small integers, exact in bf16 and fp16.
 TEMPLATE_TEST_CASE("all_reduce over 1-4 ranks - sum and max", "", float, double, int32_t, Bf16,
                    F16) {
+  const Transport tr = GENERATE(Transport::kTcp, Transport::kShm);
+  INFO("transport " << transport_name(tr));
   for (int n = 1; n <= 4; ++n) {
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
       for (int64_t numel : {int64_t{3}, int64_t{1001}}) {  // fewer elements than ranks, too
@@ -69,7 +82,7 @@ TEMPLATE_TEST_CASE("all_reduce over 1-4 ranks - sum and max", "", float, double,
         std::vector<std::vector<double>> got(n);
         std::vector<int64_t> bytes(n);
         run_ranks(n, [&](int r) {
-          auto comm = world(store, r, n);
+          auto comm = world(store, r, n, tr);
           Tensor t = filled<TestType>(r, numel);
           comm->all_reduce(t, op);
           got[r] = values<TestType>(t);
@@ -86,6 +99,8 @@ TEMPLATE_TEST_CASE("all_reduce over 1-4 ranks - sum and max", "", float, double,
 
 TEMPLATE_TEST_CASE("reduce_scatter gives rank r chunk r of the reduction", "", float, double,
                    int32_t, Bf16, F16) {
+  const Transport tr = GENERATE(Transport::kTcp, Transport::kShm);
+  INFO("transport " << transport_name(tr));
   // Chunks of one element, a non-power-of-two and a larger one; one communicator runs them all
   // back to back (with an all_reduce between, whose tags and slots must not mix with the ring's).
   const std::vector<int64_t> chunks = {1, 5, 1001};
@@ -96,7 +111,7 @@ TEMPLATE_TEST_CASE("reduce_scatter gives rank r chunk r of the reduction", "", f
     std::vector<std::vector<std::vector<double>>> got(n);
     std::vector<int64_t> bytes(n);
     run_ranks(n, [&](int r) {
-      auto comm = world(store, r, n);
+      auto comm = world(store, r, n, tr);
       for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
         for (int64_t chunk : chunks) {
           Tensor in = filled<TestType>(r, n * chunk);
@@ -135,6 +150,8 @@ TEMPLATE_TEST_CASE("reduce_scatter gives rank r chunk r of the reduction", "", f
 }
 
 TEST_CASE("reduce_scatter on an odd ring of 3 and 5 ranks - in place of chunk r") {
+  const Transport tr = GENERATE(Transport::kTcp, Transport::kShm);
+  INFO("transport " << transport_name(tr));
   // out may be chunk r of in itself (the one chunk the ring reads only at its last step).
   for (int n : {3, 5}) {
     INFO("ranks " << n);
@@ -142,7 +159,7 @@ TEST_CASE("reduce_scatter on an odd ring of 3 and 5 ranks - in place of chunk r"
     MemoryStore store;
     std::vector<std::vector<double>> got(n);
     run_ranks(n, [&](int r) {
-      auto comm = world(store, r, n);
+      auto comm = world(store, r, n, tr);
       Tensor in = filled<float>(r, n * chunk);
       Tensor out = in.slice(r * chunk, (r + 1) * chunk);
       comm->reduce_scatter(out, in, ReduceOp::kSum);
@@ -156,6 +173,8 @@ TEST_CASE("reduce_scatter on an odd ring of 3 and 5 ranks - in place of chunk r"
 
 TEMPLATE_TEST_CASE("all_gather puts rank r's input in chunk r", "", float, double, int32_t, Bf16,
                    F16) {
+  const Transport tr = GENERATE(Transport::kTcp, Transport::kShm);
+  INFO("transport " << transport_name(tr));
   const int64_t chunk = 7;
   for (int n = 1; n <= 4; ++n) {
     INFO("ranks " << n);
@@ -163,7 +182,7 @@ TEMPLATE_TEST_CASE("all_gather puts rank r's input in chunk r", "", float, doubl
     std::vector<std::vector<double>> got(n);
     std::vector<int64_t> bytes(n);
     run_ranks(n, [&](int r) {
-      auto comm = world(store, r, n);
+      auto comm = world(store, r, n, tr);
       Tensor in = filled<TestType>(r, chunk);
       Tensor out = Tensor::cpu({n * chunk}, dtype_of<TestType>());
       comm->all_gather(out, in);
@@ -180,13 +199,15 @@ TEMPLATE_TEST_CASE("all_gather puts rank r's input in chunk r", "", float, doubl
 
 TEMPLATE_TEST_CASE("broadcast copies the root's tensor to every rank", "", float, double, int32_t,
                    Bf16, F16) {
+  const Transport tr = GENERATE(Transport::kTcp, Transport::kShm);
+  INFO("transport " << transport_name(tr));
   for (int n = 1; n <= 4; ++n) {
     for (int root = 0; root < n; ++root) {
       INFO("ranks " << n << ", root " << root);
       MemoryStore store;
       std::vector<std::vector<double>> got(n);
       run_ranks(n, [&](int r) {
-        auto comm = world(store, r, n);
+        auto comm = world(store, r, n, tr);
         Tensor t = filled<TestType>(r, 33);
         comm->broadcast(t, root);
         got[r] = values<TestType>(t);
@@ -198,13 +219,15 @@ TEMPLATE_TEST_CASE("broadcast copies the root's tensor to every rank", "", float
 }
 
 TEST_CASE("send/recv around a ring - twice - in order") {
+  const Transport tr = GENERATE(Transport::kTcp, Transport::kShm);
+  INFO("transport " << transport_name(tr));
   for (int n = 2; n <= 4; ++n) {
     INFO("ranks " << n);
     MemoryStore store;
     std::vector<std::vector<double>> first(n), second(n);
     std::vector<int64_t> bytes(n);
     run_ranks(n, [&](int r) {
-      auto comm = world(store, r, n);
+      auto comm = world(store, r, n, tr);
       const int next = (r + 1) % n, prev = (r + n - 1) % n;
       Tensor a = filled<float>(r, 9), b = filled<float>(r, 4, 100);
       Tensor ra = Tensor::cpu({9}, DType::kF32), rb = Tensor::cpu({4}, DType::kF32);
@@ -233,11 +256,13 @@ TEST_CASE("send/recv around a ring - twice - in order") {
 }
 
 TEST_CASE("the same group created twice on one store gets fresh keys") {
+  const Transport tr = GENERATE(Transport::kTcp, Transport::kShm);
+  INFO("transport " << transport_name(tr));
   MemoryStore store;
   std::vector<double> got(3);
   run_ranks(3, [&](int r) {
-    auto first = world(store, r, 3);
-    auto second = world(store, r, 3);
+    auto first = world(store, r, 3, tr);
+    auto second = world(store, r, 3, tr);
     Tensor t = filled<double>(r, 1);
     second->all_reduce(t, ReduceOp::kSum);
     first->all_reduce(t, ReduceOp::kSum);
@@ -247,12 +272,14 @@ TEST_CASE("the same group created twice on one store gets fresh keys") {
 }
 
 TEST_CASE("barrier: no rank leaves before every rank arrived") {
+  const Transport tr = GENERATE(Transport::kTcp, Transport::kShm);
+  INFO("transport " << transport_name(tr));
   for (int n = 1; n <= 4; ++n) {
     MemoryStore store;
     std::atomic<int> arrived{0};
     std::vector<int> seen(n);
     run_ranks(n, [&](int r) {
-      auto comm = world(store, r, n);
+      auto comm = world(store, r, n, tr);
       std::this_thread::sleep_for(milliseconds(20 * r));
       arrived++;
       comm->barrier();
@@ -263,8 +290,10 @@ TEST_CASE("barrier: no rank leaves before every rank arrived") {
 }
 
 TEST_CASE("a one-rank group returns at once - reduce_scatter and all_gather copy") {
+  const Transport tr = GENERATE(Transport::kTcp, Transport::kShm);
+  INFO("transport " << transport_name(tr));
   MemoryStore store;
-  auto comm = world(store, 0, 1);
+  auto comm = world(store, 0, 1, tr);
   CHECK(comm->size() == 1);
   CHECK(comm->rank() == 0);
   CHECK(comm->name() == "world");
@@ -281,8 +310,10 @@ TEST_CASE("a one-rank group returns at once - reduce_scatter and all_gather copy
 }
 
 TEST_CASE("wrong sizes and dtypes name the op - the group and the sizes") {
+  const Transport tr = GENERATE(Transport::kTcp, Transport::kShm);
+  INFO("transport " << transport_name(tr));
   MemoryStore store;
-  auto comm = world(store, 0, 1);
+  auto comm = world(store, 0, 1, tr);
   Tensor in = Tensor::cpu({6}, DType::kF32), out = Tensor::cpu({4}, DType::kF32);
   REQUIRE_THROWS_WITH(comm->reduce_scatter(out, in, ReduceOp::kSum),
                       Catch::Contains("reduce_scatter") && Catch::Contains("'world'") &&
@@ -297,14 +328,15 @@ TEST_CASE("wrong sizes and dtypes name the op - the group and the sizes") {
 
 // One rank never joins: the others fail within the timeout, naming group, op and a peer.
 // op: "all_reduce" or "reduce_scatter".
-void timeout_case(int n, const std::string& op = "all_reduce") {
+void timeout_case(int n, Transport transport, const std::string& op = "all_reduce") {
   MemoryStore store;
   std::vector<std::string> errors(n);
   std::vector<double> seconds(n);
   std::vector<std::string> second_errors(n);
   std::atomic<int> done{0};
   run_ranks(n, [&](int r) {
-    auto comm = make_gloo_communicator(store, "world", r, iota(n), milliseconds(1000));
+    auto comm = make_cpu_communicator(store, "world", r, iota(n),
+                                      GlooOptions::from_env(milliseconds(1000)), transport);
     if (r == n - 1) {  // the absent rank: stays connected but never calls the op
       while (done.load() < n - 1) std::this_thread::sleep_for(milliseconds(5));
       return;
@@ -343,21 +375,68 @@ void timeout_case(int n, const std::string& op = "all_reduce") {
 }
 
 TEST_CASE("a rank that never joins makes the others time out - naming the peer") {
+  const Transport tr = GENERATE(Transport::kTcp, Transport::kShm);
+  INFO("transport " << transport_name(tr));
   SECTION("2 ranks") {
-    timeout_case(2);
+    timeout_case(2, tr);
   }
   SECTION("3 ranks") {
-    timeout_case(3);
+    timeout_case(3, tr);
   }
   SECTION("reduce_scatter - 2 ranks") {
-    timeout_case(2, "reduce_scatter");
+    timeout_case(2, tr, "reduce_scatter");
   }
   SECTION("reduce_scatter - 3 ranks") {
-    timeout_case(3, "reduce_scatter");
+    timeout_case(3, tr, "reduce_scatter");
   }
   SECTION("reduce_scatter - 4 ranks") {
-    timeout_case(4, "reduce_scatter");
+    timeout_case(4, tr, "reduce_scatter");
   }
+}
+
+TEST_CASE("shared memory: pieces larger than a slot, a long send stream, and MTNLG_TRANSPORT") {
+  // 3 MB tensors cross many 512 KiB slot pieces and 128 KiB ring wraps.
+  const int n = 3;
+  const int64_t big = 3 * 250000 + 7;
+  MemoryStore store;
+  std::vector<int> ok(n, 0);
+  run_ranks(n, [&](int r) {
+    auto comm = world(store, r, n, Transport::kShm);
+    Tensor t = filled<float>(r, big);
+    comm->all_reduce(t, ReduceOp::kSum);
+    bool good = true;
+    for (int64_t i = 0; i < big; i += 997)
+      good = good && t.data_as<float>()[i] == reduce(n, i, ReduceOp::kSum);
+    Tensor in = filled<float>(r, n * 300001), out = Tensor::cpu({300001}, DType::kF32);
+    comm->reduce_scatter(out, in, ReduceOp::kSum);
+    for (int64_t i = 0; i < 300001; i += 991)
+      good = good && out.data_as<float>()[i] == reduce(n, r * 300001 + i, ReduceOp::kSum);
+    // Rank 0 streams 10 tensors of 0.4 MB to rank 1 before rank 1 reads any (the ring fills and
+    // the sender waits); rank 2 broadcasts.
+    if (r == 0)
+      for (int k = 0; k < 10; ++k) comm->send(filled<float>(k, 100003), 1);
+    if (r == 1) {
+      for (int k = 0; k < 10; ++k) {
+        Tensor got = Tensor::cpu({100003}, DType::kF32);
+        comm->recv(got, 0);
+        good = good && values<float>(got) == values<float>(filled<float>(k, 100003));
+      }
+    }
+    Tensor b = filled<double>(r, 200000);
+    comm->broadcast(b, 2);
+    good = good && values<double>(b) == values<double>(filled<double>(2, 200000));
+    ok[r] = good;
+  });
+  for (int r = 0; r < n; ++r) CHECK(ok[r] == 1);
+
+  ::setenv("MTNLG_TRANSPORT", "tcp", 1);
+  CHECK(transport_from_env() == Transport::kTcp);
+  ::setenv("MTNLG_TRANSPORT", "shm", 1);
+  CHECK(transport_from_env() == Transport::kShm);
+  ::setenv("MTNLG_TRANSPORT", "infiniband", 1);
+  CHECK_THROWS_WITH(transport_from_env(), Catch::Contains("MTNLG_TRANSPORT=infiniband"));
+  ::unsetenv("MTNLG_TRANSPORT");
+  CHECK(transport_from_env() == Transport::kAuto);
 }
 
 TEST_CASE("make_gloo_groups builds this rank's groups of a Topology") {

@@ -1,0 +1,626 @@
+#include "parallel/shm_communicator.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <random>
+#include <thread>
+#include <utility>
+
+#include "core/kernels/bf16_math.h"
+#include "core/status.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace mtnlg {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using ms = std::chrono::milliseconds;
+
+constexpr uint64_t kMagic = 0x6d746e6c67736d31ULL;   // "mtnlgsm1"
+constexpr size_t kSlotBytes = size_t{512} << 10;     // per rank: a collective's piece
+constexpr size_t kMailboxBytes = size_t{128} << 10;  // per ordered pair: send/recv ring
+// Bytes copied between publications of a ring index: the peer copies one piece while this side
+// copies the next (a whole-ring copy then a whole-ring wait halves the bandwidth).
+constexpr size_t kRingPiece = size_t{16} << 10;
+constexpr size_t kLine = 64;
+
+struct Header {
+  uint64_t magic;
+  uint64_t nonce;
+  uint64_t size;   // ranks
+  uint64_t bytes;  // of the segment
+};
+
+struct alignas(kLine) Control {
+  std::atomic<uint64_t> step;  // the last collective step this rank reached
+  std::atomic<int64_t> pid;
+};
+
+struct alignas(kLine) RingIndex {
+  std::atomic<uint64_t> value;  // bytes written (head) or read (tail), ever
+};
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared atomics must be lock-free");
+
+size_t round_up(size_t x) {
+  return (x + kLine - 1) / kLine * kLine;
+}
+
+// Offsets of the parts of a segment for n ranks.
+struct Layout {
+  explicit Layout(size_t n) {
+    control = round_up(sizeof(Header));
+    heads = control + n * sizeof(Control);
+    tails = heads + n * n * sizeof(RingIndex);
+    slots = round_up(tails + n * n * sizeof(RingIndex));
+    result = slots + n * kSlotBytes;
+    mailboxes = result + kSlotBytes;
+    bytes = mailboxes + n * n * kMailboxBytes;
+  }
+  size_t control, heads, tails, slots, result, mailboxes, bytes;
+};
+
+std::string ranks_str(const std::vector<int64_t>& ranks) {
+  std::string s = "[";
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s + "]";
+}
+
+void cpu_relax() {
+#if defined(__x86_64__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// a op b in T: bf16/f16 in fp32, rounded once per step.
+template <typename T>
+T combine(T a, T b, ReduceOp op) {
+  using A = acc_t<T>;
+  const A x = static_cast<A>(a), y = static_cast<A>(b);
+  return static_cast<T>(op == ReduceOp::kSum ? x + y : std::max(x, y));
+}
+
+template <typename F>
+void by_dtype(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kF32:
+      f(float{});
+      return;
+    case DType::kF64:
+      f(double{});
+      return;
+    case DType::kI32:
+      f(int32_t{});
+      return;
+    case DType::kBF16:
+      f(Bf16{});
+      return;
+    case DType::kF16:
+      f(F16{});
+      return;
+    default:
+      MTNLG_CHECK_MSG(false, "shared-memory communicator: unsupported dtype " << dtype_name(dtype));
+  }
+}
+
+// A mapping of the segment; unmapped on destruction.
+class Mapping {
+ public:
+  Mapping() = default;
+  Mapping(void* p, size_t n) : base_(static_cast<char*>(p)), bytes_(n) {}
+  ~Mapping() {
+    if (base_ != nullptr) ::munmap(base_, bytes_);
+  }
+  Mapping(Mapping&& o) noexcept : base_(std::exchange(o.base_, nullptr)), bytes_(o.bytes_) {}
+  Mapping& operator=(Mapping&& o) noexcept {
+    std::swap(base_, o.base_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  char* base() const { return base_; }
+
+ private:
+  char* base_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Creates, sizes (committing the memory: a full /dev/shm fails here, not with SIGBUS later) and
+// maps a new segment; an empty mapping on any failure.
+Mapping create_segment(const std::string& name, size_t bytes) {
+  const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) return {};
+  Mapping m;
+  if (::posix_fallocate(fd, 0, static_cast<off_t>(bytes)) == 0) {
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p != MAP_FAILED) m = Mapping(p, bytes);
+  }
+  ::close(fd);
+  if (m.base() == nullptr) ::shm_unlink(name.c_str());
+  return m;
+}
+
+Mapping open_segment(const std::string& name, size_t bytes) {
+  const int fd = ::shm_open(name.c_str(), O_RDWR, 0600);
+  if (fd < 0) return {};
+  Mapping m;
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) == bytes) {
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p != MAP_FAILED) m = Mapping(p, bytes);
+  }
+  ::close(fd);
+  return m;
+}
+
+class ShmCommunicator final : public Communicator {
+ public:
+  ShmCommunicator(std::string name, int rank, std::vector<int64_t> global_ranks, ms timeout,
+                  Mapping mapping)
+      : name_(std::move(name)),
+        rank_(rank),
+        size_(static_cast<int>(global_ranks.size())),
+        global_ranks_(std::move(global_ranks)),
+        timeout_(timeout),
+        layout_(global_ranks_.size()),
+        map_(std::move(mapping)) {
+    for (int p = 0; p < size_; ++p) {
+      const auto pid = static_cast<pid_t>(control(p).pid.load(std::memory_order_acquire));
+      // A peer whose pid this process cannot see (another pid namespace) is not checked.
+      watch_pid_.push_back(pid > 0 && ::kill(pid, 0) == 0 ? pid : 0);
+    }
+  }
+  ShmCommunicator(const ShmCommunicator&) = delete;
+  ShmCommunicator& operator=(const ShmCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::string& name() const override { return name_; }
+  const char* transport() const override { return "shm"; }
+  int64_t bytes_sent() const override { return bytes_sent_; }
+
+  void all_reduce(Tensor& t, ReduceOp op) override;
+  void reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) override;
+  void all_gather(Tensor& out, const Tensor& in) override;
+  void broadcast(Tensor& t, int root) override;
+  void send(const Tensor& t, int peer) override;
+  void recv(Tensor& t, int peer) override;
+  void barrier() override;
+
+ private:
+  Control& control(int r) const {
+    return *reinterpret_cast<Control*>(map_.base() + layout_.control +
+                                       static_cast<size_t>(r) * sizeof(Control));
+  }
+  std::atomic<uint64_t>& head(int from, int to) const {
+    return reinterpret_cast<RingIndex*>(map_.base() + layout_.heads)[from * size_ + to].value;
+  }
+  std::atomic<uint64_t>& tail(int from, int to) const {
+    return reinterpret_cast<RingIndex*>(map_.base() + layout_.tails)[from * size_ + to].value;
+  }
+  char* slot(int r) const {
+    return map_.base() + layout_.slots + static_cast<size_t>(r) * kSlotBytes;
+  }
+  char* result() const { return map_.base() + layout_.result; }
+  char* mailbox(int from, int to) const {
+    return map_.base() + layout_.mailboxes + static_cast<size_t>(from * size_ + to) * kMailboxBytes;
+  }
+
+  std::string where() const {
+    return "group '" + name_ + "' (rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
+           ", global ranks " + ranks_str(global_ranks_) + ", shared memory)";
+  }
+  std::string peer_str(int peer) const {
+    return "peer rank " + std::to_string(peer) + " (global rank " +
+           std::to_string(global_ranks_[peer]) + ")";
+  }
+  void check_tensor(const char* op, const Tensor& t) const {
+    MTNLG_CHECK_MSG(
+        t.defined() && t.device() == Device::kCPU &&
+            (t.dtype() == DType::kF32 || t.dtype() == DType::kF64 || t.dtype() == DType::kI32 ||
+             t.dtype() == DType::kBF16 || t.dtype() == DType::kF16),
+        op << " on " << where() << ": takes CPU f32, f64, bf16, f16 or i32 tensors, got "
+           << (t.defined() ? t.str() : "an undefined tensor"));
+  }
+  void check_peer(const char* op, int peer) const {
+    MTNLG_CHECK_MSG(0 <= peer && peer < size_ && peer != rank_,
+                    op << " on " << where() << ": peer " << peer << " is not another member");
+  }
+
+  // Spins, then yields, then sleeps until ready(); past the timeout, or when the peer
+  // blocking(peer) names has died, marks the communicator failed and throws.
+  template <typename Ready, typename Blocking>
+  void wait_until(Ready&& ready, Blocking&& blocking);
+  // Raises this rank's step and waits until every rank has reached it.
+  void phase();
+  // Runs one operation on `data` (null: none) to/from rank `other` (-1: none; `dir` says which):
+  // refuses after a failure. The description for errors is built only on a failure.
+  template <typename F>
+  void run(const char* op, const Tensor* data, const char* dir, int other, F&& f);
+  std::string current() const;
+
+  std::string name_;
+  int rank_;
+  int size_;
+  std::vector<int64_t> global_ranks_;
+  ms timeout_;
+  Layout layout_;
+  Mapping map_;
+  std::vector<pid_t> watch_pid_;
+  uint64_t step_ = 0;
+  int64_t bytes_sent_ = 0;
+  // The operation running, for errors (see run()).
+  const char* op_ = "";
+  const Tensor* data_ = nullptr;
+  const char* dir_ = "";
+  int other_ = -1;
+  std::string failure_;
+};
+
+template <typename Ready, typename Blocking>
+void ShmCommunicator::wait_until(Ready&& ready, Blocking&& blocking) {
+  for (int i = 0; i < 2000; ++i) {
+    if (ready()) return;
+    cpu_relax();
+  }
+  const auto start = Clock::now();
+  for (uint64_t i = 1;; ++i) {
+    if (ready()) return;
+    const auto waited = Clock::now() - start;
+    if (waited < std::chrono::milliseconds(2)) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    if (i % 64 != 0) continue;
+    const int peer = blocking();
+    const bool dead =
+        peer >= 0 && watch_pid_[peer] > 0 && ::kill(watch_pid_[peer], 0) != 0 && errno == ESRCH;
+    if (!dead && waited < timeout_) continue;
+    if (ready()) return;
+    const auto ms_waited = std::chrono::duration_cast<ms>(waited).count();
+    failure_ = current() + " on " + where() + " failed after " + std::to_string(ms_waited) +
+               " ms (timeout " + std::to_string(timeout_.count()) + " ms): " +
+               (peer < 0 ? std::string("a peer did not answer")
+                         : peer_str(peer) +
+                               (dead ? " died (its process is gone)" : " did not arrive in time"));
+    throw io_error(failure_, "shm");
+  }
+}
+
+void ShmCommunicator::phase() {
+  const uint64_t step = ++step_;
+  control(rank_).step.store(step, std::memory_order_release);
+  auto missing = [&] {
+    for (int p = 0; p < size_; ++p)
+      if (control(p).step.load(std::memory_order_acquire) < step) return p;
+    return -1;
+  };
+  wait_until([&] { return missing() < 0; }, missing);
+}
+
+template <typename F>
+void ShmCommunicator::run(const char* op, const Tensor* data, const char* dir, int other, F&& f) {
+  if (!failure_.empty())
+    throw io_error(std::string(op) + " on " + where() +
+                       ": the communicator failed earlier and cannot be used: " + failure_,
+                   "shm");
+  op_ = op;
+  data_ = data;
+  dir_ = dir;
+  other_ = other;
+  f();
+}
+
+std::string ShmCommunicator::current() const {
+  return std::string(op_) + " of " + (data_ != nullptr ? data_->str() : "no data") +
+         (other_ >= 0 ? dir_ + std::to_string(other_) : "");
+}
+
+void ShmCommunicator::all_reduce(Tensor& t, ReduceOp op) {
+  check_tensor("all_reduce", t);
+  if (size_ == 1 || t.numel() == 0) return;
+  run("all_reduce", &t, "", -1, [&] {
+    by_dtype(t.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      T* data = static_cast<T*>(t.data());
+      const auto total = static_cast<size_t>(t.numel());
+      const size_t per_piece = kSlotBytes / sizeof(T);
+      for (size_t off = 0; off < total; off += per_piece) {
+        const size_t count = std::min(per_piece, total - off);
+        std::memcpy(slot(rank_), data + off, count * sizeof(T));
+        phase();
+        // Chunk r of the piece, reduced over every rank's slot in rank order.
+        const size_t chunk = (count + size_ - 1) / size_;
+        const size_t begin = std::min(count, chunk * rank_), end = std::min(count, begin + chunk);
+        T* out = reinterpret_cast<T*>(result());
+        for (size_t e = begin; e < end; ++e) {
+          T acc = reinterpret_cast<const T*>(slot(0))[e];
+          for (int p = 1; p < size_; ++p)
+            acc = combine(acc, reinterpret_cast<const T*>(slot(p))[e], op);
+          out[e] = acc;
+        }
+        phase();
+        std::memcpy(data + off, out, count * sizeof(T));
+      }
+    });
+  });
+  bytes_sent_ += 2 * (size_ - 1) * static_cast<int64_t>(t.nbytes()) / size_;
+}
+
+void ShmCommunicator::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) {
+  check_tensor("reduce_scatter", out);
+  check_tensor("reduce_scatter", in);
+  MTNLG_CHECK_MSG(in.dtype() == out.dtype() && in.numel() == size_ * out.numel(),
+                  "reduce_scatter on " << where() << ": needs in.numel() == size * out.numel() "
+                                       << "and one dtype, got in " << in.str() << ", out "
+                                       << out.str() << ", size " << size_);
+  if (size_ == 1) {
+    std::memmove(out.data(), in.data(), in.nbytes());
+    return;
+  }
+  if (out.numel() == 0) return;
+  run("reduce_scatter", &in, "", -1, [&] {
+    by_dtype(in.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* src = static_cast<const T*>(in.data());
+      T* dst = static_cast<T*>(out.data());
+      const auto m = static_cast<size_t>(out.numel());
+      const size_t per_piece = std::max<size_t>(1, kSlotBytes / (sizeof(T) * size_));
+      for (size_t off = 0; off < m; off += per_piece) {
+        const size_t count = std::min(per_piece, m - off);
+        // The slot holds this piece of every chunk: chunk k at k * count.
+        T* mine = reinterpret_cast<T*>(slot(rank_));
+        for (int k = 0; k < size_; ++k)
+          std::memcpy(mine + k * count, src + k * m + off, count * sizeof(T));
+        phase();
+        for (size_t e = 0; e < count; ++e) {
+          const size_t at = static_cast<size_t>(rank_) * count + e;
+          T acc = reinterpret_cast<const T*>(slot(0))[at];
+          for (int p = 1; p < size_; ++p)
+            acc = combine(acc, reinterpret_cast<const T*>(slot(p))[at], op);
+          dst[off + e] = acc;
+        }
+        phase();
+      }
+    });
+  });
+  bytes_sent_ += (size_ - 1) * static_cast<int64_t>(in.nbytes()) / size_;
+}
+
+void ShmCommunicator::all_gather(Tensor& out, const Tensor& in) {
+  check_tensor("all_gather", out);
+  check_tensor("all_gather", in);
+  MTNLG_CHECK_MSG(in.dtype() == out.dtype() && out.numel() == size_ * in.numel(),
+                  "all_gather on " << where() << ": needs out.numel() == size * in.numel() "
+                                   << "and one dtype, got in " << in.str() << ", out " << out.str()
+                                   << ", size " << size_);
+  if (size_ == 1) {
+    std::memmove(out.data(), in.data(), in.nbytes());
+    return;
+  }
+  if (in.numel() == 0) return;
+  run("all_gather", &out, "", -1, [&] {
+    const size_t bytes = in.nbytes();
+    const char* src = static_cast<const char*>(in.data());
+    char* dst = static_cast<char*>(out.data());
+    for (size_t off = 0; off < bytes; off += kSlotBytes) {
+      const size_t n = std::min(kSlotBytes, bytes - off);
+      std::memcpy(slot(rank_), src + off, n);
+      phase();
+      for (int p = 0; p < size_; ++p) std::memcpy(dst + p * bytes + off, slot(p), n);
+      phase();
+    }
+  });
+  bytes_sent_ += (size_ - 1) * static_cast<int64_t>(out.nbytes()) / size_;
+}
+
+void ShmCommunicator::broadcast(Tensor& t, int root) {
+  check_tensor("broadcast", t);
+  MTNLG_CHECK_MSG(0 <= root && root < size_,
+                  "broadcast on " << where() << ": root " << root << " is not a member");
+  if (size_ == 1 || t.numel() == 0) return;
+  run("broadcast", &t, " from rank ", root, [&] {
+    const size_t bytes = t.nbytes();
+    char* data = static_cast<char*>(t.data());
+    for (size_t off = 0; off < bytes; off += kSlotBytes) {
+      const size_t n = std::min(kSlotBytes, bytes - off);
+      if (rank_ == root) std::memcpy(slot(root), data + off, n);
+      phase();
+      if (rank_ != root) std::memcpy(data + off, slot(root), n);
+      phase();
+    }
+  });
+  bytes_sent_ += static_cast<int64_t>(t.nbytes());
+}
+
+void ShmCommunicator::send(const Tensor& t, int peer) {
+  check_tensor("send", t);
+  check_peer("send", peer);
+  if (t.numel() == 0) return;
+  run("send", &t, " to rank ", peer, [&] {
+    auto& h = head(rank_, peer);
+    auto& tl = tail(rank_, peer);
+    char* ring = mailbox(rank_, peer);
+    const char* src = static_cast<const char*>(t.data());
+    const size_t bytes = t.nbytes();
+    uint64_t written = h.load(std::memory_order_relaxed);
+    for (size_t pos = 0; pos < bytes;) {
+      uint64_t read = tl.load(std::memory_order_acquire);
+      if (written - read == kMailboxBytes) {
+        wait_until([&] { return written - tl.load(std::memory_order_acquire) < kMailboxBytes; },
+                   [&] { return peer; });
+        read = tl.load(std::memory_order_acquire);
+      }
+      const size_t at = written % kMailboxBytes;
+      const size_t n =
+          std::min({bytes - pos, kMailboxBytes - (written - read), kMailboxBytes - at, kRingPiece});
+      std::memcpy(ring + at, src + pos, n);
+      pos += n;
+      written += n;
+      h.store(written, std::memory_order_release);
+    }
+  });
+  bytes_sent_ += static_cast<int64_t>(t.nbytes());
+}
+
+void ShmCommunicator::recv(Tensor& t, int peer) {
+  check_tensor("recv", t);
+  check_peer("recv", peer);
+  if (t.numel() == 0) return;
+  run("recv", &t, " from rank ", peer, [&] {
+    auto& h = head(peer, rank_);
+    auto& tl = tail(peer, rank_);
+    const char* ring = mailbox(peer, rank_);
+    char* dst = static_cast<char*>(t.data());
+    const size_t bytes = t.nbytes();
+    uint64_t read = tl.load(std::memory_order_relaxed);
+    for (size_t pos = 0; pos < bytes;) {
+      uint64_t written = h.load(std::memory_order_acquire);
+      if (written == read) {
+        wait_until([&] { return h.load(std::memory_order_acquire) != read; }, [&] { return peer; });
+        written = h.load(std::memory_order_acquire);
+      }
+      const size_t at = read % kMailboxBytes;
+      const size_t n = std::min(
+          {bytes - pos, static_cast<size_t>(written - read), kMailboxBytes - at, kRingPiece});
+      std::memcpy(dst + pos, ring + at, n);
+      pos += n;
+      read += n;
+      tl.store(read, std::memory_order_release);
+    }
+  });
+}
+
+void ShmCommunicator::barrier() {
+  if (size_ == 1) return;
+  run("barrier", nullptr, "", -1, [&] { phase(); });
+}
+
+std::string hex64(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> try_make_shm_communicator(Store& store, const std::string& group_name,
+                                                        int rank, std::vector<int64_t> global_ranks,
+                                                        std::chrono::milliseconds timeout) {
+  const int size = static_cast<int>(global_ranks.size());
+  MTNLG_CHECK_MSG(size >= 1 && 0 <= rank && rank < size,
+                  "group '" << group_name << "': rank " << rank << " outside a group of " << size);
+  const std::string group =
+      group_name + "." + std::to_string(global_ranks[0]) + "x" + std::to_string(size);
+  const int64_t generation = store.next_use("shm/" + group + "/" + std::to_string(rank));
+  const std::string prefix = "shm/" + group + "." + std::to_string(generation);
+  const Layout layout(static_cast<size_t>(size));
+  Mapping map;
+  std::string name;
+  uint64_t nonce = 0;
+  if (rank == 0) {
+    std::random_device rd;
+    nonce = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(::getpid());
+    name = "/mtnlg." + std::to_string(::getpid()) + "." + hex64(nonce);
+    map = create_segment(name, layout.bytes);
+    if (map.base() != nullptr) {
+      auto* h = reinterpret_cast<Header*>(map.base());
+      h->magic = kMagic;
+      h->nonce = nonce;
+      h->size = static_cast<uint64_t>(size);
+      h->bytes = layout.bytes;
+    } else {
+      name.clear();
+    }
+    const std::string value = name + "\n" + hex64(nonce);
+    store.set(prefix + "/" + owned_key("segment", global_ranks[0]),
+              std::vector<uint8_t>(value.begin(), value.end()));
+  } else {
+    const std::vector<uint8_t> v =
+        store.get(prefix + "/" + owned_key("segment", global_ranks[0]), timeout);
+    const std::string value(v.begin(), v.end());
+    const size_t nl = value.find('\n');
+    name = value.substr(0, nl);
+    if (nl != std::string::npos) nonce = std::strtoull(value.c_str() + nl + 1, nullptr, 16);
+    if (!name.empty()) {
+      map = open_segment(name, layout.bytes);
+      const auto* h = reinterpret_cast<const Header*>(map.base());
+      // Another node's /dev/shm, or another segment under the name: not ours.
+      if (map.base() != nullptr &&
+          (h->magic != kMagic || h->nonce != nonce || h->size != static_cast<uint64_t>(size)))
+        map = Mapping();
+    }
+  }
+  const bool ok = map.base() != nullptr;
+  if (ok) {
+    auto& c = *reinterpret_cast<Control*>(map.base() + layout.control +
+                                          static_cast<size_t>(rank) * sizeof(Control));
+    c.pid.store(::getpid(), std::memory_order_release);
+  }
+  store.set(prefix + "/" + owned_key("ok", global_ranks[rank]), {static_cast<uint8_t>(ok)});
+  bool all = true;
+  for (int p = 0; p < size; ++p)
+    all = store.get(prefix + "/" + owned_key("ok", global_ranks[p]), timeout).at(0) != 0 && all;
+  // Every rank has mapped the segment (or given up): the name is no longer needed.
+  if (rank == 0 && !name.empty()) ::shm_unlink(name.c_str());
+  if (!all) return nullptr;
+  return std::make_unique<ShmCommunicator>(group_name, rank, std::move(global_ranks), timeout,
+                                           std::move(map));
+}
+
+Transport transport_from_env() {
+  const char* v = std::getenv("MTNLG_TRANSPORT");
+  if (v == nullptr || *v == '\0' || std::strcmp(v, "auto") == 0) return Transport::kAuto;
+  if (std::strcmp(v, "tcp") == 0) return Transport::kTcp;
+  if (std::strcmp(v, "shm") == 0) return Transport::kShm;
+  throw invalid_argument(std::string("MTNLG_TRANSPORT=") + v +
+                             " is not a transport; the fix: auto (shared memory within a node, "
+                             "TCP across nodes), tcp or shm",
+                         "MTNLG_TRANSPORT");
+}
+
+std::unique_ptr<Communicator> make_cpu_communicator(Store& store, const std::string& group_name,
+                                                    int rank_in_group,
+                                                    std::vector<int64_t> global_ranks,
+                                                    const GlooOptions& options,
+                                                    Transport transport) {
+  if (global_ranks.size() > 1 && transport != Transport::kTcp) {
+    auto shm =
+        try_make_shm_communicator(store, group_name, rank_in_group, global_ranks, options.timeout);
+    if (shm) return shm;
+    if (transport == Transport::kShm)
+      throw io_error("group '" + group_name + "' (global ranks " + ranks_str(global_ranks) +
+                         "): a member could not map the shared-memory segment (ranks on "
+                         "different nodes, or /dev/shm full or not shared); the fix: "
+                         "MTNLG_TRANSPORT=auto or tcp",
+                     "MTNLG_TRANSPORT");
+  }
+  return make_gloo_communicator(store, group_name, rank_in_group, std::move(global_ranks), options);
+}
+
+ProcessGroups make_cpu_groups(const Topology& topology, Store& store, const GlooOptions& options,
+                              Transport transport) {
+  return make_process_groups(
+      topology, [&](const std::string& name, int rank, std::vector<int64_t> ranks) {
+        return make_cpu_communicator(store, name, rank, std::move(ranks), options, transport);
+      });
+}
+
+}  // namespace mtnlg

@@ -1,0 +1,76 @@
+// Shared-memory communicators: the Communicator of parallel/communicator.h for a group whose
+// ranks run on one node, over one POSIX shared-memory segment per group instead of TCP.
+//
+// Why: over Gloo's TCP transport a small all-reduce between two processes of one machine costs
+// 0.3-1 ms (socket round trips through Gloo's event-loop thread); tensor and pipeline parallelism
+// make thousands of them per iteration. Here a collective is a copy into the segment, a flag per
+// rank and a copy out: microseconds.
+//
+// Segment (rank 0 creates it, publishes its name and a random nonce in the Store; the others map
+// it and check the nonce, so a rank on another node, or in a container without this /dev/shm,
+// cannot mistake another segment for it; rank 0 unlinks the name once every rank has mapped it,
+// so nothing is left behind by a crash):
+//   per rank     a flag (the last step it reached) and its pid
+//   per rank     a slot of kSlotBytes: its input for the current piece of a collective
+//   one          result area of kSlotBytes: the reduced piece
+//   per pair     a ring buffer of kMailboxBytes for send/recv from i to j
+// Collectives go piece by piece (kSlotBytes of input per rank at a time); per piece each rank
+// copies its input into its slot and raises its flag, then (reductions) rank r reduces chunk r of
+// the piece over every slot in rank order into the result area and raises its flag again, and
+// every rank copies the result out. Every rank therefore gets the same bits; bf16/f16 sums are
+// formed in fp32 and rounded after each addition. send/recv stream through the pair's ring: a
+// send returns once its bytes are in the ring (not when the peer has received them), which only
+// removes waiting, never adds it.
+//
+// Waiting spins briefly, then yields the core, then sleeps in 50 us steps after 2 ms: a rank
+// waiting out a pipeline bubble does not burn the core its neighbour computes on. Failures as
+// Gloo's: past the timeout an operation throws io_error naming the group, the operation, the
+// peer still missing and the time waited; a peer whose process has died is named as soon as it
+// is noticed (its pid is gone), not after the timeout. After a failure the communicator is
+// unusable.
+//
+// Ownership: a communicator owns its mapping. Thread safety: not thread-safe (one thread per
+// communicator, as every Communicator); the factories are, as long as the Store is.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "parallel/communicator.h"
+#include "parallel/gloo_communicator.h"
+#include "parallel/store.h"
+#include "parallel/topology.h"
+
+namespace mtnlg {
+
+// Builds a shared-memory communicator if every member could map the segment rank 0 created,
+// else returns nullptr on every member (they agree through the Store), so the caller can fall
+// back to TCP. Collective over the members, like make_gloo_communicator.
+std::unique_ptr<Communicator> try_make_shm_communicator(Store& store, const std::string& group_name,
+                                                        int rank_in_group,
+                                                        std::vector<int64_t> global_ranks,
+                                                        std::chrono::milliseconds timeout);
+
+// Which transport the CPU groups use: MTNLG_TRANSPORT=auto (default: shared memory for a group
+// whose ranks share a node, TCP otherwise), tcp (always Gloo's TCP) or shm (shared memory, an
+// error naming the group if a member cannot map it). Anything else is invalid_argument naming
+// MTNLG_TRANSPORT.
+enum class Transport { kAuto, kTcp, kShm };
+Transport transport_from_env();
+
+// A group over the chosen transport (see transport_from_env): shared memory where it works,
+// else Gloo's TCP with `options`.
+std::unique_ptr<Communicator> make_cpu_communicator(Store& store, const std::string& group_name,
+                                                    int rank_in_group,
+                                                    std::vector<int64_t> global_ranks,
+                                                    const GlooOptions& options,
+                                                    Transport transport);
+
+// This rank's groups (as make_gloo_groups) over make_cpu_communicator.
+ProcessGroups make_cpu_groups(const Topology& topology, Store& store, const GlooOptions& options,
+                              Transport transport);
+
+}  // namespace mtnlg
