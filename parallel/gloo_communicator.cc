@@ -21,6 +21,7 @@
 #include <map>
 
 #include "core/status.h"
+#include "parallel/group_checks.h"
 
 namespace mtnlg {
 
@@ -33,12 +34,6 @@ using ms = std::chrono::milliseconds;
 constexpr uint8_t kP2PSlotPrefix = 0x40;
 constexpr uint8_t kProbeSlotPrefix = 0x41;
 constexpr uint8_t kReduceScatterSlotPrefix = 0x42;
-
-std::string ranks_str(const std::vector<int64_t>& ranks) {
-  std::string s = "[";
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-  return s + "]";
-}
 
 // The group rank a Gloo rendezvous key belongs to: its trailing number ("rank_3" in this
 // snapshot, "3" in others), or -1.
@@ -99,29 +94,11 @@ ReduceFn reduce_fn(ReduceOp op) {
                               : static_cast<ReduceFn>(&gloo::max<T>);
 }
 
+// Reductions of bf16/f16 widen each pair to fp32 and round the sum (gloo::sum<Bf16> through
+// Bf16's conversions), once per ring hop, as NCCL's bf16 reductions do.
 template <typename F>
 void by_dtype(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::kF32:
-      f(float{});
-      return;
-    case DType::kF64:
-      f(double{});
-      return;
-    case DType::kI32:
-      f(int32_t{});
-      return;
-    case DType::kBF16:
-      // Reductions widen each pair to fp32 and round the sum (gloo::sum<Bf16> through Bf16's
-      // conversions), once per ring hop, as NCCL's bf16 reductions do.
-      f(Bf16{});
-      return;
-    case DType::kF16:
-      f(F16{});
-      return;
-    default:
-      MTNLG_CHECK_MSG(false, "Gloo communicator: unsupported dtype " << dtype_name(dtype));
-  }
+  by_host_dtype(dtype, std::forward<F>(f));
 }
 
 class GlooCommunicator final : public Communicator {
@@ -158,25 +135,11 @@ class GlooCommunicator final : public Communicator {
   void barrier() override;
 
  private:
-  std::string where() const {
-    return "group '" + name_ + "' (rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
-           ", global ranks " + ranks_str(global_ranks_) + ")";
-  }
-  std::string peer_str(int peer) const {
-    return "peer rank " + std::to_string(peer) + " (global rank " +
-           std::to_string(global_ranks_[peer]) + ")";
-  }
-  void check_tensor(const char* op, const Tensor& t) const {
-    MTNLG_CHECK_MSG(
-        t.defined() && t.device() == Device::kCPU &&
-            (t.dtype() == DType::kF32 || t.dtype() == DType::kF64 || t.dtype() == DType::kI32 ||
-             t.dtype() == DType::kBF16 || t.dtype() == DType::kF16),
-        op << " on " << where() << ": Gloo takes CPU f32, f64, bf16, f16 or i32 tensors, got "
-           << (t.defined() ? t.str() : "an undefined tensor"));
-  }
+  std::string where() const { return group_where(name_, rank_, size_, global_ranks_); }
+  std::string peer_str(int peer) const { return mtnlg::peer_str(peer, global_ranks_); }
+  void check_tensor(const char* op, const Tensor& t) const { check_host_tensor(op, t, where()); }
   void check_peer(const char* op, int peer) const {
-    MTNLG_CHECK_MSG(0 <= peer && peer < size_ && peer != rank_,
-                    op << " on " << where() << ": peer " << peer << " is not another member");
+    mtnlg::check_peer(op, peer, rank_, size_, where());
   }
   uint32_t next_tag() { return tag_++; }
   // reduce_scatter's ring on unbound buffers; fn reduces count elements of the dtype.
@@ -351,10 +314,7 @@ void GlooCommunicator::all_reduce(Tensor& t, ReduceOp op) {
 void GlooCommunicator::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) {
   check_tensor("reduce_scatter", out);
   check_tensor("reduce_scatter", in);
-  MTNLG_CHECK_MSG(in.dtype() == out.dtype() && in.numel() == size_ * out.numel(),
-                  "reduce_scatter on " << where() << ": needs in.numel() == size * out.numel() "
-                                       << "and one dtype, got in " << in.str() << ", out "
-                                       << out.str() << ", size " << size_);
+  check_reduce_scatter_sizes(out, in, size_, where());
   if (size_ == 1) {
     std::memmove(out.data(), in.data(), in.nbytes());
     return;
@@ -404,10 +364,7 @@ void GlooCommunicator::ring_reduce_scatter(Tensor& out, const Tensor& in, Reduce
 void GlooCommunicator::all_gather(Tensor& out, const Tensor& in) {
   check_tensor("all_gather", out);
   check_tensor("all_gather", in);
-  MTNLG_CHECK_MSG(in.dtype() == out.dtype() && out.numel() == size_ * in.numel(),
-                  "all_gather on " << where() << ": needs out.numel() == size * in.numel() "
-                                   << "and one dtype, got in " << in.str() << ", out " << out.str()
-                                   << ", size " << size_);
+  check_all_gather_sizes(out, in, size_, where());
   if (size_ == 1) {
     std::memmove(out.data(), in.data(), in.nbytes());
     return;
@@ -429,8 +386,7 @@ void GlooCommunicator::all_gather(Tensor& out, const Tensor& in) {
 
 void GlooCommunicator::broadcast(Tensor& t, int root) {
   check_tensor("broadcast", t);
-  MTNLG_CHECK_MSG(0 <= root && root < size_,
-                  "broadcast on " << where() << ": root " << root << " is not a member");
+  check_root(root, size_, where());
   if (size_ == 1 || t.numel() == 0) return;
   broadcast_root_ = root;
   run("broadcast", t.str() + " from rank " + std::to_string(root), -1, [&] {

@@ -19,6 +19,7 @@
 
 #include "core/kernels/bf16_math.h"
 #include "core/status.h"
+#include "parallel/group_checks.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -75,12 +76,6 @@ struct Layout {
   size_t control, heads, tails, slots, result, mailboxes, bytes;
 };
 
-std::string ranks_str(const std::vector<int64_t>& ranks) {
-  std::string s = "[";
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-  return s + "]";
-}
-
 void cpu_relax() {
 #if defined(__x86_64__)
   _mm_pause();
@@ -95,29 +90,6 @@ T combine(T a, T b, ReduceOp op) {
   using A = acc_t<T>;
   const A x = static_cast<A>(a), y = static_cast<A>(b);
   return static_cast<T>(op == ReduceOp::kSum ? x + y : std::max(x, y));
-}
-
-template <typename F>
-void by_dtype(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::kF32:
-      f(float{});
-      return;
-    case DType::kF64:
-      f(double{});
-      return;
-    case DType::kI32:
-      f(int32_t{});
-      return;
-    case DType::kBF16:
-      f(Bf16{});
-      return;
-    case DType::kF16:
-      f(F16{});
-      return;
-    default:
-      MTNLG_CHECK_MSG(false, "shared-memory communicator: unsupported dtype " << dtype_name(dtype));
-  }
 }
 
 // A mapping of the segment; unmapped on destruction.
@@ -223,24 +195,12 @@ class ShmCommunicator final : public Communicator {
   }
 
   std::string where() const {
-    return "group '" + name_ + "' (rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
-           ", global ranks " + ranks_str(global_ranks_) + ", shared memory)";
+    return group_where(name_, rank_, size_, global_ranks_, ", shared memory");
   }
-  std::string peer_str(int peer) const {
-    return "peer rank " + std::to_string(peer) + " (global rank " +
-           std::to_string(global_ranks_[peer]) + ")";
-  }
-  void check_tensor(const char* op, const Tensor& t) const {
-    MTNLG_CHECK_MSG(
-        t.defined() && t.device() == Device::kCPU &&
-            (t.dtype() == DType::kF32 || t.dtype() == DType::kF64 || t.dtype() == DType::kI32 ||
-             t.dtype() == DType::kBF16 || t.dtype() == DType::kF16),
-        op << " on " << where() << ": takes CPU f32, f64, bf16, f16 or i32 tensors, got "
-           << (t.defined() ? t.str() : "an undefined tensor"));
-  }
+  std::string peer_str(int peer) const { return mtnlg::peer_str(peer, global_ranks_); }
+  void check_tensor(const char* op, const Tensor& t) const { check_host_tensor(op, t, where()); }
   void check_peer(const char* op, int peer) const {
-    MTNLG_CHECK_MSG(0 <= peer && peer < size_ && peer != rank_,
-                    op << " on " << where() << ": peer " << peer << " is not another member");
+    mtnlg::check_peer(op, peer, rank_, size_, where());
   }
 
   // Spins, then yields, then sleeps until ready(); past the timeout, or when the peer
@@ -337,7 +297,7 @@ void ShmCommunicator::all_reduce(Tensor& t, ReduceOp op) {
   check_tensor("all_reduce", t);
   if (size_ == 1 || t.numel() == 0) return;
   run("all_reduce", &t, "", -1, [&] {
-    by_dtype(t.dtype(), [&](auto tag) {
+    by_host_dtype(t.dtype(), [&](auto tag) {
       using T = decltype(tag);
       T* data = static_cast<T*>(t.data());
       const auto total = static_cast<size_t>(t.numel());
@@ -367,17 +327,14 @@ void ShmCommunicator::all_reduce(Tensor& t, ReduceOp op) {
 void ShmCommunicator::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) {
   check_tensor("reduce_scatter", out);
   check_tensor("reduce_scatter", in);
-  MTNLG_CHECK_MSG(in.dtype() == out.dtype() && in.numel() == size_ * out.numel(),
-                  "reduce_scatter on " << where() << ": needs in.numel() == size * out.numel() "
-                                       << "and one dtype, got in " << in.str() << ", out "
-                                       << out.str() << ", size " << size_);
+  check_reduce_scatter_sizes(out, in, size_, where());
   if (size_ == 1) {
     std::memmove(out.data(), in.data(), in.nbytes());
     return;
   }
   if (out.numel() == 0) return;
   run("reduce_scatter", &in, "", -1, [&] {
-    by_dtype(in.dtype(), [&](auto tag) {
+    by_host_dtype(in.dtype(), [&](auto tag) {
       using T = decltype(tag);
       const T* src = static_cast<const T*>(in.data());
       T* dst = static_cast<T*>(out.data());
@@ -407,10 +364,7 @@ void ShmCommunicator::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op)
 void ShmCommunicator::all_gather(Tensor& out, const Tensor& in) {
   check_tensor("all_gather", out);
   check_tensor("all_gather", in);
-  MTNLG_CHECK_MSG(in.dtype() == out.dtype() && out.numel() == size_ * in.numel(),
-                  "all_gather on " << where() << ": needs out.numel() == size * in.numel() "
-                                   << "and one dtype, got in " << in.str() << ", out " << out.str()
-                                   << ", size " << size_);
+  check_all_gather_sizes(out, in, size_, where());
   if (size_ == 1) {
     std::memmove(out.data(), in.data(), in.nbytes());
     return;
@@ -433,8 +387,7 @@ void ShmCommunicator::all_gather(Tensor& out, const Tensor& in) {
 
 void ShmCommunicator::broadcast(Tensor& t, int root) {
   check_tensor("broadcast", t);
-  MTNLG_CHECK_MSG(0 <= root && root < size_,
-                  "broadcast on " << where() << ": root " << root << " is not a member");
+  check_root(root, size_, where());
   if (size_ == 1 || t.numel() == 0) return;
   run("broadcast", &t, " from rank ", root, [&] {
     const size_t bytes = t.nbytes();

@@ -12,6 +12,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/status.h"
 #include "parallel/gloo_communicator.h"
+#include "parallel/group_checks.h"
 
 namespace mtnlg {
 
@@ -36,12 +37,6 @@ void check_nccl(ncclResult_t result, const char* expr, const char* file, int lin
 }
 
 #define NCCL_CHECK(expr) ::mtnlg::check_nccl((expr), #expr, __FILE__, __LINE__)
-
-std::string ranks_str(const std::vector<int64_t>& ranks) {
-  std::string s = "[";
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-  return s + "]";
-}
 
 ncclDataType_t nccl_dtype(DType dtype) {
   switch (dtype) {
@@ -104,9 +99,8 @@ class NcclCommunicator final : public Communicator {
 
  private:
   std::string where() const {
-    return "NCCL group '" + name_ + "' (rank " + std::to_string(rank_) + " of " +
-           std::to_string(size_) + ", global ranks " + ranks_str(global_ranks_) + ", device " +
-           std::to_string(device_) + ")";
+    return "NCCL " +
+           group_where(name_, rank_, size_, global_ranks_, ", device " + std::to_string(device_));
   }
   void check_tensor(const char* op, const Tensor& t) const {
     MTNLG_CHECK_MSG(t.defined() && t.device() == Device::kCUDA,
@@ -114,8 +108,7 @@ class NcclCommunicator final : public Communicator {
                        << (t.defined() ? t.str() : "an undefined tensor"));
   }
   void check_peer(const char* op, int peer) const {
-    MTNLG_CHECK_MSG(0 <= peer && peer < size_ && peer != rank_,
-                    op << " on " << where() << ": peer " << peer << " is not another member");
+    mtnlg::check_peer(op, peer, rank_, size_, where());
   }
   // Makes the device current and waits for work queued on it (the backend's stream is private,
   // so this is what makes the inputs ready).
@@ -332,10 +325,7 @@ void NcclCommunicator::all_reduce(Tensor& t, ReduceOp op) {
 void NcclCommunicator::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) {
   check_tensor("reduce_scatter", out);
   check_tensor("reduce_scatter", in);
-  MTNLG_CHECK_MSG(in.dtype() == out.dtype() && in.numel() == size_ * out.numel(),
-                  "reduce_scatter on " << where() << ": needs in.numel() == size * out.numel() "
-                                       << "and one dtype, got in " << in.str() << ", out "
-                                       << out.str() << ", size " << size_);
+  check_reduce_scatter_sizes(out, in, size_, where());
   if (size_ == 1) return copy_local(out, in);
   if (out.numel() == 0) return;
   run("reduce_scatter", in.str() + " (" + reduce_op_name(op) + ")", [&] {
@@ -348,10 +338,7 @@ void NcclCommunicator::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op
 void NcclCommunicator::all_gather(Tensor& out, const Tensor& in) {
   check_tensor("all_gather", out);
   check_tensor("all_gather", in);
-  MTNLG_CHECK_MSG(in.dtype() == out.dtype() && out.numel() == size_ * in.numel(),
-                  "all_gather on " << where() << ": needs out.numel() == size * in.numel() "
-                                   << "and one dtype, got in " << in.str() << ", out " << out.str()
-                                   << ", size " << size_);
+  check_all_gather_sizes(out, in, size_, where());
   if (size_ == 1) return copy_local(out, in);
   if (in.numel() == 0) return;
   run("all_gather", out.str(), [&] {
@@ -363,8 +350,7 @@ void NcclCommunicator::all_gather(Tensor& out, const Tensor& in) {
 
 void NcclCommunicator::broadcast(Tensor& t, int root) {
   check_tensor("broadcast", t);
-  MTNLG_CHECK_MSG(0 <= root && root < size_,
-                  "broadcast on " << where() << ": root " << root << " is not a member");
+  check_root(root, size_, where());
   if (size_ == 1 || t.numel() == 0) return;
   run("broadcast", t.str() + " from rank " + std::to_string(root), [&] {
     NCCL_CHECK(ncclBroadcast(t.data(), t.data(), static_cast<size_t>(t.numel()),
