@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -17,6 +18,7 @@
 #include "cmd/cli_parse.h"
 #include "cmd/device_select.h"
 #include "cmd/dry_run.h"
+#include "cmd/openmp_policy.h"
 #include "cmd/trainer.h"
 #include "core/logging.h"
 #include "core/stop_signal.h"
@@ -126,6 +128,8 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str();
   if (const auto status = mtnlg::parse_command_line(app, argc, argv)) return *status;
+  // Before anything runs: may re-execute this process with OMP_WAIT_POLICY=passive.
+  if (!dry_run) mtnlg::reexec_for_openmp_wait_policy(argv, threads);
 
   try {
     mtnlg::init_logging(log_level);
@@ -158,6 +162,11 @@ int main(int argc, char** argv) {
     // One process, or one rank of a job started by a PMIx launcher (mpirun, srun --mpi=pmix).
     mtnlg::Runtime runtime = mtnlg::Runtime::init();
     mtnlg::init_logging(log_level, static_cast<int>(runtime.rank));
+    if (const char* why = std::getenv("MTNLG_OPENMP_REEXEC"))
+      spdlog::info(
+          "OMP_WAIT_POLICY=passive: {} (OpenMP threads that spin would take the cores "
+          "other ranks compute on)",
+          why);
     const mtnlg::ParallelSizes sizes =
         mtnlg::Topology::derive(runtime.world, recipe.parallel.tensor, recipe.parallel.pipeline);
     if (recipe.parallel.data > 0 && recipe.parallel.data != sizes.data) {

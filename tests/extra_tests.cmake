@@ -224,3 +224,9 @@ set_tests_properties(numpy_random_matches_numpy PROPERTIES TIMEOUT 300)
 add_test(NAME cli_generate_eval
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/generate_cli_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_generate_eval PROPERTIES TIMEOUT 300)
+
+# OpenMP's wait policy when the ranks of a node oversubscribe its cores (cmd/openmp_policy.h):
+# re-executed with OMP_WAIT_POLICY=passive, a user's policy kept. Skipped on 4 or more cores.
+add_test(NAME openmp_wait_policy_oversubscribed
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/openmp_policy_cli_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(openmp_wait_policy_oversubscribed PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)

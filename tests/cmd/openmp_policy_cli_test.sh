@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# OpenMP's wait policy under mpirun (cmd/openmp_policy.h): 2 ranks asking for 2 threads each on a
+# node of fewer than 4 cores re-execute with OMP_WAIT_POLICY=passive (logged) and train; a policy
+# the user set is kept; 1 thread each is left alone. Skipped (77) on a machine of 4 or more cores,
+# where 2 x 2 threads do not oversubscribe.
+# Usage: tests/cmd/openmp_policy_cli_test.sh BUILD_DIR SOURCE_DIR
+set -euo pipefail
+source "$2/tests/cmd/layout_lib.sh"
+layout_setup "$1" "$2"
+(($(nproc) < 4)) || { echo "skipped: $(nproc) cores"; exit 77; }
+unset OMP_WAIT_POLICY MTNLG_OPENMP_REEXEC
+run() {  # NAME THREADS [env...]: 2 ranks, tensor 2, 3 iterations; the log in $tmp/NAME.log
+  local name=$1 threads=$2
+  shift 2
+  env "$@" mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 "$bin" \
+    --config configs/tiny.yaml --threads "$threads" --log-level info \
+    --set "data.blend=[{prefix: $tmp/corpus, weight: 1}]" --set data.cache_dir="$tmp/cache" \
+    --set parallel.tensor=2 --set schedule.train_iters=3 \
+    --set logging.metrics_file="$tmp/$name/metrics.jsonl" >"$tmp/$name.log" 2>&1
+  grep -q "done: 3 iterations" "$tmp/$name.log" || { echo "FAIL: $name did not train"; cat "$tmp/$name.log"; exit 1; }
+}
+run over 2
+[[ $(grep -c "OMP_WAIT_POLICY=passive: 2 ranks x 2 threads on $(nproc) cores" "$tmp/over.log") == 2 ]] ||
+  { echo "FAIL: no passive policy logged by both ranks"; cat "$tmp/over.log"; exit 1; }
+run user 2 OMP_WAIT_POLICY=active
+! grep -q "OMP_WAIT_POLICY=passive" "$tmp/user.log" || { echo "FAIL: the user's policy was replaced"; exit 1; }
+run fits 1
+! grep -q "OMP_WAIT_POLICY=passive" "$tmp/fits.log" || { echo "FAIL: 1 thread per rank re-executed"; exit 1; }
+echo "openmp_policy_cli_test: ok"
