@@ -23,9 +23,10 @@ prints three tables:
    shared memory (MTNLG_TRANSPORT=auto, the default) and over Gloo's TCP (MTNLG_TRANSPORT=tcp),
    the pipeline bubble (pp-1)/(m+pp-1) the planner predicts for (1,2,1) with m = 16
    micro-batches, and each layout's time relative to (1,1,1).
-3. Collective latency on 2 ranks, side by side in this run: all-reduce and a send/recv
-   ping-pong at 1 KiB - 1 MiB, ours (build/bench/mtnlg-bench-collective) over shared memory and
-   over TCP, against Open MPI's MPI_Allreduce / MPI_Send+MPI_Recv (bench/mpi_collective_ref.c,
+3. Collective latency on 2 ranks, side by side in this run: all-reduce, reduce-scatter,
+   all-gather, broadcast and a send/recv ping-pong at 1 KiB - 1 MiB, ours (build/bench/mtnlg-bench-collective) over shared memory and
+   over TCP, against Open MPI's MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Allgather, MPI_Bcast and
+   MPI_Send+MPI_Recv (bench/mpi_collective_ref.c,
    built here with mpicc) over its shared-memory (vader) and TCP transports; ratio ours / MPI
    for the same kind of transport.
 
@@ -113,23 +114,24 @@ for transport in auto tcp; do
   done
 done
 
-# Collectives, ours and Open MPI's, 2 ranks, one after the other in this run.
+# Collectives, ours and Open MPI's, 2 ranks, one after the other in this run; 100 warm-up calls
+# per size (the first size right after a launch otherwise pays for the processes settling).
 coll=$build_dir/bench/mtnlg-bench-collective
 [[ -x $coll ]] || { echo "comm_bench.sh: $coll not found (build mtnlg-bench-collective)" >&2; exit 1; }
 mpicc -O2 -o "$out/mpi_collective_ref" bench/mpi_collective_ref.c ||
   { echo "comm_bench.sh: mpicc failed (Debian: libopenmpi-dev)" >&2; exit 1; }
 launch=(mpirun --bind-to none --oversubscribe --allow-run-as-root -np 2)
 coll_iters=$((timed_iters * 25))
-for op in all_reduce send_recv; do
+for op in all_reduce reduce_scatter all_gather broadcast send_recv; do
   for transport in shm tcp; do
-    "${launch[@]}" "$coll" --op "$op" --transport "$transport" --iters "$coll_iters" \
+    "${launch[@]}" "$coll" --op "$op" --transport "$transport" --iters "$coll_iters" --warmup 100 \
       --min-bytes 1024 --max-bytes 1048576 >"$out/coll-ours-$op-$transport.txt" 2>&1 ||
       { echo "comm_bench.sh: mtnlg-bench-collective $op $transport failed" >&2; exit 1; }
   done
-  mop=$([[ $op == all_reduce ]] && echo allreduce || echo sendrecv)
+  case $op in all_reduce) mop=allreduce ;; all_gather) mop=allgather ;; send_recv) mop=sendrecv ;; *) mop=$op ;; esac
   for btl in vader tcp; do
     "${launch[@]}" --mca btl "self,$btl" "$out/mpi_collective_ref" "$mop" 1024 1048576 \
-      "$coll_iters" >"$out/coll-mpi-$op-$btl.txt" 2>&1 ||
+      "$coll_iters" 100 >"$out/coll-mpi-$op-$btl.txt" 2>&1 ||
       { echo "comm_bench.sh: mpi_collective_ref $op over $btl failed" >&2; exit 1; }
   done
 done

@@ -148,7 +148,7 @@ def collective_table(out):
             "ratio TCP"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
-    for op in ("all_reduce", "send_recv"):
+    for op in ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "send_recv"):
         ours = {t: read_latency(out / f"coll-ours-{op}-{t}.txt") for t in ("shm", "tcp")}
         mpi = {t: read_latency(out / f"coll-mpi-{op}-{t}.txt") for t in ("vader", "tcp")}
         for size in sorted(ours["shm"]):
