@@ -60,8 +60,9 @@ int main(int argc, char** argv) {
           CLI::IsMember({"all_reduce", "reduce_scatter", "all_gather", "broadcast", "send_recv"}))
       ->capture_default_str();
   app.add_option("--transport", transport,
-                 "auto (shared memory within a node), tcp (Gloo) or shm (as MTNLG_TRANSPORT)")
-      ->check(CLI::IsMember({"auto", "tcp", "shm"}))
+                 "auto (shared memory within a node), tcp (ours), gloo (Gloo's TCP) or shm (as "
+                 "MTNLG_TRANSPORT)")
+      ->check(CLI::IsMember({"auto", "tcp", "gloo", "shm"}))
       ->capture_default_str();
   app.add_option("--iters", iters, "timed calls per size")
       ->check(CLI::PositiveNumber)
@@ -82,22 +83,23 @@ int main(int argc, char** argv) {
     mtnlg::Runtime runtime = mtnlg::Runtime::init();
     std::vector<int64_t> ranks(static_cast<size_t>(runtime.world));
     for (size_t r = 0; r < ranks.size(); ++r) ranks[r] = static_cast<int64_t>(r);
-    const mtnlg::Transport tr = transport == "tcp"   ? mtnlg::Transport::kTcp
-                                : transport == "shm" ? mtnlg::Transport::kShm
-                                                     : mtnlg::Transport::kAuto;
+    const mtnlg::Transport tr = transport == "tcp"    ? mtnlg::Transport::kTcp
+                                : transport == "gloo" ? mtnlg::Transport::kGloo
+                                : transport == "shm"  ? mtnlg::Transport::kShm
+                                                      : mtnlg::Transport::kAuto;
     auto comm =
         mtnlg::make_cpu_communicator(*runtime.store, "world", static_cast<int>(runtime.rank), ranks,
                                      mtnlg::GlooOptions::from_env(std::chrono::seconds(120)), tr);
     const int64_t n = comm->size();
     if (op == "send_recv" && n < 2)
       throw mtnlg::invalid_argument("send_recv needs 2 ranks", "--op");
-    const bool shm = std::string(comm->transport()) == "shm";
+    const std::string carrier = comm->transport();
     if (runtime.rank == 0)
       std::printf(
           "%s over %ld ranks (%s), %d calls per size after %d warm-up\n%12s %12s "
           "%14s %14s\n",
-          op.c_str(), static_cast<long>(n), shm ? "shared memory" : "Gloo, TCP", iters, warmup,
-          "bytes", "us/call", "algbw GB/s", "busbw GB/s");
+          op.c_str(), static_cast<long>(n), carrier.c_str(), iters, warmup, "bytes", "us/call",
+          "algbw GB/s", "busbw GB/s");
     const int64_t calls_per_iter = op == "send_recv" ? 2 : 1;  // a round trip is 2 transfers
     for (int64_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
       const int64_t elems = std::max<int64_t>(n, bytes / 4 / n * n);

@@ -20,7 +20,7 @@ prints three tables:
    Ranks of a stage that sent the same bytes share a row. 3 iterations each (every iteration
    sends the same).
 2. Time per iteration (median after the first 3) of (1,1,1), and of (2,1,1) and (1,2,1) over
-   shared memory (MTNLG_TRANSPORT=auto, the default) and over Gloo's TCP (MTNLG_TRANSPORT=tcp),
+   shared memory (MTNLG_TRANSPORT=auto, the default), over our TCP (tcp) and over Gloo's (gloo),
    the pipeline bubble (pp-1)/(m+pp-1) the planner predicts for (1,2,1) with m = 16
    micro-batches, and each layout's time relative to (1,1,1).
 3. Collective latency on 2 ranks, side by side in this run: all-reduce, reduce-scatter,
@@ -107,7 +107,7 @@ for layout in $layouts; do
   ((dp > 1)) && run "comm-$tp-$pp-$dp-zero1" "$tp" "$pp" "$dp" 1 3
 done
 run "time-1-1-1" 1 1 1 0 "$timed_iters"
-for transport in auto tcp; do
+for transport in auto tcp gloo; do
   for layout in 2,1,1 1,2,1; do
     IFS=, read -r tp pp dp <<<"$layout"
     run "time-$tp-$pp-$dp-$transport" "$tp" "$pp" "$dp" 0 "$timed_iters" "$transport"

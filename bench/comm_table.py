@@ -111,7 +111,8 @@ def time_table(out, runs):
         if base is None:
             base = median
         bubble = f"{plan['bubble_fraction']:.4f} = {pp - 1}/{m + pp - 1}" if pp > 1 else "0"
-        kind = "-" if tp * pp * dp == 1 else ("shared memory" if transport == "auto" else "TCP (Gloo)")
+        kind = "-" if tp * pp * dp == 1 else {"auto": "shared memory", "tcp": "TCP (ours)",
+                                                 "gloo": "TCP (Gloo)"}[transport]
         print(f"| ({tp},{pp},{dp}) | {kind} | {tp * pp * dp} | {m} | {median:.1f} ({min(ms):.1f}) | "
               f"{len(ms)} | {load1} | {bubble} | {median / base:.3f} |")
     print()
@@ -142,7 +143,7 @@ def collective_table(out):
     print("Collective latency, 2 ranks on this machine, us per call (send_recv: per one-way "
           "transfer of a ping-pong), ours against Open MPI in the same run; ratio ours / Open "
           "MPI over the same kind of transport (shared memory: ours vs Open MPI's vader; TCP: "
-          "Gloo vs Open MPI's tcp btl)")
+          "ours vs Open MPI's tcp btl)")
     print()
     head = ["op", "bytes", "ours shm", "MPI vader", "ratio shm", "ours TCP", "MPI tcp",
             "ratio TCP"]

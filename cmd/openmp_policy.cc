@@ -62,7 +62,8 @@ int launcher_local_ranks(const EnvLookup& env) {
 }
 
 bool oversubscribed(int local_ranks, int threads_per_rank, int cores) {
-  if (local_ranks <= 1 || threads_per_rank <= 0 || cores <= 0) return false;
+  // One thread per rank has no OpenMP workers to spin.
+  if (local_ranks <= 1 || threads_per_rank <= 1 || cores <= 0) return false;
   return static_cast<long>(local_ranks) * threads_per_rank > cores;
 }
 
@@ -76,7 +77,12 @@ void reexec_for_openmp_wait_policy(char** argv, int threads_per_rank) {
                           " threads on " + std::to_string(cores) + " cores";
   ::setenv("OMP_WAIT_POLICY", "passive", 1);
   ::setenv("MTNLG_OPENMP_REEXEC", why.c_str(), 1);
-  ::execv("/proc/self/exe", argv);
+  // The binary's own path (not /proc/self/exe, which would rename the process "exe" for ps and
+  // pgrep).
+  char path[4096] = {};
+  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (n <= 0) return;
+  ::execv(path, argv);
   // The exec failed (no /proc?): go on with the active policy; the log says why it is slow.
 }
 

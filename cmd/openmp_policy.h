@@ -22,8 +22,9 @@ using EnvLookup = std::function<const char*(const char*)>;
 // SLURM_NODEID (srun: "2(x3),1" means 2 tasks on each of 3 nodes, then 1), else 1.
 int launcher_local_ranks(const EnvLookup& env);
 
-// True when local_ranks x threads_per_rank exceeds the node's cores (then OpenMP should wait
-// passively). threads_per_rank 0: mtnlg-train's default, cores / local_ranks (never more).
+// True when local_ranks x threads_per_rank exceeds the node's cores and a rank has OpenMP
+// workers that could spin (threads_per_rank > 1). threads_per_rank 0: mtnlg-train's default,
+// cores / local_ranks (never more).
 bool oversubscribed(int local_ranks, int threads_per_rank, int cores);
 
 // If OMP_WAIT_POLICY is unset and this launch oversubscribes the node, sets it to passive (and

@@ -194,6 +194,19 @@ int main(int argc, char** argv) {
           topology, *runtime.store,
           mtnlg::GlooOptions::from_env(std::chrono::seconds(recipe.parallel.timeout_s)),
           mtnlg::transport_from_env());
+      {
+        // Which transport each group got: shared memory within a node, else TCP.
+        std::string carriers;
+        for (const mtnlg::Communicator* c :
+             {groups.world.get(), groups.tensor.get(), groups.pipeline.get(), groups.data.get()}) {
+          if (c == nullptr || c->size() == 1) continue;
+          if (!carriers.empty()) carriers += ", ";
+          carriers += c->name();
+          carriers += ' ';
+          carriers += c->transport();
+        }
+        if (!carriers.empty()) spdlog::info("transports: {}", carriers);
+      }
       options.topology = &topology;
       options.node = runtime.node;
       options.groups = &groups;

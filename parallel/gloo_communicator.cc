@@ -123,7 +123,7 @@ class GlooCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const std::string& name() const override { return name_; }
-  const char* transport() const override { return "tcp"; }
+  const char* transport() const override { return "gloo"; }
   int64_t bytes_sent() const override { return bytes_sent_; }
 
   void all_reduce(Tensor& t, ReduceOp op) override;

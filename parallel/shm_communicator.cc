@@ -20,6 +20,7 @@
 #include "core/kernels/bf16_math.h"
 #include "core/status.h"
 #include "parallel/group_checks.h"
+#include "parallel/tcp_communicator.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -543,9 +544,10 @@ Transport transport_from_env() {
   if (v == nullptr || *v == '\0' || std::strcmp(v, "auto") == 0) return Transport::kAuto;
   if (std::strcmp(v, "tcp") == 0) return Transport::kTcp;
   if (std::strcmp(v, "shm") == 0) return Transport::kShm;
+  if (std::strcmp(v, "gloo") == 0) return Transport::kGloo;
   throw invalid_argument(std::string("MTNLG_TRANSPORT=") + v +
                              " is not a transport; the fix: auto (shared memory within a node, "
-                             "TCP across nodes), tcp or shm",
+                             "TCP across nodes), tcp, gloo or shm",
                          "MTNLG_TRANSPORT");
 }
 
@@ -554,7 +556,7 @@ std::unique_ptr<Communicator> make_cpu_communicator(Store& store, const std::str
                                                     std::vector<int64_t> global_ranks,
                                                     const GlooOptions& options,
                                                     Transport transport) {
-  if (global_ranks.size() > 1 && transport != Transport::kTcp) {
+  if (global_ranks.size() > 1 && (transport == Transport::kAuto || transport == Transport::kShm)) {
     auto shm =
         try_make_shm_communicator(store, group_name, rank_in_group, global_ranks, options.timeout);
     if (shm) return shm;
@@ -565,7 +567,10 @@ std::unique_ptr<Communicator> make_cpu_communicator(Store& store, const std::str
                          "MTNLG_TRANSPORT=auto or tcp",
                      "MTNLG_TRANSPORT");
   }
-  return make_gloo_communicator(store, group_name, rank_in_group, std::move(global_ranks), options);
+  if (transport == Transport::kGloo)
+    return make_gloo_communicator(store, group_name, rank_in_group, std::move(global_ranks),
+                                  options);
+  return make_tcp_communicator(store, group_name, rank_in_group, std::move(global_ranks), options);
 }
 
 ProcessGroups make_cpu_groups(const Topology& topology, Store& store, const GlooOptions& options,

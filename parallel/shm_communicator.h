@@ -55,14 +55,14 @@ std::unique_ptr<Communicator> try_make_shm_communicator(Store& store, const std:
                                                         std::chrono::milliseconds timeout);
 
 // Which transport the CPU groups use: MTNLG_TRANSPORT=auto (default: shared memory for a group
-// whose ranks share a node, TCP otherwise), tcp (always Gloo's TCP) or shm (shared memory, an
-// error naming the group if a member cannot map it). Anything else is invalid_argument naming
-// MTNLG_TRANSPORT.
-enum class Transport { kAuto, kTcp, kShm };
+// whose ranks share a node, our TCP otherwise: parallel/tcp_communicator.h), tcp (always our
+// TCP), gloo (always Gloo's TCP) or shm (shared memory, an error naming the group if a member
+// cannot map it). Anything else is invalid_argument naming MTNLG_TRANSPORT.
+enum class Transport { kAuto, kTcp, kShm, kGloo };
 Transport transport_from_env();
 
 // A group over the chosen transport (see transport_from_env): shared memory where it works,
-// else Gloo's TCP with `options`.
+// else TCP (ours, or Gloo's with kGloo) with `options`.
 std::unique_ptr<Communicator> make_cpu_communicator(Store& store, const std::string& group_name,
                                                     int rank_in_group,
                                                     std::vector<int64_t> global_ranks,

@@ -230,3 +230,13 @@ set_tests_properties(cli_generate_eval PROPERTIES TIMEOUT 300)
 add_test(NAME openmp_wait_policy_oversubscribed
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/openmp_policy_cli_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(openmp_wait_policy_oversubscribed PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)
+
+# The TCP transports on real processes: the tp 2 x pp 2 (x dp 2, ZeRO-1) layouts with every group
+# forced onto our TCP communicator (MTNLG_TRANSPORT=tcp, what groups spanning nodes use) and
+# onto Gloo's (gloo), each matching one process as over shared memory.
+foreach(transport tcp gloo)
+  add_test(NAME tp_pp_train_over_${transport}
+    COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/tp_pp_train_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+  set_tests_properties(tp_pp_train_over_${transport} PROPERTIES TIMEOUT 600
+    ENVIRONMENT "MTNLG_TRANSPORT=${transport}")
+endforeach()

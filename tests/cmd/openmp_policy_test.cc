@@ -39,6 +39,7 @@ TEST_CASE("oversubscribed: more threads on the node than cores") {
   CHECK_FALSE(oversubscribed(1, 64, 2));  // one rank: its threads are its own business
   CHECK_FALSE(oversubscribed(2, 0, 2));   // the default splits the cores
   CHECK_FALSE(oversubscribed(2, 1, 2));
+  CHECK_FALSE(oversubscribed(4, 1, 2));  // one thread each: no OpenMP workers to spin
   CHECK(oversubscribed(2, 2, 2));
   CHECK(oversubscribed(8, 16, 112));
   CHECK_FALSE(oversubscribed(8, 14, 112));

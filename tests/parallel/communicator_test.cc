@@ -29,7 +29,8 @@ std::vector<int64_t> iota(int n) {
   return v;
 }
 
-// Each test runs over both transports: Gloo's TCP and shared memory (parallel/shm_communicator.h).
+// Each test runs over every transport: Gloo's TCP, ours (parallel/tcp_communicator.h) and shared
+// memory (parallel/shm_communicator.h).
 std::unique_ptr<Communicator> world(MemoryStore& store, int rank, int n, Transport transport) {
   auto c = make_cpu_communicator(store, "world", rank, iota(n), GlooOptions::from_env(kTimeout),
                                  transport);
@@ -40,7 +41,7 @@ std::unique_ptr<Communicator> world(MemoryStore& store, int rank, int n, Transpo
 }
 
 const char* transport_name(Transport t) {
-  return t == Transport::kShm ? "shm" : "tcp";
+  return t == Transport::kShm ? "shm" : t == Transport::kTcp ? "tcp" : "gloo";
 }
 
 // Uneven, sign-mixed small integers: exact in every dtype, and max differs from sum.
@@ -72,7 +73,7 @@ double reduce(int n, int64_t i, ReduceOp op) {
 // Bf16, F16: the test values and their sums are small integers, exact in bf16 and fp16.
 TEMPLATE_TEST_CASE("all_reduce over 1-4 ranks - sum and max", "", float, double, int32_t, Bf16,
                    F16) {
-  const Transport tr = GENERATE(Transport::kTcp, Transport::kShm);
+  const Transport tr = GENERATE(Transport::kGloo, Transport::kTcp, Transport::kShm);
   INFO("transport " << transport_name(tr));
   for (int n = 1; n <= 4; ++n) {
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
@@ -99,7 +100,7 @@ TEMPLATE_TEST_CASE("all_reduce over 1-4 ranks - sum and max", "", float, double,
 
 TEMPLATE_TEST_CASE("reduce_scatter gives rank r chunk r of the reduction", "", float, double,
                    int32_t, Bf16, F16) {
-  const Transport tr = GENERATE(Transport::kTcp, Transport::kShm);
+  const Transport tr = GENERATE(Transport::kGloo, Transport::kTcp, Transport::kShm);
   INFO("transport " << transport_name(tr));
   // Chunks of one element, a non-power-of-two and a larger one; one communicator runs them all
   // back to back (with an all_reduce between, whose tags and slots must not mix with the ring's).
@@ -150,7 +151,7 @@ TEMPLATE_TEST_CASE("reduce_scatter gives rank r chunk r of the reduction", "", f
 }
 
 TEST_CASE("reduce_scatter on an odd ring of 3 and 5 ranks - in place of chunk r") {
-  const Transport tr = GENERATE(Transport::kTcp, Transport::kShm);
+  const Transport tr = GENERATE(Transport::kGloo, Transport::kTcp, Transport::kShm);
   INFO("transport " << transport_name(tr));
   // out may be chunk r of in itself (the one chunk the ring reads only at its last step).
   for (int n : {3, 5}) {
@@ -173,7 +174,7 @@ TEST_CASE("reduce_scatter on an odd ring of 3 and 5 ranks - in place of chunk r"
 
 TEMPLATE_TEST_CASE("all_gather puts rank r's input in chunk r", "", float, double, int32_t, Bf16,
                    F16) {
-  const Transport tr = GENERATE(Transport::kTcp, Transport::kShm);
+  const Transport tr = GENERATE(Transport::kGloo, Transport::kTcp, Transport::kShm);
   INFO("transport " << transport_name(tr));
   const int64_t chunk = 7;
   for (int n = 1; n <= 4; ++n) {
@@ -199,7 +200,7 @@ TEMPLATE_TEST_CASE("all_gather puts rank r's input in chunk r", "", float, doubl
 
 TEMPLATE_TEST_CASE("broadcast copies the root's tensor to every rank", "", float, double, int32_t,
                    Bf16, F16) {
-  const Transport tr = GENERATE(Transport::kTcp, Transport::kShm);
+  const Transport tr = GENERATE(Transport::kGloo, Transport::kTcp, Transport::kShm);
   INFO("transport " << transport_name(tr));
   for (int n = 1; n <= 4; ++n) {
     for (int root = 0; root < n; ++root) {
@@ -219,7 +220,7 @@ TEMPLATE_TEST_CASE("broadcast copies the root's tensor to every rank", "", float
 }
 
 TEST_CASE("send/recv around a ring - twice - in order") {
-  const Transport tr = GENERATE(Transport::kTcp, Transport::kShm);
+  const Transport tr = GENERATE(Transport::kGloo, Transport::kTcp, Transport::kShm);
   INFO("transport " << transport_name(tr));
   for (int n = 2; n <= 4; ++n) {
     INFO("ranks " << n);
@@ -256,7 +257,7 @@ TEST_CASE("send/recv around a ring - twice - in order") {
 }
 
 TEST_CASE("the same group created twice on one store gets fresh keys") {
-  const Transport tr = GENERATE(Transport::kTcp, Transport::kShm);
+  const Transport tr = GENERATE(Transport::kGloo, Transport::kTcp, Transport::kShm);
   INFO("transport " << transport_name(tr));
   MemoryStore store;
   std::vector<double> got(3);
@@ -272,7 +273,7 @@ TEST_CASE("the same group created twice on one store gets fresh keys") {
 }
 
 TEST_CASE("barrier: no rank leaves before every rank arrived") {
-  const Transport tr = GENERATE(Transport::kTcp, Transport::kShm);
+  const Transport tr = GENERATE(Transport::kGloo, Transport::kTcp, Transport::kShm);
   INFO("transport " << transport_name(tr));
   for (int n = 1; n <= 4; ++n) {
     MemoryStore store;
@@ -290,7 +291,7 @@ TEST_CASE("barrier: no rank leaves before every rank arrived") {
 }
 
 TEST_CASE("a one-rank group returns at once - reduce_scatter and all_gather copy") {
-  const Transport tr = GENERATE(Transport::kTcp, Transport::kShm);
+  const Transport tr = GENERATE(Transport::kGloo, Transport::kTcp, Transport::kShm);
   INFO("transport " << transport_name(tr));
   MemoryStore store;
   auto comm = world(store, 0, 1, tr);
@@ -310,7 +311,7 @@ TEST_CASE("a one-rank group returns at once - reduce_scatter and all_gather copy
 }
 
 TEST_CASE("wrong sizes and dtypes name the op - the group and the sizes") {
-  const Transport tr = GENERATE(Transport::kTcp, Transport::kShm);
+  const Transport tr = GENERATE(Transport::kGloo, Transport::kTcp, Transport::kShm);
   INFO("transport " << transport_name(tr));
   MemoryStore store;
   auto comm = world(store, 0, 1, tr);
@@ -375,7 +376,7 @@ void timeout_case(int n, Transport transport, const std::string& op = "all_reduc
 }
 
 TEST_CASE("a rank that never joins makes the others time out - naming the peer") {
-  const Transport tr = GENERATE(Transport::kTcp, Transport::kShm);
+  const Transport tr = GENERATE(Transport::kGloo, Transport::kTcp, Transport::kShm);
   INFO("transport " << transport_name(tr));
   SECTION("2 ranks") {
     timeout_case(2, tr);
@@ -433,6 +434,8 @@ TEST_CASE("shared memory: pieces larger than a slot, a long send stream, and MTN
   CHECK(transport_from_env() == Transport::kTcp);
   ::setenv("MTNLG_TRANSPORT", "shm", 1);
   CHECK(transport_from_env() == Transport::kShm);
+  ::setenv("MTNLG_TRANSPORT", "gloo", 1);
+  CHECK(transport_from_env() == Transport::kGloo);
   ::setenv("MTNLG_TRANSPORT", "infiniband", 1);
   CHECK_THROWS_WITH(transport_from_env(), Catch::Contains("MTNLG_TRANSPORT=infiniband"));
   ::unsetenv("MTNLG_TRANSPORT");

@@ -1,0 +1,539 @@
+#include "parallel/tcp_communicator.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <exception>
+#include <random>
+#include <thread>
+
+#include "core/status.h"
+#include "parallel/group_checks.h"
+
+namespace mtnlg {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using ms = std::chrono::milliseconds;
+
+constexpr size_t kExchangeAllBytes = size_t{64} << 10;  // all_reduce: one round below this
+constexpr auto kSpin = std::chrono::microseconds(50);   // retries before sleeping in poll()
+
+// A socket closed on destruction.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Fd& operator=(Fd&& o) noexcept {
+    std::swap(fd_, o.fd_);
+    return *this;
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_ = -1;
+};
+
+[[noreturn]] void fail_setup(const std::string& what, const std::string& group) {
+  throw io_error("creating TCP group '" + group + "': " + what + ": " + std::strerror(errno),
+                 "tcp");
+}
+
+void set_nonblocking(int fd) {
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+void set_nodelay(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+// The IPv4 address to listen on: the interface's, else the host name's, else this host's.
+std::string listen_address(const GlooOptions& o, const std::string& group) {
+  if (!o.iface.empty()) {
+    ifaddrs* list = nullptr;
+    if (::getifaddrs(&list) != 0) fail_setup("getifaddrs", group);
+    std::string found;
+    for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+      if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET || o.iface != a->ifa_name)
+        continue;
+      char buf[INET_ADDRSTRLEN] = {};
+      ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, buf,
+                  sizeof(buf));
+      found = buf;
+      break;
+    }
+    ::freeifaddrs(list);
+    if (found.empty())
+      throw invalid_argument("network interface '" + o.iface + "' has no IPv4 address",
+                             "MTNLG_GLOO_IFACE");
+    return found;
+  }
+  std::string host = o.hostname;
+  if (host.empty()) {
+    char buf[256] = {};
+    ::gethostname(buf, sizeof(buf) - 1);
+    host = buf;
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || res == nullptr)
+    throw io_error("cannot resolve host name '" + host + "' for TCP group '" + group +
+                       "'; the fix: MTNLG_GLOO_IFACE (an interface) or MTNLG_GLOO_HOSTNAME",
+                   "tcp");
+  char buf[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr, buf, sizeof(buf));
+  ::freeaddrinfo(res);
+  return buf;
+}
+
+// a op b in T: bf16/f16 in fp32, rounded once per step (as the shared-memory transport).
+template <typename T>
+T combine(T a, T b, ReduceOp op) {
+  using A = acc_t<T>;
+  const A x = static_cast<A>(a), y = static_cast<A>(b);
+  return static_cast<T>(op == ReduceOp::kSum ? x + y : std::max(x, y));
+}
+
+// Reduces srcs[0..n) element-wise in that order into out (out may be one of srcs).
+template <typename T>
+void reduce_in_order(T* out, const std::vector<const T*>& srcs, size_t count, ReduceOp op) {
+  for (size_t e = 0; e < count; ++e) {
+    T acc = srcs[0][e];
+    for (size_t p = 1; p < srcs.size(); ++p) acc = combine(acc, srcs[p][e], op);
+    out[e] = acc;
+  }
+}
+
+// One transfer of an operation: bytes to send to, or receive from, a peer.
+struct Transfer {
+  int peer;
+  bool send;
+  char* data;
+  size_t left;
+};
+
+class TcpCommunicator final : public Communicator {
+ public:
+  TcpCommunicator(Store& store, std::string name, int rank, std::vector<int64_t> global_ranks,
+                  const GlooOptions& options);
+  ~TcpCommunicator() override {
+    if (size_ == 1 || !failure_.empty() || std::uncaught_exceptions() > 0) return;
+    try {
+      barrier();
+    } catch (const std::exception&) {
+      // Leaving anyway; peers that still need us report their own error.
+    }
+  }
+  TcpCommunicator(const TcpCommunicator&) = delete;
+  TcpCommunicator& operator=(const TcpCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::string& name() const override { return name_; }
+  const char* transport() const override { return "tcp"; }
+  int64_t bytes_sent() const override { return bytes_sent_; }
+
+  void all_reduce(Tensor& t, ReduceOp op) override;
+  void reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) override;
+  void all_gather(Tensor& out, const Tensor& in) override;
+  void broadcast(Tensor& t, int root) override;
+  void send(const Tensor& t, int peer) override;
+  void recv(Tensor& t, int peer) override;
+  void barrier() override;
+
+ private:
+  std::string where() const { return group_where(name_, rank_, size_, global_ranks_, ", TCP"); }
+  void check_tensor(const char* op, const Tensor& t) const { check_host_tensor(op, t, where()); }
+  // Runs the transfers to completion on one poll() loop; throws (and marks the communicator
+  // failed) naming the peer on a timeout or a closed connection.
+  void progress(std::vector<Transfer>& xs);
+  template <typename F>
+  void run(const char* op, const Tensor* data, F&& f);
+  // reduce_scatter of `count` elements per chunk from `in` (size_ chunks) into `out`, and
+  // all_gather of `bytes` per chunk from `in` into `out` (size_ chunks); the building blocks.
+  template <typename T>
+  void direct_reduce_scatter(T* out, const T* in, size_t count, ReduceOp op);
+  void direct_all_gather(char* out, const char* in, size_t bytes);
+
+  std::string name_;
+  int rank_;
+  int size_;
+  std::vector<int64_t> global_ranks_;
+  ms timeout_;
+  std::vector<Fd> peers_;  // [size_]: the socket to each other rank
+  std::vector<char> scratch_;
+  int64_t bytes_sent_ = 0;
+  const char* op_ = "";
+  const Tensor* data_ = nullptr;
+  std::string failure_;
+};
+
+TcpCommunicator::TcpCommunicator(Store& store, std::string name, int rank,
+                                 std::vector<int64_t> global_ranks, const GlooOptions& options)
+    : name_(std::move(name)),
+      rank_(rank),
+      size_(static_cast<int>(global_ranks.size())),
+      global_ranks_(std::move(global_ranks)),
+      timeout_(options.timeout),
+      peers_(static_cast<size_t>(size_)) {
+  MTNLG_CHECK_MSG(size_ >= 1 && 0 <= rank_ && rank_ < size_,
+                  "group '" << name_ << "': rank " << rank_ << " outside a group of " << size_);
+  if (size_ == 1) return;
+  const std::string group =
+      name_ + "." + std::to_string(global_ranks_[0]) + "x" + std::to_string(size_);
+  const int64_t generation = store.next_use("tcp/" + group + "/" + std::to_string(rank_));
+  const std::string prefix = "tcp/" + group + "." + std::to_string(generation);
+
+  // Listen, publish "address:port nonce" (rank 0's nonce is the group's).
+  Fd listener(::socket(AF_INET, SOCK_STREAM, 0));
+  if (listener.get() < 0) fail_setup("socket", name_);
+  int one = 1;
+  ::setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  const std::string ip = listen_address(options, name_);
+  ::inet_pton(AF_INET, ip.c_str(), &addr.sin_addr);
+  addr.sin_port = 0;
+  if (::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0)
+    fail_setup("bind to " + ip, name_);
+  if (::listen(listener.get(), size_) != 0) fail_setup("listen", name_);
+  socklen_t len = sizeof(addr);
+  ::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len);
+  const std::string me = ip + ":" + std::to_string(ntohs(addr.sin_port));
+  store.set(prefix + "/" + owned_key("addr", global_ranks_[rank_]),
+            std::vector<uint8_t>(me.begin(), me.end()));
+  uint64_t nonce = 0;
+  if (rank_ == 0) {
+    std::random_device rd;
+    nonce = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+    std::vector<uint8_t> v(8);
+    std::memcpy(v.data(), &nonce, 8);
+    store.set(prefix + "/" + owned_key("nonce", global_ranks_[0]), v);
+  } else {
+    const auto v = store.get(prefix + "/" + owned_key("nonce", global_ranks_[0]), timeout_);
+    MTNLG_CHECK_EQ(v.size(), 8u);
+    std::memcpy(&nonce, v.data(), 8);
+  }
+  const auto deadline = Clock::now() + timeout_;
+  auto left_ms = [&] {
+    return static_cast<int>(
+        std::max<int64_t>(0, std::chrono::duration_cast<ms>(deadline - Clock::now()).count()));
+  };
+  // Connect to every lower rank: hello = our rank, the nonce.
+  for (int p = 0; p < rank_; ++p) {
+    const auto v = store.get(prefix + "/" + owned_key("addr", global_ranks_[p]), timeout_);
+    const std::string where_to(v.begin(), v.end());
+    const size_t colon = where_to.rfind(':');
+    sockaddr_in peer{};
+    peer.sin_family = AF_INET;
+    peer.sin_port = htons(static_cast<uint16_t>(std::stoi(where_to.substr(colon + 1))));
+    ::inet_pton(AF_INET, where_to.substr(0, colon).c_str(), &peer.sin_addr);
+    for (;;) {
+      Fd s(::socket(AF_INET, SOCK_STREAM, 0));
+      if (::connect(s.get(), reinterpret_cast<sockaddr*>(&peer), sizeof(peer)) == 0) {
+        int32_t hello[3] = {rank_, 0, 0};
+        std::memcpy(&hello[1], &nonce, 8);
+        if (::send(s.get(), hello, sizeof(hello), MSG_NOSIGNAL) != sizeof(hello))
+          fail_setup("sending the hello to rank " + std::to_string(p), name_);
+        set_nodelay(s.get());
+        set_nonblocking(s.get());
+        peers_[static_cast<size_t>(p)] = std::move(s);
+        break;
+      }
+      if (left_ms() == 0)
+        throw io_error("creating TCP " + where() + ": cannot connect to " +
+                           peer_str(p, global_ranks_) + " at " + where_to + ": " +
+                           std::strerror(errno),
+                       "tcp");
+      std::this_thread::sleep_for(ms(10));
+    }
+  }
+  // Accept every higher rank.
+  for (int accepted = 0; accepted < size_ - 1 - rank_;) {
+    pollfd pfd{listener.get(), POLLIN, 0};
+    if (::poll(&pfd, 1, left_ms()) <= 0)
+      throw io_error("creating TCP " + where() + ": " +
+                         std::to_string(size_ - 1 - rank_ - accepted) +
+                         " higher rank(s) did not connect within the timeout",
+                     "tcp");
+    Fd s(::accept(listener.get(), nullptr, nullptr));
+    if (s.get() < 0) continue;
+    int32_t hello[3] = {-1, 0, 0};
+    pollfd h{s.get(), POLLIN, 0};
+    if (::poll(&h, 1, left_ms()) <= 0 ||
+        ::recv(s.get(), hello, sizeof(hello), MSG_WAITALL) != sizeof(hello))
+      continue;
+    uint64_t theirs = 0;
+    std::memcpy(&theirs, &hello[1], 8);
+    const int p = hello[0];
+    if (theirs != nonce || p <= rank_ || p >= size_ || peers_[static_cast<size_t>(p)].get() >= 0)
+      continue;  // not one of ours: refused
+    set_nodelay(s.get());
+    set_nonblocking(s.get());
+    peers_[static_cast<size_t>(p)] = std::move(s);
+    ++accepted;
+  }
+}
+
+template <typename F>
+void TcpCommunicator::run(const char* op, const Tensor* data, F&& f) {
+  if (!failure_.empty())
+    throw io_error(std::string(op) + " on " + where() +
+                       ": the communicator failed earlier and cannot be used: " + failure_,
+                   "tcp");
+  op_ = op;
+  data_ = data;
+  f();
+}
+
+void TcpCommunicator::progress(std::vector<Transfer>& xs) {
+  const auto start = Clock::now();
+  std::vector<pollfd> fds;
+  std::vector<size_t> which;
+  for (;;) {
+    fds.clear();
+    which.clear();
+    for (size_t i = 0; i < xs.size(); ++i) {
+      Transfer& x = xs[i];
+      // Try first: most small transfers complete without waiting.
+      while (x.left > 0) {
+        const int fd = peers_[static_cast<size_t>(x.peer)].get();
+        const ssize_t n =
+            x.send ? ::send(fd, x.data, x.left, MSG_NOSIGNAL) : ::recv(fd, x.data, x.left, 0);
+        if (n > 0) {
+          x.data += n;
+          x.left -= static_cast<size_t>(n);
+          continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
+        const auto waited = std::chrono::duration_cast<ms>(Clock::now() - start).count();
+        failure_ = std::string(op_) + " of " + (data_ ? data_->str() : "no data") + " on " +
+                   where() + " failed after " + std::to_string(waited) +
+                   " ms: " + peer_str(x.peer, global_ranks_) +
+                   " closed its connection (the process died or failed)" +
+                   (n < 0 ? std::string(" [") + std::strerror(errno) + "]" : "");
+        throw io_error(failure_, "tcp");
+      }
+      if (x.left > 0) {
+        fds.push_back({peers_[static_cast<size_t>(x.peer)].get(),
+                       static_cast<short>(x.send ? POLLOUT : POLLIN), 0});
+        which.push_back(i);
+      }
+    }
+    if (fds.empty()) return;
+    const auto waited = Clock::now() - start;
+    // Retry without sleeping for a few tens of microseconds: a small message's answer usually
+    // arrives within that, and a thread woken from poll() pays the scheduler's latency again
+    // (Open MPI's TCP transport polls the same way).
+    if (waited < kSpin) {
+      std::this_thread::yield();
+      continue;
+    }
+    if (waited >= timeout_) {
+      failure_ = std::string(op_) + " of " + (data_ ? data_->str() : "no data") + " on " + where() +
+                 " failed after " + std::to_string(std::chrono::duration_cast<ms>(waited).count()) +
+                 " ms (timeout " + std::to_string(timeout_.count()) +
+                 " ms): " + peer_str(xs[which.front()].peer, global_ranks_) +
+                 " did not answer in time";
+      throw io_error(failure_, "tcp");
+    }
+    const auto left = std::chrono::duration_cast<ms>(timeout_ - waited).count();
+    ::poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(left, 100)) + 1);
+  }
+}
+
+template <typename T>
+void TcpCommunicator::direct_reduce_scatter(T* out, const T* in, size_t count, ReduceOp op) {
+  const size_t bytes = count * sizeof(T);
+  scratch_.resize(bytes * static_cast<size_t>(size_));
+  std::vector<Transfer> xs;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    xs.push_back({p, true, reinterpret_cast<char*>(const_cast<T*>(in + count * p)), bytes});
+    xs.push_back({p, false, scratch_.data() + bytes * static_cast<size_t>(p), bytes});
+  }
+  progress(xs);
+  std::vector<const T*> srcs;
+  for (int p = 0; p < size_; ++p)
+    srcs.push_back(p == rank_ ? in + count * rank_
+                              : reinterpret_cast<const T*>(scratch_.data() + bytes * p));
+  reduce_in_order(out, srcs, count, op);
+}
+
+void TcpCommunicator::direct_all_gather(char* out, const char* in, size_t bytes) {
+  if (out + bytes * static_cast<size_t>(rank_) != in)
+    std::memmove(out + bytes * static_cast<size_t>(rank_), in, bytes);
+  std::vector<Transfer> xs;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    xs.push_back({p, true, out + bytes * static_cast<size_t>(rank_), bytes});
+    xs.push_back({p, false, out + bytes * static_cast<size_t>(p), bytes});
+  }
+  progress(xs);
+}
+
+void TcpCommunicator::all_reduce(Tensor& t, ReduceOp op) {
+  check_tensor("all_reduce", t);
+  if (size_ == 1 || t.numel() == 0) return;
+  run("all_reduce", &t, [&] {
+    by_host_dtype(t.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      T* data = static_cast<T*>(t.data());
+      const auto total = static_cast<size_t>(t.numel());
+      if (t.nbytes() <= kExchangeAllBytes || total < static_cast<size_t>(size_)) {
+        // One round: everyone's tensor to everyone, reduced in rank order.
+        const size_t bytes = t.nbytes();
+        scratch_.resize(bytes * static_cast<size_t>(size_));
+        std::vector<Transfer> xs;
+        for (int p = 0; p < size_; ++p) {
+          if (p == rank_) continue;
+          xs.push_back({p, true, reinterpret_cast<char*>(data), bytes});
+          xs.push_back({p, false, scratch_.data() + bytes * static_cast<size_t>(p), bytes});
+        }
+        progress(xs);
+        std::memcpy(scratch_.data() + bytes * static_cast<size_t>(rank_), data, bytes);
+        std::vector<const T*> srcs;
+        for (int p = 0; p < size_; ++p)
+          srcs.push_back(reinterpret_cast<const T*>(scratch_.data() + bytes * p));
+        reduce_in_order(data, srcs, total, op);
+        return;
+      }
+      // Chunk k reduced by rank k (reduce-scatter), then gathered: the same bits everywhere.
+      // The last chunk takes the remainder; the others are equal.
+      const size_t chunk = total / static_cast<size_t>(size_);
+      const size_t tail = total - chunk * static_cast<size_t>(size_);
+      std::vector<T> in(data, data + total);
+      std::vector<T> mine(chunk);
+      direct_reduce_scatter(mine.data(), in.data(), chunk, op);
+      direct_all_gather(reinterpret_cast<char*>(data), reinterpret_cast<const char*>(mine.data()),
+                        chunk * sizeof(T));
+      if (tail > 0) {  // the few elements past size_ equal chunks: one more small round
+        Tensor rest = Tensor::borrow(data + chunk * size_, {static_cast<int64_t>(tail)}, t.dtype());
+        std::memcpy(data + chunk * size_, in.data() + chunk * size_, tail * sizeof(T));
+        const int64_t before = bytes_sent_;
+        all_reduce(rest, op);
+        bytes_sent_ = before;
+      }
+    });
+  });
+  bytes_sent_ += 2 * (size_ - 1) * static_cast<int64_t>(t.nbytes()) / size_;
+}
+
+void TcpCommunicator::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) {
+  check_tensor("reduce_scatter", out);
+  check_tensor("reduce_scatter", in);
+  check_reduce_scatter_sizes(out, in, size_, where());
+  if (size_ == 1) {
+    std::memmove(out.data(), in.data(), in.nbytes());
+    return;
+  }
+  if (out.numel() == 0) return;
+  run("reduce_scatter", &in, [&] {
+    by_host_dtype(in.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      direct_reduce_scatter(static_cast<T*>(out.data()), static_cast<const T*>(in.data()),
+                            static_cast<size_t>(out.numel()), op);
+    });
+  });
+  bytes_sent_ += (size_ - 1) * static_cast<int64_t>(in.nbytes()) / size_;
+}
+
+void TcpCommunicator::all_gather(Tensor& out, const Tensor& in) {
+  check_tensor("all_gather", out);
+  check_tensor("all_gather", in);
+  check_all_gather_sizes(out, in, size_, where());
+  if (size_ == 1) {
+    std::memmove(out.data(), in.data(), in.nbytes());
+    return;
+  }
+  if (in.numel() == 0) return;
+  run("all_gather", &out, [&] {
+    direct_all_gather(static_cast<char*>(out.data()), static_cast<const char*>(in.data()),
+                      in.nbytes());
+  });
+  bytes_sent_ += (size_ - 1) * static_cast<int64_t>(out.nbytes()) / size_;
+}
+
+void TcpCommunicator::broadcast(Tensor& t, int root) {
+  check_tensor("broadcast", t);
+  check_root(root, size_, where());
+  if (size_ == 1 || t.numel() == 0) return;
+  run("broadcast", &t, [&] {
+    std::vector<Transfer> xs;
+    if (rank_ == root) {
+      for (int p = 0; p < size_; ++p)
+        if (p != root) xs.push_back({p, true, static_cast<char*>(t.data()), t.nbytes()});
+    } else {
+      xs.push_back({root, false, static_cast<char*>(t.data()), t.nbytes()});
+    }
+    progress(xs);
+  });
+  bytes_sent_ += static_cast<int64_t>(t.nbytes());
+}
+
+void TcpCommunicator::send(const Tensor& t, int peer) {
+  check_tensor("send", t);
+  check_peer("send", peer, rank_, size_, where());
+  if (t.numel() == 0) return;
+  run("send", &t, [&] {
+    std::vector<Transfer> xs{{peer, true, static_cast<char*>(t.data()), t.nbytes()}};
+    progress(xs);
+  });
+  bytes_sent_ += static_cast<int64_t>(t.nbytes());
+}
+
+void TcpCommunicator::recv(Tensor& t, int peer) {
+  check_tensor("recv", t);
+  check_peer("recv", peer, rank_, size_, where());
+  if (t.numel() == 0) return;
+  run("recv", &t, [&] {
+    std::vector<Transfer> xs{{peer, false, static_cast<char*>(t.data()), t.nbytes()}};
+    progress(xs);
+  });
+}
+
+void TcpCommunicator::barrier() {
+  if (size_ == 1) return;
+  run("barrier", nullptr, [&] {
+    std::vector<char> out(static_cast<size_t>(size_), 1), in(static_cast<size_t>(size_), 0);
+    std::vector<Transfer> xs;
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      xs.push_back({p, true, &out[static_cast<size_t>(p)], 1});
+      xs.push_back({p, false, &in[static_cast<size_t>(p)], 1});
+    }
+    progress(xs);
+  });
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_tcp_communicator(Store& store, const std::string& group_name,
+                                                    int rank_in_group,
+                                                    std::vector<int64_t> global_ranks,
+                                                    const GlooOptions& options) {
+  return std::make_unique<TcpCommunicator>(store, group_name, rank_in_group,
+                                           std::move(global_ranks), options);
+}
+
+}  // namespace mtnlg
