@@ -1,10 +1,12 @@
-// What every Communicator implementation (Gloo, shared memory, NCCL) checks and says the same
-// way: a group's description for errors, peer and root ranks, the size rules of reduce_scatter
-// and all_gather, and the host dtypes the CPU transports reduce. Failed checks are MTNLG_CHECK
+// What every Communicator implementation (Gloo, shared memory, TCP, NCCL) checks and says the
+// same way: a group's description for errors, peer and root ranks, the size rules of
+// reduce_scatter and all_gather, the host dtypes the CPU transports reduce, and the reduction
+// rule of our CPU transports (reduce_in_order). Failed checks are MTNLG_CHECK
 // failures (programming errors) naming the operation, the group and the sizes.
 // Pure functions; thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -12,6 +14,7 @@
 #include "core/kernels/bf16_math.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "parallel/communicator.h"
 
 namespace mtnlg {
 
@@ -57,6 +60,22 @@ void by_host_dtype(DType dtype, F&& f) {
       return;
     default:
       MTNLG_CHECK_MSG(false, "CPU communicator: unsupported dtype " << dtype_name(dtype));
+  }
+}
+
+// out[e] = srcs[0][e] op srcs[1][e] op ... in that order (out may be one of srcs): the same bits
+// on every rank that reduces the same inputs. bf16/f16 in fp32, rounded after each step, as
+// NCCL's reductions round.
+template <typename T>
+void reduce_in_order(T* out, const std::vector<const T*>& srcs, size_t count, ReduceOp op) {
+  using A = acc_t<T>;
+  for (size_t e = 0; e < count; ++e) {
+    T acc = srcs[0][e];
+    for (size_t p = 1; p < srcs.size(); ++p) {
+      const A x = static_cast<A>(acc), y = static_cast<A>(srcs[p][e]);
+      acc = static_cast<T>(op == ReduceOp::kSum ? x + y : std::max(x, y));
+    }
+    out[e] = acc;
   }
 }
 

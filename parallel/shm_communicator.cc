@@ -85,14 +85,6 @@ void cpu_relax() {
 #endif
 }
 
-// a op b in T: bf16/f16 in fp32, rounded once per step.
-template <typename T>
-T combine(T a, T b, ReduceOp op) {
-  using A = acc_t<T>;
-  const A x = static_cast<A>(a), y = static_cast<A>(b);
-  return static_cast<T>(op == ReduceOp::kSum ? x + y : std::max(x, y));
-}
-
 // A mapping of the segment; unmapped on destruction.
 class Mapping {
  public:
@@ -311,12 +303,9 @@ void ShmCommunicator::all_reduce(Tensor& t, ReduceOp op) {
         const size_t chunk = (count + size_ - 1) / size_;
         const size_t begin = std::min(count, chunk * rank_), end = std::min(count, begin + chunk);
         T* out = reinterpret_cast<T*>(result());
-        for (size_t e = begin; e < end; ++e) {
-          T acc = reinterpret_cast<const T*>(slot(0))[e];
-          for (int p = 1; p < size_; ++p)
-            acc = combine(acc, reinterpret_cast<const T*>(slot(p))[e], op);
-          out[e] = acc;
-        }
+        std::vector<const T*> srcs;
+        for (int p = 0; p < size_; ++p) srcs.push_back(reinterpret_cast<const T*>(slot(p)) + begin);
+        reduce_in_order(out + begin, srcs, end - begin, op);
         phase();
         std::memcpy(data + off, out, count * sizeof(T));
       }
@@ -348,13 +337,10 @@ void ShmCommunicator::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op)
         for (int k = 0; k < size_; ++k)
           std::memcpy(mine + k * count, src + k * m + off, count * sizeof(T));
         phase();
-        for (size_t e = 0; e < count; ++e) {
-          const size_t at = static_cast<size_t>(rank_) * count + e;
-          T acc = reinterpret_cast<const T*>(slot(0))[at];
-          for (int p = 1; p < size_; ++p)
-            acc = combine(acc, reinterpret_cast<const T*>(slot(p))[at], op);
-          dst[off + e] = acc;
-        }
+        std::vector<const T*> srcs;
+        for (int p = 0; p < size_; ++p)
+          srcs.push_back(reinterpret_cast<const T*>(slot(p)) + static_cast<size_t>(rank_) * count);
+        reduce_in_order(dst + off, srcs, count, op);
         phase();
       }
     });

@@ -106,24 +106,6 @@ std::string listen_address(const GlooOptions& o, const std::string& group) {
   return buf;
 }
 
-// a op b in T: bf16/f16 in fp32, rounded once per step (as the shared-memory transport).
-template <typename T>
-T combine(T a, T b, ReduceOp op) {
-  using A = acc_t<T>;
-  const A x = static_cast<A>(a), y = static_cast<A>(b);
-  return static_cast<T>(op == ReduceOp::kSum ? x + y : std::max(x, y));
-}
-
-// Reduces srcs[0..n) element-wise in that order into out (out may be one of srcs).
-template <typename T>
-void reduce_in_order(T* out, const std::vector<const T*>& srcs, size_t count, ReduceOp op) {
-  for (size_t e = 0; e < count; ++e) {
-    T acc = srcs[0][e];
-    for (size_t p = 1; p < srcs.size(); ++p) acc = combine(acc, srcs[p][e], op);
-    out[e] = acc;
-  }
-}
-
 // One transfer of an operation: bytes to send to, or receive from, a peer.
 struct Transfer {
   int peer;
