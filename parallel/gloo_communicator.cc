@@ -22,6 +22,7 @@
 
 #include "core/status.h"
 #include "parallel/group_checks.h"
+#include "parallel/host_communicator.h"
 
 namespace mtnlg {
 
@@ -101,7 +102,7 @@ void by_dtype(DType dtype, F&& f) {
   by_host_dtype(dtype, std::forward<F>(f));
 }
 
-class GlooCommunicator final : public Communicator {
+class GlooCommunicator final : public HostCommunicator {
  public:
   GlooCommunicator(Store& store, std::string name, int rank, std::vector<int64_t> global_ranks,
                    const GlooOptions& options);
@@ -120,27 +121,18 @@ class GlooCommunicator final : public Communicator {
   GlooCommunicator(const GlooCommunicator&) = delete;
   GlooCommunicator& operator=(const GlooCommunicator&) = delete;
 
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  const std::string& name() const override { return name_; }
   const char* transport() const override { return "gloo"; }
-  int64_t bytes_sent() const override { return bytes_sent_; }
-
-  void all_reduce(Tensor& t, ReduceOp op) override;
-  void reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) override;
-  void all_gather(Tensor& out, const Tensor& in) override;
-  void broadcast(Tensor& t, int root) override;
-  void send(const Tensor& t, int peer) override;
-  void recv(Tensor& t, int peer) override;
-  void barrier() override;
 
  private:
-  std::string where() const { return group_where(name_, rank_, size_, global_ranks_); }
-  std::string peer_str(int peer) const { return mtnlg::peer_str(peer, global_ranks_); }
-  void check_tensor(const char* op, const Tensor& t) const { check_host_tensor(op, t, where()); }
-  void check_peer(const char* op, int peer) const {
-    mtnlg::check_peer(op, peer, rank_, size_, where());
-  }
+  void do_all_reduce(Tensor& t, ReduceOp op) override;
+  void do_reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) override;
+  void do_all_gather(Tensor& out, const Tensor& in) override;
+  void do_broadcast(Tensor& t, int root) override;
+  void do_send(const Tensor& t, int peer) override;
+  void do_recv(Tensor& t, int peer) override;
+  void do_barrier() override;
+
+ private:
   uint32_t next_tag() { return tag_++; }
   // reduce_scatter's ring on unbound buffers; fn reduces count elements of the dtype.
   void ring_reduce_scatter(Tensor& out, const Tensor& in, ReduceFn fn);
@@ -150,32 +142,22 @@ class GlooCommunicator final : public Communicator {
   std::string blame(const char* op, const std::string& gloo_msg, int peer, int root) const;
   std::string dead_peers() const;
 
-  std::string name_;
-  int rank_;
-  int size_;
-  std::vector<int64_t> global_ranks_;
   ms timeout_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::rendezvous::Context> context_;  // null for a one-rank group
   std::vector<std::string> peer_address_;               // as Gloo prints it in errors
   std::vector<uint32_t> send_seq_, recv_seq_;           // per peer: matches k-th send to k-th recv
   uint32_t tag_ = 0;
-  int64_t bytes_sent_ = 0;
   std::string failure_;  // first failure; non-empty: every later op throws at once
   int broadcast_root_ = -1;
 };
 
 GlooCommunicator::GlooCommunicator(Store& store, std::string name, int rank,
                                    std::vector<int64_t> global_ranks, const GlooOptions& options)
-    : name_(std::move(name)),
-      rank_(rank),
-      size_(static_cast<int>(global_ranks.size())),
-      global_ranks_(std::move(global_ranks)),
+    : HostCommunicator(std::move(name), rank, std::move(global_ranks), ""),
       timeout_(options.timeout),
       send_seq_(size_, 0),
       recv_seq_(size_, 0) {
-  MTNLG_CHECK_MSG(size_ >= 1 && 0 <= rank_ && rank_ < size_,
-                  "group '" << name_ << "': rank " << rank_ << " outside a group of " << size_);
   MTNLG_CHECK_MSG(timeout_.count() > 0, "group '" << name_ << "': timeout must be positive");
   if (size_ == 1) return;
   // Members create groups in the same order, so they agree on the generation.
@@ -293,9 +275,7 @@ std::string GlooCommunicator::blame(const char* op, const std::string& msg, int 
   return "ring neighbour " + peer_str(left) + " or " + peer_str(right) + " did not answer";
 }
 
-void GlooCommunicator::all_reduce(Tensor& t, ReduceOp op) {
-  check_tensor("all_reduce", t);
-  if (size_ == 1 || t.numel() == 0) return;
+void GlooCommunicator::do_all_reduce(Tensor& t, ReduceOp op) {
   run("all_reduce", t.str(), -1, [&] {
     by_dtype(t.dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -308,25 +288,15 @@ void GlooCommunicator::all_reduce(Tensor& t, ReduceOp op) {
       gloo::allreduce(opts);
     });
   });
-  bytes_sent_ += 2 * (size_ - 1) * static_cast<int64_t>(t.nbytes()) / size_;
 }
 
-void GlooCommunicator::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) {
-  check_tensor("reduce_scatter", out);
-  check_tensor("reduce_scatter", in);
-  check_reduce_scatter_sizes(out, in, size_, where());
-  if (size_ == 1) {
-    std::memmove(out.data(), in.data(), in.nbytes());
-    return;
-  }
-  if (out.numel() == 0) return;
+void GlooCommunicator::do_reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) {
   run("reduce_scatter", in.str(), -1, [&] {
     by_dtype(in.dtype(), [&](auto tag) {
       using T = decltype(tag);
       ring_reduce_scatter(out, in, reduce_fn<T>(op));
     });
   });
-  bytes_sent_ += (size_ - 1) * static_cast<int64_t>(in.nbytes()) / size_;
 }
 
 // Ring reduce-scatter (n - 1 steps). At step s rank r sends chunk (r - s - 1) mod n to its right
@@ -361,15 +331,7 @@ void GlooCommunicator::ring_reduce_scatter(Tensor& out, const Tensor& in, Reduce
   }
 }
 
-void GlooCommunicator::all_gather(Tensor& out, const Tensor& in) {
-  check_tensor("all_gather", out);
-  check_tensor("all_gather", in);
-  check_all_gather_sizes(out, in, size_, where());
-  if (size_ == 1) {
-    std::memmove(out.data(), in.data(), in.nbytes());
-    return;
-  }
-  if (in.numel() == 0) return;
+void GlooCommunicator::do_all_gather(Tensor& out, const Tensor& in) {
   run("all_gather", out.str(), -1, [&] {
     by_dtype(in.dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -381,13 +343,9 @@ void GlooCommunicator::all_gather(Tensor& out, const Tensor& in) {
       gloo::allgather(opts);
     });
   });
-  bytes_sent_ += (size_ - 1) * static_cast<int64_t>(out.nbytes()) / size_;
 }
 
-void GlooCommunicator::broadcast(Tensor& t, int root) {
-  check_tensor("broadcast", t);
-  check_root(root, size_, where());
-  if (size_ == 1 || t.numel() == 0) return;
+void GlooCommunicator::do_broadcast(Tensor& t, int root) {
   broadcast_root_ = root;
   run("broadcast", t.str() + " from rank " + std::to_string(root), -1, [&] {
     by_dtype(t.dtype(), [&](auto tag) {
@@ -400,25 +358,17 @@ void GlooCommunicator::broadcast(Tensor& t, int root) {
       gloo::broadcast(opts);
     });
   });
-  bytes_sent_ += static_cast<int64_t>(t.nbytes());
 }
 
-void GlooCommunicator::send(const Tensor& t, int peer) {
-  check_tensor("send", t);
-  check_peer("send", peer);
-  if (t.numel() == 0) return;
+void GlooCommunicator::do_send(const Tensor& t, int peer) {
   run("send", t.str() + " to rank " + std::to_string(peer), peer, [&] {
     auto buf = context_->createUnboundBuffer(t.data(), t.nbytes());
     buf->send(peer, gloo::Slot::build(kP2PSlotPrefix, send_seq_[peer]++));
     if (!buf->waitSend(timeout_)) throw gloo::IoException("send aborted");
   });
-  bytes_sent_ += static_cast<int64_t>(t.nbytes());
 }
 
-void GlooCommunicator::recv(Tensor& t, int peer) {
-  check_tensor("recv", t);
-  check_peer("recv", peer);
-  if (t.numel() == 0) return;
+void GlooCommunicator::do_recv(Tensor& t, int peer) {
   run("recv", t.str() + " from rank " + std::to_string(peer), peer, [&] {
     auto buf = context_->createUnboundBuffer(t.data(), t.nbytes());
     buf->recv(peer, gloo::Slot::build(kP2PSlotPrefix, recv_seq_[peer]++));
@@ -426,8 +376,7 @@ void GlooCommunicator::recv(Tensor& t, int peer) {
   });
 }
 
-void GlooCommunicator::barrier() {
-  if (size_ == 1) return;
+void GlooCommunicator::do_barrier() {
   run("barrier", "no data", -1, [&] {
     gloo::BarrierOptions opts(context_);
     opts.setTag(next_tag());

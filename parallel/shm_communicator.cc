@@ -20,6 +20,7 @@
 #include "core/kernels/bf16_math.h"
 #include "core/status.h"
 #include "parallel/group_checks.h"
+#include "parallel/host_communicator.h"
 #include "parallel/tcp_communicator.h"
 
 #if defined(__x86_64__)
@@ -134,14 +135,11 @@ Mapping open_segment(const std::string& name, size_t bytes) {
   return m;
 }
 
-class ShmCommunicator final : public Communicator {
+class ShmCommunicator final : public HostCommunicator {
  public:
   ShmCommunicator(std::string name, int rank, std::vector<int64_t> global_ranks, ms timeout,
                   Mapping mapping)
-      : name_(std::move(name)),
-        rank_(rank),
-        size_(static_cast<int>(global_ranks.size())),
-        global_ranks_(std::move(global_ranks)),
+      : HostCommunicator(std::move(name), rank, std::move(global_ranks), ", shared memory"),
         timeout_(timeout),
         layout_(global_ranks_.size()),
         map_(std::move(mapping)) {
@@ -154,19 +152,16 @@ class ShmCommunicator final : public Communicator {
   ShmCommunicator(const ShmCommunicator&) = delete;
   ShmCommunicator& operator=(const ShmCommunicator&) = delete;
 
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  const std::string& name() const override { return name_; }
   const char* transport() const override { return "shm"; }
-  int64_t bytes_sent() const override { return bytes_sent_; }
 
-  void all_reduce(Tensor& t, ReduceOp op) override;
-  void reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) override;
-  void all_gather(Tensor& out, const Tensor& in) override;
-  void broadcast(Tensor& t, int root) override;
-  void send(const Tensor& t, int peer) override;
-  void recv(Tensor& t, int peer) override;
-  void barrier() override;
+ private:
+  void do_all_reduce(Tensor& t, ReduceOp op) override;
+  void do_reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) override;
+  void do_all_gather(Tensor& out, const Tensor& in) override;
+  void do_broadcast(Tensor& t, int root) override;
+  void do_send(const Tensor& t, int peer) override;
+  void do_recv(Tensor& t, int peer) override;
+  void do_barrier() override;
 
  private:
   Control& control(int r) const {
@@ -187,15 +182,6 @@ class ShmCommunicator final : public Communicator {
     return map_.base() + layout_.mailboxes + static_cast<size_t>(from * size_ + to) * kMailboxBytes;
   }
 
-  std::string where() const {
-    return group_where(name_, rank_, size_, global_ranks_, ", shared memory");
-  }
-  std::string peer_str(int peer) const { return mtnlg::peer_str(peer, global_ranks_); }
-  void check_tensor(const char* op, const Tensor& t) const { check_host_tensor(op, t, where()); }
-  void check_peer(const char* op, int peer) const {
-    mtnlg::check_peer(op, peer, rank_, size_, where());
-  }
-
   // Spins, then yields, then sleeps until ready(); past the timeout, or when the peer
   // blocking(peer) names has died, marks the communicator failed and throws.
   template <typename Ready, typename Blocking>
@@ -208,16 +194,11 @@ class ShmCommunicator final : public Communicator {
   void run(const char* op, const Tensor* data, const char* dir, int other, F&& f);
   std::string current() const;
 
-  std::string name_;
-  int rank_;
-  int size_;
-  std::vector<int64_t> global_ranks_;
   ms timeout_;
   Layout layout_;
   Mapping map_;
   std::vector<pid_t> watch_pid_;
   uint64_t step_ = 0;
-  int64_t bytes_sent_ = 0;
   // The operation running, for errors (see run()).
   const char* op_ = "";
   const Tensor* data_ = nullptr;
@@ -286,9 +267,7 @@ std::string ShmCommunicator::current() const {
          (other_ >= 0 ? dir_ + std::to_string(other_) : "");
 }
 
-void ShmCommunicator::all_reduce(Tensor& t, ReduceOp op) {
-  check_tensor("all_reduce", t);
-  if (size_ == 1 || t.numel() == 0) return;
+void ShmCommunicator::do_all_reduce(Tensor& t, ReduceOp op) {
   run("all_reduce", &t, "", -1, [&] {
     by_host_dtype(t.dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -311,18 +290,9 @@ void ShmCommunicator::all_reduce(Tensor& t, ReduceOp op) {
       }
     });
   });
-  bytes_sent_ += 2 * (size_ - 1) * static_cast<int64_t>(t.nbytes()) / size_;
 }
 
-void ShmCommunicator::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) {
-  check_tensor("reduce_scatter", out);
-  check_tensor("reduce_scatter", in);
-  check_reduce_scatter_sizes(out, in, size_, where());
-  if (size_ == 1) {
-    std::memmove(out.data(), in.data(), in.nbytes());
-    return;
-  }
-  if (out.numel() == 0) return;
+void ShmCommunicator::do_reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) {
   run("reduce_scatter", &in, "", -1, [&] {
     by_host_dtype(in.dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -345,18 +315,9 @@ void ShmCommunicator::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op)
       }
     });
   });
-  bytes_sent_ += (size_ - 1) * static_cast<int64_t>(in.nbytes()) / size_;
 }
 
-void ShmCommunicator::all_gather(Tensor& out, const Tensor& in) {
-  check_tensor("all_gather", out);
-  check_tensor("all_gather", in);
-  check_all_gather_sizes(out, in, size_, where());
-  if (size_ == 1) {
-    std::memmove(out.data(), in.data(), in.nbytes());
-    return;
-  }
-  if (in.numel() == 0) return;
+void ShmCommunicator::do_all_gather(Tensor& out, const Tensor& in) {
   run("all_gather", &out, "", -1, [&] {
     const size_t bytes = in.nbytes();
     const char* src = static_cast<const char*>(in.data());
@@ -369,13 +330,9 @@ void ShmCommunicator::all_gather(Tensor& out, const Tensor& in) {
       phase();
     }
   });
-  bytes_sent_ += (size_ - 1) * static_cast<int64_t>(out.nbytes()) / size_;
 }
 
-void ShmCommunicator::broadcast(Tensor& t, int root) {
-  check_tensor("broadcast", t);
-  check_root(root, size_, where());
-  if (size_ == 1 || t.numel() == 0) return;
+void ShmCommunicator::do_broadcast(Tensor& t, int root) {
   run("broadcast", &t, " from rank ", root, [&] {
     const size_t bytes = t.nbytes();
     char* data = static_cast<char*>(t.data());
@@ -387,13 +344,9 @@ void ShmCommunicator::broadcast(Tensor& t, int root) {
       phase();
     }
   });
-  bytes_sent_ += static_cast<int64_t>(t.nbytes());
 }
 
-void ShmCommunicator::send(const Tensor& t, int peer) {
-  check_tensor("send", t);
-  check_peer("send", peer);
-  if (t.numel() == 0) return;
+void ShmCommunicator::do_send(const Tensor& t, int peer) {
   run("send", &t, " to rank ", peer, [&] {
     auto& h = head(rank_, peer);
     auto& tl = tail(rank_, peer);
@@ -417,13 +370,9 @@ void ShmCommunicator::send(const Tensor& t, int peer) {
       h.store(written, std::memory_order_release);
     }
   });
-  bytes_sent_ += static_cast<int64_t>(t.nbytes());
 }
 
-void ShmCommunicator::recv(Tensor& t, int peer) {
-  check_tensor("recv", t);
-  check_peer("recv", peer);
-  if (t.numel() == 0) return;
+void ShmCommunicator::do_recv(Tensor& t, int peer) {
   run("recv", &t, " from rank ", peer, [&] {
     auto& h = head(peer, rank_);
     auto& tl = tail(peer, rank_);
@@ -448,8 +397,7 @@ void ShmCommunicator::recv(Tensor& t, int peer) {
   });
 }
 
-void ShmCommunicator::barrier() {
-  if (size_ == 1) return;
+void ShmCommunicator::do_barrier() {
   run("barrier", nullptr, "", -1, [&] { phase(); });
 }
 

@@ -21,6 +21,7 @@
 
 #include "core/status.h"
 #include "parallel/group_checks.h"
+#include "parallel/host_communicator.h"
 
 namespace mtnlg {
 
@@ -114,7 +115,7 @@ struct Transfer {
   size_t left;
 };
 
-class TcpCommunicator final : public Communicator {
+class TcpCommunicator final : public HostCommunicator {
  public:
   TcpCommunicator(Store& store, std::string name, int rank, std::vector<int64_t> global_ranks,
                   const GlooOptions& options);
@@ -129,23 +130,18 @@ class TcpCommunicator final : public Communicator {
   TcpCommunicator(const TcpCommunicator&) = delete;
   TcpCommunicator& operator=(const TcpCommunicator&) = delete;
 
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  const std::string& name() const override { return name_; }
   const char* transport() const override { return "tcp"; }
-  int64_t bytes_sent() const override { return bytes_sent_; }
-
-  void all_reduce(Tensor& t, ReduceOp op) override;
-  void reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) override;
-  void all_gather(Tensor& out, const Tensor& in) override;
-  void broadcast(Tensor& t, int root) override;
-  void send(const Tensor& t, int peer) override;
-  void recv(Tensor& t, int peer) override;
-  void barrier() override;
 
  private:
-  std::string where() const { return group_where(name_, rank_, size_, global_ranks_, ", TCP"); }
-  void check_tensor(const char* op, const Tensor& t) const { check_host_tensor(op, t, where()); }
+  void do_all_reduce(Tensor& t, ReduceOp op) override;
+  void do_reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) override;
+  void do_all_gather(Tensor& out, const Tensor& in) override;
+  void do_broadcast(Tensor& t, int root) override;
+  void do_send(const Tensor& t, int peer) override;
+  void do_recv(Tensor& t, int peer) override;
+  void do_barrier() override;
+
+ private:
   // Runs the transfers to completion on one poll() loop; throws (and marks the communicator
   // failed) naming the peer on a timeout or a closed connection.
   void progress(std::vector<Transfer>& xs);
@@ -157,14 +153,9 @@ class TcpCommunicator final : public Communicator {
   void direct_reduce_scatter(T* out, const T* in, size_t count, ReduceOp op);
   void direct_all_gather(char* out, const char* in, size_t bytes);
 
-  std::string name_;
-  int rank_;
-  int size_;
-  std::vector<int64_t> global_ranks_;
   ms timeout_;
   std::vector<Fd> peers_;  // [size_]: the socket to each other rank
   std::vector<char> scratch_;
-  int64_t bytes_sent_ = 0;
   const char* op_ = "";
   const Tensor* data_ = nullptr;
   std::string failure_;
@@ -172,14 +163,9 @@ class TcpCommunicator final : public Communicator {
 
 TcpCommunicator::TcpCommunicator(Store& store, std::string name, int rank,
                                  std::vector<int64_t> global_ranks, const GlooOptions& options)
-    : name_(std::move(name)),
-      rank_(rank),
-      size_(static_cast<int>(global_ranks.size())),
-      global_ranks_(std::move(global_ranks)),
+    : HostCommunicator(std::move(name), rank, std::move(global_ranks), ", TCP"),
       timeout_(options.timeout),
       peers_(static_cast<size_t>(size_)) {
-  MTNLG_CHECK_MSG(size_ >= 1 && 0 <= rank_ && rank_ < size_,
-                  "group '" << name_ << "': rank " << rank_ << " outside a group of " << size_);
   if (size_ == 1) return;
   const std::string group =
       name_ + "." + std::to_string(global_ranks_[0]) + "x" + std::to_string(size_);
@@ -243,9 +229,8 @@ TcpCommunicator::TcpCommunicator(Store& store, std::string name, int rank,
         break;
       }
       if (left_ms() == 0)
-        throw io_error("creating TCP " + where() + ": cannot connect to " +
-                           peer_str(p, global_ranks_) + " at " + where_to + ": " +
-                           std::strerror(errno),
+        throw io_error("creating TCP " + where() + ": cannot connect to " + peer_str(p) + " at " +
+                           where_to + ": " + std::strerror(errno),
                        "tcp");
       std::this_thread::sleep_for(ms(10));
     }
@@ -311,7 +296,7 @@ void TcpCommunicator::progress(std::vector<Transfer>& xs) {
         const auto waited = std::chrono::duration_cast<ms>(Clock::now() - start).count();
         failure_ = std::string(op_) + " of " + (data_ ? data_->str() : "no data") + " on " +
                    where() + " failed after " + std::to_string(waited) +
-                   " ms: " + peer_str(x.peer, global_ranks_) +
+                   " ms: " + peer_str(x.peer) +
                    " closed its connection (the process died or failed)" +
                    (n < 0 ? std::string(" [") + std::strerror(errno) + "]" : "");
         throw io_error(failure_, "tcp");
@@ -335,8 +320,7 @@ void TcpCommunicator::progress(std::vector<Transfer>& xs) {
       failure_ = std::string(op_) + " of " + (data_ ? data_->str() : "no data") + " on " + where() +
                  " failed after " + std::to_string(std::chrono::duration_cast<ms>(waited).count()) +
                  " ms (timeout " + std::to_string(timeout_.count()) +
-                 " ms): " + peer_str(xs[which.front()].peer, global_ranks_) +
-                 " did not answer in time";
+                 " ms): " + peer_str(xs[which.front()].peer) + " did not answer in time";
       throw io_error(failure_, "tcp");
     }
     const auto left = std::chrono::duration_cast<ms>(timeout_ - waited).count();
@@ -374,9 +358,7 @@ void TcpCommunicator::direct_all_gather(char* out, const char* in, size_t bytes)
   progress(xs);
 }
 
-void TcpCommunicator::all_reduce(Tensor& t, ReduceOp op) {
-  check_tensor("all_reduce", t);
-  if (size_ == 1 || t.numel() == 0) return;
+void TcpCommunicator::do_all_reduce(Tensor& t, ReduceOp op) {
   run("all_reduce", &t, [&] {
     by_host_dtype(t.dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -412,24 +394,13 @@ void TcpCommunicator::all_reduce(Tensor& t, ReduceOp op) {
       if (tail > 0) {  // the few elements past size_ equal chunks: one more small round
         Tensor rest = Tensor::borrow(data + chunk * size_, {static_cast<int64_t>(tail)}, t.dtype());
         std::memcpy(data + chunk * size_, in.data() + chunk * size_, tail * sizeof(T));
-        const int64_t before = bytes_sent_;
-        all_reduce(rest, op);
-        bytes_sent_ = before;
+        do_all_reduce(rest, op);  // not counted again: the bytes are the whole tensor's
       }
     });
   });
-  bytes_sent_ += 2 * (size_ - 1) * static_cast<int64_t>(t.nbytes()) / size_;
 }
 
-void TcpCommunicator::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) {
-  check_tensor("reduce_scatter", out);
-  check_tensor("reduce_scatter", in);
-  check_reduce_scatter_sizes(out, in, size_, where());
-  if (size_ == 1) {
-    std::memmove(out.data(), in.data(), in.nbytes());
-    return;
-  }
-  if (out.numel() == 0) return;
+void TcpCommunicator::do_reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) {
   run("reduce_scatter", &in, [&] {
     by_host_dtype(in.dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -437,29 +408,16 @@ void TcpCommunicator::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op)
                             static_cast<size_t>(out.numel()), op);
     });
   });
-  bytes_sent_ += (size_ - 1) * static_cast<int64_t>(in.nbytes()) / size_;
 }
 
-void TcpCommunicator::all_gather(Tensor& out, const Tensor& in) {
-  check_tensor("all_gather", out);
-  check_tensor("all_gather", in);
-  check_all_gather_sizes(out, in, size_, where());
-  if (size_ == 1) {
-    std::memmove(out.data(), in.data(), in.nbytes());
-    return;
-  }
-  if (in.numel() == 0) return;
+void TcpCommunicator::do_all_gather(Tensor& out, const Tensor& in) {
   run("all_gather", &out, [&] {
     direct_all_gather(static_cast<char*>(out.data()), static_cast<const char*>(in.data()),
                       in.nbytes());
   });
-  bytes_sent_ += (size_ - 1) * static_cast<int64_t>(out.nbytes()) / size_;
 }
 
-void TcpCommunicator::broadcast(Tensor& t, int root) {
-  check_tensor("broadcast", t);
-  check_root(root, size_, where());
-  if (size_ == 1 || t.numel() == 0) return;
+void TcpCommunicator::do_broadcast(Tensor& t, int root) {
   run("broadcast", &t, [&] {
     std::vector<Transfer> xs;
     if (rank_ == root) {
@@ -470,32 +428,23 @@ void TcpCommunicator::broadcast(Tensor& t, int root) {
     }
     progress(xs);
   });
-  bytes_sent_ += static_cast<int64_t>(t.nbytes());
 }
 
-void TcpCommunicator::send(const Tensor& t, int peer) {
-  check_tensor("send", t);
-  check_peer("send", peer, rank_, size_, where());
-  if (t.numel() == 0) return;
+void TcpCommunicator::do_send(const Tensor& t, int peer) {
   run("send", &t, [&] {
     std::vector<Transfer> xs{{peer, true, static_cast<char*>(t.data()), t.nbytes()}};
     progress(xs);
   });
-  bytes_sent_ += static_cast<int64_t>(t.nbytes());
 }
 
-void TcpCommunicator::recv(Tensor& t, int peer) {
-  check_tensor("recv", t);
-  check_peer("recv", peer, rank_, size_, where());
-  if (t.numel() == 0) return;
+void TcpCommunicator::do_recv(Tensor& t, int peer) {
   run("recv", &t, [&] {
     std::vector<Transfer> xs{{peer, false, static_cast<char*>(t.data()), t.nbytes()}};
     progress(xs);
   });
 }
 
-void TcpCommunicator::barrier() {
-  if (size_ == 1) return;
+void TcpCommunicator::do_barrier() {
   run("barrier", nullptr, [&] {
     std::vector<char> out(static_cast<size_t>(size_), 1), in(static_cast<size_t>(size_), 0);
     std::vector<Transfer> xs;
