@@ -38,6 +38,12 @@ class Communicator {
       const = 0;  // "tensor", "pipeline", "data", "embedding", "world"
   // What carries the bytes, for logs and benchmarks: "shm", "tcp", "nccl" ("" if unsaid).
   virtual const char* transport() const { return ""; }
+  // The group as errors name it: "group 'tensor' (rank 1 of 2, global ranks [0, 1], shared
+  // memory, single copy)"; the default names just the group and rank.
+  virtual std::string description() const {
+    return "group '" + name() + "' (rank " + std::to_string(rank()) + " of " +
+           std::to_string(size()) + ")";
+  }
 
   // In place: t = op over the group of t.
   virtual void all_reduce(Tensor& t, ReduceOp op) = 0;

@@ -137,8 +137,9 @@ class GlooCommunicator final : public HostCommunicator {
   // reduce_scatter's ring on unbound buffers; fn reduces count elements of the dtype.
   void ring_reduce_scatter(Tensor& out, const Tensor& in, ReduceFn fn);
   // Runs one Gloo call; translates its exceptions (once, here) and marks the communicator failed.
-  template <typename F>
-  void run(const char* op, const std::string& what, int peer, F&& f);
+  // what() describes the data for errors; called only on a failure (see group_checks.h).
+  template <typename What, typename F>
+  void run(const char* op, const What& what, int peer, F&& f);
   std::string blame(const char* op, const std::string& gloo_msg, int peer, int root) const;
   std::string dead_peers() const;
 
@@ -204,8 +205,8 @@ GlooCommunicator::GlooCommunicator(Store& store, std::string name, int rank,
   }
 }
 
-template <typename F>
-void GlooCommunicator::run(const char* op, const std::string& what, int peer, F&& f) {
+template <typename What, typename F>
+void GlooCommunicator::run(const char* op, const What& what, int peer, F&& f) {
   if (!failure_.empty())
     throw io_error(std::string(op) + " on " + where() +
                        ": the communicator failed earlier and cannot be used: " + failure_,
@@ -217,7 +218,7 @@ void GlooCommunicator::run(const char* op, const std::string& what, int peer, F&
     throw;
   } catch (const std::exception& e) {
     const auto waited = std::chrono::duration_cast<ms>(Clock::now() - start).count();
-    failure_ = std::string(op) + " of " + what + " on " + where() + " failed after " +
+    failure_ = std::string(op) + " of " + what() + " on " + where() + " failed after " +
                std::to_string(waited) + " ms (timeout " + std::to_string(timeout_.count()) +
                " ms): " + blame(op, e.what(), peer, broadcast_root_) + " [Gloo: " + e.what() + "]";
     throw io_error(failure_, "gloo");
@@ -276,27 +277,31 @@ std::string GlooCommunicator::blame(const char* op, const std::string& msg, int 
 }
 
 void GlooCommunicator::do_all_reduce(Tensor& t, ReduceOp op) {
-  run("all_reduce", t.str(), -1, [&] {
-    by_dtype(t.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      gloo::AllreduceOptions opts(context_);
-      opts.setOutput(static_cast<T*>(t.data()), static_cast<size_t>(t.numel()));
-      opts.setReduceFunction(reduce_fn<T>(op));
-      opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-      opts.setTag(next_tag());
-      opts.setTimeout(timeout_);
-      gloo::allreduce(opts);
-    });
-  });
+  run(
+      "all_reduce", [&] { return t.str(); }, -1,
+      [&] {
+        by_dtype(t.dtype(), [&](auto tag) {
+          using T = decltype(tag);
+          gloo::AllreduceOptions opts(context_);
+          opts.setOutput(static_cast<T*>(t.data()), static_cast<size_t>(t.numel()));
+          opts.setReduceFunction(reduce_fn<T>(op));
+          opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+          opts.setTag(next_tag());
+          opts.setTimeout(timeout_);
+          gloo::allreduce(opts);
+        });
+      });
 }
 
 void GlooCommunicator::do_reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) {
-  run("reduce_scatter", in.str(), -1, [&] {
-    by_dtype(in.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      ring_reduce_scatter(out, in, reduce_fn<T>(op));
-    });
-  });
+  run(
+      "reduce_scatter", [&] { return in.str(); }, -1,
+      [&] {
+        by_dtype(in.dtype(), [&](auto tag) {
+          using T = decltype(tag);
+          ring_reduce_scatter(out, in, reduce_fn<T>(op));
+        });
+      });
 }
 
 // Ring reduce-scatter (n - 1 steps). At step s rank r sends chunk (r - s - 1) mod n to its right
@@ -332,57 +337,67 @@ void GlooCommunicator::ring_reduce_scatter(Tensor& out, const Tensor& in, Reduce
 }
 
 void GlooCommunicator::do_all_gather(Tensor& out, const Tensor& in) {
-  run("all_gather", out.str(), -1, [&] {
-    by_dtype(in.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      gloo::AllgatherOptions opts(context_);
-      opts.setInput(static_cast<T*>(in.data()), static_cast<size_t>(in.numel()));
-      opts.setOutput(static_cast<T*>(out.data()), static_cast<size_t>(out.numel()));
-      opts.setTag(next_tag());
-      opts.setTimeout(timeout_);
-      gloo::allgather(opts);
-    });
-  });
+  run(
+      "all_gather", [&] { return out.str(); }, -1,
+      [&] {
+        by_dtype(in.dtype(), [&](auto tag) {
+          using T = decltype(tag);
+          gloo::AllgatherOptions opts(context_);
+          opts.setInput(static_cast<T*>(in.data()), static_cast<size_t>(in.numel()));
+          opts.setOutput(static_cast<T*>(out.data()), static_cast<size_t>(out.numel()));
+          opts.setTag(next_tag());
+          opts.setTimeout(timeout_);
+          gloo::allgather(opts);
+        });
+      });
 }
 
 void GlooCommunicator::do_broadcast(Tensor& t, int root) {
   broadcast_root_ = root;
-  run("broadcast", t.str() + " from rank " + std::to_string(root), -1, [&] {
-    by_dtype(t.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      gloo::BroadcastOptions opts(context_);
-      opts.setOutput(static_cast<T*>(t.data()), static_cast<size_t>(t.numel()));
-      opts.setRoot(root);
-      opts.setTag(next_tag());
-      opts.setTimeout(timeout_);
-      gloo::broadcast(opts);
-    });
-  });
+  run(
+      "broadcast", [&] { return t.str() + " from rank " + std::to_string(root); }, -1,
+      [&] {
+        by_dtype(t.dtype(), [&](auto tag) {
+          using T = decltype(tag);
+          gloo::BroadcastOptions opts(context_);
+          opts.setOutput(static_cast<T*>(t.data()), static_cast<size_t>(t.numel()));
+          opts.setRoot(root);
+          opts.setTag(next_tag());
+          opts.setTimeout(timeout_);
+          gloo::broadcast(opts);
+        });
+      });
 }
 
 void GlooCommunicator::do_send(const Tensor& t, int peer) {
-  run("send", t.str() + " to rank " + std::to_string(peer), peer, [&] {
-    auto buf = context_->createUnboundBuffer(t.data(), t.nbytes());
-    buf->send(peer, gloo::Slot::build(kP2PSlotPrefix, send_seq_[peer]++));
-    if (!buf->waitSend(timeout_)) throw gloo::IoException("send aborted");
-  });
+  run(
+      "send", [&] { return t.str() + " to rank " + std::to_string(peer); }, peer,
+      [&] {
+        auto buf = context_->createUnboundBuffer(t.data(), t.nbytes());
+        buf->send(peer, gloo::Slot::build(kP2PSlotPrefix, send_seq_[peer]++));
+        if (!buf->waitSend(timeout_)) throw gloo::IoException("send aborted");
+      });
 }
 
 void GlooCommunicator::do_recv(Tensor& t, int peer) {
-  run("recv", t.str() + " from rank " + std::to_string(peer), peer, [&] {
-    auto buf = context_->createUnboundBuffer(t.data(), t.nbytes());
-    buf->recv(peer, gloo::Slot::build(kP2PSlotPrefix, recv_seq_[peer]++));
-    if (!buf->waitRecv(timeout_)) throw gloo::IoException("recv aborted");
-  });
+  run(
+      "recv", [&] { return t.str() + " from rank " + std::to_string(peer); }, peer,
+      [&] {
+        auto buf = context_->createUnboundBuffer(t.data(), t.nbytes());
+        buf->recv(peer, gloo::Slot::build(kP2PSlotPrefix, recv_seq_[peer]++));
+        if (!buf->waitRecv(timeout_)) throw gloo::IoException("recv aborted");
+      });
 }
 
 void GlooCommunicator::do_barrier() {
-  run("barrier", "no data", -1, [&] {
-    gloo::BarrierOptions opts(context_);
-    opts.setTag(next_tag());
-    opts.setTimeout(timeout_);
-    gloo::barrier(opts);
-  });
+  run(
+      "barrier", [] { return std::string("no data"); }, -1,
+      [&] {
+        gloo::BarrierOptions opts(context_);
+        opts.setTag(next_tag());
+        opts.setTimeout(timeout_);
+        gloo::barrier(opts);
+      });
 }
 
 }  // namespace

@@ -29,15 +29,49 @@ std::string group_where(const std::string& name, int rank, int size,
 // "peer rank 1 (global rank 5)"
 std::string peer_str(int peer, const std::vector<int64_t>& global_ranks);
 
-void check_peer(const char* op, int peer, int rank, int size, const std::string& where);
-void check_root(int root, int size, const std::string& where);
-// reduce_scatter: in.numel() == size * out.numel(), one dtype; all_gather: the converse.
-void check_reduce_scatter_sizes(const Tensor& out, const Tensor& in, int size,
-                                const std::string& where);
-void check_all_gather_sizes(const Tensor& out, const Tensor& in, int size,
-                            const std::string& where);
+// The checks take the group's description as a callable (e.g. [this] { return where(); }), called
+// only when a check fails: they run on every operation, where formatting the description (a few
+// hundred ns of string building) would be most of a small message's latency.
+template <typename Where>
+void check_peer(const char* op, int peer, int rank, int size, const Where& where) {
+  MTNLG_CHECK_MSG(0 <= peer && peer < size && peer != rank,
+                  op << " on " << where() << ": peer " << peer << " is not another member");
+}
+
+template <typename Where>
+void check_root(int root, int size, const Where& where) {
+  MTNLG_CHECK_MSG(0 <= root && root < size,
+                  "broadcast on " << where() << ": root " << root << " is not a member");
+}
+
+// reduce_scatter: in.numel() == size * out.numel(), one dtype.
+template <typename Where>
+void check_reduce_scatter_sizes(const Tensor& out, const Tensor& in, int size, const Where& where) {
+  MTNLG_CHECK_MSG(in.dtype() == out.dtype() && in.numel() == size * out.numel(),
+                  "reduce_scatter on " << where() << ": needs in.numel() == size * out.numel() "
+                                       << "and one dtype, got in " << in.str() << ", out "
+                                       << out.str() << ", size " << size);
+}
+
+// all_gather: out.numel() == size * in.numel(), one dtype.
+template <typename Where>
+void check_all_gather_sizes(const Tensor& out, const Tensor& in, int size, const Where& where) {
+  MTNLG_CHECK_MSG(in.dtype() == out.dtype() && out.numel() == size * in.numel(),
+                  "all_gather on " << where() << ": needs out.numel() == size * in.numel() "
+                                   << "and one dtype, got in " << in.str() << ", out " << out.str()
+                                   << ", size " << size);
+}
+
 // A CPU tensor of a dtype the CPU transports take (f32, f64, bf16, f16, i32).
-void check_host_tensor(const char* op, const Tensor& t, const std::string& where);
+template <typename Where>
+void check_host_tensor(const char* op, const Tensor& t, const Where& where) {
+  MTNLG_CHECK_MSG(
+      t.defined() && t.device() == Device::kCPU &&
+          (t.dtype() == DType::kF32 || t.dtype() == DType::kF64 || t.dtype() == DType::kI32 ||
+           t.dtype() == DType::kBF16 || t.dtype() == DType::kF16),
+      op << " on " << where() << ": takes CPU f32, f64, bf16, f16 or i32 tensors, got "
+         << (t.defined() ? t.str() : "an undefined tensor"));
+}
 
 // Calls f(T{}) with T the element type of `dtype` (one of check_host_tensor's).
 template <typename F>

@@ -27,16 +27,16 @@ std::string HostCommunicator::peer_str(int peer) const {
 }
 
 void HostCommunicator::all_reduce(Tensor& t, ReduceOp op) {
-  check_host_tensor("all_reduce", t, where());
+  check_host_tensor("all_reduce", t, describer());
   if (size_ == 1 || t.numel() == 0) return;
   do_all_reduce(t, op);
   bytes_sent_ += 2 * (size_ - 1) * static_cast<int64_t>(t.nbytes()) / size_;
 }
 
 void HostCommunicator::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) {
-  check_host_tensor("reduce_scatter", out, where());
-  check_host_tensor("reduce_scatter", in, where());
-  check_reduce_scatter_sizes(out, in, size_, where());
+  check_host_tensor("reduce_scatter", out, describer());
+  check_host_tensor("reduce_scatter", in, describer());
+  check_reduce_scatter_sizes(out, in, size_, describer());
   if (size_ == 1) {
     std::memmove(out.data(), in.data(), in.nbytes());
     return;
@@ -47,9 +47,9 @@ void HostCommunicator::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op
 }
 
 void HostCommunicator::all_gather(Tensor& out, const Tensor& in) {
-  check_host_tensor("all_gather", out, where());
-  check_host_tensor("all_gather", in, where());
-  check_all_gather_sizes(out, in, size_, where());
+  check_host_tensor("all_gather", out, describer());
+  check_host_tensor("all_gather", in, describer());
+  check_all_gather_sizes(out, in, size_, describer());
   if (size_ == 1) {
     std::memmove(out.data(), in.data(), in.nbytes());
     return;
@@ -60,24 +60,24 @@ void HostCommunicator::all_gather(Tensor& out, const Tensor& in) {
 }
 
 void HostCommunicator::broadcast(Tensor& t, int root) {
-  check_host_tensor("broadcast", t, where());
-  check_root(root, size_, where());
+  check_host_tensor("broadcast", t, describer());
+  check_root(root, size_, describer());
   if (size_ == 1 || t.numel() == 0) return;
   do_broadcast(t, root);
   bytes_sent_ += static_cast<int64_t>(t.nbytes());
 }
 
 void HostCommunicator::send(const Tensor& t, int peer) {
-  check_host_tensor("send", t, where());
-  check_peer("send", peer, rank_, size_, where());
+  check_host_tensor("send", t, describer());
+  check_peer("send", peer, rank_, size_, describer());
   if (t.numel() == 0) return;
   do_send(t, peer);
   bytes_sent_ += static_cast<int64_t>(t.nbytes());
 }
 
 void HostCommunicator::recv(Tensor& t, int peer) {
-  check_host_tensor("recv", t, where());
-  check_peer("recv", peer, rank_, size_, where());
+  check_host_tensor("recv", t, describer());
+  check_peer("recv", peer, rank_, size_, describer());
   if (t.numel() == 0) return;
   do_recv(t, peer);
 }

@@ -23,6 +23,7 @@ class HostCommunicator : public Communicator {
   int size() const final { return size_; }
   const std::string& name() const final { return name_; }
   int64_t bytes_sent() const final { return bytes_sent_; }
+  std::string description() const final { return where(); }
 
   void all_reduce(Tensor& t, ReduceOp op) final;
   void reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) final;
@@ -49,6 +50,10 @@ class HostCommunicator : public Communicator {
   // "group 'tensor' (rank 1 of 2, global ranks [0, 1]<detail>)" and "peer rank 1 (global rank 5)".
   std::string where() const;
   std::string peer_str(int peer) const;
+  // where() for the checks of parallel/group_checks.h, formatted only if one fails.
+  auto describer() const {
+    return [this] { return where(); };
+  }
 
   const std::string name_;
   const int rank_;

@@ -22,6 +22,12 @@
 // send returns once its bytes are in the ring (not when the peer has received them), which only
 // removes waiting, never adds it.
 //
+// Single copy: a broadcast or all_gather of 64 KiB or more, and a send/recv of 2 MiB or more,
+// copy once, straight from the owner's memory with process_vm_readv (Linux cross-memory attach),
+// not into the segment and out again; the owner publishes the buffer's address and waits until
+// its readers are done. Used when every member could read every other's memory at creation
+// (MTNLG_SHM_SINGLE_COPY=0 turns it off); the group's description then says "single copy".
+//
 // Waiting spins briefly, then yields the core, then sleeps in 50 us steps after 2 ms: a rank
 // waiting out a pipeline bubble does not burn the core its neighbour computes on. Failures as
 // Gloo's: past the timeout an operation throws io_error naming the group, the operation, the
@@ -60,6 +66,10 @@ std::unique_ptr<Communicator> try_make_shm_communicator(Store& store, const std:
 // cannot map it). Anything else is invalid_argument naming MTNLG_TRANSPORT.
 enum class Transport { kAuto, kTcp, kShm, kGloo };
 Transport transport_from_env();
+
+// MTNLG_SHM_SINGLE_COPY=1 (default) or 0: whether shared-memory groups may copy large transfers
+// once, from the owner's memory (see shm_communicator.cc); anything else is invalid_argument.
+bool single_copy_from_env();
 
 // A group over the chosen transport (see transport_from_env): shared memory where it works,
 // else TCP (ours, or Gloo's with kGloo) with `options`.

@@ -67,6 +67,27 @@ if(MTNLG_MPIRUN)
     set_tests_properties(pmix_launch_np${np} PROPERTIES TIMEOUT 60
       ENVIRONMENT "${mtnlg_mpirun_env}" FAIL_REGULAR_EXPRESSION "FAILED")
   endforeach()
+  # The same on our TCP and on shared memory between real processes: every rank must say which
+  # transport it got (single copy: process_vm_readv between the ranks; MTNLG_SHM_SINGLE_COPY=0:
+  # through the segment), so a silent fallback to another transport fails the test.
+  foreach(variant "tcp;3;tcp;group 'world'" "shm;2;shm;single copy" "shm;4;shm;single copy"
+                  "shm_two_copies;3;shm;shared memory)")
+    list(GET variant 0 tname)
+    list(GET variant 1 np)
+    list(GET variant 2 transport)
+    list(GET variant 3 expect)
+    set(copies 1)
+    if(tname STREQUAL "shm_two_copies")
+      set(copies 0)
+    endif()
+    add_test(NAME pmix_launch_${tname}_np${np}
+      COMMAND bash -c "set -o pipefail; MTNLG_SHM_SINGLE_COPY=${copies} $0 --oversubscribe \
+        --allow-run-as-root -np ${np} $1 --timeout-s 20 --transport ${transport} | tee /dev/stderr \
+        | grep -F -c \"$2\" | grep -qx ${np}"
+        ${MTNLG_MPIRUN} $<TARGET_FILE:mtnlg-comm-check> "${expect}")
+    set_tests_properties(pmix_launch_${tname}_np${np} PROPERTIES TIMEOUT 60
+      ENVIRONMENT "${mtnlg_mpirun_env}" FAIL_REGULAR_EXPRESSION "FAILED")
+  endforeach()
   # Rank 1 SIGKILLs itself after the first all_reduce: every other rank must fail, naming it.
   add_test(NAME pmix_launch_peer_killed
     COMMAND bash ${PROJECT_SOURCE_DIR}/tests/parallel/pmix_kill_test.sh

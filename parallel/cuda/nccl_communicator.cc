@@ -108,7 +108,7 @@ class NcclCommunicator final : public Communicator {
                        << (t.defined() ? t.str() : "an undefined tensor"));
   }
   void check_peer(const char* op, int peer) const {
-    mtnlg::check_peer(op, peer, rank_, size_, where());
+    mtnlg::check_peer(op, peer, rank_, size_, [this] { return where(); });
   }
   // Makes the device current and waits for work queued on it (the backend's stream is private,
   // so this is what makes the inputs ready).
@@ -119,10 +119,12 @@ class NcclCommunicator final : public Communicator {
   // One-rank reduce_scatter / all_gather: out = in.
   void copy_local(Tensor& out, const Tensor& in);
   // Enqueues one operation (enqueue issues NCCL calls through NCCL_CHECK) and waits for it.
-  template <typename F>
-  void run(const char* op, const std::string& what, F&& enqueue);
+  // what() describes the data for errors; called only on a failure (see group_checks.h).
+  template <typename What, typename F>
+  void run(const char* op, const What& what, F&& enqueue);
   // Waits until NCCL has accepted the calls and the stream has run them, within the timeout.
-  void wait(const char* op, const std::string& what, Clock::time_point start);
+  template <typename What>
+  void wait(const char* op, const What& what, Clock::time_point start);
   // Records the failure, aborts the NCCL communicator and throws.
   [[noreturn]] void fail(Code code, const char* op, const std::string& what,
                          Clock::time_point start, const std::string& why);
@@ -255,8 +257,8 @@ void NcclCommunicator::fail(Code code, const char* op, const std::string& what,
   throw Error(code, failure_, "nccl");
 }
 
-template <typename F>
-void NcclCommunicator::run(const char* op, const std::string& what, F&& enqueue) {
+template <typename What, typename F>
+void NcclCommunicator::run(const char* op, const What& what, F&& enqueue) {
   if (!failure_.empty())
     throw io_error(std::string(op) + " on " + where() +
                        ": the communicator failed earlier and cannot be used: " + failure_,
@@ -266,19 +268,20 @@ void NcclCommunicator::run(const char* op, const std::string& what, F&& enqueue)
   try {
     enqueue();
   } catch (const Error& e) {
-    fail(e.code(), op, what, start, e.message() + " at " + e.context());
+    fail(e.code(), op, what(), start, e.message() + " at " + e.context());
   }
   wait(op, what, start);
 }
 
-void NcclCommunicator::wait(const char* op, const std::string& what, Clock::time_point start) {
+template <typename What>
+void NcclCommunicator::wait(const char* op, const What& what, Clock::time_point start) {
   for (int polls = 0;; ++polls) {
     // Host side first: a non-blocking call may still be handing work to the stream.
     ncclResult_t state = ncclSuccess;
     if (const ncclResult_t got = ncclCommGetAsyncError(comm_.get(), &state); got != ncclSuccess)
       state = got;
     if (state != ncclSuccess && state != ncclInProgress)
-      fail(Code::kIOError, op, what, start,
+      fail(Code::kIOError, op, what(), start,
            std::string("NCCL reported '") + ncclGetErrorString(state) +
                "' (a peer failed or the network broke; set NCCL_DEBUG=WARN on every rank)");
     if (state == ncclSuccess) {
@@ -286,13 +289,13 @@ void NcclCommunicator::wait(const char* op, const std::string& what, Clock::time
       if (q == cudaSuccess) return;
       if (q != cudaErrorNotReady) {
         (void)cudaGetLastError();
-        fail(Code::kInternal, op, what, start,
+        fail(Code::kInternal, op, what(), start,
              std::string("CUDA error ") + cudaGetErrorName(q) + " (" + cudaGetErrorString(q) +
                  ") while running it");
       }
     }
     if (Clock::now() - start > timeout_)
-      fail(Code::kIOError, op, what, start,
+      fail(Code::kIOError, op, what(), start,
            "it did not complete in time. NCCL does not say which peer is missing: a member died, "
            "hung, or did not call the same operation with matching sizes; check the other ranks' "
            "logs (NCCL_DEBUG=WARN), or raise parallel.timeout_s if the work is just slow");
@@ -315,47 +318,56 @@ void NcclCommunicator::copy_local(Tensor& out, const Tensor& in) {
 void NcclCommunicator::all_reduce(Tensor& t, ReduceOp op) {
   check_tensor("all_reduce", t);
   if (size_ == 1 || t.numel() == 0) return;
-  run("all_reduce", t.str() + " (" + reduce_op_name(op) + ")", [&] {
-    NCCL_CHECK(ncclAllReduce(t.data(), t.data(), static_cast<size_t>(t.numel()),
-                             nccl_dtype(t.dtype()), nccl_op(op), comm_.get(), stream_.get()));
-  });
+  run(
+      "all_reduce", [&] { return t.str() + " (" + reduce_op_name(op) + ")"; },
+      [&] {
+        NCCL_CHECK(ncclAllReduce(t.data(), t.data(), static_cast<size_t>(t.numel()),
+                                 nccl_dtype(t.dtype()), nccl_op(op), comm_.get(), stream_.get()));
+      });
   bytes_sent_ += 2 * (size_ - 1) * static_cast<int64_t>(t.nbytes()) / size_;
 }
 
 void NcclCommunicator::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) {
   check_tensor("reduce_scatter", out);
   check_tensor("reduce_scatter", in);
-  check_reduce_scatter_sizes(out, in, size_, where());
+  check_reduce_scatter_sizes(out, in, size_, [this] { return where(); });
   if (size_ == 1) return copy_local(out, in);
   if (out.numel() == 0) return;
-  run("reduce_scatter", in.str() + " (" + reduce_op_name(op) + ")", [&] {
-    NCCL_CHECK(ncclReduceScatter(in.data(), out.data(), static_cast<size_t>(out.numel()),
-                                 nccl_dtype(in.dtype()), nccl_op(op), comm_.get(), stream_.get()));
-  });
+  run(
+      "reduce_scatter", [&] { return in.str() + " (" + reduce_op_name(op) + ")"; },
+      [&] {
+        NCCL_CHECK(ncclReduceScatter(in.data(), out.data(), static_cast<size_t>(out.numel()),
+                                     nccl_dtype(in.dtype()), nccl_op(op), comm_.get(),
+                                     stream_.get()));
+      });
   bytes_sent_ += (size_ - 1) * static_cast<int64_t>(in.nbytes()) / size_;
 }
 
 void NcclCommunicator::all_gather(Tensor& out, const Tensor& in) {
   check_tensor("all_gather", out);
   check_tensor("all_gather", in);
-  check_all_gather_sizes(out, in, size_, where());
+  check_all_gather_sizes(out, in, size_, [this] { return where(); });
   if (size_ == 1) return copy_local(out, in);
   if (in.numel() == 0) return;
-  run("all_gather", out.str(), [&] {
-    NCCL_CHECK(ncclAllGather(in.data(), out.data(), static_cast<size_t>(in.numel()),
-                             nccl_dtype(in.dtype()), comm_.get(), stream_.get()));
-  });
+  run(
+      "all_gather", [&] { return out.str(); },
+      [&] {
+        NCCL_CHECK(ncclAllGather(in.data(), out.data(), static_cast<size_t>(in.numel()),
+                                 nccl_dtype(in.dtype()), comm_.get(), stream_.get()));
+      });
   bytes_sent_ += (size_ - 1) * static_cast<int64_t>(out.nbytes()) / size_;
 }
 
 void NcclCommunicator::broadcast(Tensor& t, int root) {
   check_tensor("broadcast", t);
-  check_root(root, size_, where());
+  check_root(root, size_, [this] { return where(); });
   if (size_ == 1 || t.numel() == 0) return;
-  run("broadcast", t.str() + " from rank " + std::to_string(root), [&] {
-    NCCL_CHECK(ncclBroadcast(t.data(), t.data(), static_cast<size_t>(t.numel()),
-                             nccl_dtype(t.dtype()), root, comm_.get(), stream_.get()));
-  });
+  run(
+      "broadcast", [&] { return t.str() + " from rank " + std::to_string(root); },
+      [&] {
+        NCCL_CHECK(ncclBroadcast(t.data(), t.data(), static_cast<size_t>(t.numel()),
+                                 nccl_dtype(t.dtype()), root, comm_.get(), stream_.get()));
+      });
   bytes_sent_ += static_cast<int64_t>(t.nbytes());
 }
 
@@ -363,9 +375,12 @@ void NcclCommunicator::send(const Tensor& t, int peer) {
   check_tensor("send", t);
   check_peer("send", peer);
   if (t.numel() == 0) return;
-  run("send",
-      t.str() + " to rank " + std::to_string(peer) + " (global rank " +
-          std::to_string(global_ranks_[peer]) + ")",
+  run(
+      "send",
+      [&] {
+        return t.str() + " to rank " + std::to_string(peer) + " (global rank " +
+               std::to_string(global_ranks_[peer]) + ")";
+      },
       [&] {
         // ncclGroupEnd always runs: NCCL's group state is per thread and would otherwise leak
         // into the next call on any communicator.
@@ -383,9 +398,12 @@ void NcclCommunicator::recv(Tensor& t, int peer) {
   check_tensor("recv", t);
   check_peer("recv", peer);
   if (t.numel() == 0) return;
-  run("recv",
-      t.str() + " from rank " + std::to_string(peer) + " (global rank " +
-          std::to_string(global_ranks_[peer]) + ")",
+  run(
+      "recv",
+      [&] {
+        return t.str() + " from rank " + std::to_string(peer) + " (global rank " +
+               std::to_string(global_ranks_[peer]) + ")";
+      },
       [&] {
         NCCL_CHECK(ncclGroupStart());
         const ncclResult_t received =
@@ -399,10 +417,12 @@ void NcclCommunicator::recv(Tensor& t, int peer) {
 
 void NcclCommunicator::barrier() {
   if (size_ == 1) return;
-  run("barrier", "no data", [&] {
-    NCCL_CHECK(ncclAllReduce(scratch_.get(), scratch_.get(), 1, ncclFloat32, ncclSum, comm_.get(),
-                             stream_.get()));
-  });
+  run(
+      "barrier", [] { return std::string("no data"); },
+      [&] {
+        NCCL_CHECK(ncclAllReduce(scratch_.get(), scratch_.get(), 1, ncclFloat32, ncclSum,
+                                 comm_.get(), stream_.get()));
+      });
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
 // mtnlg-comm-check: run under a launcher (mpirun, srun --mpi=pmix) to check the PMIx runtime and
-// the Gloo communicators on real processes. Each rank runs every collective on the world group
-// and an all_reduce on each Topology group, checks the results and prints "rank R: OK".
+// the CPU communicators on real processes. Each rank runs every collective on the world group
+// (small tensors, and 2.4 MB ones that take the shared-memory transport's single-copy path) and an
+// all_reduce on each Topology group, checks the results and prints "rank R: OK (... transport)".
 //
-//   mtnlg-comm-check [--timeout-s S] [--kill-rank R]
+//   mtnlg-comm-check [--timeout-s S] [--kill-rank R] [--transport gloo|tcp|shm|auto]
+// --transport: the world group's transport (default gloo; the Topology groups use the same).
 // --kill-rank R: rank R SIGKILLs itself after the first all_reduce; every other rank must then
 // fail (exit 1) within the timeout with an error naming the peer.
 #include <csignal>
@@ -16,6 +18,7 @@
 #include "parallel/communicator.h"
 #include "parallel/gloo_communicator.h"
 #include "parallel/runtime.h"
+#include "parallel/shm_communicator.h"
 #include "parallel/topology.h"
 
 namespace mtnlg {
@@ -41,9 +44,8 @@ void expect(const char* what, const Tensor& t, int64_t i, double want) {
 }
 
 template <typename T>
-void check_collectives(Communicator& c) {
+void check_collectives(Communicator& c, int64_t len) {
   const int n = c.size(), r = c.rank();
-  const int64_t len = 1001;
   for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
     Tensor t = filled<T>(r, len);
     c.all_reduce(t, op);
@@ -63,42 +65,48 @@ void check_collectives(Communicator& c) {
       expect<T>("reduce_scatter", out, i, want);
     }
   }
-  Tensor in = filled<T>(r, 7), out = Tensor::cpu({n * 7}, dtype_of<T>());
+  Tensor in = filled<T>(r, len), out = Tensor::cpu({n * len}, dtype_of<T>());
   c.all_gather(out, in);
   for (int q = 0; q < n; ++q)
-    for (int64_t i = 0; i < 7; ++i) expect<T>("all_gather", out, q * 7 + i, value(q, i));
+    for (int64_t i = 0; i < len; ++i) expect<T>("all_gather", out, q * len + i, value(q, i));
   for (int root = 0; root < n; ++root) {
-    Tensor t = filled<T>(r, 33);
+    Tensor t = filled<T>(r, len);
     c.broadcast(t, root);
-    for (int64_t i = 0; i < 33; ++i) expect<T>("broadcast", t, i, value(root, i));
+    for (int64_t i = 0; i < len; ++i) expect<T>("broadcast", t, i, value(root, i));
   }
   if (n > 1) {  // ring: rank 0 sends first, the others receive first
-    Tensor mine = filled<T>(r, 9), got = Tensor::cpu({9}, dtype_of<T>());
+    Tensor mine = filled<T>(r, len), got = Tensor::cpu({len}, dtype_of<T>());
     if (r == 0) c.send(mine, 1 % n);
     c.recv(got, (r + n - 1) % n);
     if (r != 0) c.send(mine, (r + 1) % n);
-    for (int64_t i = 0; i < 9; ++i) expect<T>("send/recv", got, i, value((r + n - 1) % n, i));
+    for (int64_t i = 0; i < len; ++i) expect<T>("send/recv", got, i, value((r + n - 1) % n, i));
   }
   c.barrier();
 }
 
 int run(int argc, char** argv) {
   int64_t timeout_s = 30, kill_rank = -1;
+  Transport transport = Transport::kGloo;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--timeout-s"))
+    if (!std::strcmp(argv[i], "--timeout-s")) {
       timeout_s = std::atoll(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--kill-rank"))
+    } else if (!std::strcmp(argv[i], "--kill-rank")) {
       kill_rank = std::atoll(argv[i + 1]);
-    else
+    } else if (!std::strcmp(argv[i], "--transport")) {
+      ::setenv("MTNLG_TRANSPORT", argv[i + 1], 1);
+      transport = transport_from_env();
+    } else {
       throw invalid_argument(std::string("unknown flag ") + argv[i], "mtnlg-comm-check");
+    }
   }
   const std::chrono::milliseconds timeout(timeout_s * 1000);
   Runtime rt = Runtime::init();
   std::vector<int64_t> all(rt.world);
   for (int64_t i = 0; i < rt.world; ++i) all[i] = i;
   try {
-    auto world =
-        make_gloo_communicator(*rt.store, "world", static_cast<int>(rt.rank), all, timeout);
+    const GlooOptions options = GlooOptions::from_env(timeout);
+    auto world = make_cpu_communicator(*rt.store, "world", static_cast<int>(rt.rank), all, options,
+                                       transport);
     if (kill_rank >= 0) {
       Tensor t = filled<float>(rt.rank, 1000);
       world->all_reduce(t, ReduceOp::kSum);
@@ -108,12 +116,14 @@ int run(int argc, char** argv) {
                   (long long)kill_rank);
       return 2;
     }
-    check_collectives<float>(*world);
-    check_collectives<double>(*world);
-    check_collectives<int32_t>(*world);
+    for (int64_t len : {int64_t{33}, int64_t{600001}}) {
+      check_collectives<float>(*world, len);
+      check_collectives<double>(*world, len);
+      check_collectives<int32_t>(*world, len);
+    }
     const int64_t tp = rt.world % 2 == 0 ? 2 : 1, pp = rt.world % 4 == 0 ? 2 : 1;
     const Topology topo(Topology::derive(rt.world, tp, pp), rt.rank);
-    ProcessGroups g = make_gloo_groups(topo, *rt.store, timeout);
+    ProcessGroups g = make_cpu_groups(topo, *rt.store, options, transport);
     for (Communicator* c : {g.tensor.get(), g.data.get(), g.pipeline.get(), g.embedding.get()}) {
       if (!c) continue;
       Tensor t = Tensor::cpu({1}, DType::kI32);
@@ -121,8 +131,8 @@ int run(int argc, char** argv) {
       c->all_reduce(t, ReduceOp::kSum);
       expect<int32_t>(c->name().c_str(), t, 0, c->size());
     }
-    std::printf("rank %lld: OK (%s; %s)\n", (long long)rt.rank, rt.describe().c_str(),
-                topo.describe().c_str());
+    std::printf("rank %lld: OK (%s; %s; %s)\n", (long long)rt.rank, rt.describe().c_str(),
+                topo.describe().c_str(), world->description().c_str());
     return 0;
   } catch (const Error& e) {
     std::fprintf(stderr, "rank %lld: FAILED: %s\n", (long long)rt.rank, e.what());

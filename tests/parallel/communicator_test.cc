@@ -396,13 +396,20 @@ TEST_CASE("a rank that never joins makes the others time out - naming the peer")
 }
 
 TEST_CASE("shared memory: pieces larger than a slot, a long send stream, and MTNLG_TRANSPORT") {
-  // 3 MB tensors cross many 512 KiB slot pieces and 128 KiB ring wraps.
+  // 3 MB tensors cross many 512 KiB slot pieces and 128 KiB ring wraps; with single copy (the
+  // default where the kernel allows it, as here) broadcast, all_gather and sends of 2 MiB or more
+  // read the owner's memory instead. Both ways must give the same bits.
+  const bool single_copy = GENERATE(true, false);
+  INFO("MTNLG_SHM_SINGLE_COPY=" << single_copy);
+  ::setenv("MTNLG_SHM_SINGLE_COPY", single_copy ? "1" : "0", 1);
   const int n = 3;
   const int64_t big = 3 * 250000 + 7;
   MemoryStore store;
   std::vector<int> ok(n, 0);
+  std::vector<std::string> where(n);
   run_ranks(n, [&](int r) {
     auto comm = world(store, r, n, Transport::kShm);
+    where[r] = comm->description();
     Tensor t = filled<float>(r, big);
     comm->all_reduce(t, ReduceOp::kSum);
     bool good = true;
@@ -426,9 +433,30 @@ TEST_CASE("shared memory: pieces larger than a slot, a long send stream, and MTN
     Tensor b = filled<double>(r, 200000);
     comm->broadcast(b, 2);
     good = good && values<double>(b) == values<double>(filled<double>(2, 200000));
+    // All-gather of 2.4 MB per rank (every rank reads both others), and an interleaving of ring
+    // and single-copy sends on one pair: small, large, small, large, in order.
+    Tensor gin = filled<float>(r, 600001), gout = Tensor::cpu({n * 600001}, DType::kF32);
+    comm->all_gather(gout, gin);
+    for (int q = 0; q < n; ++q)
+      for (int64_t i = 0; i < 600001; i += 1009)
+        good = good && gout.data_as<float>()[q * 600001 + i] == value(q, i);
+    const std::vector<int64_t> sizes = {5, 600000, 33, 40000, 700001};
+    if (r == 1)
+      for (size_t k = 0; k < sizes.size(); ++k) comm->send(filled<float>(int(k), sizes[k]), 2);
+    if (r == 2) {
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        Tensor got = Tensor::cpu({sizes[k]}, DType::kF32);
+        comm->recv(got, 1);
+        good = good && values<float>(got) == values<float>(filled<float>(int(k), sizes[k]));
+      }
+    }
     ok[r] = good;
   });
-  for (int r = 0; r < n; ++r) CHECK(ok[r] == 1);
+  ::unsetenv("MTNLG_SHM_SINGLE_COPY");
+  for (int r = 0; r < n; ++r) {
+    CHECK(ok[r] == 1);
+    CHECK((where[r].find("single copy") != std::string::npos) == single_copy);
+  }
 
   ::setenv("MTNLG_TRANSPORT", "tcp", 1);
   CHECK(transport_from_env() == Transport::kTcp);
@@ -440,6 +468,32 @@ TEST_CASE("shared memory: pieces larger than a slot, a long send stream, and MTN
   CHECK_THROWS_WITH(transport_from_env(), Catch::Contains("MTNLG_TRANSPORT=infiniband"));
   ::unsetenv("MTNLG_TRANSPORT");
   CHECK(transport_from_env() == Transport::kAuto);
+  ::setenv("MTNLG_SHM_SINGLE_COPY", "yes", 1);
+  CHECK_THROWS_WITH(single_copy_from_env(), Catch::Contains("MTNLG_SHM_SINGLE_COPY=yes"));
+  ::unsetenv("MTNLG_SHM_SINGLE_COPY");
+  CHECK(single_copy_from_env());
+}
+
+TEST_CASE("shared memory single copy: a receiver expecting another size fails naming both") {
+  MemoryStore store;
+  std::vector<std::string> errors(2);
+  run_ranks(2, [&](int r) {
+    auto comm = make_cpu_communicator(store, "world", r, iota(2),
+                                      GlooOptions::from_env(milliseconds(2000)), Transport::kShm);
+    try {
+      if (r == 0) comm->send(filled<float>(0, 600000), 1);
+      if (r == 1) {
+        Tensor got = Tensor::cpu({650000}, DType::kF32);
+        comm->recv(got, 0);
+      }
+    } catch (const std::exception& e) {
+      errors[r] = e.what();
+    }
+  });
+  CHECK_THAT(errors[1], Catch::Contains("sent 2400000 bytes, this rank expects 2600000"));
+  CHECK_THAT(errors[1], Catch::Contains("peer rank 0"));
+  // The sender waited for a receipt that never came: a timeout naming the receiver.
+  CHECK_THAT(errors[0], Catch::Contains("send of") && Catch::Contains("peer rank 1"));
 }
 
 TEST_CASE("make_gloo_groups builds this rank's groups of a Topology") {
