@@ -123,25 +123,35 @@ def time_table(out, runs):
           "relative to (1,1,1) is (1/pp) / (1 - bubble).")
 
 
-def read_latency(path):
-    """{bytes: us per call} from a mtnlg-bench-collective or mpi_collective_ref output."""
+def read_latency(out, stem):
+    """{bytes: median us per call} over the rounds of one benchmark (stem.1.txt, stem.2.txt, ...),
+    each a mtnlg-bench-collective or mpi_collective_ref output."""
+    paths = sorted(out.glob(f"{stem}.*.txt"))
+    if not paths:
+        raise SystemExit(f"{out}/{stem}.*.txt: not found")
     rows = {}
-    for line in path.read_text(errors="replace").splitlines():
-        parts = line.split()
-        if len(parts) >= 2 and parts[0].isdigit():
-            rows[int(parts[0])] = float(parts[1])
-    if not rows:
-        raise SystemExit(f"{path}: no rows")
-    return rows
+    for path in paths:
+        got = {}
+        for line in path.read_text(errors="replace").splitlines():
+            parts = line.split()
+            if len(parts) >= 2 and parts[0].isdigit():
+                got[int(parts[0])] = float(parts[1])
+        if not got:
+            raise SystemExit(f"{path}: no rows")
+        for size, us in got.items():
+            rows.setdefault(size, []).append(us)
+    return {size: statistics.median(v) for size, v in rows.items()}
 
 
 def collective_table(out):
-    files = sorted(out.glob("coll-ours-*.txt"))
+    files = sorted(out.glob("coll-ours-*.*.txt"))
     if not files:
         return
     print()
-    print("Collective latency, 2 ranks on this machine, us per call (send_recv: per one-way "
-          "transfer of a ping-pong), ours against Open MPI in the same run; ratio ours / Open "
+    rounds = len(list(out.glob("coll-ours-all_reduce-shm.*.txt")))
+    print(f"Collective latency, 2 ranks on this machine, us per call (send_recv: per one-way "
+          f"transfer of a ping-pong), median of {rounds} rounds, ours against Open MPI in the same "
+          "run; ratio ours / Open "
           "MPI over the same kind of transport (shared memory: ours vs Open MPI's vader; TCP: "
           "ours vs Open MPI's tcp btl)")
     print()
@@ -150,8 +160,8 @@ def collective_table(out):
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for op in ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "send_recv"):
-        ours = {t: read_latency(out / f"coll-ours-{op}-{t}.txt") for t in ("shm", "tcp")}
-        mpi = {t: read_latency(out / f"coll-mpi-{op}-{t}.txt") for t in ("vader", "tcp")}
+        ours = {t: read_latency(out, f"coll-ours-{op}-{t}") for t in ("shm", "tcp")}
+        mpi = {t: read_latency(out, f"coll-mpi-{op}-{t}") for t in ("vader", "tcp")}
         for size in sorted(ours["shm"]):
             if size not in (1024, 16384, 131072, 1048576):
                 continue

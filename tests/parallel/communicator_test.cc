@@ -5,8 +5,10 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <cstring>
 #include <exception>
 #include <functional>
+#include <random>
 #include <thread>
 
 #include "parallel/gloo_communicator.h"
