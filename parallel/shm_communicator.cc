@@ -48,13 +48,15 @@ constexpr size_t kLine = 64;
 // cost about 2 us, two memcpy of 16 KiB less, of 64 KiB more). Reductions do not: reading the
 // peers' chunks so, then reducing, measured no faster from 1 MiB and up to twice as slow below.
 constexpr size_t kSingleCopyMin = size_t{64} << 10;
-// A send/recv copies once from 2 MiB: below that the ring's two copies, overlapped 16 KiB piece by
-// piece, were as fast or faster here (512 KiB: 69 against 84 us; 2 MiB: 250 against 214 us).
-// Never at or below the ring's size in any case: a send that fits returns as soon as its bytes are
-// in the ring, and programs may rely on that (two ranks sending to each other before receiving),
-// while a larger send already waits for the receiver to drain the ring, so waiting for it to read
-// the whole message adds no way to deadlock.
-constexpr size_t kSingleCopySendMin = size_t{2} << 20;
+// A send/recv copies once from 1 MiB. Medians of 5 interleaved runs here (us per one-way
+// transfer, single copy against the ring): 256 KiB 54/37, 512 KiB 88/72, 1 MiB 136/139, 2 MiB
+// 228/315; runs varied up to 4x either way (the 2 cores are shared, and through the ring a
+// message takes a hand-off between the ranks per 16 KiB piece, copied once it takes one). Never
+// at or below the ring's size in any case: a send that fits returns as soon as its bytes are in
+// the ring, and programs may rely on that (two ranks sending to each other before receiving),
+// while a larger send already waits for the receiver to drain the ring, so waiting for it to
+// read the whole message adds no way to deadlock.
+constexpr size_t kSingleCopySendMin = size_t{1} << 20;
 static_assert(kSingleCopySendMin > kMailboxBytes, "see kSingleCopySendMin");
 
 struct Header {

@@ -22,7 +22,7 @@
 // send returns once its bytes are in the ring (not when the peer has received them), which only
 // removes waiting, never adds it.
 //
-// Single copy: a broadcast or all_gather of 64 KiB or more, and a send/recv of 2 MiB or more,
+// Single copy: a broadcast or all_gather of 64 KiB or more, and a send/recv of 1 MiB or more,
 // copy once, straight from the owner's memory with process_vm_readv (Linux cross-memory attach),
 // not into the segment and out again; the owner publishes the buffer's address and waits until
 // its readers are done. Used when every member could read every other's memory at creation

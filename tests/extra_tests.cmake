@@ -252,6 +252,13 @@ add_test(NAME openmp_wait_policy_oversubscribed
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/openmp_policy_cli_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(openmp_wait_policy_oversubscribed PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)
 
+# Two nodes on one machine (network namespaces on a bridge, a /dev/shm per node): groups within a
+# node get shared memory, groups across nodes our TCP over the bridge, and (2,2,1) and (2,1,2) with
+# ZeRO-1 match one process. Skipped (77) where namespaces cannot be made (not root, a container).
+add_test(NAME two_nodes_shm_within_tcp_across
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/two_nodes_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(two_nodes_shm_within_tcp_across PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+
 # The TCP transports on real processes: the tp 2 x pp 2 (x dp 2, ZeRO-1) layouts with every group
 # forced onto our TCP communicator (MTNLG_TRANSPORT=tcp, what groups spanning nodes use) and
 # onto Gloo's (gloo), each matching one process as over shared memory.
