@@ -28,7 +28,8 @@ prints three tables:
    over TCP, against Open MPI's MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Allgather, MPI_Bcast and
    MPI_Send+MPI_Recv (bench/mpi_collective_ref.c,
    built here with mpicc) over its shared-memory (vader) and TCP transports; ratio ours / MPI
-   for the same kind of transport.
+   for the same kind of transport. Each cell is the median of 5 rounds, each round running
+   ours and Open MPI's in turn.
 
   --quick         fewer timed iterations (8 instead of 20)
   --iters N       timed iterations (at least 4)
@@ -122,9 +123,9 @@ mpicc -O2 -o "$out/mpi_collective_ref" bench/mpi_collective_ref.c ||
   { echo "comm_bench.sh: mpicc failed (Debian: libopenmpi-dev)" >&2; exit 1; }
 launch=(mpirun --bind-to none --oversubscribe --allow-run-as-root -np 2)
 coll_iters=$((timed_iters * 25))
-# Three rounds, ours and Open MPI's interleaved in each: the table takes each cell's median, so one
+# Five rounds, ours and Open MPI's interleaved in each: the table takes each cell's median, so one
 # scheduler hiccup (a few ms on these shared cores, against calls of a microsecond) moves no cell.
-for round in 1 2 3; do
+for round in 1 2 3 4 5; do
   for op in all_reduce reduce_scatter all_gather broadcast send_recv; do
     for transport in shm tcp; do
       "${launch[@]}" "$coll" --op "$op" --transport "$transport" --iters "$coll_iters" --warmup 100 \
