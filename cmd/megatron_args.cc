@@ -70,6 +70,7 @@ const std::map<std::string, std::vector<std::string>>& switch_keys() {
       {"--openai-gelu", {"model.activation=gelu_tanh"}},
       {"--no-bias-gelu-fusion", {"model.activation=gelu"}},
       {"--overlap-grad-reduce", {"parallel.overlap_grad_reduce=true"}},
+      {"--sequence-parallel", {"parallel.sequence_parallel=true"}},
   };
   return m;
 }

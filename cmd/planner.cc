@@ -45,17 +45,29 @@ int64_t stage_parameters(const GPTConfig& config, const StageSpec& spec, int64_t
   return n;
 }
 
+// Sequence parallelism in effect (the model's condition, gpt_params.cc gpt_config_from).
+bool sequence_parallel(const Recipe& r) {
+  return r.parallel.sequence_parallel && r.parallel.tensor > 1;
+}
+
+// Token rows of a micro-batch of b that one tensor rank holds in the residual stream
+// (GPTConfig::local_rows): all b*s, or b*s/tp under sequence parallelism.
+int64_t local_rows(const Recipe& r, int64_t b, int64_t tp) {
+  return sequence_parallel(r) ? b * r.model.seq_length / tp : b * r.model.seq_length;
+}
+
 // Bytes of one micro-batch's StageActivations except the logits (gpt_stage.cc make_activations).
 int64_t stage_activation_bytes(const Recipe& r, int64_t b, int64_t tp, int64_t local_layers,
                                bool first, bool last, bool checkpointed) {
   const int64_t rows = b * r.model.seq_length, h = r.model.hidden_size;
+  const int64_t mine = local_rows(r, b, tp);
   const int64_t e = activation_bytes(r.precision);
-  int64_t bytes = (local_layers + 1) * rows * h * e;  // residual[k]: each layer's input + output
+  int64_t bytes = (local_layers + 1) * mine * h * e;  // residual[k]: each layer's input + output
   const int64_t saved_layers = checkpointed ? 0 : local_layers;  // else one buffer per stage
   bytes += saved_layers * layer_activation_bytes(r, b, tp);
   if (first) bytes += rows * kI32Bytes;  // tokens
-  if (last)                              // targets, lnf out, mean, rstd
-    bytes += rows * kI32Bytes + rows * h * e + 2 * rows * statistic_bytes(r.precision);
+  if (last)  // targets, lnf out (every row: the head's input), mean, rstd (this rank's rows)
+    bytes += rows * kI32Bytes + rows * h * e + 2 * mine * statistic_bytes(r.precision);
   return bytes;
 }
 
@@ -93,14 +105,16 @@ int64_t MemoryTerms::largest_bytes() const {
 int64_t layer_activation_elements(const Recipe& r, int64_t b, int64_t tp) {
   const int64_t s = r.model.seq_length, h = r.model.hidden_size, f = r.model.ffn_hidden_size;
   const int64_t a = r.model.num_attention_heads, rows = b * s;
-  // Replicated over tensor ranks: ln1_out, h1, ln2_out [b,s,h] and the four LayerNorm
-  // statistics [b*s]. Split: qkv [b,s,3h], attn_out [b,s,h] (the local heads' output, the
-  // row-parallel dense's input), fc1_out and act_out [b,s,f], probs [b,a,s,s].
-  return rows * (3 * h + 4) + rows * (3 * h + h + 2 * f) / tp + b * (a / tp) * s * s;
+  // Replicated over tensor ranks (sequence parallel: this rank's rows only): ln1_out, h1,
+  // ln2_out [b,s,h] and the four LayerNorm statistics [b*s]. Split: qkv [b,s,3h], attn_out
+  // [b,s,h] (the local heads' output, the row-parallel dense's input), fc1_out and act_out
+  // [b,s,f], probs [b,a,s,s].
+  return local_rows(r, b, tp) * (3 * h + 4) + rows * (3 * h + h + 2 * f) / tp +
+         b * (a / tp) * s * s;
 }
 
 int64_t layer_activation_bytes(const Recipe& r, int64_t b, int64_t tp) {
-  const int64_t stats = 4 * b * r.model.seq_length;  // ln1/ln2 mean and rstd
+  const int64_t stats = 4 * local_rows(r, b, tp);  // ln1/ln2 mean and rstd
   return (layer_activation_elements(r, b, tp) - stats) * activation_bytes(r.precision) +
          stats * statistic_bytes(r.precision);
 }
@@ -132,6 +146,7 @@ CommBytes communication_per_iteration(const Recipe& r, const Plan& plan, int64_t
   const int64_t e = plan.activation_bytes_per_element;  // activations and gradients
   const int64_t rows = plan.micro_batch * r.model.seq_length;
   const int64_t act = rows * r.model.hidden_size * e;  // one [b, s, h] tensor
+  const bool seq_par = sequence_parallel(r);
   const int64_t layers = st.last_layer - st.first_layer;
   // Gradients: fp32 main gradients under bf16/fp16, reduced over data ranks in fp32 or (with
   // parallel.grad_reduce_dtype: bf16) in bf16; ZeRO-1 then all-gathers the fp32 masters' update.
@@ -144,19 +159,36 @@ CommBytes communication_per_iteration(const Recipe& r, const Plan& plan, int64_t
 
   // Tensor group: model/transformer_layer.cc, model/linear.cc, model/gpt_stage.cc and
   // model/vocab_parallel.cc per micro-batch; optim/adamw.cc tensor_parallel_sum_squares.
-  const int64_t per_layer = (r.parallel.activation_checkpointing ? 6 : 4);
-  int64_t per_micro = layers * per_layer * all_reduce_bytes(tp, act);
-  if (st.embedding) per_micro += all_reduce_bytes(tp, act);
+  const bool recompute = r.parallel.activation_checkpointing;
+  int64_t per_micro = 0;
+  if (seq_par) {
+    // Per layer: forward 2 all-gathers (LayerNorm outputs) and 2 reduce-scatters (row-parallel
+    // outputs), recomputed with checkpointing; backward 2 all-gathers of the row-parallel output
+    // gradients, 2 re-gathers of the LayerNorm outputs, 2 reduce-scatters of the column-parallel
+    // input gradients, and the two LayerNorms' [2h] gradients summed.
+    const int64_t ln_grads = all_reduce_bytes(tp, 2 * r.model.hidden_size * g);
+    per_micro = layers * ((recompute ? 14 : 10) * scatter_or_gather_bytes(tp, act) + 2 * ln_grads);
+    // Embedding: forward reduce-scatter, backward all-gather. Head: forward all-gather of the
+    // final LayerNorm's output, backward reduce-scatter of its gradient, its [2h] gradients.
+    if (st.embedding) per_micro += 2 * scatter_or_gather_bytes(tp, act);
+    if (st.head) per_micro += 2 * scatter_or_gather_bytes(tp, act) + ln_grads;
+  } else {
+    per_micro = layers * (recompute ? 6 : 4) * all_reduce_bytes(tp, act);
+    if (st.embedding) per_micro += all_reduce_bytes(tp, act);
+    if (st.head) per_micro += all_reduce_bytes(tp, act);
+  }
   if (st.head)
-    per_micro += all_reduce_bytes(tp, act) + all_reduce_bytes(tp, rows * kF64Bytes) +
-                 all_reduce_bytes(tp, 2 * rows * kF64Bytes);
+    per_micro +=
+        all_reduce_bytes(tp, rows * kF64Bytes) + all_reduce_bytes(tp, 2 * rows * kF64Bytes);
   c.tensor = m * per_micro + all_reduce_bytes(tp, kF64Bytes);
 
   // Pipeline group: parallel/pipeline_schedule.cc sends (receives count nothing), then
   // cmd/trainer.cc sum_over_pipeline of the loss and of the grad norm's squares.
   if (pp > 1) {
     const int64_t neighbours = (stage < pp - 1 ? 1 : 0) + (stage > 0 ? 1 : 0);
-    c.pipeline = m * neighbours * act + 2 * all_reduce_bytes(pp, kF64Bytes);
+    // One [b, s, h] activation or gradient per micro-batch and neighbour (sequence parallel:
+    // this rank's rows, 1/tp of it).
+    c.pipeline = m * neighbours * (seq_par ? act / tp : act) + 2 * all_reduce_bytes(pp, kF64Bytes);
     // Embedding group (two ranks): the tied word embeddings' gradient.
     if (st.embedding || st.head) c.embedding = all_reduce_bytes(2, wte_grad);
   }
@@ -269,10 +301,15 @@ void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
         stage_activation_bytes(r, b, tp, layers_per_stage, st.embedding, st.head, true);
     st.logits_bytes = st.head ? rows * (plan.padded_vocab / tp) * e : 0;
     // LayerScratch dh, dln [b,s,h], dattn [b,s,h/tp], dqkv [b,s,3h/tp], dact [b,s,f/tp] and the
-    // stage's residual gradient dres [b,s,h] (gpt_stage.cc ensure_scratch).
-    st.scratch_bytes = (rows * 3 * h + rows * (h + 3 * h + f) / tp) * e;
+    // stage's residual gradient dres [b,s,h] (gpt_stage.cc ensure_scratch); sequence parallel:
+    // dh, dln, dres over this rank's rows, plus SequenceParallelBuffers: gathered and partial
+    // [b,s,h], ln_grads [2h] in the gradients' dtype (gpt_stage.cc ensure_sequence_parallel).
+    const int64_t mine = local_rows(r, b, tp);
+    st.scratch_bytes = (mine * 3 * h + rows * (h + 3 * h + f) / tp) * e;
+    if (sequence_parallel(r))
+      st.scratch_bytes += 2 * rows * h * e + 2 * h * (mixed ? kF32Bytes : e);
     st.recompute_bytes = r.parallel.activation_checkpointing ? layer_activation_bytes(r, b, tp) : 0;
-    st.receive_bytes = ((i > 0 ? 1 : 0) + (i < pp - 1 ? 1 : 0)) * rows * h * e;
+    st.receive_bytes = ((i > 0 ? 1 : 0) + (i < pp - 1 ? 1 : 0)) * mine * h * e;
     // ZeRO-1 with data > 1 (the trainer's condition) reduce-scatters the gradient buffer in
     // place, padded to S * dp elements, into the partition [S], S = ceil(parameters / dp), in the
     // gradient dtype (parallel/grad_sync.h).

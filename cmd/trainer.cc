@@ -252,9 +252,8 @@ void Trainer::build_pipeline() {
     acts_.push_back(std::make_unique<StageActivations>(model_->make_activations(micro)));
   p2p_ = std::make_unique<P2PCommunicator>(pipeline_size_ > 1 ? options_.groups->pipeline.get()
                                                               : nullptr);
-  pipeline_buffers_ = make_pipeline_buffers(
-      *backend_, *p2p_, {micro, recipe_.model.seq_length, recipe_.model.hidden_size},
-      model_->dtype());
+  pipeline_buffers_ =
+      make_pipeline_buffers(*backend_, *p2p_, model_->activation_shape(micro), model_->dtype());
   if (pipeline_size_ > 1)
     spdlog::info("pipeline parallel: stage {} of {}, layers [{}, {}), {} micro-batches in flight",
                  stage_, pipeline_size_, model_->stage().first_layer, model_->stage().last_layer,

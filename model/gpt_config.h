@@ -28,12 +28,20 @@ struct GPTConfig {
   // columns and padded_vocab/tp vocabulary rows; tp_rank picks which.
   int64_t tp_size = 1;
   int64_t tp_rank = 0;
+  // Sequence parallelism (tp > 1): outside the tensor-parallel GEMMs and attention, this rank
+  // holds rows [tp_rank * n/tp, (tp_rank + 1) * n/tp) of the n = b * s token rows of [b, s, h]
+  // (b-major: for b = 1, s/tp consecutive positions), see model/transformer_layer.h.
+  bool sequence_parallel = false;
 
   int64_t head_dim() const { return hidden / heads; }
   int64_t local_heads() const { return heads / tp_size; }
   int64_t local_attention_width() const { return hidden / tp_size; }  // local heads x head_dim
   int64_t local_ffn() const { return ffn / tp_size; }
   int64_t local_vocab() const { return padded_vocab / tp_size; }
+  // Token rows this rank holds in the residual stream of a micro-batch of b sequences.
+  int64_t local_rows(int64_t b) const { return sequence_parallel ? b * seq / tp_size : b * seq; }
+  // The first of them, in the b * s rows of the micro-batch.
+  int64_t first_row(int64_t b) const { return sequence_parallel ? tp_rank * local_rows(b) : 0; }
 };
 
 // Which part of the model a stage holds: layers [first_layer, last_layer).

@@ -21,6 +21,7 @@ GPTConfig gpt_config_from(const Recipe& r) {
   c.attention_dropout = r.model.attention_dropout;
   c.activation_checkpointing = r.parallel.activation_checkpointing;
   c.tp_size = r.parallel.tensor;  // tp_rank is the caller's (the topology's)
+  c.sequence_parallel = r.parallel.sequence_parallel && r.parallel.tensor > 1;
   return c;
 }
 

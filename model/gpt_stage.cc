@@ -50,21 +50,26 @@ void GPTStage::set_training(bool training) {
   for (auto& layer : layers_) layer.set_dropout(config_.hidden_dropout, config_.attention_dropout);
 }
 
+Shape GPTStage::activation_shape(int64_t b) const {
+  if (config_.sequence_parallel) return {config_.local_rows(b), config_.hidden};
+  return {b, config_.seq, config_.hidden};
+}
+
 StageActivations GPTStage::make_activations(int64_t b) const {
-  const int64_t s = config_.seq, h = config_.hidden;
+  const int64_t s = config_.seq, h = config_.hidden, rows = config_.local_rows(b);
   StageActivations a;
   a.batch = b;
   if (stage_.pre_process) a.tokens = backend_.alloc({b, s}, DType::kI32);
   for (size_t k = 0; k <= layers_.size(); ++k)
-    a.residual.push_back(backend_.alloc({b, s, h}, dtype_));
+    a.residual.push_back(backend_.alloc(activation_shape(b), dtype_));
   const size_t saved = config_.activation_checkpointing ? 0 : layers_.size();
   for (size_t k = 0; k < saved; ++k)
     a.layers.push_back(LayerActivations::allocate(backend_, config_, b, dtype_));
   if (stage_.post_process) {
     a.targets = backend_.alloc({b, s}, DType::kI32);
     a.lnf_out = backend_.alloc({b, s, h}, dtype_);
-    a.lnf_mean = backend_.alloc({b * s}, acc_dtype(dtype_));
-    a.lnf_rstd = backend_.alloc({b * s}, acc_dtype(dtype_));
+    a.lnf_mean = backend_.alloc({rows}, acc_dtype(dtype_));
+    a.lnf_rstd = backend_.alloc({rows}, acc_dtype(dtype_));
     a.logits = backend_.alloc({b * s, config_.local_vocab()}, dtype_);
   }
   return a;
@@ -85,14 +90,28 @@ void GPTStage::ensure_recompute(int64_t b) {
 void GPTStage::ensure_scratch(int64_t b) {
   if (scratch_batch_ == b) return;
   scratch_ = LayerScratch::allocate(backend_, config_, b, dtype_);
-  dres_ = backend_.alloc({b, config_.seq, config_.hidden}, dtype_);
+  dres_ = backend_.alloc(activation_shape(b), dtype_);
   scratch_batch_ = b;
+}
+
+void GPTStage::ensure_sequence_parallel(int64_t b) {
+  if (!config_.sequence_parallel || sp_batch_ == b) return;
+  sp_ = SequenceParallelBuffers::allocate(backend_, config_, b, dtype_, acc_dtype(dtype_));
+  sp_batch_ = b;
+}
+
+RngStream GPTStage::embedding_stream(uint64_t micro_batch_id, int64_t b) const {
+  RngStream r = embedding_dropout_stream(seed_, micro_batch_id);
+  r.offset += static_cast<uint64_t>(config_.first_row(b) * config_.hidden);
+  return r;
 }
 
 double GPTStage::forward(StageActivations& acts, const Tensor& input, const Tensor& targets,
                          uint64_t micro_batch_id) {
   Backend& be = backend_;
   acts.micro_batch_id = micro_batch_id;
+  ensure_sequence_parallel(acts.batch);
+  SequenceParallelBuffers* sp = config_.sequence_parallel ? &sp_ : nullptr;
   const Param* wte = stage_.pre_process || stage_.post_process
                          ? &params_.get("embedding.word_embeddings.weight")
                          : nullptr;
@@ -100,7 +119,13 @@ double GPTStage::forward(StageActivations& acts, const Tensor& input, const Tens
     MTNLG_CHECK_MSG(input.shape() == acts.tokens.shape(), "tokens " << input.str());
     be.copy(acts.tokens, input);
     const Tensor& wpe = params_.get("embedding.position_embeddings.weight").value;
-    if (config_.tp_size > 1) {
+    if (sp != nullptr) {
+      // Each rank's partial sum (its vocabulary rows; rank 0 adds the positions), reduce-scattered
+      // to this rank's token rows.
+      vocab_parallel_embedding_forward(sp->partial, acts.tokens, wte->value, wpe, vocab_shard_,
+                                       config_.tp_rank == 0, nullptr);
+      reduce_scatter_rows(be, acts.residual[0], sp->partial, tensor_);
+    } else if (config_.tp_size > 1) {
       // Rank 0 adds the positions; the all-reduce makes the sum replicated.
       vocab_parallel_embedding_forward(acts.residual[0], acts.tokens, wte->value, wpe, vocab_shard_,
                                        config_.tp_rank == 0, tensor_);
@@ -109,19 +134,28 @@ double GPTStage::forward(StageActivations& acts, const Tensor& input, const Tens
     }
     if (config_.hidden_dropout > 0)
       be.dropout_forward(acts.residual[0], acts.residual[0], config_.hidden_dropout,
-                         embedding_dropout_stream(seed_, micro_batch_id));
+                         embedding_stream(micro_batch_id, acts.batch));
   } else {
     be.copy(acts.residual[0], input);
   }
   for (size_t k = 0; k < layers_.size(); ++k)
     layers_[k].forward(be, layer_acts(acts, k), acts.residual[k + 1], acts.residual[k], seed_,
-                       micro_batch_id);
+                       micro_batch_id, sp);
   if (!stage_.post_process) return 0.0;
 
   const Param& lnf_w = params_.get("final_layernorm.weight");
   const Param& lnf_b = params_.get("final_layernorm.bias");
-  be.layernorm_forward(acts.lnf_out, acts.lnf_mean, acts.lnf_rstd, acts.residual.back(),
-                       lnf_w.value, lnf_b.value, config_.ln_eps);
+  if (sp != nullptr) {
+    // This rank's rows normalised into the first rows of the partial buffer, then all-gathered:
+    // the LM head (column-parallel over the vocabulary) takes every row.
+    Tensor local = sp->partial.as_2d().slice(0, config_.local_rows(acts.batch));
+    be.layernorm_forward(local, acts.lnf_mean, acts.lnf_rstd, acts.residual.back(), lnf_w.value,
+                         lnf_b.value, config_.ln_eps);
+    all_gather_rows(be, acts.lnf_out, local, tensor_);
+  } else {
+    be.layernorm_forward(acts.lnf_out, acts.lnf_mean, acts.lnf_rstd, acts.residual.back(),
+                         lnf_w.value, lnf_b.value, config_.ln_eps);
+  }
   // Tied LM head: logits = lnf_out @ wte^T (column-parallel over the vocabulary). Padded
   // vocabulary columns are computed but the loss ignores them.
   be.gemm_weight(acts.logits, acts.lnf_out.as_2d(), wte->value, true, 1.0, 0.0);
@@ -139,6 +173,8 @@ Tensor GPTStage::backward(StageActivations& acts, const Tensor& doutput, double 
                           const GradReadyHook& on_grad_ready) {
   Backend& be = backend_;
   ensure_scratch(acts.batch);
+  ensure_sequence_parallel(acts.batch);
+  SequenceParallelBuffers* sp = config_.sequence_parallel ? &sp_ : nullptr;
   Param* wte = stage_.pre_process || stage_.post_process
                    ? &params_.get("embedding.word_embeddings.weight")
                    : nullptr;
@@ -152,13 +188,27 @@ Tensor GPTStage::backward(StageActivations& acts, const Tensor& doutput, double 
     } else {
       be.cross_entropy_backward(acts.logits, acts.logits, targets, config_.vocab, grad_scale);
     }
-    Tensor dlnf = scratch_.dln.as_2d();
-    be.gemm_weight(dlnf, acts.logits, wte->value, false, 1.0, 0.0);
-    copy_to_tensor_region_backward(be, dlnf, tensor_);
+    if (sp != nullptr) {
+      // dL/d(lnf_out) of every row from this rank's vocabulary columns, reduce-scattered to its
+      // rows (the backward of the all-gather).
+      Tensor dlnf = sp->partial.as_2d();
+      be.gemm_weight(dlnf, acts.logits, wte->value, false, 1.0, 0.0);
+      reduce_scatter_rows(be, scratch_.dln, sp->partial, tensor_);
+    } else {
+      Tensor dlnf = scratch_.dln.as_2d();
+      be.gemm_weight(dlnf, acts.logits, wte->value, false, 1.0, 0.0);
+      copy_to_tensor_region_backward(be, dlnf, tensor_);
+    }
     be.gemm(wte->grad, acts.logits, true, acts.lnf_out.as_2d(), false, 1.0, 1.0);
     be.fill(dres_, 0.0);
-    be.layernorm_backward(dres_, lnf_w.grad, lnf_b.grad, scratch_.dln, acts.residual.back(),
-                          lnf_w.value, acts.lnf_mean, acts.lnf_rstd);
+    if (sp != nullptr) {
+      layernorm_backward_sequence_parallel(be, dres_, lnf_w, lnf_b, scratch_.dln,
+                                           acts.residual.back(), acts.lnf_mean, acts.lnf_rstd,
+                                           sp->ln_grads, tensor_);
+    } else {
+      be.layernorm_backward(dres_, lnf_w.grad, lnf_b.grad, scratch_.dln, acts.residual.back(),
+                            lnf_w.value, acts.lnf_mean, acts.lnf_rstd);
+    }
     if (on_grad_ready) {
       on_grad_ready(lnf_w);
       on_grad_ready(lnf_b);
@@ -173,10 +223,10 @@ Tensor GPTStage::backward(StageActivations& acts, const Tensor& doutput, double 
       // Recompute this layer's forward from its saved input; the dropout streams are keyed by
       // micro-batch and layer, so the masks are the same ones the first forward drew.
       layers_[k].forward(be, layer_acts(acts, k), acts.residual[k + 1], acts.residual[k], seed_,
-                         acts.micro_batch_id);
+                         acts.micro_batch_id, sp);
     }
     layers_[k].backward(be, scratch_, dres_, layer_acts(acts, k), acts.residual[k], seed_,
-                        acts.micro_batch_id);
+                        acts.micro_batch_id, sp);
     if (on_grad_ready)
       for (const Param* p : layer_params_[k]) on_grad_ready(*p);
   }
@@ -184,12 +234,16 @@ Tensor GPTStage::backward(StageActivations& acts, const Tensor& doutput, double 
 
   if (config_.hidden_dropout > 0) {
     be.dropout_backward(scratch_.dh, dres_, config_.hidden_dropout,
-                        embedding_dropout_stream(seed_, acts.micro_batch_id));
+                        embedding_stream(acts.micro_batch_id, acts.batch));
   } else {
     be.copy(scratch_.dh, dres_);
   }
   Tensor& dwpe = params_.get("embedding.position_embeddings.weight").grad;
-  if (config_.tp_size > 1) {
+  if (sp != nullptr) {
+    // Every row's gradient (the backward of the reduce-scatter), as without sequence parallelism.
+    all_gather_rows(be, sp->gathered, scratch_.dh, tensor_);
+    vocab_parallel_embedding_backward(wte->grad, dwpe, sp->gathered, acts.tokens, vocab_shard_);
+  } else if (config_.tp_size > 1) {
     vocab_parallel_embedding_backward(wte->grad, dwpe, scratch_.dh, acts.tokens, vocab_shard_);
   } else {
     be.embedding_backward(wte->grad, dwpe, scratch_.dh, acts.tokens);

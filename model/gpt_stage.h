@@ -26,10 +26,12 @@ struct StageActivations {
   Tensor tokens;                 // i32 [b, s] (first stage)
   Tensor targets;                // i32 [b, s] (last stage)
   std::vector<Tensor> residual;  // [b, s, h] each: residual[k] enters local layer k; the last
-                                 // one is the stage output
+                                 // one is the stage output (sequence parallel: [n/tp, h], this
+                                 // rank's token rows, as the LayerNorm statistics below)
   std::vector<LayerActivations> layers;  // per local layer; none when checkpointing (the stage's
                                          // one recompute buffer serves every micro-batch)
-  Tensor lnf_out, lnf_mean, lnf_rstd;    // final LayerNorm (last stage)
+  Tensor lnf_out, lnf_mean, lnf_rstd;    // final LayerNorm (last stage); lnf_out has every row
+                                         // (sequence parallel: all-gathered for the LM head)
   Tensor logits;                         // [b*s, V_pad/tp]; overwritten by dL/dlogits in backward
   VocabParallelCEContext ce;             // tp > 1: the cross entropy's row max and sum-exp
 };
@@ -62,7 +64,8 @@ class GPTStage {
   StageActivations make_activations(int64_t micro_batch) const;
 
   // One micro-batch forward. First stage: `input` is i32 tokens [b, s]; otherwise activations
-  // [b, s, h]. Last stage: `targets` i32 [b, s], returns the summed token loss (double);
+  // [b, s, h] (sequence parallel: this rank's [n/tp, h], as the stage output; see
+  // activation_shape). Last stage: `targets` i32 [b, s], returns the summed token loss (double);
   // otherwise returns 0 and the output is acts.residual.back().
   double forward(StageActivations& acts, const Tensor& input, const Tensor& targets,
                  uint64_t micro_batch_id);
@@ -76,6 +79,9 @@ class GPTStage {
                   const GradReadyHook& on_grad_ready = {});
 
   int64_t num_local_layers() const { return static_cast<int64_t>(layers_.size()); }
+  // The shape of what stages pass each other for a micro-batch of b: [b, s, h], or this rank's
+  // token rows [n/tp, h] under sequence parallelism.
+  Shape activation_shape(int64_t b) const;
 
   // Training mode applies the config's dropout; evaluation mode (false) turns it off, as
   // Megatron-LM's model.eval() does.
@@ -84,6 +90,9 @@ class GPTStage {
 
  private:
   void ensure_scratch(int64_t batch);
+  void ensure_sequence_parallel(int64_t batch);
+  // The embedding dropout's stream, placed at this rank's first token row.
+  RngStream embedding_stream(uint64_t micro_batch_id, int64_t batch) const;
   LayerActivations& layer_acts(StageActivations& acts, size_t k);
   void ensure_recompute(int64_t batch);
 
@@ -103,6 +112,8 @@ class GPTStage {
   int64_t scratch_batch_ = 0;
   LayerScratch scratch_;
   Tensor dres_;  // [b, s, h] the residual stream's gradient, carried down the layers
+  int64_t sp_batch_ = 0;
+  SequenceParallelBuffers sp_;  // sequence parallelism's full-size buffers (else undefined)
   // Activation checkpointing: one layer's activations, written by every forward and recomputed
   // layer by layer in backward, so one buffer serves all micro-batches in flight.
   int64_t recompute_batch_ = 0;

@@ -7,20 +7,31 @@
 
 namespace mtnlg {
 
+namespace {
+
+// A tensor of `width` columns over this rank's token rows: [b, s, width], or [n/tp, width] under
+// sequence parallelism.
+Shape rows_shape(const GPTConfig& c, int64_t b, int64_t width) {
+  if (c.sequence_parallel) return {c.local_rows(b), width};
+  return {b, c.seq, width};
+}
+
+}  // namespace
+
 LayerActivations LayerActivations::allocate(Backend& be, const GPTConfig& c, int64_t b, DType dt) {
   const int64_t s = c.seq, h = c.hidden, f = c.local_ffn(), a = c.local_heads();
-  const int64_t ha = c.local_attention_width();
+  const int64_t ha = c.local_attention_width(), rows = c.local_rows(b);
   LayerActivations x;
-  x.ln1_out = be.alloc({b, s, h}, dt);
-  x.ln1_mean = be.alloc({b * s}, acc_dtype(dt));  // LayerNorm statistics in fp32 under bf16
-  x.ln1_rstd = be.alloc({b * s}, acc_dtype(dt));
+  x.ln1_out = be.alloc(rows_shape(c, b, h), dt);
+  x.ln1_mean = be.alloc({rows}, acc_dtype(dt));  // LayerNorm statistics in fp32 under bf16
+  x.ln1_rstd = be.alloc({rows}, acc_dtype(dt));
   x.qkv = be.alloc({b, s, 3 * ha}, dt);
   x.probs = be.alloc({b, a, s, s}, dt);
   x.attn_out = be.alloc({b, s, ha}, dt);
-  x.h1 = be.alloc({b, s, h}, dt);
-  x.ln2_out = be.alloc({b, s, h}, dt);
-  x.ln2_mean = be.alloc({b * s}, acc_dtype(dt));
-  x.ln2_rstd = be.alloc({b * s}, acc_dtype(dt));
+  x.h1 = be.alloc(rows_shape(c, b, h), dt);
+  x.ln2_out = be.alloc(rows_shape(c, b, h), dt);
+  x.ln2_mean = be.alloc({rows}, acc_dtype(dt));
+  x.ln2_rstd = be.alloc({rows}, acc_dtype(dt));
   x.fc1_out = be.alloc({b, s, f}, dt);
   x.act_out = be.alloc({b, s, f}, dt);
   return x;
@@ -28,8 +39,16 @@ LayerActivations LayerActivations::allocate(Backend& be, const GPTConfig& c, int
 
 LayerScratch LayerScratch::allocate(Backend& be, const GPTConfig& c, int64_t b, DType dt) {
   const int64_t s = c.seq, h = c.hidden, f = c.local_ffn(), ha = c.local_attention_width();
-  return LayerScratch{be.alloc({b, s, h}, dt), be.alloc({b, s, h}, dt), be.alloc({b, s, ha}, dt),
-                      be.alloc({b, s, 3 * ha}, dt), be.alloc({b, s, f}, dt)};
+  return LayerScratch{be.alloc(rows_shape(c, b, h), dt), be.alloc(rows_shape(c, b, h), dt),
+                      be.alloc({b, s, ha}, dt), be.alloc({b, s, 3 * ha}, dt),
+                      be.alloc({b, s, f}, dt)};
+}
+
+SequenceParallelBuffers SequenceParallelBuffers::allocate(Backend& be, const GPTConfig& c,
+                                                          int64_t b, DType dt, DType grad_dt) {
+  if (!c.sequence_parallel) return {};
+  return {be.alloc({b, c.seq, c.hidden}, dt), be.alloc({b, c.seq, c.hidden}, dt),
+          be.alloc({2 * c.hidden}, grad_dt)};
 }
 
 TransformerLayer::TransformerLayer(const GPTConfig& config, int64_t index, ParamRegistry& reg,
@@ -85,24 +104,62 @@ void TransformerLayer::attention_backward(Backend& be, LayerScratch& sc, const L
   }
 }
 
+RngStream TransformerLayer::hidden_stream(uint64_t seed, uint64_t mb, DropoutSite site,
+                                          int64_t b) const {
+  RngStream r = layer_dropout_stream(seed, mb, index_, site);
+  r.offset += static_cast<uint64_t>(c_.first_row(b) * c_.hidden);
+  return r;
+}
+
+void layernorm_backward_sequence_parallel(Backend& be, Tensor& din, Param& w, Param& bias,
+                                          const Tensor& dout, const Tensor& in, const Tensor& mean,
+                                          const Tensor& rstd, Tensor& ln_grads,
+                                          Communicator* tensor) {
+  const int64_t h = w.grad.numel();
+  Tensor gw = ln_grads.slice(0, h), gb = ln_grads.slice(h, 2 * h);
+  be.fill(ln_grads, 0.0);
+  be.layernorm_backward(din, gw, gb, dout, in, w.value, mean, rstd);
+  sum_over_tensor_group(be, ln_grads, tensor);
+  be.add(w.grad, w.grad, gw);
+  be.add(bias.grad, bias.grad, gb);
+}
+
 void TransformerLayer::forward(Backend& be, LayerActivations& a, Tensor out, const Tensor& x,
-                               uint64_t seed, uint64_t mb) const {
-  const auto rng = [&](DropoutSite site) { return layer_dropout_stream(seed, mb, index_, site); };
+                               uint64_t seed, uint64_t mb, SequenceParallelBuffers* sp) const {
+  const int64_t b = a.qkv.dim(0);
+  const bool seq_par = c_.sequence_parallel;
+  MTNLG_CHECK(!seq_par || sp != nullptr);
+  const auto rng = [&](DropoutSite site) { return hidden_stream(seed, mb, site, b); };
+  // The column-parallel GEMMs' input: the LayerNorm output, all rows.
+  const auto gathered = [&](const Tensor& ln_out) {
+    if (!seq_par) return ln_out;
+    all_gather_rows(be, sp->gathered, ln_out, tensor_);
+    return sp->gathered;
+  };
+  // A row-parallel GEMM into `out` (this rank's rows), then the replicated bias.
+  const auto row_parallel = [&](const Tensor& in, const Param& w, const Param& bias) {
+    if (!seq_par) return row_parallel_linear_forward(be, out, in, w, bias, tensor_);
+    Tensor partial = sp->partial.as_2d();
+    be.gemm_weight(partial, in.as_2d(), w.value, true, 1.0, 0.0);
+    reduce_scatter_rows(be, out, sp->partial, tensor_);
+    Tensor out2 = out.as_2d();
+    be.add_bias(out2, bias.value);
+  };
   // Attention sub-block; `out` doubles as the buffer of the projected attention output.
   be.layernorm_forward(a.ln1_out, a.ln1_mean, a.ln1_rstd, x, ln1_w_->value, ln1_b_->value,
                        c_.ln_eps);
-  linear_forward(be, a.qkv, a.ln1_out, *qkv_w_, *qkv_b_);  // column-parallel
-  attention_forward(be, a, rng(DropoutSite::kAttentionProbs));
-  row_parallel_linear_forward(be, out, a.attn_out, *dense_w_, *dense_b_, tensor_);
+  linear_forward(be, a.qkv, gathered(a.ln1_out), *qkv_w_, *qkv_b_);  // column-parallel
+  attention_forward(be, a, layer_dropout_stream(seed, mb, index_, DropoutSite::kAttentionProbs));
+  row_parallel(a.attn_out, *dense_w_, *dense_b_);
   if (c_.hidden_dropout > 0)
     be.dropout_forward(out, out, c_.hidden_dropout, rng(DropoutSite::kAttentionOutput));
   be.add(a.h1, x, out);
   // MLP sub-block.
   be.layernorm_forward(a.ln2_out, a.ln2_mean, a.ln2_rstd, a.h1, ln2_w_->value, ln2_b_->value,
                        c_.ln_eps);
-  linear_forward(be, a.fc1_out, a.ln2_out, *fc1_w_, *fc1_b_);  // column-parallel
+  linear_forward(be, a.fc1_out, gathered(a.ln2_out), *fc1_w_, *fc1_b_);  // column-parallel
   be.gelu_forward(a.act_out, a.fc1_out, c_.activation);
-  row_parallel_linear_forward(be, out, a.act_out, *fc2_w_, *fc2_b_, tensor_);
+  row_parallel(a.act_out, *fc2_w_, *fc2_b_);
   if (c_.hidden_dropout > 0)
     be.dropout_forward(out, out, c_.hidden_dropout, rng(DropoutSite::kMlpOutput));
   be.add(out, out, a.h1);
@@ -110,32 +167,57 @@ void TransformerLayer::forward(Backend& be, LayerActivations& a, Tensor out, con
 
 void TransformerLayer::backward(Backend& be, LayerScratch& s, Tensor dres,
                                 const LayerActivations& a, const Tensor& x, uint64_t seed,
-                                uint64_t mb) {
-  const auto rng = [&](DropoutSite site) { return layer_dropout_stream(seed, mb, index_, site); };
+                                uint64_t mb, SequenceParallelBuffers* sp) {
+  const int64_t b = a.qkv.dim(0);
+  const bool seq_par = c_.sequence_parallel;
+  MTNLG_CHECK(!seq_par || sp != nullptr);
+  const auto rng = [&](DropoutSite site) { return hidden_stream(seed, mb, site, b); };
+  // A row-parallel GEMM's output gradient, all rows (its bias gradient then sums every row).
+  const auto all_rows = [&](const Tensor& local) {
+    if (!seq_par) return local;
+    all_gather_rows(be, sp->gathered, local, tensor_);
+    return sp->gathered;
+  };
+  // A column-parallel GEMM's backward: dL/d(its input) into s.dln (this rank's rows, summed over
+  // the group), its weight gradient from the LayerNorm output `ln_out`, all rows.
+  const auto column_backward = [&](const Tensor& dy, const Tensor& ln_out, Param& w, Param& bias) {
+    if (!seq_par) {
+      linear_backward(be, s.dln, dy, ln_out, w, bias);
+      copy_to_tensor_region_backward(be, s.dln, tensor_);
+      return;
+    }
+    all_gather_rows(be, sp->gathered, ln_out, tensor_);
+    linear_backward(be, sp->partial, dy, sp->gathered, w, bias);
+    reduce_scatter_rows(be, s.dln, sp->partial, tensor_);
+  };
+  const auto layernorm_backward = [&](Param& w, Param& bias, const Tensor& in, const Tensor& mean,
+                                      const Tensor& rstd) {
+    if (!seq_par)
+      return be.layernorm_backward(dres, w.grad, bias.grad, s.dln, in, w.value, mean, rstd);
+    layernorm_backward_sequence_parallel(be, dres, w, bias, s.dln, in, mean, rstd, sp->ln_grads,
+                                         tensor_);
+  };
   // MLP sub-block, reversed. dres holds dL/d(out), which is also the skip path's dL/d(h1).
   if (c_.hidden_dropout > 0) {
     be.dropout_backward(s.dh, dres, c_.hidden_dropout, rng(DropoutSite::kMlpOutput));
   } else {
     be.copy(s.dh, dres);
   }
-  linear_backward(be, s.dact, s.dh, a.act_out, *fc2_w_, *fc2_b_);
+  linear_backward(be, s.dact, all_rows(s.dh), a.act_out, *fc2_w_, *fc2_b_);
   be.gelu_backward(s.dact, s.dact, a.fc1_out, c_.activation);
-  linear_backward(be, s.dln, s.dact, a.ln2_out, *fc1_w_, *fc1_b_);
-  copy_to_tensor_region_backward(be, s.dln, tensor_);
-  be.layernorm_backward(dres, ln2_w_->grad, ln2_b_->grad, s.dln, a.h1, ln2_w_->value, a.ln2_mean,
-                        a.ln2_rstd);
+  column_backward(s.dact, a.ln2_out, *fc1_w_, *fc1_b_);
+  layernorm_backward(*ln2_w_, *ln2_b_, a.h1, a.ln2_mean, a.ln2_rstd);
   // Attention sub-block, reversed. dres now holds dL/d(h1) = the skip path's dL/dx.
   if (c_.hidden_dropout > 0) {
     be.dropout_backward(s.dh, dres, c_.hidden_dropout, rng(DropoutSite::kAttentionOutput));
   } else {
     be.copy(s.dh, dres);
   }
-  linear_backward(be, s.dattn, s.dh, a.attn_out, *dense_w_, *dense_b_);
-  attention_backward(be, s, a, rng(DropoutSite::kAttentionProbs));
-  linear_backward(be, s.dln, s.dqkv, a.ln1_out, *qkv_w_, *qkv_b_);
-  copy_to_tensor_region_backward(be, s.dln, tensor_);
-  be.layernorm_backward(dres, ln1_w_->grad, ln1_b_->grad, s.dln, x, ln1_w_->value, a.ln1_mean,
-                        a.ln1_rstd);
+  linear_backward(be, s.dattn, all_rows(s.dh), a.attn_out, *dense_w_, *dense_b_);
+  attention_backward(be, s, a,
+                     layer_dropout_stream(seed, mb, index_, DropoutSite::kAttentionProbs));
+  column_backward(s.dqkv, a.ln1_out, *qkv_w_, *qkv_b_);
+  layernorm_backward(*ln1_w_, *ln1_b_, x, a.ln1_mean, a.ln1_rstd);
 }
 
 }  // namespace mtnlg

@@ -24,6 +24,19 @@ void copy_to_tensor_region_backward(Backend& be, Tensor& grad, Communicator* ten
 void reduce_from_tensor_region_forward(Backend& be, Tensor& x, Communicator* tensor);
 inline void reduce_from_tensor_region_backward(Backend&, Tensor&, Communicator*) {}
 
+// Sequence parallelism (Megatron-LM's gather_from_sequence_parallel_region and
+// reduce_scatter_to_sequence_parallel_region), over token rows: rank r's local tensor holds rows
+// [r * n/tp, (r + 1) * n/tp) of the n rows of the full one (dim 0 of as_2d()).
+// all_gather_rows: full = the ranks' local tensors in rank order. The forward of "gather" and the
+// backward of "reduce-scatter".
+void all_gather_rows(Backend& be, Tensor& full, const Tensor& local, Communicator* tensor);
+// reduce_scatter_rows: local = rows r of the sum over the group of full. The forward of
+// "reduce-scatter" (leaving a row-parallel GEMM) and the backward of "gather".
+void reduce_scatter_rows(Backend& be, Tensor& local, const Tensor& full, Communicator* tensor);
+// Sum over the tensor group in place: the gradients of parameters replicated over it that each
+// rank computed from its own rows (LayerNorm's, under sequence parallelism).
+void sum_over_tensor_group(Backend& be, Tensor& t, Communicator* tensor);
+
 // The vocab-parallel cross entropy's reductions over per-row host statistics (f64): max of the
 // local row maxima, sum of the local sums (sum-exp and the owning rank's target logit).
 void all_reduce_max(Tensor& host, Communicator* tensor);

@@ -150,6 +150,7 @@ std::string recipe_to_yaml(const Recipe& r) {
   w.value(1, "micro_batch_size", p.micro_batch_size);
   w.value(1, "zero_stage", p.zero_stage);
   w.value(1, "activation_checkpointing", p.activation_checkpointing);
+  w.value(1, "sequence_parallel", p.sequence_parallel);
   w.value(1, "timeout_s", p.timeout_s);
   w.value(1, "overlap_grad_reduce", p.overlap_grad_reduce);
   w.value(1, "grad_bucket_mb", p.grad_bucket_mb);

@@ -133,6 +133,7 @@ void read_parallel(const Section& s, ParallelConfig& p) {
   s.read("micro_batch_size", p.micro_batch_size);
   s.read("zero_stage", p.zero_stage);
   s.read("activation_checkpointing", p.activation_checkpointing);
+  s.read("sequence_parallel", p.sequence_parallel);
   s.read("timeout_s", p.timeout_s);
   s.read("overlap_grad_reduce", p.overlap_grad_reduce);
   s.read("grad_bucket_mb", p.grad_bucket_mb);

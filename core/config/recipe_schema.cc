@@ -30,6 +30,7 @@ constexpr KeySpec kParallel[] = {
     {"micro_batch_size", S, {}},
     {"zero_stage", S, {}},
     {"activation_checkpointing", S, {}},
+    {"sequence_parallel", S, {}},
     {"timeout_s", S, {}},
     {"overlap_grad_reduce", S, {}},
     {"grad_bucket_mb", S, {}},
