@@ -104,6 +104,10 @@ bool print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
   out << "  micro-batch           " << p.micro_batch << ", m = " << p.micro_batches
       << " micro-batches per pipeline per iteration (global / (micro x data))\n";
   out << "  ZeRO stage            " << r.parallel.zero_stage << "\n";
+  if (c.sequence_parallel)
+    out << "  sequence parallel     token rows split over the tensor group: "
+        << c.local_rows(p.micro_batch) << " of " << p.micro_batch * c.seq
+        << " per rank between the GEMMs (LayerNorm, dropout, residual stream, pipeline sends)\n";
   out << "  pipeline bubble       (pp - 1) / (m + pp - 1) = " << p.pipeline - 1 << " / "
       << p.micro_batches + p.pipeline - 1 << " = " << fixed(100.0 * p.bubble_fraction, 2)
       << "%\n\n";

@@ -251,6 +251,10 @@ void plan_layout(const Recipe& r, const PlanOptions& o, Plan& plan) {
                          " are not multiples of micro x data = " + std::to_string(per_step) +
                          ", so the ramp's batches do not split into whole micro-batches at this "
                          "layout (the trainer will refuse it); the full-batch figures hold");
+  if (r.parallel.sequence_parallel && plan.tensor == 1)
+    plan.notes.push_back(
+        "parallel.sequence_parallel: true has no effect with parallel.tensor 1 (nothing to split; "
+        "Megatron-LM turns it off the same way)");
 }
 
 // The CPU backend's bf16 weight copies for one stage (core/cpu/matmul_bf16.h run_weight): every

@@ -254,6 +254,11 @@ void Trainer::build_pipeline() {
                                                               : nullptr);
   pipeline_buffers_ =
       make_pipeline_buffers(*backend_, *p2p_, model_->activation_shape(micro), model_->dtype());
+  if (recipe_.parallel.sequence_parallel && !model_->config().sequence_parallel)
+    spdlog::warn("parallel.sequence_parallel: true has no effect with parallel.tensor 1");
+  if (model_->config().sequence_parallel)
+    spdlog::info("sequence parallel: {} of {} token rows per tensor rank between the GEMMs",
+                 model_->config().local_rows(micro), micro * recipe_.model.seq_length);
   if (pipeline_size_ > 1)
     spdlog::info("pipeline parallel: stage {} of {}, layers [{}, {}), {} micro-batches in flight",
                  stage_, pipeline_size_, model_->stage().first_layer, model_->stage().last_layer,

@@ -259,6 +259,13 @@ add_test(NAME two_nodes_shm_within_tcp_across
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/two_nodes_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(two_nodes_shm_within_tcp_across PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
 
+# Sequence parallelism: (2,1,1), (2,2,2) + ZeRO-1, (2,2,1) + checkpointing and micro-batches of 2
+# match one process; bytes sent equal the plan; measured peaks equal the plan, and the saving
+# against the same layouts without it equals the count from the shapes.
+add_test(NAME sequence_parallel_train
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/sequence_parallel_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(sequence_parallel_train PROPERTIES TIMEOUT 600)
+
 # The TCP transports on real processes: the tp 2 x pp 2 (x dp 2, ZeRO-1) layouts with every group
 # forced onto our TCP communicator (MTNLG_TRANSPORT=tcp, what groups spanning nodes use) and
 # onto Gloo's (gloo), each matching one process as over shared memory.

@@ -50,8 +50,8 @@ struct ParallelConfig {
   int64_t micro_batch_size = 1;
   int zero_stage = 0;
   bool activation_checkpointing = false;
-  // Sequence parallelism (Korthikanti et al. 2022, Megatron-LM's --sequence-parallel; needs
-  // tensor > 1): between the tensor-parallel GEMMs each tensor rank holds 1/tp of the token rows
+  // Sequence parallelism (Korthikanti et al. 2022, Megatron-LM's --sequence-parallel; off when
+  // tensor is 1, as Megatron turns it off): between the tensor-parallel GEMMs each tensor rank holds 1/tp of the token rows
   // (LayerNorm, dropout, the residual stream), all-gathered before the column-parallel GEMMs and
   // reduce-scattered after the row-parallel ones instead of all-reduced.
   bool sequence_parallel = false;

@@ -67,15 +67,11 @@ void validate_model(const ModelConfig& m, const ParallelConfig& p) {
   divides(p.tensor, "parallel.tensor", m.ffn_hidden_size, "model.ffn_hidden_size",
           "parallel.tensor");
   divides(p.pipeline, "parallel.pipeline", m.num_layers, "model.num_layers", "parallel.pipeline");
-  if (p.sequence_parallel) {
-    expect(p.tensor > 1, "parallel.sequence_parallel",
-           fmt::format("parallel.sequence_parallel: true needs parallel.tensor > 1 (it splits the "
-                       "token rows over the tensor group; tensor is {}); set parallel.tensor or "
-                       "sequence_parallel: false",
-                       p.tensor));
+  // With tensor 1 sequence parallelism has nothing to split and is off, as Megatron-LM turns it
+  // off (so a recipe keeps it across conversions to one tensor rank); the plan says so.
+  if (p.sequence_parallel && p.tensor > 1)
     divides(p.tensor, "parallel.tensor", m.seq_length, "model.seq_length",
             "parallel.sequence_parallel");
-  }
 }
 
 // "key: v is more than the largest supported value max (why)".

@@ -118,6 +118,11 @@ TEST_CASE("Megatron's counts in samples and iterations become tokens - its defau
   CHECK(r.precision == Precision::kFP16);
   CHECK(r.optimizer.loss_scale == 1024.0);
   CHECK(r.parallel.virtual_pipeline == 1);  // 2 layers / 2 stages / 1 per chunk
+  CHECK_FALSE(r.parallel.sequence_parallel);
+  CHECK(convert("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 "
+                "--micro-batch-size 2 --global-batch-size 8 --train-samples 800 "
+                "--data-path corpus --tensor-model-parallel-size 2 --sequence-parallel")
+            .parallel.sequence_parallel);
   // Megatron's defaults where ours differ.
   CHECK(r.schedule.decay_style == DecayStyle::kLinear);
   CHECK(r.data.split == std::vector<double>{969, 30, 1});

@@ -264,6 +264,11 @@ TEST_CASE("impossible values are rejected with the fix", "[config]") {
   expect_recipe_error({"parallel.virtual_pipeline=0"}, "parallel.virtual_pipeline",
                       {"must be positive"});
   expect_recipe_error({"parallel.overlap_grad_reduce=maybe"}, "parallel.overlap_grad_reduce", {});
+  expect_recipe_error({"parallel.sequence_parallel=true", "parallel.tensor=4",
+                       "model.seq_length=30", "model.max_position_embeddings=32"},
+                      "parallel.sequence_parallel",
+                      {"parallel.tensor: 4 does not divide model.seq_length: 30"});
+  expect_recipe_error({"parallel.sequence_parallel=yes please"}, "parallel.sequence_parallel", {});
   expect_recipe_error({"model.max_position_embeddings=16"}, "model.max_position_embeddings",
                       {"16 is less than model.seq_length: 32", "at least 32"});
   expect_recipe_error({"eval.interval=10", "data.split=[9,1,0]"}, "eval.iters",
