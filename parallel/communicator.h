@@ -29,6 +29,13 @@ namespace mtnlg {
 enum class ReduceOp { kSum, kMax };
 const char* reduce_op_name(ReduceOp op);
 
+// One transfer of Communicator::batch_send_recv (Megatron-LM's P2POp for batch_isend_irecv).
+struct P2POp {
+  bool send = false;  // true: send `tensor` to `peer`; false: receive into it
+  Tensor tensor;
+  int peer = -1;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -57,6 +64,12 @@ class Communicator {
   // rank 0 sends first and every other rank receives first).
   virtual void send(const Tensor& t, int peer) = 0;
   virtual void recv(Tensor& t, int peer) = 0;
+  // Every op of `ops` at once; returns when all have completed. Sends and receives progress
+  // together, so ranks that exchange in both directions in one batch never deadlock, whatever
+  // the sizes and the ring (where send() then recv() on every rank may). Ops with the same peer
+  // and direction complete in their order in `ops` and pair with the peer's in that order (and
+  // with its plain send()/recv()). bytes_sent counts the sends as send() does.
+  virtual void batch_send_recv(std::vector<P2POp>& ops) = 0;
   virtual void barrier() = 0;
   // Bytes moved, counted by the nccl-tests "bus bandwidth" convention so that every backend
   // counts alike and bytes/time is the bus bandwidth. S: bytes of the larger buffer, n: size():

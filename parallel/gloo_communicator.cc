@@ -130,6 +130,7 @@ class GlooCommunicator final : public HostCommunicator {
   void do_broadcast(Tensor& t, int root) override;
   void do_send(const Tensor& t, int peer) override;
   void do_recv(Tensor& t, int peer) override;
+  void do_batch_send_recv(std::vector<P2POp>& ops) override;
   void do_barrier() override;
 
  private:
@@ -386,6 +387,33 @@ void GlooCommunicator::do_recv(Tensor& t, int peer) {
         auto buf = context_->createUnboundBuffer(t.data(), t.nbytes());
         buf->recv(peer, gloo::Slot::build(kP2PSlotPrefix, recv_seq_[peer]++));
         if (!buf->waitRecv(timeout_)) throw gloo::IoException("recv aborted");
+      });
+}
+
+void GlooCommunicator::do_batch_send_recv(std::vector<P2POp>& ops) {
+  // Gloo's unbound buffers are asynchronous: post every op, then wait for each.
+  run(
+      "batch_send_recv",
+      [&] {
+        return std::to_string(ops.size()) + " transfers, the first " + ops.front().tensor.str() +
+               (ops.front().send ? " to rank " : " from rank ") + std::to_string(ops.front().peer);
+      },
+      ops.front().peer,
+      [&] {
+        std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> bufs;
+        for (P2POp& op : ops) {
+          auto buf = context_->createUnboundBuffer(op.tensor.data(), op.tensor.nbytes());
+          if (op.send) {
+            buf->send(op.peer, gloo::Slot::build(kP2PSlotPrefix, send_seq_[op.peer]++));
+          } else {
+            buf->recv(op.peer, gloo::Slot::build(kP2PSlotPrefix, recv_seq_[op.peer]++));
+          }
+          bufs.push_back(std::move(buf));
+        }
+        for (size_t i = 0; i < ops.size(); ++i) {
+          const bool done = ops[i].send ? bufs[i]->waitSend(timeout_) : bufs[i]->waitRecv(timeout_);
+          if (!done) throw gloo::IoException(ops[i].send ? "send aborted" : "recv aborted");
+        }
       });
 }
 

@@ -82,6 +82,22 @@ void HostCommunicator::recv(Tensor& t, int peer) {
   do_recv(t, peer);
 }
 
+void HostCommunicator::batch_send_recv(std::vector<P2POp>& ops) {
+  std::vector<P2POp> todo;
+  int64_t sent = 0;
+  for (P2POp& op : ops) {
+    const char* what = op.send ? "batch_send_recv (send)" : "batch_send_recv (recv)";
+    check_host_tensor(what, op.tensor, describer());
+    check_peer(what, op.peer, rank_, size_, describer());
+    if (op.tensor.numel() == 0) continue;
+    if (op.send) sent += static_cast<int64_t>(op.tensor.nbytes());
+    todo.push_back(op);
+  }
+  if (todo.empty()) return;
+  do_batch_send_recv(todo);
+  bytes_sent_ += sent;
+}
+
 void HostCommunicator::barrier() {
   if (size_ == 1) return;
   do_barrier();

@@ -31,6 +31,7 @@ class HostCommunicator : public Communicator {
   void broadcast(Tensor& t, int root) final;
   void send(const Tensor& t, int peer) final;
   void recv(Tensor& t, int peer) final;
+  void batch_send_recv(std::vector<P2POp>& ops) final;
   void barrier() final;
 
  protected:
@@ -45,6 +46,8 @@ class HostCommunicator : public Communicator {
   virtual void do_broadcast(Tensor& t, int root) = 0;
   virtual void do_send(const Tensor& t, int peer) = 0;
   virtual void do_recv(Tensor& t, int peer) = 0;
+  // ops: checked, none empty, at least one.
+  virtual void do_batch_send_recv(std::vector<P2POp>& ops) = 0;
   virtual void do_barrier() = 0;
 
   // "group 'tensor' (rank 1 of 2, global ranks [0, 1]<detail>)" and "peer rank 1 (global rank 5)".

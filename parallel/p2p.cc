@@ -34,13 +34,8 @@ void P2PCommunicator::send_backward_recv_forward(const Tensor& input_grad, Tenso
 }
 
 void P2PCommunicator::exchange(const Tensor& out, Tensor& in, int peer) {
-  if (stage_ % 2 == 0) {
-    pipeline_->send(out, peer);
-    pipeline_->recv(in, peer);
-  } else {
-    pipeline_->recv(in, peer);
-    pipeline_->send(out, peer);
-  }
+  std::vector<P2POp> ops{{true, out, peer}, {false, in, peer}};
+  pipeline_->batch_send_recv(ops);
 }
 
 }  // namespace mtnlg

@@ -3,9 +3,10 @@
 // backward traffic to the previous one. Calls that would cross the ends of the pipeline (recv or
 // send forward on the first stage, backward on the last) return at once.
 //
-// Deadlock rule: Communicator::send blocks until the peer posts the matching recv, so the two
-// halves of a combined exchange are ordered by stage parity: even stages send then receive, odd
-// stages receive then send. Adjacent stages differ in parity, so they never both send first.
+// Deadlock rule: Communicator::send may block until the peer posts the matching recv, so the two
+// halves of a combined exchange go in one Communicator::batch_send_recv (Megatron-LM's
+// batch_isend_irecv): they progress together, and two neighbours that both send first still
+// pair up, whatever the sizes.
 //
 // Ownership: borrows the pipeline group (null: a one-stage pipeline, every call a no-op) and the
 // tensors only for the call. Thread safety: as the Communicator (one thread).
@@ -39,7 +40,7 @@ class P2PCommunicator {
   void send_backward_recv_forward(const Tensor& input_grad, Tensor& input);
 
  private:
-  // Sends `out` to and receives `in` from `peer`, in the parity order.
+  // Sends `out` to and receives `in` from `peer`, both at once.
   void exchange(const Tensor& out, Tensor& in, int peer);
 
   Communicator* pipeline_;

@@ -196,6 +196,7 @@ class ShmCommunicator final : public HostCommunicator {
   void do_broadcast(Tensor& t, int root) override;
   void do_send(const Tensor& t, int peer) override;
   void do_recv(Tensor& t, int peer) override;
+  void do_batch_send_recv(std::vector<P2POp>& ops) override;
   void do_barrier() override;
 
  private:
@@ -219,6 +220,20 @@ class ShmCommunicator final : public HostCommunicator {
   SendDescriptor& send_descriptor(int from, int to) const {
     return reinterpret_cast<SendDescriptor*>(map_.base() + layout_.sends)[from * size_ + to];
   }
+
+  // Point-to-point ops in progress: advance() moves one as far as it can without waiting (true if
+  // it moved), can_advance() says whether it could move now, transfer() drives them all until
+  // done, each after the earlier ones on the same peer and direction.
+  struct Pending {
+    P2POp* op;
+    size_t pos = 0;       // bytes through the ring so far
+    bool posted = false;  // single copy: descriptor published (send) / sequence taken (recv)
+    uint64_t seq = 0;
+    bool done = false;
+  };
+  bool advance(Pending& x);
+  bool can_advance(const Pending& x) const;
+  void transfer(std::vector<P2POp>& ops);
 
   // Single copy: copies `bytes` at `addr` in peer's process into dst; failures (the peer died,
   // the kernel refused) mark the communicator failed and throw naming the peer.
@@ -433,81 +448,145 @@ void ShmCommunicator::do_broadcast(Tensor& t, int root) {
   });
 }
 
+bool ShmCommunicator::advance(Pending& x) {
+  P2POp& op = *x.op;
+  const size_t bytes = op.tensor.nbytes();
+  const int peer = op.peer;
+  if (single_copy_ && bytes >= kSingleCopySendMin) {
+    if (op.send) {
+      SendDescriptor& d = send_descriptor(rank_, peer);
+      bool moved = false;
+      if (!x.posted) {  // posting never waits
+        x.seq = ++sent_[peer];
+        d.addr.store(reinterpret_cast<uint64_t>(op.tensor.data()), std::memory_order_relaxed);
+        d.bytes.store(bytes, std::memory_order_relaxed);
+        d.seq.store(x.seq, std::memory_order_release);
+        x.posted = moved = true;
+      }
+      x.done = d.ack.load(std::memory_order_acquire) >= x.seq;
+      return moved || x.done;  // true only if something changed: else transfer() waits
+    }
+    SendDescriptor& d = send_descriptor(peer, rank_);
+    if (!x.posted) {
+      x.seq = ++received_[peer];
+      x.posted = true;
+    }
+    if (d.seq.load(std::memory_order_acquire) < x.seq) return false;
+    const uint64_t sent = d.bytes.load(std::memory_order_relaxed);
+    if (sent != bytes) {
+      failure_ = current() + " on " + where() + ": " + peer_str(peer) + " sent " +
+                 std::to_string(sent) + " bytes, this rank expects " + std::to_string(bytes) +
+                 " (the sender and receiver disagree on the shape)";
+      throw io_error(failure_, "shm");
+    }
+    read_from(peer, op.tensor.data(), d.addr.load(std::memory_order_relaxed), bytes);
+    d.ack.store(x.seq, std::memory_order_release);
+    x.done = true;
+    return true;
+  }
+  // Through the pair's ring, a piece at a time, each piece published as soon as it is copied.
+  const int from = op.send ? rank_ : peer, to = op.send ? peer : rank_;
+  auto& h = head(from, to);
+  auto& tl = tail(from, to);
+  char* ring = mailbox(from, to);
+  char* data = static_cast<char*>(op.tensor.data());
+  bool moved = false;
+  while (x.pos < bytes) {
+    size_t n = 0;
+    if (op.send) {
+      const uint64_t written = h.load(std::memory_order_relaxed);
+      const uint64_t room = kMailboxBytes - (written - tl.load(std::memory_order_acquire));
+      const size_t at = written % kMailboxBytes;
+      n = std::min({bytes - x.pos, static_cast<size_t>(room), kMailboxBytes - at, kRingPiece});
+      if (n == 0) break;
+      std::memcpy(ring + at, data + x.pos, n);
+      h.store(written + n, std::memory_order_release);
+    } else {
+      const uint64_t read = tl.load(std::memory_order_relaxed);
+      const uint64_t ready = h.load(std::memory_order_acquire) - read;
+      const size_t at = read % kMailboxBytes;
+      n = std::min({bytes - x.pos, static_cast<size_t>(ready), kMailboxBytes - at, kRingPiece});
+      if (n == 0) break;
+      std::memcpy(data + x.pos, ring + at, n);
+      tl.store(read + n, std::memory_order_release);
+    }
+    x.pos += n;
+    moved = true;
+  }
+  x.done = x.pos == bytes;
+  return moved;
+}
+
+bool ShmCommunicator::can_advance(const Pending& x) const {
+  const P2POp& op = *x.op;
+  const int peer = op.peer;
+  if (single_copy_ && op.tensor.nbytes() >= kSingleCopySendMin) {
+    if (!x.posted) return true;
+    if (op.send) return send_descriptor(rank_, peer).ack.load(std::memory_order_acquire) >= x.seq;
+    return send_descriptor(peer, rank_).seq.load(std::memory_order_acquire) >= x.seq;
+  }
+  if (op.send)
+    return head(rank_, peer).load(std::memory_order_relaxed) -
+               tail(rank_, peer).load(std::memory_order_acquire) <
+           kMailboxBytes;
+  return head(peer, rank_).load(std::memory_order_acquire) !=
+         tail(peer, rank_).load(std::memory_order_relaxed);
+}
+
+void ShmCommunicator::transfer(std::vector<P2POp>& ops) {
+  std::vector<Pending> xs;
+  for (P2POp& op : ops) xs.push_back(Pending{&op});
+  // The ops each one waits for: an earlier one on the same peer and direction (one ring, one
+  // sequence of descriptors per ordered pair).
+  const auto blocked = [&](size_t i) {
+    for (size_t j = 0; j < i; ++j)
+      if (!xs[j].done && xs[j].op->peer == xs[i].op->peer && xs[j].op->send == xs[i].op->send)
+        return true;
+    return false;
+  };
+  for (;;) {
+    bool all_done = true, moved = false;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      if (xs[i].done) continue;
+      if (!blocked(i)) moved = advance(xs[i]) || moved;
+      all_done = all_done && xs[i].done;
+    }
+    if (all_done) return;
+    if (moved) continue;
+    // Nothing can move: wait until one can, naming the first op's peer if none ever does.
+    const auto first = [&]() -> size_t {
+      for (size_t i = 0; i < xs.size(); ++i)
+        if (!xs[i].done) return i;
+      return 0;
+    };
+    wait_until(
+        [&] {
+          for (size_t i = 0; i < xs.size(); ++i)
+            if (!xs[i].done && !blocked(i) && can_advance(xs[i])) return true;
+          return false;
+        },
+        [&] { return xs[first()].op->peer; });
+  }
+}
+
 void ShmCommunicator::do_send(const Tensor& t, int peer) {
   run("send", &t, " to rank ", peer, [&] {
-    if (single_copy_ && t.nbytes() >= kSingleCopySendMin) {
-      SendDescriptor& d = send_descriptor(rank_, peer);
-      const uint64_t seq = ++sent_[peer];
-      d.addr.store(reinterpret_cast<uint64_t>(t.data()), std::memory_order_relaxed);
-      d.bytes.store(t.nbytes(), std::memory_order_relaxed);
-      d.seq.store(seq, std::memory_order_release);
-      wait_until([&] { return d.ack.load(std::memory_order_acquire) >= seq; },
-                 [&] { return peer; });
-      return;
-    }
-    auto& h = head(rank_, peer);
-    auto& tl = tail(rank_, peer);
-    char* ring = mailbox(rank_, peer);
-    const char* src = static_cast<const char*>(t.data());
-    const size_t bytes = t.nbytes();
-    uint64_t written = h.load(std::memory_order_relaxed);
-    for (size_t pos = 0; pos < bytes;) {
-      uint64_t read = tl.load(std::memory_order_acquire);
-      if (written - read == kMailboxBytes) {
-        wait_until([&] { return written - tl.load(std::memory_order_acquire) < kMailboxBytes; },
-                   [&] { return peer; });
-        read = tl.load(std::memory_order_acquire);
-      }
-      const size_t at = written % kMailboxBytes;
-      const size_t n =
-          std::min({bytes - pos, kMailboxBytes - (written - read), kMailboxBytes - at, kRingPiece});
-      std::memcpy(ring + at, src + pos, n);
-      pos += n;
-      written += n;
-      h.store(written, std::memory_order_release);
-    }
+    std::vector<P2POp> ops{P2POp{true, t, peer}};
+    transfer(ops);
   });
 }
 
 void ShmCommunicator::do_recv(Tensor& t, int peer) {
   run("recv", &t, " from rank ", peer, [&] {
-    if (single_copy_ && t.nbytes() >= kSingleCopySendMin) {
-      SendDescriptor& d = send_descriptor(peer, rank_);
-      const uint64_t seq = ++received_[peer];
-      wait_until([&] { return d.seq.load(std::memory_order_acquire) >= seq; },
-                 [&] { return peer; });
-      const uint64_t bytes = d.bytes.load(std::memory_order_relaxed);
-      if (bytes != t.nbytes()) {
-        failure_ = current() + " on " + where() + ": " + peer_str(peer) + " sent " +
-                   std::to_string(bytes) + " bytes, this rank expects " +
-                   std::to_string(t.nbytes()) + " (the sender and receiver disagree on the shape)";
-        throw io_error(failure_, "shm");
-      }
-      read_from(peer, t.data(), d.addr.load(std::memory_order_relaxed), bytes);
-      d.ack.store(seq, std::memory_order_release);
-      return;
-    }
-    auto& h = head(peer, rank_);
-    auto& tl = tail(peer, rank_);
-    const char* ring = mailbox(peer, rank_);
-    char* dst = static_cast<char*>(t.data());
-    const size_t bytes = t.nbytes();
-    uint64_t read = tl.load(std::memory_order_relaxed);
-    for (size_t pos = 0; pos < bytes;) {
-      uint64_t written = h.load(std::memory_order_acquire);
-      if (written == read) {
-        wait_until([&] { return h.load(std::memory_order_acquire) != read; }, [&] { return peer; });
-        written = h.load(std::memory_order_acquire);
-      }
-      const size_t at = read % kMailboxBytes;
-      const size_t n = std::min(
-          {bytes - pos, static_cast<size_t>(written - read), kMailboxBytes - at, kRingPiece});
-      std::memcpy(dst + pos, ring + at, n);
-      pos += n;
-      read += n;
-      tl.store(read, std::memory_order_release);
-    }
+    std::vector<P2POp> ops{P2POp{false, t, peer}};
+    transfer(ops);
   });
+}
+
+void ShmCommunicator::do_batch_send_recv(std::vector<P2POp>& ops) {
+  run("batch_send_recv", &ops.front().tensor,
+      ops.front().send ? " (first) to rank " : " (first) from rank ", ops.front().peer,
+      [&] { transfer(ops); });
 }
 
 void ShmCommunicator::do_barrier() {

@@ -139,6 +139,7 @@ class TcpCommunicator final : public HostCommunicator {
   void do_broadcast(Tensor& t, int root) override;
   void do_send(const Tensor& t, int peer) override;
   void do_recv(Tensor& t, int peer) override;
+  void do_batch_send_recv(std::vector<P2POp>& ops) override;
   void do_barrier() override;
 
  private:
@@ -277,11 +278,16 @@ void TcpCommunicator::progress(std::vector<Transfer>& xs) {
   const auto start = Clock::now();
   std::vector<pollfd> fds;
   std::vector<size_t> which;
+  std::vector<uint8_t> busy;
   for (;;) {
     fds.clear();
     which.clear();
+    // One byte stream per peer and direction: a transfer waits for the earlier ones on it.
+    busy.assign(2 * static_cast<size_t>(size_), 0);
     for (size_t i = 0; i < xs.size(); ++i) {
       Transfer& x = xs[i];
+      uint8_t& stream = busy[2 * static_cast<size_t>(x.peer) + (x.send ? 1 : 0)];
+      if (stream) continue;
       // Try first: most small transfers complete without waiting.
       while (x.left > 0) {
         const int fd = peers_[static_cast<size_t>(x.peer)].get();
@@ -302,6 +308,7 @@ void TcpCommunicator::progress(std::vector<Transfer>& xs) {
         throw io_error(failure_, "tcp");
       }
       if (x.left > 0) {
+        stream = 1;
         fds.push_back({peers_[static_cast<size_t>(x.peer)].get(),
                        static_cast<short>(x.send ? POLLOUT : POLLIN), 0});
         which.push_back(i);
@@ -440,6 +447,15 @@ void TcpCommunicator::do_send(const Tensor& t, int peer) {
 void TcpCommunicator::do_recv(Tensor& t, int peer) {
   run("recv", &t, [&] {
     std::vector<Transfer> xs{{peer, false, static_cast<char*>(t.data()), t.nbytes()}};
+    progress(xs);
+  });
+}
+
+void TcpCommunicator::do_batch_send_recv(std::vector<P2POp>& ops) {
+  run("batch_send_recv", &ops.front().tensor, [&] {
+    std::vector<Transfer> xs;
+    for (P2POp& op : ops)
+      xs.push_back({op.peer, op.send, static_cast<char*>(op.tensor.data()), op.tensor.nbytes()});
     progress(xs);
   });
 }

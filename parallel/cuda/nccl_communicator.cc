@@ -95,6 +95,7 @@ class NcclCommunicator final : public Communicator {
   void broadcast(Tensor& t, int root) override;
   void send(const Tensor& t, int peer) override;
   void recv(Tensor& t, int peer) override;
+  void batch_send_recv(std::vector<P2POp>& ops) override;
   void barrier() override;
 
  private:
@@ -413,6 +414,43 @@ void NcclCommunicator::recv(Tensor& t, int peer) {
         NCCL_CHECK(received);
         NCCL_CHECK(ended);
       });
+}
+
+void NcclCommunicator::batch_send_recv(std::vector<P2POp>& ops) {
+  std::vector<P2POp*> todo;
+  for (P2POp& op : ops) {
+    check_tensor(op.send ? "batch_send_recv (send)" : "batch_send_recv (recv)", op.tensor);
+    check_peer(op.send ? "batch_send_recv (send)" : "batch_send_recv (recv)", op.peer);
+    if (op.tensor.numel() > 0) todo.push_back(&op);
+  }
+  if (todo.empty()) return;
+  run(
+      "batch_send_recv",
+      [&] {
+        return std::to_string(todo.size()) + " transfers, the first " + todo.front()->tensor.str() +
+               (todo.front()->send ? " to rank " : " from rank ") +
+               std::to_string(todo.front()->peer);
+      },
+      [&] {
+        // One NCCL group: its sends and receives progress together (ncclGroupEnd always runs,
+        // as in send()).
+        NCCL_CHECK(ncclGroupStart());
+        ncclResult_t first = ncclSuccess;
+        for (P2POp* op : todo) {
+          const ncclResult_t r =
+              op->send
+                  ? ncclSend(op->tensor.data(), static_cast<size_t>(op->tensor.numel()),
+                             nccl_dtype(op->tensor.dtype()), op->peer, comm_.get(), stream_.get())
+                  : ncclRecv(op->tensor.data(), static_cast<size_t>(op->tensor.numel()),
+                             nccl_dtype(op->tensor.dtype()), op->peer, comm_.get(), stream_.get());
+          if (first == ncclSuccess) first = r;
+        }
+        const ncclResult_t ended = ncclGroupEnd();
+        NCCL_CHECK(first);
+        NCCL_CHECK(ended);
+      });
+  for (P2POp* op : todo)
+    if (op->send) bytes_sent_ += static_cast<int64_t>(op->tensor.nbytes());
 }
 
 void NcclCommunicator::barrier() {

@@ -258,6 +258,45 @@ TEST_CASE("send/recv around a ring - twice - in order") {
   }
 }
 
+TEST_CASE("batch_send_recv: every rank sends both ways around a ring at once") {
+  // Each rank sends to its next and previous rank and receives from both in one batch: with plain
+  // send() then recv() on every rank, messages larger than a transport's buffering deadlock (the
+  // 0.4 MB ones exceed the shared-memory ring, the 2.4 MB ones go single copy). Two ranks make
+  // next == previous: two sends to one peer in one batch, matched in order.
+  const Transport tr = GENERATE(Transport::kGloo, Transport::kTcp, Transport::kShm);
+  const int64_t len = GENERATE(int64_t{9}, int64_t{100003}, int64_t{600001});
+  INFO("transport " << transport_name(tr) << ", " << len << " floats");
+  for (int n = 2; n <= 4; ++n) {
+    INFO("ranks " << n);
+    MemoryStore store;
+    std::vector<int> ok(n, 0);
+    std::vector<int64_t> bytes(n);
+    run_ranks(n, [&](int r) {
+      auto comm = world(store, r, n, tr);
+      const int next = (r + 1) % n, prev = (r + n - 1) % n;
+      // Forward traffic carries offset 0, backward offset 1000: a swapped pair shows.
+      Tensor fwd = filled<float>(r, len), bwd = filled<float>(r, len, 1000);
+      Tensor from_prev = Tensor::cpu({len}, DType::kF32),
+             from_next = Tensor::cpu({len}, DType::kF32);
+      std::vector<P2POp> ops{
+          {true, fwd, next}, {true, bwd, prev}, {false, from_prev, prev}, {false, from_next, next}};
+      comm->batch_send_recv(ops);
+      // And a second batch on the same pairs, continuing their order.
+      Tensor again = Tensor::cpu({len}, DType::kF32);
+      std::vector<P2POp> more{{false, again, prev}, {true, fwd, next}};
+      comm->batch_send_recv(more);
+      ok[r] = values<float>(from_prev) == values<float>(filled<float>(prev, len)) &&
+              values<float>(from_next) == values<float>(filled<float>(next, len, 1000)) &&
+              values<float>(again) == values<float>(filled<float>(prev, len));
+      bytes[r] = comm->bytes_sent();
+    });
+    for (int r = 0; r < n; ++r) {
+      CHECK(ok[r] == 1);
+      CHECK(bytes[r] == 3 * len * 4);
+    }
+  }
+}
+
 TEST_CASE("the same group created twice on one store gets fresh keys") {
   const Transport tr = GENERATE(Transport::kGloo, Transport::kTcp, Transport::kShm);
   INFO("transport " << transport_name(tr));

@@ -47,18 +47,18 @@ class RendezvousGroup final : public Communicator {
   void all_gather(Tensor&, const Tensor&) override { unused(); }
   void broadcast(Tensor&, int) override { unused(); }
   void barrier() override { unused(); }
+  // Sends posted first, then the receives, then the sends waited for: nothing blocks another.
+  void batch_send_recv(std::vector<P2POp>& ops) override {
+    std::vector<std::pair<std::shared_ptr<Mailbox::Message>, int>> posted;
+    for (P2POp& op : ops)
+      if (op.send) posted.emplace_back(post(op.tensor, op.peer), op.peer);
+    for (P2POp& op : ops)
+      if (!op.send) recv(op.tensor, op.peer);
+    for (auto& [message, peer] : posted) wait_taken(message, peer);
+  }
   int64_t bytes_sent() const override { return 0; }
 
-  void send(const Tensor& t, int peer) override {
-    auto message = std::make_shared<Mailbox::Message>();
-    message->data.assign(t.data_as<float>(), t.data_as<float>() + t.numel());
-    std::unique_lock lock(box_.mutex);
-    box_.queues[{rank_, peer}].push_back(message);
-    box_.changed.notify_all();
-    if (!box_.changed.wait_for(lock, kDeadlock, [&] { return message->taken; }))
-      throw std::runtime_error("deadlock: stage " + std::to_string(rank_) + " send to " +
-                               std::to_string(peer) + " never received");
-  }
+  void send(const Tensor& t, int peer) override { wait_taken(post(t, peer), peer); }
   void recv(Tensor& t, int peer) override {
     std::unique_lock lock(box_.mutex);
     auto& queue = box_.queues[{peer, rank_}];
@@ -77,6 +77,20 @@ class RendezvousGroup final : public Communicator {
 
  private:
   [[noreturn]] static void unused() { throw std::logic_error("not used by the schedule"); }
+  std::shared_ptr<Mailbox::Message> post(const Tensor& t, int peer) {
+    auto message = std::make_shared<Mailbox::Message>();
+    message->data.assign(t.data_as<float>(), t.data_as<float>() + t.numel());
+    std::lock_guard lock(box_.mutex);
+    box_.queues[{rank_, peer}].push_back(message);
+    box_.changed.notify_all();
+    return message;
+  }
+  void wait_taken(const std::shared_ptr<Mailbox::Message>& message, int peer) {
+    std::unique_lock lock(box_.mutex);
+    if (!box_.changed.wait_for(lock, kDeadlock, [&] { return message->taken; }))
+      throw std::runtime_error("deadlock: stage " + std::to_string(rank_) + " send to " +
+                               std::to_string(peer) + " never received");
+  }
   Mailbox& box_;
   int rank_, size_;
   std::string name_ = "pipeline";
