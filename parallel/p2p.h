@@ -39,6 +39,15 @@ class P2PCommunicator {
   // Both with the previous stage: send_backward(input_grad), recv_forward(input).
   void send_backward_recv_forward(const Tensor& input_grad, Tensor& input);
 
+  // The interleaved schedule's exchange around the ring (the last stage's next is the first, whose
+  // previous is the last: model chunk c on the last stage feeds chunk c + 1 on the first), in one
+  // batch: `output` (undefined: none) to the next stage, `input_grad` (undefined: none) to the
+  // previous one, `input` from the previous one when recv_prev, `output_grad` from the next one
+  // when recv_next. Forward traffic is ordered before backward traffic, so with two stages
+  // (next == previous) the two pair up in order.
+  void ring_exchange(const Tensor& output, const Tensor& input_grad, bool recv_prev, Tensor& input,
+                     bool recv_next, Tensor& output_grad);
+
  private:
   // Sends `out` to and receives `in` from `peer`, both at once.
   void exchange(const Tensor& out, Tensor& in, int peer);

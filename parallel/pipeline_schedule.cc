@@ -72,6 +72,106 @@ void forward_backward_pipelining_without_interleaving(P2PCommunicator& p2p,
   MTNLG_CHECK_EQ(next_backward, m);
 }
 
+namespace {
+
+// Which chunk and micro-batch the k-th forward (or backward) step of the interleaved schedule
+// runs (Megatron-LM's get_model_chunk_id and microbatch numbering).
+struct InterleavedSteps {
+  int64_t p, v;
+  // k may be negative (the schedule asks where a stage p - 1 steps behind is): floor modulo, as
+  // Python's, which Megatron's code relies on.
+  int64_t chunk(int64_t k, bool forward) const {
+    const int64_t c = ((k % (p * v) + p * v) % (p * v)) / p;
+    return forward ? c : v - 1 - c;
+  }
+  int64_t micro(int64_t k) const { return k / (p * v) * p + k % p; }
+};
+
+int64_t interleaved_warmup(int64_t p, int64_t stage, int64_t v, int64_t m) {
+  const int64_t total = m * v;
+  if (m == p) return total;
+  return std::min(total, (p - stage - 1) * 2 + (v - 1) * p);
+}
+
+}  // namespace
+
+int64_t max_in_flight_interleaved(int64_t num_stages, int64_t stage, int64_t num_chunks,
+                                  int64_t num_micro_batches) {
+  const int64_t warmup = interleaved_warmup(num_stages, stage, num_chunks, num_micro_batches);
+  // Steady steps run a forward before the backward: one more in flight, unless all is warm-up.
+  return std::min(num_chunks * num_micro_batches, warmup + 1);
+}
+
+void forward_backward_pipelining_with_interleaving(P2PCommunicator& p2p, int64_t num_chunks,
+                                                   int64_t num_micro_batches,
+                                                   PipelineBuffers& buffers,
+                                                   const ChunkForwardStep& forward_step,
+                                                   const ChunkBackwardStep& backward_step) {
+  const int64_t p = p2p.num_stages(), r = p2p.stage(), v = num_chunks, m = num_micro_batches;
+  MTNLG_CHECK_MSG(p > 1 && v > 1 && m > 0 && m % p == 0,
+                  "the interleaved schedule needs 2 or more stages and chunks and a multiple of "
+                  "the stages in micro-batches; got "
+                      << p << " stages, " << v << " chunks, " << m << " micro-batches");
+  MTNLG_CHECK(buffers.input.defined() && buffers.output_grad.defined());
+  const InterleavedSteps steps{p, v};
+  const bool first = p2p.is_first_stage(), last = p2p.is_last_stage();
+  const int64_t total = m * v;
+  const int64_t num_warmup = interleaved_warmup(p, r, v, m);
+  const int64_t num_steady = total - num_warmup;
+  const bool all_warmup = num_warmup == total;
+  Tensor& input = buffers.input;
+  Tensor& output_grad = buffers.output_grad;
+  const Tensor none;
+
+  // Forward step k: chunk 0 on the first stage reads its own data; the last virtual stage keeps
+  // its loss and sends nothing.
+  const auto forward = [&](int64_t k) {
+    const int64_t c = steps.chunk(k, true);
+    const Tensor out = forward_step(c, steps.micro(k), first && c == 0 ? none : input);
+    return last && c == v - 1 ? none : out;
+  };
+  const auto backward = [&](int64_t k) {
+    const int64_t c = steps.chunk(k, false);
+    const Tensor grad = backward_step(c, steps.micro(k), last && c == v - 1 ? none : output_grad);
+    return first && c == 0 ? none : grad;
+  };
+
+  // Warm-up. The first forward's input, unless it is chunk 0 on the first stage.
+  if (!first) p2p.ring_exchange(none, none, true, input, false, output_grad);
+  for (int64_t k = 0; k < num_warmup; ++k) {
+    const Tensor output = forward(k);
+    const bool recv_prev = !(first && steps.chunk(k + 1, true) == 0) && k + 1 < total;
+    // The last warm-up step also fetches the first backward's gradient.
+    const bool recv_next = k == num_warmup - 1 && !all_warmup && !last;
+    p2p.ring_exchange(output, none, recv_prev, input, recv_next, output_grad);
+  }
+
+  // Steady: one forward, one backward, one exchange.
+  for (int64_t i = 0; i < num_steady; ++i) {
+    const int64_t fk = i + num_warmup, bk = i;
+    const Tensor output = forward(fk);
+    const Tensor input_grad = backward(bk);
+    bool recv_prev = true, recv_next = true;
+    if (first) {
+      // The next forward on the first stage is chunk 0 (own data) after the last chunk's turn.
+      if (steps.chunk(fk - (p - 1), true) == v - 1) recv_prev = false;
+    }
+    if (last) {
+      if (steps.chunk(bk - (p - 1), false) == 0) recv_next = false;
+    }
+    if (i == num_steady - 1) recv_prev = false;
+    p2p.ring_exchange(output, input_grad, recv_prev, input, recv_next, output_grad);
+  }
+
+  // Cool-down: the backwards left.
+  if (all_warmup && !last) p2p.ring_exchange(none, none, false, input, true, output_grad);
+  for (int64_t k = num_steady; k < total; ++k) {
+    const Tensor input_grad = backward(k);
+    const bool recv_next = !(last && steps.chunk(k + 1, false) == v - 1) && k + 1 < total;
+    p2p.ring_exchange(none, input_grad, false, input, recv_next, output_grad);
+  }
+}
+
 void forward_pipelining(P2PCommunicator& p2p, int64_t num_micro_batches, PipelineBuffers& buffers,
                         const ForwardStep& forward_step) {
   check_buffers(p2p, buffers, false);

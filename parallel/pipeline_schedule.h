@@ -54,6 +54,30 @@ void forward_backward_pipelining_without_interleaving(P2PCommunicator& p2p,
                                                       const ForwardStep& forward_step,
                                                       const BackwardStep& backward_step);
 
+// The interleaved 1F1B schedule (Megatron-LM's forward_backward_pipelining_with_interleaving):
+// each of the p stages holds v model chunks, chunk c of stage r being virtual stage c*p + r, so
+// the model is v rounds of the ring (chunk c on the last stage feeds chunk c + 1 on the first).
+// A stage runs m*v forward and m*v backward steps; step k is micro-batch (k / pv) p + k % p of
+// chunk (k % pv) / p (backward: chunk v - 1 - that), so micro-batches go through in groups of p.
+// Warm-up: (p - r - 1) * 2 + (v - 1) * p forwards (every step when m == p), then one forward and
+// one backward per step, then the backwards left. Every exchange is one batch
+// (P2PCommunicator::ring_exchange). Needs p > 1 and m a multiple of p. The callbacks take the
+// chunk; a forward of chunk 0 on the first stage gets no input, a backward of chunk v - 1 on the
+// last stage no output gradient; otherwise what they get is valid only until they return (one
+// receive buffer each way serves every step, as in the plain schedule).
+using ChunkForwardStep = std::function<Tensor(int64_t chunk, int64_t micro, const Tensor& input)>;
+using ChunkBackwardStep =
+    std::function<Tensor(int64_t chunk, int64_t micro, const Tensor& output_grad)>;
+void forward_backward_pipelining_with_interleaving(P2PCommunicator& p2p, int64_t num_chunks,
+                                                   int64_t num_micro_batches,
+                                                   PipelineBuffers& buffers,
+                                                   const ChunkForwardStep& forward_step,
+                                                   const ChunkBackwardStep& backward_step);
+// Forward steps whose backward has not run yet, at most, on `stage` under that schedule: the
+// activation sets (each one chunk's) the stage keeps.
+int64_t max_in_flight_interleaved(int64_t num_stages, int64_t stage, int64_t num_chunks,
+                                  int64_t num_micro_batches);
+
 // Forwards only (evaluation): recv_forward, forward_step, send_forward per micro-batch.
 void forward_pipelining(P2PCommunicator& p2p, int64_t num_micro_batches, PipelineBuffers& buffers,
                         const ForwardStep& forward_step);

@@ -7,6 +7,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -168,6 +170,69 @@ std::vector<StageLog> run_pipeline(int p, int64_t m) {
   return logs;
 }
 
+// "F1.3": chunk 1, micro-batch 3 (built stepwise, as event()).
+std::string chunk_event(char kind, int64_t chunk, int64_t micro, bool good) {
+  std::string e(1, kind);
+  e += std::to_string(chunk);
+  e += '.';
+  e += std::to_string(micro);
+  if (!good) e += '?';
+  return e;
+}
+
+// The interleaved schedule on `p` threads, v chunks, m micro-batches: chunk c of stage r is
+// virtual stage c*p + r; each forward must get the previous virtual stage's output of the same
+// micro-batch, each backward the next one's gradient. Events are "F<c>.<micro>" / "B<c>.<micro>".
+std::vector<StageLog> run_interleaved(int p, int64_t v, int64_t m) {
+  Mailbox box;
+  std::vector<StageLog> logs(p);
+  std::vector<std::exception_ptr> errors(p);
+  std::vector<std::thread> threads;
+  const int64_t stages = p * v;
+  for (int r = 0; r < p; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        RendezvousGroup group(box, r, p);
+        P2PCommunicator p2p(&group);
+        auto be = make_cpu_backend(1);
+        StageLog& log = logs[r];
+        Tensor out, in_grad;
+        int64_t in_flight = 0;
+        const auto ok = [](const Tensor& t, float want) {
+          return t.defined() && t.data_as<float>()[2] == want;
+        };
+        const ChunkForwardStep forward = [&](int64_t c, int64_t micro, const Tensor& input) {
+          const int64_t vs = c * p + r;
+          const bool good = vs == 0 ? !input.defined() : ok(input, activation(micro, int(vs - 1)));
+          log.order.push_back(chunk_event('F', c, micro, good));
+          log.max_in_flight = std::max(log.max_in_flight, ++in_flight);
+          out = filled(activation(micro, int(vs)));
+          return out;
+        };
+        const ChunkBackwardStep backward = [&](int64_t c, int64_t micro, const Tensor& grad) {
+          const int64_t vs = c * p + r;
+          const bool good =
+              vs == stages - 1 ? !grad.defined() : ok(grad, gradient(micro, int(vs + 1)));
+          log.order.push_back(chunk_event('B', c, micro, good));
+          --in_flight;
+          in_grad = filled(gradient(micro, int(vs)));
+          return in_grad;
+        };
+        PipelineBuffers buffers;
+        buffers.input = be->alloc({3}, DType::kF32);
+        buffers.output_grad = be->alloc({3}, DType::kF32);
+        forward_backward_pipelining_with_interleaving(p2p, v, m, buffers, forward, backward);
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  return logs;
+}
+
 using Order = std::vector<std::string>;
 
 TEST_CASE("1F1B order of Megatron-LM with 4 stages and 6 micro-batches") {
@@ -219,6 +284,48 @@ TEST_CASE("1F1B with 2 and 3 stages and one stage") {
       }
     }
   }
+}
+
+TEST_CASE("interleaved 1F1B: every step gets the right tensor on 2-4 stages - 2 and 3 chunks") {
+  for (int p : {2, 3, 4}) {
+    for (int64_t v : {2, 3}) {
+      for (int64_t groups : {1, 2, 3}) {
+        const int64_t m = groups * p;
+        INFO(p << " stages, " << v << " chunks, " << m << " micro-batches");
+        const auto logs = run_interleaved(p, v, m);
+        for (int r = 0; r < p; ++r) {
+          INFO("stage " << r);
+          const Order& order = logs[r].order;
+          CHECK(order.size() == static_cast<size_t>(2 * m * v));
+          for (const auto& e : order) CHECK(e.back() != '?');
+          // Every (chunk, micro-batch) once each way, and a backward after its forward.
+          for (int64_t c = 0; c < v; ++c)
+            for (int64_t micro = 0; micro < m; ++micro) {
+              const std::string f = chunk_event('F', c, micro, true);
+              const std::string b = chunk_event('B', c, micro, true);
+              const auto fi = std::find(order.begin(), order.end(), f);
+              const auto bi = std::find(order.begin(), order.end(), b);
+              CHECK(std::count(order.begin(), order.end(), f) == 1);
+              CHECK(std::count(order.begin(), order.end(), b) == 1);
+              CHECK(fi < bi);
+            }
+          CHECK(logs[r].max_in_flight == max_in_flight_interleaved(p, r, v, m));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("interleaved 1F1B order of Megatron-LM: 2 stages - 2 chunks - 4 micro-batches") {
+  const auto logs = run_interleaved(2, 2, 4);
+  // Stage 0: warm-up (2 - 0 - 1) * 2 + (2 - 1) * 2 = 4 forwards in groups of p = 2 micro-batches
+  // per chunk, then forward/backward pairs, backwards from the last chunk down.
+  CHECK(logs[0].order == Order{"F0.0", "F0.1", "F1.0", "F1.1", "F0.2", "B1.0", "F0.3", "B1.1",
+                               "F1.2", "B0.0", "F1.3", "B0.1", "B1.2", "B1.3", "B0.2", "B0.3"});
+  CHECK(logs[1].order == Order{"F0.0", "F0.1", "F1.0", "B1.0", "F1.1", "B1.1", "F0.2", "B0.0",
+                               "F0.3", "B0.1", "F1.2", "B1.2", "F1.3", "B1.3", "B0.2", "B0.3"});
+  CHECK(logs[0].max_in_flight == 5);
+  CHECK(logs[1].max_in_flight == 3);
 }
 
 }  // namespace
