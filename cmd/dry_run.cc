@@ -54,9 +54,17 @@ std::vector<const StagePlan*> shown_stages(const Plan& plan) {
   return out;
 }
 
-std::string stage_content(const StagePlan& st) {
-  std::string s =
-      "layers " + std::to_string(st.first_layer) + "-" + std::to_string(st.last_layer - 1);
+std::string stage_content(const StagePlan& st, int64_t chunks, int64_t pipeline) {
+  // Chunk c of stage i holds virtual stage c * pipeline + i (the interleaved schedule).
+  std::string s = "layers ";
+  const int64_t per_chunk = st.last_layer - st.first_layer;
+  for (int64_t c = 0; c < chunks; ++c) {
+    if (c > 0) s += ", ";
+    const int64_t first = st.first_layer + c * pipeline * per_chunk;
+    s += std::to_string(first);
+    s += '-';
+    s += std::to_string(first + per_chunk - 1);
+  }
   if (st.embedding) s += " + word embeddings [V/tp, h] + positions [P, h]";
   if (st.head) s += " + final LayerNorm";
   if (st.head && !st.embedding) s += " + the tied LM head's copy of the word embeddings [V/tp, h]";
@@ -108,9 +116,18 @@ bool print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
     out << "  sequence parallel     token rows split over the tensor group: "
         << c.local_rows(p.micro_batch) << " of " << p.micro_batch * c.seq
         << " per rank between the GEMMs (LayerNorm, dropout, residual stream, pipeline sends)\n";
-  out << "  pipeline bubble       (pp - 1) / (m + pp - 1) = " << p.pipeline - 1 << " / "
-      << p.micro_batches + p.pipeline - 1 << " = " << fixed(100.0 * p.bubble_fraction, 2)
-      << "%\n\n";
+  const int64_t chunks = p.pipeline > 1 ? r.parallel.virtual_pipeline : 1;
+  if (chunks > 1) {
+    out << "  schedule              interleaved 1F1B, " << chunks
+        << " model chunks per stage (parallel.virtual_pipeline)\n";
+    out << "  pipeline bubble       (pp - 1) / (v m + pp - 1) = " << p.pipeline - 1 << " / "
+        << chunks * p.micro_batches + p.pipeline - 1 << " = " << fixed(100.0 * p.bubble_fraction, 2)
+        << "%\n\n";
+  } else {
+    out << "  pipeline bubble       (pp - 1) / (m + pp - 1) = " << p.pipeline - 1 << " / "
+        << p.micro_batches + p.pipeline - 1 << " = " << fixed(100.0 * p.bubble_fraction, 2)
+        << "%\n\n";
+  }
 
   out << "parameters per rank (one tensor shard of one pipeline stage)\n";
   for (const StagePlan* st : shown_stages(p)) {
@@ -118,7 +135,7 @@ bool print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
     if (st->index == 1 && p.pipeline > 3) name = "stages 1-" + std::to_string(p.pipeline - 2);
     out << "  " << name << std::string(name.size() < 20 ? 20 - name.size() : 1, ' ')
         << st->parameters << " (" << human(static_cast<double>(st->parameters))
-        << "): " << stage_content(*st) << "\n";
+        << "): " << stage_content(*st, chunks, p.pipeline) << "\n";
   }
   out << "\n";
 
@@ -351,6 +368,7 @@ bool print_dry_run_json(const Recipe& r, const PlanOptions& o, std::ostream& out
       .str("largest_term", worst.memory.largest())
       .raw("memory_per_rank_bytes", memory_json(worst.memory))
       .num("cuda_attention_scratch_bytes", p.cuda_attention_scratch_bytes)
+      .num("virtual_pipeline", p.pipeline > 1 ? r.parallel.virtual_pipeline : 1)
       .num("bubble_fraction", p.bubble_fraction)
       .num("iterations", p.iterations)
       .num("tokens", p.tokens)

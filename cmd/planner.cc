@@ -14,6 +14,7 @@
 #include "model/gpt_flops.h"
 #include "model/gpt_params.h"
 #include "optim/lr_schedule.h"
+#include "parallel/pipeline_schedule.h"
 
 namespace mtnlg {
 
@@ -43,6 +44,11 @@ int64_t stage_parameters(const GPTConfig& config, const StageSpec& spec, int64_t
     n += p.spec.partition_dim >= 0 ? numel / tp : numel;
   }
   return n;
+}
+
+// Model chunks per stage (the model's condition, gpt_params.cc gpt_config_from).
+int64_t chunks(const Recipe& r) {
+  return r.parallel.pipeline > 1 ? r.parallel.virtual_pipeline : 1;
 }
 
 // Sequence parallelism in effect (the model's condition, gpt_params.cc gpt_config_from).
@@ -147,7 +153,8 @@ CommBytes communication_per_iteration(const Recipe& r, const Plan& plan, int64_t
   const int64_t rows = plan.micro_batch * r.model.seq_length;
   const int64_t act = rows * r.model.hidden_size * e;  // one [b, s, h] tensor
   const bool seq_par = sequence_parallel(r);
-  const int64_t layers = st.last_layer - st.first_layer;
+  const int64_t v = chunks(r);
+  const int64_t layers = (st.last_layer - st.first_layer) * v;
   // Gradients: fp32 main gradients under bf16/fp16, reduced over data ranks in fp32 or (with
   // parallel.grad_reduce_dtype: bf16) in bf16; ZeRO-1 then all-gathers the fp32 masters' update.
   const bool mixed = r.precision != Precision::kFP32;
@@ -185,7 +192,9 @@ CommBytes communication_per_iteration(const Recipe& r, const Plan& plan, int64_t
   // Pipeline group: parallel/pipeline_schedule.cc sends (receives count nothing), then
   // cmd/trainer.cc sum_over_pipeline of the loss and of the grad norm's squares.
   if (pp > 1) {
-    const int64_t neighbours = (stage < pp - 1 ? 1 : 0) + (stage > 0 ? 1 : 0);
+    // Per micro-batch, each chunk sends its output on (but the last virtual stage) and its input
+    // gradient back (but the first): one of each to each neighbour without interleaving.
+    const int64_t neighbours = (v - (stage == pp - 1 ? 1 : 0)) + (v - (stage == 0 ? 1 : 0));
     // One [b, s, h] activation or gradient per micro-batch and neighbour (sequence parallel:
     // this rank's rows, 1/tp of it).
     c.pipeline = m * neighbours * (seq_par ? act / tp : act) + 2 * all_reduce_bytes(pp, kF64Bytes);
@@ -244,6 +253,15 @@ void plan_layout(const Recipe& r, const PlanOptions& o, Plan& plan) {
                                "; change the world size or the global batch",
                            "batch.global_batch_size");
   plan.micro_batches = r.batch.global_batch_size / per_step;
+  if (chunks(r) > 1 && plan.micro_batches % plan.pipeline != 0)
+    throw invalid_argument(
+        "batch.global_batch_size " + std::to_string(r.batch.global_batch_size) + " gives " +
+            std::to_string(plan.micro_batches) +
+            " micro-batches per pipeline, not a multiple of parallel.pipeline " +
+            std::to_string(plan.pipeline) +
+            ": the interleaved schedule (parallel.virtual_pipeline > 1) runs micro-batches in "
+            "groups of the pipeline size; change the global batch or the layout",
+        "batch.global_batch_size");
   const RampupConfig& ramp = r.batch.rampup;
   if (ramp.start > 0 && (ramp.start % per_step != 0 || ramp.increment % per_step != 0))
     plan.notes.push_back("batch ramp: start " + std::to_string(ramp.start) + " / increment " +
@@ -285,24 +303,34 @@ void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
                           r.model.attention_dropout > 0)
           .backward_bytes();
   const bool mixed = r.precision != Precision::kFP32;
-  const int64_t layers_per_stage = r.model.num_layers / pp;
+  const int64_t v = chunks(r);
+  const int64_t layers_per_stage = r.model.num_layers / pp, layers_per_chunk = layers_per_stage / v;
   plan.memory_limit_bytes = static_cast<int64_t>(o.gpu_memory_gb * 1024.0 * 1024.0 * 1024.0);
   for (int64_t i = 0; i < pp; ++i) {
     StagePlan st;
     st.index = i;
-    st.first_layer = i * layers_per_stage;
-    st.last_layer = st.first_layer + layers_per_stage;
+    st.first_layer = i * layers_per_chunk;
+    st.last_layer = st.first_layer + layers_per_chunk;
     st.embedding = i == 0;
     st.head = i == pp - 1;
-    st.parameters = stage_parameters(
-        config, StageSpec{st.first_layer, st.last_layer, st.embedding, st.head}, tp);
+    st.parameters = stage_parameters(config, pipeline_stage(config, pp, i), tp);
     const bool zero1 = r.parallel.zero_stage == 1;
     st.optimizer_shard = zero1 ? (st.parameters + dp - 1) / dp : st.parameters;
-    st.in_flight = std::min(pp - i, plan.micro_batches);
-    st.activation_bytes_full =
-        stage_activation_bytes(r, b, tp, layers_per_stage, st.embedding, st.head, false);
-    st.activation_bytes_checkpointed =
-        stage_activation_bytes(r, b, tp, layers_per_stage, st.embedding, st.head, true);
+    // Activation sets: per chunk, its micro-batches in flight under the schedule (the trainer
+    // allocates exactly these), each holding that chunk's layers; the embedding's extras in
+    // chunk 0, the head's in the last one.
+    const std::vector<int64_t> sets = max_in_flight_per_chunk(pp, i, v, plan.micro_batches);
+    int64_t sets_full = 0, sets_checkpointed = 0;
+    for (int64_t c = 0; c < v; ++c) {
+      const bool emb = st.embedding && c == 0, head = st.head && c == v - 1;
+      const int64_t full = stage_activation_bytes(r, b, tp, layers_per_chunk, emb, head, false);
+      const int64_t ckpt = stage_activation_bytes(r, b, tp, layers_per_chunk, emb, head, true);
+      st.in_flight += sets[static_cast<size_t>(c)];
+      sets_full += sets[static_cast<size_t>(c)] * full;
+      sets_checkpointed += sets[static_cast<size_t>(c)] * ckpt;
+      st.activation_bytes_full = std::max(st.activation_bytes_full, full);
+      st.activation_bytes_checkpointed = std::max(st.activation_bytes_checkpointed, ckpt);
+    }
     st.logits_bytes = st.head ? rows * (plan.padded_vocab / tp) * e : 0;
     // LayerScratch dh, dln [b,s,h], dattn [b,s,h/tp], dqkv [b,s,3h/tp], dact [b,s,f/tp] and the
     // stage's residual gradient dres [b,s,h] (gpt_stage.cc ensure_scratch); sequence parallel:
@@ -313,7 +341,8 @@ void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
     if (sequence_parallel(r))
       st.scratch_bytes += 2 * rows * h * e + 2 * h * (mixed ? kF32Bytes : e);
     st.recompute_bytes = r.parallel.activation_checkpointing ? layer_activation_bytes(r, b, tp) : 0;
-    st.receive_bytes = ((i > 0 ? 1 : 0) + (i < pp - 1 ? 1 : 0)) * mine * h * e;
+    // Interleaved: every stage receives both ways (the ring wraps around).
+    st.receive_bytes = (v > 1 ? 2 : (i > 0 ? 1 : 0) + (i < pp - 1 ? 1 : 0)) * mine * h * e;
     // ZeRO-1 with data > 1 (the trainer's condition) reduce-scatters the gradient buffer in
     // place, padded to S * dp elements, into the partition [S], S = ceil(parameters / dp), in the
     // gradient dtype (parallel/grad_sync.h).
@@ -333,9 +362,7 @@ void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
     m.gradients = grad_elements * grad_bytes;
     m.master_weights = mixed ? st.optimizer_shard * kF32Bytes : 0;
     m.adam_moments = 2 * st.optimizer_shard * (mixed ? kF32Bytes : e);
-    m.activations =
-        st.in_flight * (r.parallel.activation_checkpointing ? st.activation_bytes_checkpointed
-                                                            : st.activation_bytes_full);
+    m.activations = r.parallel.activation_checkpointing ? sets_checkpointed : sets_full;
     // The last stage holds min(1, m) = 1 micro-batch in flight: one logits buffer.
     m.workspace = st.logits_bytes + st.scratch_bytes + st.recompute_bytes + st.receive_bytes +
                   st.reduce_scatter_bytes + st.weight_copy_bytes;
@@ -408,8 +435,10 @@ Plan make_plan(const Recipe& r, const PlanOptions& o) {
       (r.parallel.activation_checkpointing ? plan.flops_per_iteration
                                            : plan.flops_per_iteration_no_recompute) /
       tokens_per_iter;
+  // Interleaved with v chunks: the bubble is (p - 1) chunk-steps of m*v (Narayanan et al. 2021),
+  // (p - 1)/v of a plain micro-batch step.
   plan.bubble_fraction = static_cast<double>(plan.pipeline - 1) /
-                         static_cast<double>(plan.micro_batches + plan.pipeline - 1);
+                         static_cast<double>(chunks(r) * plan.micro_batches + plan.pipeline - 1);
 
   const RunLength run = run_length(r);
   plan.iterations = run.iterations;

@@ -97,15 +97,21 @@ void Trainer::build_layout_checks() {
                            "parallel.pipeline");
   {
     // The data-parallel size may come from the world size, so the recipe could not check this.
-    const int64_t step = recipe_.parallel.micro_batch_size * data_size_;
+    // The interleaved schedule also runs micro-batches in groups of the pipeline size.
+    const bool interleaved = pipeline_size_ > 1 && recipe_.parallel.virtual_pipeline > 1;
+    const int64_t step =
+        recipe_.parallel.micro_batch_size * data_size_ * (interleaved ? pipeline_size_ : 1);
     const auto& ramp = recipe_.batch.rampup;
     const auto check = [&](int64_t value, const char* key) {
       if (value % step != 0)
         throw invalid_argument(
             std::string(key) + ": " + std::to_string(value) +
-                " is not a multiple of parallel.micro_batch_size x data-parallel "
-                "size = " +
-                std::to_string(step) + "; change the batch or the number of ranks",
+                " is not a multiple of parallel.micro_batch_size x data-parallel size" +
+                (interleaved ? " x parallel.pipeline (the interleaved schedule, "
+                               "parallel.virtual_pipeline > 1, needs a multiple of the pipeline "
+                               "size in micro-batches)"
+                             : "") +
+                " = " + std::to_string(step) + "; change the batch or the number of ranks",
             key);
     };
     check(recipe_.batch.global_batch_size, "batch.global_batch_size");
@@ -248,21 +254,41 @@ void Trainer::build_optimizer() {
 void Trainer::build_pipeline() {
   const int64_t micro = recipe_.parallel.micro_batch_size;
   const int64_t micro_batches = recipe_.batch.global_batch_size / (micro * data_size_);
-  for (int64_t k = 0; k < max_in_flight(pipeline_size_, stage_, micro_batches); ++k)
-    acts_.push_back(std::make_unique<StageActivations>(model_->make_activations(micro)));
+  const int64_t chunks = model_->num_chunks();
+  const std::vector<int64_t> sets =
+      max_in_flight_per_chunk(pipeline_size_, stage_, chunks, micro_batches);
+  for (int64_t c = 0; c < chunks; ++c) {
+    auto& pool = acts_.emplace_back();
+    for (int64_t k = 0; k < sets[static_cast<size_t>(c)]; ++k)
+      pool.push_back(std::make_unique<StageActivations>(model_->make_activations(micro, c)));
+  }
   p2p_ = std::make_unique<P2PCommunicator>(pipeline_size_ > 1 ? options_.groups->pipeline.get()
                                                               : nullptr);
-  pipeline_buffers_ =
-      make_pipeline_buffers(*backend_, *p2p_, model_->activation_shape(micro), model_->dtype());
+  pipeline_buffers_ = make_pipeline_buffers(*backend_, *p2p_, model_->activation_shape(micro),
+                                            model_->dtype(), chunks);
   if (recipe_.parallel.sequence_parallel && !model_->config().sequence_parallel)
     spdlog::warn("parallel.sequence_parallel: true has no effect with parallel.tensor 1");
   if (model_->config().sequence_parallel)
     spdlog::info("sequence parallel: {} of {} token rows per tensor rank between the GEMMs",
                  model_->config().local_rows(micro), micro * recipe_.model.seq_length);
-  if (pipeline_size_ > 1)
-    spdlog::info("pipeline parallel: stage {} of {}, layers [{}, {}), {} micro-batches in flight",
-                 stage_, pipeline_size_, model_->stage().first_layer, model_->stage().last_layer,
-                 acts_.size());
+  if (pipeline_size_ > 1 && chunks == 1)
+    spdlog::info(
+        "pipeline parallel (1F1B): stage {} of {}, layers [{}, {}), {} micro-batches in "
+        "flight",
+        stage_, pipeline_size_, model_->stage().first_layer, model_->stage().last_layer, sets[0]);
+  if (chunks > 1) {
+    std::string ranges;
+    for (int64_t c = 0; c < chunks; ++c) {
+      if (c > 0) ranges += ", ";
+      ranges += '[' + std::to_string(model_->stage().chunk_first(c)) + ", " +
+                std::to_string(model_->stage().chunk_last(c)) + ')';
+    }
+    spdlog::info(
+        "pipeline parallel (interleaved 1F1B, {} chunks): stage {} of {}, layers {}, "
+        "{} chunk micro-batches in flight",
+        chunks, stage_, pipeline_size_, ranges,
+        max_in_flight_interleaved(pipeline_size_, stage_, chunks, micro_batches));
+  }
 }
 
 // The one path of every gradient reduction (parallel/grad_sync.h): over the data group (buckets
@@ -366,24 +392,34 @@ IterationStats Trainer::step() {
   const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
   double loss_sum = 0.0;  // the last stage's
   const int64_t steps = global / (micro * data_size_);
-  // Every stage reads the same micro-batches: the first uses the tokens, the last the targets.
-  const ForwardStep forward_step = [&](int64_t m, const Tensor& input) {
-    const MicroBatch mb = train_loader_->next();
-    MTNLG_CHECK_EQ(mb.first_sample, consumed_samples_ + (m * data_size_ + data_rank_) * micro);
-    MTNLG_CHECK_EQ(mb.last_of_iteration, m == steps - 1);
+  // Every stage reads the same micro-batches, in order, at the first chunk's forward: the first
+  // stage uses the tokens, the last the targets (in its last chunk).
+  const int64_t chunks = model_->num_chunks();
+  pending_batches_.resize(static_cast<size_t>(steps));
+  const ChunkForwardStep forward_step = [&](int64_t c, int64_t m, const Tensor& input) {
+    if (c == 0) {
+      MicroBatch mb = train_loader_->next();
+      MTNLG_CHECK_EQ(mb.first_sample, consumed_samples_ + (m * data_size_ + data_rank_) * micro);
+      MTNLG_CHECK_EQ(mb.last_of_iteration, m == steps - 1);
+      pending_batches_[static_cast<size_t>(m)] = std::move(mb);
+    }
+    const MicroBatch& mb = pending_batches_[static_cast<size_t>(m)];
     const auto micro_batch_id = static_cast<uint64_t>(mb.first_sample / micro);
-    StageActivations& acts = *acts_[m % acts_.size()];
-    loss_sum += model_->forward(acts, model_->stage().pre_process ? mb.tokens : input, mb.targets,
-                                micro_batch_id);
+    auto& pool = acts_[static_cast<size_t>(c)];
+    StageActivations& acts = *pool[static_cast<size_t>(m) % pool.size()];
+    loss_sum += model_->forward(acts, model_->stage().pre_process && c == 0 ? mb.tokens : input,
+                                mb.targets, micro_batch_id);
     return acts.residual.back();
   };
-  // On the last micro-batch each gradient is final as backward passes it: start its bucket.
+  // On a chunk's last micro-batch each of its gradients is final as backward passes it: start
+  // its bucket.
   const bool overlap = grad_sync_ && grad_sync_->mode() == GradSync::Mode::kOverlap;
   const GradReadyHook grad_ready = [&](const Param& p) {
     grad_sync_->mark_ready(*backend_, p.grad);
   };
-  const BackwardStep backward_step = [&](int64_t m, const Tensor& output_grad) {
-    return model_->backward(*acts_[m % acts_.size()], output_grad,
+  const ChunkBackwardStep backward_step = [&](int64_t c, int64_t m, const Tensor& output_grad) {
+    auto& pool = acts_[static_cast<size_t>(c)];
+    return model_->backward(*pool[static_cast<size_t>(m) % pool.size()], output_grad,
                             loss_scale / static_cast<double>(batch_tokens),
                             overlap && m == steps - 1 ? grad_ready : GradReadyHook());
   };
@@ -391,8 +427,15 @@ IterationStats Trainer::step() {
     // The weights stay as they are until the optimizer steps: GEMM kernels may keep them in
     // their own layout across this iteration's micro-batches (Backend::begin_frozen_weights).
     FrozenWeights frozen(*backend_);
-    forward_backward_pipelining_without_interleaving(*p2p_, steps, pipeline_buffers_, forward_step,
-                                                     backward_step);
+    if (chunks > 1) {
+      forward_backward_pipelining_with_interleaving(*p2p_, chunks, steps, pipeline_buffers_,
+                                                    forward_step, backward_step);
+    } else {
+      forward_backward_pipelining_without_interleaving(
+          *p2p_, steps, pipeline_buffers_,
+          [&](int64_t m, const Tensor& input) { return forward_step(0, m, input); },
+          [&](int64_t m, const Tensor& grad) { return backward_step(0, m, grad); });
+    }
   }
   // Every reduction of the gradients: over data ranks, and the tied copies over their group.
   if (grad_sync_) grad_sync_->wait(*backend_);
@@ -491,16 +534,17 @@ EvalStats Trainer::compute_evaluation() {
   double loss_sum = 0.0;
   model_->set_training(false);  // no dropout, as Megatron-LM's model.eval()
   // Forward only: one micro-batch in flight, its output sent on before the next forward.
-  const ForwardStep forward_step = [&](int64_t, const Tensor& input) {
-    const MicroBatch mb = valid_loader_->next();
-    StageActivations& acts = *acts_.front();
-    loss_sum += model_->forward(acts, model_->stage().pre_process ? mb.tokens : input, mb.targets,
-                                static_cast<uint64_t>(mb.first_sample / micro));
+  MicroBatch mb;
+  const ChunkForwardStep forward_step = [&](int64_t c, int64_t, const Tensor& input) {
+    if (c == 0) mb = valid_loader_->next();
+    StageActivations& acts = *acts_[static_cast<size_t>(c)].front();
+    loss_sum += model_->forward(acts, model_->stage().pre_process && c == 0 ? mb.tokens : input,
+                                mb.targets, static_cast<uint64_t>(mb.first_sample / micro));
     return acts.residual.back();
   };
   {
     FrozenWeights frozen(*backend_);
-    forward_pipelining(*p2p_, steps, pipeline_buffers_, forward_step);
+    forward_pipelining(*p2p_, model_->num_chunks(), steps, pipeline_buffers_, forward_step);
   }
   model_->set_training(true);
   EvalStats e;

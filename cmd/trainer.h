@@ -32,6 +32,7 @@
 #include "cmd/planner.h"
 #include "core/backend.h"
 #include "core/config/recipe.h"
+#include "data/loader.h"
 #include "optim/loss_scaler.h"
 #include "parallel/pipeline_schedule.h"
 
@@ -178,9 +179,13 @@ class Trainer {
   // at that iteration (0: never).
   int64_t inject_overflow_at_ = 0;
   std::unique_ptr<MetricsWriter> metrics_;
-  // One per micro-batch in flight: micro-batch k of an iteration uses acts_[k % size]
-  // (parallel/pipeline_schedule.h max_in_flight; one without pipeline parallelism).
-  std::vector<std::unique_ptr<StageActivations>> acts_;
+  // Per model chunk, one per micro-batch of it in flight: micro-batch k of chunk c uses
+  // acts_[c][k % size] (parallel/pipeline_schedule.h max_in_flight, max_in_flight_per_chunk;
+  // one without pipeline parallelism).
+  std::vector<std::vector<std::unique_ptr<StageActivations>>> acts_;
+  // The interleaved schedule: this iteration's micro-batches as read at chunk 0's forward, for the
+  // last chunk's targets (k % pipeline of the current group).
+  std::vector<MicroBatch> pending_batches_;
   std::unique_ptr<P2PCommunicator> p2p_;  // this stage's neighbours (no-op for one stage)
   PipelineBuffers pipeline_buffers_;      // its receive buffers, made once (training and eval)
   std::unique_ptr<GradSync> grad_sync_;   // data parallel only; may own a comm thread

@@ -28,6 +28,8 @@ struct GPTConfig {
   // columns and padded_vocab/tp vocabulary rows; tp_rank picks which.
   int64_t tp_size = 1;
   int64_t tp_rank = 0;
+  // Model chunks per pipeline stage (parallel.virtual_pipeline; pipeline_stage uses it).
+  int64_t virtual_pipeline = 1;
   // Sequence parallelism (tp > 1): outside the tensor-parallel GEMMs and attention, this rank
   // holds rows [tp_rank * n/tp, (tp_rank + 1) * n/tp) of the n = b * s token rows of [b, s, h]
   // (b-major: for b = 1, s/tp consecutive positions), see model/transformer_layer.h.
@@ -44,18 +46,30 @@ struct GPTConfig {
   int64_t first_row(int64_t b) const { return sequence_parallel ? tp_rank * local_rows(b) : 0; }
 };
 
-// Which part of the model a stage holds: layers [first_layer, last_layer).
+// Which part of the model a stage holds: layers [first_layer, last_layer), or with the
+// interleaved schedule num_chunks model chunks of as many layers, chunk c being
+// [first_layer + c * chunk_stride, last_layer + c * chunk_stride) (Megatron-LM's assignment:
+// chunk c of stage r of p is virtual stage c*p + r). The embedding is in chunk 0, the head in the
+// last chunk.
 struct StageSpec {
   int64_t first_layer = 0;
   int64_t last_layer = 0;
   bool pre_process = true;   // embedding
   bool post_process = true;  // final LayerNorm, tied LM head, loss
+  int64_t num_chunks = 1;
+  int64_t chunk_stride = 0;
+
+  int64_t chunk_first(int64_t c) const { return first_layer + c * chunk_stride; }
+  int64_t chunk_last(int64_t c) const { return last_layer + c * chunk_stride; }
+  int64_t layers_per_chunk() const { return last_layer - first_layer; }
+  int64_t num_layers() const { return num_chunks * layers_per_chunk(); }
 };
 
 GPTConfig gpt_config_from(const Recipe& recipe);
 // The whole model as one stage.
 StageSpec full_model(const GPTConfig& config);
-// Stage `stage` of `pipeline` (an even share of the layers; the recipe checks that they divide).
+// Stage `stage` of `pipeline` (an even share of the layers; the recipe checks that they divide),
+// in config.virtual_pipeline chunks.
 StageSpec pipeline_stage(const GPTConfig& config, int64_t pipeline, int64_t stage);
 
 }  // namespace mtnlg

@@ -14,7 +14,7 @@ GPTDecoder::GPTDecoder(GPTStage& model, int64_t max_tokens)
   const GPTConfig& c = model_.config();
   const StageSpec& s = model_.stage();
   if (!s.pre_process || !s.post_process || s.first_layer != 0 || s.last_layer != c.num_layers ||
-      c.tp_size != 1) {
+      s.num_chunks != 1 || c.tp_size != 1) {
     throw invalid_argument(
         "the decoder needs the whole model in one stage (gather tensor and "
         "pipeline shards on load)");

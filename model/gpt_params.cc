@@ -22,6 +22,7 @@ GPTConfig gpt_config_from(const Recipe& r) {
   c.activation_checkpointing = r.parallel.activation_checkpointing;
   c.tp_size = r.parallel.tensor;  // tp_rank is the caller's (the topology's)
   c.sequence_parallel = r.parallel.sequence_parallel && r.parallel.tensor > 1;
+  c.virtual_pipeline = r.parallel.pipeline > 1 ? r.parallel.virtual_pipeline : 1;
   return c;
 }
 
@@ -30,9 +31,13 @@ StageSpec full_model(const GPTConfig& config) {
 }
 
 StageSpec pipeline_stage(const GPTConfig& config, int64_t pipeline, int64_t stage) {
-  MTNLG_CHECK(pipeline >= 1 && 0 <= stage && stage < pipeline && config.num_layers % pipeline == 0);
-  const int64_t per_stage = config.num_layers / pipeline;
-  return StageSpec{stage * per_stage, (stage + 1) * per_stage, stage == 0, stage == pipeline - 1};
+  const int64_t v = pipeline > 1 ? config.virtual_pipeline : 1;
+  MTNLG_CHECK(pipeline >= 1 && 0 <= stage && stage < pipeline && v >= 1 &&
+              config.num_layers % (pipeline * v) == 0);
+  const int64_t per_chunk = config.num_layers / (pipeline * v);
+  return StageSpec{
+      stage * per_chunk,   (stage + 1) * per_chunk, stage == 0, stage == pipeline - 1, v,
+      pipeline * per_chunk};
 }
 
 std::string layer_param(int64_t layer, const std::string& suffix) {
@@ -71,7 +76,7 @@ void add_linear(ParamRegistry& reg, const GPTConfig& c, const std::string& prefi
 
 void register_gpt_params(ParamRegistry& reg, const GPTConfig& c, const StageSpec& stage) {
   MTNLG_CHECK(0 <= stage.first_layer && stage.first_layer <= stage.last_layer &&
-              stage.last_layer <= c.num_layers);
+              stage.num_chunks >= 1 && stage.chunk_last(stage.num_chunks - 1) <= c.num_layers);
   const double out_std = c.init_std / std::sqrt(2.0 * static_cast<double>(c.num_layers));
   // The last stage needs the word embeddings as its LM head even when it is not the first.
   if (stage.pre_process || stage.post_process) {
@@ -86,15 +91,16 @@ void register_gpt_params(ParamRegistry& reg, const GPTConfig& c, const StageSpec
     reg.add(spec(c, "embedding.position_embeddings.weight", {c.max_positions, c.hidden}, -1, false,
                  c.init_std, 0.0));
   }
-  for (int64_t i = stage.first_layer; i < stage.last_layer; ++i) {
-    add_layernorm(reg, c, layer_param(i, "input_layernorm"));
-    add_linear(reg, c, layer_param(i, "self_attention.query_key_value"), 3 * c.hidden, c.hidden, 0,
-               c.init_std);
-    add_linear(reg, c, layer_param(i, "self_attention.dense"), c.hidden, c.hidden, 1, out_std);
-    add_layernorm(reg, c, layer_param(i, "post_attention_layernorm"));
-    add_linear(reg, c, layer_param(i, "mlp.dense_h_to_4h"), c.ffn, c.hidden, 0, c.init_std);
-    add_linear(reg, c, layer_param(i, "mlp.dense_4h_to_h"), c.hidden, c.ffn, 1, out_std);
-  }
+  for (int64_t chunk = 0; chunk < stage.num_chunks; ++chunk)
+    for (int64_t i = stage.chunk_first(chunk); i < stage.chunk_last(chunk); ++i) {
+      add_layernorm(reg, c, layer_param(i, "input_layernorm"));
+      add_linear(reg, c, layer_param(i, "self_attention.query_key_value"), 3 * c.hidden, c.hidden,
+                 0, c.init_std);
+      add_linear(reg, c, layer_param(i, "self_attention.dense"), c.hidden, c.hidden, 1, out_std);
+      add_layernorm(reg, c, layer_param(i, "post_attention_layernorm"));
+      add_linear(reg, c, layer_param(i, "mlp.dense_h_to_4h"), c.ffn, c.hidden, 0, c.init_std);
+      add_linear(reg, c, layer_param(i, "mlp.dense_4h_to_h"), c.hidden, c.ffn, 1, out_std);
+    }
   if (stage.post_process) add_layernorm(reg, c, "final_layernorm");
 }
 

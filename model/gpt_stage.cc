@@ -24,14 +24,15 @@ GPTStage::GPTStage(const GPTConfig& config, const StageSpec& stage, Backend& bac
   register_gpt_params(params_, config_, stage_);
   // bf16: bf16 weights, fp32 main gradients (acc_dtype).
   params_.allocate(backend_, dtype_, acc_dtype(dtype_), grad_pad_multiple);
-  for (int64_t i = stage_.first_layer; i < stage_.last_layer; ++i) {
-    layers_.emplace_back(config_, i, params_, tensor_);
-    // The trailing dot keeps "layers.1." from matching "layers.10.".
-    const std::string prefix = layer_param(i, "");
-    std::vector<const Param*>& owned = layer_params_.emplace_back();
-    for (auto it = params_.params().rbegin(); it != params_.params().rend(); ++it)
-      if (it->spec.name.starts_with(prefix)) owned.push_back(&*it);
-  }
+  for (int64_t chunk = 0; chunk < stage_.num_chunks; ++chunk)
+    for (int64_t i = stage_.chunk_first(chunk); i < stage_.chunk_last(chunk); ++i) {
+      layers_.emplace_back(config_, i, params_, tensor_);
+      // The trailing dot keeps "layers.1." from matching "layers.10.".
+      const std::string prefix = layer_param(i, "");
+      std::vector<const Param*>& owned = layer_params_.emplace_back();
+      for (auto it = params_.params().rbegin(); it != params_.params().rend(); ++it)
+        if (it->spec.name.starts_with(prefix)) owned.push_back(&*it);
+    }
   // GradReadyHook reports every parameter: the layers', plus the ones backward names.
   size_t reported = (stage_.pre_process || stage_.post_process ? 1 : 0) +
                     (stage_.pre_process ? 1 : 0) + (stage_.post_process ? 2 : 0);
@@ -55,17 +56,20 @@ Shape GPTStage::activation_shape(int64_t b) const {
   return {b, config_.seq, config_.hidden};
 }
 
-StageActivations GPTStage::make_activations(int64_t b) const {
+StageActivations GPTStage::make_activations(int64_t b, int64_t chunk) const {
+  MTNLG_CHECK(0 <= chunk && chunk < stage_.num_chunks);
   const int64_t s = config_.seq, h = config_.hidden, rows = config_.local_rows(b);
+  const auto layers = static_cast<size_t>(stage_.layers_per_chunk());
   StageActivations a;
   a.batch = b;
-  if (stage_.pre_process) a.tokens = backend_.alloc({b, s}, DType::kI32);
-  for (size_t k = 0; k <= layers_.size(); ++k)
+  a.chunk = chunk;
+  if (has_embedding(chunk)) a.tokens = backend_.alloc({b, s}, DType::kI32);
+  for (size_t k = 0; k <= layers; ++k)
     a.residual.push_back(backend_.alloc(activation_shape(b), dtype_));
-  const size_t saved = config_.activation_checkpointing ? 0 : layers_.size();
+  const size_t saved = config_.activation_checkpointing ? 0 : layers;
   for (size_t k = 0; k < saved; ++k)
     a.layers.push_back(LayerActivations::allocate(backend_, config_, b, dtype_));
-  if (stage_.post_process) {
+  if (has_head(chunk)) {
     a.targets = backend_.alloc({b, s}, DType::kI32);
     a.lnf_out = backend_.alloc({b, s, h}, dtype_);
     a.lnf_mean = backend_.alloc({rows}, acc_dtype(dtype_));
@@ -115,7 +119,8 @@ double GPTStage::forward(StageActivations& acts, const Tensor& input, const Tens
   const Param* wte = stage_.pre_process || stage_.post_process
                          ? &params_.get("embedding.word_embeddings.weight")
                          : nullptr;
-  if (stage_.pre_process) {
+  const int64_t chunk = acts.chunk;
+  if (has_embedding(chunk)) {
     MTNLG_CHECK_MSG(input.shape() == acts.tokens.shape(), "tokens " << input.str());
     be.copy(acts.tokens, input);
     const Tensor& wpe = params_.get("embedding.position_embeddings.weight").value;
@@ -138,10 +143,10 @@ double GPTStage::forward(StageActivations& acts, const Tensor& input, const Tens
   } else {
     be.copy(acts.residual[0], input);
   }
-  for (size_t k = 0; k < layers_.size(); ++k)
-    layers_[k].forward(be, layer_acts(acts, k), acts.residual[k + 1], acts.residual[k], seed_,
-                       micro_batch_id, sp);
-  if (!stage_.post_process) return 0.0;
+  for (size_t k = 0; k + 1 < acts.residual.size(); ++k)
+    layers_[layer_index(chunk, k)].forward(be, layer_acts(acts, k), acts.residual[k + 1],
+                                           acts.residual[k], seed_, micro_batch_id, sp);
+  if (!has_head(chunk)) return 0.0;
 
   const Param& lnf_w = params_.get("final_layernorm.weight");
   const Param& lnf_b = params_.get("final_layernorm.bias");
@@ -178,7 +183,8 @@ Tensor GPTStage::backward(StageActivations& acts, const Tensor& doutput, double 
   Param* wte = stage_.pre_process || stage_.post_process
                    ? &params_.get("embedding.word_embeddings.weight")
                    : nullptr;
-  if (stage_.post_process) {
+  const int64_t chunk = acts.chunk;
+  if (has_head(chunk)) {
     Param& lnf_w = params_.get("final_layernorm.weight");
     Param& lnf_b = params_.get("final_layernorm.bias");
     const Tensor targets = acts.targets.view({acts.targets.numel()});
@@ -218,19 +224,20 @@ Tensor GPTStage::backward(StageActivations& acts, const Tensor& doutput, double 
   } else {
     be.copy(dres_, doutput);
   }
-  for (size_t k = layers_.size(); k-- > 0;) {
+  for (size_t k = acts.residual.size() - 1; k-- > 0;) {
+    TransformerLayer& layer = layers_[layer_index(chunk, k)];
     if (config_.activation_checkpointing) {
       // Recompute this layer's forward from its saved input; the dropout streams are keyed by
       // micro-batch and layer, so the masks are the same ones the first forward drew.
-      layers_[k].forward(be, layer_acts(acts, k), acts.residual[k + 1], acts.residual[k], seed_,
-                         acts.micro_batch_id, sp);
+      layer.forward(be, layer_acts(acts, k), acts.residual[k + 1], acts.residual[k], seed_,
+                    acts.micro_batch_id, sp);
     }
-    layers_[k].backward(be, scratch_, dres_, layer_acts(acts, k), acts.residual[k], seed_,
-                        acts.micro_batch_id, sp);
+    layer.backward(be, scratch_, dres_, layer_acts(acts, k), acts.residual[k], seed_,
+                   acts.micro_batch_id, sp);
     if (on_grad_ready)
-      for (const Param* p : layer_params_[k]) on_grad_ready(*p);
+      for (const Param* p : layer_params_[layer_index(chunk, k)]) on_grad_ready(*p);
   }
-  if (!stage_.pre_process) return dres_;
+  if (!has_embedding(chunk)) return dres_;
 
   if (config_.hidden_dropout > 0) {
     be.dropout_backward(scratch_.dh, dres_, config_.hidden_dropout,

@@ -22,10 +22,11 @@ namespace mtnlg {
 
 struct StageActivations {
   int64_t batch = 0;             // micro-batch size b
+  int64_t chunk = 0;             // the model chunk these are for (StageSpec::num_chunks)
   uint64_t micro_batch_id = 0;   // global micro-batch number: selects the dropout streams
   Tensor tokens;                 // i32 [b, s] (first stage)
   Tensor targets;                // i32 [b, s] (last stage)
-  std::vector<Tensor> residual;  // [b, s, h] each: residual[k] enters local layer k; the last
+  std::vector<Tensor> residual;  // [b, s, h] each: residual[k] enters the chunk's layer k; the last
                                  // one is the stage output (sequence parallel: [n/tp, h], this
                                  // rank's token rows, as the LayerNorm statistics below)
   std::vector<LayerActivations> layers;  // per local layer; none when checkpointing (the stage's
@@ -41,7 +42,8 @@ struct StageActivations {
 // goes on (parallel/grad_sync.h). Order: the final LayerNorm (weight, bias) and, on a last
 // stage without the embedding, the word embeddings; then each local layer's parameters in
 // reverse registration order, last layer first; then the position and word embeddings.
-// Every parameter of the stage is reported exactly once.
+// Every parameter of the chunk the backward ran is reported exactly once (with one chunk: every
+// parameter of the stage); a caller reports a chunk's on its last micro-batch.
 using GradReadyHook = std::function<void(const Param&)>;
 
 class GPTStage {
@@ -61,7 +63,8 @@ class GPTStage {
 
   // Random init per the rules in gpt_params.h (same weights for any layout and backend).
   void init_weights(uint64_t seed);
-  StageActivations make_activations(int64_t micro_batch) const;
+  // One micro-batch's activations for model chunk `chunk` (forward and backward run that chunk).
+  StageActivations make_activations(int64_t micro_batch, int64_t chunk = 0) const;
 
   // One micro-batch forward. First stage: `input` is i32 tokens [b, s]; otherwise activations
   // [b, s, h] (sequence parallel: this rank's [n/tp, h], as the stage output; see
@@ -79,6 +82,7 @@ class GPTStage {
                   const GradReadyHook& on_grad_ready = {});
 
   int64_t num_local_layers() const { return static_cast<int64_t>(layers_.size()); }
+  int64_t num_chunks() const { return stage_.num_chunks; }
   // The shape of what stages pass each other for a micro-batch of b: [b, s, h], or this rank's
   // token rows [n/tp, h] under sequence parallelism.
   Shape activation_shape(int64_t b) const;
@@ -90,6 +94,15 @@ class GPTStage {
 
  private:
   void ensure_scratch(int64_t batch);
+  // Chunk 0 of the first stage holds the embedding, the last chunk of the last stage the head.
+  bool has_embedding(int64_t chunk) const { return stage_.pre_process && chunk == 0; }
+  bool has_head(int64_t chunk) const {
+    return stage_.post_process && chunk == stage_.num_chunks - 1;
+  }
+  // layers_ index of the chunk's local layer k.
+  size_t layer_index(int64_t chunk, size_t k) const {
+    return static_cast<size_t>(chunk * stage_.layers_per_chunk()) + k;
+  }
   void ensure_sequence_parallel(int64_t batch);
   // The embedding dropout's stream, placed at this rank's first token row.
   RngStream embedding_stream(uint64_t micro_batch_id, int64_t batch) const;

@@ -11,10 +11,12 @@ int64_t max_in_flight(int64_t num_stages, int64_t stage, int64_t num_micro_batch
 }
 
 PipelineBuffers make_pipeline_buffers(Backend& backend, const P2PCommunicator& p2p,
-                                      const std::vector<int64_t>& shape, DType dtype) {
+                                      const std::vector<int64_t>& shape, DType dtype,
+                                      int64_t num_chunks) {
   PipelineBuffers b;
-  if (!p2p.is_first_stage()) b.input = backend.alloc(shape, dtype);
-  if (!p2p.is_last_stage()) b.output_grad = backend.alloc(shape, dtype);
+  const bool ring = num_chunks > 1 && p2p.num_stages() > 1;
+  if (ring || !p2p.is_first_stage()) b.input = backend.alloc(shape, dtype);
+  if (ring || !p2p.is_last_stage()) b.output_grad = backend.alloc(shape, dtype);
   return b;
 }
 
@@ -102,6 +104,27 @@ int64_t max_in_flight_interleaved(int64_t num_stages, int64_t stage, int64_t num
   return std::min(num_chunks * num_micro_batches, warmup + 1);
 }
 
+std::vector<int64_t> max_in_flight_per_chunk(int64_t num_stages, int64_t stage, int64_t num_chunks,
+                                             int64_t num_micro_batches) {
+  const int64_t p = num_stages, v = num_chunks, total = num_micro_batches * v;
+  if (v == 1) return {max_in_flight(p, stage, num_micro_batches)};
+  const InterleavedSteps steps{p, v};
+  const int64_t warmup = interleaved_warmup(p, stage, v, num_micro_batches);
+  std::vector<int64_t> now(static_cast<size_t>(v), 0), most(static_cast<size_t>(v), 0);
+  const auto forward = [&](int64_t k) {
+    auto c = static_cast<size_t>(steps.chunk(k, true));
+    most[c] = std::max(most[c], ++now[c]);
+  };
+  const auto backward = [&](int64_t k) { --now[static_cast<size_t>(steps.chunk(k, false))]; };
+  // The schedule's order of steps (see forward_backward_pipelining_with_interleaving).
+  for (int64_t k = 0; k < warmup; ++k) forward(k);
+  for (int64_t i = 0; i < total - warmup; ++i) {
+    forward(warmup + i);
+    backward(i);
+  }
+  return most;
+}
+
 void forward_backward_pipelining_with_interleaving(P2PCommunicator& p2p, int64_t num_chunks,
                                                    int64_t num_micro_batches,
                                                    PipelineBuffers& buffers,
@@ -172,14 +195,28 @@ void forward_backward_pipelining_with_interleaving(P2PCommunicator& p2p, int64_t
   }
 }
 
-void forward_pipelining(P2PCommunicator& p2p, int64_t num_micro_batches, PipelineBuffers& buffers,
-                        const ForwardStep& forward_step) {
+void forward_pipelining(P2PCommunicator& p2p, int64_t num_chunks, int64_t num_micro_batches,
+                        PipelineBuffers& buffers, const ChunkForwardStep& forward_step) {
   check_buffers(p2p, buffers, false);
   Tensor& input = buffers.input;
+  Tensor unused;
+  const Tensor none;
+  const bool first = p2p.is_first_stage(), last = p2p.is_last_stage();
   for (int64_t i = 0; i < num_micro_batches; ++i) {
-    p2p.recv_forward(input);
-    const Tensor output = forward_step(i, input);
-    p2p.send_forward(output);
+    for (int64_t c = 0; c < num_chunks; ++c) {
+      const bool reads_data = first && c == 0, keeps_loss = last && c == num_chunks - 1;
+      if (num_chunks == 1) {
+        p2p.recv_forward(input);
+      } else if (!reads_data) {
+        p2p.ring_exchange(none, none, true, input, false, unused);
+      }
+      const Tensor output = forward_step(c, i, reads_data ? none : input);
+      if (num_chunks == 1) {
+        p2p.send_forward(output);
+      } else if (!keeps_loss) {
+        p2p.ring_exchange(output, none, false, input, false, unused);
+      }
+    }
   }
 }
 

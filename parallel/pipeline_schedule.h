@@ -44,8 +44,11 @@ int64_t max_in_flight(int64_t num_stages, int64_t stage, int64_t num_micro_batch
 struct PipelineBuffers {
   Tensor input, output_grad;
 };
+// With num_chunks > 1 (the interleaved schedule) every stage receives both ways: the first stage's
+// later chunks from the last stage, and the converse.
 PipelineBuffers make_pipeline_buffers(Backend& backend, const P2PCommunicator& p2p,
-                                      const std::vector<int64_t>& shape, DType dtype);
+                                      const std::vector<int64_t>& shape, DType dtype,
+                                      int64_t num_chunks = 1);
 
 // One iteration's forwards and backwards in 1F1B order (see above).
 void forward_backward_pipelining_without_interleaving(P2PCommunicator& p2p,
@@ -77,9 +80,18 @@ void forward_backward_pipelining_with_interleaving(P2PCommunicator& p2p, int64_t
 // activation sets (each one chunk's) the stage keeps.
 int64_t max_in_flight_interleaved(int64_t num_stages, int64_t stage, int64_t num_chunks,
                                   int64_t num_micro_batches);
+// The same per chunk: [c] = the most micro-batches of chunk c in flight at once. A chunk's
+// forwards and backwards both go in micro-batch order, so those in flight are consecutive and
+// micro % [c] picks distinct activation sets.
+std::vector<int64_t> max_in_flight_per_chunk(int64_t num_stages, int64_t stage, int64_t num_chunks,
+                                             int64_t num_micro_batches);
 
-// Forwards only (evaluation): recv_forward, forward_step, send_forward per micro-batch.
-void forward_pipelining(P2PCommunicator& p2p, int64_t num_micro_batches, PipelineBuffers& buffers,
-                        const ForwardStep& forward_step);
+// Forwards only (evaluation): per micro-batch and chunk in order, receive the input (but for
+// chunk 0 on the first stage), forward_step, send the output on (but for the last chunk on the
+// last stage). With chunks each micro-batch goes around the ring before the next starts: a
+// chain, so no exchange can deadlock, but the stages take turns (evaluation is a few
+// micro-batches every eval.interval iterations).
+void forward_pipelining(P2PCommunicator& p2p, int64_t num_chunks, int64_t num_micro_batches,
+                        PipelineBuffers& buffers, const ChunkForwardStep& forward_step);
 
 }  // namespace mtnlg

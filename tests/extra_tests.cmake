@@ -259,6 +259,13 @@ add_test(NAME two_nodes_shm_within_tcp_across
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/two_nodes_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(two_nodes_shm_within_tcp_across PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
 
+# The interleaved 1F1B schedule (parallel.virtual_pipeline: 2): (1,2,1), (1,4,1), (1,2,2)
+# overlapped, (2,2,2) + ZeRO-1 with and without sequence parallelism match one process; bytes and
+# peaks equal the plan; a 2-chunk checkpoint resumes with 1 chunk.
+add_test(NAME interleaved_pipeline_train
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/interleaved_train_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(interleaved_pipeline_train PROPERTIES TIMEOUT 600)
+
 # Sequence parallelism: (2,1,1), (2,2,2) + ZeRO-1, (2,2,1) + checkpointing and micro-batches of 2
 # match one process; bytes sent equal the plan; measured peaks equal the plan, and the saving
 # against the same layouts without it equals the count from the shapes.

@@ -172,14 +172,6 @@ TEST_CASE("a recipe this build cannot train is refused before anything is alloca
   Quiet quiet;
   test::TempDir dir;
   write_corpus(dir.file("corpus"), 10, 512);
-  try {
-    Trainer t(tiny_recipe(dir, {"parallel.pipeline=2", "parallel.virtual_pipeline=2"}),
-              TrainerOptions{1, false});
-    FAIL("expected an error");
-  } catch (const Error& e) {
-    CHECK(e.code() == Code::kUnsupported);
-    CHECK(e.context() == "parallel.virtual_pipeline");
-  }
   // Tensor parallelism trains, but not without its tensor group (one process).
   try {
     Trainer t(tiny_recipe(dir, {"parallel.tensor=2"}), TrainerOptions{1, false});

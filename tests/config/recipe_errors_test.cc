@@ -261,6 +261,11 @@ TEST_CASE("impossible values are rejected with the fix", "[config]") {
   expect_recipe_error({"parallel.timeout_s=0"}, "parallel.timeout_s", {"must be positive"});
   expect_recipe_error({"parallel.grad_bucket_mb=0"}, "parallel.grad_bucket_mb",
                       {"must be positive", "MiB"});
+  expect_recipe_error({"parallel.virtual_pipeline=2"}, "parallel.virtual_pipeline",
+                      {"needs parallel.pipeline > 1"});
+  expect_recipe_error({"parallel.virtual_pipeline=2", "parallel.pipeline=2"},
+                      "parallel.virtual_pipeline",
+                      {"model.num_layers: 2 does not divide", "= 4 model chunks"});
   expect_recipe_error({"parallel.virtual_pipeline=0"}, "parallel.virtual_pipeline",
                       {"must be positive"});
   expect_recipe_error({"parallel.overlap_grad_reduce=maybe"}, "parallel.overlap_grad_reduce", {});

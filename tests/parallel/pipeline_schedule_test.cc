@@ -115,6 +115,7 @@ float gradient(int64_t micro, int stage) {
 struct StageLog {
   std::vector<std::string> order;  // "F3", "B0"; "F3?" when the received tensor was wrong
   int64_t max_in_flight = 0;
+  std::vector<int64_t> chunk_now, chunk_max;  // interleaved: per chunk
 };
 
 // "F3", "B0", with '?' when the received tensor was wrong (built stepwise: GCC 12 warns falsely
@@ -206,6 +207,11 @@ std::vector<StageLog> run_interleaved(int p, int64_t v, int64_t m) {
           const bool good = vs == 0 ? !input.defined() : ok(input, activation(micro, int(vs - 1)));
           log.order.push_back(chunk_event('F', c, micro, good));
           log.max_in_flight = std::max(log.max_in_flight, ++in_flight);
+          log.chunk_now.resize(static_cast<size_t>(v));
+          log.chunk_max.resize(static_cast<size_t>(v));
+          auto& now = log.chunk_now[static_cast<size_t>(c)];
+          log.chunk_max[static_cast<size_t>(c)] =
+              std::max(log.chunk_max[static_cast<size_t>(c)], ++now);
           out = filled(activation(micro, int(vs)));
           return out;
         };
@@ -215,6 +221,7 @@ std::vector<StageLog> run_interleaved(int p, int64_t v, int64_t m) {
               vs == stages - 1 ? !grad.defined() : ok(grad, gradient(micro, int(vs + 1)));
           log.order.push_back(chunk_event('B', c, micro, good));
           --in_flight;
+          --log.chunk_now[static_cast<size_t>(c)];
           in_grad = filled(gradient(micro, int(vs)));
           return in_grad;
         };
@@ -310,6 +317,7 @@ TEST_CASE("interleaved 1F1B: every step gets the right tensor on 2-4 stages - 2 
               CHECK(fi < bi);
             }
           CHECK(logs[r].max_in_flight == max_in_flight_interleaved(p, r, v, m));
+          CHECK(logs[r].chunk_max == max_in_flight_per_chunk(p, r, v, m));
         }
       }
     }
