@@ -78,14 +78,14 @@ common=(--config configs/tiny.yaml --threads 1 --log-level info
   --set eval.interval=0 --set model.num_layers=4 --set parallel.micro_batch_size=1
   --set batch.global_batch_size=16 --set data.cache_dir="$out/cache")
 
-# run NAME TP PP DP ZERO ITERS [TRANSPORT]: trains, keeps the log and metrics, and the plan of
-# the layout.
+# run NAME TP PP DP ZERO ITERS [TRANSPORT [CHUNKS]]: trains, keeps the log and metrics, and the
+# plan of the layout.
 run() {
-  local name=$1 tp=$2 pp=$3 dp=$4 zero=$5 iters=$6 transport=${7:-auto}
+  local name=$1 tp=$2 pp=$3 dp=$4 zero=$5 iters=$6 transport=${7:-auto} chunks=${8:-1}
   local np=$((tp * pp * dp))
   local args=("${common[@]}" --set parallel.tensor="$tp" --set parallel.pipeline="$pp"
     --set parallel.zero_stage="$zero" --set schedule.train_iters="$iters"
-    --set logging.metrics_file="$out/$name/metrics.jsonl")
+    --set parallel.virtual_pipeline="$chunks" --set logging.metrics_file="$out/$name/metrics.jsonl")
   echo "comm_bench.sh: $name ($np ranks)" >&2
   "$bin" "${args[@]}" --dry-run --json --world-size "$np" >"$out/$name.plan.json"
   local load1 _
@@ -98,10 +98,15 @@ run() {
     mpirun --bind-to none --oversubscribe --allow-run-as-root -x MTNLG_TRANSPORT="$transport" \
       -np "$np" "$bin" "${args[@]}" >"$out/$name.log" 2>&1
   fi || { echo "comm_bench.sh: $name failed; see $out/$name.log" >&2; tail -5 "$out/$name.log" >&2; exit 1; }
-  echo "$name $tp $pp $dp $zero $load1 $transport" >>"$out/runs.txt"
+  if [[ $name == bubble-* ]]; then
+    echo "$name $pp $chunks $load1" >>"$out/bubble_runs.txt"
+  else
+    echo "$name $tp $pp $dp $zero $load1 $transport" >>"$out/runs.txt"
+  fi
 }
 
 : >"$out/runs.txt"
+: >"$out/bubble_runs.txt"
 for layout in $layouts; do
   IFS=, read -r tp pp dp <<<"$layout"
   run "comm-$tp-$pp-$dp" "$tp" "$pp" "$dp" 0 3
@@ -113,6 +118,12 @@ for transport in auto tcp gloo; do
     IFS=, read -r tp pp dp <<<"$layout"
     run "time-$tp-$pp-$dp-$transport" "$tp" "$pp" "$dp" 0 "$timed_iters" "$transport"
   done
+done
+# The pipeline bubble: (1,2,1) (one stage per core here) with plain 1F1B and with 2 chunks per
+# stage; every stage logs its share of training time in pipeline send/recv beside the planned
+# bubble.
+for chunks in 1 2; do
+  run "bubble-pp2-v$chunks" 1 2 1 0 "$timed_iters" auto "$chunks"
 done
 
 # Collectives, ours and Open MPI's, 2 ranks, one after the other in this run; 100 warm-up calls

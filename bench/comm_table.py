@@ -123,6 +123,35 @@ def time_table(out, runs):
           "relative to (1,1,1) is (1/pp) / (1 - bubble).")
 
 
+def bubble_table(out):
+    path = out / "bubble_runs.txt"
+    if not path.exists() or not path.read_text().strip():
+        return
+    print()
+    print("Pipeline bubble, same tiny model: each stage's share of training time spent in its "
+          "pipeline send/recv calls (waiting for its neighbours, and moving the activations), "
+          "beside the planned bubble (p-1)/(v m + p-1)")
+    print()
+    head = ["layout (t,p,d)", "chunks v", "stage", "m", "measured in send/recv", "planned bubble",
+            "ms/iter (median)", "load1"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    pat = re.compile(r"pipeline wait: stage (\d+) of (\d+) \((\d+) chunks\) ([\d.]+) ms of "
+                     r"([\d.]+) ms in send/recv = ([\d.]+); planned bubble ([\d.]+)")
+    for line in path.read_text().splitlines():
+        name, pp, chunks, load1 = line.split()
+        plan = json.loads((out / f"{name}.plan.json").read_text())
+        m = plan["micro_batches"]
+        lines = [json.loads(x) for x in (out / name / "metrics.jsonl").read_text().splitlines()]
+        times = [x["elapsed_ms"] for x in lines if x.get("split") == "train"][SKIP_ITERS:]
+        median = statistics.median(times) if times else float("nan")
+        rows = sorted((int(x.group(1)), x) for x in map(pat.search, open(out / f"{name}.log"))
+                      if x)
+        for stage, x in rows:
+            print(f"| (1,{pp},1) | {chunks} | {stage} | {m} | {float(x.group(6)):.3f} | "
+                  f"{float(x.group(7)):.3f} | {median:.1f} | {load1} |")
+
+
 def read_latency(out, stem):
     """{bytes: median us per call} over the rounds of one benchmark (stem.1.txt, stem.2.txt, ...),
     each a mtnlg-bench-collective or mpi_collective_ref output."""
@@ -182,6 +211,7 @@ def main():
         runs.append((name, int(tp), int(pp), int(dp), int(zero), load1, transport))
     exact = comm_table(out, runs)
     time_table(out, runs)
+    bubble_table(out)
     collective_table(out)
     return 0 if exact else 1
 

@@ -435,10 +435,7 @@ Plan make_plan(const Recipe& r, const PlanOptions& o) {
       (r.parallel.activation_checkpointing ? plan.flops_per_iteration
                                            : plan.flops_per_iteration_no_recompute) /
       tokens_per_iter;
-  // Interleaved with v chunks: the bubble is (p - 1) chunk-steps of m*v (Narayanan et al. 2021),
-  // (p - 1)/v of a plain micro-batch step.
-  plan.bubble_fraction = static_cast<double>(plan.pipeline - 1) /
-                         static_cast<double>(chunks(r) * plan.micro_batches + plan.pipeline - 1);
+  plan.bubble_fraction = pipeline_bubble_fraction(plan.pipeline, chunks(r), plan.micro_batches);
 
   const RunLength run = run_length(r);
   plan.iterations = run.iterations;

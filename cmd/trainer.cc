@@ -378,6 +378,7 @@ IterationStats Trainer::train_step() {
 IterationStats Trainer::step() {
   const auto t0 = std::chrono::steady_clock::now();
   const CommBytes sent_before = bytes_sent();
+  const double p2p_before = p2p_->seconds_in_calls();
   const int64_t micro = recipe_.parallel.micro_batch_size;
   const int64_t seq = recipe_.model.seq_length;
   const int64_t global = batch_at_(consumed_samples_);
@@ -495,6 +496,7 @@ IterationStats Trainer::step() {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   train_seconds_ += seconds;
+  pipeline_seconds_ += p2p_->seconds_in_calls() - p2p_before;
   IterationStats s;
   s.iteration = iteration_;
   s.loss = loss;
@@ -741,6 +743,19 @@ std::vector<IterationStats> Trainer::run() {
       t != nullptr ? t->data_rank() : 0, mean(comm_sent_.tensor), mean(comm_sent_.pipeline),
       mean(comm_sent_.data), mean(comm_sent_.embedding), mean(comm_sent_.world),
       mean(comm_sent_.total()), comm_iterations_);
+  if (pipeline_size_ > 1 && train_seconds_ > 0) {
+    // The stage's share of training time spent in its pipeline send/recv calls, beside the
+    // bubble the schedule predicts (bench/comm_bench.sh parses this line).
+    const int64_t chunks = model_->num_chunks();
+    const int64_t m =
+        recipe_.batch.global_batch_size / (recipe_.parallel.micro_batch_size * data_size_);
+    spdlog::info(
+        "pipeline wait: stage {} of {} ({} chunks) {:.1f} ms of {:.1f} ms in send/recv "
+        "= {:.4f}; planned bubble {:.4f} over {} iterations",
+        stage_, pipeline_size_, chunks, pipeline_seconds_ * 1e3, train_seconds_ * 1e3,
+        pipeline_seconds_ / train_seconds_, pipeline_bubble_fraction(pipeline_size_, chunks, m),
+        iteration_ - start_iteration_);
+  }
   return all;
 }
 

@@ -195,7 +195,8 @@ class Trainer {
   std::vector<EvalStats> evaluations_;
   int64_t total_iters_ = 0;
   int64_t iteration_ = 0;
-  int64_t start_iteration_ = 0;  // where run() began (a resume's checkpoint)
+  int64_t start_iteration_ = 0;    // where run() began (a resume's checkpoint)
+  double pipeline_seconds_ = 0.0;  // training steps' time in pipeline send/recv (p2p_)
   int64_t consumed_samples_ = 0;
   int64_t valid_consumed_samples_ = 0;  // the valid loader's position
   // Checkpointing: the saver (checkpoint.dir set), the checkpoint this run starts from.

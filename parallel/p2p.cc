@@ -10,19 +10,19 @@ P2PCommunicator::P2PCommunicator(Communicator* pipeline) : pipeline_(pipeline) {
 }
 
 void P2PCommunicator::recv_forward(Tensor& input) {
-  if (!is_first_stage()) pipeline_->recv(input, stage_ - 1);
+  if (!is_first_stage()) timed([&] { pipeline_->recv(input, stage_ - 1); });
 }
 
 void P2PCommunicator::send_forward(const Tensor& output) {
-  if (!is_last_stage()) pipeline_->send(output, stage_ + 1);
+  if (!is_last_stage()) timed([&] { pipeline_->send(output, stage_ + 1); });
 }
 
 void P2PCommunicator::recv_backward(Tensor& output_grad) {
-  if (!is_last_stage()) pipeline_->recv(output_grad, stage_ + 1);
+  if (!is_last_stage()) timed([&] { pipeline_->recv(output_grad, stage_ + 1); });
 }
 
 void P2PCommunicator::send_backward(const Tensor& input_grad) {
-  if (!is_first_stage()) pipeline_->send(input_grad, stage_ - 1);
+  if (!is_first_stage()) timed([&] { pipeline_->send(input_grad, stage_ - 1); });
 }
 
 void P2PCommunicator::send_forward_recv_backward(const Tensor& output, Tensor& output_grad) {
@@ -42,12 +42,12 @@ void P2PCommunicator::ring_exchange(const Tensor& output, const Tensor& input_gr
   if (recv_prev) ops.push_back({false, input, prev});
   if (input_grad.defined()) ops.push_back({true, input_grad, prev});
   if (recv_next) ops.push_back({false, output_grad, next});
-  if (!ops.empty()) pipeline_->batch_send_recv(ops);
+  if (!ops.empty()) timed([&] { pipeline_->batch_send_recv(ops); });
 }
 
 void P2PCommunicator::exchange(const Tensor& out, Tensor& in, int peer) {
   std::vector<P2POp> ops{{true, out, peer}, {false, in, peer}};
-  pipeline_->batch_send_recv(ops);
+  timed([&] { pipeline_->batch_send_recv(ops); });
 }
 
 }  // namespace mtnlg

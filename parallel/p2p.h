@@ -12,6 +12,8 @@
 // tensors only for the call. Thread safety: as the Communicator (one thread).
 #pragma once
 
+#include <chrono>
+
 #include "core/tensor.h"
 #include "parallel/communicator.h"
 
@@ -22,6 +24,9 @@ class P2PCommunicator {
   explicit P2PCommunicator(Communicator* pipeline);
 
   int stage() const { return stage_; }
+  // Seconds spent in this object's calls so far: waiting for the neighbours (the pipeline's bubble
+  // and any imbalance) and moving the bytes. bench/comm_bench.sh reports it against the plan.
+  double seconds_in_calls() const { return seconds_; }
   int num_stages() const { return num_stages_; }
   bool is_first_stage() const { return stage_ == 0; }
   bool is_last_stage() const { return stage_ == num_stages_ - 1; }
@@ -52,7 +57,16 @@ class P2PCommunicator {
   // Sends `out` to and receives `in` from `peer`, both at once.
   void exchange(const Tensor& out, Tensor& in, int peer);
 
+  // Runs f, adding its time to seconds_.
+  template <typename F>
+  void timed(F&& f) {
+    const auto start = std::chrono::steady_clock::now();
+    f();
+    seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
   Communicator* pipeline_;
+  double seconds_ = 0.0;
   int stage_ = 0;
   int num_stages_ = 1;
 };

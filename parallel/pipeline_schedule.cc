@@ -97,6 +97,11 @@ int64_t interleaved_warmup(int64_t p, int64_t stage, int64_t v, int64_t m) {
 
 }  // namespace
 
+double pipeline_bubble_fraction(int64_t num_stages, int64_t num_chunks, int64_t num_micro_batches) {
+  return static_cast<double>(num_stages - 1) /
+         static_cast<double>(num_chunks * num_micro_batches + num_stages - 1);
+}
+
 int64_t max_in_flight_interleaved(int64_t num_stages, int64_t stage, int64_t num_chunks,
                                   int64_t num_micro_batches) {
   const int64_t warmup = interleaved_warmup(num_stages, stage, num_chunks, num_micro_batches);

@@ -86,6 +86,11 @@ int64_t max_in_flight_interleaved(int64_t num_stages, int64_t stage, int64_t num
 std::vector<int64_t> max_in_flight_per_chunk(int64_t num_stages, int64_t stage, int64_t num_chunks,
                                              int64_t num_micro_batches);
 
+// The share of an iteration a stage idles in the schedule's bubble, with equal stages:
+// (p - 1) / (v m + p - 1), v = 1 for plain 1F1B (Narayanan et al. 2021: the interleaved bubble is
+// (p - 1) chunk-steps of m v). 0 for one stage.
+double pipeline_bubble_fraction(int64_t num_stages, int64_t num_chunks, int64_t num_micro_batches);
+
 // Forwards only (evaluation): per micro-batch and chunk in order, receive the input (but for
 // chunk 0 on the first stage), forward_step, send the output on (but for the last chunk on the
 // last stage). With chunks each micro-batch goes around the ring before the next starts: a
