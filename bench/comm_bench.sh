@@ -10,7 +10,7 @@ Usage: bench/comm_bench.sh BUILD_DIR [--quick] [--iters N] [--layouts LIST] [--h
 Builds nothing of ours: takes BUILD_DIR/mtnlg-train and BUILD_DIR/bench/mtnlg-bench-collective
 (build them first: cmake --build BUILD_DIR --target mtnlg-train mtnlg-bench-collective). Makes a synthetic corpus (tests/cmd/make_tiny_corpus.py), then trains
 configs/tiny.yaml with 4 layers, micro-batch 1, global batch 16, --threads 1, under mpirun, and
-prints three tables:
+prints four tables:
 
 1. Bytes sent per rank per iteration, layout (tensor, pipeline, data) = (1,1,1) (2,1,1) (4,1,1)
    (1,2,1) (1,4,1) (1,1,2) (1,1,4) (2,2,2) (1,2,4), each with and without ZeRO-1 where data > 1:
@@ -23,7 +23,10 @@ prints three tables:
    shared memory (MTNLG_TRANSPORT=auto, the default), over our TCP (tcp) and over Gloo's (gloo),
    the pipeline bubble (pp-1)/(m+pp-1) the planner predicts for (1,2,1) with m = 16
    micro-batches, and each layout's time relative to (1,1,1).
-3. Collective latency on 2 ranks, side by side in this run: all-reduce, reduce-scatter,
+3. The pipeline bubble: (1,2,1) with plain 1F1B and with 2 chunks per stage
+   (parallel.virtual_pipeline: 2): each stage's share of training time in its pipeline
+   send/recv calls (the "pipeline wait:" line mtnlg-train logs) beside the planned bubble.
+4. Collective latency on 2 ranks, side by side in this run: all-reduce, reduce-scatter,
    all-gather, broadcast and a send/recv ping-pong at 1 KiB - 1 MiB, ours (build/bench/mtnlg-bench-collective) over shared memory and
    over TCP, against Open MPI's MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Allgather, MPI_Bcast and
    MPI_Send+MPI_Recv (bench/mpi_collective_ref.c,
