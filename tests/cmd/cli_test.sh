@@ -181,7 +181,10 @@ expect 2 '^The following argument was not expected: --no-such-flag$' -- --config
 expect 4 'nonexistent\.yaml' -- --config "$tmp/nonexistent.yaml"
 # Tensor parallelism trains, but one process cannot hold 2 tensor ranks.
 expect 2 'world size 1 is not a multiple of parallel\.tensor x parallel\.pipeline = 2 x 1' -- --config configs/tiny.yaml --set parallel.tensor=2
-expect 3 'parallel.virtual_pipeline: 2 is not yet supported by this build.*set parallel.virtual_pipeline: 1' -- --config configs/tiny.yaml --set parallel.pipeline=2 --set parallel.virtual_pipeline=2
+# The interleaved schedule's layout rules name the key and the fix (exit 2).
+expect 2 'parallel.virtual_pipeline.*model.num_layers: 2 does not divide into parallel.pipeline 2 x parallel.virtual_pipeline 2' -- --config configs/tiny.yaml --set parallel.pipeline=2 --set parallel.virtual_pipeline=2
+expect 2 'parallel.virtual_pipeline: 2 needs parallel.pipeline > 1' -- --config configs/tiny.yaml --set parallel.virtual_pipeline=2 --dry-run
+expect 2 'batch.global_batch_size.*not a multiple of parallel.pipeline 2.*interleaved' -- --config configs/tiny.yaml --set parallel.pipeline=2 --set parallel.virtual_pipeline=2 --set model.num_layers=4 --set batch.global_batch_size=5 --set parallel.micro_batch_size=1 --dry-run
 expect 4 "not found \[$tmp/tiny\.idx\]: no such file" -- --config configs/tiny.yaml --set "data.blend=[{prefix: $tmp/tiny, weight: 1}]"
 # Where to train: device: auto | cpu | cuda (--device wins over the recipe). cuda with no GPU
 # visible (CUDA_VISIBLE_DEVICES= hides any) is exit 3 naming the key and the fix, whether or

@@ -56,26 +56,7 @@ for run in pp2-v2:2:4:1:2:0:false pp4-v2:4:8:1:4:0:false pp2-dp2-v2-overlap:4:4:
     --set batch.global_batch_size=8 --set parallel.zero_stage="$zero" \
     --set parallel.sequence_parallel="$sp" \
     --set "data.blend=[{prefix: $tmp/corpus, weight: 1}]" >"$tmp/$name/plan.json"
-  /usr/bin/python3 - "$tmp/$name" "$tmp/$name.log" "$world" <<'PY'
-import json, re, sys
-d, log, world = sys.argv[1], sys.argv[2], int(sys.argv[3])
-plan = json.load(open(f"{d}/plan.json"))
-want = plan["communication"][0]["total"]
-got = [json.loads(l)["comm_bytes"] for l in open(f"{d}/metrics.jsonl") if '"train"' in l]
-print(f"{d}: comm_bytes {got[0]} per iteration, planned {want}; bubble {plan['bubble_fraction']:.4f}")
-ok = bool(got) and all(g == want for g in got)
-pat = re.compile(r"\[rank (\d+)\].*memory after the first iteration: .*; (\d+) B, (\d+) B\)")
-peaks = {}
-for line in open(log):
-    m = pat.search(line)
-    if m:
-        peaks[int(m.group(1))] = (int(m.group(2)), int(m.group(3)))
-for rank, (measured, planned) in sorted(peaks.items()):
-    if measured != planned:
-        print(f"  rank {rank}: peak {measured} B measured, {planned} B planned")
-ok = ok and len(peaks) == world and all(a == b for a, b in peaks.values())
-sys.exit(0 if ok else 1)
-PY
+  /usr/bin/python3 tests/cmd/check_plan.py "$tmp/$name" --log "$tmp/$name.log" --ranks "$world"
 done
 
 # A checkpoint of 2 chunks per stage, resumed with 1: iterations 11-20 as the run that went on.
