@@ -133,6 +133,38 @@ void TimingBackend::cross_entropy_backward(Tensor& dlogits, const Tensor& logits
         [&] { inner_.cross_entropy_backward(dlogits, logits, targets, vocab, grad_scale); });
 }
 
+void TimingBackend::embedding_shard_forward(Tensor& out, const Tensor& tokens,
+                                            const Tensor& wte_local, const Tensor& wpe,
+                                            int64_t vocab_start) {
+  timed("embedding_forward", 0.0,
+        [&] { inner_.embedding_shard_forward(out, tokens, wte_local, wpe, vocab_start); });
+}
+void TimingBackend::embedding_shard_backward(Tensor& dwte_local, Tensor& dwpe, const Tensor& dout,
+                                             const Tensor& tokens, int64_t vocab_start) {
+  timed("embedding_backward", 0.0,
+        [&] { inner_.embedding_shard_backward(dwte_local, dwpe, dout, tokens, vocab_start); });
+}
+void TimingBackend::cross_entropy_shard_max(Tensor& row_max, const Tensor& logits,
+                                            int64_t vocab_start, int64_t vocab) {
+  timed("cross_entropy_forward", 0.0,
+        [&] { inner_.cross_entropy_shard_max(row_max, logits, vocab_start, vocab); });
+}
+void TimingBackend::cross_entropy_shard_stats(Tensor& stats, const Tensor& logits,
+                                              const Tensor& targets, const Tensor& row_max,
+                                              int64_t vocab_start, int64_t vocab) {
+  timed("cross_entropy_forward", 0.0, [&] {
+    inner_.cross_entropy_shard_stats(stats, logits, targets, row_max, vocab_start, vocab);
+  });
+}
+void TimingBackend::cross_entropy_shard_backward(Tensor& dlogits, const Tensor& logits,
+                                                 const Tensor& targets, const Tensor& row_max,
+                                                 const Tensor& row_sum, int64_t vocab_start,
+                                                 int64_t vocab, double grad_scale) {
+  timed("cross_entropy_backward", 0.0, [&] {
+    inner_.cross_entropy_shard_backward(dlogits, logits, targets, row_max, row_sum, vocab_start,
+                                        vocab, grad_scale);
+  });
+}
 void TimingBackend::dropout_forward(Tensor& out, const Tensor& in, double p, RngStream rng) {
   timed("dropout_forward", 0.0, [&] { inner_.dropout_forward(out, in, p, rng); });
 }

@@ -174,6 +174,8 @@ bool print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
     line("  pipeline receive", [](const StagePlan& s) { return gib(s.receive_bytes); });
   if (p.data > 1 && r.parallel.zero_stage == 1)
     line("  ZeRO-1 partition", [](const StagePlan& s) { return gib(s.reduce_scatter_bytes); });
+  if (p.stages.front().reduce_staging_bytes > 0)
+    line("  bf16 grad reduce", [](const StagePlan& s) { return gib(s.reduce_staging_bytes); });
   if (p.stages.front().weight_copy_bytes > 0)
     line("  weight copies", [](const StagePlan& s) { return gib(s.weight_copy_bytes); });
   line("total", [](const StagePlan& s) { return gib(s.memory.total()); });
@@ -320,6 +322,7 @@ bool print_dry_run_json(const Recipe& r, const PlanOptions& o, std::ostream& out
             .num("scratch_bytes", st.scratch_bytes)
             .num("receive_bytes", st.receive_bytes)
             .num("reduce_scatter_bytes", st.reduce_scatter_bytes)
+            .num("reduce_staging_bytes", st.reduce_staging_bytes)
             .num("weight_copy_bytes", st.weight_copy_bytes)
             .raw("memory_bytes", memory_json(st.memory))
             .num("memory_gb", static_cast<double>(st.memory.total()) / kGiB)

@@ -22,6 +22,7 @@ namespace {
 
 constexpr int64_t kI32Bytes = 4;
 constexpr int64_t kF32Bytes = 4;
+constexpr int64_t kF64Bytes = 8;  // the scalar and cross-entropy reductions are f64
 
 int64_t activation_bytes(Precision p) {
   return p == Precision::kFP32 ? 4 : 2;
@@ -74,6 +75,8 @@ int64_t stage_activation_bytes(const Recipe& r, int64_t b, int64_t tp, int64_t l
   if (first) bytes += rows * kI32Bytes;  // tokens
   if (last)  // targets, lnf out (every row: the head's input), mean, rstd (this rank's rows)
     bytes += rows * kI32Bytes + rows * h * e + 2 * mine * statistic_bytes(r.precision);
+  // The vocab-parallel cross entropy's row max and [2, rows] sums, f64 (vocab_parallel_ce_allocate)
+  if (last && tp > 1) bytes += 3 * rows * kF64Bytes;
   return bytes;
 }
 
@@ -140,8 +143,6 @@ int64_t all_reduce_bytes(int64_t n, int64_t bytes) {
 int64_t scatter_or_gather_bytes(int64_t n, int64_t bytes) {
   return n > 1 ? (n - 1) * bytes / n : 0;
 }
-
-constexpr int64_t kF64Bytes = 8;  // the scalar and cross-entropy reductions are f64
 
 }  // namespace
 
@@ -350,6 +351,8 @@ void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
     const int64_t grad_bytes = mixed ? kF32Bytes : e;
     const int64_t grad_elements = scatter ? st.optimizer_shard * dp : st.parameters;
     st.reduce_scatter_bytes = scatter ? st.optimizer_shard * grad_bytes : 0;
+    if (r.parallel.grad_reduce_dtype == Precision::kBF16 && grad_bytes == kF32Bytes && dp > 1)
+      st.reduce_staging_bytes = 2 * (scatter ? st.optimizer_shard * (dp + 1) : st.parameters);
 
     if (o.device == Device::kCPU && r.precision == Precision::kBF16)
       st.weight_copy_bytes =
@@ -365,7 +368,7 @@ void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
     m.activations = r.parallel.activation_checkpointing ? sets_checkpointed : sets_full;
     // The last stage holds min(1, m) = 1 micro-batch in flight: one logits buffer.
     m.workspace = st.logits_bytes + st.scratch_bytes + st.recompute_bytes + st.receive_bytes +
-                  st.reduce_scatter_bytes + st.weight_copy_bytes;
+                  st.reduce_scatter_bytes + st.reduce_staging_bytes + st.weight_copy_bytes;
     plan.stages.push_back(st);
   }
   for (const auto& st : plan.stages)

@@ -11,8 +11,7 @@
 // optimizer's moments, the pipeline's receive buffers and ZeRO-1's reduce-scatter buffers), so
 // the prediction is each rank's measured Backend peak_bytes() (on the CPU, in bf16, with the GEMM
 // weight copies the CPU backend keeps: StagePlan::weight_copy_bytes). Not counted: the CUDA
-// context, cuBLAS/NCCL workspaces, the kernels' own scratch, grad_reduce_dtype bf16's rounded
-// copies (host temporaries) and allocator fragmentation.
+// context, cuBLAS/NCCL workspaces, the kernels' own scratch and allocator fragmentation.
 //
 // Pure functions of their arguments; thread-safe.
 #pragma once
@@ -91,6 +90,10 @@ struct StagePlan {
   // gradient dtype (parallel/grad_sync.cc; the gradient buffer itself, padded to S x data, is its
   // input, counted in the gradients).
   int64_t reduce_scatter_bytes = 0;
+  // parallel.grad_reduce_dtype: bf16 with fp32 gradients and data > 1: the bf16 copy the sum
+  // runs in (parallel/grad_sync.h), 2 bytes per gradient; under ZeRO-1 the padded buffer [S x
+  // data] and the partition [S].
+  int64_t reduce_staging_bytes = 0;
   // The CPU backend in bf16: each GEMM weight's copy in oneDNN's blocked layout, one per use
   // (forward, and backward's input gradient), held through each iteration's frozen-weights
   // window (core/backend.h); sizes asked of oneDNN for this CPU (core/cpu/matmul_bf16.h). 0 on

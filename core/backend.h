@@ -148,6 +148,40 @@ class Backend {
   virtual void cross_entropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
                                       int64_t vocab, double grad_scale) = 0;
 
+  // ---- vocab-parallel pieces ----
+  // model/vocab_parallel.h joins them with the tensor group's all-reduces (Megatron's
+  // VocabParallelEmbedding and vocab_parallel_cross_entropy). The rank holds word rows, and so
+  // logits columns, [vocab_start, vocab_start + rows) of the padded vocabulary. They run on the
+  // device, so tensor parallelism moves no activations through the host.
+  //
+  // out[b, t, :] = wte_local[tokens[b, t] - vocab_start] when the rank holds the token, else 0;
+  // plus wpe[t, :] when wpe is defined (one rank of the group adds the positions). Ids are not
+  // range-checked here: the ones this rank does not hold belong to other ranks.
+  virtual void embedding_shard_forward(Tensor& out, const Tensor& tokens, const Tensor& wte_local,
+                                       const Tensor& wpe, int64_t vocab_start) = 0;
+  // dwte_local[tokens[b, t] - vocab_start] += dout[b, t] for the tokens the rank holds;
+  // dwpe[t] += sum_b dout[b, t] when dwpe is defined. Same order of additions as
+  // embedding_backward, so fp32 sums agree bit for bit.
+  virtual void embedding_shard_backward(Tensor& dwte_local, Tensor& dwpe, const Tensor& dout,
+                                        const Tensor& tokens, int64_t vocab_start) = 0;
+  // Cross entropy's local steps on logits [n, cols] holding global columns [vocab_start,
+  // vocab_start + cols), the ones below `vocab` real and the rest padding; targets i32 [n] in
+  // [0, vocab); statistics in double (f64 tensors).
+  // row_max [n]: the max of each row's real columns (-inf when the shard has none).
+  virtual void cross_entropy_shard_max(Tensor& row_max, const Tensor& logits, int64_t vocab_start,
+                                       int64_t vocab) = 0;
+  // stats [2, n]: stats[0, r] = sum over real columns of exp(logits[r, j] - row_max[r]);
+  // stats[1, r] = logits[r, targets[r] - vocab_start] when the rank holds the target, else 0.
+  virtual void cross_entropy_shard_stats(Tensor& stats, const Tensor& logits, const Tensor& targets,
+                                         const Tensor& row_max, int64_t vocab_start,
+                                         int64_t vocab) = 0;
+  // dlogits[r, j] = grad_scale * (exp(logits[r, j] - row_max[r]) / row_sum[r] - [j holds
+  // targets[r]]) on real columns, 0 on padding (kernels::vocab_ce_grad); may alias logits.
+  virtual void cross_entropy_shard_backward(Tensor& dlogits, const Tensor& logits,
+                                            const Tensor& targets, const Tensor& row_max,
+                                            const Tensor& row_sum, int64_t vocab_start,
+                                            int64_t vocab, double grad_scale) = 0;
+
   // out = in * keep / (1 - p), keep drawn from rng element index i (out may alias in).
   virtual void dropout_forward(Tensor& out, const Tensor& in, double p, RngStream rng) = 0;
   // din = dout * keep / (1 - p) (din may alias dout)

@@ -75,6 +75,7 @@ StageActivations GPTStage::make_activations(int64_t b, int64_t chunk) const {
     a.lnf_mean = backend_.alloc({rows}, acc_dtype(dtype_));
     a.lnf_rstd = backend_.alloc({rows}, acc_dtype(dtype_));
     a.logits = backend_.alloc({b * s, config_.local_vocab()}, dtype_);
+    if (config_.tp_size > 1) a.ce = vocab_parallel_ce_allocate(backend_, b * s);
   }
   return a;
 }
@@ -127,13 +128,13 @@ double GPTStage::forward(StageActivations& acts, const Tensor& input, const Tens
     if (sp != nullptr) {
       // Each rank's partial sum (its vocabulary rows; rank 0 adds the positions), reduce-scattered
       // to this rank's token rows.
-      vocab_parallel_embedding_forward(sp->partial, acts.tokens, wte->value, wpe, vocab_shard_,
+      vocab_parallel_embedding_forward(be, sp->partial, acts.tokens, wte->value, wpe, vocab_shard_,
                                        config_.tp_rank == 0, nullptr);
       reduce_scatter_rows(be, acts.residual[0], sp->partial, tensor_);
     } else if (config_.tp_size > 1) {
       // Rank 0 adds the positions; the all-reduce makes the sum replicated.
-      vocab_parallel_embedding_forward(acts.residual[0], acts.tokens, wte->value, wpe, vocab_shard_,
-                                       config_.tp_rank == 0, tensor_);
+      vocab_parallel_embedding_forward(be, acts.residual[0], acts.tokens, wte->value, wpe,
+                                       vocab_shard_, config_.tp_rank == 0, tensor_);
     } else {
       be.embedding_forward(acts.residual[0], acts.tokens, wte->value, wpe);
     }
@@ -166,9 +167,8 @@ double GPTStage::forward(StageActivations& acts, const Tensor& input, const Tens
   be.gemm_weight(acts.logits, acts.lnf_out.as_2d(), wte->value, true, 1.0, 0.0);
   be.copy(acts.targets, targets);
   if (config_.tp_size > 1) {
-    be.synchronize();
     return vocab_parallel_cross_entropy_forward(
-        acts.ce, acts.logits, acts.targets.view({acts.targets.numel()}), vocab_shard_, tensor_);
+        be, acts.ce, acts.logits, acts.targets.view({acts.targets.numel()}), vocab_shard_, tensor_);
   }
   return be.cross_entropy_forward(acts.logits, acts.targets.view({acts.targets.numel()}),
                                   config_.vocab);
@@ -189,7 +189,7 @@ Tensor GPTStage::backward(StageActivations& acts, const Tensor& doutput, double 
     Param& lnf_b = params_.get("final_layernorm.bias");
     const Tensor targets = acts.targets.view({acts.targets.numel()});
     if (config_.tp_size > 1) {
-      vocab_parallel_cross_entropy_backward(acts.logits, acts.ce, acts.logits, targets,
+      vocab_parallel_cross_entropy_backward(be, acts.logits, acts.ce, acts.logits, targets,
                                             vocab_shard_, grad_scale);
     } else {
       be.cross_entropy_backward(acts.logits, acts.logits, targets, config_.vocab, grad_scale);
@@ -249,9 +249,9 @@ Tensor GPTStage::backward(StageActivations& acts, const Tensor& doutput, double 
   if (sp != nullptr) {
     // Every row's gradient (the backward of the reduce-scatter), as without sequence parallelism.
     all_gather_rows(be, sp->gathered, scratch_.dh, tensor_);
-    vocab_parallel_embedding_backward(wte->grad, dwpe, sp->gathered, acts.tokens, vocab_shard_);
+    vocab_parallel_embedding_backward(be, wte->grad, dwpe, sp->gathered, acts.tokens, vocab_shard_);
   } else if (config_.tp_size > 1) {
-    vocab_parallel_embedding_backward(wte->grad, dwpe, scratch_.dh, acts.tokens, vocab_shard_);
+    vocab_parallel_embedding_backward(be, wte->grad, dwpe, scratch_.dh, acts.tokens, vocab_shard_);
   } else {
     be.embedding_backward(wte->grad, dwpe, scratch_.dh, acts.tokens);
   }

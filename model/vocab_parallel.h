@@ -3,9 +3,10 @@
 // the word embeddings (start = r * V_pad/tp), so the tied LM head gives it logits columns
 // [start, start + V_pad/tp). The full logits are never gathered.
 //
-// The local math is in small host functions apart from the all-reduces (parallel/mappings.h), so
-// it is testable without a group. Host loops over CPU tensors (f32 or f64): the CPU backend's
-// tensors are host memory; a CUDA version comes with NCCL. Not thread-safe.
+// Device-agnostic: the local math is the backend's (Backend::embedding_shard_* and
+// cross_entropy_shard_*), the reductions go through the tensor group's communicator on the same
+// device (parallel/mappings.h); only the loss's per-row statistics (24 bytes a row) come to the
+// host, to add the loss up. Not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -23,37 +24,38 @@ struct VocabShard {
 };
 
 // out[b, t, :] = wte_local[tokens[b, t] - start] if this rank holds the token, else 0, plus
-// wpe[t, :] when add_positions (exactly one rank adds them); then summed over the tensor group.
-// out [b, s, h]; tokens i32 [b, s]; wte_local [V_pad/tp, h]; wpe [P, h].
-void vocab_parallel_embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& wte_local,
-                                      const Tensor& wpe, const VocabShard& shard,
-                                      bool add_positions, Communicator* tensor);
+// wpe[t, :] when add_positions (exactly one rank adds them); then summed over the tensor group
+// (no group: this rank's part alone). out [b, s, h]; tokens i32 [b, s]; wte_local [V_pad/tp, h];
+// wpe [P, h].
+void vocab_parallel_embedding_forward(Backend& be, Tensor& out, const Tensor& tokens,
+                                      const Tensor& wte_local, const Tensor& wpe,
+                                      const VocabShard& shard, bool add_positions,
+                                      Communicator* tensor);
 // dwte_local[tokens - start] += dout for the tokens this rank holds; dwpe[t] += sum_b dout[b, t]
 // (dout is replicated, so the replicated dwpe comes out the same on every rank).
-void vocab_parallel_embedding_backward(Tensor& dwte_local, Tensor& dwpe, const Tensor& dout,
-                                       const Tensor& tokens, const VocabShard& shard);
+void vocab_parallel_embedding_backward(Backend& be, Tensor& dwte_local, Tensor& dwpe,
+                                       const Tensor& dout, const Tensor& tokens,
+                                       const VocabShard& shard);
 
-// What the cross-entropy forward saves for backward: per-row global max and sum-exp (f64 [n]).
+// What the cross-entropy forward keeps for backward, on the backend's device (f64): row_max [n],
+// the global max of each row; stats [2, n], row 0 the global sum of exp(x - row_max), row 1 the
+// target logits. Allocated with the micro-batch's activations (vocab_parallel_ce_allocate), so
+// the planner counts them (3 doubles a row).
 struct VocabParallelCEContext {
-  Tensor row_max, row_sum;
+  Tensor row_max, stats;
 };
+VocabParallelCEContext vocab_parallel_ce_allocate(Backend& be, int64_t rows);
 
 // Sum over rows of -log softmax(logits)[target] with logits split by columns over the group:
 // local logits [n, V_pad/tp], targets i32 [n] in [0, vocab). Collective (two all-reduces).
-double vocab_parallel_cross_entropy_forward(VocabParallelCEContext& ctx, const Tensor& logits,
-                                            const Tensor& targets, const VocabShard& shard,
-                                            Communicator* tensor);
+double vocab_parallel_cross_entropy_forward(Backend& be, VocabParallelCEContext& ctx,
+                                            const Tensor& logits, const Tensor& targets,
+                                            const VocabShard& shard, Communicator* tensor);
 // dlogits = grad_scale * (softmax - onehot) on the local columns; padding columns 0. dlogits may
 // alias logits. Local (no communication).
-void vocab_parallel_cross_entropy_backward(Tensor& dlogits, const VocabParallelCEContext& ctx,
-                                           const Tensor& logits, const Tensor& targets,
-                                           const VocabShard& shard, double grad_scale);
-
-// The local steps, exposed for tests. row_max [n]: max over this rank's real columns (-inf when
-// it holds none). stats [2n]: sum exp(x - row_max) over the real columns, then the target logit
-// where this rank holds the target (else 0).
-void vocab_parallel_ce_local_max(Tensor& row_max, const Tensor& logits, const VocabShard& shard);
-void vocab_parallel_ce_local_stats(Tensor& stats, const Tensor& logits, const Tensor& targets,
-                                   const Tensor& row_max, const VocabShard& shard);
+void vocab_parallel_cross_entropy_backward(Backend& be, Tensor& dlogits,
+                                           const VocabParallelCEContext& ctx, const Tensor& logits,
+                                           const Tensor& targets, const VocabShard& shard,
+                                           double grad_scale);
 
 }  // namespace mtnlg

@@ -26,7 +26,7 @@ GradSync::GradSync(std::vector<Tensor> grads, Communicator& comm, Mode mode, int
   };
   Bucket current;
   auto close = [&] {
-    current.offset = mode_ == Mode::kOverlap ? total : 0;
+    current.offset = total;
     current.pending = static_cast<int64_t>(current.params.size());
     largest = std::max(largest, current.numel);
     total += current.numel;
@@ -44,7 +44,7 @@ GradSync::GradSync(std::vector<Tensor> grads, Communicator& comm, Mode mode, int
     if (current.numel * static_cast<int64_t>(dtype_size(dtype)) >= bucket_bytes) close();
   }
   if (!current.params.empty()) close();
-  if (buffer.defined() && buffer.device() == Device::kCPU) {
+  if (buffer.defined()) {
     // Each gradient must be the next piece of the buffer; a bucket (consecutive parameters) is
     // then the range from its first parameter's offset.
     std::vector<int64_t> offset(grads_.size() + 1, 0);
@@ -61,7 +61,7 @@ GradSync::GradSync(std::vector<Tensor> grads, Communicator& comm, Mode mode, int
       const auto first = static_cast<size_t>(bucket.params.back());  // lowest index
       bucket.range = buffer.slice(offset[first], offset[first] + bucket.numel);
     }
-    in_place_ = true;
+    in_place_ = reduce_dtype_ == dtype;
   }
   if (mode_ == Mode::kReduceScatter) {
     MTNLG_CHECK_MSG(buffer.defined(), "GradSync kReduceScatter needs the gradient buffer");
@@ -76,10 +76,17 @@ GradSync::GradSync(std::vector<Tensor> grads, Communicator& comm, Mode mode, int
                         << layout_.partition_size * comm_.size()
                         << "; ParamRegistry::allocate's pad_multiple)");
     part_ = make({layout_.partition_size}, dtype);
+    if (reduce_dtype_ != dtype && comm_.size() > 1) {
+      narrow_buffer_ = make({buffer.numel()}, reduce_dtype_);
+      narrow_part_ = make({layout_.partition_size}, reduce_dtype_);
+    }
     return;
   }
   if (comm_.size() == 1) return;
-  if (!in_place_) flat_ = make({mode_ == Mode::kOverlap ? total : largest}, dtype);
+  // Staging in the reduction's dtype: every bucket at once when they overlap backward or are
+  // narrowed from the buffer (so the planner's figure is the gradients' count), else the largest.
+  if (!in_place_)
+    flat_ = make({mode_ == Mode::kOverlap || buffer.defined() ? total : largest}, reduce_dtype_);
   if (mode_ == Mode::kOverlap) thread_ = std::thread([this] { comm_loop(); });
 }
 
@@ -93,13 +100,19 @@ GradSync::~GradSync() {
   thread_.join();
 }
 
+// flat_ holds every bucket at its offset, or (kAfterBackward, no buffer) one bucket at a time.
 Tensor GradSync::reduced_in(const Bucket& bucket) const {
   if (in_place_) return bucket.range;
-  return mode_ == Mode::kOverlap ? flat_.slice(bucket.offset, bucket.offset + bucket.numel)
-                                 : flat_.slice(0, bucket.numel);
+  return bucket.offset + bucket.numel <= flat_.numel()
+             ? flat_.slice(bucket.offset, bucket.offset + bucket.numel)
+             : flat_.slice(0, bucket.numel);
 }
 
 void GradSync::pack(Backend& backend, const Bucket& bucket, Tensor& flat) const {
+  if (bucket.range.defined()) {  // the bucket's range of the buffer, rounded in one copy
+    backend.copy(flat, bucket.range);
+    return;
+  }
   int64_t offset = 0;
   for (int64_t i : bucket.params) {
     const Tensor& grad = grads_[static_cast<size_t>(i)];
@@ -111,6 +124,11 @@ void GradSync::pack(Backend& backend, const Bucket& bucket, Tensor& flat) const 
 }
 
 void GradSync::unpack(Backend& backend, const Bucket& bucket, const Tensor& flat) const {
+  if (bucket.range.defined()) {
+    Tensor range = bucket.range;
+    backend.copy(range, flat);
+    return;
+  }
   int64_t offset = 0;
   for (int64_t i : bucket.params) {
     Tensor grad = grads_[static_cast<size_t>(i)];
@@ -150,6 +168,7 @@ void GradSync::launch_ready(Backend& backend) {
       Tensor flat = reduced_in(bucket);
       pack(backend, bucket, flat);
     }
+    backend.synchronize();  // the staged copies are complete before the other thread reads
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -170,7 +189,7 @@ void GradSync::comm_loop() {
     lock.unlock();
     std::exception_ptr error;
     try {
-      all_reduce(flat);
+      comm_.all_reduce(flat, ReduceOp::kSum);
     } catch (...) {
       error = std::current_exception();
     }
@@ -183,40 +202,16 @@ void GradSync::comm_loop() {
   }
 }
 
-namespace {
-Tensor to_bf16(const Tensor& f32) {
-  Tensor out = Tensor::cpu(f32.shape(), DType::kBF16);
-  const float* src = f32.data_as<float>();
-  Bf16* dst = out.data_as<Bf16>();
-  for (int64_t i = 0; i < f32.numel(); ++i) dst[i] = Bf16(src[i]);
-  return out;
-}
-void from_bf16(Tensor& f32, const Tensor& bf16) {
-  float* dst = f32.data_as<float>();
-  const Bf16* src = bf16.data_as<Bf16>();
-  for (int64_t i = 0; i < f32.numel(); ++i) dst[i] = src[i];
-}
-}  // namespace
-
-void GradSync::all_reduce(Tensor& flat) {
-  if (reduce_dtype_ != DType::kBF16 || flat.dtype() == DType::kBF16) {
-    comm_.all_reduce(flat, ReduceOp::kSum);
+void GradSync::reduce_scatter(Backend& backend) {
+  if (!narrow_buffer_.defined()) {
+    comm_.reduce_scatter(part_, buffer_, ReduceOp::kSum);
     return;
   }
-  Tensor narrow = to_bf16(flat);
-  comm_.all_reduce(narrow, ReduceOp::kSum);
-  from_bf16(flat, narrow);
-}
-
-void GradSync::reduce_scatter(Tensor& out, const Tensor& in) {
-  if (reduce_dtype_ != DType::kBF16 || in.dtype() == DType::kBF16) {
-    comm_.reduce_scatter(out, in, ReduceOp::kSum);
-    return;
-  }
-  const Tensor narrow_in = to_bf16(in);
-  Tensor narrow_out = Tensor::cpu(out.shape(), DType::kBF16);
-  comm_.reduce_scatter(narrow_out, narrow_in, ReduceOp::kSum);
-  from_bf16(out, narrow_out);
+  // Rounded to the reduction's dtype on the device, summed there, widened into the partition.
+  backend.copy(narrow_buffer_, buffer_);
+  backend.synchronize();
+  comm_.reduce_scatter(narrow_part_, narrow_buffer_, ReduceOp::kSum);
+  backend.copy(part_, narrow_part_);
 }
 
 void GradSync::set_tied(Communicator* group, std::vector<int64_t> indices) {
@@ -236,7 +231,7 @@ void GradSync::wait(Backend& backend) {
   if (mode_ == Mode::kReduceScatter) {
     sum_tied(backend);  // before: the partition is cut from the summed buffer
     backend.synchronize();
-    reduce_scatter(part_, buffer_);  // reads the buffer (its zero tail too), writes the partition
+    reduce_scatter(backend);  // reads the buffer (its zero tail too), writes the partition
     return;
   }
   if (comm_.size() == 1) {
@@ -249,8 +244,11 @@ void GradSync::wait(Backend& backend) {
     backend.synchronize();
     for (const Bucket& bucket : buckets_) {
       Tensor flat = reduced_in(bucket);
-      if (!in_place_) pack(backend, bucket, flat);
-      all_reduce(flat);
+      if (!in_place_) {
+        pack(backend, bucket, flat);
+        backend.synchronize();
+      }
+      comm_.all_reduce(flat, ReduceOp::kSum);
       if (!in_place_) unpack(backend, bucket, flat);
     }
     sum_tied(backend);

@@ -5,15 +5,17 @@
 // 1 / (tokens of the whole global batch), so the data-parallel gradient is the SUM of the ranks'
 // gradients. Gradients are grouped into buckets of about `bucket_bytes` in reverse registration
 // order (the order backward finishes them: last layers first), each bucket all-reduced with one
-// collective. When the gradients are consecutive views of one host buffer (ParamRegistry's grad
-// buffer on the CPU backend) a bucket is a range of it, reduced in place; otherwise (a device
-// backend, separate tensors) it is packed into a host staging buffer and unpacked after. Bucket
-// boundaries depend only on the parameter list, and buckets are reduced strictly in bucket order,
-// so every rank issues the same collectives in the same order.
+// collective. When the gradients are consecutive views of one buffer (ParamRegistry's gradient
+// buffer, on the backend's device) a bucket is a range of it, reduced in place; otherwise
+// (separate tensors, or a reduction in bf16) it is copied into a staging buffer in the
+// reduction's dtype (Backend::copy, rounding there) and back after. Everything stays on the
+// backend's device: the communicator takes the memory where it lives (Gloo: host; NCCL: GPU).
+// Bucket boundaries depend only on the parameter list, and buckets are reduced strictly in bucket
+// order, so every rank issues the same collectives in the same order.
 //
 // Modes:
 //   kAfterBackward: wait() reduces every bucket on the calling thread (staged: one buffer the
-//     size of the largest bucket).
+//     size of the largest bucket; all of them when narrowed from the buffer).
 //   kOverlap: a communication thread owned by this object drives `comm` exclusively (pass a
 //     communicator no other thread uses: ProcessGroups::data_grads). During the LAST
 //     micro-batch's backward the caller reports each gradient final with mark_ready(); once the
@@ -21,8 +23,8 @@
 //     packed first, on the calling thread), so its all-reduce runs while backward goes on (in
 //     place, backward writes only gradients of later buckets meanwhile). wait() queues the
 //     buckets not yet launched, blocks until all are reduced (staged: and unpacks). Staged, the
-//     buffers of all buckets live at once: one host buffer the size of all gradients (not backend
-//     memory, so not in the Backend's peak_bytes; the planner leaves buckets out too).
+//     buffers of all buckets live at once: one buffer the size of all gradients. The
+//     communication thread only calls the communicator; copies stay on the caller's thread.
 //   kReduceScatter (ZeRO-1): wait() reduce-scatters the whole gradient buffer (zero-padded to a
 //     multiple of the group's size, parallel/zero_partition.h) so that partition() holds this
 //     rank's summed partition; the grads keep this rank's own values. No buckets, no overlap.
@@ -63,14 +65,15 @@ class GradSync {
   // grads: every gradient tensor, in parameter registration order (same dtype). comm: the data
   // group (kOverlap: one only the communication thread uses); with one rank wait() and
   // mark_ready() return at once. buffer: when defined, the flat tensor the grads are consecutive
-  // views of (checked); buckets then reduce their range of it in place if it is host memory.
-  // kReduceScatter needs it.
+  // views of (checked); buckets then reduce their range of it in place. kReduceScatter needs it.
   // reduce_dtype: kF32 (the gradients' own dtype), or kBF16 for fp32 gradients: each bucket (or
-  // ZeRO-1's whole buffer) is rounded to bf16 (nearest even), summed over the group in bf16
-  // (half the bytes; Megatron's parallel.grad_reduce_dtype: bf16) and widened back.
-  // alloc: where the reduction's own buffers come from (ZeRO-1's padded copy and partition,
-  // kOverlap's flat copy): that backend's alloc(), so they count in its peak as the planner
-  // counts them (cmd/planner.h reduce_scatter_bytes); null: host memory.
+  // ZeRO-1's whole buffer) is rounded to bf16 (nearest even) into a bf16 staging copy, summed
+  // over the group in bf16 (half the bytes; Megatron's parallel.grad_reduce_dtype: bf16) and
+  // widened back. With a buffer the staging holds all gradients (ZeRO-1: the padded buffer and a
+  // partition).
+  // alloc: where the reduction's own buffers come from (ZeRO-1's partition, staging copies):
+  // that backend's alloc(), so they count in its peak as the planner counts them
+  // (cmd/planner.h reduce_scatter_bytes, reduce_staging_bytes); null: host memory.
   GradSync(std::vector<Tensor> grads, Communicator& comm, Mode mode = Mode::kAfterBackward,
            int64_t bucket_bytes = kDefaultBucketBytes, Tensor buffer = Tensor(),
            DType reduce_dtype = DType::kF32, Backend* alloc = nullptr);
@@ -114,10 +117,10 @@ class GradSync {
  private:
   struct Bucket {
     std::vector<int64_t> params;  // gradient indices, in reverse registration order
-    int64_t offset = 0;           // into flat_ (kOverlap; 0 for kAfterBackward)
+    int64_t offset = 0;           // into flat_ when it holds every bucket
     int64_t numel = 0;
     int64_t pending = 0;  // gradients not yet marked this iteration
-    Tensor range;         // in place: the bucket's range of the gradient buffer
+    Tensor range;         // with a buffer: the bucket's range of it
   };
   // The tensor a bucket is reduced in: its range of the buffer, or its part of flat_.
   Tensor reduced_in(const Bucket& bucket) const;
@@ -134,18 +137,19 @@ class GradSync {
   std::vector<int64_t> bucket_of_;                     // gradient index -> bucket
   std::vector<char> ready_;                            // gradient index -> marked this iteration
   std::unordered_map<const void*, int64_t> index_of_;  // gradient storage -> index
-  Tensor flat_;  // host staging without an in-place buffer: the largest bucket (kAfterBackward)
-                 // or all of them (kOverlap)
+  Tensor flat_;  // staging in reduce_dtype_ unless in place: all buckets at their offsets, or
+                 // (kAfterBackward without a buffer) the largest
   Tensor buffer_;
-  DType reduce_dtype_ = DType::kF32;  // the gradient buffer, when given
-  ZeroPartition layout_;              // kReduceScatter
-  Tensor part_;                       // kReduceScatter: [S]
+  DType reduce_dtype_ = DType::kF32;    // the gradient buffer, when given
+  ZeroPartition layout_;                // kReduceScatter
+  Tensor part_;                         // kReduceScatter: [S]
+  Tensor narrow_buffer_, narrow_part_;  // kReduceScatter in bf16: the buffer and [S], rounded
   Communicator* tied_group_ = nullptr;
   std::vector<int64_t> tied_;
   void sum_tied(Backend& backend);
-  // comm_'s all-reduce / reduce-scatter of host fp32 data, in reduce_dtype_.
-  void all_reduce(Tensor& flat);
-  void reduce_scatter(Tensor& out, const Tensor& in);
+  // kReduceScatter: part_ = this rank's partition of the buffer summed over the group, in
+  // reduce_dtype_.
+  void reduce_scatter(Backend& backend);
   int64_t next_launch_ = 0;  // the next bucket to queue, in bucket order
 
   // Shared with the communication thread, under mu_.

@@ -65,12 +65,12 @@ void sum_over_tensor_group(Backend& be, Tensor& t, Communicator* tensor) {
   all_reduce_on_host(be, t, tensor, "sum_over_tensor_group");
 }
 
-void all_reduce_max(Tensor& host, Communicator* tensor) {
-  if (!trivial(tensor)) tensor->all_reduce(host, ReduceOp::kMax);
+void all_reduce_max(Tensor& t, Communicator* tensor) {
+  if (!trivial(tensor)) tensor->all_reduce(t, ReduceOp::kMax);
 }
 
-void all_reduce_sum(Tensor& host, Communicator* tensor) {
-  if (!trivial(tensor)) tensor->all_reduce(host, ReduceOp::kSum);
+void all_reduce_sum(Tensor& t, Communicator* tensor) {
+  if (!trivial(tensor)) tensor->all_reduce(t, ReduceOp::kSum);
 }
 
 }  // namespace mtnlg

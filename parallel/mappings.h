@@ -37,9 +37,10 @@ void reduce_scatter_rows(Backend& be, Tensor& local, const Tensor& full, Communi
 // rank computed from its own rows (LayerNorm's, under sequence parallelism).
 void sum_over_tensor_group(Backend& be, Tensor& t, Communicator* tensor);
 
-// The vocab-parallel cross entropy's reductions over per-row host statistics (f64): max of the
-// local row maxima, sum of the local sums (sum-exp and the owning rank's target logit).
-void all_reduce_max(Tensor& host, Communicator* tensor);
-void all_reduce_sum(Tensor& host, Communicator* tensor);
+// The vocab-parallel reductions, in place on the backend's device: the cross entropy's per-row
+// statistics (f64: max of the local row maxima, sum of the local sums) and the embedding's
+// partial sums.
+void all_reduce_max(Tensor& t, Communicator* tensor);
+void all_reduce_sum(Tensor& t, Communicator* tensor);
 
 }  // namespace mtnlg

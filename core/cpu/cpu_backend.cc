@@ -10,9 +10,11 @@
 #include <memory>
 #include <new>
 #include <sstream>
+#include <utility>
 
 #include "core/cpu/attention_bf16.h"
 #include "core/cpu/kernels_cpu.h"
+#include "core/kernels/vocab_shard_math.h"
 
 namespace mtnlg {
 namespace {
@@ -77,6 +79,22 @@ void check_ids(const int32_t* ids, int64_t n, int64_t limit, const char* op, con
       throw invalid_argument(os.str(), op);
     }
   }
+}
+
+// The checks the three vocab-parallel cross-entropy steps share; returns (n, real columns).
+std::pair<int64_t, int64_t> check_ce_shard(const char* op, const Tensor& logits,
+                                           const Tensor* targets, int64_t vocab_start,
+                                           int64_t vocab) {
+  check_tensor(logits, op, "logits");
+  const int64_t cols = logits.dim(-1), n = logits.numel() / cols;
+  MTNLG_CHECK_MSG(vocab_start >= 0 && vocab > 0,
+                  op << ": vocab_start " << vocab_start << ", vocab " << vocab);
+  if (targets != nullptr) {
+    check_same(*targets, DType::kI32, n, op, "targets");
+    check_ids(targets->data_as<int32_t>(), n, vocab, op, "target id",
+              "the data's vocabulary is larger than the model's (check model.vocab_size)");
+  }
+  return {n, kernels::shard_real_columns(vocab_start, cols, vocab)};
 }
 
 }  // namespace
@@ -461,8 +479,8 @@ void CpuBackend::embedding_forward(Tensor& out, const Tensor& tokens, const Tens
             "the data's vocabulary is larger than the model's (check model.vocab_size)");
   dispatch("embedding_forward", wte.dtype(), [&](auto z) {
     using T = decltype(z);
-    cpu::embedding_forward(out.data_as<T>(), tokens.data_as<int32_t>(), wte.data_as<T>(),
-                           wpe.data_as<T>(), b, s, c);
+    cpu::embedding_shard_forward(out.data_as<T>(), tokens.data_as<int32_t>(), wte.data_as<T>(),
+                                 wte.dim(0), 0, wpe.data_as<T>(), b, s, c);
   });
 }
 
@@ -486,8 +504,8 @@ void CpuBackend::embedding_backward(Tensor& dwte, Tensor& dwpe, const Tensor& do
   dispatch("embedding_backward", dout.dtype(), [&](auto z) {
     using T = decltype(z);
     using A = acc_t<T>;
-    cpu::embedding_backward(dwte.data_as<A>(), dwpe.data_as<A>(), dout.data_as<T>(),
-                            tokens.data_as<int32_t>(), b, s, c);
+    cpu::embedding_shard_backward(dwte.data_as<A>(), dwte.dim(0), 0, dwpe.data_as<A>(),
+                                  dout.data_as<T>(), tokens.data_as<int32_t>(), b, s, c);
   });
 }
 
@@ -526,6 +544,103 @@ void CpuBackend::cross_entropy_backward(Tensor& dlogits, const Tensor& logits,
     cpu::cross_entropy_backward(dlogits.data_as<T>(), logits.data_as<T>(),
                                 targets.data_as<int32_t>(), n, vp, vocab,
                                 static_cast<acc_t<T>>(grad_scale));
+  });
+}
+
+void CpuBackend::embedding_shard_forward(Tensor& out, const Tensor& tokens, const Tensor& wte_local,
+                                         const Tensor& wpe, int64_t vocab_start) {
+  enter();
+  const char* op = "embedding_shard_forward";
+  check_tensor(tokens, op, "tokens");
+  check_tensor(wte_local, op, "wte_local");
+  if (wpe.defined()) check_tensor(wpe, op, "wpe");
+  MTNLG_CHECK_MSG(
+      tokens.dtype() == DType::kI32 && tokens.ndim() == 2 && wte_local.ndim() == 2 &&
+          (!wpe.defined() || (wpe.ndim() == 2 && wpe.dim(1) == wte_local.dim(1) &&
+                              wpe.dtype() == wte_local.dtype() && wpe.dim(0) >= tokens.dim(1))),
+      op << ": tokens " << tokens.str() << ", wte_local " << wte_local.str() << ", wpe "
+         << (wpe.defined() ? wpe.str() : std::string("undefined")));
+  const int64_t b = tokens.dim(0), s = tokens.dim(1), c = wte_local.dim(1);
+  check_same(out, wte_local.dtype(), b * s * c, op, "out");
+  dispatch(op, wte_local.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cpu::embedding_shard_forward(out.data_as<T>(), tokens.data_as<int32_t>(),
+                                 wte_local.data_as<T>(), wte_local.dim(0), vocab_start,
+                                 wpe.defined() ? wpe.data_as<T>() : nullptr, b, s, c);
+  });
+}
+
+void CpuBackend::embedding_shard_backward(Tensor& dwte_local, Tensor& dwpe, const Tensor& dout,
+                                          const Tensor& tokens, int64_t vocab_start) {
+  enter();
+  const char* op = "embedding_shard_backward";
+  check_tensor(tokens, op, "tokens");
+  check_tensor(dwte_local, op, "dwte_local");
+  check_tensor(dout, op, "dout");
+  if (dwpe.defined()) check_tensor(dwpe, op, "dwpe");
+  MTNLG_CHECK_MSG(
+      tokens.dtype() == DType::kI32 && tokens.ndim() == 2 && dwte_local.ndim() == 2 &&
+          dwte_local.dtype() == acc_dtype(dout.dtype()) &&
+          (!dwpe.defined() || (dwpe.ndim() == 2 && dwpe.dim(1) == dwte_local.dim(1) &&
+                               dwpe.dtype() == dwte_local.dtype() && dwpe.dim(0) >= tokens.dim(1))),
+      op << ": tokens " << tokens.str() << ", dwte_local " << dwte_local.str() << ", dwpe "
+         << (dwpe.defined() ? dwpe.str() : std::string("undefined")) << ", dout " << dout.str());
+  const int64_t b = tokens.dim(0), s = tokens.dim(1), c = dwte_local.dim(1);
+  check_same(dout, dout.dtype(), b * s * c, op, "dout");
+  dispatch(op, dout.dtype(), [&](auto z) {
+    using T = decltype(z);
+    using A = acc_t<T>;
+    cpu::embedding_shard_backward(dwte_local.data_as<A>(), dwte_local.dim(0), vocab_start,
+                                  dwpe.defined() ? dwpe.data_as<A>() : nullptr, dout.data_as<T>(),
+                                  tokens.data_as<int32_t>(), b, s, c);
+  });
+}
+
+void CpuBackend::cross_entropy_shard_max(Tensor& row_max, const Tensor& logits, int64_t vocab_start,
+                                         int64_t vocab) {
+  enter();
+  const char* op = "cross_entropy_shard_max";
+  const auto [n, real] = check_ce_shard(op, logits, nullptr, vocab_start, vocab);
+  check_same(row_max, DType::kF64, n, op, "row_max");
+  dispatch(op, logits.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cpu::cross_entropy_shard_max(row_max.data_as<double>(), logits.data_as<T>(), n, logits.dim(-1),
+                                 real);
+  });
+}
+
+void CpuBackend::cross_entropy_shard_stats(Tensor& stats, const Tensor& logits,
+                                           const Tensor& targets, const Tensor& row_max,
+                                           int64_t vocab_start, int64_t vocab) {
+  enter();
+  const char* op = "cross_entropy_shard_stats";
+  const auto [n, real] = check_ce_shard(op, logits, &targets, vocab_start, vocab);
+  check_same(row_max, DType::kF64, n, op, "row_max");
+  check_same(stats, DType::kF64, 2 * n, op, "stats");
+  dispatch(op, logits.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cpu::cross_entropy_shard_stats(stats.data_as<double>(), logits.data_as<T>(),
+                                   targets.data_as<int32_t>(), row_max.data_as<double>(), n,
+                                   logits.dim(-1), vocab_start, real);
+  });
+}
+
+void CpuBackend::cross_entropy_shard_backward(Tensor& dlogits, const Tensor& logits,
+                                              const Tensor& targets, const Tensor& row_max,
+                                              const Tensor& row_sum, int64_t vocab_start,
+                                              int64_t vocab, double grad_scale) {
+  enter();
+  const char* op = "cross_entropy_shard_backward";
+  const auto [n, real] = check_ce_shard(op, logits, &targets, vocab_start, vocab);
+  check_same(dlogits, logits.dtype(), logits.numel(), op, "dlogits");
+  check_same(row_max, DType::kF64, n, op, "row_max");
+  check_same(row_sum, DType::kF64, n, op, "row_sum");
+  dispatch(op, logits.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cpu::cross_entropy_shard_backward(dlogits.data_as<T>(), logits.data_as<T>(),
+                                      targets.data_as<int32_t>(), row_max.data_as<double>(),
+                                      row_sum.data_as<double>(), n, logits.dim(-1), vocab_start,
+                                      real, grad_scale);
   });
 }
 

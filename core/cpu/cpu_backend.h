@@ -69,6 +69,18 @@ class CpuBackend final : public Backend {
   double cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t vocab) override;
   void cross_entropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
                               int64_t vocab, double grad_scale) override;
+  void embedding_shard_forward(Tensor& out, const Tensor& tokens, const Tensor& wte_local,
+                               const Tensor& wpe, int64_t vocab_start) override;
+  void embedding_shard_backward(Tensor& dwte_local, Tensor& dwpe, const Tensor& dout,
+                                const Tensor& tokens, int64_t vocab_start) override;
+  void cross_entropy_shard_max(Tensor& row_max, const Tensor& logits, int64_t vocab_start,
+                               int64_t vocab) override;
+  void cross_entropy_shard_stats(Tensor& stats, const Tensor& logits, const Tensor& targets,
+                                 const Tensor& row_max, int64_t vocab_start,
+                                 int64_t vocab) override;
+  void cross_entropy_shard_backward(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
+                                    const Tensor& row_max, const Tensor& row_sum,
+                                    int64_t vocab_start, int64_t vocab, double grad_scale) override;
   void dropout_forward(Tensor& out, const Tensor& in, double p, RngStream rng) override;
   void dropout_backward(Tensor& din, const Tensor& dout, double p, RngStream rng) override;
   void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,

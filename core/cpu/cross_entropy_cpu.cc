@@ -2,10 +2,12 @@
 // row's max and sum of exponentials accumulate in acc_t<T> (float for bf16 logits); per-row losses
 // are kept and added in row order in double, so the returned loss is the same for any thread count.
 #include <cmath>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
 #include "core/cpu/kernels_cpu.h"
+#include "core/kernels/vocab_shard_math.h"
 
 namespace mtnlg::cpu {
 namespace {
@@ -72,10 +74,62 @@ void cross_entropy_backward(T* dlogits, const T* logits, const int32_t* targets,
   }
 }
 
+// The vocab-parallel steps keep the statistics in double: a shard's sums meet other ranks' in
+// an all-reduce, and double keeps the loss independent of how the vocabulary is split.
+template <typename T>
+void cross_entropy_shard_max(double* row_max, const T* logits, int64_t n, int64_t cols,
+                             int64_t real) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < n; ++r) {
+    const T* x = logits + r * cols;
+    double m = -std::numeric_limits<double>::infinity();
+    for (int64_t j = 0; j < real; ++j) m = std::max(m, static_cast<double>(x[j]));
+    row_max[r] = m;
+  }
+}
+
+template <typename T>
+void cross_entropy_shard_stats(double* stats, const T* logits, const int32_t* targets,
+                               const double* row_max, int64_t n, int64_t cols, int64_t start,
+                               int64_t real) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < n; ++r) {
+    const T* x = logits + r * cols;
+    double sum = 0.0;
+    for (int64_t j = 0; j < real; ++j) sum += std::exp(static_cast<double>(x[j]) - row_max[r]);
+    stats[r] = sum;
+    const int64_t local = kernels::shard_index(targets[r], start, cols);
+    stats[n + r] = local >= 0 ? static_cast<double>(x[local]) : 0.0;
+  }
+}
+
+template <typename T>
+void cross_entropy_shard_backward(T* dlogits, const T* logits, const int32_t* targets,
+                                  const double* row_max, const double* row_sum, int64_t n,
+                                  int64_t cols, int64_t start, int64_t real, double grad_scale) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < n; ++r) {
+    const T* x = logits + r * cols;
+    T* d = dlogits + r * cols;
+    const int64_t target = kernels::shard_index(targets[r], start, cols);
+    // Each element is read before it is written, so d may be x.
+    for (int64_t j = 0; j < real; ++j)
+      d[j] = static_cast<T>(kernels::vocab_ce_grad(static_cast<double>(x[j]), row_max[r],
+                                                   row_sum[r], j == target, grad_scale));
+    for (int64_t j = real; j < cols; ++j) d[j] = static_cast<T>(0.0f);
+  }
+}
+
 #define MTNLG_INSTANTIATE(T)                                                                       \
   template double cross_entropy_forward<T>(const T*, const int32_t*, int64_t, int64_t, int64_t);   \
   template void cross_entropy_backward<T>(T*, const T*, const int32_t*, int64_t, int64_t, int64_t, \
-                                          acc_t<T>);
+                                          acc_t<T>);                                               \
+  template void cross_entropy_shard_max<T>(double*, const T*, int64_t, int64_t, int64_t);          \
+  template void cross_entropy_shard_stats<T>(double*, const T*, const int32_t*, const double*,     \
+                                             int64_t, int64_t, int64_t, int64_t);                  \
+  template void cross_entropy_shard_backward<T>(T*, const T*, const int32_t*, const double*,       \
+                                                const double*, int64_t, int64_t, int64_t, int64_t, \
+                                                double);
 MTNLG_INSTANTIATE(float)
 MTNLG_INSTANTIATE(double)
 MTNLG_INSTANTIATE(Bf16)

@@ -258,13 +258,17 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs, in
                         int64_t heads, int64_t hd, float dropout_p, RngStream rng);
 
 // ---- embedding_cpu.cc ----
-// out: [b*s, c], tokens: [b*s], wte: [V, c], wpe: [>= s, c]; tokens already range-checked.
+// out: [b*s, c], tokens: [b*s], wte: the word rows [start, start + rows) of the vocabulary,
+// [rows, c]; wpe: [>= s, c] or null (no positions). A token outside the rows gives 0 (another
+// rank holds it): the whole table is start 0, rows V, with tokens already range-checked.
 template <typename T>
-void embedding_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int64_t b,
-                       int64_t s, int64_t c);
+void embedding_shard_forward(T* out, const int32_t* tokens, const T* wte, int64_t rows,
+                             int64_t start, const T* wpe, int64_t b, int64_t s, int64_t c);
+// dwte[tokens - start] += dout for held tokens; dwpe (or null) [t] += sum_b dout[b, t].
 template <typename T>
-void embedding_backward(acc_t<T>* dwte, acc_t<T>* dwpe, const T* dout, const int32_t* tokens,
-                        int64_t b, int64_t s, int64_t c);
+void embedding_shard_backward(acc_t<T>* dwte, int64_t rows, int64_t start, acc_t<T>* dwpe,
+                              const T* dout, const int32_t* tokens, int64_t b, int64_t s,
+                              int64_t c);
 
 // ---- cross_entropy_cpu.cc ----
 // logits: [n, vp], targets: [n] in [0, vocab), vocab <= vp
@@ -275,6 +279,22 @@ double cross_entropy_forward(const T* logits, const int32_t* targets, int64_t n,
 template <typename T>
 void cross_entropy_backward(T* dlogits, const T* logits, const int32_t* targets, int64_t n,
                             int64_t vp, int64_t vocab, acc_t<T> grad_scale);
+// One vocab-parallel shard's steps (Backend::cross_entropy_shard_*): logits [n, cols] hold
+// global columns [start, start + cols), the first `real` of them real vocabulary; statistics in
+// double.
+template <typename T>
+void cross_entropy_shard_max(double* row_max, const T* logits, int64_t n, int64_t cols,
+                             int64_t real);
+// stats: [2, n]
+template <typename T>
+void cross_entropy_shard_stats(double* stats, const T* logits, const int32_t* targets,
+                               const double* row_max, int64_t n, int64_t cols, int64_t start,
+                               int64_t real);
+// dlogits may alias logits
+template <typename T>
+void cross_entropy_shard_backward(T* dlogits, const T* logits, const int32_t* targets,
+                                  const double* row_max, const double* row_sum, int64_t n,
+                                  int64_t cols, int64_t start, int64_t real, double grad_scale);
 
 // ---- dropout_cpu.cc ----
 // out = in * keep / (1 - p); out may alias in. Backward is the same map applied to dout.

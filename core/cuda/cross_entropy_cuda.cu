@@ -8,6 +8,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernels_cuda.h"
 #include "core/cuda/launch_cuda.h"
+#include "core/kernels/vocab_shard_math.h"
 
 namespace mtnlg {
 
@@ -76,7 +77,103 @@ __global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const
   }
 }
 
+// The vocab-parallel steps (a block per row), in double as on the CPU: a shard's statistics meet
+// the other ranks' in an all-reduce.
+template <typename T>
+__global__ void cross_entropy_shard_max_kernel(double* row_max, const T* logits, int64_t cols,
+                                               int64_t real) {
+  const T* x = logits + static_cast<int64_t>(blockIdx.x) * cols;
+  double m = -INFINITY;
+  for (int64_t j = threadIdx.x; j < real; j += kCudaBlock) {
+    const double v = static_cast<double>(static_cast<acc_t<T>>(x[j]));
+    m = v > m ? v : m;
+  }
+  m = block_reduce<true>(m);
+  if (threadIdx.x == 0) row_max[blockIdx.x] = m;
+}
+
+template <typename T>
+__global__ void cross_entropy_shard_stats_kernel(double* stats, const T* logits,
+                                                 const int32_t* targets, const double* row_max,
+                                                 int64_t n, int64_t cols, int64_t start,
+                                                 int64_t real) {
+  const int64_t r = blockIdx.x;
+  const T* x = logits + r * cols;
+  const double mx = row_max[r];
+  double sum = 0.0;
+  for (int64_t j = threadIdx.x; j < real; j += kCudaBlock)
+    sum += exp(static_cast<double>(static_cast<acc_t<T>>(x[j])) - mx);
+  sum = block_reduce<false>(sum);
+  if (threadIdx.x == 0) {
+    stats[r] = sum;
+    const int64_t local = kernels::shard_index(targets[r], start, cols);
+    stats[n + r] = local >= 0 ? static_cast<double>(static_cast<acc_t<T>>(x[local])) : 0.0;
+  }
+}
+
+// Each element is read before it is written, by the same thread, so dlogits may be logits.
+template <typename T>
+__global__ void cross_entropy_shard_backward_kernel(T* dlogits, const T* logits,
+                                                    const int32_t* targets, const double* row_max,
+                                                    const double* row_sum, int64_t cols,
+                                                    int64_t start, int64_t real,
+                                                    double grad_scale) {
+  const int64_t r = blockIdx.x;
+  const T* x = logits + r * cols;
+  T* d = dlogits + r * cols;
+  const int64_t target = kernels::shard_index(targets[r], start, cols);
+  const double mx = row_max[r], sum = row_sum[r];
+  for (int64_t j = threadIdx.x; j < cols; j += kCudaBlock) {
+    const double g = j < real
+                         ? kernels::vocab_ce_grad(static_cast<double>(static_cast<acc_t<T>>(x[j])),
+                                                  mx, sum, j == target, grad_scale)
+                         : 0.0;
+    d[j] = static_cast<T>(static_cast<acc_t<T>>(g));
+  }
+}
+
 }  // namespace
+
+void cross_entropy_shard_max_cuda(Tensor& row_max, const Tensor& logits, int64_t real,
+                                  cudaStream_t stream) {
+  const int64_t cols = logits.dim(-1), n = logits.numel() / cols;
+  if (n == 0) return;
+  dispatch_floating(logits.dtype(), "cross_entropy_shard_max", [&](auto tag) {
+    using T = decltype(tag);
+    cross_entropy_shard_max_kernel<<<static_cast<unsigned>(n), kCudaBlock, 0, stream>>>(
+        row_max.data_as<double>(), logits.data_as<T>(), cols, real);
+  });
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void cross_entropy_shard_stats_cuda(Tensor& stats, const Tensor& logits, const Tensor& targets,
+                                    const Tensor& row_max, int64_t vocab_start, int64_t real,
+                                    cudaStream_t stream) {
+  const int64_t cols = logits.dim(-1), n = logits.numel() / cols;
+  if (n == 0) return;
+  dispatch_floating(logits.dtype(), "cross_entropy_shard_stats", [&](auto tag) {
+    using T = decltype(tag);
+    cross_entropy_shard_stats_kernel<<<static_cast<unsigned>(n), kCudaBlock, 0, stream>>>(
+        stats.data_as<double>(), logits.data_as<T>(), targets.data_as<int32_t>(),
+        row_max.data_as<double>(), n, cols, vocab_start, real);
+  });
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void cross_entropy_shard_backward_cuda(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
+                                       const Tensor& row_max, const Tensor& row_sum,
+                                       int64_t vocab_start, int64_t real, double grad_scale,
+                                       cudaStream_t stream) {
+  const int64_t cols = logits.dim(-1), n = logits.numel() / cols;
+  if (n == 0) return;
+  dispatch_floating(logits.dtype(), "cross_entropy_shard_backward", [&](auto tag) {
+    using T = decltype(tag);
+    cross_entropy_shard_backward_kernel<<<static_cast<unsigned>(n), kCudaBlock, 0, stream>>>(
+        dlogits.data_as<T>(), logits.data_as<T>(), targets.data_as<int32_t>(),
+        row_max.data_as<double>(), row_sum.data_as<double>(), cols, vocab_start, real, grad_scale);
+  });
+  CUDA_CHECK(cudaGetLastError());
+}
 
 double cross_entropy_forward_cuda(const Tensor& logits, const Tensor& targets, int64_t vocab,
                                   Workspace& ws, double* result, cudaStream_t stream) {

@@ -10,9 +10,11 @@
 #include <sstream>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernels_cuda.h"
+#include "core/kernels/vocab_shard_math.h"
 #include "core/memory_counter.h"
 
 namespace mtnlg {
@@ -287,7 +289,7 @@ class CudaBackend final : public Backend {
     const int64_t b = tokens.dim(0), s = tokens.dim(1), c = wte.dim(1);
     require(out, wte.dtype(), b * s * c, op, "out");
     check_ids(tokens, wte.dim(0), op, "token id", kVocabFix);
-    embedding_forward_cuda(out, tokens, wte, wpe, stream());
+    embedding_forward_cuda(out, tokens, wte, wpe, 0, stream());
   }
   void embedding_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout,
                           const Tensor& tokens) override {
@@ -305,7 +307,43 @@ class CudaBackend final : public Backend {
     const int64_t b = tokens.dim(0), s = tokens.dim(1), c = dwte.dim(1);
     require(dout, dout.dtype(), b * s * c, op, "dout");
     check_ids(tokens, dwte.dim(0), op, "token id", kVocabFix);
-    embedding_backward_cuda(dwte, dwpe, dout, tokens, ws_, stream());
+    embedding_backward_cuda(dwte, dwpe, dout, tokens, 0, ws_, stream());
+  }
+
+  void embedding_shard_forward(Tensor& out, const Tensor& tokens, const Tensor& wte_local,
+                               const Tensor& wpe, int64_t vocab_start) override {
+    const char* op = "embedding_shard_forward";
+    require_cuda(tokens, op, "tokens");
+    require_cuda(wte_local, op, "wte_local");
+    if (wpe.defined()) require_cuda(wpe, op, "wpe");
+    MTNLG_CHECK_MSG(
+        tokens.dtype() == DType::kI32 && tokens.ndim() == 2 && wte_local.ndim() == 2 &&
+            (!wpe.defined() || (wpe.ndim() == 2 && wpe.dim(1) == wte_local.dim(1) &&
+                                wpe.dtype() == wte_local.dtype() && wpe.dim(0) >= tokens.dim(1))),
+        op << ": tokens " << tokens.str() << ", wte_local " << wte_local.str() << ", wpe "
+           << (wpe.defined() ? wpe.str() : std::string("undefined")));
+    const int64_t b = tokens.dim(0), s = tokens.dim(1), c = wte_local.dim(1);
+    require(out, wte_local.dtype(), b * s * c, op, "out");
+    embedding_forward_cuda(out, tokens, wte_local, wpe, vocab_start, stream());
+  }
+  void embedding_shard_backward(Tensor& dwte_local, Tensor& dwpe, const Tensor& dout,
+                                const Tensor& tokens, int64_t vocab_start) override {
+    const char* op = "embedding_shard_backward";
+    require_cuda(tokens, op, "tokens");
+    require_cuda(dwte_local, op, "dwte_local");
+    require_cuda(dout, op, "dout");
+    if (dwpe.defined()) require_cuda(dwpe, op, "dwpe");
+    MTNLG_CHECK_MSG(tokens.dtype() == DType::kI32 && tokens.ndim() == 2 && dwte_local.ndim() == 2 &&
+                        dwte_local.dtype() == acc_dtype(dout.dtype()) &&
+                        (!dwpe.defined() ||
+                         (dwpe.ndim() == 2 && dwpe.dim(1) == dwte_local.dim(1) &&
+                          dwpe.dtype() == dwte_local.dtype() && dwpe.dim(0) >= tokens.dim(1))),
+                    op << ": tokens " << tokens.str() << ", dwte_local " << dwte_local.str()
+                       << ", dwpe " << (dwpe.defined() ? dwpe.str() : std::string("undefined"))
+                       << ", dout " << dout.str());
+    const int64_t b = tokens.dim(0), s = tokens.dim(1), c = dwte_local.dim(1);
+    require(dout, dout.dtype(), b * s * c, op, "dout");
+    embedding_backward_cuda(dwte_local, dwpe, dout, tokens, vocab_start, ws_, stream());
   }
 
   double cross_entropy_forward(const Tensor& logits, const Tensor& targets,
@@ -332,6 +370,35 @@ class CudaBackend final : public Backend {
                     op << ": vocab " << vocab << " for logits " << logits.str());
     check_ids(targets, vocab, op, "target id", kVocabFix);
     cross_entropy_backward_cuda(dlogits, logits, targets, vocab, grad_scale, stream());
+  }
+
+  void cross_entropy_shard_max(Tensor& row_max, const Tensor& logits, int64_t vocab_start,
+                               int64_t vocab) override {
+    const char* op = "cross_entropy_shard_max";
+    const auto [n, real] = ce_shard_dims(op, logits, nullptr, vocab_start, vocab);
+    require(row_max, DType::kF64, n, op, "row_max");
+    cross_entropy_shard_max_cuda(row_max, logits, real, stream());
+  }
+  void cross_entropy_shard_stats(Tensor& stats, const Tensor& logits, const Tensor& targets,
+                                 const Tensor& row_max, int64_t vocab_start,
+                                 int64_t vocab) override {
+    const char* op = "cross_entropy_shard_stats";
+    const auto [n, real] = ce_shard_dims(op, logits, &targets, vocab_start, vocab, true);
+    require(row_max, DType::kF64, n, op, "row_max");
+    require(stats, DType::kF64, 2 * n, op, "stats");
+    cross_entropy_shard_stats_cuda(stats, logits, targets, row_max, vocab_start, real, stream());
+  }
+  void cross_entropy_shard_backward(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
+                                    const Tensor& row_max, const Tensor& row_sum,
+                                    int64_t vocab_start, int64_t vocab,
+                                    double grad_scale) override {
+    const char* op = "cross_entropy_shard_backward";
+    const auto [n, real] = ce_shard_dims(op, logits, &targets, vocab_start, vocab);
+    require(dlogits, logits.dtype(), logits.numel(), op, "dlogits");
+    require(row_max, DType::kF64, n, op, "row_max");
+    require(row_sum, DType::kF64, n, op, "row_sum");
+    cross_entropy_shard_backward_cuda(dlogits, logits, targets, row_max, row_sum, vocab_start, real,
+                                      grad_scale, stream());
   }
 
   void dropout_forward(Tensor& out, const Tensor& in, double p, RngStream rng) override {
@@ -410,6 +477,22 @@ class CudaBackend final : public Backend {
     os << op << ": " << what << " " << id << " at position " << pos << " is outside [0, " << limit
        << "); " << fix;
     throw invalid_argument(os.str(), op);
+  }
+
+  // The vocab-parallel cross entropy's shared checks; returns (rows, real columns). Targets are
+  // range-checked once per micro-batch, in the forward's stats step (one synchronization).
+  std::pair<int64_t, int64_t> ce_shard_dims(const char* op, const Tensor& logits,
+                                            const Tensor* targets, int64_t vocab_start,
+                                            int64_t vocab, bool check_targets = false) {
+    require_cuda(logits, op, "logits");
+    const int64_t cols = logits.dim(-1), n = logits.numel() / cols;
+    MTNLG_CHECK_MSG(vocab_start >= 0 && vocab > 0,
+                    op << ": vocab_start " << vocab_start << ", vocab " << vocab);
+    if (targets != nullptr) {
+      require(*targets, DType::kI32, n, op, "targets");
+      if (check_targets) check_ids(*targets, vocab, op, "target id", kVocabFix);
+    }
+    return {n, kernels::shard_real_columns(vocab_start, cols, vocab)};
   }
 
   int device_;

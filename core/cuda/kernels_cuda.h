@@ -105,13 +105,15 @@ void attention_backward_cuda(const Blas& blas, Tensor& dqkv, const Tensor& dout,
                              Workspace& ws);
 
 // ---- embedding_cuda.cu ----
-// Token ids must be checked first (check_ids_cuda).
+// wte holds word rows [vocab_start, vocab_start + wte rows) (the whole table: 0, with the token
+// ids checked first by check_ids_cuda); other tokens give 0. wpe may be undefined (no
+// positions): Backend::embedding_shard_forward.
 void embedding_forward_cuda(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
-                            cudaStream_t stream);
-// Deterministic: positions are stably sorted by token id, then each distinct id's rows are
-// summed in position order into its dwte row.
+                            int64_t vocab_start, cudaStream_t stream);
+// Deterministic: positions are stably sorted by local row, then each held row's gradients are
+// summed in position order into its dwte row; dwpe may be undefined.
 void embedding_backward_cuda(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens,
-                             Workspace& ws, cudaStream_t stream);
+                             int64_t vocab_start, Workspace& ws, cudaStream_t stream);
 // *first_bad (device; 0xffffffff before) becomes the first position whose id is outside
 // [0, limit), or stays.
 void check_ids_cuda(const Tensor& ids, int64_t limit, unsigned* first_bad, cudaStream_t stream);
@@ -122,6 +124,16 @@ double cross_entropy_forward_cuda(const Tensor& logits, const Tensor& targets, i
                                   Workspace& ws, double* result, cudaStream_t stream);
 void cross_entropy_backward_cuda(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
                                  int64_t vocab, double grad_scale, cudaStream_t stream);
+// Backend::cross_entropy_shard_*; `real` = kernels::shard_real_columns of the shard.
+void cross_entropy_shard_max_cuda(Tensor& row_max, const Tensor& logits, int64_t real,
+                                  cudaStream_t stream);
+void cross_entropy_shard_stats_cuda(Tensor& stats, const Tensor& logits, const Tensor& targets,
+                                    const Tensor& row_max, int64_t vocab_start, int64_t real,
+                                    cudaStream_t stream);
+void cross_entropy_shard_backward_cuda(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
+                                       const Tensor& row_max, const Tensor& row_sum,
+                                       int64_t vocab_start, int64_t real, double grad_scale,
+                                       cudaStream_t stream);
 
 // ---- adamw_cuda.cu ----
 void adamw_update_cuda(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,

@@ -266,8 +266,9 @@ TEST_CASE("tiny on 2 x 2 x 2 - bf16 - ZeRO-1 - checkpointing: per-stage fields b
   CHECK(s0.activation_bytes_full == 12288 * 2 + 2 * 82944 + 256);
   CHECK(s0.memory.activations == 2 * 24832);
   CHECK(s0.recompute_bytes == 82944);
-  // Stage 1: + targets 256 B + lnf out 4096 x 2 and its fp32 mean/rstd 128 x 4.
-  CHECK(s1.memory.activations == 12288 * 2 + 256 + 4096 * 2 + 128 * 4);
+  // Stage 1: + targets 256 B + lnf out 4096 x 2 and its fp32 mean/rstd 128 x 4 + the
+  // vocab-parallel cross entropy's f64 row max and [2, rows] sums, 3 x 64 x 8.
+  CHECK(s1.memory.activations == 12288 * 2 + 256 + 4096 * 2 + 128 * 4 + 1536);
   // Scratch: (3 x 4096 + 64 x (64 + 192 + 256) / 2) x 2 = 57344; logits 64 x 256 x 2 = 32768;
   // recompute 82944; one pipeline receive buffer [2, 32, 64] bf16 each (stage 0 the gradient
   // from stage 1, stage 1 the activation from stage 0) 8192; ZeRO-1's partition of the summed
@@ -281,13 +282,22 @@ TEST_CASE("tiny on 2 x 2 x 2 - bf16 - ZeRO-1 - checkpointing: per-stage fields b
   // Weights + master (2 B + 4 B of half the parameters) and gradients + moments (4 B + 8 B of
   // half): 2 x weights + 2 x gradients.
   CHECK(s0.memory.total() == 2 * 137600 + 2 * 275200 + 49664 + 286080);
-  CHECK(s1.memory.total() == 2 * 133760 + 2 * 267520 + 33536 + 315008);
+  CHECK(s1.memory.total() == 2 * 133760 + 2 * 267520 + 35072 + 315008);
+  CHECK(s0.reduce_staging_bytes == 0);
   CHECK(p.worst_stage == 0);
   CHECK(s0.memory.largest() == "workspace");
   // The limit in GiB: 1161344 B fits 0.0011 GiB (1181116 B), not 0.001 GiB (1073741 B).
   PlanOptions o;
   o.gpu_memory_gb = 0.0011;
   CHECK(make_plan(r, o).fits);
+  // grad_reduce_dtype bf16: the bf16 copies of the padded buffer and of the partition, 2 B each
+  // (parallel/grad_sync.h), in the workspace.
+  Recipe r16 = r;
+  r16.parallel.grad_reduce_dtype = Precision::kBF16;
+  const Plan p16 = make_plan(r16, PlanOptions{});
+  CHECK(p16.stages[0].reduce_staging_bytes == 2 * (68800 + 34400));
+  CHECK(p16.stages[1].reduce_staging_bytes == 2 * (66880 + 33440));
+  CHECK(p16.stages[0].memory.workspace == s0.memory.workspace + 2 * (68800 + 34400));
   o.gpu_memory_gb = 0.001;
   CHECK_FALSE(make_plan(r, o).fits);
   // Checkpointing on: the FLOPs per token include the recompute.

@@ -249,6 +249,50 @@ TEST_CASE("cross entropy forward and backward match the CPU, also in place") {
   expect_close(tw.host(lg), d_c, slack(dt, 2, 64), "cross entropy dlogits");
 }
 
+TEST_CASE("vocab-parallel embedding and cross-entropy steps match the CPU on every shard") {
+  // A padded vocabulary of 1032 = 3 shards of 344 over a real vocabulary of 1000 (the last shard
+  // partly padding); each shard's steps on the GPU against the CPU's.
+  const DType dt = GENERATE(DType::kF32, DType::kF64, DType::kBF16, DType::kF16);
+  Twin tw;
+  const int64_t b = 3, s = 41, c = 70, n = b * s, shard = 344, vocab = 1000;
+  const DType at = acc_dtype(dt);
+  const Tensor tokens = random_ids({b, s}, vocab, 5), targets = random_ids({n}, vocab, 6);
+  const Tensor wpe = random_tensor({s, c}, dt, 2), dout = random_tensor({b, s, c}, dt, 3);
+  Tensor tg = tw.dev(tokens), ttg = tw.dev(targets), wpeg = tw.dev(wpe), dog = tw.dev(dout);
+  for (int64_t start = 0; start < 3 * shard; start += shard) {
+    INFO("shard at " << start);
+    const bool first = start == 0;
+    const Tensor wte = random_tensor({shard, c}, dt, 10 + static_cast<uint64_t>(start));
+    Tensor wteg = tw.dev(wte);
+    Tensor y_c = Tensor::cpu({b, s, c}, dt), y_g = tw.gpu->alloc({b, s, c}, dt);
+    tw.cpu->embedding_shard_forward(y_c, tokens, wte, first ? wpe : Tensor(), start);
+    tw.gpu->embedding_shard_forward(y_g, tg, wteg, first ? wpeg : Tensor(), start);
+    CHECK(bitwise_equal(tw.host(y_g), y_c));
+    Tensor dwte_c = random_tensor({shard, c}, at, 6), dwpe_c = random_tensor({s, c}, at, 7);
+    Tensor dwte_g = tw.dev(dwte_c), dwpe_g = tw.dev(dwpe_c), none;
+    tw.cpu->embedding_shard_backward(dwte_c, first ? dwpe_c : none, dout, tokens, start);
+    tw.gpu->embedding_shard_backward(dwte_g, first ? dwpe_g : none, dog, tg, start);
+    CHECK(bitwise_equal(tw.host(dwte_g), dwte_c));
+    CHECK(bitwise_equal(tw.host(dwpe_g), dwpe_c));
+
+    const Tensor logits = random_tensor({n, shard}, dt, 20 + static_cast<uint64_t>(start), -6, 6);
+    Tensor lg = tw.dev(logits);
+    Tensor mx_c = Tensor::cpu({n}, DType::kF64), mx_g = tw.gpu->alloc({n}, DType::kF64);
+    tw.cpu->cross_entropy_shard_max(mx_c, logits, start, vocab);
+    tw.gpu->cross_entropy_shard_max(mx_g, lg, start, vocab);
+    CHECK(bitwise_equal(tw.host(mx_g), mx_c));  // a max is exact
+    Tensor st_c = Tensor::cpu({2, n}, DType::kF64), st_g = tw.gpu->alloc({2, n}, DType::kF64);
+    tw.cpu->cross_entropy_shard_stats(st_c, logits, targets, mx_c, start, vocab);
+    tw.gpu->cross_entropy_shard_stats(st_g, lg, ttg, mx_g, start, vocab);
+    expect_close(tw.host(st_g), st_c, 64, "shard stats");
+    const Tensor sum_c = st_c.view({2 * n}).slice(0, n), sum_g = st_g.view({2 * n}).slice(0, n);
+    Tensor d_c = Tensor::cpu(logits.shape(), dt);
+    tw.cpu->cross_entropy_shard_backward(d_c, logits, targets, mx_c, sum_c, start, vocab, 0.25);
+    tw.gpu->cross_entropy_shard_backward(lg, lg, ttg, mx_g, sum_g, start, vocab, 0.25);  // aliased
+    expect_close(tw.host(lg), d_c, slack(dt, 1, 64), "shard dlogits");
+  }
+}
+
 TEST_CASE("a bad token or target id on the GPU is an invalid_argument naming its position") {
   Twin tw;
   Tensor tokens = random_ids({2, 5}, 10, 1);

@@ -13,6 +13,7 @@
 #include "parallel/gloo_communicator.h"
 #include "parallel/store.h"
 #include "test_util.h"
+#include "tests/core/kernel_check.h"
 
 namespace mtnlg {
 namespace {
@@ -67,10 +68,12 @@ TEST_CASE("vocab-parallel cross entropy matches the full-row cross entropy over 
       auto group =
           make_gloo_communicator(store, "tensor", rank, ranks, std::chrono::milliseconds(20000));
       const VocabShard shard{rank * size, size, kVocab};
+      auto be = make_cpu_backend(1);
       Tensor logits = shard_of(full, shard.start, size);
-      VocabParallelCEContext ctx;
-      losses[rank] = vocab_parallel_cross_entropy_forward(ctx, logits, tgt, shard, group.get());
-      vocab_parallel_cross_entropy_backward(logits, ctx, logits, tgt, shard, 0.5);  // aliased
+      VocabParallelCEContext ctx = vocab_parallel_ce_allocate(*be, kRows);
+      losses[rank] =
+          vocab_parallel_cross_entropy_forward(*be, ctx, logits, tgt, shard, group.get());
+      vocab_parallel_cross_entropy_backward(*be, logits, ctx, logits, tgt, shard, 0.5);  // aliased
       grads[rank] = logits;
     });
     for (int rank = 0; rank < tp; ++rank) {
@@ -83,15 +86,21 @@ TEST_CASE("vocab-parallel cross entropy matches the full-row cross entropy over 
 }
 
 TEST_CASE("vocab-parallel cross entropy local steps - a shard of only padding adds nothing") {
-  const Tensor full = full_logits(), tgt = targets();
-  // Shard [21, 24) holds only padding columns: its max is -inf, its sums 0.
-  const VocabShard shard{21, 3, kVocab};
+  auto be = make_cpu_backend(1);
+  const Tensor tgt = targets();
+  // Columns [21, 24) hold only padding: the max is -inf, the sums 0, the gradient 0.
   Tensor logits = Tensor::cpu({kRows, 3}, DType::kF64);
-  Tensor mx = Tensor::cpu({kRows}, DType::kF64), stats = Tensor::cpu({2 * kRows}, DType::kF64);
-  vocab_parallel_ce_local_max(mx, logits, shard);
+  be->fill(logits, 1e3);
+  Tensor mx = Tensor::cpu({kRows}, DType::kF64), stats = Tensor::cpu({2, kRows}, DType::kF64);
+  be->cross_entropy_shard_max(mx, logits, 21, kVocab);
+  for (int64_t r = 0; r < kRows; ++r) CHECK(std::isinf(mx.data_as<double>()[r]));
   for (int64_t r = 0; r < kRows; ++r) mx.data_as<double>()[r] = 0.0;  // as after the all-reduce
-  vocab_parallel_ce_local_stats(stats, logits, tgt, mx, shard);
+  be->cross_entropy_shard_stats(stats, logits, tgt, mx, 21, kVocab);
   for (int64_t i = 0; i < 2 * kRows; ++i) CHECK(stats.data_as<double>()[i] == 0.0);
+  Tensor sum = Tensor::cpu({kRows}, DType::kF64);
+  be->fill(sum, 1.0);
+  be->cross_entropy_shard_backward(logits, logits, tgt, mx, sum, 21, kVocab, 1.0);
+  for (int64_t i = 0; i < logits.numel(); ++i) CHECK(logits.data_as<double>()[i] == 0.0);
 }
 
 TEST_CASE("vocab-parallel embedding - each rank adds only the rows it holds") {
@@ -102,8 +111,9 @@ TEST_CASE("vocab-parallel embedding - each rank adds only the rows it holds") {
   Tensor tokens = Tensor::cpu({1, 2}, DType::kI32);
   tokens.data_as<int32_t>()[0] = 1;
   tokens.data_as<int32_t>()[1] = 6;
+  auto be = make_cpu_backend(1);
   Tensor out = Tensor::cpu({1, 2, 2}, DType::kF64);
-  vocab_parallel_embedding_forward(out, tokens, wte, wpe, VocabShard{4, 4, 8}, false, nullptr);
+  vocab_parallel_embedding_forward(*be, out, tokens, wte, wpe, VocabShard{4, 4, 8}, false, nullptr);
   const double* o = out.data_as<double>();
   CHECK(o[0] == 0.0);
   CHECK(o[1] == 0.0);
@@ -112,11 +122,46 @@ TEST_CASE("vocab-parallel embedding - each rank adds only the rows it holds") {
   Tensor dwte = Tensor::cpu({4, 2}, DType::kF64), dwpe = Tensor::cpu({2, 2}, DType::kF64);
   Tensor dout = Tensor::cpu({1, 2, 2}, DType::kF64);
   for (int i = 0; i < 4; ++i) dout.data_as<double>()[i] = 1 + i;
-  vocab_parallel_embedding_backward(dwte, dwpe, dout, tokens, VocabShard{4, 4, 8});
+  vocab_parallel_embedding_backward(*be, dwte, dwpe, dout, tokens, VocabShard{4, 4, 8});
   CHECK(dwte.data_as<double>()[4] == 3.0);
   CHECK(dwte.data_as<double>()[5] == 4.0);
   CHECK(dwte.data_as<double>()[0] == 0.0);
   CHECK(dwpe.data_as<double>()[3] == 4.0);
+}
+
+TEST_CASE("vocab-parallel embedding - the shards' parts add up to the whole table, bit for bit") {
+  // Embedding rows split over 3 shards (the last with padding rows), in f32 and bf16: the sum of
+  // the parts equals embedding_forward, and the gradients' shards equal embedding_backward's.
+  const DType dt = GENERATE(DType::kF32, DType::kBF16);
+  auto be = make_cpu_backend(2);
+  const int64_t rows = 12, c = 70, b = 3, s = 11, shard_rows = 4;
+  const Tensor wte = test::random_tensor({rows, c}, dt, 1);
+  const Tensor wpe = test::random_tensor({s, c}, dt, 2);
+  const Tensor dout = test::random_tensor({b, s, c}, dt, 3);
+  Tensor tokens = Tensor::cpu({b, s}, DType::kI32);
+  for (int64_t i = 0; i < b * s; ++i)
+    tokens.data_as<int32_t>()[i] = static_cast<int32_t>(i * 7 % 10);
+  Tensor want = Tensor::cpu({b, s, c}, dt);
+  be->embedding_forward(want, tokens, wte, wpe);
+  Tensor dwte = Tensor::cpu({rows, c}, acc_dtype(dt)), dwpe = Tensor::cpu({s, c}, acc_dtype(dt));
+  be->embedding_backward(dwte, dwpe, dout, tokens);
+
+  Tensor sum = Tensor::cpu({b, s, c}, DType::kF32);
+  for (int64_t start = 0; start < rows; start += shard_rows) {
+    Tensor part = Tensor::cpu({b, s, c}, dt), part_f32 = Tensor::cpu({b, s, c}, DType::kF32);
+    const Tensor local = wte.slice(start, start + shard_rows);
+    be->embedding_shard_forward(part, tokens, local, start == 0 ? wpe : Tensor(), start);
+    be->copy(part_f32, part);
+    be->add(sum, sum, part_f32);
+    Tensor dlocal = Tensor::cpu({shard_rows, c}, acc_dtype(dt));
+    Tensor dpos = Tensor::cpu({s, c}, acc_dtype(dt)), none;
+    be->embedding_shard_backward(dlocal, start == 0 ? dpos : none, dout, tokens, start);
+    CHECK(test::bitwise_equal(dlocal, dwte.slice(start, start + shard_rows)));
+    if (start == 0) CHECK(test::bitwise_equal(dpos, dwpe));
+  }
+  Tensor got = Tensor::cpu({b, s, c}, dt);
+  be->copy(got, sum);  // one shard's value plus exact zeros, rounded once: exact
+  CHECK(test::bitwise_equal(got, want));
 }
 
 }  // namespace

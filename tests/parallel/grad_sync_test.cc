@@ -417,7 +417,15 @@ TEST_CASE("Gloo ranks - grad_reduce_dtype bf16 sums bf16-rounded gradients in ha
         const float v =
             1.0f + std::ldexp(1.0f, -10) + static_cast<float>(r) * std::ldexp(1.0f, -12);
         for (auto& g : grads) backend.fill(g, v);
-        GradSync sync(grads, *comm, mode, 4096, buffer, reduce);
+        const int64_t before = backend.live_bytes();
+        GradSync sync(grads, *comm, mode, 4096, buffer, reduce, &backend);
+        // Its own buffers come from the backend (so the planner can count them): ZeRO-1's
+        // partition [82] in f32; the bf16 copies the sum runs in (all 164 gradients; ZeRO-1:
+        // the buffer and the partition); none when the buckets reduce in place.
+        const bool scatter = mode == GradSync::Mode::kReduceScatter;
+        const int64_t staging = reduce == DType::kBF16 ? 2 * (scatter ? 164 + 82 : 164) : 0;
+        CHECK(backend.live_bytes() - before == (scatter ? 4 * 82 : 0) + staging);
+        if (!scatter) CHECK(sync.in_place() == (reduce == DType::kF32));
         if (mode == GradSync::Mode::kOverlap)
           for (int64_t i = 0; i < 2; ++i) sync.mark_ready(backend, i);
         sync.wait(backend);
