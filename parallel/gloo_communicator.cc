@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -445,6 +446,11 @@ std::unique_ptr<Communicator> make_gloo_communicator(Store& store, const std::st
                                                      int rank_in_group,
                                                      std::vector<int64_t> global_ranks,
                                                      const GlooOptions& options) {
+  // Gloo's TCP pairs write with plain writev: a write to a peer that just died or timed out
+  // raises SIGPIPE, which would kill the whole process silently (exit 141) instead of letting
+  // the communicator report the dead peer. Ignored here, where every Gloo group is made, the
+  // write fails with EPIPE, an error we name.
+  std::signal(SIGPIPE, SIG_IGN);
   return std::make_unique<GlooCommunicator>(store, group_name, rank_in_group,
                                             std::move(global_ranks), options);
 }

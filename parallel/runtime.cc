@@ -2,7 +2,6 @@
 
 #include <pmix.h>
 
-#include <csignal>
 #include <cstdlib>
 #include <utility>
 
@@ -59,10 +58,6 @@ int64_t get_int(const pmix_proc_t& proc, const char* key) {
 }  // namespace
 
 Runtime Runtime::init() {
-  // Gloo's TCP pairs write with plain writev: a write to a peer that just died raises SIGPIPE,
-  // which would kill this rank silently (exit 141) instead of letting the communicator report
-  // the dead peer. Ignoring it turns the write into EPIPE, an error we name.
-  std::signal(SIGPIPE, SIG_IGN);
   Runtime rt;
   if (std::getenv("PMIX_NAMESPACE") == nullptr || std::getenv("PMIX_RANK") == nullptr) {
     rt.store = std::make_unique<MemoryStore>();

@@ -24,10 +24,14 @@ job=$(MTNLG_TRAIN=$bin sbatch --parsable --ntasks-per-node=2 --cpus-per-task=1 \
   --output="$tmp/job.out" scripts/slurm/small.sbatch configs/tiny.yaml \
   --set logging.metrics_file="$tmp/job/metrics.jsonl" "${args[@]}")
 echo "submitted job $job"
-for _ in $(seq 600); do
-  [[ -f $tmp/job/metrics.jsonl && $(wc -l <"$tmp/job/metrics.jsonl") -ge 5 ]] && break
+# Signal only once training runs: a loaded machine may start the job late, and a signal before
+# mtnlg-train starts would not stop it.
+running() { [[ -f $tmp/job/metrics.jsonl && $(wc -l <"$tmp/job/metrics.jsonl") -ge 5 ]]; }
+for _ in $(seq 3000); do
+  running && break
   sleep 0.1
 done
+running || { echo "FAIL: the job logged no 5 iterations in 300 s"; cat "$tmp/job.out"; exit 1; }
 scancel --batch --signal=USR1 "$job"
 # Requeued: pending again with one restart.
 for _ in $(seq 300); do
