@@ -663,6 +663,11 @@ void Trainer::log_memory(const char* when) const {
                when, measured / 1048576.0, predicted / 1048576.0,
                measured > 0 ? 100.0 * (predicted - measured) / measured : 0.0,
                backend_->peak_bytes(), predicted_peak_bytes_);
+  if (backend_->peak_reserved_bytes() > 0)
+    spdlog::info(
+        "memory {}: {:.1f} MiB reserved from the device at most (the peak above plus the "
+        "caching allocator's rounding and cached blocks)",
+        when, static_cast<double>(backend_->peak_reserved_bytes()) / 1048576.0);
 }
 
 std::vector<IterationStats> Trainer::run() {

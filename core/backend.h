@@ -58,6 +58,10 @@ class Backend {
   virtual int64_t live_bytes() const { return 0; }
   virtual int64_t peak_bytes() const { return 0; }
   virtual void reset_peak() {}
+  // Bytes a device backend holds from the device for them, most at once since construction
+  // (core/caching_allocator.h: live tensors, rounding and cached free blocks); 0 when it does not
+  // cache (the CPU's).
+  virtual int64_t peak_reserved_bytes() const { return 0; }
 
   // ---- dense algebra ----
   // c[m, n] = alpha * op(a) @ op(b) + beta * c, with op(x) = x^T when trans_x. a and b are

@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "core/caching_allocator.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernels_cuda.h"
 #include "core/kernels/vocab_shard_math.h"
@@ -103,13 +104,21 @@ class CudaBackend final : public Backend {
   // ---- memory ----
   Tensor alloc(const Shape& shape, DType dtype) override {
     const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
-    void* p = nullptr;
-    if (bytes) CUDA_CHECK(cudaMalloc(&p, bytes));
-    // cudaFree waits for the device, so pending kernels finish before the memory goes. Its
-    // status is dropped: a deleter must not throw, and at exit the driver may be gone already.
+    void* p = cache_->allocate(bytes);
+    if (bytes && p == nullptr) {
+      std::ostringstream os;
+      os << "out of GPU memory: " << bytes << " bytes for " << dtype_name(dtype) << shape_str(shape)
+         << " with " << counter_->live() << " bytes of tensors live (" << cache_->reserved_bytes()
+         << " reserved, the cache already released); lower "
+         << "parallel.micro_batch_size, turn on parallel.activation_checkpointing, or use more "
+            "tensor/pipeline ranks (--dry-run prints the plan)";
+      throw Error(Code::kInvalidArgument, os.str(), "cuda alloc");
+    }
+    // Back to the cache, reused in stream order (core/caching_allocator.h).
     auto storage = std::make_shared<Storage>(
-        p, bytes, Device::kCUDA, [counter = counter_, n = static_cast<int64_t>(bytes)](void* q) {
-          if (q) (void)cudaFree(q);
+        p, bytes, Device::kCUDA,
+        [cache = cache_, counter = counter_, n = static_cast<int64_t>(bytes)](void* q) {
+          cache->release(q, static_cast<size_t>(n));
           counter->freed(n);
         });
     counter_->allocated(static_cast<int64_t>(bytes));
@@ -118,6 +127,7 @@ class CudaBackend final : public Backend {
   }
 
   int64_t live_bytes() const override { return counter_->live(); }
+  int64_t peak_reserved_bytes() const override { return cache_->peak_reserved_bytes(); }
   int64_t peak_bytes() const override { return counter_->peak(); }
   void reset_peak() override { counter_->reset_peak(); }
 
@@ -500,6 +510,21 @@ class CudaBackend final : public Backend {
   // Bytes alloc() handed out and not yet freed (cudaMalloc'ed sizes; excludes cuBLAS workspace
   // and the CUDA context). Before scratch_: the scratch buffer's deleter decrements it.
   std::shared_ptr<MemoryCounter> counter_ = std::make_shared<MemoryCounter>();
+  // Device memory for alloc(): cudaMalloc'ed blocks kept for reuse. Out of memory is nullptr
+  // (the allocator then releases its cache and retries); cudaFree's status is dropped, as a
+  // deleter must not throw and at exit the driver may be gone already.
+  std::shared_ptr<CachingAllocator> cache_ = std::make_shared<CachingAllocator>(
+      [](size_t n) -> void* {
+        void* p = nullptr;
+        const cudaError_t err = cudaMalloc(&p, n);
+        if (err == cudaErrorMemoryAllocation) {
+          (void)cudaGetLastError();
+          return nullptr;
+        }
+        CUDA_CHECK(err);
+        return p;
+      },
+      [](void* p) { (void)cudaFree(p); });
   // Declared before scratch_ so that the stream outlives the scratch buffer's cudaFree.
   StreamPtr stream_;
   CublasLibrary cublas_lib_;  // before cublas_: the handle is destroyed through it

@@ -19,8 +19,9 @@ void throw_cuda_error(cudaError_t err, const char* expr, const char* file, int l
     case cudaErrorMemoryAllocation:
       throw Error(Code::kInvalidArgument,
                   "out of GPU memory: " + what +
-                      "; lower training.micro_batch_size, enable activation checkpointing or "
-                      "raise the tensor/pipeline parallel sizes",
+                      "; lower parallel.micro_batch_size, turn on "
+                      "parallel.activation_checkpointing, or use more tensor/pipeline ranks "
+                      "(--dry-run prints the plan)",
                   where(file, line));
     case cudaErrorNoDevice:
     case cudaErrorInsufficientDriver:
