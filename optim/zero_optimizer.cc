@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "optim/adamw.h"
 #include "parallel/zero_partition.h"
@@ -14,15 +13,6 @@ namespace {
 // A parameter viewed as one row of elements.
 Tensor flat_view(const Tensor& t) {
   return t.view({t.numel()});
-}
-
-// Zeroes elements [from, end) of a host tensor.
-void zero_tail(Tensor& host, int64_t from) {
-  const size_t elem = dtype_size(host.dtype());
-  const int64_t n = host.numel() - from;
-  if (n > 0)
-    std::memset(static_cast<char*>(host.data()) + static_cast<size_t>(from) * elem, 0,
-                static_cast<size_t>(n) * elem);
 }
 
 }  // namespace
@@ -67,8 +57,11 @@ ZeroAdamW::ZeroAdamW(ParamRegistry& params, Backend& backend, const OptimizerCon
   flat_ = grads_.staging();
   part_ = grads_.partition();
   MTNLG_CHECK_EQ(flat_.numel(), padded);
-  part_grad_ = backend_.device() == Device::kCPU ? grads_.partition()
-                                                 : backend_.alloc({partition_size_}, state);
+  // The reduced partition is read where GradSync left it (the backend's memory).
+  part_grad_ = grads_.partition();
+  MTNLG_CHECK_MSG(part_grad_.device() == backend_.device(),
+                  "ZeroAdamW: the GradSync's partition is " << part_grad_.str()
+                                                            << "; make it with this backend");
   m_ = backend_.alloc({partition_size_}, state);
   v_ = backend_.alloc({partition_size_}, state);
   if (acc_dtype(dtype_) != dtype_) {
@@ -105,8 +98,6 @@ int64_t ZeroAdamW::state_bytes() const {
 }
 
 double ZeroAdamW::grad_norm() {
-  if (part_grad_.data() != grads_.partition().data()) backend_.copy(part_grad_, grads_.partition());
-
   // Sharded and replicated parameters' squares apart: the tensor group sums only the shards'.
   // (The zero padding adds nothing.)
   Tensor sum = Tensor::cpu({2}, DType::kF64);
@@ -153,7 +144,12 @@ void ZeroAdamW::step(double lr, double grad_scale) {
     Tensor dst = part_.slice(s.in_part, s.in_part + s.length);
     backend_.copy(dst, owned(s));
   }
-  zero_tail(part_, segments_.empty() ? 0 : segments_.back().in_part + segments_.back().length);
+  // The padding goes as zeros: filled on the device, as the rest.
+  const int64_t used = segments_.empty() ? 0 : segments_.back().in_part + segments_.back().length;
+  if (used < part_.numel()) {
+    Tensor tail = part_.slice(used, part_.numel());
+    backend_.fill(tail, 0.0);
+  }
   data_.all_gather(flat_, part_);
   int64_t offset = 0;
   for (auto& p : all) {

@@ -19,7 +19,7 @@
 //
 // Ownership: borrows the registry, backend, GradSync and communicators (they must outlive it);
 // owns the moments (backend memory); the all-gather of the updated parameters reuses GradSync's
-// host buffers (padded N + S), whose reduced gradient step() has consumed by then.
+// buffers (padded N + S, backend memory), whose reduced gradient step() has consumed by then.
 // Not thread-safe; step() and grad_norm() are collective over the data group.
 #pragma once
 
@@ -92,10 +92,10 @@ class ZeroAdamW final : public Optimizer {
   DType dtype_ = DType::kF32;
   int64_t numel_ = 0, partition_size_ = 0, begin_ = 0;
   std::vector<Segment> segments_;
-  Tensor flat_;       // host [padded N]: the all-gather's target (GradSync's staging)
-  Tensor part_;       // host [S]: this rank's updated parameters, sent (GradSync's partition)
-  Tensor part_grad_;  // backend [S]: the reduced gradient where the kernel runs (GradSync's
-                      // partition itself on CPU)
+  // All on the backend's device:
+  Tensor flat_;       // [padded N]: the all-gather's target (GradSync's gradient buffer)
+  Tensor part_;       // [S]: this rank's updated parameters, sent (GradSync's partition)
+  Tensor part_grad_;  // [S]: the reduced gradient the update reads (the same partition)
   Tensor m_, v_;      // backend [S]
   Tensor masters_;    // backend [S] fp32, with bf16 values only
   int64_t step_ = 0;

@@ -119,6 +119,12 @@ class NcclCommunicator final : public Communicator {
   }
   // One-rank reduce_scatter / all_gather: out = in.
   void copy_local(Tensor& out, const Tensor& in);
+  // Host tensors (the trainer's scalars and flags: loss sums, norms, stop votes, checks) ride
+  // through a device staging buffer: a collective given CPU tensors copies them up into it, runs
+  // on the device copies, and copies the results back. in and out must then both be on the host.
+  // Returns true when it handled the call (fn gets the device views).
+  template <typename F>
+  bool on_host(Tensor& out, const Tensor& in, F&& fn);
   // Enqueues one operation (enqueue issues NCCL calls through NCCL_CHECK) and waits for it.
   // what() describes the data for errors; called only on a failure (see group_checks.h).
   template <typename What, typename F>
@@ -144,7 +150,9 @@ class NcclCommunicator final : public Communicator {
   // Declared before comm_, so destroyed after it.
   StreamPtr stream_;
   std::unique_ptr<void, DeviceFree> scratch_;  // one float for barrier()
-  CommPtr comm_;                               // null for a one-rank group and after a failure
+  std::unique_ptr<void, DeviceFree> staging_;  // host tensors' device copies (grows)
+  size_t staging_bytes_ = 0;
+  CommPtr comm_;  // null for a one-rank group and after a failure
   int64_t bytes_sent_ = 0;
   std::string failure_;  // first failure; non-empty: every later op throws at once
 };
@@ -316,7 +324,39 @@ void NcclCommunicator::copy_local(Tensor& out, const Tensor& in) {
   CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
 }
 
+template <typename F>
+bool NcclCommunicator::on_host(Tensor& out, const Tensor& in, F&& fn) {
+  if (!in.defined() || !out.defined() || in.device() != Device::kCPU ||
+      out.device() != Device::kCPU)
+    return false;
+  constexpr size_t kAlign = 256;
+  const size_t in_at = 0, out_at = (in.nbytes() + kAlign - 1) / kAlign * kAlign;
+  const size_t need = out_at + out.nbytes();
+  CUDA_CHECK(cudaSetDevice(device_));
+  if (need > staging_bytes_) {
+    staging_.reset();
+    void* p = nullptr;
+    CUDA_CHECK(cudaMalloc(&p, need));
+    staging_.reset(p);
+    staging_bytes_ = need;
+  }
+  char* base = static_cast<char*>(staging_.get());
+  Tensor din = Tensor::borrow(base + in_at, in.shape(), in.dtype(), Device::kCUDA);
+  Tensor dout = Tensor::borrow(base + out_at, out.shape(), out.dtype(), Device::kCUDA);
+  CUDA_CHECK(
+      cudaMemcpyAsync(din.data(), in.data(), in.nbytes(), cudaMemcpyHostToDevice, stream_.get()));
+  CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+  // An in-place call (all_reduce, broadcast) works on one device copy.
+  if (out.data() == in.data()) dout = din;
+  fn(dout, din);
+  CUDA_CHECK(cudaMemcpyAsync(out.data(), dout.data(), out.nbytes(), cudaMemcpyDeviceToHost,
+                             stream_.get()));
+  CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+  return true;
+}
+
 void NcclCommunicator::all_reduce(Tensor& t, ReduceOp op) {
+  if (on_host(t, t, [&](Tensor& d, const Tensor&) { all_reduce(d, op); })) return;
   check_tensor("all_reduce", t);
   if (size_ == 1 || t.numel() == 0) return;
   run(
@@ -329,6 +369,7 @@ void NcclCommunicator::all_reduce(Tensor& t, ReduceOp op) {
 }
 
 void NcclCommunicator::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) {
+  if (on_host(out, in, [&](Tensor& o, const Tensor& i) { reduce_scatter(o, i, op); })) return;
   check_tensor("reduce_scatter", out);
   check_tensor("reduce_scatter", in);
   check_reduce_scatter_sizes(out, in, size_, [this] { return where(); });
@@ -345,6 +386,7 @@ void NcclCommunicator::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op
 }
 
 void NcclCommunicator::all_gather(Tensor& out, const Tensor& in) {
+  if (on_host(out, in, [&](Tensor& o, const Tensor& i) { all_gather(o, i); })) return;
   check_tensor("all_gather", out);
   check_tensor("all_gather", in);
   check_all_gather_sizes(out, in, size_, [this] { return where(); });
@@ -360,6 +402,7 @@ void NcclCommunicator::all_gather(Tensor& out, const Tensor& in) {
 }
 
 void NcclCommunicator::broadcast(Tensor& t, int root) {
+  if (on_host(t, t, [&](Tensor& d, const Tensor&) { broadcast(d, root); })) return;
   check_tensor("broadcast", t);
   check_root(root, size_, [this] { return where(); });
   if (size_ == 1 || t.numel() == 0) return;

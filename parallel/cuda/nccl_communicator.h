@@ -6,8 +6,10 @@
 // Gloo groups count it); every member reads it and joins with ncclCommInitRankConfig on its
 // device. A one-rank group creates no NCCL communicator.
 //
-// Tensors: CUDA f32, f64, i32, bf16 or f16, on this communicator's device. Every operation runs
-// on the communicator's own stream and is blocking: it first synchronizes the device (the
+// Tensors: CUDA f32, f64, i32, bf16 or f16, on this communicator's device; the collectives also
+// take host tensors (all of a call's on the host), copied through a device staging buffer: the
+// trainer's scalars and flags (loss sums, norms, stop votes) use the same groups. Every operation
+// runs on the communicator's own stream and is blocking: it first synchronizes the device (the
 // backend's stream is private, so this is how data the backend produced is made ready), then
 // returns once the stream has finished, so the caller may use the result on any stream.
 //
