@@ -100,7 +100,9 @@ GatheredModel load_checkpoint_model(const std::string& path, Backend& backend,
                                     const std::vector<std::string>& overrides) {
   const std::string dir = require_checkpoint(path);
   const CheckpointManifest m = read_manifest(dir);
-  std::vector<std::string> all = {"parallel.tensor=1", "parallel.pipeline=1"};
+  // One stage holds the whole model: one chunk (a checkpoint saved interleaved is named globally).
+  std::vector<std::string> all = {"parallel.tensor=1", "parallel.pipeline=1",
+                                  "parallel.virtual_pipeline=1"};
   all.insert(all.end(), overrides.begin(), overrides.end());
   GatheredModel out{checkpoint_recipe(m, dir, all), {}};
   const GPTConfig config = gpt_config_from(out.recipe);
@@ -159,12 +161,14 @@ void convert_checkpoint(const std::string& path, const std::string& out_root, in
   const CheckpointManifest src = read_manifest(dir);
   if (zero_stage < 0) zero_stage = src.zero_stage;
   // The recipe checks the layout: heads and the padded vocabulary divide by tensor, layers by
-  // pipeline, the batch by micro x data.
+  // pipeline, the batch by micro x data. Interleaving is a schedule, not part of the checkpoint
+  // (parameters are named globally): the converted recipe has it off (virtual_pipeline 1), and a
+  // resumed run sets it as it likes.
   const Recipe r = checkpoint_recipe(
       src, dir,
       {"parallel.tensor=" + std::to_string(tensor), "parallel.pipeline=" + std::to_string(pipeline),
-       "parallel.data=" + std::to_string(data),
-       "parallel.zero_stage=" + std::to_string(zero_stage)});
+       "parallel.data=" + std::to_string(data), "parallel.zero_stage=" + std::to_string(zero_stage),
+       "parallel.virtual_pipeline=1"});
   std::error_code ec;
   if (fs::exists(out_root, ec) && fs::equivalent(out_root, fs::path(dir).parent_path(), ec))
     throw invalid_argument(

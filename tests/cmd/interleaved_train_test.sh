@@ -5,7 +5,8 @@
 # parallelism together; (1,2,2) with gradient buckets all-reduced as each chunk's last backward
 # finishes them (overlapped, small buckets). Then, for each, the bytes rank 0 sent against the planner's count and
 # every rank's measured peak against its plan, exactly; and a checkpoint saved with 2 chunks
-# resumed with 1 (parameters are named globally) continuing as the run that never stopped.
+# resumed with 1 (parameters are named globally), and converted offline to one process and
+# resumed there, each continuing as the run that never stopped; and exported.
 # Usage: tests/cmd/interleaved_train_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 source "$2/tests/cmd/layout_lib.sh"
@@ -62,12 +63,22 @@ done
 # A checkpoint of 2 chunks per stage, resumed with 1: iterations 11-20 as the run that went on.
 train pp2-v1-resumed 2 4 1 2 1 --set checkpoint.load="$tmp/ckpt/iter_0000010" \
   --set checkpoint.dir="$tmp/ckpt-v1"
-/usr/bin/python3 - "$tmp/pp2-v2/metrics.jsonl" "$tmp/pp2-v1-resumed/metrics.jsonl" <<'PY'
+# The same checkpoint resharded offline to one process (mtnlg-ckpt convert), resumed there; and
+# exported whole (the offline tools gather it into one stage: one chunk).
+"$1/mtnlg-ckpt" convert "$tmp/ckpt/iter_0000010" --output "$tmp/ckpt-111" --layout 1,1,1 \
+  >"$tmp/convert.log" 2>&1 || { cat "$tmp/convert.log"; exit 1; }
+"$1/mtnlg-ckpt" export "$tmp/ckpt/iter_0000010" --output "$tmp/v2.safetensors" \
+  >"$tmp/export.log" 2>&1 || { cat "$tmp/export.log"; exit 1; }
+train single4-resumed 1 4 1 1 1 --set checkpoint.load="$tmp/ckpt-111" \
+  --set checkpoint.dir="$tmp/ckpt-single"
+for resumed in pp2-v1-resumed single4-resumed; do
+  /usr/bin/python3 - "$tmp/pp2-v2/metrics.jsonl" "$tmp/$resumed/metrics.jsonl" "$resumed" <<'PY'
 import json, sys
 load = lambda p: {j["iteration"]: j["loss"] for j in map(json.loads, open(p)) if j.get("split") == "train"}
 a, b = load(sys.argv[1]), load(sys.argv[2])
 its = sorted(b)
 worst = max(abs(a[i] - b[i]) / abs(a[i]) for i in its)
-print(f"resumed with 1 chunk: iterations {its[0]}-{its[-1]}, worst relative loss {worst:.2e}")
+print(f"{sys.argv[3]}: iterations {its[0]}-{its[-1]}, worst relative loss {worst:.2e}")
 sys.exit(0 if its and its[0] == 11 and its[-1] == 20 and worst <= 1e-4 else 1)
 PY
+done
