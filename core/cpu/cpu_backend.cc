@@ -12,6 +12,7 @@
 #include <sstream>
 #include <utility>
 
+#include "core/backend_checks.h"
 #include "core/cpu/attention_bf16.h"
 #include "core/cpu/kernels_cpu.h"
 #include "core/kernels/vocab_shard_math.h"
@@ -468,11 +469,7 @@ void CpuBackend::embedding_forward(Tensor& out, const Tensor& tokens, const Tens
   check_tensor(tokens, "embedding_forward", "tokens");
   check_tensor(wte, "embedding_forward", "wte");
   check_tensor(wpe, "embedding_forward", "wpe");
-  MTNLG_CHECK_MSG(tokens.dtype() == DType::kI32 && tokens.ndim() == 2 && wte.ndim() == 2 &&
-                      wpe.ndim() == 2 && wpe.dim(1) == wte.dim(1) && wpe.dtype() == wte.dtype() &&
-                      wpe.dim(0) >= tokens.dim(1),
-                  "embedding_forward: tokens " << tokens.str() << ", wte " << wte.str() << ", wpe "
-                                               << wpe.str());
+  check_embedding_shapes("embedding_forward", tokens, wte, wpe);
   const int64_t b = tokens.dim(0), s = tokens.dim(1), c = wte.dim(1);
   check_same(out, wte.dtype(), b * s * c, "embedding_forward", "out");
   check_ids(tokens.data_as<int32_t>(), b * s, wte.dim(0), "embedding_forward", "token id",
@@ -491,12 +488,7 @@ void CpuBackend::embedding_backward(Tensor& dwte, Tensor& dwpe, const Tensor& do
   check_tensor(dwte, "embedding_backward", "dwte");
   check_tensor(dwpe, "embedding_backward", "dwpe");
   check_tensor(dout, "embedding_backward", "dout");
-  MTNLG_CHECK_MSG(
-      tokens.dtype() == DType::kI32 && tokens.ndim() == 2 && dwte.ndim() == 2 && dwpe.ndim() == 2 &&
-          dwpe.dim(1) == dwte.dim(1) && dwpe.dtype() == dwte.dtype() &&
-          dwpe.dim(0) >= tokens.dim(1) && dwte.dtype() == acc_dtype(dout.dtype()),
-      "embedding_backward: tokens " << tokens.str() << ", dwte " << dwte.str() << ", dwpe "
-                                    << dwpe.str() << ", dout " << dout.str());
+  check_embedding_shapes("embedding_backward", tokens, dwte, dwpe, &dout);
   const int64_t b = tokens.dim(0), s = tokens.dim(1), c = dwte.dim(1);
   check_same(dout, dout.dtype(), b * s * c, "embedding_backward", "dout");
   check_ids(tokens.data_as<int32_t>(), b * s, dwte.dim(0), "embedding_backward", "token id",
@@ -554,12 +546,7 @@ void CpuBackend::embedding_shard_forward(Tensor& out, const Tensor& tokens, cons
   check_tensor(tokens, op, "tokens");
   check_tensor(wte_local, op, "wte_local");
   if (wpe.defined()) check_tensor(wpe, op, "wpe");
-  MTNLG_CHECK_MSG(
-      tokens.dtype() == DType::kI32 && tokens.ndim() == 2 && wte_local.ndim() == 2 &&
-          (!wpe.defined() || (wpe.ndim() == 2 && wpe.dim(1) == wte_local.dim(1) &&
-                              wpe.dtype() == wte_local.dtype() && wpe.dim(0) >= tokens.dim(1))),
-      op << ": tokens " << tokens.str() << ", wte_local " << wte_local.str() << ", wpe "
-         << (wpe.defined() ? wpe.str() : std::string("undefined")));
+  check_embedding_shapes(op, tokens, wte_local, wpe);
   const int64_t b = tokens.dim(0), s = tokens.dim(1), c = wte_local.dim(1);
   check_same(out, wte_local.dtype(), b * s * c, op, "out");
   dispatch(op, wte_local.dtype(), [&](auto z) {
@@ -578,13 +565,7 @@ void CpuBackend::embedding_shard_backward(Tensor& dwte_local, Tensor& dwpe, cons
   check_tensor(dwte_local, op, "dwte_local");
   check_tensor(dout, op, "dout");
   if (dwpe.defined()) check_tensor(dwpe, op, "dwpe");
-  MTNLG_CHECK_MSG(
-      tokens.dtype() == DType::kI32 && tokens.ndim() == 2 && dwte_local.ndim() == 2 &&
-          dwte_local.dtype() == acc_dtype(dout.dtype()) &&
-          (!dwpe.defined() || (dwpe.ndim() == 2 && dwpe.dim(1) == dwte_local.dim(1) &&
-                               dwpe.dtype() == dwte_local.dtype() && dwpe.dim(0) >= tokens.dim(1))),
-      op << ": tokens " << tokens.str() << ", dwte_local " << dwte_local.str() << ", dwpe "
-         << (dwpe.defined() ? dwpe.str() : std::string("undefined")) << ", dout " << dout.str());
+  check_embedding_shapes(op, tokens, dwte_local, dwpe, &dout);
   const int64_t b = tokens.dim(0), s = tokens.dim(1), c = dwte_local.dim(1);
   check_same(dout, dout.dtype(), b * s * c, op, "dout");
   dispatch(op, dout.dtype(), [&](auto z) {

@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "core/backend_checks.h"
 #include "core/caching_allocator.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernels_cuda.h"
@@ -292,10 +293,7 @@ class CudaBackend final : public Backend {
     require_cuda(tokens, op, "tokens");
     require_cuda(wte, op, "wte");
     require_cuda(wpe, op, "wpe");
-    MTNLG_CHECK_MSG(
-        tokens.dtype() == DType::kI32 && tokens.ndim() == 2 && wte.ndim() == 2 && wpe.ndim() == 2 &&
-            wpe.dim(1) == wte.dim(1) && wpe.dtype() == wte.dtype() && wpe.dim(0) >= tokens.dim(1),
-        op << ": tokens " << tokens.str() << ", wte " << wte.str() << ", wpe " << wpe.str());
+    check_embedding_shapes(op, tokens, wte, wpe);
     const int64_t b = tokens.dim(0), s = tokens.dim(1), c = wte.dim(1);
     require(out, wte.dtype(), b * s * c, op, "out");
     check_ids(tokens, wte.dim(0), op, "token id", kVocabFix);
@@ -308,12 +306,7 @@ class CudaBackend final : public Backend {
     require_cuda(dwte, op, "dwte");
     require_cuda(dwpe, op, "dwpe");
     require_cuda(dout, op, "dout");
-    MTNLG_CHECK_MSG(tokens.dtype() == DType::kI32 && tokens.ndim() == 2 && dwte.ndim() == 2 &&
-                        dwpe.ndim() == 2 && dwpe.dim(1) == dwte.dim(1) &&
-                        dwpe.dtype() == dwte.dtype() && dwpe.dim(0) >= tokens.dim(1) &&
-                        dwte.dtype() == acc_dtype(dout.dtype()),
-                    op << ": tokens " << tokens.str() << ", dwte " << dwte.str() << ", dwpe "
-                       << dwpe.str() << ", dout " << dout.str());
+    check_embedding_shapes(op, tokens, dwte, dwpe, &dout);
     const int64_t b = tokens.dim(0), s = tokens.dim(1), c = dwte.dim(1);
     require(dout, dout.dtype(), b * s * c, op, "dout");
     check_ids(tokens, dwte.dim(0), op, "token id", kVocabFix);
@@ -326,12 +319,7 @@ class CudaBackend final : public Backend {
     require_cuda(tokens, op, "tokens");
     require_cuda(wte_local, op, "wte_local");
     if (wpe.defined()) require_cuda(wpe, op, "wpe");
-    MTNLG_CHECK_MSG(
-        tokens.dtype() == DType::kI32 && tokens.ndim() == 2 && wte_local.ndim() == 2 &&
-            (!wpe.defined() || (wpe.ndim() == 2 && wpe.dim(1) == wte_local.dim(1) &&
-                                wpe.dtype() == wte_local.dtype() && wpe.dim(0) >= tokens.dim(1))),
-        op << ": tokens " << tokens.str() << ", wte_local " << wte_local.str() << ", wpe "
-           << (wpe.defined() ? wpe.str() : std::string("undefined")));
+    check_embedding_shapes(op, tokens, wte_local, wpe);
     const int64_t b = tokens.dim(0), s = tokens.dim(1), c = wte_local.dim(1);
     require(out, wte_local.dtype(), b * s * c, op, "out");
     embedding_forward_cuda(out, tokens, wte_local, wpe, vocab_start, stream());
@@ -343,14 +331,7 @@ class CudaBackend final : public Backend {
     require_cuda(dwte_local, op, "dwte_local");
     require_cuda(dout, op, "dout");
     if (dwpe.defined()) require_cuda(dwpe, op, "dwpe");
-    MTNLG_CHECK_MSG(tokens.dtype() == DType::kI32 && tokens.ndim() == 2 && dwte_local.ndim() == 2 &&
-                        dwte_local.dtype() == acc_dtype(dout.dtype()) &&
-                        (!dwpe.defined() ||
-                         (dwpe.ndim() == 2 && dwpe.dim(1) == dwte_local.dim(1) &&
-                          dwpe.dtype() == dwte_local.dtype() && dwpe.dim(0) >= tokens.dim(1))),
-                    op << ": tokens " << tokens.str() << ", dwte_local " << dwte_local.str()
-                       << ", dwpe " << (dwpe.defined() ? dwpe.str() : std::string("undefined"))
-                       << ", dout " << dout.str());
+    check_embedding_shapes(op, tokens, dwte_local, dwpe, &dout);
     const int64_t b = tokens.dim(0), s = tokens.dim(1), c = dwte_local.dim(1);
     require(dout, dout.dtype(), b * s * c, op, "dout");
     embedding_backward_cuda(dwte_local, dwpe, dout, tokens, vocab_start, ws_, stream());
