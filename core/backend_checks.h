@@ -3,8 +3,11 @@
 // MTNLG_CHECK (Code::kInternal) naming the operation and the tensors.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <utility>
 
+#include "core/kernels/vocab_shard_math.h"
 #include "core/status.h"
 #include "core/tensor.h"
 
@@ -24,6 +27,19 @@ inline void check_embedding_shapes(const char* op, const Tensor& tokens, const T
                   op << ": tokens " << tokens.str() << ", table " << table.str() << ", positions "
                      << str(positions)
                      << (dout != nullptr ? ", dout " + dout->str() : std::string()));
+}
+
+// The vocab-parallel cross entropy's shard (Backend::cross_entropy_shard_*): logits [n, cols]
+// holding global columns [vocab_start, vocab_start + cols) of a vocabulary of `vocab`. Returns
+// (n, how many of its columns are real vocabulary).
+inline std::pair<int64_t, int64_t> ce_shard_rows_and_real(const char* op, const Tensor& logits,
+                                                          int64_t vocab_start, int64_t vocab) {
+  MTNLG_CHECK_MSG(
+      logits.ndim() >= 1 && vocab_start >= 0 && vocab > 0,
+      op << ": logits " << logits.str() << ", vocab_start " << vocab_start << ", vocab " << vocab);
+  const int64_t cols = logits.dim(-1);
+  return {cols > 0 ? logits.numel() / cols : 0,
+          kernels::shard_real_columns(vocab_start, cols, vocab)};
 }
 
 }  // namespace mtnlg

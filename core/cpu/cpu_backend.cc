@@ -15,7 +15,6 @@
 #include "core/backend_checks.h"
 #include "core/cpu/attention_bf16.h"
 #include "core/cpu/kernels_cpu.h"
-#include "core/kernels/vocab_shard_math.h"
 
 namespace mtnlg {
 namespace {
@@ -87,15 +86,13 @@ std::pair<int64_t, int64_t> check_ce_shard(const char* op, const Tensor& logits,
                                            const Tensor* targets, int64_t vocab_start,
                                            int64_t vocab) {
   check_tensor(logits, op, "logits");
-  const int64_t cols = logits.dim(-1), n = logits.numel() / cols;
-  MTNLG_CHECK_MSG(vocab_start >= 0 && vocab > 0,
-                  op << ": vocab_start " << vocab_start << ", vocab " << vocab);
+  const auto shard = ce_shard_rows_and_real(op, logits, vocab_start, vocab);
   if (targets != nullptr) {
-    check_same(*targets, DType::kI32, n, op, "targets");
-    check_ids(targets->data_as<int32_t>(), n, vocab, op, "target id",
+    check_same(*targets, DType::kI32, shard.first, op, "targets");
+    check_ids(targets->data_as<int32_t>(), shard.first, vocab, op, "target id",
               "the data's vocabulary is larger than the model's (check model.vocab_size)");
   }
-  return {n, kernels::shard_real_columns(vocab_start, cols, vocab)};
+  return shard;
 }
 
 }  // namespace

@@ -16,7 +16,6 @@
 #include "core/caching_allocator.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernels_cuda.h"
-#include "core/kernels/vocab_shard_math.h"
 #include "core/memory_counter.h"
 
 namespace mtnlg {
@@ -476,14 +475,12 @@ class CudaBackend final : public Backend {
                                             const Tensor* targets, int64_t vocab_start,
                                             int64_t vocab, bool check_targets = false) {
     require_cuda(logits, op, "logits");
-    const int64_t cols = logits.dim(-1), n = logits.numel() / cols;
-    MTNLG_CHECK_MSG(vocab_start >= 0 && vocab > 0,
-                    op << ": vocab_start " << vocab_start << ", vocab " << vocab);
+    const auto shard = ce_shard_rows_and_real(op, logits, vocab_start, vocab);
     if (targets != nullptr) {
-      require(*targets, DType::kI32, n, op, "targets");
+      require(*targets, DType::kI32, shard.first, op, "targets");
       if (check_targets) check_ids(*targets, vocab, op, "target id", kVocabFix);
     }
-    return {n, kernels::shard_real_columns(vocab_start, cols, vocab)};
+    return shard;
   }
 
   int device_;
