@@ -3,11 +3,13 @@
 #include <string>
 
 #include "core/status.h"
+#include "parallel/shm_communicator.h"
 
 #ifdef MTNLG_HAVE_CUDA
 #include <cuda_runtime.h>
 
 #include "core/cuda/cuda_backend.h"
+#include "parallel/cuda/nccl_communicator.h"
 #endif
 
 namespace mtnlg {
@@ -94,6 +96,17 @@ void check_device_memory(const DeviceResolution& where, [[maybe_unused]] int64_t
             "or use more tensor/pipeline ranks (--dry-run prints the plan)",
         "parallel.micro_batch_size");
   }
+#endif
+}
+
+ProcessGroups make_device_groups(const DeviceResolution& where, const Topology& topology,
+                                 Store& store, std::chrono::milliseconds timeout) {
+  if (where.device == Device::kCPU)
+    return make_cpu_groups(topology, store, GlooOptions::from_env(timeout), transport_from_env());
+#ifdef MTNLG_HAVE_CUDA
+  return make_nccl_groups(topology, store, where.index, timeout);
+#else
+  throw unsupported("this build has no CUDA backend", "device");
 #endif
 }
 

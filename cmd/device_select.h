@@ -2,12 +2,16 @@
 // this build and this machine, and the Backend for it. The one place a backend is chosen.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "core/backend.h"
 #include "core/config/recipe.h"
+#include "parallel/communicator.h"
+#include "parallel/store.h"
+#include "parallel/topology.h"
 
 namespace mtnlg {
 
@@ -38,5 +42,12 @@ std::unique_ptr<Backend> make_backend(const DeviceResolution& where, int threads
 // Throws kUnsupported (exit 3) when `planned_bytes` (the planner's peak for this rank) exceeds
 // the GPU's free memory, naming both and the recipe keys that lower it. No-op on the CPU.
 void check_device_memory(const DeviceResolution& where, int64_t planned_bytes);
+
+// This rank's process groups for a job of several ranks training on `where`: NCCL on GPU
+// where.index for a CUDA rank (the unique ids through `store`, the checkpoint group Gloo),
+// make_cpu_groups over MTNLG_TRANSPORT on the CPU. Collective: every rank calls it once, with
+// the same kind of device (a job mixing CPU and GPU ranks is refused by the first group).
+ProcessGroups make_device_groups(const DeviceResolution& where, const Topology& topology,
+                                 Store& store, std::chrono::milliseconds timeout);
 
 }  // namespace mtnlg

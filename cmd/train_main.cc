@@ -179,9 +179,12 @@ int main(int argc, char** argv) {
           "parallel.data");
     }
     const mtnlg::Topology topology(sizes, runtime.rank);
+    // The device first: it decides what carries the groups (NCCL for GPU ranks).
+    const mtnlg::DeviceResolution where = mtnlg::resolve_device(recipe.device, runtime.local_rank);
     mtnlg::ProcessGroups groups;
     mtnlg::TrainerOptions options;
     options.local_rank = runtime.local_rank;
+    options.device = &where;
     // Ranks sharing a node share its cores.
     options.threads = threads > 0
                           ? threads
@@ -189,11 +192,10 @@ int main(int argc, char** argv) {
                                                               runtime.local_world));
     if (runtime.world > 1) {
       spdlog::info("{}: {}", runtime.describe(), topology.describe());
-      // Shared memory between the ranks of a node, Gloo's TCP across nodes (MTNLG_TRANSPORT).
-      groups = mtnlg::make_cpu_groups(
-          topology, *runtime.store,
-          mtnlg::GlooOptions::from_env(std::chrono::seconds(recipe.parallel.timeout_s)),
-          mtnlg::transport_from_env());
+      // GPU ranks: NCCL. CPU ranks: shared memory within a node, TCP across nodes
+      // (MTNLG_TRANSPORT).
+      groups = mtnlg::make_device_groups(where, topology, *runtime.store,
+                                         std::chrono::seconds(recipe.parallel.timeout_s));
       {
         // Which transport each group got: shared memory within a node, else TCP.
         std::string carriers;

@@ -157,16 +157,17 @@ void Trainer::build_data() {
   }
 }
 
-// The recipe's device against this build and machine (cmd/device_select.h).
+// The recipe's device against this build and machine (cmd/device_select.h), unless the caller
+// resolved it. Several GPU ranks: the groups are NCCL (train_main), each rank on its own GPU.
 void Trainer::select_device() {
-  device_ = resolve_device(recipe_.device, options_.local_rank);
-  const int64_t world = data_size_ * pipeline_size_ * recipe_.parallel.tensor;
-  if (device_.device == Device::kCUDA && world > 1)
-    throw unsupported("device: cuda with " + std::to_string(world) +
-                          " ranks: this build's GPU path trains one rank per job so far (NCCL "
-                          "groups for tensor, pipeline and data parallelism are the next step); "
-                          "launch one process, or set device: cpu",
-                      "device");
+  device_ = options_.device != nullptr ? *options_.device
+                                       : resolve_device(recipe_.device, options_.local_rank);
+  if (device_.device == Device::kCUDA && options_.groups != nullptr &&
+      std::string(options_.groups->world->transport()) != "nccl")
+    throw invalid_argument("device: cuda with process groups over " +
+                               std::string(options_.groups->world->transport()) +
+                               ": GPU ranks communicate through NCCL groups (make_device_groups)",
+                           "device");
 }
 
 // The memory preflight against the plan, the backend, and this stage's model with its weights.
@@ -186,6 +187,9 @@ void Trainer::build_model() {
                       options_.groups != nullptr ? options_.groups->world.get() : nullptr);
   }
   backend_ = make_backend(device_, options_.threads);
+  // Device groups order their operations after the backend's stream (an event), not the whole
+  // device.
+  if (options_.groups != nullptr) set_compute_stream(*options_.groups, backend_->native_stream());
   spdlog::info("device: {} ({})", device_.description, backend_->name());
   GPTConfig config = gpt_config_from(recipe_);
   // Tensor parallelism: this rank's shard of every layer (model/gpt_stage.h).

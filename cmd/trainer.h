@@ -63,6 +63,9 @@ struct TrainerOptions {
   ProcessGroups* groups = nullptr;
   int64_t node = 0;        // this rank's node (ranks on one node share its memory)
   int64_t local_rank = 0;  // rank on its node: picks its GPU (local_rank % visible GPUs)
+  // Where this rank trains, when the caller resolved it (it builds the groups to match); null:
+  // the Trainer resolves the recipe's device for local_rank.
+  const DeviceResolution* device = nullptr;
 };
 
 struct IterationStats {

@@ -207,6 +207,10 @@ class Backend {
 
   // Blocks until queued work is done (no-op on CPU).
   virtual void synchronize() {}
+  // The stream this backend queues its work on (a cudaStream_t for CUDA), so that device
+  // communicators can order their operations after it (Communicator::set_compute_stream);
+  // nullptr on the CPU, whose work is done when a call returns.
+  virtual void* native_stream() const { return nullptr; }
 };
 
 // Opens a frozen-weights window for its lifetime (Backend::begin_frozen_weights).

@@ -34,4 +34,10 @@ ProcessGroups make_process_groups(const Topology& topology, const CommunicatorFa
   return g;
 }
 
+void set_compute_stream(ProcessGroups& groups, void* stream) {
+  for (auto* g : {&groups.world, &groups.tensor, &groups.data, &groups.pipeline, &groups.embedding,
+                  &groups.data_grads, &groups.checkpoint})
+    if (*g) (*g)->set_compute_stream(stream);
+}
+
 }  // namespace mtnlg

@@ -71,6 +71,12 @@ class Communicator {
   // with its plain send()/recv()). bytes_sent counts the sends as send() does.
   virtual void batch_send_recv(std::vector<P2POp>& ops) = 0;
   virtual void barrier() = 0;
+  // Device communicators: order every later operation after the work queued so far on `stream`
+  // (the backend's compute stream, Backend::native_stream) at the time of the call, GPU side,
+  // instead of waiting for the whole device. Waiting for the device would also wait for other
+  // groups' collectives in flight (GradSync's thread drives data_grads), which wait for peers
+  // that may be waiting for us. Host communicators ignore it.
+  virtual void set_compute_stream(void* stream) { (void)stream; }
   // Bytes moved, counted by the nccl-tests "bus bandwidth" convention so that every backend
   // counts alike and bytes/time is the bus bandwidth. S: bytes of the larger buffer, n: size():
   // all_reduce 2(n-1)/n S; reduce_scatter, all_gather (n-1)/n S; broadcast S; send S;
@@ -99,5 +105,8 @@ using CommunicatorFactory =
 // the embedding group only on the first and last stages. Backends wrap this (make_gloo_groups,
 // make_nccl_groups).
 ProcessGroups make_process_groups(const Topology& topology, const CommunicatorFactory& make);
+
+// set_compute_stream(stream) on every group of `groups`.
+void set_compute_stream(ProcessGroups& groups, void* stream);
 
 }  // namespace mtnlg

@@ -2,10 +2,12 @@
 
 #include <pmix.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <utility>
 
 #include "core/status.h"
+#include "parallel/file_store.h"
 #include "parallel/pmix_store.h"
 
 namespace mtnlg {
@@ -55,11 +57,64 @@ int64_t get_int(const pmix_proc_t& proc, const char* key) {
   return out;
 }
 
+// A whole non-negative decimal integer from the environment; `fallback` when unset.
+int64_t env_int(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return fallback;
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(v, &end, 10);
+  if (*v == 0 || *end != 0 || errno != 0 || n < 0)
+    throw invalid_argument(
+        std::string(name) + "=" + v +
+            " is not a non-negative integer (the environment launch without PMIx; see "
+            "the README's \"Launching without PMIx\")",
+        name);
+  return n;
+}
+
+// The environment launch (no PMIx): MTNLG_RANK, MTNLG_WORLD_SIZE and MTNLG_STORE_DIR, with
+// MTNLG_LOCAL_RANK, MTNLG_LOCAL_WORLD_SIZE and MTNLG_NODE.
+void init_from_env(Runtime& rt) {
+  rt.world = env_int("MTNLG_WORLD_SIZE", 1);
+  rt.rank = env_int("MTNLG_RANK", -1);
+  if (rt.world < 1)
+    throw invalid_argument("MTNLG_WORLD_SIZE=0: a job has at least one rank", "MTNLG_WORLD_SIZE");
+  if (rt.rank < 0 || rt.rank >= rt.world)
+    throw invalid_argument(
+        std::getenv("MTNLG_RANK") == nullptr
+            ? "MTNLG_WORLD_SIZE is set but MTNLG_RANK is not: set each process's rank (0 to "
+              "MTNLG_WORLD_SIZE - 1), or unset both to run one process"
+            : "MTNLG_RANK=" + std::to_string(rt.rank) + " is outside a world of " +
+                  std::to_string(rt.world) + " (MTNLG_WORLD_SIZE)",
+        "MTNLG_RANK");
+  rt.local_world = env_int("MTNLG_LOCAL_WORLD_SIZE", rt.world);
+  rt.local_rank = env_int("MTNLG_LOCAL_RANK", rt.rank);
+  rt.node = env_int("MTNLG_NODE", 0);
+  if (rt.local_world < 1 || rt.local_rank >= rt.local_world)
+    throw invalid_argument(
+        "MTNLG_LOCAL_RANK=" + std::to_string(rt.local_rank) +
+            " is outside MTNLG_LOCAL_WORLD_SIZE=" + std::to_string(rt.local_world),
+        "MTNLG_LOCAL_RANK");
+  const char* dir = std::getenv("MTNLG_STORE_DIR");
+  if (dir == nullptr || *dir == 0)
+    throw invalid_argument(
+        "MTNLG_WORLD_SIZE is set but MTNLG_STORE_DIR is not: the ranks meet through files in "
+        "that directory (empty, one per job, shared by every node)",
+        "MTNLG_STORE_DIR");
+  rt.store = std::make_unique<FileStore>(dir);
+}
+
 }  // namespace
 
 Runtime Runtime::init() {
   Runtime rt;
   if (std::getenv("PMIX_NAMESPACE") == nullptr || std::getenv("PMIX_RANK") == nullptr) {
+    if (std::getenv("MTNLG_WORLD_SIZE") != nullptr) {
+      init_from_env(rt);
+      rt.env_launch_ = true;
+      return rt;
+    }
     rt.store = std::make_unique<MemoryStore>();
     return rt;
   }
@@ -90,7 +145,8 @@ Runtime::Runtime(Runtime&& other) noexcept
       local_world(other.local_world),
       node(other.node),
       store(std::move(other.store)),
-      pmix_initialized_(std::exchange(other.pmix_initialized_, false)) {}
+      pmix_initialized_(std::exchange(other.pmix_initialized_, false)),
+      env_launch_(other.env_launch_) {}
 
 Runtime& Runtime::operator=(Runtime&& other) noexcept {
   if (this != &other) {
@@ -102,6 +158,7 @@ Runtime& Runtime::operator=(Runtime&& other) noexcept {
     node = other.node;
     store = std::move(other.store);
     pmix_initialized_ = std::exchange(other.pmix_initialized_, false);
+    env_launch_ = other.env_launch_;
   }
   return *this;
 }
@@ -116,7 +173,10 @@ void Runtime::finalize() noexcept {
 std::string Runtime::describe() const {
   return "rank " + std::to_string(rank) + " of " + std::to_string(world) + " (local " +
          std::to_string(local_rank) + " of " + std::to_string(local_world) + ", node " +
-         std::to_string(node) + "), " + (pmix_initialized_ ? "PMIx" : "single process");
+         std::to_string(node) + "), " +
+         (pmix_initialized_ ? "PMIx"
+          : env_launch_     ? "environment launch (MTNLG_STORE_DIR)"
+                            : "single process");
 }
 
 }  // namespace mtnlg

@@ -3,8 +3,13 @@
 //
 // Runtime::init() asks the launcher's PMIx server (PMIx_Init) when the process was started by
 // one (PMIX_NAMESPACE and PMIX_RANK in the environment: Open MPI's mpirun, Slurm's
-// srun --mpi=pmix); otherwise the process is rank 0 of a world of 1 with a MemoryStore. Our code
-// never calls MPI: mpirun is only a launcher here.
+// srun --mpi=pmix). Without PMIx, a launcher may say it through the environment instead (as
+// torchrun does): MTNLG_WORLD_SIZE and MTNLG_RANK (required together), MTNLG_LOCAL_RANK and
+// MTNLG_LOCAL_WORLD_SIZE (default: the rank and the world, as on one node), MTNLG_NODE (default
+// 0), and MTNLG_STORE_DIR, an empty directory per job that every rank reaches, where the ranks
+// meet (parallel/file_store.h). Otherwise the process is rank 0 of a world of 1 with a
+// MemoryStore. A bad value is invalid_argument naming the variable. Our code never calls MPI:
+// mpirun is only a launcher here.
 //
 // Ownership: the Runtime owns the PMIx session (PMIx_Finalize in the destructor, after the store
 // is gone) and the Store; it is move-only and should live for the whole run, longer than every
@@ -44,6 +49,7 @@ struct Runtime {
  private:
   void finalize() noexcept;
   bool pmix_initialized_ = false;
+  bool env_launch_ = false;
 };
 
 }  // namespace mtnlg

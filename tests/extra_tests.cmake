@@ -167,6 +167,12 @@ add_test(NAME tp_train_matches_single_process
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/tp_train_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(tp_train_matches_single_process PROPERTIES TIMEOUT 600)
 
+# The environment launch (scripts/launch.sh, no PMIx): tp 2 x dp 2 and pp 2 x dp 2 (ZeRO-1) train
+# like one process; a reused store directory, a failing rank and usage errors are handled.
+add_test(NAME env_launch_train_matches_single_process
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/env_launch_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(env_launch_train_matches_single_process PROPERTIES TIMEOUT 600)
+
 # Tensor x pipeline (x data): (2, 2, 1) and (2, 2, 2), plain and ZeRO-1, under mpirun give the
 # losses and grad norms of one process.
 if(MTNLG_MPIRUN)

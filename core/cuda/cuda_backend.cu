@@ -431,6 +431,7 @@ class CudaBackend final : public Backend {
   }
 
   void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream())); }
+  void* native_stream() const override { return stream_.get(); }
 
  private:
   static constexpr const char* kVocabFix =

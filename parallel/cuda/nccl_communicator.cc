@@ -64,6 +64,11 @@ struct StreamDeleter {
 };
 using StreamPtr = std::unique_ptr<std::remove_pointer_t<cudaStream_t>, StreamDeleter>;
 
+struct EventDeleter {
+  void operator()(cudaEvent_t e) const { (void)cudaEventDestroy(e); }
+};
+using EventPtr = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, EventDeleter>;
+
 struct DeviceFree {
   void operator()(void* p) const { (void)cudaFree(p); }
 };
@@ -97,6 +102,7 @@ class NcclCommunicator final : public Communicator {
   void recv(Tensor& t, int peer) override;
   void batch_send_recv(std::vector<P2POp>& ops) override;
   void barrier() override;
+  void set_compute_stream(void* stream) override { compute_ = static_cast<cudaStream_t>(stream); }
 
  private:
   std::string where() const {
@@ -111,11 +117,17 @@ class NcclCommunicator final : public Communicator {
   void check_peer(const char* op, int peer) const {
     mtnlg::check_peer(op, peer, rank_, size_, [this] { return where(); });
   }
-  // Makes the device current and waits for work queued on it (the backend's stream is private,
-  // so this is what makes the inputs ready).
+  // Makes the device current and orders our stream after the inputs' producer: after the
+  // compute stream's work so far (an event, GPU side) when set_compute_stream named it, else
+  // after everything on the device.
   void prepare() const {
     CUDA_CHECK(cudaSetDevice(device_));
-    CUDA_CHECK(cudaDeviceSynchronize());
+    if (compute_ == nullptr) {
+      CUDA_CHECK(cudaDeviceSynchronize());
+      return;
+    }
+    CUDA_CHECK(cudaEventRecord(ready_.get(), compute_));
+    CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), ready_.get(), 0));
   }
   // One-rank reduce_scatter / all_gather: out = in.
   void copy_local(Tensor& out, const Tensor& in);
@@ -149,7 +161,10 @@ class NcclCommunicator final : public Communicator {
   ms timeout_;
   // Declared before comm_, so destroyed after it.
   StreamPtr stream_;
+  EventPtr ready_;                  // recorded on compute_ by prepare()
+  cudaStream_t compute_ = nullptr;  // the backend's stream (not ours); null: the whole device
   std::unique_ptr<void, DeviceFree> scratch_;  // one float for barrier()
+  static constexpr size_t kInitialStaging = size_t{1} << 16;
   std::unique_ptr<void, DeviceFree> staging_;  // host tensors' device copies (grows)
   size_t staging_bytes_ = 0;
   CommPtr comm_;  // null for a one-rank group and after a failure
@@ -176,6 +191,15 @@ NcclCommunicator::NcclCommunicator(Store& store, std::string name, int rank,
     cudaStream_t stream = nullptr;
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     stream_.reset(stream);
+    cudaEvent_t event = nullptr;
+    CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    ready_.reset(event);
+    // The host tensors' staging buffer, sized now for the trainer's scalars and flags: growing
+    // it later frees the old one, and cudaFree waits for the whole device.
+    void* staging = nullptr;
+    CUDA_CHECK(cudaMalloc(&staging, kInitialStaging));
+    staging_.reset(staging);
+    staging_bytes_ = kInitialStaging;
     if (size_ == 1) return;
     void* scratch = nullptr;
     CUDA_CHECK(cudaMalloc(&scratch, sizeof(float)));
@@ -523,7 +547,8 @@ ProcessGroups make_nccl_groups(const Topology& topology, Store& store, int devic
         // The checkpoint group carries host tensors (file names, sizes, checksums of a save's
         // commit) from a background thread: Gloo, whatever the device.
         if (name == "checkpoint")
-          return make_gloo_communicator(store, name, rank, std::move(ranks), timeout);
+          return make_gloo_communicator(store, name, rank, std::move(ranks),
+                                        GlooOptions::from_env(timeout));
         return make_nccl_communicator(store, name, rank, std::move(ranks), device, timeout);
       });
 }

@@ -8,10 +8,16 @@
 //
 // Tensors: CUDA f32, f64, i32, bf16 or f16, on this communicator's device; the collectives also
 // take host tensors (all of a call's on the host), copied through a device staging buffer: the
-// trainer's scalars and flags (loss sums, norms, stop votes) use the same groups. Every operation
-// runs on the communicator's own stream and is blocking: it first synchronizes the device (the
-// backend's stream is private, so this is how data the backend produced is made ready), then
-// returns once the stream has finished, so the caller may use the result on any stream.
+// trainer's scalars and flags (loss sums, norms, stop votes) use the same groups.
+//
+// Streams: every operation runs on the communicator's own stream, ordered after its inputs'
+// producer by an event: recorded on the compute stream named by set_compute_stream (the
+// backend's; the trainer names it for every group), so compute and communication are separate
+// streams and the host never waits for the whole device. Without one, an operation first waits
+// for the whole device. Operations are blocking: they return once our stream has finished, so
+// the caller may use the result on any stream. Waiting for the device is what the event avoids:
+// with a communication thread (GradSync's overlap) it would wait for the other thread's
+// collectives, which wait for peers that may in turn be waiting for us.
 //
 // Failure: NCCL operations do not time out by themselves. While waiting, the communicator polls
 // ncclCommGetAsyncError; an error reported there, or the timeout passing, aborts the NCCL

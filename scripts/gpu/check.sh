@@ -17,6 +17,10 @@ On a machine with an NVIDIA GPU, CUDA (nvcc, cuBLAS, cuBLASLt) and NCCL:
   build    configure --build-dir with -DMTNLG_CUDA=ON for the GPU found (or --arch), and build
   kernels  the CUDA tests (ctest -L cuda): every CUDA kernel against its CPU twin
   train    20 iterations of configs/tiny.yaml on the GPU and on the CPU, losses compared
+  layouts  the tiny recipe as several GPU ranks over NCCL (tp 2, pp 2, dp 2 overlapped, tp 2 x
+           dp 2 ZeRO-1; bf16 pp 2 x dp 2 reducing in bf16) against one GPU rank; on a machine with fewer
+           GPUs than ranks they share them (scripts/launch.sh, a distinct NCCL_HOSTID per rank
+           so that NCCL accepts two ranks on one GPU and connects them over loopback sockets)
   demo     the CPU demo recipe (configs/demo-cpu.yaml) on the GPU in bf16
   bench    tokens/s, MFU and peak memory on one GPU (GPT-2 124M, 1.3B), with PyTorch's bf16
            eager run on the same shapes as the anchor
@@ -43,7 +47,7 @@ out=${OUT:-out/gpu}
 work=/tmp/mtnlg-gpu-check
 prefix=/tmp/mtnlg-deps
 build_dir=build-gpu
-stages=deps,build,kernels,train,demo,bench
+stages=deps,build,kernels,train,layouts,demo,bench
 arch=
 while (($#)); do
   case "$1" in
@@ -59,7 +63,7 @@ while (($#)); do
 done
 for s in ${stages//,/ }; do
   case "$s" in deps | build | kernels | train | demo | bench) ;;
-    *) echo "check.sh: unknown stage '$s' in --stages (deps,build,kernels,train,demo,bench)" >&2
+    *) echo "check.sh: unknown stage '$s' in --stages (deps,build,kernels,train,layouts,demo,bench)" >&2
       exit 2 ;;
   esac
 done
@@ -221,6 +225,50 @@ stage_train() {
     tee -a "$summary"
 }
 
+# Several GPU ranks over NCCL against one: the code above core/ (mappings, vocab-parallel loss,
+# pipeline buffers, gradient buckets, ZeRO-1) on device tensors through NCCL. Ranks beyond the
+# GPUs share them: NCCL refuses two ranks of one host on one GPU, so each rank gets its own
+# NCCL_HOSTID (NCCL then thinks they are on different hosts and uses sockets on loopback).
+stage_layouts() {
+  dep_env
+  local d=$work/layouts
+  rm -rf "$d"
+  mkdir -p "$d/data"
+  python3 tests/cmd/make_tiny_corpus.py "$d/data/tiny" 400 512
+  local gpus
+  gpus=$(nvidia-smi -L | wc -l)
+  export NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo} NCCL_IB_DISABLE=${NCCL_IB_DISABLE:-1}
+  run_ranks() {  # NAME NP [--set ...]
+    local name=$1 np=$2
+    shift 2
+    local cmd=("$build_dir/mtnlg-train" --config configs/tiny.yaml --device cuda
+      --set schedule.train_iters=10 --set "data.split=[1,0,0]" --set parallel.micro_batch_size=2
+      --set "data.blend=[{prefix: $d/data/tiny, weight: 1}]" --set "data.cache_dir=$d/cache"
+      --set parallel.timeout_s=120 --set "logging.metrics_file=$d/$name/metrics.jsonl" "$@")
+    if ((np == 1)); then
+      "${cmd[@]}"
+    elif ((np <= gpus)); then
+      timeout 600 scripts/launch.sh -n "$np" -- "${cmd[@]}"
+    else
+      timeout 600 scripts/launch.sh -n "$np" -- \
+        bash -c 'NCCL_HOSTID=mtnlg-check-$MTNLG_RANK exec "$@"' _ "${cmd[@]}"
+    fi
+  }
+  run_ranks single 1
+  run_ranks tp2 2 --set parallel.tensor=2
+  run_ranks pp2 2 --set parallel.pipeline=2
+  run_ranks dp2 2 --set parallel.data=2
+  run_ranks tp2-dp2-zero1 4 --set parallel.tensor=2 --set parallel.zero_stage=1
+  run_ranks single-bf16 1 --set precision=bf16
+  run_ranks pp2-dp2-bf16 4 --set precision=bf16 --set parallel.pipeline=2 \
+    --set parallel.grad_reduce_dtype=bf16
+  python3 tests/cmd/compare_layouts.py "$d" single:tp2 single:pp2 single:dp2 \
+    single:tp2-dp2-zero1 | tee -a "$summary"
+  # bf16, gradients also summed in bf16: a band, as precision_band_test.sh allows.
+  python3 tests/cmd/compare_layouts.py --band 0.01 0.05 "$d" single-bf16:pp2-dp2-bf16 |
+    tee -a "$summary"
+}
+
 # The CPU demo recipe on the GPU in bf16, from data/demo (carry its .bin/.idx files).
 stage_demo() {
   dep_env
@@ -265,7 +313,7 @@ stage_bench() {
 }
 
 machine_facts
-for s in deps build kernels train demo bench; do
+for s in deps build kernels train layouts demo bench; do
   want "$s" || continue
   if declare -F "stage_$s" >/dev/null; then
     run_stage "$s"

@@ -5,7 +5,8 @@
 #       $tmp/corpus (tokens < VOCAB, default 512)
 #   run_layout NAME NP [mtnlg-train args ...]
 #       trains configs/tiny.yaml on that corpus with metrics in $tmp/NAME/metrics.jsonl: one
-#       process when NP is 1, else NP ranks under mpirun (or srun when launcher=srun)
+#       process when NP is 1, else NP ranks under mpirun (srun when launcher=srun;
+#       scripts/launch.sh, the environment launch without PMIx, when launcher=env)
 layout_setup() {
   bin=$1/mtnlg-train
   src=$2
@@ -30,5 +31,6 @@ run_layout() {
   local launch=(mpirun --oversubscribe --allow-run-as-root -np "$np")
   [[ ${launcher:-mpirun} == srun ]] &&
     launch=(srun --mpi=pmix --kill-on-bad-exit=1 --time=5 -n "$np")
+  [[ ${launcher:-mpirun} == env ]] && launch=("$src/scripts/launch.sh" -n "$np" --)
   "${launch[@]}" "$bin" "${args[@]}"
 }

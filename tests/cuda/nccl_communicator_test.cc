@@ -1,6 +1,7 @@
 // The NCCL communicator on one GPU (NCCL refuses two ranks on one device, and the lent machines
 // have one): a one-rank group's collectives on device tensors and on host tensors, which travel
-// through its device staging buffer and back. Needs a GPU: without one the executable exits 77.
+// through its device staging buffer and back, and its ordering after the backend's stream (an
+// event, not a device synchronization). Needs a GPU: without one the executable exits 77.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -47,6 +48,30 @@ TEST_CASE("NCCL one-rank group: host tensors go through the device and come back
   gpu->copy(back, dev);
   for (int64_t i = 0; i < 7; ++i) CHECK(back.data_as<float>()[i] == in.data_as<float>()[i]);
   CHECK_THROWS_WITH(comm->all_gather(dev, in), Catch::Contains("NCCL takes CUDA tensors"));
+}
+
+TEST_CASE("NCCL group ordered after the backend's stream reads what the backend queued last") {
+  MemoryStore store;
+  auto comm = make_nccl_communicator(store, "world", 0, {0}, 0, std::chrono::seconds(30));
+  auto gpu = make_cuda_backend(0);
+  comm->set_compute_stream(gpu->native_stream());
+  REQUIRE(gpu->native_stream() != nullptr);
+  // Long work on the backend's stream, then the input: without the event, the copy on the
+  // communicator's stream would read the input before the fill ran (alloc zeroed it).
+  Tensor a = gpu->alloc({2048, 2048}, DType::kF32), c = gpu->alloc({2048, 2048}, DType::kF32);
+  gpu->fill(a, 0.001);
+  for (int round = 0; round < 3; ++round) {
+    Tensor src = gpu->alloc({1 << 20}, DType::kF32), out = gpu->alloc({1 << 20}, DType::kF32);
+    for (int k = 0; k < 8; ++k) gpu->gemm(c, a, false, a, false, 1.0, 0.0);
+    gpu->fill(src, 7.0 + round);
+    comm->all_gather(out, src);  // one rank: a copy on the communicator's stream
+    Tensor back = Tensor::cpu({1 << 20}, DType::kF32);
+    gpu->copy(back, out);
+    const float* b = back.data_as<float>();
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < back.numel(); ++i) wrong += b[i] != 7.0f + static_cast<float>(round);
+    CHECK(wrong == 0);
+  }
 }
 
 }  // namespace

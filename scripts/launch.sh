@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Starts N ranks of a command on this machine without a PMIx launcher (no mpirun or srun): each
+# rank gets the environment launch's variables (parallel/runtime.h) and the ranks meet through
+# files in a fresh directory.
+set -uo pipefail
+
+usage() {
+  cat <<'USAGE'
+Usage: scripts/launch.sh -n N [--store-dir DIR] [--] COMMAND [ARGS...]
+
+Starts N processes of COMMAND on this machine, rank r with
+  MTNLG_RANK=r MTNLG_WORLD_SIZE=N MTNLG_LOCAL_RANK=r MTNLG_LOCAL_WORLD_SIZE=N MTNLG_NODE=0
+  MTNLG_STORE_DIR=DIR
+(mtnlg-train, mtnlg-bench-collective: any of our programs that take a PMIx launch), the way
+`mpirun -np N` would, for machines without Open MPI or Slurm. Across nodes, have your launcher
+set those variables itself (MTNLG_STORE_DIR on a shared file system; see the README).
+
+  -n, --np N       number of ranks (required)
+  --store-dir DIR  the rendezvous directory: must be empty or absent (created); default: a new
+                   temporary directory, removed at the end
+  -h, --help       this text
+
+Each rank's output goes to this terminal. When a rank fails, the others are stopped (SIGTERM,
+then SIGKILL after 30 s) and the exit status is the first failed rank's; SIGINT or SIGTERM to
+this script is passed on to every rank (mtnlg-train then saves and exits 75 when it has a
+checkpoint directory). Exit status 0 when every rank exits 0; 2 for a usage error.
+USAGE
+}
+
+np=""
+store=""
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    -n | --np) np=${2:-}; shift 2 || { usage >&2; exit 2; } ;;
+    --store-dir) store=${2:-}; shift 2 || { usage >&2; exit 2; } ;;
+    -h | --help) usage; exit 0 ;;
+    --) shift; break ;;
+    -*) echo "launch.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    *) break ;;
+  esac
+done
+if [[ ! $np =~ ^[1-9][0-9]*$ ]]; then
+  echo "launch.sh: -n N (a positive number of ranks) is required (see --help)" >&2
+  exit 2
+fi
+if [[ $# -eq 0 ]]; then
+  echo "launch.sh: no command to launch (see --help)" >&2
+  exit 2
+fi
+
+remove_store=0
+if [[ -z $store ]]; then
+  store=$(mktemp -d "${TMPDIR:-/tmp}/mtnlg-store.XXXXXX") || exit 1
+  remove_store=1
+elif [[ -e $store ]]; then
+  if [[ ! -d $store || -n $(ls -A "$store") ]]; then
+    echo "launch.sh: --store-dir $store is not an empty directory: the ranks would read an" \
+      "earlier job's rendezvous keys; give each job its own" >&2
+    exit 2
+  fi
+else
+  mkdir -p "$store" || exit 1
+fi
+
+pids=()
+declare -A running  # pid -> rank
+for ((r = 0; r < np; r++)); do
+  MTNLG_RANK=$r MTNLG_WORLD_SIZE=$np MTNLG_LOCAL_RANK=$r MTNLG_LOCAL_WORLD_SIZE=$np \
+    MTNLG_NODE=0 MTNLG_STORE_DIR=$store "$@" &
+  pids+=($!)
+  running[$!]=$r
+done
+
+stop_all() {  # SIGNAL: to every rank still running
+  local p
+  for p in "${!running[@]}"; do kill "-$1" "$p" 2>/dev/null; done
+}
+trap 'stop_all INT' INT
+trap 'stop_all TERM' TERM
+
+status=0
+killer=""
+while ((${#running[@]} > 0)); do
+  # Poll rather than `wait -n`: bash may drop a second child that ends at the same moment.
+  for pid in "${!running[@]}"; do
+    kill -0 "$pid" 2>/dev/null && continue
+    wait "$pid"
+    rc=$?
+    rank=${running[$pid]}
+    unset "running[$pid]"
+    if ((rc != 0 && status == 0)); then
+      status=$rc
+      echo "launch.sh: rank $rank exited with status $rc; stopping the others" >&2
+      stop_all TERM
+      (
+        sleep 30
+        for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+      ) </dev/null >/dev/null 2>&1 &
+      killer=$!
+    fi
+  done
+  ((${#running[@]} > 0)) && sleep 0.1
+done
+[[ -n $killer ]] && kill "$killer" 2>/dev/null
+((remove_store)) && rm -rf "$store"
+exit "$status"

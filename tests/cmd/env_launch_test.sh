@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The environment launch (no PMIx: MTNLG_RANK, MTNLG_WORLD_SIZE, MTNLG_STORE_DIR) through
+# scripts/launch.sh: tp 2 x dp 2 and pp 2 x dp 2 with ZeRO-1 train like one process; a store
+# directory holding an earlier job's keys is refused naming it; a rank that fails stops the
+# others and its status is the launcher's; launch.sh's usage errors exit 2.
+# Usage: tests/cmd/env_launch_test.sh BUILD_DIR SOURCE_DIR
+set -euo pipefail
+launcher=env
+source "$2/tests/cmd/layout_lib.sh"
+layout_setup "$1" "$2"
+
+train() {  # NAME NP [extra --set ...]
+  local name=$1 np=$2
+  shift 2
+  run_layout "$name" "$np" --set "data.split=[1,0,0]" --set schedule.train_iters=10 \
+    --set parallel.micro_batch_size=2 "$@"
+}
+train single 1
+train tp2-dp2 4 --set parallel.tensor=2
+train pp2-dp2-zero1 4 --set parallel.pipeline=2 --set parallel.zero_stage=1
+/usr/bin/python3 tests/cmd/compare_layouts.py "$tmp" single:tp2-dp2 single:pp2-dp2-zero1
+
+# A kept store directory (--store-dir) holds that job's keys: launch.sh refuses to reuse it, and
+# ranks started on it by another launcher fail naming it instead of reading stale addresses.
+store=$tmp/store
+train kept 2 --set parallel.tensor=2 >/dev/null 2>&1 || true  # warm the data cache
+scripts/launch.sh -n 2 --store-dir "$store" -- "$bin" --config configs/tiny.yaml --threads 1 \
+  --log-level warn --set "data.blend=[{prefix: $tmp/corpus, weight: 1}]" \
+  --set data.cache_dir="$tmp/cache" --set schedule.train_iters=2 --set parallel.tensor=2 \
+  --set logging.metrics_file="$tmp/kept/metrics.jsonl"
+[[ -n $(ls -A "$store") ]] || { echo "FAIL: --store-dir was not kept"; exit 1; }
+set +e
+scripts/launch.sh -n 2 --store-dir "$store" -- true 2>"$tmp/reuse.err"
+status=$?
+set -e
+[[ $status == 2 ]] && grep -q "not an empty directory" "$tmp/reuse.err" ||
+  { echo "FAIL: reusing a store directory: status $status"; cat "$tmp/reuse.err"; exit 1; }
+for r in 0 1; do
+  MTNLG_RANK=$r MTNLG_WORLD_SIZE=2 MTNLG_STORE_DIR=$store "$bin" --config configs/tiny.yaml \
+    --threads 1 --set "data.blend=[{prefix: $tmp/corpus, weight: 1}]" \
+    --set data.cache_dir="$tmp/cache" --set schedule.train_iters=2 --set parallel.tensor=2 \
+    --set parallel.timeout_s=20 --set logging.metrics_file="$tmp/stale/metrics.jsonl" \
+    >"$tmp/stale.$r.log" 2>&1 &
+  pids[$r]=$!
+done
+fails=0
+for r in 0 1; do wait "${pids[$r]}" || fails=$((fails + 1)); done
+[[ $fails == 2 ]] || { echo "FAIL: $fails of 2 ranks failed on a stale store"; exit 1; }
+grep -q "already holds key.*earlier job" "$tmp"/stale.*.log ||
+  { echo "FAIL: no rank named the stale store"; cat "$tmp"/stale.*.log; exit 1; }
+grep -q "$store" "$tmp"/stale.*.log || { echo "FAIL: the error does not name $store"; exit 1; }
+
+# A failing rank: the launcher stops the others (long before their 300 s) and exits with its status.
+start=$SECONDS
+set +e
+scripts/launch.sh -n 3 -- bash -c '[[ $MTNLG_RANK == 1 ]] && exit 7; sleep 300' 2>"$tmp/fail.err"
+status=$?
+set -e
+((SECONDS - start < 60)) || { echo "FAIL: the other ranks were not stopped"; exit 1; }
+[[ $status == 7 ]] && grep -q "rank 1 exited with status 7" "$tmp/fail.err" ||
+  { echo "FAIL: a failing rank gave status $status"; cat "$tmp/fail.err"; exit 1; }
+
+# Usage errors.
+for bad in "-n 0 -- true" "-n two -- true" "-n 2" "--bogus -n 2 -- true"; do
+  set +e
+  # shellcheck disable=SC2086
+  scripts/launch.sh $bad 2>/dev/null
+  status=$?
+  set -e
+  [[ $status == 2 ]] || { echo "FAIL: launch.sh $bad exited $status, not 2"; exit 1; }
+done
+scripts/launch.sh --help | grep -q "MTNLG_STORE_DIR"
+echo "env launch: ok"
