@@ -96,20 +96,22 @@ void TimingBackend::gelu_backward(Tensor& din, const Tensor& dout, const Tensor&
 
 // Attention's FLOPs (QK^T and PV over the full s x s square, as the model count does):
 // 2 * 2 * b * heads * s * s * hd forward, twice that backward.
-void TimingBackend::attention_forward(Tensor& out, Tensor& probs, const Tensor& qkv, int64_t heads,
+// Model FLOPs of the four [s, s] products (2 in forward, 4 in backward, the causal upper
+// triangle counted as Megatron counts it; backward's recomputed scores are not model FLOPs).
+void TimingBackend::attention_forward(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,
                                       double dropout_p, RngStream rng) {
-  const double flops =
-      4.0 * static_cast<double>(probs.numel()) * static_cast<double>(out.dim(-1) / heads);
+  const double flops = 4.0 * static_cast<double>(stats.numel()) * static_cast<double>(qkv.dim(1)) *
+                       static_cast<double>(out.dim(-1) / heads);
   timed("attention_forward", flops,
-        [&] { inner_.attention_forward(out, probs, qkv, heads, dropout_p, rng); });
+        [&] { inner_.attention_forward(out, stats, qkv, heads, dropout_p, rng); });
 }
 void TimingBackend::attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
-                                       const Tensor& probs, int64_t heads, double dropout_p,
-                                       RngStream rng) {
-  const double flops =
-      8.0 * static_cast<double>(probs.numel()) * static_cast<double>(dout.dim(-1) / heads);
+                                       const Tensor& out, const Tensor& stats, int64_t heads,
+                                       double dropout_p, RngStream rng) {
+  const double flops = 8.0 * static_cast<double>(stats.numel()) * static_cast<double>(qkv.dim(1)) *
+                       static_cast<double>(dout.dim(-1) / heads);
   timed("attention_backward", flops,
-        [&] { inner_.attention_backward(dqkv, dout, qkv, probs, heads, dropout_p, rng); });
+        [&] { inner_.attention_backward(dqkv, dout, qkv, out, stats, heads, dropout_p, rng); });
 }
 
 void TimingBackend::embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& wte,

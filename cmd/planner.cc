@@ -117,13 +117,15 @@ int64_t layer_activation_elements(const Recipe& r, int64_t b, int64_t tp) {
   // Replicated over tensor ranks (sequence parallel: this rank's rows only): ln1_out, h1,
   // ln2_out [b,s,h] and the four LayerNorm statistics [b*s]. Split: qkv [b,s,3h], attn_out
   // [b,s,h] (the local heads' output, the row-parallel dense's input), fc1_out and act_out
-  // [b,s,f], probs [b,a,s,s].
-  return local_rows(r, b, tp) * (3 * h + 4) + rows * (3 * h + h + 2 * f) / tp +
-         b * (a / tp) * s * s;
+  // [b,s,f], the attention's softmax statistics [b,a,s] (one log-sum-exp a row: nothing of
+  // [s, s] is kept).
+  return local_rows(r, b, tp) * (3 * h + 4) + rows * (3 * h + h + 2 * f) / tp + b * (a / tp) * s;
 }
 
 int64_t layer_activation_bytes(const Recipe& r, int64_t b, int64_t tp) {
-  const int64_t stats = 4 * local_rows(r, b, tp);  // ln1/ln2 mean and rstd
+  // ln1/ln2 mean and rstd, and the attention's log-sum-exp per row: fp32 under bf16/fp16.
+  const int64_t stats =
+      4 * local_rows(r, b, tp) + b * (r.model.num_attention_heads / tp) * r.model.seq_length;
   return (layer_activation_elements(r, b, tp) - stats) * activation_bytes(r.precision) +
          stats * statistic_bytes(r.precision);
 }

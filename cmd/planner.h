@@ -195,10 +195,10 @@ CommBytes communication_per_iteration(const Recipe& recipe, const Plan& plan, in
 // ramp_global_batch and run_length: optim/batch_ramp.h.
 
 // Elements one micro-batch of b samples saves per transformer layer (LayerActivations: ln1_out,
-// ln1 mean/rstd, qkv, probs, attn_out, h1, ln2_out, ln2 mean/rstd, fc1_out, act_out), local to
-// one of `tp` tensor-parallel ranks.
+// ln1 mean/rstd, qkv, attn_stats, attn_out, h1, ln2_out, ln2 mean/rstd, fc1_out, act_out), local
+// to one of `tp` tensor-parallel ranks.
 int64_t layer_activation_elements(const Recipe& recipe, int64_t b, int64_t tp);
-// Their bytes: the precision's activation bytes, the LayerNorm statistics in fp32.
+// Their bytes: the precision's activation bytes, the LayerNorm and softmax statistics in fp32.
 int64_t layer_activation_bytes(const Recipe& recipe, int64_t b, int64_t tp);
 
 }  // namespace mtnlg

@@ -122,18 +122,20 @@ class Backend {
 
   // Causal self-attention over heads laid out per head: qkv [b, s, heads * 3 * hd], where the
   // 3*hd columns of head j are (q_j, k_j, v_j), so a split of the columns across tensor-parallel
-  // ranks keeps whole heads. out: [b, s, heads * hd]. probs: [b, heads, s, s] saved softmax
-  // (before dropout; entries above the diagonal are 0, and a backend may skip whole blocks above
-  // it, which keep the zeros alloc() gave them: pass probs from alloc() and only this call
-  // writing it). Scores are scaled by 1/sqrt(hd).
+  // ranks keeps whole heads. out: [b, s, heads * hd]. Scores are scaled by 1/sqrt(hd).
+  // stats: [b, heads, s] in the accumulation type (f64 for f64, else f32): each query row's
+  // log-sum-exp of its scaled causal scores, all that forward saves of the softmax; backward
+  // recomputes the probabilities from q, k and these (flash-attention's contract: nothing of
+  // size [s, s] outlives a call).
   // Attention dropout with probability p draws from `rng`, element index
   // ((b * heads + h) * s + i) * s + j, and is regenerated identically in backward.
-  virtual void attention_forward(Tensor& out, Tensor& probs, const Tensor& qkv, int64_t heads,
+  virtual void attention_forward(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,
                                  double dropout_p, RngStream rng) = 0;
-  // dqkv = ... (overwrites)
+  // dqkv = ... (overwrites). out and stats are forward's (a kernel may take rowsum(dout * out)
+  // from out rather than from whole recomputed rows).
   virtual void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
-                                  const Tensor& probs, int64_t heads, double dropout_p,
-                                  RngStream rng) = 0;
+                                  const Tensor& out, const Tensor& stats, int64_t heads,
+                                  double dropout_p, RngStream rng) = 0;
 
   // out[b, t, :] = wte[tokens[b, t], :] + wpe[t, :]; tokens i32 [b, s]; wte [V, c]; wpe [P, c].
   virtual void embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& wte,

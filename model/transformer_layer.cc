@@ -26,7 +26,7 @@ LayerActivations LayerActivations::allocate(Backend& be, const GPTConfig& c, int
   x.ln1_mean = be.alloc({rows}, acc_dtype(dt));  // LayerNorm statistics in fp32 under bf16
   x.ln1_rstd = be.alloc({rows}, acc_dtype(dt));
   x.qkv = be.alloc({b, s, 3 * ha}, dt);
-  x.probs = be.alloc({b, a, s, s}, dt);
+  x.attn_stats = be.alloc({b, a, s}, acc_dtype(dt));
   x.attn_out = be.alloc({b, s, ha}, dt);
   x.h1 = be.alloc(rows_shape(c, b, h), dt);
   x.ln2_out = be.alloc(rows_shape(c, b, h), dt);
@@ -73,17 +73,17 @@ TransformerLayer::TransformerLayer(const GPTConfig& config, int64_t index, Param
 void TransformerLayer::attention_forward(Backend& be, LayerActivations& a, RngStream rng) const {
   const int64_t heads = c_.local_heads();
   if (c_.tp_size == 1 || c_.attention_dropout <= 0) {
-    be.attention_forward(a.attn_out, a.probs, a.qkv, heads, c_.attention_dropout, rng);
+    be.attention_forward(a.attn_out, a.attn_stats, a.qkv, heads, c_.attention_dropout, rng);
     return;
   }
   // Local element ((0 * a/tp + h) * s + i) * s + j of sequence n sits at global
   // ((n * a + tp_rank * a/tp + h) * s + i) * s + j: a constant offset per sequence.
   const int64_t b = a.qkv.dim(0), s = c_.seq;
   for (int64_t n = 0; n < b; ++n) {
-    Tensor out = a.attn_out.slice(n, n + 1), probs = a.probs.slice(n, n + 1);
+    Tensor out = a.attn_out.slice(n, n + 1), stats = a.attn_stats.slice(n, n + 1);
     RngStream r = rng;
     r.offset += static_cast<uint64_t>((n * c_.heads + c_.tp_rank * heads) * s * s);
-    be.attention_forward(out, probs, a.qkv.slice(n, n + 1), heads, c_.attention_dropout, r);
+    be.attention_forward(out, stats, a.qkv.slice(n, n + 1), heads, c_.attention_dropout, r);
   }
 }
 
@@ -91,7 +91,8 @@ void TransformerLayer::attention_backward(Backend& be, LayerScratch& sc, const L
                                           RngStream rng) const {
   const int64_t heads = c_.local_heads();
   if (c_.tp_size == 1 || c_.attention_dropout <= 0) {
-    be.attention_backward(sc.dqkv, sc.dattn, a.qkv, a.probs, heads, c_.attention_dropout, rng);
+    be.attention_backward(sc.dqkv, sc.dattn, a.qkv, a.attn_out, a.attn_stats, heads,
+                          c_.attention_dropout, rng);
     return;
   }
   const int64_t b = a.qkv.dim(0), s = c_.seq;
@@ -100,7 +101,8 @@ void TransformerLayer::attention_backward(Backend& be, LayerScratch& sc, const L
     RngStream r = rng;
     r.offset += static_cast<uint64_t>((n * c_.heads + c_.tp_rank * heads) * s * s);
     be.attention_backward(dqkv, sc.dattn.slice(n, n + 1), a.qkv.slice(n, n + 1),
-                          a.probs.slice(n, n + 1), heads, c_.attention_dropout, r);
+                          a.attn_out.slice(n, n + 1), a.attn_stats.slice(n, n + 1), heads,
+                          c_.attention_dropout, r);
   }
 }
 

@@ -40,9 +40,9 @@ struct LayerActivations {
   Tensor ln1_out, ln1_mean, ln1_rstd;  // [b, s, h], [b*s], [b*s] (sequence parallel: [n/tp, h],
                                        // [n/tp], as h1 and ln2's)
   Tensor qkv;                          // [b, s, 3h/tp], per head (q, k, v)
-  Tensor probs;                        // [b, a/tp, s, s]
-  Tensor attn_out;                     // [b, s, h/tp] attention output before the dense projection
-  Tensor h1;                           // [b, s, h] residual stream after attention
+  Tensor attn_stats;  // [b, a/tp, s] each query row's softmax log-sum-exp (fp32 under bf16)
+  Tensor attn_out;    // [b, s, h/tp] attention output before the dense projection
+  Tensor h1;          // [b, s, h] residual stream after attention
   Tensor ln2_out, ln2_mean, ln2_rstd;  // [b, s, h], [b*s], [b*s]
   Tensor fc1_out;                      // [b, s, f/tp] before the activation
   Tensor act_out;                      // [b, s, f/tp]

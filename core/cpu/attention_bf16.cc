@@ -9,9 +9,12 @@
 // cheap beside the products.
 //
 // Causality: rows are taken in blocks of kBlockRows; rows [i0, i1) need key columns [0, i1) only.
-// Rounding (Megatron's): probs are stored in bf16 and those rounded probs (after dropout, rounded
-// again) multiply v; the softmax gradient ds is rounded to bf16 before its two products; scores,
+// Rounding (Megatron's): the probabilities are rounded to bf16 (after dropout, rounded again)
+// to multiply v; the softmax gradient ds is rounded to bf16 before its two products; scores,
 // outputs and the q, k, v gradients are fp32 sums rounded once on write.
+// Saved: each row's log-sum-exp (fp32). Backward recomputes a row block's scores with the same
+// GEMM and its probabilities as exp(score - lse), in fp32 for the softmax backward, rounded as
+// forward rounded them for dv.
 //
 // Memory: the scratch is sized per problem (staged inputs, fp32 accumulators, one row block's
 // scores) and problems are taken in chunks that keep it under scratch_bytes (one at least).
@@ -88,24 +91,20 @@ Bf16Gemm rows_by_keys(const uint16_t* x, const uint16_t* y, float* c, int64_t np
           .alpha = alpha};
 }
 
-// Makes g's `a` the block's probabilities as they multiplied v: the dropped ones (dense
-// [np, m, n]) with dropout, else rows [i0, i0+m) of the saved probs of problems p0...
-void probs_operand(Bf16Gemm& g, bool drop, const Bf16* dropped, const Bf16* probs, int64_t p0,
-                   int64_t s, int64_t i0, int64_t m, int64_t n) {
-  if (drop) {
-    g.a = bits(dropped);
-    g.ld_a = n;
-    g.stride_a = m * n;
-  } else {
-    g.a = bits(probs + (p0 * s + i0) * s);
-    g.ld_a = s;
-    g.stride_a = s * s;
-  }
+// The row's probabilities as they multiply v, rounded: bf16(p), or with dropout
+// bf16(bf16(p) * keep / (1 - dropout)); zeros past column i up to n. Forward and backward both
+// take them from here.
+void probs_operand_row(Bf16* dst, const float* p, int64_t i, int64_t n, bool drop, KeepMask& mask,
+                       uint64_t base, float drop_scale) {
+  narrow(dst, p, n);
+  if (!drop) return;
+  for (int64_t j = 0; j <= i; ++j)
+    dst[j] = mask.keep(base + j) ? Bf16(float(dst[j]) * drop_scale) : Bf16(0.0f);
 }
 
 }  // namespace
 
-void attention_forward_bf16(MatmulBf16& mm, Bf16* out, Bf16* probs, const Bf16* qkv, int64_t b,
+void attention_forward_bf16(MatmulBf16& mm, Bf16* out, float* stats, const Bf16* qkv, int64_t b,
                             int64_t s, int64_t heads, int64_t hd, float dropout_p, RngStream rng,
                             int64_t scratch_bytes) {
   const HeadLayout in{s, heads, 3 * hd}, ol{s, heads, hd};
@@ -113,11 +112,11 @@ void attention_forward_bf16(MatmulBf16& mm, Bf16* out, Bf16* probs, const Bf16* 
   const bool drop = dropout_p > 0;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const float drop_scale = drop ? kernels::dropout_scale(dropout_p) : 1.0f;
-  const int64_t per_problem = 3 * s * hd * 2 + rb * hd * 4 + rb * s * (4 + (drop ? 2 : 0));
+  const int64_t per_problem = 3 * s * hd * 2 + rb * hd * 4 + rb * s * (4 + 2);
   const int64_t chunk = chunk_of(problems, per_problem, scratch_bytes);
   std::vector<uint16_t> q(chunk * s * hd), k(q.size()), v(q.size());
   std::vector<float> o(chunk * rb * hd), sc(chunk * rb * s);
-  std::vector<Bf16> dropped(drop ? chunk * rb * s : 0);
+  std::vector<Bf16> pv_op(chunk * rb * s);
 
   for (int64_t p0 = 0; p0 < problems; p0 += chunk) {
     const int64_t np = std::min(chunk, problems - p0);
@@ -132,34 +131,25 @@ void attention_forward_bf16(MatmulBf16& mm, Bf16* out, Bf16* probs, const Bf16* 
       for (int64_t r = 0; r < np * m; ++r) {
         const int64_t p = r / m, i = i0 + r % m, bh = p0 + p;
         float* row = sc.data() + r * n;
-        causal_softmax_row(row, i, n);
-        // Columns past the block stay as alloc() zeroed them (backend.h allows that).
-        Bf16* prow = probs + (bh * s + i) * s;
-        narrow(prow, row, n);
-        if (drop) {
-          // The rounded probs, dropped and rounded again: what multiplies v (and, in backward,
-          // what dv sees).
-          KeepMask mask(rng, dropout_p);
-          const uint64_t base = static_cast<uint64_t>((bh * s + i) * s);
-          Bf16* drow = dropped.data() + r * n;
-          for (int64_t j = 0; j <= i; ++j)
-            drow[j] = mask.keep(base + j) ? Bf16(float(prow[j]) * drop_scale) : Bf16(0.0f);
-          std::fill(drow + i + 1, drow + n, Bf16(0.0f));
-        }
+        stats[bh * s + i] = causal_softmax_row_lse(row, i, n);
+        KeepMask mask(rng, dropout_p);
+        probs_operand_row(pv_op.data() + r * n, row, i, n, drop, mask,
+                          static_cast<uint64_t>((bh * s + i) * s), drop_scale);
       }
       // o[p, 0:m] = pd[p, i0:i1, 0:n] v[p, 0:n]
-      Bf16Gemm pv{.batch = np,
-                  .m = m,
-                  .n = hd,
-                  .k = n,
-                  .b = v.data(),
-                  .ld_b = hd,
-                  .stride_b = s * hd,
-                  .c = o.data(),
-                  .ld_c = hd,
-                  .stride_c = m * hd};
-      probs_operand(pv, drop, dropped.data(), probs, p0, s, i0, m, n);
-      mm.run(pv);
+      mm.run({.batch = np,
+              .m = m,
+              .n = hd,
+              .k = n,
+              .a = bits(pv_op.data()),
+              .ld_a = n,
+              .stride_a = m * n,
+              .b = v.data(),
+              .ld_b = hd,
+              .stride_b = s * hd,
+              .c = o.data(),
+              .ld_c = hd,
+              .stride_c = m * hd});
 #pragma omp parallel for schedule(static)
       for (int64_t r = 0; r < np * m; ++r) {
         const int64_t p = r / m, i = i0 + r % m;
@@ -170,18 +160,19 @@ void attention_forward_bf16(MatmulBf16& mm, Bf16* out, Bf16* probs, const Bf16* 
 }
 
 void attention_backward_bf16(MatmulBf16& mm, Bf16* dqkv, const Bf16* dout, const Bf16* qkv,
-                             const Bf16* probs, int64_t b, int64_t s, int64_t heads, int64_t hd,
+                             const float* stats, int64_t b, int64_t s, int64_t heads, int64_t hd,
                              float dropout_p, RngStream rng, int64_t scratch_bytes) {
   const HeadLayout in{s, heads, 3 * hd}, ol{s, heads, hd};
   const int64_t problems = b * heads, rb = std::min(kBlockRows, s);
   const bool drop = dropout_p > 0;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const float drop_scale = drop ? kernels::dropout_scale(dropout_p) : 1.0f;
-  const int64_t per_problem = 4 * s * hd * 2 + 3 * s * hd * 4 + rb * s * (4 + 2 + (drop ? 2 : 0));
+  const int64_t per_problem = 4 * s * hd * 2 + 3 * s * hd * 4 + rb * s * (4 + 4 + 2 + 2);
   const int64_t chunk = chunk_of(problems, per_problem, scratch_bytes);
   std::vector<uint16_t> q(chunk * s * hd), k(q.size()), v(q.size()), dout_s(q.size());
-  std::vector<float> dq(chunk * s * hd), dk(dq.size()), dv(dq.size()), dp(chunk * rb * s);
-  std::vector<Bf16> ds(chunk * rb * s), dropped(drop ? chunk * rb * s : 0);
+  std::vector<float> dq(chunk * s * hd), dk(dq.size()), dv(dq.size()), dp(chunk * rb * s),
+      pr(chunk * rb * s);
+  std::vector<Bf16> ds(chunk * rb * s), pv_op(chunk * rb * s);
 
   for (int64_t p0 = 0; p0 < problems; p0 += chunk) {
     const int64_t np = std::min(chunk, problems - p0);
@@ -193,39 +184,33 @@ void attention_backward_bf16(MatmulBf16& mm, Bf16* dqkv, const Bf16* dout, const
     std::fill(dv.begin(), dv.end(), 0.0f);
     for (int64_t i0 = 0; i0 < s; i0 += rb) {
       const int64_t i1 = std::min(s, i0 + rb), m = i1 - i0, n = i1;
-      // dp[p, 0:m, 0:n] = dout[p, i0:i1] v[p, 0:n]^T
+      // Forward's scores again, and dp[p, 0:m, 0:n] = dout[p, i0:i1] v[p, 0:n]^T
+      mm.run(rows_by_keys(q.data(), k.data(), pr.data(), np, s, hd, i0, m, n, scale));
       mm.run(rows_by_keys(dout_s.data(), v.data(), dp.data(), np, s, hd, i0, m, n, 1.0f));
-#pragma omp parallel
-      {
-        std::vector<float> pr(static_cast<size_t>(n));
-#pragma omp for schedule(static)
-        for (int64_t r = 0; r < np * m; ++r) {
-          const int64_t p = r / m, i = i0 + r % m, bh = p0 + p;
-          float* d = dp.data() + r * n;
-          widen(pr.data(), probs + (bh * s + i) * s, i + 1);
-          if (drop) {
-            // The forward's masks: the gradient through the dropped probs, and the dropped
-            // probs themselves (rounded as forward rounded them) for dv.
-            KeepMask mask(rng, dropout_p);
-            const uint64_t base = static_cast<uint64_t>((bh * s + i) * s);
-            Bf16* drow = dropped.data() + r * n;
-            for (int64_t j = 0; j <= i; ++j) {
-              const bool keep = mask.keep(base + j);
-              d[j] = keep ? d[j] * drop_scale : 0.0f;
-              drow[j] = keep ? Bf16(pr[j] * drop_scale) : Bf16(0.0f);
-            }
-            std::fill(drow + i + 1, drow + n, Bf16(0.0f));
-          }
-          // softmax backward: ds = p * (dp - sum_j dp_j p_j)
-          float dot = 0;
-#pragma omp simd reduction(+ : dot)
-          for (int64_t j = 0; j < i + 1; ++j) dot += d[j] * pr[j];
-#pragma omp simd
-          for (int64_t j = 0; j < i + 1; ++j) d[j] = pr[j] * (d[j] - dot);
-          Bf16* dsrow = ds.data() + r * n;
-          narrow(dsrow, d, i + 1);
-          std::fill(dsrow + i + 1, dsrow + n, Bf16(0.0f));
+#pragma omp parallel for schedule(static)
+      for (int64_t r = 0; r < np * m; ++r) {
+        const int64_t p = r / m, i = i0 + r % m, bh = p0 + p;
+        float* prow = pr.data() + r * n;
+        float* d = dp.data() + r * n;
+        causal_probs_row(prow, i, n, stats[bh * s + i]);
+        // The forward's masks: the gradient through the dropped probs, and the probabilities
+        // as they multiplied v (rounded as forward rounded them) for dv.
+        KeepMask mask(rng, dropout_p);
+        const uint64_t base = static_cast<uint64_t>((bh * s + i) * s);
+        probs_operand_row(pv_op.data() + r * n, prow, i, n, drop, mask, base, drop_scale);
+        if (drop) {
+          KeepMask mask2(rng, dropout_p);
+          for (int64_t j = 0; j <= i; ++j) d[j] = mask2.keep(base + j) ? d[j] * drop_scale : 0.0f;
         }
+        // softmax backward: ds = p * (dp - sum_j dp_j p_j)
+        float dot = 0;
+#pragma omp simd reduction(+ : dot)
+        for (int64_t j = 0; j < i + 1; ++j) dot += d[j] * prow[j];
+#pragma omp simd
+        for (int64_t j = 0; j < i + 1; ++j) d[j] = prow[j] * (d[j] - dot);
+        Bf16* dsrow = ds.data() + r * n;
+        narrow(dsrow, d, i + 1);
+        std::fill(dsrow + i + 1, dsrow + n, Bf16(0.0f));
       }
       // dq[p, i0:i1] = scale * ds[p] k[p, 0:n]
       mm.run({.batch = np,
@@ -260,20 +245,21 @@ void attention_backward_bf16(MatmulBf16& mm, Bf16* dqkv, const Bf16* dout, const
               .alpha = scale,
               .beta = 1.0f});
       // dv[p, 0:n] += pd[p]^T dout[p, i0:i1]
-      Bf16Gemm dvg{.batch = np,
-                   .m = n,
-                   .n = hd,
-                   .k = m,
-                   .trans_a = true,
-                   .b = dout_s.data() + i0 * hd,
-                   .ld_b = hd,
-                   .stride_b = s * hd,
-                   .c = dv.data(),
-                   .ld_c = hd,
-                   .stride_c = s * hd,
-                   .beta = 1.0f};
-      probs_operand(dvg, drop, dropped.data(), probs, p0, s, i0, m, n);
-      mm.run(dvg);
+      mm.run({.batch = np,
+              .m = n,
+              .n = hd,
+              .k = m,
+              .a = bits(pv_op.data()),
+              .ld_a = n,
+              .stride_a = m * n,
+              .trans_a = true,
+              .b = dout_s.data() + i0 * hd,
+              .ld_b = hd,
+              .stride_b = s * hd,
+              .c = dv.data(),
+              .ld_c = hd,
+              .stride_c = s * hd,
+              .beta = 1.0f});
     }
     unstage(dqkv, dq.data(), in, 0, p0, np, hd);
     unstage(dqkv, dk.data(), in, hd, p0, np, hd);

@@ -15,13 +15,13 @@ namespace mtnlg::cpu {
 // as the fp32 path's per-thread scratch is not.
 inline constexpr int64_t kAttentionScratchBytes = int64_t{64} << 20;
 
-// out: [b, s, heads*hd], probs: [b, heads, s, s], qkv: [b, s, heads*3*hd]
-void attention_forward_bf16(MatmulBf16& mm, Bf16* out, Bf16* probs, const Bf16* qkv, int64_t b,
+// out: [b, s, heads*hd], stats: [b, heads, s] (each row's log-sum-exp), qkv: [b, s, heads*3*hd]
+void attention_forward_bf16(MatmulBf16& mm, Bf16* out, float* stats, const Bf16* qkv, int64_t b,
                             int64_t s, int64_t heads, int64_t hd, float dropout_p, RngStream rng,
                             int64_t scratch_bytes = kAttentionScratchBytes);
 // dqkv: [b, s, heads*3*hd] (overwritten), dout: [b, s, heads*hd]
 void attention_backward_bf16(MatmulBf16& mm, Bf16* dqkv, const Bf16* dout, const Bf16* qkv,
-                             const Bf16* probs, int64_t b, int64_t s, int64_t heads, int64_t hd,
+                             const float* stats, int64_t b, int64_t s, int64_t heads, int64_t hd,
                              float dropout_p, RngStream rng,
                              int64_t scratch_bytes = kAttentionScratchBytes);
 

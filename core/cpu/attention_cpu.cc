@@ -6,8 +6,10 @@
 // need key columns [0, i1), which skips about half of every s*s product.
 //
 // Layouts (per head h): q, k, v rows at qkv + (b*s + i)*ldq + h*3*hd + {0, hd, 2*hd} with
-// ldq = heads*3*hd; out rows at out + (b*s + i)*ldo + h*hd with ldo = heads*hd; probs
-// [b, heads, s, s] with zeros above the diagonal.
+// ldq = heads*3*hd; out rows at out + (b*s + i)*ldo + h*hd with ldo = heads*hd; stats [b, heads,
+// s], each row's log-sum-exp. The probabilities [s, s] of one head live in per-thread scratch
+// only: backward recomputes them from the same score GEMM and the saved log-sum-exp, bit for bit
+// what forward used.
 #include <cmath>
 #include <type_traits>
 #include <vector>
@@ -20,22 +22,27 @@ namespace {
 
 constexpr int64_t kRowBlock = 64;
 
-// One (batch, head) problem in A = acc_t<T>. q, k, v rows at q + i*ldq (+hd, +2hd); o rows at
-// o + i*ldo; p [s, s]; bh picks the dropout element indices. dropped: [s, s] scratch.
+// p[i0:i1, 0:i1] = scale * q[i0:i1] k[0:i1]^T: one row block's scores, the same call in forward
+// and backward.
 template <typename A>
-void head_forward(A* o, int64_t ldo, A* p, const A* q, int64_t ldq, int64_t s, int64_t hd,
-                  int64_t bh, float dropout_p, RngStream rng, A* dropped) {
+void block_scores(A* p, const A* q, int64_t ldq, int64_t s, int64_t hd, int64_t i0, int64_t i1) {
   const A scale = A(1) / std::sqrt(static_cast<A>(hd));
+  gemm_serial(p + i0 * s, s, q + i0 * ldq, ldq, false, q + hd, ldq, true, i1 - i0, i1, hd, scale,
+              A(0));
+}
+
+// One (batch, head) problem in A = acc_t<T>. q, k, v rows at q + i*ldq (+hd, +2hd); o rows at
+// o + i*ldo; lse [s] (written); bh picks the dropout element indices. p, dropped: [s, s] scratch.
+template <typename A>
+void head_forward(A* o, int64_t ldo, A* lse, const A* q, int64_t ldq, int64_t s, int64_t hd,
+                  int64_t bh, float dropout_p, RngStream rng, A* p, A* dropped) {
   const A drop_scale = dropout_p > 0 ? kernels::dropout_scale(static_cast<A>(dropout_p)) : A(1);
-  const A* k = q + hd;
   const A* v = q + 2 * hd;
   KeepMask mask(rng, dropout_p);
   for (int64_t i0 = 0; i0 < s; i0 += kRowBlock) {
     const int64_t i1 = std::min(s, i0 + kRowBlock);
-    // p[i0:i1, 0:i1] = scale * q[i0:i1] k[0:i1]^T
-    gemm_serial(p + i0 * s, s, q + i0 * ldq, ldq, false, k, ldq, true, i1 - i0, i1, hd, scale,
-                A(0));
-    for (int64_t i = i0; i < i1; ++i) causal_softmax_row(p + i * s, i, s);
+    block_scores(p, q, ldq, s, hd, i0, i1);
+    for (int64_t i = i0; i < i1; ++i) lse[i] = causal_softmax_row_lse(p + i * s, i, s);
     const A* pv = p;
     if (dropout_p > 0) {
       for (int64_t i = i0; i < i1; ++i)
@@ -50,12 +57,18 @@ void head_forward(A* o, int64_t ldo, A* p, const A* q, int64_t ldq, int64_t s, i
 }
 
 // Backward of head_forward: dq, dk, dv rows at dq + i*ldq (+hd, +2hd), overwritten; dout rows at
-// dout + i*ldo. dropped, ds: [s, s] scratch.
+// dout + i*ldo; lse forward's. p, dropped, ds: [s, s] scratch.
 template <typename A>
-void head_backward(A* dq, const A* dout, int64_t ldo, const A* q, int64_t ldq, const A* p,
-                   int64_t s, int64_t hd, int64_t bh, float dropout_p, RngStream rng, A* dropped,
-                   A* ds) {
+void head_backward(A* dq, const A* dout, int64_t ldo, const A* q, int64_t ldq, const A* lse,
+                   int64_t s, int64_t hd, int64_t bh, float dropout_p, RngStream rng, A* p,
+                   A* dropped, A* ds) {
   const A scale = A(1) / std::sqrt(static_cast<A>(hd));
+  // Forward's probabilities again: its score GEMMs, then exp(score - lse).
+  for (int64_t i0 = 0; i0 < s; i0 += kRowBlock) {
+    const int64_t i1 = std::min(s, i0 + kRowBlock);
+    block_scores(p, q, ldq, s, hd, i0, i1);
+    for (int64_t i = i0; i < i1; ++i) causal_probs_row(p + i * s, i, s, lse[i]);
+  }
   const A drop_scale = dropout_p > 0 ? kernels::dropout_scale(static_cast<A>(dropout_p)) : A(1);
   const A* k = q + hd;
   const A* v = q + 2 * hd;
@@ -118,82 +131,80 @@ void copy_rows(To* dst, int64_t ldd, const From* src, int64_t lds, int64_t rows,
 
 }  // namespace
 
-// A float/double head runs on the tensors in place. A bf16 head is widened into per-thread
-// fp32 copies of its q, k, v (and dout, probs), runs the same fp32 code (softmax and its
-// backward in fp32) and is rounded once on the way out: probs saved in bf16, as Megatron does.
+// A float/double head runs on the tensors in place. A bf16/fp16 head is widened into per-thread
+// fp32 copies of its q, k, v (and dout), runs the same fp32 code (softmax and its backward in
+// fp32) and is rounded once on the way out.
 template <typename T>
-void attention_forward(T* out, T* probs, const T* qkv, int64_t b, int64_t s, int64_t heads,
+void attention_forward(T* out, acc_t<T>* stats, const T* qkv, int64_t b, int64_t s, int64_t heads,
                        int64_t hd, float dropout_p, RngStream rng) {
   using A = acc_t<T>;
   constexpr bool kStaged = !std::is_same_v<T, A>;
   const int64_t ldq = heads * 3 * hd, ldo = heads * hd;
 #pragma omp parallel
   {
+    std::vector<A> p(static_cast<size_t>(s * s));
     std::vector<A> dropped(dropout_p > 0 ? static_cast<size_t>(s * s) : 0);
-    std::vector<A> stage(kStaged ? static_cast<size_t>(s * (s + 4 * hd)) : 0);
+    std::vector<A> stage(kStaged ? static_cast<size_t>(s * 4 * hd) : 0);
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < b * heads; ++bh) {
       const int64_t bi = bh / heads, h = bh % heads;
       const T* q = qkv + bi * s * ldq + h * 3 * hd;
-      T* p = probs + bh * s * s;
+      A* lse = stats + bh * s;
       T* o = out + bi * s * ldo + h * hd;
       if constexpr (kStaged) {
         A* sq = stage.data();     // [s, 3hd]
         A* so = sq + s * 3 * hd;  // [s, hd]
-        A* sp = so + s * hd;      // [s, s]
         copy_rows(sq, 3 * hd, q, ldq, s, 3 * hd);
-        head_forward(so, hd, sp, sq, 3 * hd, s, hd, bh, dropout_p, rng, dropped.data());
+        head_forward(so, hd, lse, sq, 3 * hd, s, hd, bh, dropout_p, rng, p.data(), dropped.data());
         copy_rows(o, ldo, so, hd, s, hd);
-        copy_rows(p, s, sp, s, s, s);
       } else {
-        head_forward(o, ldo, p, q, ldq, s, hd, bh, dropout_p, rng, dropped.data());
+        head_forward(o, ldo, lse, q, ldq, s, hd, bh, dropout_p, rng, p.data(), dropped.data());
       }
     }
   }
 }
 
 template <typename T>
-void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs, int64_t b, int64_t s,
-                        int64_t heads, int64_t hd, float dropout_p, RngStream rng) {
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const acc_t<T>* stats, int64_t b,
+                        int64_t s, int64_t heads, int64_t hd, float dropout_p, RngStream rng) {
   using A = acc_t<T>;
   constexpr bool kStaged = !std::is_same_v<T, A>;
   const int64_t ldq = heads * 3 * hd, ldo = heads * hd;
 #pragma omp parallel
   {
+    std::vector<A> p(static_cast<size_t>(s * s));
     std::vector<A> dropped(dropout_p > 0 ? static_cast<size_t>(s * s) : 0);
     std::vector<A> ds(static_cast<size_t>(s * s));
-    std::vector<A> stage(kStaged ? static_cast<size_t>(s * (s + 7 * hd)) : 0);
+    std::vector<A> stage(kStaged ? static_cast<size_t>(s * 7 * hd) : 0);
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < b * heads; ++bh) {
       const int64_t bi = bh / heads, h = bh % heads;
       const T* q = qkv + bi * s * ldq + h * 3 * hd;
       T* dq = dqkv + bi * s * ldq + h * 3 * hd;
-      const T* p = probs + bh * s * s;
+      const A* lse = stats + bh * s;
       const T* dout_h = dout + bi * s * ldo + h * hd;
       if constexpr (kStaged) {
         A* sq = stage.data();       // [s, 3hd]
         A* sdq = sq + s * 3 * hd;   // [s, 3hd]
         A* sdo = sdq + s * 3 * hd;  // [s, hd]
-        A* sp = sdo + s * hd;       // [s, s]
         copy_rows(sq, 3 * hd, q, ldq, s, 3 * hd);
         copy_rows(sdo, hd, dout_h, ldo, s, hd);
-        copy_rows(sp, s, p, s, s, s);
-        head_backward(sdq, sdo, hd, sq, 3 * hd, sp, s, hd, bh, dropout_p, rng, dropped.data(),
-                      ds.data());
+        head_backward(sdq, sdo, hd, sq, 3 * hd, lse, s, hd, bh, dropout_p, rng, p.data(),
+                      dropped.data(), ds.data());
         copy_rows(dq, ldq, sdq, 3 * hd, s, 3 * hd);
       } else {
-        head_backward(dq, dout_h, ldo, q, ldq, p, s, hd, bh, dropout_p, rng, dropped.data(),
-                      ds.data());
+        head_backward(dq, dout_h, ldo, q, ldq, lse, s, hd, bh, dropout_p, rng, p.data(),
+                      dropped.data(), ds.data());
       }
     }
   }
 }
 
-#define MTNLG_INSTANTIATE(T)                                                                       \
-  template void attention_forward<T>(T*, T*, const T*, int64_t, int64_t, int64_t, int64_t, float,  \
-                                     RngStream);                                                   \
-  template void attention_backward<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t, \
-                                      int64_t, float, RngStream);
+#define MTNLG_INSTANTIATE(T)                                                                      \
+  template void attention_forward<T>(T*, acc_t<T>*, const T*, int64_t, int64_t, int64_t, int64_t, \
+                                     float, RngStream);                                           \
+  template void attention_backward<T>(T*, const T*, const T*, const acc_t<T>*, int64_t, int64_t,  \
+                                      int64_t, int64_t, float, RngStream);
 MTNLG_INSTANTIATE(float)
 MTNLG_INSTANTIATE(double)
 MTNLG_INSTANTIATE(Bf16)

@@ -1,5 +1,6 @@
 // Row kernels shared by the CPU attention paths (attention_cpu.cc in the model's dtype,
-// attention_bf16.cc with bf16 products): the causal softmax of one score row and its dropout.
+// attention_bf16.cc with bf16 products): the causal softmax of one score row through its
+// log-sum-exp, its recomputation from that, and its dropout.
 #pragma once
 
 #include <cmath>
@@ -9,23 +10,27 @@
 
 namespace mtnlg::cpu {
 
-// Softmax of row i of scaled scores p[0..i], in place; zeros p[i+1..s).
+// The causal softmax of row i through its log-sum-exp, which it returns: p[j] = exp(p[j] - lse)
+// for j <= i (the scaled scores in place), zeros p[i+1..s). Backward recomputes the same values
+// from the same scores and lse with causal_probs_row, bit for bit.
 // noinline and `j < i + 1`: otherwise GCC 12 does not call libmvec's vector expf here.
 template <typename T>
-__attribute__((noinline)) void causal_softmax_row(T* p, int64_t i, int64_t s) {
+__attribute__((noinline)) void causal_probs_row(T* p, int64_t i, int64_t s, T lse) {
+#pragma omp simd
+  for (int64_t j = 0; j < i + 1; ++j) p[j] = std::exp(p[j] - lse);
+  for (int64_t j = i + 1; j < s; ++j) p[j] = 0;
+}
+
+template <typename T>
+__attribute__((noinline)) T causal_softmax_row_lse(T* p, int64_t i, int64_t s) {
   T mx = p[0];
   for (int64_t j = 1; j <= i; ++j) mx = p[j] > mx ? p[j] : mx;
   T sum = 0;
 #pragma omp simd reduction(+ : sum)
-  for (int64_t j = 0; j < i + 1; ++j) {
-    const T e = std::exp(p[j] - mx);
-    p[j] = e;
-    sum += e;
-  }
-  const T inv = T(1) / sum;
-#pragma omp simd
-  for (int64_t j = 0; j < i + 1; ++j) p[j] *= inv;
-  for (int64_t j = i + 1; j < s; ++j) p[j] = 0;
+  for (int64_t j = 0; j < i + 1; ++j) sum += std::exp(p[j] - mx);
+  const T lse = mx + std::log(sum);
+  causal_probs_row(p, i, s, lse);
+  return lse;
 }
 
 // pd[0..i] = p[0..i] * keep / (1 - p), zeros above the diagonal. Element index of (i, j) is

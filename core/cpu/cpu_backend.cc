@@ -417,46 +417,48 @@ AttentionDims attention_dims(const Tensor& qkv, int64_t heads, const char* op) {
 }
 }  // namespace
 
-void CpuBackend::attention_forward(Tensor& out, Tensor& probs, const Tensor& qkv, int64_t heads,
+void CpuBackend::attention_forward(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,
                                    double dropout_p, RngStream rng) {
   enter();
   const auto [b, s, hd] = attention_dims(qkv, heads, "attention_forward");
   check_p(dropout_p, "attention_forward");
   check_same(out, qkv.dtype(), b * s * heads * hd, "attention_forward", "out");
-  check_same(probs, qkv.dtype(), b * heads * s * s, "attention_forward", "probs");
+  check_same(stats, acc_dtype(qkv.dtype()), b * heads * s, "attention_forward", "stats");
   if (qkv.dtype() == DType::kBF16) {
-    cpu::attention_forward_bf16(*matmul_bf16_, out.data_as<Bf16>(), probs.data_as<Bf16>(),
+    cpu::attention_forward_bf16(*matmul_bf16_, out.data_as<Bf16>(), stats.data_as<float>(),
                                 qkv.data_as<Bf16>(), b, s, heads, hd, static_cast<float>(dropout_p),
                                 rng);
     return;
   }
   dispatch("attention_forward", qkv.dtype(), [&](auto z) {
     using T = decltype(z);
-    cpu::attention_forward(out.data_as<T>(), probs.data_as<T>(), qkv.data_as<T>(), b, s, heads, hd,
-                           static_cast<float>(dropout_p), rng);
+    cpu::attention_forward(out.data_as<T>(), stats.data_as<acc_t<T>>(), qkv.data_as<T>(), b, s,
+                           heads, hd, static_cast<float>(dropout_p), rng);
   });
 }
 
 void CpuBackend::attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
-                                    const Tensor& probs, int64_t heads, double dropout_p,
-                                    RngStream rng) {
+                                    const Tensor& out, const Tensor& stats, int64_t heads,
+                                    double dropout_p, RngStream rng) {
   enter();
   const auto [b, s, hd] = attention_dims(qkv, heads, "attention_backward");
   check_p(dropout_p, "attention_backward");
   check_same(dqkv, qkv.dtype(), qkv.numel(), "attention_backward", "dqkv");
   check_same(dout, qkv.dtype(), b * s * heads * hd, "attention_backward", "dout");
-  check_same(probs, qkv.dtype(), b * heads * s * s, "attention_backward", "probs");
+  // out is not read here (whole rows are recomputed), but it must be forward's.
+  check_same(out, qkv.dtype(), b * s * heads * hd, "attention_backward", "out");
+  check_same(stats, acc_dtype(qkv.dtype()), b * heads * s, "attention_backward", "stats");
   if (qkv.dtype() == DType::kBF16) {
     cpu::attention_backward_bf16(*matmul_bf16_, dqkv.data_as<Bf16>(), dout.data_as<Bf16>(),
-                                 qkv.data_as<Bf16>(), probs.data_as<Bf16>(), b, s, heads, hd,
+                                 qkv.data_as<Bf16>(), stats.data_as<float>(), b, s, heads, hd,
                                  static_cast<float>(dropout_p), rng);
     return;
   }
   dispatch("attention_backward", qkv.dtype(), [&](auto z) {
     using T = decltype(z);
     cpu::attention_backward(dqkv.data_as<T>(), dout.data_as<T>(), qkv.data_as<T>(),
-                            probs.data_as<T>(), b, s, heads, hd, static_cast<float>(dropout_p),
-                            rng);
+                            stats.data_as<acc_t<T>>(), b, s, heads, hd,
+                            static_cast<float>(dropout_p), rng);
   });
 }
 

@@ -58,10 +58,11 @@ class CpuBackend final : public Backend {
                           const Tensor& rstd) override;
   void gelu_forward(Tensor& out, const Tensor& in, Activation act) override;
   void gelu_backward(Tensor& din, const Tensor& dout, const Tensor& in, Activation act) override;
-  void attention_forward(Tensor& out, Tensor& probs, const Tensor& qkv, int64_t heads,
+  void attention_forward(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,
                          double dropout_p, RngStream rng) override;
-  void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& probs,
-                          int64_t heads, double dropout_p, RngStream rng) override;
+  void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                          const Tensor& stats, int64_t heads, double dropout_p,
+                          RngStream rng) override;
   void embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& wte,
                          const Tensor& wpe) override;
   void embedding_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout,

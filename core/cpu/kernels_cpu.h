@@ -248,14 +248,15 @@ template <typename T>
 void gelu_backward(T* din, const T* dout, const T* in, int64_t n, Activation act);
 
 // ---- attention_cpu.cc ----
-// out: [b, s, heads*hd], probs: [b, heads, s, s], qkv: [b, s, heads*3*hd]
+// out: [b, s, heads*hd], stats: [b, heads, s] (each row's log-sum-exp), qkv: [b, s, heads*3*hd]
 template <typename T>
-void attention_forward(T* out, T* probs, const T* qkv, int64_t b, int64_t s, int64_t heads,
+void attention_forward(T* out, acc_t<T>* stats, const T* qkv, int64_t b, int64_t s, int64_t heads,
                        int64_t hd, float dropout_p, RngStream rng);
-// dqkv: [b, s, heads*3*hd] (overwritten), dout: [b, s, heads*hd]
+// dqkv: [b, s, heads*3*hd] (overwritten), dout: [b, s, heads*hd]; the softmax recomputed from
+// q, k and forward's stats
 template <typename T>
-void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs, int64_t b, int64_t s,
-                        int64_t heads, int64_t hd, float dropout_p, RngStream rng);
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const acc_t<T>* stats, int64_t b,
+                        int64_t s, int64_t heads, int64_t hd, float dropout_p, RngStream rng);
 
 // ---- embedding_cpu.cc ----
 // out: [b*s, c], tokens: [b*s], wte: the word rows [start, start + rows) of the vocabulary,

@@ -1,5 +1,8 @@
-// Causal self-attention on CUDA with Backend's contract (core/backend.h): the softmax is saved in
-// probs [b, heads, s, s] and backward reads it. Per sequence, the heads' products are
+// Causal self-attention on CUDA with Backend's contract (core/backend.h): forward saves each
+// row's log-sum-exp in stats [b, heads, s]; the probabilities [heads, s, s] of one sequence live
+// in the workspace only, and backward recomputes them from the same score GEMM (cuBLAS is
+// deterministic for one shape, so the bits are forward's) as exp(score - lse). Per sequence, the
+// heads' products are
 // strided-batched cuBLAS GEMMs over the qkv layout (head h's q, k, v at columns h*3*hd + {0, hd,
 // 2hd} of rows of ldq = heads*3*hd), and a warp-per-row kernel between them does the causal
 // softmax and the dropout, in acc_t<T>, with Philox keep bits regenerated in backward from the
@@ -7,12 +10,13 @@
 //
 // Scores and their gradient are kept in acc_t<T> (fp32 for bf16/fp16); the matrices that feed a
 // GEMM as operands (dropped probabilities, the softmax gradient) are rounded to T, as in
-// Megatron's fused softmax. A flash-style kernel that never stores [s, s] replaces this with the
-// Backend change that drops probs.
+// Megatron's fused softmax. What is left of [s, s] is this per-sequence workspace; a fused
+// flash-style kernel would keep the scores in registers and shared memory instead.
 //
 // Causality in row blocks (as the CPU kernel does): query rows [r0, r1) only need key columns
 // [0, r1), so every product runs per row block over that prefix, and the blocks above the
-// diagonal are never computed, read or written (probs there stays as alloc() left it: zero).
+// diagonal are never computed, read or written: each row's kernel writes its columns up to the end
+// of its block (zeros past the diagonal), which covers every element the block GEMMs read.
 // A few blocks per sequence: enough to skip most of the upper triangle's traffic, few enough
 // that the extra GEMM launches stay cheap.
 #include <algorithm>
@@ -32,11 +36,12 @@ namespace {
 
 constexpr int kRowsPerBlock = kCudaBlock / 32;
 
-// Row g = h*s + i of one sequence's scores sc [heads, s, s] (already scaled): writes the causal
-// softmax to p, and p * keep / (1 - dropout) to pd when pd is not null.
+// Row g = h*s + i of one sequence's scores sc [heads, s, s] (already scaled): writes the row's
+// log-sum-exp to lse[g], the causal softmax exp(x - lse) to p, and p * keep / (1 - dropout) to
+// pd when pd is not null.
 template <typename T>
-__global__ void softmax_forward_kernel(T* p, T* pd, const acc_t<T>* sc, int64_t rows, int64_t s,
-                                       int64_t block, uint64_t elem0, float dropout_p,
+__global__ void softmax_forward_kernel(T* p, T* pd, acc_t<T>* lse, const acc_t<T>* sc, int64_t rows,
+                                       int64_t s, int64_t block, uint64_t elem0, float dropout_p,
                                        acc_t<T> drop_scale, RngStream rng) {
   using A = acc_t<T>;
   const int64_t g = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
@@ -49,20 +54,39 @@ __global__ void softmax_forward_kernel(T* p, T* pd, const acc_t<T>* sc, int64_t 
   mx = warp_max(mx);
   A sum = 0;
   for (int64_t j = lane; j <= i; j += 32) sum += exp(x[j] - mx);
-  const A inv = A(1) / warp_sum(sum);
+  const A l = mx + log(warp_sum(sum));
+  if (lane == 0) lse[g] = l;
   T* prow = p + g * s;
   T* pdrow = pd ? pd + g * s : nullptr;
   const uint64_t base = elem0 + static_cast<uint64_t>(g * s);
   // Columns up to the end of this row's causal block; beyond it nothing is read.
   const int64_t end = (i / block + 1) * block < s ? (i / block + 1) * block : s;
   for (int64_t j = lane; j < end; j += 32) {
-    const A v = j <= i ? exp(x[j] - mx) * inv : A(0);
+    const A v = j <= i ? exp(x[j] - l) : A(0);
     prow[j] = static_cast<T>(v);
     if (pdrow) {
       const bool keep = j <= i && dropout_keep(rng, base + static_cast<uint64_t>(j), dropout_p);
       pdrow[j] = static_cast<T>(keep ? v * drop_scale : A(0));
     }
   }
+}
+
+// Row g of forward's softmax again from the recomputed scores sc and forward's log-sum-exp:
+// p = exp(sc - lse) up to the diagonal, zeros to the end of the row's block (the same values
+// softmax_forward_kernel wrote).
+template <typename T>
+__global__ void softmax_recompute_kernel(T* p, const acc_t<T>* lse, const acc_t<T>* sc,
+                                         int64_t rows, int64_t s, int64_t block) {
+  using A = acc_t<T>;
+  const int64_t g = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (g >= rows) return;
+  const int64_t i = g % s;
+  const A l = lse[g];
+  const A* x = sc + g * s;
+  T* prow = p + g * s;
+  const int64_t end = (i / block + 1) * block < s ? (i / block + 1) * block : s;
+  for (int64_t j = lane; j < end; j += 32) prow[j] = static_cast<T>(j <= i ? exp(x[j] - l) : A(0));
 }
 
 // Row g of the softmax backward: dpd (acc) = dO V^T; p the saved probs. Writes
@@ -158,9 +182,23 @@ cudaStream_t stream_of(const Blas& blas) {
   return stream;
 }
 
+// sc_h[r0:r1, 0:r1] = scale * q_h[r0:r1] k_h[0:r1]^T for every row block of one sequence: the
+// same calls in forward and backward, so the same bits.
+template <typename T>
+void score_blocks(const Blas& blas, acc_t<T>* sc, const T* q, const Dims& d, int64_t blk,
+                  acc_t<T> scale) {
+  const DType dt = dtype_of<T>(), acc = dtype_of<acc_t<T>>();
+  for (int64_t r0 = 0; r0 < d.s; r0 += blk) {
+    const int64_t r1 = std::min(d.s, r0 + blk);
+    gemm_strided_batched_cuda(blas, dt, acc, false, true, r1 - r0, r1, d.hd, scale, q + r0 * d.ldq,
+                              d.ldq, 3 * d.hd, q + d.hd, d.ldq, 3 * d.hd, 0.0, sc + r0 * d.s, d.s,
+                              d.s * d.s, d.heads);
+  }
+}
+
 }  // namespace
 
-void attention_forward_cuda(const Blas& blas, Tensor& out, Tensor& probs, const Tensor& qkv,
+void attention_forward_cuda(const Blas& blas, Tensor& out, Tensor& stats, const Tensor& qkv,
                             int64_t heads, double dropout_p, RngStream rng, Workspace& ws) {
   const Dims d = dims_of(qkv, heads);
   if (d.b == 0 || d.s == 0) return;
@@ -171,27 +209,22 @@ void attention_forward_cuda(const Blas& blas, Tensor& out, Tensor& probs, const 
     using T = decltype(tag);
     using A = acc_t<T>;
     const DType dt = qkv.dtype(), acc = dtype_of<A>();
-    char* scratch =
-        static_cast<char*>(ws.get(static_cast<size_t>(workspace_of<T>(d, drop).forward_bytes())));
+    const AttentionWorkspace layout = workspace_of<T>(d, drop);
+    char* scratch = static_cast<char*>(ws.get(static_cast<size_t>(layout.forward_bytes())));
     A* sc = reinterpret_cast<A*>(scratch);
-    T* pd = drop ? reinterpret_cast<T*>(scratch + hss * sizeof(A)) : nullptr;  // after sc
+    T* p = reinterpret_cast<T*>(scratch + layout.probs_offset());
+    T* pd = drop ? reinterpret_cast<T*>(scratch + layout.dropped_offset()) : nullptr;
+    const T* pv = drop ? pd : p;
     const Scales<A> scales(d.hd, dropout_p);
     const A scale = scales.scores, drop_scale = scales.dropout;
     const int64_t blk = causal_block(d.s);
     for (int64_t bi = 0; bi < d.b; ++bi) {
       const T* q = qkv.data_as<T>() + bi * d.s * d.ldq;
-      T* p = probs.data_as<T>() + bi * hss;
-      const T* pv = drop ? pd : p;
+      A* lse = stats.data_as<A>() + bi * d.heads * d.s;
       T* o = out.data_as<T>() + bi * d.s * d.ldo;
-      // sc_h[r0:r1, 0:r1] = scale * q_h[r0:r1] k_h[0:r1]^T
-      for (int64_t r0 = 0; r0 < d.s; r0 += blk) {
-        const int64_t r1 = std::min(d.s, r0 + blk);
-        gemm_strided_batched_cuda(blas, dt, acc, false, true, r1 - r0, r1, d.hd, scale,
-                                  q + r0 * d.ldq, d.ldq, 3 * d.hd, q + d.hd, d.ldq, 3 * d.hd, 0.0,
-                                  sc + r0 * d.s, d.s, d.s * d.s, d.heads);
-      }
+      score_blocks<T>(blas, sc, q, d, blk, scale);
       softmax_forward_kernel<<<row_blocks(d.heads * d.s), kCudaBlock, 0, stream>>>(
-          p, pd, sc, d.heads * d.s, d.s, blk, static_cast<uint64_t>(bi * hss),
+          p, pd, lse, sc, d.heads * d.s, d.s, blk, static_cast<uint64_t>(bi * hss),
           static_cast<float>(dropout_p), drop_scale, rng);
       CUDA_CHECK(cudaGetLastError());
       // out_h[r0:r1] = pd_h[r0:r1, 0:r1] v_h[0:r1]
@@ -206,7 +239,7 @@ void attention_forward_cuda(const Blas& blas, Tensor& out, Tensor& probs, const 
 }
 
 void attention_backward_cuda(const Blas& blas, Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
-                             const Tensor& probs, int64_t heads, double dropout_p, RngStream rng,
+                             const Tensor& stats, int64_t heads, double dropout_p, RngStream rng,
                              Workspace& ws) {
   const Dims d = dims_of(qkv, heads);
   if (d.b == 0 || d.s == 0) return;
@@ -217,21 +250,28 @@ void attention_backward_cuda(const Blas& blas, Tensor& dqkv, const Tensor& dout,
     using T = decltype(tag);
     using A = acc_t<T>;
     const DType dt = qkv.dtype(), acc = dtype_of<A>();
-    char* scratch =
-        static_cast<char*>(ws.get(static_cast<size_t>(workspace_of<T>(d, drop).backward_bytes())));
-    A* dpd = reinterpret_cast<A*>(scratch);
-    T* ds = reinterpret_cast<T*>(scratch + hss * sizeof(A));
-    T* pd = drop ? reinterpret_cast<T*>(scratch + hss * (sizeof(A) + sizeof(T))) : nullptr;
+    const AttentionWorkspace layout = workspace_of<T>(d, drop);
+    char* scratch = static_cast<char*>(ws.get(static_cast<size_t>(layout.backward_bytes())));
+    A* sc = reinterpret_cast<A*>(scratch);  // the scores, then dpd over them
+    A* dpd = sc;
+    T* p = reinterpret_cast<T*>(scratch + layout.probs_offset());
+    T* pd = drop ? reinterpret_cast<T*>(scratch + layout.dropped_offset()) : nullptr;
+    T* ds = reinterpret_cast<T*>(scratch + layout.softmax_grad_offset());
+    const T* pv = drop ? pd : p;
     const Scales<A> scales(d.hd, dropout_p);
     const A scale = scales.scores, drop_scale = scales.dropout;
     const int64_t blk = causal_block(d.s);
     for (int64_t bi = 0; bi < d.b; ++bi) {
       const T* q = qkv.data_as<T>() + bi * d.s * d.ldq;
-      const T* p = probs.data_as<T>() + bi * hss;
-      const T* pv = drop ? pd : p;
+      const A* lse = stats.data_as<A>() + bi * d.heads * d.s;
       const T* dO = dout.data_as<T>() + bi * d.s * d.ldo;
       T* dq = dqkv.data_as<T>() + bi * d.s * d.ldq;
-      // dpd_h[r0:r1, 0:r1] = dO_h[r0:r1] v_h[0:r1]^T
+      // Forward's probabilities: its score GEMMs, then exp(score - lse).
+      score_blocks<T>(blas, sc, q, d, blk, scale);
+      softmax_recompute_kernel<<<row_blocks(d.heads * d.s), kCudaBlock, 0, stream>>>(
+          p, lse, sc, d.heads * d.s, d.s, blk);
+      CUDA_CHECK(cudaGetLastError());
+      // dpd_h[r0:r1, 0:r1] = dO_h[r0:r1] v_h[0:r1]^T (over the scores, which are done)
       for (int64_t r0 = 0; r0 < d.s; r0 += blk) {
         const int64_t r1 = std::min(d.s, r0 + blk);
         gemm_strided_batched_cuda(blas, dt, acc, false, true, r1 - r0, r1, d.hd, 1.0,

@@ -266,24 +266,27 @@ class CudaBackend final : public Backend {
     gelu_backward_cuda(din, dout, in, act, stream());
   }
 
-  void attention_forward(Tensor& out, Tensor& probs, const Tensor& qkv, int64_t heads,
+  void attention_forward(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,
                          double dropout_p, RngStream rng) override {
     const char* op = "attention_forward";
     const auto [b, s, hd] = attention_dims(qkv, heads, op);
     require_p(dropout_p, op);
     require(out, qkv.dtype(), b * s * heads * hd, op, "out");
-    require(probs, qkv.dtype(), b * heads * s * s, op, "probs");
-    attention_forward_cuda(blas(), out, probs, qkv, heads, dropout_p, rng, ws_);
+    require(stats, acc_dtype(qkv.dtype()), b * heads * s, op, "stats");
+    attention_forward_cuda(blas(), out, stats, qkv, heads, dropout_p, rng, ws_);
   }
-  void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& probs,
-                          int64_t heads, double dropout_p, RngStream rng) override {
+  void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                          const Tensor& stats, int64_t heads, double dropout_p,
+                          RngStream rng) override {
     const char* op = "attention_backward";
     const auto [b, s, hd] = attention_dims(qkv, heads, op);
     require_p(dropout_p, op);
     require(dqkv, qkv.dtype(), qkv.numel(), op, "dqkv");
     require(dout, qkv.dtype(), b * s * heads * hd, op, "dout");
-    require(probs, qkv.dtype(), b * heads * s * s, op, "probs");
-    attention_backward_cuda(blas(), dqkv, dout, qkv, probs, heads, dropout_p, rng, ws_);
+    // out is not read here (whole rows are recomputed), but it must be forward's.
+    require(out, qkv.dtype(), b * s * heads * hd, op, "out");
+    require(stats, acc_dtype(qkv.dtype()), b * heads * s, op, "stats");
+    attention_backward_cuda(blas(), dqkv, dout, qkv, stats, heads, dropout_p, rng, ws_);
   }
 
   void embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& wte,

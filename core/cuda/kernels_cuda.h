@@ -97,11 +97,12 @@ void layernorm_backward_cuda(Tensor& din, Tensor& dweight, Tensor& dbias, const 
 
 // ---- attention_cuda.cu ----
 // Scores and products are strided-batched cuBLAS GEMMs over the heads of one sequence, with the
-// causal softmax (and dropout) in a kernel between them; probs is Backend's saved softmax.
-void attention_forward_cuda(const Blas& blas, Tensor& out, Tensor& probs, const Tensor& qkv,
+// causal softmax (and dropout) in a kernel between them; stats is Backend's saved log-sum-exp per
+// row, from which backward recomputes the softmax.
+void attention_forward_cuda(const Blas& blas, Tensor& out, Tensor& stats, const Tensor& qkv,
                             int64_t heads, double dropout_p, RngStream rng, Workspace& ws);
 void attention_backward_cuda(const Blas& blas, Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
-                             const Tensor& probs, int64_t heads, double dropout_p, RngStream rng,
+                             const Tensor& stats, int64_t heads, double dropout_p, RngStream rng,
                              Workspace& ws);
 
 // ---- embedding_cuda.cu ----

@@ -146,9 +146,9 @@ TEST_CASE("tiny: every field by hand") {
   // + fc2 64x256+64 = 16448 = 49984.
   const int64_t params = 32768 + 2048 + 2 * 49984 + 128;
   CHECK(params == 134912);
-  // The CUDA attention scratch: 4 heads x 32^2 x (4 fp32 scores + 4 softmax gradient + 4 dropped
-  // probabilities, attention dropout 0.1).
-  CHECK(p.cuda_attention_scratch_bytes == 4 * 32 * 32 * 12);
+  // The CUDA attention scratch: 4 heads x 32^2 x (4 fp32 scores + 4 probabilities + 4 dropped
+  // probabilities, attention dropout 0.1, + 4 softmax gradient).
+  CHECK(p.cuda_attention_scratch_bytes == 4 * 32 * 32 * 16);
   CHECK(p.parameters == params);
   REQUIRE(p.stages.size() == 1);
   const StagePlan& st = p.stages[0];
@@ -160,25 +160,26 @@ TEST_CASE("tiny: every field by hand") {
   CHECK(st.memory.master_weights == 0);
   CHECK(st.memory.adam_moments == 8 * params);
   // One layer saves, with rows = b s = 64: ln1_out, h1, ln2_out 64x64 each, four statistics 64
-  // each, qkv 64x192, attn_out 64x64, fc1_out and act_out 64x256, probs 2x4x32x32:
-  // 64 x (3x64 + 4) + 64 x (192 + 64 + 512) + 8192 = 12544 + 49152 + 8192 = 69888 elements.
-  CHECK(layer_activation_elements(r, 2, 1) == 69888);
+  // each, qkv 64x192, attn_out 64x64, fc1_out and act_out 64x256, the softmax's log-sum-exp
+  // 2x4x32 (no [s, s] probabilities): 64 x (3x64 + 4) + 64 x (192 + 64 + 512) + 256 = 12544 +
+  // 49152 + 256 = 61952 elements.
+  CHECK(layer_activation_elements(r, 2, 1) == 61952);
   // Per micro-batch: 3 residual tensors 3 x 4096, 2 layers, lnf out 4096 + mean/rstd 128
-  // floats, plus tokens and targets 64 int32 each: (12288 + 139776 + 4224) x 4 + 512.
-  CHECK(st.activation_bytes_full == (12288 + 2 * 69888 + 4224) * 4 + 512);
-  CHECK(st.activation_bytes_full == 625664);
+  // floats, plus tokens and targets 64 int32 each: (12288 + 123904 + 4224) x 4 + 512.
+  CHECK(st.activation_bytes_full == (12288 + 2 * 61952 + 4224) * 4 + 512);
+  CHECK(st.activation_bytes_full == 562176);
   // Checkpointed: only the layer inputs per micro-batch: (12288 + 4224) x 4 + 512 (the one
   // recompute buffer is per stage); not counted here, as checkpointing is off.
   CHECK(st.activation_bytes_checkpointed == 66560);
   CHECK(st.recompute_bytes == 0);
-  CHECK(st.memory.activations == 625664);
+  CHECK(st.memory.activations == 562176);
   // Workspace: logits 64 x 512 floats = 131072 B; scratch dh, dln, dres 3 x 4096, dattn
   // 4096, dqkv 12288, dact 16384 floats = 45056 x 4 = 180224 B.
   CHECK(st.logits_bytes == 131072);
   CHECK(st.scratch_bytes == 180224);
   CHECK(st.memory.workspace == 311296);
-  CHECK(st.memory.total() == 539648 + 539648 + 1079296 + 625664 + 311296);
-  CHECK(st.memory.total() == 3095552);
+  CHECK(st.memory.total() == 539648 + 539648 + 1079296 + 562176 + 311296);
+  CHECK(st.memory.total() == 3032064);
   CHECK(st.memory.largest() == "adam_moments");
   CHECK(p.fits);
   // FLOPs: 96 x 4 x 32 x 2 x 64^2 = 100663296, times (1 + 32/384 + 512/(16x2x64)) = 4/3.
@@ -227,8 +228,9 @@ TEST_CASE("tiny on 2 x 2 x 2 - bf16 - ZeRO-1 - checkpointing: per-stage fields b
   CHECK(p.micro_batches == 2);
   CHECK(p.bubble_fraction == Approx(1.0 / 3.0));
   CHECK(p.padded_vocab == 512);  // multiple of 128 x 2
-  // 2 of 4 heads per tensor rank, bf16: 2 x 32^2 x (4 + 2 + 2).
-  CHECK(p.cuda_attention_scratch_bytes == 2 * 32 * 32 * 8);
+  // 2 of 4 heads per tensor rank, bf16, dropout on: 2 x 32^2 x (4 + 2 + 2 + 2) (scores and their
+  // gradient, probabilities, dropped probabilities, softmax gradient).
+  CHECK(p.cuda_attention_scratch_bytes == 2 * 32 * 32 * 10);
   CHECK(p.parameters == 32768 + 2048 + 4 * 49984 + 128);
   // One layer's share on a tensor rank: replicated ln1 128, dense bias 64, ln2 128, fc2 bias 64;
   // split qkv 12288/2 + 192/2, dense 4096/2, fc1 16384/2 + 256/2, fc2 16384/2 = 25184.
@@ -255,38 +257,38 @@ TEST_CASE("tiny on 2 x 2 x 2 - bf16 - ZeRO-1 - checkpointing: per-stage fields b
   CHECK(s0.in_flight == 2);
   CHECK(s1.in_flight == 1);
   // One layer on a tensor rank, rows 64: 64 x (3x64 + 4) + 64 x (4x64 + 2x256) / 2 +
-  // 2 x (4/2) x 32 x 32 = 12544 + 24576 + 4096 = 41216 elements.
-  CHECK(layer_activation_elements(r, 2, 2) == 41216);
-  // In bytes: bf16 but the 4 x 64 LayerNorm statistics, which stay fp32:
-  // (41216 - 256) x 2 + 256 x 4 = 82944.
-  CHECK(layer_activation_bytes(r, 2, 2) == 82944);
+  // 2 x (4/2) x 32 = 12544 + 24576 + 128 = 37248 elements.
+  CHECK(layer_activation_elements(r, 2, 2) == 37248);
+  // In bytes: bf16 but the 4 x 64 LayerNorm statistics and the 128 log-sum-exps, which stay
+  // fp32: (37248 - 384) x 2 + 384 x 4 = 75264.
+  CHECK(layer_activation_bytes(r, 2, 2) == 75264);
   // Stage 0 per micro-batch, checkpointed: residual 3 x 4096, bf16, + tokens; the layer buffer
-  // is the stage's one recompute buffer, 82944 B, in the workspace.
+  // is the stage's one recompute buffer, 75264 B, in the workspace.
   CHECK(s0.activation_bytes_checkpointed == 12288 * 2 + 256);
-  CHECK(s0.activation_bytes_full == 12288 * 2 + 2 * 82944 + 256);
+  CHECK(s0.activation_bytes_full == 12288 * 2 + 2 * 75264 + 256);
   CHECK(s0.memory.activations == 2 * 24832);
-  CHECK(s0.recompute_bytes == 82944);
+  CHECK(s0.recompute_bytes == 75264);
   // Stage 1: + targets 256 B + lnf out 4096 x 2 and its fp32 mean/rstd 128 x 4 + the
   // vocab-parallel cross entropy's f64 row max and [2, rows] sums, 3 x 64 x 8.
   CHECK(s1.memory.activations == 12288 * 2 + 256 + 4096 * 2 + 128 * 4 + 1536);
   // Scratch: (3 x 4096 + 64 x (64 + 192 + 256) / 2) x 2 = 57344; logits 64 x 256 x 2 = 32768;
-  // recompute 82944; one pipeline receive buffer [2, 32, 64] bf16 each (stage 0 the gradient
+  // recompute 75264; one pipeline receive buffer [2, 32, 64] bf16 each (stage 0 the gradient
   // from stage 1, stage 1 the activation from stage 0) 8192; ZeRO-1's partition of the summed
   // fp32 gradients, S = 34400 and 33440 (the buffer, 68800 and 66880 elements, divides by 2).
   CHECK(s0.receive_bytes == 8192);
   CHECK(s1.receive_bytes == 8192);
   CHECK(s0.reduce_scatter_bytes == 4 * 34400);
   CHECK(s1.reduce_scatter_bytes == 4 * 33440);
-  CHECK(s0.memory.workspace == 57344 + 82944 + 8192 + 137600);
-  CHECK(s1.memory.workspace == 57344 + 32768 + 82944 + 8192 + 133760);
+  CHECK(s0.memory.workspace == 57344 + 75264 + 8192 + 137600);
+  CHECK(s1.memory.workspace == 57344 + 32768 + 75264 + 8192 + 133760);
   // Weights + master (2 B + 4 B of half the parameters) and gradients + moments (4 B + 8 B of
   // half): 2 x weights + 2 x gradients.
-  CHECK(s0.memory.total() == 2 * 137600 + 2 * 275200 + 49664 + 286080);
-  CHECK(s1.memory.total() == 2 * 133760 + 2 * 267520 + 35072 + 315008);
+  CHECK(s0.memory.total() == 2 * 137600 + 2 * 275200 + 49664 + 278400);
+  CHECK(s1.memory.total() == 2 * 133760 + 2 * 267520 + 35072 + 307328);
   CHECK(s0.reduce_staging_bytes == 0);
   CHECK(p.worst_stage == 0);
   CHECK(s0.memory.largest() == "workspace");
-  // The limit in GiB: 1161344 B fits 0.0011 GiB (1181116 B), not 0.001 GiB (1073741 B).
+  // The limit in GiB: 1153664 B fits 0.0011 GiB (1181116 B), not 0.001 GiB (1073741 B).
   PlanOptions o;
   o.gpu_memory_gb = 0.0011;
   CHECK(make_plan(r, o).fits);
