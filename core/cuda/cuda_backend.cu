@@ -513,23 +513,31 @@ class CudaBackend final : public Backend {
   CublasPtr cublas_;
   Tensor scratch_;  // kSumSquaresScratch doubles for sum_squares
   Tensor bad_id_;   // one device word for check_ids
-  Workspace ws_;    // launchers' temporaries (attention scores, column-sum partials, sorts)
+  Workspace ws_{*cache_};  // launchers' temporaries (attention scores, column-sum partials, sorts)
 };
 
 }  // namespace
 
 Workspace::~Workspace() {
-  if (ptr_) (void)cudaFree(ptr_);  // waits for the device; must not throw
+  if (ptr_) cache_.release(ptr_, bytes_);
 }
 
 void* Workspace::get(size_t bytes) {
   if (bytes <= bytes_) return ptr_;
-  // cudaFree synchronizes the device, so no kernel still reads the old buffer.
-  if (ptr_) CUDA_CHECK(cudaFree(ptr_));
+  // Work queued on the old block runs before any later owner's (one stream): back to the cache.
+  if (ptr_) cache_.release(ptr_, bytes_);
   ptr_ = nullptr;
   bytes_ = 0;
   const size_t rounded = (bytes + (size_t{1} << 20) - 1) & ~((size_t{1} << 20) - 1);
-  CUDA_CHECK(cudaMalloc(&ptr_, rounded));
+  ptr_ = cache_.allocate(rounded);
+  if (ptr_ == nullptr)
+    throw Error(Code::kInvalidArgument,
+                "out of GPU memory: " + std::to_string(rounded) +
+                    " bytes of kernel scratch with " + std::to_string(cache_.reserved_bytes()) +
+                    " reserved, the cache already released (attention's over one sequence is "
+                    "the largest: --dry-run's cuda_attention_scratch_bytes); lower "
+                    "parallel.micro_batch_size, model.seq_length, or use more tensor ranks",
+                "cuda scratch");
   bytes_ = rounded;
   return ptr_;
 }

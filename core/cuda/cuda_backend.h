@@ -11,7 +11,8 @@
 // Every Backend operation, in f32, f64, bf16 and f16 (AdamW in f32/f64: a narrow model updates
 // its fp32 masters), with the CPU backend's dtype rules: bf16/fp16 values, fp32 main gradients
 // and LayerNorm statistics. Token and target ids are checked on the device (one read back).
-// Launchers' temporaries live in one growing Workspace (not counted in live_bytes()).
+// Launchers' temporaries live in one growing Workspace (not counted in live_bytes(); its blocks
+// come from the same caching allocator, so they count in peak_reserved_bytes()).
 #pragma once
 
 #include <memory>

@@ -11,19 +11,23 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "core/caching_allocator.h"
 #include "core/cuda/cublas_library.h"
 #include "core/tensor.h"
 
 namespace mtnlg {
 
 // Device scratch that grows to the largest size asked for and is reused: the temporaries of
-// one launcher (attention's score matrices, column-sum partials, sort buffers). get() may free
-// and reallocate, so a launcher calls it once, for everything it needs, before enqueueing work;
-// the stream orders the reuse. Not counted in Backend::live_bytes() (as the CPU's per-thread
-// staging is not); its size is Backend-visible through bytes(). One stream, one thread.
+// one launcher (attention's score matrices, column-sum partials, sort buffers). Its blocks come
+// from the backend's caching allocator: growing returns the old block to the cache, which hands
+// it out again only in stream order, so growing never calls cudaFree (which would wait for the
+// whole device, communicators' collectives in flight included). get() may replace the block, so
+// a launcher calls it once, for everything it needs, before enqueueing work. Not counted in
+// Backend::live_bytes() (as the CPU's per-thread staging is not), but in the allocator's
+// reserved bytes. One stream, one thread.
 class Workspace {
  public:
-  Workspace() = default;
+  explicit Workspace(CachingAllocator& cache) : cache_(cache) {}
   Workspace(const Workspace&) = delete;
   Workspace& operator=(const Workspace&) = delete;
   ~Workspace();
@@ -31,6 +35,7 @@ class Workspace {
   size_t bytes() const { return bytes_; }
 
  private:
+  CachingAllocator& cache_;  // the backend's; outlives this
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
 };
