@@ -75,8 +75,9 @@ stop_all() {  # SIGNAL: to every rank still running
   local p
   for p in "${!running[@]}"; do kill "-$1" "$p" 2>/dev/null; done
 }
-trap 'stop_all INT' INT
-trap 'stop_all TERM' TERM
+stopping=0  # a signal asked every rank to stop: their exit statuses are expected
+trap 'stopping=1; stop_all INT' INT
+trap 'stopping=1; stop_all TERM' TERM
 
 status=0
 killer=""
@@ -90,6 +91,7 @@ while ((${#running[@]} > 0)); do
     unset "running[$pid]"
     if ((rc != 0 && status == 0)); then
       status=$rc
+      ((stopping)) && continue
       echo "launch.sh: rank $rank exited with status $rc; stopping the others" >&2
       stop_all TERM
       (

@@ -126,7 +126,7 @@ set_tests_properties(slurm_srun_dp_train PROPERTIES TIMEOUT 300
 add_test(NAME slurm_requeue_resume
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/slurm_requeue_test.sh ${PROJECT_BINARY_DIR}
           ${PROJECT_SOURCE_DIR})
-set_tests_properties(slurm_requeue_resume PROPERTIES TIMEOUT 300
+set_tests_properties(slurm_requeue_resume PROPERTIES TIMEOUT 600
   ENVIRONMENT "SLURM_CONF=${mtnlg_slurm_dir}/slurm.conf" FIXTURES_REQUIRED slurm_cluster)
 add_test(NAME slurm_cluster_stop
   COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/slurm/cluster.sh stop --dir ${mtnlg_slurm_dir})

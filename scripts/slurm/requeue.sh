@@ -10,10 +10,14 @@
 # checkpoint (the recipe's checkpoint.resume: true). Any other status is the job's.
 # MTNLG_MAX_REQUEUES (default 100) bounds the chain (SLURM_RESTART_COUNT counts it).
 srun_requeueable() {
-  "$@" &
-  local step=$!
+  # The trap is in place before the step starts, so a signal that arrives while the step is being
+  # started is remembered and forwarded once there is a step to forward it to.
+  local step="" stop_asked=0
   # Forwarded as USR1: srun relays it to the tasks as is (a SIGTERM to srun would end the step).
-  trap 'echo "requeue.sh: $(date +%T) stop signal: forwarding SIGUSR1 to the training step"; kill -USR1 "$step" 2>/dev/null' USR1 TERM
+  trap 'stop_asked=1; echo "requeue.sh: $(date +%T) stop signal: forwarding SIGUSR1 to the training step"; [[ -n $step ]] && kill -USR1 "$step" 2>/dev/null' USR1 TERM
+  "$@" &
+  step=$!
+  ((stop_asked)) && kill -USR1 "$step" 2>/dev/null
   local status=0
   while :; do
     wait "$step" && status=0 || status=$?

@@ -2,7 +2,8 @@
 # The environment launch (no PMIx: MTNLG_RANK, MTNLG_WORLD_SIZE, MTNLG_STORE_DIR) through
 # scripts/launch.sh: tp 2 x dp 2 and pp 2 x dp 2 with ZeRO-1 train like one process; a store
 # directory holding an earlier job's keys is refused naming it; a rank that fails stops the
-# others and its status is the launcher's; launch.sh's usage errors exit 2.
+# others and its status is the launcher's; SIGTERM to the launcher stops every rank with a
+# checkpoint (exit 75); launch.sh's usage errors exit 2.
 # Usage: tests/cmd/env_launch_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 launcher=env
@@ -59,6 +60,30 @@ set -e
 ((SECONDS - start < 60)) || { echo "FAIL: the other ranks were not stopped"; exit 1; }
 [[ $status == 7 ]] && grep -q "rank 1 exited with status 7" "$tmp/fail.err" ||
   { echo "FAIL: a failing rank gave status $status"; cat "$tmp/fail.err"; exit 1; }
+
+# SIGTERM to the launcher reaches every rank: they save and exit 75 (the launcher's status), and
+# the launcher does not call that a failure.
+scripts/launch.sh -n 2 -- "$bin" --config configs/tiny.yaml --threads 1 --log-level warn \
+  --set "data.blend=[{prefix: $tmp/corpus, weight: 1}]" --set data.cache_dir="$tmp/cache" \
+  --set schedule.train_iters=100000 --set parallel.tensor=2 --set checkpoint.dir="$tmp/ck" \
+  --set logging.metrics_file="$tmp/stopped/metrics.jsonl" 2>"$tmp/stop.err" &
+launcher_pid=$!
+for _ in $(seq 600); do
+  [[ -s $tmp/stopped/metrics.jsonl ]] && break
+  sleep 0.1
+done
+[[ -s $tmp/stopped/metrics.jsonl ]] || { echo "FAIL: the launched run did not start training"; exit 1; }
+kill -TERM "$launcher_pid"
+set +e
+wait "$launcher_pid"
+status=$?
+set -e
+[[ $status == 75 ]] || { echo "FAIL: a stopped run gave status $status, not 75"; cat "$tmp/stop.err"; exit 1; }
+[[ -f $tmp/ck/latest_checkpointed_iteration.txt ]] || { echo "FAIL: no checkpoint saved at the stop"; exit 1; }
+if grep -q "stopping the others" "$tmp/stop.err"; then
+  echo "FAIL: the launcher called a requested stop a failure"
+  exit 1
+fi
 
 # Usage errors.
 for bad in "-n 0 -- true" "-n two -- true" "-n 2" "--bogus -n 2 -- true"; do
