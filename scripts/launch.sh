@@ -6,7 +6,7 @@ set -uo pipefail
 
 usage() {
   cat <<'USAGE'
-Usage: scripts/launch.sh -n N [--store-dir DIR] [--] COMMAND [ARGS...]
+Usage: scripts/launch.sh -n N [--store-dir DIR] [--grace S] [--] COMMAND [ARGS...]
 
 Starts N processes of COMMAND on this machine, rank r with
   MTNLG_RANK=r MTNLG_WORLD_SIZE=N MTNLG_LOCAL_RANK=r MTNLG_LOCAL_WORLD_SIZE=N MTNLG_NODE=0
@@ -18,10 +18,12 @@ set those variables itself (MTNLG_STORE_DIR on a shared file system; see the REA
   -n, --np N       number of ranks (required)
   --store-dir DIR  the rendezvous directory: must be empty or absent (created); default: a new
                    temporary directory, removed at the end
+  --grace S        after a rank fails, seconds the others get to exit after SIGTERM before
+                   SIGKILL (default 30)
   -h, --help       this text
 
 Each rank's output goes to this terminal. When a rank fails, the others are stopped (SIGTERM,
-then SIGKILL after 30 s) and the exit status is the first failed rank's; SIGINT or SIGTERM to
+then SIGKILL after the grace period) and the exit status is the first failed rank's; SIGINT or SIGTERM to
 this script is passed on to every rank (mtnlg-train then saves and exits 75 when it has a
 checkpoint directory). Exit status 0 when every rank exits 0; 2 for a usage error.
 USAGE
@@ -29,10 +31,12 @@ USAGE
 
 np=""
 store=""
+grace=30
 while [[ $# -gt 0 ]]; do
   case $1 in
     -n | --np) np=${2:-}; shift 2 || { usage >&2; exit 2; } ;;
     --store-dir) store=${2:-}; shift 2 || { usage >&2; exit 2; } ;;
+    --grace) grace=${2:-}; shift 2 || { usage >&2; exit 2; } ;;
     -h | --help) usage; exit 0 ;;
     --) shift; break ;;
     -*) echo "launch.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -41,6 +45,10 @@ while [[ $# -gt 0 ]]; do
 done
 if [[ ! $np =~ ^[1-9][0-9]*$ ]]; then
   echo "launch.sh: -n N (a positive number of ranks) is required (see --help)" >&2
+  exit 2
+fi
+if [[ ! $grace =~ ^[0-9]+$ ]]; then
+  echo "launch.sh: --grace S takes whole seconds, not '$grace' (see --help)" >&2
   exit 2
 fi
 if [[ $# -eq 0 ]]; then
@@ -80,9 +88,10 @@ trap 'stopping=1; stop_all INT' INT
 trap 'stopping=1; stop_all TERM' TERM
 
 status=0
-killer=""
+kill_at=""  # SECONDS after which the ranks still running get SIGKILL
 while ((${#running[@]} > 0)); do
-  # Poll rather than `wait -n`: bash may drop a second child that ends at the same moment.
+  # Poll rather than `wait -n`: bash may drop a second child that ends at the same moment. A rank
+  # that has ended stays a zombie until waited for here, so its pid cannot be reused meanwhile.
   for pid in "${!running[@]}"; do
     kill -0 "$pid" 2>/dev/null && continue
     wait "$pid"
@@ -91,18 +100,18 @@ while ((${#running[@]} > 0)); do
     unset "running[$pid]"
     if ((rc != 0 && status == 0)); then
       status=$rc
-      ((stopping)) && continue
+      ((stopping)) && continue  # every rank was asked to stop: no deadline (they may be saving)
       echo "launch.sh: rank $rank exited with status $rc; stopping the others" >&2
       stop_all TERM
-      (
-        sleep 30
-        for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
-      ) </dev/null >/dev/null 2>&1 &
-      killer=$!
+      kill_at=$((SECONDS + grace))
     fi
   done
+  if [[ -n $kill_at ]] && ((SECONDS >= kill_at && ${#running[@]} > 0)); then
+    echo "launch.sh: ${#running[@]} rank(s) still running ${grace} s after SIGTERM: SIGKILL" >&2
+    stop_all KILL
+    kill_at=""
+  fi
   ((${#running[@]} > 0)) && sleep 0.1
 done
-[[ -n $killer ]] && kill "$killer" 2>/dev/null
 ((remove_store)) && rm -rf "$store"
 exit "$status"

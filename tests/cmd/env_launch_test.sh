@@ -61,6 +61,18 @@ set -e
 [[ $status == 7 ]] && grep -q "rank 1 exited with status 7" "$tmp/fail.err" ||
   { echo "FAIL: a failing rank gave status $status"; cat "$tmp/fail.err"; exit 1; }
 
+# A rank that ignores SIGTERM after another failed gets SIGKILL once the grace period is over.
+start=$SECONDS
+set +e
+scripts/launch.sh -n 2 --grace 1 -- \
+  bash -c 'if [[ $MTNLG_RANK == 0 ]]; then sleep 0.5; exit 3; fi; trap "" TERM; exec sleep 300' \
+  2>"$tmp/grace.err"
+status=$?
+set -e
+((SECONDS - start < 60)) || { echo "FAIL: a rank ignoring SIGTERM was not killed"; exit 1; }
+[[ $status == 3 ]] && grep -q "SIGKILL" "$tmp/grace.err" ||
+  { echo "FAIL: grace period: status $status"; cat "$tmp/grace.err"; exit 1; }
+
 # SIGTERM to the launcher reaches every rank: they save and exit 75 (the launcher's status), and
 # the launcher does not call that a failure.
 scripts/launch.sh -n 2 -- "$bin" --config configs/tiny.yaml --threads 1 --log-level warn \
@@ -86,7 +98,7 @@ if grep -q "stopping the others" "$tmp/stop.err"; then
 fi
 
 # Usage errors.
-for bad in "-n 0 -- true" "-n two -- true" "-n 2" "--bogus -n 2 -- true"; do
+for bad in "-n 0 -- true" "-n two -- true" "-n 2" "--bogus -n 2 -- true" "-n 2 --grace x -- true"; do
   set +e
   # shellcheck disable=SC2086
   scripts/launch.sh $bad 2>/dev/null
