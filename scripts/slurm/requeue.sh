@@ -33,7 +33,14 @@ srun_requeueable() {
     elif [[ -n ${SLURM_JOB_ID:-} ]]; then
       echo "requeue.sh: $(date +%T) checkpoint saved (exit 75): requeueing job $SLURM_JOB_ID" \
         "(restart $((restarts + 1)))"
-      scontrol requeue "$SLURM_JOB_ID"
+      # Requeueing a running job makes Slurm end this batch shell and then queue the job again.
+      # Wait here to be ended rather than exit 75 at once: a batch shell that exits by itself
+      # races the requeue, and when its non-zero status is taken after the job is pending again,
+      # the job ends FAILED (seen on a loaded machine). If no end comes, the status is the step's.
+      if scontrol requeue "$SLURM_JOB_ID"; then
+        sleep "${MTNLG_REQUEUE_WAIT_S:-120}"
+        echo "requeue.sh: the job was not ended ${MTNLG_REQUEUE_WAIT_S:-120} s after requeueing" >&2
+      fi
     fi
   fi
   return "$status"
