@@ -30,7 +30,6 @@ class FileStore final : public Store {
   void set(const std::string& key, const std::vector<uint8_t>& value) override;
   std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override;
 
-  const std::string& dir() const { return dir_; }
   // The file that holds `key` (for tests and error messages).
   std::string path_of(const std::string& key) const;
 

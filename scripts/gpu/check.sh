@@ -200,14 +200,19 @@ stage_kernels() {
   (cd "$build_dir" && ctest -L cuda --output-on-failure -j 1)
 }
 
+# An empty DIR holding the tiny test corpus at DIR/data/tiny (400 documents, vocabulary 512).
+fresh_tiny_corpus() {
+  rm -rf "$1"
+  mkdir -p "$1/data"
+  python3 tests/cmd/make_tiny_corpus.py "$1/data/tiny" 400 512
+}
+
 # 20 iterations of the tiny recipe (dropout on) on the CPU and the GPU: fp32 within
 # reduction-order tolerance, a GPU rerun bit-identical, bf16 GPU against bf16 CPU in a band.
 stage_train() {
   dep_env
   local d=$work/train
-  rm -rf "$d"
-  mkdir -p "$d/data"
-  python3 tests/cmd/make_tiny_corpus.py "$d/data/tiny" 400 512
+  fresh_tiny_corpus "$d"
   local common=(--config configs/tiny.yaml --set schedule.train_iters=20
     --set "data.blend=[{prefix: $d/data/tiny, weight: 1}]" --set "data.cache_dir=$d/cache")
   local run dev prec
@@ -232,9 +237,7 @@ stage_train() {
 stage_layouts() {
   dep_env
   local d=$work/layouts
-  rm -rf "$d"
-  mkdir -p "$d/data"
-  python3 tests/cmd/make_tiny_corpus.py "$d/data/tiny" 400 512
+  fresh_tiny_corpus "$d"
   local gpus
   gpus=$(nvidia-smi -L | wc -l)
   export NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo} NCCL_IB_DISABLE=${NCCL_IB_DISABLE:-1}
