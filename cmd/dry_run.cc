@@ -192,8 +192,8 @@ bool print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
          "shards master weights and moments over "
          "data ranks. On the CPU in bf16 the workspace holds each GEMM weight's copies in oneDNN's "
          "blocked layout (forward and input gradient; reordered once per iteration). Not counted: "
-         "on a GPU the CUDA backend's scratch (the largest, attention "
-         "backward over one sequence: "
+         "on a GPU the CUDA backend's scratch (the largest, attention's: "
+         "bf16/fp16 flash kernels one float per row, else backward over one sequence: "
       << gib(p.cuda_attention_scratch_bytes)
       << " GiB), the CUDA context, cuBLAS/NCCL workspaces, the communicators' own scratch, "
          "fragmentation\n\n";

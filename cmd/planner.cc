@@ -299,12 +299,11 @@ void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
   const int64_t tp = plan.tensor, pp = plan.pipeline, dp = plan.data;
   const int64_t b = plan.micro_batch, rows = b * r.model.seq_length, h = r.model.hidden_size;
   const int64_t f = r.model.ffn_hidden_size, e = plan.activation_bytes_per_element;
-  // The CUDA attention's workspace for one sequence's local heads (fp32 scores for every
-  // training dtype): core/cuda/attention_workspace.h, the formula the kernels use.
-  plan.cuda_attention_scratch_bytes =
-      attention_workspace(r.model.num_attention_heads / tp, r.model.seq_length, 4, e,
-                          r.model.attention_dropout > 0)
-          .backward_bytes();
+  // The CUDA attention's workspace: core/cuda/attention_workspace.h, the formula the kernels use
+  // (the flash kernels' per-row delta, or the blocked kernels' fp32 scores of one sequence).
+  const int64_t heads = r.model.num_attention_heads;
+  plan.cuda_attention_scratch_bytes = cuda_attention_scratch(
+      b, heads / tp, r.model.seq_length, h / heads, e, r.model.attention_dropout > 0);
   const bool mixed = r.precision != Precision::kFP32;
   const int64_t v = chunks(r);
   const int64_t layers_per_stage = r.model.num_layers / pp, layers_per_chunk = layers_per_stage / v;

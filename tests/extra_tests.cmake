@@ -288,3 +288,8 @@ foreach(transport tcp gloo)
   set_tests_properties(tp_pp_train_over_${transport} PROPERTIES TIMEOUT 600
     ENVIRONMENT "MTNLG_TRANSPORT=${transport}")
 endforeach()
+
+# scripts/gpu/check.sh's command line without a GPU: its stages, --list, --stages errors.
+add_test(NAME gpu_check_args
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/scripts/gpu_check_args_test.sh ${PROJECT_SOURCE_DIR})
+set_tests_properties(gpu_check_args PROPERTIES TIMEOUT 60)

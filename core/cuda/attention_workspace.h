@@ -1,9 +1,12 @@
-// The scratch the CUDA attention kernels take from the backend's Workspace for one sequence
-// (core/cuda/attention_cuda.cu), and what the planner reports for it (--dry-run's
-// cuda_attention_scratch_bytes): one formula for both. Plain C++, no CUDA headers.
+// The scratch the CUDA attention kernels take from the backend's Workspace (the blocked kernels
+// of core/cuda/attention_cuda.cu: one sequence's scores; the flash kernels of
+// core/cuda/flash_attention_cuda.cu: one float per row), and what the planner reports for it
+// (--dry-run's cuda_attention_scratch_bytes): one formula for both. Plain C++, no CUDA headers.
 #pragma once
 
 #include <cstdint>
+
+#include "core/kernels/flash_attention.h"
 
 namespace mtnlg {
 
@@ -28,6 +31,25 @@ struct AttentionWorkspace {
 inline AttentionWorkspace attention_workspace(int64_t local_heads, int64_t s, int64_t acc_bytes,
                                               int64_t value_bytes, bool dropout) {
   return {local_heads * s * s, acc_bytes, value_bytes, dropout};
+}
+
+// Whether the CUDA backend runs attention through the flash kernels for this value size and
+// head size on every GPU it plans for: bf16/fp16, a head size the kernels take, and tiles that
+// fit an A100's shared memory (163 KiB a block; an H100 takes head sizes up to 256).
+inline bool flash_attention_planned(int64_t value_bytes, int64_t head_dim) {
+  constexpr size_t kA100SharedBytes = 166912;
+  return value_bytes == 2 && kernels::flash::head_dim_supported(head_dim) &&
+         kernels::flash::forward_smem_bytes<uint16_t>(head_dim) <= kA100SharedBytes &&
+         kernels::flash::backward_smem_bytes<uint16_t>(head_dim) <= kA100SharedBytes;
+}
+
+// The largest scratch attention takes from the CUDA backend's workspace in one call: the flash
+// kernels' delta [b, local heads, s] in fp32, else the blocked kernels' backward over one
+// sequence.
+inline int64_t cuda_attention_scratch(int64_t micro_batch, int64_t local_heads, int64_t s,
+                                      int64_t head_dim, int64_t value_bytes, bool dropout) {
+  if (flash_attention_planned(value_bytes, head_dim)) return micro_batch * local_heads * s * 4;
+  return attention_workspace(local_heads, s, 4, value_bytes, dropout).backward_bytes();
 }
 
 }  // namespace mtnlg

@@ -5,7 +5,9 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -86,6 +88,11 @@ class CudaBackend final : public Backend {
     cudaDeviceProp prop{};
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     name_ = "cuda:" + std::to_string(device) + " (" + prop.name + ")";
+    flash_.compute_major = prop.major;
+    int optin = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    flash_.max_smem_optin = static_cast<size_t>(optin);
+    flash_enabled_ = flash_enabled_from_env();
 
     cudaStream_t stream = nullptr;
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -273,7 +280,10 @@ class CudaBackend final : public Backend {
     require_p(dropout_p, op);
     require(out, qkv.dtype(), b * s * heads * hd, op, "out");
     require(stats, acc_dtype(qkv.dtype()), b * heads * s, op, "stats");
-    attention_forward_cuda(blas(), out, stats, qkv, heads, dropout_p, rng, ws_);
+    if (use_flash(qkv, heads, {&out}))
+      flash_attention_forward_cuda(out, stats, qkv, heads, dropout_p, rng, stream());
+    else
+      attention_forward_cuda(blas(), out, stats, qkv, heads, dropout_p, rng, ws_);
   }
   void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                           const Tensor& stats, int64_t heads, double dropout_p,
@@ -283,10 +293,15 @@ class CudaBackend final : public Backend {
     require_p(dropout_p, op);
     require(dqkv, qkv.dtype(), qkv.numel(), op, "dqkv");
     require(dout, qkv.dtype(), b * s * heads * hd, op, "dout");
-    // out is not read here (whole rows are recomputed), but it must be forward's.
+    // out must be forward's: the flash kernels' softmax backward takes delta_i = dO_i . O_i
+    // from it (the blocked kernels recompute whole rows and do not read it).
     require(out, qkv.dtype(), b * s * heads * hd, op, "out");
     require(stats, acc_dtype(qkv.dtype()), b * heads * s, op, "stats");
-    attention_backward_cuda(blas(), dqkv, dout, qkv, stats, heads, dropout_p, rng, ws_);
+    if (use_flash(qkv, heads, {&dqkv, &dout, &out}))
+      flash_attention_backward_cuda(dqkv, dout, qkv, out, stats, heads, dropout_p, rng, ws_,
+                                    stream());
+    else
+      attention_backward_cuda(blas(), dqkv, dout, qkv, stats, heads, dropout_p, rng, ws_);
   }
 
   void embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& wte,
@@ -446,6 +461,21 @@ class CudaBackend final : public Backend {
   struct AttentionDims {
     int64_t b, s, hd;
   };
+  // Attention's kernels: the flash ones where they apply (bf16/fp16 on compute capability 8.0
+  // or later, head sizes of multiples of 16 whose tiles fit shared memory), else the blocked
+  // cuBLAS ones. MTNLG_CUDA_ATTENTION=blocked forces the latter (for comparison).
+  static bool flash_enabled_from_env() {
+    const char* v = std::getenv("MTNLG_CUDA_ATTENTION");
+    if (v == nullptr || *v == '\0' || std::strcmp(v, "flash") == 0) return true;
+    if (std::strcmp(v, "blocked") == 0) return false;
+    throw invalid_argument(std::string("MTNLG_CUDA_ATTENTION=") + v +
+                               " is not one of flash, blocked (unset it for the default)",
+                           "MTNLG_CUDA_ATTENTION");
+  }
+  bool use_flash(const Tensor& qkv, int64_t heads, std::initializer_list<const Tensor*> others) {
+    return flash_enabled_ && flash_attention_applies(flash_, qkv, heads, others);
+  }
+
   static AttentionDims attention_dims(const Tensor& qkv, int64_t heads, const char* op) {
     require_cuda(qkv, op, "qkv");
     MTNLG_CHECK_MSG(
@@ -489,6 +519,8 @@ class CudaBackend final : public Backend {
 
   int device_;
   std::string name_;
+  FlashDevice flash_;
+  bool flash_enabled_ = true;
   // Bytes alloc() handed out and not yet freed (cudaMalloc'ed sizes; excludes cuBLAS workspace
   // and the CUDA context). Before scratch_: the scratch buffer's deleter decrements it.
   std::shared_ptr<MemoryCounter> counter_ = std::make_shared<MemoryCounter>();
@@ -511,8 +543,8 @@ class CudaBackend final : public Backend {
   StreamPtr stream_;
   CublasLibrary cublas_lib_;  // before cublas_: the handle is destroyed through it
   CublasPtr cublas_;
-  Tensor scratch_;  // kSumSquaresScratch doubles for sum_squares
-  Tensor bad_id_;   // one device word for check_ids
+  Tensor scratch_;         // kSumSquaresScratch doubles for sum_squares
+  Tensor bad_id_;          // one device word for check_ids
   Workspace ws_{*cache_};  // launchers' temporaries (attention scores, column-sum partials, sorts)
 };
 
@@ -532,8 +564,8 @@ void* Workspace::get(size_t bytes) {
   ptr_ = cache_.allocate(rounded);
   if (ptr_ == nullptr)
     throw Error(Code::kInvalidArgument,
-                "out of GPU memory: " + std::to_string(rounded) +
-                    " bytes of kernel scratch with " + std::to_string(cache_.reserved_bytes()) +
+                "out of GPU memory: " + std::to_string(rounded) + " bytes of kernel scratch with " +
+                    std::to_string(cache_.reserved_bytes()) +
                     " reserved, the cache already released (attention's over one sequence is "
                     "the largest: --dry-run's cuda_attention_scratch_bytes); lower "
                     "parallel.micro_batch_size, model.seq_length, or use more tensor ranks",

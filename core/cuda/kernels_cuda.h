@@ -8,6 +8,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <initializer_list>
 #include <vector>
 
 #include "core/backend.h"
@@ -109,6 +110,26 @@ void attention_forward_cuda(const Blas& blas, Tensor& out, Tensor& stats, const 
 void attention_backward_cuda(const Blas& blas, Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
                              const Tensor& stats, int64_t heads, double dropout_p, RngStream rng,
                              Workspace& ws);
+
+// ---- flash_attention_cuda.cu ----
+// Backend's attention contract (core/backend.h) without a [s, s] workspace, for bf16 and fp16:
+// core/kernels/flash_attention.h on tensor cores. What decides whether it can run here.
+struct FlashDevice {
+  int compute_major = 0;      // wmma bf16 needs 8.0
+  size_t max_smem_optin = 0;  // cudaDevAttrMaxSharedMemoryPerBlockOptin
+};
+// bf16/fp16, a head size the kernels take whose tiles fit the device's shared memory, and
+// every operand 16-byte aligned.
+bool flash_attention_applies(const FlashDevice& dev, const Tensor& qkv, int64_t heads,
+                             std::initializer_list<const Tensor*> operands);
+void flash_attention_forward_cuda(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,
+                                  double dropout_p, RngStream rng, cudaStream_t stream);
+// dqkv overwritten; out is forward's (its rows dot dout give the softmax backward's delta).
+// Scratch: b*heads*s floats from ws.
+void flash_attention_backward_cuda(Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
+                                   const Tensor& out, const Tensor& stats, int64_t heads,
+                                   double dropout_p, RngStream rng, Workspace& ws,
+                                   cudaStream_t stream);
 
 // ---- embedding_cuda.cu ----
 // wte holds word rows [vocab_start, vocab_start + wte rows) (the whole table: 0, with the token

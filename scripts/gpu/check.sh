@@ -23,7 +23,8 @@ On a machine with an NVIDIA GPU, CUDA (nvcc, cuBLAS, cuBLASLt) and NCCL:
            so that NCCL accepts two ranks on one GPU and connects them over loopback sockets)
   demo     the CPU demo recipe (configs/demo-cpu.yaml) on the GPU in bf16
   bench    tokens/s, MFU and peak memory on one GPU (GPT-2 124M, 1.3B), with PyTorch's bf16
-           eager run on the same shapes as the anchor
+           eager run on the same shapes as the anchor, and the 1.3B step with the blocked
+           attention kernels (MTNLG_CUDA_ATTENTION=blocked) beside the flash ones
 Each stage logs to WORK/STAGE.log (copied to OUT when it fails); the summary goes to
 OUT/check.txt and OUT/check.json, the benchmark table to OUT/bench.txt and OUT/bench.json
 (raw lines: OUT/bench-results.jsonl).
@@ -35,6 +36,7 @@ OUT/check.txt and OUT/check.json, the benchmark table to OUT/bench.txt and OUT/b
   --build-dir DIR  build directory (default: build-gpu)
   --stages LIST    comma-separated stages to run (default: all, in the order above)
   --arch SM        CUDA architecture, e.g. 90 (default: the first GPU's compute capability)
+  --list           print the stages that would run, in order, and exit (checks --stages)
   -h, --help       this text
 
 Environment: NCCL_ROOT  where nccl.h and libnccl.so* are (default: searched under /usr,
@@ -47,7 +49,11 @@ out=${OUT:-out/gpu}
 work=/tmp/mtnlg-gpu-check
 prefix=/tmp/mtnlg-deps
 build_dir=build-gpu
-stages=deps,build,kernels,train,layouts,demo,bench
+# Every stage, in the order they run: the one list the default, the check of --stages and the
+# run loop all read (a stage missing from one of them once made the default list an error).
+all_stages=(deps build kernels train layouts demo bench)
+stages=$(IFS=,; echo "${all_stages[*]}")
+list_only=false
 arch=
 while (($#)); do
   case "$1" in
@@ -56,17 +62,24 @@ while (($#)); do
     --prefix) prefix=$2; shift 2 ;;
     --build-dir) build_dir=$2; shift 2 ;;
     --stages) stages=$2; shift 2 ;;
+    --list) list_only=true; shift ;;
     --arch) arch=$2; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     *) echo "check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 for s in ${stages//,/ }; do
-  case "$s" in deps | build | kernels | train | demo | bench) ;;
-    *) echo "check.sh: unknown stage '$s' in --stages (deps,build,kernels,train,layouts,demo,bench)" >&2
-      exit 2 ;;
-  esac
+  known=false
+  for k in "${all_stages[@]}"; do [[ $s == "$k" ]] && known=true; done
+  if ! $known; then
+    echo "check.sh: unknown stage '$s' in --stages (one or more of: $(IFS=,; echo "${all_stages[*]}"))" >&2
+    exit 2
+  fi
 done
+if $list_only; then
+  for s in "${all_stages[@]}"; do [[ ,$stages, == *,$s,* ]] && echo "$s"; done
+  exit 0
+fi
 mkdir -p "$out" "$work"
 out=$(cd "$out" && pwd)
 work=$(cd "$work" && pwd)
@@ -305,6 +318,10 @@ stage_bench() {
     "$build_dir/bench/mtnlg-bench-train" "${args[@]}" --device cuda --json >>"$j"
     python3 bench/torch_train.py "${args[@]}" --device cuda --json >>"$j"
   done
+  # The 1.3B step again with the blocked (cuBLAS) attention kernels instead of the flash ones:
+  # the row named 1.3b-blocked.
+  MTNLG_CUDA_ATTENTION=blocked "$build_dir/bench/mtnlg-bench-train" "${xl[@]/#1.3b/1.3b-blocked}" \
+    --device cuda --json >>"$j"
   # The planner's figure for the same shapes (one rank, fp32 masters, no checkpointing).
   "$build_dir/mtnlg-train" --config configs/gpt2-124m.yaml --dry-run --json --world-size 1 \
     --set parallel.micro_batch_size=8 --set batch.global_batch_size=8 |
@@ -316,7 +333,7 @@ stage_bench() {
 }
 
 machine_facts
-for s in deps build kernels train layouts demo bench; do
+for s in "${all_stages[@]}"; do
   want "$s" || continue
   if declare -F "stage_$s" >/dev/null; then
     run_stage "$s"

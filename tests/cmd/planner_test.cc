@@ -8,6 +8,7 @@
 
 #include "cmd/dry_run.h"
 #include "cmd/planner.h"
+#include "core/cuda/attention_workspace.h"
 #include "test_util.h"
 
 using namespace mtnlg;
@@ -228,9 +229,10 @@ TEST_CASE("tiny on 2 x 2 x 2 - bf16 - ZeRO-1 - checkpointing: per-stage fields b
   CHECK(p.micro_batches == 2);
   CHECK(p.bubble_fraction == Approx(1.0 / 3.0));
   CHECK(p.padded_vocab == 512);  // multiple of 128 x 2
-  // 2 of 4 heads per tensor rank, bf16, dropout on: 2 x 32^2 x (4 + 2 + 2 + 2) (scores and their
-  // gradient, probabilities, dropped probabilities, softmax gradient).
-  CHECK(p.cuda_attention_scratch_bytes == 2 * 32 * 32 * 10);
+  // bf16, head size 16: the flash kernels, whose scratch is one fp32 delta per row: micro-batch
+  // 2 x 2 of 4 heads per tensor rank x 32 rows x 4 bytes.
+  CHECK(p.micro_batch == 2);
+  CHECK(p.cuda_attention_scratch_bytes == 2 * 2 * 32 * 4);
   CHECK(p.parameters == 32768 + 2048 + 4 * 49984 + 128);
   // One layer's share on a tensor rank: replicated ln1 128, dense bias 64, ln2 128, fc2 bias 64;
   // split qkv 12288/2 + 192/2, dense 4096/2, fc1 16384/2 + 256/2, fc2 16384/2 = 25184.
@@ -430,4 +432,19 @@ TEST_CASE("communication per iteration: one rank - dp 3 rounding and tp 4 recomp
         2 * (2 * 6 * 24576 + 24576 + 24576 + 768 + 1536) + 12);
   CHECK(tp4.stages[0].communication.data == 0);
   CHECK(tp4.stages[0].communication.pipeline == 0);
+}
+
+TEST_CASE(
+    "CUDA attention scratch - the flash kernels where they apply, else one sequence's scores") {
+  // bf16/fp16 with a head size of a multiple of 16 whose tiles fit an A100: delta per row.
+  CHECK(flash_attention_planned(2, 16));
+  CHECK(flash_attention_planned(2, 160));        // the 530B recipe's
+  CHECK_FALSE(flash_attention_planned(2, 8));    // not a multiple of 16
+  CHECK_FALSE(flash_attention_planned(2, 256));  // fits an H100, not an A100
+  CHECK_FALSE(flash_attention_planned(4, 64));   // fp32: the blocked kernels
+  CHECK(cuda_attention_scratch(4, 2, 32, 16, 2, true) == 4 * 2 * 32 * 4);
+  // Blocked: 2 heads x 32^2 x (4 + 2 + 2 + 2) (scores and their gradient, probabilities, dropped
+  // probabilities, softmax gradient), whatever the micro-batch.
+  CHECK(cuda_attention_scratch(4, 2, 32, 8, 2, true) == 2 * 32 * 32 * 10);
+  CHECK(cuda_attention_scratch(4, 2, 32, 16, 4, false) == 2 * 32 * 32 * 12);
 }

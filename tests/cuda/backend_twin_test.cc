@@ -5,7 +5,10 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <cstdlib>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/cuda/twin_check.h"
@@ -18,6 +21,17 @@ namespace {
 double slack(DType dt, double narrow_ulps, double wide_ulps = 256) {
   return dt == DType::kBF16 || dt == DType::kF16 ? narrow_ulps : wide_ulps;
 }
+
+// Sets an environment variable for a scope (the backend reads MTNLG_CUDA_ATTENTION when made).
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(std::string n, const std::string& value) : name(std::move(n)) {
+    setenv(name.c_str(), value.c_str(), 1);
+  }
+  ~ScopedEnv() { unsetenv(name.c_str()); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+};
 
 Tensor random_ids(const Shape& shape, int64_t limit, uint64_t seed) {
   Tensor t = Tensor::cpu(shape, DType::kI32);
@@ -188,8 +202,12 @@ TEST_CASE("attention forward and backward match the CPU, with and without dropou
   const double p = GENERATE(0.0, 0.15);
   // 67: one causal block; 1100: four, the last ragged (attention_cuda.cu's causal_block).
   const int64_t s = GENERATE(67, 1100);
+  const int64_t hd = GENERATE(16, 128);
+  // bf16/fp16 take the flash kernels by default; blocked: the cuBLAS ones (fp32/f64 always).
+  const std::string kernel = GENERATE("flash", "blocked");
+  ScopedEnv env("MTNLG_CUDA_ATTENTION", kernel);
   Twin tw;
-  const int64_t b = 2, heads = 3, hd = 16;
+  const int64_t b = 2, heads = 3;
   const RngStream rng{42, 3, 0};
   const Tensor qkv = random_tensor({b, s, heads * 3 * hd}, dt, 1, -2.0, 2.0);
   const Tensor dout = random_tensor({b, s, heads * hd}, dt, 2);
@@ -199,7 +217,7 @@ TEST_CASE("attention forward and backward match the CPU, with and without dropou
   Tensor qg = tw.dev(qkv), dog = tw.dev(dout);
   Tensor o_g = tw.gpu->alloc(o_c.shape(), dt), l_g = tw.gpu->alloc(l_c.shape(), at);
   tw.gpu->attention_forward(o_g, l_g, qg, heads, p, rng);
-  INFO("dropout " << p << ", s " << s);
+  INFO("dropout " << p << ", s " << s << ", hd " << hd << ", " << kernel << " kernels");
   // The log-sum-exps, fp32 under bf16/fp16: scores summed in another order from the same
   // narrow operands, so a few thousand fp32 ulps (2^-11 of the value, far inside one rounding
   // of the scores' operands).
@@ -213,6 +231,12 @@ TEST_CASE("attention forward and backward match the CPU, with and without dropou
   tw.cpu->attention_backward(dq_c, dout, qkv, o_c, l_c, heads, p, rng);
   tw.gpu->attention_backward(dq_g, dog, qg, o_g, l_g, heads, p, rng);
   expect_close(tw.host(dq_g), dq_c, slack(dt, 8, 1024), "attention dqkv", narrow);
+}
+
+TEST_CASE("MTNLG_CUDA_ATTENTION other than flash or blocked is an error naming it") {
+  ScopedEnv env("MTNLG_CUDA_ATTENTION", "fast");
+  CHECK_THROWS_WITH(make_cuda_backend(0), Catch::Contains("MTNLG_CUDA_ATTENTION=fast") &&
+                                              Catch::Contains("flash, blocked"));
 }
 
 TEST_CASE("embedding forward and backward match the CPU, fp32 gradients bit for bit") {

@@ -1,0 +1,199 @@
+// Flash-style causal attention on CUDA for bf16 and fp16: core/kernels/flash_attention.h's block
+// programs run by a device executor whose products are tensor-core wmma tiles (16x16x16, fp32
+// accumulation) and whose phases end in __syncthreads. One block per (query or key block, head,
+// sequence); shared memory holds one tile of scores, never [s, s]. Backward is two kernels
+// (dq, then dk and dv), deterministic; its only scratch is delta [b, heads, s] in fp32.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <mma.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/kernels_cuda.h"
+#include "core/cuda/launch_cuda.h"
+#include "core/kernels/dropout_math.h"
+#include "core/kernels/flash_attention.h"
+
+namespace mtnlg {
+
+namespace {
+
+namespace fl = kernels::flash;
+
+// The wmma element type with T's bits.
+template <typename T>
+struct Wmma;
+template <>
+struct Wmma<Bf16> {
+  using type = __nv_bfloat16;
+};
+template <>
+struct Wmma<F16> {
+  using type = __half;
+};
+
+struct DeviceExec {
+  template <typename F>
+  __device__ __forceinline__ void threads(F&& f) {
+    f(static_cast<int>(threadIdx.x));
+    __syncthreads();
+  }
+
+  // Output tiles of 16x16 dealt round-robin to the warps; each warp runs its tile's k loop.
+  template <bool kArow, bool kBrow, typename T>
+  __device__ __forceinline__ void mma(float* c, int ldc, const T* a, int lda, const T* b, int ldb,
+                                      int m, int n, int k, bool accumulate) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    namespace wm = nvcuda::wmma;
+    using W = typename Wmma<T>::type;
+    using LayoutA = std::conditional_t<kArow, wm::row_major, wm::col_major>;
+    using LayoutB = std::conditional_t<kBrow, wm::row_major, wm::col_major>;
+    const W* aw = reinterpret_cast<const W*>(a);
+    const W* bw = reinterpret_cast<const W*>(b);
+    const int warp = static_cast<int>(threadIdx.x) / 32, warps = fl::kThreads / 32;
+    const int tiles_n = n / 16, tiles = (m / 16) * tiles_n;
+    for (int tile = warp; tile < tiles; tile += warps) {
+      const int i0 = tile / tiles_n * 16, j0 = tile % tiles_n * 16;
+      wm::fragment<wm::accumulator, 16, 16, 16, float> acc;
+      if (accumulate)
+        wm::load_matrix_sync(acc, c + i0 * ldc + j0, ldc, wm::mem_row_major);
+      else
+        wm::fill_fragment(acc, 0.0f);
+      for (int l0 = 0; l0 < k; l0 += 16) {
+        wm::fragment<wm::matrix_a, 16, 16, 16, W, LayoutA> fa;
+        wm::fragment<wm::matrix_b, 16, 16, 16, W, LayoutB> fb;
+        wm::load_matrix_sync(fa, aw + (kArow ? i0 * lda + l0 : l0 * lda + i0), lda);
+        wm::load_matrix_sync(fb, bw + (kBrow ? l0 * ldb + j0 : j0 * ldb + l0), ldb);
+        wm::mma_sync(acc, fa, fb, acc);
+      }
+      wm::store_matrix_sync(c + i0 * ldc + j0, acc, ldc, wm::mem_row_major);
+    }
+#else
+    // The host only launches these kernels on compute capability 8.0 or later.
+    (void)c, (void)ldc, (void)a, (void)lda, (void)b, (void)ldb, (void)m, (void)n, (void)k,
+        (void)accumulate;
+    __trap();
+#endif
+    __syncthreads();
+  }
+};
+
+template <typename T>
+__global__ void __launch_bounds__(fl::kThreads) flash_forward_kernel(fl::ForwardArgs<T> a) {
+  extern __shared__ __align__(128) char smem[];
+  DeviceExec ex;
+  // The last query blocks see the most keys: start them first.
+  const int64_t rb = static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x;
+  fl::forward_block<T>(ex, smem, a, blockIdx.z, blockIdx.y, rb);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(fl::kThreads) flash_dq_kernel(fl::BackwardArgs<T> a) {
+  extern __shared__ __align__(128) char smem[];
+  DeviceExec ex;
+  const int64_t rb = static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x;
+  fl::dq_block<T>(ex, smem, a, blockIdx.z, blockIdx.y, rb);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(fl::kThreads) flash_dkv_kernel(fl::BackwardArgs<T> a) {
+  extern __shared__ __align__(128) char smem[];
+  DeviceExec ex;
+  // The first key blocks are seen by the most queries, and come first already.
+  fl::dkv_block<T>(ex, smem, a, blockIdx.z, blockIdx.y, blockIdx.x);
+}
+
+template <typename K>
+void launch(K kernel, int64_t blocks, const fl::Dims& d, size_t smem, cudaStream_t stream,
+            auto args) {
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(smem)));
+  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(d.heads),
+                  static_cast<unsigned>(d.b));
+  kernel<<<grid, fl::kThreads, smem, stream>>>(args);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+fl::Dims dims_of(const Tensor& qkv, int64_t heads) {
+  return {qkv.dim(0), qkv.dim(1), heads, qkv.dim(2) / (3 * heads)};
+}
+
+// 1/sqrt(hd) and 1/(1 - p) as attention_cuda.cu's Scales<float>.
+float score_scale(int64_t hd) {
+  return 1.0f / sqrtf(static_cast<float>(hd));
+}
+float drop_scale(double p) {
+  return p > 0.0 ? kernels::dropout_scale(static_cast<float>(p)) : 1.0f;
+}
+
+}  // namespace
+
+bool flash_attention_applies(const FlashDevice& dev, const Tensor& qkv, int64_t heads,
+                             std::initializer_list<const Tensor*> operands) {
+  if (dev.compute_major < 8) return false;
+  if (qkv.dtype() != DType::kBF16 && qkv.dtype() != DType::kF16) return false;
+  const fl::Dims d = dims_of(qkv, heads);
+  if (!fl::head_dim_supported(d.hd)) return false;
+  if (d.b > 65535 || d.heads > 65535) return false;
+  const size_t need =
+      std::max(fl::forward_smem_bytes<Bf16>(d.hd), fl::backward_smem_bytes<Bf16>(d.hd));
+  if (need > dev.max_smem_optin) return false;
+  // 16-byte loads of every row.
+  for (const Tensor* t : operands)
+    if (reinterpret_cast<uintptr_t>(t->data()) % 16 != 0) return false;
+  return reinterpret_cast<uintptr_t>(qkv.data()) % 16 == 0;
+}
+
+void flash_attention_forward_cuda(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,
+                                  double dropout_p, RngStream rng, cudaStream_t stream) {
+  const fl::Dims d = dims_of(qkv, heads);
+  if (d.b == 0 || d.s == 0) return;
+  dispatch_floating(qkv.dtype(), "flash_attention_forward", [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, Bf16> || std::is_same_v<T, F16>) {
+      const fl::ForwardArgs<T> a{qkv.data_as<T>(),       out.data_as<T>(),
+                                 stats.data_as<float>(), d,
+                                 score_scale(d.hd),      static_cast<float>(dropout_p),
+                                 drop_scale(dropout_p),  rng};
+      launch(flash_forward_kernel<T>, fl::query_blocks(d.s), d, fl::forward_smem_bytes<T>(d.hd),
+             stream, a);
+    } else {
+      throw unsupported("flash_attention_forward: bf16 and fp16 only");
+    }
+  });
+}
+
+void flash_attention_backward_cuda(Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
+                                   const Tensor& out, const Tensor& stats, int64_t heads,
+                                   double dropout_p, RngStream rng, Workspace& ws,
+                                   cudaStream_t stream) {
+  const fl::Dims d = dims_of(qkv, heads);
+  if (d.b == 0 || d.s == 0) return;
+  float* delta = static_cast<float*>(ws.get(static_cast<size_t>(d.b * d.heads * d.s) * 4));
+  dispatch_floating(qkv.dtype(), "flash_attention_backward", [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, Bf16> || std::is_same_v<T, F16>) {
+      const fl::BackwardArgs<T> a{qkv.data_as<T>(),
+                                  out.data_as<T>(),
+                                  dout.data_as<T>(),
+                                  stats.data_as<float>(),
+                                  delta,
+                                  dqkv.data_as<T>(),
+                                  d,
+                                  score_scale(d.hd),
+                                  static_cast<float>(dropout_p),
+                                  drop_scale(dropout_p),
+                                  rng};
+      launch(flash_dq_kernel<T>, fl::query_blocks(d.s), d, fl::DqSmem<T>(d.hd).bytes, stream, a);
+      launch(flash_dkv_kernel<T>, fl::key_blocks(d.s), d, fl::DkvSmem<T>(d.hd).bytes, stream, a);
+    } else {
+      throw unsupported("flash_attention_backward: bf16 and fp16 only");
+    }
+  });
+}
+
+}  // namespace mtnlg

@@ -1,0 +1,509 @@
+// Flash-style causal attention (Dao et al. 2022, 2023): the program one thread block runs, written
+// once for two executors. On a GPU (core/cuda/flash_attention_cuda.cu) the products run on tensor
+// cores through wmma and the phases are separated by __syncthreads; on the CPU
+// (tests/core/flash_attention_test.cc) an emulator runs the same program phase by phase, thread
+// by thread, so that CI checks its indexing, masks, ragged tiles, online softmax, dropout
+// indices and backward algebra against the CPU backend without a GPU.
+//
+// Contract (core/backend.h): qkv [b, s, heads*3*hd] with head h's q, k, v at columns
+// h*3*hd + {0, hd, 2hd}; out [b, s, heads*hd]; stats [b, heads, s] each row's log-sum-exp of
+// its scaled scores; dropout keeps element ((b*heads + h)*s + i)*s + j with core/rng.h's
+// dropout_keep, the CPU's index. Nothing of size [s, s] is ever stored: a block keeps one tile
+// of scores in shared memory.
+//
+// An executor E provides:
+//   E::threads(f)  runs f(t) for every thread t in [0, kThreads), then a barrier. Between two
+//                  barriers a thread may write only what no other thread reads or writes in
+//                  that phase (the emulator runs threads in either order to check it).
+//   E::mma<kArow, kBrow>(c, ldc, a, lda, b, ldb, m, n, k, accumulate)
+//                  c[m][n] (fp32, row-major) = (accumulate ? c : 0) + A[m][k] B[k][n], A and B
+//                  in T (bf16/fp16), row-major when kArow/kBrow, else column-major (A(i, l) at
+//                  a[l*lda + i]); m, n, k multiples of 16, then a barrier.
+// Both are called by every thread: the control flow below is uniform across the block.
+//
+// Backward is two passes, deterministic (no atomics): dq per query-row block, which also
+// writes delta_i = dO_i . O_i for the second pass, then dk and dv per key-row block. Both
+// recompute the probabilities from the scores and forward's log-sum-exp.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "core/hostdevice.h"
+#include "core/kernels/dropout_math.h"
+#include "core/rng.h"
+
+namespace mtnlg::kernels::flash {
+
+constexpr int kThreads = 256;
+constexpr int kRows = 64;                  // query rows of a tile
+constexpr int kCols = 64;                  // key columns of a forward or dq tile
+constexpr int kKeyRows = 32;               // key rows of a dk/dv block
+constexpr int kPerRow = kThreads / kRows;  // threads that share a query row in forward
+constexpr int kMaxHeadDim = 256;  // head sizes: multiples of 16 up to this, as shared memory allows
+
+struct Dims {
+  int64_t b, s, heads, hd;
+  MTNLG_HD int64_t ldq() const { return heads * 3 * hd; }
+  MTNLG_HD int64_t ldo() const { return heads * hd; }
+};
+
+// Whether the kernels take this head size (shared memory permitting: *_smem_bytes).
+MTNLG_HD bool head_dim_supported(int64_t hd) {
+  return hd > 0 && hd % 16 == 0 && hd <= kMaxHeadDim;
+}
+
+template <typename T>
+struct ForwardArgs {
+  const T* qkv;
+  T* out;
+  float* lse;  // stats
+  Dims d;
+  float scale, dropout_p, drop_scale;
+  RngStream rng;
+};
+
+template <typename T>
+struct BackwardArgs {
+  const T* qkv;
+  const T* out;
+  const T* dout;
+  const float* lse;
+  float* delta;  // [b, heads, s]: written by the dq pass, read by the dk/dv pass
+  T* dqkv;
+  Dims d;
+  float scale, dropout_p, drop_scale;
+  RngStream rng;
+};
+
+// Shared memory carved in 128-byte pieces (wmma wants 32-byte aligned tiles). Leading
+// dimensions are padded past the tile (by 16 bytes) so that rows start in different banks.
+struct Carve {
+  size_t bytes = 0;
+  template <typename U>
+  MTNLG_HD size_t take(int64_t n) {
+    const size_t at = bytes;
+    bytes = (bytes + static_cast<size_t>(n) * sizeof(U) + 127) / 128 * 128;
+    return at;
+  }
+};
+
+template <typename T>
+struct ForwardSmem {
+  int ldt, lds, ldp, ldo;
+  size_t q, k, v, s, p, o, m, l, red, red2, bytes;
+  MTNLG_HD explicit ForwardSmem(int64_t hd) {
+    ldt = static_cast<int>(hd) + 8;
+    lds = kCols + 4;
+    ldp = kCols + 8;
+    ldo = static_cast<int>(hd) + 4;
+    Carve c;
+    q = c.take<T>(kRows * ldt);
+    k = c.take<T>(kCols * ldt);
+    v = c.take<T>(kCols * ldt);
+    s = c.take<float>(kRows * lds);
+    p = c.take<T>(kRows * ldp);
+    o = c.take<float>(kRows * ldo);
+    m = c.take<float>(kRows);
+    l = c.take<float>(kRows);
+    red = c.take<float>(kThreads);
+    red2 = c.take<float>(kThreads);
+    bytes = c.bytes;
+  }
+};
+
+template <typename T>
+struct DqSmem {
+  int ldt, lds, ldp, ldo;
+  size_t q, dout, k, v, s, p, dq, lse, delta, red, bytes;
+  MTNLG_HD explicit DqSmem(int64_t hd) {
+    ldt = static_cast<int>(hd) + 8;
+    lds = kCols + 4;
+    ldp = kCols + 8;
+    ldo = static_cast<int>(hd) + 4;
+    Carve c;
+    q = c.take<T>(kRows * ldt);
+    dout = c.take<T>(kRows * ldt);
+    k = c.take<T>(kCols * ldt);
+    v = c.take<T>(kCols * ldt);
+    s = c.take<float>(kRows * lds);
+    p = c.take<T>(kRows * ldp);
+    dq = c.take<float>(kRows * ldo);
+    lse = c.take<float>(kRows);
+    delta = c.take<float>(kRows);
+    red = c.take<float>(kThreads);
+    bytes = c.bytes;
+  }
+};
+
+template <typename T>
+struct DkvSmem {
+  int ldt, lds, ldp, ldo;
+  size_t k, v, q, dout, s, pd, ds, dk, dv, lse, delta, bytes;
+  MTNLG_HD explicit DkvSmem(int64_t hd) {
+    ldt = static_cast<int>(hd) + 8;
+    lds = kKeyRows + 4;
+    ldp = kKeyRows + 8;
+    ldo = static_cast<int>(hd) + 4;
+    Carve c;
+    k = c.take<T>(kKeyRows * ldt);
+    v = c.take<T>(kKeyRows * ldt);
+    q = c.take<T>(kRows * ldt);
+    dout = c.take<T>(kRows * ldt);
+    s = c.take<float>(kRows * lds);
+    pd = c.take<T>(kRows * ldp);
+    ds = c.take<T>(kRows * ldp);
+    dk = c.take<float>(kKeyRows * ldo);
+    dv = c.take<float>(kKeyRows * ldo);
+    lse = c.take<float>(kRows);
+    delta = c.take<float>(kRows);
+    bytes = c.bytes;
+  }
+};
+
+template <typename T>
+MTNLG_HD size_t forward_smem_bytes(int64_t hd) {
+  return ForwardSmem<T>(hd).bytes;
+}
+// The larger of the two backward passes'.
+template <typename T>
+MTNLG_HD size_t backward_smem_bytes(int64_t hd) {
+  const size_t a = DqSmem<T>(hd).bytes, b = DkvSmem<T>(hd).bytes;
+  return a > b ? a : b;
+}
+
+// Blocks of each pass along the sequence.
+MTNLG_HD int64_t query_blocks(int64_t s) {
+  return (s + kRows - 1) / kRows;
+}
+MTNLG_HD int64_t key_blocks(int64_t s) {
+  return (s + kKeyRows - 1) / kKeyRows;
+}
+
+// 16 bytes (8 elements) from src to dst; both 16-byte aligned.
+template <typename T>
+MTNLG_HD void copy16(T* dst, const T* src) {
+#if defined(__CUDA_ARCH__)
+  *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+#else
+  std::memcpy(static_cast<void*>(dst), static_cast<const void*>(src), 16);
+#endif
+}
+template <typename T>
+MTNLG_HD void zero16(T* dst) {
+#if defined(__CUDA_ARCH__)
+  *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+#else
+  std::memset(static_cast<void*>(dst), 0, 16);
+#endif
+}
+
+// Thread t's share of loading rows [row0, row0 + rows) of a [s, hd] operand (row stride ld_src)
+// into a tile of leading dimension ld; rows past s are zeros.
+template <typename T>
+MTNLG_HD void load_rows(int t, T* dst, int ld, const T* src, int64_t ld_src, int64_t row0, int rows,
+                        int64_t s, int64_t hd) {
+  const int vecs = static_cast<int>(hd / 8);
+  for (int e = t; e < rows * vecs; e += kThreads) {
+    const int r = e / vecs, c = (e % vecs) * 8;
+    const int64_t i = row0 + r;
+    if (i < s)
+      copy16(dst + r * ld + c, src + i * ld_src + c);
+    else
+      zero16(dst + r * ld + c);
+  }
+}
+
+// Whether query row i sees key j (causal, both inside the sequence).
+MTNLG_HD bool visible(int64_t i, int64_t j, int64_t s) {
+  return j <= i && i < s;
+}
+
+MTNLG_HD uint64_t drop_index(const Dims& d, int64_t b, int64_t h, int64_t i, int64_t j) {
+  return static_cast<uint64_t>(((b * d.heads + h) * d.s + i) * d.s + j);
+}
+
+MTNLG_HD float fmax_(float a, float b) {
+  return a > b ? a : b;
+}
+
+// Forward for query rows [rb*kRows, rb*kRows + kRows) of head h of sequence b: online softmax
+// over key tiles [0, end of the block), out and lse written for rows inside the sequence.
+template <typename T, typename E>
+MTNLG_HD void forward_block(E& ex, char* smem, const ForwardArgs<T>& a, int64_t b, int64_t h,
+                            int64_t rb) {
+  const ForwardSmem<T> L(a.d.hd);
+  T* qs = reinterpret_cast<T*>(smem + L.q);
+  T* ks = reinterpret_cast<T*>(smem + L.k);
+  T* vs = reinterpret_cast<T*>(smem + L.v);
+  float* ss = reinterpret_cast<float*>(smem + L.s);
+  T* ps = reinterpret_cast<T*>(smem + L.p);
+  float* os = reinterpret_cast<float*>(smem + L.o);
+  float* ms = reinterpret_cast<float*>(smem + L.m);
+  float* ls = reinterpret_cast<float*>(smem + L.l);
+  float* red = reinterpret_cast<float*>(smem + L.red);
+  float* red2 = reinterpret_cast<float*>(smem + L.red2);
+  const Dims d = a.d;
+  const int hd = static_cast<int>(d.hd);
+  const int64_t s = d.s, ldq = d.ldq(), r0 = rb * kRows;
+  const T* base = a.qkv + b * s * ldq + h * 3 * d.hd;
+  const bool drop = a.dropout_p > 0.0f;
+  const float neg_inf = -INFINITY;
+
+  ex.threads([&](int t) {
+    load_rows(t, qs, L.ldt, base, ldq, r0, kRows, s, d.hd);
+    for (int e = t; e < kRows * hd; e += kThreads) os[(e / hd) * L.ldo + e % hd] = 0.0f;
+    if (t < kRows) {
+      ms[t] = neg_inf;
+      ls[t] = 0.0f;
+    }
+  });
+  const int64_t end = r0 + kRows < s ? r0 + kRows : s;  // keys the block's rows can see
+  for (int64_t c0 = 0; c0 < end; c0 += kCols) {
+    ex.threads([&](int t) {
+      load_rows(t, ks, L.ldt, base + d.hd, ldq, c0, kCols, s, d.hd);
+      load_rows(t, vs, L.ldt, base + 2 * d.hd, ldq, c0, kCols, s, d.hd);
+    });
+    ex.template mma<true, false>(ss, L.lds, qs, L.ldt, ks, L.ldt, kRows, kCols, hd, false);
+    // Scaled, masked scores in place (masked: -inf); each thread's partial row maximum.
+    ex.threads([&](int t) {
+      const int r = t / kPerRow, j0 = (t % kPerRow) * (kCols / kPerRow);
+      float mx = neg_inf;
+      for (int j = j0; j < j0 + kCols / kPerRow; ++j) {
+        float& x = ss[r * L.lds + j];
+        x = visible(r0 + r, c0 + j, s) ? x * a.scale : neg_inf;
+        mx = fmax_(mx, x);
+      }
+      red[t] = mx;
+    });
+    // The row's new maximum; probabilities against it (dropped ones zeroed and the kept scaled,
+    // as T for the product with V); the row's share of O rescaled to the new maximum.
+    ex.threads([&](int t) {
+      const int r = t / kPerRow, part = t % kPerRow, j0 = part * (kCols / kPerRow);
+      const int64_t i = r0 + r;
+      float mnew = ms[r];
+      for (int q = 0; q < kPerRow; ++q) mnew = fmax_(mnew, red[r * kPerRow + q]);
+      float sum = 0.0f;
+      for (int j = j0; j < j0 + kCols / kPerRow; ++j) {
+        const float x = ss[r * L.lds + j];
+        const float p = x == neg_inf ? 0.0f : expf(x - mnew);
+        sum += p;
+        float pd = p;
+        if (drop && p != 0.0f)
+          pd = dropout_keep(a.rng, drop_index(d, b, h, i, c0 + j), a.dropout_p) ? p * a.drop_scale
+                                                                                : 0.0f;
+        ps[r * L.ldp + j] = static_cast<T>(pd);
+      }
+      red2[t] = sum;
+      const float alpha = ms[r] == neg_inf ? 0.0f : expf(ms[r] - mnew);
+      const int span = hd / kPerRow;
+      for (int c = part * span; c < (part + 1) * span; ++c) os[r * L.ldo + c] *= alpha;
+    });
+    ex.threads([&](int t) {
+      if (t >= kRows) return;
+      float mnew = ms[t];
+      for (int q = 0; q < kPerRow; ++q) mnew = fmax_(mnew, red[t * kPerRow + q]);
+      const float alpha = ms[t] == neg_inf ? 0.0f : expf(ms[t] - mnew);
+      float sum = 0.0f;
+      for (int q = 0; q < kPerRow; ++q) sum += red2[t * kPerRow + q];
+      ls[t] = ls[t] * alpha + sum;
+      ms[t] = mnew;
+    });
+    ex.template mma<true, true>(os, L.ldo, ps, L.ldp, vs, L.ldt, kRows, hd, kCols, true);
+  }
+  T* out = a.out + b * s * d.ldo() + h * d.hd;
+  ex.threads([&](int t) {
+    for (int e = t; e < kRows * hd; e += kThreads) {
+      const int r = e / hd, c = e % hd;
+      if (r0 + r < s) out[(r0 + r) * d.ldo() + c] = static_cast<T>(os[r * L.ldo + c] / ls[r]);
+    }
+    if (t < kRows && r0 + t < s) a.lse[(b * d.heads + h) * s + r0 + t] = ms[t] + logf(ls[t]);
+  });
+}
+
+// Backward's first pass, for query rows [rb*kRows, ...): delta_i = dO_i . O_i (kept for the
+// second pass), then dq_i = scale * sum_j ds_ij k_j with ds = p * (dp - delta).
+template <typename T, typename E>
+MTNLG_HD void dq_block(E& ex, char* smem, const BackwardArgs<T>& a, int64_t b, int64_t h,
+                       int64_t rb) {
+  const DqSmem<T> L(a.d.hd);
+  T* qs = reinterpret_cast<T*>(smem + L.q);
+  T* dos = reinterpret_cast<T*>(smem + L.dout);
+  T* ks = reinterpret_cast<T*>(smem + L.k);
+  T* vs = reinterpret_cast<T*>(smem + L.v);
+  float* ss = reinterpret_cast<float*>(smem + L.s);
+  T* ps = reinterpret_cast<T*>(smem + L.p);
+  float* dqs = reinterpret_cast<float*>(smem + L.dq);
+  float* lse = reinterpret_cast<float*>(smem + L.lse);
+  float* delta = reinterpret_cast<float*>(smem + L.delta);
+  float* red = reinterpret_cast<float*>(smem + L.red);
+  const Dims d = a.d;
+  const int hd = static_cast<int>(d.hd);
+  const int64_t s = d.s, ldq = d.ldq(), ldo = d.ldo(), r0 = rb * kRows;
+  const T* base = a.qkv + b * s * ldq + h * 3 * d.hd;
+  const T* dout = a.dout + b * s * ldo + h * d.hd;
+  const T* out = a.out + b * s * ldo + h * d.hd;
+  const int64_t row_stat = (b * d.heads + h) * s;
+  const bool drop = a.dropout_p > 0.0f;
+
+  ex.threads([&](int t) {
+    load_rows(t, qs, L.ldt, base, ldq, r0, kRows, s, d.hd);
+    load_rows(t, dos, L.ldt, dout, ldo, r0, kRows, s, d.hd);
+    for (int e = t; e < kRows * hd; e += kThreads) dqs[(e / hd) * L.ldo + e % hd] = 0.0f;
+    // This thread's part of dO_i . O_i, from global memory in the model dtype.
+    const int r = t / kPerRow, part = t % kPerRow, span = hd / kPerRow;
+    float dot = 0.0f;
+    if (r0 + r < s)
+      for (int c = part * span; c < (part + 1) * span; ++c)
+        dot += static_cast<float>(dout[(r0 + r) * ldo + c]) *
+               static_cast<float>(out[(r0 + r) * ldo + c]);
+    red[t] = dot;
+    if (t < kRows) lse[t] = r0 + t < s ? a.lse[row_stat + r0 + t] : 0.0f;
+  });
+  ex.threads([&](int t) {
+    if (t >= kRows) return;
+    float dot = 0.0f;
+    for (int q = 0; q < kPerRow; ++q) dot += red[t * kPerRow + q];
+    delta[t] = dot;
+    if (r0 + t < s) a.delta[row_stat + r0 + t] = dot;
+  });
+  const int64_t end = r0 + kRows < s ? r0 + kRows : s;
+  for (int64_t c0 = 0; c0 < end; c0 += kCols) {
+    ex.threads([&](int t) {
+      load_rows(t, ks, L.ldt, base + d.hd, ldq, c0, kCols, s, d.hd);
+      load_rows(t, vs, L.ldt, base + 2 * d.hd, ldq, c0, kCols, s, d.hd);
+    });
+    ex.template mma<true, false>(ss, L.lds, qs, L.ldt, ks, L.ldt, kRows, kCols, hd, false);
+    // Forward's probabilities, as T (the softmax backward's operand, as the blocked kernel's).
+    ex.threads([&](int t) {
+      for (int e = t; e < kRows * kCols; e += kThreads) {
+        const int r = e / kCols, j = e % kCols;
+        const bool vis = visible(r0 + r, c0 + j, s);
+        ps[r * L.ldp + j] = static_cast<T>(vis ? expf(ss[r * L.lds + j] * a.scale - lse[r]) : 0.0f);
+      }
+    });
+    // dP of the dropped probabilities, over the scores.
+    ex.template mma<true, false>(ss, L.lds, dos, L.ldt, vs, L.ldt, kRows, kCols, hd, false);
+    // ds in place of p (each element read and written by one thread).
+    ex.threads([&](int t) {
+      for (int e = t; e < kRows * kCols; e += kThreads) {
+        const int r = e / kCols, j = e % kCols;
+        const int64_t i = r0 + r;
+        float ds = 0.0f;
+        if (visible(i, c0 + j, s)) {
+          float dp = ss[r * L.lds + j];
+          if (drop)
+            dp = dropout_keep(a.rng, drop_index(d, b, h, i, c0 + j), a.dropout_p)
+                     ? dp * a.drop_scale
+                     : 0.0f;
+          ds = static_cast<float>(ps[r * L.ldp + j]) * (dp - delta[r]);
+        }
+        ps[r * L.ldp + j] = static_cast<T>(ds);
+      }
+    });
+    ex.template mma<true, true>(dqs, L.ldo, ps, L.ldp, ks, L.ldt, kRows, hd, kCols, true);
+  }
+  T* dq = a.dqkv + b * s * ldq + h * 3 * d.hd;
+  ex.threads([&](int t) {
+    for (int e = t; e < kRows * hd; e += kThreads) {
+      const int r = e / hd, c = e % hd;
+      if (r0 + r < s) dq[(r0 + r) * ldq + c] = static_cast<T>(dqs[r * L.ldo + c] * a.scale);
+    }
+  });
+}
+
+// Backward's second pass, for key rows [kb*kKeyRows, ...): over the query tiles at and below
+// them, dv_j = sum_i pd_ij dO_i and dk_j = scale * sum_i ds_ij q_i. Needs the first pass's delta.
+template <typename T, typename E>
+MTNLG_HD void dkv_block(E& ex, char* smem, const BackwardArgs<T>& a, int64_t b, int64_t h,
+                        int64_t kb) {
+  const DkvSmem<T> L(a.d.hd);
+  T* ks = reinterpret_cast<T*>(smem + L.k);
+  T* vs = reinterpret_cast<T*>(smem + L.v);
+  T* qs = reinterpret_cast<T*>(smem + L.q);
+  T* dos = reinterpret_cast<T*>(smem + L.dout);
+  float* ss = reinterpret_cast<float*>(smem + L.s);
+  T* pds = reinterpret_cast<T*>(smem + L.pd);
+  T* dss = reinterpret_cast<T*>(smem + L.ds);
+  float* dks = reinterpret_cast<float*>(smem + L.dk);
+  float* dvs = reinterpret_cast<float*>(smem + L.dv);
+  float* lse = reinterpret_cast<float*>(smem + L.lse);
+  float* delta = reinterpret_cast<float*>(smem + L.delta);
+  const Dims d = a.d;
+  const int hd = static_cast<int>(d.hd);
+  const int64_t s = d.s, ldq = d.ldq(), ldo = d.ldo(), c0 = kb * kKeyRows;
+  const T* base = a.qkv + b * s * ldq + h * 3 * d.hd;
+  const T* dout = a.dout + b * s * ldo + h * d.hd;
+  const int64_t row_stat = (b * d.heads + h) * s;
+  const bool drop = a.dropout_p > 0.0f;
+
+  ex.threads([&](int t) {
+    load_rows(t, ks, L.ldt, base + d.hd, ldq, c0, kKeyRows, s, d.hd);
+    load_rows(t, vs, L.ldt, base + 2 * d.hd, ldq, c0, kKeyRows, s, d.hd);
+    for (int e = t; e < kKeyRows * hd; e += kThreads) {
+      dks[(e / hd) * L.ldo + e % hd] = 0.0f;
+      dvs[(e / hd) * L.ldo + e % hd] = 0.0f;
+    }
+  });
+  for (int64_t r0 = c0 / kRows * kRows; r0 < s; r0 += kRows) {
+    ex.threads([&](int t) {
+      load_rows(t, qs, L.ldt, base, ldq, r0, kRows, s, d.hd);
+      load_rows(t, dos, L.ldt, dout, ldo, r0, kRows, s, d.hd);
+      if (t < kRows) {
+        lse[t] = r0 + t < s ? a.lse[row_stat + r0 + t] : 0.0f;
+        delta[t] = r0 + t < s ? a.delta[row_stat + r0 + t] : 0.0f;
+      }
+    });
+    ex.template mma<true, false>(ss, L.lds, qs, L.ldt, ks, L.ldt, kRows, kKeyRows, hd, false);
+    // p (as T, over ds's tile until ds replaces it) and the dropped p for dv.
+    ex.threads([&](int t) {
+      for (int e = t; e < kRows * kKeyRows; e += kThreads) {
+        const int r = e / kKeyRows, j = e % kKeyRows;
+        const int64_t i = r0 + r;
+        float p = 0.0f, pd = 0.0f;
+        if (visible(i, c0 + j, s)) {
+          p = expf(ss[r * L.lds + j] * a.scale - lse[r]);
+          pd = p;
+          if (drop)
+            pd = dropout_keep(a.rng, drop_index(d, b, h, i, c0 + j), a.dropout_p) ? p * a.drop_scale
+                                                                                  : 0.0f;
+        }
+        dss[r * L.ldp + j] = static_cast<T>(p);
+        pds[r * L.ldp + j] = static_cast<T>(pd);
+      }
+    });
+    ex.template mma<false, true>(dvs, L.ldo, pds, L.ldp, dos, L.ldt, kKeyRows, hd, kRows, true);
+    ex.template mma<true, false>(ss, L.lds, dos, L.ldt, vs, L.ldt, kRows, kKeyRows, hd, false);
+    ex.threads([&](int t) {
+      for (int e = t; e < kRows * kKeyRows; e += kThreads) {
+        const int r = e / kKeyRows, j = e % kKeyRows;
+        const int64_t i = r0 + r;
+        float ds = 0.0f;
+        if (visible(i, c0 + j, s)) {
+          float dp = ss[r * L.lds + j];
+          if (drop)
+            dp = dropout_keep(a.rng, drop_index(d, b, h, i, c0 + j), a.dropout_p)
+                     ? dp * a.drop_scale
+                     : 0.0f;
+          ds = static_cast<float>(dss[r * L.ldp + j]) * (dp - delta[r]);
+        }
+        dss[r * L.ldp + j] = static_cast<T>(ds);
+      }
+    });
+    ex.template mma<false, true>(dks, L.ldo, dss, L.ldp, qs, L.ldt, kKeyRows, hd, kRows, true);
+  }
+  T* dk = a.dqkv + b * s * ldq + h * 3 * d.hd + d.hd;
+  ex.threads([&](int t) {
+    for (int e = t; e < kKeyRows * hd; e += kThreads) {
+      const int r = e / hd, c = e % hd;
+      if (c0 + r < s) {
+        dk[(c0 + r) * ldq + c] = static_cast<T>(dks[r * L.ldo + c] * a.scale);
+        dk[(c0 + r) * ldq + d.hd + c] = static_cast<T>(dvs[r * L.ldo + c]);
+      }
+    }
+  });
+}
+
+}  // namespace mtnlg::kernels::flash

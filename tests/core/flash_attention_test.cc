@@ -1,0 +1,235 @@
+// The flash attention block programs (core/kernels/flash_attention.h), run on the CPU by an
+// emulating executor: forward and backward in bf16 and fp16 against the CPU backend in float64
+// (ragged sequences, several heads and batches, dropout on and off), the program's phases free
+// of races (threads run in both orders give the same bits), every tensor-core tile aligned and
+// inside shared memory as wmma requires, no read of shared memory before it is written (it
+// starts as NaN), and the shared memory the 530B recipe's head size needs on an A100.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/kernels/flash_attention.h"
+#include "kernel_check.h"
+
+using namespace mtnlg;
+using namespace mtnlg::test;
+namespace fl = mtnlg::kernels::flash;
+
+namespace {
+
+// Runs a block program's threads one after another (forward or reversed order), the products
+// as plain float loops over the same tiles, and checks what wmma requires of each tile.
+struct HostExec {
+  bool reverse = false;
+  const char* base = nullptr;  // shared memory
+  size_t bytes = 0;
+
+  template <typename F>
+  void threads(F&& f) {
+    for (int i = 0; i < fl::kThreads; ++i) f(reverse ? fl::kThreads - 1 - i : i);
+  }
+
+  // A fragment at p of 16 rows or columns with leading dimension ld: 32-byte aligned in shared
+  // memory and inside it.
+  template <typename U>
+  void check_tile(const U* p, int ld) {
+    const auto off = reinterpret_cast<const char*>(p) - base;
+    REQUIRE(off >= 0);
+    REQUIRE(off % 32 == 0);
+    REQUIRE(ld % (16 / sizeof(U)) == 0);
+    REQUIRE(static_cast<size_t>(off) + (15 * static_cast<size_t>(ld) + 16) * sizeof(U) <= bytes);
+  }
+
+  template <bool kArow, bool kBrow, typename T>
+  void mma(float* c, int ldc, const T* a, int lda, const T* b, int ldb, int m, int n, int k,
+           bool accumulate) {
+    REQUIRE(m % 16 == 0);
+    REQUIRE(n % 16 == 0);
+    REQUIRE(k % 16 == 0);
+    for (int i0 = 0; i0 < m; i0 += 16)
+      for (int j0 = 0; j0 < n; j0 += 16) {
+        check_tile(c + i0 * ldc + j0, ldc);
+        for (int l0 = 0; l0 < k; l0 += 16) {
+          check_tile(a + (kArow ? i0 * lda + l0 : l0 * lda + i0), lda);
+          check_tile(b + (kBrow ? l0 * ldb + j0 : j0 * ldb + l0), ldb);
+        }
+      }
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < n; ++j) {
+        float sum = accumulate ? c[i * ldc + j] : 0.0f;
+        for (int l = 0; l < k; ++l) {
+          const float x = static_cast<float>(kArow ? a[i * lda + l] : a[l * lda + i]);
+          const float y = static_cast<float>(kBrow ? b[l * ldb + j] : b[j * ldb + l]);
+          sum += x * y;
+        }
+        c[i * ldc + j] = sum;
+      }
+  }
+};
+
+// 128-byte aligned shared memory, NaN (all ones) before every block.
+struct Smem {
+  std::vector<char> raw;
+  char* base = nullptr;
+  size_t bytes = 0;
+  explicit Smem(size_t n) : raw(n + 128), bytes(n) {
+    const auto addr = reinterpret_cast<uintptr_t>(raw.data());
+    base = raw.data() + (128 - addr % 128) % 128;
+  }
+  HostExec exec(bool reverse) {
+    std::fill(base, base + bytes, static_cast<char>(0xff));
+    return HostExec{reverse, base, bytes};
+  }
+};
+
+struct Case {
+  int64_t b, s, heads, hd;
+};
+
+struct Result {
+  Tensor out, lse, dqkv;
+};
+
+float score_scale(int64_t hd) {
+  return 1.0f / std::sqrt(static_cast<float>(hd));
+}
+
+template <typename T>
+Result run_flash(const Case& c, const Tensor& qkv, const Tensor& dout, double p, RngStream rng,
+                 bool reverse) {
+  const fl::Dims d{c.b, c.s, c.heads, c.hd};
+  Result r{Tensor::cpu({c.b, c.s, c.heads * c.hd}, qkv.dtype()),
+           Tensor::cpu({c.b, c.heads, c.s}, DType::kF32), Tensor::cpu(qkv.shape(), qkv.dtype())};
+  const float drop_scale = p > 0 ? kernels::dropout_scale(static_cast<float>(p)) : 1.0f;
+  const fl::ForwardArgs<T> fa{qkv.data_as<T>(),
+                              r.out.data_as<T>(),
+                              r.lse.data_as<float>(),
+                              d,
+                              score_scale(c.hd),
+                              static_cast<float>(p),
+                              drop_scale,
+                              rng};
+  Smem fs(fl::forward_smem_bytes<T>(c.hd));
+  for (int64_t b = 0; b < c.b; ++b)
+    for (int64_t h = 0; h < c.heads; ++h)
+      for (int64_t rb = 0; rb < fl::query_blocks(c.s); ++rb) {
+        HostExec ex = fs.exec(reverse);
+        fl::forward_block<T>(ex, fs.base, fa, b, h, rb);
+      }
+  std::vector<float> delta(static_cast<size_t>(c.b * c.heads * c.s), NAN);
+  const fl::BackwardArgs<T> ba{qkv.data_as<T>(),
+                               r.out.data_as<T>(),
+                               dout.data_as<T>(),
+                               r.lse.data_as<float>(),
+                               delta.data(),
+                               r.dqkv.data_as<T>(),
+                               d,
+                               score_scale(c.hd),
+                               static_cast<float>(p),
+                               drop_scale,
+                               rng};
+  Smem bs(fl::backward_smem_bytes<T>(c.hd));
+  // The dq pass over every block first (it writes delta), then dk and dv: the kernels' order.
+  for (int64_t b = 0; b < c.b; ++b)
+    for (int64_t h = 0; h < c.heads; ++h)
+      for (int64_t rb = 0; rb < fl::query_blocks(c.s); ++rb) {
+        HostExec ex = bs.exec(reverse);
+        fl::dq_block<T>(ex, bs.base, ba, b, h, rb);
+      }
+  for (int64_t b = 0; b < c.b; ++b)
+    for (int64_t h = 0; h < c.heads; ++h)
+      for (int64_t kb = 0; kb < fl::key_blocks(c.s); ++kb) {
+        HostExec ex = bs.exec(reverse);
+        fl::dkv_block<T>(ex, bs.base, ba, b, h, kb);
+      }
+  return r;
+}
+
+Tensor to_f64(const Tensor& t) {
+  Tensor o = Tensor::cpu(t.shape(), DType::kF64);
+  for (int64_t i = 0; i < t.numel(); ++i) o.data_as<double>()[i] = value_at(t, i);
+  return o;
+}
+
+// Worst |got - want| over u (|want| + max |want|): roundings of the narrow format relative to
+// the element or, for sums that cancel, to the tensor's largest element.
+double worst_roundings(const Tensor& got, const Tensor& want, double u) {
+  const auto g = to_vec(got), w = to_vec(want);
+  REQUIRE(g.size() == w.size());
+  double mx = 0;
+  for (double v : w) mx = std::max(mx, std::abs(v));
+  double worst = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double r = std::abs(g[i] - w[i]) / (u * (std::abs(w[i]) + mx) + 1e-300);
+    if (!(r <= worst)) worst = r;  // NaN is worst
+  }
+  return worst;
+}
+
+template <typename T>
+void check_against_cpu(DType dt, const Case& c, double p) {
+  INFO(dtype_name(dt) << " b " << c.b << " s " << c.s << " heads " << c.heads << " hd " << c.hd
+                      << " dropout " << p);
+  const RngStream rng{42, 3, 0};
+  const Tensor qkv = random_tensor({c.b, c.s, c.heads * 3 * c.hd}, dt, 1, -2.0, 2.0);
+  const Tensor dout = random_tensor({c.b, c.s, c.heads * c.hd}, dt, 2);
+  const Result got = run_flash<T>(c, qkv, dout, p, rng, false);
+
+  auto cpu = make_cpu_backend(1);
+  const Tensor q64 = to_f64(qkv), do64 = to_f64(dout);
+  Tensor out = Tensor::cpu({c.b, c.s, c.heads * c.hd}, DType::kF64);
+  Tensor lse = Tensor::cpu({c.b, c.heads, c.s}, DType::kF64);
+  cpu->attention_forward(out, lse, q64, c.heads, p, rng);
+  Tensor dqkv = Tensor::cpu(q64.shape(), DType::kF64);
+  cpu->attention_backward(dqkv, do64, q64, out, lse, c.heads, p, rng);
+
+  const double u = dt == DType::kBF16 ? 1.0 / 256 : 1.0 / 2048;
+  // The log-sum-exps: fp32 sums of scores from the same narrow operands.
+  CHECK(worst_roundings(got.lse, lse, 1.0 / (1 << 23)) < 16);  // measured: under 1
+  // out: one rounding of its own plus the probabilities' (rounded before the product with v).
+  CHECK(worst_roundings(got.out, out, u) < 2);  // measured: under 0.6
+  // dqkv: probabilities and the softmax gradient rounded to the format before their products,
+  // and delta from the rounded out.
+  CHECK(worst_roundings(got.dqkv, dqkv, u) < 3);  // measured: under 0.9
+
+  // Races: the same program with the threads of every phase in reverse order.
+  const Result rev = run_flash<T>(c, qkv, dout, p, rng, true);
+  CHECK(bitwise_equal(rev.out, got.out));
+  CHECK(bitwise_equal(rev.lse, got.lse));
+  CHECK(bitwise_equal(rev.dqkv, got.dqkv));
+}
+
+}  // namespace
+
+TEST_CASE("flash attention blocks match the CPU backend in float64, with and without dropout") {
+  const double p = GENERATE(0.0, 0.2);
+  // s: one row, a partial tile, exactly one tile, several tiles with a ragged end; head sizes
+  // 16 to 64 (every multiple of 16 takes the same code).
+  const Case c = GENERATE(Case{2, 1, 2, 16}, Case{2, 50, 3, 16}, Case{1, 64, 2, 32},
+                          Case{2, 130, 2, 64}, Case{1, 200, 1, 48});
+  check_against_cpu<Bf16>(DType::kBF16, c, p);
+  check_against_cpu<F16>(DType::kF16, c, p);
+}
+
+TEST_CASE("flash attention's shared memory fits the GPUs it targets") {
+  // A100: 163 KiB a block (opt-in); H100: 227 KiB. The 530B recipe's head size is 160, GPT-2's
+  // 64, the 1.3B recipe's 128.
+  constexpr size_t kA100 = 166912, kH100 = 232448;
+  for (int64_t hd : {64, 128, 160}) {
+    INFO("hd " << hd);
+    CHECK(fl::forward_smem_bytes<Bf16>(hd) <= kA100);
+    CHECK(fl::backward_smem_bytes<Bf16>(hd) <= kA100);
+  }
+  CHECK(fl::forward_smem_bytes<Bf16>(fl::kMaxHeadDim) <= kH100);
+  CHECK(fl::backward_smem_bytes<Bf16>(fl::kMaxHeadDim) <= kH100);
+  CHECK(fl::backward_smem_bytes<Bf16>(fl::kMaxHeadDim) > kA100);  // 256: an H100, not an A100
+  CHECK(fl::head_dim_supported(160));
+  CHECK_FALSE(fl::head_dim_supported(72));
+  CHECK_FALSE(fl::head_dim_supported(fl::kMaxHeadDim + 16));
+}

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The GPU kit's command line (scripts/gpu/check.sh), checked without a GPU: --list gives every
+# stage in run order, each has its stage_ function and a line in --help, --stages is checked
+# (an unknown stage is exit 2 naming it and the known ones; a known one is accepted, whatever
+# the order given), and the kit's scripts parse.
+# Usage: tests/scripts/gpu_check_args_test.sh SOURCE_DIR
+set -uo pipefail
+src=$(cd "$1" && pwd)
+kit=$src/scripts/gpu/check.sh
+failures=0
+passes=0
+check() { # check DESCRIPTION COMMAND...: passes when COMMAND succeeds
+  local what=$1
+  shift
+  if "$@"; then
+    passes=$((passes + 1))
+  else
+    echo "FAIL: $what"
+    failures=$((failures + 1))
+  fi
+}
+
+all="deps build kernels train layouts demo bench"
+listed=$(bash "$kit" --list | tr '\n' ' ')
+check "--list prints every stage in run order (got '$listed')" [ "$listed" = "$all " ]
+help=$(bash "$kit" --help)
+for s in $all; do
+  check "stage $s has a stage_$s function" grep -q "^stage_$s() {" "$kit"
+  check "--help describes stage $s" grep -Eq "^  $s +[^ ]" <<<"$help"
+  check "--stages $s is accepted" [ "$(bash "$kit" --stages "$s" --list)" = "$s" ]
+done
+check "--stages runs in the kit's order" \
+  [ "$(bash "$kit" --stages bench,layouts,deps --list | tr '\n' ' ')" = "deps layouts bench " ]
+err=$(bash "$kit" --stages layouts,bogus --list 2>&1)
+rc=$?
+check "an unknown stage is exit 2 (got $rc)" [ "$rc" = 2 ]
+check "the error names the stage and the known ones ($err)" \
+  grep -q "unknown stage 'bogus'.*deps,build,kernels,train,layouts,demo,bench" <<<"$err"
+bash "$kit" --bogus >/dev/null 2>&1
+check "an unknown argument is exit 2" [ $? = 2 ]
+for f in check.sh bundle.sh; do
+  check "scripts/gpu/$f parses" bash -n "$src/scripts/gpu/$f"
+done
+
+echo "gpu_check_args: $passes passed, $failures failed"
+[ "$failures" = 0 ]
