@@ -3,8 +3,8 @@
 // no autograd; a module calls the forward half in its forward and the backward half in its
 // backward). Every function is a no-op for a null or one-rank group.
 //
-// Tensors are the backend's; the Gloo communicator reads host memory, so these require a CPU
-// backend for a group of more than one rank (the CUDA path comes with NCCL). The backend is
+// Tensors are the backend's, and the group must carry them: NCCL groups device tensors, the CPU
+// transports host ones (each refuses the other, naming the operation and group). The backend is
 // synchronized before each collective.
 // Thread safety: as the Communicator (one thread drives a group at a time).
 #pragma once
