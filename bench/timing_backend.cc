@@ -24,6 +24,14 @@ void TimingBackend::gemm_weight(Tensor& c, const Tensor& a, const Tensor& w, boo
   timed_gemm(a, false, w, trans_w, [&] { inner_.gemm_weight(c, a, w, trans_w, alpha, beta); });
 }
 
+// Timed as its GEMM, under "gemm+bias" or "gemm+bias+gelu": a backend may fuse them.
+void TimingBackend::linear_bias_forward(Tensor& y, const Tensor& x, const Tensor& w,
+                                        const Tensor& bias, Tensor* gelu_out, Activation act) {
+  timed_gemm(
+      x, false, w, true, [&] { inner_.linear_bias_forward(y, x, w, bias, gelu_out, act); },
+      gelu_out ? "gemm+bias+gelu" : "gemm+bias");
+}
+
 void TimingBackend::begin_frozen_weights() {
   inner_.begin_frozen_weights();
 }
@@ -32,12 +40,12 @@ void TimingBackend::end_frozen_weights() {
 }
 
 void TimingBackend::timed_gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
-                               const std::function<void()>& run) {
+                               const std::function<void()>& run, const char* what) {
   const Tensor a2 = a.as_2d(), b2 = b.as_2d();
   const int64_t m = trans_a ? a2.dim(1) : a2.dim(0), k = trans_a ? a2.dim(0) : a2.dim(1);
   const int64_t n = trans_b ? b2.dim(0) : b2.dim(1);
   std::ostringstream key;
-  key << "gemm " << (trans_a ? 'T' : 'N') << (trans_b ? 'T' : 'N') << " m=" << m << " n=" << n
+  key << what << ' ' << (trans_a ? 'T' : 'N') << (trans_b ? 'T' : 'N') << " m=" << m << " n=" << n
       << " k=" << k;
   if (labeler_) {
     const std::string label = labeler_(trans_a, trans_b, m, n, k);

@@ -52,6 +52,8 @@ class TimingBackend final : public Backend {
                    double beta) override;
   void begin_frozen_weights() override;
   void end_frozen_weights() override;
+  void linear_bias_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias,
+                           Tensor* gelu_out, Activation act) override;
   void add_bias(Tensor& y, const Tensor& bias) override;
   void bias_backward(Tensor& dbias, const Tensor& dy) override;
   void add(Tensor& out, const Tensor& a, const Tensor& b) override;
@@ -101,7 +103,7 @@ class TimingBackend final : public Backend {
  private:
   // Times a GEMM under its shape's label (and the labeler's name for it).
   void timed_gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
-                  const std::function<void()>& run);
+                  const std::function<void()>& run, const char* what = "gemm");
   // Runs fn() on the inner backend, synchronizes, and charges the time to `op`.
   template <typename F>
   auto timed(const std::string& op, double flops, F&& fn) {

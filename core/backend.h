@@ -85,6 +85,18 @@ class Backend {
   virtual void begin_frozen_weights() {}
   virtual void end_frozen_weights() {}
 
+  // A linear layer's forward: y = x @ w^T + bias (x viewed as 2-D), then, when gelu_out is not
+  // null, gelu_out = GeLU(y) (act) with y kept as the pre-activation gelu_backward reads. One
+  // call so that a backend may fuse them (the CUDA one does, in cuBLASLt's epilogue, for
+  // bf16/fp16 and the tanh GeLU); by default exactly gemm_weight, add_bias and gelu_forward.
+  virtual void linear_bias_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias,
+                                   Tensor* gelu_out, Activation act) {
+    Tensor y2 = y.as_2d();
+    gemm_weight(y2, x.as_2d(), w, true, 1.0, 0.0);
+    add_bias(y2, bias);
+    if (gelu_out != nullptr) gelu_forward(*gelu_out, y, act);
+  }
+
   // y[n, c] += bias[c]
   virtual void add_bias(Tensor& y, const Tensor& bias) = 0;
   // dbias[c] += sum_n dy[n, c]

@@ -5,13 +5,13 @@
 namespace mtnlg {
 
 void linear_forward(Backend& be, Tensor y, const Tensor& x, const Param& w, const Param& b) {
-  Tensor y2 = y.as_2d();
-  be.gemm_weight(y2, x.as_2d(), w.value, true, 1.0, 0.0);
-  be.add_bias(y2, b.value);
+  be.linear_bias_forward(y, x, w.value, b.value, nullptr, Activation::kGelu);
 }
 
 void row_parallel_linear_forward(Backend& be, Tensor y, const Tensor& x, const Param& w,
                                  const Param& b, Communicator* tensor) {
+  // One tensor rank: nothing to reduce, so the bias can go with the GEMM (a fused epilogue).
+  if (tensor == nullptr || tensor->size() == 1) return linear_forward(be, y, x, w, b);
   Tensor y2 = y.as_2d();
   be.gemm_weight(y2, x.as_2d(), w.value, true, 1.0, 0.0);
   reduce_from_tensor_region_forward(be, y2, tensor);

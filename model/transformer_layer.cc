@@ -159,8 +159,9 @@ void TransformerLayer::forward(Backend& be, LayerActivations& a, Tensor out, con
   // MLP sub-block.
   be.layernorm_forward(a.ln2_out, a.ln2_mean, a.ln2_rstd, a.h1, ln2_w_->value, ln2_b_->value,
                        c_.ln_eps);
-  linear_forward(be, a.fc1_out, gathered(a.ln2_out), *fc1_w_, *fc1_b_);  // column-parallel
-  be.gelu_forward(a.act_out, a.fc1_out, c_.activation);
+  // Column-parallel fc1 and its GeLU: one call, which a backend may fuse.
+  be.linear_bias_forward(a.fc1_out, gathered(a.ln2_out), fc1_w_->value, fc1_b_->value, &a.act_out,
+                         c_.activation);
   row_parallel(a.act_out, *fc2_w_, *fc2_b_);
   if (c_.hidden_dropout > 0)
     be.dropout_forward(out, out, c_.hidden_dropout, rng(DropoutSite::kMlpOutput));

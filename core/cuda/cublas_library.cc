@@ -1,63 +1,52 @@
 #include "core/cuda/cublas_library.h"
 
-#include <dlfcn.h>
-
 #include <string>
-
-#include "core/status.h"
 
 #ifndef MTNLG_CUBLAS_PATH
 #define MTNLG_CUBLAS_PATH ""
+#endif
+#ifndef MTNLG_CUBLASLT_PATH
+#define MTNLG_CUBLASLT_PATH ""
 #endif
 
 namespace mtnlg {
 
 namespace {
 
-template <typename F>
-void bind(void* lib, const char* name, F& fn) {
-  // dlsym returns void*; POSIX guarantees it converts to a function pointer.
-  fn = reinterpret_cast<F>(dlsym(lib, name));
-  if (fn == nullptr)
-    throw unsupported(std::string("cuBLAS has no ") + name +
-                          ": the library found is older than this build's CUDA toolkit; put the "
-                          "toolkit's lib64 first in LD_LIBRARY_PATH",
-                      "cublas");
+std::string fix(const char* name) {
+  return std::string("install the CUDA toolkit's ") + name + " " +
+         std::to_string(CUBLAS_VER_MAJOR) +
+         " or add its lib64 to LD_LIBRARY_PATH; or train on the CPU (device: cpu)";
 }
 
 }  // namespace
 
-CublasLibrary::CublasLibrary() {
-  const std::string soname = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
-  handle_ = dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
-  std::string first_error = handle_ ? "" : dlerror();
-  const std::string configured = MTNLG_CUBLAS_PATH;
-  if (handle_ == nullptr && !configured.empty())
-    handle_ = dlopen(configured.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle_ == nullptr) {
-    const char* second = configured.empty() ? nullptr : dlerror();
-    throw unsupported("cannot open cuBLAS (" + first_error +
-                          (second ? std::string("; ") + second : std::string()) +
-                          "): install the CUDA toolkit's cuBLAS " +
-                          std::to_string(CUBLAS_VER_MAJOR) +
-                          " or add its lib64 to LD_LIBRARY_PATH; or train on the CPU (device: cpu)",
-                      "cublas");
-  }
-  try {
-    bind(handle_, "cublasCreate_v2", create);
-    bind(handle_, "cublasDestroy_v2", destroy);
-    bind(handle_, "cublasSetStream_v2", set_stream);
-    bind(handle_, "cublasGetStream_v2", get_stream);
-    bind(handle_, "cublasGemmEx", gemm_ex);
-    bind(handle_, "cublasGemmStridedBatchedEx", gemm_strided_batched_ex);
-  } catch (...) {
-    dlclose(handle_);  // the destructor does not run for a constructor that throws
-    throw;
-  }
+CublasLibrary::CublasLibrary()
+    : lib_("libcublas.so." + std::to_string(CUBLAS_VER_MAJOR), MTNLG_CUBLAS_PATH, "cuBLAS",
+           fix("cuBLAS")) {
+  lib_.bind("cublasCreate_v2", create);
+  lib_.bind("cublasDestroy_v2", destroy);
+  lib_.bind("cublasSetStream_v2", set_stream);
+  lib_.bind("cublasGetStream_v2", get_stream);
+  lib_.bind("cublasGemmEx", gemm_ex);
+  lib_.bind("cublasGemmStridedBatchedEx", gemm_strided_batched_ex);
 }
 
-CublasLibrary::~CublasLibrary() {
-  if (handle_) dlclose(handle_);
+CublasLtLibrary::CublasLtLibrary()
+    : lib_("libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR), MTNLG_CUBLASLT_PATH, "cuBLASLt",
+           fix("cuBLASLt")) {
+  lib_.bind("cublasLtCreate", create);
+  lib_.bind("cublasLtDestroy", destroy);
+  lib_.bind("cublasLtMatmulDescCreate", desc_create);
+  lib_.bind("cublasLtMatmulDescDestroy", desc_destroy);
+  lib_.bind("cublasLtMatmulDescSetAttribute", desc_set);
+  lib_.bind("cublasLtMatrixLayoutCreate", layout_create);
+  lib_.bind("cublasLtMatrixLayoutDestroy", layout_destroy);
+  lib_.bind("cublasLtMatmulPreferenceCreate", pref_create);
+  lib_.bind("cublasLtMatmulPreferenceDestroy", pref_destroy);
+  lib_.bind("cublasLtMatmulPreferenceSetAttribute", pref_set);
+  lib_.bind("cublasLtMatmulAlgoGetHeuristic", heuristic);
+  lib_.bind("cublasLtMatmul", matmul);
 }
 
 }  // namespace mtnlg

@@ -17,6 +17,7 @@
 #include "core/backend_checks.h"
 #include "core/caching_allocator.h"
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/gemm_epilogue.h"
 #include "core/cuda/kernels_cuda.h"
 #include "core/memory_counter.h"
 
@@ -92,7 +93,12 @@ class CudaBackend final : public Backend {
     int optin = 0;
     CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     flash_.max_smem_optin = static_cast<size_t>(optin);
-    flash_enabled_ = flash_enabled_from_env();
+    // Attention's kernels: the flash ones where they apply (bf16/fp16 on compute capability 8.0
+    // or later, head sizes of multiples of 16 whose tiles fit shared memory), else the blocked
+    // cuBLAS ones; MTNLG_CUDA_ATTENTION=blocked forces the latter. A linear layer's bias (and
+    // GeLU) in cuBLASLt's epilogue where it applies; MTNLG_CUDA_EPILOGUES=off: separate kernels.
+    flash_enabled_ = env_choice("MTNLG_CUDA_ATTENTION", "flash", "blocked");
+    epilogues_enabled_ = env_choice("MTNLG_CUDA_EPILOGUES", "on", "off");
 
     cudaStream_t stream = nullptr;
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -101,6 +107,7 @@ class CudaBackend final : public Backend {
     CUBLAS_CHECK(cublas_lib_.create(&handle));
     cublas_ = CublasPtr(handle, CublasDeleter{&cublas_lib_});
     CUBLAS_CHECK(cublas_lib_.set_stream(handle, stream));
+    epilogue_ = std::make_unique<EpilogueGemm>(*cache_);
     scratch_ = alloc({kSumSquaresScratch}, DType::kF64);
     bad_id_ = alloc({1}, DType::kI32);
   }
@@ -271,6 +278,21 @@ class CudaBackend final : public Backend {
     require_same(din, dout, "gelu_backward");
     require_same(din, in, "gelu_backward");
     gelu_backward_cuda(din, dout, in, act, stream());
+  }
+
+  // cuBLASLt with the bias (and the tanh GeLU) in the epilogue where it applies
+  // (core/cuda/gemm_epilogue.h); the exact GeLU, which cuBLASLt lacks, after it; else the
+  // separate operations.
+  void linear_bias_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias,
+                           Tensor* gelu_out, Activation act) override {
+    if (epilogues_enabled_) {
+      const bool fuse_gelu = gelu_out != nullptr && act == Activation::kGeluTanh;
+      if (epilogue_->linear_bias(y, x, w, bias, fuse_gelu ? gelu_out : nullptr, stream())) {
+        if (gelu_out != nullptr && !fuse_gelu) gelu_forward(*gelu_out, y, act);
+        return;
+      }
+    }
+    Backend::linear_bias_forward(y, x, w, bias, gelu_out, act);
   }
 
   void attention_forward(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,
@@ -461,16 +483,15 @@ class CudaBackend final : public Backend {
   struct AttentionDims {
     int64_t b, s, hd;
   };
-  // Attention's kernels: the flash ones where they apply (bf16/fp16 on compute capability 8.0
-  // or later, head sizes of multiples of 16 whose tiles fit shared memory), else the blocked
-  // cuBLAS ones. MTNLG_CUDA_ATTENTION=blocked forces the latter (for comparison).
-  static bool flash_enabled_from_env() {
-    const char* v = std::getenv("MTNLG_CUDA_ATTENTION");
-    if (v == nullptr || *v == '\0' || std::strcmp(v, "flash") == 0) return true;
-    if (std::strcmp(v, "blocked") == 0) return false;
-    throw invalid_argument(std::string("MTNLG_CUDA_ATTENTION=") + v +
-                               " is not one of flash, blocked (unset it for the default)",
-                           "MTNLG_CUDA_ATTENTION");
+  // Whether environment variable `name` selects `on` (the default: unset or empty) rather than
+  // `off`; any other value is an invalid_argument naming the variable and both values.
+  static bool env_choice(const char* name, const char* on, const char* off) {
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == '\0' || std::strcmp(v, on) == 0) return true;
+    if (std::strcmp(v, off) == 0) return false;
+    throw invalid_argument(std::string(name) + "=" + v + " is not one of " + on + ", " + off +
+                               " (unset it for the default, " + on + ")",
+                           name);
   }
   bool use_flash(const Tensor& qkv, int64_t heads, std::initializer_list<const Tensor*> others) {
     return flash_enabled_ && flash_attention_applies(flash_, qkv, heads, others);
@@ -521,6 +542,7 @@ class CudaBackend final : public Backend {
   std::string name_;
   FlashDevice flash_;
   bool flash_enabled_ = true;
+  bool epilogues_enabled_ = true;
   // Bytes alloc() handed out and not yet freed (cudaMalloc'ed sizes; excludes cuBLAS workspace
   // and the CUDA context). Before scratch_: the scratch buffer's deleter decrements it.
   std::shared_ptr<MemoryCounter> counter_ = std::make_shared<MemoryCounter>();
@@ -546,6 +568,9 @@ class CudaBackend final : public Backend {
   Tensor scratch_;         // kSumSquaresScratch doubles for sum_squares
   Tensor bad_id_;          // one device word for check_ids
   Workspace ws_{*cache_};  // launchers' temporaries (attention scores, column-sum partials, sorts)
+  // cuBLASLt and its workspace from the cache: made in the constructor's body, once the device
+  // is current (a member initializer would put the workspace on whichever GPU was current).
+  std::unique_ptr<EpilogueGemm> epilogue_;
 };
 
 }  // namespace

@@ -24,7 +24,8 @@ On a machine with an NVIDIA GPU, CUDA (nvcc, cuBLAS, cuBLASLt) and NCCL:
   demo     the CPU demo recipe (configs/demo-cpu.yaml) on the GPU in bf16
   bench    tokens/s, MFU and peak memory on one GPU (GPT-2 124M, 1.3B), with PyTorch's bf16
            eager run on the same shapes as the anchor, and the 1.3B step with the blocked
-           attention kernels (MTNLG_CUDA_ATTENTION=blocked) beside the flash ones
+           attention kernels (MTNLG_CUDA_ATTENTION=blocked) and with the bias and GeLU
+           unfused (MTNLG_CUDA_EPILOGUES=off)
 Each stage logs to WORK/STAGE.log (copied to OUT when it fails); the summary goes to
 OUT/check.txt and OUT/check.json, the benchmark table to OUT/bench.txt and OUT/bench.json
 (raw lines: OUT/bench-results.jsonl).
@@ -318,9 +319,12 @@ stage_bench() {
     "$build_dir/bench/mtnlg-bench-train" "${args[@]}" --device cuda --json >>"$j"
     python3 bench/torch_train.py "${args[@]}" --device cuda --json >>"$j"
   done
-  # The 1.3B step again with the blocked (cuBLAS) attention kernels instead of the flash ones:
-  # the row named 1.3b-blocked.
+  # The 1.3B step again without each of the fused paths, to measure what each gives: the blocked
+  # (cuBLAS) attention kernels instead of the flash ones (row 1.3b-blocked), and the bias and
+  # GeLU as separate kernels instead of in cuBLASLt's epilogue (row 1.3b-unfused).
   MTNLG_CUDA_ATTENTION=blocked "$build_dir/bench/mtnlg-bench-train" "${xl[@]/#1.3b/1.3b-blocked}" \
+    --device cuda --json >>"$j"
+  MTNLG_CUDA_EPILOGUES=off "$build_dir/bench/mtnlg-bench-train" "${xl[@]/#1.3b/1.3b-unfused}" \
     --device cuda --json >>"$j"
   # The planner's figure for the same shapes (one rank, fp32 masters, no checkpointing).
   "$build_dir/mtnlg-train" --config configs/gpt2-124m.yaml --dry-run --json --world-size 1 \

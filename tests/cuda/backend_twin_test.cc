@@ -233,6 +233,37 @@ TEST_CASE("attention forward and backward match the CPU, with and without dropou
   expect_close(tw.host(dq_g), dq_c, slack(dt, 8, 1024), "attention dqkv", narrow);
 }
 
+TEST_CASE("linear_bias_forward matches the CPU - fused in cuBLASLt's epilogue or not") {
+  const DType dt = GENERATE(DType::kF32, DType::kBF16, DType::kF16);
+  const Activation act = GENERATE(Activation::kGeluTanh, Activation::kGelu);
+  const bool with_gelu = GENERATE(false, true);
+  // out 200 and in 64: multiples of 8, so bf16/fp16 take the epilogue (with the tanh GeLU or
+  // none); out 203: they do not. "off": never.
+  const int64_t out = GENERATE(200, 203);
+  const std::string epilogues = GENERATE("on", "off");
+  ScopedEnv env("MTNLG_CUDA_EPILOGUES", epilogues);
+  Twin tw;
+  INFO(dtype_name(dt) << (with_gelu ? " with GeLU" : "") << " out " << out << " epilogues "
+                      << epilogues);
+  const Tensor x = random_tensor({3, 37, 64}, dt, 1), w = random_tensor({out, 64}, dt, 2);
+  const Tensor bias = random_tensor({out}, dt, 3);
+  Tensor y_c = Tensor::cpu({3, 37, out}, dt), g_c = Tensor::cpu({3, 37, out}, dt);
+  tw.cpu->linear_bias_forward(y_c, x, w, bias, with_gelu ? &g_c : nullptr, act);
+  Tensor y_g = tw.gpu->alloc(y_c.shape(), dt), g_g = tw.gpu->alloc(g_c.shape(), dt);
+  tw.gpu->linear_bias_forward(y_g, tw.dev(x), tw.dev(w), tw.dev(bias), with_gelu ? &g_g : nullptr,
+                              act);
+  // The epilogue rounds x w^T + bias once, the separate kernels twice; GeLU from the unrounded
+  // sum there, from the rounded y here.
+  expect_close(tw.host(y_g), y_c, slack(dt, 3), "linear + bias");
+  if (with_gelu) expect_close(tw.host(g_g), g_c, slack(dt, 4), "its GeLU");
+}
+
+TEST_CASE("MTNLG_CUDA_EPILOGUES other than on or off is an error naming it") {
+  ScopedEnv env("MTNLG_CUDA_EPILOGUES", "yes");
+  CHECK_THROWS_WITH(make_cuda_backend(0),
+                    Catch::Contains("MTNLG_CUDA_EPILOGUES=yes") && Catch::Contains("on, off"));
+}
+
 TEST_CASE("MTNLG_CUDA_ATTENTION other than flash or blocked is an error naming it") {
   ScopedEnv env("MTNLG_CUDA_ATTENTION", "fast");
   CHECK_THROWS_WITH(make_cuda_backend(0), Catch::Contains("MTNLG_CUDA_ATTENTION=fast") &&

@@ -1,0 +1,56 @@
+// A linear layer's forward in one cuBLASLt call: y = x w^T + bias with the bias added in the
+// GEMM's epilogue, and optionally act_out = GeLU(y) (tanh approximation) with y kept as the
+// epilogue's auxiliary output for GeLU's backward: one pass over [rows, out] instead of three
+// (GEMM, bias add, GeLU). Backend::linear_bias_forward's CUDA side (core/cuda/cuda_backend.cu).
+//
+// Applies to bf16/fp16 operands (fp32 accumulation, outputs and bias in the operands' dtype)
+// with in and out features multiples of 8 and every pointer 16-byte aligned; otherwise, or when
+// cuBLASLt has no algorithm for the shapes, it does nothing and says so, and the backend runs
+// the separate operations. Algorithms are chosen once per shape (cuBLASLt's heuristic) and kept.
+// One stream, one thread (the backend's).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <map>
+#include <optional>
+#include <tuple>
+
+#include "core/caching_allocator.h"
+#include "core/cuda/cublas_library.h"
+#include "core/tensor.h"
+
+namespace mtnlg {
+
+class EpilogueGemm {
+ public:
+  // Opens cuBLASLt, makes its handle and takes its workspace from `cache` (which outlives this).
+  explicit EpilogueGemm(CachingAllocator& cache);
+  ~EpilogueGemm();
+  EpilogueGemm(const EpilogueGemm&) = delete;
+  EpilogueGemm& operator=(const EpilogueGemm&) = delete;
+
+  // y [rows, out] = x [rows, in] @ w [out, in]^T + bias [out]; with gelu_out, also
+  // gelu_out = GeLU_tanh(y). Enqueued on `stream`; false when it does not apply (nothing done).
+  bool linear_bias(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias,
+                   Tensor* gelu_out, cudaStream_t stream);
+
+  // cuBLASLt's workspace (bytes reserved from the cache).
+  static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
+ private:
+  // rows, in, out, dtype, GeLU, and the alignments of the pointers (cuBLASLt's heuristic takes
+  // them into account).
+  using Key = std::tuple<int64_t, int64_t, int64_t, int, bool, int, int, int, int, int>;
+  std::optional<cublasLtMatmulAlgo_t> algorithm(const Key& key, cublasLtMatmulDesc_t desc,
+                                                cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                                                cublasLtMatrixLayout_t d);
+
+  CublasLtLibrary lib_;
+  cublasLtHandle_t handle_ = nullptr;
+  CachingAllocator& cache_;
+  void* workspace_ = nullptr;
+  std::map<Key, std::optional<cublasLtMatmulAlgo_t>> algorithms_;  // nullopt: none for the shape
+};
+
+}  // namespace mtnlg
