@@ -78,28 +78,39 @@ struct BackwardArgs {
   RngStream rng;
 };
 
-// Shared memory carved in 128-byte pieces (wmma wants 32-byte aligned tiles). Leading
-// dimensions are padded past the tile (by 16 bytes) so that rows start in different banks.
+// Shared memory carved in 128-byte pieces (wmma wants 32-byte aligned tiles) from `base` (0:
+// only the size is wanted).
 struct Carve {
+  uintptr_t base = 0;
   size_t bytes = 0;
   template <typename U>
-  MTNLG_HD size_t take(int64_t n) {
-    const size_t at = bytes;
+  MTNLG_HD U* take(int64_t n) {
+    U* at = reinterpret_cast<U*>(base + bytes);
     bytes = (bytes + static_cast<size_t>(n) * sizeof(U) + 127) / 128 * 128;
     return at;
   }
 };
 
-template <typename T>
-struct ForwardSmem {
+// Leading dimensions of a block's tiles: the model-dtype [rows, hd] operands (ldt), the fp32
+// [rows, cols] scores (lds), their model-dtype copies (ldp) and the fp32 [rows, hd] accumulators
+// (ldo). Padded past the tile (by 16 bytes) so that rows start in different banks.
+struct Leads {
   int ldt, lds, ldp, ldo;
-  size_t q, k, v, s, p, o, m, l, red, red2, bytes;
-  MTNLG_HD explicit ForwardSmem(int64_t hd) {
-    ldt = static_cast<int>(hd) + 8;
-    lds = kCols + 4;
-    ldp = kCols + 8;
-    ldo = static_cast<int>(hd) + 4;
-    Carve c;
+  MTNLG_HD Leads(int64_t hd, int cols)
+      : ldt(static_cast<int>(hd) + 8),
+        lds(cols + 4),
+        ldp(cols + 8),
+        ldo(static_cast<int>(hd) + 4) {}
+};
+
+// Each program's tiles in shared memory at `base` (0: for the size only).
+template <typename T>
+struct ForwardSmem : Leads {
+  T *q, *k, *v, *p;
+  float *s, *o, *m, *l, *red, *red2;
+  size_t bytes;
+  MTNLG_HD explicit ForwardSmem(int64_t hd, char* base = nullptr) : Leads(hd, kCols) {
+    Carve c{reinterpret_cast<uintptr_t>(base)};
     q = c.take<T>(kRows * ldt);
     k = c.take<T>(kCols * ldt);
     v = c.take<T>(kCols * ldt);
@@ -115,15 +126,12 @@ struct ForwardSmem {
 };
 
 template <typename T>
-struct DqSmem {
-  int ldt, lds, ldp, ldo;
-  size_t q, dout, k, v, s, p, dq, lse, delta, red, bytes;
-  MTNLG_HD explicit DqSmem(int64_t hd) {
-    ldt = static_cast<int>(hd) + 8;
-    lds = kCols + 4;
-    ldp = kCols + 8;
-    ldo = static_cast<int>(hd) + 4;
-    Carve c;
+struct DqSmem : Leads {
+  T *q, *dout, *k, *v, *p;
+  float *s, *dq, *lse, *delta, *red;
+  size_t bytes;
+  MTNLG_HD explicit DqSmem(int64_t hd, char* base = nullptr) : Leads(hd, kCols) {
+    Carve c{reinterpret_cast<uintptr_t>(base)};
     q = c.take<T>(kRows * ldt);
     dout = c.take<T>(kRows * ldt);
     k = c.take<T>(kCols * ldt);
@@ -139,15 +147,12 @@ struct DqSmem {
 };
 
 template <typename T>
-struct DkvSmem {
-  int ldt, lds, ldp, ldo;
-  size_t k, v, q, dout, s, pd, ds, dk, dv, lse, delta, bytes;
-  MTNLG_HD explicit DkvSmem(int64_t hd) {
-    ldt = static_cast<int>(hd) + 8;
-    lds = kKeyRows + 4;
-    ldp = kKeyRows + 8;
-    ldo = static_cast<int>(hd) + 4;
-    Carve c;
+struct DkvSmem : Leads {
+  T *k, *v, *q, *dout, *pd, *ds;
+  float *s, *dk, *dv, *lse, *delta;
+  size_t bytes;
+  MTNLG_HD explicit DkvSmem(int64_t hd, char* base = nullptr) : Leads(hd, kKeyRows) {
+    Carve c{reinterpret_cast<uintptr_t>(base)};
     k = c.take<T>(kKeyRows * ldt);
     v = c.take<T>(kKeyRows * ldt);
     q = c.take<T>(kRows * ldt);
@@ -225,6 +230,14 @@ MTNLG_HD uint64_t drop_index(const Dims& d, int64_t b, int64_t h, int64_t i, int
   return static_cast<uint64_t>(((b * d.heads + h) * d.s + i) * d.s + j);
 }
 
+// v as forward's dropout left element (i, j) of head h of sequence b: scaled when kept, 0 when
+// dropped (v itself without dropout).
+template <typename Args>
+MTNLG_HD float dropped(const Args& a, int64_t b, int64_t h, int64_t i, int64_t j, float v) {
+  if (!(a.dropout_p > 0.0f)) return v;
+  return dropout_keep(a.rng, drop_index(a.d, b, h, i, j), a.dropout_p) ? v * a.drop_scale : 0.0f;
+}
+
 MTNLG_HD float fmax_(float a, float b) {
   return a > b ? a : b;
 }
@@ -234,92 +247,77 @@ MTNLG_HD float fmax_(float a, float b) {
 template <typename T, typename E>
 MTNLG_HD void forward_block(E& ex, char* smem, const ForwardArgs<T>& a, int64_t b, int64_t h,
                             int64_t rb) {
-  const ForwardSmem<T> L(a.d.hd);
-  T* qs = reinterpret_cast<T*>(smem + L.q);
-  T* ks = reinterpret_cast<T*>(smem + L.k);
-  T* vs = reinterpret_cast<T*>(smem + L.v);
-  float* ss = reinterpret_cast<float*>(smem + L.s);
-  T* ps = reinterpret_cast<T*>(smem + L.p);
-  float* os = reinterpret_cast<float*>(smem + L.o);
-  float* ms = reinterpret_cast<float*>(smem + L.m);
-  float* ls = reinterpret_cast<float*>(smem + L.l);
-  float* red = reinterpret_cast<float*>(smem + L.red);
-  float* red2 = reinterpret_cast<float*>(smem + L.red2);
+  const ForwardSmem<T> L(a.d.hd, smem);
   const Dims d = a.d;
   const int hd = static_cast<int>(d.hd);
   const int64_t s = d.s, ldq = d.ldq(), r0 = rb * kRows;
   const T* base = a.qkv + b * s * ldq + h * 3 * d.hd;
-  const bool drop = a.dropout_p > 0.0f;
   const float neg_inf = -INFINITY;
 
   ex.threads([&](int t) {
-    load_rows(t, qs, L.ldt, base, ldq, r0, kRows, s, d.hd);
-    for (int e = t; e < kRows * hd; e += kThreads) os[(e / hd) * L.ldo + e % hd] = 0.0f;
+    load_rows(t, L.q, L.ldt, base, ldq, r0, kRows, s, d.hd);
+    for (int e = t; e < kRows * hd; e += kThreads) L.o[(e / hd) * L.ldo + e % hd] = 0.0f;
     if (t < kRows) {
-      ms[t] = neg_inf;
-      ls[t] = 0.0f;
+      L.m[t] = neg_inf;
+      L.l[t] = 0.0f;
     }
   });
   const int64_t end = r0 + kRows < s ? r0 + kRows : s;  // keys the block's rows can see
   for (int64_t c0 = 0; c0 < end; c0 += kCols) {
     ex.threads([&](int t) {
-      load_rows(t, ks, L.ldt, base + d.hd, ldq, c0, kCols, s, d.hd);
-      load_rows(t, vs, L.ldt, base + 2 * d.hd, ldq, c0, kCols, s, d.hd);
+      load_rows(t, L.k, L.ldt, base + d.hd, ldq, c0, kCols, s, d.hd);
+      load_rows(t, L.v, L.ldt, base + 2 * d.hd, ldq, c0, kCols, s, d.hd);
     });
-    ex.template mma<true, false>(ss, L.lds, qs, L.ldt, ks, L.ldt, kRows, kCols, hd, false);
+    ex.template mma<true, false>(L.s, L.lds, L.q, L.ldt, L.k, L.ldt, kRows, kCols, hd, false);
     // Scaled, masked scores in place (masked: -inf); each thread's partial row maximum.
     ex.threads([&](int t) {
       const int r = t / kPerRow, j0 = (t % kPerRow) * (kCols / kPerRow);
       float mx = neg_inf;
       for (int j = j0; j < j0 + kCols / kPerRow; ++j) {
-        float& x = ss[r * L.lds + j];
+        float& x = L.s[r * L.lds + j];
         x = visible(r0 + r, c0 + j, s) ? x * a.scale : neg_inf;
         mx = fmax_(mx, x);
       }
-      red[t] = mx;
+      L.red[t] = mx;
     });
     // The row's new maximum; probabilities against it (dropped ones zeroed and the kept scaled,
     // as T for the product with V); the row's share of O rescaled to the new maximum.
     ex.threads([&](int t) {
       const int r = t / kPerRow, part = t % kPerRow, j0 = part * (kCols / kPerRow);
       const int64_t i = r0 + r;
-      float mnew = ms[r];
-      for (int q = 0; q < kPerRow; ++q) mnew = fmax_(mnew, red[r * kPerRow + q]);
+      float mnew = L.m[r];
+      for (int q = 0; q < kPerRow; ++q) mnew = fmax_(mnew, L.red[r * kPerRow + q]);
       float sum = 0.0f;
       for (int j = j0; j < j0 + kCols / kPerRow; ++j) {
-        const float x = ss[r * L.lds + j];
+        const float x = L.s[r * L.lds + j];
         const float p = x == neg_inf ? 0.0f : expf(x - mnew);
         sum += p;
-        float pd = p;
-        if (drop && p != 0.0f)
-          pd = dropout_keep(a.rng, drop_index(d, b, h, i, c0 + j), a.dropout_p) ? p * a.drop_scale
-                                                                                : 0.0f;
-        ps[r * L.ldp + j] = static_cast<T>(pd);
+        L.p[r * L.ldp + j] = static_cast<T>(p != 0.0f ? dropped(a, b, h, i, c0 + j, p) : 0.0f);
       }
-      red2[t] = sum;
-      const float alpha = ms[r] == neg_inf ? 0.0f : expf(ms[r] - mnew);
+      L.red2[t] = sum;
+      const float alpha = L.m[r] == neg_inf ? 0.0f : expf(L.m[r] - mnew);
       const int span = hd / kPerRow;
-      for (int c = part * span; c < (part + 1) * span; ++c) os[r * L.ldo + c] *= alpha;
+      for (int c = part * span; c < (part + 1) * span; ++c) L.o[r * L.ldo + c] *= alpha;
     });
     ex.threads([&](int t) {
       if (t >= kRows) return;
-      float mnew = ms[t];
-      for (int q = 0; q < kPerRow; ++q) mnew = fmax_(mnew, red[t * kPerRow + q]);
-      const float alpha = ms[t] == neg_inf ? 0.0f : expf(ms[t] - mnew);
+      float mnew = L.m[t];
+      for (int q = 0; q < kPerRow; ++q) mnew = fmax_(mnew, L.red[t * kPerRow + q]);
+      const float alpha = L.m[t] == neg_inf ? 0.0f : expf(L.m[t] - mnew);
       float sum = 0.0f;
-      for (int q = 0; q < kPerRow; ++q) sum += red2[t * kPerRow + q];
-      ls[t] = ls[t] * alpha + sum;
-      ms[t] = mnew;
+      for (int q = 0; q < kPerRow; ++q) sum += L.red2[t * kPerRow + q];
+      L.l[t] = L.l[t] * alpha + sum;
+      L.m[t] = mnew;
     });
-    ex.template mma<true, true>(os, L.ldo, ps, L.ldp, vs, L.ldt, kRows, hd, kCols, true);
+    ex.template mma<true, true>(L.o, L.ldo, L.p, L.ldp, L.v, L.ldt, kRows, hd, kCols, true);
   }
   T* out = a.out + b * s * d.ldo() + h * d.hd;
   ex.threads([&](int t) {
     for (int e = t; e < kRows * hd; e += kThreads) {
       const int r = e / hd, c = e % hd;
-      if (r0 + r < s) out[(r0 + r) * d.ldo() + c] = static_cast<T>(os[r * L.ldo + c] / ls[r]);
+      if (r0 + r < s) out[(r0 + r) * d.ldo() + c] = static_cast<T>(L.o[r * L.ldo + c] / L.l[r]);
     }
-    if (t < kRows && r0 + t < s) a.lse[(b * d.heads + h) * s + r0 + t] = ms[t] + logf(ls[t]);
+    if (t < kRows && r0 + t < s) a.lse[(b * d.heads + h) * s + r0 + t] = L.m[t] + logf(L.l[t]);
   });
 }
 
@@ -328,17 +326,7 @@ MTNLG_HD void forward_block(E& ex, char* smem, const ForwardArgs<T>& a, int64_t 
 template <typename T, typename E>
 MTNLG_HD void dq_block(E& ex, char* smem, const BackwardArgs<T>& a, int64_t b, int64_t h,
                        int64_t rb) {
-  const DqSmem<T> L(a.d.hd);
-  T* qs = reinterpret_cast<T*>(smem + L.q);
-  T* dos = reinterpret_cast<T*>(smem + L.dout);
-  T* ks = reinterpret_cast<T*>(smem + L.k);
-  T* vs = reinterpret_cast<T*>(smem + L.v);
-  float* ss = reinterpret_cast<float*>(smem + L.s);
-  T* ps = reinterpret_cast<T*>(smem + L.p);
-  float* dqs = reinterpret_cast<float*>(smem + L.dq);
-  float* lse = reinterpret_cast<float*>(smem + L.lse);
-  float* delta = reinterpret_cast<float*>(smem + L.delta);
-  float* red = reinterpret_cast<float*>(smem + L.red);
+  const DqSmem<T> L(a.d.hd, smem);
   const Dims d = a.d;
   const int hd = static_cast<int>(d.hd);
   const int64_t s = d.s, ldq = d.ldq(), ldo = d.ldo(), r0 = rb * kRows;
@@ -346,12 +334,11 @@ MTNLG_HD void dq_block(E& ex, char* smem, const BackwardArgs<T>& a, int64_t b, i
   const T* dout = a.dout + b * s * ldo + h * d.hd;
   const T* out = a.out + b * s * ldo + h * d.hd;
   const int64_t row_stat = (b * d.heads + h) * s;
-  const bool drop = a.dropout_p > 0.0f;
 
   ex.threads([&](int t) {
-    load_rows(t, qs, L.ldt, base, ldq, r0, kRows, s, d.hd);
-    load_rows(t, dos, L.ldt, dout, ldo, r0, kRows, s, d.hd);
-    for (int e = t; e < kRows * hd; e += kThreads) dqs[(e / hd) * L.ldo + e % hd] = 0.0f;
+    load_rows(t, L.q, L.ldt, base, ldq, r0, kRows, s, d.hd);
+    load_rows(t, L.dout, L.ldt, dout, ldo, r0, kRows, s, d.hd);
+    for (int e = t; e < kRows * hd; e += kThreads) L.dq[(e / hd) * L.ldo + e % hd] = 0.0f;
     // This thread's part of dO_i . O_i, from global memory in the model dtype.
     const int r = t / kPerRow, part = t % kPerRow, span = hd / kPerRow;
     float dot = 0.0f;
@@ -359,33 +346,34 @@ MTNLG_HD void dq_block(E& ex, char* smem, const BackwardArgs<T>& a, int64_t b, i
       for (int c = part * span; c < (part + 1) * span; ++c)
         dot += static_cast<float>(dout[(r0 + r) * ldo + c]) *
                static_cast<float>(out[(r0 + r) * ldo + c]);
-    red[t] = dot;
-    if (t < kRows) lse[t] = r0 + t < s ? a.lse[row_stat + r0 + t] : 0.0f;
+    L.red[t] = dot;
+    if (t < kRows) L.lse[t] = r0 + t < s ? a.lse[row_stat + r0 + t] : 0.0f;
   });
   ex.threads([&](int t) {
     if (t >= kRows) return;
     float dot = 0.0f;
-    for (int q = 0; q < kPerRow; ++q) dot += red[t * kPerRow + q];
-    delta[t] = dot;
+    for (int q = 0; q < kPerRow; ++q) dot += L.red[t * kPerRow + q];
+    L.delta[t] = dot;
     if (r0 + t < s) a.delta[row_stat + r0 + t] = dot;
   });
   const int64_t end = r0 + kRows < s ? r0 + kRows : s;
   for (int64_t c0 = 0; c0 < end; c0 += kCols) {
     ex.threads([&](int t) {
-      load_rows(t, ks, L.ldt, base + d.hd, ldq, c0, kCols, s, d.hd);
-      load_rows(t, vs, L.ldt, base + 2 * d.hd, ldq, c0, kCols, s, d.hd);
+      load_rows(t, L.k, L.ldt, base + d.hd, ldq, c0, kCols, s, d.hd);
+      load_rows(t, L.v, L.ldt, base + 2 * d.hd, ldq, c0, kCols, s, d.hd);
     });
-    ex.template mma<true, false>(ss, L.lds, qs, L.ldt, ks, L.ldt, kRows, kCols, hd, false);
+    ex.template mma<true, false>(L.s, L.lds, L.q, L.ldt, L.k, L.ldt, kRows, kCols, hd, false);
     // Forward's probabilities, as T (the softmax backward's operand, as the blocked kernel's).
     ex.threads([&](int t) {
       for (int e = t; e < kRows * kCols; e += kThreads) {
         const int r = e / kCols, j = e % kCols;
         const bool vis = visible(r0 + r, c0 + j, s);
-        ps[r * L.ldp + j] = static_cast<T>(vis ? expf(ss[r * L.lds + j] * a.scale - lse[r]) : 0.0f);
+        L.p[r * L.ldp + j] =
+            static_cast<T>(vis ? expf(L.s[r * L.lds + j] * a.scale - L.lse[r]) : 0.0f);
       }
     });
     // dP of the dropped probabilities, over the scores.
-    ex.template mma<true, false>(ss, L.lds, dos, L.ldt, vs, L.ldt, kRows, kCols, hd, false);
+    ex.template mma<true, false>(L.s, L.lds, L.dout, L.ldt, L.v, L.ldt, kRows, kCols, hd, false);
     // ds in place of p (each element read and written by one thread).
     ex.threads([&](int t) {
       for (int e = t; e < kRows * kCols; e += kThreads) {
@@ -393,23 +381,19 @@ MTNLG_HD void dq_block(E& ex, char* smem, const BackwardArgs<T>& a, int64_t b, i
         const int64_t i = r0 + r;
         float ds = 0.0f;
         if (visible(i, c0 + j, s)) {
-          float dp = ss[r * L.lds + j];
-          if (drop)
-            dp = dropout_keep(a.rng, drop_index(d, b, h, i, c0 + j), a.dropout_p)
-                     ? dp * a.drop_scale
-                     : 0.0f;
-          ds = static_cast<float>(ps[r * L.ldp + j]) * (dp - delta[r]);
+          const float dp = dropped(a, b, h, i, c0 + j, L.s[r * L.lds + j]);
+          ds = static_cast<float>(L.p[r * L.ldp + j]) * (dp - L.delta[r]);
         }
-        ps[r * L.ldp + j] = static_cast<T>(ds);
+        L.p[r * L.ldp + j] = static_cast<T>(ds);
       }
     });
-    ex.template mma<true, true>(dqs, L.ldo, ps, L.ldp, ks, L.ldt, kRows, hd, kCols, true);
+    ex.template mma<true, true>(L.dq, L.ldo, L.p, L.ldp, L.k, L.ldt, kRows, hd, kCols, true);
   }
   T* dq = a.dqkv + b * s * ldq + h * 3 * d.hd;
   ex.threads([&](int t) {
     for (int e = t; e < kRows * hd; e += kThreads) {
       const int r = e / hd, c = e % hd;
-      if (r0 + r < s) dq[(r0 + r) * ldq + c] = static_cast<T>(dqs[r * L.ldo + c] * a.scale);
+      if (r0 + r < s) dq[(r0 + r) * ldq + c] = static_cast<T>(L.dq[r * L.ldo + c] * a.scale);
     }
   });
 }
@@ -419,44 +403,32 @@ MTNLG_HD void dq_block(E& ex, char* smem, const BackwardArgs<T>& a, int64_t b, i
 template <typename T, typename E>
 MTNLG_HD void dkv_block(E& ex, char* smem, const BackwardArgs<T>& a, int64_t b, int64_t h,
                         int64_t kb) {
-  const DkvSmem<T> L(a.d.hd);
-  T* ks = reinterpret_cast<T*>(smem + L.k);
-  T* vs = reinterpret_cast<T*>(smem + L.v);
-  T* qs = reinterpret_cast<T*>(smem + L.q);
-  T* dos = reinterpret_cast<T*>(smem + L.dout);
-  float* ss = reinterpret_cast<float*>(smem + L.s);
-  T* pds = reinterpret_cast<T*>(smem + L.pd);
-  T* dss = reinterpret_cast<T*>(smem + L.ds);
-  float* dks = reinterpret_cast<float*>(smem + L.dk);
-  float* dvs = reinterpret_cast<float*>(smem + L.dv);
-  float* lse = reinterpret_cast<float*>(smem + L.lse);
-  float* delta = reinterpret_cast<float*>(smem + L.delta);
+  const DkvSmem<T> L(a.d.hd, smem);
   const Dims d = a.d;
   const int hd = static_cast<int>(d.hd);
   const int64_t s = d.s, ldq = d.ldq(), ldo = d.ldo(), c0 = kb * kKeyRows;
   const T* base = a.qkv + b * s * ldq + h * 3 * d.hd;
   const T* dout = a.dout + b * s * ldo + h * d.hd;
   const int64_t row_stat = (b * d.heads + h) * s;
-  const bool drop = a.dropout_p > 0.0f;
 
   ex.threads([&](int t) {
-    load_rows(t, ks, L.ldt, base + d.hd, ldq, c0, kKeyRows, s, d.hd);
-    load_rows(t, vs, L.ldt, base + 2 * d.hd, ldq, c0, kKeyRows, s, d.hd);
+    load_rows(t, L.k, L.ldt, base + d.hd, ldq, c0, kKeyRows, s, d.hd);
+    load_rows(t, L.v, L.ldt, base + 2 * d.hd, ldq, c0, kKeyRows, s, d.hd);
     for (int e = t; e < kKeyRows * hd; e += kThreads) {
-      dks[(e / hd) * L.ldo + e % hd] = 0.0f;
-      dvs[(e / hd) * L.ldo + e % hd] = 0.0f;
+      L.dk[(e / hd) * L.ldo + e % hd] = 0.0f;
+      L.dv[(e / hd) * L.ldo + e % hd] = 0.0f;
     }
   });
   for (int64_t r0 = c0 / kRows * kRows; r0 < s; r0 += kRows) {
     ex.threads([&](int t) {
-      load_rows(t, qs, L.ldt, base, ldq, r0, kRows, s, d.hd);
-      load_rows(t, dos, L.ldt, dout, ldo, r0, kRows, s, d.hd);
+      load_rows(t, L.q, L.ldt, base, ldq, r0, kRows, s, d.hd);
+      load_rows(t, L.dout, L.ldt, dout, ldo, r0, kRows, s, d.hd);
       if (t < kRows) {
-        lse[t] = r0 + t < s ? a.lse[row_stat + r0 + t] : 0.0f;
-        delta[t] = r0 + t < s ? a.delta[row_stat + r0 + t] : 0.0f;
+        L.lse[t] = r0 + t < s ? a.lse[row_stat + r0 + t] : 0.0f;
+        L.delta[t] = r0 + t < s ? a.delta[row_stat + r0 + t] : 0.0f;
       }
     });
-    ex.template mma<true, false>(ss, L.lds, qs, L.ldt, ks, L.ldt, kRows, kKeyRows, hd, false);
+    ex.template mma<true, false>(L.s, L.lds, L.q, L.ldt, L.k, L.ldt, kRows, kKeyRows, hd, false);
     // p (as T, over ds's tile until ds replaces it) and the dropped p for dv.
     ex.threads([&](int t) {
       for (int e = t; e < kRows * kKeyRows; e += kThreads) {
@@ -464,43 +436,37 @@ MTNLG_HD void dkv_block(E& ex, char* smem, const BackwardArgs<T>& a, int64_t b, 
         const int64_t i = r0 + r;
         float p = 0.0f, pd = 0.0f;
         if (visible(i, c0 + j, s)) {
-          p = expf(ss[r * L.lds + j] * a.scale - lse[r]);
-          pd = p;
-          if (drop)
-            pd = dropout_keep(a.rng, drop_index(d, b, h, i, c0 + j), a.dropout_p) ? p * a.drop_scale
-                                                                                  : 0.0f;
+          p = expf(L.s[r * L.lds + j] * a.scale - L.lse[r]);
+          pd = dropped(a, b, h, i, c0 + j, p);
         }
-        dss[r * L.ldp + j] = static_cast<T>(p);
-        pds[r * L.ldp + j] = static_cast<T>(pd);
+        L.ds[r * L.ldp + j] = static_cast<T>(p);
+        L.pd[r * L.ldp + j] = static_cast<T>(pd);
       }
     });
-    ex.template mma<false, true>(dvs, L.ldo, pds, L.ldp, dos, L.ldt, kKeyRows, hd, kRows, true);
-    ex.template mma<true, false>(ss, L.lds, dos, L.ldt, vs, L.ldt, kRows, kKeyRows, hd, false);
+    ex.template mma<false, true>(L.dv, L.ldo, L.pd, L.ldp, L.dout, L.ldt, kKeyRows, hd, kRows,
+                                 true);
+    ex.template mma<true, false>(L.s, L.lds, L.dout, L.ldt, L.v, L.ldt, kRows, kKeyRows, hd, false);
     ex.threads([&](int t) {
       for (int e = t; e < kRows * kKeyRows; e += kThreads) {
         const int r = e / kKeyRows, j = e % kKeyRows;
         const int64_t i = r0 + r;
         float ds = 0.0f;
         if (visible(i, c0 + j, s)) {
-          float dp = ss[r * L.lds + j];
-          if (drop)
-            dp = dropout_keep(a.rng, drop_index(d, b, h, i, c0 + j), a.dropout_p)
-                     ? dp * a.drop_scale
-                     : 0.0f;
-          ds = static_cast<float>(dss[r * L.ldp + j]) * (dp - delta[r]);
+          const float dp = dropped(a, b, h, i, c0 + j, L.s[r * L.lds + j]);
+          ds = static_cast<float>(L.ds[r * L.ldp + j]) * (dp - L.delta[r]);
         }
-        dss[r * L.ldp + j] = static_cast<T>(ds);
+        L.ds[r * L.ldp + j] = static_cast<T>(ds);
       }
     });
-    ex.template mma<false, true>(dks, L.ldo, dss, L.ldp, qs, L.ldt, kKeyRows, hd, kRows, true);
+    ex.template mma<false, true>(L.dk, L.ldo, L.ds, L.ldp, L.q, L.ldt, kKeyRows, hd, kRows, true);
   }
   T* dk = a.dqkv + b * s * ldq + h * 3 * d.hd + d.hd;
   ex.threads([&](int t) {
     for (int e = t; e < kKeyRows * hd; e += kThreads) {
       const int r = e / hd, c = e % hd;
       if (c0 + r < s) {
-        dk[(c0 + r) * ldq + c] = static_cast<T>(dks[r * L.ldo + c] * a.scale);
-        dk[(c0 + r) * ldq + d.hd + c] = static_cast<T>(dvs[r * L.ldo + c]);
+        dk[(c0 + r) * ldq + c] = static_cast<T>(L.dk[r * L.ldo + c] * a.scale);
+        dk[(c0 + r) * ldq + d.hd + c] = static_cast<T>(L.dv[r * L.ldo + c]);
       }
     }
   });

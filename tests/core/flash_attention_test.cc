@@ -96,6 +96,14 @@ struct Result {
   Tensor out, lse, dqkv;
 };
 
+// f(b, h, block) for every block of every head of every sequence: a kernel's grid.
+template <typename F>
+void for_blocks(const Case& c, int64_t blocks, F&& f) {
+  for (int64_t b = 0; b < c.b; ++b)
+    for (int64_t h = 0; h < c.heads; ++h)
+      for (int64_t k = 0; k < blocks; ++k) f(b, h, k);
+}
+
 float score_scale(int64_t hd) {
   return 1.0f / std::sqrt(static_cast<float>(hd));
 }
@@ -116,12 +124,10 @@ Result run_flash(const Case& c, const Tensor& qkv, const Tensor& dout, double p,
                               drop_scale,
                               rng};
   Smem fs(fl::forward_smem_bytes<T>(c.hd));
-  for (int64_t b = 0; b < c.b; ++b)
-    for (int64_t h = 0; h < c.heads; ++h)
-      for (int64_t rb = 0; rb < fl::query_blocks(c.s); ++rb) {
-        HostExec ex = fs.exec(reverse);
-        fl::forward_block<T>(ex, fs.base, fa, b, h, rb);
-      }
+  for_blocks(c, fl::query_blocks(c.s), [&](int64_t b, int64_t h, int64_t rb) {
+    HostExec ex = fs.exec(reverse);
+    fl::forward_block<T>(ex, fs.base, fa, b, h, rb);
+  });
   std::vector<float> delta(static_cast<size_t>(c.b * c.heads * c.s), NAN);
   const fl::BackwardArgs<T> ba{qkv.data_as<T>(),
                                r.out.data_as<T>(),
@@ -136,18 +142,14 @@ Result run_flash(const Case& c, const Tensor& qkv, const Tensor& dout, double p,
                                rng};
   Smem bs(fl::backward_smem_bytes<T>(c.hd));
   // The dq pass over every block first (it writes delta), then dk and dv: the kernels' order.
-  for (int64_t b = 0; b < c.b; ++b)
-    for (int64_t h = 0; h < c.heads; ++h)
-      for (int64_t rb = 0; rb < fl::query_blocks(c.s); ++rb) {
-        HostExec ex = bs.exec(reverse);
-        fl::dq_block<T>(ex, bs.base, ba, b, h, rb);
-      }
-  for (int64_t b = 0; b < c.b; ++b)
-    for (int64_t h = 0; h < c.heads; ++h)
-      for (int64_t kb = 0; kb < fl::key_blocks(c.s); ++kb) {
-        HostExec ex = bs.exec(reverse);
-        fl::dkv_block<T>(ex, bs.base, ba, b, h, kb);
-      }
+  for_blocks(c, fl::query_blocks(c.s), [&](int64_t b, int64_t h, int64_t rb) {
+    HostExec ex = bs.exec(reverse);
+    fl::dq_block<T>(ex, bs.base, ba, b, h, rb);
+  });
+  for_blocks(c, fl::key_blocks(c.s), [&](int64_t b, int64_t h, int64_t kb) {
+    HostExec ex = bs.exec(reverse);
+    fl::dkv_block<T>(ex, bs.base, ba, b, h, kb);
+  });
   return r;
 }
 
