@@ -70,6 +70,9 @@ void TimingBackend::axpy(Tensor& y, const Tensor& x, double alpha) {
 void TimingBackend::scale(Tensor& x, double alpha) {
   timed("scale", 0.0, [&] { inner_.scale(x, alpha); });
 }
+void TimingBackend::adamw_update_many(const std::vector<AdamWItem>& items) {
+  timed("adamw_update_many", 0.0, [&] { inner_.adamw_update_many(items); });
+}
 void TimingBackend::adamw_update_rounded(Tensor& param, Tensor& master, const Tensor& grad,
                                          Tensor& m, Tensor& v, const AdamWArgs& args) {
   timed("adamw_update_rounded", 0.0,

@@ -61,6 +61,7 @@ class TimingBackend final : public Backend {
   void scale(Tensor& x, double alpha) override;
   double sum_squares(const Tensor& x) override;
   std::vector<double> sum_squares_many(const std::vector<Tensor>& xs) override;
+  void adamw_update_many(const std::vector<AdamWItem>& items) override;
   void adamw_update_rounded(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m, Tensor& v,
                             const AdamWArgs& args) override;
   void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in,

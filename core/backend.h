@@ -35,6 +35,18 @@ struct AdamWArgs {
   double grad_scale = 1.0;    // multiplies the gradient first (clipping, loss-scale undo)
 };
 
+// One parameter's share of an optimizer step (Backend::adamw_update_many): master null for a
+// model stepped in its own dtype (adamw_update), the fp32 master for mixed precision
+// (adamw_update_rounded). The tensors are the caller's and outlive the call.
+struct AdamWItem {
+  Tensor* param = nullptr;
+  Tensor* master = nullptr;
+  const Tensor* grad = nullptr;
+  Tensor* m = nullptr;
+  Tensor* v = nullptr;
+  AdamWArgs args;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -217,6 +229,17 @@ class Backend {
                                     Tensor& v, const AdamWArgs& args) {
     adamw_update(master, grad, m, v, args);
     copy(param, master);
+  }
+  // adamw_update (or, with a master, adamw_update_rounded) on every item, with the same values:
+  // one call for a whole model so that a device backend can step many tensors per launch
+  // instead of launching per tensor. By default the calls one by one, in order.
+  virtual void adamw_update_many(const std::vector<AdamWItem>& items) {
+    for (const AdamWItem& it : items) {
+      if (it.master != nullptr)
+        adamw_update_rounded(*it.param, *it.master, *it.grad, *it.m, *it.v, it.args);
+      else
+        adamw_update(*it.param, *it.grad, *it.m, *it.v, it.args);
+    }
   }
 
   // Blocks until queued work is done (no-op on CPU).

@@ -93,24 +93,25 @@ double AdamW::grad_norm() {
 
 void AdamW::step(double lr, double grad_scale) {
   ++step_;
+  // Every parameter in one call (a device backend steps many per launch). With masters, the
+  // master steps and the bf16/fp16 weight is re-rounded from it (nearest even).
+  std::vector<AdamWItem> items;
+  items.reserve(m_.size());
   size_t i = 0;
   for (auto& p : params_.params()) {
-    AdamWArgs args;
-    args.lr = lr;
-    args.beta1 = config_.beta1;
-    args.beta2 = config_.beta2;
-    args.eps = config_.eps;
-    args.weight_decay = p.spec.no_decay ? 0.0 : config_.weight_decay;
-    args.step = step_;
-    args.grad_scale = grad_scale;
-    if (masters_.empty()) {
-      backend_.adamw_update(p.value, p.grad, m_[i], v_[i], args);
-    } else {
-      // The master steps, and the bf16/fp16 weight is re-rounded from it (nearest even).
-      backend_.adamw_update_rounded(p.value, masters_[i], p.grad, m_[i], v_[i], args);
-    }
+    AdamWItem it{&p.value,   masters_.empty() ? nullptr : &masters_[i], &p.grad, &m_[i], &v_[i],
+                 AdamWArgs{}};
+    it.args.lr = lr;
+    it.args.beta1 = config_.beta1;
+    it.args.beta2 = config_.beta2;
+    it.args.eps = config_.eps;
+    it.args.weight_decay = p.spec.no_decay ? 0.0 : config_.weight_decay;
+    it.args.step = step_;
+    it.args.grad_scale = grad_scale;
+    items.push_back(it);
     ++i;
   }
+  backend_.adamw_update_many(items);
 }
 
 }  // namespace mtnlg

@@ -1,7 +1,9 @@
 // AdamW on CUDA: one thread per element running core/kernels/adamw_math.h's adamw_element, the
 // function the CPU kernel runs; the per-step constants are computed once on the host.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernels_cuda.h"
@@ -34,7 +36,108 @@ __global__ void adamw_rounded_kernel(N* param, float* master, const float* grad,
   }
 }
 
+// Up to kBatch tensors of one kind per launch (blockIdx.y picks the tensor, blockIdx.x strides
+// its elements): the kernel's parameters, under the 4 KiB a launch takes on every GPU.
+constexpr int kBatch = 32;
+
+// P: the stored parameter (T itself for a plain step, bf16/fp16 for a rounded one); A: the type
+// the step runs in (the master's, or T).
+template <typename P, typename A>
+struct AdamWBatch {
+  int count = 0;
+  P* param[kBatch];
+  A* master[kBatch];  // rounded steps; plain ones step param in place
+  const A* grad[kBatch];
+  A* m[kBatch];
+  A* v[kBatch];
+  int64_t n[kBatch];
+  kernels::AdamWCoeffs<A> k[kBatch];
+};
+static_assert(sizeof(AdamWBatch<double, double>) <= 4096, "kernel parameters over 4 KiB");
+
+template <typename T>
+__global__ void adamw_many_kernel(AdamWBatch<T, T> b) {
+  const int t = static_cast<int>(blockIdx.y);
+  T* param = b.param[t];
+  const T* grad = b.grad[t];
+  T *m = b.m[t], *v = b.v[t];
+  for (int64_t i = first_index(); i < b.n[t]; i += grid_stride())
+    kernels::adamw_element(param[i], m[i], v[i], grad[i], b.k[t]);
+}
+
+template <typename N>
+__global__ void adamw_many_rounded_kernel(AdamWBatch<N, float> b) {
+  const int t = static_cast<int>(blockIdx.y);
+  N* param = b.param[t];
+  float* master = b.master[t];
+  const float* grad = b.grad[t];
+  float *m = b.m[t], *v = b.v[t];
+  for (int64_t i = first_index(); i < b.n[t]; i += grid_stride()) {
+    float w = master[i];
+    kernels::adamw_element(w, m[i], v[i], grad[i], b.k[t]);
+    master[i] = w;
+    param[i] = static_cast<N>(w);
+  }
+}
+
+// Enough blocks along x to stream the batch's largest tensor at full bandwidth; the rest stride.
+unsigned batch_blocks(int64_t largest) {
+  return std::min<unsigned>(cuda_grid(largest), 1024);
+}
+
+// The items with kind (P, A) in batches of kBatch, in order; `rounded` items use their master.
+template <typename P, typename A, typename Launch>
+void for_batches(const std::vector<AdamWItem>& items, bool rounded, DType param_dtype,
+                 Launch launch) {
+  AdamWBatch<P, A> b;
+  int64_t largest = 0;
+  const auto flush = [&] {
+    if (b.count > 0) launch(b, largest);
+    b.count = 0;
+    largest = 0;
+  };
+  for (const AdamWItem& it : items) {
+    if ((it.master != nullptr) != rounded || it.param->dtype() != param_dtype) continue;
+    const int64_t n = it.param->numel();
+    if (n == 0) continue;
+    MTNLG_CHECK_GE(it.args.step, 1);
+    const int j = b.count++;
+    b.param[j] = it.param->data_as<P>();
+    b.master[j] = rounded ? it.master->data_as<A>() : nullptr;
+    b.grad[j] = it.grad->data_as<A>();
+    b.m[j] = it.m->data_as<A>();
+    b.v[j] = it.v->data_as<A>();
+    b.n[j] = n;
+    b.k[j] = kernels::adamw_coeffs<A>(it.args);
+    largest = std::max(largest, n);
+    if (b.count == kBatch) flush();
+  }
+  flush();
+}
+
 }  // namespace
+
+void adamw_update_many_cuda(const std::vector<AdamWItem>& items, cudaStream_t stream) {
+  const auto plain = [&](auto tag) {
+    using T = decltype(tag);
+    for_batches<T, T>(items, false, dtype_of<T>(), [&](const AdamWBatch<T, T>& b, int64_t largest) {
+      adamw_many_kernel<<<dim3(batch_blocks(largest), b.count), kCudaBlock, 0, stream>>>(b);
+      CUDA_CHECK(cudaGetLastError());
+    });
+  };
+  const auto rounded = [&](auto tag) {
+    using N = decltype(tag);
+    for_batches<
+        N, float>(items, true, dtype_of<N>(), [&](const AdamWBatch<N, float>& b, int64_t largest) {
+      adamw_many_rounded_kernel<<<dim3(batch_blocks(largest), b.count), kCudaBlock, 0, stream>>>(b);
+      CUDA_CHECK(cudaGetLastError());
+    });
+  };
+  plain(float{});
+  plain(double{});
+  rounded(Bf16{});
+  rounded(F16{});
+}
 
 void adamw_update_rounded_cuda(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m,
                                Tensor& v, const AdamWArgs& args, cudaStream_t stream) {

@@ -447,27 +447,31 @@ class CudaBackend final : public Backend {
   // ---- optimizer ----
   void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
                     const AdamWArgs& args) override {
-    require_cuda(param, "adamw_update", "param");
-    require_cuda(grad, "adamw_update", "grad");
-    require_cuda(m, "adamw_update", "m");
-    require_cuda(v, "adamw_update", "v");
-    require_same(param, grad, "adamw_update");
-    require_same(param, m, "adamw_update");
-    require_same(param, v, "adamw_update");
+    check_adamw(param, grad, m, v, "adamw_update");
     adamw_update_cuda(param, grad, m, v, args, stream());
   }
 
   void adamw_update_rounded(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m, Tensor& v,
                             const AdamWArgs& args) override {
-    const char* op = "adamw_update_rounded";
-    require_cuda(param, op, "param");
-    MTNLG_CHECK_MSG(param.dtype() == DType::kBF16 || param.dtype() == DType::kF16,
-                    op << ": param " << param.str() << " (bf16 or f16)");
-    require(master, DType::kF32, param.numel(), op, "master");
-    require(grad, DType::kF32, param.numel(), op, "grad");
-    require(m, DType::kF32, param.numel(), op, "m");
-    require(v, DType::kF32, param.numel(), op, "v");
+    check_adamw_rounded(param, master, grad, m, v, "adamw_update_rounded");
     adamw_update_rounded_cuda(param, master, grad, m, v, args, stream());
+  }
+
+  // Every item checked first, then up to 32 tensors of a kind per launch.
+  void adamw_update_many(const std::vector<AdamWItem>& items) override {
+    const char* op = "adamw_update_many";
+    for (const AdamWItem& it : items) {
+      MTNLG_CHECK_MSG(it.param && it.grad && it.m && it.v, op << ": an item without its tensors");
+      if (it.master != nullptr) {
+        check_adamw_rounded(*it.param, *it.master, *it.grad, *it.m, *it.v, op);
+      } else {
+        check_adamw(*it.param, *it.grad, *it.m, *it.v, op);
+        MTNLG_CHECK_MSG(it.param->dtype() == DType::kF32 || it.param->dtype() == DType::kF64,
+                        op << ": param " << it.param->str()
+                           << " (f32 or f64; a bf16/fp16 model steps its fp32 masters)");
+      }
+    }
+    adamw_update_many_cuda(items, stream());
   }
 
   void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream())); }
@@ -479,6 +483,27 @@ class CudaBackend final : public Backend {
 
   cudaStream_t stream() const { return stream_.get(); }
   Blas blas() const { return {&cublas_lib_, cublas_.get()}; }
+
+  static void check_adamw(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                          const char* op) {
+    require_cuda(param, op, "param");
+    require_cuda(grad, op, "grad");
+    require_cuda(m, op, "m");
+    require_cuda(v, op, "v");
+    require_same(param, grad, op);
+    require_same(param, m, op);
+    require_same(param, v, op);
+  }
+  static void check_adamw_rounded(const Tensor& param, const Tensor& master, const Tensor& grad,
+                                  const Tensor& m, const Tensor& v, const char* op) {
+    require_cuda(param, op, "param");
+    MTNLG_CHECK_MSG(param.dtype() == DType::kBF16 || param.dtype() == DType::kF16,
+                    op << ": param " << param.str() << " (bf16 or f16)");
+    require(master, DType::kF32, param.numel(), op, "master");
+    require(grad, DType::kF32, param.numel(), op, "grad");
+    require(m, DType::kF32, param.numel(), op, "m");
+    require(v, DType::kF32, param.numel(), op, "v");
+  }
 
   struct AttentionDims {
     int64_t b, s, hd;

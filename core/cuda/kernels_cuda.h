@@ -165,6 +165,9 @@ void cross_entropy_shard_backward_cuda(Tensor& dlogits, const Tensor& logits, co
 // ---- adamw_cuda.cu ----
 void adamw_update_cuda(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
                        const AdamWArgs& args, cudaStream_t stream);
+// Backend::adamw_update_many: up to 32 tensors of one kind (f32, f64; bf16 or f16 with fp32
+// masters) per launch. Items checked by the caller.
+void adamw_update_many_cuda(const std::vector<AdamWItem>& items, cudaStream_t stream);
 // The f32 master steps as in adamw_update_cuda and param (bf16 or f16) = it, rounded.
 void adamw_update_rounded_cuda(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m,
                                Tensor& v, const AdamWArgs& args, cudaStream_t stream);

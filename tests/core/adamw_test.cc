@@ -1,5 +1,5 @@
 // AdamW on the CPU: one and several steps against values computed by hand from the formula,
-// decoupled weight decay, grad_scale, f32 vs f64, 1 vs 2 threads.
+// decoupled weight decay, grad_scale, f32 vs f64, 1 vs 2 threads, and the many-tensor call.
 #include <catch2/catch.hpp>
 
 #include "core/backend.h"
@@ -123,4 +123,34 @@ TEST_CASE(
     Tensor narrow_v = clone(w);  // moments are fp32
     CHECK_THROWS(be->adamw_update_rounded(w, master, g, m, narrow_v, a));
   }
+}
+
+TEST_CASE("adamw_update_many is each tensor's adamw_update or adamw_update_rounded, bit for bit") {
+  auto be = make_cpu_backend(2);
+  AdamWArgs args;
+  args.lr = 1e-3;
+  args.weight_decay = 0.1;
+  args.step = 4;
+  args.grad_scale = 0.5;
+  // Item 0: an f32 parameter; item 1: a bf16 weight with its fp32 master; item 2: empty.
+  const auto fresh = [](int64_t n, uint64_t seed) {
+    return std::vector<Tensor>{random_tensor({n}, DType::kF32, seed),
+                               random_tensor({n}, DType::kF32, seed + 1),
+                               random_tensor({n}, DType::kF32, seed + 2, -0.1, 0.1),
+                               random_tensor({n}, DType::kF32, seed + 3, 0.0, 0.1)};
+  };
+  std::vector<Tensor> a = fresh(37, 1), b = fresh(41, 5), c = fresh(0, 9);
+  std::vector<Tensor> a2 = fresh(37, 1), b2 = fresh(41, 5), c2 = fresh(0, 9);
+  Tensor wb = Tensor::cpu({41}, DType::kBF16), wb2 = Tensor::cpu({41}, DType::kBF16);
+  be->adamw_update(a[0], a[1], a[2], a[3], args);
+  be->adamw_update_rounded(wb, b[0], b[1], b[2], b[3], args);
+  be->adamw_update(c[0], c[1], c[2], c[3], args);
+  be->adamw_update_many({AdamWItem{&a2[0], nullptr, &a2[1], &a2[2], &a2[3], args},
+                         AdamWItem{&wb2, &b2[0], &b2[1], &b2[2], &b2[3], args},
+                         AdamWItem{&c2[0], nullptr, &c2[1], &c2[2], &c2[3], args}});
+  for (size_t k = 0; k < 4; ++k) {  // param (or master), grad, m, v
+    CHECK(bitwise_equal(a[k], a2[k]));
+    CHECK(bitwise_equal(b[k], b2[k]));
+  }
+  CHECK(bitwise_equal(wb, wb2));
 }

@@ -393,6 +393,63 @@ TEST_CASE("AdamW on the GPU matches the CPU (fp32 masters)") {
   CHECK_THROWS(tw.gpu->adamw_update(bf, bf, bf, bf, args));
 }
 
+TEST_CASE("adamw_update_many steps every tensor as one call each would - batches of 32") {
+  Twin tw;
+  // 70 tensors (three launches of fp32 masters with bf16 weights, plus f32 ones): ragged sizes,
+  // one empty, every third without weight decay.
+  struct Slot {
+    Tensor p, master, g, m, v;
+  };
+  std::vector<Slot> one, many;
+  std::vector<AdamWItem> items, items_one;
+  const int count = 70;
+  for (int t = 0; t < count; ++t) {
+    const int64_t n = t == 5 ? 0 : 1 + (t * 977) % 5003;
+    const bool rounded = t % 7 != 0;
+    const uint64_t seed = 100 + 10 * static_cast<uint64_t>(t);
+    for (auto* slots : {&one, &many}) {
+      Slot s;
+      s.master = tw.dev(random_tensor({n}, DType::kF32, seed));
+      s.g = tw.dev(random_tensor({n}, DType::kF32, seed + 1));
+      s.m = tw.dev(random_tensor({n}, DType::kF32, seed + 2, -0.1, 0.1));
+      s.v = tw.dev(random_tensor({n}, DType::kF32, seed + 3, 0.0, 0.1));
+      s.p = rounded ? tw.gpu->alloc({n}, DType::kBF16) : s.master;
+      slots->push_back(s);
+    }
+  }
+  for (int t = 0; t < count; ++t) {
+    AdamWArgs args;
+    args.lr = 1e-3;
+    args.weight_decay = t % 3 == 0 ? 0.0 : 0.1;
+    args.step = 7;
+    args.grad_scale = 0.5;
+    const bool rounded = t % 7 != 0;
+    for (auto [slots, list] : {std::pair{&one, &items_one}, std::pair{&many, &items}}) {
+      Slot& s = (*slots)[static_cast<size_t>(t)];
+      list->push_back(AdamWItem{&s.p, rounded ? &s.master : nullptr, &s.g, &s.m, &s.v, args});
+    }
+  }
+  for (const AdamWItem& it : items_one) {  // one call per tensor, the reference
+    if (it.master != nullptr)
+      tw.gpu->adamw_update_rounded(*it.param, *it.master, *it.grad, *it.m, *it.v, it.args);
+    else
+      tw.gpu->adamw_update(*it.param, *it.grad, *it.m, *it.v, it.args);
+  }
+  tw.gpu->adamw_update_many(items);
+  for (int t = 0; t < count; ++t) {
+    INFO("tensor " << t);
+    const Slot &a = one[static_cast<size_t>(t)], &b = many[static_cast<size_t>(t)];
+    CHECK(bitwise_equal(tw.host(a.master), tw.host(b.master)));
+    CHECK(bitwise_equal(tw.host(a.p), tw.host(b.p)));
+    CHECK(bitwise_equal(tw.host(a.m), tw.host(b.m)));
+    CHECK(bitwise_equal(tw.host(a.v), tw.host(b.v)));
+  }
+  // A bf16 weight without a master is refused by name, before anything runs.
+  Tensor bf = tw.gpu->alloc({4}, DType::kBF16);
+  CHECK_THROWS_WITH(tw.gpu->adamw_update_many({AdamWItem{&bf, nullptr, &bf, &bf, &bf, {}}}),
+                    Catch::Contains("adamw_update_many"));
+}
+
 TEST_CASE("the fused AdamW step with rounding matches AdamW then copy") {
   const DType nt = GENERATE(DType::kBF16, DType::kF16);
   Twin tw;
