@@ -8,6 +8,8 @@
 #include <exception>
 #include <thread>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "core/cuda/cuda_check.h"
 #include "core/status.h"
@@ -165,7 +167,8 @@ class NcclCommunicator final : public Communicator {
   cudaStream_t compute_ = nullptr;  // the backend's stream (not ours); null: the whole device
   std::unique_ptr<void, DeviceFree> scratch_;  // one float for barrier()
   static constexpr size_t kInitialStaging = size_t{1} << 16;
-  std::unique_ptr<void, DeviceFree> staging_;  // host tensors' device copies (grows)
+  std::unique_ptr<void, DeviceFree> staging_;               // host tensors' device copies (grows)
+  std::vector<std::unique_ptr<void, DeviceFree>> retired_;  // outgrown staging, kept till the end
   size_t staging_bytes_ = 0;
   CommPtr comm_;  // null for a one-rank group and after a failure
   int64_t bytes_sent_ = 0;
@@ -194,8 +197,8 @@ NcclCommunicator::NcclCommunicator(Store& store, std::string name, int rank,
     cudaEvent_t event = nullptr;
     CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
     ready_.reset(event);
-    // The host tensors' staging buffer, sized now for the trainer's scalars and flags: growing
-    // it later frees the old one, and cudaFree waits for the whole device.
+    // The host tensors' staging buffer, sized now for the trainer's scalars and flags (a larger
+    // host tensor grows it; see on_host).
     void* staging = nullptr;
     CUDA_CHECK(cudaMalloc(&staging, kInitialStaging));
     staging_.reset(staging);
@@ -358,11 +361,15 @@ bool NcclCommunicator::on_host(Tensor& out, const Tensor& in, F&& fn) {
   const size_t need = out_at + out.nbytes();
   CUDA_CHECK(cudaSetDevice(device_));
   if (need > staging_bytes_) {
-    staging_.reset();
+    // The old buffer is retired, not freed: cudaFree would wait for the whole device, the other
+    // groups' collectives in flight included (which may be waiting for peers that wait for us).
+    // Doubling keeps the retired buffers to a few, freed with the communicator.
+    const size_t bytes = std::max(need, 2 * staging_bytes_);
     void* p = nullptr;
-    CUDA_CHECK(cudaMalloc(&p, need));
+    CUDA_CHECK(cudaMalloc(&p, bytes));
+    retired_.push_back(std::move(staging_));
     staging_.reset(p);
-    staging_bytes_ = need;
+    staging_bytes_ = bytes;
   }
   char* base = static_cast<char*>(staging_.get());
   Tensor din = Tensor::borrow(base + in_at, in.shape(), in.dtype(), Device::kCUDA);

@@ -10,6 +10,7 @@
 #include "core/cuda/cuda_backend.h"
 #include "parallel/cuda/nccl_communicator.h"
 #include "parallel/store.h"
+#include "tests/core/kernel_check.h"
 
 namespace mtnlg {
 namespace {
@@ -48,6 +49,13 @@ TEST_CASE("NCCL one-rank group: host tensors go through the device and come back
   gpu->copy(back, dev);
   for (int64_t i = 0; i < 7; ++i) CHECK(back.data_as<float>()[i] == in.data_as<float>()[i]);
   CHECK_THROWS_WITH(comm->all_gather(dev, in), Catch::Contains("NCCL takes CUDA tensors"));
+  // Host tensors past the initial 64 KiB staging buffer (it grows, twice) and a small one after.
+  for (int64_t n : {int64_t{40000}, int64_t{300000}, int64_t{3}}) {
+    Tensor big = iota_host(n), big_want = iota_host(n);
+    comm->all_reduce(big, ReduceOp::kSum);
+    INFO(n << " doubles");
+    CHECK(test::bitwise_equal(big, big_want));
+  }
 }
 
 TEST_CASE("NCCL group ordered after the backend's stream reads what the backend queued last") {
