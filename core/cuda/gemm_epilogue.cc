@@ -98,8 +98,9 @@ bool EpilogueGemm::linear_bias(Tensor& y, const Tensor& x, const Tensor& w, cons
   // Anything unexpected goes the separate way, whose checks name it.
   for (const Tensor* t : std::initializer_list<const Tensor*>{&y, &x, &w, &bias, gelu_out})
     if (t != nullptr && (t->device() != Device::kCUDA || t->dtype() != dt)) return false;
+  // (An in-place GeLU, gelu_out over y, would make the epilogue's two outputs one.)
   if (w.dim(1) != in || bias.numel() != out || y.numel() != rows * out ||
-      (gelu_out && gelu_out->numel() != rows * out))
+      (gelu_out && (gelu_out->numel() != rows * out || gelu_out->data() == y.data())))
     return false;
   void* d = gelu_out ? gelu_out->data() : y.data();
   for (const void* p : {x.data(), w.data(), bias.data(), y.data(), d})
