@@ -240,6 +240,10 @@ int main(int argc, char** argv) {
       "micro-batch (gradient accumulation), global grad norm, AdamW step. Reports tokens/s and "
       "model TFLOP/s (model FLOPs per token: model/gpt_flops.h, README: Model FLOPs). Compare with "
       "bench/torch_train.py; bench/run.sh runs both."};
+  app.footer(
+      "Environment, with --device cuda: MTNLG_CUDA_ATTENTION=flash|blocked (attention kernels; "
+      "flash, the default, where it applies) and MTNLG_CUDA_EPILOGUES=on|off (the linear "
+      "layers' bias and tanh GeLU in cuBLASLt's epilogue; on by default).");
   Options o;
   app.add_option("--name", o.name, "Label for the output (e.g. demo, gpt2-124m)")
       ->capture_default_str();

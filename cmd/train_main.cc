@@ -66,6 +66,16 @@ int main(int argc, char** argv) {
       "checkpoint.resume: true to continue; 128+N stopped by signal N with nothing saved (no "
       "checkpoint.dir); 1 a diverged run (the message names the key to change) or anything else."};
   app.set_version_flag("--version", "mtnlg-train 0.1.0");
+  app.footer(
+      "Environment (README.md has the details):\n"
+      "  MTNLG_WORLD_SIZE, MTNLG_RANK, MTNLG_LOCAL_RANK, MTNLG_LOCAL_WORLD_SIZE, MTNLG_NODE,\n"
+      "  MTNLG_STORE_DIR   launch without PMIx (scripts/launch.sh sets them)\n"
+      "  MTNLG_TRANSPORT   CPU groups: auto (default), shm, tcp or gloo\n"
+      "  MTNLG_SHM_SINGLE_COPY=0   shared-memory groups without cross-memory attach\n"
+      "  MTNLG_GLOO_IFACE, MTNLG_GLOO_HOSTNAME   the interface Gloo's groups use\n"
+      "  MTNLG_CUDA_ATTENTION   flash (default, where it applies) or blocked kernels\n"
+      "  MTNLG_CUDA_EPILOGUES   on (default: bias and tanh GeLU in cuBLASLt's epilogue) or off\n"
+      "  NCCL_* apply to GPU groups as usual.");
   std::string config;
   std::vector<std::string> overrides;
   bool dry_run = false;
