@@ -7,18 +7,7 @@
 set -uo pipefail
 src=$(cd "$1" && pwd)
 kit=$src/scripts/gpu/check.sh
-failures=0
-passes=0
-check() { # check DESCRIPTION COMMAND...: passes when COMMAND succeeds
-  local what=$1
-  shift
-  if "$@"; then
-    passes=$((passes + 1))
-  else
-    echo "FAIL: $what"
-    failures=$((failures + 1))
-  fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/../cli_expect.sh" # check, passes, failures
 
 all="deps build kernels train layouts demo bench"
 listed=$(bash "$kit" --list | tr '\n' ' ')
