@@ -242,6 +242,27 @@ MTNLG_HD float fmax_(float a, float b) {
   return a > b ? a : b;
 }
 
+// The softmax gradient of a tile of query rows [r0, r0 + kRows) and keys [c0, c0 + cols), in
+// place of its probabilities p (model dtype): ds = p * (dP as forward's dropout left it - delta_i)
+// with dP (fp32) the gradient of the dropped probabilities; 0 where row i does not see key j.
+// Each element is read and written by one thread.
+template <typename T, typename E, typename Args>
+MTNLG_HD void softmax_grad_tile(E& ex, const Args& a, int64_t b, int64_t h, int64_t r0, int64_t c0,
+                                int cols, const float* dp, int lds, T* p, int ldp,
+                                const float* delta) {
+  ex.threads([&](int t) {
+    for (int e = t; e < kRows * cols; e += kThreads) {
+      const int r = e / cols, j = e % cols;
+      const int64_t i = r0 + r;
+      float ds = 0.0f;
+      if (visible(i, c0 + j, a.d.s))
+        ds = static_cast<float>(p[r * ldp + j]) *
+             (dropped(a, b, h, i, c0 + j, dp[r * lds + j]) - delta[r]);
+      p[r * ldp + j] = static_cast<T>(ds);
+    }
+  });
+}
+
 // Forward for query rows [rb*kRows, rb*kRows + kRows) of head h of sequence b: online softmax
 // over key tiles [0, end of the block), out and lse written for rows inside the sequence.
 template <typename T, typename E>
@@ -374,19 +395,7 @@ MTNLG_HD void dq_block(E& ex, char* smem, const BackwardArgs<T>& a, int64_t b, i
     });
     // dP of the dropped probabilities, over the scores.
     ex.template mma<true, false>(L.s, L.lds, L.dout, L.ldt, L.v, L.ldt, kRows, kCols, hd, false);
-    // ds in place of p (each element read and written by one thread).
-    ex.threads([&](int t) {
-      for (int e = t; e < kRows * kCols; e += kThreads) {
-        const int r = e / kCols, j = e % kCols;
-        const int64_t i = r0 + r;
-        float ds = 0.0f;
-        if (visible(i, c0 + j, s)) {
-          const float dp = dropped(a, b, h, i, c0 + j, L.s[r * L.lds + j]);
-          ds = static_cast<float>(L.p[r * L.ldp + j]) * (dp - L.delta[r]);
-        }
-        L.p[r * L.ldp + j] = static_cast<T>(ds);
-      }
-    });
+    softmax_grad_tile(ex, a, b, h, r0, c0, kCols, L.s, L.lds, L.p, L.ldp, L.delta);
     ex.template mma<true, true>(L.dq, L.ldo, L.p, L.ldp, L.k, L.ldt, kRows, hd, kCols, true);
   }
   T* dq = a.dqkv + b * s * ldq + h * 3 * d.hd;
@@ -446,18 +455,7 @@ MTNLG_HD void dkv_block(E& ex, char* smem, const BackwardArgs<T>& a, int64_t b, 
     ex.template mma<false, true>(L.dv, L.ldo, L.pd, L.ldp, L.dout, L.ldt, kKeyRows, hd, kRows,
                                  true);
     ex.template mma<true, false>(L.s, L.lds, L.dout, L.ldt, L.v, L.ldt, kRows, kKeyRows, hd, false);
-    ex.threads([&](int t) {
-      for (int e = t; e < kRows * kKeyRows; e += kThreads) {
-        const int r = e / kKeyRows, j = e % kKeyRows;
-        const int64_t i = r0 + r;
-        float ds = 0.0f;
-        if (visible(i, c0 + j, s)) {
-          const float dp = dropped(a, b, h, i, c0 + j, L.s[r * L.lds + j]);
-          ds = static_cast<float>(L.ds[r * L.ldp + j]) * (dp - L.delta[r]);
-        }
-        L.ds[r * L.ldp + j] = static_cast<T>(ds);
-      }
-    });
+    softmax_grad_tile(ex, a, b, h, r0, c0, kKeyRows, L.s, L.lds, L.ds, L.ldp, L.delta);
     ex.template mma<false, true>(L.dk, L.ldo, L.ds, L.ldp, L.q, L.ldt, kKeyRows, hd, kRows, true);
   }
   T* dk = a.dqkv + b * s * ldq + h * 3 * d.hd + d.hd;
