@@ -201,12 +201,14 @@ int run(const Options& o) {
         "\"global_batch\":%lld,\"iters\":%d,\"warmup_iters\":%d,\"params\":%lld,"
         "\"flops_per_token\":%.17g,"
         "\"tokens_per_iter\":%.0f,\"ms_median\":%.3f,\"ms_min\":%.3f,\"tokens_per_s\":%.3f,"
-        "\"tflops\":%.6f,\"loss\":%.6f,\"device\":\"%s\",\"peak_memory_bytes\":%lld}\n",
+        "\"tflops\":%.6f,\"loss\":%.6f,\"device\":\"%s\",\"peak_memory_bytes\":%lld,"
+        "\"reserved_bytes\":%lld,\"device_bytes_in_use\":%lld}\n",
         o.precision.c_str(), o.name.c_str(), o.threads, (long long)o.layers, (long long)o.hidden,
         (long long)o.heads, (long long)o.seq, (long long)o.vocab, (long long)config.padded_vocab,
         (long long)o.micro_batch, (long long)o.global_batch, o.iters, o.warmup_iters,
         (long long)model.params().global_numel(), flops_per_token, tokens_per_iter, 1e3 * med,
-        1e3 * best, tokens_per_s, tflops, loss, o.device.c_str(), (long long)cpu->peak_bytes());
+        1e3 * best, tokens_per_s, tflops, loss, o.device.c_str(), (long long)cpu->peak_bytes(),
+        (long long)cpu->reserved_bytes(), (long long)cpu->device_bytes_in_use());
     return 0;
   }
   std::printf("mtnlg-bench-train (%s, %s, dropout 0)\n", cpu->name().c_str(), o.precision.c_str());

@@ -179,10 +179,22 @@ bool print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
   if (p.stages.front().weight_copy_bytes > 0)
     line("  weight copies", [](const StagePlan& s) { return gib(s.weight_copy_bytes); });
   line("total", [](const StagePlan& s) { return gib(s.memory.total()); });
-  const StagePlan& worst = p.worst();
+  const bool gpu = p.stages.front().device.total() > 0;
+  if (gpu) {  // core/cuda/device_overheads.h
+    line("CUDA context (est.)", [](const StagePlan& s) { return gib(s.device.cuda_context); });
+    line("BLAS workspace", [](const StagePlan& s) { return gib(s.device.blas_workspace); });
+    line("attention scratch", [](const StagePlan& s) { return gib(s.device.kernel_scratch); });
+    line("NCCL buffers (est.)", [](const StagePlan& s) { return gib(s.device.nccl_buffers); });
+    line("  communicators",
+         [](const StagePlan& s) { return std::to_string(s.device.nccl_communicators); });
+    line("device total", [](const StagePlan& s) { return gib(s.device_total()); });
+  }
+  const StagePlan& worst = p.worst_device();
   out << "  " << (p.fits ? "fits" : "DOES NOT FIT") << ": the worst rank (stage " << worst.index
-      << ") needs " << gib(worst.memory.total()) << " of " << gib(p.memory_limit_bytes)
-      << " GiB (--gpu-memory-gb); its largest term is " << worst.memory.largest() << " ("
+      << ") needs " << gib(worst.device_total()) << " of " << gib(p.memory_limit_bytes)
+      << " GiB (--gpu-memory-gb)"
+      << (gpu ? ", " + gib(worst.device.total()) + " of it beyond its tensors" : std::string())
+      << "; its largest term is " << worst.memory.largest() << " ("
       << gib(worst.memory.largest_bytes()) << " GiB)\n";
   if (!p.fits)
     out << "  to fit: raise parallel.pipeline or parallel.tensor, turn on "
@@ -191,11 +203,13 @@ bool print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
   out << "  gradients are fp32 main gradients under bf16/fp16, else in the model dtype; ZeRO-1 "
          "shards master weights and moments over "
          "data ranks. On the CPU in bf16 the workspace holds each GEMM weight's copies in oneDNN's "
-         "blocked layout (forward and input gradient; reordered once per iteration). Not counted: "
-         "on a GPU the CUDA backend's scratch (the largest, attention's: "
-         "bf16/fp16 flash kernels one float per row, else backward over one sequence: "
-      << gib(p.cuda_attention_scratch_bytes)
-      << " GiB), the CUDA context, cuBLAS/NCCL workspaces, the communicators' own scratch, "
+         "blocked layout (forward and input gradient; reordered once per iteration). The total is "
+         "the backend's measured peak of tensors. On a GPU the process holds more: the CUDA "
+         "context (estimated), one cuBLAS/cuBLASLt workspace (32 MiB; 4 MiB before Hopper), "
+         "attention's scratch (the bf16/fp16 flash kernels one float per row, the blocked "
+         "kernels the scores of one sequence) and NCCL's buffers (estimated per communicator of "
+         "two or more ranks: 32 channels of its three protocols' buffers; NVLS buffers not "
+         "included); mtnlg-train logs what it measures outside its allocator. Not counted: "
          "fragmentation\n\n";
 
   out << "compute\n";
@@ -286,6 +300,17 @@ std::string memory_json(const MemoryTerms& m) {
       .done();
 }
 
+std::string device_json(const DeviceOverheads& d) {
+  return JsonObject()
+      .num("cuda_context", d.cuda_context)
+      .num("blas_workspace", d.blas_workspace)
+      .num("kernel_scratch", d.kernel_scratch)
+      .num("nccl_communicators", d.nccl_communicators)
+      .num("nccl_buffers", d.nccl_buffers)
+      .num("total", d.total())
+      .done();
+}
+
 std::string communication_json(const StagePlan& st) {
   const CommBytes& c = st.communication;
   return JsonObject()
@@ -326,6 +351,8 @@ bool print_dry_run_json(const Recipe& r, const PlanOptions& o, std::ostream& out
             .num("weight_copy_bytes", st.weight_copy_bytes)
             .raw("memory_bytes", memory_json(st.memory))
             .num("memory_gb", static_cast<double>(st.memory.total()) / kGiB)
+            .raw("device_overhead_bytes", device_json(st.device))
+            .num("device_total_bytes", st.device_total())
             .done());
   }
   for (const ScheduleRow& row : p.schedule) {
@@ -368,6 +395,8 @@ bool print_dry_run_json(const Recipe& r, const PlanOptions& o, std::ostream& out
       .str("gpu", o.peak_source)
       .boolean("fits", p.fits)
       .num("worst_stage", worst.index)
+      .num("worst_device_stage", p.worst_device().index)
+      .num("device_total_per_rank_bytes", p.worst_device().device_total())
       .str("largest_term", worst.memory.largest())
       .raw("memory_per_rank_bytes", memory_json(worst.memory))
       .num("cuda_attention_scratch_bytes", p.cuda_attention_scratch_bytes)

@@ -10,6 +10,7 @@
 
 #include "core/cpu/matmul_bf16.h"
 #include "core/cuda/attention_workspace.h"
+#include "core/cuda/device_overheads.h"
 #include "core/status.h"
 #include "model/gpt_flops.h"
 #include "model/gpt_params.h"
@@ -294,6 +295,22 @@ int64_t cpu_weight_copy_bytes(const Recipe& r, int64_t rows, int64_t tp, int64_t
   return layers * layer + (head ? both(padded_vocab / tp, h) : 0);
 }
 
+// One rank's device overheads (core/cuda/device_overheads.h). Its NCCL communicators are those
+// of parallel/cuda/nccl_communicator.h's make_nccl_groups with two or more ranks: world, tensor,
+// data and data-gradients (GradSync's own), pipeline, and embedding on the first and last
+// stages; the checkpoint group is Gloo.
+DeviceOverheads device_overheads(const Plan& plan, const StagePlan& st, int64_t attention_scratch) {
+  DeviceOverheads d;
+  d.cuda_context = kCudaContextEstimateBytes;
+  d.blas_workspace = kBlasWorkspacePlanBytes;
+  d.kernel_scratch = attention_scratch;
+  const bool ends = st.embedding || st.head;
+  d.nccl_communicators = (plan.world > 1) + (plan.tensor > 1) + 2 * (plan.data > 1) +
+                         (plan.pipeline > 1) + (plan.pipeline > 1 && ends);
+  d.nccl_buffers = d.nccl_communicators * kNcclCommunicatorEstimateBytes;
+  return d;
+}
+
 void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
   const GPTConfig config = gpt_config_from(r);
   const int64_t tp = plan.tensor, pp = plan.pipeline, dp = plan.data;
@@ -370,11 +387,15 @@ void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
     // The last stage holds min(1, m) = 1 micro-batch in flight: one logits buffer.
     m.workspace = st.logits_bytes + st.scratch_bytes + st.recompute_bytes + st.receive_bytes +
                   st.reduce_scatter_bytes + st.reduce_staging_bytes + st.weight_copy_bytes;
+    if (o.device == Device::kCUDA)
+      st.device = device_overheads(plan, st, plan.cuda_attention_scratch_bytes);
     plan.stages.push_back(st);
   }
-  for (const auto& st : plan.stages)
+  for (const auto& st : plan.stages) {
     if (st.memory.total() > plan.worst().memory.total()) plan.worst_stage = st.index;
-  plan.fits = plan.worst().memory.total() <= plan.memory_limit_bytes;
+    if (st.device_total() > plan.worst_device().device_total()) plan.worst_device_stage = st.index;
+  }
+  plan.fits = plan.worst_device().device_total() <= plan.memory_limit_bytes;
 }
 
 void plan_schedule(const Recipe& r, Plan& plan) {

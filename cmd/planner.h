@@ -10,8 +10,10 @@
 // model/transformer_layer.cc LayerActivations and LayerScratch, model/param_registry.cc, the
 // optimizer's moments, the pipeline's receive buffers and ZeRO-1's reduce-scatter buffers), so
 // the prediction is each rank's measured Backend peak_bytes() (on the CPU, in bf16, with the GEMM
-// weight copies the CPU backend keeps: StagePlan::weight_copy_bytes). Not counted: the CUDA
-// context, cuBLAS/NCCL workspaces, the kernels' own scratch and allocator fragmentation.
+// weight copies the CPU backend keeps: StagePlan::weight_copy_bytes). On a GPU the process holds
+// more beyond the tensors: StagePlan::device (the CUDA context, the BLAS workspace, attention's
+// scratch, NCCL's buffers; estimates where they are not ours to size), counted when judging
+// whether the plan fits. Not counted: allocator fragmentation.
 //
 // Pure functions of their arguments; thread-safe.
 #pragma once
@@ -57,6 +59,18 @@ struct MemoryTerms {
   int64_t largest_bytes() const;
 };
 
+// On a GPU, what one rank's process holds beyond its tensors (MemoryTerms): the figures of
+// core/cuda/device_overheads.h. All zero in a plan for the CPU.
+struct DeviceOverheads {
+  int64_t cuda_context = 0;        // estimate: the context and the kernels it loads
+  int64_t blas_workspace = 0;      // cuBLAS's and cuBLASLt's one workspace (exact, at most)
+  int64_t kernel_scratch = 0;      // the CUDA kernels' largest scratch, attention's
+  int64_t nccl_communicators = 0;  // this rank's NCCL communicators of two or more ranks
+  int64_t nccl_buffers = 0;        // estimate: nccl_communicators x one communicator's buffers
+
+  int64_t total() const { return cuda_context + blas_workspace + kernel_scratch + nccl_buffers; }
+};
+
 // Bytes one rank sends, per process group (parallel/topology.h), counted as the communicators
 // count them (parallel/communicator.h bytes_sent, the nccl-tests bus-bandwidth convention).
 // world: the world group (the planner predicts none there during training).
@@ -100,7 +114,11 @@ struct StagePlan {
   // a GPU and in fp32/fp16.
   int64_t weight_copy_bytes = 0;
   MemoryTerms memory;       // with the recipe's activation_checkpointing
+  DeviceOverheads device;   // on a GPU; zero for the CPU
   CommBytes communication;  // sent by each of its ranks per iteration at the full batch
+
+  // What one of its ranks needs of the device: its tensors and, on a GPU, the overheads.
+  int64_t device_total() const { return memory.total() + device.total(); }
 };
 
 // One row of the schedule table.
@@ -123,12 +141,15 @@ struct Plan {
   int activation_bytes_per_element = 4;  // 2 for bf16/fp16, 4 for fp32
   // Memory.
   std::vector<StagePlan> stages;
-  int64_t worst_stage = 0;  // the stage whose ranks need the most memory
+  int64_t worst_stage = 0;  // the stage whose ranks' tensors need the most memory
+  // The stage whose ranks need the most of the device, overheads included (another stage than
+  // worst_stage only when the overheads tip it: the embedding group's NCCL buffers).
+  int64_t worst_device_stage = 0;
   int64_t memory_limit_bytes = 0;
-  bool fits = false;
-  // On a GPU, beyond each rank's total: the CUDA backend's largest scratch, attention's backward
-  // over one sequence (core/cuda/attention_cuda.cu): heads/tp x s x s x (4 + 2 x dtype bytes,
-  // + dtype bytes with attention dropout).
+  bool fits = false;  // every stage's device_total() within memory_limit_bytes
+  // On a GPU, beyond each rank's tensors: the CUDA backend's largest scratch, attention's
+  // (core/cuda/attention_workspace.h: the flash kernels' one float per row, or the blocked
+  // kernels' scores of one sequence); counted in each stage's DeviceOverheads::kernel_scratch.
   int64_t cuda_attention_scratch_bytes = 0;
   // Compute.
   double flops_per_iteration = 0.0;  // the paper's formula (full recompute) at the full batch
@@ -146,6 +167,7 @@ struct Plan {
   std::vector<std::string> notes;       // layout warnings (e.g. a ramp step not whole)
 
   const StagePlan& worst() const { return stages[static_cast<size_t>(worst_stage)]; }
+  const StagePlan& worst_device() const { return stages[static_cast<size_t>(worst_device_stage)]; }
 };
 
 // A GPU --dry-run knows by name: its memory and dense peak TFLOP/s (NVIDIA's datasheets, SXM

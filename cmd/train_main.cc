@@ -89,7 +89,9 @@ int main(int argc, char** argv) {
   auto* dry = app.add_flag("--dry-run", dry_run,
                            "Validate the recipe and print its plan without allocating the model "
                            "or reading data: parameters in total and per rank, memory per rank "
-                           "against the GPU, FLOPs, pipeline bubble, batch ramp and LR schedule");
+                           "against the GPU (tensors, then the CUDA context, BLAS workspace, "
+                           "kernel scratch and NCCL buffers), FLOPs, pipeline bubble, batch ramp "
+                           "and LR schedule");
   mtnlg::PlanOptions plan;
   bool json = false;
   app.add_option("--world-size", plan.world_size,

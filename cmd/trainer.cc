@@ -178,10 +178,17 @@ void Trainer::build_model() {
   PlanOptions plan_options;
   plan_options.world_size = data_size_ * pipeline_size_ * recipe_.parallel.tensor;
   plan_options.device = device_.device;
-  const MemoryTerms planned = make_plan(recipe_, plan_options).stages.at(stage_).memory;
+  const StagePlan stage_plan = make_plan(recipe_, plan_options).stages.at(stage_);
+  const MemoryTerms& planned = stage_plan.memory;
   predicted_peak_bytes_ = planned.total();
+  // Outside the allocator: the context and NCCL's buffers (the BLAS workspace and the kernels'
+  // scratch come from the allocator, so they are in what it reserves).
+  predicted_outside_bytes_ = stage_plan.device.cuda_context + stage_plan.device.nccl_buffers;
   if (device_.device == Device::kCUDA) {
-    check_device_memory(device_, predicted_peak_bytes_);
+    // The context and the groups exist already (free memory is net of them); the backend's
+    // BLAS workspace and kernel scratch are still to come.
+    check_device_memory(device_, predicted_peak_bytes_ + stage_plan.device.blas_workspace +
+                                     stage_plan.device.kernel_scratch);
   } else {
     check_host_memory(planned, options_.node,
                       options_.groups != nullptr ? options_.groups->world.get() : nullptr);
@@ -670,8 +677,19 @@ void Trainer::log_memory(const char* when) const {
   if (backend_->peak_reserved_bytes() > 0)
     spdlog::info(
         "memory {}: {:.1f} MiB reserved from the device at most (the peak above plus the "
-        "caching allocator's rounding and cached blocks)",
+        "caching allocator's rounding and cached blocks, the BLAS workspace and the kernels' "
+        "scratch)",
         when, static_cast<double>(backend_->peak_reserved_bytes()) / 1048576.0);
+  if (const int64_t in_use = backend_->device_bytes_in_use(); in_use > 0) {
+    const int64_t outside = in_use - backend_->reserved_bytes();
+    spdlog::info(
+        "memory {}: {:.1f} MiB in use on {}, {:.1f} MiB of it outside the allocator (the CUDA "
+        "context, NCCL's buffers, and any other process on that GPU); the plan estimated "
+        "{:.1f} MiB for the context and NCCL ({} B outside)",
+        when, static_cast<double>(in_use) / 1048576.0, backend_->name(),
+        static_cast<double>(outside) / 1048576.0,
+        static_cast<double>(predicted_outside_bytes_) / 1048576.0, outside);
+  }
 }
 
 std::vector<IterationStats> Trainer::run() {

@@ -213,6 +213,7 @@ class Trainer {
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   double train_seconds_ = 0.0;
   int64_t predicted_peak_bytes_ = 0;
+  int64_t predicted_outside_bytes_ = 0;  // the plan's device overheads outside the allocator
   // Bytes this rank sent during train_step (evaluations excluded), summed over the iterations.
   CommBytes comm_sent_;
   int64_t comm_iterations_ = 0;

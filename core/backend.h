@@ -74,6 +74,13 @@ class Backend {
   // (core/caching_allocator.h: live tensors, rounding and cached free blocks); 0 when it does not
   // cache (the CPU's).
   virtual int64_t peak_reserved_bytes() const { return 0; }
+  // The same, now.
+  virtual int64_t reserved_bytes() const { return 0; }
+  // Bytes in use on the backend's device by everything (cudaMemGetInfo: this process's context,
+  // its libraries' and NCCL's buffers, the allocator's reservations, and any other process on
+  // the same GPU); 0 on the CPU. Beyond reserved_bytes() is what the planner estimates as
+  // DeviceOverheads (cmd/planner.h).
+  virtual int64_t device_bytes_in_use() const { return 0; }
 
   // ---- dense algebra ----
   // c[m, n] = alpha * op(a) @ op(b) + beta * c, with op(x) = x^T when trans_x. a and b are

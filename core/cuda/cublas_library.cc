@@ -28,6 +28,7 @@ CublasLibrary::CublasLibrary()
   lib_.bind("cublasDestroy_v2", destroy);
   lib_.bind("cublasSetStream_v2", set_stream);
   lib_.bind("cublasGetStream_v2", get_stream);
+  lib_.bind("cublasSetWorkspace_v2", set_workspace);
   lib_.bind("cublasGemmEx", gemm_ex);
   lib_.bind("cublasGemmStridedBatchedEx", gemm_strided_batched_ex);
 }

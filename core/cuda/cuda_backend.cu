@@ -17,6 +17,7 @@
 #include "core/backend_checks.h"
 #include "core/caching_allocator.h"
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/device_overheads.h"
 #include "core/cuda/gemm_epilogue.h"
 #include "core/cuda/kernels_cuda.h"
 #include "core/memory_counter.h"
@@ -107,7 +108,12 @@ class CudaBackend final : public Backend {
     CUBLAS_CHECK(cublas_lib_.create(&handle));
     cublas_ = CublasPtr(handle, CublasDeleter{&cublas_lib_});
     CUBLAS_CHECK(cublas_lib_.set_stream(handle, stream));
-    epilogue_ = std::make_unique<EpilogueGemm>(*cache_);
+    // One BLAS workspace for cuBLAS and cuBLASLt, from the cache (core/cuda/device_overheads.h),
+    // named after the stream: cublasSetStream puts cuBLAS back on its own workspace pool.
+    const auto blas_bytes = static_cast<size_t>(blas_workspace_bytes(prop.major));
+    void* blas_workspace = blas_ws_.get(blas_bytes);
+    CUBLAS_CHECK(cublas_lib_.set_workspace(handle, blas_workspace, blas_bytes));
+    epilogue_ = std::make_unique<EpilogueGemm>(blas_workspace, blas_bytes);
     scratch_ = alloc({kSumSquaresScratch}, DType::kF64);
     bad_id_ = alloc({1}, DType::kI32);
   }
@@ -142,6 +148,16 @@ class CudaBackend final : public Backend {
 
   int64_t live_bytes() const override { return counter_->live(); }
   int64_t peak_reserved_bytes() const override { return cache_->peak_reserved_bytes(); }
+  int64_t reserved_bytes() const override { return cache_->reserved_bytes(); }
+  int64_t device_bytes_in_use() const override {
+    size_t free_bytes = 0, total_bytes = 0;
+    if (cudaSetDevice(device_) != cudaSuccess ||
+        cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;  // a report, not a check: the next CUDA call says what is wrong
+    }
+    return static_cast<int64_t>(total_bytes - free_bytes);
+  }
   int64_t peak_bytes() const override { return counter_->peak(); }
   void reset_peak() override { counter_->reset_peak(); }
 
@@ -588,13 +604,14 @@ class CudaBackend final : public Backend {
       [](void* p) { (void)cudaFree(p); });
   // Declared before scratch_ so that the stream outlives the scratch buffer's cudaFree.
   StreamPtr stream_;
-  CublasLibrary cublas_lib_;  // before cublas_: the handle is destroyed through it
+  Workspace blas_ws_{*cache_};  // cuBLAS's and cuBLASLt's: outlives both handles
+  CublasLibrary cublas_lib_;    // before cublas_: the handle is destroyed through it
   CublasPtr cublas_;
   Tensor scratch_;         // kSumSquaresScratch doubles for sum_squares
   Tensor bad_id_;          // one device word for check_ids
   Workspace ws_{*cache_};  // launchers' temporaries (attention scores, column-sum partials, sorts)
-  // cuBLASLt and its workspace from the cache: made in the constructor's body, once the device
-  // is current (a member initializer would put the workspace on whichever GPU was current).
+  // cuBLASLt, made in the constructor's body once the device is current and blas_ws_ holds the
+  // workspace (a member initializer would put it on whichever GPU was current).
   std::unique_ptr<EpilogueGemm> epilogue_;
 };
 

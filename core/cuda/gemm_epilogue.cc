@@ -36,19 +36,12 @@ void set(const CublasLtLibrary& lib, cublasLtMatmulDesc_t desc, cublasLtMatmulDe
 
 }  // namespace
 
-EpilogueGemm::EpilogueGemm(CachingAllocator& cache) : cache_(cache) {
+EpilogueGemm::EpilogueGemm(void* workspace, size_t bytes)
+    : workspace_(workspace), workspace_bytes_(bytes) {
   CUBLAS_CHECK(lib_.create(&handle_));
-  workspace_ = cache_.allocate(kWorkspaceBytes);
-  if (workspace_ == nullptr) {
-    (void)lib_.destroy(handle_);
-    throw Error(Code::kInvalidArgument,
-                "out of GPU memory for cuBLASLt's 32 MiB workspace before training started",
-                "cuda");
-  }
 }
 
 EpilogueGemm::~EpilogueGemm() {
-  cache_.release(workspace_, kWorkspaceBytes);
   (void)lib_.destroy(handle_);
 }
 
@@ -61,7 +54,7 @@ std::optional<cublasLtMatmulAlgo_t> EpilogueGemm::algorithm(const Key& key,
   cublasLtMatmulPreference_t raw = nullptr;
   CUBLAS_CHECK(lib_.pref_create(&raw));
   const LtPtr<cublasLtMatmulPreference_t> pref(raw, {lib_.pref_destroy});
-  const uint64_t ws = kWorkspaceBytes;
+  const uint64_t ws = workspace_bytes_;
   CUBLAS_CHECK(lib_.pref_set(raw, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
   // Alignments of w (A), x (B), and the output (C and D): the key's last entries but the bias's.
   const uint32_t align_a = static_cast<uint32_t>(std::get<5>(key));
@@ -147,7 +140,7 @@ bool EpilogueGemm::linear_bias(Tensor& y, const Tensor& x, const Tensor& w, cons
   if (!algo) return false;
   const float alpha = 1.0f, beta = 0.0f;
   CUBLAS_CHECK(lib_.matmul(handle_, raw_desc, &alpha, w.data(), ra, x.data(), rb, &beta, d, rd, d,
-                           rd, &*algo, workspace_, kWorkspaceBytes, stream));
+                           rd, &*algo, workspace_, workspace_bytes_, stream));
   return true;
 }
 

@@ -16,7 +16,6 @@
 #include <optional>
 #include <tuple>
 
-#include "core/caching_allocator.h"
 #include "core/cuda/cublas_library.h"
 #include "core/tensor.h"
 
@@ -24,8 +23,9 @@ namespace mtnlg {
 
 class EpilogueGemm {
  public:
-  // Opens cuBLASLt, makes its handle and takes its workspace from `cache` (which outlives this).
-  explicit EpilogueGemm(CachingAllocator& cache);
+  // Opens cuBLASLt and makes its handle; its calls use `workspace` [bytes] (the backend's BLAS
+  // workspace, core/cuda/device_overheads.h, which outlives this).
+  EpilogueGemm(void* workspace, size_t bytes);
   ~EpilogueGemm();
   EpilogueGemm(const EpilogueGemm&) = delete;
   EpilogueGemm& operator=(const EpilogueGemm&) = delete;
@@ -34,9 +34,6 @@ class EpilogueGemm {
   // gelu_out = GeLU_tanh(y). Enqueued on `stream`; false when it does not apply (nothing done).
   bool linear_bias(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias,
                    Tensor* gelu_out, cudaStream_t stream);
-
-  // cuBLASLt's workspace (bytes reserved from the cache).
-  static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 
  private:
   // rows, in, out, dtype, GeLU, and the alignments of the pointers (cuBLASLt's heuristic takes
@@ -48,8 +45,8 @@ class EpilogueGemm {
 
   CublasLtLibrary lib_;
   cublasLtHandle_t handle_ = nullptr;
-  CachingAllocator& cache_;
   void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
   std::map<Key, std::optional<cublasLtMatmulAlgo_t>> algorithms_;  // nullopt: none for the shape
 };
 

@@ -9,6 +9,7 @@
 #include "cmd/dry_run.h"
 #include "cmd/planner.h"
 #include "core/cuda/attention_workspace.h"
+#include "core/cuda/device_overheads.h"
 #include "test_util.h"
 
 using namespace mtnlg;
@@ -290,9 +291,13 @@ TEST_CASE("tiny on 2 x 2 x 2 - bf16 - ZeRO-1 - checkpointing: per-stage fields b
   CHECK(s0.reduce_staging_bytes == 0);
   CHECK(p.worst_stage == 0);
   CHECK(s0.memory.largest() == "workspace");
-  // The limit in GiB: 1153664 B fits 0.0011 GiB (1181116 B), not 0.001 GiB (1073741 B).
+  // The limit in GiB against the device total: the tensors' 1153664 B and, on a GPU, the
+  // overheads (below); both stages are ends of the pipeline, with the same NCCL communicators.
+  CHECK(p.worst_device_stage == 0);
+  const int64_t device_total = 1153664 + s0.device.total();
+  CHECK(s0.device_total() == device_total);
   PlanOptions o;
-  o.gpu_memory_gb = 0.0011;
+  o.gpu_memory_gb = static_cast<double>(device_total) / (1024.0 * 1024.0 * 1024.0);
   CHECK(make_plan(r, o).fits);
   // grad_reduce_dtype bf16: the bf16 copies of the padded buffer and of the partition, 2 B each
   // (parallel/grad_sync.h), in the workspace.
@@ -302,7 +307,7 @@ TEST_CASE("tiny on 2 x 2 x 2 - bf16 - ZeRO-1 - checkpointing: per-stage fields b
   CHECK(p16.stages[0].reduce_staging_bytes == 2 * (68800 + 34400));
   CHECK(p16.stages[1].reduce_staging_bytes == 2 * (66880 + 33440));
   CHECK(p16.stages[0].memory.workspace == s0.memory.workspace + 2 * (68800 + 34400));
-  o.gpu_memory_gb = 0.001;
+  o.gpu_memory_gb = static_cast<double>(device_total - 1) / (1024.0 * 1024.0 * 1024.0);
   CHECK_FALSE(make_plan(r, o).fits);
   // Checkpointing on: the FLOPs per token include the recompute.
   CHECK(p.flops_per_token == Approx(p.flops_per_iteration / (8 * 32)));
@@ -447,4 +452,67 @@ TEST_CASE(
   // probabilities, softmax gradient), whatever the micro-batch.
   CHECK(cuda_attention_scratch(4, 2, 32, 8, 2, true) == 2 * 32 * 32 * 10);
   CHECK(cuda_attention_scratch(4, 2, 32, 16, 4, false) == 2 * 32 * 32 * 12);
+}
+
+TEST_CASE("device overheads: per stage on a GPU - counted in fits - none on the CPU") {
+  // tiny on tp 2 x pp 3 x dp 2 (12 ranks), bf16: every NCCL communicator of two or more ranks.
+  const Recipe r =
+      recipe("tiny.yaml", {"model.num_layers=3", "parallel.tensor=2", "parallel.pipeline=3",
+                           "parallel.data=2", "precision=bf16", "batch.global_batch_size=12"});
+  const Plan p = make_plan(r, PlanOptions{});
+  REQUIRE(p.stages.size() == 3);
+  // world, tensor, data, data-grads, pipeline; embedding on the first and last stages only.
+  CHECK(p.stages[0].device.nccl_communicators == 6);
+  CHECK(p.stages[1].device.nccl_communicators == 5);
+  CHECK(p.stages[2].device.nccl_communicators == 6);
+  for (const StagePlan& st : p.stages) {
+    CHECK(st.device.cuda_context == kCudaContextEstimateBytes);
+    CHECK(st.device.blas_workspace == int64_t{32} << 20);
+    CHECK(st.device.kernel_scratch == p.cuda_attention_scratch_bytes);
+    CHECK(st.device.nccl_buffers == st.device.nccl_communicators * kNcclCommunicatorEstimateBytes);
+    CHECK(st.device_total() == st.memory.total() + st.device.cuda_context +
+                                   st.device.blas_workspace + st.device.kernel_scratch +
+                                   st.device.nccl_buffers);
+  }
+  // The NCCL estimate: 32 channels of 4 MiB + 4800 KiB + 512 KiB, about 0.29 GiB.
+  CHECK(kNcclCommunicatorEstimateBytes == 32 * (4096 + 4800 + 512) * 1024LL);
+  CHECK(blas_workspace_bytes(8) == int64_t{4} << 20);
+  CHECK(blas_workspace_bytes(9) == int64_t{32} << 20);
+  // One rank: no NCCL communicator at all.
+  const Plan one = make_plan(recipe("tiny.yaml"), world(1));
+  CHECK(one.stages[0].device.nccl_communicators == 0);
+  CHECK(one.stages[0].device.nccl_buffers == 0);
+  // fits judges the device total: a limit above the tensors but below the overheads does not fit;
+  // the same limit fits a CPU plan, which has no overheads.
+  PlanOptions o;
+  o.gpu_memory_gb = static_cast<double>(p.worst().memory.total() + (int64_t{64} << 20)) /
+                    (1024.0 * 1024.0 * 1024.0);
+  const Plan tight = make_plan(r, o);
+  CHECK_FALSE(tight.fits);
+  CHECK(tight.worst_device().device_total() > tight.memory_limit_bytes);
+  o.device = Device::kCPU;
+  const Plan cpu = make_plan(r, o);
+  CHECK(cpu.fits);
+  for (const StagePlan& st : cpu.stages) CHECK(st.device.total() == 0);
+  o.device = Device::kCUDA;
+  o.gpu_memory_gb =
+      static_cast<double>(p.worst_device().device_total()) / (1024.0 * 1024.0 * 1024.0) + 1e-6;
+  CHECK(make_plan(r, o).fits);
+  // The text names each term and judges by the device total; the JSON carries them per stage.
+  std::ostringstream text, json;
+  print_dry_run(r, PlanOptions{}, text);
+  for (const char* row : {"CUDA context (est.)", "BLAS workspace", "attention scratch",
+                          "NCCL buffers (est.)", "  communicators", "device total"})
+    CHECK(text.str().find(row) != std::string::npos);
+  CHECK(text.str().find("beyond its tensors") != std::string::npos);
+  print_dry_run_json(r, PlanOptions{}, json);
+  for (const char* key :
+       {"\"device_overhead_bytes\": {\"cuda_context\": ", "\"nccl_communicators\": 6",
+        "\"device_total_per_rank_bytes\": ", "\"worst_device_stage\": "})
+    CHECK(json.str().find(key) != std::string::npos);
+  std::ostringstream cpu_text;
+  PlanOptions on_cpu;
+  on_cpu.device = Device::kCPU;
+  print_dry_run(r, on_cpu, cpu_text);
+  CHECK(cpu_text.str().find("NCCL buffers") == std::string::npos);
 }
