@@ -293,3 +293,10 @@ endforeach()
 add_test(NAME gpu_check_args
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/scripts/gpu_check_args_test.sh ${PROJECT_SOURCE_DIR})
 set_tests_properties(gpu_check_args PROPERTIES TIMEOUT 60)
+
+# scripts/gpu/report.py and the kit's end-to-end row without a GPU: the 1.3B recipe with the
+# kit's overrides (shrunk, on the CPU) trains 8 iterations without evaluation or checkpoint;
+# train-row's medians; the bench table's new rows and columns.
+add_test(NAME gpu_report
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/scripts/gpu_report_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(gpu_report PROPERTIES TIMEOUT 120)

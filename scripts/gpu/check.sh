@@ -25,7 +25,9 @@ On a machine with an NVIDIA GPU, CUDA (nvcc, cuBLAS, cuBLASLt) and NCCL:
   bench    tokens/s, MFU and peak memory on one GPU (GPT-2 124M, 1.3B), with PyTorch's bf16
            eager run on the same shapes as the anchor, and the 1.3B step with the blocked
            attention kernels (MTNLG_CUDA_ATTENTION=blocked) and with the bias and GeLU
-           unfused (MTNLG_CUDA_EPILOGUES=off)
+           unfused (MTNLG_CUDA_EPILOGUES=off); and the 1.3B recipe end to end through
+           mtnlg-train (row 1.3b-train: its loader over data/demo, dropout, 16 micro-batches
+           an iteration, 8 iterations)
 Each stage logs to WORK/STAGE.log (copied to OUT when it fails); the summary goes to
 OUT/check.txt and OUT/check.json, the benchmark table to OUT/bench.txt and OUT/bench.json
 (raw lines: OUT/bench-results.jsonl).
@@ -302,6 +304,9 @@ stage_demo() {
   python3 scripts/gpu/report.py demo "$d/metrics.jsonl" | tee -a "$summary"
 }
 
+# e2e_overrides: what makes configs/1.3b.yaml the bench's end-to-end run (row 1.3b-train).
+source scripts/gpu/e2e_overrides.sh
+
 # Tokens/s, MFU against the bf16 GEMM rate measured here, peak memory against the plan: ours
 # (mtnlg-bench-train) and PyTorch eager (bench/torch_train.py) on the same shapes, bf16.
 stage_bench() {
@@ -326,6 +331,22 @@ stage_bench() {
     --device cuda --json >>"$j"
   MTNLG_CUDA_EPILOGUES=off "$build_dir/bench/mtnlg-bench-train" "${xl[@]/#1.3b/1.3b-unfused}" \
     --device cuda --json >>"$j"
+  # The 1.3B recipe end to end through mtnlg-train (row 1.3b-train, scripts/gpu/e2e_overrides.sh):
+  # its data loader, dropout 0.1, AdamW once per 16 micro-batches (the recipe's 128 make the
+  # AdamW share smaller still); the metrics file's median of iterations 3-8.
+  if [[ -f data/demo/kjv_text_document.idx && -f data/demo/fortunes_text_document.idx ]]; then
+    local t=$work/train-1.3b
+    rm -rf "$t"
+    mkdir -p "$t"
+    "$build_dir/mtnlg-train" --config configs/1.3b.yaml --device cuda "${e2e_overrides[@]}" \
+      --set "data.cache_dir=$t/cache" --set "logging.metrics_file=$t/metrics.jsonl" \
+      >"$t/train.log" 2>&1 || { tail -20 "$t/train.log"; return 1; }
+    grep -E "memory (at|after)" "$t/train.log" || true
+    python3 scripts/gpu/report.py train-row 1.3b-train bf16 "$t/metrics.jsonl" >>"$j"
+  else
+    echo "bench: no row 1.3b-train: data/demo/*_text_document.{bin,idx} missing (scripts/demo.sh"
+    echo "prepares them; carry those four files)"
+  fi
   # The planner's figure for the same shapes (one rank, fp32 masters, no checkpointing).
   "$build_dir/mtnlg-train" --config configs/gpt2-124m.yaml --dry-run --json --world-size 1 \
     --set parallel.micro_batch_size=8 --set batch.global_batch_size=8 |
@@ -333,6 +354,9 @@ stage_bench() {
   "$build_dir/mtnlg-train" --config configs/1.3b.yaml --dry-run --json --world-size 1 \
     --set parallel.micro_batch_size=4 --set batch.global_batch_size=4 |
     python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps({"impl": "plan", "name": "1.3b", "memory_bytes": d["memory_per_rank_bytes"]["total"]}))' >>"$j"
+  "$build_dir/mtnlg-train" --config configs/1.3b.yaml --dry-run --json --world-size 1 \
+    "${e2e_overrides[@]}" |
+    python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps({"impl": "plan", "name": "1.3b-train", "memory_bytes": d["memory_per_rank_bytes"]["total"]}))' >>"$j"
   python3 scripts/gpu/report.py bench "$j" "$out/bench.json" | tee "$out/bench.txt"
 }
 

@@ -3,11 +3,18 @@
 
   report.py demo METRICS.jsonl          first and last train loss, median tokens/s, peak memory;
                                         exits 1 unless the loss fell by at least 2 nats
+  report.py train-row NAME PRECISION METRICS.jsonl
+      one benchmark line (JSON, as mtnlg-bench-train --json writes) from an mtnlg-train metrics
+      file: median tokens/s, TFLOP/s and ms over the train iterations after the first two (the
+      cuBLASLt algorithm choice and the allocator's first growth), the most peak memory, the
+      last loss; exits 1 when there are fewer than three train iterations
   report.py bench RESULTS.jsonl OUT.json
       the benchmark table from mtnlg-bench-gemm / mtnlg-bench-train / torch_train.py / plan
       JSON lines: per model and implementation tokens/s, model TFLOP/s, MFU against the bf16
       GEMM rate measured in the same run (the best shape of mtnlg-bench-gemm), ours/torch
-      ratio, peak memory (and the planner's figure for ours). Text on stdout, JSON to OUT.json.
+      ratio, peak memory (and the planner's figure for ours), and what the process held on the
+      GPU outside the caching allocator (the CUDA context, library buffers). Text on stdout,
+      JSON to OUT.json.
 """
 import json
 import statistics
@@ -25,6 +32,25 @@ def demo(path):
     print(f"demo on the GPU (bf16): {len(rows)} iterations, loss {first:.3f} -> {last:.3f}, "
           f"median {tps:,.0f} tokens/s, peak {peak / 2**20:.0f} MiB")
     return 0 if last < first - 2.0 else 1
+
+
+def train_row(name, precision, path):
+    rows = [json.loads(line) for line in open(path) if '"split": "train"' in line]
+    if len(rows) < 3:
+        print(f"report.py: {path} has {len(rows)} train iterations; train-row needs 3 or more",
+              file=sys.stderr)
+        return 1
+    timed = rows[2:]
+    print(json.dumps({
+        "impl": "mtnlg", "name": name, "precision": precision, "source": "mtnlg-train",
+        "iterations": len(timed),
+        "tokens_per_s": statistics.median(r["tokens_per_sec"] for r in timed),
+        "tflops": statistics.median(r["tflops_per_device"] for r in timed),
+        "ms_median": statistics.median(r["elapsed_ms"] for r in timed),
+        "peak_memory_bytes": max(r.get("peak_memory_bytes", 0) for r in rows),
+        "loss": rows[-1]["loss"],
+    }))
+    return 0
 
 
 def bench(path, out_path):
@@ -45,17 +71,23 @@ def bench(path, out_path):
             "peak_memory_bytes": r.get("peak_memory_bytes", 0),
             "plan_memory_bytes": plans.get(r["name"]) if r["impl"] == "mtnlg" else None,
             "loss": r["loss"],
+            # What the process holds on the GPU beyond the caching allocator's reservation: the
+            # CUDA context and library buffers (the plan's DeviceOverheads estimate them).
+            "outside_allocator_bytes": (r["device_bytes_in_use"] - r["reserved_bytes"]
+                                        if r.get("device_bytes_in_use") else None),
         }
         table.append(row)
     print(f"bf16 GEMM rate measured (best model shape, cuBLAS): {ceiling:.1f} TFLOP/s")
     print(f"{'model':<12} {'impl':<6} {'tokens/s':>10} {'TFLOP/s':>8} {'MFU':>6} {'ours/torch':>10} "
-          f"{'peak GiB':>9} {'plan GiB':>9} {'ms/iter':>8}")
+          f"{'peak GiB':>9} {'plan GiB':>9} {'ms/iter':>8} {'outside GiB':>11}")
     for t in table:
         ratio = f"{t['ratio_vs_torch']:.2f}x" if t["impl"] == "mtnlg" and t["ratio_vs_torch"] else ""
         plan = f"{t['plan_memory_bytes'] / 2**30:.2f}" if t["plan_memory_bytes"] else ""
+        outside = (f"{t['outside_allocator_bytes'] / 2**30:.2f}"
+                   if t["outside_allocator_bytes"] is not None else "")
         print(f"{t['model']:<12} {t['impl']:<6} {t['tokens_per_s']:>10,.0f} {t['tflops']:>8.1f} "
               f"{100 * t['mfu_vs_gemm']:>5.1f}% {ratio:>10} {t['peak_memory_bytes'] / 2**30:>9.2f} "
-              f"{plan:>9} {t['ms_median']:>8.1f}")
+              f"{plan:>9} {t['ms_median']:>8.1f} {outside:>11}")
     with open(out_path, "w") as f:
         json.dump({"gemm_ceiling_tflops": ceiling, "rows": table, "gemm": gemm}, f, indent=1)
     return 0
@@ -64,6 +96,8 @@ def bench(path, out_path):
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "demo":
         return demo(sys.argv[2])
+    if len(sys.argv) == 5 and sys.argv[1] == "train-row":
+        return train_row(sys.argv[2], sys.argv[3], sys.argv[4])
     if len(sys.argv) == 4 and sys.argv[1] == "bench":
         return bench(sys.argv[2], sys.argv[3])
     print(__doc__, file=sys.stderr)
