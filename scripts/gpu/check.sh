@@ -334,15 +334,23 @@ stage_bench() {
   # The 1.3B recipe end to end through mtnlg-train (row 1.3b-train, scripts/gpu/e2e_overrides.sh):
   # its data loader, dropout 0.1, AdamW once per 16 micro-batches (the recipe's 128 make the
   # AdamW share smaller still); the metrics file's median of iterations 3-8.
+  # A failure here fails the stage after the table is written: the other rows still count.
+  local e2e_status=0
   if [[ -f data/demo/kjv_text_document.idx && -f data/demo/fortunes_text_document.idx ]]; then
     local t=$work/train-1.3b
     rm -rf "$t"
     mkdir -p "$t"
-    "$build_dir/mtnlg-train" --config configs/1.3b.yaml --device cuda "${e2e_overrides[@]}" \
+    if "$build_dir/mtnlg-train" --config configs/1.3b.yaml --device cuda "${e2e_overrides[@]}" \
       --set "data.cache_dir=$t/cache" --set "logging.metrics_file=$t/metrics.jsonl" \
-      >"$t/train.log" 2>&1 || { tail -20 "$t/train.log"; return 1; }
-    grep -E "memory (at|after)" "$t/train.log" || true
-    python3 scripts/gpu/report.py train-row 1.3b-train bf16 "$t/metrics.jsonl" >>"$j"
+      >"$t/train.log" 2>&1; then
+      grep -E "memory (at|after)" "$t/train.log" || true
+      python3 scripts/gpu/report.py train-row 1.3b-train bf16 "$t/metrics.jsonl" >>"$j" ||
+        e2e_status=1
+    else
+      echo "bench: row 1.3b-train failed:"
+      tail -20 "$t/train.log"
+      e2e_status=1
+    fi
   else
     echo "bench: no row 1.3b-train: data/demo/*_text_document.{bin,idx} missing (scripts/demo.sh"
     echo "prepares them; carry those four files)"
@@ -357,7 +365,8 @@ stage_bench() {
   "$build_dir/mtnlg-train" --config configs/1.3b.yaml --dry-run --json --world-size 1 \
     "${e2e_overrides[@]}" |
     python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps({"impl": "plan", "name": "1.3b-train", "memory_bytes": d["memory_per_rank_bytes"]["total"]}))' >>"$j"
-  python3 scripts/gpu/report.py bench "$j" "$out/bench.json" | tee "$out/bench.txt"
+  python3 scripts/gpu/report.py bench "$j" "$out/bench.json" | tee "$out/bench.txt" || return 1
+  return "$e2e_status"
 }
 
 machine_facts
