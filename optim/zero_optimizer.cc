@@ -48,9 +48,14 @@ ZeroAdamW::ZeroAdamW(ParamRegistry& params, Backend& backend, const OptimizerCon
                       grads_.layout().partition_size == partition_size_ &&
                       grads_.layout().begin == begin_ && grads_.partition().dtype() == state,
                   "ZeroAdamW: the GradSync does not reduce-scatter this registry over this group");
-  for (const ZeroSegment& z : part.segments)
+  for (const ZeroSegment& z : part.segments) {
+    // End to end from 0 (step() copies the masters' segments as one piece).
+    MTNLG_CHECK_EQ(z.in_part, segments_.empty()
+                                  ? int64_t{0}
+                                  : segments_.back().in_part + segments_.back().length);
     segments_.push_back({z.param, z.in_param, z.in_part, z.length, all[z.param].spec.no_decay,
                          all[z.param].spec.partition_dim >= 0});
+  }
 
   // The all-gather goes through GradSync's buffers, the partition and the padded gradient buffer
   // (the reduced gradient is consumed by then; the next iteration zeroes the buffer).
@@ -99,15 +104,21 @@ int64_t ZeroAdamW::state_bytes() const {
 
 double ZeroAdamW::grad_norm() {
   // Sharded and replicated parameters' squares apart: the tensor group sums only the shards'.
-  // (The zero padding adds nothing.)
+  // (The zero padding adds nothing.) Every segment in one call: a device backend answers with one
+  // synchronization, not one per segment; the values and their order are those of one call each.
   Tensor sum = Tensor::cpu({2}, DType::kF64);
   double* s = sum.data_as<double>();
   s[0] = s[1] = 0.0;
   const auto& all = params_.params();
-  for (const Segment& seg : segments_)
-    if (all[seg.param].spec.tied != Tied::kCopy)
-      s[seg.sharded ? 0 : 1] +=
-          backend_.sum_squares(part_grad_.slice(seg.in_part, seg.in_part + seg.length));
+  std::vector<Tensor> grads;
+  std::vector<bool> sharded;
+  for (const Segment& seg : segments_) {
+    if (all[seg.param].spec.tied == Tied::kCopy) continue;
+    grads.push_back(part_grad_.slice(seg.in_part, seg.in_part + seg.length));
+    sharded.push_back(seg.sharded);
+  }
+  const std::vector<double> squares = backend_.sum_squares_many(grads);
+  for (size_t i = 0; i < squares.size(); ++i) s[sharded[i] ? 0 : 1] += squares[i];
   data_.all_reduce(sum, ReduceOp::kSum);
   return std::sqrt(tensor_parallel_sum_squares(s[0], s[1], tensor_));
 }
@@ -128,21 +139,38 @@ void ZeroAdamW::step(double lr, double grad_scale) {
                ? masters_.slice(s.in_part, s.in_part + s.length)
                : flat_view(all[s.param].value).slice(s.in_param, s.in_param + s.length);
   };
+  // Every segment in one call (a device backend steps many per launch); the views live in
+  // `views` (reserved: the items point into it) until the call returns.
+  std::vector<Tensor> views;
+  views.reserve(4 * segments_.size());
+  std::vector<AdamWItem> items;
+  items.reserve(segments_.size());
   for (const Segment& s : segments_) {
-    Tensor value = owned(s);
-    Tensor grad = part_grad_.slice(s.in_part, s.in_part + s.length);
-    Tensor m = m_.slice(s.in_part, s.in_part + s.length);
-    Tensor v = v_.slice(s.in_part, s.in_part + s.length);
-    args.weight_decay = s.no_decay ? 0.0 : config_.weight_decay;
-    backend_.adamw_update(value, grad, m, v, args);
+    const auto piece = [&](const Tensor& t) {
+      views.push_back(t.slice(s.in_part, s.in_part + s.length));
+      return &views.back();
+    };
+    views.push_back(owned(s));
+    Tensor* value = &views.back();
+    AdamWItem it{value, nullptr, piece(part_grad_), piece(m_), piece(v_), args};
+    it.args.weight_decay = s.no_decay ? 0.0 : config_.weight_decay;
+    items.push_back(it);
   }
+  backend_.adamw_update_many(items);
   // Send the updated partition (padding as zeros), gather everyone's, unpack (bf16 values: the
   // fp32 masters travel and each value is rounded from its master once, on every rank alike;
-  // twice Megatron's bytes, as the Gloo collectives carry no bf16).
+  // twice Megatron's bytes, as the Gloo collectives carry no bf16). The masters' segments lie
+  // end to end from 0 as the partition's do: one copy.
   backend_.synchronize();
-  for (const Segment& s : segments_) {
-    Tensor dst = part_.slice(s.in_part, s.in_part + s.length);
-    backend_.copy(dst, owned(s));
+  if (masters_.defined() && !segments_.empty()) {
+    const int64_t end = segments_.back().in_part + segments_.back().length;
+    Tensor dst = part_.slice(0, end);
+    backend_.copy(dst, masters_.slice(0, end));
+  } else {
+    for (const Segment& s : segments_) {
+      Tensor dst = part_.slice(s.in_part, s.in_part + s.length);
+      backend_.copy(dst, owned(s));
+    }
   }
   // The padding goes as zeros: filled on the device, as the rest.
   const int64_t used = segments_.empty() ? 0 : segments_.back().in_part + segments_.back().length;
