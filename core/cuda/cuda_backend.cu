@@ -99,6 +99,7 @@ class CudaBackend final : public Backend {
     // cuBLAS ones; MTNLG_CUDA_ATTENTION=blocked forces the latter. A linear layer's bias (and
     // GeLU) in cuBLASLt's epilogue where it applies; MTNLG_CUDA_EPILOGUES=off: separate kernels.
     flash_enabled_ = env_choice("MTNLG_CUDA_ATTENTION", "flash", "blocked");
+    flash_.warp_grids = env_choice("MTNLG_CUDA_FLASH_TILES", "grid", "tile");
     epilogues_enabled_ = env_choice("MTNLG_CUDA_EPILOGUES", "on", "off");
 
     cudaStream_t stream = nullptr;
@@ -319,7 +320,7 @@ class CudaBackend final : public Backend {
     require(out, qkv.dtype(), b * s * heads * hd, op, "out");
     require(stats, acc_dtype(qkv.dtype()), b * heads * s, op, "stats");
     if (use_flash(qkv, heads, {&out}))
-      flash_attention_forward_cuda(out, stats, qkv, heads, dropout_p, rng, stream());
+      flash_attention_forward_cuda(flash_, out, stats, qkv, heads, dropout_p, rng, stream());
     else
       attention_forward_cuda(blas(), out, stats, qkv, heads, dropout_p, rng, ws_);
   }
@@ -336,7 +337,7 @@ class CudaBackend final : public Backend {
     require(out, qkv.dtype(), b * s * heads * hd, op, "out");
     require(stats, acc_dtype(qkv.dtype()), b * heads * s, op, "stats");
     if (use_flash(qkv, heads, {&dqkv, &dout, &out}))
-      flash_attention_backward_cuda(dqkv, dout, qkv, out, stats, heads, dropout_p, rng, ws_,
+      flash_attention_backward_cuda(flash_, dqkv, dout, qkv, out, stats, heads, dropout_p, rng, ws_,
                                     stream());
     else
       attention_backward_cuda(blas(), dqkv, dout, qkv, stats, heads, dropout_p, rng, ws_);

@@ -36,6 +36,7 @@ struct Wmma<F16> {
   using type = __half;
 };
 
+template <bool kGrids>
 struct DeviceExec {
   template <typename F>
   __device__ __forceinline__ void threads(F&& f) {
@@ -43,7 +44,11 @@ struct DeviceExec {
     __syncthreads();
   }
 
-  // Output tiles of 16x16 dealt round-robin to the warps; each warp runs its tile's k loop.
+  // Output tiles of 16x16 dealt round-robin to the warps. Where a warp's tiles form a grid
+  // (fl::warp_grid: the score tiles always, the head-size ones at 16, 32, 64, 128, 256), its k
+  // loop runs once for all of them with the accumulators in registers, loading each A and B
+  // fragment once per k step; otherwise each tile runs its own k loop. The same products in the
+  // same order either way.
   template <bool kArow, bool kBrow, typename T>
   __device__ __forceinline__ void mma(float* c, int ldc, const T* a, int lda, const T* b, int ldb,
                                       int m, int n, int k, bool accumulate) {
@@ -55,6 +60,54 @@ struct DeviceExec {
     const W* aw = reinterpret_cast<const W*>(a);
     const W* bw = reinterpret_cast<const W*>(b);
     const int warp = static_cast<int>(threadIdx.x) / 32, warps = fl::kThreads / 32;
+    const fl::WarpGrid g = fl::warp_grid(warp, warps, m, n);
+    if (kGrids && g.grid) {
+      using Acc = wm::fragment<wm::accumulator, 16, 16, 16, float>;
+      Acc acc[fl::kGridMaxRows][fl::kGridMaxCols];
+      // Tile row r's first row and tile column q's first column.
+      const auto row = [&](int r) { return (g.row0 + r * g.row_step) * 16; };
+      const auto col = [&](int q) { return (g.col0 + q * g.col_step) * 16; };
+#pragma unroll
+      for (int r = 0; r < fl::kGridMaxRows; ++r)
+#pragma unroll
+        for (int q = 0; q < fl::kGridMaxCols; ++q) {
+          if (r >= g.rows || q >= g.cols) continue;
+          if (accumulate)
+            wm::load_matrix_sync(acc[r][q], c + row(r) * ldc + col(q), ldc, wm::mem_row_major);
+          else
+            wm::fill_fragment(acc[r][q], 0.0f);
+        }
+        // Not unrolled: unrolling keeps several k steps' fragments live, and the registers would
+        // then halve the blocks an SM holds.
+#pragma unroll 1
+      for (int l0 = 0; l0 < k; l0 += 16) {
+        wm::fragment<wm::matrix_b, 16, 16, 16, W, LayoutB> fb[fl::kGridMaxCols];
+#pragma unroll
+        for (int q = 0; q < fl::kGridMaxCols; ++q) {
+          if (q >= g.cols) continue;
+          const int j0 = col(q);
+          wm::load_matrix_sync(fb[q], bw + (kBrow ? l0 * ldb + j0 : j0 * ldb + l0), ldb);
+        }
+#pragma unroll
+        for (int r = 0; r < fl::kGridMaxRows; ++r) {
+          if (r >= g.rows) continue;
+          const int i0 = row(r);
+          wm::fragment<wm::matrix_a, 16, 16, 16, W, LayoutA> fa;
+          wm::load_matrix_sync(fa, aw + (kArow ? i0 * lda + l0 : l0 * lda + i0), lda);
+#pragma unroll
+          for (int q = 0; q < fl::kGridMaxCols; ++q)
+            if (q < g.cols) wm::mma_sync(acc[r][q], fa, fb[q], acc[r][q]);
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < fl::kGridMaxRows; ++r)
+#pragma unroll
+        for (int q = 0; q < fl::kGridMaxCols; ++q)
+          if (r < g.rows && q < g.cols)
+            wm::store_matrix_sync(c + row(r) * ldc + col(q), acc[r][q], ldc, wm::mem_row_major);
+      __syncthreads();
+      return;
+    }
     const int tiles_n = n / 16, tiles = (m / 16) * tiles_n;
     for (int tile = warp; tile < tiles; tile += warps) {
       const int i0 = tile / tiles_n * 16, j0 = tile % tiles_n * 16;
@@ -82,27 +135,27 @@ struct DeviceExec {
   }
 };
 
-template <typename T>
-__global__ void __launch_bounds__(fl::kThreads) flash_forward_kernel(fl::ForwardArgs<T> a) {
+template <typename T, bool kGrids>
+__global__ void __launch_bounds__(fl::kThreads, 2) flash_forward_kernel(fl::ForwardArgs<T> a) {
   extern __shared__ __align__(128) char smem[];
-  DeviceExec ex;
+  DeviceExec<kGrids> ex;
   // The last query blocks see the most keys: start them first.
   const int64_t rb = static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x;
   fl::forward_block<T>(ex, smem, a, blockIdx.z, blockIdx.y, rb);
 }
 
-template <typename T>
-__global__ void __launch_bounds__(fl::kThreads) flash_dq_kernel(fl::BackwardArgs<T> a) {
+template <typename T, bool kGrids>
+__global__ void __launch_bounds__(fl::kThreads, 2) flash_dq_kernel(fl::BackwardArgs<T> a) {
   extern __shared__ __align__(128) char smem[];
-  DeviceExec ex;
+  DeviceExec<kGrids> ex;
   const int64_t rb = static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x;
   fl::dq_block<T>(ex, smem, a, blockIdx.z, blockIdx.y, rb);
 }
 
-template <typename T>
-__global__ void __launch_bounds__(fl::kThreads) flash_dkv_kernel(fl::BackwardArgs<T> a) {
+template <typename T, bool kGrids>
+__global__ void __launch_bounds__(fl::kThreads, 2) flash_dkv_kernel(fl::BackwardArgs<T> a) {
   extern __shared__ __align__(128) char smem[];
-  DeviceExec ex;
+  DeviceExec<kGrids> ex;
   // The first key blocks are seen by the most queries, and come first already.
   fl::dkv_block<T>(ex, smem, a, blockIdx.z, blockIdx.y, blockIdx.x);
 }
@@ -148,8 +201,9 @@ bool flash_attention_applies(const FlashDevice& dev, const Tensor& qkv, int64_t 
   return reinterpret_cast<uintptr_t>(qkv.data()) % 16 == 0;
 }
 
-void flash_attention_forward_cuda(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,
-                                  double dropout_p, RngStream rng, cudaStream_t stream) {
+void flash_attention_forward_cuda(const FlashDevice& dev, Tensor& out, Tensor& stats,
+                                  const Tensor& qkv, int64_t heads, double dropout_p, RngStream rng,
+                                  cudaStream_t stream) {
   const fl::Dims d = dims_of(qkv, heads);
   if (d.b == 0 || d.s == 0) return;
   dispatch_floating(qkv.dtype(), "flash_attention_forward", [&](auto tag) {
@@ -159,17 +213,17 @@ void flash_attention_forward_cuda(Tensor& out, Tensor& stats, const Tensor& qkv,
                                  stats.data_as<float>(), d,
                                  score_scale(d.hd),      static_cast<float>(dropout_p),
                                  drop_scale(dropout_p),  rng};
-      launch(flash_forward_kernel<T>, fl::query_blocks(d.s), d, fl::forward_smem_bytes<T>(d.hd),
-             stream, a);
+      launch(dev.warp_grids ? flash_forward_kernel<T, true> : flash_forward_kernel<T, false>,
+             fl::query_blocks(d.s), d, fl::forward_smem_bytes<T>(d.hd), stream, a);
     } else {
       throw unsupported("flash_attention_forward: bf16 and fp16 only");
     }
   });
 }
 
-void flash_attention_backward_cuda(Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
-                                   const Tensor& out, const Tensor& stats, int64_t heads,
-                                   double dropout_p, RngStream rng, Workspace& ws,
+void flash_attention_backward_cuda(const FlashDevice& dev, Tensor& dqkv, const Tensor& dout,
+                                   const Tensor& qkv, const Tensor& out, const Tensor& stats,
+                                   int64_t heads, double dropout_p, RngStream rng, Workspace& ws,
                                    cudaStream_t stream) {
   const fl::Dims d = dims_of(qkv, heads);
   if (d.b == 0 || d.s == 0) return;
@@ -188,8 +242,10 @@ void flash_attention_backward_cuda(Tensor& dqkv, const Tensor& dout, const Tenso
                                   static_cast<float>(dropout_p),
                                   drop_scale(dropout_p),
                                   rng};
-      launch(flash_dq_kernel<T>, fl::query_blocks(d.s), d, fl::DqSmem<T>(d.hd).bytes, stream, a);
-      launch(flash_dkv_kernel<T>, fl::key_blocks(d.s), d, fl::DkvSmem<T>(d.hd).bytes, stream, a);
+      launch(dev.warp_grids ? flash_dq_kernel<T, true> : flash_dq_kernel<T, false>,
+             fl::query_blocks(d.s), d, fl::DqSmem<T>(d.hd).bytes, stream, a);
+      launch(dev.warp_grids ? flash_dkv_kernel<T, true> : flash_dkv_kernel<T, false>,
+             fl::key_blocks(d.s), d, fl::DkvSmem<T>(d.hd).bytes, stream, a);
     } else {
       throw unsupported("flash_attention_backward: bf16 and fp16 only");
     }

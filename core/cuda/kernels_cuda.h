@@ -117,18 +117,23 @@ void attention_backward_cuda(const Blas& blas, Tensor& dqkv, const Tensor& dout,
 struct FlashDevice {
   int compute_major = 0;      // wmma bf16 needs 8.0
   size_t max_smem_optin = 0;  // cudaDevAttrMaxSharedMemoryPerBlockOptin
+  // How a warp runs its product tiles: false, each tile's own k loop; true, one k loop for all
+  // of a warp's tiles where they form a grid (core/kernels/flash_attention.h warp_grid). The
+  // same bits either way; MTNLG_CUDA_FLASH_TILES chooses, so that a GPU can time both.
+  bool warp_grids = true;
 };
 // bf16/fp16, a head size the kernels take whose tiles fit the device's shared memory, and
 // every operand 16-byte aligned.
 bool flash_attention_applies(const FlashDevice& dev, const Tensor& qkv, int64_t heads,
                              std::initializer_list<const Tensor*> operands);
-void flash_attention_forward_cuda(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,
-                                  double dropout_p, RngStream rng, cudaStream_t stream);
+void flash_attention_forward_cuda(const FlashDevice& dev, Tensor& out, Tensor& stats,
+                                  const Tensor& qkv, int64_t heads, double dropout_p, RngStream rng,
+                                  cudaStream_t stream);
 // dqkv overwritten; out is forward's (its rows dot dout give the softmax backward's delta).
 // Scratch: b*heads*s floats from ws.
-void flash_attention_backward_cuda(Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
-                                   const Tensor& out, const Tensor& stats, int64_t heads,
-                                   double dropout_p, RngStream rng, Workspace& ws,
+void flash_attention_backward_cuda(const FlashDevice& dev, Tensor& dqkv, const Tensor& dout,
+                                   const Tensor& qkv, const Tensor& out, const Tensor& stats,
+                                   int64_t heads, double dropout_p, RngStream rng, Workspace& ws,
                                    cudaStream_t stream);
 
 // ---- embedding_cuda.cu ----

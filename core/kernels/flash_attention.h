@@ -187,6 +187,46 @@ MTNLG_HD int64_t key_blocks(int64_t s) {
   return (s + kKeyRows - 1) / kKeyRows;
 }
 
+// How a warp covers its 16 x 16 output tiles of an [m, n] product on the GPU. The tiles are
+// numbered row-major and dealt round-robin: warp w of `warps` takes tiles w, w + warps, ...
+// When the tile columns divide the warps, or the warps the tile columns, a warp's tiles form a
+// grid: `rows` tile rows row0 + r * row_step by `cols` tile columns col0 + c * col_step. Then each
+// k step loads one A fragment per tile row and one B fragment per tile column (rows + cols
+// fragments from shared memory instead of 2 x rows x cols), keeping every tile's accumulator in
+// registers; the products, and their order along k, are the same. grid false: no such grid
+// within kGridMaxRows x kGridMaxCols (the register budget); the tiles go one by one.
+constexpr int kGridMaxRows = 4;
+constexpr int kGridMaxCols = 1;
+
+struct WarpGrid {
+  bool grid = false;
+  int rows = 0, row0 = 0, row_step = 1;
+  int cols = 0, col0 = 0, col_step = 1;
+};
+
+MTNLG_HD WarpGrid warp_grid(int warp, int warps, int m, int n) {
+  const int tile_rows = m / 16, tile_cols = n / 16;
+  WarpGrid g;
+  if (tile_cols % warps == 0) {
+    // Tiles w + q * warps: row q / (tile_cols / warps), column w + (q mod that) * warps.
+    g.rows = tile_rows;
+    g.cols = tile_cols / warps;
+    g.col0 = warp;
+    g.col_step = warps;
+  } else if (warps % tile_cols == 0) {
+    // One column, w mod tile_cols; rows w / tile_cols + q * (warps / tile_cols).
+    g.cols = 1;
+    g.col0 = warp % tile_cols;
+    g.row0 = warp / tile_cols;
+    g.row_step = warps / tile_cols;
+    g.rows = g.row0 < tile_rows ? (tile_rows - g.row0 + g.row_step - 1) / g.row_step : 0;
+  } else {
+    return g;
+  }
+  g.grid = g.rows <= kGridMaxRows && g.cols <= kGridMaxCols;
+  return g;
+}
+
 // 16 bytes (8 elements) from src to dst; both 16-byte aligned.
 template <typename T>
 MTNLG_HD void copy16(T* dst, const T* src) {

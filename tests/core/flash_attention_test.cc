@@ -235,3 +235,45 @@ TEST_CASE("flash attention's shared memory fits the GPUs it targets") {
   CHECK_FALSE(fl::head_dim_supported(72));
   CHECK_FALSE(fl::head_dim_supported(fl::kMaxHeadDim + 16));
 }
+
+TEST_CASE("warp grids: each warp's tiles as dealt round-robin - every tile exactly once") {
+  constexpr int kWarps = fl::kThreads / 32;
+  for (const int m : {16, 32, 48, 64}) {
+    for (int n = 16; n <= fl::kMaxHeadDim; n += 16) {
+      INFO("m " << m << " n " << n);
+      const int tile_cols = n / 16, tiles = (m / 16) * tile_cols;
+      std::vector<int> seen(static_cast<size_t>(tiles), 0);
+      bool all_grids = true;
+      for (int w = 0; w < kWarps; ++w) {
+        std::vector<int> dealt;  // the round-robin deal
+        for (int t = w; t < tiles; t += kWarps) dealt.push_back(t);
+        const fl::WarpGrid g = fl::warp_grid(w, kWarps, m, n);
+        all_grids = all_grids && g.grid;
+        if (!g.grid) continue;
+        REQUIRE(g.rows <= fl::kGridMaxRows);
+        REQUIRE(g.cols <= fl::kGridMaxCols);
+        std::vector<int> grid;
+        for (int r = 0; r < g.rows; ++r)
+          for (int c = 0; c < g.cols; ++c) {
+            const int row = g.row0 + r * g.row_step, col = g.col0 + c * g.col_step;
+            REQUIRE(row < m / 16);
+            REQUIRE(col < tile_cols);
+            grid.push_back(row * tile_cols + col);
+          }
+        std::sort(grid.begin(), grid.end());
+        CHECK(grid == dealt);
+        for (const int t : grid) ++seen[static_cast<size_t>(t)];
+      }
+      if (all_grids) CHECK(std::all_of(seen.begin(), seen.end(), [](int k) { return k == 1; }));
+    }
+  }
+  // The block programs' products take grids: the score tiles (n 64 and 32) and the head-size
+  // ones at 16, 32, 64, 128; 96 and 160 go tile by tile (their tile columns and the 8 warps
+  // divide neither way), as does 256 (two tile columns a warp: past the register budget).
+  for (const int m : {fl::kRows, fl::kKeyRows})
+    for (const int n : {fl::kCols, fl::kKeyRows, 16, 32, 64, 128}) {
+      INFO("m " << m << " n " << n);
+      for (int w = 0; w < kWarps; ++w) CHECK(fl::warp_grid(w, kWarps, m, n).grid);
+    }
+  for (const int n : {96, 160, 256}) CHECK_FALSE(fl::warp_grid(0, kWarps, fl::kRows, n).grid);
+}

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <utility>
@@ -262,6 +263,42 @@ TEST_CASE("MTNLG_CUDA_EPILOGUES other than on or off is an error naming it") {
   ScopedEnv env("MTNLG_CUDA_EPILOGUES", "yes");
   CHECK_THROWS_WITH(make_cuda_backend(0),
                     Catch::Contains("MTNLG_CUDA_EPILOGUES=yes") && Catch::Contains("on, off"));
+}
+
+TEST_CASE("flash kernels: warp grids and tile by tile give the same bits") {
+  // Head sizes 64 and 128 take the grids for every product, 96 (not a grid) only for the
+  // score tiles; s 200 has a ragged last block.
+  const DType dt = GENERATE(DType::kBF16, DType::kF16);
+  const int64_t hd = GENERATE(64, 96, 128);
+  const double p = GENERATE(0.0, 0.1);
+  INFO(dtype_name(dt) << " hd " << hd << " dropout " << p);
+  const int64_t b = 2, s = 200, heads = 2;
+  const RngStream rng{7, 1, 0};
+  const Tensor qkv = random_tensor({b, s, heads * 3 * hd}, dt, 1, -2.0, 2.0);
+  const Tensor dout = random_tensor({b, s, heads * hd}, dt, 2);
+  std::vector<Tensor> outs;
+  for (const char* tiles : {"grid", "tile"}) {
+    ScopedEnv env("MTNLG_CUDA_FLASH_TILES", tiles);
+    Twin tw;
+    Tensor qg = tw.dev(qkv), dog = tw.dev(dout);
+    Tensor o = tw.gpu->alloc({b, s, heads * hd}, dt), l = tw.gpu->alloc({b, heads, s}, DType::kF32);
+    Tensor dq = tw.gpu->alloc(qkv.shape(), dt);
+    tw.gpu->attention_forward(o, l, qg, heads, p, rng);
+    tw.gpu->attention_backward(dq, dog, qg, o, l, heads, p, rng);
+    outs.push_back(tw.host(o));
+    outs.push_back(tw.host(l));
+    outs.push_back(tw.host(dq));
+  }
+  for (size_t i = 0; i < 3; ++i) {
+    REQUIRE(outs[i].nbytes() == outs[i + 3].nbytes());
+    CHECK(std::memcmp(outs[i].data(), outs[i + 3].data(), outs[i].nbytes()) == 0);
+  }
+}
+
+TEST_CASE("MTNLG_CUDA_FLASH_TILES other than grid or tile is an error naming it") {
+  ScopedEnv env("MTNLG_CUDA_FLASH_TILES", "fast");
+  CHECK_THROWS_WITH(make_cuda_backend(0), Catch::Contains("MTNLG_CUDA_FLASH_TILES=fast") &&
+                                              Catch::Contains("grid, tile"));
 }
 
 TEST_CASE("MTNLG_CUDA_ATTENTION other than flash or blocked is an error naming it") {
