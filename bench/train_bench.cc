@@ -244,8 +244,9 @@ int main(int argc, char** argv) {
       "bench/torch_train.py; bench/run.sh runs both."};
   app.footer(
       "Environment, with --device cuda: MTNLG_CUDA_ATTENTION=flash|blocked (attention kernels; "
-      "flash, the default, where it applies), MTNLG_CUDA_FLASH_TILES=grid|tile (how the flash "
-      "kernels' warps run their product tiles; grid by default) and MTNLG_CUDA_EPILOGUES=on|off "
+      "flash, the default, where it applies), MTNLG_CUDA_FLASH_TILES=tile|grid (how the flash "
+      "kernels' warps run their product tiles; tile by tile by default) and "
+      "MTNLG_CUDA_EPILOGUES=on|off "
       "(the linear layers' bias and tanh GeLU in cuBLASLt's epilogue; on by default).");
   Options o;
   app.add_option("--name", o.name, "Label for the output (e.g. demo, gpt2-124m)")

@@ -99,7 +99,7 @@ class CudaBackend final : public Backend {
     // cuBLAS ones; MTNLG_CUDA_ATTENTION=blocked forces the latter. A linear layer's bias (and
     // GeLU) in cuBLASLt's epilogue where it applies; MTNLG_CUDA_EPILOGUES=off: separate kernels.
     flash_enabled_ = env_choice("MTNLG_CUDA_ATTENTION", "flash", "blocked");
-    flash_.warp_grids = env_choice("MTNLG_CUDA_FLASH_TILES", "grid", "tile");
+    flash_.warp_grids = !env_choice("MTNLG_CUDA_FLASH_TILES", "tile", "grid");
     epilogues_enabled_ = env_choice("MTNLG_CUDA_EPILOGUES", "on", "off");
 
     cudaStream_t stream = nullptr;

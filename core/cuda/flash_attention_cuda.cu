@@ -36,82 +36,130 @@ struct Wmma<F16> {
   using type = __half;
 };
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define MTNLG_FLASH_WMMA 1
+namespace wm = nvcuda::wmma;
+using Acc = wm::fragment<wm::accumulator, 16, 16, 16, float>;
+#endif
+
+// The block programs' executor on the GPU (core/kernels/flash_attention.h says what it must do).
+// Products: the 16x16 output tiles are dealt round-robin to the warps. Where a warp's tiles form
+// a grid (fl::warp_grid: the score tiles always, the head-size ones at 16, 32, 64 and 128) and
+// kGrids, its k loop runs once for all of them, loading each A and B fragment once per k step,
+// and the accumulator slots stay in the warps' registers from zero to flush (no round trip
+// through shared memory per key tile; forward's rescale of O by row is done on the registers,
+// with the fragment's element-to-row mapping probed once per block). Otherwise each tile runs
+// its own k loop and the slots live at home in shared memory. The same products in the same
+// order either way, so the same bits.
 template <bool kGrids>
 struct DeviceExec {
+  static_assert(fl::kGridMaxCols == 1, "slots keep one tile column a warp");
+  static constexpr int kWarps = fl::kThreads / 32;
+#ifdef MTNLG_FLASH_WMMA
+  Acc slot_[2][fl::kGridMaxRows];
+  int rows_[Acc::num_elements];  // the row, within its tile, of an accumulator's element e
+#endif
+
+  // Every thread, before the program: probes the accumulator layout through the first 1 KiB of
+  // the block's shared memory (the program overwrites it).
+  __device__ __forceinline__ explicit DeviceExec(char* smem) {
+#ifdef MTNLG_FLASH_WMMA
+    if (!kGrids) return;
+    float* probe = reinterpret_cast<float*>(smem);
+    for (int i = static_cast<int>(threadIdx.x); i < 256; i += fl::kThreads)
+      probe[i] = static_cast<float>(i / 16);
+    __syncthreads();
+    Acc f;
+    wm::load_matrix_sync(f, probe, 16, wm::mem_row_major);
+#pragma unroll
+    for (int e = 0; e < Acc::num_elements; ++e) rows_[e] = static_cast<int>(f.x[e]);
+    __syncthreads();
+#else
+    (void)smem;
+#endif
+  }
+
   template <typename F>
   __device__ __forceinline__ void threads(F&& f) {
     f(static_cast<int>(threadIdx.x));
     __syncthreads();
   }
 
-  // Output tiles of 16x16 dealt round-robin to the warps. Where a warp's tiles form a grid
-  // (fl::warp_grid: the score tiles always, the head-size ones at 16, 32, 64, 128, 256), its k
-  // loop runs once for all of them with the accumulators in registers, loading each A and B
-  // fragment once per k step; otherwise each tile runs its own k loop. The same products in the
-  // same order either way.
+  __device__ __forceinline__ static int warp() {
+    return static_cast<int>(threadIdx.x) / 32;
+  }
+
+  // This warp's grid of an [m, n] product when kGrids and there is one (g.grid false: none).
+  __device__ __forceinline__ static fl::WarpGrid grid(int m, int n) {
+    fl::WarpGrid g = fl::warp_grid(warp(), kWarps, m, n);
+    g.grid = g.grid && kGrids;
+    return g;
+  }
+
+#ifdef MTNLG_FLASH_WMMA
+  // acc[r] += A B over the grid's tile row r (one tile column), k in steps of 16.
   template <bool kArow, bool kBrow, typename T>
-  __device__ __forceinline__ void mma(float* c, int ldc, const T* a, int lda, const T* b, int ldb,
-                                      int m, int n, int k, bool accumulate) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    namespace wm = nvcuda::wmma;
+  __device__ __forceinline__ static void grid_mma(Acc* acc, const fl::WarpGrid& g, const T* a,
+                                                  int lda, const T* b, int ldb, int k) {
     using W = typename Wmma<T>::type;
     using LayoutA = std::conditional_t<kArow, wm::row_major, wm::col_major>;
     using LayoutB = std::conditional_t<kBrow, wm::row_major, wm::col_major>;
     const W* aw = reinterpret_cast<const W*>(a);
     const W* bw = reinterpret_cast<const W*>(b);
-    const int warp = static_cast<int>(threadIdx.x) / 32, warps = fl::kThreads / 32;
-    const fl::WarpGrid g = fl::warp_grid(warp, warps, m, n);
-    if (kGrids && g.grid) {
-      using Acc = wm::fragment<wm::accumulator, 16, 16, 16, float>;
-      Acc acc[fl::kGridMaxRows][fl::kGridMaxCols];
-      // Tile row r's first row and tile column q's first column.
-      const auto row = [&](int r) { return (g.row0 + r * g.row_step) * 16; };
-      const auto col = [&](int q) { return (g.col0 + q * g.col_step) * 16; };
-#pragma unroll
-      for (int r = 0; r < fl::kGridMaxRows; ++r)
-#pragma unroll
-        for (int q = 0; q < fl::kGridMaxCols; ++q) {
-          if (r >= g.rows || q >= g.cols) continue;
-          if (accumulate)
-            wm::load_matrix_sync(acc[r][q], c + row(r) * ldc + col(q), ldc, wm::mem_row_major);
-          else
-            wm::fill_fragment(acc[r][q], 0.0f);
-        }
-        // Not unrolled: unrolling keeps several k steps' fragments live, and the registers would
-        // then halve the blocks an SM holds.
+    const int j0 = g.col0 * 16;
+    // Not unrolled: unrolling keeps several k steps' fragments live, and the registers would
+    // then halve the blocks an SM holds.
 #pragma unroll 1
-      for (int l0 = 0; l0 < k; l0 += 16) {
-        wm::fragment<wm::matrix_b, 16, 16, 16, W, LayoutB> fb[fl::kGridMaxCols];
+    for (int l0 = 0; l0 < k; l0 += 16) {
+      wm::fragment<wm::matrix_b, 16, 16, 16, W, LayoutB> fb;
+      wm::load_matrix_sync(fb, bw + (kBrow ? l0 * ldb + j0 : j0 * ldb + l0), ldb);
 #pragma unroll
-        for (int q = 0; q < fl::kGridMaxCols; ++q) {
-          if (q >= g.cols) continue;
-          const int j0 = col(q);
-          wm::load_matrix_sync(fb[q], bw + (kBrow ? l0 * ldb + j0 : j0 * ldb + l0), ldb);
-        }
-#pragma unroll
-        for (int r = 0; r < fl::kGridMaxRows; ++r) {
-          if (r >= g.rows) continue;
-          const int i0 = row(r);
-          wm::fragment<wm::matrix_a, 16, 16, 16, W, LayoutA> fa;
-          wm::load_matrix_sync(fa, aw + (kArow ? i0 * lda + l0 : l0 * lda + i0), lda);
-#pragma unroll
-          for (int q = 0; q < fl::kGridMaxCols; ++q)
-            if (q < g.cols) wm::mma_sync(acc[r][q], fa, fb[q], acc[r][q]);
-        }
+      for (int r = 0; r < fl::kGridMaxRows; ++r) {
+        if (r >= g.rows) continue;
+        const int i0 = (g.row0 + r * g.row_step) * 16;
+        wm::fragment<wm::matrix_a, 16, 16, 16, W, LayoutA> fa;
+        wm::load_matrix_sync(fa, aw + (kArow ? i0 * lda + l0 : l0 * lda + i0), lda);
+        wm::mma_sync(acc[r], fa, fb, acc[r]);
       }
+    }
+  }
+
+  __device__ __forceinline__ static float* tile(float* c, int ldc, const fl::WarpGrid& g, int r) {
+    return c + (g.row0 + r * g.row_step) * 16 * ldc + g.col0 * 16;
+  }
+#endif
+
+  template <bool kArow, bool kBrow, typename T>
+  __device__ __forceinline__ void mma(float* c, int ldc, const T* a, int lda, const T* b, int ldb,
+                                      int m, int n, int k, bool accumulate) {
+#ifdef MTNLG_FLASH_WMMA
+    const fl::WarpGrid g = grid(m, n);
+    if (g.grid) {
+      Acc acc[fl::kGridMaxRows];
+#pragma unroll
+      for (int r = 0; r < fl::kGridMaxRows; ++r) {
+        if (r >= g.rows) continue;
+        if (accumulate)
+          wm::load_matrix_sync(acc[r], tile(c, ldc, g, r), ldc, wm::mem_row_major);
+        else
+          wm::fill_fragment(acc[r], 0.0f);
+      }
+      grid_mma<kArow, kBrow>(acc, g, a, lda, b, ldb, k);
 #pragma unroll
       for (int r = 0; r < fl::kGridMaxRows; ++r)
-#pragma unroll
-        for (int q = 0; q < fl::kGridMaxCols; ++q)
-          if (r < g.rows && q < g.cols)
-            wm::store_matrix_sync(c + row(r) * ldc + col(q), acc[r][q], ldc, wm::mem_row_major);
+        if (r < g.rows) wm::store_matrix_sync(tile(c, ldc, g, r), acc[r], ldc, wm::mem_row_major);
       __syncthreads();
       return;
     }
+    using W = typename Wmma<T>::type;
+    using LayoutA = std::conditional_t<kArow, wm::row_major, wm::col_major>;
+    using LayoutB = std::conditional_t<kBrow, wm::row_major, wm::col_major>;
+    const W* aw = reinterpret_cast<const W*>(a);
+    const W* bw = reinterpret_cast<const W*>(b);
     const int tiles_n = n / 16, tiles = (m / 16) * tiles_n;
-    for (int tile = warp; tile < tiles; tile += warps) {
-      const int i0 = tile / tiles_n * 16, j0 = tile % tiles_n * 16;
-      wm::fragment<wm::accumulator, 16, 16, 16, float> acc;
+    for (int t = warp(); t < tiles; t += kWarps) {
+      const int i0 = t / tiles_n * 16, j0 = t % tiles_n * 16;
+      Acc acc;
       if (accumulate)
         wm::load_matrix_sync(acc, c + i0 * ldc + j0, ldc, wm::mem_row_major);
       else
@@ -133,29 +181,100 @@ struct DeviceExec {
 #endif
     __syncthreads();
   }
+
+  template <int kSlot>
+  __device__ __forceinline__ void zero(float* c, int ldc, int m, int n) {
+#ifdef MTNLG_FLASH_WMMA
+    const fl::WarpGrid g = grid(m, n);
+    if (g.grid) {
+#pragma unroll
+      for (int r = 0; r < fl::kGridMaxRows; ++r)
+        if (r < g.rows) wm::fill_fragment(slot_[kSlot][r], 0.0f);
+      __syncthreads();
+      return;
+    }
+#endif
+    threads([&](int t) {
+      for (int e = t; e < m * n; e += fl::kThreads) c[(e / n) * ldc + e % n] = 0.0f;
+    });
+  }
+
+  template <int kSlot>
+  __device__ __forceinline__ void scale_rows(float* c, int ldc, int m, int n, const float* alpha) {
+#ifdef MTNLG_FLASH_WMMA
+    const fl::WarpGrid g = grid(m, n);
+    if (g.grid) {
+#pragma unroll
+      for (int r = 0; r < fl::kGridMaxRows; ++r) {
+        if (r >= g.rows) continue;
+        const float* row_alpha = alpha + (g.row0 + r * g.row_step) * 16;
+#pragma unroll
+        for (int e = 0; e < Acc::num_elements; ++e) slot_[kSlot][r].x[e] *= row_alpha[rows_[e]];
+      }
+      __syncthreads();
+      return;
+    }
+#endif
+    threads([&](int t) {
+      for (int e = t; e < m * n; e += fl::kThreads) c[(e / n) * ldc + e % n] *= alpha[e / n];
+    });
+  }
+
+  template <bool kArow, bool kBrow, int kSlot, typename T>
+  __device__ __forceinline__ void mma_acc(float* c, int ldc, const T* a, int lda, const T* b,
+                                          int ldb, int m, int n, int k) {
+#ifdef MTNLG_FLASH_WMMA
+    const fl::WarpGrid g = grid(m, n);
+    if (g.grid) {
+      grid_mma<kArow, kBrow>(slot_[kSlot], g, a, lda, b, ldb, k);
+      __syncthreads();
+      return;
+    }
+#endif
+    mma<kArow, kBrow>(c, ldc, a, lda, b, ldb, m, n, k, true);
+  }
+
+  template <int kSlot>
+  __device__ __forceinline__ void flush(float* c, int ldc, int m, int n) {
+#ifdef MTNLG_FLASH_WMMA
+    const fl::WarpGrid g = grid(m, n);
+    if (g.grid) {
+#pragma unroll
+      for (int r = 0; r < fl::kGridMaxRows; ++r)
+        if (r < g.rows)
+          wm::store_matrix_sync(tile(c, ldc, g, r), slot_[kSlot][r], ldc, wm::mem_row_major);
+    }
+#else
+    (void)c, (void)ldc, (void)m, (void)n;
+#endif
+    __syncthreads();
+  }
 };
 
 template <typename T, bool kGrids>
-__global__ void __launch_bounds__(fl::kThreads, 2) flash_forward_kernel(fl::ForwardArgs<T> a) {
+__global__ void __launch_bounds__(fl::kThreads, kGrids ? 1 : 2)
+    flash_forward_kernel(fl::ForwardArgs<T> a) {
   extern __shared__ __align__(128) char smem[];
-  DeviceExec<kGrids> ex;
+  DeviceExec<kGrids> ex(smem);
   // The last query blocks see the most keys: start them first.
   const int64_t rb = static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x;
   fl::forward_block<T>(ex, smem, a, blockIdx.z, blockIdx.y, rb);
 }
 
 template <typename T, bool kGrids>
-__global__ void __launch_bounds__(fl::kThreads, 2) flash_dq_kernel(fl::BackwardArgs<T> a) {
+__global__ void __launch_bounds__(fl::kThreads, kGrids ? 1 : 2)
+    flash_dq_kernel(fl::BackwardArgs<T> a) {
   extern __shared__ __align__(128) char smem[];
-  DeviceExec<kGrids> ex;
+  DeviceExec<kGrids> ex(smem);
   const int64_t rb = static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x;
   fl::dq_block<T>(ex, smem, a, blockIdx.z, blockIdx.y, rb);
 }
 
 template <typename T, bool kGrids>
-__global__ void __launch_bounds__(fl::kThreads, 2) flash_dkv_kernel(fl::BackwardArgs<T> a) {
+__global__ void __launch_bounds__(fl::kThreads, kGrids ? 1 : 2)
+    flash_dkv_kernel(fl::BackwardArgs<T> a) {
   extern __shared__ __align__(128) char smem[];
-  DeviceExec<kGrids> ex;
+  DeviceExec<kGrids> ex(smem);
   // The first key blocks are seen by the most queries, and come first already.
   fl::dkv_block<T>(ex, smem, a, blockIdx.z, blockIdx.y, blockIdx.x);
 }

@@ -117,10 +117,11 @@ void attention_backward_cuda(const Blas& blas, Tensor& dqkv, const Tensor& dout,
 struct FlashDevice {
   int compute_major = 0;      // wmma bf16 needs 8.0
   size_t max_smem_optin = 0;  // cudaDevAttrMaxSharedMemoryPerBlockOptin
-  // How a warp runs its product tiles: false, each tile's own k loop; true, one k loop for all
-  // of a warp's tiles where they form a grid (core/kernels/flash_attention.h warp_grid). The
-  // same bits either way; MTNLG_CUDA_FLASH_TILES chooses, so that a GPU can time both.
-  bool warp_grids = true;
+  // How a warp runs its product tiles: false (the default), each tile's own k loop with the
+  // accumulators in shared memory; true, one k loop for all of a warp's tiles where they form a
+  // grid (core/kernels/flash_attention.h warp_grid), the accumulators in registers. The same bits
+  // either way; MTNLG_CUDA_FLASH_TILES=grid chooses the second, so that a GPU can time both.
+  bool warp_grids = false;
 };
 // bf16/fp16, a head size the kernels take whose tiles fit the device's shared memory, and
 // every operand 16-byte aligned.

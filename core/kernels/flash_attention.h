@@ -19,7 +19,16 @@
 //                  c[m][n] (fp32, row-major) = (accumulate ? c : 0) + A[m][k] B[k][n], A and B
 //                  in T (bf16/fp16), row-major when kArow/kBrow, else column-major (A(i, l) at
 //                  a[l*lda + i]); m, n, k multiples of 16, then a barrier.
-// Both are called by every thread: the control flow below is uniform across the block.
+//   Accumulators, for a sum that several products add into (forward's O, dq, dk, dv): slot
+//   kSlot (0 or 1) is c[m][n] fp32 at home c (leading dimension ldc), which the executor may
+//   hold elsewhere (the GPU: in the warps' registers) from zero to flush; home is written by
+//   flush and must not be read or written in between. Each call is followed by a barrier.
+//     E::zero<kSlot>(c, ldc, m, n)                      c = 0
+//     E::scale_rows<kSlot>(c, ldc, m, n, alpha)         c[i][*] *= alpha[i] (alpha in shared
+//                                                       memory, written before the call)
+//     E::mma_acc<kArow, kBrow, kSlot>(c, ldc, a, lda, b, ldb, m, n, k)   c += A B, as mma
+//     E::flush<kSlot>(c, ldc, m, n)                     home = c
+// All are called by every thread: the control flow below is uniform across the block.
 //
 // Backward is two passes, deterministic (no atomics): dq per query-row block, which also
 // writes delta_i = dO_i . O_i for the second pass, then dk and dv per key-row block. Both
@@ -107,7 +116,7 @@ struct Leads {
 template <typename T>
 struct ForwardSmem : Leads {
   T *q, *k, *v, *p;
-  float *s, *o, *m, *l, *red, *red2;
+  float *s, *o, *m, *l, *alpha, *red, *red2;
   size_t bytes;
   MTNLG_HD explicit ForwardSmem(int64_t hd, char* base = nullptr) : Leads(hd, kCols) {
     Carve c{reinterpret_cast<uintptr_t>(base)};
@@ -119,6 +128,7 @@ struct ForwardSmem : Leads {
     o = c.take<float>(kRows * ldo);
     m = c.take<float>(kRows);
     l = c.take<float>(kRows);
+    alpha = c.take<float>(kRows);
     red = c.take<float>(kThreads);
     red2 = c.take<float>(kThreads);
     bytes = c.bytes;
@@ -317,12 +327,12 @@ MTNLG_HD void forward_block(E& ex, char* smem, const ForwardArgs<T>& a, int64_t 
 
   ex.threads([&](int t) {
     load_rows(t, L.q, L.ldt, base, ldq, r0, kRows, s, d.hd);
-    for (int e = t; e < kRows * hd; e += kThreads) L.o[(e / hd) * L.ldo + e % hd] = 0.0f;
     if (t < kRows) {
       L.m[t] = neg_inf;
       L.l[t] = 0.0f;
     }
   });
+  ex.template zero<0>(L.o, L.ldo, kRows, hd);
   const int64_t end = r0 + kRows < s ? r0 + kRows : s;  // keys the block's rows can see
   for (int64_t c0 = 0; c0 < end; c0 += kCols) {
     ex.threads([&](int t) {
@@ -342,7 +352,7 @@ MTNLG_HD void forward_block(E& ex, char* smem, const ForwardArgs<T>& a, int64_t 
       L.red[t] = mx;
     });
     // The row's new maximum; probabilities against it (dropped ones zeroed and the kept scaled,
-    // as T for the product with V); the row's share of O rescaled to the new maximum.
+    // as T for the product with V).
     ex.threads([&](int t) {
       const int r = t / kPerRow, part = t % kPerRow, j0 = part * (kCols / kPerRow);
       const int64_t i = r0 + r;
@@ -356,10 +366,8 @@ MTNLG_HD void forward_block(E& ex, char* smem, const ForwardArgs<T>& a, int64_t 
         L.p[r * L.ldp + j] = static_cast<T>(p != 0.0f ? dropped(a, b, h, i, c0 + j, p) : 0.0f);
       }
       L.red2[t] = sum;
-      const float alpha = L.m[r] == neg_inf ? 0.0f : expf(L.m[r] - mnew);
-      const int span = hd / kPerRow;
-      for (int c = part * span; c < (part + 1) * span; ++c) L.o[r * L.ldo + c] *= alpha;
     });
+    // The row's running sum and maximum, and the factor that takes O to the new maximum.
     ex.threads([&](int t) {
       if (t >= kRows) return;
       float mnew = L.m[t];
@@ -369,9 +377,12 @@ MTNLG_HD void forward_block(E& ex, char* smem, const ForwardArgs<T>& a, int64_t 
       for (int q = 0; q < kPerRow; ++q) sum += L.red2[t * kPerRow + q];
       L.l[t] = L.l[t] * alpha + sum;
       L.m[t] = mnew;
+      L.alpha[t] = alpha;
     });
-    ex.template mma<true, true>(L.o, L.ldo, L.p, L.ldp, L.v, L.ldt, kRows, hd, kCols, true);
+    ex.template scale_rows<0>(L.o, L.ldo, kRows, hd, L.alpha);
+    ex.template mma_acc<true, true, 0>(L.o, L.ldo, L.p, L.ldp, L.v, L.ldt, kRows, hd, kCols);
   }
+  ex.template flush<0>(L.o, L.ldo, kRows, hd);
   T* out = a.out + b * s * d.ldo() + h * d.hd;
   ex.threads([&](int t) {
     for (int e = t; e < kRows * hd; e += kThreads) {
@@ -399,7 +410,6 @@ MTNLG_HD void dq_block(E& ex, char* smem, const BackwardArgs<T>& a, int64_t b, i
   ex.threads([&](int t) {
     load_rows(t, L.q, L.ldt, base, ldq, r0, kRows, s, d.hd);
     load_rows(t, L.dout, L.ldt, dout, ldo, r0, kRows, s, d.hd);
-    for (int e = t; e < kRows * hd; e += kThreads) L.dq[(e / hd) * L.ldo + e % hd] = 0.0f;
     // This thread's part of dO_i . O_i, from global memory in the model dtype.
     const int r = t / kPerRow, part = t % kPerRow, span = hd / kPerRow;
     float dot = 0.0f;
@@ -417,6 +427,7 @@ MTNLG_HD void dq_block(E& ex, char* smem, const BackwardArgs<T>& a, int64_t b, i
     L.delta[t] = dot;
     if (r0 + t < s) a.delta[row_stat + r0 + t] = dot;
   });
+  ex.template zero<0>(L.dq, L.ldo, kRows, hd);
   const int64_t end = r0 + kRows < s ? r0 + kRows : s;
   for (int64_t c0 = 0; c0 < end; c0 += kCols) {
     ex.threads([&](int t) {
@@ -436,8 +447,9 @@ MTNLG_HD void dq_block(E& ex, char* smem, const BackwardArgs<T>& a, int64_t b, i
     // dP of the dropped probabilities, over the scores.
     ex.template mma<true, false>(L.s, L.lds, L.dout, L.ldt, L.v, L.ldt, kRows, kCols, hd, false);
     softmax_grad_tile(ex, a, b, h, r0, c0, kCols, L.s, L.lds, L.p, L.ldp, L.delta);
-    ex.template mma<true, true>(L.dq, L.ldo, L.p, L.ldp, L.k, L.ldt, kRows, hd, kCols, true);
+    ex.template mma_acc<true, true, 0>(L.dq, L.ldo, L.p, L.ldp, L.k, L.ldt, kRows, hd, kCols);
   }
+  ex.template flush<0>(L.dq, L.ldo, kRows, hd);
   T* dq = a.dqkv + b * s * ldq + h * 3 * d.hd;
   ex.threads([&](int t) {
     for (int e = t; e < kRows * hd; e += kThreads) {
@@ -463,11 +475,9 @@ MTNLG_HD void dkv_block(E& ex, char* smem, const BackwardArgs<T>& a, int64_t b, 
   ex.threads([&](int t) {
     load_rows(t, L.k, L.ldt, base + d.hd, ldq, c0, kKeyRows, s, d.hd);
     load_rows(t, L.v, L.ldt, base + 2 * d.hd, ldq, c0, kKeyRows, s, d.hd);
-    for (int e = t; e < kKeyRows * hd; e += kThreads) {
-      L.dk[(e / hd) * L.ldo + e % hd] = 0.0f;
-      L.dv[(e / hd) * L.ldo + e % hd] = 0.0f;
-    }
   });
+  ex.template zero<0>(L.dk, L.ldo, kKeyRows, hd);
+  ex.template zero<1>(L.dv, L.ldo, kKeyRows, hd);
   for (int64_t r0 = c0 / kRows * kRows; r0 < s; r0 += kRows) {
     ex.threads([&](int t) {
       load_rows(t, L.q, L.ldt, base, ldq, r0, kRows, s, d.hd);
@@ -492,12 +502,14 @@ MTNLG_HD void dkv_block(E& ex, char* smem, const BackwardArgs<T>& a, int64_t b, 
         L.pd[r * L.ldp + j] = static_cast<T>(pd);
       }
     });
-    ex.template mma<false, true>(L.dv, L.ldo, L.pd, L.ldp, L.dout, L.ldt, kKeyRows, hd, kRows,
-                                 true);
+    ex.template mma_acc<false, true, 1>(L.dv, L.ldo, L.pd, L.ldp, L.dout, L.ldt, kKeyRows, hd,
+                                        kRows);
     ex.template mma<true, false>(L.s, L.lds, L.dout, L.ldt, L.v, L.ldt, kRows, kKeyRows, hd, false);
     softmax_grad_tile(ex, a, b, h, r0, c0, kKeyRows, L.s, L.lds, L.ds, L.ldp, L.delta);
-    ex.template mma<false, true>(L.dk, L.ldo, L.ds, L.ldp, L.q, L.ldt, kKeyRows, hd, kRows, true);
+    ex.template mma_acc<false, true, 0>(L.dk, L.ldo, L.ds, L.ldp, L.q, L.ldt, kKeyRows, hd, kRows);
   }
+  ex.template flush<0>(L.dk, L.ldo, kKeyRows, hd);
+  ex.template flush<1>(L.dv, L.ldo, kKeyRows, hd);
   T* dk = a.dqkv + b * s * ldq + h * 3 * d.hd + d.hd;
   ex.threads([&](int t) {
     for (int e = t; e < kKeyRows * hd; e += kThreads) {

@@ -25,8 +25,8 @@ On a machine with an NVIDIA GPU, CUDA (nvcc, cuBLAS, cuBLASLt) and NCCL:
   bench    tokens/s, MFU and peak memory on one GPU (GPT-2 124M, 1.3B), with PyTorch's bf16
            eager run on the same shapes as the anchor, and the 1.3B step with the blocked
            attention kernels (MTNLG_CUDA_ATTENTION=blocked) and with the bias and GeLU
-           unfused (MTNLG_CUDA_EPILOGUES=off) and the flash kernels tile by tile
-           (MTNLG_CUDA_FLASH_TILES=tile); and the 1.3B recipe end to end through
+           unfused (MTNLG_CUDA_EPILOGUES=off) and the flash kernels' warp grids
+           (MTNLG_CUDA_FLASH_TILES=grid); and the 1.3B recipe end to end through
            mtnlg-train (row 1.3b-train: its loader over data/demo, dropout, 16 micro-batches
            an iteration, 8 iterations)
 Each stage logs to WORK/STAGE.log (copied to OUT when it fails); the summary goes to
@@ -332,9 +332,9 @@ stage_bench() {
     --device cuda --json >>"$j"
   MTNLG_CUDA_EPILOGUES=off "$build_dir/bench/mtnlg-bench-train" "${xl[@]/#1.3b/1.3b-unfused}" \
     --device cuda --json >>"$j"
-  # And the flash kernels with each warp's product tiles one by one instead of in one k loop
-  # (row 1.3b-tilewise; the same bits, core/kernels/flash_attention.h warp_grid).
-  MTNLG_CUDA_FLASH_TILES=tile "$build_dir/bench/mtnlg-bench-train" "${xl[@]/#1.3b/1.3b-tilewise}" \
+  # And the flash kernels with each warp's product tiles in one k loop, its accumulators in
+  # registers (row 1.3b-grid; the same bits, core/cuda/flash_attention_cuda.cu DeviceExec).
+  MTNLG_CUDA_FLASH_TILES=grid "$build_dir/bench/mtnlg-bench-train" "${xl[@]/#1.3b/1.3b-grid}" \
     --device cuda --json >>"$j"
   # The 1.3B recipe end to end through mtnlg-train (row 1.3b-train, scripts/gpu/e2e_overrides.sh):
   # its data loader, dropout 0.1, AdamW once per 16 micro-batches (the recipe's 128 make the

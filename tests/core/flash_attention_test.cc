@@ -24,11 +24,19 @@ namespace fl = mtnlg::kernels::flash;
 namespace {
 
 // Runs a block program's threads one after another (forward or reversed order), the products
-// as plain float loops over the same tiles, and checks what wmma requires of each tile.
+// as plain float loops over the same tiles, and checks what wmma requires of each tile. An
+// accumulator slot lives in a buffer of its own from zero to flush, as on the GPU in registers:
+// home is written only by flush, so a program that reads it early reads shared memory's NaN.
 struct HostExec {
   bool reverse = false;
   const char* base = nullptr;  // shared memory
   size_t bytes = 0;
+  struct Slot {
+    float* home = nullptr;  // null: not started (or flushed)
+    int ldc = 0, m = 0, n = 0;
+    std::vector<float> value;  // [m][n]
+  };
+  Slot slots[2];
 
   template <typename F>
   void threads(F&& f) {
@@ -46,9 +54,11 @@ struct HostExec {
     REQUIRE(static_cast<size_t>(off) + (15 * static_cast<size_t>(ld) + 16) * sizeof(U) <= bytes);
   }
 
+  // out[m][n] (leading dimension ldo) = (accumulate ? out : 0) + A B, A's and B's tiles
+  // checked, and c's (the home whose tiles wmma loads or stores).
   template <bool kArow, bool kBrow, typename T>
-  void mma(float* c, int ldc, const T* a, int lda, const T* b, int ldb, int m, int n, int k,
-           bool accumulate) {
+  void product(float* out, int ldo, const float* c, int ldc, const T* a, int lda, const T* b,
+               int ldb, int m, int n, int k, bool accumulate) {
     REQUIRE(m % 16 == 0);
     REQUIRE(n % 16 == 0);
     REQUIRE(k % 16 == 0);
@@ -62,14 +72,61 @@ struct HostExec {
       }
     for (int i = 0; i < m; ++i)
       for (int j = 0; j < n; ++j) {
-        float sum = accumulate ? c[i * ldc + j] : 0.0f;
+        float sum = accumulate ? out[i * ldo + j] : 0.0f;
         for (int l = 0; l < k; ++l) {
           const float x = static_cast<float>(kArow ? a[i * lda + l] : a[l * lda + i]);
           const float y = static_cast<float>(kBrow ? b[l * ldb + j] : b[j * ldb + l]);
           sum += x * y;
         }
-        c[i * ldc + j] = sum;
+        out[i * ldo + j] = sum;
       }
+  }
+
+  template <bool kArow, bool kBrow, typename T>
+  void mma(float* c, int ldc, const T* a, int lda, const T* b, int ldb, int m, int n, int k,
+           bool accumulate) {
+    product<kArow, kBrow>(c, ldc, c, ldc, a, lda, b, ldb, m, n, k, accumulate);
+  }
+
+  // The slot started by zero<kSlot> with this home and shape.
+  template <int kSlot>
+  Slot& started(const float* c, int ldc, int m, int n) {
+    Slot& s = slots[kSlot];
+    REQUIRE(s.home != nullptr);
+    REQUIRE(s.home == c);
+    REQUIRE(s.ldc == ldc);
+    REQUIRE(s.m == m);
+    REQUIRE(s.n == n);
+    return s;
+  }
+
+  template <int kSlot>
+  void zero(float* c, int ldc, int m, int n) {
+    Slot& s = slots[kSlot];
+    REQUIRE(s.home == nullptr);  // flushed before it starts again
+    s = Slot{c, ldc, m, n, std::vector<float>(static_cast<size_t>(m) * n, 0.0f)};
+  }
+
+  template <int kSlot>
+  void scale_rows(const float* c, int ldc, int m, int n, const float* alpha) {
+    Slot& s = started<kSlot>(c, ldc, m, n);
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < n; ++j) s.value[static_cast<size_t>(i) * n + j] *= alpha[i];
+  }
+
+  template <bool kArow, bool kBrow, int kSlot, typename T>
+  void mma_acc(const float* c, int ldc, const T* a, int lda, const T* b, int ldb, int m, int n,
+               int k) {
+    Slot& s = started<kSlot>(c, ldc, m, n);
+    product<kArow, kBrow>(s.value.data(), n, c, ldc, a, lda, b, ldb, m, n, k, true);
+  }
+
+  template <int kSlot>
+  void flush(float* c, int ldc, int m, int n) {
+    Slot& s = started<kSlot>(c, ldc, m, n);
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < n; ++j) c[i * ldc + j] = s.value[static_cast<size_t>(i) * n + j];
+    s.home = nullptr;
   }
 };
 
@@ -84,7 +141,11 @@ struct Smem {
   }
   HostExec exec(bool reverse) {
     std::fill(base, base + bytes, static_cast<char>(0xff));
-    return HostExec{reverse, base, bytes};
+    HostExec ex;
+    ex.reverse = reverse;
+    ex.base = base;
+    ex.bytes = bytes;
+    return ex;
   }
 };
 
