@@ -40,6 +40,9 @@ struct PlanOptions {
   // Where the ranks train: the memory plan follows that backend's allocations (the CPU backend
   // in bf16 adds its GEMM weight copies, StagePlan::weight_copy_bytes).
   Device device = Device::kCUDA;
+  // The CPU backend's threads per rank (<= 0: every core): oneDNN sizes the bf16 weight copies
+  // for the threads it splits a product over.
+  int threads = 0;
 };
 
 // Bytes one rank holds, by what holds them.

@@ -136,7 +136,10 @@ int main(int argc, char** argv) {
                  "the default, takes a GPU when this build has CUDA and one is visible). Each "
                  "rank takes GPU local_rank % visible GPUs; cuda without a GPU is exit 3")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  app.add_option("--threads", threads, "CPU threads for the CPU backend (default: all cores)")
+  app.add_option("--threads", threads,
+                 "CPU threads for the CPU backend (default: all cores, shared among a node's "
+                 "ranks); with --dry-run, the threads a CPU plan's bf16 weight copies are sized "
+                 "for (default: all cores)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str();
@@ -150,6 +153,7 @@ int main(int argc, char** argv) {
     const mtnlg::Recipe recipe = mtnlg::load_recipe(config, overrides);
     if (dry_run) {
       plan.device = mtnlg::planned_device(recipe.device);
+      plan.threads = threads;
       const mtnlg::GpuSpec spec = mtnlg::gpu_spec(gpu);
       if (memory_flag->count() == 0) plan.gpu_memory_gb = spec.memory_gb;
       if (peak_flag->count() == 0) {

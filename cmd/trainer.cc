@@ -178,6 +178,7 @@ void Trainer::build_model() {
   PlanOptions plan_options;
   plan_options.world_size = data_size_ * pipeline_size_ * recipe_.parallel.tensor;
   plan_options.device = device_.device;
+  plan_options.threads = options_.threads;  // the CPU backend's (its bf16 weight copies)
   const StagePlan stage_plan = make_plan(recipe_, plan_options).stages.at(stage_);
   const MemoryTerms& planned = stage_plan.memory;
   predicted_peak_bytes_ = planned.total();

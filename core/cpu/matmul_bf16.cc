@@ -1,5 +1,6 @@
 #include "core/cpu/matmul_bf16.h"
 
+#include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <list>
@@ -194,9 +195,17 @@ bool MatmulBf16::holds_weight(const void* begin, const void* end) const {
   return false;
 }
 
-int64_t MatmulBf16::weight_copy_bytes(int64_t m, int64_t n, int64_t k, bool trans_b, bool c_bf16) {
+int64_t MatmulBf16::weight_copy_bytes(int64_t m, int64_t n, int64_t k, bool trans_b, bool c_bf16,
+                                      int threads) {
   if (!onednn_available()) return 0;
   const Bf16Gemm g = dense_gemm(m, n, k, false, trans_b, c_bf16);
+  // oneDNN reads the thread count when it creates the primitive: the run's, then the caller's
+  // back (the setting is per calling thread).
+  struct Threads {
+    int before = omp_get_max_threads();
+    explicit Threads(int n) { omp_set_num_threads(n > 0 ? n : omp_get_num_procs()); }
+    ~Threads() { omp_set_num_threads(before); }
+  } run_threads(threads);
   try {
     const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
     return static_cast<int64_t>(Impl::make_pd(g, true, engine).weights_desc().get_size());

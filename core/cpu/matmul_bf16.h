@@ -86,9 +86,14 @@ class MatmulBf16 {
   // Whether oneDNN multiplies bf16 on this CPU (else the fp32 fallback runs).
   static bool onednn_available();
   bool uses_onednn() const;
-  // Bytes run_weight's copy of a weight occupies for this problem (c bf16 or fp32): the
-  // planner's term, asked of oneDNN for the CPU it runs on (0 where it has no bf16 matmul).
-  static int64_t weight_copy_bytes(int64_t m, int64_t n, int64_t k, bool trans_b, bool c_bf16);
+  // Bytes run_weight's copy of a weight occupies for this problem (c bf16 or fp32) when oneDNN
+  // runs on `threads` OpenMP threads (<= 0: every core, as a CpuBackend of 0 threads): the
+  // planner's term, asked of oneDNN for the CPU it runs on (0 where it has no bf16 matmul). The
+  // thread count matters: oneDNN blocks a weight for the threads it will split the product over
+  // (on AMX CPUs the blocked copy of one weight differs by kilobytes between 1 and 2 threads), so
+  // the question is asked under the run's count, not the caller's.
+  static int64_t weight_copy_bytes(int64_t m, int64_t n, int64_t k, bool trans_b, bool c_bf16,
+                                   int threads);
 
   // Primitives created so far (for tests: one per distinct shape).
   int64_t cached() const;

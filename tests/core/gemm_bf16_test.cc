@@ -1,6 +1,7 @@
 // bf16 GEMM (oneDNN matmul, core/cpu/matmul_bf16.h) through Backend::gemm against an fp64
 // product of the same bf16 numbers, within the error bound the formats give; and the bf16
 // rounding it relies on.
+#include <omp.h>
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -208,7 +209,7 @@ TEST_CASE(
           if (m == 64 && held == 0) {
             held = be->live_bytes() - live_before;
             // The copy is what the planner predicts for this problem.
-            CHECK(held == cpu::MatmulBf16::weight_copy_bytes(64, n, k, tw, true));
+            CHECK(held == cpu::MatmulBf16::weight_copy_bytes(64, n, k, tw, true, 2));
           }
         }
         // The second call with 64 rows reused the first copy instead of making another.
@@ -308,4 +309,42 @@ TEST_CASE("the bf16 gemm's fp32 fallback is within the bf16 bound - strided batc
         const double got = c.data_as<float>()[p * m * ld_c + i * ld_c + j];
         CHECK(std::fabs(got - want) <= 1e-5 * (1.0 + std::fabs(want)));
       }
+}
+
+// The planner asks oneDNN how large a weight's blocked copy is; oneDNN blocks a weight for the
+// threads it will split the product over (on AMX CPUs the copy of one weight differs between 1
+// and 2 threads), so the answer must be for the run's thread count whatever the asking thread's
+// own OpenMP setting (the trainer plans before its backend sets the count).
+TEST_CASE("weight_copy_bytes answers for the run's threads - whatever the caller's setting") {
+  // (A CPU without oneDNN's bf16 matmul keeps no copies, and the answer is 0.)
+  std::vector<double> unused;
+  for (const int threads : {1, 2}) {
+    auto be = make_cpu_backend(threads);
+    // configs/tiny.yaml's weights on 2 tensor ranks (h 64, ffn 256) at 32 rows, and others.
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{96, 64},
+                        {64, 32},
+                        {128, 64},
+                        {64, 128},
+                        {256, 64},
+                        {1024, 64},
+                        {29, 41},
+                        {768, 256}}) {
+      for (const bool tw : {true, false}) {
+        INFO("threads " << threads << " n " << n << " k " << k << " trans_w " << tw);
+        const Tensor w = random_bf16(tw ? Shape{n, k} : Shape{k, n}, 9, unused);
+        const Tensor a = random_bf16({32, k}, 10, unused);
+        Tensor c = Tensor::cpu({32, n}, DType::kBF16);
+        const int64_t before = be->live_bytes();
+        int64_t held = 0;
+        {
+          FrozenWeights frozen(*be);
+          be->gemm_weight(c, a, w, tw, 1.0, 0.0);
+          held = be->live_bytes() - before;
+        }
+        omp_set_num_threads(3 - threads);  // the other count, as a caller may have
+        CHECK(held == cpu::MatmulBf16::weight_copy_bytes(32, n, k, tw, true, threads));
+        CHECK(omp_get_max_threads() == 3 - threads);  // the caller's setting is left as it was
+      }
+    }
+  }
 }

@@ -274,7 +274,10 @@ TEMPLATE_TEST_CASE("bf16/fp16 attention: fp32 softmax and statistics, same dropo
     CHECK(bitwise_equal(dqkv1, dqkv));
 
     if (D == DType::kBF16) {
-      // Problems taken one at a time (the scratch budget's smallest chunk) give the same bits.
+      // Problems taken one at a time (the scratch budget's smallest chunk) meet the same bounds.
+      // Not the same bits: oneDNN picks its kernel by the batch it is given (on an AMX CPU, AMX
+      // or AVX512-BF16 brgemm for one problem, its jit gemm for several), and they sum the
+      // products in different orders.
       cpu::MatmulBf16 mm;
       Tensor outc = Tensor::cpu(out.shape(), D), statsc = Tensor::cpu(stats.shape(), DType::kF32);
       Tensor dqkvc = Tensor::cpu(qkv.shape(), D);
@@ -284,9 +287,9 @@ TEMPLATE_TEST_CASE("bf16/fp16 attention: fp32 softmax and statistics, same dropo
       cpu::attention_backward_bf16(mm, dqkvc.data_as<Bf16>(), dout.data_as<Bf16>(),
                                    qkv.data_as<Bf16>(), statsc.data_as<float>(), b, s, heads, hd,
                                    static_cast<float>(p), rng, /*scratch_bytes=*/1);
-      CHECK(bitwise_equal(outc, out));
-      CHECK(bitwise_equal(statsc, stats));
-      CHECK(bitwise_equal(dqkvc, dqkv));
+      CHECK(outside_bound(statsc, stats64) == 0);
+      CHECK(outside_bound(outc, out64, extra.out) == 0);
+      CHECK(outside_bound(dqkvc, dqkv64, extra.dqkv) == 0);
     }
   }
 }
