@@ -170,29 +170,8 @@ class Narrowed {
   acc_t<T>* ptr_;
 };
 
-// Dropout keep decisions for consecutive element indices of one stream. One Philox block gives
-// four consecutive elements, so walking forward reuses it (4x fewer draws than rng_bits). The
-// draw must stay rng_bits' (core/rng.h): the kernel tests compare against dropout_keep.
-class KeepMask {
- public:
-  KeepMask(RngStream s, float p) : s_(s), p_(p) {}
-  bool keep(uint64_t i) {
-    const uint64_t n = s_.offset + i;
-    if ((n >> 2) != block_ || !valid_) {
-      block_ = n >> 2;
-      bits_ = philox4x32_10(s_.seed, s_.stream, block_);
-      valid_ = true;
-    }
-    return kernels::dropout_keep_bits(bits_.v[n & 3], p_);
-  }
-
- private:
-  RngStream s_;
-  float p_;
-  uint64_t block_ = 0;
-  bool valid_ = false;
-  Philox4 bits_{};
-};
+// Dropout keep decisions walked in index order, one Philox block per four elements.
+using KeepMask = kernels::KeepMask;
 
 // ---- gemm_cpu.cc ----
 // c[m, n] = alpha * op(a) @ op(b) + beta * c, row-major with leading dimensions; single-threaded

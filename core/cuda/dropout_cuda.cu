@@ -13,14 +13,26 @@ namespace mtnlg {
 
 namespace {
 
-// out may alias in. Used for forward and backward alike: both are x * keep / (1 - p).
+// out may alias in. Used for forward and backward alike: both are x * keep / (1 - p). One
+// thread per Philox block of the stream's elements [0, n): element i is word (offset + i) & 3 of
+// block (offset + i) >> 2 (core/rng.h rng_bits), so one draw serves four elements.
 template <typename T>
 __global__ void dropout_kernel(T* out, const T* in, float p, acc_t<T> scale, RngStream rng,
                                int64_t n) {
   using A = acc_t<T>;
-  for (int64_t i = first_index(); i < n; i += grid_stride()) {
-    out[i] = static_cast<T>(
-        dropout_keep(rng, static_cast<uint64_t>(i), p) ? static_cast<A>(in[i]) * scale : A(0));
+  const uint64_t first = rng.offset >> 2;
+  const auto blocks =
+      static_cast<int64_t>(((rng.offset + static_cast<uint64_t>(n) - 1) >> 2) - first + 1);
+  for (int64_t q = first_index(); q < blocks; q += grid_stride()) {
+    const uint64_t block = first + static_cast<uint64_t>(q);
+    const Philox4 bits = philox4x32_10(rng.seed, rng.stream, block);
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      const int64_t i = static_cast<int64_t>(4 * block + static_cast<uint64_t>(w) - rng.offset);
+      if (i < 0 || i >= n) continue;
+      out[i] = static_cast<T>(
+          kernels::dropout_keep_bits(bits.v[w], p) ? static_cast<A>(in[i]) * scale : A(0));
+    }
   }
 }
 
@@ -38,7 +50,7 @@ void dropout_apply(Tensor& out, const Tensor& in, double p, RngStream rng, cudaS
       }
       return;
     }
-    dropout_kernel<<<cuda_grid(n), kCudaBlock, 0, stream>>>(
+    dropout_kernel<<<cuda_grid((n + 3) / 4 + 1), kCudaBlock, 0, stream>>>(
         out.data_as<T>(), in.data_as<T>(), static_cast<float>(p),
         kernels::dropout_scale(static_cast<acc_t<T>>(static_cast<float>(p))), rng, n);
     CUDA_CHECK(cudaGetLastError());

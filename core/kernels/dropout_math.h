@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "core/hostdevice.h"
+#include "core/rng.h"
 
 namespace mtnlg::kernels {
 
@@ -22,5 +23,31 @@ MTNLG_HD T dropout_scale(T p) {
 MTNLG_HD bool dropout_keep_bits(uint32_t bits, float p) {
   return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f) >= p;
 }
+
+// Keep decisions for element indices of one stream, the same as dropout_keep's. One Philox
+// block (ten rounds of 32-bit products) serves four consecutive indices and is kept until an
+// index outside it is asked, so a caller that walks indices in order draws once per four
+// instead of once per element. Every kernel that drops many elements walks them this way, on
+// the CPU and the GPU (a thread's run of consecutive elements).
+class KeepMask {
+ public:
+  MTNLG_HD KeepMask(RngStream s, float p) : s_(s), p_(p) {}
+  MTNLG_HD bool keep(uint64_t i) {
+    const uint64_t n = s_.offset + i;
+    if ((n >> 2) != block_ || !valid_) {
+      block_ = n >> 2;
+      bits_ = philox4x32_10(s_.seed, s_.stream, block_);
+      valid_ = true;
+    }
+    return dropout_keep_bits(bits_.v[n & 3], p_);
+  }
+
+ private:
+  RngStream s_;
+  float p_;
+  uint64_t block_ = 0;
+  bool valid_ = false;
+  Philox4 bits_{};
+};
 
 }  // namespace mtnlg::kernels

@@ -46,11 +46,15 @@
 
 namespace mtnlg::kernels::flash {
 
+using kernels::KeepMask;
+
 constexpr int kThreads = 256;
 constexpr int kRows = 64;                  // query rows of a tile
 constexpr int kCols = 64;                  // key columns of a forward or dq tile
 constexpr int kKeyRows = 32;               // key rows of a dk/dv block
-constexpr int kPerRow = kThreads / kRows;  // threads that share a query row in forward
+constexpr int kPerRow = kThreads / kRows;  // threads that share a query row (RowRun)
+static_assert(kRows * kPerRow == kThreads && kCols % kPerRow == 0 && kKeyRows % kPerRow == 0,
+              "every thread runs one row's equal share of a tile's keys");
 constexpr int kMaxHeadDim = 256;  // head sizes: multiples of 16 up to this, as shared memory allows
 
 struct Dims {
@@ -281,12 +285,23 @@ MTNLG_HD uint64_t drop_index(const Dims& d, int64_t b, int64_t h, int64_t i, int
 }
 
 // v as forward's dropout left element (i, j) of head h of sequence b: scaled when kept, 0 when
-// dropped (v itself without dropout).
+// dropped (v itself without dropout). `mask` is the calling thread's, for a.rng: walking a row's
+// keys in order, it draws one Philox block per four of them (kernels::KeepMask).
 template <typename Args>
-MTNLG_HD float dropped(const Args& a, int64_t b, int64_t h, int64_t i, int64_t j, float v) {
+MTNLG_HD float dropped(const Args& a, KeepMask& mask, int64_t b, int64_t h, int64_t i, int64_t j,
+                       float v) {
   if (!(a.dropout_p > 0.0f)) return v;
-  return dropout_keep(a.rng, drop_index(a.d, b, h, i, j), a.dropout_p) ? v * a.drop_scale : 0.0f;
+  return mask.keep(drop_index(a.d, b, h, i, j)) ? v * a.drop_scale : 0.0f;
 }
+
+// Thread t's run of a [kRows, cols] tile: row t / kPerRow, its cols / kPerRow consecutive keys
+// from (t % kPerRow) * cols / kPerRow (consecutive, so that its dropout draws serve four keys
+// each).
+struct RowRun {
+  int r, j0, j1;
+  MTNLG_HD RowRun(int t, int cols)
+      : r(t / kPerRow), j0(t % kPerRow * (cols / kPerRow)), j1(j0 + cols / kPerRow) {}
+};
 
 MTNLG_HD float fmax_(float a, float b) {
   return a > b ? a : b;
@@ -295,19 +310,21 @@ MTNLG_HD float fmax_(float a, float b) {
 // The softmax gradient of a tile of query rows [r0, r0 + kRows) and keys [c0, c0 + cols), in
 // place of its probabilities p (model dtype): ds = p * (dP as forward's dropout left it - delta_i)
 // with dP (fp32) the gradient of the dropped probabilities; 0 where row i does not see key j.
-// Each element is read and written by one thread.
+// Each element is read and written by one thread (its RowRun).
 template <typename T, typename E, typename Args>
 MTNLG_HD void softmax_grad_tile(E& ex, const Args& a, int64_t b, int64_t h, int64_t r0, int64_t c0,
                                 int cols, const float* dp, int lds, T* p, int ldp,
                                 const float* delta) {
   ex.threads([&](int t) {
-    for (int e = t; e < kRows * cols; e += kThreads) {
-      const int r = e / cols, j = e % cols;
-      const int64_t i = r0 + r;
+    const RowRun run(t, cols);
+    const int r = run.r;
+    const int64_t i = r0 + r;
+    KeepMask mask(a.rng, a.dropout_p);
+    for (int j = run.j0; j < run.j1; ++j) {
       float ds = 0.0f;
       if (visible(i, c0 + j, a.d.s))
         ds = static_cast<float>(p[r * ldp + j]) *
-             (dropped(a, b, h, i, c0 + j, dp[r * lds + j]) - delta[r]);
+             (dropped(a, mask, b, h, i, c0 + j, dp[r * lds + j]) - delta[r]);
       p[r * ldp + j] = static_cast<T>(ds);
     }
   });
@@ -342,9 +359,10 @@ MTNLG_HD void forward_block(E& ex, char* smem, const ForwardArgs<T>& a, int64_t 
     ex.template mma<true, false>(L.s, L.lds, L.q, L.ldt, L.k, L.ldt, kRows, kCols, hd, false);
     // Scaled, masked scores in place (masked: -inf); each thread's partial row maximum.
     ex.threads([&](int t) {
-      const int r = t / kPerRow, j0 = (t % kPerRow) * (kCols / kPerRow);
+      const RowRun run(t, kCols);
+      const int r = run.r;
       float mx = neg_inf;
-      for (int j = j0; j < j0 + kCols / kPerRow; ++j) {
+      for (int j = run.j0; j < run.j1; ++j) {
         float& x = L.s[r * L.lds + j];
         x = visible(r0 + r, c0 + j, s) ? x * a.scale : neg_inf;
         mx = fmax_(mx, x);
@@ -354,16 +372,19 @@ MTNLG_HD void forward_block(E& ex, char* smem, const ForwardArgs<T>& a, int64_t 
     // The row's new maximum; probabilities against it (dropped ones zeroed and the kept scaled,
     // as T for the product with V).
     ex.threads([&](int t) {
-      const int r = t / kPerRow, part = t % kPerRow, j0 = part * (kCols / kPerRow);
+      const RowRun run(t, kCols);
+      const int r = run.r;
       const int64_t i = r0 + r;
       float mnew = L.m[r];
       for (int q = 0; q < kPerRow; ++q) mnew = fmax_(mnew, L.red[r * kPerRow + q]);
       float sum = 0.0f;
-      for (int j = j0; j < j0 + kCols / kPerRow; ++j) {
+      KeepMask mask(a.rng, a.dropout_p);
+      for (int j = run.j0; j < run.j1; ++j) {
         const float x = L.s[r * L.lds + j];
         const float p = x == neg_inf ? 0.0f : expf(x - mnew);
         sum += p;
-        L.p[r * L.ldp + j] = static_cast<T>(p != 0.0f ? dropped(a, b, h, i, c0 + j, p) : 0.0f);
+        L.p[r * L.ldp + j] =
+            static_cast<T>(p != 0.0f ? dropped(a, mask, b, h, i, c0 + j, p) : 0.0f);
       }
       L.red2[t] = sum;
     });
@@ -490,13 +511,15 @@ MTNLG_HD void dkv_block(E& ex, char* smem, const BackwardArgs<T>& a, int64_t b, 
     ex.template mma<true, false>(L.s, L.lds, L.q, L.ldt, L.k, L.ldt, kRows, kKeyRows, hd, false);
     // p (as T, over ds's tile until ds replaces it) and the dropped p for dv.
     ex.threads([&](int t) {
-      for (int e = t; e < kRows * kKeyRows; e += kThreads) {
-        const int r = e / kKeyRows, j = e % kKeyRows;
-        const int64_t i = r0 + r;
+      const RowRun run(t, kKeyRows);
+      const int r = run.r;
+      const int64_t i = r0 + r;
+      KeepMask mask(a.rng, a.dropout_p);
+      for (int j = run.j0; j < run.j1; ++j) {
         float p = 0.0f, pd = 0.0f;
         if (visible(i, c0 + j, s)) {
           p = expf(L.s[r * L.lds + j] * a.scale - L.lse[r]);
-          pd = dropped(a, b, h, i, c0 + j, p);
+          pd = dropped(a, mask, b, h, i, c0 + j, p);
         }
         L.ds[r * L.ldp + j] = static_cast<T>(p);
         L.pd[r * L.ldp + j] = static_cast<T>(pd);
