@@ -5,7 +5,7 @@
 # 75, the job requeues itself, runs again (SLURM_RESTART_COUNT 1), resumes from the checkpoint and
 # completes; its metrics equal, bit for bit, those of the same run under srun that never stopped.
 # Slurm holds a requeued job for about two minutes before it is eligible; the test makes it
-# eligible at once (scontrol update StartTime=now), as an operator may.
+# eligible after two seconds (scontrol update StartTime=now), as an operator may.
 # Usage: tests/cmd/slurm_requeue_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 source "$2/tests/cmd/layout_lib.sh"
@@ -57,6 +57,12 @@ for _ in $(seq 300); do
   ls "$(dirname "$SLURM_CONF")"/slurmd/stepd.slurm.pmix."$job".* >/dev/null 2>&1 || break
   sleep 0.1
 done
+# And slurmd revokes the first run's credential with a time stamp in whole seconds, rejecting any
+# credential of the job made no later than that second ("Job credential revoked", the job then
+# ends FAILED without running: seen in CI, the requeued job started 0.15 s after the kill). Start
+# it two seconds after the revocation at the earliest.
+revoked=$(date +%s)
+while (($(date +%s) < revoked + 2)); do sleep 0.1; done
 scontrol update JobId="$job" StartTime=now
 for _ in $(seq 3000); do
   s=$(state)
