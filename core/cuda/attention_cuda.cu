@@ -37,6 +37,14 @@ namespace {
 
 constexpr int kRowsPerBlock = kCudaBlock / 32;
 
+// f(j) for lane `lane`'s columns of a row's [0, end): four consecutive at a time (j = 4 lane +
+// 128 q + w), so that a KeepMask's Philox block serves four of its dropout decisions.
+template <typename F>
+__device__ __forceinline__ void lane_columns(int lane, int64_t end, F&& f) {
+  for (int64_t j4 = 4 * static_cast<int64_t>(lane); j4 < end; j4 += 128)
+    for (int64_t j = j4; j < j4 + 4 && j < end; ++j) f(j);
+}
+
 // Row g = h*s + i of one sequence's scores sc [heads, s, s] (already scaled): writes the row's
 // log-sum-exp to lse[g], the causal softmax exp(x - lse) to p, and p * keep / (1 - dropout) to
 // pd when pd is not null.
@@ -62,14 +70,15 @@ __global__ void softmax_forward_kernel(T* p, T* pd, acc_t<T>* lse, const acc_t<T
   const uint64_t base = elem0 + static_cast<uint64_t>(g * s);
   // Columns up to the end of this row's causal block; beyond it nothing is read.
   const int64_t end = (i / block + 1) * block < s ? (i / block + 1) * block : s;
-  for (int64_t j = lane; j < end; j += 32) {
+  kernels::KeepMask mask(rng, dropout_p);
+  lane_columns(lane, end, [&](int64_t j) {
     const A v = j <= i ? exp(x[j] - l) : A(0);
     prow[j] = static_cast<T>(v);
     if (pdrow) {
-      const bool keep = j <= i && dropout_keep(rng, base + static_cast<uint64_t>(j), dropout_p);
+      const bool keep = j <= i && mask.keep(base + static_cast<uint64_t>(j));
       pdrow[j] = static_cast<T>(keep ? v * drop_scale : A(0));
     }
-  }
+  });
 }
 
 // Row g of forward's softmax again from the recomputed scores sc and forward's log-sum-exp:
@@ -105,33 +114,33 @@ __global__ void softmax_backward_kernel(T* ds, T* pd, const acc_t<T>* dpd, const
   const T* prow = p + g * s;
   const uint64_t base = elem0 + static_cast<uint64_t>(g * s);
   const bool drop = dropout_p > 0.0f;
+  kernels::KeepMask mask(rng, dropout_p);
   A dot = 0;
-  for (int64_t j = lane; j <= i; j += 32) {
+  lane_columns(lane, i + 1, [&](int64_t j) {
     A d = drow[j];
-    if (drop)
-      d = dropout_keep(rng, base + static_cast<uint64_t>(j), dropout_p) ? d * drop_scale : 0;
+    if (drop) d = mask.keep(base + static_cast<uint64_t>(j)) ? d * drop_scale : 0;
     dot += d * static_cast<A>(prow[j]);
-  }
+  });
   dot = warp_sum(dot);
   T* dsrow = ds + g * s;
   T* pdrow = pd ? pd + g * s : nullptr;
   // Columns up to the end of this row's causal block; beyond it nothing is read.
   const int64_t end = (i / block + 1) * block < s ? (i / block + 1) * block : s;
-  for (int64_t j = lane; j < end; j += 32) {
+  lane_columns(lane, end, [&](int64_t j) {
     if (j > i) {
       dsrow[j] = static_cast<T>(A(0));
       if (pdrow) pdrow[j] = static_cast<T>(A(0));
-      continue;
+      return;
     }
     const A pj = static_cast<A>(prow[j]);
     A d = drow[j];
     if (drop) {
-      const bool keep = dropout_keep(rng, base + static_cast<uint64_t>(j), dropout_p);
+      const bool keep = mask.keep(base + static_cast<uint64_t>(j));
       d = keep ? d * drop_scale : A(0);
       if (pdrow) pdrow[j] = static_cast<T>(keep ? pj * drop_scale : A(0));
     }
     dsrow[j] = static_cast<T>(pj * (d - dot));
-  }
+  });
 }
 
 struct Dims {
