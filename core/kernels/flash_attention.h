@@ -55,6 +55,7 @@ constexpr int kKeyRows = 32;               // key rows of a dk/dv block
 constexpr int kPerRow = kThreads / kRows;  // threads that share a query row (RowRun)
 static_assert(kRows * kPerRow == kThreads && kCols % kPerRow == 0 && kKeyRows % kPerRow == 0,
               "every thread runs one row's equal share of a tile's keys");
+static_assert(kKeyRows / kPerRow <= 8, "a dk/dv thread's keep decisions fit a byte");
 constexpr int kMaxHeadDim = 256;  // head sizes: multiples of 16 up to this, as shared memory allows
 
 struct Dims {
@@ -164,6 +165,7 @@ template <typename T>
 struct DkvSmem : Leads {
   T *k, *v, *q, *dout, *pd, *ds;
   float *s, *dk, *dv, *lse, *delta;
+  uint8_t* kept;  // [kThreads]: each thread's keep decisions for its RowRun (bit j - j0)
   size_t bytes;
   MTNLG_HD explicit DkvSmem(int64_t hd, char* base = nullptr) : Leads(hd, kKeyRows) {
     Carve c{reinterpret_cast<uintptr_t>(base)};
@@ -178,6 +180,7 @@ struct DkvSmem : Leads {
     dv = c.take<float>(kKeyRows * ldo);
     lse = c.take<float>(kRows);
     delta = c.take<float>(kRows);
+    kept = c.take<uint8_t>(kThreads);
     bytes = c.bytes;
   }
 };
@@ -310,11 +313,13 @@ MTNLG_HD float fmax_(float a, float b) {
 // The softmax gradient of a tile of query rows [r0, r0 + kRows) and keys [c0, c0 + cols), in
 // place of its probabilities p (model dtype): ds = p * (dP as forward's dropout left it - delta_i)
 // with dP (fp32) the gradient of the dropped probabilities; 0 where row i does not see key j.
-// Each element is read and written by one thread (its RowRun).
+// Each element is read and written by one thread (its RowRun). kept: null, draw the dropout
+// decisions; else each thread's decisions for its run, as an earlier phase of the same tile
+// recorded them (bit j - j0 of kept[t], for the keys the row sees).
 template <typename T, typename E, typename Args>
 MTNLG_HD void softmax_grad_tile(E& ex, const Args& a, int64_t b, int64_t h, int64_t r0, int64_t c0,
                                 int cols, const float* dp, int lds, T* p, int ldp,
-                                const float* delta) {
+                                const float* delta, const uint8_t* kept = nullptr) {
   ex.threads([&](int t) {
     const RowRun run(t, cols);
     const int r = run.r;
@@ -322,9 +327,14 @@ MTNLG_HD void softmax_grad_tile(E& ex, const Args& a, int64_t b, int64_t h, int6
     KeepMask mask(a.rng, a.dropout_p);
     for (int j = run.j0; j < run.j1; ++j) {
       float ds = 0.0f;
-      if (visible(i, c0 + j, a.d.s))
-        ds = static_cast<float>(p[r * ldp + j]) *
-             (dropped(a, mask, b, h, i, c0 + j, dp[r * lds + j]) - delta[r]);
+      if (visible(i, c0 + j, a.d.s)) {
+        float d = dp[r * lds + j];
+        if (kept == nullptr)
+          d = dropped(a, mask, b, h, i, c0 + j, d);
+        else if (a.dropout_p > 0.0f)
+          d = (kept[t] >> (j - run.j0)) & 1u ? d * a.drop_scale : 0.0f;
+        ds = static_cast<float>(p[r * ldp + j]) * (d - delta[r]);
+      }
       p[r * ldp + j] = static_cast<T>(ds);
     }
   });
@@ -510,25 +520,30 @@ MTNLG_HD void dkv_block(E& ex, char* smem, const BackwardArgs<T>& a, int64_t b, 
     });
     ex.template mma<true, false>(L.s, L.lds, L.q, L.ldt, L.k, L.ldt, kRows, kKeyRows, hd, false);
     // p (as T, over ds's tile until ds replaces it) and the dropped p for dv.
+    // The keep decisions go to L.kept for the softmax gradient below (one draw per element).
     ex.threads([&](int t) {
       const RowRun run(t, kKeyRows);
       const int r = run.r;
       const int64_t i = r0 + r;
       KeepMask mask(a.rng, a.dropout_p);
+      uint32_t kept = 0;
       for (int j = run.j0; j < run.j1; ++j) {
         float p = 0.0f, pd = 0.0f;
         if (visible(i, c0 + j, s)) {
           p = expf(L.s[r * L.lds + j] * a.scale - L.lse[r]);
-          pd = dropped(a, mask, b, h, i, c0 + j, p);
+          const bool keep = !(a.dropout_p > 0.0f) || mask.keep(drop_index(a.d, b, h, i, c0 + j));
+          pd = keep ? (a.dropout_p > 0.0f ? p * a.drop_scale : p) : 0.0f;
+          kept |= static_cast<uint32_t>(keep) << (j - run.j0);
         }
         L.ds[r * L.ldp + j] = static_cast<T>(p);
         L.pd[r * L.ldp + j] = static_cast<T>(pd);
       }
+      L.kept[t] = static_cast<uint8_t>(kept);
     });
     ex.template mma_acc<false, true, 1>(L.dv, L.ldo, L.pd, L.ldp, L.dout, L.ldt, kKeyRows, hd,
                                         kRows);
     ex.template mma<true, false>(L.s, L.lds, L.dout, L.ldt, L.v, L.ldt, kRows, kKeyRows, hd, false);
-    softmax_grad_tile(ex, a, b, h, r0, c0, kKeyRows, L.s, L.lds, L.ds, L.ldp, L.delta);
+    softmax_grad_tile(ex, a, b, h, r0, c0, kKeyRows, L.s, L.lds, L.ds, L.ldp, L.delta, L.kept);
     ex.template mma_acc<false, true, 0>(L.dk, L.ldo, L.ds, L.ldp, L.q, L.ldt, kKeyRows, hd, kRows);
   }
   ex.template flush<0>(L.dk, L.ldo, kKeyRows, hd);
