@@ -46,8 +46,6 @@
 
 namespace mtnlg::kernels::flash {
 
-using kernels::KeepMask;
-
 constexpr int kThreads = 256;
 constexpr int kRows = 64;                  // query rows of a tile
 constexpr int kCols = 64;                  // key columns of a forward or dq tile
