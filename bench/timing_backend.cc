@@ -105,6 +105,11 @@ void TimingBackend::gelu_backward(Tensor& din, const Tensor& dout, const Tensor&
   timed("gelu_backward", 0.0, [&] { inner_.gelu_backward(din, dout, in, act); });
 }
 
+void TimingBackend::gelu_bias_backward(Tensor& din, Tensor& dbias, const Tensor& dout,
+                                       const Tensor& in, Activation act) {
+  timed("gelu_bias_backward", 0.0, [&] { inner_.gelu_bias_backward(din, dbias, dout, in, act); });
+}
+
 // Attention's FLOPs (QK^T and PV over the full s x s square, as the model count does):
 // 2 * 2 * b * heads * s * s * hd forward, twice that backward.
 // Model FLOPs of the four [s, s] products (2 in forward, 4 in backward, the causal upper

@@ -150,6 +150,14 @@ class Backend {
   virtual void gelu_forward(Tensor& out, const Tensor& in, Activation act) = 0;
   // din = dout * act'(in) (din may alias dout)
   virtual void gelu_backward(Tensor& din, const Tensor& dout, const Tensor& in, Activation act) = 0;
+  // gelu_backward, then dbias[c] += sum_n din[n, c] of the din just written (fc1's backward
+  // through its GeLU). One call so that a backend may fuse them (the CUDA one does: one pass over
+  // [n, c] instead of two, the same bits); by default exactly the two calls.
+  virtual void gelu_bias_backward(Tensor& din, Tensor& dbias, const Tensor& dout, const Tensor& in,
+                                  Activation act) {
+    gelu_backward(din, dout, in, act);
+    bias_backward(dbias, din);
+  }
 
   // Causal self-attention over heads laid out per head: qkv [b, s, heads * 3 * hd], where the
   // 3*hd columns of head j are (q_j, k_j, v_j), so a split of the columns across tensor-parallel

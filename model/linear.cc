@@ -19,14 +19,14 @@ void row_parallel_linear_forward(Backend& be, Tensor y, const Tensor& x, const P
 }
 
 void linear_backward(Backend& be, Tensor dx, const Tensor& dy, const Tensor& x, Param& w,
-                     Param& b) {
+                     Param* b) {
   const Tensor dy2 = dy.as_2d();
   if (dx.defined()) {
     Tensor dx2 = dx.as_2d();
     be.gemm_weight(dx2, dy2, w.value, false, 1.0, 0.0);
   }
   be.gemm(w.grad, dy2, true, x.as_2d(), false, 1.0, 1.0);
-  be.bias_backward(b.grad, dy2);
+  if (b != nullptr) be.bias_backward(b->grad, dy2);
 }
 
 }  // namespace mtnlg

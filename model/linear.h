@@ -18,7 +18,8 @@ void linear_forward(Backend& be, Tensor y, const Tensor& x, const Param& w, cons
 // y: [.., out] = all-reduce over `tensor` of x W_local^T, then + b; x: [.., in/tp].
 void row_parallel_linear_forward(Backend& be, Tensor y, const Tensor& x, const Param& w,
                                  const Param& b, Communicator* tensor);
-// dx (overwritten, skipped when undefined): [.., in]; w.grad += dy^T x; b.grad += sum dy
-void linear_backward(Backend& be, Tensor dx, const Tensor& dy, const Tensor& x, Param& w, Param& b);
+// dx (overwritten, skipped when undefined): [.., in]; w.grad += dy^T x; b->grad += sum dy (b
+// null: the caller has summed it already, e.g. with Backend::gelu_bias_backward)
+void linear_backward(Backend& be, Tensor dx, const Tensor& dy, const Tensor& x, Param& w, Param* b);
 
 }  // namespace mtnlg

@@ -183,7 +183,7 @@ void TransformerLayer::backward(Backend& be, LayerScratch& s, Tensor dres,
   };
   // A column-parallel GEMM's backward: dL/d(its input) into s.dln (this rank's rows, summed over
   // the group), its weight gradient from the LayerNorm output `ln_out`, all rows.
-  const auto column_backward = [&](const Tensor& dy, const Tensor& ln_out, Param& w, Param& bias) {
+  const auto column_backward = [&](const Tensor& dy, const Tensor& ln_out, Param& w, Param* bias) {
     if (!seq_par) {
       linear_backward(be, s.dln, dy, ln_out, w, bias);
       copy_to_tensor_region_backward(be, s.dln, tensor_);
@@ -206,9 +206,10 @@ void TransformerLayer::backward(Backend& be, LayerScratch& s, Tensor dres,
   } else {
     be.copy(s.dh, dres);
   }
-  linear_backward(be, s.dact, all_rows(s.dh), a.act_out, *fc2_w_, *fc2_b_);
-  be.gelu_backward(s.dact, s.dact, a.fc1_out, c_.activation);
-  column_backward(s.dact, a.ln2_out, *fc1_w_, *fc1_b_);
+  linear_backward(be, s.dact, all_rows(s.dh), a.act_out, *fc2_w_, fc2_b_);
+  // GeLU's backward and fc1's bias gradient in one call (the CUDA backend fuses them).
+  be.gelu_bias_backward(s.dact, fc1_b_->grad, s.dact, a.fc1_out, c_.activation);
+  column_backward(s.dact, a.ln2_out, *fc1_w_, nullptr);
   layernorm_backward(*ln2_w_, *ln2_b_, a.h1, a.ln2_mean, a.ln2_rstd);
   // Attention sub-block, reversed. dres now holds dL/d(h1) = the skip path's dL/dx.
   if (c_.hidden_dropout > 0) {
@@ -216,10 +217,10 @@ void TransformerLayer::backward(Backend& be, LayerScratch& s, Tensor dres,
   } else {
     be.copy(s.dh, dres);
   }
-  linear_backward(be, s.dattn, all_rows(s.dh), a.attn_out, *dense_w_, *dense_b_);
+  linear_backward(be, s.dattn, all_rows(s.dh), a.attn_out, *dense_w_, dense_b_);
   attention_backward(be, s, a,
                      layer_dropout_stream(seed, mb, index_, DropoutSite::kAttentionProbs));
-  column_backward(s.dqkv, a.ln1_out, *qkv_w_, *qkv_b_);
+  column_backward(s.dqkv, a.ln1_out, *qkv_w_, qkv_b_);
   layernorm_backward(*ln1_w_, *ln1_b_, x, a.ln1_mean, a.ln1_rstd);
 }
 

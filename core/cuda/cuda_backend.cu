@@ -296,6 +296,18 @@ class CudaBackend final : public Backend {
     require_same(din, in, "gelu_backward");
     gelu_backward_cuda(din, dout, in, act, stream());
   }
+  void gelu_bias_backward(Tensor& din, Tensor& dbias, const Tensor& dout, const Tensor& in,
+                          Activation act) override {
+    const char* op = "gelu_bias_backward";
+    require_cuda(din, op, "din");
+    require_cuda(dout, op, "dout");
+    require_cuda(in, op, "in");
+    require_same(din, dout, op);
+    require_same(din, in, op);
+    MTNLG_CHECK_MSG(din.ndim() >= 1, op << ": din " << din.str());
+    require(dbias, acc_dtype(din.dtype()), din.dim(-1), op, "dbias");
+    gelu_bias_backward_cuda(din, dbias, dout, in, act, ws_, stream());
+  }
 
   // cuBLASLt with the bias (and the tanh GeLU) in the epilogue where it applies
   // (core/cuda/gemm_epilogue.h); the exact GeLU, which cuBLASLt lacks, after it; else the

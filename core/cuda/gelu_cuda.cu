@@ -2,6 +2,7 @@
 // functions the CPU kernels call.
 #include <cstdint>
 
+#include "core/cuda/column_sum_cuda.cuh"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernels_cuda.h"
 #include "core/cuda/launch_cuda.h"
@@ -63,7 +64,46 @@ __global__ void gelu_backward_packed_kernel(T* din, const T* dout, const T* in, 
   }
 }
 
+// One element of gelu_backward (the kernels' arithmetic) stored, and added to its column's sum
+// as stored (bias_backward_cuda's BiasTerm of the result): column_sums visits every element
+// once. din may alias dout: the element is read before it is written.
+template <typename T, bool kTanh>
+struct GeluBiasTerm {
+  T* din;
+  const T* dout;
+  const T* in;
+  int64_t cols;
+  __device__ void operator()(int64_t r, int64_t j, acc_t<T>* acc) const {
+    using A = acc_t<T>;
+    const int64_t e = r * cols + j;
+    const A x = static_cast<A>(in[e]);
+    const A grad = kTanh ? kernels::gelu_tanh_grad(x) : kernels::gelu_erf_grad(x);
+    const T d = static_cast<T>(static_cast<A>(dout[e]) * grad);
+    din[e] = d;
+    acc[0] += static_cast<A>(d);
+  }
+};
+
 }  // namespace
+
+void gelu_bias_backward_cuda(Tensor& din, Tensor& dbias, const Tensor& dout, const Tensor& in,
+                             Activation act, Workspace& ws, cudaStream_t stream) {
+  const int64_t cols = dbias.numel();
+  if (cols == 0 || din.numel() == 0) return;
+  const cuda::ColumnSumPlan plan = cuda::column_sum_plan(din.numel() / cols, cols);
+  dispatch_floating(din.dtype(), "gelu_bias_backward", [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    A* partial = static_cast<A*>(ws.get(plan.partial_elements() * sizeof(A)));
+    const auto run = [&](auto term) {
+      cuda::column_sums<A, 1>(plan, {{dbias.data_as<A>()}}, term, partial, stream);
+    };
+    if (act == Activation::kGeluTanh)
+      run(GeluBiasTerm<T, true>{din.data_as<T>(), dout.data_as<T>(), in.data_as<T>(), cols});
+    else
+      run(GeluBiasTerm<T, false>{din.data_as<T>(), dout.data_as<T>(), in.data_as<T>(), cols});
+  });
+}
 
 void gelu_forward_cuda(Tensor& out, const Tensor& in, Activation act, cudaStream_t stream) {
   const int64_t n = out.numel();

@@ -83,6 +83,10 @@ void gemm_strided_batched_cuda(const Blas& blas, DType ab_type, DType c_type, bo
 
 // ---- gelu_cuda.cu ----
 void gelu_forward_cuda(Tensor& out, const Tensor& in, Activation act, cudaStream_t stream);
+// gelu_backward_cuda and bias_backward_cuda in one pass of the column sums' grid (each element
+// computed, stored and summed by one thread): the same bits as the two.
+void gelu_bias_backward_cuda(Tensor& din, Tensor& dbias, const Tensor& dout, const Tensor& in,
+                             Activation act, Workspace& ws, cudaStream_t stream);
 void gelu_backward_cuda(Tensor& din, const Tensor& dout, const Tensor& in, Activation act,
                         cudaStream_t stream);
 

@@ -180,6 +180,20 @@ TEST_CASE("gelu and dropout match the CPU, dropout's mask bit for bit") {
     tw.cpu->gelu_backward(dx_c, dy, x, act);
     tw.gpu->gelu_backward(dx_g, dyg, xg, act);
     expect_close(tw.host(dx_g), dx_c, slack(dt, 1, 8), "gelu backward");
+    // Fused with the bias gradient (in place, as the model calls it): the bits of the two calls
+    // on the GPU; the bias gradient is the CPU's sum of the same din.
+    const DType at = acc_dtype(dt);
+    Tensor db_sep = tw.gpu->alloc({1001}, at), db_fused = tw.gpu->alloc({1001}, at);
+    tw.gpu->bias_backward(db_sep, dx_g);
+    Tensor dfused = tw.dev(dy);
+    tw.gpu->gelu_bias_backward(dfused, db_fused, dfused, xg, act);
+    const Tensor h_sep = tw.host(dx_g), h_fused = tw.host(dfused);
+    const Tensor hb_sep = tw.host(db_sep), hb_fused = tw.host(db_fused);
+    CHECK(std::memcmp(h_sep.data(), h_fused.data(), h_sep.nbytes()) == 0);
+    CHECK(std::memcmp(hb_sep.data(), hb_fused.data(), hb_sep.nbytes()) == 0);
+    Tensor dbc = Tensor::cpu({1001}, at);
+    tw.cpu->bias_backward(dbc, h_fused);
+    expect_close(hb_fused, dbc, 64, "gelu_bias_backward's bias gradient");
   }
   // The GPU kernel takes one Philox block (four elements) a thread: every offset mod 4, so that
   // the first and last blocks are partial in every way.
