@@ -319,8 +319,9 @@ void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
   // The CUDA attention's workspace: core/cuda/attention_workspace.h, the formula the kernels use
   // (the flash kernels' per-row delta, or the blocked kernels' fp32 scores of one sequence).
   const int64_t heads = r.model.num_attention_heads;
-  plan.cuda_attention_scratch_bytes = cuda_attention_scratch(
-      b, heads / tp, r.model.seq_length, h / heads, e, r.model.attention_dropout > 0);
+  plan.cuda_attention_scratch_bytes =
+      cuda_attention_scratch(b, heads / tp, r.model.seq_length, h / heads, e,
+                             r.model.attention_dropout > 0, flash_attention_chosen());
   const bool mixed = r.precision != Precision::kFP32;
   const int64_t v = chunks(r);
   const int64_t layers_per_stage = r.model.num_layers / pp, layers_per_chunk = layers_per_stage / v;

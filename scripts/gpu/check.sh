@@ -23,10 +23,10 @@ On a machine with an NVIDIA GPU, CUDA (nvcc, cuBLAS, cuBLASLt) and NCCL:
            so that NCCL accepts two ranks on one GPU and connects them over loopback sockets)
   demo     the CPU demo recipe (configs/demo-cpu.yaml) on the GPU in bf16
   bench    tokens/s, MFU and peak memory on one GPU (GPT-2 124M, 1.3B), with PyTorch's bf16
-           eager run on the same shapes as the anchor, and the 1.3B step with the blocked
-           attention kernels (MTNLG_CUDA_ATTENTION=blocked) and with the bias and GeLU
-           unfused (MTNLG_CUDA_EPILOGUES=off) and the flash kernels' warp grids
-           (MTNLG_CUDA_FLASH_TILES=grid); and the 1.3B recipe end to end through
+           eager run on the same shapes as the anchor, and the 1.3B step with the flash
+           attention kernels (MTNLG_CUDA_ATTENTION=flash; blocked is the default), with the
+           bias and GeLU unfused (MTNLG_CUDA_EPILOGUES=off) and with the flash kernels' warp
+           grids (MTNLG_CUDA_FLASH_TILES=grid); and the 1.3B recipe end to end through
            mtnlg-train (row 1.3b-train: its loader over data/demo, dropout, 16 micro-batches
            an iteration, 8 iterations)
 Each stage logs to WORK/STAGE.log (copied to OUT when it fails); the summary goes to
@@ -325,17 +325,17 @@ stage_bench() {
     "$build_dir/bench/mtnlg-bench-train" "${args[@]}" --device cuda --json >>"$j"
     python3 bench/torch_train.py "${args[@]}" --device cuda --json >>"$j"
   done
-  # The 1.3B step again without each of the fused paths, to measure what each gives: the blocked
-  # (cuBLAS) attention kernels instead of the flash ones (row 1.3b-blocked), and the bias and
+  # The 1.3B step again with each choice changed, to measure what each gives: the flash attention
+  # kernels instead of the blocked (cuBLAS) ones, the default (row 1.3b-flash), and the bias and
   # GeLU as separate kernels instead of in cuBLASLt's epilogue (row 1.3b-unfused).
-  MTNLG_CUDA_ATTENTION=blocked "$build_dir/bench/mtnlg-bench-train" "${xl[@]/#1.3b/1.3b-blocked}" \
+  MTNLG_CUDA_ATTENTION=flash "$build_dir/bench/mtnlg-bench-train" "${xl[@]/#1.3b/1.3b-flash}" \
     --device cuda --json >>"$j"
   MTNLG_CUDA_EPILOGUES=off "$build_dir/bench/mtnlg-bench-train" "${xl[@]/#1.3b/1.3b-unfused}" \
     --device cuda --json >>"$j"
   # And the flash kernels with each warp's product tiles in one k loop, its accumulators in
   # registers (row 1.3b-grid; the same bits, core/cuda/flash_attention_cuda.cu DeviceExec).
-  MTNLG_CUDA_FLASH_TILES=grid "$build_dir/bench/mtnlg-bench-train" "${xl[@]/#1.3b/1.3b-grid}" \
-    --device cuda --json >>"$j"
+  MTNLG_CUDA_ATTENTION=flash MTNLG_CUDA_FLASH_TILES=grid "$build_dir/bench/mtnlg-bench-train" \
+    "${xl[@]/#1.3b/1.3b-grid}" --device cuda --json >>"$j"
   # The 1.3B recipe end to end through mtnlg-train (row 1.3b-train, scripts/gpu/e2e_overrides.sh):
   # its data loader, dropout 0.1, AdamW once per 16 micro-batches (the recipe's 128 make the
   # AdamW share smaller still); the metrics file's median of iterations 3-8.

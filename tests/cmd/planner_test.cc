@@ -230,10 +230,10 @@ TEST_CASE("tiny on 2 x 2 x 2 - bf16 - ZeRO-1 - checkpointing: per-stage fields b
   CHECK(p.micro_batches == 2);
   CHECK(p.bubble_fraction == Approx(1.0 / 3.0));
   CHECK(p.padded_vocab == 512);  // multiple of 128 x 2
-  // bf16, head size 16: the flash kernels, whose scratch is one fp32 delta per row: micro-batch
-  // 2 x 2 of 4 heads per tensor rank x 32 rows x 4 bytes.
+  // bf16: the blocked kernels (the default), whose scratch is one sequence's backward: 2 heads
+  // per tensor rank x 32^2 x (4 fp32 scores + 2 probabilities + 2 dropped + 2 softmax gradient).
   CHECK(p.micro_batch == 2);
-  CHECK(p.cuda_attention_scratch_bytes == 2 * 2 * 32 * 4);
+  CHECK(p.cuda_attention_scratch_bytes == 2 * 32 * 32 * 10);
   CHECK(p.parameters == 32768 + 2048 + 4 * 49984 + 128);
   // One layer's share on a tensor rank: replicated ln1 128, dense bias 64, ln2 128, fc2 bias 64;
   // split qkv 12288/2 + 192/2, dense 4096/2, fc1 16384/2 + 256/2, fc2 16384/2 = 25184.
@@ -447,11 +447,14 @@ TEST_CASE(
   CHECK_FALSE(flash_attention_planned(2, 8));    // not a multiple of 16
   CHECK_FALSE(flash_attention_planned(2, 256));  // fits an H100, not an A100
   CHECK_FALSE(flash_attention_planned(4, 64));   // fp32: the blocked kernels
-  CHECK(cuda_attention_scratch(4, 2, 32, 16, 2, true) == 4 * 2 * 32 * 4);
+  CHECK(cuda_attention_scratch(4, 2, 32, 16, 2, true, true) == 4 * 2 * 32 * 4);
   // Blocked: 2 heads x 32^2 x (4 + 2 + 2 + 2) (scores and their gradient, probabilities, dropped
-  // probabilities, softmax gradient), whatever the micro-batch.
-  CHECK(cuda_attention_scratch(4, 2, 32, 8, 2, true) == 2 * 32 * 32 * 10);
-  CHECK(cuda_attention_scratch(4, 2, 32, 16, 4, false) == 2 * 32 * 32 * 12);
+  // probabilities, softmax gradient), whatever the micro-batch: where flash does not apply, and
+  // where it does but was not chosen (the default, MTNLG_CUDA_ATTENTION unset).
+  CHECK(cuda_attention_scratch(4, 2, 32, 8, 2, true, true) == 2 * 32 * 32 * 10);
+  CHECK(cuda_attention_scratch(4, 2, 32, 16, 2, true, false) == 2 * 32 * 32 * 10);
+  CHECK(cuda_attention_scratch(4, 2, 32, 16, 4, false, true) == 2 * 32 * 32 * 12);
+  CHECK_FALSE(flash_attention_chosen());
 }
 
 TEST_CASE("device overheads: per stage on a GPU - counted in fits - none on the CPU") {
