@@ -183,7 +183,7 @@ bool print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
   if (gpu) {  // core/cuda/device_overheads.h
     line("CUDA context (est.)", [](const StagePlan& s) { return gib(s.device.cuda_context); });
     line("BLAS workspace", [](const StagePlan& s) { return gib(s.device.blas_workspace); });
-    line("attention scratch", [](const StagePlan& s) { return gib(s.device.kernel_scratch); });
+    line("kernel scratch", [](const StagePlan& s) { return gib(s.device.kernel_scratch); });
     line("NCCL buffers (est.)", [](const StagePlan& s) { return gib(s.device.nccl_buffers); });
     line("  communicators",
          [](const StagePlan& s) { return std::to_string(s.device.nccl_communicators); });
@@ -206,8 +206,9 @@ bool print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
          "blocked layout (forward and input gradient; reordered once per iteration). The total is "
          "the backend's measured peak of tensors. On a GPU the process holds more: the CUDA "
          "context (estimated), one cuBLAS/cuBLASLt workspace (32 MiB; 4 MiB before Hopper), "
-         "attention's scratch (the bf16/fp16 flash kernels one float per row, the blocked "
-         "kernels the scores of one sequence) and NCCL's buffers (estimated per communicator of "
+         "kernel scratch (attention's: the blocked kernels, the default, the scores of one "
+         "sequence; with MTNLG_CUDA_ATTENTION=flash, bf16/fp16, one float per row; and the "
+         "backend's own 8 KiB for reductions) and NCCL's buffers (estimated per communicator of "
          "two or more ranks: 32 channels of its three protocols' buffers; NVLS buffers not "
          "included); mtnlg-train logs what it measures outside its allocator. Not counted: "
          "fragmentation\n\n";

@@ -303,7 +303,7 @@ DeviceOverheads device_overheads(const Plan& plan, const StagePlan& st, int64_t 
   DeviceOverheads d;
   d.cuda_context = kCudaContextEstimateBytes;
   d.blas_workspace = kBlasWorkspacePlanBytes;
-  d.kernel_scratch = attention_scratch;
+  d.kernel_scratch = attention_scratch + kCudaBackendScratchBytes;
   const bool ends = st.embedding || st.head;
   d.nccl_communicators = (plan.world > 1) + (plan.tensor > 1) + 2 * (plan.data > 1) +
                          (plan.pipeline > 1) + (plan.pipeline > 1 && ends);

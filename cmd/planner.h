@@ -67,7 +67,7 @@ struct MemoryTerms {
 struct DeviceOverheads {
   int64_t cuda_context = 0;        // estimate: the context and the kernels it loads
   int64_t blas_workspace = 0;      // cuBLAS's and cuBLASLt's one workspace (exact, at most)
-  int64_t kernel_scratch = 0;      // the CUDA kernels' largest scratch, attention's
+  int64_t kernel_scratch = 0;      // attention's scratch and the CUDA backend's own (8 KiB)
   int64_t nccl_communicators = 0;  // this rank's NCCL communicators of two or more ranks
   int64_t nccl_buffers = 0;        // estimate: nccl_communicators x one communicator's buffers
 
@@ -152,7 +152,8 @@ struct Plan {
   bool fits = false;  // every stage's device_total() within memory_limit_bytes
   // On a GPU, beyond each rank's tensors: the CUDA backend's largest scratch, attention's
   // (core/cuda/attention_workspace.h: the flash kernels' one float per row, or the blocked
-  // kernels' scores of one sequence); counted in each stage's DeviceOverheads::kernel_scratch.
+  // kernels' scores of one sequence); counted, with the backend's own 8 KiB, in each stage's
+  // DeviceOverheads::kernel_scratch.
   int64_t cuda_attention_scratch_bytes = 0;
   // Compute.
   double flops_per_iteration = 0.0;  // the paper's formula (full recompute) at the full batch

@@ -2,11 +2,13 @@
 #pragma once
 
 #include <condition_variable>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 
 namespace mtnlg::test {
 
@@ -48,6 +50,21 @@ class Watchdog {
   std::condition_variable cv_;
   bool done_ = false;  // guarded by mu_
   std::thread thread_;
+};
+
+// Sets an environment variable for a scope (MTNLG_CUDA_ATTENTION and the other switches), and
+// unsets it after.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::string name, const std::string& value) : name_(std::move(name)) {
+    ::setenv(name_.c_str(), value.c_str(), 1);
+  }
+  ~ScopedEnv() { ::unsetenv(name_.c_str()); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
 };
 
 // Absolute path of a file in the source tree, e.g. source_path("configs/demo-cpu.yaml").

@@ -5,9 +5,8 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdlib>
-#include <string_view>
 
+#include "core/env_choice.h"
 #include "core/kernels/flash_attention.h"
 
 namespace mtnlg {
@@ -45,12 +44,12 @@ inline bool flash_attention_planned(int64_t value_bytes, int64_t head_dim) {
          kernels::flash::backward_smem_bytes<uint16_t>(head_dim) <= kA100SharedBytes;
 }
 
-// Whether the run asked for the flash kernels (MTNLG_CUDA_ATTENTION=flash; the CUDA backend reads
-// the same variable). The blocked kernels are the default: on an H200 the flash ones, correct,
-// took 334.5 ms of a 1.3B step against the blocked ones' 198.9 ms (README, GPUs).
+// Whether the run asked for the flash kernels (MTNLG_CUDA_ATTENTION=flash): the CUDA backend and
+// the planner both ask here, so a value other than blocked or flash is an error naming the
+// variable in --dry-run as in training. The blocked kernels are the default: on an H200 the flash
+// ones, correct, took 334.5 ms of a 1.3B step against the blocked ones' 198.9 ms (README, GPUs).
 inline bool flash_attention_chosen() {
-  const char* v = std::getenv("MTNLG_CUDA_ATTENTION");
-  return v != nullptr && std::string_view(v) == "flash";
+  return !env_choice("MTNLG_CUDA_ATTENTION", "blocked", "flash");
 }
 
 // The largest scratch attention takes from the CUDA backend's workspace in one call: with the

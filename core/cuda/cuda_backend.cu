@@ -9,6 +9,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -16,10 +17,12 @@
 
 #include "core/backend_checks.h"
 #include "core/caching_allocator.h"
+#include "core/cuda/attention_workspace.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/device_overheads.h"
 #include "core/cuda/gemm_epilogue.h"
 #include "core/cuda/kernels_cuda.h"
+#include "core/env_choice.h"
 #include "core/memory_counter.h"
 
 namespace mtnlg {
@@ -97,10 +100,10 @@ class CudaBackend final : public Backend {
     // Attention's kernels: the blocked cuBLAS ones by default (on an H200 the flash ones took 1.68x
     // their time on the 1.3B step); MTNLG_CUDA_ATTENTION=flash: the flash ones where they apply
     // (bf16/fp16 on compute capability 8.0 or later, head sizes of multiples of 16 whose tiles
-    // fit shared memory). The planner reads the same variable (flash_attention_chosen). A linear
+    // fit shared memory); flash_attention_chosen, which the planner asks too. A linear
     // layer's bias (and GeLU) in cuBLASLt's epilogue where it applies; MTNLG_CUDA_EPILOGUES=off:
     // separate kernels.
-    flash_enabled_ = !env_choice("MTNLG_CUDA_ATTENTION", "blocked", "flash");
+    flash_enabled_ = flash_attention_chosen();
     flash_.warp_grids = !env_choice("MTNLG_CUDA_FLASH_TILES", "tile", "grid");
     epilogues_enabled_ = env_choice("MTNLG_CUDA_EPILOGUES", "on", "off");
 
@@ -117,8 +120,7 @@ class CudaBackend final : public Backend {
     void* blas_workspace = blas_ws_.get(blas_bytes);
     CUBLAS_CHECK(cublas_lib_.set_workspace(handle, blas_workspace, blas_bytes));
     epilogue_ = std::make_unique<EpilogueGemm>(blas_workspace, blas_bytes);
-    scratch_ = alloc({kSumSquaresScratch}, DType::kF64);
-    bad_id_ = alloc({1}, DType::kI32);
+    fixed_.emplace(*cache_, static_cast<size_t>(kCudaBackendScratchBytes));
   }
 
   Device device() const override { return Device::kCUDA; }
@@ -245,7 +247,7 @@ class CudaBackend final : public Backend {
 
   double sum_squares(const Tensor& x) override {
     require_cuda(x, "sum_squares", "x");
-    return sum_squares_cuda(x, scratch_.data_as<double>(), stream());
+    return sum_squares_cuda(x, sum_scratch(), stream());
   }
   std::vector<double> sum_squares_many(const std::vector<Tensor>& xs) override {
     for (const Tensor& x : xs) require_cuda(x, "sum_squares_many", "x");
@@ -417,8 +419,7 @@ class CudaBackend final : public Backend {
                     op << ": vocab " << vocab << " for logits " << logits.str());
     check_ids(targets, vocab, op, "target id", kVocabFix);
     return cross_entropy_forward_cuda(logits, targets, vocab, ws_,
-                                      scratch_.data_as<double>() + (kSumSquaresScratch - 1),
-                                      stream());
+                                      sum_scratch() + (kSumSquaresScratch - 1), stream());
   }
   void cross_entropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
                               int64_t vocab, double grad_scale) override {
@@ -539,16 +540,7 @@ class CudaBackend final : public Backend {
   struct AttentionDims {
     int64_t b, s, hd;
   };
-  // Whether environment variable `name` selects `on` (the default: unset or empty) rather than
-  // `off`; any other value is an invalid_argument naming the variable and both values.
-  static bool env_choice(const char* name, const char* on, const char* off) {
-    const char* v = std::getenv(name);
-    if (v == nullptr || *v == '\0' || std::strcmp(v, on) == 0) return true;
-    if (std::strcmp(v, off) == 0) return false;
-    throw invalid_argument(std::string(name) + "=" + v + " is not one of " + on + ", " + off +
-                               " (unset it for the default, " + on + ")",
-                           name);
-  }
+  double* sum_scratch() const { return static_cast<double*>(fixed_->data()); }
   bool use_flash(const Tensor& qkv, int64_t heads, std::initializer_list<const Tensor*> others) {
     return flash_enabled_ && flash_attention_applies(flash_, qkv, heads, others);
   }
@@ -565,7 +557,7 @@ class CudaBackend final : public Backend {
   // position, as on the CPU. Synchronizes (one 4-byte read back).
   void check_ids(const Tensor& ids, int64_t limit, const char* op, const char* what,
                  const char* fix) {
-    unsigned* first_bad = static_cast<unsigned*>(bad_id_.data());
+    unsigned* first_bad = reinterpret_cast<unsigned*>(sum_scratch() + kSumSquaresScratch);
     CUDA_CHECK(cudaMemsetAsync(first_bad, 0xff, sizeof(unsigned), stream()));
     check_ids_cuda(ids, limit, first_bad, stream());
     unsigned pos = 0;
@@ -599,8 +591,8 @@ class CudaBackend final : public Backend {
   FlashDevice flash_;
   bool flash_enabled_ = true;
   bool epilogues_enabled_ = true;
-  // Bytes alloc() handed out and not yet freed (cudaMalloc'ed sizes; excludes cuBLAS workspace
-  // and the CUDA context). Before scratch_: the scratch buffer's deleter decrements it.
+  // Bytes alloc() handed out and not yet freed (cudaMalloc'ed sizes; excludes cuBLAS workspace,
+  // the backend's own scratch and the CUDA context).
   std::shared_ptr<MemoryCounter> counter_ = std::make_shared<MemoryCounter>();
   // Device memory for alloc(): cudaMalloc'ed blocks kept for reuse. Out of memory is nullptr
   // (the allocator then releases its cache and retries); cudaFree's status is dropped, as a
@@ -617,13 +609,15 @@ class CudaBackend final : public Backend {
         return p;
       },
       [](void* p) { (void)cudaFree(p); });
-  // Declared before scratch_ so that the stream outlives the scratch buffer's cudaFree.
+  // Declared before the blocks from cache_, so that their work is queued on a live stream.
   StreamPtr stream_;
   Workspace blas_ws_{*cache_};  // cuBLAS's and cuBLASLt's: outlives both handles
   CublasLibrary cublas_lib_;    // before cublas_: the handle is destroyed through it
   CublasPtr cublas_;
-  Tensor scratch_;         // kSumSquaresScratch doubles for sum_squares
-  Tensor bad_id_;          // one device word for check_ids
+  // kSumSquaresScratch doubles for sum_squares (and cross entropy's total), then one word for
+  // check_ids: core/cuda/device_overheads.h's kCudaBackendScratchBytes, which the plan counts.
+  // Made in the constructor's body, once the device is current.
+  std::optional<DeviceBlock> fixed_;
   Workspace ws_{*cache_};  // launchers' temporaries (attention scores, column-sum partials, sorts)
   // cuBLASLt, made in the constructor's body once the device is current and blas_ws_ holds the
   // workspace (a member initializer would put it on whichever GPU was current).
@@ -631,6 +625,20 @@ class CudaBackend final : public Backend {
 };
 
 }  // namespace
+
+DeviceBlock::DeviceBlock(CachingAllocator& cache, size_t bytes)
+    : cache_(cache), bytes_(bytes), ptr_(cache.allocate(bytes)) {
+  if (ptr_ == nullptr)
+    throw Error(Code::kInvalidArgument,
+                "out of GPU memory: " + std::to_string(bytes) +
+                    " bytes of the CUDA backend's "
+                    "own scratch; another process may hold the GPU (nvidia-smi)",
+                "cuda scratch");
+}
+
+DeviceBlock::~DeviceBlock() {
+  cache_.release(ptr_, bytes_);
+}
 
 Workspace::~Workspace() {
   if (ptr_) cache_.release(ptr_, bytes_);

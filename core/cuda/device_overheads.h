@@ -19,9 +19,17 @@ constexpr int64_t blas_workspace_bytes(int compute_major) {
 // The planner does not know the GPU: the larger.
 constexpr int64_t kBlasWorkspacePlanBytes = blas_workspace_bytes(9);
 
+// The CUDA backend's own fixed scratch, held from its construction (exact): sum_squares' partial
+// sums in double (the last slot its result) and check_ids' one word for the first bad position.
+// Counted with attention's in the plan's kernel scratch; not a tensor (Backend::live_bytes).
+constexpr int kSumSquaresScratch = 1024;
+constexpr int64_t kCudaBackendScratchBytes = kSumSquaresScratch * int64_t{8} + 4;
+
 // Estimate: the CUDA context with the kernels it has loaded (the driver's per-context state, the
 // code of this binary's kernels and of the cuBLAS kernels used, loaded lazily since CUDA 12.2).
-constexpr int64_t kCudaContextEstimateBytes = int64_t{512} << 20;
+// Measured on an H200 (driver 580, CUDA 13.0, one rank of the 1.3B recipe): 600 MiB outside the
+// allocator; the estimate rounds that up.
+constexpr int64_t kCudaContextEstimateBytes = int64_t{640} << 20;
 
 // Estimate per NCCL communicator of two or more ranks: per channel and connection, the receive
 // buffers of NCCL's three protocols (Simple: NCCL_BUFFSIZE, 4 MiB by default; LL128 about

@@ -14,6 +14,7 @@
 #include "core/backend.h"
 #include "core/caching_allocator.h"
 #include "core/cuda/cublas_library.h"
+#include "core/cuda/device_overheads.h"
 #include "core/tensor.h"
 
 namespace mtnlg {
@@ -41,6 +42,23 @@ class Workspace {
   size_t bytes_ = 0;
 };
 
+// A fixed block of exactly `bytes` from the backend's caching allocator, held for the backend's
+// life: scratch of its own that, like Workspace's, is not a tensor (not in live_bytes, which the
+// planner predicts to the byte) but is in the allocator's reserved bytes.
+class DeviceBlock {
+ public:
+  DeviceBlock(CachingAllocator& cache, size_t bytes);
+  DeviceBlock(const DeviceBlock&) = delete;
+  DeviceBlock& operator=(const DeviceBlock&) = delete;
+  ~DeviceBlock();
+  void* data() const { return ptr_; }
+
+ private:
+  CachingAllocator& cache_;  // the backend's; outlives this
+  size_t bytes_;
+  void* ptr_;
+};
+
 // ---- elementwise_cuda.cu ----
 // t[i] = value (f32, f64, bf16, f16, i32)
 void fill_cuda(Tensor& t, double value, cudaStream_t stream);
@@ -55,8 +73,7 @@ void add_bias_cuda(Tensor& y, const Tensor& bias, cudaStream_t stream);
 
 // ---- reduce_cuda.cu ----
 // sum of x[i]^2 accumulated in double; `scratch` holds kSumSquaresScratch doubles on the
-// device. Synchronizes the stream to return the value.
-constexpr int kSumSquaresScratch = 1024;
+// device (core/cuda/device_overheads.h). Synchronizes the stream to return the value.
 double sum_squares_cuda(const Tensor& x, double* scratch, cudaStream_t stream);
 // sum_squares_cuda of each tensor (the same values), with one synchronization.
 std::vector<double> sum_squares_many_cuda(const std::vector<Tensor>& xs, Workspace& ws,

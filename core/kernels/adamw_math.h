@@ -20,15 +20,23 @@ struct AdamWCoeffs {
   T bias_correction2;  // 1 - beta2^step
 };
 
+// Every multiply-add is an explicit fma and no product feeds a sum, so no compiler is left a
+// contraction to choose: the CPU loop, its vector tail and each CUDA kernel (one tensor, a batch,
+// fp32 masters) run the same IEEE operations and agree bit for bit. Compilers contract a * b + c
+// differently in each inlining context (nvcc did, and the batched step lost last bits against
+// the one-tensor one); tests/core/adamw_exact_test.cc compiles the sequence below, contraction
+// off, as the reference.
 template <typename T>
 MTNLG_HD void adamw_element(T& param, T& m, T& v, T grad, const AdamWCoeffs<T>& k) {
+  using std::fma;
   using std::sqrt;
   const T g = grad * k.grad_scale;
-  m = k.beta1 * m + (T(1) - k.beta1) * g;
-  v = k.beta2 * v + (T(1) - k.beta2) * g * g;
+  m = fma(k.beta1, m, (T(1) - k.beta1) * g);
+  v = fma(k.beta2, v, ((T(1) - k.beta2) * g) * g);
   const T mhat = m / k.bias_correction1;
   const T vhat = v / k.bias_correction2;
-  param -= k.lr * (mhat / (sqrt(vhat) + k.eps) + k.weight_decay * param);
+  const T update = fma(k.weight_decay, param, mhat / (sqrt(vhat) + k.eps));
+  param = fma(-k.lr, update, param);
 }
 
 // The per-step constants of one Backend::adamw_update call: computed once on the host in double

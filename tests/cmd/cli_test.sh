@@ -144,6 +144,9 @@ if command -v mpirun >/dev/null; then
     passes=$((passes + 1))
   fi
 fi
+# The planner reads the attention kernels' switch as the CUDA backend does: a misspelling is an
+# error naming the variable, in --dry-run too (it was planned as the default without a word).
+MTNLG_CUDA_ATTENTION=Flash expect 2 'invalid argument \[MTNLG_CUDA_ATTENTION\]: MTNLG_CUDA_ATTENTION=Flash is not one of blocked, flash' -- --config configs/1.3b.yaml --dry-run
 expect 2 'world-size: Value 99999999999999999999 not in range' -- --config configs/tiny.yaml --dry-run --world-size 99999999999999999999
 # NaN and infinities are not numbers a plan can use (CLI11's range checks let NaN through).
 for flag in --iteration-time --peak-tflops --gpu-memory-gb --utilization; do

@@ -13,6 +13,7 @@
 #include "test_util.h"
 
 using namespace mtnlg;
+using mtnlg::test::ScopedEnv;
 
 namespace {
 
@@ -457,6 +458,25 @@ TEST_CASE(
   CHECK_FALSE(flash_attention_chosen());
 }
 
+TEST_CASE("MTNLG_CUDA_ATTENTION is read as the CUDA backend reads it - a misspelling is an error") {
+  const Recipe r = recipe("1.3b.yaml");
+  const auto scratch = [&] { return make_plan(r, PlanOptions{}).cuda_attention_scratch_bytes; };
+  const int64_t blocked = scratch();
+  {
+    ScopedEnv env("MTNLG_CUDA_ATTENTION", "blocked");
+    CHECK(scratch() == blocked);
+  }
+  {
+    // 1.3B: bf16, head size 128, so the flash kernels apply: their per-row delta, far smaller.
+    ScopedEnv env("MTNLG_CUDA_ATTENTION", "flash");
+    CHECK(flash_attention_chosen());
+    CHECK(scratch() < blocked);
+  }
+  ScopedEnv env("MTNLG_CUDA_ATTENTION", "Flash");
+  CHECK_THROWS_WITH(scratch(), Catch::Contains("MTNLG_CUDA_ATTENTION=Flash is not one of "
+                                               "blocked, flash"));
+}
+
 TEST_CASE("device overheads: per stage on a GPU - counted in fits - none on the CPU") {
   // tiny on tp 2 x pp 3 x dp 2 (12 ranks), bf16: every NCCL communicator of two or more ranks.
   const Recipe r =
@@ -471,7 +491,8 @@ TEST_CASE("device overheads: per stage on a GPU - counted in fits - none on the 
   for (const StagePlan& st : p.stages) {
     CHECK(st.device.cuda_context == kCudaContextEstimateBytes);
     CHECK(st.device.blas_workspace == int64_t{32} << 20);
-    CHECK(st.device.kernel_scratch == p.cuda_attention_scratch_bytes);
+    // Attention's, and the CUDA backend's own (sum_squares' partials and check_ids' word).
+    CHECK(st.device.kernel_scratch == p.cuda_attention_scratch_bytes + 1024 * 8 + 4);
     CHECK(st.device.nccl_buffers == st.device.nccl_communicators * kNcclCommunicatorEstimateBytes);
     CHECK(st.device_total() == st.memory.total() + st.device.cuda_context +
                                    st.device.blas_workspace + st.device.kernel_scratch +
@@ -504,7 +525,7 @@ TEST_CASE("device overheads: per stage on a GPU - counted in fits - none on the 
   // The text names each term and judges by the device total; the JSON carries them per stage.
   std::ostringstream text, json;
   print_dry_run(r, PlanOptions{}, text);
-  for (const char* row : {"CUDA context (est.)", "BLAS workspace", "attention scratch",
+  for (const char* row : {"CUDA context (est.)", "BLAS workspace", "kernel scratch",
                           "NCCL buffers (est.)", "  communicators", "device total"})
     CHECK(text.str().find(row) != std::string::npos);
   CHECK(text.str().find("beyond its tensors") != std::string::npos);

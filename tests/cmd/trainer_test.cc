@@ -18,6 +18,7 @@
 #include "tiny_corpus.h"
 
 using namespace mtnlg;
+using mtnlg::test::ScopedEnv;
 using mtnlg::test::write_corpus;
 
 namespace {
@@ -241,13 +242,6 @@ std::vector<uint32_t> bits_of(const std::vector<StateTensor>& state) {
   }
   return out;
 }
-
-// Sets an environment variable for a scope.
-struct ScopedEnv {
-  ScopedEnv(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
-  ~ScopedEnv() { ::unsetenv(name_); }
-  const char* name_;
-};
 
 }  // namespace
 
