@@ -243,8 +243,9 @@ int main(int argc, char** argv) {
       "model TFLOP/s (model FLOPs per token: model/gpt_flops.h, README: Model FLOPs). Compare with "
       "bench/torch_train.py; bench/run.sh runs both."};
   app.footer(
-      "Environment, with --device cuda: MTNLG_CUDA_ATTENTION=blocked|flash (attention kernels; "
-      "blocked by default, flash where it applies), MTNLG_CUDA_FLASH_TILES=tile|grid (how the "
+      "Environment, with --device cuda: MTNLG_CUDA_ATTENTION=blocked|flash|flash2 (attention "
+      "kernels; blocked by default, flash where it applies, flash2 the FA2-style forward where "
+      "it applies with the blocked backward), MTNLG_CUDA_FLASH_TILES=tile|grid (how the "
       "flash "
       "kernels' warps run their product tiles; tile by tile by default) and "
       "MTNLG_CUDA_EPILOGUES=on|off "

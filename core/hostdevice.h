@@ -7,3 +7,11 @@
 #else
 #define MTNLG_HD inline
 #endif
+
+// Unroll the next loop on the device, where register arrays indexed by its counter must be
+// indexed by constants to stay in registers (else they live in local memory); nothing on the host.
+#if defined(__CUDA_ARCH__)
+#define MTNLG_UNROLL _Pragma("unroll")
+#else
+#define MTNLG_UNROLL
+#endif

@@ -44,12 +44,22 @@ inline bool flash_attention_planned(int64_t value_bytes, int64_t head_dim) {
          kernels::flash::backward_smem_bytes<uint16_t>(head_dim) <= kA100SharedBytes;
 }
 
-// Whether the run asked for the flash kernels (MTNLG_CUDA_ATTENTION=flash): the CUDA backend and
-// the planner both ask here, so a value other than blocked or flash is an error naming the
-// variable in --dry-run as in training. The blocked kernels are the default: on an H200 the flash
-// ones, correct, took 334.5 ms of a 1.3B step against the blocked ones' 198.9 ms (README, GPUs).
+// Attention's kernels on the GPU, MTNLG_CUDA_ATTENTION: `blocked` (the default; cuBLAS products
+// over causal row blocks, a [heads, s, s] workspace), `flash` (core/kernels/flash_attention.h
+// forward and backward, nothing of size [s, s]) or `flash2` (core/kernels/flash2_forward.h's
+// register-level forward, then the blocked backward). The flash ones only where they apply
+// (bf16/fp16, their head sizes), the blocked ones elsewhere. The CUDA backend and the planner
+// both ask here, so a value other than these is an error naming the variable in --dry-run as
+// in training. The blocked kernels are the default: on an H200 the flash ones, correct, took
+// 334.5 ms of a 1.3B step against the blocked ones' 198.9 ms (README, GPUs); flash2 is new.
+enum class AttentionKernels { kBlocked = 0, kFlash = 1, kFlash2 = 2 };
+inline AttentionKernels attention_kernels_chosen() {
+  return static_cast<AttentionKernels>(
+      env_select("MTNLG_CUDA_ATTENTION", {"blocked", "flash", "flash2"}));
+}
+// Whether backward runs the flash kernels (and forward, with them, the flash ones too).
 inline bool flash_attention_chosen() {
-  return !env_choice("MTNLG_CUDA_ATTENTION", "blocked", "flash");
+  return attention_kernels_chosen() == AttentionKernels::kFlash;
 }
 
 // The largest scratch attention takes from the CUDA backend's workspace in one call: with the

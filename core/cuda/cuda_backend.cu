@@ -97,13 +97,14 @@ class CudaBackend final : public Backend {
     int optin = 0;
     CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     flash_.max_smem_optin = static_cast<size_t>(optin);
-    // Attention's kernels: the blocked cuBLAS ones by default (on an H200 the flash ones took 1.68x
-    // their time on the 1.3B step); MTNLG_CUDA_ATTENTION=flash: the flash ones where they apply
-    // (bf16/fp16 on compute capability 8.0 or later, head sizes of multiples of 16 whose tiles
-    // fit shared memory); flash_attention_chosen, which the planner asks too. A linear
+    // Attention's kernels (attention_workspace.h, which the planner asks too): the blocked
+    // cuBLAS ones by default (on an H200 the flash ones took 1.68x their time on the 1.3B step);
+    // MTNLG_CUDA_ATTENTION=flash: the flash ones where they apply (bf16/fp16 on compute
+    // capability 8.0 or later, head sizes of multiples of 16 whose tiles fit shared memory);
+    // flash2: the FA2-style forward where it applies, then the blocked backward. A linear
     // layer's bias (and GeLU) in cuBLASLt's epilogue where it applies; MTNLG_CUDA_EPILOGUES=off:
     // separate kernels.
-    flash_enabled_ = flash_attention_chosen();
+    attention_ = attention_kernels_chosen();
     flash_.warp_grids = !env_choice("MTNLG_CUDA_FLASH_TILES", "tile", "grid");
     epilogues_enabled_ = env_choice("MTNLG_CUDA_EPILOGUES", "on", "off");
 
@@ -337,6 +338,9 @@ class CudaBackend final : public Backend {
     require(stats, acc_dtype(qkv.dtype()), b * heads * s, op, "stats");
     if (use_flash(qkv, heads, {&out}))
       flash_attention_forward_cuda(flash_, out, stats, qkv, heads, dropout_p, rng, stream());
+    else if (attention_ == AttentionKernels::kFlash2 &&
+             flash2_forward_applies(flash_, qkv, heads, out))
+      flash2_forward_cuda(out, stats, qkv, heads, dropout_p, rng, stream());
     else
       attention_forward_cuda(blas(), out, stats, qkv, heads, dropout_p, rng, ws_);
   }
@@ -542,7 +546,8 @@ class CudaBackend final : public Backend {
   };
   double* sum_scratch() const { return static_cast<double*>(fixed_->data()); }
   bool use_flash(const Tensor& qkv, int64_t heads, std::initializer_list<const Tensor*> others) {
-    return flash_enabled_ && flash_attention_applies(flash_, qkv, heads, others);
+    return attention_ == AttentionKernels::kFlash &&
+           flash_attention_applies(flash_, qkv, heads, others);
   }
 
   static AttentionDims attention_dims(const Tensor& qkv, int64_t heads, const char* op) {
@@ -589,7 +594,7 @@ class CudaBackend final : public Backend {
   int device_;
   std::string name_;
   FlashDevice flash_;
-  bool flash_enabled_ = true;
+  AttentionKernels attention_ = AttentionKernels::kBlocked;
   bool epilogues_enabled_ = true;
   // Bytes alloc() handed out and not yet freed (cudaMalloc'ed sizes; excludes cuBLAS workspace,
   // the backend's own scratch and the CUDA context).

@@ -158,6 +158,15 @@ void flash_attention_backward_cuda(const FlashDevice& dev, Tensor& dqkv, const T
                                    int64_t heads, double dropout_p, RngStream rng, Workspace& ws,
                                    cudaStream_t stream);
 
+// ---- flash2_forward_cuda.cu ----
+// Attention forward FA2-style (core/kernels/flash2_forward.h: scores, probabilities and O in
+// registers), the same out and stats as flash_attention_forward_cuda's, so any backward follows
+// it. Applies to bf16/fp16 at head sizes 64 and 128 on compute capability 8.0 or later.
+bool flash2_forward_applies(const FlashDevice& dev, const Tensor& qkv, int64_t heads,
+                            const Tensor& out);
+void flash2_forward_cuda(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,
+                         double dropout_p, RngStream rng, cudaStream_t stream);
+
 // ---- embedding_cuda.cu ----
 // wte holds word rows [vocab_start, vocab_start + wte rows) (the whole table: 0, with the token
 // ids checked first by check_ids_cuda); other tokens give 0. wpe may be undefined (no

@@ -39,7 +39,12 @@ class KeepMask {
       bits_ = philox4x32_10(s_.seed, s_.stream, block_);
       valid_ = true;
     }
-    return dropout_keep_bits(bits_.v[n & 3], p_);
+    // The word by selects, not by index: an indexed array would sit in a GPU thread's local
+    // memory instead of its registers.
+    const uint32_t k = static_cast<uint32_t>(n & 3);
+    const uint32_t word =
+        k < 2 ? (k == 0 ? bits_.v[0] : bits_.v[1]) : (k == 2 ? bits_.v[2] : bits_.v[3]);
+    return dropout_keep_bits(word, p_);
   }
 
  private:

@@ -472,9 +472,15 @@ TEST_CASE("MTNLG_CUDA_ATTENTION is read as the CUDA backend reads it - a misspel
     CHECK(flash_attention_chosen());
     CHECK(scratch() < blocked);
   }
+  {
+    // The FA2-style forward keeps nothing of size [s, s]; its backward is the blocked one.
+    ScopedEnv env("MTNLG_CUDA_ATTENTION", "flash2");
+    CHECK_FALSE(flash_attention_chosen());
+    CHECK(scratch() == blocked);
+  }
   ScopedEnv env("MTNLG_CUDA_ATTENTION", "Flash");
   CHECK_THROWS_WITH(scratch(), Catch::Contains("MTNLG_CUDA_ATTENTION=Flash is not one of "
-                                               "blocked, flash"));
+                                               "blocked, flash, flash2"));
 }
 
 TEST_CASE("device overheads: per stage on a GPU - counted in fits - none on the CPU") {

@@ -213,10 +213,11 @@ TEST_CASE("attention forward and backward match the CPU, with and without dropou
   const double p = GENERATE(0.0, 0.15);
   // 67: one causal block; 1100: four, the last ragged (attention_cuda.cu's causal_block).
   const int64_t s = GENERATE(67, 1100);
-  const int64_t hd = GENERATE(16, 128);
+  const int64_t hd = GENERATE(16, 64, 128);
   // flash: bf16/fp16 take the flash kernels; blocked (the default): the cuBLAS ones (fp32/f64
-  // always).
-  const std::string kernel = GENERATE("flash", "blocked");
+  // always); flash2: the FA2-style forward at head sizes 64 and 128 (bf16/fp16), then the
+  // blocked backward from its log-sum-exps.
+  const std::string kernel = GENERATE("flash", "blocked", "flash2");
   ScopedEnv env("MTNLG_CUDA_ATTENTION", kernel);
   Twin tw;
   const int64_t b = 2, heads = 3;

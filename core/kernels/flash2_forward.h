@@ -1,0 +1,211 @@
+// Causal attention forward, FlashAttention-2 style (Dao 2023): each warp owns 16 query rows and
+// keeps everything about them in registers across the key tiles: Q's fragments, the scores of
+// one 64-key tile, the running maximum and sum, and O. Only K and V pass through shared memory.
+// The scores come out of one mma.m16n8k16 in the layout the next one takes as its A operand
+// (core/kernels/mma_fragment.h), so the probabilities go from the Q K^T product to the P V
+// product without leaving the registers, and a row's maximum and sum need only the four lanes
+// that share it (two shuffles). The flash kernels of core/kernels/flash_attention.h instead
+// stage scores, probabilities and O through shared memory; this program replaces their forward.
+//
+// Same contract as flash::forward_block (core/kernels/flash_attention.h): out, and stats as
+// each row's log-sum-exp of its scaled scores, so any backward (the blocked kernels', the flash
+// ones', the CPU's) continues from it; dropout keeps the same elements (the CPU's index). One
+// thread's program, written once for two executors. W provides:
+//   w.thread()            this thread's index in the block, [0, kThreads); lane = thread % 32
+//   w.sync()              a barrier of the block (__syncthreads)
+//   w.shfl_xor(v, mask)   v of lane (lane ^ mask) of the same warp (__shfl_xor_sync)
+//   w.mma<T>(c, a, b)     c += A B, one mma.sync.m16n8k16 of the warp: c float[4], a uint32[4],
+//                         b uint32[2] in mma_fragment.h's layouts, T bf16 or fp16
+// All control flow that reaches sync is uniform across the block, and that reaching shfl_xor and
+// mma uniform across the warp (the emulator, tests/core/simt_emulator.h, fails otherwise).
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "core/hostdevice.h"
+#include "core/kernels/dropout_math.h"
+#include "core/kernels/flash_attention.h"
+#include "core/kernels/mma_fragment.h"
+
+namespace mtnlg::kernels::flash2 {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kRows = 16 * kWarps;  // query rows of a block: 16 a warp
+constexpr int kCols = 64;           // keys of a tile
+static_assert(kRows == flash::kRows, "the same query blocks as the flash kernels' grid");
+
+// Head sizes with a kernel (each is a template instance: its register arrays are sized by it).
+MTNLG_HD bool head_dim_supported(int64_t hd) {
+  return hd == 64 || hd == 128;
+}
+
+// Q, K and V tiles [64][hd + 8]: the padding puts consecutive rows 16 bytes apart in the banks,
+// so the fragment loads of a warp (8 rows x 4 pairs) hit 32 different banks.
+template <typename T>
+MTNLG_HD size_t smem_bytes(int64_t hd) {
+  return static_cast<size_t>(kRows + 2 * kCols) * static_cast<size_t>(hd + 8) * sizeof(T);
+}
+
+// Thread `tid`'s share of loading rows [row0, row0 + 64) of a [s, HD] operand into a tile with
+// leading dimension HD + 8; rows past s are zero.
+template <typename T, int HD>
+MTNLG_HD void load_tile(int tid, T* dst, const T* src, int64_t ld_src, int64_t row0, int64_t s) {
+  constexpr int kVecs = HD / 8;  // 16-byte vectors a row
+  for (int e = tid; e < 64 * kVecs; e += kThreads) {
+    const int r = e / kVecs, c = (e % kVecs) * 8;
+    const int64_t i = row0 + r;
+    if (i < s)
+      flash::copy16(dst + r * (HD + 8) + c, src + i * ld_src + c);
+    else
+      flash::zero16(dst + r * (HD + 8) + c);
+  }
+}
+
+template <typename T>
+MTNLG_HD uint32_t pack_floats(float lo, float hi) {
+  return mma::pack(T(lo).bits, T(hi).bits);
+}
+
+// Forward for query rows [rb*kRows, rb*kRows + kRows) of head h of sequence b; smem holds
+// smem_bytes<T>(HD).
+template <typename T, int HD, typename W>
+MTNLG_HD void forward_thread(W& w, char* smem, const flash::ForwardArgs<T>& a, int64_t b, int64_t h,
+                             int64_t rb) {
+  static_assert(HD % 16 == 0, "head size a multiple of 16");
+  constexpr int ld = HD + 8;
+  constexpr int kSteps = HD / 16;      // k steps of Q K^T
+  constexpr int kOTiles = HD / 8;      // 8-column tiles of O
+  constexpr int kSTiles = kCols / 8;   // 8-key tiles of the scores
+  constexpr int kPSteps = kCols / 16;  // k steps of P V
+  T* sq = reinterpret_cast<T*>(smem);
+  T* sk = sq + kRows * ld;
+  T* sv = sk + kCols * ld;
+  const flash::Dims d = a.d;
+  const int64_t s = d.s, ldq = d.ldq(), r0 = rb * kRows;
+  const T* base = a.qkv + b * s * ldq + h * 3 * d.hd;
+  const int tid = w.thread(), lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int wr = warp * 16;                                // the warp's first row in the block
+  const int64_t rows[2] = {r0 + wr + g, r0 + wr + g + 8};  // this thread's two rows
+  const int64_t last_row = r0 + wr + 15;                   // the warp's last
+  const float neg_inf = -INFINITY;
+
+  load_tile<T, HD>(tid, sq, base, ldq, r0, s);
+  w.sync();
+  uint32_t qa[kSteps][4];
+  MTNLG_UNROLL
+  for (int kk = 0; kk < kSteps; ++kk) MTNLG_UNROLL
+  for (int reg = 0; reg < 4; ++reg) {
+    const mma::Coord c = mma::a_element(lane, 2 * reg);
+    qa[kk][reg] = mma::load_pair(sq + (wr + c.row) * ld + kk * 16 + c.col);
+  }
+
+  float o[kOTiles][4];
+  MTNLG_UNROLL
+  for (int j = 0; j < kOTiles; ++j) MTNLG_UNROLL
+  for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
+  float m[2] = {neg_inf, neg_inf};
+  float l[2] = {0.0f, 0.0f};  // this thread's share of the row sums (its 16 keys of each tile)
+  KeepMask masks[2] = {KeepMask(a.rng, a.dropout_p), KeepMask(a.rng, a.dropout_p)};
+
+  const int64_t end = r0 + kRows < s ? r0 + kRows : s;  // keys the block's rows can see
+  for (int64_t c0 = 0; c0 < end; c0 += kCols) {
+    w.sync();  // every warp is done with the previous tile's K and V
+    load_tile<T, HD>(tid, sk, base + d.hd, ldq, c0, s);
+    load_tile<T, HD>(tid, sv, base + 2 * d.hd, ldq, c0, s);
+    w.sync();
+
+    // Scores of the warp's rows against the tile's keys; 8-key tiles wholly past the warp's
+    // last row are masked without a product (warp-uniform).
+    float sc[kSTiles][4];
+    MTNLG_UNROLL
+    for (int nt = 0; nt < kSTiles; ++nt) {
+      MTNLG_UNROLL
+      for (int e = 0; e < 4; ++e) sc[nt][e] = 0.0f;
+      if (c0 + nt * 8 > last_row) continue;
+      MTNLG_UNROLL
+      for (int kk = 0; kk < kSteps; ++kk) {
+        const T* kp = sk + (nt * 8 + g) * ld + kk * 16 + 2 * t;  // B(k, n) = K[n][k]
+        const uint32_t kb[2] = {mma::load_pair(kp), mma::load_pair(kp + 8)};
+        w.template mma<T>(sc[nt], qa[kk], kb);
+      }
+    }
+    // Scale and mask; each row's new maximum over its four lanes.
+    float mx[2] = {m[0], m[1]};
+    MTNLG_UNROLL
+    for (int nt = 0; nt < kSTiles; ++nt) MTNLG_UNROLL
+    for (int e = 0; e < 4; ++e) {
+      const mma::Coord c = mma::c_element(lane, e);
+      const int r = e >> 1;
+      const float x =
+          flash::visible(rows[r], c0 + nt * 8 + c.col, s) ? sc[nt][e] * a.scale : neg_inf;
+      sc[nt][e] = x;
+      mx[r] = flash::fmax_(mx[r], x);
+    }
+    float alpha[2];
+    MTNLG_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = flash::fmax_(mx[r], w.shfl_xor(mx[r], 1));
+      mx[r] = flash::fmax_(mx[r], w.shfl_xor(mx[r], 2));
+      alpha[r] = m[r] == neg_inf ? 0.0f : expf(m[r] - mx[r]);
+      m[r] = mx[r];
+      l[r] *= alpha[r];
+    }
+    // Probabilities against the new maximum (the sum undropped); in place, dropped ones zeroed
+    // and kept ones scaled, for the product with V.
+    MTNLG_UNROLL
+    for (int nt = 0; nt < kSTiles; ++nt) MTNLG_UNROLL
+    for (int e = 0; e < 4; ++e) {
+      const int r = e >> 1;
+      const float x = sc[nt][e];
+      const float p = x == neg_inf ? 0.0f : expf(x - m[r]);
+      l[r] += p;
+      const int64_t j = c0 + nt * 8 + mma::c_element(lane, e).col;
+      sc[nt][e] = p != 0.0f ? flash::dropped(a, masks[r], b, h, rows[r], j, p) : 0.0f;
+    }
+    MTNLG_UNROLL
+    for (int j = 0; j < kOTiles; ++j) MTNLG_UNROLL
+    for (int e = 0; e < 4; ++e) o[j][e] *= alpha[e >> 1];
+    // O += P V: two score tiles side by side are one A fragment (mma_fragment.h).
+    MTNLG_UNROLL
+    for (int kk = 0; kk < kPSteps; ++kk) {
+      if (c0 + kk * 16 > last_row) continue;  // all masked (warp-uniform)
+      const uint32_t pa[4] = {
+          pack_floats<T>(sc[2 * kk][0], sc[2 * kk][1]),
+          pack_floats<T>(sc[2 * kk][2], sc[2 * kk][3]),
+          pack_floats<T>(sc[2 * kk + 1][0], sc[2 * kk + 1][1]),
+          pack_floats<T>(sc[2 * kk + 1][2], sc[2 * kk + 1][3]),
+      };
+      MTNLG_UNROLL
+      for (int j = 0; j < kOTiles; ++j) {
+        const T* vp = sv + (kk * 16 + 2 * t) * ld + j * 8 + g;  // B(k, n) = V[k][n]
+        const uint32_t vb[2] = {mma::pack(vp[0].bits, vp[ld].bits),
+                                mma::pack(vp[8 * ld].bits, vp[9 * ld].bits)};
+        w.template mma<T>(o[j], pa, vb);
+      }
+    }
+  }
+
+  // Each row's sum over its four lanes; out = O / l and the log-sum-exp, rows inside the sequence.
+  MTNLG_UNROLL
+  for (int r = 0; r < 2; ++r) {
+    l[r] += w.shfl_xor(l[r], 1);
+    l[r] += w.shfl_xor(l[r], 2);
+  }
+  T* out = a.out + b * s * d.ldo() + h * d.hd;
+  MTNLG_UNROLL
+  for (int r = 0; r < 2; ++r) {
+    if (rows[r] >= s) continue;
+    const float inv = 1.0f / l[r];
+    MTNLG_UNROLL
+    for (int j = 0; j < kOTiles; ++j)
+      mma::store_pair(out + rows[r] * d.ldo() + j * 8 + 2 * t,
+                      pack_floats<T>(o[j][2 * r] * inv, o[j][2 * r + 1] * inv));
+    if (t == 0) a.lse[(b * d.heads + h) * s + rows[r]] = m[r] + logf(l[r]);
+  }
+}
+
+}  // namespace mtnlg::kernels::flash2

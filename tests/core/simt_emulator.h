@@ -1,0 +1,240 @@
+// Runs a CUDA-style thread program on the CPU, one fiber (ucontext) per thread of a block, so
+// that kernels written per thread with warp collectives (core/kernels/flash2_forward.h) are
+// checked in CI without a GPU. Each thread runs until it reaches a collective: a block barrier
+// (sync), a warp shuffle (shfl_xor) or a warp tensor-core product (mma, its fragments in
+// core/kernels/mma_fragment.h's layouts, the product in float from exact bf16/fp16 values). A
+// collective completes once every thread it involves has reached it; a warp whose lanes reach
+// different collectives, a barrier that some threads never reach and a program that stops
+// making progress are failures (the threads' order within a round is forward or reversed, so a
+// program whose threads race on shared memory gives different bits in the two orders). Shared
+// memory starts as all-ones bytes (NaN as float, bf16 and fp16), so a read before a write shows.
+#pragma once
+
+#include <ucontext.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "core/kernels/bf16_math.h"
+#include "core/kernels/mma_fragment.h"
+
+namespace mtnlg::test {
+
+class SimtBlock;
+
+// The executor a thread program sees (the W of core/kernels/flash2_forward.h).
+class SimtThread {
+ public:
+  int thread() const { return id_; }
+  void sync();
+  float shfl_xor(float v, int mask);
+  template <typename T>
+  void mma(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+    static_assert(std::is_same_v<T, Bf16> || std::is_same_v<T, F16>, "bf16 or fp16 operands");
+    mma_any(c, a, b, std::is_same_v<T, Bf16>);
+  }
+
+ private:
+  friend class SimtBlock;
+  enum class Op { kRun, kSync, kShfl, kMma, kDone };
+  void mma_any(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], bool bf16);
+  void block_on(Op op);
+
+  SimtBlock* block_ = nullptr;
+  int id_ = 0;
+  Op op_ = Op::kRun;
+  // The collective's operands and result.
+  float shfl_in_ = 0, shfl_out_ = 0;
+  int shfl_mask_ = 0;
+  float* c_ = nullptr;
+  const uint32_t* a_ = nullptr;
+  const uint32_t* b_ = nullptr;
+  bool bf16_ = true;
+  ucontext_t ctx_{};
+  std::vector<char> stack_;
+};
+
+class SimtBlock {
+ public:
+  SimtBlock(int threads, size_t smem_bytes, bool reverse)
+      : threads_(threads), reverse_(reverse), smem_(smem_bytes + 16, '\xff') {}
+  SimtBlock(const SimtBlock&) = delete;
+  SimtBlock& operator=(const SimtBlock&) = delete;
+
+  // 16-byte aligned, as CUDA's dynamic shared memory.
+  char* smem() {
+    const auto p = reinterpret_cast<uintptr_t>(smem_.data());
+    return smem_.data() + ((16 - p % 16) % 16);
+  }
+
+  // Runs body(thread) for every thread of the block; returns "" or what went wrong. Shared
+  // memory keeps what the last run left (reset() starts it as all-ones again).
+  std::string run(const std::function<void(SimtThread&)>& body) {
+    std::vector<SimtThread> ts(static_cast<size_t>(threads_));
+    body_ = &body;
+    error_.clear();
+    for (int i = 0; i < threads_; ++i) {
+      SimtThread& th = ts[static_cast<size_t>(i)];
+      th.block_ = this;
+      th.id_ = i;
+      th.stack_.resize(kStackBytes);
+      getcontext(&th.ctx_);
+      th.ctx_.uc_stack.ss_sp = th.stack_.data();
+      th.ctx_.uc_stack.ss_size = th.stack_.size();
+      th.ctx_.uc_link = &sched_;
+      const auto ptr = reinterpret_cast<uintptr_t>(&th);
+      makecontext(&th.ctx_, reinterpret_cast<void (*)()>(&SimtBlock::entry), 2,
+                  static_cast<unsigned>(ptr & 0xffffffffu), static_cast<unsigned>(ptr >> 32));
+    }
+    while (error_.empty()) {
+      for (int k = 0; k < threads_; ++k) {
+        SimtThread& th = ts[static_cast<size_t>(reverse_ ? threads_ - 1 - k : k)];
+        if (th.op_ != SimtThread::Op::kRun) continue;
+        swapcontext(&sched_, &th.ctx_);
+      }
+      bool progress = false, all_done = true, all_sync = true;
+      for (int w0 = 0; w0 < threads_; w0 += 32) {
+        const int lanes = std::min(32, threads_ - w0);
+        SimtThread::Op op = SimtThread::Op::kRun;  // the warp collective some lane is at
+        bool same = true;
+        for (int l = 0; l < lanes; ++l) {
+          const SimtThread::Op o = ts[static_cast<size_t>(w0 + l)].op_;
+          if (o == SimtThread::Op::kShfl || o == SimtThread::Op::kMma) op = o;
+        }
+        for (int l = 0; l < lanes; ++l) same = same && ts[static_cast<size_t>(w0 + l)].op_ == op;
+        const bool warp_op = op != SimtThread::Op::kRun;
+        if (warp_op && !same) {
+          error_ = "warp " + std::to_string(w0 / 32) + ": lanes at different collectives";
+          break;
+        }
+        if (warp_op) {
+          if (lanes != 32) {
+            error_ = "a warp collective in a partial warp";
+            break;
+          }
+          if (op == SimtThread::Op::kShfl) resolve_shfl(&ts[static_cast<size_t>(w0)]);
+          if (op == SimtThread::Op::kMma) resolve_mma(&ts[static_cast<size_t>(w0)]);
+          for (int l = 0; l < 32; ++l) ts[static_cast<size_t>(w0 + l)].op_ = SimtThread::Op::kRun;
+          progress = true;
+        }
+      }
+      if (!error_.empty()) break;
+      for (const SimtThread& th : ts) {
+        all_done = all_done && th.op_ == SimtThread::Op::kDone;
+        all_sync = all_sync && th.op_ == SimtThread::Op::kSync;
+      }
+      if (all_done) break;
+      if (progress) continue;
+      if (all_sync) {
+        for (SimtThread& th : ts) th.op_ = SimtThread::Op::kRun;
+        ++barriers_;
+        continue;
+      }
+      error_ = "no progress: some threads wait at a barrier that others never reach";
+    }
+    body_ = nullptr;
+    return error_;
+  }
+
+  int64_t barriers() const { return barriers_; }
+  int64_t products() const { return products_; }
+
+ private:
+  friend class SimtThread;
+  static constexpr size_t kStackBytes = 256 * 1024;
+
+  static void entry(unsigned lo, unsigned hi) {
+    auto* th = reinterpret_cast<SimtThread*>(static_cast<uintptr_t>(lo) |
+                                             (static_cast<uintptr_t>(hi) << 32));
+    (*th->block_->body_)(*th);
+    th->op_ = SimtThread::Op::kDone;
+    // uc_link returns to the scheduler.
+  }
+
+  static float value(uint16_t bits, bool bf16) {
+    return bf16 ? bf16_to_f32(bits) : f16_to_f32(bits);
+  }
+
+  void resolve_shfl(SimtThread* warp) {
+    for (int l = 0; l < 32; ++l) {
+      if (warp[l].shfl_mask_ != warp[0].shfl_mask_) {
+        error_ = "lanes of one shuffle with different masks";
+        return;
+      }
+      warp[l].shfl_out_ = warp[l ^ warp[l].shfl_mask_].shfl_in_;
+    }
+  }
+
+  // D = A B + C for the warp's 16 x 8 x 16 product, from the lanes' fragments.
+  void resolve_mma(SimtThread* warp) {
+    const bool bf16 = warp[0].bf16_;
+    float a[16][16], b[16][8], c[16][8];
+    for (int l = 0; l < 32; ++l) {
+      if (warp[l].bf16_ != bf16) {
+        error_ = "lanes of one product in different types";
+        return;
+      }
+      for (int e = 0; e < 8; ++e) {
+        const kernels::mma::Coord x = kernels::mma::a_element(l, e);
+        const uint32_t r = warp[l].a_[e >> 1];
+        a[x.row][x.col] = value(e & 1 ? kernels::mma::high(r) : kernels::mma::low(r), bf16);
+      }
+      for (int e = 0; e < 4; ++e) {
+        const kernels::mma::Coord x = kernels::mma::b_element(l, e);
+        const uint32_t r = warp[l].b_[e >> 1];
+        b[x.row][x.col] = value(e & 1 ? kernels::mma::high(r) : kernels::mma::low(r), bf16);
+        const kernels::mma::Coord y = kernels::mma::c_element(l, e);
+        c[y.row][y.col] = warp[l].c_[e];
+      }
+    }
+    for (int l = 0; l < 32; ++l)
+      for (int e = 0; e < 4; ++e) {
+        const kernels::mma::Coord y = kernels::mma::c_element(l, e);
+        double sum = 0.0;  // bf16/fp16 products are exact in float; the sum nearly so
+        for (int k = 0; k < 16; ++k)
+          sum += static_cast<double>(a[y.row][k]) * static_cast<double>(b[k][y.col]);
+        warp[l].c_[e] = static_cast<float>(static_cast<double>(c[y.row][y.col]) + sum);
+      }
+    ++products_;
+  }
+
+  int threads_;
+  bool reverse_;
+  std::vector<char> smem_;
+  const std::function<void(SimtThread&)>* body_ = nullptr;
+  ucontext_t sched_{};
+  std::string error_;
+  int64_t barriers_ = 0, products_ = 0;
+};
+
+inline void SimtThread::block_on(Op op) {
+  op_ = op;
+  swapcontext(&ctx_, &block_->sched_);
+}
+
+inline void SimtThread::sync() {
+  block_on(Op::kSync);
+}
+
+inline float SimtThread::shfl_xor(float v, int mask) {
+  shfl_in_ = v;
+  shfl_mask_ = mask;
+  block_on(Op::kShfl);
+  return shfl_out_;
+}
+
+inline void SimtThread::mma_any(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
+                                bool bf16) {
+  c_ = c;
+  a_ = a;
+  b_ = b;
+  bf16_ = bf16;
+  block_on(Op::kMma);
+}
+
+}  // namespace mtnlg::test
