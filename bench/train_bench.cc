@@ -244,8 +244,8 @@ int main(int argc, char** argv) {
       "bench/torch_train.py; bench/run.sh runs both."};
   app.footer(
       "Environment, with --device cuda: MTNLG_CUDA_ATTENTION=blocked|flash|flash2 (attention "
-      "kernels; blocked by default, flash where it applies, flash2 the FA2-style forward where "
-      "it applies with the blocked backward), MTNLG_CUDA_FLASH_TILES=tile|grid (how the "
+      "kernels; blocked by default, flash where it applies, flash2 the FA2-style kernels where "
+      "they apply), MTNLG_CUDA_FLASH_TILES=tile|grid (how the "
       "flash "
       "kernels' warps run their product tiles; tile by tile by default) and "
       "MTNLG_CUDA_EPILOGUES=on|off "

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/env_choice.h"
+#include "core/kernels/flash2_forward.h"
 #include "core/kernels/flash_attention.h"
 
 namespace mtnlg {
@@ -44,31 +45,39 @@ inline bool flash_attention_planned(int64_t value_bytes, int64_t head_dim) {
          kernels::flash::backward_smem_bytes<uint16_t>(head_dim) <= kA100SharedBytes;
 }
 
+// Whether the CUDA backend runs attention through the FA2-style kernels for this value size and
+// head size: bf16/fp16 at head sizes 64 and 128 (their shared memory fits every GPU they run on).
+inline bool flash2_attention_planned(int64_t value_bytes, int64_t head_dim) {
+  return value_bytes == 2 && kernels::flash2::head_dim_supported(head_dim);
+}
+
 // Attention's kernels on the GPU, MTNLG_CUDA_ATTENTION: `blocked` (the default; cuBLAS products
 // over causal row blocks, a [heads, s, s] workspace), `flash` (core/kernels/flash_attention.h
-// forward and backward, nothing of size [s, s]) or `flash2` (core/kernels/flash2_forward.h's
-// register-level forward, then the blocked backward). The flash ones only where they apply
-// (bf16/fp16, their head sizes), the blocked ones elsewhere. The CUDA backend and the planner
-// both ask here, so a value other than these is an error naming the variable in --dry-run as
-// in training. The blocked kernels are the default: on an H200 the flash ones, correct, took
-// 334.5 ms of a 1.3B step against the blocked ones' 198.9 ms (README, GPUs); flash2 is new.
+// forward and backward, nothing of size [s, s]) or `flash2` (core/kernels/flash2_forward.h and
+// flash2_backward.h: FA2-style, scores and accumulators in registers, nothing of size [s, s]).
+// The flash ones only where they apply (bf16/fp16, their head sizes), the blocked ones elsewhere.
+// The CUDA backend and the planner both ask here, so a value other than these is an error naming
+// the variable in --dry-run as in training. The blocked kernels are the default: on an H200 the
+// flash ones, correct, took 334.5 ms of a 1.3B step against the blocked ones' 198.9 ms (README,
+// GPUs); flash2 is new.
 enum class AttentionKernels { kBlocked = 0, kFlash = 1, kFlash2 = 2 };
 inline AttentionKernels attention_kernels_chosen() {
   return static_cast<AttentionKernels>(
       env_select("MTNLG_CUDA_ATTENTION", {"blocked", "flash", "flash2"}));
 }
-// Whether backward runs the flash kernels (and forward, with them, the flash ones too).
+// Whether the run asked for the flash kernels (core/kernels/flash_attention.h).
 inline bool flash_attention_chosen() {
   return attention_kernels_chosen() == AttentionKernels::kFlash;
 }
 
 // The largest scratch attention takes from the CUDA backend's workspace in one call: with the
-// flash kernels (flash: chosen, and they apply) their delta [b, local heads, s] in fp32, else the
-// blocked kernels' backward over one sequence.
+// flash or FA2-style kernels (chosen, and they apply) their delta [b, local heads, s] in fp32,
+// else the blocked kernels' backward over one sequence.
 inline int64_t cuda_attention_scratch(int64_t micro_batch, int64_t local_heads, int64_t s,
                                       int64_t head_dim, int64_t value_bytes, bool dropout,
-                                      bool flash) {
-  if (flash && flash_attention_planned(value_bytes, head_dim))
+                                      AttentionKernels kernels) {
+  if ((kernels == AttentionKernels::kFlash && flash_attention_planned(value_bytes, head_dim)) ||
+      (kernels == AttentionKernels::kFlash2 && flash2_attention_planned(value_bytes, head_dim)))
     return micro_batch * local_heads * s * 4;
   return attention_workspace(local_heads, s, 4, value_bytes, dropout).backward_bytes();
 }

@@ -101,7 +101,7 @@ class CudaBackend final : public Backend {
     // cuBLAS ones by default (on an H200 the flash ones took 1.68x their time on the 1.3B step);
     // MTNLG_CUDA_ATTENTION=flash: the flash ones where they apply (bf16/fp16 on compute
     // capability 8.0 or later, head sizes of multiples of 16 whose tiles fit shared memory);
-    // flash2: the FA2-style forward where it applies, then the blocked backward. A linear
+    // flash2: the FA2-style kernels where they apply (bf16/fp16, head sizes 64 and 128). A linear
     // layer's bias (and GeLU) in cuBLASLt's epilogue where it applies; MTNLG_CUDA_EPILOGUES=off:
     // separate kernels.
     attention_ = attention_kernels_chosen();
@@ -338,8 +338,7 @@ class CudaBackend final : public Backend {
     require(stats, acc_dtype(qkv.dtype()), b * heads * s, op, "stats");
     if (use_flash(qkv, heads, {&out}))
       flash_attention_forward_cuda(flash_, out, stats, qkv, heads, dropout_p, rng, stream());
-    else if (attention_ == AttentionKernels::kFlash2 &&
-             flash2_forward_applies(flash_, qkv, heads, out))
+    else if (use_flash2(qkv, heads, {&out}))
       flash2_forward_cuda(out, stats, qkv, heads, dropout_p, rng, stream());
     else
       attention_forward_cuda(blas(), out, stats, qkv, heads, dropout_p, rng, ws_);
@@ -359,6 +358,8 @@ class CudaBackend final : public Backend {
     if (use_flash(qkv, heads, {&dqkv, &dout, &out}))
       flash_attention_backward_cuda(flash_, dqkv, dout, qkv, out, stats, heads, dropout_p, rng, ws_,
                                     stream());
+    else if (use_flash2(qkv, heads, {&dqkv, &dout, &out}))
+      flash2_backward_cuda(dqkv, dout, qkv, out, stats, heads, dropout_p, rng, ws_, stream());
     else
       attention_backward_cuda(blas(), dqkv, dout, qkv, stats, heads, dropout_p, rng, ws_);
   }
@@ -545,6 +546,10 @@ class CudaBackend final : public Backend {
     int64_t b, s, hd;
   };
   double* sum_scratch() const { return static_cast<double*>(fixed_->data()); }
+  bool use_flash2(const Tensor& qkv, int64_t heads, std::initializer_list<const Tensor*> others) {
+    return attention_ == AttentionKernels::kFlash2 &&
+           flash2_attention_applies(flash_, qkv, heads, others);
+  }
   bool use_flash(const Tensor& qkv, int64_t heads, std::initializer_list<const Tensor*> others) {
     return attention_ == AttentionKernels::kFlash &&
            flash_attention_applies(flash_, qkv, heads, others);

@@ -158,14 +158,19 @@ void flash_attention_backward_cuda(const FlashDevice& dev, Tensor& dqkv, const T
                                    int64_t heads, double dropout_p, RngStream rng, Workspace& ws,
                                    cudaStream_t stream);
 
-// ---- flash2_forward_cuda.cu ----
-// Attention forward FA2-style (core/kernels/flash2_forward.h: scores, probabilities and O in
-// registers), the same out and stats as flash_attention_forward_cuda's, so any backward follows
-// it. Applies to bf16/fp16 at head sizes 64 and 128 on compute capability 8.0 or later.
-bool flash2_forward_applies(const FlashDevice& dev, const Tensor& qkv, int64_t heads,
-                            const Tensor& out);
+// ---- flash2_attention_cuda.cu ----
+// Attention FA2-style (core/kernels/flash2_forward.h, flash2_backward.h: scores, probabilities
+// and accumulators in registers), the contract of flash_attention_*_cuda: the same out and
+// stats, so any backward can follow either forward; backward deterministic, its scratch
+// b*heads*s floats from ws. Applies to bf16/fp16 at head sizes 64 and 128 on compute capability
+// 8.0 or later, every operand 16-byte aligned.
+bool flash2_attention_applies(const FlashDevice& dev, const Tensor& qkv, int64_t heads,
+                              std::initializer_list<const Tensor*> operands);
 void flash2_forward_cuda(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,
                          double dropout_p, RngStream rng, cudaStream_t stream);
+void flash2_backward_cuda(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                          const Tensor& stats, int64_t heads, double dropout_p, RngStream rng,
+                          Workspace& ws, cudaStream_t stream);
 
 // ---- embedding_cuda.cu ----
 // wte holds word rows [vocab_start, vocab_start + wte rows) (the whole table: 0, with the token

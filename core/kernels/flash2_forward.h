@@ -49,12 +49,12 @@ MTNLG_HD size_t smem_bytes(int64_t hd) {
   return static_cast<size_t>(kRows + 2 * kCols) * static_cast<size_t>(hd + 8) * sizeof(T);
 }
 
-// Thread `tid`'s share of loading rows [row0, row0 + 64) of a [s, HD] operand into a tile with
-// leading dimension HD + 8; rows past s are zero.
-template <typename T, int HD>
+// Thread `tid`'s share of loading rows [row0, row0 + kTileRows) of a [s, HD] operand into a
+// tile with leading dimension HD + 8; rows past s are zero.
+template <typename T, int HD, int kTileRows>
 MTNLG_HD void load_tile(int tid, T* dst, const T* src, int64_t ld_src, int64_t row0, int64_t s) {
   constexpr int kVecs = HD / 8;  // 16-byte vectors a row
-  for (int e = tid; e < 64 * kVecs; e += kThreads) {
+  for (int e = tid; e < kTileRows * kVecs; e += kThreads) {
     const int r = e / kVecs, c = (e % kVecs) * 8;
     const int64_t i = row0 + r;
     if (i < s)
@@ -93,7 +93,7 @@ MTNLG_HD void forward_thread(W& w, char* smem, const flash::ForwardArgs<T>& a, i
   const int64_t last_row = r0 + wr + 15;                   // the warp's last
   const float neg_inf = -INFINITY;
 
-  load_tile<T, HD>(tid, sq, base, ldq, r0, s);
+  load_tile<T, HD, kRows>(tid, sq, base, ldq, r0, s);
   w.sync();
   uint32_t qa[kSteps][4];
   MTNLG_UNROLL
@@ -114,8 +114,8 @@ MTNLG_HD void forward_thread(W& w, char* smem, const flash::ForwardArgs<T>& a, i
   const int64_t end = r0 + kRows < s ? r0 + kRows : s;  // keys the block's rows can see
   for (int64_t c0 = 0; c0 < end; c0 += kCols) {
     w.sync();  // every warp is done with the previous tile's K and V
-    load_tile<T, HD>(tid, sk, base + d.hd, ldq, c0, s);
-    load_tile<T, HD>(tid, sv, base + 2 * d.hd, ldq, c0, s);
+    load_tile<T, HD, kCols>(tid, sk, base + d.hd, ldq, c0, s);
+    load_tile<T, HD, kCols>(tid, sv, base + 2 * d.hd, ldq, c0, s);
     w.sync();
 
     // Scores of the warp's rows against the tile's keys; 8-key tiles wholly past the warp's

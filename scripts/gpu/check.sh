@@ -24,7 +24,7 @@ On a machine with an NVIDIA GPU, CUDA (nvcc, cuBLAS, cuBLASLt) and NCCL:
   demo     the CPU demo recipe (configs/demo-cpu.yaml) on the GPU in bf16
   bench    tokens/s, MFU and peak memory on one GPU (GPT-2 124M, 1.3B), with PyTorch's bf16
            eager run on the same shapes as the anchor, and the 1.3B step with the FA2-style
-           forward (MTNLG_CUDA_ATTENTION=flash2), with the flash attention kernels
+           kernels (MTNLG_CUDA_ATTENTION=flash2), with the flash attention kernels
            (MTNLG_CUDA_ATTENTION=flash; blocked is the default), with the bias and GeLU
            unfused (MTNLG_CUDA_EPILOGUES=off) and with the flash kernels' warp
            grids (MTNLG_CUDA_FLASH_TILES=grid); and the 1.3B recipe end to end through
@@ -326,8 +326,8 @@ stage_bench() {
     "$build_dir/bench/mtnlg-bench-train" "${args[@]}" --device cuda --json >>"$j"
     python3 bench/torch_train.py "${args[@]}" --device cuda --json >>"$j"
   done
-  # The 1.3B step with the FA2-style attention forward (core/kernels/flash2_forward.h, then the
-  # blocked backward; row 1.3b-flash2): first of the variants, as the one most likely to become
+  # The 1.3B step with the FA2-style attention kernels (core/kernels/flash2_forward.h and
+  # flash2_backward.h; row 1.3b-flash2): first of the variants, as the one most likely to become
   # the default.
   MTNLG_CUDA_ATTENTION=flash2 "$build_dir/bench/mtnlg-bench-train" "${xl[@]/#1.3b/1.3b-flash2}" \
     --device cuda --json >>"$j"

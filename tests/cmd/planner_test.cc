@@ -448,13 +448,19 @@ TEST_CASE(
   CHECK_FALSE(flash_attention_planned(2, 8));    // not a multiple of 16
   CHECK_FALSE(flash_attention_planned(2, 256));  // fits an H100, not an A100
   CHECK_FALSE(flash_attention_planned(4, 64));   // fp32: the blocked kernels
-  CHECK(cuda_attention_scratch(4, 2, 32, 16, 2, true, true) == 4 * 2 * 32 * 4);
+  CHECK(cuda_attention_scratch(4, 2, 32, 16, 2, true, AttentionKernels::kFlash) == 4 * 2 * 32 * 4);
   // Blocked: 2 heads x 32^2 x (4 + 2 + 2 + 2) (scores and their gradient, probabilities, dropped
   // probabilities, softmax gradient), whatever the micro-batch: where flash does not apply, and
   // where it does but was not chosen (the default, MTNLG_CUDA_ATTENTION unset).
-  CHECK(cuda_attention_scratch(4, 2, 32, 8, 2, true, true) == 2 * 32 * 32 * 10);
-  CHECK(cuda_attention_scratch(4, 2, 32, 16, 2, true, false) == 2 * 32 * 32 * 10);
-  CHECK(cuda_attention_scratch(4, 2, 32, 16, 4, false, true) == 2 * 32 * 32 * 12);
+  CHECK(cuda_attention_scratch(4, 2, 32, 8, 2, true, AttentionKernels::kFlash) == 2 * 32 * 32 * 10);
+  CHECK(cuda_attention_scratch(4, 2, 32, 16, 2, true, AttentionKernels::kBlocked) ==
+        2 * 32 * 32 * 10);
+  CHECK(cuda_attention_scratch(4, 2, 32, 16, 4, false, AttentionKernels::kFlash) ==
+        2 * 32 * 32 * 12);
+  // The FA2-style kernels: the per-row delta at head sizes 64 and 128, else the blocked scratch.
+  CHECK(cuda_attention_scratch(4, 2, 32, 64, 2, true, AttentionKernels::kFlash2) == 4 * 2 * 32 * 4);
+  CHECK(cuda_attention_scratch(4, 2, 32, 16, 2, true, AttentionKernels::kFlash2) ==
+        2 * 32 * 32 * 10);
   CHECK_FALSE(flash_attention_chosen());
 }
 
@@ -473,10 +479,12 @@ TEST_CASE("MTNLG_CUDA_ATTENTION is read as the CUDA backend reads it - a misspel
     CHECK(scratch() < blocked);
   }
   {
-    // The FA2-style forward keeps nothing of size [s, s]; its backward is the blocked one.
+    // The FA2-style kernels at head size 128: the same per-row delta as the flash ones.
     ScopedEnv env("MTNLG_CUDA_ATTENTION", "flash2");
     CHECK_FALSE(flash_attention_chosen());
-    CHECK(scratch() == blocked);
+    CHECK(attention_kernels_chosen() == AttentionKernels::kFlash2);
+    const Recipe q = recipe("1.3b.yaml");
+    CHECK(scratch() == q.parallel.micro_batch_size * 16 * 2048 * 4);
   }
   ScopedEnv env("MTNLG_CUDA_ATTENTION", "Flash");
   CHECK_THROWS_WITH(scratch(), Catch::Contains("MTNLG_CUDA_ATTENTION=Flash is not one of "

@@ -214,27 +214,6 @@ Result run_flash(const Case& c, const Tensor& qkv, const Tensor& dout, double p,
   return r;
 }
 
-Tensor to_f64(const Tensor& t) {
-  Tensor o = Tensor::cpu(t.shape(), DType::kF64);
-  for (int64_t i = 0; i < t.numel(); ++i) o.data_as<double>()[i] = value_at(t, i);
-  return o;
-}
-
-// Worst |got - want| over u (|want| + max |want|): roundings of the narrow format relative to
-// the element or, for sums that cancel, to the tensor's largest element.
-double worst_roundings(const Tensor& got, const Tensor& want, double u) {
-  const auto g = to_vec(got), w = to_vec(want);
-  REQUIRE(g.size() == w.size());
-  double mx = 0;
-  for (double v : w) mx = std::max(mx, std::abs(v));
-  double worst = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    const double r = std::abs(g[i] - w[i]) / (u * (std::abs(w[i]) + mx) + 1e-300);
-    if (!(r <= worst)) worst = r;  // NaN is worst
-  }
-  return worst;
-}
-
 template <typename T>
 void check_against_cpu(DType dt, const Case& c, double p) {
   INFO(dtype_name(dt) << " b " << c.b << " s " << c.s << " heads " << c.heads << " hd " << c.hd
@@ -245,7 +224,7 @@ void check_against_cpu(DType dt, const Case& c, double p) {
   const Result got = run_flash<T>(c, qkv, dout, p, rng, false);
 
   auto cpu = make_cpu_backend(1);
-  const Tensor q64 = to_f64(qkv), do64 = to_f64(dout);
+  const Tensor q64 = convert(qkv, DType::kF64), do64 = convert(dout, DType::kF64);
   Tensor out = Tensor::cpu({c.b, c.s, c.heads * c.hd}, DType::kF64);
   Tensor lse = Tensor::cpu({c.b, c.heads, c.s}, DType::kF64);
   cpu->attention_forward(out, lse, q64, c.heads, p, rng);

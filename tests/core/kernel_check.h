@@ -94,6 +94,22 @@ inline double max_abs_diff(const Tensor& a, const Tensor& b) {
   return m;
 }
 
+// Worst |got - want| over u (|want| + max |want|): roundings of unit u (a narrow format's)
+// relative to the element or, for sums that cancel, to the tensor's largest element. NaN is
+// the worst.
+inline double worst_roundings(const Tensor& got, const Tensor& want, double u) {
+  const auto g = to_vec(got), w = to_vec(want);
+  REQUIRE(g.size() == w.size());
+  double mx = 0;
+  for (double v : w) mx = std::max(mx, std::abs(v));
+  double worst = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double r = std::abs(g[i] - w[i]) / (u * (std::abs(w[i]) + mx) + 1e-300);
+    if (!(r <= worst)) worst = r;
+  }
+  return worst;
+}
+
 // Checks `analytic` (same shape as the f64 tensor x) against central differences of
 // loss(x) = sum(forward(x) * wt) with respect to x: |num - ana| <= rel_tol * max(|num|, |ana|)
 // + abs_tol. The loss is evaluated as sum((forward(x) - forward(x0)) * wt), so outputs that the

@@ -215,8 +215,7 @@ TEST_CASE("attention forward and backward match the CPU, with and without dropou
   const int64_t s = GENERATE(67, 1100);
   const int64_t hd = GENERATE(16, 64, 128);
   // flash: bf16/fp16 take the flash kernels; blocked (the default): the cuBLAS ones (fp32/f64
-  // always); flash2: the FA2-style forward at head sizes 64 and 128 (bf16/fp16), then the
-  // blocked backward from its log-sum-exps.
+  // always); flash2: the FA2-style kernels at head sizes 64 and 128 (bf16/fp16).
   const std::string kernel = GENERATE("flash", "blocked", "flash2");
   ScopedEnv env("MTNLG_CUDA_ATTENTION", kernel);
   Twin tw;
@@ -568,6 +567,29 @@ TEST_CASE("CUDA backward kernels are bit-reproducible run to run") {
     runs.push_back(tw.host(dq));
     runs.push_back(tw.host(dw));
     runs.push_back(tw.host(dx));
+  }
+  CHECK(bitwise_equal(runs[0], runs[3]));
+  CHECK(bitwise_equal(runs[1], runs[4]));
+  CHECK(bitwise_equal(runs[2], runs[5]));
+}
+
+TEST_CASE("FA2-style attention is bit-reproducible run to run - forward and backward") {
+  ScopedEnv env("MTNLG_CUDA_ATTENTION", "flash2");
+  Twin tw;
+  const DType dt = DType::kBF16;
+  const int64_t b = 2, s = 300, heads = 2, hd = 64;  // ragged: 5 blocks, the last of 44 rows
+  const Tensor qkv = random_tensor({b, s, heads * 3 * hd}, dt, 1);
+  const Tensor dout = random_tensor({b, s, heads * hd}, dt, 2);
+  Tensor qg = tw.dev(qkv), dog = tw.dev(dout);
+  std::vector<Tensor> runs;
+  for (int r = 0; r < 2; ++r) {
+    Tensor o = tw.gpu->alloc(dout.shape(), dt), st = tw.gpu->alloc({b, heads, s}, DType::kF32);
+    tw.gpu->attention_forward(o, st, qg, heads, 0.1, RngStream{1, 2, 3});
+    Tensor dq = tw.gpu->alloc(qkv.shape(), dt);
+    tw.gpu->attention_backward(dq, dog, qg, o, st, heads, 0.1, RngStream{1, 2, 3});
+    runs.push_back(tw.host(o));
+    runs.push_back(tw.host(st));
+    runs.push_back(tw.host(dq));
   }
   CHECK(bitwise_equal(runs[0], runs[3]));
   CHECK(bitwise_equal(runs[1], runs[4]));

@@ -1,9 +1,10 @@
-// The FA2-style attention forward (core/kernels/flash2_forward.h), its every thread run as a
-// fiber by tests/core/simt_emulator.h with the warp shuffles and mma.m16n8k16 products emulated
-// from mma_fragment.h's layouts: out and the log-sum-exps against the CPU backend in float64,
-// bf16 and fp16, with and without dropout, ragged sequences; the same bits with the threads
-// run in reverse order (no races on shared memory); and the emulator's own checks (a product
-// against a plain matrix product, divergent warps and unmatched barriers reported).
+// The FA2-style attention kernels (core/kernels/flash2_forward.h, flash2_backward.h), their every
+// thread run as a fiber by tests/core/simt_emulator.h with the warp shuffles and mma.m16n8k16
+// products emulated from mma_fragment.h's layouts: out, the log-sum-exps and dqkv against the CPU
+// backend in float64, bf16 and fp16, with and without dropout, ragged sequences; the same bits
+// with the threads run in reverse order (no races on shared memory); and the emulator's own
+// checks (a product against a plain matrix product, divergent warps and unmatched barriers
+// reported).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "core/kernels/flash2_backward.h"
 #include "core/kernels/flash2_forward.h"
 #include "kernel_check.h"
 #include "simt_emulator.h"
@@ -28,66 +30,81 @@ struct Case {
   int64_t b, s, heads, hd;
 };
 
-template <typename T, int HD>
-void forward_all(const fl::ForwardArgs<T>& a, bool reverse) {
-  const fl::Dims& d = a.d;
-  SimtBlock block(f2::kThreads, f2::smem_bytes<T>(HD), reverse);
+struct Result {
+  Tensor out, lse, dqkv;
+};
+
+// f(b, h, block) in a block of its own for every block of every head of every sequence.
+template <typename F>
+void for_blocks(const fl::Dims& d, int64_t blocks, SimtBlock& block, F&& f) {
   for (int64_t b = 0; b < d.b; ++b)
     for (int64_t h = 0; h < d.heads; ++h)
-      for (int64_t rb = 0; rb < fl::query_blocks(d.s); ++rb) {
-        const std::string err = block.run(
-            [&](SimtThread& w) { f2::forward_thread<T, HD>(w, block.smem(), a, b, h, rb); });
+      for (int64_t k = 0; k < blocks; ++k) {
+        const std::string err = block.run([&](SimtThread& w) { f(w, b, h, k); });
         REQUIRE(err.empty());
       }
 }
 
+template <typename T, int HD>
+void run_all(const fl::ForwardArgs<T>& fa, const fl::BackwardArgs<T>& ba, bool reverse) {
+  const fl::Dims& d = fa.d;
+  SimtBlock fwd(f2::kThreads, f2::smem_bytes<T>(HD), reverse);
+  for_blocks(d, fl::query_blocks(d.s), fwd, [&](SimtThread& w, int64_t b, int64_t h, int64_t rb) {
+    f2::forward_thread<T, HD>(w, fwd.smem(), fa, b, h, rb);
+  });
+  // The kernels' order: every dq block (they write delta), then every dk/dv block.
+  SimtBlock bwd(f2::kThreads, f2::backward_smem_bytes<T>(HD), reverse);
+  const int64_t blocks = f2::backward_blocks(d.s);
+  for_blocks(d, blocks, bwd, [&](SimtThread& w, int64_t b, int64_t h, int64_t k) {
+    f2::dq_thread<T, HD>(w, bwd.smem(), ba, b, h, k);
+  });
+  for_blocks(d, blocks, bwd, [&](SimtThread& w, int64_t b, int64_t h, int64_t k) {
+    f2::dkv_thread<T, HD>(w, bwd.smem(), ba, b, h, k);
+  });
+}
+
 template <typename T>
-std::pair<Tensor, Tensor> run(const Case& c, const Tensor& qkv, double p, RngStream rng,
-                              bool reverse) {
-  Tensor out = Tensor::cpu({c.b, c.s, c.heads * c.hd}, qkv.dtype());
-  Tensor lse = Tensor::cpu({c.b, c.heads, c.s}, DType::kF32);
-  const fl::ForwardArgs<T> a{qkv.data_as<T>(),
-                             out.data_as<T>(),
-                             lse.data_as<float>(),
-                             fl::Dims{c.b, c.s, c.heads, c.hd},
-                             1.0f / std::sqrt(static_cast<float>(c.hd)),
-                             static_cast<float>(p),
-                             p > 0 ? kernels::dropout_scale(static_cast<float>(p)) : 1.0f,
-                             rng};
+Result run(const Case& c, const Tensor& qkv, const Tensor& dout, double p, RngStream rng,
+           bool reverse) {
+  Result r{Tensor::cpu({c.b, c.s, c.heads * c.hd}, qkv.dtype()),
+           Tensor::cpu({c.b, c.heads, c.s}, DType::kF32), Tensor::cpu(qkv.shape(), qkv.dtype())};
+  const fl::Dims d{c.b, c.s, c.heads, c.hd};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
+  const float drop = p > 0 ? kernels::dropout_scale(static_cast<float>(p)) : 1.0f;
+  const fl::ForwardArgs<T> fa{qkv.data_as<T>(),
+                              r.out.data_as<T>(),
+                              r.lse.data_as<float>(),
+                              d,
+                              scale,
+                              static_cast<float>(p),
+                              drop,
+                              rng};
+  std::vector<float> delta(static_cast<size_t>(c.b * c.heads * c.s), NAN);
+  const fl::BackwardArgs<T> ba{qkv.data_as<T>(),
+                               r.out.data_as<T>(),
+                               dout.data_as<T>(),
+                               r.lse.data_as<float>(),
+                               delta.data(),
+                               r.dqkv.data_as<T>(),
+                               d,
+                               scale,
+                               static_cast<float>(p),
+                               drop,
+                               rng};
   switch (c.hd) {
     case 16:
-      forward_all<T, 16>(a, reverse);
+      run_all<T, 16>(fa, ba, reverse);
       break;
     case 64:
-      forward_all<T, 64>(a, reverse);
+      run_all<T, 64>(fa, ba, reverse);
       break;
     case 128:
-      forward_all<T, 128>(a, reverse);
+      run_all<T, 128>(fa, ba, reverse);
       break;
     default:
       FAIL("no instance for head size " << c.hd);
   }
-  return {out, lse};
-}
-
-Tensor to_f64(const Tensor& t) {
-  Tensor o = Tensor::cpu(t.shape(), DType::kF64);
-  for (int64_t i = 0; i < t.numel(); ++i) o.data_as<double>()[i] = value_at(t, i);
-  return o;
-}
-
-// Worst |got - want| over u (|want| + max |want|), as tests/core/flash_attention_test.cc.
-double worst_roundings(const Tensor& got, const Tensor& want, double u) {
-  const auto g = to_vec(got), w = to_vec(want);
-  REQUIRE(g.size() == w.size());
-  double mx = 0;
-  for (double v : w) mx = std::max(mx, std::abs(v));
-  double worst = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    const double r = std::abs(g[i] - w[i]) / (u * (std::abs(w[i]) + mx) + 1e-300);
-    if (!(r <= worst)) worst = r;  // NaN is worst
-  }
-  return worst;
+  return r;
 }
 
 template <typename T>
@@ -96,26 +113,33 @@ void check_against_cpu(DType dt, const Case& c, double p) {
                       << " dropout " << p);
   const RngStream rng{42, 3, 0};
   const Tensor qkv = random_tensor({c.b, c.s, c.heads * 3 * c.hd}, dt, 1, -2.0, 2.0);
-  const auto [out, lse] = run<T>(c, qkv, p, rng, false);
+  const Tensor dout = random_tensor({c.b, c.s, c.heads * c.hd}, dt, 2);
+  const Result got = run<T>(c, qkv, dout, p, rng, false);
 
   auto cpu = make_cpu_backend(1);
-  Tensor want = Tensor::cpu({c.b, c.s, c.heads * c.hd}, DType::kF64);
-  Tensor want_lse = Tensor::cpu({c.b, c.heads, c.s}, DType::kF64);
-  cpu->attention_forward(want, want_lse, to_f64(qkv), c.heads, p, rng);
+  const Tensor q64 = convert(qkv, DType::kF64), do64 = convert(dout, DType::kF64);
+  Tensor out = Tensor::cpu({c.b, c.s, c.heads * c.hd}, DType::kF64);
+  Tensor lse = Tensor::cpu({c.b, c.heads, c.s}, DType::kF64);
+  cpu->attention_forward(out, lse, q64, c.heads, p, rng);
+  Tensor dqkv = Tensor::cpu(q64.shape(), DType::kF64);
+  cpu->attention_backward(dqkv, do64, q64, out, lse, c.heads, p, rng);
   const double u = dt == DType::kBF16 ? 1.0 / 256 : 1.0 / 2048;
-  // The flash kernels' bounds: fp32 sums of the same narrow scores; out one rounding of its own
-  // plus the probabilities' (rounded before the product with v).
-  CHECK(worst_roundings(lse, want_lse, 1.0 / (1 << 23)) < 16);
-  CHECK(worst_roundings(out, want, u) < 2);
+  // The flash kernels' bounds (tests/core/flash_attention_test.cc): fp32 sums of the same
+  // narrow scores; out one rounding of its own plus the probabilities'; dqkv the probabilities'
+  // and the softmax gradient's roundings before their products, and delta from the rounded out.
+  CHECK(worst_roundings(got.lse, lse, 1.0 / (1 << 23)) < 16);  // measured: under 0.44
+  CHECK(worst_roundings(got.out, out, u) < 2);                 // measured: under 0.57
+  CHECK(worst_roundings(got.dqkv, dqkv, u) < 3);               // measured: under 1.2
 
-  const auto [rev_out, rev_lse] = run<T>(c, qkv, p, rng, true);
-  CHECK(bitwise_equal(rev_out, out));
-  CHECK(bitwise_equal(rev_lse, lse));
+  const Result rev = run<T>(c, qkv, dout, p, rng, true);
+  CHECK(bitwise_equal(rev.out, got.out));
+  CHECK(bitwise_equal(rev.lse, got.lse));
+  CHECK(bitwise_equal(rev.dqkv, got.dqkv));
 }
 
 }  // namespace
 
-TEST_CASE("FA2 forward matches the CPU backend in float64 - with and without dropout") {
+TEST_CASE("FA2 forward and backward match the CPU backend in float64 - with and without dropout") {
   const double p = GENERATE(0.0, 0.2);
   // s: one row, a partial tile, exactly one tile, several tiles with a ragged end; the kernels'
   // head sizes 64 and 128, and 16 (the same program, smaller registers) over more tiles.
@@ -125,11 +149,13 @@ TEST_CASE("FA2 forward matches the CPU backend in float64 - with and without dro
   check_against_cpu<F16>(DType::kF16, c, p);
 }
 
-TEST_CASE("FA2 forward's shared memory and head sizes") {
+TEST_CASE("FA2 kernels' shared memory and head sizes") {
   // 64 + 2 x 64 rows of hd + 8 two-byte elements: under the 48 KiB a block takes without opting
   // in at head size 64, 52 KiB at 128 (A100: 163 KiB).
   CHECK(f2::smem_bytes<Bf16>(64) == 192 * 72 * 2);
   CHECK(f2::smem_bytes<Bf16>(128) == 192 * 136 * 2);
+  // Backward: two 64-row blocks, two 32-row tiles and 64 floats; 51.3 KiB at head size 128.
+  CHECK(f2::backward_smem_bytes<Bf16>(128) == 192 * 136 * 2 + 256);
   CHECK(f2::head_dim_supported(64));
   CHECK(f2::head_dim_supported(128));
   CHECK_FALSE(f2::head_dim_supported(160));  // the 530B recipe's: the other kernels

@@ -1,0 +1,175 @@
+// The FA2-style causal attention on CUDA (bf16/fp16, head sizes 64 and 128, sm_80 and later):
+// core/kernels/flash2_forward.h's and flash2_backward.h's thread programs with their collectives
+// as the hardware's (__syncthreads, __shfl_xor_sync, mma.sync.m16n8k16 with fp32 accumulation).
+// One block of four warps per 64 query rows (forward, dq) or 64 keys (dk/dv) of a head of a
+// sequence; the query blocks that see the most keys start first.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <type_traits>
+
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/kernels_cuda.h"
+#include "core/kernels/dropout_math.h"
+#include "core/kernels/flash2_backward.h"
+#include "core/kernels/flash2_forward.h"
+
+namespace mtnlg {
+
+namespace {
+
+namespace f2 = kernels::flash2;
+namespace fl = kernels::flash;
+
+// The executor core/kernels/flash2_forward.h asks for.
+struct WarpExec {
+  __device__ int thread() const { return static_cast<int>(threadIdx.x); }
+  __device__ void sync() { __syncthreads(); }
+  __device__ float shfl_xor(float v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
+  template <typename T>
+  __device__ void mma(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if constexpr (std::is_same_v<T, Bf16>) {
+      asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+          "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+          : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    } else {
+      asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+          "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+          : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    }
+#else
+    // Never launched below sm_80 (flash2_attention_applies); compiled for the host pass only.
+    (void)c;
+    (void)a;
+    (void)b;
+#endif
+  }
+};
+
+template <typename T, int HD>
+__global__ void __launch_bounds__(f2::kThreads) flash2_forward_kernel(fl::ForwardArgs<T> a) {
+  extern __shared__ __align__(16) char flash2_smem[];
+  WarpExec w;
+  const int64_t rb = static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x;
+  f2::forward_thread<T, HD>(w, flash2_smem, a, blockIdx.z, blockIdx.y, rb);
+}
+
+template <typename T, int HD>
+__global__ void __launch_bounds__(f2::kThreads) flash2_dq_kernel(fl::BackwardArgs<T> a) {
+  extern __shared__ __align__(16) char flash2_smem[];
+  WarpExec w;
+  const int64_t rb = static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x;
+  f2::dq_thread<T, HD>(w, flash2_smem, a, blockIdx.z, blockIdx.y, rb);
+}
+
+template <typename T, int HD>
+__global__ void __launch_bounds__(f2::kThreads) flash2_dkv_kernel(fl::BackwardArgs<T> a) {
+  extern __shared__ __align__(16) char flash2_smem[];
+  WarpExec w;
+  // The first key blocks are seen by the most query rows, and come first already.
+  f2::dkv_thread<T, HD>(w, flash2_smem, a, blockIdx.z, blockIdx.y, blockIdx.x);
+}
+
+template <typename K, typename Args>
+void launch(K kernel, int64_t blocks, size_t smem, const Args& a, cudaStream_t stream) {
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(smem)));
+  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(a.d.heads),
+                  static_cast<unsigned>(a.d.b));
+  kernel<<<grid, f2::kThreads, smem, stream>>>(a);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+fl::Dims dims_of(const Tensor& qkv, int64_t heads) {
+  return {qkv.dim(0), qkv.dim(1), heads, qkv.dim(2) / (3 * heads)};
+}
+
+// 1/sqrt(hd) and 1/(1 - p) as attention_cuda.cu's.
+float score_scale(int64_t hd) {
+  return 1.0f / sqrtf(static_cast<float>(hd));
+}
+float drop_scale(double p) {
+  return p > 0.0 ? kernels::dropout_scale(static_cast<float>(p)) : 1.0f;
+}
+
+}  // namespace
+
+bool flash2_attention_applies(const FlashDevice& dev, const Tensor& qkv, int64_t heads,
+                              std::initializer_list<const Tensor*> operands) {
+  if (dev.compute_major < 8) return false;
+  if (qkv.dtype() != DType::kBF16 && qkv.dtype() != DType::kF16) return false;
+  if (qkv.ndim() != 3 || heads <= 0 || qkv.dim(2) % (3 * heads) != 0) return false;
+  const int64_t hd = qkv.dim(2) / (3 * heads);
+  if (!f2::head_dim_supported(hd)) return false;
+  if (qkv.dim(0) > 65535 || heads > 65535) return false;
+  if (std::max(f2::smem_bytes<Bf16>(hd), f2::backward_smem_bytes<Bf16>(hd)) > dev.max_smem_optin)
+    return false;
+  // 16-byte loads of every row (and 4-byte stores of pairs).
+  for (const Tensor* t : operands)
+    if (reinterpret_cast<uintptr_t>(t->data()) % 16 != 0) return false;
+  return reinterpret_cast<uintptr_t>(qkv.data()) % 16 == 0;
+}
+
+void flash2_forward_cuda(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,
+                         double dropout_p, RngStream rng, cudaStream_t stream) {
+  const fl::Dims d = dims_of(qkv, heads);
+  if (d.b == 0 || d.s == 0) return;
+  const auto run = [&](auto tag) {
+    using T = decltype(tag);
+    const fl::ForwardArgs<T> a{qkv.data_as<T>(),       out.data_as<T>(),
+                               stats.data_as<float>(), d,
+                               score_scale(d.hd),      static_cast<float>(dropout_p),
+                               drop_scale(dropout_p),  rng};
+    const int64_t blocks = fl::query_blocks(d.s);
+    if (d.hd == 64)
+      launch(flash2_forward_kernel<T, 64>, blocks, f2::smem_bytes<T>(64), a, stream);
+    else
+      launch(flash2_forward_kernel<T, 128>, blocks, f2::smem_bytes<T>(128), a, stream);
+  };
+  if (qkv.dtype() == DType::kBF16)
+    run(Bf16{});
+  else
+    run(F16{});
+}
+
+void flash2_backward_cuda(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                          const Tensor& stats, int64_t heads, double dropout_p, RngStream rng,
+                          Workspace& ws, cudaStream_t stream) {
+  const fl::Dims d = dims_of(qkv, heads);
+  if (d.b == 0 || d.s == 0) return;
+  float* delta = static_cast<float*>(ws.get(static_cast<size_t>(d.b * d.heads * d.s) * 4));
+  const auto run = [&](auto tag) {
+    using T = decltype(tag);
+    const fl::BackwardArgs<T> a{qkv.data_as<T>(),
+                                out.data_as<T>(),
+                                dout.data_as<T>(),
+                                stats.data_as<float>(),
+                                delta,
+                                dqkv.data_as<T>(),
+                                d,
+                                score_scale(d.hd),
+                                static_cast<float>(dropout_p),
+                                drop_scale(dropout_p),
+                                rng};
+    const int64_t blocks = f2::backward_blocks(d.s);
+    // dq (and delta) for every query block, then dk and dv: one stream orders them.
+    if (d.hd == 64) {
+      launch(flash2_dq_kernel<T, 64>, blocks, f2::backward_smem_bytes<T>(64), a, stream);
+      launch(flash2_dkv_kernel<T, 64>, blocks, f2::backward_smem_bytes<T>(64), a, stream);
+    } else {
+      launch(flash2_dq_kernel<T, 128>, blocks, f2::backward_smem_bytes<T>(128), a, stream);
+      launch(flash2_dkv_kernel<T, 128>, blocks, f2::backward_smem_bytes<T>(128), a, stream);
+    }
+  };
+  if (dqkv.dtype() == DType::kBF16)
+    run(Bf16{});
+  else
+    run(F16{});
+}
+
+}  // namespace mtnlg

@@ -1,0 +1,325 @@
+// Causal attention backward, FlashAttention-2 style, deterministic: two passes that each
+// recompute the probabilities from the scores and forward's log-sum-exps, with the scores, the
+// probabilities, their gradients and the accumulators in registers (core/kernels/
+// flash2_forward.h says how; the same executor W, the same fragments). No atomics, so the same
+// bits every run:
+//   dq_thread, per 64 query rows (16 a warp): delta_i = dO_i . O_i (kept for the second pass),
+//     then over 32-key tiles dP = dO V^T, dS = P (dropped dP - delta), dQ += dS K.
+//   dkv_thread, per 64 keys (16 a warp): over 32-query tiles the transposed products,
+//     S^T = K Q^T, dP^T = V dO^T, dV += (dropped P)^T dO, dK += dS^T Q.
+// Contract: core/backend.h's attention_backward, as flash::dq_block and flash::dkv_block
+// (core/kernels/flash_attention.h): dqkv overwritten (its q columns by the first pass, k and v
+// by the second), delta [b, heads, s] scratch between them, dropout regenerated from the CPU's
+// element index. K and V (first pass) or Q and dO (second) pass through shared memory; the
+// operands a warp multiplies by from the left come from shared memory too, where registers
+// would not hold them at head size 128.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "core/hostdevice.h"
+#include "core/kernels/dropout_math.h"
+#include "core/kernels/flash2_forward.h"
+#include "core/kernels/flash_attention.h"
+#include "core/kernels/mma_fragment.h"
+
+namespace mtnlg::kernels::flash2 {
+
+constexpr int kBwdRows = 64;  // query rows (first pass) or keys (second) of a block: 16 a warp
+constexpr int kBwdTile = 32;  // keys (first pass) or query rows (second) of a tile
+
+// Shared memory of either pass: two [64][hd + 8] blocks, two [32][hd + 8] tiles, and the
+// second pass's log-sum-exps and deltas of its tile.
+template <typename T>
+MTNLG_HD size_t backward_smem_bytes(int64_t hd) {
+  return static_cast<size_t>(2 * kBwdRows + 2 * kBwdTile) * static_cast<size_t>(hd + 8) *
+             sizeof(T) +
+         2 * kBwdTile * sizeof(float);
+}
+
+MTNLG_HD int64_t backward_blocks(int64_t s) {
+  return (s + kBwdRows - 1) / kBwdRows;
+}
+
+// The A fragment of rows [row0, row0 + 16) and columns [col0, col0 + 16) of a tile with leading
+// dimension ld.
+template <typename T>
+MTNLG_HD void load_a(uint32_t (&frag)[4], const T* tile, int ld, int row0, int col0, int lane) {
+  MTNLG_UNROLL
+  for (int reg = 0; reg < 4; ++reg) {
+    const mma::Coord c = mma::a_element(lane, 2 * reg);
+    frag[reg] = mma::load_pair(tile + (row0 + c.row) * ld + col0 + c.col);
+  }
+}
+
+// The B fragment B(k, n) = X[n0 + n][k0 + k] of a row-major tile X (leading dimension ld): its
+// pairs run along X's rows.
+template <typename T>
+MTNLG_HD void load_b_rows(uint32_t (&frag)[2], const T* tile, int ld, int n0, int k0, int lane) {
+  const T* p = tile + (n0 + (lane >> 2)) * ld + k0 + 2 * (lane & 3);
+  frag[0] = mma::load_pair(p);
+  frag[1] = mma::load_pair(p + 8);
+}
+
+// The B fragment B(k, n) = X[k0 + k][n0 + n]: its pairs run down X's columns.
+template <typename T>
+MTNLG_HD void load_b_cols(uint32_t (&frag)[2], const T* tile, int ld, int k0, int n0, int lane) {
+  const T* p = tile + (k0 + 2 * (lane & 3)) * ld + n0 + (lane >> 2);
+  frag[0] = mma::pack(p[0].bits, p[ld].bits);
+  frag[1] = mma::pack(p[8 * ld].bits, p[9 * ld].bits);
+}
+
+// The A fragment of the 16 x 16 block made by two 8-column accumulator tiles side by side.
+template <typename T>
+MTNLG_HD void pack_a(uint32_t (&frag)[4], const float (&left)[4], const float (&right)[4]) {
+  frag[0] = pack_floats<T>(left[0], left[1]);
+  frag[1] = pack_floats<T>(left[2], left[3]);
+  frag[2] = pack_floats<T>(right[0], right[1]);
+  frag[3] = pack_floats<T>(right[2], right[3]);
+}
+
+// First pass: delta and dq for query rows [rb*64, rb*64 + 64) of head h of sequence b.
+template <typename T, int HD, typename W>
+MTNLG_HD void dq_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int64_t b, int64_t h,
+                        int64_t rb) {
+  static_assert(HD % 16 == 0, "head size a multiple of 16");
+  constexpr int ld = HD + 8;
+  constexpr int kSteps = HD / 16, kOTiles = HD / 8;
+  constexpr int kSTiles = kBwdTile / 8, kPSteps = kBwdTile / 16;
+  T* sq = reinterpret_cast<T*>(smem);
+  T* sdo = sq + kBwdRows * ld;
+  T* sk = sdo + kBwdRows * ld;
+  T* sv = sk + kBwdTile * ld;
+  const flash::Dims d = a.d;
+  const int64_t s = d.s, ldq = d.ldq(), ldo = d.ldo(), r0 = rb * kBwdRows;
+  const T* base = a.qkv + b * s * ldq + h * 3 * d.hd;
+  const T* dout = a.dout + b * s * ldo + h * d.hd;
+  const T* out = a.out + b * s * ldo + h * d.hd;
+  const int tid = w.thread(), lane = tid & 31, wr = (tid >> 5) * 16;
+  const int t = lane & 3;
+  const int64_t rows[2] = {r0 + wr + (lane >> 2), r0 + wr + (lane >> 2) + 8};
+  const int64_t last_row = r0 + wr + 15;
+  const int64_t row_stat = (b * d.heads + h) * s;
+
+  load_tile<T, HD, kBwdRows>(tid, sq, base, ldq, r0, s);
+  load_tile<T, HD, kBwdRows>(tid, sdo, dout, ldo, r0, s);
+  w.sync();
+
+  // delta_i = dO_i . O_i over the thread's columns of its two rows, then over the four lanes.
+  float delta[2] = {0.0f, 0.0f};
+  MTNLG_UNROLL
+  for (int kk = 0; kk < kSteps; ++kk) {
+    MTNLG_UNROLL
+    for (int reg = 0; reg < 4; ++reg) {
+      const mma::Coord c = mma::a_element(lane, 2 * reg);
+      const int r = c.row >> 3;
+      if (rows[r] >= s) continue;
+      const uint32_t dpair = mma::load_pair(sdo + (wr + c.row) * ld + kk * 16 + c.col);
+      const uint32_t opair = mma::load_pair(out + rows[r] * ldo + kk * 16 + c.col);
+      T d0, d1, o0, o1;
+      d0.bits = mma::low(dpair);
+      d1.bits = mma::high(dpair);
+      o0.bits = mma::low(opair);
+      o1.bits = mma::high(opair);
+      delta[r] += static_cast<float>(d0) * static_cast<float>(o0) +
+                  static_cast<float>(d1) * static_cast<float>(o1);
+    }
+  }
+  float lse[2];
+  MTNLG_UNROLL
+  for (int r = 0; r < 2; ++r) {
+    delta[r] += w.shfl_xor(delta[r], 1);
+    delta[r] += w.shfl_xor(delta[r], 2);
+    lse[r] = rows[r] < s ? a.lse[row_stat + rows[r]] : 0.0f;
+    if (t == 0 && rows[r] < s) a.delta[row_stat + rows[r]] = delta[r];
+  }
+
+  float dq[kOTiles][4];
+  MTNLG_UNROLL
+  for (int j = 0; j < kOTiles; ++j) MTNLG_UNROLL
+  for (int e = 0; e < 4; ++e) dq[j][e] = 0.0f;
+  KeepMask masks[2] = {KeepMask(a.rng, a.dropout_p), KeepMask(a.rng, a.dropout_p)};
+
+  const int64_t end = r0 + kBwdRows < s ? r0 + kBwdRows : s;
+  for (int64_t c0 = 0; c0 < end; c0 += kBwdTile) {
+    w.sync();
+    load_tile<T, HD, kBwdTile>(tid, sk, base + d.hd, ldq, c0, s);
+    load_tile<T, HD, kBwdTile>(tid, sv, base + 2 * d.hd, ldq, c0, s);
+    w.sync();
+    // S = Q K^T and dP = dO V^T for the warp's rows; tiles past its last row skipped.
+    float sc[kSTiles][4], dp[kSTiles][4];
+    MTNLG_UNROLL
+    for (int nt = 0; nt < kSTiles; ++nt) {
+      MTNLG_UNROLL
+      for (int e = 0; e < 4; ++e) sc[nt][e] = dp[nt][e] = 0.0f;
+      if (c0 + nt * 8 > last_row) continue;
+      MTNLG_UNROLL
+      for (int kk = 0; kk < kSteps; ++kk) {
+        uint32_t qa[4], da[4], kb[2], vb[2];
+        load_a(qa, sq, ld, wr, kk * 16, lane);
+        load_a(da, sdo, ld, wr, kk * 16, lane);
+        load_b_rows(kb, sk, ld, nt * 8, kk * 16, lane);
+        load_b_rows(vb, sv, ld, nt * 8, kk * 16, lane);
+        w.template mma<T>(sc[nt], qa, kb);
+        w.template mma<T>(dp[nt], da, vb);
+      }
+    }
+    // dS = P (dropped dP - delta), 0 where the row does not see the key; in place of sc.
+    MTNLG_UNROLL
+    for (int nt = 0; nt < kSTiles; ++nt) MTNLG_UNROLL
+    for (int e = 0; e < 4; ++e) {
+      const int r = e >> 1;
+      const int64_t j = c0 + nt * 8 + mma::c_element(lane, e).col;
+      float ds = 0.0f;
+      if (flash::visible(rows[r], j, s)) {
+        const float p = expf(sc[nt][e] * a.scale - lse[r]);
+        const float g = flash::dropped(a, masks[r], b, h, rows[r], j, dp[nt][e]);
+        ds = p * (g - delta[r]);
+      }
+      sc[nt][e] = ds;
+    }
+    // dQ += dS K.
+    MTNLG_UNROLL
+    for (int kk = 0; kk < kPSteps; ++kk) {
+      if (c0 + kk * 16 > last_row) continue;
+      uint32_t sa[4];
+      pack_a<T>(sa, sc[2 * kk], sc[2 * kk + 1]);
+      MTNLG_UNROLL
+      for (int j = 0; j < kOTiles; ++j) {
+        uint32_t kb[2];
+        load_b_cols(kb, sk, ld, kk * 16, j * 8, lane);
+        w.template mma<T>(dq[j], sa, kb);
+      }
+    }
+  }
+
+  T* dqkv = a.dqkv + b * s * ldq + h * 3 * d.hd;
+  MTNLG_UNROLL
+  for (int r = 0; r < 2; ++r) {
+    if (rows[r] >= s) continue;
+    MTNLG_UNROLL
+    for (int j = 0; j < kOTiles; ++j)
+      mma::store_pair(dqkv + rows[r] * ldq + j * 8 + 2 * t,
+                      pack_floats<T>(dq[j][2 * r] * a.scale, dq[j][2 * r + 1] * a.scale));
+  }
+}
+
+// Second pass: dk and dv for keys [kb*64, kb*64 + 64) of head h of sequence b, over the query
+// rows that see them; delta from the first pass.
+template <typename T, int HD, typename W>
+MTNLG_HD void dkv_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int64_t b, int64_t h,
+                         int64_t kb) {
+  static_assert(HD % 16 == 0, "head size a multiple of 16");
+  constexpr int ld = HD + 8;
+  constexpr int kSteps = HD / 16, kOTiles = HD / 8;
+  constexpr int kSTiles = kBwdTile / 8, kPSteps = kBwdTile / 16;
+  T* sk = reinterpret_cast<T*>(smem);
+  T* sv = sk + kBwdRows * ld;
+  T* sq = sv + kBwdRows * ld;
+  T* sdo = sq + kBwdTile * ld;
+  float* slse = reinterpret_cast<float*>(sdo + kBwdTile * ld);
+  float* sdelta = slse + kBwdTile;
+  const flash::Dims d = a.d;
+  const int64_t s = d.s, ldq = d.ldq(), ldo = d.ldo(), k0 = kb * kBwdRows;
+  const T* base = a.qkv + b * s * ldq + h * 3 * d.hd;
+  const T* dout = a.dout + b * s * ldo + h * d.hd;
+  const int tid = w.thread(), lane = tid & 31, wr = (tid >> 5) * 16;
+  const int t = lane & 3;
+  const int64_t keys[2] = {k0 + wr + (lane >> 2), k0 + wr + (lane >> 2) + 8};
+  const int64_t first_key = k0 + wr;  // the warp's
+  const int64_t row_stat = (b * d.heads + h) * s;
+
+  load_tile<T, HD, kBwdRows>(tid, sk, base + d.hd, ldq, k0, s);
+  load_tile<T, HD, kBwdRows>(tid, sv, base + 2 * d.hd, ldq, k0, s);
+
+  float dk[kOTiles][4], dv[kOTiles][4];
+  MTNLG_UNROLL
+  for (int j = 0; j < kOTiles; ++j) MTNLG_UNROLL
+  for (int e = 0; e < 4; ++e) dk[j][e] = dv[j][e] = 0.0f;
+  // One Philox block per decision here: a thread's elements are two keys of many rows, never
+  // four consecutive keys of one row.
+  KeepMask mask(a.rng, a.dropout_p);
+  const bool dropout = a.dropout_p > 0.0f;
+
+  for (int64_t q0 = k0; q0 < s; q0 += kBwdTile) {  // rows before k0 see none of these keys
+    w.sync();  // the K and V block loaded (first time), the previous tile's reads done
+    load_tile<T, HD, kBwdTile>(tid, sq, base, ldq, q0, s);
+    load_tile<T, HD, kBwdTile>(tid, sdo, dout, ldo, q0, s);
+    if (tid < kBwdTile) {
+      const bool in = q0 + tid < s;
+      slse[tid] = in ? a.lse[row_stat + q0 + tid] : 0.0f;
+      sdelta[tid] = in ? a.delta[row_stat + q0 + tid] : 0.0f;
+    }
+    w.sync();
+    // S^T = K Q^T and dP^T = V dO^T for the warp's keys; 8-row tiles wholly before its first
+    // key skipped.
+    float st[kSTiles][4], dpt[kSTiles][4];
+    MTNLG_UNROLL
+    for (int nt = 0; nt < kSTiles; ++nt) {
+      MTNLG_UNROLL
+      for (int e = 0; e < 4; ++e) st[nt][e] = dpt[nt][e] = 0.0f;
+      if (q0 + nt * 8 + 7 < first_key) continue;
+      MTNLG_UNROLL
+      for (int kk = 0; kk < kSteps; ++kk) {
+        uint32_t ka[4], va[4], qb[2], db[2];
+        load_a(ka, sk, ld, wr, kk * 16, lane);
+        load_a(va, sv, ld, wr, kk * 16, lane);
+        load_b_rows(qb, sq, ld, nt * 8, kk * 16, lane);
+        load_b_rows(db, sdo, ld, nt * 8, kk * 16, lane);
+        w.template mma<T>(st[nt], ka, qb);
+        w.template mma<T>(dpt[nt], va, db);
+      }
+    }
+    // P^T, dropped (in st, for dV) and dS^T = P (dropped dP - delta) (in dpt, for dK).
+    MTNLG_UNROLL
+    for (int nt = 0; nt < kSTiles; ++nt) MTNLG_UNROLL
+    for (int e = 0; e < 4; ++e) {
+      const mma::Coord c = mma::c_element(lane, e);
+      const int64_t i = q0 + nt * 8 + c.col, j = keys[c.row >> 3];
+      float pd = 0.0f, ds = 0.0f;
+      if (flash::visible(i, j, s)) {
+        const float p = expf(st[nt][e] * a.scale - slse[nt * 8 + c.col]);
+        const bool kept = !dropout || mask.keep(flash::drop_index(d, b, h, i, j));
+        const float keep_scale = kept ? (dropout ? a.drop_scale : 1.0f) : 0.0f;
+        pd = p * keep_scale;
+        ds = p * (dpt[nt][e] * keep_scale - sdelta[nt * 8 + c.col]);
+      }
+      st[nt][e] = pd;
+      dpt[nt][e] = ds;
+    }
+    // dV += (dropped P)^T dO and dK += dS^T Q.
+    MTNLG_UNROLL
+    for (int kk = 0; kk < kPSteps; ++kk) {
+      if (q0 + kk * 16 + 15 < first_key) continue;
+      uint32_t pa[4], sa[4];
+      pack_a<T>(pa, st[2 * kk], st[2 * kk + 1]);
+      pack_a<T>(sa, dpt[2 * kk], dpt[2 * kk + 1]);
+      MTNLG_UNROLL
+      for (int j = 0; j < kOTiles; ++j) {
+        uint32_t db[2], qb[2];
+        load_b_cols(db, sdo, ld, kk * 16, j * 8, lane);
+        load_b_cols(qb, sq, ld, kk * 16, j * 8, lane);
+        w.template mma<T>(dv[j], pa, db);
+        w.template mma<T>(dk[j], sa, qb);
+      }
+    }
+  }
+
+  T* dqkv = a.dqkv + b * s * ldq + h * 3 * d.hd;
+  MTNLG_UNROLL
+  for (int r = 0; r < 2; ++r) {
+    if (keys[r] >= s) continue;
+    MTNLG_UNROLL
+    for (int j = 0; j < kOTiles; ++j) {
+      const int col = j * 8 + 2 * t;
+      mma::store_pair(dqkv + keys[r] * ldq + HD + col,
+                      pack_floats<T>(dk[j][2 * r] * a.scale, dk[j][2 * r + 1] * a.scale));
+      mma::store_pair(dqkv + keys[r] * ldq + 2 * HD + col,
+                      pack_floats<T>(dv[j][2 * r], dv[j][2 * r + 1]));
+    }
+  }
+}
+
+}  // namespace mtnlg::kernels::flash2
