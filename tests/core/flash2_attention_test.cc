@@ -210,6 +210,23 @@ TEST_CASE("the SIMT emulator's mma is the matrix product of the fragments' layou
         CHECK(got[static_cast<size_t>(i * 8 + j)] == want);
       }
   }
+  // The layout functions against the PTX ISA's formulas for mma.m16n8k16 with .f16/.bf16
+  // operands and .f32 accumulators, as the ISA states them (element i of a lane, low to high).
+  for (int lane = 0; lane < 32; ++lane) {
+    const int group = lane >> 2, tig = lane % 4;
+    for (int i = 0; i < 8; ++i) {
+      const int row = (i < 2 || (4 <= i && i < 6)) ? group : group + 8;
+      const int col = i < 4 ? tig * 2 + (i & 1) : tig * 2 + (i & 1) + 8;
+      CHECK(mma::a_element(lane, i).row == row);
+      CHECK(mma::a_element(lane, i).col == col);
+    }
+    for (int i = 0; i < 4; ++i) {
+      CHECK(mma::b_element(lane, i).row == (i < 2 ? tig * 2 + (i & 1) : tig * 2 + (i & 1) + 8));
+      CHECK(mma::b_element(lane, i).col == group);
+      CHECK(mma::c_element(lane, i).row == (i < 2 ? group : group + 8));
+      CHECK(mma::c_element(lane, i).col == tig * 2 + (i & 1));
+    }
+  }
   // Every (row, col) of each operand is some lane's element exactly once.
   int seen_a[16][16] = {}, seen_b[16][8] = {}, seen_c[16][8] = {};
   for (int lane = 0; lane < 32; ++lane) {
