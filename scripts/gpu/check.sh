@@ -29,7 +29,7 @@ On a machine with an NVIDIA GPU, CUDA (nvcc, cuBLAS, cuBLASLt) and NCCL:
            unfused (MTNLG_CUDA_EPILOGUES=off) and with the flash kernels' warp
            grids (MTNLG_CUDA_FLASH_TILES=grid); and the 1.3B recipe end to end through
            mtnlg-train (row 1.3b-train: its loader over data/demo, dropout, 16 micro-batches
-           an iteration, 8 iterations)
+           an iteration, 8 iterations; row 1.3b-train-flash2 with the FA2-style kernels)
 Each stage logs to WORK/STAGE.log (copied to OUT when it fails); the summary goes to
 OUT/check.txt and OUT/check.json, the benchmark table to OUT/bench.txt and OUT/bench.json
 (raw lines: OUT/bench-results.jsonl).
@@ -309,6 +309,32 @@ stage_demo() {
 # e2e_overrides: what makes configs/1.3b.yaml the bench's end-to-end run (row 1.3b-train).
 source scripts/gpu/e2e_overrides.sh
 
+# One end-to-end row: the 1.3B recipe through mtnlg-train (scripts/gpu/e2e_overrides.sh), its
+# data loader, dropout 0.1, AdamW once per 16 micro-batches (the recipe's 128 make the AdamW
+# share smaller still); the metrics file's median of iterations 3-8 appended to JSONL as row
+# NAME. The caller's environment (MTNLG_CUDA_ATTENTION) chooses the kernels. Fails when the run
+# or its report does, or when data/demo is missing.
+e2e_row() {
+  local name=$1 j=$2
+  if [[ ! -f data/demo/kjv_text_document.idx || ! -f data/demo/fortunes_text_document.idx ]]; then
+    echo "bench: no row $name: data/demo/*_text_document.{bin,idx} missing (scripts/demo.sh"
+    echo "prepares them; carry those four files)"
+    return 1
+  fi
+  local t=$work/train-$name
+  rm -rf "$t"
+  mkdir -p "$t"
+  if ! "$build_dir/mtnlg-train" --config configs/1.3b.yaml --device cuda "${e2e_overrides[@]}" \
+    --set "data.cache_dir=$t/cache" --set "logging.metrics_file=$t/metrics.jsonl" \
+    >"$t/train.log" 2>&1; then
+    echo "bench: row $name failed:"
+    tail -20 "$t/train.log"
+    return 1
+  fi
+  grep -E "memory (at|after)" "$t/train.log" || true
+  python3 scripts/gpu/report.py train-row "$name" bf16 "$t/metrics.jsonl" >>"$j"
+}
+
 # Tokens/s, MFU against the bf16 GEMM rate measured here, peak memory against the plan: ours
 # (mtnlg-bench-train) and PyTorch eager (bench/torch_train.py) on the same shapes, bf16.
 stage_bench() {
@@ -327,10 +353,14 @@ stage_bench() {
     python3 bench/torch_train.py "${args[@]}" --device cuda --json >>"$j"
   done
   # The 1.3B step with the FA2-style attention kernels (core/kernels/flash2_forward.h and
-  # flash2_backward.h; row 1.3b-flash2): first of the variants, as the one most likely to become
-  # the default.
+  # flash2_backward.h; row 1.3b-flash2), and the recipe end to end with them (row
+  # 1.3b-train-flash2): first of the variants, as the ones most likely to make the default and
+  # the goal. A stage cut short by its time limit loses the rows after these.
   MTNLG_CUDA_ATTENTION=flash2 "$build_dir/bench/mtnlg-bench-train" "${xl[@]/#1.3b/1.3b-flash2}" \
     --device cuda --json >>"$j"
+  local e2e_status=0
+  e2e_row 1.3b-train "$j" || e2e_status=1
+  MTNLG_CUDA_ATTENTION=flash2 e2e_row 1.3b-train-flash2 "$j" || e2e_status=1
   # The 1.3B step again with each choice changed, to measure what each gives: the flash attention
   # kernels instead of the blocked (cuBLAS) ones, the default (row 1.3b-flash), and the bias and
   # GeLU as separate kernels instead of in cuBLASLt's epilogue (row 1.3b-unfused).
@@ -342,30 +372,6 @@ stage_bench() {
   # registers (row 1.3b-grid; the same bits, core/cuda/flash_attention_cuda.cu DeviceExec).
   MTNLG_CUDA_ATTENTION=flash MTNLG_CUDA_FLASH_TILES=grid "$build_dir/bench/mtnlg-bench-train" \
     "${xl[@]/#1.3b/1.3b-grid}" --device cuda --json >>"$j"
-  # The 1.3B recipe end to end through mtnlg-train (row 1.3b-train, scripts/gpu/e2e_overrides.sh):
-  # its data loader, dropout 0.1, AdamW once per 16 micro-batches (the recipe's 128 make the
-  # AdamW share smaller still); the metrics file's median of iterations 3-8.
-  # A failure here fails the stage after the table is written: the other rows still count.
-  local e2e_status=0
-  if [[ -f data/demo/kjv_text_document.idx && -f data/demo/fortunes_text_document.idx ]]; then
-    local t=$work/train-1.3b
-    rm -rf "$t"
-    mkdir -p "$t"
-    if "$build_dir/mtnlg-train" --config configs/1.3b.yaml --device cuda "${e2e_overrides[@]}" \
-      --set "data.cache_dir=$t/cache" --set "logging.metrics_file=$t/metrics.jsonl" \
-      >"$t/train.log" 2>&1; then
-      grep -E "memory (at|after)" "$t/train.log" || true
-      python3 scripts/gpu/report.py train-row 1.3b-train bf16 "$t/metrics.jsonl" >>"$j" ||
-        e2e_status=1
-    else
-      echo "bench: row 1.3b-train failed:"
-      tail -20 "$t/train.log"
-      e2e_status=1
-    fi
-  else
-    echo "bench: no row 1.3b-train: data/demo/*_text_document.{bin,idx} missing (scripts/demo.sh"
-    echo "prepares them; carry those four files)"
-  fi
   # The planner's figure for the same shapes (one rank, fp32 masters, no checkpointing).
   "$build_dir/mtnlg-train" --config configs/gpt2-124m.yaml --dry-run --json --world-size 1 \
     --set parallel.micro_batch_size=8 --set batch.global_batch_size=8 |
@@ -375,7 +381,7 @@ stage_bench() {
     python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps({"impl": "plan", "name": "1.3b", "memory_bytes": d["memory_per_rank_bytes"]["total"]}))' >>"$j"
   "$build_dir/mtnlg-train" --config configs/1.3b.yaml --dry-run --json --world-size 1 \
     "${e2e_overrides[@]}" |
-    python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps({"impl": "plan", "name": "1.3b-train", "memory_bytes": d["memory_per_rank_bytes"]["total"]}))' >>"$j"
+    python3 -c 'import json,sys; d=json.load(sys.stdin); t=d["memory_per_rank_bytes"]["total"]; [print(json.dumps({"impl": "plan", "name": n, "memory_bytes": t})) for n in ("1.3b-train", "1.3b-train-flash2")]' >>"$j"
   python3 scripts/gpu/report.py bench "$j" "$out/bench.json" | tee "$out/bench.txt" || return 1
   return "$e2e_status"
 }

@@ -78,14 +78,14 @@ def bench(path, out_path):
         }
         table.append(row)
     print(f"bf16 GEMM rate measured (best model shape, cuBLAS): {ceiling:.1f} TFLOP/s")
-    print(f"{'model':<12} {'impl':<6} {'tokens/s':>10} {'TFLOP/s':>8} {'MFU':>6} {'ours/torch':>10} "
+    print(f"{'model':<18} {'impl':<6} {'tokens/s':>10} {'TFLOP/s':>8} {'MFU':>6} {'ours/torch':>10} "
           f"{'peak GiB':>9} {'plan GiB':>9} {'ms/iter':>8} {'outside GiB':>11}")
     for t in table:
         ratio = f"{t['ratio_vs_torch']:.2f}x" if t["impl"] == "mtnlg" and t["ratio_vs_torch"] else ""
         plan = f"{t['plan_memory_bytes'] / 2**30:.2f}" if t["plan_memory_bytes"] else ""
         outside = (f"{t['outside_allocator_bytes'] / 2**30:.2f}"
                    if t["outside_allocator_bytes"] is not None else "")
-        print(f"{t['model']:<12} {t['impl']:<6} {t['tokens_per_s']:>10,.0f} {t['tflops']:>8.1f} "
+        print(f"{t['model']:<18} {t['impl']:<6} {t['tokens_per_s']:>10,.0f} {t['tflops']:>8.1f} "
               f"{100 * t['mfu_vs_gemm']:>5.1f}% {ratio:>10} {t['peak_memory_bytes'] / 2**30:>9.2f} "
               f"{plan:>9} {t['ms_median']:>8.1f} {outside:>11}")
     with open(out_path, "w") as f:
