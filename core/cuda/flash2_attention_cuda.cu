@@ -23,11 +23,35 @@ namespace {
 namespace f2 = kernels::flash2;
 namespace fl = kernels::flash;
 
-// The executor core/kernels/flash2_forward.h asks for.
+// The executor core/kernels/flash2_forward.h asks for: the hardware's barrier, shuffle, ldmatrix
+// and mma.sync.
 struct WarpExec {
   __device__ int thread() const { return static_cast<int>(threadIdx.x); }
   __device__ void sync() { __syncthreads(); }
   __device__ float shfl_xor(float v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
+  template <bool kTrans, int kCount, typename T>
+  __device__ void ldmatrix(uint32_t (&r)[kCount], const T* row) {
+    static_assert(sizeof(T) == 2 && (kCount == 2 || kCount == 4), "m8n8 b16, two or four");
+    const auto addr = static_cast<unsigned>(__cvta_generic_to_shared(row));
+    // volatile: shared memory changes between the barriers, never the address.
+    if constexpr (kCount == 4 && !kTrans) {
+      asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                   : "r"(addr));
+    } else if constexpr (kCount == 4) {
+      asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                   : "r"(addr));
+    } else if constexpr (!kTrans) {
+      asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];"
+                   : "=r"(r[0]), "=r"(r[1])
+                   : "r"(addr));
+    } else {
+      asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
+                   : "=r"(r[0]), "=r"(r[1])
+                   : "r"(addr));
+    }
+  }
   template <typename T>
   __device__ void mma(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800

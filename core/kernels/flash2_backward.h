@@ -43,34 +43,6 @@ MTNLG_HD int64_t backward_blocks(int64_t s) {
   return (s + kBwdRows - 1) / kBwdRows;
 }
 
-// The A fragment of rows [row0, row0 + 16) and columns [col0, col0 + 16) of a tile with leading
-// dimension ld.
-template <typename T>
-MTNLG_HD void load_a(uint32_t (&frag)[4], const T* tile, int ld, int row0, int col0, int lane) {
-  MTNLG_UNROLL
-  for (int reg = 0; reg < 4; ++reg) {
-    const mma::Coord c = mma::a_element(lane, 2 * reg);
-    frag[reg] = mma::load_pair(tile + (row0 + c.row) * ld + col0 + c.col);
-  }
-}
-
-// The B fragment B(k, n) = X[n0 + n][k0 + k] of a row-major tile X (leading dimension ld): its
-// pairs run along X's rows.
-template <typename T>
-MTNLG_HD void load_b_rows(uint32_t (&frag)[2], const T* tile, int ld, int n0, int k0, int lane) {
-  const T* p = tile + (n0 + (lane >> 2)) * ld + k0 + 2 * (lane & 3);
-  frag[0] = mma::load_pair(p);
-  frag[1] = mma::load_pair(p + 8);
-}
-
-// The B fragment B(k, n) = X[k0 + k][n0 + n]: its pairs run down X's columns.
-template <typename T>
-MTNLG_HD void load_b_cols(uint32_t (&frag)[2], const T* tile, int ld, int k0, int n0, int lane) {
-  const T* p = tile + (k0 + 2 * (lane & 3)) * ld + n0 + (lane >> 2);
-  frag[0] = mma::pack(p[0].bits, p[ld].bits);
-  frag[1] = mma::pack(p[8 * ld].bits, p[9 * ld].bits);
-}
-
 // The A fragment of the 16 x 16 block made by two 8-column accumulator tiles side by side.
 template <typename T>
 MTNLG_HD void pack_a(uint32_t (&frag)[4], const float (&left)[4], const float (&right)[4]) {
@@ -138,8 +110,10 @@ MTNLG_HD void dq_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int64
 
   float dq[kOTiles][4];
   MTNLG_UNROLL
-  for (int j = 0; j < kOTiles; ++j) MTNLG_UNROLL
-  for (int e = 0; e < 4; ++e) dq[j][e] = 0.0f;
+  for (int j = 0; j < kOTiles; ++j) {
+    MTNLG_UNROLL
+    for (int e = 0; e < 4; ++e) dq[j][e] = 0.0f;
+  }
   KeepMask masks[2] = {KeepMask(a.rng, a.dropout_p), KeepMask(a.rng, a.dropout_p)};
 
   const int64_t end = r0 + kBwdRows < s ? r0 + kBwdRows : s;
@@ -158,27 +132,29 @@ MTNLG_HD void dq_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int64
       MTNLG_UNROLL
       for (int kk = 0; kk < kSteps; ++kk) {
         uint32_t qa[4], da[4], kb[2], vb[2];
-        load_a(qa, sq, ld, wr, kk * 16, lane);
-        load_a(da, sdo, ld, wr, kk * 16, lane);
-        load_b_rows(kb, sk, ld, nt * 8, kk * 16, lane);
-        load_b_rows(vb, sv, ld, nt * 8, kk * 16, lane);
+        load_a(w, qa, sq, ld, wr, kk * 16, lane);
+        load_a(w, da, sdo, ld, wr, kk * 16, lane);
+        load_b_rows(w, kb, sk, ld, nt * 8, kk * 16, lane);
+        load_b_rows(w, vb, sv, ld, nt * 8, kk * 16, lane);
         w.template mma<T>(sc[nt], qa, kb);
         w.template mma<T>(dp[nt], da, vb);
       }
     }
     // dS = P (dropped dP - delta), 0 where the row does not see the key; in place of sc.
     MTNLG_UNROLL
-    for (int nt = 0; nt < kSTiles; ++nt) MTNLG_UNROLL
-    for (int e = 0; e < 4; ++e) {
-      const int r = e >> 1;
-      const int64_t j = c0 + nt * 8 + mma::c_element(lane, e).col;
-      float ds = 0.0f;
-      if (flash::visible(rows[r], j, s)) {
-        const float p = expf(sc[nt][e] * a.scale - lse[r]);
-        const float g = flash::dropped(a, masks[r], b, h, rows[r], j, dp[nt][e]);
-        ds = p * (g - delta[r]);
+    for (int nt = 0; nt < kSTiles; ++nt) {
+      MTNLG_UNROLL
+      for (int e = 0; e < 4; ++e) {
+        const int r = e >> 1;
+        const int64_t j = c0 + nt * 8 + mma::c_element(lane, e).col;
+        float ds = 0.0f;
+        if (flash::visible(rows[r], j, s)) {
+          const float p = expf(sc[nt][e] * a.scale - lse[r]);
+          const float g = flash::dropped(a, masks[r], b, h, rows[r], j, dp[nt][e]);
+          ds = p * (g - delta[r]);
+        }
+        sc[nt][e] = ds;
       }
-      sc[nt][e] = ds;
     }
     // dQ += dS K.
     MTNLG_UNROLL
@@ -189,7 +165,7 @@ MTNLG_HD void dq_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int64
       MTNLG_UNROLL
       for (int j = 0; j < kOTiles; ++j) {
         uint32_t kb[2];
-        load_b_cols(kb, sk, ld, kk * 16, j * 8, lane);
+        load_b_cols(w, kb, sk, ld, kk * 16, j * 8, lane);
         w.template mma<T>(dq[j], sa, kb);
       }
     }
@@ -236,8 +212,10 @@ MTNLG_HD void dkv_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int6
 
   float dk[kOTiles][4], dv[kOTiles][4];
   MTNLG_UNROLL
-  for (int j = 0; j < kOTiles; ++j) MTNLG_UNROLL
-  for (int e = 0; e < 4; ++e) dk[j][e] = dv[j][e] = 0.0f;
+  for (int j = 0; j < kOTiles; ++j) {
+    MTNLG_UNROLL
+    for (int e = 0; e < 4; ++e) dk[j][e] = dv[j][e] = 0.0f;
+  }
   // One Philox block per decision here: a thread's elements are two keys of many rows, never
   // four consecutive keys of one row.
   KeepMask mask(a.rng, a.dropout_p);
@@ -264,30 +242,32 @@ MTNLG_HD void dkv_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int6
       MTNLG_UNROLL
       for (int kk = 0; kk < kSteps; ++kk) {
         uint32_t ka[4], va[4], qb[2], db[2];
-        load_a(ka, sk, ld, wr, kk * 16, lane);
-        load_a(va, sv, ld, wr, kk * 16, lane);
-        load_b_rows(qb, sq, ld, nt * 8, kk * 16, lane);
-        load_b_rows(db, sdo, ld, nt * 8, kk * 16, lane);
+        load_a(w, ka, sk, ld, wr, kk * 16, lane);
+        load_a(w, va, sv, ld, wr, kk * 16, lane);
+        load_b_rows(w, qb, sq, ld, nt * 8, kk * 16, lane);
+        load_b_rows(w, db, sdo, ld, nt * 8, kk * 16, lane);
         w.template mma<T>(st[nt], ka, qb);
         w.template mma<T>(dpt[nt], va, db);
       }
     }
     // P^T, dropped (in st, for dV) and dS^T = P (dropped dP - delta) (in dpt, for dK).
     MTNLG_UNROLL
-    for (int nt = 0; nt < kSTiles; ++nt) MTNLG_UNROLL
-    for (int e = 0; e < 4; ++e) {
-      const mma::Coord c = mma::c_element(lane, e);
-      const int64_t i = q0 + nt * 8 + c.col, j = keys[c.row >> 3];
-      float pd = 0.0f, ds = 0.0f;
-      if (flash::visible(i, j, s)) {
-        const float p = expf(st[nt][e] * a.scale - slse[nt * 8 + c.col]);
-        const bool kept = !dropout || mask.keep(flash::drop_index(d, b, h, i, j));
-        const float keep_scale = kept ? (dropout ? a.drop_scale : 1.0f) : 0.0f;
-        pd = p * keep_scale;
-        ds = p * (dpt[nt][e] * keep_scale - sdelta[nt * 8 + c.col]);
+    for (int nt = 0; nt < kSTiles; ++nt) {
+      MTNLG_UNROLL
+      for (int e = 0; e < 4; ++e) {
+        const mma::Coord c = mma::c_element(lane, e);
+        const int64_t i = q0 + nt * 8 + c.col, j = keys[c.row >> 3];
+        float pd = 0.0f, ds = 0.0f;
+        if (flash::visible(i, j, s)) {
+          const float p = expf(st[nt][e] * a.scale - slse[nt * 8 + c.col]);
+          const bool kept = !dropout || mask.keep(flash::drop_index(d, b, h, i, j));
+          const float keep_scale = kept ? (dropout ? a.drop_scale : 1.0f) : 0.0f;
+          pd = p * keep_scale;
+          ds = p * (dpt[nt][e] * keep_scale - sdelta[nt * 8 + c.col]);
+        }
+        st[nt][e] = pd;
+        dpt[nt][e] = ds;
       }
-      st[nt][e] = pd;
-      dpt[nt][e] = ds;
     }
     // dV += (dropped P)^T dO and dK += dS^T Q.
     MTNLG_UNROLL
@@ -299,8 +279,8 @@ MTNLG_HD void dkv_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int6
       MTNLG_UNROLL
       for (int j = 0; j < kOTiles; ++j) {
         uint32_t db[2], qb[2];
-        load_b_cols(db, sdo, ld, kk * 16, j * 8, lane);
-        load_b_cols(qb, sq, ld, kk * 16, j * 8, lane);
+        load_b_cols(w, db, sdo, ld, kk * 16, j * 8, lane);
+        load_b_cols(w, qb, sq, ld, kk * 16, j * 8, lane);
         w.template mma<T>(dv[j], pa, db);
         w.template mma<T>(dk[j], sa, qb);
       }

@@ -16,6 +16,8 @@
 //   w.shfl_xor(v, mask)   v of lane (lane ^ mask) of the same warp (__shfl_xor_sync)
 //   w.mma<T>(c, a, b)     c += A B, one mma.sync.m16n8k16 of the warp: c float[4], a uint32[4],
 //                         b uint32[2] in mma_fragment.h's layouts, T bf16 or fp16
+//   w.ldmatrix<kTrans>(r, row)   ldmatrix.sync.m8n8.x{1,2,4}[.trans].b16 of the warp: r uint32[n]
+//                         for n matrices, row this lane's row address in shared memory
 // All control flow that reaches sync is uniform across the block, and that reaching shfl_xor and
 // mma uniform across the warp (the emulator, tests/core/simt_emulator.h, fails otherwise).
 #pragma once
@@ -69,6 +71,39 @@ MTNLG_HD uint32_t pack_floats(float lo, float hi) {
   return mma::pack(T(lo).bits, T(hi).bits);
 }
 
+// Fragments from shared memory by ldmatrix (m8n8, 16-bit): each lane gives the address of one
+// 8-element row of one of the 8 x 8 matrices (lanes 8m to 8m + 7 the rows of matrix m) and
+// receives, of matrix m in register m, row lane / 4's elements 2 (lane % 4) and 2 (lane % 4) + 1,
+// or with .trans column lane / 4's. Rows are 16-byte aligned: the tiles' leading dimension is a
+// multiple of 8 elements and every fragment starts at a multiple of 8 columns.
+//
+// The A fragment of rows [row0, row0 + 16) and columns [col0, col0 + 16) of a row-major tile:
+// matrices (rows 0-7, cols 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15) are its four registers.
+template <typename T, typename W>
+MTNLG_HD void load_a(W& w, uint32_t (&frag)[4], const T* tile, int ld, int row0, int col0,
+                     int lane) {
+  const T* row = tile + (row0 + (lane & 7) + ((lane >> 3) & 1) * 8) * ld + col0 + (lane >> 4) * 8;
+  w.template ldmatrix<false>(frag, row);
+}
+
+// The B fragment B(k, n) = X[n0 + n][k0 + k] of a row-major tile X (its pairs run along X's
+// rows): matrices (rows n0.., cols k0..) and (rows n0.., cols k0 + 8..).
+template <typename T, typename W>
+MTNLG_HD void load_b_rows(W& w, uint32_t (&frag)[2], const T* tile, int ld, int n0, int k0,
+                          int lane) {
+  const T* row = tile + (n0 + (lane & 7)) * ld + k0 + ((lane >> 3) & 1) * 8;
+  w.template ldmatrix<false>(frag, row);
+}
+
+// The B fragment B(k, n) = X[k0 + k][n0 + n] (its pairs run down X's columns): matrices (rows
+// k0.., cols n0..) and (rows k0 + 8.., cols n0..), transposed.
+template <typename T, typename W>
+MTNLG_HD void load_b_cols(W& w, uint32_t (&frag)[2], const T* tile, int ld, int k0, int n0,
+                          int lane) {
+  const T* row = tile + (k0 + (lane & 7) + ((lane >> 3) & 1) * 8) * ld + n0;
+  w.template ldmatrix<true>(frag, row);
+}
+
 // Forward for query rows [rb*kRows, rb*kRows + kRows) of head h of sequence b; smem holds
 // smem_bytes<T>(HD).
 template <typename T, int HD, typename W>
@@ -97,16 +132,14 @@ MTNLG_HD void forward_thread(W& w, char* smem, const flash::ForwardArgs<T>& a, i
   w.sync();
   uint32_t qa[kSteps][4];
   MTNLG_UNROLL
-  for (int kk = 0; kk < kSteps; ++kk) MTNLG_UNROLL
-  for (int reg = 0; reg < 4; ++reg) {
-    const mma::Coord c = mma::a_element(lane, 2 * reg);
-    qa[kk][reg] = mma::load_pair(sq + (wr + c.row) * ld + kk * 16 + c.col);
-  }
+  for (int kk = 0; kk < kSteps; ++kk) load_a(w, qa[kk], sq, ld, wr, kk * 16, lane);
 
   float o[kOTiles][4];
   MTNLG_UNROLL
-  for (int j = 0; j < kOTiles; ++j) MTNLG_UNROLL
-  for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
+  for (int j = 0; j < kOTiles; ++j) {
+    MTNLG_UNROLL
+    for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
+  }
   float m[2] = {neg_inf, neg_inf};
   float l[2] = {0.0f, 0.0f};  // this thread's share of the row sums (its 16 keys of each tile)
   KeepMask masks[2] = {KeepMask(a.rng, a.dropout_p), KeepMask(a.rng, a.dropout_p)};
@@ -128,22 +161,24 @@ MTNLG_HD void forward_thread(W& w, char* smem, const flash::ForwardArgs<T>& a, i
       if (c0 + nt * 8 > last_row) continue;
       MTNLG_UNROLL
       for (int kk = 0; kk < kSteps; ++kk) {
-        const T* kp = sk + (nt * 8 + g) * ld + kk * 16 + 2 * t;  // B(k, n) = K[n][k]
-        const uint32_t kb[2] = {mma::load_pair(kp), mma::load_pair(kp + 8)};
+        uint32_t kb[2];  // B(k, n) = K[n][k]
+        load_b_rows(w, kb, sk, ld, nt * 8, kk * 16, lane);
         w.template mma<T>(sc[nt], qa[kk], kb);
       }
     }
     // Scale and mask; each row's new maximum over its four lanes.
     float mx[2] = {m[0], m[1]};
     MTNLG_UNROLL
-    for (int nt = 0; nt < kSTiles; ++nt) MTNLG_UNROLL
-    for (int e = 0; e < 4; ++e) {
-      const mma::Coord c = mma::c_element(lane, e);
-      const int r = e >> 1;
-      const float x =
-          flash::visible(rows[r], c0 + nt * 8 + c.col, s) ? sc[nt][e] * a.scale : neg_inf;
-      sc[nt][e] = x;
-      mx[r] = flash::fmax_(mx[r], x);
+    for (int nt = 0; nt < kSTiles; ++nt) {
+      MTNLG_UNROLL
+      for (int e = 0; e < 4; ++e) {
+        const mma::Coord c = mma::c_element(lane, e);
+        const int r = e >> 1;
+        const float x =
+            flash::visible(rows[r], c0 + nt * 8 + c.col, s) ? sc[nt][e] * a.scale : neg_inf;
+        sc[nt][e] = x;
+        mx[r] = flash::fmax_(mx[r], x);
+      }
     }
     float alpha[2];
     MTNLG_UNROLL
@@ -157,18 +192,22 @@ MTNLG_HD void forward_thread(W& w, char* smem, const flash::ForwardArgs<T>& a, i
     // Probabilities against the new maximum (the sum undropped); in place, dropped ones zeroed
     // and kept ones scaled, for the product with V.
     MTNLG_UNROLL
-    for (int nt = 0; nt < kSTiles; ++nt) MTNLG_UNROLL
-    for (int e = 0; e < 4; ++e) {
-      const int r = e >> 1;
-      const float x = sc[nt][e];
-      const float p = x == neg_inf ? 0.0f : expf(x - m[r]);
-      l[r] += p;
-      const int64_t j = c0 + nt * 8 + mma::c_element(lane, e).col;
-      sc[nt][e] = p != 0.0f ? flash::dropped(a, masks[r], b, h, rows[r], j, p) : 0.0f;
+    for (int nt = 0; nt < kSTiles; ++nt) {
+      MTNLG_UNROLL
+      for (int e = 0; e < 4; ++e) {
+        const int r = e >> 1;
+        const float x = sc[nt][e];
+        const float p = x == neg_inf ? 0.0f : expf(x - m[r]);
+        l[r] += p;
+        const int64_t j = c0 + nt * 8 + mma::c_element(lane, e).col;
+        sc[nt][e] = p != 0.0f ? flash::dropped(a, masks[r], b, h, rows[r], j, p) : 0.0f;
+      }
     }
     MTNLG_UNROLL
-    for (int j = 0; j < kOTiles; ++j) MTNLG_UNROLL
-    for (int e = 0; e < 4; ++e) o[j][e] *= alpha[e >> 1];
+    for (int j = 0; j < kOTiles; ++j) {
+      MTNLG_UNROLL
+      for (int e = 0; e < 4; ++e) o[j][e] *= alpha[e >> 1];
+    }
     // O += P V: two score tiles side by side are one A fragment (mma_fragment.h).
     MTNLG_UNROLL
     for (int kk = 0; kk < kPSteps; ++kk) {
@@ -181,9 +220,8 @@ MTNLG_HD void forward_thread(W& w, char* smem, const flash::ForwardArgs<T>& a, i
       };
       MTNLG_UNROLL
       for (int j = 0; j < kOTiles; ++j) {
-        const T* vp = sv + (kk * 16 + 2 * t) * ld + j * 8 + g;  // B(k, n) = V[k][n]
-        const uint32_t vb[2] = {mma::pack(vp[0].bits, vp[ld].bits),
-                                mma::pack(vp[8 * ld].bits, vp[9 * ld].bits)};
+        uint32_t vb[2];  // B(k, n) = V[k][n]
+        load_b_cols(w, vb, sv, ld, kk * 16, j * 8, lane);
         w.template mma<T>(o[j], pa, vb);
       }
     }

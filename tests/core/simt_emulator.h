@@ -1,8 +1,9 @@
 // Runs a CUDA-style thread program on the CPU, one fiber (ucontext) per thread of a block, so
 // that kernels written per thread with warp collectives (core/kernels/flash2_forward.h) are
 // checked in CI without a GPU. Each thread runs until it reaches a collective: a block barrier
-// (sync), a warp shuffle (shfl_xor) or a warp tensor-core product (mma, its fragments in
-// core/kernels/mma_fragment.h's layouts, the product in float from exact bf16/fp16 values). A
+// (sync), a warp shuffle (shfl_xor), a warp tensor-core product (mma, its fragments in
+// core/kernels/mma_fragment.h's layouts, the product in float from exact bf16/fp16 values) or a
+// warp's matrix load from shared memory (ldmatrix, its rows checked aligned and inside it). A
 // collective completes once every thread it involves has reached it; a warp whose lanes reach
 // different collectives, a barrier that some threads never reach and a program that stops
 // making progress are failures (the threads' order within a round is forward or reversed, so a
@@ -38,10 +39,20 @@ class SimtThread {
     static_assert(std::is_same_v<T, Bf16> || std::is_same_v<T, F16>, "bf16 or fp16 operands");
     mma_any(c, a, b, std::is_same_v<T, Bf16>);
   }
+  // ldmatrix.sync.aligned.m8n8.x{kCount}[.trans].shared.b16: row is this lane's row address.
+  template <bool kTrans, int kCount, typename T>
+  void ldmatrix(uint32_t (&r)[kCount], const T* row) {
+    static_assert(sizeof(T) == 2 && (kCount == 1 || kCount == 2 || kCount == 4), "m8n8 b16");
+    ldm_row_ = row;
+    ldm_out_ = r;
+    ldm_count_ = kCount;
+    ldm_trans_ = kTrans;
+    block_on(Op::kLdm);
+  }
 
  private:
   friend class SimtBlock;
-  enum class Op { kRun, kSync, kShfl, kMma, kDone };
+  enum class Op { kRun, kSync, kShfl, kMma, kLdm, kDone };
   void mma_any(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], bool bf16);
   void block_on(Op op);
 
@@ -55,6 +66,10 @@ class SimtThread {
   const uint32_t* a_ = nullptr;
   const uint32_t* b_ = nullptr;
   bool bf16_ = true;
+  const void* ldm_row_ = nullptr;
+  uint32_t* ldm_out_ = nullptr;
+  int ldm_count_ = 0;
+  bool ldm_trans_ = false;
   ucontext_t ctx_{};
   std::vector<char> stack_;
 };
@@ -62,7 +77,10 @@ class SimtThread {
 class SimtBlock {
  public:
   SimtBlock(int threads, size_t smem_bytes, bool reverse)
-      : threads_(threads), reverse_(reverse), smem_(smem_bytes + 16, '\xff') {}
+      : threads_(threads),
+        reverse_(reverse),
+        smem_bytes_(smem_bytes),
+        smem_(smem_bytes + 16, '\xff') {}
   SimtBlock(const SimtBlock&) = delete;
   SimtBlock& operator=(const SimtBlock&) = delete;
 
@@ -104,7 +122,8 @@ class SimtBlock {
         bool same = true;
         for (int l = 0; l < lanes; ++l) {
           const SimtThread::Op o = ts[static_cast<size_t>(w0 + l)].op_;
-          if (o == SimtThread::Op::kShfl || o == SimtThread::Op::kMma) op = o;
+          if (o == SimtThread::Op::kShfl || o == SimtThread::Op::kMma || o == SimtThread::Op::kLdm)
+            op = o;
         }
         for (int l = 0; l < lanes; ++l) same = same && ts[static_cast<size_t>(w0 + l)].op_ == op;
         const bool warp_op = op != SimtThread::Op::kRun;
@@ -119,6 +138,8 @@ class SimtBlock {
           }
           if (op == SimtThread::Op::kShfl) resolve_shfl(&ts[static_cast<size_t>(w0)]);
           if (op == SimtThread::Op::kMma) resolve_mma(&ts[static_cast<size_t>(w0)]);
+          if (op == SimtThread::Op::kLdm) resolve_ldm(&ts[static_cast<size_t>(w0)]);
+          if (!error_.empty()) break;
           for (int l = 0; l < 32; ++l) ts[static_cast<size_t>(w0 + l)].op_ = SimtThread::Op::kRun;
           progress = true;
         }
@@ -143,6 +164,7 @@ class SimtBlock {
 
   int64_t barriers() const { return barriers_; }
   int64_t products() const { return products_; }
+  int64_t loads() const { return loads_; }
 
  private:
   friend class SimtThread;
@@ -203,13 +225,46 @@ class SimtBlock {
     ++products_;
   }
 
+  // The warp's ldmatrix: lanes 8m to 8m + 7 address matrix m's rows (16-byte aligned, inside
+  // shared memory); lane l receives row l / 4's elements 2 (l % 4) and 2 (l % 4) + 1 of each
+  // matrix, or with .trans column l / 4's.
+  void resolve_ldm(SimtThread* warp) {
+    const int count = warp[0].ldm_count_;
+    const bool trans = warp[0].ldm_trans_;
+    const char* lo = smem();
+    uint16_t m[4][8][8];
+    for (int l = 0; l < 32; ++l)
+      if (warp[l].ldm_count_ != count || warp[l].ldm_trans_ != trans) {
+        error_ = "lanes of one ldmatrix with different shapes";
+        return;
+      }
+    for (int k = 0; k < count; ++k)
+      for (int i = 0; i < 8; ++i) {
+        const char* row = static_cast<const char*>(warp[8 * k + i].ldm_row_);
+        if (row < lo || row + 16 > lo + smem_bytes_ || reinterpret_cast<uintptr_t>(row) % 16) {
+          error_ = "ldmatrix row of lane " + std::to_string(8 * k + i) +
+                   " not 16-byte aligned inside shared memory";
+          return;
+        }
+        std::memcpy(m[k][i], row, 16);
+      }
+    for (int l = 0; l < 32; ++l)
+      for (int k = 0; k < count; ++k) {
+        const int a = l >> 2, b = 2 * (l & 3);
+        warp[l].ldm_out_[k] = trans ? kernels::mma::pack(m[k][b][a], m[k][b + 1][a])
+                                    : kernels::mma::pack(m[k][a][b], m[k][a][b + 1]);
+      }
+    ++loads_;
+  }
+
   int threads_;
   bool reverse_;
+  size_t smem_bytes_;
   std::vector<char> smem_;
   const std::function<void(SimtThread&)>* body_ = nullptr;
   ucontext_t sched_{};
   std::string error_;
-  int64_t barriers_ = 0, products_ = 0;
+  int64_t barriers_ = 0, products_ = 0, loads_ = 0;
 };
 
 inline void SimtThread::block_on(Op op) {
