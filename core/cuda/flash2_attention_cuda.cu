@@ -109,18 +109,6 @@ void launch(K kernel, int64_t blocks, size_t smem, const Args& a, cudaStream_t s
   CUDA_CHECK(cudaGetLastError());
 }
 
-fl::Dims dims_of(const Tensor& qkv, int64_t heads) {
-  return {qkv.dim(0), qkv.dim(1), heads, qkv.dim(2) / (3 * heads)};
-}
-
-// 1/sqrt(hd) and 1/(1 - p) as attention_cuda.cu's.
-float score_scale(int64_t hd) {
-  return 1.0f / sqrtf(static_cast<float>(hd));
-}
-float drop_scale(double p) {
-  return p > 0.0 ? kernels::dropout_scale(static_cast<float>(p)) : 1.0f;
-}
-
 }  // namespace
 
 bool flash2_attention_applies(const FlashDevice& dev, const Tensor& qkv, int64_t heads,
@@ -141,14 +129,18 @@ bool flash2_attention_applies(const FlashDevice& dev, const Tensor& qkv, int64_t
 
 void flash2_forward_cuda(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,
                          double dropout_p, RngStream rng, cudaStream_t stream) {
-  const fl::Dims d = dims_of(qkv, heads);
+  const fl::Dims d = flash_dims(qkv, heads);
   if (d.b == 0 || d.s == 0) return;
   const auto run = [&](auto tag) {
     using T = decltype(tag);
-    const fl::ForwardArgs<T> a{qkv.data_as<T>(),       out.data_as<T>(),
-                               stats.data_as<float>(), d,
-                               score_scale(d.hd),      static_cast<float>(dropout_p),
-                               drop_scale(dropout_p),  rng};
+    const fl::ForwardArgs<T> a{qkv.data_as<T>(),
+                               out.data_as<T>(),
+                               stats.data_as<float>(),
+                               d,
+                               flash_score_scale(d.hd),
+                               static_cast<float>(dropout_p),
+                               flash_drop_scale(dropout_p),
+                               rng};
     const int64_t blocks = fl::query_blocks(d.s);
     if (d.hd == 64)
       launch(flash2_forward_kernel<T, 64>, blocks, f2::smem_bytes<T>(64), a, stream);
@@ -164,7 +156,7 @@ void flash2_forward_cuda(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t 
 void flash2_backward_cuda(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                           const Tensor& stats, int64_t heads, double dropout_p, RngStream rng,
                           Workspace& ws, cudaStream_t stream) {
-  const fl::Dims d = dims_of(qkv, heads);
+  const fl::Dims d = flash_dims(qkv, heads);
   if (d.b == 0 || d.s == 0) return;
   float* delta = static_cast<float*>(ws.get(static_cast<size_t>(d.b * d.heads * d.s) * 4));
   const auto run = [&](auto tag) {
@@ -176,9 +168,9 @@ void flash2_backward_cuda(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, c
                                 delta,
                                 dqkv.data_as<T>(),
                                 d,
-                                score_scale(d.hd),
+                                flash_score_scale(d.hd),
                                 static_cast<float>(dropout_p),
-                                drop_scale(dropout_p),
+                                flash_drop_scale(dropout_p),
                                 rng};
     const int64_t blocks = f2::backward_blocks(d.s);
     // dq (and delta) for every query block, then dk and dv: one stream orders them.

@@ -290,25 +290,13 @@ void launch(K kernel, int64_t blocks, const fl::Dims& d, size_t smem, cudaStream
   CUDA_CHECK(cudaGetLastError());
 }
 
-fl::Dims dims_of(const Tensor& qkv, int64_t heads) {
-  return {qkv.dim(0), qkv.dim(1), heads, qkv.dim(2) / (3 * heads)};
-}
-
-// 1/sqrt(hd) and 1/(1 - p) as attention_cuda.cu's Scales<float>.
-float score_scale(int64_t hd) {
-  return 1.0f / sqrtf(static_cast<float>(hd));
-}
-float drop_scale(double p) {
-  return p > 0.0 ? kernels::dropout_scale(static_cast<float>(p)) : 1.0f;
-}
-
 }  // namespace
 
 bool flash_attention_applies(const FlashDevice& dev, const Tensor& qkv, int64_t heads,
                              std::initializer_list<const Tensor*> operands) {
   if (dev.compute_major < 8) return false;
   if (qkv.dtype() != DType::kBF16 && qkv.dtype() != DType::kF16) return false;
-  const fl::Dims d = dims_of(qkv, heads);
+  const fl::Dims d = flash_dims(qkv, heads);
   if (!fl::head_dim_supported(d.hd)) return false;
   if (d.b > 65535 || d.heads > 65535) return false;
   const size_t need =
@@ -323,15 +311,19 @@ bool flash_attention_applies(const FlashDevice& dev, const Tensor& qkv, int64_t 
 void flash_attention_forward_cuda(const FlashDevice& dev, Tensor& out, Tensor& stats,
                                   const Tensor& qkv, int64_t heads, double dropout_p, RngStream rng,
                                   cudaStream_t stream) {
-  const fl::Dims d = dims_of(qkv, heads);
+  const fl::Dims d = flash_dims(qkv, heads);
   if (d.b == 0 || d.s == 0) return;
   dispatch_floating(qkv.dtype(), "flash_attention_forward", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, Bf16> || std::is_same_v<T, F16>) {
-      const fl::ForwardArgs<T> a{qkv.data_as<T>(),       out.data_as<T>(),
-                                 stats.data_as<float>(), d,
-                                 score_scale(d.hd),      static_cast<float>(dropout_p),
-                                 drop_scale(dropout_p),  rng};
+      const fl::ForwardArgs<T> a{qkv.data_as<T>(),
+                                 out.data_as<T>(),
+                                 stats.data_as<float>(),
+                                 d,
+                                 flash_score_scale(d.hd),
+                                 static_cast<float>(dropout_p),
+                                 flash_drop_scale(dropout_p),
+                                 rng};
       launch(dev.warp_grids ? flash_forward_kernel<T, true> : flash_forward_kernel<T, false>,
              fl::query_blocks(d.s), d, fl::forward_smem_bytes<T>(d.hd), stream, a);
     } else {
@@ -344,7 +336,7 @@ void flash_attention_backward_cuda(const FlashDevice& dev, Tensor& dqkv, const T
                                    const Tensor& qkv, const Tensor& out, const Tensor& stats,
                                    int64_t heads, double dropout_p, RngStream rng, Workspace& ws,
                                    cudaStream_t stream) {
-  const fl::Dims d = dims_of(qkv, heads);
+  const fl::Dims d = flash_dims(qkv, heads);
   if (d.b == 0 || d.s == 0) return;
   float* delta = static_cast<float*>(ws.get(static_cast<size_t>(d.b * d.heads * d.s) * 4));
   dispatch_floating(qkv.dtype(), "flash_attention_backward", [&](auto tag) {
@@ -357,9 +349,9 @@ void flash_attention_backward_cuda(const FlashDevice& dev, Tensor& dqkv, const T
                                   delta,
                                   dqkv.data_as<T>(),
                                   d,
-                                  score_scale(d.hd),
+                                  flash_score_scale(d.hd),
                                   static_cast<float>(dropout_p),
-                                  drop_scale(dropout_p),
+                                  flash_drop_scale(dropout_p),
                                   rng};
       launch(dev.warp_grids ? flash_dq_kernel<T, true> : flash_dq_kernel<T, false>,
              fl::query_blocks(d.s), d, fl::DqSmem<T>(d.hd).bytes, stream, a);

@@ -8,6 +8,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <initializer_list>
 #include <vector>
 
@@ -15,6 +16,8 @@
 #include "core/caching_allocator.h"
 #include "core/cuda/cublas_library.h"
 #include "core/cuda/device_overheads.h"
+#include "core/kernels/dropout_math.h"
+#include "core/kernels/flash_attention.h"
 #include "core/tensor.h"
 
 namespace mtnlg {
@@ -144,6 +147,17 @@ struct FlashDevice {
   // either way; MTNLG_CUDA_FLASH_TILES=grid chooses the second, so that a GPU can time both.
   bool warp_grids = false;
 };
+// The flash kernels' (both sets') shape of a call, qkv [b, s, heads * 3 * hd], and its scales:
+// 1/sqrt(hd) for the scores and 1/(1 - p) for kept elements, through float as attention_cuda.cu's.
+inline kernels::flash::Dims flash_dims(const Tensor& qkv, int64_t heads) {
+  return {qkv.dim(0), qkv.dim(1), heads, qkv.dim(2) / (3 * heads)};
+}
+inline float flash_score_scale(int64_t hd) {
+  return 1.0f / std::sqrt(static_cast<float>(hd));
+}
+inline float flash_drop_scale(double p) {
+  return p > 0.0 ? kernels::dropout_scale(static_cast<float>(p)) : 1.0f;
+}
 // bf16/fp16, a head size the kernels take whose tiles fit the device's shared memory, and
 // every operand 16-byte aligned.
 bool flash_attention_applies(const FlashDevice& dev, const Tensor& qkv, int64_t heads,

@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "attention_check.h"
 #include "core/backend.h"
 #include "core/kernels/flash2_backward.h"
 #include "core/kernels/flash2_forward.h"
@@ -26,13 +27,8 @@ namespace mma = mtnlg::kernels::mma;
 
 namespace {
 
-struct Case {
-  int64_t b, s, heads, hd;
-};
-
-struct Result {
-  Tensor out, lse, dqkv;
-};
+using Case = AttentionCase;
+using Result = AttentionResult;
 
 // f(b, h, block) in a block of its own for every block of every head of every sequence.
 template <typename F>
@@ -69,7 +65,7 @@ Result run(const Case& c, const Tensor& qkv, const Tensor& dout, double p, RngSt
   Result r{Tensor::cpu({c.b, c.s, c.heads * c.hd}, qkv.dtype()),
            Tensor::cpu({c.b, c.heads, c.s}, DType::kF32), Tensor::cpu(qkv.shape(), qkv.dtype())};
   const fl::Dims d{c.b, c.s, c.heads, c.hd};
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
+  const float scale = attention_score_scale(c.hd);
   const float drop = p > 0 ? kernels::dropout_scale(static_cast<float>(p)) : 1.0f;
   const fl::ForwardArgs<T> fa{qkv.data_as<T>(),
                               r.out.data_as<T>(),
@@ -109,32 +105,7 @@ Result run(const Case& c, const Tensor& qkv, const Tensor& dout, double p, RngSt
 
 template <typename T>
 void check_against_cpu(DType dt, const Case& c, double p) {
-  INFO(dtype_name(dt) << " b " << c.b << " s " << c.s << " heads " << c.heads << " hd " << c.hd
-                      << " dropout " << p);
-  const RngStream rng{42, 3, 0};
-  const Tensor qkv = random_tensor({c.b, c.s, c.heads * 3 * c.hd}, dt, 1, -2.0, 2.0);
-  const Tensor dout = random_tensor({c.b, c.s, c.heads * c.hd}, dt, 2);
-  const Result got = run<T>(c, qkv, dout, p, rng, false);
-
-  auto cpu = make_cpu_backend(1);
-  const Tensor q64 = convert(qkv, DType::kF64), do64 = convert(dout, DType::kF64);
-  Tensor out = Tensor::cpu({c.b, c.s, c.heads * c.hd}, DType::kF64);
-  Tensor lse = Tensor::cpu({c.b, c.heads, c.s}, DType::kF64);
-  cpu->attention_forward(out, lse, q64, c.heads, p, rng);
-  Tensor dqkv = Tensor::cpu(q64.shape(), DType::kF64);
-  cpu->attention_backward(dqkv, do64, q64, out, lse, c.heads, p, rng);
-  const double u = dt == DType::kBF16 ? 1.0 / 256 : 1.0 / 2048;
-  // The flash kernels' bounds (tests/core/flash_attention_test.cc): fp32 sums of the same
-  // narrow scores; out one rounding of its own plus the probabilities'; dqkv the probabilities'
-  // and the softmax gradient's roundings before their products, and delta from the rounded out.
-  CHECK(worst_roundings(got.lse, lse, 1.0 / (1 << 23)) < 16);  // measured: under 0.44
-  CHECK(worst_roundings(got.out, out, u) < 2);                 // measured: under 0.57
-  CHECK(worst_roundings(got.dqkv, dqkv, u) < 3);               // measured: under 1.2
-
-  const Result rev = run<T>(c, qkv, dout, p, rng, true);
-  CHECK(bitwise_equal(rev.out, got.out));
-  CHECK(bitwise_equal(rev.lse, got.lse));
-  CHECK(bitwise_equal(rev.dqkv, got.dqkv));
+  check_attention_against_cpu(dt, c, p, run<T>);
 }
 
 }  // namespace

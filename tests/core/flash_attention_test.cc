@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "attention_check.h"
 #include "core/backend.h"
 #include "core/kernels/flash_attention.h"
 #include "kernel_check.h"
@@ -149,13 +150,8 @@ struct Smem {
   }
 };
 
-struct Case {
-  int64_t b, s, heads, hd;
-};
-
-struct Result {
-  Tensor out, lse, dqkv;
-};
+using Case = AttentionCase;
+using Result = AttentionResult;
 
 // f(b, h, block) for every block of every head of every sequence: a kernel's grid.
 template <typename F>
@@ -163,10 +159,6 @@ void for_blocks(const Case& c, int64_t blocks, F&& f) {
   for (int64_t b = 0; b < c.b; ++b)
     for (int64_t h = 0; h < c.heads; ++h)
       for (int64_t k = 0; k < blocks; ++k) f(b, h, k);
-}
-
-float score_scale(int64_t hd) {
-  return 1.0f / std::sqrt(static_cast<float>(hd));
 }
 
 template <typename T>
@@ -180,7 +172,7 @@ Result run_flash(const Case& c, const Tensor& qkv, const Tensor& dout, double p,
                               r.out.data_as<T>(),
                               r.lse.data_as<float>(),
                               d,
-                              score_scale(c.hd),
+                              attention_score_scale(c.hd),
                               static_cast<float>(p),
                               drop_scale,
                               rng};
@@ -197,7 +189,7 @@ Result run_flash(const Case& c, const Tensor& qkv, const Tensor& dout, double p,
                                delta.data(),
                                r.dqkv.data_as<T>(),
                                d,
-                               score_scale(c.hd),
+                               attention_score_scale(c.hd),
                                static_cast<float>(p),
                                drop_scale,
                                rng};
@@ -216,35 +208,7 @@ Result run_flash(const Case& c, const Tensor& qkv, const Tensor& dout, double p,
 
 template <typename T>
 void check_against_cpu(DType dt, const Case& c, double p) {
-  INFO(dtype_name(dt) << " b " << c.b << " s " << c.s << " heads " << c.heads << " hd " << c.hd
-                      << " dropout " << p);
-  const RngStream rng{42, 3, 0};
-  const Tensor qkv = random_tensor({c.b, c.s, c.heads * 3 * c.hd}, dt, 1, -2.0, 2.0);
-  const Tensor dout = random_tensor({c.b, c.s, c.heads * c.hd}, dt, 2);
-  const Result got = run_flash<T>(c, qkv, dout, p, rng, false);
-
-  auto cpu = make_cpu_backend(1);
-  const Tensor q64 = convert(qkv, DType::kF64), do64 = convert(dout, DType::kF64);
-  Tensor out = Tensor::cpu({c.b, c.s, c.heads * c.hd}, DType::kF64);
-  Tensor lse = Tensor::cpu({c.b, c.heads, c.s}, DType::kF64);
-  cpu->attention_forward(out, lse, q64, c.heads, p, rng);
-  Tensor dqkv = Tensor::cpu(q64.shape(), DType::kF64);
-  cpu->attention_backward(dqkv, do64, q64, out, lse, c.heads, p, rng);
-
-  const double u = dt == DType::kBF16 ? 1.0 / 256 : 1.0 / 2048;
-  // The log-sum-exps: fp32 sums of scores from the same narrow operands.
-  CHECK(worst_roundings(got.lse, lse, 1.0 / (1 << 23)) < 16);  // measured: under 1
-  // out: one rounding of its own plus the probabilities' (rounded before the product with v).
-  CHECK(worst_roundings(got.out, out, u) < 2);  // measured: under 0.6
-  // dqkv: probabilities and the softmax gradient rounded to the format before their products,
-  // and delta from the rounded out.
-  CHECK(worst_roundings(got.dqkv, dqkv, u) < 3);  // measured: under 0.9
-
-  // Races: the same program with the threads of every phase in reverse order.
-  const Result rev = run_flash<T>(c, qkv, dout, p, rng, true);
-  CHECK(bitwise_equal(rev.out, got.out));
-  CHECK(bitwise_equal(rev.lse, got.lse));
-  CHECK(bitwise_equal(rev.dqkv, got.dqkv));
+  check_attention_against_cpu(dt, c, p, run_flash<T>);
 }
 
 }  // namespace
