@@ -133,14 +133,7 @@ void flash2_forward_cuda(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t 
   if (d.b == 0 || d.s == 0) return;
   const auto run = [&](auto tag) {
     using T = decltype(tag);
-    const fl::ForwardArgs<T> a{qkv.data_as<T>(),
-                               out.data_as<T>(),
-                               stats.data_as<float>(),
-                               d,
-                               flash_score_scale(d.hd),
-                               static_cast<float>(dropout_p),
-                               flash_drop_scale(dropout_p),
-                               rng};
+    const fl::ForwardArgs<T> a = flash_forward_args<T>(out, stats, qkv, heads, dropout_p, rng);
     const int64_t blocks = fl::query_blocks(d.s);
     if (d.hd == 64)
       launch(flash2_forward_kernel<T, 64>, blocks, f2::smem_bytes<T>(64), a, stream);
@@ -161,17 +154,8 @@ void flash2_backward_cuda(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, c
   float* delta = static_cast<float*>(ws.get(static_cast<size_t>(d.b * d.heads * d.s) * 4));
   const auto run = [&](auto tag) {
     using T = decltype(tag);
-    const fl::BackwardArgs<T> a{qkv.data_as<T>(),
-                                out.data_as<T>(),
-                                dout.data_as<T>(),
-                                stats.data_as<float>(),
-                                delta,
-                                dqkv.data_as<T>(),
-                                d,
-                                flash_score_scale(d.hd),
-                                static_cast<float>(dropout_p),
-                                flash_drop_scale(dropout_p),
-                                rng};
+    const fl::BackwardArgs<T> a =
+        flash_backward_args<T>(dqkv, dout, qkv, out, stats, heads, dropout_p, rng, delta);
     const int64_t blocks = f2::backward_blocks(d.s);
     // dq (and delta) for every query block, then dk and dv: one stream orders them.
     if (d.hd == 64) {

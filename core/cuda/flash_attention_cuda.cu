@@ -316,14 +316,7 @@ void flash_attention_forward_cuda(const FlashDevice& dev, Tensor& out, Tensor& s
   dispatch_floating(qkv.dtype(), "flash_attention_forward", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, Bf16> || std::is_same_v<T, F16>) {
-      const fl::ForwardArgs<T> a{qkv.data_as<T>(),
-                                 out.data_as<T>(),
-                                 stats.data_as<float>(),
-                                 d,
-                                 flash_score_scale(d.hd),
-                                 static_cast<float>(dropout_p),
-                                 flash_drop_scale(dropout_p),
-                                 rng};
+      const fl::ForwardArgs<T> a = flash_forward_args<T>(out, stats, qkv, heads, dropout_p, rng);
       launch(dev.warp_grids ? flash_forward_kernel<T, true> : flash_forward_kernel<T, false>,
              fl::query_blocks(d.s), d, fl::forward_smem_bytes<T>(d.hd), stream, a);
     } else {
@@ -342,17 +335,8 @@ void flash_attention_backward_cuda(const FlashDevice& dev, Tensor& dqkv, const T
   dispatch_floating(qkv.dtype(), "flash_attention_backward", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, Bf16> || std::is_same_v<T, F16>) {
-      const fl::BackwardArgs<T> a{qkv.data_as<T>(),
-                                  out.data_as<T>(),
-                                  dout.data_as<T>(),
-                                  stats.data_as<float>(),
-                                  delta,
-                                  dqkv.data_as<T>(),
-                                  d,
-                                  flash_score_scale(d.hd),
-                                  static_cast<float>(dropout_p),
-                                  flash_drop_scale(dropout_p),
-                                  rng};
+      const fl::BackwardArgs<T> a =
+          flash_backward_args<T>(dqkv, dout, qkv, out, stats, heads, dropout_p, rng, delta);
       launch(dev.warp_grids ? flash_dq_kernel<T, true> : flash_dq_kernel<T, false>,
              fl::query_blocks(d.s), d, fl::DqSmem<T>(d.hd).bytes, stream, a);
       launch(dev.warp_grids ? flash_dkv_kernel<T, true> : flash_dkv_kernel<T, false>,

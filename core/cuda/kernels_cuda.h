@@ -158,6 +158,32 @@ inline float flash_score_scale(int64_t hd) {
 inline float flash_drop_scale(double p) {
   return p > 0.0 ? kernels::dropout_scale(static_cast<float>(p)) : 1.0f;
 }
+// A forward or backward call's arguments for the flash kernels' programs (T bf16 or fp16).
+template <typename T>
+kernels::flash::ForwardArgs<T> flash_forward_args(Tensor& out, Tensor& stats, const Tensor& qkv,
+                                                  int64_t heads, double p, RngStream rng) {
+  const kernels::flash::Dims d = flash_dims(qkv, heads);
+  return {qkv.data_as<T>(),        out.data_as<T>(),      stats.data_as<float>(), d,
+          flash_score_scale(d.hd), static_cast<float>(p), flash_drop_scale(p),    rng};
+}
+template <typename T>
+kernels::flash::BackwardArgs<T> flash_backward_args(Tensor& dqkv, const Tensor& dout,
+                                                    const Tensor& qkv, const Tensor& out,
+                                                    const Tensor& stats, int64_t heads, double p,
+                                                    RngStream rng, float* delta) {
+  const kernels::flash::Dims d = flash_dims(qkv, heads);
+  return {qkv.data_as<T>(),
+          out.data_as<T>(),
+          dout.data_as<T>(),
+          stats.data_as<float>(),
+          delta,
+          dqkv.data_as<T>(),
+          d,
+          flash_score_scale(d.hd),
+          static_cast<float>(p),
+          flash_drop_scale(p),
+          rng};
+}
 // bf16/fp16, a head size the kernels take whose tiles fit the device's shared memory, and
 // every operand 16-byte aligned.
 bool flash_attention_applies(const FlashDevice& dev, const Tensor& qkv, int64_t heads,
