@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/env_choice.h"
+#include "core/kernels/flash2_backward.h"
 #include "core/kernels/flash2_forward.h"
 #include "core/kernels/flash_attention.h"
 
@@ -71,14 +72,16 @@ inline bool flash_attention_chosen() {
 }
 
 // The largest scratch attention takes from the CUDA backend's workspace in one call: with the
-// flash or FA2-style kernels (chosen, and they apply) their delta [b, local heads, s] in fp32,
-// else the blocked kernels' backward over one sequence.
+// flash kernels (chosen, and they apply) their delta [b, local heads, s] in fp32, with the
+// FA2-style ones that and with dropout their keep bits, else the blocked kernels' backward over
+// one sequence.
 inline int64_t cuda_attention_scratch(int64_t micro_batch, int64_t local_heads, int64_t s,
                                       int64_t head_dim, int64_t value_bytes, bool dropout,
                                       AttentionKernels kernels) {
-  if ((kernels == AttentionKernels::kFlash && flash_attention_planned(value_bytes, head_dim)) ||
-      (kernels == AttentionKernels::kFlash2 && flash2_attention_planned(value_bytes, head_dim)))
+  if (kernels == AttentionKernels::kFlash && flash_attention_planned(value_bytes, head_dim))
     return micro_batch * local_heads * s * 4;
+  if (kernels == AttentionKernels::kFlash2 && flash2_attention_planned(value_bytes, head_dim))
+    return kernels::flash2::backward_scratch_bytes(micro_batch, local_heads, s, dropout);
   return attention_workspace(local_heads, s, 4, value_bytes, dropout).backward_bytes();
 }
 

@@ -29,6 +29,9 @@ struct WarpExec {
   __device__ int thread() const { return static_cast<int>(threadIdx.x); }
   __device__ void sync() { __syncthreads(); }
   __device__ float shfl_xor(float v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
+  __device__ uint32_t shfl_xor(uint32_t v, int mask) {
+    return __shfl_xor_sync(0xffffffffu, v, mask);
+  }
   template <bool kTrans, int kCount, typename T>
   __device__ void ldmatrix(uint32_t (&r)[kCount], const T* row) {
     static_assert(sizeof(T) == 2 && (kCount == 2 || kCount == 4), "m8n8 b16, two or four");
@@ -151,11 +154,15 @@ void flash2_backward_cuda(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, c
                           Workspace& ws, cudaStream_t stream) {
   const fl::Dims d = flash_dims(qkv, heads);
   if (d.b == 0 || d.s == 0) return;
-  float* delta = static_cast<float*>(ws.get(static_cast<size_t>(d.b * d.heads * d.s) * 4));
+  const bool dropout = dropout_p > 0.0;
+  // delta [b, heads, s], then with dropout the keep bits (flash2_backward.h keep_words).
+  auto* delta = static_cast<float*>(
+      ws.get(static_cast<size_t>(f2::backward_scratch_bytes(d.b, d.heads, d.s, dropout))));
+  auto* keep = dropout ? reinterpret_cast<uint32_t*>(delta + d.b * d.heads * d.s) : nullptr;
   const auto run = [&](auto tag) {
     using T = decltype(tag);
     const fl::BackwardArgs<T> a =
-        flash_backward_args<T>(dqkv, dout, qkv, out, stats, heads, dropout_p, rng, delta);
+        flash_backward_args<T>(dqkv, dout, qkv, out, stats, heads, dropout_p, rng, delta, keep);
     const int64_t blocks = f2::backward_blocks(d.s);
     // dq (and delta) for every query block, then dk and dv: one stream orders them.
     if (d.hd == 64) {

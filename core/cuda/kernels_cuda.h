@@ -170,7 +170,8 @@ template <typename T>
 kernels::flash::BackwardArgs<T> flash_backward_args(Tensor& dqkv, const Tensor& dout,
                                                     const Tensor& qkv, const Tensor& out,
                                                     const Tensor& stats, int64_t heads, double p,
-                                                    RngStream rng, float* delta) {
+                                                    RngStream rng, float* delta,
+                                                    uint32_t* keep = nullptr) {
   const kernels::flash::Dims d = flash_dims(qkv, heads);
   return {qkv.data_as<T>(),
           out.data_as<T>(),
@@ -182,7 +183,8 @@ kernels::flash::BackwardArgs<T> flash_backward_args(Tensor& dqkv, const Tensor& 
           flash_score_scale(d.hd),
           static_cast<float>(p),
           flash_drop_scale(p),
-          rng};
+          rng,
+          keep};
 }
 // bf16/fp16, a head size the kernels take whose tiles fit the device's shared memory, and
 // every operand 16-byte aligned.

@@ -31,12 +31,26 @@ constexpr int kBwdRows = 64;  // query rows (first pass) or keys (second) of a b
 constexpr int kBwdTile = 32;  // keys (first pass) or query rows (second) of a tile
 
 // Shared memory of either pass: two [64][hd + 8] blocks, two [32][hd + 8] tiles, and the
-// second pass's log-sum-exps and deltas of its tile.
+// second pass's log-sum-exps, deltas and keep words of its tile.
 template <typename T>
 MTNLG_HD size_t backward_smem_bytes(int64_t hd) {
   return static_cast<size_t>(2 * kBwdRows + 2 * kBwdTile) * static_cast<size_t>(hd + 8) *
              sizeof(T) +
-         2 * kBwdTile * sizeof(float);
+         2 * kBwdTile * sizeof(float) + kBwdTile * (kBwdRows / 32) * sizeof(uint32_t);
+}
+
+// With dropout the first pass records its keep decisions, one bit per (row, key), in 32-bit
+// words [b, heads, s, keep_words(s)], and the second reads them: a thread of the second pass
+// holds two keys of many rows, never four consecutive keys of one row, so drawing there would
+// cost one Philox block per decision instead of one per four.
+MTNLG_HD int64_t keep_words(int64_t s) {
+  return (s + 31) / 32;
+}
+
+// The backward's scratch from the backend's workspace: delta, 4 bytes a row, and with dropout
+// the keep bits. The launcher and the planner (core/cuda/attention_workspace.h) both use it.
+MTNLG_HD int64_t backward_scratch_bytes(int64_t b, int64_t heads, int64_t s, bool dropout) {
+  return b * heads * s * 4 + (dropout ? b * heads * s * keep_words(s) * 4 : 0);
 }
 
 MTNLG_HD int64_t backward_blocks(int64_t s) {
@@ -115,6 +129,9 @@ MTNLG_HD void dq_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int64
     for (int e = 0; e < 4; ++e) dq[j][e] = 0.0f;
   }
   KeepMask masks[2] = {KeepMask(a.rng, a.dropout_p), KeepMask(a.rng, a.dropout_p)};
+  const bool dropout = a.dropout_p > 0.0f;
+  const int64_t words = keep_words(s);
+  static_assert(kBwdTile == 32, "a tile's keep decisions are one word a row");
 
   const int64_t end = r0 + kBwdRows < s ? r0 + kBwdRows : s;
   for (int64_t c0 = 0; c0 < end; c0 += kBwdTile) {
@@ -140,20 +157,36 @@ MTNLG_HD void dq_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int64
         w.template mma<T>(dp[nt], da, vb);
       }
     }
-    // dS = P (dropped dP - delta), 0 where the row does not see the key; in place of sc.
+    // dS = P (dropped dP - delta), 0 where the row does not see the key; in place of sc. The
+    // keep decisions as bits of the tile's word for each row (key c0 + k at bit k).
+    uint32_t kept_bits[2] = {0u, 0u};
     MTNLG_UNROLL
     for (int nt = 0; nt < kSTiles; ++nt) {
       MTNLG_UNROLL
       for (int e = 0; e < 4; ++e) {
         const int r = e >> 1;
-        const int64_t j = c0 + nt * 8 + mma::c_element(lane, e).col;
+        const int col = nt * 8 + mma::c_element(lane, e).col;
+        const int64_t j = c0 + col;
         float ds = 0.0f;
         if (flash::visible(rows[r], j, s)) {
           const float p = expf(sc[nt][e] * a.scale - lse[r]);
-          const float g = flash::dropped(a, masks[r], b, h, rows[r], j, dp[nt][e]);
+          float g = dp[nt][e];
+          if (dropout) {
+            const bool kept = masks[r].keep(flash::drop_index(d, b, h, rows[r], j));
+            kept_bits[r] |= static_cast<uint32_t>(kept) << col;
+            g = kept ? g * a.drop_scale : 0.0f;
+          }
           ds = p * (g - delta[r]);
         }
         sc[nt][e] = ds;
+      }
+    }
+    if (dropout) {  // the row's word from its four lanes
+      MTNLG_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        kept_bits[r] |= w.shfl_xor(kept_bits[r], 1);
+        kept_bits[r] |= w.shfl_xor(kept_bits[r], 2);
+        if (t == 0 && rows[r] < s) a.keep[(row_stat + rows[r]) * words + c0 / 32] = kept_bits[r];
       }
     }
     // dQ += dS K.
@@ -197,6 +230,8 @@ MTNLG_HD void dkv_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int6
   T* sdo = sq + kBwdTile * ld;
   float* slse = reinterpret_cast<float*>(sdo + kBwdTile * ld);
   float* sdelta = slse + kBwdTile;
+  constexpr int kKeyWords = kBwdRows / 32;  // keep words of a row for the block's keys
+  uint32_t* skeep = reinterpret_cast<uint32_t*>(sdelta + kBwdTile);  // [kBwdTile][kKeyWords]
   const flash::Dims d = a.d;
   const int64_t s = d.s, ldq = d.ldq(), ldo = d.ldo(), k0 = kb * kBwdRows;
   const T* base = a.qkv + b * s * ldq + h * 3 * d.hd;
@@ -216,10 +251,9 @@ MTNLG_HD void dkv_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int6
     MTNLG_UNROLL
     for (int e = 0; e < 4; ++e) dk[j][e] = dv[j][e] = 0.0f;
   }
-  // One Philox block per decision here: a thread's elements are two keys of many rows, never
-  // four consecutive keys of one row.
-  KeepMask mask(a.rng, a.dropout_p);
+  // The keep decisions: the first pass's bits (keep_words says why).
   const bool dropout = a.dropout_p > 0.0f;
+  const int64_t words = keep_words(s);
 
   for (int64_t q0 = k0; q0 < s; q0 += kBwdTile) {  // rows before k0 see none of these keys
     w.sync();  // the K and V block loaded (first time), the previous tile's reads done
@@ -229,6 +263,11 @@ MTNLG_HD void dkv_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int6
       const bool in = q0 + tid < s;
       slse[tid] = in ? a.lse[row_stat + q0 + tid] : 0.0f;
       sdelta[tid] = in ? a.delta[row_stat + q0 + tid] : 0.0f;
+    }
+    if (dropout && tid < kBwdTile * kKeyWords) {
+      const int r = tid / kKeyWords, k = tid % kKeyWords;
+      const int64_t word = k0 / 32 + k;
+      skeep[tid] = q0 + r < s && word < words ? a.keep[(row_stat + q0 + r) * words + word] : 0u;
     }
     w.sync();
     // S^T = K Q^T and dP^T = V dO^T for the warp's keys; 8-row tiles wholly before its first
@@ -260,7 +299,9 @@ MTNLG_HD void dkv_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int6
         float pd = 0.0f, ds = 0.0f;
         if (flash::visible(i, j, s)) {
           const float p = expf(st[nt][e] * a.scale - slse[nt * 8 + c.col]);
-          const bool kept = !dropout || mask.keep(flash::drop_index(d, b, h, i, j));
+          const int kj = static_cast<int>(j - k0);
+          const bool kept =
+              !dropout || ((skeep[(nt * 8 + c.col) * kKeyWords + kj / 32] >> (kj % 32)) & 1u);
           const float keep_scale = kept ? (dropout ? a.drop_scale : 1.0f) : 0.0f;
           pd = p * keep_scale;
           ds = p * (dpt[nt][e] * keep_scale - sdelta[nt * 8 + c.col]);

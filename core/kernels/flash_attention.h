@@ -88,6 +88,9 @@ struct BackwardArgs {
   Dims d;
   float scale, dropout_p, drop_scale;
   RngStream rng;
+  // The FA2-style backward with dropout (core/kernels/flash2_backward.h): the keep decisions,
+  // written as bits by its first pass and read by its second; unused by these kernels.
+  uint32_t* keep = nullptr;
 };
 
 // Shared memory carved in 128-byte pieces (wmma wants 32-byte aligned tiles) from `base` (0:

@@ -458,7 +458,11 @@ TEST_CASE(
   CHECK(cuda_attention_scratch(4, 2, 32, 16, 4, false, AttentionKernels::kFlash) ==
         2 * 32 * 32 * 12);
   // The FA2-style kernels: the per-row delta at head sizes 64 and 128, else the blocked scratch.
-  CHECK(cuda_attention_scratch(4, 2, 32, 64, 2, true, AttentionKernels::kFlash2) == 4 * 2 * 32 * 4);
+  // With dropout, the keep bits besides: one 32-bit word per row and 32 keys.
+  CHECK(cuda_attention_scratch(4, 2, 32, 64, 2, false, AttentionKernels::kFlash2) ==
+        4 * 2 * 32 * 4);
+  CHECK(cuda_attention_scratch(4, 2, 32, 64, 2, true, AttentionKernels::kFlash2) ==
+        4 * 2 * 32 * 4 + 4 * 2 * 32 * 1 * 4);
   CHECK(cuda_attention_scratch(4, 2, 32, 16, 2, true, AttentionKernels::kFlash2) ==
         2 * 32 * 32 * 10);
   CHECK_FALSE(flash_attention_chosen());
@@ -479,12 +483,13 @@ TEST_CASE("MTNLG_CUDA_ATTENTION is read as the CUDA backend reads it - a misspel
     CHECK(scratch() < blocked);
   }
   {
-    // The FA2-style kernels at head size 128: the same per-row delta as the flash ones.
+    // The FA2-style kernels at head size 128: the per-row delta, and for the recipe's attention
+    // dropout the keep bits, 2048 / 32 words a row.
     ScopedEnv env("MTNLG_CUDA_ATTENTION", "flash2");
     CHECK_FALSE(flash_attention_chosen());
     CHECK(attention_kernels_chosen() == AttentionKernels::kFlash2);
     const Recipe q = recipe("1.3b.yaml");
-    CHECK(scratch() == q.parallel.micro_batch_size * 16 * 2048 * 4);
+    CHECK(scratch() == q.parallel.micro_batch_size * 16 * 2048 * (4 + 64 * 4));
   }
   ScopedEnv env("MTNLG_CUDA_ATTENTION", "Flash");
   CHECK_THROWS_WITH(scratch(), Catch::Contains("MTNLG_CUDA_ATTENTION=Flash is not one of "

@@ -76,6 +76,9 @@ Result run(const Case& c, const Tensor& qkv, const Tensor& dout, double p, RngSt
                               drop,
                               rng};
   std::vector<float> delta(static_cast<size_t>(c.b * c.heads * c.s), NAN);
+  // The keep bits start as all ones: a word the first pass does not write shows in dqkv.
+  std::vector<uint32_t> keep(static_cast<size_t>(c.b * c.heads * c.s * f2::keep_words(c.s)),
+                             0xffffffffu);
   const fl::BackwardArgs<T> ba{qkv.data_as<T>(),
                                r.out.data_as<T>(),
                                dout.data_as<T>(),
@@ -86,7 +89,8 @@ Result run(const Case& c, const Tensor& qkv, const Tensor& dout, double p, RngSt
                                scale,
                                static_cast<float>(p),
                                drop,
-                               rng};
+                               rng,
+                               p > 0 ? keep.data() : nullptr};
   switch (c.hd) {
     case 16:
       run_all<T, 16>(fa, ba, reverse);
@@ -125,8 +129,9 @@ TEST_CASE("FA2 kernels' shared memory and head sizes") {
   // in at head size 64, 52 KiB at 128 (A100: 163 KiB).
   CHECK(f2::smem_bytes<Bf16>(64) == 192 * 72 * 2);
   CHECK(f2::smem_bytes<Bf16>(128) == 192 * 136 * 2);
-  // Backward: two 64-row blocks, two 32-row tiles and 64 floats; 51.3 KiB at head size 128.
-  CHECK(f2::backward_smem_bytes<Bf16>(128) == 192 * 136 * 2 + 256);
+  // Backward: two 64-row blocks, two 32-row tiles, 64 floats and 64 keep words; 51.5 KiB at
+  // head size 128.
+  CHECK(f2::backward_smem_bytes<Bf16>(128) == 192 * 136 * 2 + 256 + 256);
   CHECK(f2::head_dim_supported(64));
   CHECK(f2::head_dim_supported(128));
   CHECK_FALSE(f2::head_dim_supported(160));  // the 530B recipe's: the other kernels

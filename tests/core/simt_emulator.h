@@ -34,6 +34,7 @@ class SimtThread {
   int thread() const { return id_; }
   void sync();
   float shfl_xor(float v, int mask);
+  uint32_t shfl_xor(uint32_t v, int mask);
   template <typename T>
   void mma(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
     static_assert(std::is_same_v<T, Bf16> || std::is_same_v<T, F16>, "bf16 or fp16 operands");
@@ -60,7 +61,7 @@ class SimtThread {
   int id_ = 0;
   Op op_ = Op::kRun;
   // The collective's operands and result.
-  float shfl_in_ = 0, shfl_out_ = 0;
+  uint32_t shfl_in_ = 0, shfl_out_ = 0;  // the value's bits
   int shfl_mask_ = 0;
   float* c_ = nullptr;
   const uint32_t* a_ = nullptr;
@@ -276,11 +277,19 @@ inline void SimtThread::sync() {
   block_on(Op::kSync);
 }
 
-inline float SimtThread::shfl_xor(float v, int mask) {
+inline uint32_t SimtThread::shfl_xor(uint32_t v, int mask) {
   shfl_in_ = v;
   shfl_mask_ = mask;
   block_on(Op::kShfl);
   return shfl_out_;
+}
+
+inline float SimtThread::shfl_xor(float v, int mask) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  bits = shfl_xor(bits, mask);
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
 }
 
 inline void SimtThread::mma_any(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2],
