@@ -207,9 +207,9 @@ bool print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
          "the backend's measured peak of tensors. On a GPU the process holds more: the CUDA "
          "context (estimated), one cuBLAS/cuBLASLt workspace (32 MiB; 4 MiB before Hopper), "
          "kernel scratch (attention's: the blocked kernels, the default, the scores of one "
-         "sequence; with MTNLG_CUDA_ATTENTION=flash or flash2, bf16/fp16, one float per row; and "
-         "the "
-         "backend's own 8 KiB for reductions) and NCCL's buffers (estimated per communicator of "
+         "sequence; with MTNLG_CUDA_ATTENTION=flash or flash2, bf16/fp16, one float per row, and "
+         "flash2's dropout bits, s/8 bytes a row; and the backend's own 8 KiB for reductions) "
+         "and NCCL's buffers (estimated per communicator of "
          "two or more ranks: 32 channels of its three protocols' buffers; NVLS buffers not "
          "included); mtnlg-train logs what it measures outside its allocator. Not counted: "
          "fragmentation\n\n";
