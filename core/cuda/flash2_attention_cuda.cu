@@ -32,6 +32,17 @@ struct WarpExec {
   __device__ uint32_t shfl_xor(uint32_t v, int mask) {
     return __shfl_xor_sync(0xffffffffu, v, mask);
   }
+  template <typename T>
+  __device__ void cp_async16(T* dst, const T* src) {
+    const auto d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src));
+  }
+  __device__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+  template <int N>
+  __device__ void cp_async_wait() {
+    // "memory": no shared-memory read may move above the wait.
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+  }
   template <bool kTrans, int kCount, typename T>
   __device__ void ldmatrix(uint32_t (&r)[kCount], const T* row) {
     static_assert(sizeof(T) == 2 && (kCount == 2 || kCount == 4), "m8n8 b16, two or four");

@@ -18,6 +18,9 @@
 //                         b uint32[2] in mma_fragment.h's layouts, T bf16 or fp16
 //   w.ldmatrix<kTrans>(r, row)   ldmatrix.sync.m8n8.x{1,2,4}[.trans].b16 of the warp: r uint32[n]
 //                         for n matrices, row this lane's row address in shared memory
+//   w.cp_async16(dst, src)   this thread's asynchronous 16-byte copy, global to shared
+//   w.cp_async_commit()   closes this thread's group of copies issued since the last
+//   w.cp_async_wait<N>()  waits until at most N of this thread's groups are still in flight
 // All control flow that reaches sync is uniform across the block, and that reaching shfl_xor and
 // mma uniform across the warp (the emulator, tests/core/simt_emulator.h, fails otherwise).
 #pragma once
@@ -44,11 +47,12 @@ MTNLG_HD bool head_dim_supported(int64_t hd) {
   return hd == 64 || hd == 128;
 }
 
-// Q, K and V tiles [64][hd + 8]: the padding puts consecutive rows 16 bytes apart in the banks,
-// so the fragment loads of a warp (8 rows x 4 pairs) hit 32 different banks.
+// The Q tile and two buffers of K and V tiles, each [64][hd + 8]: the padding puts consecutive
+// rows 16 bytes apart in the banks, so the fragment loads of a warp (8 rows x 4 pairs) hit 32
+// different banks. 87 KiB at head size 128.
 template <typename T>
 MTNLG_HD size_t smem_bytes(int64_t hd) {
-  return static_cast<size_t>(kRows + 2 * kCols) * static_cast<size_t>(hd + 8) * sizeof(T);
+  return static_cast<size_t>(kRows + 4 * kCols) * static_cast<size_t>(hd + 8) * sizeof(T);
 }
 
 // Thread `tid`'s share of loading rows [row0, row0 + kTileRows) of a [s, HD] operand into a
@@ -61,6 +65,23 @@ MTNLG_HD void load_tile(int tid, T* dst, const T* src, int64_t ld_src, int64_t r
     const int64_t i = row0 + r;
     if (i < s)
       flash::copy16(dst + r * (HD + 8) + c, src + i * ld_src + c);
+    else
+      flash::zero16(dst + r * (HD + 8) + c);
+  }
+}
+
+// load_tile's rows by asynchronous copies (cp.async, 16 bytes each): the caller commits them as
+// a group and waits for it before a barrier makes the tile everyone's. Rows past s are zeroed
+// by plain stores.
+template <typename T, int HD, int kTileRows, typename W>
+MTNLG_HD void load_tile_async(W& w, int tid, T* dst, const T* src, int64_t ld_src, int64_t row0,
+                              int64_t s) {
+  constexpr int kVecs = HD / 8;
+  for (int e = tid; e < kTileRows * kVecs; e += kThreads) {
+    const int r = e / kVecs, c = (e % kVecs) * 8;
+    const int64_t i = row0 + r;
+    if (i < s)
+      w.cp_async16(dst + r * (HD + 8) + c, src + i * ld_src + c);
     else
       flash::zero16(dst + r * (HD + 8) + c);
   }
@@ -116,8 +137,9 @@ MTNLG_HD void forward_thread(W& w, char* smem, const flash::ForwardArgs<T>& a, i
   constexpr int kSTiles = kCols / 8;   // 8-key tiles of the scores
   constexpr int kPSteps = kCols / 16;  // k steps of P V
   T* sq = reinterpret_cast<T*>(smem);
-  T* sk = sq + kRows * ld;
-  T* sv = sk + kCols * ld;
+  // Two buffers of K then V, by arithmetic (an indexed array of pointers would sit in local
+  // memory).
+  const auto kv = [&](int buf) { return sq + (kRows + buf * 2 * kCols) * ld; };
   const flash::Dims d = a.d;
   const int64_t s = d.s, ldq = d.ldq(), r0 = rb * kRows;
   const T* base = a.qkv + b * s * ldq + h * 3 * d.hd;
@@ -128,6 +150,15 @@ MTNLG_HD void forward_thread(W& w, char* smem, const flash::ForwardArgs<T>& a, i
   const int64_t last_row = r0 + wr + 15;                   // the warp's last
   const float neg_inf = -INFINITY;
 
+  // Key tiles in flight one ahead of the products: tile c0 + 64 is copied into one buffer while
+  // the warps multiply by the other (cp.async groups, one a tile).
+  const int64_t end = r0 + kRows < s ? r0 + kRows : s;  // keys the block's rows can see
+  const auto fetch = [&](int64_t c0, int buf) {
+    load_tile_async<T, HD, kCols>(w, tid, kv(buf), base + d.hd, ldq, c0, s);
+    load_tile_async<T, HD, kCols>(w, tid, kv(buf) + kCols * ld, base + 2 * d.hd, ldq, c0, s);
+    w.cp_async_commit();
+  };
+  fetch(0, 0);
   load_tile<T, HD, kRows>(tid, sq, base, ldq, r0, s);
   w.sync();
   uint32_t qa[kSteps][4];
@@ -144,12 +175,17 @@ MTNLG_HD void forward_thread(W& w, char* smem, const flash::ForwardArgs<T>& a, i
   float l[2] = {0.0f, 0.0f};  // this thread's share of the row sums (its 16 keys of each tile)
   KeepMask masks[2] = {KeepMask(a.rng, a.dropout_p), KeepMask(a.rng, a.dropout_p)};
 
-  const int64_t end = r0 + kRows < s ? r0 + kRows : s;  // keys the block's rows can see
-  for (int64_t c0 = 0; c0 < end; c0 += kCols) {
-    w.sync();  // every warp is done with the previous tile's K and V
-    load_tile<T, HD, kCols>(tid, sk, base + d.hd, ldq, c0, s);
-    load_tile<T, HD, kCols>(tid, sv, base + 2 * d.hd, ldq, c0, s);
-    w.sync();
+  for (int64_t c0 = 0, it = 0; c0 < end; c0 += kCols, ++it) {
+    const int buf = static_cast<int>(it & 1);
+    if (c0 + kCols < end) {
+      fetch(c0 + kCols, buf ^ 1);  // its buffer's last readers passed the barrier below
+      w.template cp_async_wait<1>();
+    } else {
+      w.template cp_async_wait<0>();
+    }
+    w.sync();  // tile c0 is everyone's
+    const T* sk = kv(buf);
+    const T* sv = kv(buf) + kCols * ld;
 
     // Scores of the warp's rows against the tile's keys; 8-key tiles wholly past the warp's
     // last row are masked without a product (warp-uniform).
@@ -225,6 +261,7 @@ MTNLG_HD void forward_thread(W& w, char* smem, const flash::ForwardArgs<T>& a, i
         w.template mma<T>(o[j], pa, vb);
       }
     }
+    w.sync();  // every warp is done with this buffer before the next fetch refills it
   }
 
   // Each row's sum over its four lanes; out = O / l and the log-sum-exp, rows inside the sequence.

@@ -1,7 +1,7 @@
 // What the flash attention tests share (tests/core/flash_attention_test.cc for the wmma block
 // programs, tests/core/flash2_attention_test.cc for the FA2-style thread programs): a case, the
 // kernels' results, and the check of those against the CPU backend in float64 and against the
-// same program with its threads in reverse order.
+// same program with its threads in another order.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -28,9 +28,11 @@ inline float attention_score_scale(int64_t hd) {
   return 1.0f / std::sqrt(static_cast<float>(hd));
 }
 
-// run(c, qkv, dout, p, rng, reverse) -> AttentionResult: forward then backward, the threads of
-// every phase in reverse order when asked. Checks the result against the CPU backend in float64
-// within the kernels' bounds, and that the reversed run gives the same bits (no races).
+// run(c, qkv, dout, p, rng, reverse) -> AttentionResult: forward then backward, with `reverse`
+// in another order of its threads (the wmma programs: each phase's threads reversed; the thread
+// programs: warps one at a time between barriers, the last first). Checks the result against the
+// CPU backend in float64 within the kernels' bounds, and that the reversed run gives the same bits
+// (no races).
 template <typename Run>
 void check_attention_against_cpu(DType dt, const AttentionCase& c, double p, Run run) {
   INFO(dtype_name(dt) << " b " << c.b << " s " << c.s << " heads " << c.heads << " hd " << c.hd
@@ -57,7 +59,7 @@ void check_attention_against_cpu(DType dt, const AttentionCase& c, double p, Run
   // and delta from the rounded out.
   CHECK(worst_roundings(got.dqkv, dqkv, u) < 3);  // measured: under 1.2
 
-  // Races: the same program with the threads of every phase in reverse order.
+  // Races: the same program with its threads in another order.
   const AttentionResult rev = run(c, qkv, dout, p, rng, true);
   CHECK(bitwise_equal(rev.out, got.out));
   CHECK(bitwise_equal(rev.lse, got.lse));

@@ -2,7 +2,8 @@
 // thread run as a fiber by tests/core/simt_emulator.h with the warp shuffles and mma.m16n8k16
 // products emulated from mma_fragment.h's layouts: out, the log-sum-exps and dqkv against the CPU
 // backend in float64, bf16 and fp16, with and without dropout, ragged sequences; the same bits
-// with the threads run in reverse order (no races on shared memory); and the emulator's own
+// with the warps run one at a time between barriers, the last first (no races on shared
+// memory); and the emulator's own
 // checks (a product against a plain matrix product, divergent warps and unmatched barriers
 // reported).
 #include <catch2/catch.hpp>
@@ -44,12 +45,14 @@ void for_blocks(const fl::Dims& d, int64_t blocks, SimtBlock& block, F&& f) {
 template <typename T, int HD>
 void run_all(const fl::ForwardArgs<T>& fa, const fl::BackwardArgs<T>& ba, bool reverse) {
   const fl::Dims& d = fa.d;
-  SimtBlock fwd(f2::kThreads, f2::smem_bytes<T>(HD), reverse);
+  // The other order: warps one at a time between barriers, the last first.
+  const Schedule order = reverse ? Schedule::kWarpSerialReverse : Schedule::kLockstep;
+  SimtBlock fwd(f2::kThreads, f2::smem_bytes<T>(HD), order);
   for_blocks(d, fl::query_blocks(d.s), fwd, [&](SimtThread& w, int64_t b, int64_t h, int64_t rb) {
     f2::forward_thread<T, HD>(w, fwd.smem(), fa, b, h, rb);
   });
   // The kernels' order: every dq block (they write delta), then every dk/dv block.
-  SimtBlock bwd(f2::kThreads, f2::backward_smem_bytes<T>(HD), reverse);
+  SimtBlock bwd(f2::kThreads, f2::backward_smem_bytes<T>(HD), order);
   const int64_t blocks = f2::backward_blocks(d.s);
   for_blocks(d, blocks, bwd, [&](SimtThread& w, int64_t b, int64_t h, int64_t k) {
     f2::dq_thread<T, HD>(w, bwd.smem(), ba, b, h, k);
@@ -125,10 +128,10 @@ TEST_CASE("FA2 forward and backward match the CPU backend in float64 - with and 
 }
 
 TEST_CASE("FA2 kernels' shared memory and head sizes") {
-  // 64 + 2 x 64 rows of hd + 8 two-byte elements: under the 48 KiB a block takes without opting
-  // in at head size 64, 52 KiB at 128 (A100: 163 KiB).
-  CHECK(f2::smem_bytes<Bf16>(64) == 192 * 72 * 2);
-  CHECK(f2::smem_bytes<Bf16>(128) == 192 * 136 * 2);
+  // Q and two buffers of K and V: 64 + 4 x 64 rows of hd + 8 two-byte elements, 45 KiB at head
+  // size 64, 85 KiB at 128 (A100: 163 KiB a block).
+  CHECK(f2::smem_bytes<Bf16>(64) == 320 * 72 * 2);
+  CHECK(f2::smem_bytes<Bf16>(128) == 320 * 136 * 2);
   // Backward: two 64-row blocks, two 32-row tiles, 64 floats and 64 keep words; 51.5 KiB at
   // head size 128.
   CHECK(f2::backward_smem_bytes<Bf16>(128) == 192 * 136 * 2 + 256 + 256);
@@ -151,7 +154,7 @@ TEST_CASE("the SIMT emulator's mma is the matrix product of the fragments' layou
     for (float& x : row) x = static_cast<float>(small(gen));
   std::vector<float> got(16 * 8, NAN);
   for (const bool bf16 : {true, false}) {
-    SimtBlock block(32, 0, false);
+    SimtBlock block(32, 0, Schedule::kLockstep);
     const auto bits = [&](float x) { return bf16 ? Bf16(x).bits : F16(x).bits; };
     const std::string err = block.run([&](SimtThread& w) {
       const int lane = w.thread();
@@ -221,8 +224,9 @@ TEST_CASE("the SIMT emulator's mma is the matrix product of the fragments' layou
     }
 }
 
-TEST_CASE("the SIMT emulator reports divergent warps and unmatched barriers") {
-  SimtBlock block(64, 0, false);
+TEST_CASE(
+    "the SIMT emulator reports divergent warps and unmatched barriers - its schedules differ") {
+  SimtBlock block(64, 0, Schedule::kLockstep);
   // Shuffles: lane l gets lane l ^ 1's value.
   std::vector<float> got(64);
   REQUIRE(block
@@ -240,6 +244,22 @@ TEST_CASE("the SIMT emulator reports divergent warps and unmatched barriers") {
       w.sync();
   }),
              Catch::Contains("different collectives"));
+  // A race: warp 1 writes what warp 0 reads, with no barrier between. Lockstep runs warp 0's
+  // read first; one warp at a time, the last first, runs warp 1's write first.
+  const auto racy = [](Schedule order) {
+    SimtBlock b(64, sizeof(int), order);
+    int seen = -1;
+    REQUIRE(b.run([&](SimtThread& w) {
+               int* flag = reinterpret_cast<int*>(b.smem());
+               if (w.thread() == 0) *flag = 0;
+               w.sync();
+               if (w.thread() == 32) *flag = 1;
+               if (w.thread() == 0) seen = *flag;
+             }).empty());
+    return seen;
+  };
+  CHECK(racy(Schedule::kLockstep) == 0);
+  CHECK(racy(Schedule::kWarpSerialReverse) == 1);
   // One warp at a barrier the other never reaches.
   CHECK_THAT(block.run([&](SimtThread& w) {
     if (w.thread() < 32) w.sync();

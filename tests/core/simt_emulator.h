@@ -6,8 +6,8 @@
 // warp's matrix load from shared memory (ldmatrix, its rows checked aligned and inside it). A
 // collective completes once every thread it involves has reached it; a warp whose lanes reach
 // different collectives, a barrier that some threads never reach and a program that stops
-// making progress are failures (the threads' order within a round is forward or reversed, so a
-// program whose threads race on shared memory gives different bits in the two orders). Shared
+// making progress are failures. Threads run in lockstep or one warp at a time (Schedule), so a
+// program whose threads race on shared memory gives different bits in different schedules. Shared
 // memory starts as all-ones bytes (NaN as float, bf16 and fp16), so a read before a write shows.
 #pragma once
 
@@ -28,6 +28,11 @@ namespace mtnlg::test {
 
 class SimtBlock;
 
+// The order the emulator runs threads in. Lockstep: every runnable thread in turn, then every
+// warp's collective, round after round (threads in index order or reversed). Warp-serial: one
+// warp at a time as far as it goes before the next barrier, warps in index order or reversed.
+enum class Schedule { kLockstep, kLockstepReverse, kWarpSerial, kWarpSerialReverse };
+
 // The executor a thread program sees (the W of core/kernels/flash2_forward.h).
 class SimtThread {
  public:
@@ -39,6 +44,24 @@ class SimtThread {
   void mma(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
     static_assert(std::is_same_v<T, Bf16> || std::is_same_v<T, F16>, "bf16 or fp16 operands");
     mma_any(c, a, b, std::is_same_v<T, Bf16>);
+  }
+  // cp.async of 16 bytes, global to shared, this thread's alone (not a collective): the copy
+  // lands when a cp_async_wait retires its group, so a program that reads the tile before it
+  // waits (or before the barrier after the other threads' waits) reads what was there before.
+  template <typename T>
+  void cp_async16(T* dst, const T* src) {
+    pending_.push_back({dst, src});
+  }
+  void cp_async_commit() {
+    groups_.push_back(pending_);
+    pending_.clear();
+  }
+  template <int N>
+  void cp_async_wait() {
+    while (groups_.size() > static_cast<size_t>(N)) {
+      for (const Copy& c : groups_.front()) std::memcpy(c.dst, c.src, 16);
+      groups_.erase(groups_.begin());
+    }
   }
   // ldmatrix.sync.aligned.m8n8.x{kCount}[.trans].shared.b16: row is this lane's row address.
   template <bool kTrans, int kCount, typename T>
@@ -73,13 +96,19 @@ class SimtThread {
   bool ldm_trans_ = false;
   ucontext_t ctx_{};
   std::vector<char> stack_;
+  struct Copy {
+    void* dst;
+    const void* src;
+  };
+  std::vector<Copy> pending_;              // cp.async copies not yet committed
+  std::vector<std::vector<Copy>> groups_;  // committed, oldest first
 };
 
 class SimtBlock {
  public:
-  SimtBlock(int threads, size_t smem_bytes, bool reverse)
+  SimtBlock(int threads, size_t smem_bytes, Schedule schedule)
       : threads_(threads),
-        reverse_(reverse),
+        schedule_(schedule),
         smem_bytes_(smem_bytes),
         smem_(smem_bytes + 16, '\xff') {}
   SimtBlock(const SimtBlock&) = delete;
@@ -110,42 +139,36 @@ class SimtBlock {
       makecontext(&th.ctx_, reinterpret_cast<void (*)()>(&SimtBlock::entry), 2,
                   static_cast<unsigned>(ptr & 0xffffffffu), static_cast<unsigned>(ptr >> 32));
     }
-    while (error_.empty()) {
-      for (int k = 0; k < threads_; ++k) {
-        SimtThread& th = ts[static_cast<size_t>(reverse_ ? threads_ - 1 - k : k)];
-        if (th.op_ != SimtThread::Op::kRun) continue;
-        swapcontext(&sched_, &th.ctx_);
+    const bool reverse =
+        schedule_ == Schedule::kLockstepReverse || schedule_ == Schedule::kWarpSerialReverse;
+    const bool serial =
+        schedule_ == Schedule::kWarpSerial || schedule_ == Schedule::kWarpSerialReverse;
+    const int warps = (threads_ + 31) / 32;
+    // Runs the runnable threads of [t0, t1) until each blocks, in the schedule's order.
+    const auto run_threads = [&](int t0, int t1) {
+      for (int k = t0; k < t1; ++k) {
+        SimtThread& th = ts[static_cast<size_t>(reverse ? t1 - 1 - (k - t0) : k)];
+        if (th.op_ == SimtThread::Op::kRun) swapcontext(&sched_, &th.ctx_);
       }
-      bool progress = false, all_done = true, all_sync = true;
-      for (int w0 = 0; w0 < threads_; w0 += 32) {
-        const int lanes = std::min(32, threads_ - w0);
-        SimtThread::Op op = SimtThread::Op::kRun;  // the warp collective some lane is at
-        bool same = true;
-        for (int l = 0; l < lanes; ++l) {
-          const SimtThread::Op o = ts[static_cast<size_t>(w0 + l)].op_;
-          if (o == SimtThread::Op::kShfl || o == SimtThread::Op::kMma || o == SimtThread::Op::kLdm)
-            op = o;
+    };
+    while (error_.empty()) {
+      bool progress = false;
+      if (serial) {
+        // One warp at a time, each as far as it goes before the next barrier: an order the
+        // hardware may choose (warps are independent between barriers), and the one that
+        // exposes a warp reusing shared memory that a slower warp still reads.
+        for (int k = 0; k < warps && error_.empty(); ++k) {
+          const int w0 = 32 * (reverse ? warps - 1 - k : k);
+          do run_threads(w0, std::min(w0 + 32, threads_));
+          while (resolve_warp(ts, w0) && error_.empty());
         }
-        for (int l = 0; l < lanes; ++l) same = same && ts[static_cast<size_t>(w0 + l)].op_ == op;
-        const bool warp_op = op != SimtThread::Op::kRun;
-        if (warp_op && !same) {
-          error_ = "warp " + std::to_string(w0 / 32) + ": lanes at different collectives";
-          break;
-        }
-        if (warp_op) {
-          if (lanes != 32) {
-            error_ = "a warp collective in a partial warp";
-            break;
-          }
-          if (op == SimtThread::Op::kShfl) resolve_shfl(&ts[static_cast<size_t>(w0)]);
-          if (op == SimtThread::Op::kMma) resolve_mma(&ts[static_cast<size_t>(w0)]);
-          if (op == SimtThread::Op::kLdm) resolve_ldm(&ts[static_cast<size_t>(w0)]);
-          if (!error_.empty()) break;
-          for (int l = 0; l < 32; ++l) ts[static_cast<size_t>(w0 + l)].op_ = SimtThread::Op::kRun;
-          progress = true;
-        }
+      } else {
+        run_threads(0, threads_);
+        for (int w0 = 0; w0 < threads_ && error_.empty(); w0 += 32)
+          progress = resolve_warp(ts, w0) || progress;
       }
       if (!error_.empty()) break;
+      bool all_done = true, all_sync = true;
       for (const SimtThread& th : ts) {
         all_done = all_done && th.op_ == SimtThread::Op::kDone;
         all_sync = all_sync && th.op_ == SimtThread::Op::kSync;
@@ -181,6 +204,35 @@ class SimtBlock {
 
   static float value(uint16_t bits, bool bf16) {
     return bf16 ? bf16_to_f32(bits) : f16_to_f32(bits);
+  }
+
+  // Completes the warp collective the lanes of warp w0 / 32 wait at, if they all do: true when
+  // it did. Lanes at different collectives are an error.
+  bool resolve_warp(std::vector<SimtThread>& ts, int w0) {
+    const int lanes = std::min(32, threads_ - w0);
+    SimtThread::Op op = SimtThread::Op::kRun;  // the warp collective some lane is at
+    for (int l = 0; l < lanes; ++l) {
+      const SimtThread::Op o = ts[static_cast<size_t>(w0 + l)].op_;
+      if (o == SimtThread::Op::kShfl || o == SimtThread::Op::kMma || o == SimtThread::Op::kLdm)
+        op = o;
+    }
+    if (op == SimtThread::Op::kRun) return false;
+    for (int l = 0; l < lanes; ++l)
+      if (ts[static_cast<size_t>(w0 + l)].op_ != op) {
+        error_ = "warp " + std::to_string(w0 / 32) + ": lanes at different collectives";
+        return false;
+      }
+    if (lanes != 32) {
+      error_ = "a warp collective in a partial warp";
+      return false;
+    }
+    SimtThread* warp = &ts[static_cast<size_t>(w0)];
+    if (op == SimtThread::Op::kShfl) resolve_shfl(warp);
+    if (op == SimtThread::Op::kMma) resolve_mma(warp);
+    if (op == SimtThread::Op::kLdm) resolve_ldm(warp);
+    if (!error_.empty()) return false;
+    for (int l = 0; l < 32; ++l) warp[l].op_ = SimtThread::Op::kRun;
+    return true;
   }
 
   void resolve_shfl(SimtThread* warp) {
@@ -259,7 +311,7 @@ class SimtBlock {
   }
 
   int threads_;
-  bool reverse_;
+  Schedule schedule_;
   size_t smem_bytes_;
   std::vector<char> smem_;
   const std::function<void(SimtThread&)>* body_ = nullptr;
