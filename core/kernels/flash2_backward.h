@@ -30,11 +30,12 @@ namespace mtnlg::kernels::flash2 {
 constexpr int kBwdRows = 64;  // query rows (first pass) or keys (second) of a block: 16 a warp
 constexpr int kBwdTile = 32;  // keys (first pass) or query rows (second) of a tile
 
-// Shared memory of either pass: two [64][hd + 8] blocks, two [32][hd + 8] tiles, and the
-// second pass's log-sum-exps, deltas and keep words of its tile.
+// Shared memory of either pass: two [64][hd + 8] blocks, two buffers of two [32][hd + 8] tiles
+// (the next tile arrives by cp.async while the warps multiply by the current one), and the
+// second pass's log-sum-exps, deltas and keep words of its tile. 69 KiB at head size 128.
 template <typename T>
 MTNLG_HD size_t backward_smem_bytes(int64_t hd) {
-  return static_cast<size_t>(2 * kBwdRows + 2 * kBwdTile) * static_cast<size_t>(hd + 8) *
+  return static_cast<size_t>(2 * kBwdRows + 4 * kBwdTile) * static_cast<size_t>(hd + 8) *
              sizeof(T) +
          2 * kBwdTile * sizeof(float) + kBwdTile * (kBwdRows / 32) * sizeof(uint32_t);
 }
@@ -76,8 +77,8 @@ MTNLG_HD void dq_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int64
   constexpr int kSTiles = kBwdTile / 8, kPSteps = kBwdTile / 16;
   T* sq = reinterpret_cast<T*>(smem);
   T* sdo = sq + kBwdRows * ld;
-  T* sk = sdo + kBwdRows * ld;
-  T* sv = sk + kBwdTile * ld;
+  // Two buffers of a K tile then a V tile, by arithmetic (not an array of pointers: local memory).
+  const auto kv = [&](int buf) { return sdo + (kBwdRows + buf * 2 * kBwdTile) * ld; };
   const flash::Dims d = a.d;
   const int64_t s = d.s, ldq = d.ldq(), ldo = d.ldo(), r0 = rb * kBwdRows;
   const T* base = a.qkv + b * s * ldq + h * 3 * d.hd;
@@ -89,6 +90,13 @@ MTNLG_HD void dq_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int64
   const int64_t last_row = r0 + wr + 15;
   const int64_t row_stat = (b * d.heads + h) * s;
 
+  const int64_t end = r0 + kBwdRows < s ? r0 + kBwdRows : s;  // keys the rows can see
+  const auto fetch = [&](int64_t c0, int buf) {
+    load_tile_async<T, HD, kBwdTile>(w, tid, kv(buf), base + d.hd, ldq, c0, s);
+    load_tile_async<T, HD, kBwdTile>(w, tid, kv(buf) + kBwdTile * ld, base + 2 * d.hd, ldq, c0, s);
+    w.cp_async_commit();
+  };
+  fetch(0, 0);
   load_tile<T, HD, kBwdRows>(tid, sq, base, ldq, r0, s);
   load_tile<T, HD, kBwdRows>(tid, sdo, dout, ldo, r0, s);
   w.sync();
@@ -133,12 +141,17 @@ MTNLG_HD void dq_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int64
   const int64_t words = keep_words(s);
   static_assert(kBwdTile == 32, "a tile's keep decisions are one word a row");
 
-  const int64_t end = r0 + kBwdRows < s ? r0 + kBwdRows : s;
-  for (int64_t c0 = 0; c0 < end; c0 += kBwdTile) {
-    w.sync();
-    load_tile<T, HD, kBwdTile>(tid, sk, base + d.hd, ldq, c0, s);
-    load_tile<T, HD, kBwdTile>(tid, sv, base + 2 * d.hd, ldq, c0, s);
-    w.sync();
+  for (int64_t c0 = 0, it = 0; c0 < end; c0 += kBwdTile, ++it) {
+    const int buf = static_cast<int>(it & 1);
+    if (c0 + kBwdTile < end) {
+      fetch(c0 + kBwdTile, buf ^ 1);  // its buffer's last readers passed the barrier below
+      w.template cp_async_wait<1>();
+    } else {
+      w.template cp_async_wait<0>();
+    }
+    w.sync();  // tile c0 is everyone's
+    const T* sk = kv(buf);
+    const T* sv = kv(buf) + kBwdTile * ld;
     // S = Q K^T and dP = dO V^T for the warp's rows; tiles past its last row skipped.
     float sc[kSTiles][4], dp[kSTiles][4];
     MTNLG_UNROLL
@@ -202,6 +215,7 @@ MTNLG_HD void dq_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int64
         w.template mma<T>(dq[j], sa, kb);
       }
     }
+    w.sync();  // every warp is done with this buffer before the next fetch refills it
   }
 
   T* dqkv = a.dqkv + b * s * ldq + h * 3 * d.hd;
@@ -226,9 +240,9 @@ MTNLG_HD void dkv_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int6
   constexpr int kSTiles = kBwdTile / 8, kPSteps = kBwdTile / 16;
   T* sk = reinterpret_cast<T*>(smem);
   T* sv = sk + kBwdRows * ld;
-  T* sq = sv + kBwdRows * ld;
-  T* sdo = sq + kBwdTile * ld;
-  float* slse = reinterpret_cast<float*>(sdo + kBwdTile * ld);
+  // Two buffers of a Q tile then a dO tile, by arithmetic.
+  const auto qdo = [&](int buf) { return sv + (kBwdRows + buf * 2 * kBwdTile) * ld; };
+  float* slse = reinterpret_cast<float*>(sv + (kBwdRows + 4 * kBwdTile) * ld);
   float* sdelta = slse + kBwdTile;
   constexpr int kKeyWords = kBwdRows / 32;  // keep words of a row for the block's keys
   uint32_t* skeep = reinterpret_cast<uint32_t*>(sdelta + kBwdTile);  // [kBwdTile][kKeyWords]
@@ -242,6 +256,12 @@ MTNLG_HD void dkv_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int6
   const int64_t first_key = k0 + wr;  // the warp's
   const int64_t row_stat = (b * d.heads + h) * s;
 
+  const auto fetch = [&](int64_t q0, int buf) {
+    load_tile_async<T, HD, kBwdTile>(w, tid, qdo(buf), base, ldq, q0, s);
+    load_tile_async<T, HD, kBwdTile>(w, tid, qdo(buf) + kBwdTile * ld, dout, ldo, q0, s);
+    w.cp_async_commit();
+  };
+  fetch(k0, 0);  // rows before k0 see none of these keys
   load_tile<T, HD, kBwdRows>(tid, sk, base + d.hd, ldq, k0, s);
   load_tile<T, HD, kBwdRows>(tid, sv, base + 2 * d.hd, ldq, k0, s);
 
@@ -255,10 +275,18 @@ MTNLG_HD void dkv_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int6
   const bool dropout = a.dropout_p > 0.0f;
   const int64_t words = keep_words(s);
 
-  for (int64_t q0 = k0; q0 < s; q0 += kBwdTile) {  // rows before k0 see none of these keys
-    w.sync();  // the K and V block loaded (first time), the previous tile's reads done
-    load_tile<T, HD, kBwdTile>(tid, sq, base, ldq, q0, s);
-    load_tile<T, HD, kBwdTile>(tid, sdo, dout, ldo, q0, s);
+  for (int64_t q0 = k0, it = 0; q0 < s; q0 += kBwdTile, ++it) {
+    const int buf = static_cast<int>(it & 1);
+    if (q0 + kBwdTile < s) {
+      fetch(q0 + kBwdTile, buf ^ 1);  // its buffer's last readers passed the barrier below
+      w.template cp_async_wait<1>();
+    } else {
+      w.template cp_async_wait<0>();
+    }
+    const T* sq = qdo(buf);
+    const T* sdo = qdo(buf) + kBwdTile * ld;
+    // The tile's row statistics and keep words: single-buffered, written after the barrier that
+    // ends the previous tile.
     if (tid < kBwdTile) {
       const bool in = q0 + tid < s;
       slse[tid] = in ? a.lse[row_stat + q0 + tid] : 0.0f;
@@ -326,6 +354,7 @@ MTNLG_HD void dkv_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int6
         w.template mma<T>(dk[j], sa, qb);
       }
     }
+    w.sync();  // every warp is done with this buffer and the statistics before the next tile's
   }
 
   T* dqkv = a.dqkv + b * s * ldq + h * 3 * d.hd;

@@ -132,9 +132,9 @@ TEST_CASE("FA2 kernels' shared memory and head sizes") {
   // size 64, 85 KiB at 128 (A100: 163 KiB a block).
   CHECK(f2::smem_bytes<Bf16>(64) == 320 * 72 * 2);
   CHECK(f2::smem_bytes<Bf16>(128) == 320 * 136 * 2);
-  // Backward: two 64-row blocks, two 32-row tiles, 64 floats and 64 keep words; 51.5 KiB at
-  // head size 128.
-  CHECK(f2::backward_smem_bytes<Bf16>(128) == 192 * 136 * 2 + 256 + 256);
+  // Backward: two 64-row blocks, two buffers of two 32-row tiles, 64 floats and 64 keep
+  // words; 69 KiB at head size 128.
+  CHECK(f2::backward_smem_bytes<Bf16>(128) == 256 * 136 * 2 + 256 + 256);
   CHECK(f2::head_dim_supported(64));
   CHECK(f2::head_dim_supported(128));
   CHECK_FALSE(f2::head_dim_supported(160));  // the 530B recipe's: the other kernels
