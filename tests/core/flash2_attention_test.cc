@@ -182,6 +182,7 @@ TEST_CASE("the SIMT emulator's mma is the matrix product of the fragments' layou
       }
     });
     REQUIRE(err.empty());
+    CHECK(block.products() == 1);  // one warp, one product
     for (int i = 0; i < 16; ++i)
       for (int j = 0; j < 8; ++j) {
         float want = c[i][j];

@@ -177,7 +177,6 @@ class SimtBlock {
       if (progress) continue;
       if (all_sync) {
         for (SimtThread& th : ts) th.op_ = SimtThread::Op::kRun;
-        ++barriers_;
         continue;
       }
       error_ = "no progress: some threads wait at a barrier that others never reach";
@@ -186,9 +185,8 @@ class SimtBlock {
     return error_;
   }
 
-  int64_t barriers() const { return barriers_; }
+  // mma products completed, over every run.
   int64_t products() const { return products_; }
-  int64_t loads() const { return loads_; }
 
  private:
   friend class SimtThread;
@@ -307,7 +305,6 @@ class SimtBlock {
         warp[l].ldm_out_[k] = trans ? kernels::mma::pack(m[k][b][a], m[k][b + 1][a])
                                     : kernels::mma::pack(m[k][a][b], m[k][a][b + 1]);
       }
-    ++loads_;
   }
 
   int threads_;
@@ -317,7 +314,7 @@ class SimtBlock {
   const std::function<void(SimtThread&)>* body_ = nullptr;
   ucontext_t sched_{};
   std::string error_;
-  int64_t barriers_ = 0, products_ = 0, loads_ = 0;
+  int64_t products_ = 0;
 };
 
 inline void SimtThread::block_on(Op op) {
