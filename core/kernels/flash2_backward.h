@@ -142,14 +142,7 @@ MTNLG_HD void dq_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int64
   static_assert(kBwdTile == 32, "a tile's keep decisions are one word a row");
 
   for (int64_t c0 = 0, it = 0; c0 < end; c0 += kBwdTile, ++it) {
-    const int buf = static_cast<int>(it & 1);
-    if (c0 + kBwdTile < end) {
-      fetch(c0 + kBwdTile, buf ^ 1);  // its buffer's last readers passed the barrier below
-      w.template cp_async_wait<1>();
-    } else {
-      w.template cp_async_wait<0>();
-    }
-    w.sync();  // tile c0 is everyone's
+    const int buf = begin_tile(w, it, c0 + kBwdTile, end, fetch);
     const T* sk = kv(buf);
     const T* sv = kv(buf) + kBwdTile * ld;
     // S = Q K^T and dP = dO V^T for the warp's rows; tiles past its last row skipped.
@@ -276,17 +269,8 @@ MTNLG_HD void dkv_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int6
   const int64_t words = keep_words(s);
 
   for (int64_t q0 = k0, it = 0; q0 < s; q0 += kBwdTile, ++it) {
-    const int buf = static_cast<int>(it & 1);
-    if (q0 + kBwdTile < s) {
-      fetch(q0 + kBwdTile, buf ^ 1);  // its buffer's last readers passed the barrier below
-      w.template cp_async_wait<1>();
-    } else {
-      w.template cp_async_wait<0>();
-    }
-    const T* sq = qdo(buf);
-    const T* sdo = qdo(buf) + kBwdTile * ld;
     // The tile's row statistics and keep words: single-buffered, written after the barrier that
-    // ends the previous tile.
+    // ends the previous tile and before the one that begins this one.
     if (tid < kBwdTile) {
       const bool in = q0 + tid < s;
       slse[tid] = in ? a.lse[row_stat + q0 + tid] : 0.0f;
@@ -297,7 +281,9 @@ MTNLG_HD void dkv_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int6
       const int64_t word = k0 / 32 + k;
       skeep[tid] = q0 + r < s && word < words ? a.keep[(row_stat + q0 + r) * words + word] : 0u;
     }
-    w.sync();
+    const int buf = begin_tile(w, it, q0 + kBwdTile, s, fetch);
+    const T* sq = qdo(buf);
+    const T* sdo = qdo(buf) + kBwdTile * ld;
     // S^T = K Q^T and dP^T = V dO^T for the warp's keys; 8-row tiles wholly before its first
     // key skipped.
     float st[kSTiles][4], dpt[kSTiles][4];

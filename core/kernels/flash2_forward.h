@@ -87,6 +87,24 @@ MTNLG_HD void load_tile_async(W& w, int tid, T* dst, const T* src, int64_t ld_sr
   }
 }
 
+// The double-buffered pipeline's step into tile `it` (tiles alternate between buffers 0 and 1):
+// starts fetching the next tile, at `next`, into the other buffer if there is one (`next` <
+// `end`), waits for this tile's copies, and ends with a barrier after which the tile is
+// everyone's. Returns this tile's buffer. The caller ends each tile with a barrier too, so that
+// no warp still reads a buffer when the next step refills it.
+template <typename W, typename Fetch>
+MTNLG_HD int begin_tile(W& w, int64_t it, int64_t next, int64_t end, Fetch&& fetch) {
+  const int buf = static_cast<int>(it & 1);
+  if (next < end) {
+    fetch(next, buf ^ 1);
+    w.template cp_async_wait<1>();
+  } else {
+    w.template cp_async_wait<0>();
+  }
+  w.sync();
+  return buf;
+}
+
 template <typename T>
 MTNLG_HD uint32_t pack_floats(float lo, float hi) {
   return mma::pack(T(lo).bits, T(hi).bits);
@@ -176,14 +194,7 @@ MTNLG_HD void forward_thread(W& w, char* smem, const flash::ForwardArgs<T>& a, i
   KeepMask masks[2] = {KeepMask(a.rng, a.dropout_p), KeepMask(a.rng, a.dropout_p)};
 
   for (int64_t c0 = 0, it = 0; c0 < end; c0 += kCols, ++it) {
-    const int buf = static_cast<int>(it & 1);
-    if (c0 + kCols < end) {
-      fetch(c0 + kCols, buf ^ 1);  // its buffer's last readers passed the barrier below
-      w.template cp_async_wait<1>();
-    } else {
-      w.template cp_async_wait<0>();
-    }
-    w.sync();  // tile c0 is everyone's
+    const int buf = begin_tile(w, it, c0 + kCols, end, fetch);
     const T* sk = kv(buf);
     const T* sv = kv(buf) + kCols * ld;
 
