@@ -92,9 +92,7 @@ MTNLG_HD void dq_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int64
 
   const int64_t end = r0 + kBwdRows < s ? r0 + kBwdRows : s;  // keys the rows can see
   const auto fetch = [&](int64_t c0, int buf) {
-    load_tile_async<T, HD, kBwdTile>(w, tid, kv(buf), base + d.hd, ldq, c0, s);
-    load_tile_async<T, HD, kBwdTile>(w, tid, kv(buf) + kBwdTile * ld, base + 2 * d.hd, ldq, c0, s);
-    w.cp_async_commit();
+    fetch_tiles<T, HD, kBwdTile>(w, tid, kv(buf), base + d.hd, ldq, base + 2 * d.hd, ldq, c0, s);
   };
   fetch(0, 0);
   load_tile<T, HD, kBwdRows>(tid, sq, base, ldq, r0, s);
@@ -250,9 +248,7 @@ MTNLG_HD void dkv_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int6
   const int64_t row_stat = (b * d.heads + h) * s;
 
   const auto fetch = [&](int64_t q0, int buf) {
-    load_tile_async<T, HD, kBwdTile>(w, tid, qdo(buf), base, ldq, q0, s);
-    load_tile_async<T, HD, kBwdTile>(w, tid, qdo(buf) + kBwdTile * ld, dout, ldo, q0, s);
-    w.cp_async_commit();
+    fetch_tiles<T, HD, kBwdTile>(w, tid, qdo(buf), base, ldq, dout, ldo, q0, s);
   };
   fetch(k0, 0);  // rows before k0 see none of these keys
   load_tile<T, HD, kBwdRows>(tid, sk, base + d.hd, ldq, k0, s);

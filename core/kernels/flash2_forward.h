@@ -105,6 +105,16 @@ MTNLG_HD int begin_tile(W& w, int64_t it, int64_t next, int64_t end, Fetch&& fet
   return buf;
 }
 
+// One pipeline stage's copies: rows [row0, row0 + kTileRows) of operands x and y into the tiles
+// dst and dst + kTileRows * (HD + 8), asynchronously, committed as one group.
+template <typename T, int HD, int kTileRows, typename W>
+MTNLG_HD void fetch_tiles(W& w, int tid, T* dst, const T* x, int64_t ld_x, const T* y, int64_t ld_y,
+                          int64_t row0, int64_t s) {
+  load_tile_async<T, HD, kTileRows>(w, tid, dst, x, ld_x, row0, s);
+  load_tile_async<T, HD, kTileRows>(w, tid, dst + kTileRows * (HD + 8), y, ld_y, row0, s);
+  w.cp_async_commit();
+}
+
 template <typename T>
 MTNLG_HD uint32_t pack_floats(float lo, float hi) {
   return mma::pack(T(lo).bits, T(hi).bits);
@@ -172,9 +182,7 @@ MTNLG_HD void forward_thread(W& w, char* smem, const flash::ForwardArgs<T>& a, i
   // the warps multiply by the other (cp.async groups, one a tile).
   const int64_t end = r0 + kRows < s ? r0 + kRows : s;  // keys the block's rows can see
   const auto fetch = [&](int64_t c0, int buf) {
-    load_tile_async<T, HD, kCols>(w, tid, kv(buf), base + d.hd, ldq, c0, s);
-    load_tile_async<T, HD, kCols>(w, tid, kv(buf) + kCols * ld, base + 2 * d.hd, ldq, c0, s);
-    w.cp_async_commit();
+    fetch_tiles<T, HD, kCols>(w, tid, kv(buf), base + d.hd, ldq, base + 2 * d.hd, ldq, c0, s);
   };
   fetch(0, 0);
   load_tile<T, HD, kRows>(tid, sq, base, ldq, r0, s);

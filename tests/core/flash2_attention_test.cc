@@ -110,11 +110,6 @@ Result run(const Case& c, const Tensor& qkv, const Tensor& dout, double p, RngSt
   return r;
 }
 
-template <typename T>
-void check_against_cpu(DType dt, const Case& c, double p) {
-  check_attention_against_cpu(dt, c, p, run<T>);
-}
-
 }  // namespace
 
 TEST_CASE("FA2 forward and backward match the CPU backend in float64 - with and without dropout") {
@@ -123,8 +118,8 @@ TEST_CASE("FA2 forward and backward match the CPU backend in float64 - with and 
   // head sizes 64 and 128, and 16 (the same program, smaller registers) over more tiles.
   const Case c = GENERATE(Case{2, 1, 2, 64}, Case{2, 50, 3, 64}, Case{1, 64, 2, 64},
                           Case{2, 130, 2, 64}, Case{1, 70, 1, 128}, Case{1, 200, 2, 16});
-  check_against_cpu<Bf16>(DType::kBF16, c, p);
-  check_against_cpu<F16>(DType::kF16, c, p);
+  check_attention_against_cpu(DType::kBF16, c, p, run<Bf16>);
+  check_attention_against_cpu(DType::kF16, c, p, run<F16>);
 }
 
 TEST_CASE("FA2 kernels' shared memory and head sizes") {

@@ -206,11 +206,6 @@ Result run_flash(const Case& c, const Tensor& qkv, const Tensor& dout, double p,
   return r;
 }
 
-template <typename T>
-void check_against_cpu(DType dt, const Case& c, double p) {
-  check_attention_against_cpu(dt, c, p, run_flash<T>);
-}
-
 }  // namespace
 
 TEST_CASE("flash attention blocks match the CPU backend in float64, with and without dropout") {
@@ -219,8 +214,8 @@ TEST_CASE("flash attention blocks match the CPU backend in float64, with and wit
   // 16 to 64 (every multiple of 16 takes the same code).
   const Case c = GENERATE(Case{2, 1, 2, 16}, Case{2, 50, 3, 16}, Case{1, 64, 2, 32},
                           Case{2, 130, 2, 64}, Case{1, 200, 1, 48});
-  check_against_cpu<Bf16>(DType::kBF16, c, p);
-  check_against_cpu<F16>(DType::kF16, c, p);
+  check_attention_against_cpu(DType::kBF16, c, p, run_flash<Bf16>);
+  check_attention_against_cpu(DType::kF16, c, p, run_flash<F16>);
 }
 
 TEST_CASE("flash attention's shared memory fits the GPUs it targets") {
