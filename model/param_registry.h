@@ -74,8 +74,10 @@ class ParamRegistry {
   const Tensor& grad_buffer() const { return grad_buffer_; }
   // Fills values per spec from the counter-based RNG: element i of parameter p is drawn from
   // stream hash(p.name) at its GLOBAL flat index, so any tensor-parallel layout starts from the
-  // same global weights (global_index maps a shard's element to its global flat index).
-  void init_values(Backend& backend, uint64_t seed);
+  // same global weights (global_index maps a shard's element to its global flat index). Drawn
+  // `chunk` elements at a time on every OpenMP thread; the values do not depend on either.
+  static constexpr int64_t kInitChunk = int64_t{1} << 22;
+  void init_values(Backend& backend, uint64_t seed, int64_t chunk = kInitChunk);
   void zero_grads(Backend& backend);
   // Every value as checkpoint state (core/state_tensor.h): named by the parameter, its
   // tensor-parallel shard as the box, the whole box held.
