@@ -134,7 +134,6 @@ MTNLG_HD void dq_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int64
     MTNLG_UNROLL
     for (int e = 0; e < 4; ++e) dq[j][e] = 0.0f;
   }
-  KeepMask masks[2] = {KeepMask(a.rng, a.dropout_p), KeepMask(a.rng, a.dropout_p)};
   const bool dropout = a.dropout_p > 0.0f;
   const int64_t words = keep_words(s);
   static_assert(kBwdTile == 32, "a tile's keep decisions are one word a row");
@@ -166,6 +165,8 @@ MTNLG_HD void dq_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int64
     uint32_t kept_bits[2] = {0u, 0u};
     MTNLG_UNROLL
     for (int nt = 0; nt < kSTiles; ++nt) {
+      const uint32_t keep =
+          dropout && c0 + nt * 8 <= last_row ? keep_bits(w, a, b, h, rows, c0 + nt * 8, lane) : 0u;
       MTNLG_UNROLL
       for (int e = 0; e < 4; ++e) {
         const int r = e >> 1;
@@ -176,7 +177,7 @@ MTNLG_HD void dq_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int64
           const float p = expf(sc[nt][e] * a.scale - lse[r]);
           float g = dp[nt][e];
           if (dropout) {
-            const bool kept = masks[r].keep(flash::drop_index(d, b, h, rows[r], j));
+            const bool kept = ((keep >> e) & 1u) != 0;
             kept_bits[r] |= static_cast<uint32_t>(kept) << col;
             g = kept ? g * a.drop_scale : 0.0f;
           }

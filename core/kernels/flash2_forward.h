@@ -120,6 +120,45 @@ MTNLG_HD uint32_t pack_floats(float lo, float hi) {
   return mma::pack(T(lo).bits, T(hi).bits);
 }
 
+// The dropout keep decisions of this lane's four scores of the 8-key tile at key j0 (a multiple
+// of 8 within the row), bit e for mma::c_element(lane, e): the same as KeepMask's for each element
+// (the CPU's index). A Philox block holds the draws of four consecutive keys, and the two lanes of
+// a quad that hold a block's keys (lanes 4g + 2k and 4g + 2k + 1: keys 4k to 4k + 3) need it for
+// both of their rows; so each draws one, the even lane its first row's, the odd lane its second's,
+// and each passes the other the two words it needs: one block per four scores, where a KeepMask
+// per row drew one per two. A row's draws start at a block boundary only when s is a multiple of
+// 4; otherwise each lane draws its own (warp-uniform either way: the shuffles need every lane).
+template <typename W, typename Args>
+MTNLG_HD uint32_t keep_bits(W& w, const Args& a, int64_t b, int64_t h, const int64_t (&rows)[2],
+                            int64_t j0, int lane) {
+  const int q = lane & 3;
+  const int64_t j = j0 + 2 * q;  // the lane's first key
+  if (a.d.s % 4 != 0) {
+    KeepMask first(a.rng, a.dropout_p), second(a.rng, a.dropout_p);
+    uint32_t bits = 0;
+    MTNLG_UNROLL
+    for (int e = 0; e < 4; ++e) {
+      KeepMask& mask = e < 2 ? first : second;
+      const bool kept = mask.keep(flash::drop_index(a.d, b, h, rows[e >> 1], j + (e & 1)));
+      bits |= static_cast<uint32_t>(kept) << e;
+    }
+    return bits;
+  }
+  const bool odd = (q & 1) != 0;
+  const uint64_t n = a.rng.offset + flash::drop_index(a.d, b, h, odd ? rows[1] : rows[0], j);
+  const Philox4 r = philox4x32_10(a.rng.seed, a.rng.stream, n >> 2);
+  // Even lane: keys 4k, 4k + 1 (words 0 and 1); odd lane: keys 4k + 2, 4k + 3 (words 2 and 3).
+  const uint32_t x0 = w.shfl_xor(odd ? r.v[0] : r.v[2], 1);
+  const uint32_t x1 = w.shfl_xor(odd ? r.v[1] : r.v[3], 1);
+  const uint32_t first0 = odd ? x0 : r.v[0], first1 = odd ? x1 : r.v[1];
+  const uint32_t second0 = odd ? r.v[2] : x0, second1 = odd ? r.v[3] : x1;
+  const float p = a.dropout_p;
+  return static_cast<uint32_t>(dropout_keep_bits(first0, p)) |
+         static_cast<uint32_t>(dropout_keep_bits(first1, p)) << 1 |
+         static_cast<uint32_t>(dropout_keep_bits(second0, p)) << 2 |
+         static_cast<uint32_t>(dropout_keep_bits(second1, p)) << 3;
+}
+
 // Fragments from shared memory by ldmatrix (m8n8, 16-bit): each lane gives the address of one
 // 8-element row of one of the 8 x 8 matrices (lanes 8m to 8m + 7 the rows of matrix m) and
 // receives, of matrix m in register m, row lane / 4's elements 2 (lane % 4) and 2 (lane % 4) + 1,
@@ -199,7 +238,7 @@ MTNLG_HD void forward_thread(W& w, char* smem, const flash::ForwardArgs<T>& a, i
   }
   float m[2] = {neg_inf, neg_inf};
   float l[2] = {0.0f, 0.0f};  // this thread's share of the row sums (its 16 keys of each tile)
-  KeepMask masks[2] = {KeepMask(a.rng, a.dropout_p), KeepMask(a.rng, a.dropout_p)};
+  const bool dropout = a.dropout_p > 0.0f;
 
   for (int64_t c0 = 0, it = 0; c0 < end; c0 += kCols, ++it) {
     const int buf = begin_tile(w, it, c0 + kCols, end, fetch);
@@ -248,14 +287,17 @@ MTNLG_HD void forward_thread(W& w, char* smem, const flash::ForwardArgs<T>& a, i
     // and kept ones scaled, for the product with V.
     MTNLG_UNROLL
     for (int nt = 0; nt < kSTiles; ++nt) {
+      // Tiles wholly past the warp's last row draw nothing (warp-uniform): all their p are 0.
+      const uint32_t keep =
+          dropout && c0 + nt * 8 <= last_row ? keep_bits(w, a, b, h, rows, c0 + nt * 8, lane) : 0u;
       MTNLG_UNROLL
       for (int e = 0; e < 4; ++e) {
         const int r = e >> 1;
         const float x = sc[nt][e];
         const float p = x == neg_inf ? 0.0f : expf(x - m[r]);
         l[r] += p;
-        const int64_t j = c0 + nt * 8 + mma::c_element(lane, e).col;
-        sc[nt][e] = p != 0.0f ? flash::dropped(a, masks[r], b, h, rows[r], j, p) : 0.0f;
+        // As flash::dropped: scaled when kept, 0 when dropped, p itself without dropout.
+        sc[nt][e] = !dropout ? p : (keep >> e) & 1u ? p * a.drop_scale : 0.0f;
       }
     }
     MTNLG_UNROLL
