@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cmd/cli_parse.h"
 #include "core/logging.h"
 #include "core/status.h"
 #include "parallel/gloo_communicator.h"
@@ -76,7 +77,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-bytes", max_bytes, "largest message; sizes double from the smallest")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  if (const auto status = mtnlg::parse_command_line(app, argc, argv)) return *status;
 
   try {
     mtnlg::init_logging("warn");

@@ -15,6 +15,7 @@
 
 #include "bench/bench_backend.h"
 #include "bench/model_gemms.h"
+#include "cmd/cli_parse.h"
 #include "core/backend.h"
 #include "core/kernels/bf16_math.h"
 
@@ -167,7 +168,7 @@ int main(int argc, char** argv) {
   app.add_option("--device", device, "cpu, or cuda (GPU 0; needs a CUDA build)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  if (const auto status = mtnlg::parse_command_line(app, argc, argv)) return *status;
   try {
     return run(models, threads, min_seconds, json, dtype == "bf16" ? DType::kBF16 : DType::kF32,
                device);

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cmd/cli_parse.h"
 #include "core/rng.h"
 #include "data/indexed_format.h"
 #include "data/shuffled_gpt_dataset.h"
@@ -99,7 +100,7 @@ int main(int argc, char** argv) {
   app.add_option("--seq", seq, "sequence length S");
   app.add_option("--dir", dir, "scratch directory (corpus and cache)");
   app.add_flag("--keep", keep, "keep the scratch directory");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto status = mtnlg::parse_command_line(app, argc, argv)) return *status;
 
   namespace fs = std::filesystem;
   fs::remove_all(dir);

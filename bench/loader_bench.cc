@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cmd/cli_parse.h"
 #include "cmd/trainer.h"
 #include "core/logging.h"
 #include "data/dataset_builder.h"
@@ -34,7 +35,7 @@ int main(int argc, char** argv) {
   app.add_option("--samples", loader_samples, "samples the loader produces")->capture_default_str();
   app.add_option("--train-iters", train_iters, "training iterations timed")->capture_default_str();
   app.add_option("--threads", threads, "CPU threads for training (default: all)");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto status = mtnlg::parse_command_line(app, argc, argv)) return *status;
 
   try {
     mtnlg::init_logging("warn");

@@ -20,6 +20,7 @@
 #include "bench/bench_backend.h"
 #include "bench/model_gemms.h"
 #include "bench/timing_backend.h"
+#include "cmd/cli_parse.h"
 #include "core/config/recipe.h"
 #include "model/gpt_flops.h"
 #include "model/gpt_params.h"
@@ -36,6 +37,7 @@ struct Options {
   int64_t micro_batch = 4, global_batch = 8;
   int iters = 5, warmup_iters = 1, threads = 0;
   uint64_t seed = 1234;
+  double dropout = 0.0;  // hidden and attention dropout, as a recipe's model.*_dropout
   bool json = false, profile = false, plain_weights = false, compare_weights = false;
   std::string precision = "fp32";  // or bf16: bf16 weights/activations, fp32 masters (as --config)
   std::string device = "cpu";      // or cuda (GPU 0)
@@ -58,8 +60,8 @@ GPTConfig config_from(const Options& o) {
   c.vocab = o.vocab;
   c.padded_vocab = (o.vocab + 127) / 128 * 128;  // Megatron's rule at tensor parallel 1
   c.activation = Activation::kGelu;              // exact erf GeLU, as torch.nn.GELU()
-  c.hidden_dropout = 0.0;
-  c.attention_dropout = 0.0;
+  c.hidden_dropout = o.dropout;
+  c.attention_dropout = o.dropout;
   return c;
 }
 
@@ -76,6 +78,9 @@ void validate(const Options& o) {
                                " is not a multiple of --micro-batch " +
                                std::to_string(o.micro_batch),
                            "--global-batch");
+  if (!(o.dropout >= 0.0 && o.dropout < 1.0))
+    throw invalid_argument("--dropout " + std::to_string(o.dropout) + " is not in [0, 1)",
+                           "--dropout");
   if (o.precision != "fp32" && o.precision != "bf16")
     throw invalid_argument("--precision " + o.precision + " is not fp32 or bf16", "--precision");
 }
@@ -201,17 +206,19 @@ int run(const Options& o) {
         "\"global_batch\":%lld,\"iters\":%d,\"warmup_iters\":%d,\"params\":%lld,"
         "\"flops_per_token\":%.17g,"
         "\"tokens_per_iter\":%.0f,\"ms_median\":%.3f,\"ms_min\":%.3f,\"tokens_per_s\":%.3f,"
-        "\"tflops\":%.6f,\"loss\":%.6f,\"device\":\"%s\",\"peak_memory_bytes\":%lld,"
+        "\"tflops\":%.6f,\"loss\":%.6f,\"dropout\":%g,\"device\":\"%s\",\"peak_memory_bytes\":%lld,"
         "\"reserved_bytes\":%lld,\"device_bytes_in_use\":%lld}\n",
         o.precision.c_str(), o.name.c_str(), o.threads, (long long)o.layers, (long long)o.hidden,
         (long long)o.heads, (long long)o.seq, (long long)o.vocab, (long long)config.padded_vocab,
         (long long)o.micro_batch, (long long)o.global_batch, o.iters, o.warmup_iters,
         (long long)model.params().global_numel(), flops_per_token, tokens_per_iter, 1e3 * med,
-        1e3 * best, tokens_per_s, tflops, loss, o.device.c_str(), (long long)cpu->peak_bytes(),
-        (long long)cpu->reserved_bytes(), (long long)cpu->device_bytes_in_use());
+        1e3 * best, tokens_per_s, tflops, loss, o.dropout, o.device.c_str(),
+        (long long)cpu->peak_bytes(), (long long)cpu->reserved_bytes(),
+        (long long)cpu->device_bytes_in_use());
     return 0;
   }
-  std::printf("mtnlg-bench-train (%s, %s, dropout 0)\n", cpu->name().c_str(), o.precision.c_str());
+  std::printf("mtnlg-bench-train (%s, %s, dropout %g)\n", cpu->name().c_str(), o.precision.c_str(),
+              o.dropout);
   std::printf("model %s: L=%lld h=%lld heads=%lld s=%lld V=%lld (padded %lld), %lld params\n",
               o.name.c_str(), (long long)o.layers, (long long)o.hidden, (long long)o.heads,
               (long long)o.seq, (long long)o.vocab, (long long)config.padded_vocab,
@@ -237,7 +244,8 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
   CLI::App app{
       "mtnlg-bench-train: training throughput of a GPT model on the CPU backend, or a GPU with "
-      "--device cuda (fp32 or bf16, no dropout, random tokens). Times full iterations: zero grads, "
+      "--device cuda (fp32 or bf16, no dropout unless --dropout, random tokens). Times full "
+      "iterations: zero grads, "
       "forward + backward per "
       "micro-batch (gradient accumulation), global grad norm, AdamW step. Reports tokens/s and "
       "model TFLOP/s (model FLOPs per token: model/gpt_flops.h, README: Model FLOPs). Compare with "
@@ -285,6 +293,10 @@ int main(int argc, char** argv) {
                  "cpu, or cuda (GPU 0; needs a CUDA build): the backend the model trains on")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
+  app.add_option("--dropout", o.dropout,
+                 "Hidden and attention dropout probability, as a recipe's model.hidden_dropout "
+                 "and model.attention_dropout (Megatron's 0.1); 0: none")
+      ->capture_default_str();
   app.add_flag("--json", o.json, "Print one JSON line on stdout (text goes to stderr)");
   app.add_flag("--plain-weights", o.plain_weights,
                "No frozen-weights window around an iteration's micro-batches: bf16 GEMMs on the "
@@ -299,7 +311,7 @@ int main(int argc, char** argv) {
   for (auto* opt :
        {"--layers", "--hidden", "--heads", "--seq", "--vocab", "--micro-batch", "--global-batch"})
     app.get_option(opt)->check(CLI::PositiveNumber);
-  CLI11_PARSE(app, argc, argv);
+  if (const auto status = mtnlg::parse_command_line(app, argc, argv)) return *status;
   try {
     return run(o);
   } catch (const mtnlg::Error& e) {

@@ -304,3 +304,8 @@ set_tests_properties(gpu_check_args PROPERTIES TIMEOUT 60)
 add_test(NAME gpu_report
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/scripts/gpu_report_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(gpu_report PROPERTIES TIMEOUT 120)
+
+# mtnlg-bench-train's flags on the CPU: --dropout checked and reaching the model, layout errors.
+add_test(NAME train_bench_cli
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/bench/train_bench_cli_test.sh ${PROJECT_BINARY_DIR})
+set_tests_properties(train_bench_cli PROPERTIES TIMEOUT 120)

@@ -29,7 +29,9 @@ On a machine with an NVIDIA GPU, CUDA (nvcc, cuBLAS, cuBLASLt) and NCCL:
            unfused (MTNLG_CUDA_EPILOGUES=off) and with the flash kernels' warp
            grids (MTNLG_CUDA_FLASH_TILES=grid); and the 1.3B recipe end to end through
            mtnlg-train (row 1.3b-train: its loader over data/demo, dropout, 16 micro-batches
-           an iteration, 8 iterations; row 1.3b-train-flash2 with the FA2-style kernels)
+           an iteration, 8 iterations; row 1.3b-train-flash2 with the FA2-style kernels);
+           and where the 1.3B step's time goes with dropout 0.1, each backend call timed
+           (mtnlg-bench-train --profile), blocked and FA2-style: OUT/profile-1.3b-*.txt
 Each stage logs to WORK/STAGE.log (copied to OUT when it fails); the summary goes to
 OUT/check.txt and OUT/check.json, the benchmark table to OUT/bench.txt and OUT/bench.json
 (raw lines: OUT/bench-results.jsonl).
@@ -358,7 +360,16 @@ stage_bench() {
   # the goal. A stage cut short by its time limit loses the rows after these.
   MTNLG_CUDA_ATTENTION=flash2 "$build_dir/bench/mtnlg-bench-train" "${xl[@]/#1.3b/1.3b-flash2}" \
     --device cuda --json >>"$j"
-  local e2e_status=0
+  # Where the 1.3B step's time goes with the recipe's dropout (0.1), each backend call timed (a
+  # synchronization after each: the sum is above the step's own time): OUT/profile-1.3b-blocked.txt
+  # and OUT/profile-1.3b-flash2.txt.
+  local e2e_status=0 kernels
+  for kernels in blocked flash2; do
+    MTNLG_CUDA_ATTENTION=$kernels "$build_dir/bench/mtnlg-bench-train" --name "1.3b-$kernels" \
+      --layers 24 --hidden 2048 --heads 16 --seq 2048 --micro-batch 4 --global-batch 4 \
+      --iters 2 --warmup-iters 1 --precision bf16 --dropout 0.1 --profile --device cuda \
+      >"$out/profile-1.3b-$kernels.txt" 2>&1 || e2e_status=1
+  done
   e2e_row 1.3b-train "$j" || e2e_status=1
   MTNLG_CUDA_ATTENTION=flash2 e2e_row 1.3b-train-flash2 "$j" || e2e_status=1
   # The 1.3B step again with each choice changed, to measure what each gives: the flash attention

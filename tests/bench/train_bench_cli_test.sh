@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# mtnlg-bench-train's command line on the CPU: --dropout is checked (exit 2 naming it), reaches
+# the model (a different loss from the same seed, its value in the header and the JSON line),
+# and --profile then shows the dropout calls; bad layouts and usage errors are exit 2.
+# Usage: tests/bench/train_bench_cli_test.sh BUILD_DIR
+set -uo pipefail
+bin=$1/bench/mtnlg-bench-train
+source "$(dirname "${BASH_SOURCE[0]}")/../cli_expect.sh" # expect, check, passes, failures
+
+base=(--layers 1 --hidden 32 --seq 16 --vocab 64 --micro-batch 2 --iters 1 --warmup-iters 0
+  --threads 1)
+small=("${base[@]}" --heads 2 --global-batch 2)
+expect 2 "--dropout 1.0.* is not in \[0, 1\)" -- "${small[@]}" --dropout 1
+expect 2 "--dropout -0.1.* is not in \[0, 1\)" -- "${small[@]}" --dropout -0.1
+expect 2 "--hidden 32 is not divisible by --heads 3" -- "${base[@]}" --heads 3
+expect 2 "--global-batch 3 is not a multiple of --micro-batch 2" -- "${base[@]}" --heads 2 \
+  --global-batch 3
+# A usage error CLI11 catches is exit 2 too (cmd/cli_parse.h), as the executables' own.
+expect 2 "--heads: At Most 1 required but received 2" -- "${small[@]}" --heads 4
+expect 2 "--bogus" -- "${small[@]}" --bogus
+expect 0 "dropout 0\.25\)" -- "${small[@]}" --dropout 0.25
+expect 0 "dropout_forward .*dropout_backward|dropout_backward .*dropout_forward" -- \
+  "${small[@]}" --dropout 0.25 --profile
+
+loss() { "$bin" "${small[@]}" --json "$@" 2>/dev/null | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["loss"], d["dropout"])'; }
+plain=$(loss)
+dropped=$(loss --dropout 0.25)
+again=$(loss --dropout 0.25)
+check "the JSON line carries the dropout ($plain / $dropped)" \
+  [ "${plain#* } ${dropped#* }" = "0 0.25" ]
+check "dropout changes the loss ($plain vs $dropped)" [ "${plain% *}" != "${dropped% *}" ]
+check "the same seed gives the same loss with dropout ($dropped vs $again)" [ "$dropped" = "$again" ]
+
+echo "train_bench_cli: $passes passed, $failures failed"
+[[ $failures -eq 0 ]]
