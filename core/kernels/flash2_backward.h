@@ -87,8 +87,10 @@ MTNLG_HD void dq_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int64
   const int tid = w.thread(), lane = tid & 31, wr = (tid >> 5) * 16;
   const int t = lane & 3;
   const int64_t rows[2] = {r0 + wr + (lane >> 2), r0 + wr + (lane >> 2) + 8};
-  const int64_t last_row = r0 + wr + 15;
+  const int64_t first_row = r0 + wr, last_row = r0 + wr + 15;
+  const bool rows_inside = last_row < s;
   const int64_t row_stat = (b * d.heads + h) * s;
+  const float scale2 = a.scale * kLog2e;  // scores in base 2 (fast_exp2)
 
   const int64_t end = r0 + kBwdRows < s ? r0 + kBwdRows : s;  // keys the rows can see
   const auto fetch = [&](int64_t c0, int buf) {
@@ -119,12 +121,12 @@ MTNLG_HD void dq_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int64
                   static_cast<float>(d1) * static_cast<float>(o1);
     }
   }
-  float lse[2];
+  float lse2[2];  // the rows' log-sum-exps in base 2
   MTNLG_UNROLL
   for (int r = 0; r < 2; ++r) {
     delta[r] += w.shfl_xor(delta[r], 1);
     delta[r] += w.shfl_xor(delta[r], 2);
-    lse[r] = rows[r] < s ? a.lse[row_stat + rows[r]] : 0.0f;
+    lse2[r] = rows[r] < s ? a.lse[row_stat + rows[r]] * kLog2e : 0.0f;
     if (t == 0 && rows[r] < s) a.delta[row_stat + rows[r]] = delta[r];
   }
 
@@ -142,22 +144,31 @@ MTNLG_HD void dq_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int64
     const int buf = begin_tile(w, it, c0 + kBwdTile, end, fetch);
     const T* sk = kv(buf);
     const T* sv = kv(buf) + kBwdTile * ld;
-    // S = Q K^T and dP = dO V^T for the warp's rows; tiles past its last row skipped.
+    // S = Q K^T and dP = dO V^T for the warp's rows; 8-key tiles past its last row skipped.
+    // The k step outside: each A fragment of Q and dO, loaded once, serves every key tile, which
+    // halves the shared-memory reads (per product 384 bytes, where an A and a B fragment for
+    // each product took 768: more than shared memory delivers at the tensor cores' rate).
     float sc[kSTiles][4], dp[kSTiles][4];
     MTNLG_UNROLL
     for (int nt = 0; nt < kSTiles; ++nt) {
       MTNLG_UNROLL
       for (int e = 0; e < 4; ++e) sc[nt][e] = dp[nt][e] = 0.0f;
-      if (c0 + nt * 8 > last_row) continue;
+    }
+    if (c0 <= last_row) {  // warp-uniform: else every key of the tile is past the warp's rows
       MTNLG_UNROLL
       for (int kk = 0; kk < kSteps; ++kk) {
-        uint32_t qa[4], da[4], kb[2], vb[2];
+        uint32_t qa[4], da[4];
         load_a(w, qa, sq, ld, wr, kk * 16, lane);
         load_a(w, da, sdo, ld, wr, kk * 16, lane);
-        load_b_rows(w, kb, sk, ld, nt * 8, kk * 16, lane);
-        load_b_rows(w, vb, sv, ld, nt * 8, kk * 16, lane);
-        w.template mma<T>(sc[nt], qa, kb);
-        w.template mma<T>(dp[nt], da, vb);
+        MTNLG_UNROLL
+        for (int nt = 0; nt < kSTiles; ++nt) {
+          if (c0 + nt * 8 > last_row) continue;
+          uint32_t kb[2], vb[2];
+          load_b_rows(w, kb, sk, ld, nt * 8, kk * 16, lane);
+          load_b_rows(w, vb, sv, ld, nt * 8, kk * 16, lane);
+          w.template mma<T>(sc[nt], qa, kb);
+          w.template mma<T>(dp[nt], da, vb);
+        }
       }
     }
     // dS = P (dropped dP - delta), 0 where the row does not see the key; in place of sc. The
@@ -167,23 +178,22 @@ MTNLG_HD void dq_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int64
     for (int nt = 0; nt < kSTiles; ++nt) {
       const uint32_t keep =
           dropout && c0 + nt * 8 <= last_row ? keep_bits(w, a, b, h, rows, c0 + nt * 8, lane) : 0u;
+      // Every row of the warp sees every key of the 8-key tile: no mask (warp-uniform).
+      const bool whole = rows_inside && c0 + nt * 8 + 7 <= first_row;
       MTNLG_UNROLL
       for (int e = 0; e < 4; ++e) {
         const int r = e >> 1;
         const int col = nt * 8 + mma::c_element(lane, e).col;
-        const int64_t j = c0 + col;
-        float ds = 0.0f;
-        if (flash::visible(rows[r], j, s)) {
-          const float p = expf(sc[nt][e] * a.scale - lse[r]);
-          float g = dp[nt][e];
-          if (dropout) {
-            const bool kept = ((keep >> e) & 1u) != 0;
-            kept_bits[r] |= static_cast<uint32_t>(kept) << col;
-            g = kept ? g * a.drop_scale : 0.0f;
-          }
-          ds = p * (g - delta[r]);
+        const bool seen = whole || flash::visible(rows[r], c0 + col, s);
+        // Computed for every element and selected (no branch): a masked one's is discarded.
+        const float p = fast_exp2(sc[nt][e] * scale2 - lse2[r]);
+        float g = dp[nt][e];
+        if (dropout) {
+          const bool kept = ((keep >> e) & 1u) != 0;
+          kept_bits[r] |= static_cast<uint32_t>(kept && seen) << col;
+          g = kept ? g * a.drop_scale : 0.0f;
         }
-        sc[nt][e] = ds;
+        sc[nt][e] = seen ? p * (g - delta[r]) : 0.0f;
       }
     }
     if (dropout) {  // the row's word from its four lanes
@@ -247,6 +257,7 @@ MTNLG_HD void dkv_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int6
   const int64_t keys[2] = {k0 + wr + (lane >> 2), k0 + wr + (lane >> 2) + 8};
   const int64_t first_key = k0 + wr;  // the warp's
   const int64_t row_stat = (b * d.heads + h) * s;
+  const float scale2 = a.scale * kLog2e;  // scores in base 2 (fast_exp2)
 
   const auto fetch = [&](int64_t q0, int buf) {
     fetch_tiles<T, HD, kBwdTile>(w, tid, qdo(buf), base, ldq, dout, ldo, q0, s);
@@ -270,7 +281,7 @@ MTNLG_HD void dkv_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int6
     // ends the previous tile and before the one that begins this one.
     if (tid < kBwdTile) {
       const bool in = q0 + tid < s;
-      slse[tid] = in ? a.lse[row_stat + q0 + tid] : 0.0f;
+      slse[tid] = in ? a.lse[row_stat + q0 + tid] * kLog2e : 0.0f;  // base 2
       sdelta[tid] = in ? a.delta[row_stat + q0 + tid] : 0.0f;
     }
     if (dropout && tid < kBwdTile * kKeyWords) {
@@ -283,42 +294,48 @@ MTNLG_HD void dkv_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int6
     const T* sdo = qdo(buf) + kBwdTile * ld;
     // S^T = K Q^T and dP^T = V dO^T for the warp's keys; 8-row tiles wholly before its first
     // key skipped.
+    // The k step outside, as in the first pass: each A fragment of K and V serves every row tile.
     float st[kSTiles][4], dpt[kSTiles][4];
     MTNLG_UNROLL
     for (int nt = 0; nt < kSTiles; ++nt) {
       MTNLG_UNROLL
       for (int e = 0; e < 4; ++e) st[nt][e] = dpt[nt][e] = 0.0f;
-      if (q0 + nt * 8 + 7 < first_key) continue;
+    }
+    if (q0 + kBwdTile - 1 >= first_key) {  // warp-uniform: else every row is before its keys
       MTNLG_UNROLL
       for (int kk = 0; kk < kSteps; ++kk) {
-        uint32_t ka[4], va[4], qb[2], db[2];
+        uint32_t ka[4], va[4];
         load_a(w, ka, sk, ld, wr, kk * 16, lane);
         load_a(w, va, sv, ld, wr, kk * 16, lane);
-        load_b_rows(w, qb, sq, ld, nt * 8, kk * 16, lane);
-        load_b_rows(w, db, sdo, ld, nt * 8, kk * 16, lane);
-        w.template mma<T>(st[nt], ka, qb);
-        w.template mma<T>(dpt[nt], va, db);
+        MTNLG_UNROLL
+        for (int nt = 0; nt < kSTiles; ++nt) {
+          if (q0 + nt * 8 + 7 < first_key) continue;
+          uint32_t qb[2], db[2];
+          load_b_rows(w, qb, sq, ld, nt * 8, kk * 16, lane);
+          load_b_rows(w, db, sdo, ld, nt * 8, kk * 16, lane);
+          w.template mma<T>(st[nt], ka, qb);
+          w.template mma<T>(dpt[nt], va, db);
+        }
       }
     }
     // P^T, dropped (in st, for dV) and dS^T = P (dropped dP - delta) (in dpt, for dK).
     MTNLG_UNROLL
     for (int nt = 0; nt < kSTiles; ++nt) {
+      // Every row of the 8-row tile sees every key of the warp: no mask (warp-uniform).
+      const bool whole = q0 + nt * 8 >= first_key + 15 && q0 + nt * 8 + 7 < s;
       MTNLG_UNROLL
       for (int e = 0; e < 4; ++e) {
         const mma::Coord c = mma::c_element(lane, e);
         const int64_t i = q0 + nt * 8 + c.col, j = keys[c.row >> 3];
-        float pd = 0.0f, ds = 0.0f;
-        if (flash::visible(i, j, s)) {
-          const float p = expf(st[nt][e] * a.scale - slse[nt * 8 + c.col]);
-          const int kj = static_cast<int>(j - k0);
-          const bool kept =
-              !dropout || ((skeep[(nt * 8 + c.col) * kKeyWords + kj / 32] >> (kj % 32)) & 1u);
-          const float keep_scale = kept ? (dropout ? a.drop_scale : 1.0f) : 0.0f;
-          pd = p * keep_scale;
-          ds = p * (dpt[nt][e] * keep_scale - sdelta[nt * 8 + c.col]);
-        }
-        st[nt][e] = pd;
-        dpt[nt][e] = ds;
+        const bool seen = whole || flash::visible(i, j, s);
+        // Computed for every element and selected (no branch): a masked one's is discarded.
+        const float p = fast_exp2(st[nt][e] * scale2 - slse[nt * 8 + c.col]);
+        const int kj = static_cast<int>(j - k0);
+        const bool kept =
+            !dropout || ((skeep[(nt * 8 + c.col) * kKeyWords + kj / 32] >> (kj % 32)) & 1u);
+        const float keep_scale = kept ? (dropout ? a.drop_scale : 1.0f) : 0.0f;
+        st[nt][e] = seen ? p * keep_scale : 0.0f;
+        dpt[nt][e] = seen ? p * (dpt[nt][e] * keep_scale - sdelta[nt * 8 + c.col]) : 0.0f;
       }
     }
     // dV += (dropped P)^T dO and dK += dS^T Q.

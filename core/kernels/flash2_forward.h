@@ -115,6 +115,23 @@ MTNLG_HD void fetch_tiles(W& w, int tid, T* dst, const T* x, int64_t ld_x, const
   w.cp_async_commit();
 }
 
+// 2^x, one instruction on the GPU (ex2.approx.ftz: relative error about 2^-22, results below
+// 2^-126 flushed to 0; exp2(-inf) = 0). The kernels' softmax works in base 2, the scores scaled by
+// log2(e) once, as FlashAttention does: expf is about a dozen instructions and, where the
+// argument could be -inf, a branch, for every score.
+MTNLG_HD float fast_exp2(float x) {
+#if defined(__CUDA_ARCH__)
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return std::exp2(x);
+#endif
+}
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
 template <typename T>
 MTNLG_HD uint32_t pack_floats(float lo, float hi) {
   return mma::pack(T(lo).bits, T(hi).bits);
@@ -212,10 +229,12 @@ MTNLG_HD void forward_thread(W& w, char* smem, const flash::ForwardArgs<T>& a, i
   const T* base = a.qkv + b * s * ldq + h * 3 * d.hd;
   const int tid = w.thread(), lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int wr = warp * 16;                                // the warp's first row in the block
-  const int64_t rows[2] = {r0 + wr + g, r0 + wr + g + 8};  // this thread's two rows
-  const int64_t last_row = r0 + wr + 15;                   // the warp's last
+  const int wr = warp * 16;                                    // the warp's first row in the block
+  const int64_t rows[2] = {r0 + wr + g, r0 + wr + g + 8};      // this thread's two rows
+  const int64_t first_row = r0 + wr, last_row = r0 + wr + 15;  // the warp's first and last
+  const bool rows_inside = last_row < s;
   const float neg_inf = -INFINITY;
+  const float scale2 = a.scale * kLog2e;
 
   // Key tiles in flight one ahead of the products: tile c0 + 64 is copied into one buffer while
   // the warps multiply by the other (cp.async groups, one a tile).
@@ -260,26 +279,32 @@ MTNLG_HD void forward_thread(W& w, char* smem, const flash::ForwardArgs<T>& a, i
         w.template mma<T>(sc[nt], qa[kk], kb);
       }
     }
-    // Scale and mask; each row's new maximum over its four lanes.
+    // Scale (base 2) and mask; each row's new maximum over its four lanes. Only 8-key tiles
+    // that reach past the warp's first row (the diagonal) or rows past s need the mask
+    // (warp-uniform): the others skip its comparisons.
     float mx[2] = {m[0], m[1]};
     MTNLG_UNROLL
     for (int nt = 0; nt < kSTiles; ++nt) {
+      const bool whole = rows_inside && c0 + nt * 8 + 7 <= first_row;
       MTNLG_UNROLL
       for (int e = 0; e < 4; ++e) {
-        const mma::Coord c = mma::c_element(lane, e);
         const int r = e >> 1;
-        const float x =
-            flash::visible(rows[r], c0 + nt * 8 + c.col, s) ? sc[nt][e] * a.scale : neg_inf;
+        float x = sc[nt][e] * scale2;
+        if (!whole && !flash::visible(rows[r], c0 + nt * 8 + mma::c_element(lane, e).col, s))
+          x = neg_inf;
         sc[nt][e] = x;
         mx[r] = flash::fmax_(mx[r], x);
       }
     }
-    float alpha[2];
+    // m_use: the maximum the exponents subtract, 0 while a row has seen no key (its scores are
+    // all -inf, and exp2(-inf - 0) = 0 where -inf - -inf would be NaN).
+    float alpha[2], m_use[2];
     MTNLG_UNROLL
     for (int r = 0; r < 2; ++r) {
       mx[r] = flash::fmax_(mx[r], w.shfl_xor(mx[r], 1));
       mx[r] = flash::fmax_(mx[r], w.shfl_xor(mx[r], 2));
-      alpha[r] = m[r] == neg_inf ? 0.0f : expf(m[r] - mx[r]);
+      m_use[r] = mx[r] == neg_inf ? 0.0f : mx[r];
+      alpha[r] = fast_exp2(m[r] - m_use[r]);  // 0 from m = -inf
       m[r] = mx[r];
       l[r] *= alpha[r];
     }
@@ -293,8 +318,7 @@ MTNLG_HD void forward_thread(W& w, char* smem, const flash::ForwardArgs<T>& a, i
       MTNLG_UNROLL
       for (int e = 0; e < 4; ++e) {
         const int r = e >> 1;
-        const float x = sc[nt][e];
-        const float p = x == neg_inf ? 0.0f : expf(x - m[r]);
+        const float p = fast_exp2(sc[nt][e] - m_use[r]);  // 0 where masked
         l[r] += p;
         // As flash::dropped: scaled when kept, 0 when dropped, p itself without dropout.
         sc[nt][e] = !dropout ? p : (keep >> e) & 1u ? p * a.drop_scale : 0.0f;
@@ -340,7 +364,8 @@ MTNLG_HD void forward_thread(W& w, char* smem, const flash::ForwardArgs<T>& a, i
     for (int j = 0; j < kOTiles; ++j)
       mma::store_pair(out + rows[r] * d.ldo() + j * 8 + 2 * t,
                       pack_floats<T>(o[j][2 * r] * inv, o[j][2 * r + 1] * inv));
-    if (t == 0) a.lse[(b * d.heads + h) * s + rows[r]] = m[r] + logf(l[r]);
+    // The contract's log-sum-exp is natural: the base-2 maximum times ln 2.
+    if (t == 0) a.lse[(b * d.heads + h) * s + rows[r]] = m[r] * kLn2 + logf(l[r]);
   }
 }
 

@@ -328,10 +328,10 @@ TEST_CASE("a new CUDA backend holds no tensors - its own scratch is outside the 
   CHECK(be->peak_bytes() == 12);
 }
 
-TEST_CASE("MTNLG_CUDA_ATTENTION other than flash or blocked is an error naming it") {
+TEST_CASE("MTNLG_CUDA_ATTENTION other than blocked or flash or flash2 is an error naming it") {
   ScopedEnv env("MTNLG_CUDA_ATTENTION", "fast");
   CHECK_THROWS_WITH(make_cuda_backend(0), Catch::Contains("MTNLG_CUDA_ATTENTION=fast") &&
-                                              Catch::Contains("blocked, flash"));
+                                              Catch::Contains("blocked, flash, flash2"));
 }
 
 TEST_CASE("embedding forward and backward match the CPU, fp32 gradients bit for bit") {
