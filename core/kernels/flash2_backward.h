@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/hostdevice.h"
 #include "core/kernels/dropout_math.h"
@@ -154,7 +155,9 @@ MTNLG_HD void dq_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int64
       MTNLG_UNROLL
       for (int e = 0; e < 4; ++e) sc[nt][e] = dp[nt][e] = 0.0f;
     }
-    if (c0 <= last_row) {  // warp-uniform: else every key of the tile is past the warp's rows
+    // The products of a k step are independent, so they pipeline; only a tile reaching past the
+    // warp's last row skips 8-key tiles, in its own copy of the loop (warp-uniform).
+    const auto products = [&](auto guarded) {
       MTNLG_UNROLL
       for (int kk = 0; kk < kSteps; ++kk) {
         uint32_t qa[4], da[4];
@@ -162,7 +165,7 @@ MTNLG_HD void dq_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int64
         load_a(w, da, sdo, ld, wr, kk * 16, lane);
         MTNLG_UNROLL
         for (int nt = 0; nt < kSTiles; ++nt) {
-          if (c0 + nt * 8 > last_row) continue;
+          if (decltype(guarded)::value && c0 + nt * 8 > last_row) continue;
           uint32_t kb[2], vb[2];
           load_b_rows(w, kb, sk, ld, nt * 8, kk * 16, lane);
           load_b_rows(w, vb, sv, ld, nt * 8, kk * 16, lane);
@@ -170,7 +173,11 @@ MTNLG_HD void dq_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int64
           w.template mma<T>(dp[nt], da, vb);
         }
       }
-    }
+    };
+    if (c0 + kBwdTile - 1 <= last_row)
+      products(std::false_type{});
+    else if (c0 <= last_row)  // else every key of the tile is past the warp's rows
+      products(std::true_type{});
     // dS = P (dropped dP - delta), 0 where the row does not see the key; in place of sc. The
     // keep decisions as bits of the tile's word for each row (key c0 + k at bit k).
     uint32_t kept_bits[2] = {0u, 0u};
@@ -301,7 +308,7 @@ MTNLG_HD void dkv_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int6
       MTNLG_UNROLL
       for (int e = 0; e < 4; ++e) st[nt][e] = dpt[nt][e] = 0.0f;
     }
-    if (q0 + kBwdTile - 1 >= first_key) {  // warp-uniform: else every row is before its keys
+    const auto products = [&](auto guarded) {
       MTNLG_UNROLL
       for (int kk = 0; kk < kSteps; ++kk) {
         uint32_t ka[4], va[4];
@@ -309,7 +316,7 @@ MTNLG_HD void dkv_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int6
         load_a(w, va, sv, ld, wr, kk * 16, lane);
         MTNLG_UNROLL
         for (int nt = 0; nt < kSTiles; ++nt) {
-          if (q0 + nt * 8 + 7 < first_key) continue;
+          if (decltype(guarded)::value && q0 + nt * 8 + 7 < first_key) continue;
           uint32_t qb[2], db[2];
           load_b_rows(w, qb, sq, ld, nt * 8, kk * 16, lane);
           load_b_rows(w, db, sdo, ld, nt * 8, kk * 16, lane);
@@ -317,7 +324,11 @@ MTNLG_HD void dkv_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int6
           w.template mma<T>(dpt[nt], va, db);
         }
       }
-    }
+    };
+    if (q0 + 7 >= first_key)  // warp-uniform: every 8-row tile reaches the warp's keys
+      products(std::false_type{});
+    else if (q0 + kBwdTile - 1 >= first_key)  // else every row is before the warp's keys
+      products(std::true_type{});
     // P^T, dropped (in st, for dV) and dS^T = P (dropped dP - delta) (in dpt, for dK).
     MTNLG_UNROLL
     for (int nt = 0; nt < kSTiles; ++nt) {

@@ -28,6 +28,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/hostdevice.h"
 #include "core/kernels/dropout_math.h"
@@ -72,18 +73,28 @@ MTNLG_HD void load_tile(int tid, T* dst, const T* src, int64_t ld_src, int64_t r
 
 // load_tile's rows by asynchronous copies (cp.async, 16 bytes each): the caller commits them as
 // a group and waits for it before a barrier makes the tile everyone's. Rows past s are zeroed
-// by plain stores.
+// by plain stores. The same vectors to the same threads as load_tile (vector e to thread e %
+// kThreads), with the thread's column and first row worked out once: its vectors are then one
+// pointer step apart, where the general loop spent a division, a 64-bit product and a 64-bit
+// comparison on each (this runs for every K/V tile, in the loop the products are in).
 template <typename T, int HD, int kTileRows, typename W>
 MTNLG_HD void load_tile_async(W& w, int tid, T* dst, const T* src, int64_t ld_src, int64_t row0,
                               int64_t s) {
-  constexpr int kVecs = HD / 8;
-  for (int e = tid; e < kTileRows * kVecs; e += kThreads) {
-    const int r = e / kVecs, c = (e % kVecs) * 8;
-    const int64_t i = row0 + r;
-    if (i < s)
-      w.cp_async16(dst + r * (HD + 8) + c, src + i * ld_src + c);
+  constexpr int kVecs = HD / 8;  // 16-byte vectors a row
+  static_assert(kThreads % kVecs == 0, "every pass of the block covers whole rows");
+  constexpr int kPassRows = kThreads / kVecs;  // rows one pass of the block covers
+  constexpr int kPasses = (kTileRows + kPassRows - 1) / kPassRows;
+  const int r0 = tid / kVecs, c = (tid % kVecs) * 8;
+  const int64_t inside = s - row0;  // rows of the tile inside the sequence (may be <= 0 or more)
+  MTNLG_UNROLL
+  for (int k = 0; k < kPasses; ++k) {
+    const int r = r0 + k * kPassRows;
+    if (kTileRows % kPassRows != 0 && r >= kTileRows) break;  // a partial last pass
+    T* to = dst + r * (HD + 8) + c;
+    if (r < inside)
+      w.cp_async16(to, src + (row0 + r) * ld_src + c);
     else
-      flash::zero16(dst + r * (HD + 8) + c);
+      flash::zero16(to);
   }
 }
 
@@ -264,21 +275,33 @@ MTNLG_HD void forward_thread(W& w, char* smem, const flash::ForwardArgs<T>& a, i
     const T* sk = kv(buf);
     const T* sv = kv(buf) + kCols * ld;
 
-    // Scores of the warp's rows against the tile's keys; 8-key tiles wholly past the warp's
-    // last row are masked without a product (warp-uniform).
+    // Scores of the warp's rows against the tile's keys, the k step outside: the 8 products of
+    // a k step are independent and pipeline, where a key tile's k steps in a row would each wait
+    // for the last (an mma.sync's latency is several times its issue interval). Only the tile
+    // that reaches past the warp's last row skips the 8-key tiles wholly past it, in its own
+    // copy of the loop, so that the others have no branch between their products.
     float sc[kSTiles][4];
     MTNLG_UNROLL
     for (int nt = 0; nt < kSTiles; ++nt) {
       MTNLG_UNROLL
       for (int e = 0; e < 4; ++e) sc[nt][e] = 0.0f;
-      if (c0 + nt * 8 > last_row) continue;
+    }
+    const auto scores = [&](auto guarded) {
       MTNLG_UNROLL
       for (int kk = 0; kk < kSteps; ++kk) {
-        uint32_t kb[2];  // B(k, n) = K[n][k]
-        load_b_rows(w, kb, sk, ld, nt * 8, kk * 16, lane);
-        w.template mma<T>(sc[nt], qa[kk], kb);
+        MTNLG_UNROLL
+        for (int nt = 0; nt < kSTiles; ++nt) {
+          if (decltype(guarded)::value && c0 + nt * 8 > last_row) continue;  // warp-uniform
+          uint32_t kb[2];                                                    // B(k, n) = K[n][k]
+          load_b_rows(w, kb, sk, ld, nt * 8, kk * 16, lane);
+          w.template mma<T>(sc[nt], qa[kk], kb);
+        }
       }
-    }
+    };
+    if (c0 + kCols - 1 <= last_row)
+      scores(std::false_type{});
+    else
+      scores(std::true_type{});
     // Scale (base 2) and mask; each row's new maximum over its four lanes. Only 8-key tiles
     // that reach past the warp's first row (the diagonal) or rows past s need the mask
     // (warp-uniform): the others skip its comparisons.
