@@ -23,25 +23,49 @@ __global__ void convert_kernel(D* dst, const S* src, int64_t n) {
   for (int64_t i = first_index(); i < n; i += grid_stride()) dst[i] = convert_element<D>(src[i]);
 }
 
-template <typename T>
-__global__ void add_kernel(T* out, const T* a, const T* b, int64_t n) {
+// out[i] = op(in0[i], in1[i]) over [0, n), computed in acc_t<T>, rounded once on write: whole
+// packs (16 bytes, one load a lane per operand) when `packs` is set (every pointer 16-byte aligned,
+// the launcher's packed()), then the tail element by element. The same arithmetic per element
+// either way, so the bits do not depend on the layout. A unary op ignores in1 (pass in0).
+template <typename T, typename Op>
+__global__ void map2_kernel(T* out, const T* in0, const T* in1, int64_t n, bool packs, Op op) {
   using A = acc_t<T>;
-  for (int64_t i = first_index(); i < n; i += grid_stride())
-    out[i] = static_cast<T>(static_cast<A>(a[i]) + static_cast<A>(b[i]));
+  constexpr int kN = Pack<T>::kN;
+  const int64_t whole = packs ? n / kN : 0;
+  for (int64_t q = first_index(); q < whole; q += grid_stride()) {
+    const Pack<T> x = load_pack(in0 + q * kN);
+    const Pack<T> y = in1 == in0 ? x : load_pack(in1 + q * kN);  // a unary op reads once
+    Pack<T> r;
+#pragma unroll
+    for (int k = 0; k < kN; ++k)
+      r.v[k] = static_cast<T>(op(static_cast<A>(x.v[k]), static_cast<A>(y.v[k])));
+    store_pack(out + q * kN, r);
+  }
+  for (int64_t i = whole * kN + first_index(); i < n; i += grid_stride())
+    out[i] = static_cast<T>(op(static_cast<A>(in0[i]), static_cast<A>(in1[i])));
 }
 
-template <typename T>
-__global__ void axpy_kernel(T* y, const T* x, acc_t<T> alpha, int64_t n) {
-  using A = acc_t<T>;
-  for (int64_t i = first_index(); i < n; i += grid_stride())
-    y[i] = static_cast<T>(static_cast<A>(y[i]) + alpha * static_cast<A>(x[i]));
-}
+template <typename A>
+struct AddOp {
+  __device__ A operator()(A x, A y) const { return x + y; }
+};
+template <typename A>
+struct AxpyOp {  // y + alpha x
+  A alpha;
+  __device__ A operator()(A y, A x) const { return y + alpha * x; }
+};
+template <typename A>
+struct ScaleOp {  // x alpha (unary: the second operand is ignored)
+  A alpha;
+  __device__ A operator()(A x, A) const { return x * alpha; }
+};
 
-template <typename T>
-__global__ void scale_kernel(T* x, acc_t<T> alpha, int64_t n) {
-  using A = acc_t<T>;
-  for (int64_t i = first_index(); i < n; i += grid_stride())
-    x[i] = static_cast<T>(static_cast<A>(x[i]) * alpha);
+// Launches map2_kernel over n elements: packed when every pointer allows it.
+template <typename T, typename Op>
+void map2(T* out, const T* in0, const T* in1, int64_t n, cudaStream_t stream, Op op) {
+  const bool packs = packed<T>(0, {out, in0, in1});
+  const int64_t threads = packs ? n / Pack<T>::kN + n % Pack<T>::kN : n;
+  map2_kernel<<<cuda_grid(threads), kCudaBlock, 0, stream>>>(out, in0, in1, n, packs, op);
 }
 
 // Columns across x (threads), rows across y: no per-element 64-bit modulo, which costs more
@@ -109,8 +133,8 @@ void add_cuda(Tensor& out, const Tensor& a, const Tensor& b, cudaStream_t stream
   if (n == 0) return;
   dispatch_floating(out.dtype(), "add", [&](auto tag) {
     using T = decltype(tag);
-    add_kernel<<<cuda_grid(n), kCudaBlock, 0, stream>>>(out.data_as<T>(), a.data_as<T>(),
-                                                        b.data_as<T>(), n);
+    using A = acc_t<T>;
+    map2(out.data_as<T>(), a.data_as<T>(), b.data_as<T>(), n, stream, AddOp<A>{});
   });
   CUDA_CHECK(cudaGetLastError());
 }
@@ -120,8 +144,9 @@ void axpy_cuda(Tensor& y, const Tensor& x, double alpha, cudaStream_t stream) {
   if (n == 0) return;
   dispatch_floating(y.dtype(), "axpy", [&](auto tag) {
     using T = decltype(tag);
-    axpy_kernel<<<cuda_grid(n), kCudaBlock, 0, stream>>>(y.data_as<T>(), x.data_as<T>(),
-                                                         static_cast<acc_t<T>>(alpha), n);
+    using A = acc_t<T>;
+    map2(y.data_as<T>(), y.data_as<T>(), x.data_as<T>(), n, stream,
+         AxpyOp<A>{static_cast<A>(alpha)});
   });
   CUDA_CHECK(cudaGetLastError());
 }
@@ -131,8 +156,9 @@ void scale_cuda(Tensor& x, double alpha, cudaStream_t stream) {
   if (n == 0) return;
   dispatch_floating(x.dtype(), "scale", [&](auto tag) {
     using T = decltype(tag);
-    scale_kernel<<<cuda_grid(n), kCudaBlock, 0, stream>>>(x.data_as<T>(),
-                                                          static_cast<acc_t<T>>(alpha), n);
+    using A = acc_t<T>;
+    map2(x.data_as<T>(), x.data_as<T>(), x.data_as<T>(), n, stream,
+         ScaleOp<A>{static_cast<A>(alpha)});
   });
   CUDA_CHECK(cudaGetLastError());
 }

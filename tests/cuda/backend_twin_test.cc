@@ -71,6 +71,13 @@ TEST_CASE("elementwise operations and reductions match the CPU") {
   tw.gpu->add(out_g, ag, bg);
   CHECK(bitwise_equal(tw.host(out_g), out_c));
 
+  // Rows 1.. of each: not on a 16-byte boundary (203 elements a row), so element by element; the
+  // whole tensors above take whole packs and a tail.
+  Tensor part_c = Tensor::cpu({36, 203}, dt), part_g = tw.gpu->alloc({36, 203}, dt);
+  tw.cpu->add(part_c, a.slice(1, 37), b.slice(1, 37));
+  tw.gpu->add(part_g, ag.slice(1, 37), bg.slice(1, 37));
+  CHECK(bitwise_equal(tw.host(part_g), part_c));
+
   Tensor y_c = clone(a), y_g = tw.dev(a);
   tw.cpu->axpy(y_c, b, -0.37);
   tw.gpu->axpy(y_g, bg, -0.37);
@@ -187,8 +194,9 @@ TEST_CASE("gelu and dropout match the CPU, dropout's mask bit for bit") {
     expect_close(hb_fused, dbc, 64, "gelu_bias_backward's bias gradient");
   }
   // The GPU kernel takes one Philox block (four elements) a thread: every offset mod 4, so that
-  // the first and last blocks are partial in every way.
-  for (const uint64_t offset : {0, 1, 2, 99}) {
+  // the first and last blocks are partial in every way; offsets that are multiples of 4 take
+  // the packed kernel (16 bytes a lane, 3003 elements: a tail past the last whole pack).
+  for (const uint64_t offset : {0, 1, 2, 4, 8, 99}) {
     INFO("offset " << offset);
     const RngStream rng{1234, 7, offset};
     Tensor d_c = Tensor::cpu(x.shape(), dt), d_g = tw.gpu->alloc(x.shape(), dt);
