@@ -66,13 +66,9 @@ __global__ void dropout_packed_kernel(T* out, const T* in, float p, acc_t<T> sca
     store_pack(out + q * kN, r);
   }
   for (int64_t i = whole * kN + first_index(); i < n; i += grid_stride()) {
-    const uint64_t e = rng.offset + static_cast<uint64_t>(i);
-    const Philox4 bits = philox4x32_10(rng.seed, rng.stream, e >> 2);
-    const uint32_t k = static_cast<uint32_t>(e & 3);
-    const uint32_t word =
-        k < 2 ? (k == 0 ? bits.v[0] : bits.v[1]) : (k == 2 ? bits.v[2] : bits.v[3]);
+    kernels::KeepMask mask(rng, p);  // the tail: fewer than kN elements, a draw each
     out[i] =
-        static_cast<T>(kernels::dropout_keep_bits(word, p) ? static_cast<A>(in[i]) * scale : A(0));
+        static_cast<T>(mask.keep(static_cast<uint64_t>(i)) ? static_cast<A>(in[i]) * scale : A(0));
   }
 }
 
