@@ -92,6 +92,9 @@ void ParamRegistry::init_values(Backend& backend, uint64_t seed, int64_t chunk) 
     const ParamSpec& spec = p.spec;
     const int64_t n = p.value.numel();
     Tensor flat = p.value.view({n});
+    // A spec global_index rejects throws here, not inside the threads (where it would end the
+    // process).
+    if (spec.init_std > 0 && n > 0) (void)global_index(spec, 0);
     for (int64_t begin = 0; begin < n; begin += chunk) {
       const int64_t len = std::min(chunk, n - begin);
       if (spec.init_std > 0) {

@@ -72,3 +72,17 @@ TEST_CASE("init_values rejects a chunk that is not positive") {
   ParamRegistry reg = registry(*be);
   CHECK_THROWS_WITH(reg.init_values(*be, 5, 0), Catch::Contains("chunk 0"));
 }
+
+TEST_CASE(
+    "init_values rejects a shard it cannot index with an error, not from inside the threads") {
+  auto be = make_cpu_backend(2);
+  ParamRegistry reg;
+  reg.add({.name = "cube",
+           .global_shape = {2, 4, 6},
+           .local_shape = {2, 4, 3},
+           .partition_dim = 2,
+           .init_std = 0.02,
+           .shard_index = 1});
+  reg.allocate(*be, DType::kF64);
+  CHECK_THROWS_WITH(reg.init_values(*be, 5), Catch::Contains("sharded init of cube"));
+}
