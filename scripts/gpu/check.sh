@@ -34,7 +34,8 @@ On a machine with an NVIDIA GPU, CUDA (nvcc, cuBLAS, cuBLASLt) and NCCL:
            (mtnlg-bench-train --profile), blocked and FA2-style: OUT/profile-1.3b-*.txt
 Each stage logs to WORK/STAGE.log (copied to OUT when it fails); the summary goes to
 OUT/check.txt and OUT/check.json, the benchmark table to OUT/bench.txt and OUT/bench.json
-(raw lines: OUT/bench-results.jsonl).
+(raw lines: OUT/bench-results.jsonl), rewritten after each row so that a bench cut short by a
+time limit leaves the rows it measured.
 
   --out DIR        where the summary, the benchmark table and failed stages' logs go
                    (default: $OUT if set, else out/gpu)
@@ -343,8 +344,22 @@ stage_bench() {
   dep_env
   local j=$out/bench-results.jsonl
   rm -f "$j"
+  # The table so far, rewritten after each row: a stage cut short by its time limit still leaves
+  # OUT/bench.txt and bench.json with the rows it measured (the planner's rows come first).
+  refresh_table() { python3 scripts/gpu/report.py bench "$j" "$out/bench.json" >"$out/bench.txt" 2>/dev/null || true; }
+  # The planner's figure for the shapes below (one rank, fp32 masters, no checkpointing).
+  "$build_dir/mtnlg-train" --config configs/gpt2-124m.yaml --dry-run --json --world-size 1 \
+    --set parallel.micro_batch_size=8 --set batch.global_batch_size=8 |
+    python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps({"impl": "plan", "name": "gpt2-124m", "memory_bytes": d["memory_per_rank_bytes"]["total"]}))' >>"$j"
+  "$build_dir/mtnlg-train" --config configs/1.3b.yaml --dry-run --json --world-size 1 \
+    --set parallel.micro_batch_size=4 --set batch.global_batch_size=4 |
+    python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps({"impl": "plan", "name": "1.3b", "memory_bytes": d["memory_per_rank_bytes"]["total"]}))' >>"$j"
+  "$build_dir/mtnlg-train" --config configs/1.3b.yaml --dry-run --json --world-size 1 \
+    "${e2e_overrides[@]}" |
+    python3 -c 'import json,sys; d=json.load(sys.stdin); t=d["memory_per_rank_bytes"]["total"]; [print(json.dumps({"impl": "plan", "name": n, "memory_bytes": t})) for n in ("1.3b-train", "1.3b-train-flash2")]' >>"$j"
   "$build_dir/bench/mtnlg-bench-gemm" --device cuda --dtype bf16 --models gpt2-124m-b8,1.3b \
     --min-time 0.1 --json >>"$j"
+  refresh_table
   local gpt2=(--name gpt2-124m --layers 12 --hidden 768 --heads 12 --seq 1024 --micro-batch 8
     --global-batch 8 --iters 8 --warmup-iters 2 --precision bf16)
   local xl=(--name 1.3b --layers 24 --hidden 2048 --heads 16 --seq 2048 --micro-batch 4
@@ -352,7 +367,9 @@ stage_bench() {
   for model in gpt2 xl; do
     local -n args=$model
     "$build_dir/bench/mtnlg-bench-train" "${args[@]}" --device cuda --json >>"$j"
+    refresh_table
     python3 bench/torch_train.py "${args[@]}" --device cuda --json >>"$j"
+    refresh_table
   done
   # The 1.3B step with the FA2-style attention kernels (core/kernels/flash2_forward.h and
   # flash2_backward.h; row 1.3b-flash2), and the recipe end to end with them (row
@@ -360,6 +377,7 @@ stage_bench() {
   # the goal. A stage cut short by its time limit loses the rows after these.
   MTNLG_CUDA_ATTENTION=flash2 "$build_dir/bench/mtnlg-bench-train" "${xl[@]/#1.3b/1.3b-flash2}" \
     --device cuda --json >>"$j"
+  refresh_table
   # Where the 1.3B step's time goes with the recipe's dropout (0.1), each backend call timed (a
   # synchronization after each: the sum is above the step's own time): OUT/profile-1.3b-blocked.txt
   # and OUT/profile-1.3b-flash2.txt.
@@ -371,28 +389,22 @@ stage_bench() {
       >"$out/profile-1.3b-$kernels.txt" 2>&1 || e2e_status=1
   done
   e2e_row 1.3b-train "$j" || e2e_status=1
+  refresh_table
   MTNLG_CUDA_ATTENTION=flash2 e2e_row 1.3b-train-flash2 "$j" || e2e_status=1
+  refresh_table
   # The 1.3B step again with each choice changed, to measure what each gives: the flash attention
   # kernels instead of the blocked (cuBLAS) ones, the default (row 1.3b-flash), and the bias and
   # GeLU as separate kernels instead of in cuBLASLt's epilogue (row 1.3b-unfused).
   MTNLG_CUDA_ATTENTION=flash "$build_dir/bench/mtnlg-bench-train" "${xl[@]/#1.3b/1.3b-flash}" \
     --device cuda --json >>"$j"
+  refresh_table
   MTNLG_CUDA_EPILOGUES=off "$build_dir/bench/mtnlg-bench-train" "${xl[@]/#1.3b/1.3b-unfused}" \
     --device cuda --json >>"$j"
+  refresh_table
   # And the flash kernels with each warp's product tiles in one k loop, its accumulators in
   # registers (row 1.3b-grid; the same bits, core/cuda/flash_attention_cuda.cu DeviceExec).
   MTNLG_CUDA_ATTENTION=flash MTNLG_CUDA_FLASH_TILES=grid "$build_dir/bench/mtnlg-bench-train" \
     "${xl[@]/#1.3b/1.3b-grid}" --device cuda --json >>"$j"
-  # The planner's figure for the same shapes (one rank, fp32 masters, no checkpointing).
-  "$build_dir/mtnlg-train" --config configs/gpt2-124m.yaml --dry-run --json --world-size 1 \
-    --set parallel.micro_batch_size=8 --set batch.global_batch_size=8 |
-    python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps({"impl": "plan", "name": "gpt2-124m", "memory_bytes": d["memory_per_rank_bytes"]["total"]}))' >>"$j"
-  "$build_dir/mtnlg-train" --config configs/1.3b.yaml --dry-run --json --world-size 1 \
-    --set parallel.micro_batch_size=4 --set batch.global_batch_size=4 |
-    python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps({"impl": "plan", "name": "1.3b", "memory_bytes": d["memory_per_rank_bytes"]["total"]}))' >>"$j"
-  "$build_dir/mtnlg-train" --config configs/1.3b.yaml --dry-run --json --world-size 1 \
-    "${e2e_overrides[@]}" |
-    python3 -c 'import json,sys; d=json.load(sys.stdin); t=d["memory_per_rank_bytes"]["total"]; [print(json.dumps({"impl": "plan", "name": n, "memory_bytes": t})) for n in ("1.3b-train", "1.3b-train-flash2")]' >>"$j"
   python3 scripts/gpu/report.py bench "$j" "$out/bench.json" | tee "$out/bench.txt" || return 1
   return "$e2e_status"
 }
