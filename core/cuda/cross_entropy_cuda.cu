@@ -28,18 +28,50 @@ __device__ A block_reduce(A v) {
   return r;
 }
 
+// f(j, x[j]) for this thread's share of a row's elements [0, n): whole 16-byte packs when the
+// row starts on a 16-byte boundary (one load a lane where 2-byte bf16 elements took eight), then
+// the rest one at a time. Each element reaches f exactly once, from one thread.
+template <typename T, typename F>
+__device__ __forceinline__ void for_row(const T* x, int64_t n, F&& f) {
+  constexpr int kN = Pack<T>::kN;
+  const int64_t whole = reinterpret_cast<uintptr_t>(x) % 16 == 0 ? n / kN : 0;
+  for (int64_t q = threadIdx.x; q < whole; q += kCudaBlock) {
+    const Pack<T> p = load_pack(x + q * kN);
+#pragma unroll
+    for (int k = 0; k < kN; ++k) f(q * kN + k, p.v[k]);
+  }
+  for (int64_t j = whole * kN + threadIdx.x; j < n; j += kCudaBlock) f(j, x[j]);
+}
+
+// d[j] = f(j, x[j]) for this thread's share of [0, n): whole packs (a pack read, then written, by
+// one thread: d may be x) when both rows start on a 16-byte boundary, then one at a time.
+template <typename T, typename F>
+__device__ __forceinline__ void map_row(T* d, const T* x, int64_t n, F&& f) {
+  constexpr int kN = Pack<T>::kN;
+  const bool aligned = (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(d)) % 16 == 0;
+  const int64_t whole = aligned ? n / kN : 0;
+  for (int64_t q = threadIdx.x; q < whole; q += kCudaBlock) {
+    const Pack<T> p = load_pack(x + q * kN);
+    Pack<T> out;
+#pragma unroll
+    for (int k = 0; k < kN; ++k) out.v[k] = f(q * kN + k, p.v[k]);
+    store_pack(d + q * kN, out);
+  }
+  for (int64_t j = whole * kN + threadIdx.x; j < n; j += kCudaBlock) d[j] = f(j, x[j]);
+}
+
 // (max, sum of exp(x - max)) over x[0..vocab)
 template <typename T>
 __device__ void row_logsumexp(const T* x, int64_t vocab, acc_t<T>& mx, acc_t<T>& sum) {
   using A = acc_t<T>;
   A m = static_cast<A>(x[0]);
-  for (int64_t j = threadIdx.x; j < vocab; j += kCudaBlock) {
-    const A v = static_cast<A>(x[j]);
+  for_row(x, vocab, [&](int64_t, T e) {
+    const A v = static_cast<A>(e);
     m = v > m ? v : m;
-  }
+  });
   mx = block_reduce<true>(m);
-  A s = 0;
-  for (int64_t j = threadIdx.x; j < vocab; j += kCudaBlock) s += exp(static_cast<A>(x[j]) - mx);
+  A s = 0;  // each thread's elements in order, then the threads in order: fixed
+  for_row(x, vocab, [&](int64_t, T e) { s += exp(static_cast<A>(e) - mx); });
   sum = block_reduce<false>(s);
 }
 
@@ -67,14 +99,15 @@ __global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const
   const A inv = grad_scale / sum;
   const int32_t target = targets[r];
   T* dx = dlogits + r * vp;
-  for (int64_t j = threadIdx.x; j < vp; j += kCudaBlock) {
+  const auto grad = [&](int64_t j, T e) {
     A g = 0;
     if (j < vocab) {
-      g = exp(static_cast<A>(x[j]) - mx) * inv;
+      g = exp(static_cast<A>(e) - mx) * inv;
       if (j == target) g -= grad_scale;
     }
-    dx[j] = static_cast<T>(g);
-  }
+    return static_cast<T>(g);
+  };
+  map_row(dx, x, vp, grad);
 }
 
 // The vocab-parallel steps (a block per row), in double as on the CPU: a shard's statistics meet
@@ -84,10 +117,10 @@ __global__ void cross_entropy_shard_max_kernel(double* row_max, const T* logits,
                                                int64_t real) {
   const T* x = logits + static_cast<int64_t>(blockIdx.x) * cols;
   double m = -INFINITY;
-  for (int64_t j = threadIdx.x; j < real; j += kCudaBlock) {
-    const double v = static_cast<double>(static_cast<acc_t<T>>(x[j]));
+  for_row(x, real, [&](int64_t, T e) {
+    const double v = static_cast<double>(static_cast<acc_t<T>>(e));
     m = v > m ? v : m;
-  }
+  });
   m = block_reduce<true>(m);
   if (threadIdx.x == 0) row_max[blockIdx.x] = m;
 }
@@ -100,9 +133,9 @@ __global__ void cross_entropy_shard_stats_kernel(double* stats, const T* logits,
   const int64_t r = blockIdx.x;
   const T* x = logits + r * cols;
   const double mx = row_max[r];
-  double sum = 0.0;
-  for (int64_t j = threadIdx.x; j < real; j += kCudaBlock)
-    sum += exp(static_cast<double>(static_cast<acc_t<T>>(x[j])) - mx);
+  double sum = 0.0;  // each thread's elements in order, then the threads in order: fixed
+  for_row(x, real,
+          [&](int64_t, T e) { sum += exp(static_cast<double>(static_cast<acc_t<T>>(e)) - mx); });
   sum = block_reduce<false>(sum);
   if (threadIdx.x == 0) {
     stats[r] = sum;
@@ -123,13 +156,14 @@ __global__ void cross_entropy_shard_backward_kernel(T* dlogits, const T* logits,
   T* d = dlogits + r * cols;
   const int64_t target = kernels::shard_index(targets[r], start, cols);
   const double mx = row_max[r], sum = row_sum[r];
-  for (int64_t j = threadIdx.x; j < cols; j += kCudaBlock) {
+  const auto grad = [&](int64_t j, T e) {
     const double g = j < real
-                         ? kernels::vocab_ce_grad(static_cast<double>(static_cast<acc_t<T>>(x[j])),
-                                                  mx, sum, j == target, grad_scale)
+                         ? kernels::vocab_ce_grad(static_cast<double>(static_cast<acc_t<T>>(e)), mx,
+                                                  sum, j == target, grad_scale)
                          : 0.0;
-    d[j] = static_cast<T>(static_cast<acc_t<T>>(g));
-  }
+    return static_cast<T>(static_cast<acc_t<T>>(g));
+  };
+  map_row(d, x, cols, grad);
 }
 
 }  // namespace
