@@ -34,7 +34,7 @@ __device__ A block_reduce(A v) {
 template <typename T, typename F>
 __device__ __forceinline__ void for_row(const T* x, int64_t n, F&& f) {
   constexpr int kN = Pack<T>::kN;
-  const int64_t whole = reinterpret_cast<uintptr_t>(x) % 16 == 0 ? n / kN : 0;
+  const int64_t whole = aligned16(x) ? n / kN : 0;
   for (int64_t q = threadIdx.x; q < whole; q += kCudaBlock) {
     const Pack<T> p = load_pack(x + q * kN);
 #pragma unroll
@@ -48,8 +48,7 @@ __device__ __forceinline__ void for_row(const T* x, int64_t n, F&& f) {
 template <typename T, typename F>
 __device__ __forceinline__ void map_row(T* d, const T* x, int64_t n, F&& f) {
   constexpr int kN = Pack<T>::kN;
-  const bool aligned = (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(d)) % 16 == 0;
-  const int64_t whole = aligned ? n / kN : 0;
+  const int64_t whole = aligned16(x) && aligned16(d) ? n / kN : 0;
   for (int64_t q = threadIdx.x; q < whole; q += kCudaBlock) {
     const Pack<T> p = load_pack(x + q * kN);
     Pack<T> out;

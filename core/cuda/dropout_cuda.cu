@@ -88,7 +88,7 @@ void dropout_apply(Tensor& out, const Tensor& in, double p, RngStream rng, cudaS
     }
     const auto scale = kernels::dropout_scale(static_cast<acc_t<T>>(static_cast<float>(p)));
     if constexpr (Pack<T>::kN % 4 == 0) {
-      if (rng.offset % 4 == 0 && packed<T>(0, {out.data(), in.data()})) {
+      if (rng.offset % 4 == 0 && aligned16({out.data(), in.data()})) {
         const int64_t threads = n / Pack<T>::kN + n % Pack<T>::kN;
         dropout_packed_kernel<<<cuda_grid(threads), kCudaBlock, 0, stream>>>(
             out.data_as<T>(), in.data_as<T>(), static_cast<float>(p), scale, rng, n);

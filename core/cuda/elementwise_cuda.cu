@@ -63,7 +63,7 @@ struct ScaleOp {  // x alpha (unary: the second operand is ignored)
 // Launches map2_kernel over n elements: packed when every pointer allows it.
 template <typename T, typename Op>
 void map2(T* out, const T* in0, const T* in1, int64_t n, cudaStream_t stream, Op op) {
-  const bool packs = packed<T>(0, {out, in0, in1});
+  const bool packs = aligned16({out, in0, in1});
   const int64_t threads = packs ? n / Pack<T>::kN + n % Pack<T>::kN : n;
   map2_kernel<<<cuda_grid(threads), kCudaBlock, 0, stream>>>(out, in0, in1, n, packs, op);
 }

@@ -12,6 +12,7 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernels_cuda.h"
+#include "core/cuda/launch_cuda.h"
 #include "core/kernels/dropout_math.h"
 #include "core/kernels/flash2_backward.h"
 #include "core/kernels/flash2_forward.h"
@@ -137,8 +138,8 @@ bool flash2_attention_applies(const FlashDevice& dev, const Tensor& qkv, int64_t
     return false;
   // 16-byte loads of every row (and 4-byte stores of pairs).
   for (const Tensor* t : operands)
-    if (reinterpret_cast<uintptr_t>(t->data()) % 16 != 0) return false;
-  return reinterpret_cast<uintptr_t>(qkv.data()) % 16 == 0;
+    if (!aligned16(t->data())) return false;
+  return aligned16(qkv.data());
 }
 
 void flash2_forward_cuda(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,

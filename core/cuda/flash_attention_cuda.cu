@@ -304,8 +304,8 @@ bool flash_attention_applies(const FlashDevice& dev, const Tensor& qkv, int64_t 
   if (need > dev.max_smem_optin) return false;
   // 16-byte loads of every row.
   for (const Tensor* t : operands)
-    if (reinterpret_cast<uintptr_t>(t->data()) % 16 != 0) return false;
-  return reinterpret_cast<uintptr_t>(qkv.data()) % 16 == 0;
+    if (!aligned16(t->data())) return false;
+  return aligned16(qkv.data());
 }
 
 void flash_attention_forward_cuda(const FlashDevice& dev, Tensor& out, Tensor& stats,

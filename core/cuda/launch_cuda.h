@@ -74,14 +74,22 @@ __device__ __forceinline__ void store_pack(T* p, const Pack<T>& v) {
   *reinterpret_cast<Pack<T>*>(p) = v;
 }
 
+// Whether p sits on a 16-byte boundary: the one rule for a pack (or a cp.async) at p.
+__host__ __device__ __forceinline__ bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+// Whether every pointer does.
+inline bool aligned16(std::initializer_list<const void*> ptrs) {
+  for (const void* p : ptrs)
+    if (!aligned16(p)) return false;
+  return true;
+}
+
 // Whether rows of `c` elements of T can be read in whole packs: c a multiple of the pack and
 // every pointer on a 16-byte boundary.
 template <typename T>
 bool packed(int64_t c, std::initializer_list<const void*> ptrs) {
-  if (c % Pack<T>::kN != 0) return false;
-  for (const void* p : ptrs)
-    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
-  return true;
+  return c % Pack<T>::kN == 0 && aligned16(ptrs);
 }
 
 __device__ __forceinline__ int64_t first_index() {
