@@ -309,3 +309,9 @@ set_tests_properties(gpu_report PROPERTIES TIMEOUT 120)
 add_test(NAME train_bench_cli
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/bench/train_bench_cli_test.sh ${PROJECT_BINARY_DIR})
 set_tests_properties(train_bench_cli PROPERTIES TIMEOUT 120)
+
+# mtnlg-bench-attention and bench/torch_attention.py on the CPU: usage errors, the FLOP count,
+# and scripts/gpu/report.py attention's join of the two.
+add_test(NAME attention_bench
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/bench/attention_bench_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(attention_bench PROPERTIES TIMEOUT 120)

@@ -31,7 +31,11 @@ On a machine with an NVIDIA GPU, CUDA (nvcc, cuBLAS, cuBLASLt) and NCCL:
            mtnlg-train (row 1.3b-train: its loader over data/demo, dropout, 16 micro-batches
            an iteration, 8 iterations; row 1.3b-train-flash2 with the FA2-style kernels);
            and where the 1.3B step's time goes with dropout 0.1, each backend call timed
-           (mtnlg-bench-train --profile), blocked and FA2-style: OUT/profile-1.3b-*.txt
+           (mtnlg-bench-train --profile), blocked and FA2-style: OUT/profile-1.3b-*.txt;
+           first of all (after the GEMM rate), attention alone, forward and backward timed
+           apart, ours (blocked, flash2) against PyTorch's scaled_dot_product_attention (FA2)
+           without and with dropout 0.1: OUT/attention.txt (mtnlg-bench-attention,
+           bench/torch_attention.py)
 Each stage logs to WORK/STAGE.log (copied to OUT when it fails); the summary goes to
 OUT/check.txt and OUT/check.json, the benchmark table to OUT/bench.txt and OUT/bench.json
 (raw lines: OUT/bench-results.jsonl), rewritten after each row so that a bench cut short by a
@@ -360,6 +364,20 @@ stage_bench() {
   "$build_dir/bench/mtnlg-bench-gemm" --device cuda --dtype bf16 --models gpt2-124m-b8,1.3b \
     --min-time 0.1 --json >>"$j"
   refresh_table
+  # Attention alone, forward and backward timed apart, ours (blocked and FA2-style kernels) and
+  # PyTorch's scaled_dot_product_attention (its FlashAttention-2 kernels) on the same shapes,
+  # without and with the recipe's dropout: OUT/attention.txt and attention.json. A few seconds;
+  # first, as the figures that say where attention stands against FA2.
+  local a=$out/attention-results.jsonl status=0 p
+  rm -f "$a"
+  for p in 0 0.1; do
+    "$build_dir/bench/mtnlg-bench-attention" --device cuda --kernels blocked,flash2 --dropout "$p" \
+      --min-time 0.2 --json >>"$a" || status=1
+    python3 bench/torch_attention.py --device cuda --dropout "$p" --min-time 0.2 --json >>"$a" ||
+      status=1
+  done
+  python3 scripts/gpu/report.py attention "$a" "$out/attention.json" | tee "$out/attention.txt" ||
+    status=1
   local gpt2=(--name gpt2-124m --layers 12 --hidden 768 --heads 12 --seq 1024 --micro-batch 8
     --global-batch 8 --iters 8 --warmup-iters 2 --precision bf16)
   local xl=(--name 1.3b --layers 24 --hidden 2048 --heads 16 --seq 2048 --micro-batch 4
@@ -381,16 +399,16 @@ stage_bench() {
   # Where the 1.3B step's time goes with the recipe's dropout (0.1), each backend call timed (a
   # synchronization after each: the sum is above the step's own time): OUT/profile-1.3b-blocked.txt
   # and OUT/profile-1.3b-flash2.txt.
-  local e2e_status=0 kernels
+  local kernels
   for kernels in blocked flash2; do
     MTNLG_CUDA_ATTENTION=$kernels "$build_dir/bench/mtnlg-bench-train" --name "1.3b-$kernels" \
       --layers 24 --hidden 2048 --heads 16 --seq 2048 --micro-batch 4 --global-batch 4 \
       --iters 2 --warmup-iters 1 --precision bf16 --dropout 0.1 --profile --device cuda \
-      >"$out/profile-1.3b-$kernels.txt" 2>&1 || e2e_status=1
+      >"$out/profile-1.3b-$kernels.txt" 2>&1 || status=1
   done
-  e2e_row 1.3b-train "$j" || e2e_status=1
+  e2e_row 1.3b-train "$j" || status=1
   refresh_table
-  MTNLG_CUDA_ATTENTION=flash2 e2e_row 1.3b-train-flash2 "$j" || e2e_status=1
+  MTNLG_CUDA_ATTENTION=flash2 e2e_row 1.3b-train-flash2 "$j" || status=1
   refresh_table
   # The 1.3B step again with each choice changed, to measure what each gives: the flash attention
   # kernels instead of the blocked (cuBLAS) ones, the default (row 1.3b-flash), and the bias and
@@ -406,7 +424,7 @@ stage_bench() {
   MTNLG_CUDA_ATTENTION=flash MTNLG_CUDA_FLASH_TILES=grid "$build_dir/bench/mtnlg-bench-train" \
     "${xl[@]/#1.3b/1.3b-grid}" --device cuda --json >>"$j"
   python3 scripts/gpu/report.py bench "$j" "$out/bench.json" | tee "$out/bench.txt" || return 1
-  return "$e2e_status"
+  return "$status"
 }
 
 machine_facts

@@ -15,6 +15,11 @@
       ratio, peak memory (and the planner's figure for ours), and what the process held on the
       GPU outside the caching allocator (the CUDA context, library buffers). Text on stdout,
       JSON to OUT.json.
+  report.py attention RESULTS.jsonl OUT.json
+      the attention table from mtnlg-bench-attention / torch_attention.py JSON lines: per shape
+      and dropout each implementation's forward and backward ms and TFLOP/s (FlashAttention's
+      count), and PyTorch's time over ours (> 1: ours is faster) for forward, backward and both.
+      Text on stdout, JSON to OUT.json.
 """
 import json
 import statistics
@@ -93,6 +98,37 @@ def bench(path, out_path):
     return 0
 
 
+def attention(path, out_path):
+    lines = [json.loads(line) for line in open(path) if line.strip()]
+    rows = [r for r in lines if r.get("bench") == "attention"]
+    table = []
+    for r in rows:
+        torch = next((t for t in rows if t["impl"] == "torch" and t["name"] == r["name"]
+                      and t["dropout"] == r["dropout"] and t["dtype"] == r["dtype"]), None)
+        row = dict(r)
+        if torch and r["impl"] != "torch":
+            row["torch_over_ours_fwd"] = torch["fwd_ms"] / r["fwd_ms"]
+            row["torch_over_ours_bwd"] = torch["bwd_ms"] / r["bwd_ms"]
+            row["torch_over_ours"] = (torch["fwd_ms"] + torch["bwd_ms"]) / (r["fwd_ms"] + r["bwd_ms"])
+        table.append(row)
+    table.sort(key=lambda t: (t["name"], t["dropout"], t["impl"] != "torch"))
+    print("attention alone (median call; TFLOP/s as FlashAttention counts: causal forward "
+          "2 b h s^2 d, backward 2.5x; torch/ours: PyTorch's time over ours, > 1 ours faster)")
+    print(f"{'shape':<14} {'drop':>4} {'impl':<6} {'runs':<8} {'fwd ms':>8} {'bwd ms':>8} "
+          f"{'fwd TF/s':>8} {'bwd TF/s':>8} {'torch/ours fwd':>14} {'bwd':>5} {'both':>5}")
+    for t in table:
+        ratios = ""
+        if "torch_over_ours" in t:
+            ratios = (f"{t['torch_over_ours_fwd']:>14.2f} {t['torch_over_ours_bwd']:>5.2f} "
+                      f"{t['torch_over_ours']:>5.2f}")
+        print(f"{t['name']:<14} {t['dropout']:>4g} {t['impl']:<6} {t['runs']:<8} "
+              f"{t['fwd_ms']:>8.3f} {t['bwd_ms']:>8.3f} {t['fwd_tflops']:>8.1f} "
+              f"{t['bwd_tflops']:>8.1f} {ratios}")
+    with open(out_path, "w") as f:
+        json.dump({"rows": table}, f, indent=1)
+    return 0 if rows else 1
+
+
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "demo":
         return demo(sys.argv[2])
@@ -100,6 +136,8 @@ def main():
         return train_row(sys.argv[2], sys.argv[3], sys.argv[4])
     if len(sys.argv) == 4 and sys.argv[1] == "bench":
         return bench(sys.argv[2], sys.argv[3])
+    if len(sys.argv) == 4 and sys.argv[1] == "attention":
+        return attention(sys.argv[2], sys.argv[3])
     print(__doc__, file=sys.stderr)
     return 2
 
