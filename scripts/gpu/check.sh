@@ -36,10 +36,13 @@ On a machine with an NVIDIA GPU, CUDA (nvcc, cuBLAS, cuBLASLt) and NCCL:
            apart, ours (blocked, flash2) against PyTorch's scaled_dot_product_attention (FA2)
            without and with dropout 0.1: OUT/attention.txt (mtnlg-bench-attention,
            bench/torch_attention.py)
+  ncu      Nsight Compute on the FA2-style kernels (forward, dq, dk/dv; 1.3B shape, dropout
+           0.1): OUT/ncu-flash2-*.txt; skipped where ncu is missing or not permitted
 Each stage logs to WORK/STAGE.log (copied to OUT when it fails); the summary goes to
 OUT/check.txt and OUT/check.json, the benchmark table to OUT/bench.txt and OUT/bench.json
 (raw lines: OUT/bench-results.jsonl), rewritten after each row so that a bench cut short by a
-time limit leaves the rows it measured.
+time limit leaves the rows it measured. A stage is pass, fail or skip (what it needs is not on
+the machine: only ncu skips).
 
   --out DIR        where the summary, the benchmark table and failed stages' logs go
                    (default: $OUT if set, else out/gpu)
@@ -53,7 +56,7 @@ time limit leaves the rows it measured.
 
 Environment: NCCL_ROOT  where nccl.h and libnccl.so* are (default: searched under /usr,
 /usr/local/cuda and Python's nvidia/nccl package). Exit status: 0 when every stage passed,
-1 when one failed (the summary names it), 2 for bad arguments.
+1 when one failed (the summary names it; a skipped stage is not a failure), 2 for bad arguments.
 USAGE
 }
 
@@ -63,7 +66,7 @@ prefix=/tmp/mtnlg-deps
 build_dir=build-gpu
 # Every stage, in the order they run: the one list the default, the check of --stages and the
 # run loop all read (a stage missing from one of them once made the default list an error).
-all_stages=(deps build kernels train layouts demo bench)
+all_stages=(deps build kernels train layouts demo bench ncu)
 stages=$(IFS=,; echo "${all_stages[*]}")
 list_only=false
 arch=
@@ -102,12 +105,17 @@ declare -A result
 log() { echo "check.sh: $*" | tee -a "$summary"; }
 want() { [[ ",$stages," == *",$1,"* ]]; }
 
-# Runs stage $1 (function stage_$1), its output in OUT/$1.log; records pass/fail.
+# Runs stage $1 (function stage_$1), its output in OUT/$1.log; records pass/fail, or skip when
+# the stage returns 77 (what it needs is not on this machine; its log's last line says what).
 run_stage() {
-  local name=$1 start=$SECONDS
+  local name=$1 start=$SECONDS rc=0
   log "---- $name"
-  if "stage_$name" >"$work/$name.log" 2>&1; then
+  "stage_$name" >"$work/$name.log" 2>&1 || rc=$?
+  if ((rc == 0)); then
     result[$name]=pass
+  elif ((rc == 77)); then
+    result[$name]=skip
+    tail -n 1 "$work/$name.log" | sed 's/^/  | /' | tee -a "$summary"
   else
     result[$name]=fail
     cp "$work/$name.log" "$out/"
@@ -427,6 +435,34 @@ stage_bench() {
   return "$status"
 }
 
+# Nsight Compute's view of the FA2-style kernels on the 1.3B shape with the recipe's dropout:
+# where each of forward, dq and dk/dv spends its cycles (tensor pipe and shared-memory
+# throughput, occupancy, warp stall reasons), one launch each, OUT/ncu-flash2-KERNEL.txt. Skipped
+# (77) where ncu is missing or the driver keeps the performance counters from this user.
+stage_ncu() {
+  dep_env
+  local ncu kernel rc=0
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null |
+    head -1) || true
+  if [[ -z $ncu ]]; then
+    echo "ncu: Nsight Compute not found (PATH, /usr/local/cuda/bin, /opt/nvidia/nsight-compute)"
+    return 77
+  fi
+  for kernel in forward dq dkv; do
+    "$ncu" --kernel-name "regex:flash2_${kernel}_kernel" --launch-count 1 \
+      --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+      --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+      --section SchedulerStats --section InstructionStats \
+      "$build_dir/bench/mtnlg-bench-attention" --device cuda --kernels flash2 --shapes 1.3b \
+      --dropout 0.1 --min-time 0 >"$out/ncu-flash2-$kernel.txt" 2>&1 || rc=1
+    if grep -q "ERR_NVGPUCTRPERM" "$out/ncu-flash2-$kernel.txt"; then
+      echo "ncu: the driver keeps the GPU performance counters from this user (ERR_NVGPUCTRPERM)"
+      return 77
+    fi
+  done
+  return "$rc"
+}
+
 machine_facts
 for s in "${all_stages[@]}"; do
   want "$s" || continue
@@ -446,6 +482,6 @@ done
   printf '}}\n'
 } >"$out/check.json"
 failed=0
-for s in "${!result[@]}"; do [[ ${result[$s]} == pass ]] || failed=1; done
+for s in "${!result[@]}"; do [[ ${result[$s]} == fail ]] && failed=1; done
 log "summary: $(cat "$out/check.json")"
 exit $failed
