@@ -442,10 +442,10 @@ stage_bench() {
 stage_ncu() {
   dep_env
   local ncu kernel rc=0
-  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null |
-    head -1) || true
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /usr/local/cuda*/nsight-compute*/ncu \
+    /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1) || true
   if [[ -z $ncu ]]; then
-    echo "ncu: Nsight Compute not found (PATH, /usr/local/cuda/bin, /opt/nvidia/nsight-compute)"
+    echo "ncu: Nsight Compute not found (PATH, /usr/local/cuda*, /opt/nvidia/nsight-compute)"
     return 77
   fi
   for kernel in forward dq dkv; do
