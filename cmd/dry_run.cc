@@ -208,7 +208,9 @@ bool print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
          "context (estimated), one cuBLAS/cuBLASLt workspace (32 MiB; 4 MiB before Hopper), "
          "kernel scratch (attention's: the blocked kernels, the default, the scores of one "
          "sequence; with MTNLG_CUDA_ATTENTION=flash or flash2, bf16/fp16, one float per row, and "
-         "flash2's dropout bits, s/8 bytes a row; and the backend's own 8 KiB for reductions) "
+         "flash2's dropout bits, s/8 bytes a row; or, where larger, the column sums' partials of "
+         "the bias and LayerNorm gradients, about 2 MiB a term in bf16; and the backend's own 8 "
+         "KiB for reductions) "
          "and NCCL's buffers (estimated per communicator of "
          "two or more ranks: 32 channels of its three protocols' buffers; NVLS buffers not "
          "included); mtnlg-train logs what it measures outside its allocator. Not counted: "
@@ -402,6 +404,7 @@ bool print_dry_run_json(const Recipe& r, const PlanOptions& o, std::ostream& out
       .str("largest_term", worst.memory.largest())
       .raw("memory_per_rank_bytes", memory_json(worst.memory))
       .num("cuda_attention_scratch_bytes", p.cuda_attention_scratch_bytes)
+      .num("cuda_column_sum_scratch_bytes", p.cuda_column_sum_scratch_bytes)
       .num("virtual_pipeline", p.pipeline > 1 ? r.parallel.virtual_pipeline : 1)
       .num("bubble_fraction", p.bubble_fraction)
       .num("iterations", p.iterations)

@@ -10,6 +10,7 @@
 
 #include "core/cpu/matmul_bf16.h"
 #include "core/cuda/attention_workspace.h"
+#include "core/cuda/column_sum_plan.h"
 #include "core/cuda/device_overheads.h"
 #include "core/status.h"
 #include "model/gpt_flops.h"
@@ -295,15 +296,29 @@ int64_t cpu_weight_copy_bytes(const Recipe& r, int threads, int64_t rows, int64_
   return layers * layer + (head ? both(padded_vocab / tp, h) : 0);
 }
 
+// The CUDA backend's largest column-sum scratch (core/cuda/column_sum_plan.h) over one layer's
+// calls: the bias gradients of qkv and fc1 (fused with GeLU's backward) over every token of the
+// micro-batch, those of dense and fc2 and the LayerNorms' two sums over the residual stream's
+// rows (a tensor rank's share under sequence parallelism); fp32 sums.
+int64_t cuda_column_sum_scratch(const Recipe& r, int64_t b, int64_t tp, int64_t element_bytes) {
+  const int64_t rows = b * r.model.seq_length, local = local_rows(r, b, tp);
+  const int64_t h = r.model.hidden_size, f = r.model.ffn_hidden_size;
+  const auto bytes = [&](int64_t n, int64_t cols, int terms) {
+    return column_sum_scratch_bytes(n, cols, element_bytes, 4, terms);
+  };
+  return std::max(
+      {bytes(rows, 3 * h / tp, 1), bytes(rows, f / tp, 1), bytes(local, h, 1), bytes(local, h, 2)});
+}
+
 // One rank's device overheads (core/cuda/device_overheads.h). Its NCCL communicators are those
 // of parallel/cuda/nccl_communicator.h's make_nccl_groups with two or more ranks: world, tensor,
 // data and data-gradients (GradSync's own), pipeline, and embedding on the first and last
 // stages; the checkpoint group is Gloo.
-DeviceOverheads device_overheads(const Plan& plan, const StagePlan& st, int64_t attention_scratch) {
+DeviceOverheads device_overheads(const Plan& plan, const StagePlan& st, int64_t workspace_scratch) {
   DeviceOverheads d;
   d.cuda_context = kCudaContextEstimateBytes;
   d.blas_workspace = kBlasWorkspacePlanBytes;
-  d.kernel_scratch = attention_scratch + kCudaBackendScratchBytes;
+  d.kernel_scratch = workspace_scratch + kCudaBackendScratchBytes;
   const bool ends = st.embedding || st.head;
   d.nccl_communicators = (plan.world > 1) + (plan.tensor > 1) + 2 * (plan.data > 1) +
                          (plan.pipeline > 1) + (plan.pipeline > 1 && ends);
@@ -322,6 +337,7 @@ void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
   plan.cuda_attention_scratch_bytes =
       cuda_attention_scratch(b, heads / tp, r.model.seq_length, h / heads, e,
                              r.model.attention_dropout > 0, attention_kernels_chosen());
+  plan.cuda_column_sum_scratch_bytes = cuda_column_sum_scratch(r, b, tp, e);
   const bool mixed = r.precision != Precision::kFP32;
   const int64_t v = chunks(r);
   const int64_t layers_per_stage = r.model.num_layers / pp, layers_per_chunk = layers_per_stage / v;
@@ -389,7 +405,9 @@ void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
     m.workspace = st.logits_bytes + st.scratch_bytes + st.recompute_bytes + st.receive_bytes +
                   st.reduce_scatter_bytes + st.reduce_staging_bytes + st.weight_copy_bytes;
     if (o.device == Device::kCUDA)
-      st.device = device_overheads(plan, st, plan.cuda_attention_scratch_bytes);
+      st.device = device_overheads(
+          plan, st,
+          std::max(plan.cuda_attention_scratch_bytes, plan.cuda_column_sum_scratch_bytes));
     plan.stages.push_back(st);
   }
   for (const auto& st : plan.stages) {

@@ -150,11 +150,15 @@ struct Plan {
   int64_t worst_device_stage = 0;
   int64_t memory_limit_bytes = 0;
   bool fits = false;  // every stage's device_total() within memory_limit_bytes
-  // On a GPU, beyond each rank's tensors: the CUDA backend's largest scratch, attention's
+  // On a GPU, beyond each rank's tensors: the CUDA backend's scratch, attention's
   // (core/cuda/attention_workspace.h: the flash kernels' one float per row, or the blocked
   // kernels' scores of one sequence); counted, with the backend's own 8 KiB, in each stage's
   // DeviceOverheads::kernel_scratch.
   int64_t cuda_attention_scratch_bytes = 0;
+  // The largest scratch of the CUDA backend's column sums (core/cuda/column_sum_plan.h: the
+  // partial sums of a bias or LayerNorm gradient, about 2 MiB a term in bf16). The workspace is
+  // one buffer, so kernel_scratch counts the larger of this and attention's.
+  int64_t cuda_column_sum_scratch_bytes = 0;
   // Compute.
   double flops_per_iteration = 0.0;  // the paper's formula (full recompute) at the full batch
   double flops_per_iteration_no_recompute = 0.0;

@@ -82,6 +82,20 @@ struct GeluBiasTerm {
     din[e] = d;
     acc[0] += static_cast<A>(d);
   }
+  // The same for the pack of columns from j0 (16-byte loads and store).
+  __device__ void pack(int64_t r, int64_t j0, acc_t<T> (*acc)[Pack<T>::kN]) const {
+    using A = acc_t<T>;
+    const int64_t e = r * cols + j0;
+    const Pack<T> x = load_pack(in + e), dy = load_pack(dout + e);
+    Pack<T> dx;
+    for (int k = 0; k < Pack<T>::kN; ++k) {
+      const A v = static_cast<A>(x.v[k]);
+      const A grad = kTanh ? kernels::gelu_tanh_grad(v) : kernels::gelu_erf_grad(v);
+      dx.v[k] = static_cast<T>(static_cast<A>(dy.v[k]) * grad);
+      acc[0][k] += static_cast<A>(dx.v[k]);
+    }
+    store_pack(din + e, dx);
+  }
 };
 
 }  // namespace
@@ -90,13 +104,15 @@ void gelu_bias_backward_cuda(Tensor& din, Tensor& dbias, const Tensor& dout, con
                              Activation act, Workspace& ws, cudaStream_t stream) {
   const int64_t cols = dbias.numel();
   if (cols == 0 || din.numel() == 0) return;
-  const cuda::ColumnSumPlan plan = cuda::column_sum_plan(din.numel() / cols, cols);
   dispatch_floating(din.dtype(), "gelu_bias_backward", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
+    const cuda::ColumnSumPlan plan = cuda::column_sum_plan<T>(din.numel() / cols, cols);
     A* partial = static_cast<A*>(ws.get(plan.partial_elements() * sizeof(A)));
+    const bool pack = packed<T>(cols, {din.data(), dout.data(), in.data()});
     const auto run = [&](auto term) {
-      cuda::column_sums<A, 1>(plan, {{dbias.data_as<A>()}}, term, partial, stream);
+      cuda::column_sums<A, Pack<T>::kN, 1>(plan, {{dbias.data_as<A>()}}, term, pack, partial,
+                                           stream);
     };
     if (act == Activation::kGeluTanh)
       run(GeluBiasTerm<T, true>{din.data_as<T>(), dout.data_as<T>(), in.data_as<T>(), cols});

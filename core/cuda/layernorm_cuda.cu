@@ -166,6 +166,17 @@ struct LayerNormParamTerms {
     acc[0] += dy * (static_cast<A>(in[r * c + j]) - mean[r]) * rstd[r];
     acc[1] += dy;
   }
+  // The same for the pack of columns from j0 (16-byte loads), the same terms per element.
+  __device__ void pack(int64_t r, int64_t j0, acc_t<T> (*acc)[Pack<T>::kN]) const {
+    using A = acc_t<T>;
+    const Pack<T> d = load_pack(dout + r * c + j0), x = load_pack(in + r * c + j0);
+    const A m = mean[r], rs = rstd[r];
+    for (int k = 0; k < Pack<T>::kN; ++k) {
+      const A dy = static_cast<A>(d.v[k]);
+      acc[0][k] += dy * (static_cast<A>(x.v[k]) - m) * rs;
+      acc[1][k] += dy;
+    }
+  }
 };
 
 unsigned row_blocks(int64_t n) {
@@ -200,10 +211,10 @@ void layernorm_backward_cuda(Tensor& din, Tensor& dweight, Tensor& dbias, const 
                              const Tensor& rstd, Workspace& ws, cudaStream_t stream) {
   const int64_t c = in.dim(-1), n = in.numel() / c;
   if (n == 0) return;
-  const cuda::ColumnSumPlan plan = cuda::column_sum_plan(n, c);
   dispatch_floating(in.dtype(), "layernorm_backward", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
+    const cuda::ColumnSumPlan plan = cuda::column_sum_plan<T>(n, c);
     A* partial = static_cast<A*>(ws.get(2 * plan.partial_elements() * sizeof(A)));
     if (packed<T>(c, {din.data(), dout.data(), in.data(), weight.data()})) {
       layernorm_backward_input_packed_kernel<<<row_blocks(n), kCudaBlock, 0, stream>>>(
@@ -215,10 +226,11 @@ void layernorm_backward_cuda(Tensor& din, Tensor& dweight, Tensor& dbias, const 
           mean.data_as<A>(), rstd.data_as<A>(), n, c);
     }
     CUDA_CHECK(cudaGetLastError());
-    cuda::column_sums<A, 2>(plan, {{dweight.data_as<A>(), dbias.data_as<A>()}},
-                            LayerNormParamTerms<T>{dout.data_as<T>(), in.data_as<T>(),
-                                                   mean.data_as<A>(), rstd.data_as<A>(), c},
-                            partial, stream);
+    cuda::column_sums<A, Pack<T>::kN, 2>(
+        plan, {{dweight.data_as<A>(), dbias.data_as<A>()}},
+        LayerNormParamTerms<T>{dout.data_as<T>(), in.data_as<T>(), mean.data_as<A>(),
+                               rstd.data_as<A>(), c},
+        packed<T>(c, {dout.data(), in.data()}), partial, stream);
   });
 }
 

@@ -55,6 +55,10 @@ struct BiasTerm {
   __device__ void operator()(int64_t r, int64_t j, acc_t<T>* acc) const {
     acc[0] += static_cast<acc_t<T>>(dy[r * cols + j]);
   }
+  __device__ void pack(int64_t r, int64_t j0, acc_t<T> (*acc)[Pack<T>::kN]) const {
+    const Pack<T> v = load_pack(dy + r * cols + j0);
+    for (int k = 0; k < Pack<T>::kN; ++k) acc[0][k] += static_cast<acc_t<T>>(v.v[k]);
+  }
 };
 
 }  // namespace
@@ -128,13 +132,14 @@ void bias_backward_cuda(Tensor& dbias, const Tensor& dy, Workspace& ws, cudaStre
   const int64_t cols = dbias.numel();
   if (cols == 0) return;
   const int64_t rows = dy.numel() / cols;
-  const cuda::ColumnSumPlan plan = cuda::column_sum_plan(rows, cols);
   dispatch_floating(dy.dtype(), "bias_backward", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
+    const cuda::ColumnSumPlan plan = cuda::column_sum_plan<T>(rows, cols);
     A* partial = static_cast<A*>(ws.get(plan.partial_elements() * sizeof(A)));
-    cuda::column_sums<A, 1>(plan, {{dbias.data_as<A>()}}, BiasTerm<T>{dy.data_as<T>(), cols},
-                            partial, stream);
+    cuda::column_sums<A, Pack<T>::kN, 1>(plan, {{dbias.data_as<A>()}},
+                                         BiasTerm<T>{dy.data_as<T>(), cols},
+                                         packed<T>(cols, {dy.data()}), partial, stream);
   });
 }
 

@@ -2,6 +2,7 @@
 // against arithmetic written out here by hand.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <sstream>
@@ -9,6 +10,7 @@
 #include "cmd/dry_run.h"
 #include "cmd/planner.h"
 #include "core/cuda/attention_workspace.h"
+#include "core/cuda/column_sum_plan.h"
 #include "core/cuda/device_overheads.h"
 #include "test_util.h"
 
@@ -468,6 +470,41 @@ TEST_CASE(
   CHECK_FALSE(flash_attention_chosen());
 }
 
+// The column sums' scratch (core/cuda/column_sum_plan.h), the figures worked by hand for the 1.3B
+// recipe's micro-batch of 4 x 2048 rows in bf16 (packs of 8 columns, 65536 threads aimed for):
+// qkv's 6144 columns 85 chunks of 97 rows, fc1's 8192 64 chunks of 128, the residual's 2048 256
+// chunks of 32 (LayerNorm: two terms, the largest); and the kernel scratch counts the larger of
+// it and attention's, which flash2 without dropout (one float a row) leaves the smaller.
+TEST_CASE("the column sums' scratch is planned and the kernel scratch takes the larger") {
+  CHECK(column_sum_scratch_bytes(8192, 6144, 2, 4, 1) == 85 * 6144 * 4);
+  CHECK(column_sum_scratch_bytes(8192, 8192, 2, 4, 1) == 64 * 8192 * 4);
+  CHECK(column_sum_scratch_bytes(8192, 2048, 2, 4, 2) == 2 * 256 * 2048 * 4);
+  CHECK(column_sum_scratch_bytes(1, 40, 2, 4, 1) == 1 * 40 * 4);  // fewer rows than chunks
+  CHECK(column_sum_scratch_bytes(0, 40, 2, 4, 1) == 0);
+  // fp32 rows: packs of 4 columns.
+  CHECK(column_sum_plan(8192, 2048, 4).chunks == 128);
+  for (const int64_t rows : {1, 7, 97, 1000, 8192, 100000}) {
+    const ColumnSumPlan c = column_sum_plan(rows, 6144, 8);
+    INFO("rows " << rows);
+    CHECK(c.chunks * c.rows_per_chunk >= rows);       // every row in a chunk
+    CHECK((c.chunks - 1) * c.rows_per_chunk < rows);  // no empty chunk
+  }
+  const Recipe r = recipe("1.3b.yaml", {"parallel.micro_batch_size=4"});
+  const Plan p = make_plan(r, PlanOptions{});
+  CHECK(p.cuda_column_sum_scratch_bytes == 2 * 256 * 2048 * 4);
+  for (const StagePlan& st : p.stages)
+    CHECK(st.device.kernel_scratch ==
+          std::max(p.cuda_attention_scratch_bytes, p.cuda_column_sum_scratch_bytes) + 1024 * 8 + 4);
+  {
+    const Recipe q = recipe("1.3b.yaml", {"parallel.micro_batch_size=4",
+                                          "model.attention_dropout=0", "model.hidden_dropout=0"});
+    ScopedEnv env("MTNLG_CUDA_ATTENTION", "flash2");
+    const Plan f = make_plan(q, PlanOptions{});
+    CHECK(f.cuda_attention_scratch_bytes == 4 * 16 * 2048 * 4);
+    CHECK(f.stages[0].device.kernel_scratch == f.cuda_column_sum_scratch_bytes + 1024 * 8 + 4);
+  }
+}
+
 TEST_CASE("MTNLG_CUDA_ATTENTION is read as the CUDA backend reads it - a misspelling is an error") {
   const Recipe r = recipe("1.3b.yaml");
   const auto scratch = [&] { return make_plan(r, PlanOptions{}).cuda_attention_scratch_bytes; };
@@ -511,7 +548,8 @@ TEST_CASE("device overheads: per stage on a GPU - counted in fits - none on the 
     CHECK(st.device.cuda_context == kCudaContextEstimateBytes);
     CHECK(st.device.blas_workspace == int64_t{32} << 20);
     // Attention's, and the CUDA backend's own (sum_squares' partials and check_ids' word).
-    CHECK(st.device.kernel_scratch == p.cuda_attention_scratch_bytes + 1024 * 8 + 4);
+    CHECK(st.device.kernel_scratch ==
+          std::max(p.cuda_attention_scratch_bytes, p.cuda_column_sum_scratch_bytes) + 1024 * 8 + 4);
     CHECK(st.device.nccl_buffers == st.device.nccl_communicators * kNcclCommunicatorEstimateBytes);
     CHECK(st.device_total() == st.memory.total() + st.device.cuda_context +
                                    st.device.blas_workspace + st.device.kernel_scratch +

@@ -4,6 +4,7 @@
 // warp or block). Needs a GPU: without one the executable exits 77 (CTest: skipped).
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -162,6 +163,50 @@ TEST_CASE("layernorm forward and backward match the CPU") {
   expect_close(tw.host(dx_g), dx_c, slack(dt, 4), "layernorm din");
   expect_close(tw.host(dw_g), dw_c, slack(dt, 512), "layernorm dweight");
   expect_close(tw.host(db_g), db_c, slack(dt, 512), "layernorm dbias");
+}
+
+// The column sums behind every bias and LayerNorm parameter gradient (core/cuda/
+// column_sum_cuda.cuh): 16-byte packs where the rows allow, element by element where they do
+// not (here: the same values one element off a 16-byte boundary), one plan for both, so the
+// same bits; and the CPU's sums within the rounding of a different order (which grows as the
+// square root of the rows, as a random walk of roundings does). Shapes with many row
+// chunks (more than the finishing pass's eight warps), a column count that is not a multiple
+// of 32 (the finishing pass's last block), one row, and wide rows.
+TEST_CASE("column sums take packs or elements with the same bits and match the CPU") {
+  const DType dt = GENERATE(DType::kF32, DType::kF64, DType::kBF16, DType::kF16);
+  const auto [rows, cols] =
+      GENERATE(std::pair<int64_t, int64_t>{4099, 40}, std::pair<int64_t, int64_t>{1, 16},
+               std::pair<int64_t, int64_t>{37, 6144}, std::pair<int64_t, int64_t>{1000, 8200});
+  INFO(dtype_name(dt) << " [" << rows << ", " << cols << "]");
+  Twin tw;
+  const DType at = acc_dtype(dt);
+  const Tensor dy = random_tensor({rows, cols}, dt, 1), x = random_tensor({rows, cols}, dt, 2);
+  const Tensor db0 = random_tensor({cols}, at, 3);
+  Tensor aligned = tw.dev(dy);
+  Tensor flat = tw.gpu->alloc({rows * cols + 1}, dt);
+  Tensor shifted = flat.slice(1, rows * cols + 1).view({rows, cols});
+  tw.gpu->copy(shifted, dy);
+
+  const double sum_ulps = 64 + 8 * std::sqrt(static_cast<double>(rows));
+  Tensor db_packed = tw.dev(db0), db_elems = tw.dev(db0), db_c = clone(db0);
+  tw.gpu->bias_backward(db_packed, aligned);
+  tw.gpu->bias_backward(db_elems, shifted);
+  tw.cpu->bias_backward(db_c, dy);
+  CHECK(bitwise_equal(tw.host(db_packed), tw.host(db_elems)));
+  expect_close(tw.host(db_packed), db_c, sum_ulps, "bias_backward");
+
+  // LayerNorm's two sums (weight and bias gradients) over the same rows.
+  const Tensor w = random_tensor({cols}, dt, 4), bb = random_tensor({cols}, dt, 5);
+  Tensor y_c = Tensor::cpu({rows, cols}, dt), m_c = Tensor::cpu({rows}, at),
+         r_c = Tensor::cpu({rows}, at);
+  tw.cpu->layernorm_forward(y_c, m_c, r_c, x, w, bb, 1e-5);
+  Tensor dx_c = Tensor::cpu({rows, cols}, dt), dw_c = clone(db0), dbb_c = clone(db0);
+  tw.cpu->layernorm_backward(dx_c, dw_c, dbb_c, dy, x, w, m_c, r_c);
+  Tensor xg = tw.dev(x), wg = tw.dev(w), m_g = tw.dev(m_c), r_g = tw.dev(r_c);
+  Tensor dx_g = tw.gpu->alloc({rows, cols}, dt), dw_g = tw.dev(db0), dbb_g = tw.dev(db0);
+  tw.gpu->layernorm_backward(dx_g, dw_g, dbb_g, aligned, xg, wg, m_g, r_g);
+  expect_close(tw.host(dw_g), dw_c, sum_ulps, "layernorm dweight");
+  expect_close(tw.host(dbb_g), dbb_c, sum_ulps, "layernorm dbias");
 }
 
 TEST_CASE("gelu and dropout match the CPU, dropout's mask bit for bit") {
