@@ -24,6 +24,18 @@ MTNLG_HD bool dropout_keep_bits(uint32_t bits, float p) {
   return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f) >= p;
 }
 
+// The same decision as one integer comparison, for kernels that decide many elements with one
+// p: dropout_keep_bits(bits, p) == (bits >= dropout_threshold(p)) for every bits and every p in
+// [0, 1). (bits >> 8) * 2^-24 >= p holds exactly when the integer bits >> 8 reaches p * 2^24
+// (exact: a power-of-two scaling), rounded up; and bits >> 8 >= n exactly when bits >= n * 256.
+// tests/core/dropout_test.cc checks it.
+MTNLG_HD uint32_t dropout_threshold(float p) {
+  const float scaled = p * 16777216.0f;     // p * 2^24, exact
+  auto n = static_cast<uint32_t>(scaled);   // p >= 0: truncation is floor
+  if (static_cast<float>(n) < scaled) ++n;  // ceil; n <= 2^24 - 1 for p < 1
+  return n << 8;
+}
+
 // Keep decisions for element indices of one stream, the same as dropout_keep's. One Philox
 // block (ten rounds of 32-bit products) serves four consecutive indices and is kept until an
 // index outside it is asked, so a caller that walks indices in order draws once per four

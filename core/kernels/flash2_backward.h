@@ -140,6 +140,10 @@ MTNLG_HD void dq_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int64
   const bool dropout = a.dropout_p > 0.0f;
   const int64_t words = keep_words(s);
   static_assert(kBwdTile == 32, "a tile's keep decisions are one word a row");
+  // As forward's: the element indices of key 2t of the thread's rows, the integer threshold.
+  const uint64_t drop0 = flash::drop_index(d, b, h, rows[0], 2 * t);
+  const uint64_t drop1 = flash::drop_index(d, b, h, rows[1], 2 * t);
+  const uint32_t keep_threshold = dropout_threshold(a.dropout_p);
 
   for (int64_t c0 = 0, it = 0; c0 < end; c0 += kBwdTile, ++it) {
     const int buf = begin_tile(w, it, c0 + kBwdTile, end, fetch);
@@ -181,17 +185,22 @@ MTNLG_HD void dq_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int64
     // dS = P (dropped dP - delta), 0 where the row does not see the key; in place of sc. The
     // keep decisions as bits of the tile's word for each row (key c0 + k at bit k).
     uint32_t kept_bits[2] = {0u, 0u};
+    // The last key of the tile each row sees (forward's last_visible): one 32-bit comparison a
+    // score; a tile the warp's rows see whole needs none (warp-uniform).
+    const bool tile_whole = rows_inside && c0 + kBwdTile - 1 <= first_row;
+    const int last[2] = {last_visible<kBwdTile>(rows[0], c0, s),
+                         last_visible<kBwdTile>(rows[1], c0, s)};
     MTNLG_UNROLL
     for (int nt = 0; nt < kSTiles; ++nt) {
       const uint32_t keep =
-          dropout && c0 + nt * 8 <= last_row ? keep_bits(w, a, b, h, rows, c0 + nt * 8, lane) : 0u;
-      // Every row of the warp sees every key of the 8-key tile: no mask (warp-uniform).
-      const bool whole = rows_inside && c0 + nt * 8 + 7 <= first_row;
+          dropout && c0 + nt * 8 <= last_row
+              ? keep_bits(w, a, drop0 + c0 + nt * 8, drop1 + c0 + nt * 8, keep_threshold, lane)
+              : 0u;
       MTNLG_UNROLL
       for (int e = 0; e < 4; ++e) {
         const int r = e >> 1;
         const int col = nt * 8 + mma::c_element(lane, e).col;
-        const bool seen = whole || flash::visible(rows[r], c0 + col, s);
+        const bool seen = tile_whole || col <= last[r];
         // Computed for every element and selected (no branch): a masked one's is discarded.
         const float p = fast_exp2(sc[nt][e] * scale2 - lse2[r]);
         float g = dp[nt][e];
@@ -262,7 +271,8 @@ MTNLG_HD void dkv_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int6
   const int tid = w.thread(), lane = tid & 31, wr = (tid >> 5) * 16;
   const int t = lane & 3;
   const int64_t keys[2] = {k0 + wr + (lane >> 2), k0 + wr + (lane >> 2) + 8};
-  const int64_t first_key = k0 + wr;  // the warp's
+  const int64_t first_key = k0 + wr;                           // the warp's
+  const int kj[2] = {wr + (lane >> 2), wr + (lane >> 2) + 8};  // keys[r] - k0
   const int64_t row_stat = (b * d.heads + h) * s;
   const float scale2 = a.scale * kLog2e;  // scores in base 2 (fast_exp2)
 
@@ -330,20 +340,26 @@ MTNLG_HD void dkv_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int6
     else if (q0 + kBwdTile - 1 >= first_key)  // else every row is before the warp's keys
       products(std::true_type{});
     // P^T, dropped (in st, for dV) and dS^T = P (dropped dP - delta) (in dpt, for dK).
+    // Row q0 + i (i the offset in the tile) sees key j when i >= j - q0 and q0 + i < s
+    // (flash::visible), as 32-bit comparisons of i with two bounds worked out once a tile; a tile
+    // whose every row sees every key of the warp needs neither (warp-uniform).
+    const bool tile_whole = q0 >= first_key + 15 && q0 + kBwdTile - 1 < s;
+    const auto offset_in_tile = [&](int64_t x) {
+      return x <= q0 ? 0 : x >= q0 + kBwdTile ? kBwdTile : static_cast<int>(x - q0);
+    };
+    const int first_seen[2] = {offset_in_tile(keys[0]), offset_in_tile(keys[1])};
+    const int rows_in = offset_in_tile(s);
     MTNLG_UNROLL
     for (int nt = 0; nt < kSTiles; ++nt) {
-      // Every row of the 8-row tile sees every key of the warp: no mask (warp-uniform).
-      const bool whole = q0 + nt * 8 >= first_key + 15 && q0 + nt * 8 + 7 < s;
       MTNLG_UNROLL
       for (int e = 0; e < 4; ++e) {
         const mma::Coord c = mma::c_element(lane, e);
-        const int64_t i = q0 + nt * 8 + c.col, j = keys[c.row >> 3];
-        const bool seen = whole || flash::visible(i, j, s);
+        const int i = nt * 8 + c.col, r = c.row >> 3;
+        const bool seen = tile_whole || (i >= first_seen[r] && i < rows_in);
         // Computed for every element and selected (no branch): a masked one's is discarded.
         const float p = fast_exp2(st[nt][e] * scale2 - slse[nt * 8 + c.col]);
-        const int kj = static_cast<int>(j - k0);
         const bool kept =
-            !dropout || ((skeep[(nt * 8 + c.col) * kKeyWords + kj / 32] >> (kj % 32)) & 1u);
+            !dropout || ((skeep[(nt * 8 + c.col) * kKeyWords + kj[r] / 32] >> (kj[r] % 32)) & 1u);
         const float keep_scale = kept ? (dropout ? a.drop_scale : 1.0f) : 0.0f;
         st[nt][e] = seen ? p * keep_scale : 0.0f;
         dpt[nt][e] = seen ? p * (dpt[nt][e] * keep_scale - sdelta[nt * 8 + c.col]) : 0.0f;

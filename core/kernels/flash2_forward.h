@@ -74,9 +74,12 @@ MTNLG_HD void load_tile(int tid, T* dst, const T* src, int64_t ld_src, int64_t r
 // load_tile's rows by asynchronous copies (cp.async, 16 bytes each): the caller commits them as
 // a group and waits for it before a barrier makes the tile everyone's. Rows past s are zeroed
 // by plain stores. The same vectors to the same threads as load_tile (vector e to thread e %
-// kThreads), with the thread's column and first row worked out once: its vectors are then one
-// pointer step apart, where the general loop spent a division, a 64-bit product and a 64-bit
-// comparison on each (this runs for every K/V tile, in the loop the products are in).
+// kThreads). This runs for every K/V tile, in the loop the products are in, so its addressing is
+// kept to a pointer step a copy: the thread's first source address is one 64-bit product a
+// call, each later pass adds a fixed stride, and the rows inside the sequence are counted once
+// into an int (32-bit comparisons). Worked out per copy, as it was, the SASS spent about a dozen
+// instructions on each of forward's 16 copies a tile (64-bit products and comparisons, the
+// operand's base reloaded from the parameters): as many as the tile's products and loads.
 template <typename T, int HD, int kTileRows, typename W>
 MTNLG_HD void load_tile_async(W& w, int tid, T* dst, const T* src, int64_t ld_src, int64_t row0,
                               int64_t s) {
@@ -85,16 +88,38 @@ MTNLG_HD void load_tile_async(W& w, int tid, T* dst, const T* src, int64_t ld_sr
   constexpr int kPassRows = kThreads / kVecs;  // rows one pass of the block covers
   constexpr int kPasses = (kTileRows + kPassRows - 1) / kPassRows;
   const int r0 = tid / kVecs, c = (tid % kVecs) * 8;
-  const int64_t inside = s - row0;  // rows of the tile inside the sequence (may be <= 0 or more)
+  // Rows of the tile inside the sequence, 0 to kTileRows.
+  const int64_t left = s - row0;
+  const int inside = left <= 0 ? 0 : left < kTileRows ? static_cast<int>(left) : kTileRows;
+  const int64_t step = kPassRows * ld_src;
+  T* to = dst + r0 * (HD + 8) + c;
+  if (r0 >= inside) {  // no row of this thread's is inside: zeros only (a tail tile)
+    MTNLG_UNROLL
+    for (int k = 0; k < kPasses; ++k) {
+      if (kTileRows % kPassRows != 0 && r0 + k * kPassRows >= kTileRows) break;
+      flash::zero16(to + k * kPassRows * (HD + 8));
+    }
+    return;
+  }
+  const T* from = src + (row0 + r0) * ld_src + c;           // inside the sequence: r0 < inside
+  if (kTileRows % kPassRows == 0 && inside == kTileRows) {  // every tile but the last
+    MTNLG_UNROLL
+    for (int k = 0; k < kPasses; ++k) {
+      w.cp_async16(to + k * kPassRows * (HD + 8), from);
+      if (k + 1 < kPasses) from += step;
+    }
+    return;
+  }
   MTNLG_UNROLL
   for (int k = 0; k < kPasses; ++k) {
     const int r = r0 + k * kPassRows;
     if (kTileRows % kPassRows != 0 && r >= kTileRows) break;  // a partial last pass
-    T* to = dst + r * (HD + 8) + c;
     if (r < inside)
-      w.cp_async16(to, src + (row0 + r) * ld_src + c);
+      w.cp_async16(to, from);
     else
       flash::zero16(to);
+    to += kPassRows * (HD + 8);
+    if (k + 1 < kPasses && r + kPassRows < inside) from += step;  // never past the last row
   }
 }
 
@@ -148,43 +173,60 @@ MTNLG_HD uint32_t pack_floats(float lo, float hi) {
   return mma::pack(T(lo).bits, T(hi).bits);
 }
 
-// The dropout keep decisions of this lane's four scores of the 8-key tile at key j0 (a multiple
-// of 8 within the row), bit e for mma::c_element(lane, e): the same as KeepMask's for each element
-// (the CPU's index). A Philox block holds the draws of four consecutive keys, and the two lanes of
-// a quad that hold a block's keys (lanes 4g + 2k and 4g + 2k + 1: keys 4k to 4k + 3) need it for
-// both of their rows; so each draws one, the even lane its first row's, the odd lane its second's,
-// and each passes the other the two words it needs: one block per four scores, where a KeepMask
-// per row drew one per two. A row's draws start at a block boundary only when s is a multiple of
-// 4; otherwise each lane draws its own (warp-uniform either way: the shuffles need every lane).
+// The dropout keep decisions of this lane's four scores of an 8-key tile (keys a multiple of 8
+// within the row), bit e for mma::c_element(lane, e): the same as KeepMask's for each element
+// (the CPU's index). n0 and n1 are the element indices (flash::drop_index, without the stream's
+// offset) of the lane's first key of the tile in its first and second row; `threshold` is
+// dropout_threshold(p) (an integer comparison a decision). A Philox block holds the draws of
+// four consecutive keys, and the two lanes of a quad that hold a block's keys (lanes 4g + 2k and
+// 4g + 2k + 1: keys 4k to 4k + 3) need it for both of their rows; so each draws one, the even
+// lane its first row's, the odd lane its second's, and each passes the other the two words it
+// needs: one block per four scores, where a KeepMask per row drew one per two. A row's draws
+// start at a block boundary only when s is a multiple of 4; otherwise each lane draws its own
+// (warp-uniform either way: the shuffles need every lane).
 template <typename W, typename Args>
-MTNLG_HD uint32_t keep_bits(W& w, const Args& a, int64_t b, int64_t h, const int64_t (&rows)[2],
-                            int64_t j0, int lane) {
-  const int q = lane & 3;
-  const int64_t j = j0 + 2 * q;  // the lane's first key
+MTNLG_HD uint32_t keep_bits(W& w, const Args& a, uint64_t n0, uint64_t n1, uint32_t threshold,
+                            int lane) {
   if (a.d.s % 4 != 0) {
     KeepMask first(a.rng, a.dropout_p), second(a.rng, a.dropout_p);
-    uint32_t bits = 0;
-    MTNLG_UNROLL
-    for (int e = 0; e < 4; ++e) {
-      KeepMask& mask = e < 2 ? first : second;
-      const bool kept = mask.keep(flash::drop_index(a.d, b, h, rows[e >> 1], j + (e & 1)));
-      bits |= static_cast<uint32_t>(kept) << e;
-    }
-    return bits;
+    return static_cast<uint32_t>(first.keep(n0)) | static_cast<uint32_t>(first.keep(n0 + 1)) << 1 |
+           static_cast<uint32_t>(second.keep(n1)) << 2 |
+           static_cast<uint32_t>(second.keep(n1 + 1)) << 3;
   }
-  const bool odd = (q & 1) != 0;
-  const uint64_t n = a.rng.offset + flash::drop_index(a.d, b, h, odd ? rows[1] : rows[0], j);
+  const bool odd = (lane & 1) != 0;
+  const uint64_t n = a.rng.offset + (odd ? n1 : n0);
   const Philox4 r = philox4x32_10(a.rng.seed, a.rng.stream, n >> 2);
   // Even lane: keys 4k, 4k + 1 (words 0 and 1); odd lane: keys 4k + 2, 4k + 3 (words 2 and 3).
   const uint32_t x0 = w.shfl_xor(odd ? r.v[0] : r.v[2], 1);
   const uint32_t x1 = w.shfl_xor(odd ? r.v[1] : r.v[3], 1);
   const uint32_t first0 = odd ? x0 : r.v[0], first1 = odd ? x1 : r.v[1];
   const uint32_t second0 = odd ? r.v[2] : x0, second1 = odd ? r.v[3] : x1;
-  const float p = a.dropout_p;
-  return static_cast<uint32_t>(dropout_keep_bits(first0, p)) |
-         static_cast<uint32_t>(dropout_keep_bits(first1, p)) << 1 |
-         static_cast<uint32_t>(dropout_keep_bits(second0, p)) << 2 |
-         static_cast<uint32_t>(dropout_keep_bits(second1, p)) << 3;
+  return static_cast<uint32_t>(first0 >= threshold) |
+         static_cast<uint32_t>(first1 >= threshold) << 1 |
+         static_cast<uint32_t>(second0 >= threshold) << 2 |
+         static_cast<uint32_t>(second1 >= threshold) << 3;
+}
+
+// The larger of two scores (finite or -inf): one instruction on the GPU (FMNMX), where a > b ? a
+// : b is a comparison and a select. Only NaN (never a score here) and the sign of a zero max
+// would tell them apart, and neither changes an exp2(x - max).
+MTNLG_HD float max2(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return fmaxf(a, b);
+#else
+  return std::fmax(a, b);
+#endif
+}
+
+// The last key of this tile's (from key c0, kTileCols keys) that row i sees, as an offset in the
+// tile: -1 when it sees none (i before c0, or i past the sequence), kTileCols - 1 when all. Key
+// c0 + j is visible to row i (flash::visible) exactly when j <= it: one 32-bit comparison a
+// score instead of the 64-bit ones of flash::visible.
+template <int kTileCols>
+MTNLG_HD int last_visible(int64_t i, int64_t c0, int64_t s) {
+  if (i >= s) return -1;
+  const int64_t rel = i - c0;
+  return rel < 0 ? -1 : rel >= kTileCols ? kTileCols - 1 : static_cast<int>(rel);
 }
 
 // Fragments from shared memory by ldmatrix (m8n8, 16-bit): each lane gives the address of one
@@ -269,6 +311,11 @@ MTNLG_HD void forward_thread(W& w, char* smem, const flash::ForwardArgs<T>& a, i
   float m[2] = {neg_inf, neg_inf};
   float l[2] = {0.0f, 0.0f};  // this thread's share of the row sums (its 16 keys of each tile)
   const bool dropout = a.dropout_p > 0.0f;
+  // The element indices of key 2t of the thread's two rows (keep_bits), and the decision's
+  // integer threshold: worked out once, each tile's keys then an addition.
+  const uint64_t drop0 = flash::drop_index(d, b, h, rows[0], 2 * t);
+  const uint64_t drop1 = flash::drop_index(d, b, h, rows[1], 2 * t);
+  const uint32_t keep_threshold = dropout_threshold(a.dropout_p);
 
   for (int64_t c0 = 0, it = 0; c0 < end; c0 += kCols, ++it) {
     const int buf = begin_tile(w, it, c0 + kCols, end, fetch);
@@ -302,30 +349,41 @@ MTNLG_HD void forward_thread(W& w, char* smem, const flash::ForwardArgs<T>& a, i
       scores(std::false_type{});
     else
       scores(std::true_type{});
-    // Scale (base 2) and mask; each row's new maximum over its four lanes. Only 8-key tiles
-    // that reach past the warp's first row (the diagonal) or rows past s need the mask
-    // (warp-uniform): the others skip its comparisons.
+    // Scale (base 2) and mask; each row's new maximum over its four lanes. A tile every row of
+    // the warp sees whole (all but the diagonal's and the sequence's last, warp-uniform) runs
+    // without the mask, in its own copy of the loop; the others compare each key's offset in the
+    // tile with the last one its row sees.
     float mx[2] = {m[0], m[1]};
-    MTNLG_UNROLL
-    for (int nt = 0; nt < kSTiles; ++nt) {
-      const bool whole = rows_inside && c0 + nt * 8 + 7 <= first_row;
-      MTNLG_UNROLL
-      for (int e = 0; e < 4; ++e) {
-        const int r = e >> 1;
-        float x = sc[nt][e] * scale2;
-        if (!whole && !flash::visible(rows[r], c0 + nt * 8 + mma::c_element(lane, e).col, s))
-          x = neg_inf;
-        sc[nt][e] = x;
-        mx[r] = flash::fmax_(mx[r], x);
+    const auto scale_scores = [&](auto masked) {
+      int last[2] = {kCols - 1, kCols - 1};
+      if (decltype(masked)::value) {
+        last[0] = last_visible<kCols>(rows[0], c0, s);
+        last[1] = last_visible<kCols>(rows[1], c0, s);
       }
-    }
+      MTNLG_UNROLL
+      for (int nt = 0; nt < kSTiles; ++nt) {
+        MTNLG_UNROLL
+        for (int e = 0; e < 4; ++e) {
+          const int r = e >> 1;
+          float x = sc[nt][e] * scale2;
+          if (decltype(masked)::value && nt * 8 + mma::c_element(lane, e).col > last[r])
+            x = neg_inf;
+          sc[nt][e] = x;
+          mx[r] = max2(mx[r], x);
+        }
+      }
+    };
+    if (rows_inside && c0 + kCols - 1 <= first_row)
+      scale_scores(std::false_type{});
+    else
+      scale_scores(std::true_type{});
     // m_use: the maximum the exponents subtract, 0 while a row has seen no key (its scores are
     // all -inf, and exp2(-inf - 0) = 0 where -inf - -inf would be NaN).
     float alpha[2], m_use[2];
     MTNLG_UNROLL
     for (int r = 0; r < 2; ++r) {
-      mx[r] = flash::fmax_(mx[r], w.shfl_xor(mx[r], 1));
-      mx[r] = flash::fmax_(mx[r], w.shfl_xor(mx[r], 2));
+      mx[r] = max2(mx[r], w.shfl_xor(mx[r], 1));
+      mx[r] = max2(mx[r], w.shfl_xor(mx[r], 2));
       m_use[r] = mx[r] == neg_inf ? 0.0f : mx[r];
       alpha[r] = fast_exp2(m[r] - m_use[r]);  // 0 from m = -inf
       m[r] = mx[r];
@@ -337,7 +395,9 @@ MTNLG_HD void forward_thread(W& w, char* smem, const flash::ForwardArgs<T>& a, i
     for (int nt = 0; nt < kSTiles; ++nt) {
       // Tiles wholly past the warp's last row draw nothing (warp-uniform): all their p are 0.
       const uint32_t keep =
-          dropout && c0 + nt * 8 <= last_row ? keep_bits(w, a, b, h, rows, c0 + nt * 8, lane) : 0u;
+          dropout && c0 + nt * 8 <= last_row
+              ? keep_bits(w, a, drop0 + c0 + nt * 8, drop1 + c0 + nt * 8, keep_threshold, lane)
+              : 0u;
       MTNLG_UNROLL
       for (int e = 0; e < 4; ++e) {
         const int r = e >> 1;

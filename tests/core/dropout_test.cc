@@ -3,6 +3,11 @@
 // aliasing, p = 0, bad p, 1 vs 2 threads.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
 #include "core/backend.h"
 #include "core/kernels/dropout_math.h"
 #include "kernel_check.h"
@@ -15,6 +20,35 @@ TEST_CASE("dropout_keep_bits is dropout_keep on the same bits") {
   for (uint64_t i = 0; i < 20000; ++i)
     REQUIRE(kernels::dropout_keep_bits(rng_bits(s, i), 0.3f) == dropout_keep(s, i, 0.3f));
   CHECK(kernels::dropout_scale(0.2) == Approx(1.25));
+}
+
+// The integer threshold the FA2-style kernels compare with is the float comparison's decision
+// for every 32-bit word: around each threshold exhaustively (its 256 words and the next), and
+// for random words; at p = 0 (all kept), the recipes' 0.1, p whose p * 2^24 is a whole number
+// (the threshold exactly), just above and below those, and the largest float below 1.
+TEST_CASE("dropout_threshold decides as dropout_keep_bits for every word") {
+  std::vector<float> ps = {
+      0.0f, 0.1f, 0.2f, 0.25f, 0.5f, 0.9f, 1.0f / 16777216.0f, 3e-8f, std::nextafter(1.0f, 0.0f)};
+  for (const float q : {0.25f, 0.5f, 0.125f, 0.1f})
+    for (const float p : {std::nextafter(q, 0.0f), std::nextafter(q, 1.0f)}) ps.push_back(p);
+  std::mt19937 gen(5);
+  for (const float p : ps) {
+    INFO("p " << p);
+    const uint32_t t = kernels::dropout_threshold(p);
+    int bad = 0;
+    for (int64_t d = -512; d < 512; ++d) {
+      const int64_t w = static_cast<int64_t>(t) + d;
+      if (w < 0 || w > 0xFFFFFFFFll) continue;
+      const auto bits = static_cast<uint32_t>(w);
+      bad += kernels::dropout_keep_bits(bits, p) != (bits >= t);
+    }
+    for (int i = 0; i < 100000; ++i) {
+      const uint32_t bits = gen();
+      bad += kernels::dropout_keep_bits(bits, p) != (bits >= t);
+    }
+    CHECK(bad == 0);
+  }
+  CHECK(kernels::dropout_threshold(0.0f) == 0u);
 }
 
 TEST_CASE("dropout keeps ~1-p - scales kept values - and matches dropout_keep") {
