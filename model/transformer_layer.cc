@@ -200,24 +200,25 @@ void TransformerLayer::backward(Backend& be, LayerScratch& s, Tensor dres,
     layernorm_backward_sequence_parallel(be, dres, w, bias, s.dln, in, mean, rstd, sp->ln_grads,
                                          tensor_);
   };
+  // The gradient into a sub-block's output from dres (dL/d(its sum with the skip path)): through
+  // the hidden dropout into s.dh, or without dropout dres itself, which nothing writes until the
+  // sub-block's LayerNorm backward, after its last read (a copy moved the whole residual
+  // gradient twice a layer for nothing).
+  const auto through_dropout = [&](DropoutSite site) -> const Tensor& {
+    if (c_.hidden_dropout <= 0) return dres;
+    be.dropout_backward(s.dh, dres, c_.hidden_dropout, rng(site));
+    return s.dh;
+  };
   // MLP sub-block, reversed. dres holds dL/d(out), which is also the skip path's dL/d(h1).
-  if (c_.hidden_dropout > 0) {
-    be.dropout_backward(s.dh, dres, c_.hidden_dropout, rng(DropoutSite::kMlpOutput));
-  } else {
-    be.copy(s.dh, dres);
-  }
-  linear_backward(be, s.dact, all_rows(s.dh), a.act_out, *fc2_w_, fc2_b_);
+  linear_backward(be, s.dact, all_rows(through_dropout(DropoutSite::kMlpOutput)), a.act_out,
+                  *fc2_w_, fc2_b_);
   // GeLU's backward and fc1's bias gradient in one call (the CUDA backend fuses them).
   be.gelu_bias_backward(s.dact, fc1_b_->grad, s.dact, a.fc1_out, c_.activation);
   column_backward(s.dact, a.ln2_out, *fc1_w_, nullptr);
   layernorm_backward(*ln2_w_, *ln2_b_, a.h1, a.ln2_mean, a.ln2_rstd);
   // Attention sub-block, reversed. dres now holds dL/d(h1) = the skip path's dL/dx.
-  if (c_.hidden_dropout > 0) {
-    be.dropout_backward(s.dh, dres, c_.hidden_dropout, rng(DropoutSite::kAttentionOutput));
-  } else {
-    be.copy(s.dh, dres);
-  }
-  linear_backward(be, s.dattn, all_rows(s.dh), a.attn_out, *dense_w_, dense_b_);
+  linear_backward(be, s.dattn, all_rows(through_dropout(DropoutSite::kAttentionOutput)), a.attn_out,
+                  *dense_w_, dense_b_);
   attention_backward(be, s, a,
                      layer_dropout_stream(seed, mb, index_, DropoutSite::kAttentionProbs));
   column_backward(s.dqkv, a.ln1_out, *qkv_w_, qkv_b_);
