@@ -105,6 +105,11 @@ void TimingBackend::gelu_backward(Tensor& din, const Tensor& dout, const Tensor&
   timed("gelu_backward", 0.0, [&] { inner_.gelu_backward(din, dout, in, act); });
 }
 
+void TimingBackend::dropout_add(Tensor& y, const Tensor& x, const Tensor& residual, double p,
+                                RngStream rng) {
+  timed("dropout_add", 0.0, [&] { inner_.dropout_add(y, x, residual, p, rng); });
+}
+
 void TimingBackend::gelu_bias_backward(Tensor& din, Tensor& dbias, const Tensor& dout,
                                        const Tensor& in, Activation act) {
   timed("gelu_bias_backward", 0.0, [&] { inner_.gelu_bias_backward(din, dbias, dout, in, act); });

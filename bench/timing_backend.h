@@ -71,6 +71,8 @@ class TimingBackend final : public Backend {
                           const Tensor& rstd) override;
   void gelu_forward(Tensor& out, const Tensor& in, Activation act) override;
   void gelu_backward(Tensor& din, const Tensor& dout, const Tensor& in, Activation act) override;
+  void dropout_add(Tensor& y, const Tensor& x, const Tensor& residual, double p,
+                   RngStream rng) override;
   void gelu_bias_backward(Tensor& din, Tensor& dbias, const Tensor& dout, const Tensor& in,
                           Activation act) override;
   void attention_forward(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,

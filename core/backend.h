@@ -229,6 +229,18 @@ class Backend {
 
   // out = in * keep / (1 - p), keep drawn from rng element index i (out may alias in).
   virtual void dropout_forward(Tensor& out, const Tensor& in, double p, RngStream rng) = 0;
+  // y = residual + dropout_forward(x): a sub-block's output through the hidden dropout onto the
+  // residual stream, one call so that a backend may fuse them (the CUDA one does: one pass over
+  // the rows instead of two, the same bits). y may alias x; it aliases residual only when p is 0.
+  // By default exactly the two calls (the sum rounded as add rounds it).
+  virtual void dropout_add(Tensor& y, const Tensor& x, const Tensor& residual, double p,
+                           RngStream rng) {
+    if (p == 0.0) return add(y, residual, x);
+    MTNLG_CHECK_MSG(y.data() != residual.data(),
+                    "dropout_add: y aliases residual (dropout needs y for x's dropped copy)");
+    dropout_forward(y, x, p, rng);
+    add(y, residual, y);
+  }
   // din = dout * keep / (1 - p) (din may alias dout)
   virtual void dropout_backward(Tensor& din, const Tensor& dout, double p, RngStream rng) = 0;
 

@@ -153,9 +153,8 @@ void TransformerLayer::forward(Backend& be, LayerActivations& a, Tensor out, con
   linear_forward(be, a.qkv, gathered(a.ln1_out), *qkv_w_, *qkv_b_);  // column-parallel
   attention_forward(be, a, layer_dropout_stream(seed, mb, index_, DropoutSite::kAttentionProbs));
   row_parallel(a.attn_out, *dense_w_, *dense_b_);
-  if (c_.hidden_dropout > 0)
-    be.dropout_forward(out, out, c_.hidden_dropout, rng(DropoutSite::kAttentionOutput));
-  be.add(a.h1, x, out);
+  // Hidden dropout and the residual add, one call (the CUDA backend fuses them).
+  be.dropout_add(a.h1, out, x, c_.hidden_dropout, rng(DropoutSite::kAttentionOutput));
   // MLP sub-block.
   be.layernorm_forward(a.ln2_out, a.ln2_mean, a.ln2_rstd, a.h1, ln2_w_->value, ln2_b_->value,
                        c_.ln_eps);
@@ -163,9 +162,7 @@ void TransformerLayer::forward(Backend& be, LayerActivations& a, Tensor out, con
   be.linear_bias_forward(a.fc1_out, gathered(a.ln2_out), fc1_w_->value, fc1_b_->value, &a.act_out,
                          c_.activation);
   row_parallel(a.act_out, *fc2_w_, *fc2_b_);
-  if (c_.hidden_dropout > 0)
-    be.dropout_forward(out, out, c_.hidden_dropout, rng(DropoutSite::kMlpOutput));
-  be.add(out, out, a.h1);
+  be.dropout_add(out, out, a.h1, c_.hidden_dropout, rng(DropoutSite::kMlpOutput));
 }
 
 void TransformerLayer::backward(Backend& be, LayerScratch& s, Tensor dres,

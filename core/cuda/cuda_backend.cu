@@ -480,6 +480,17 @@ class CudaBackend final : public Backend {
     require_same(din, dout, "dropout_backward");
     dropout_backward_cuda(din, dout, p, rng, stream());
   }
+  void dropout_add(Tensor& y, const Tensor& x, const Tensor& residual, double p,
+                   RngStream rng) override {
+    require_cuda(y, "dropout_add", "y");
+    require_cuda(x, "dropout_add", "x");
+    require_cuda(residual, "dropout_add", "residual");
+    require_same(y, x, "dropout_add");
+    require_same(y, residual, "dropout_add");
+    MTNLG_CHECK_MSG(p == 0.0 || y.data() != residual.data(),
+                    "dropout_add: y aliases residual (as the two calls, it may alias x only)");
+    dropout_add_cuda(y, x, residual, p, rng, stream());
+  }
 
   // ---- optimizer ----
   void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,

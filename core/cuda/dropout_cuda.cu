@@ -16,9 +16,19 @@ namespace {
 // out may alias in. Used for forward and backward alike: both are x * keep / (1 - p). One
 // thread per Philox block of the stream's elements [0, n): element i is word (offset + i) & 3 of
 // block (offset + i) >> 2 (core/rng.h rng_bits), so one draw serves four elements.
+// With `res` (dropout_add), out = res + the dropped element, rounded as add_cuda rounds: the
+// dropped value is first rounded to T, as dropout_forward stores it.
 template <typename T>
-__global__ void dropout_kernel(T* out, const T* in, float p, acc_t<T> scale, RngStream rng,
-                               int64_t n) {
+__device__ __forceinline__ T dropped(const T x, bool keep, acc_t<T> scale, const T* res,
+                                     int64_t i) {
+  using A = acc_t<T>;
+  const T d = static_cast<T>(keep ? static_cast<A>(x) * scale : A(0));
+  return res ? static_cast<T>(static_cast<A>(res[i]) + static_cast<A>(d)) : d;
+}
+
+template <typename T>
+__global__ void dropout_kernel(T* out, const T* in, const T* res, float p, acc_t<T> scale,
+                               RngStream rng, int64_t n) {
   using A = acc_t<T>;
   const uint64_t first = rng.offset >> 2;
   const auto blocks =
@@ -30,8 +40,7 @@ __global__ void dropout_kernel(T* out, const T* in, float p, acc_t<T> scale, Rng
     for (int w = 0; w < 4; ++w) {
       const int64_t i = static_cast<int64_t>(4 * block + static_cast<uint64_t>(w) - rng.offset);
       if (i < 0 || i >= n) continue;
-      out[i] = static_cast<T>(
-          kernels::dropout_keep_bits(bits.v[w], p) ? static_cast<A>(in[i]) * scale : A(0));
+      out[i] = dropped(in[i], kernels::dropout_keep_bits(bits.v[w], p), scale, res, i);
     }
   }
 }
@@ -42,8 +51,8 @@ __global__ void dropout_kernel(T* out, const T* in, float p, acc_t<T> scale, Rng
 // last whole pack goes element by element. The same draws and arithmetic per element as
 // dropout_kernel, so the same bits.
 template <typename T>
-__global__ void dropout_packed_kernel(T* out, const T* in, float p, acc_t<T> scale, RngStream rng,
-                                      int64_t n) {
+__global__ void dropout_packed_kernel(T* out, const T* in, const T* res, float p, acc_t<T> scale,
+                                      RngStream rng, int64_t n) {
   using A = acc_t<T>;
   constexpr int kN = Pack<T>::kN;
   static_assert(kN % 4 == 0, "a pack holds whole Philox blocks");
@@ -52,6 +61,7 @@ __global__ void dropout_packed_kernel(T* out, const T* in, float p, acc_t<T> sca
   for (int64_t q = first_index(); q < whole; q += grid_stride()) {
     const Pack<T> x = load_pack(in + q * kN);
     Pack<T> r;
+    const Pack<T> base = res ? load_pack(res + q * kN) : x;
 #pragma unroll
     for (int blk = 0; blk < kN / 4; ++blk) {
       const Philox4 bits =
@@ -59,26 +69,28 @@ __global__ void dropout_packed_kernel(T* out, const T* in, float p, acc_t<T> sca
 #pragma unroll
       for (int w = 0; w < 4; ++w) {
         const int k = 4 * blk + w;
-        r.v[k] = static_cast<T>(
+        const T d = static_cast<T>(
             kernels::dropout_keep_bits(bits.v[w], p) ? static_cast<A>(x.v[k]) * scale : A(0));
+        r.v[k] = res ? static_cast<T>(static_cast<A>(base.v[k]) + static_cast<A>(d)) : d;
       }
     }
     store_pack(out + q * kN, r);
   }
   for (int64_t i = whole * kN + first_index(); i < n; i += grid_stride()) {
     kernels::KeepMask mask(rng, p);  // the tail: fewer than kN elements, a draw each
-    out[i] =
-        static_cast<T>(mask.keep(static_cast<uint64_t>(i)) ? static_cast<A>(in[i]) * scale : A(0));
+    out[i] = dropped(in[i], mask.keep(static_cast<uint64_t>(i)), scale, res, i);
   }
 }
 
-void dropout_apply(Tensor& out, const Tensor& in, double p, RngStream rng, cudaStream_t stream,
-                   const char* op) {
+// out = dropout(in), or with `res` res + dropout(in) (p > 0 then: p == 0 is the caller's add).
+void dropout_apply(Tensor& out, const Tensor& in, const Tensor* res, double p, RngStream rng,
+                   cudaStream_t stream, const char* op) {
   MTNLG_CHECK_MSG(p >= 0.0 && p < 1.0, op << ": dropout probability " << p);
   const int64_t n = out.numel();
   if (n == 0) return;
   dispatch_floating(out.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
+    const T* r = res ? res->data_as<T>() : nullptr;
     if (p == 0.0) {  // identity: no draws needed
       if (out.data() != in.data()) {
         CUDA_CHECK(
@@ -88,16 +100,16 @@ void dropout_apply(Tensor& out, const Tensor& in, double p, RngStream rng, cudaS
     }
     const auto scale = kernels::dropout_scale(static_cast<acc_t<T>>(static_cast<float>(p)));
     if constexpr (Pack<T>::kN % 4 == 0) {
-      if (rng.offset % 4 == 0 && aligned16({out.data(), in.data()})) {
+      if (rng.offset % 4 == 0 && aligned16({out.data(), in.data(), r})) {
         const int64_t threads = n / Pack<T>::kN + n % Pack<T>::kN;
         dropout_packed_kernel<<<cuda_grid(threads), kCudaBlock, 0, stream>>>(
-            out.data_as<T>(), in.data_as<T>(), static_cast<float>(p), scale, rng, n);
+            out.data_as<T>(), in.data_as<T>(), r, static_cast<float>(p), scale, rng, n);
         CUDA_CHECK(cudaGetLastError());
         return;
       }
     }
     dropout_kernel<<<cuda_grid((n + 3) / 4 + 1), kCudaBlock, 0, stream>>>(
-        out.data_as<T>(), in.data_as<T>(), static_cast<float>(p), scale, rng, n);
+        out.data_as<T>(), in.data_as<T>(), r, static_cast<float>(p), scale, rng, n);
     CUDA_CHECK(cudaGetLastError());
   });
 }
@@ -106,12 +118,18 @@ void dropout_apply(Tensor& out, const Tensor& in, double p, RngStream rng, cudaS
 
 void dropout_forward_cuda(Tensor& out, const Tensor& in, double p, RngStream rng,
                           cudaStream_t stream) {
-  dropout_apply(out, in, p, rng, stream, "dropout_forward");
+  dropout_apply(out, in, nullptr, p, rng, stream, "dropout_forward");
 }
 
 void dropout_backward_cuda(Tensor& din, const Tensor& dout, double p, RngStream rng,
                            cudaStream_t stream) {
-  dropout_apply(din, dout, p, rng, stream, "dropout_backward");
+  dropout_apply(din, dout, nullptr, p, rng, stream, "dropout_backward");
+}
+
+void dropout_add_cuda(Tensor& y, const Tensor& x, const Tensor& residual, double p, RngStream rng,
+                      cudaStream_t stream) {
+  if (p == 0.0) return add_cuda(y, residual, x, stream);
+  dropout_apply(y, x, &residual, p, rng, stream, "dropout_add");
 }
 
 }  // namespace mtnlg

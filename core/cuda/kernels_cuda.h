@@ -116,6 +116,9 @@ void dropout_forward_cuda(Tensor& out, const Tensor& in, double p, RngStream rng
                           cudaStream_t stream);
 void dropout_backward_cuda(Tensor& din, const Tensor& dout, double p, RngStream rng,
                            cudaStream_t stream);
+// y = residual + dropout_forward(x) in one pass, the bits of the two calls (y may alias x).
+void dropout_add_cuda(Tensor& y, const Tensor& x, const Tensor& residual, double p, RngStream rng,
+                      cudaStream_t stream);
 
 // ---- layernorm_cuda.cu ----
 void layernorm_forward_cuda(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in,

@@ -19,7 +19,7 @@ expect 2 "--global-batch 3 is not a multiple of --micro-batch 2" -- "${base[@]}"
 expect 2 "--heads: At Most 1 required but received 2" -- "${small[@]}" --heads 4
 expect 2 "--bogus" -- "${small[@]}" --bogus
 expect 0 "dropout 0\.25\)" -- "${small[@]}" --dropout 0.25
-expect 0 "dropout_forward .*dropout_backward|dropout_backward .*dropout_forward" -- \
+expect 0 "dropout_add .*dropout_backward|dropout_backward .*dropout_add" -- \
   "${small[@]}" --dropout 0.25 --profile
 
 loss() { "$bin" "${small[@]}" --json "$@" 2>/dev/null | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["loss"], d["dropout"])'; }

@@ -51,6 +51,37 @@ TEST_CASE("dropout_threshold decides as dropout_keep_bits for every word") {
   CHECK(kernels::dropout_threshold(0.0f) == 0u);
 }
 
+// Backend::dropout_add, the residual connection a layer makes twice, is dropout_forward then add
+// (the CPU backend's default: these are the bits the CUDA backend's fused kernel is held to), in
+// place over x too; p = 0 is add alone; y over the residual is refused naming it.
+TEST_CASE("dropout_add is dropout_forward then add - in place too") {
+  auto be = make_cpu_backend(2);
+  const int64_t n = 1001;
+  const RngStream rng{9, 2, 5};
+  for (const DType dt : {DType::kF32, DType::kBF16}) {
+    Tensor x = be->alloc({n}, dt), res = be->alloc({n}, dt);
+    Tensor xf = be->alloc({n}, DType::kF32), rf = be->alloc({n}, DType::kF32);
+    for (int64_t i = 0; i < n; ++i) {
+      xf.data_as<float>()[i] = std::sin(0.37f * static_cast<float>(i));
+      rf.data_as<float>()[i] = std::cos(0.11f * static_cast<float>(i));
+    }
+    be->copy(x, xf);
+    be->copy(res, rf);
+    for (const double p : {0.0, 0.25}) {
+      Tensor two = be->alloc({n}, dt), fused = be->alloc({n}, dt), in_place = be->alloc({n}, dt);
+      be->dropout_forward(two, x, p, rng);
+      be->add(two, res, two);
+      be->dropout_add(fused, x, res, p, rng);
+      CHECK(bitwise_equal(fused, two));
+      be->copy(in_place, x);
+      be->dropout_add(in_place, in_place, res, p, rng);
+      CHECK(bitwise_equal(in_place, two));
+    }
+    CHECK_THROWS_WITH(be->dropout_add(res, x, res, 0.1, rng),
+                      Catch::Contains("dropout_add: y aliases residual"));
+  }
+}
+
 TEST_CASE("dropout keeps ~1-p - scales kept values - and matches dropout_keep") {
   auto be = make_cpu_backend(2);
   const int64_t n = 1 << 20;

@@ -258,7 +258,35 @@ TEST_CASE("gelu and dropout match the CPU, dropout's mask bit for bit") {
     CHECK(dropped > 600);  // about 30% of 3003
     CHECK(dropped < 1200);
     expect_close(d_h, d_c, 1, "dropout");
+
+    // dropout_add, the residual connection: the fused kernel's bits are dropout_forward's then
+    // add's on the GPU (packed at offsets that are multiples of 4, element by element at the
+    // others and on rows off a 16-byte boundary), in place over x too; and the CPU's two calls
+    // within their roundings. p = 0 is the add alone.
+    for (const double p : {0.0, 0.3}) {
+      INFO("p " << p);
+      Tensor two = tw.gpu->alloc(x.shape(), dt), fused = tw.gpu->alloc(x.shape(), dt);
+      tw.gpu->dropout_forward(two, xg, p, rng);
+      tw.gpu->add(two, dyg, two);
+      tw.gpu->dropout_add(fused, xg, dyg, p, rng);
+      CHECK(bitwise_equal(tw.host(fused), tw.host(two)));
+      Tensor in_place = tw.dev(x);
+      tw.gpu->dropout_add(in_place, in_place, dyg, p, rng);
+      CHECK(bitwise_equal(tw.host(in_place), tw.host(two)));
+      Tensor y_c = Tensor::cpu(x.shape(), dt);
+      tw.cpu->dropout_add(y_c, x, dy, p, rng);
+      expect_close(tw.host(fused), y_c, 2, "dropout_add");
+      // Rows 1..3 of the [3, 1001] tensors: not on a 16-byte boundary.
+      Tensor part = tw.gpu->alloc({2, 1001}, dt), part_two = tw.gpu->alloc({2, 1001}, dt);
+      tw.gpu->dropout_add(part, xg.slice(1, 3), dyg.slice(1, 3), p, rng);
+      tw.gpu->dropout_forward(part_two, xg.slice(1, 3), p, rng);
+      tw.gpu->add(part_two, dyg.slice(1, 3), part_two);
+      CHECK(bitwise_equal(tw.host(part), tw.host(part_two)));
+    }
   }
+  Tensor alias = tw.dev(x);
+  CHECK_THROWS_WITH(tw.gpu->dropout_add(alias, xg, alias, 0.1, RngStream{1, 2, 0}),
+                    Catch::Contains("dropout_add: y aliases residual"));
 }
 
 TEST_CASE("attention forward and backward match the CPU, with and without dropout") {
