@@ -160,7 +160,7 @@ double time_call(Backend& be, double min_seconds, const std::function<void()>& f
 std::string kernels_run(const std::string& asked, DType dtype, int64_t hd) {
   const auto value_bytes = static_cast<int64_t>(dtype_size(dtype));
   if (asked == "flash" && flash_attention_planned(value_bytes, hd)) return "flash";
-  if (asked == "flash2" && flash2_attention_planned(value_bytes, hd)) return "flash2";
+  if (asked.starts_with("flash2") && flash2_attention_planned(value_bytes, hd)) return asked;
   return "blocked";
 }
 
@@ -168,8 +168,12 @@ Result measure(const Options& o, const AttnShape& shape, const std::string& impl
                const Tensor& host_qkv, const Tensor& host_dout, std::vector<float>* ref_out,
                std::vector<float>* ref_dqkv) {
   // The CUDA backend reads its attention kernels from the environment when it is made: the same
-  // switch a training run sets.
-  if (o.device == "cuda") ::setenv("MTNLG_CUDA_ATTENTION", impl.c_str(), 1);
+  // switches a training run sets (flash2-128: flash2 with MTNLG_CUDA_FLASH2_ROWS=128).
+  if (o.device == "cuda") {
+    const bool wide = impl == "flash2-128";
+    ::setenv("MTNLG_CUDA_ATTENTION", wide ? "flash2" : impl.c_str(), 1);
+    ::setenv("MTNLG_CUDA_FLASH2_ROWS", wide ? "128" : "64", 1);
+  }
   auto be = bench::make_bench_backend(o.device, o.threads);
   const DType dtype = dtype_of(o.dtype);
   Tensor qkv = on(*be, host_qkv), dout = on(*be, host_dout);
@@ -285,11 +289,13 @@ int main(int argc, char** argv) {
                  "heads x head size) (default: demo on cpu; gpt2-124m-b8,1.3b on cuda)")
       ->delimiter(',');
   app.add_option("--kernels", o.kernels,
-                 "With --device cuda: comma-separated MTNLG_CUDA_ATTENTION values to time, "
-                 "blocked, flash, flash2 (default: blocked,flash2); the runs column says which "
-                 "ran (blocked where the asked ones do not apply)")
+                 "With --device cuda: comma-separated kernel families to time, "
+                 "MTNLG_CUDA_ATTENTION's blocked, flash, flash2, and flash2-128 (flash2 with "
+                 "MTNLG_CUDA_FLASH2_ROWS=128: the forward's 128-row blocks) (default: "
+                 "blocked,flash2); the runs column says which ran (blocked where the asked ones "
+                 "do not apply)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"blocked", "flash", "flash2"}));
+      ->check(CLI::IsMember({"blocked", "flash", "flash2", "flash2-128"}));
   app.add_option("--device", o.device, "cpu, or cuda (GPU 0; needs a CUDA build)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();

@@ -106,6 +106,9 @@ class CudaBackend final : public Backend {
     // separate kernels.
     attention_ = attention_kernels_chosen();
     flash_.warp_grids = !env_choice("MTNLG_CUDA_FLASH_TILES", "tile", "grid");
+    // The FA2-style forward's query rows a block: 64 (one 16-row m tile a warp) or, with
+    // MTNLG_CUDA_FLASH2_ROWS=128, 128 (two; FlashAttention-2's own); the same bits either way.
+    flash2_wide_rows_ = !env_choice("MTNLG_CUDA_FLASH2_ROWS", "64", "128");
     epilogues_enabled_ = env_choice("MTNLG_CUDA_EPILOGUES", "on", "off");
 
     cudaStream_t stream = nullptr;
@@ -339,7 +342,7 @@ class CudaBackend final : public Backend {
     if (use_flash(qkv, heads, {&out}))
       flash_attention_forward_cuda(flash_, out, stats, qkv, heads, dropout_p, rng, stream());
     else if (use_flash2(qkv, heads, {&out}))
-      flash2_forward_cuda(out, stats, qkv, heads, dropout_p, rng, stream());
+      flash2_forward_cuda(out, stats, qkv, heads, dropout_p, rng, flash2_wide_rows_, stream());
     else
       attention_forward_cuda(blas(), out, stats, qkv, heads, dropout_p, rng, ws_);
   }
@@ -612,6 +615,7 @@ class CudaBackend final : public Backend {
   FlashDevice flash_;
   AttentionKernels attention_ = AttentionKernels::kBlocked;
   bool epilogues_enabled_ = true;
+  bool flash2_wide_rows_ = false;  // MTNLG_CUDA_FLASH2_ROWS=128
   // Bytes alloc() handed out and not yet freed (cudaMalloc'ed sizes; excludes cuBLAS workspace,
   // the backend's own scratch and the CUDA context).
   std::shared_ptr<MemoryCounter> counter_ = std::make_shared<MemoryCounter>();

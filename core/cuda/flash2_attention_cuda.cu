@@ -90,12 +90,12 @@ struct WarpExec {
   }
 };
 
-template <typename T, int HD>
+template <typename T, int HD, int kM>
 __global__ void __launch_bounds__(f2::kThreads) flash2_forward_kernel(fl::ForwardArgs<T> a) {
   extern __shared__ __align__(16) char flash2_smem[];
   WarpExec w;
   const int64_t rb = static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x;
-  f2::forward_thread<T, HD>(w, flash2_smem, a, blockIdx.z, blockIdx.y, rb);
+  f2::forward_thread<T, HD, kM>(w, flash2_smem, a, blockIdx.z, blockIdx.y, rb);
 }
 
 template <typename T, int HD>
@@ -134,7 +134,8 @@ bool flash2_attention_applies(const FlashDevice& dev, const Tensor& qkv, int64_t
   const int64_t hd = qkv.dim(2) / (3 * heads);
   if (!f2::head_dim_supported(hd)) return false;
   if (qkv.dim(0) > 65535 || heads > 65535) return false;
-  if (std::max(f2::smem_bytes<Bf16>(hd), f2::backward_smem_bytes<Bf16>(hd)) > dev.max_smem_optin)
+  if (std::max(f2::smem_bytes<Bf16>(hd, 2), f2::backward_smem_bytes<Bf16>(hd)) >
+      dev.max_smem_optin)
     return false;
   // 16-byte loads of every row (and 4-byte stores of pairs).
   for (const Tensor* t : operands)
@@ -143,17 +144,32 @@ bool flash2_attention_applies(const FlashDevice& dev, const Tensor& qkv, int64_t
 }
 
 void flash2_forward_cuda(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,
-                         double dropout_p, RngStream rng, cudaStream_t stream) {
+                         double dropout_p, RngStream rng, bool wide_rows, cudaStream_t stream) {
   const fl::Dims d = flash_dims(qkv, heads);
   if (d.b == 0 || d.s == 0) return;
   const auto run = [&](auto tag) {
     using T = decltype(tag);
     const fl::ForwardArgs<T> a = flash_forward_args<T>(out, stats, qkv, heads, dropout_p, rng);
-    const int64_t blocks = fl::query_blocks(d.s);
-    if (d.hd == 64)
-      launch(flash2_forward_kernel<T, 64>, blocks, f2::smem_bytes<T>(64), a, stream);
-    else
-      launch(flash2_forward_kernel<T, 128>, blocks, f2::smem_bytes<T>(128), a, stream);
+    const auto go = [&](auto hd_tag, auto m_tag) {
+      constexpr int kHd = decltype(hd_tag)::value, kM = decltype(m_tag)::value;
+      launch(flash2_forward_kernel<T, kHd, kM>, f2::forward_blocks(d.s, kM),
+             f2::smem_bytes<T>(kHd, kM), a, stream);
+    };
+    using H64 = std::integral_constant<int, 64>;
+    using H128 = std::integral_constant<int, 128>;
+    using M1 = std::integral_constant<int, 1>;
+    using M2 = std::integral_constant<int, 2>;
+    if (wide_rows) {
+      if (d.hd == 64)
+        go(H64{}, M2{});
+      else
+        go(H128{}, M2{});
+    } else {
+      if (d.hd == 64)
+        go(H64{}, M1{});
+      else
+        go(H128{}, M1{});
+    }
   };
   if (qkv.dtype() == DType::kBF16)
     run(Bf16{});

@@ -211,8 +211,10 @@ void flash_attention_backward_cuda(const FlashDevice& dev, Tensor& dqkv, const T
 // 8.0 or later, every operand 16-byte aligned.
 bool flash2_attention_applies(const FlashDevice& dev, const Tensor& qkv, int64_t heads,
                               std::initializer_list<const Tensor*> operands);
+// wide_rows: forward blocks of 128 query rows, two 16-row m tiles a warp (MTNLG_CUDA_FLASH2_ROWS=
+// 128), else 64, one a warp; the same bits either way.
 void flash2_forward_cuda(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,
-                         double dropout_p, RngStream rng, cudaStream_t stream);
+                         double dropout_p, RngStream rng, bool wide_rows, cudaStream_t stream);
 void flash2_backward_cuda(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                           const Tensor& stats, int64_t heads, double dropout_p, RngStream rng,
                           Workspace& ws, cudaStream_t stream);

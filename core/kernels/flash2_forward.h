@@ -48,12 +48,26 @@ MTNLG_HD bool head_dim_supported(int64_t hd) {
   return hd == 64 || hd == 128;
 }
 
-// The Q tile and two buffers of K and V tiles, each [64][hd + 8]: the padding puts consecutive
-// rows 16 bytes apart in the banks, so the fragment loads of a warp (8 rows x 4 pairs) hit 32
-// different banks. 87 KiB at head size 128.
+// Query rows of a forward block whose warps own kM 16-row m tiles each (forward_thread), and the
+// keys of its K/V tiles: 64, or 32 with two m tiles, whose scores and O then fill the registers
+// (FlashAttention-2's 128 x 32 tiles at head size 128 with dropout).
+MTNLG_HD constexpr int forward_rows(int kM) {
+  return kRows * kM;
+}
+MTNLG_HD constexpr int forward_cols(int kM) {
+  return kM == 1 ? kCols : kCols / 2;
+}
+MTNLG_HD int64_t forward_blocks(int64_t s, int kM) {
+  return (s + forward_rows(kM) - 1) / forward_rows(kM);
+}
+
+// The Q tile [forward_rows(kM)][hd + 8] and two buffers of K and V tiles, each [64][hd + 8]:
+// the padding puts consecutive rows 16 bytes apart in the banks, so the fragment loads of a
+// warp (8 rows x 4 pairs) hit 32 different banks. 87 KiB at head size 128 (70 KiB with kM 2).
 template <typename T>
-MTNLG_HD size_t smem_bytes(int64_t hd) {
-  return static_cast<size_t>(kRows + 4 * kCols) * static_cast<size_t>(hd + 8) * sizeof(T);
+MTNLG_HD size_t smem_bytes(int64_t hd, int kM = 1) {
+  return static_cast<size_t>(forward_rows(kM) + 4 * forward_cols(kM)) *
+         static_cast<size_t>(hd + 8) * sizeof(T);
 }
 
 // Thread `tid`'s share of loading rows [row0, row0 + kTileRows) of a [s, HD] operand into a
@@ -262,193 +276,253 @@ MTNLG_HD void load_b_cols(W& w, uint32_t (&frag)[2], const T* tile, int ld, int 
   w.template ldmatrix<true>(frag, row);
 }
 
-// Forward for query rows [rb*kRows, rb*kRows + kRows) of head h of sequence b; smem holds
-// smem_bytes<T>(HD).
-template <typename T, int HD, typename W>
+// Forward for query rows [rb * kBlockRows, + kBlockRows) of head h of sequence b, kBlockRows =
+// forward_rows(kM): each warp owns kM consecutive 16-row m tiles. smem holds smem_bytes<T>(HD,
+// kM). With kM = 1 Q's fragments stay in registers for the whole block; with kM = 2 they come
+// from shared memory at every k step (registers hold the two tiles' scores and O instead), and
+// each K or V fragment a warp loads serves both tiles' products: half the fragment loads, the
+// copies and the barriers per product, and each K/V tile fetched once per 128 query rows
+// instead of per 64 (FlashAttention-2's own 128-row blocks of four warps).
+template <typename T, int HD, int kM = 1, typename W>
 MTNLG_HD void forward_thread(W& w, char* smem, const flash::ForwardArgs<T>& a, int64_t b, int64_t h,
                              int64_t rb) {
   static_assert(HD % 16 == 0, "head size a multiple of 16");
+  static_assert(kM == 1 || kM == 2, "one or two m tiles a warp");
   constexpr int ld = HD + 8;
-  constexpr int kSteps = HD / 16;      // k steps of Q K^T
-  constexpr int kOTiles = HD / 8;      // 8-column tiles of O
-  constexpr int kSTiles = kCols / 8;   // 8-key tiles of the scores
-  constexpr int kPSteps = kCols / 16;  // k steps of P V
+  constexpr int kBlockRows = forward_rows(kM);
+  constexpr int kKeys = forward_cols(kM);  // keys of a K/V tile
+  constexpr int kSteps = HD / 16;          // k steps of Q K^T
+  constexpr int kOTiles = HD / 8;          // 8-column tiles of O
+  constexpr int kSTiles = kKeys / 8;       // 8-key tiles of the scores
+  constexpr int kPSteps = kKeys / 16;      // k steps of P V
+  constexpr bool kQInRegisters = kM == 1;
   T* sq = reinterpret_cast<T*>(smem);
   // Two buffers of K then V, by arithmetic (an indexed array of pointers would sit in local
   // memory).
-  const auto kv = [&](int buf) { return sq + (kRows + buf * 2 * kCols) * ld; };
+  const auto kv = [&](int buf) { return sq + (kBlockRows + buf * 2 * kKeys) * ld; };
   const flash::Dims d = a.d;
-  const int64_t s = d.s, ldq = d.ldq(), r0 = rb * kRows;
+  const int64_t s = d.s, ldq = d.ldq(), r0 = rb * kBlockRows;
   const T* base = a.qkv + b * s * ldq + h * 3 * d.hd;
   const int tid = w.thread(), lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int wr = warp * 16;                                    // the warp's first row in the block
-  const int64_t rows[2] = {r0 + wr + g, r0 + wr + g + 8};      // this thread's two rows
-  const int64_t first_row = r0 + wr, last_row = r0 + wr + 15;  // the warp's first and last
-  const bool rows_inside = last_row < s;
+  const int wr = warp * 16 * kM;  // the warp's first row in the block
+  // This thread's two rows of each m tile, and each tile's first and last row.
+  int64_t rows[kM][2], first_row[kM], last_row[kM];
+  MTNLG_UNROLL
+  for (int mi = 0; mi < kM; ++mi) {
+    first_row[mi] = r0 + wr + 16 * mi;
+    last_row[mi] = first_row[mi] + 15;
+    rows[mi][0] = first_row[mi] + g;
+    rows[mi][1] = first_row[mi] + g + 8;
+  }
+  const int64_t warp_last = last_row[kM - 1];
   const float neg_inf = -INFINITY;
   const float scale2 = a.scale * kLog2e;
 
   // Key tiles in flight one ahead of the products: tile c0 + 64 is copied into one buffer while
   // the warps multiply by the other (cp.async groups, one a tile).
-  const int64_t end = r0 + kRows < s ? r0 + kRows : s;  // keys the block's rows can see
+  const int64_t end = r0 + kBlockRows < s ? r0 + kBlockRows : s;  // keys the block's rows see
   const auto fetch = [&](int64_t c0, int buf) {
-    fetch_tiles<T, HD, kCols>(w, tid, kv(buf), base + d.hd, ldq, base + 2 * d.hd, ldq, c0, s);
+    fetch_tiles<T, HD, kKeys>(w, tid, kv(buf), base + d.hd, ldq, base + 2 * d.hd, ldq, c0, s);
   };
   fetch(0, 0);
-  load_tile<T, HD, kRows>(tid, sq, base, ldq, r0, s);
+  load_tile<T, HD, kBlockRows>(tid, sq, base, ldq, r0, s);
   w.sync();
-  uint32_t qa[kSteps][4];
-  MTNLG_UNROLL
-  for (int kk = 0; kk < kSteps; ++kk) load_a(w, qa[kk], sq, ld, wr, kk * 16, lane);
-
-  float o[kOTiles][4];
-  MTNLG_UNROLL
-  for (int j = 0; j < kOTiles; ++j) {
+  [[maybe_unused]] uint32_t qa[kQInRegisters ? kSteps : 1][4];
+  if constexpr (kQInRegisters) {
     MTNLG_UNROLL
-    for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
+    for (int kk = 0; kk < kSteps; ++kk) load_a(w, qa[kk], sq, ld, wr, kk * 16, lane);
   }
-  float m[2] = {neg_inf, neg_inf};
-  float l[2] = {0.0f, 0.0f};  // this thread's share of the row sums (its 16 keys of each tile)
+
+  float o[kM][kOTiles][4];
+  float m[kM][2], l[kM][2];  // l: this thread's share of the row sums (its 16 keys of each tile)
+  MTNLG_UNROLL
+  for (int mi = 0; mi < kM; ++mi) {
+    MTNLG_UNROLL
+    for (int j = 0; j < kOTiles; ++j) {
+      MTNLG_UNROLL
+      for (int e = 0; e < 4; ++e) o[mi][j][e] = 0.0f;
+    }
+    m[mi][0] = m[mi][1] = neg_inf;
+    l[mi][0] = l[mi][1] = 0.0f;
+  }
   const bool dropout = a.dropout_p > 0.0f;
-  // The element indices of key 2t of the thread's two rows (keep_bits), and the decision's
-  // integer threshold: worked out once, each tile's keys then an addition.
-  const uint64_t drop0 = flash::drop_index(d, b, h, rows[0], 2 * t);
-  const uint64_t drop1 = flash::drop_index(d, b, h, rows[1], 2 * t);
+  // The element indices of key 2t of the thread's rows (keep_bits), and the decision's integer
+  // threshold: worked out once, each tile's keys then an addition.
+  uint64_t drop[kM][2];
+  MTNLG_UNROLL
+  for (int mi = 0; mi < kM; ++mi) {
+    drop[mi][0] = flash::drop_index(d, b, h, rows[mi][0], 2 * t);
+    drop[mi][1] = flash::drop_index(d, b, h, rows[mi][1], 2 * t);
+  }
   const uint32_t keep_threshold = dropout_threshold(a.dropout_p);
 
-  for (int64_t c0 = 0, it = 0; c0 < end; c0 += kCols, ++it) {
-    const int buf = begin_tile(w, it, c0 + kCols, end, fetch);
+  for (int64_t c0 = 0, it = 0; c0 < end; c0 += kKeys, ++it) {
+    const int buf = begin_tile(w, it, c0 + kKeys, end, fetch);
     const T* sk = kv(buf);
-    const T* sv = kv(buf) + kCols * ld;
+    const T* sv = kv(buf) + kKeys * ld;
 
-    // Scores of the warp's rows against the tile's keys, the k step outside: the 8 products of
-    // a k step are independent and pipeline, where a key tile's k steps in a row would each wait
-    // for the last (an mma.sync's latency is several times its issue interval). Only the tile
-    // that reaches past the warp's last row skips the 8-key tiles wholly past it, in its own
-    // copy of the loop, so that the others have no branch between their products.
-    float sc[kSTiles][4];
+    // Scores of the warp's rows against the tile's keys, the k step outside: the products of a
+    // k step are independent and pipeline, where a key tile's k steps in a row would each wait
+    // for the last (an mma.sync's latency is several times its issue interval). Only a tile
+    // that reaches past the first m tile's last row skips 8-key tiles wholly past a tile's
+    // rows, in its own copy of the loop, so that the others have no branch between products.
+    float sc[kM][kSTiles][4];
     MTNLG_UNROLL
-    for (int nt = 0; nt < kSTiles; ++nt) {
+    for (int mi = 0; mi < kM; ++mi) {
       MTNLG_UNROLL
-      for (int e = 0; e < 4; ++e) sc[nt][e] = 0.0f;
+      for (int nt = 0; nt < kSTiles; ++nt) {
+        MTNLG_UNROLL
+        for (int e = 0; e < 4; ++e) sc[mi][nt][e] = 0.0f;
+      }
     }
     const auto scores = [&](auto guarded) {
       MTNLG_UNROLL
       for (int kk = 0; kk < kSteps; ++kk) {
+        [[maybe_unused]] uint32_t qf[kQInRegisters ? 1 : kM][4];
+        if constexpr (!kQInRegisters) {
+          MTNLG_UNROLL
+          for (int mi = 0; mi < kM; ++mi) load_a(w, qf[mi], sq, ld, wr + 16 * mi, kk * 16, lane);
+        }
         MTNLG_UNROLL
         for (int nt = 0; nt < kSTiles; ++nt) {
-          if (decltype(guarded)::value && c0 + nt * 8 > last_row) continue;  // warp-uniform
-          uint32_t kb[2];                                                    // B(k, n) = K[n][k]
+          if (decltype(guarded)::value && c0 + nt * 8 > warp_last) continue;  // warp-uniform
+          uint32_t kb[2];                                                     // B(k, n) = K[n][k]
           load_b_rows(w, kb, sk, ld, nt * 8, kk * 16, lane);
-          w.template mma<T>(sc[nt], qa[kk], kb);
+          MTNLG_UNROLL
+          for (int mi = 0; mi < kM; ++mi) {
+            if (decltype(guarded)::value && c0 + nt * 8 > last_row[mi]) continue;
+            if constexpr (kQInRegisters)
+              w.template mma<T>(sc[mi][nt], qa[kk], kb);
+            else
+              w.template mma<T>(sc[mi][nt], qf[mi], kb);
+          }
         }
       }
     };
-    if (c0 + kCols - 1 <= last_row)
+    if (c0 + kKeys - 1 <= last_row[0])
       scores(std::false_type{});
     else
       scores(std::true_type{});
-    // Scale (base 2) and mask; each row's new maximum over its four lanes. A tile every row of
-    // the warp sees whole (all but the diagonal's and the sequence's last, warp-uniform) runs
-    // without the mask, in its own copy of the loop; the others compare each key's offset in the
-    // tile with the last one its row sees.
-    float mx[2] = {m[0], m[1]};
-    const auto scale_scores = [&](auto masked) {
-      int last[2] = {kCols - 1, kCols - 1};
-      if (decltype(masked)::value) {
-        last[0] = last_visible<kCols>(rows[0], c0, s);
-        last[1] = last_visible<kCols>(rows[1], c0, s);
+
+    float alpha[kM][2];
+    MTNLG_UNROLL
+    for (int mi = 0; mi < kM; ++mi) {
+      // Scale (base 2) and mask; each row's new maximum over its four lanes. A tile every row
+      // of the m tile sees whole (all but the diagonal's and the sequence's last, warp-uniform)
+      // runs without the mask, in its own copy of the loop; the others compare each key's
+      // offset in the tile with the last one its row sees.
+      float mx[2] = {m[mi][0], m[mi][1]};
+      const auto scale_scores = [&](auto masked) {
+        int last[2] = {kKeys - 1, kKeys - 1};
+        if (decltype(masked)::value) {
+          last[0] = last_visible<kKeys>(rows[mi][0], c0, s);
+          last[1] = last_visible<kKeys>(rows[mi][1], c0, s);
+        }
+        MTNLG_UNROLL
+        for (int nt = 0; nt < kSTiles; ++nt) {
+          MTNLG_UNROLL
+          for (int e = 0; e < 4; ++e) {
+            const int r = e >> 1;
+            float x = sc[mi][nt][e] * scale2;
+            if (decltype(masked)::value && nt * 8 + mma::c_element(lane, e).col > last[r])
+              x = neg_inf;
+            sc[mi][nt][e] = x;
+            mx[r] = max2(mx[r], x);
+          }
+        }
+      };
+      if (last_row[mi] < s && c0 + kKeys - 1 <= first_row[mi])
+        scale_scores(std::false_type{});
+      else
+        scale_scores(std::true_type{});
+      // m_use: the maximum the exponents subtract, 0 while a row has seen no key (its scores
+      // are all -inf, and exp2(-inf - 0) = 0 where -inf - -inf would be NaN).
+      float m_use[2];
+      MTNLG_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        mx[r] = max2(mx[r], w.shfl_xor(mx[r], 1));
+        mx[r] = max2(mx[r], w.shfl_xor(mx[r], 2));
+        m_use[r] = mx[r] == neg_inf ? 0.0f : mx[r];
+        alpha[mi][r] = fast_exp2(m[mi][r] - m_use[r]);  // 0 from m = -inf
+        m[mi][r] = mx[r];
+        l[mi][r] *= alpha[mi][r];
       }
+      // Probabilities against the new maximum (the sum undropped); in place, dropped ones
+      // zeroed and kept ones scaled, for the product with V.
       MTNLG_UNROLL
       for (int nt = 0; nt < kSTiles; ++nt) {
+        // Tiles wholly past the m tile's last row draw nothing (warp-uniform): all their p are 0.
+        const uint32_t keep = dropout && c0 + nt * 8 <= last_row[mi]
+                                  ? keep_bits(w, a, drop[mi][0] + c0 + nt * 8,
+                                              drop[mi][1] + c0 + nt * 8, keep_threshold, lane)
+                                  : 0u;
         MTNLG_UNROLL
         for (int e = 0; e < 4; ++e) {
           const int r = e >> 1;
-          float x = sc[nt][e] * scale2;
-          if (decltype(masked)::value && nt * 8 + mma::c_element(lane, e).col > last[r])
-            x = neg_inf;
-          sc[nt][e] = x;
-          mx[r] = max2(mx[r], x);
+          const float p = fast_exp2(sc[mi][nt][e] - m_use[r]);  // 0 where masked
+          l[mi][r] += p;
+          // As flash::dropped: scaled when kept, 0 when dropped, p itself without dropout.
+          sc[mi][nt][e] = !dropout ? p : (keep >> e) & 1u ? p * a.drop_scale : 0.0f;
         }
       }
-    };
-    if (rows_inside && c0 + kCols - 1 <= first_row)
-      scale_scores(std::false_type{});
-    else
-      scale_scores(std::true_type{});
-    // m_use: the maximum the exponents subtract, 0 while a row has seen no key (its scores are
-    // all -inf, and exp2(-inf - 0) = 0 where -inf - -inf would be NaN).
-    float alpha[2], m_use[2];
-    MTNLG_UNROLL
-    for (int r = 0; r < 2; ++r) {
-      mx[r] = max2(mx[r], w.shfl_xor(mx[r], 1));
-      mx[r] = max2(mx[r], w.shfl_xor(mx[r], 2));
-      m_use[r] = mx[r] == neg_inf ? 0.0f : mx[r];
-      alpha[r] = fast_exp2(m[r] - m_use[r]);  // 0 from m = -inf
-      m[r] = mx[r];
-      l[r] *= alpha[r];
     }
-    // Probabilities against the new maximum (the sum undropped); in place, dropped ones zeroed
-    // and kept ones scaled, for the product with V.
     MTNLG_UNROLL
-    for (int nt = 0; nt < kSTiles; ++nt) {
-      // Tiles wholly past the warp's last row draw nothing (warp-uniform): all their p are 0.
-      const uint32_t keep =
-          dropout && c0 + nt * 8 <= last_row
-              ? keep_bits(w, a, drop0 + c0 + nt * 8, drop1 + c0 + nt * 8, keep_threshold, lane)
-              : 0u;
+    for (int mi = 0; mi < kM; ++mi) {
       MTNLG_UNROLL
-      for (int e = 0; e < 4; ++e) {
-        const int r = e >> 1;
-        const float p = fast_exp2(sc[nt][e] - m_use[r]);  // 0 where masked
-        l[r] += p;
-        // As flash::dropped: scaled when kept, 0 when dropped, p itself without dropout.
-        sc[nt][e] = !dropout ? p : (keep >> e) & 1u ? p * a.drop_scale : 0.0f;
+      for (int j = 0; j < kOTiles; ++j) {
+        MTNLG_UNROLL
+        for (int e = 0; e < 4; ++e) o[mi][j][e] *= alpha[mi][e >> 1];
       }
     }
-    MTNLG_UNROLL
-    for (int j = 0; j < kOTiles; ++j) {
-      MTNLG_UNROLL
-      for (int e = 0; e < 4; ++e) o[j][e] *= alpha[e >> 1];
-    }
-    // O += P V: two score tiles side by side are one A fragment (mma_fragment.h).
+    // O += P V: two score tiles side by side are one A fragment (mma_fragment.h); each V
+    // fragment serves every m tile.
     MTNLG_UNROLL
     for (int kk = 0; kk < kPSteps; ++kk) {
-      if (c0 + kk * 16 > last_row) continue;  // all masked (warp-uniform)
-      const uint32_t pa[4] = {
-          pack_floats<T>(sc[2 * kk][0], sc[2 * kk][1]),
-          pack_floats<T>(sc[2 * kk][2], sc[2 * kk][3]),
-          pack_floats<T>(sc[2 * kk + 1][0], sc[2 * kk + 1][1]),
-          pack_floats<T>(sc[2 * kk + 1][2], sc[2 * kk + 1][3]),
-      };
+      if (c0 + kk * 16 > warp_last) continue;  // all masked (warp-uniform)
+      uint32_t pa[kM][4];
+      MTNLG_UNROLL
+      for (int mi = 0; mi < kM; ++mi) {
+        pa[mi][0] = pack_floats<T>(sc[mi][2 * kk][0], sc[mi][2 * kk][1]);
+        pa[mi][1] = pack_floats<T>(sc[mi][2 * kk][2], sc[mi][2 * kk][3]);
+        pa[mi][2] = pack_floats<T>(sc[mi][2 * kk + 1][0], sc[mi][2 * kk + 1][1]);
+        pa[mi][3] = pack_floats<T>(sc[mi][2 * kk + 1][2], sc[mi][2 * kk + 1][3]);
+      }
       MTNLG_UNROLL
       for (int j = 0; j < kOTiles; ++j) {
         uint32_t vb[2];  // B(k, n) = V[k][n]
         load_b_cols(w, vb, sv, ld, kk * 16, j * 8, lane);
-        w.template mma<T>(o[j], pa, vb);
+        MTNLG_UNROLL
+        for (int mi = 0; mi < kM; ++mi) {
+          if (c0 + kk * 16 > last_row[mi]) continue;  // all masked (warp-uniform)
+          w.template mma<T>(o[mi][j], pa[mi], vb);
+        }
       }
     }
     w.sync();  // every warp is done with this buffer before the next fetch refills it
   }
 
   // Each row's sum over its four lanes; out = O / l and the log-sum-exp, rows inside the sequence.
-  MTNLG_UNROLL
-  for (int r = 0; r < 2; ++r) {
-    l[r] += w.shfl_xor(l[r], 1);
-    l[r] += w.shfl_xor(l[r], 2);
-  }
   T* out = a.out + b * s * d.ldo() + h * d.hd;
   MTNLG_UNROLL
-  for (int r = 0; r < 2; ++r) {
-    if (rows[r] >= s) continue;
-    const float inv = 1.0f / l[r];
+  for (int mi = 0; mi < kM; ++mi) {
     MTNLG_UNROLL
-    for (int j = 0; j < kOTiles; ++j)
-      mma::store_pair(out + rows[r] * d.ldo() + j * 8 + 2 * t,
-                      pack_floats<T>(o[j][2 * r] * inv, o[j][2 * r + 1] * inv));
-    // The contract's log-sum-exp is natural: the base-2 maximum times ln 2.
-    if (t == 0) a.lse[(b * d.heads + h) * s + rows[r]] = m[r] * kLn2 + logf(l[r]);
+    for (int r = 0; r < 2; ++r) {
+      l[mi][r] += w.shfl_xor(l[mi][r], 1);
+      l[mi][r] += w.shfl_xor(l[mi][r], 2);
+    }
+    MTNLG_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      const int64_t row = rows[mi][r];
+      if (row >= s) continue;
+      const float inv = 1.0f / l[mi][r];
+      MTNLG_UNROLL
+      for (int j = 0; j < kOTiles; ++j)
+        mma::store_pair(out + row * d.ldo() + j * 8 + 2 * t,
+                        pack_floats<T>(o[mi][j][2 * r] * inv, o[mi][j][2 * r + 1] * inv));
+      // The contract's log-sum-exp is natural: the base-2 maximum times ln 2.
+      if (t == 0) a.lse[(b * d.heads + h) * s + row] = m[mi][r] * kLn2 + logf(l[mi][r]);
+    }
   }
 }
 

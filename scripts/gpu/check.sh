@@ -33,7 +33,8 @@ On a machine with an NVIDIA GPU, CUDA (nvcc, cuBLAS, cuBLASLt) and NCCL:
            and where the 1.3B step's time goes with dropout 0.1, each backend call timed
            (mtnlg-bench-train --profile), blocked and FA2-style: OUT/profile-1.3b-*.txt;
            first of all (after the GEMM rate), attention alone, forward and backward timed
-           apart, ours (blocked, flash2) against PyTorch's scaled_dot_product_attention (FA2)
+           apart, ours (blocked, flash2, flash2 with 128-row forward blocks) against PyTorch's
+           scaled_dot_product_attention (FA2)
            without and with dropout 0.1: OUT/attention.txt (mtnlg-bench-attention,
            bench/torch_attention.py)
   ncu      Nsight Compute on the FA2-style kernels (forward, dq, dk/dv; 1.3B shape, dropout
@@ -379,7 +380,8 @@ stage_bench() {
   local a=$out/attention-results.jsonl status=0 p
   rm -f "$a"
   for p in 0 0.1; do
-    "$build_dir/bench/mtnlg-bench-attention" --device cuda --kernels blocked,flash2 --dropout "$p" \
+    "$build_dir/bench/mtnlg-bench-attention" --device cuda --kernels blocked,flash2,flash2-128 \
+      --dropout "$p" \
       --min-time 0.2 --json >>"$a" || status=1
     python3 bench/torch_attention.py --device cuda --dropout "$p" --min-time 0.2 --json >>"$a" ||
       status=1

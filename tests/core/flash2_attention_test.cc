@@ -42,15 +42,17 @@ void for_blocks(const fl::Dims& d, int64_t blocks, SimtBlock& block, F&& f) {
       }
 }
 
-template <typename T, int HD>
+// kM: the forward's m tiles a warp (1: 64-row blocks; 2: 128-row blocks of 32-key tiles).
+template <typename T, int HD, int kM>
 void run_all(const fl::ForwardArgs<T>& fa, const fl::BackwardArgs<T>& ba, bool reverse) {
   const fl::Dims& d = fa.d;
   // The other order: warps one at a time between barriers, the last first.
   const Schedule order = reverse ? Schedule::kWarpSerialReverse : Schedule::kLockstep;
-  SimtBlock fwd(f2::kThreads, f2::smem_bytes<T>(HD), order);
-  for_blocks(d, fl::query_blocks(d.s), fwd, [&](SimtThread& w, int64_t b, int64_t h, int64_t rb) {
-    f2::forward_thread<T, HD>(w, fwd.smem(), fa, b, h, rb);
-  });
+  SimtBlock fwd(f2::kThreads, f2::smem_bytes<T>(HD, kM), order);
+  for_blocks(d, f2::forward_blocks(d.s, kM), fwd,
+             [&](SimtThread& w, int64_t b, int64_t h, int64_t rb) {
+               f2::forward_thread<T, HD, kM>(w, fwd.smem(), fa, b, h, rb);
+             });
   // The kernels' order: every dq block (they write delta), then every dk/dv block.
   SimtBlock bwd(f2::kThreads, f2::backward_smem_bytes<T>(HD), order);
   const int64_t blocks = f2::backward_blocks(d.s);
@@ -62,7 +64,7 @@ void run_all(const fl::ForwardArgs<T>& fa, const fl::BackwardArgs<T>& ba, bool r
   });
 }
 
-template <typename T>
+template <typename T, int kM = 1>
 Result run(const Case& c, const Tensor& qkv, const Tensor& dout, double p, RngStream rng,
            bool reverse) {
   Result r{Tensor::cpu({c.b, c.s, c.heads * c.hd}, qkv.dtype()),
@@ -96,13 +98,13 @@ Result run(const Case& c, const Tensor& qkv, const Tensor& dout, double p, RngSt
                                p > 0 ? keep.data() : nullptr};
   switch (c.hd) {
     case 16:
-      run_all<T, 16>(fa, ba, reverse);
+      run_all<T, 16, kM>(fa, ba, reverse);
       break;
     case 64:
-      run_all<T, 64>(fa, ba, reverse);
+      run_all<T, 64, kM>(fa, ba, reverse);
       break;
     case 128:
-      run_all<T, 128>(fa, ba, reverse);
+      run_all<T, 128, kM>(fa, ba, reverse);
       break;
     default:
       FAIL("no instance for head size " << c.hd);
@@ -122,11 +124,26 @@ TEST_CASE("FA2 forward and backward match the CPU backend in float64 - with and 
   check_attention_against_cpu(DType::kF16, c, p, run<F16>);
 }
 
+// The forward with two m tiles a warp (128-row blocks of 32-key tiles; MTNLG_CUDA_FLASH2_ROWS=
+// 128 on the GPU): the same checks, bf16, the backward continuing from its out and stats. s 130
+// and 200: blocks whose second m tile (or whole warps) lie past the sequence.
+TEST_CASE("FA2 forward with 128-row blocks matches the CPU backend in float64") {
+  const double p = GENERATE(0.0, 0.2);
+  const Case c = GENERATE(Case{2, 1, 2, 64}, Case{2, 50, 3, 64}, Case{1, 130, 2, 64},
+                          Case{1, 70, 1, 128}, Case{1, 200, 2, 16});
+  check_attention_against_cpu(DType::kBF16, c, p, run<Bf16, 2>);
+}
+
 TEST_CASE("FA2 kernels' shared memory and head sizes") {
   // Q and two buffers of K and V: 64 + 4 x 64 rows of hd + 8 two-byte elements, 45 KiB at head
   // size 64, 85 KiB at 128 (A100: 163 KiB a block).
   CHECK(f2::smem_bytes<Bf16>(64) == 320 * 72 * 2);
   CHECK(f2::smem_bytes<Bf16>(128) == 320 * 136 * 2);
+  // 128-row blocks: Q 128 rows, two buffers of 32-row K and V tiles; 70 KiB at 128.
+  CHECK(f2::smem_bytes<Bf16>(128, 2) == 256 * 136 * 2);
+  CHECK(f2::forward_blocks(2048, 1) == 32);
+  CHECK(f2::forward_blocks(2048, 2) == 16);
+  CHECK(f2::forward_blocks(130, 2) == 2);
   // Backward: two 64-row blocks, two buffers of two 32-row tiles, 64 floats and 64 keep
   // words; 69 KiB at head size 128.
   CHECK(f2::backward_smem_bytes<Bf16>(128) == 256 * 136 * 2 + 256 + 256);

@@ -296,9 +296,12 @@ TEST_CASE("attention forward and backward match the CPU, with and without dropou
   const int64_t s = GENERATE(67, 1100);
   const int64_t hd = GENERATE(16, 64, 128);
   // flash: bf16/fp16 take the flash kernels; blocked (the default): the cuBLAS ones (fp32/f64
-  // always); flash2: the FA2-style kernels at head sizes 64 and 128 (bf16/fp16).
-  const std::string kernel = GENERATE("flash", "blocked", "flash2");
-  ScopedEnv env("MTNLG_CUDA_ATTENTION", kernel);
+  // always); flash2: the FA2-style kernels at head sizes 64 and 128 (bf16/fp16); flash2-128:
+  // those with the forward's 128-row blocks (MTNLG_CUDA_FLASH2_ROWS=128).
+  const std::string kernel = GENERATE("flash", "blocked", "flash2", "flash2-128");
+  const bool wide = kernel == "flash2-128";
+  ScopedEnv env("MTNLG_CUDA_ATTENTION", wide ? "flash2" : kernel);
+  ScopedEnv rows("MTNLG_CUDA_FLASH2_ROWS", wide ? "128" : "64");
   Twin tw;
   const int64_t b = 2, heads = 3;
   const RngStream rng{42, 3, 0};
@@ -407,6 +410,12 @@ TEST_CASE("a new CUDA backend holds no tensors - its own scratch is outside the 
   be->fill(x, 2.0);
   CHECK(be->sum_squares(x) == 12.0);
   CHECK(be->peak_bytes() == 12);
+}
+
+TEST_CASE("MTNLG_CUDA_FLASH2_ROWS other than 64 or 128 is an error naming it") {
+  ScopedEnv env("MTNLG_CUDA_FLASH2_ROWS", "96");
+  CHECK_THROWS_WITH(make_cuda_backend(0),
+                    Catch::Contains("MTNLG_CUDA_FLASH2_ROWS=96") && Catch::Contains("64, 128"));
 }
 
 TEST_CASE("MTNLG_CUDA_ATTENTION other than blocked or flash or flash2 is an error naming it") {
@@ -656,6 +665,8 @@ TEST_CASE("CUDA backward kernels are bit-reproducible run to run") {
 
 TEST_CASE("FA2-style attention is bit-reproducible run to run - forward and backward") {
   ScopedEnv env("MTNLG_CUDA_ATTENTION", "flash2");
+  const std::string block_rows = GENERATE("64", "128");
+  ScopedEnv rows("MTNLG_CUDA_FLASH2_ROWS", block_rows);
   Twin tw;
   const DType dt = DType::kBF16;
   const int64_t b = 2, s = 300, heads = 2, hd = 64;  // ragged: 5 blocks, the last of 44 rows
