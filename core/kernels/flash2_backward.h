@@ -293,19 +293,36 @@ MTNLG_HD void dkv_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int6
   const bool dropout = a.dropout_p > 0.0f;
   const int64_t words = keep_words(s);
 
-  for (int64_t q0 = k0, it = 0; q0 < s; q0 += kBwdTile, ++it) {
-    // The tile's row statistics and keep words: single-buffered, written after the barrier that
-    // ends the previous tile and before the one that begins this one.
+  // A tile's row statistics and keep words, this thread's slot of them (threads below kBwdTile:
+  // a row's log-sum-exp and delta; below kBwdTile * kKeyWords: a keep word), loaded one tile
+  // ahead into registers: loaded just before the barrier that begins the tile, as they were,
+  // their global-memory latency stalled every tile.
+  float next_lse = 0.0f, next_delta = 0.0f;
+  uint32_t next_keep = 0u;
+  const auto load_stats = [&](int64_t q0) {
     if (tid < kBwdTile) {
       const bool in = q0 + tid < s;
-      slse[tid] = in ? a.lse[row_stat + q0 + tid] * kLog2e : 0.0f;  // base 2
-      sdelta[tid] = in ? a.delta[row_stat + q0 + tid] : 0.0f;
+      next_lse = in ? a.lse[row_stat + q0 + tid] * kLog2e : 0.0f;  // base 2
+      next_delta = in ? a.delta[row_stat + q0 + tid] : 0.0f;
     }
     if (dropout && tid < kBwdTile * kKeyWords) {
       const int r = tid / kKeyWords, k = tid % kKeyWords;
       const int64_t word = k0 / 32 + k;
-      skeep[tid] = q0 + r < s && word < words ? a.keep[(row_stat + q0 + r) * words + word] : 0u;
+      next_keep = q0 + r < s && word < words ? a.keep[(row_stat + q0 + r) * words + word] : 0u;
     }
+  };
+  load_stats(k0);
+
+  for (int64_t q0 = k0, it = 0; q0 < s; q0 += kBwdTile, ++it) {
+    // The tile's statistics into shared memory (single-buffered: written after the barrier that
+    // ends the previous tile and before the one that begins this one), the next tile's loads
+    // issued.
+    if (tid < kBwdTile) {
+      slse[tid] = next_lse;
+      sdelta[tid] = next_delta;
+    }
+    if (dropout && tid < kBwdTile * kKeyWords) skeep[tid] = next_keep;
+    if (q0 + kBwdTile < s) load_stats(q0 + kBwdTile);
     const int buf = begin_tile(w, it, q0 + kBwdTile, s, fetch);
     const T* sq = qdo(buf);
     const T* sdo = qdo(buf) + kBwdTile * ld;
