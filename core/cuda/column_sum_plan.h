@@ -20,6 +20,9 @@ struct ColumnSumPlan {
 // memory busy, few enough row chunks that the partials stay a small fraction of the input
 // (about 65536 x pack accumulators a term, 2 MiB for bf16 rows summed in fp32).
 constexpr int64_t kColumnSumThreads = 65536;
+// At most this many row chunks: the first pass's grid has them in y (at most 65535), and the
+// second pass walks them; only narrow sums (a few packs of columns) over many rows reach it.
+constexpr int64_t kMaxColumnChunks = 4096;
 
 // The plan for rows x cols elements `pack` to 16 bytes; the same for the packed and the
 // element-by-element path, so that each column's sum has one order.
@@ -29,7 +32,8 @@ inline ColumnSumPlan column_sum_plan(int64_t rows, int64_t cols, int pack) {
   p.cols = cols;
   p.pack = pack;
   const int64_t packs = std::max<int64_t>(1, (cols + pack - 1) / pack);
-  p.chunks = std::clamp<int64_t>(kColumnSumThreads / packs, 1, std::max<int64_t>(rows, 1));
+  p.chunks = std::clamp<int64_t>(kColumnSumThreads / packs, 1,
+                                 std::clamp<int64_t>(rows, 1, kMaxColumnChunks));
   p.rows_per_chunk = std::max<int64_t>(1, (rows + p.chunks - 1) / p.chunks);
   p.chunks = std::max<int64_t>(1, (rows + p.rows_per_chunk - 1) / p.rows_per_chunk);
   return p;

@@ -481,6 +481,9 @@ TEST_CASE("the column sums' scratch is planned and the kernel scratch takes the 
   CHECK(column_sum_scratch_bytes(8192, 2048, 2, 4, 2) == 2 * 256 * 2048 * 4);
   CHECK(column_sum_scratch_bytes(1, 40, 2, 4, 1) == 1 * 40 * 4);  // fewer rows than chunks
   CHECK(column_sum_scratch_bytes(0, 40, 2, 4, 1) == 0);
+  // Narrow sums over many rows: the chunks stop at kMaxColumnChunks (a grid's y is at most 65535).
+  CHECK(column_sum_plan(1 << 20, 8, 8).chunks == kMaxColumnChunks);
+  CHECK(column_sum_plan(1 << 20, 8, 8).rows_per_chunk == 256);
   // fp32 rows: packs of 4 columns.
   CHECK(column_sum_plan(8192, 2048, 4).chunks == 128);
   for (const int64_t rows : {1, 7, 97, 1000, 8192, 100000}) {
