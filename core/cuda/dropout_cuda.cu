@@ -16,14 +16,28 @@ namespace {
 // out may alias in. Used for forward and backward alike: both are x * keep / (1 - p). One
 // thread per Philox block of the stream's elements [0, n): element i is word (offset + i) & 3 of
 // block (offset + i) >> 2 (core/rng.h rng_bits), so one draw serves four elements.
+// The residual's sum as add_cuda rounds it, one rounded addition: for f32 and f64 the dropped
+// value's product could otherwise be contracted into it (an fma), which the two calls (the
+// product stored, then added) never do.
+__device__ __forceinline__ float add_rn(float a, float b) {
+  return __fadd_rn(a, b);
+}
+__device__ __forceinline__ double add_rn(double a, double b) {
+  return __dadd_rn(a, b);
+}
+
 // With `res` (dropout_add), out = res + the dropped element, rounded as add_cuda rounds: the
 // dropped value is first rounded to T, as dropout_forward stores it.
+template <typename T>
+__device__ __forceinline__ T with_residual(T d, const T* res, int64_t i) {
+  using A = acc_t<T>;
+  return res ? static_cast<T>(add_rn(static_cast<A>(res[i]), static_cast<A>(d))) : d;
+}
 template <typename T>
 __device__ __forceinline__ T dropped(const T x, bool keep, acc_t<T> scale, const T* res,
                                      int64_t i) {
   using A = acc_t<T>;
-  const T d = static_cast<T>(keep ? static_cast<A>(x) * scale : A(0));
-  return res ? static_cast<T>(static_cast<A>(res[i]) + static_cast<A>(d)) : d;
+  return with_residual(static_cast<T>(keep ? static_cast<A>(x) * scale : A(0)), res, i);
 }
 
 template <typename T>
@@ -71,7 +85,7 @@ __global__ void dropout_packed_kernel(T* out, const T* in, const T* res, float p
         const int k = 4 * blk + w;
         const T d = static_cast<T>(
             kernels::dropout_keep_bits(bits.v[w], p) ? static_cast<A>(x.v[k]) * scale : A(0));
-        r.v[k] = res ? static_cast<T>(static_cast<A>(base.v[k]) + static_cast<A>(d)) : d;
+        r.v[k] = res ? static_cast<T>(add_rn(static_cast<A>(base.v[k]), static_cast<A>(d))) : d;
       }
     }
     store_pack(out + q * kN, r);
