@@ -46,8 +46,8 @@ __device__ __forceinline__ void lane_columns(int lane, int64_t end, F&& f) {
 }
 
 // Row g = h*s + i of one sequence's scores sc [heads, s, s] (already scaled): writes the row's
-// log-sum-exp to lse[g], the causal softmax exp(x - lse) to p, and p * keep / (1 - dropout) to
-// pd when pd is not null.
+// log-sum-exp to lse[g], the causal softmax exp(x - lse) to p when p is not null, and
+// p * keep / (1 - dropout) to pd when pd is not null.
 template <typename T>
 __global__ void softmax_forward_kernel(T* p, T* pd, acc_t<T>* lse, const acc_t<T>* sc, int64_t rows,
                                        int64_t s, int64_t block, uint64_t elem0, float dropout_p,
@@ -65,7 +65,7 @@ __global__ void softmax_forward_kernel(T* p, T* pd, acc_t<T>* lse, const acc_t<T
   for (int64_t j = lane; j <= i; j += 32) sum += exp(x[j] - mx);
   const A l = mx + log(warp_sum(sum));
   if (lane == 0) lse[g] = l;
-  T* prow = p + g * s;
+  T* prow = p ? p + g * s : nullptr;
   T* pdrow = pd ? pd + g * s : nullptr;
   const uint64_t base = elem0 + static_cast<uint64_t>(g * s);
   // Columns up to the end of this row's causal block; beyond it nothing is read.
@@ -73,7 +73,7 @@ __global__ void softmax_forward_kernel(T* p, T* pd, acc_t<T>* lse, const acc_t<T
   kernels::KeepMask mask(rng, dropout_p);
   lane_columns(lane, end, [&](int64_t j) {
     const A v = j <= i ? exp(x[j] - l) : A(0);
-    prow[j] = static_cast<T>(v);
+    if (prow) prow[j] = static_cast<T>(v);
     if (pdrow) {
       const bool keep = j <= i && mask.keep(base + static_cast<uint64_t>(j));
       pdrow[j] = static_cast<T>(keep ? v * drop_scale : A(0));
@@ -222,7 +222,9 @@ void attention_forward_cuda(const Blas& blas, Tensor& out, Tensor& stats, const 
     const AttentionWorkspace layout = workspace_of<T>(d, drop);
     char* scratch = static_cast<char*>(ws.get(static_cast<size_t>(layout.forward_bytes())));
     A* sc = reinterpret_cast<A*>(scratch);
-    T* p = reinterpret_cast<T*>(scratch + layout.probs_offset());
+    // With dropout the product with V takes the dropped probabilities only: the undropped ones
+    // are not written (backward recomputes them), a [heads, s, s] write a sequence saved.
+    T* p = drop ? nullptr : reinterpret_cast<T*>(scratch + layout.probs_offset());
     T* pd = drop ? reinterpret_cast<T*>(scratch + layout.dropped_offset()) : nullptr;
     const T* pv = drop ? pd : p;
     const Scales<A> scales(d.hd, dropout_p);
