@@ -81,37 +81,27 @@ __global__ void softmax_forward_kernel(T* p, T* pd, acc_t<T>* lse, const acc_t<T
   });
 }
 
-// Row g of forward's softmax again from the recomputed scores sc and forward's log-sum-exp:
-// p = exp(sc - lse) up to the diagonal, zeros to the end of the row's block (the same values
-// softmax_forward_kernel wrote).
+// Row g of the softmax backward: dpd (acc) = dO V^T; the probabilities p = exp(sc - lse), from
+// the recomputed scores sc and forward's log-sum-exp, rounded to T as forward's were (the same
+// values softmax_forward_kernel wrote). Writes ds = p * (d - sum_j d_j p_j) with d = dpd * keep /
+// (1 - dropout), and pv, the operand of dV's product: p dropped as in forward (p itself
+// without dropout), each to the end of the row's causal block (zeros past the diagonal). The
+// probabilities are computed where they are used: a kernel that wrote them for this one to
+// read moved 4 bytes an element more.
 template <typename T>
-__global__ void softmax_recompute_kernel(T* p, const acc_t<T>* lse, const acc_t<T>* sc,
-                                         int64_t rows, int64_t s, int64_t block) {
-  using A = acc_t<T>;
-  const int64_t g = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (g >= rows) return;
-  const int64_t i = g % s;
-  const A l = lse[g];
-  const A* x = sc + g * s;
-  T* prow = p + g * s;
-  const int64_t end = (i / block + 1) * block < s ? (i / block + 1) * block : s;
-  for (int64_t j = lane; j < end; j += 32) prow[j] = static_cast<T>(j <= i ? exp(x[j] - l) : A(0));
-}
-
-// Row g of the softmax backward: dpd (acc) = dO V^T; p the saved probs. Writes
-// ds = p * (d - sum_j d_j p_j) with d = dpd * keep / (1 - dropout), and pd as in forward.
-template <typename T>
-__global__ void softmax_backward_kernel(T* ds, T* pd, const acc_t<T>* dpd, const T* p, int64_t rows,
-                                        int64_t s, int64_t block, uint64_t elem0, float dropout_p,
-                                        acc_t<T> drop_scale, RngStream rng) {
+__global__ void softmax_backward_kernel(T* ds, T* pv, const acc_t<T>* dpd, const acc_t<T>* sc,
+                                        const acc_t<T>* lse, int64_t rows, int64_t s, int64_t block,
+                                        uint64_t elem0, float dropout_p, acc_t<T> drop_scale,
+                                        RngStream rng) {
   using A = acc_t<T>;
   const int64_t g = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (g >= rows) return;
   const int64_t i = g % s;
   const A* drow = dpd + g * s;
-  const T* prow = p + g * s;
+  const A* x = sc + g * s;
+  const A l = lse[g];
+  const auto prob = [&](int64_t j) { return static_cast<A>(static_cast<T>(exp(x[j] - l))); };
   const uint64_t base = elem0 + static_cast<uint64_t>(g * s);
   const bool drop = dropout_p > 0.0f;
   kernels::KeepMask mask(rng, dropout_p);
@@ -119,25 +109,27 @@ __global__ void softmax_backward_kernel(T* ds, T* pd, const acc_t<T>* dpd, const
   lane_columns(lane, i + 1, [&](int64_t j) {
     A d = drow[j];
     if (drop) d = mask.keep(base + static_cast<uint64_t>(j)) ? d * drop_scale : 0;
-    dot += d * static_cast<A>(prow[j]);
+    dot += d * prob(j);
   });
   dot = warp_sum(dot);
   T* dsrow = ds + g * s;
-  T* pdrow = pd ? pd + g * s : nullptr;
+  T* pvrow = pv + g * s;
   // Columns up to the end of this row's causal block; beyond it nothing is read.
   const int64_t end = (i / block + 1) * block < s ? (i / block + 1) * block : s;
   lane_columns(lane, end, [&](int64_t j) {
     if (j > i) {
       dsrow[j] = static_cast<T>(A(0));
-      if (pdrow) pdrow[j] = static_cast<T>(A(0));
+      pvrow[j] = static_cast<T>(A(0));
       return;
     }
-    const A pj = static_cast<A>(prow[j]);
+    const A pj = prob(j);
     A d = drow[j];
     if (drop) {
       const bool keep = mask.keep(base + static_cast<uint64_t>(j));
       d = keep ? d * drop_scale : A(0);
-      if (pdrow) pdrow[j] = static_cast<T>(keep ? pj * drop_scale : A(0));
+      pvrow[j] = static_cast<T>(keep ? pj * drop_scale : A(0));
+    } else {
+      pvrow[j] = static_cast<T>(pj);
     }
     dsrow[j] = static_cast<T>(pj * (d - dot));
   });
@@ -264,12 +256,10 @@ void attention_backward_cuda(const Blas& blas, Tensor& dqkv, const Tensor& dout,
     const DType dt = qkv.dtype(), acc = dtype_of<A>();
     const AttentionWorkspace layout = workspace_of<T>(d, drop);
     char* scratch = static_cast<char*>(ws.get(static_cast<size_t>(layout.backward_bytes())));
-    A* sc = reinterpret_cast<A*>(scratch);  // the scores, then dpd over them
-    A* dpd = sc;
-    T* p = reinterpret_cast<T*>(scratch + layout.probs_offset());
-    T* pd = drop ? reinterpret_cast<T*>(scratch + layout.dropped_offset()) : nullptr;
+    A* sc = reinterpret_cast<A*>(scratch);  // the recomputed scores
+    A* dpd = reinterpret_cast<A*>(scratch + layout.score_grad_offset());
+    T* pv = reinterpret_cast<T*>(scratch + layout.backward_probs_offset());
     T* ds = reinterpret_cast<T*>(scratch + layout.softmax_grad_offset());
-    const T* pv = drop ? pd : p;
     const Scales<A> scales(d.hd, dropout_p);
     const A scale = scales.scores, drop_scale = scales.dropout;
     const int64_t blk = causal_block(d.s);
@@ -278,12 +268,10 @@ void attention_backward_cuda(const Blas& blas, Tensor& dqkv, const Tensor& dout,
       const A* lse = stats.data_as<A>() + bi * d.heads * d.s;
       const T* dO = dout.data_as<T>() + bi * d.s * d.ldo;
       T* dq = dqkv.data_as<T>() + bi * d.s * d.ldq;
-      // Forward's probabilities: its score GEMMs, then exp(score - lse).
+      // Forward's scores again (its score GEMMs: the same bits); the softmax backward takes the
+      // probabilities from them and forward's log-sum-exps.
       score_blocks<T>(blas, sc, q, d, blk, scale);
-      softmax_recompute_kernel<<<row_blocks(d.heads * d.s), kCudaBlock, 0, stream>>>(
-          p, lse, sc, d.heads * d.s, d.s, blk);
-      CUDA_CHECK(cudaGetLastError());
-      // dpd_h[r0:r1, 0:r1] = dO_h[r0:r1] v_h[0:r1]^T (over the scores, which are done)
+      // dpd_h[r0:r1, 0:r1] = dO_h[r0:r1] v_h[0:r1]^T
       for (int64_t r0 = 0; r0 < d.s; r0 += blk) {
         const int64_t r1 = std::min(d.s, r0 + blk);
         gemm_strided_batched_cuda(blas, dt, acc, false, true, r1 - r0, r1, d.hd, 1.0,
@@ -291,7 +279,7 @@ void attention_backward_cuda(const Blas& blas, Tensor& dqkv, const Tensor& dout,
                                   dpd + r0 * d.s, d.s, d.s * d.s, d.heads);
       }
       softmax_backward_kernel<<<row_blocks(d.heads * d.s), kCudaBlock, 0, stream>>>(
-          ds, pd, dpd, p, d.heads * d.s, d.s, blk, static_cast<uint64_t>(bi * hss),
+          ds, pv, dpd, sc, lse, d.heads * d.s, d.s, blk, static_cast<uint64_t>(bi * hss),
           static_cast<float>(dropout_p), drop_scale, rng);
       CUDA_CHECK(cudaGetLastError());
       for (int64_t r0 = 0; r0 < d.s; r0 += blk) {

@@ -13,10 +13,11 @@
 
 namespace mtnlg {
 
-// One sequence's pieces, in order: the scores in the accumulation type (backward: the scores,
-// then the gradient of the dropped probabilities over them), the probabilities in the model
-// dtype, the dropped probabilities when dropout is on, and for backward the softmax gradient in
-// the model dtype.
+// One sequence's pieces. Forward: the scores in the accumulation type, the probabilities in the
+// model dtype (not written when dropout is on) and the dropped probabilities when it is.
+// Backward: the recomputed scores and their gradient dP (dO V^T) in the accumulation type, the
+// operand of dV's product (the dropped probabilities, or the probabilities without dropout) and
+// the softmax gradient in the model dtype.
 struct AttentionWorkspace {
   int64_t elements;  // local heads x s x s
   int64_t acc_bytes, value_bytes;
@@ -24,10 +25,12 @@ struct AttentionWorkspace {
 
   int64_t probs_offset() const { return elements * acc_bytes; }
   int64_t dropped_offset() const { return probs_offset() + elements * value_bytes; }
-  int64_t softmax_grad_offset() const {
+  int64_t forward_bytes() const {
     return dropped_offset() + (dropout ? elements * value_bytes : 0);
   }
-  int64_t forward_bytes() const { return softmax_grad_offset(); }
+  int64_t score_grad_offset() const { return elements * acc_bytes; }
+  int64_t backward_probs_offset() const { return 2 * elements * acc_bytes; }
+  int64_t softmax_grad_offset() const { return backward_probs_offset() + elements * value_bytes; }
   int64_t backward_bytes() const { return softmax_grad_offset() + elements * value_bytes; }
 };
 

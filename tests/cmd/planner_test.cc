@@ -151,8 +151,8 @@ TEST_CASE("tiny: every field by hand") {
   // + fc2 64x256+64 = 16448 = 49984.
   const int64_t params = 32768 + 2048 + 2 * 49984 + 128;
   CHECK(params == 134912);
-  // The CUDA attention scratch: 4 heads x 32^2 x (4 fp32 scores + 4 probabilities + 4 dropped
-  // probabilities, attention dropout 0.1, + 4 softmax gradient).
+  // The CUDA attention scratch: 4 heads x 32^2 x (4 fp32 scores + 4 their gradient + 4 dropped
+  // probabilities, the operand of dV's product, + 4 softmax gradient).
   CHECK(p.cuda_attention_scratch_bytes == 4 * 32 * 32 * 16);
   CHECK(p.parameters == params);
   REQUIRE(p.stages.size() == 1);
@@ -234,9 +234,10 @@ TEST_CASE("tiny on 2 x 2 x 2 - bf16 - ZeRO-1 - checkpointing: per-stage fields b
   CHECK(p.bubble_fraction == Approx(1.0 / 3.0));
   CHECK(p.padded_vocab == 512);  // multiple of 128 x 2
   // bf16: the blocked kernels (the default), whose scratch is one sequence's backward: 2 heads
-  // per tensor rank x 32^2 x (4 fp32 scores + 2 probabilities + 2 dropped + 2 softmax gradient).
+  // per tensor rank x 32^2 x (4 fp32 scores + 4 their gradient + 2 dropped probabilities + 2
+  // softmax gradient).
   CHECK(p.micro_batch == 2);
-  CHECK(p.cuda_attention_scratch_bytes == 2 * 32 * 32 * 10);
+  CHECK(p.cuda_attention_scratch_bytes == 2 * 32 * 32 * 12);
   CHECK(p.parameters == 32768 + 2048 + 4 * 49984 + 128);
   // One layer's share on a tensor rank: replicated ln1 128, dense bias 64, ln2 128, fc2 bias 64;
   // split qkv 12288/2 + 192/2, dense 4096/2, fc1 16384/2 + 256/2, fc2 16384/2 = 25184.
@@ -451,14 +452,17 @@ TEST_CASE(
   CHECK_FALSE(flash_attention_planned(2, 256));  // fits an H100, not an A100
   CHECK_FALSE(flash_attention_planned(4, 64));   // fp32: the blocked kernels
   CHECK(cuda_attention_scratch(4, 2, 32, 16, 2, true, AttentionKernels::kFlash) == 4 * 2 * 32 * 4);
-  // Blocked: 2 heads x 32^2 x (4 + 2 + 2 + 2) (scores and their gradient, probabilities, dropped
-  // probabilities, softmax gradient), whatever the micro-batch: where flash does not apply, and
-  // where it does but was not chosen (the default, MTNLG_CUDA_ATTENTION unset).
-  CHECK(cuda_attention_scratch(4, 2, 32, 8, 2, true, AttentionKernels::kFlash) == 2 * 32 * 32 * 10);
+  // Blocked: 2 heads x 32^2 x (4 + 4 + 2 + 2) (fp32 scores and their gradient, the (dropped)
+  // probabilities for dV's product, the softmax gradient), with or without dropout, whatever
+  // the micro-batch: where flash does not apply, and where it does but was not chosen (the
+  // default, MTNLG_CUDA_ATTENTION unset).
+  CHECK(cuda_attention_scratch(4, 2, 32, 8, 2, true, AttentionKernels::kFlash) == 2 * 32 * 32 * 12);
   CHECK(cuda_attention_scratch(4, 2, 32, 16, 2, true, AttentionKernels::kBlocked) ==
-        2 * 32 * 32 * 10);
-  CHECK(cuda_attention_scratch(4, 2, 32, 16, 4, false, AttentionKernels::kFlash) ==
         2 * 32 * 32 * 12);
+  CHECK(cuda_attention_scratch(4, 2, 32, 16, 2, false, AttentionKernels::kBlocked) ==
+        2 * 32 * 32 * 12);
+  CHECK(cuda_attention_scratch(4, 2, 32, 16, 4, false, AttentionKernels::kFlash) ==
+        2 * 32 * 32 * 16);
   // The FA2-style kernels: the per-row delta at head sizes 64 and 128, else the blocked scratch.
   // With dropout, the keep bits besides: one 32-bit word per row and 32 keys.
   CHECK(cuda_attention_scratch(4, 2, 32, 64, 2, false, AttentionKernels::kFlash2) ==
@@ -466,7 +470,7 @@ TEST_CASE(
   CHECK(cuda_attention_scratch(4, 2, 32, 64, 2, true, AttentionKernels::kFlash2) ==
         4 * 2 * 32 * 4 + 4 * 2 * 32 * 1 * 4);
   CHECK(cuda_attention_scratch(4, 2, 32, 16, 2, true, AttentionKernels::kFlash2) ==
-        2 * 32 * 32 * 10);
+        2 * 32 * 32 * 12);
   CHECK_FALSE(flash_attention_chosen());
 }
 
