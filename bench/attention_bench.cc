@@ -13,11 +13,9 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
 #include <iostream>
 #include <random>
 #include <string>
@@ -136,25 +134,6 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return worst;
 }
 
-// Median seconds of one call of f (synchronized), over as many calls as fit in min_seconds (at
-// least 3), after one untimed call.
-double time_call(Backend& be, double min_seconds, const std::function<void()>& f) {
-  using Clock = std::chrono::steady_clock;
-  f();
-  be.synchronize();
-  std::vector<double> times;
-  const auto start = Clock::now();
-  while (times.size() < 3 ||
-         std::chrono::duration<double>(Clock::now() - start).count() < min_seconds) {
-    const auto t0 = Clock::now();
-    f();
-    be.synchronize();
-    times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
-
 // The kernel family the CUDA backend runs for `asked` at this dtype and head size (the planner's
 // rule, core/cuda/attention_workspace.h): the flash ones where they apply, else blocked.
 std::string kernels_run(const std::string& asked, DType dtype, int64_t hd) {
@@ -182,10 +161,10 @@ Result measure(const Options& o, const AttnShape& shape, const std::string& impl
   Tensor dqkv = be->alloc(qkv.shape(), dtype);
   const RngStream rng{o.seed, 7, 0};
   Result r{shape, impl, o.device == "cuda" ? kernels_run(impl, dtype, shape.hd) : "cpu"};
-  r.fwd_ms = 1e3 * time_call(*be, o.min_seconds, [&] {
+  r.fwd_ms = 1e3 * bench::median_call_seconds(*be, o.min_seconds, [&] {
                be->attention_forward(out, stats, qkv, shape.heads, o.dropout, rng);
              });
-  r.bwd_ms = 1e3 * time_call(*be, o.min_seconds, [&] {
+  r.bwd_ms = 1e3 * bench::median_call_seconds(*be, o.min_seconds, [&] {
                be->attention_backward(dqkv, dout, qkv, out, stats, shape.heads, o.dropout, rng);
              });
   std::vector<float> got_out = to_host(*be, out), got_dqkv = to_host(*be, dqkv);
@@ -318,13 +297,5 @@ int main(int argc, char** argv) {
   app.add_flag("--json", o.json,
                "Print one JSON line per row on stdout (the table goes to stderr)");
   if (const auto status = mtnlg::parse_command_line(app, argc, argv)) return *status;
-  try {
-    return run(o);
-  } catch (const mtnlg::Error& e) {
-    std::cerr << "mtnlg-bench-attention: " << e.what() << "\n";
-    return e.code() == mtnlg::Code::kInvalidArgument ? 2 : 1;
-  } catch (const std::exception& e) {
-    std::cerr << "mtnlg-bench-attention: " << e.what() << "\n";
-    return 1;
-  }
+  return bench::bench_main("mtnlg-bench-attention", [&] { return run(o); });
 }

@@ -6,7 +6,6 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <random>
@@ -66,20 +65,8 @@ double time_gemm(Backend& be, const bench::GemmShape& s, DType dtype, double min
   Tensor b =
       s.trans_b ? random_matrix(be, s.n, s.k, dtype, gen) : random_matrix(be, s.k, s.n, dtype, gen);
   Tensor c = be.alloc({s.m, s.n}, DType::kF32);
-  using Clock = std::chrono::steady_clock;
-  be.gemm(c, a, s.trans_a, b, s.trans_b, 1.0, s.beta);
-  be.synchronize();
-  std::vector<double> times;
-  const auto start = Clock::now();
-  while (times.size() < 3 ||
-         std::chrono::duration<double>(Clock::now() - start).count() < min_seconds) {
-    const auto t0 = Clock::now();
-    be.gemm(c, a, s.trans_a, b, s.trans_b, 1.0, s.beta);
-    be.synchronize();
-    times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return bench::median_call_seconds(be, min_seconds,
+                                    [&] { be.gemm(c, a, s.trans_a, b, s.trans_b, 1.0, s.beta); });
 }
 
 int run(const std::vector<std::string>& models, int threads, double min_seconds, bool json,
@@ -169,14 +156,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   if (const auto status = mtnlg::parse_command_line(app, argc, argv)) return *status;
-  try {
+  return bench::bench_main("mtnlg-bench-gemm", [&] {
     return run(models, threads, min_seconds, json, dtype == "bf16" ? DType::kBF16 : DType::kF32,
                device);
-  } catch (const mtnlg::Error& e) {
-    std::cerr << "mtnlg-bench-gemm: " << e.what() << "\n";
-    return e.code() == mtnlg::Code::kInvalidArgument ? 2 : 1;
-  } catch (const std::exception& e) {
-    std::cerr << "mtnlg-bench-gemm: " << e.what() << "\n";
-    return 1;
-  }
+  });
 }

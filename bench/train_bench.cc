@@ -312,13 +312,5 @@ int main(int argc, char** argv) {
        {"--layers", "--hidden", "--heads", "--seq", "--vocab", "--micro-batch", "--global-batch"})
     app.get_option(opt)->check(CLI::PositiveNumber);
   if (const auto status = mtnlg::parse_command_line(app, argc, argv)) return *status;
-  try {
-    return run(o);
-  } catch (const mtnlg::Error& e) {
-    std::cerr << "mtnlg-bench-train: " << e.what() << "\n";
-    return e.code() == mtnlg::Code::kInvalidArgument ? 2 : 1;
-  } catch (const std::exception& e) {
-    std::cerr << "mtnlg-bench-train: " << e.what() << "\n";
-    return 1;
-  }
+  return bench::bench_main("mtnlg-bench-train", [&] { return run(o); });
 }
