@@ -1,6 +1,7 @@
-// Causal attention forward, FlashAttention-2 style (Dao 2023): each warp owns 16 query rows and
-// keeps everything about them in registers across the key tiles: Q's fragments, the scores of
-// one 64-key tile, the running maximum and sum, and O. Only K and V pass through shared memory.
+// Causal attention forward, FlashAttention-2 style (Dao 2023): each warp owns 16 query rows (or
+// two 16-row m tiles, forward_thread's kM) and keeps everything about them in registers across
+// the key tiles: Q's fragments (kM 1), the scores of one 64-key tile (32 with kM 2), the running
+// maximum and sum, and O. Only K and V (and with kM 2 Q) pass through shared memory.
 // The scores come out of one mma.m16n8k16 in the layout the next one takes as its A operand
 // (core/kernels/mma_fragment.h), so the probabilities go from the Q K^T product to the P V
 // product without leaving the registers, and a row's maximum and sum need only the four lanes
@@ -39,8 +40,8 @@ namespace mtnlg::kernels::flash2 {
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-constexpr int kRows = 16 * kWarps;  // query rows of a block: 16 a warp
-constexpr int kCols = 64;           // keys of a tile
+constexpr int kRows = 16 * kWarps;  // query rows of a block with one m tile a warp
+constexpr int kCols = 64;           // keys of a tile (forward_cols: with one m tile a warp)
 static_assert(kRows == flash::kRows, "the same query blocks as the flash kernels' grid");
 
 // Head sizes with a kernel (each is a template instance: its register arrays are sized by it).
