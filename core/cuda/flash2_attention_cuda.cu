@@ -1,8 +1,9 @@
 // The FA2-style causal attention on CUDA (bf16/fp16, head sizes 64 and 128, sm_80 and later):
 // core/kernels/flash2_forward.h's and flash2_backward.h's thread programs with their collectives
 // as the hardware's (__syncthreads, __shfl_xor_sync, mma.sync.m16n8k16 with fp32 accumulation).
-// One block of four warps per 64 query rows (forward, dq) or 64 keys (dk/dv) of a head of a
-// sequence; the query blocks that see the most keys start first.
+// One block of four warps per 64 query rows (forward, dq; the forward's 128 with
+// MTNLG_CUDA_FLASH2_ROWS=128) or 64 keys (dk/dv) of a head of a sequence; the query blocks that
+// see the most keys start first.
 #include <cuda_runtime.h>
 
 #include <algorithm>
