@@ -23,12 +23,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
+#include <type_traits>
 
 #include "core/cuda/attention_workspace.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernels_cuda.h"
 #include "core/cuda/launch_cuda.h"
+#include "core/cuda/warp_exec.cuh"
 #include "core/kernels/dropout_math.h"
+#include "core/kernels/softmax_rows.h"
 #include "core/rng.h"
 
 namespace mtnlg {
@@ -135,6 +139,84 @@ __global__ void softmax_backward_kernel(T* ds, T* pv, const acc_t<T>* dpd, const
   });
 }
 
+namespace sr = kernels::softmax_rows;
+
+// Rows (warps) of a block of the register kernels: their ~100-130 registers a thread leave
+// room for several blocks an SM, and each warp has its whole row's loads in flight at once.
+constexpr int kRegisterRowWarps = 4;
+
+// softmax_forward_kernel's rows from registers (core/kernels/softmax_rows.h): the same
+// outputs, the log-sum-exp's sum in another order.
+template <typename T, int kChunks>
+__global__ void __launch_bounds__(kRegisterRowWarps * 32)
+    softmax_forward_rows_kernel(T* p, T* pd, float* lse, const float* sc, int64_t rows, int64_t s,
+                                int64_t block, uint64_t elem0, float dropout_p, float drop_scale,
+                                RngStream rng) {
+  const int64_t g = static_cast<int64_t>(blockIdx.x) * kRegisterRowWarps + threadIdx.x / 32;
+  if (g >= rows) return;  // the whole warp: g is the warp's
+  WarpExec w;
+  const int64_t i = g % s;
+  const int64_t end = (i / block + 1) * block < s ? (i / block + 1) * block : s;
+  const sr::Row r{i, end, elem0 + static_cast<uint64_t>(g * s)};
+  sr::forward_row<T, kChunks>(w, static_cast<int>(threadIdx.x % 32), p ? p + g * s : nullptr,
+                              pd ? pd + g * s : nullptr, lse + g, sc + g * s, r, dropout_p,
+                              drop_scale, rng);
+}
+
+// softmax_backward_kernel's rows from registers: the same bits.
+template <typename T, int kChunks>
+__global__ void __launch_bounds__(kRegisterRowWarps * 32)
+    softmax_backward_rows_kernel(T* ds, T* pv, const float* dpd, const float* sc, const float* lse,
+                                 int64_t rows, int64_t s, int64_t block, uint64_t elem0,
+                                 float dropout_p, float drop_scale, RngStream rng) {
+  const int64_t g = static_cast<int64_t>(blockIdx.x) * kRegisterRowWarps + threadIdx.x / 32;
+  if (g >= rows) return;
+  WarpExec w;
+  const int64_t i = g % s;
+  const int64_t end = (i / block + 1) * block < s ? (i / block + 1) * block : s;
+  const sr::Row r{i, end, elem0 + static_cast<uint64_t>(g * s)};
+  sr::backward_row<T, kChunks>(w, static_cast<int>(threadIdx.x % 32), ds + g * s, pv + g * s,
+                               dpd + g * s, sc + g * s, lse[g], r, dropout_p, drop_scale, rng);
+}
+
+// Calls f(integral_constant<int, chunks>) for the register kernels' chunk count of rows of s
+// columns and returns true, or returns false where they do not apply: f64 (scores in double),
+// s not a multiple of 4 or over 2048 (sr::chunks_for), or the first row of an input (ins, fp32)
+// or output (outs, null for none) off its vector alignment (then every row is: rows are s apart,
+// s a multiple of 4).
+template <typename T, typename F>
+bool with_register_rows(int64_t s, std::initializer_list<const acc_t<T>*> ins,
+                        std::initializer_list<const T*> outs, F&& f) {
+  if constexpr (!std::is_same_v<acc_t<T>, float>) {
+    return false;
+  } else {
+    const auto aligned = [](const void* q, size_t n) {
+      return reinterpret_cast<uintptr_t>(q) % n == 0;
+    };
+    for (const float* in : ins)
+      if (!aligned(in, 16)) return false;
+    for (const T* o : outs)
+      if (o != nullptr && !aligned(o, 4 * sizeof(T))) return false;
+    switch (sr::chunks_for(s)) {
+      case 4:
+        f(std::integral_constant<int, 4>{});
+        return true;
+      case 8:
+        f(std::integral_constant<int, 8>{});
+        return true;
+      case 16:
+        f(std::integral_constant<int, 16>{});
+        return true;
+      default:
+        return false;
+    }
+  }
+}
+
+unsigned register_row_blocks(int64_t rows) {
+  return static_cast<unsigned>((rows + kRegisterRowWarps - 1) / kRegisterRowWarps);
+}
+
 struct Dims {
   int64_t b, s, heads, hd, ldq, ldo;
 };
@@ -227,9 +309,18 @@ void attention_forward_cuda(const Blas& blas, Tensor& out, Tensor& stats, const 
       A* lse = stats.data_as<A>() + bi * d.heads * d.s;
       T* o = out.data_as<T>() + bi * d.s * d.ldo;
       score_blocks<T>(blas, sc, q, d, blk, scale);
-      softmax_forward_kernel<<<row_blocks(d.heads * d.s), kCudaBlock, 0, stream>>>(
-          p, pd, lse, sc, d.heads * d.s, d.s, blk, static_cast<uint64_t>(bi * hss),
-          static_cast<float>(dropout_p), drop_scale, rng);
+      const int64_t rows = d.heads * d.s;
+      const auto elem0 = static_cast<uint64_t>(bi * hss);
+      const auto fp = static_cast<float>(dropout_p);
+      const bool in_registers = with_register_rows<T>(d.s, {sc}, {p, pd}, [&](auto chunks) {
+        if constexpr (std::is_same_v<A, float>)
+          softmax_forward_rows_kernel<T, decltype(chunks)::value>
+              <<<register_row_blocks(rows), kRegisterRowWarps * 32, 0, stream>>>(
+                  p, pd, lse, sc, rows, d.s, blk, elem0, fp, drop_scale, rng);
+      });
+      if (!in_registers)
+        softmax_forward_kernel<<<row_blocks(rows), kCudaBlock, 0, stream>>>(
+            p, pd, lse, sc, rows, d.s, blk, elem0, fp, drop_scale, rng);
       CUDA_CHECK(cudaGetLastError());
       // out_h[r0:r1] = pd_h[r0:r1, 0:r1] v_h[0:r1]
       for (int64_t r0 = 0; r0 < d.s; r0 += blk) {
@@ -278,9 +369,18 @@ void attention_backward_cuda(const Blas& blas, Tensor& dqkv, const Tensor& dout,
                                   dO + r0 * d.ldo, d.ldo, d.hd, q + 2 * d.hd, d.ldq, 3 * d.hd, 0.0,
                                   dpd + r0 * d.s, d.s, d.s * d.s, d.heads);
       }
-      softmax_backward_kernel<<<row_blocks(d.heads * d.s), kCudaBlock, 0, stream>>>(
-          ds, pv, dpd, sc, lse, d.heads * d.s, d.s, blk, static_cast<uint64_t>(bi * hss),
-          static_cast<float>(dropout_p), drop_scale, rng);
+      const int64_t rows = d.heads * d.s;
+      const auto elem0 = static_cast<uint64_t>(bi * hss);
+      const auto fp = static_cast<float>(dropout_p);
+      const bool in_registers = with_register_rows<T>(d.s, {sc, dpd}, {ds, pv}, [&](auto chunks) {
+        if constexpr (std::is_same_v<A, float>)
+          softmax_backward_rows_kernel<T, decltype(chunks)::value>
+              <<<register_row_blocks(rows), kRegisterRowWarps * 32, 0, stream>>>(
+                  ds, pv, dpd, sc, lse, rows, d.s, blk, elem0, fp, drop_scale, rng);
+      });
+      if (!in_registers)
+        softmax_backward_kernel<<<row_blocks(rows), kCudaBlock, 0, stream>>>(
+            ds, pv, dpd, sc, lse, rows, d.s, blk, elem0, fp, drop_scale, rng);
       CUDA_CHECK(cudaGetLastError());
       for (int64_t r0 = 0; r0 < d.s; r0 += blk) {
         const int64_t r1 = std::min(d.s, r0 + blk);

@@ -95,7 +95,6 @@ class SimtThread {
   int ldm_count_ = 0;
   bool ldm_trans_ = false;
   ucontext_t ctx_{};
-  std::vector<char> stack_;
   struct Copy {
     void* dst;
     const void* src;
@@ -124,16 +123,18 @@ class SimtBlock {
   // memory keeps what the last run left (reset() starts it as all-ones again).
   std::string run(const std::function<void(SimtThread&)>& body) {
     std::vector<SimtThread> ts(static_cast<size_t>(threads_));
+    // The fibers' stacks live as long as the block: a block run many times (a kernel's grid)
+    // touches their pages once.
+    stacks_.resize(static_cast<size_t>(threads_) * kStackBytes);
     body_ = &body;
     error_.clear();
     for (int i = 0; i < threads_; ++i) {
       SimtThread& th = ts[static_cast<size_t>(i)];
       th.block_ = this;
       th.id_ = i;
-      th.stack_.resize(kStackBytes);
       getcontext(&th.ctx_);
-      th.ctx_.uc_stack.ss_sp = th.stack_.data();
-      th.ctx_.uc_stack.ss_size = th.stack_.size();
+      th.ctx_.uc_stack.ss_sp = stacks_.data() + static_cast<size_t>(i) * kStackBytes;
+      th.ctx_.uc_stack.ss_size = kStackBytes;
       th.ctx_.uc_link = &sched_;
       const auto ptr = reinterpret_cast<uintptr_t>(&th);
       makecontext(&th.ctx_, reinterpret_cast<void (*)()>(&SimtBlock::entry), 2,
@@ -311,6 +312,7 @@ class SimtBlock {
   Schedule schedule_;
   size_t smem_bytes_;
   std::vector<char> smem_;
+  std::vector<char> stacks_;  // kStackBytes a thread, reused by every run
   const std::function<void(SimtThread&)>* body_ = nullptr;
   ucontext_t sched_{};
   std::string error_;

@@ -292,7 +292,9 @@ TEST_CASE("gelu and dropout match the CPU, dropout's mask bit for bit") {
 TEST_CASE("attention forward and backward match the CPU, with and without dropout") {
   const DType dt = GENERATE(DType::kF32, DType::kF64, DType::kBF16, DType::kF16);
   const double p = GENERATE(0.0, 0.15);
-  // 67: one causal block; 1100: four, the last ragged (attention_cuda.cu's causal_block).
+  // 67: one causal block, the blocked kernels' loop softmax (s not a multiple of 4); 1100: four
+  // blocks, the last ragged (attention_cuda.cu's causal_block), and the softmax rows from
+  // registers (core/kernels/softmax_rows.h, 16 chunks).
   const int64_t s = GENERATE(67, 1100);
   const int64_t hd = GENERATE(16, 64, 128);
   // flash: bf16/fp16 take the flash kernels; blocked (the default): the cuBLAS ones (fp32/f64
