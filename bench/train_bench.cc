@@ -251,9 +251,11 @@ int main(int argc, char** argv) {
       "model TFLOP/s (model FLOPs per token: model/gpt_flops.h, README: Model FLOPs). Compare with "
       "bench/torch_train.py; bench/run.sh runs both."};
   app.footer(
-      "Environment, with --device cuda: MTNLG_CUDA_ATTENTION=blocked|flash|flash2 (attention "
-      "kernels; blocked by default, flash where it applies, flash2 the FA2-style kernels where "
-      "they apply), MTNLG_CUDA_FLASH_TILES=tile|grid (how the "
+      "Environment, with --device cuda: "
+      "MTNLG_CUDA_ATTENTION=blocked|flash|flash2|flash2-fwd|flash2-bwd (attention kernels; "
+      "blocked by default, flash where it applies, flash2 the FA2-style kernels where they apply, "
+      "flash2-fwd and flash2-bwd those in one pass and the blocked ones in the other), "
+      "MTNLG_CUDA_FLASH_TILES=tile|grid (how the "
       "flash "
       "kernels' warps run their product tiles; tile by tile by default) and "
       "MTNLG_CUDA_EPILOGUES=on|off "

@@ -336,7 +336,7 @@ void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
   const int64_t heads = r.model.num_attention_heads;
   plan.cuda_attention_scratch_bytes =
       cuda_attention_scratch(b, heads / tp, r.model.seq_length, h / heads, e,
-                             r.model.attention_dropout > 0, attention_kernels_chosen());
+                             r.model.attention_dropout > 0, attention_choice());
   plan.cuda_column_sum_scratch_bytes = cuda_column_sum_scratch(r, b, tp, e);
   const bool mixed = r.precision != Precision::kFP32;
   const int64_t v = chunks(r);

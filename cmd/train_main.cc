@@ -73,8 +73,9 @@ int main(int argc, char** argv) {
       "  MTNLG_TRANSPORT   CPU groups: auto (default), shm, tcp or gloo\n"
       "  MTNLG_SHM_SINGLE_COPY=0   shared-memory groups without cross-memory attach\n"
       "  MTNLG_GLOO_IFACE, MTNLG_GLOO_HOSTNAME   the interface Gloo's groups use\n"
-      "  MTNLG_CUDA_ATTENTION   blocked (default), flash, or flash2 (FA2-style) kernels;\n"
-      "                         the flash ones bf16/fp16 where they apply\n"
+      "  MTNLG_CUDA_ATTENTION   blocked (default), flash, or flash2 (FA2-style) kernels,\n"
+      "                         or flash2-fwd / flash2-bwd (flash2 in that pass, blocked in\n"
+      "                         the other); the flash ones bf16/fp16 where they apply\n"
       "  MTNLG_CUDA_FLASH_TILES   tile (default) or grid (a warp's tiles in one k loop)\n"
       "  MTNLG_CUDA_EPILOGUES   on (default: bias and tanh GeLU in cuBLASLt's epilogue) or off\n"
       "  NCCL_* apply to GPU groups as usual.");

@@ -58,34 +58,66 @@ inline bool flash2_attention_planned(int64_t value_bytes, int64_t head_dim) {
 // Attention's kernels on the GPU, MTNLG_CUDA_ATTENTION: `blocked` (the default; cuBLAS products
 // over causal row blocks, a [heads, s, s] workspace), `flash` (core/kernels/flash_attention.h
 // forward and backward, nothing of size [s, s]) or `flash2` (core/kernels/flash2_forward.h and
-// flash2_backward.h: FA2-style, scores and accumulators in registers, nothing of size [s, s]).
+// flash2_backward.h: FA2-style, scores and accumulators in registers, nothing of size [s, s]);
+// or one pass each: `flash2-fwd` (flash2's forward, the blocked backward) and `flash2-bwd` (the
+// blocked forward, flash2's backward). Any backward continues from any forward: forward's
+// contract is out and each row's log-sum-exp, and every kernel drops the same elements (the CPU's
+// index), so the best pass of each family can be combined.
 // The flash ones only where they apply (bf16/fp16, their head sizes), the blocked ones elsewhere.
 // The CUDA backend and the planner both ask here, so a value other than these is an error naming
 // the variable in --dry-run as in training. The blocked kernels are the default: on an H200 the
 // flash ones, correct, took 334.5 ms of a 1.3B step against the blocked ones' 198.9 ms (README,
 // GPUs); flash2 is new.
 enum class AttentionKernels { kBlocked = 0, kFlash = 1, kFlash2 = 2 };
-inline AttentionKernels attention_kernels_chosen() {
-  return static_cast<AttentionKernels>(
-      env_select("MTNLG_CUDA_ATTENTION", {"blocked", "flash", "flash2"}));
+
+// The kernel family of each pass.
+struct AttentionChoice {
+  AttentionKernels forward, backward;
+  AttentionChoice(AttentionKernels both) : forward(both), backward(both) {}  // NOLINT: one family
+  AttentionChoice(AttentionKernels f, AttentionKernels b) : forward(f), backward(b) {}
+  bool operator==(const AttentionChoice&) const = default;
+};
+
+inline AttentionChoice attention_choice() {
+  using K = AttentionKernels;
+  switch (env_select("MTNLG_CUDA_ATTENTION",
+                     {"blocked", "flash", "flash2", "flash2-fwd", "flash2-bwd"})) {
+    case 1:
+      return K::kFlash;
+    case 2:
+      return K::kFlash2;
+    case 3:
+      return {K::kFlash2, K::kBlocked};
+    case 4:
+      return {K::kBlocked, K::kFlash2};
+    default:
+      return K::kBlocked;
+  }
 }
 // Whether the run asked for the flash kernels (core/kernels/flash_attention.h).
 inline bool flash_attention_chosen() {
-  return attention_kernels_chosen() == AttentionKernels::kFlash;
+  return attention_choice().forward == AttentionKernels::kFlash;
 }
 
-// The largest scratch attention takes from the CUDA backend's workspace in one call: with the
-// flash kernels (chosen, and they apply) their delta [b, local heads, s] in fp32, with the
-// FA2-style ones that and with dropout their keep bits, else the blocked kernels' backward over
-// one sequence.
+// The largest scratch attention takes from the CUDA backend's workspace in one call, the larger
+// of its passes': the flash kernels' forwards take none; their backward (chosen, and they apply)
+// its delta [b, local heads, s] in fp32, the FA2-style one that and with dropout its keep bits;
+// the blocked kernels one sequence's scores and probabilities, forward or backward.
 inline int64_t cuda_attention_scratch(int64_t micro_batch, int64_t local_heads, int64_t s,
                                       int64_t head_dim, int64_t value_bytes, bool dropout,
-                                      AttentionKernels kernels) {
-  if (kernels == AttentionKernels::kFlash && flash_attention_planned(value_bytes, head_dim))
-    return micro_batch * local_heads * s * 4;
-  if (kernels == AttentionKernels::kFlash2 && flash2_attention_planned(value_bytes, head_dim))
-    return kernels::flash2::backward_scratch_bytes(micro_batch, local_heads, s, dropout);
-  return attention_workspace(local_heads, s, 4, value_bytes, dropout).backward_bytes();
+                                      AttentionChoice kernels) {
+  const AttentionWorkspace blocked = attention_workspace(local_heads, s, 4, value_bytes, dropout);
+  const auto applies = [&](AttentionKernels k) {
+    return (k == AttentionKernels::kFlash && flash_attention_planned(value_bytes, head_dim)) ||
+           (k == AttentionKernels::kFlash2 && flash2_attention_planned(value_bytes, head_dim));
+  };
+  const int64_t forward = applies(kernels.forward) ? 0 : blocked.forward_bytes();
+  int64_t backward = blocked.backward_bytes();
+  if (applies(kernels.backward))
+    backward = kernels.backward == AttentionKernels::kFlash
+                   ? micro_batch * local_heads * s * 4
+                   : kernels::flash2::backward_scratch_bytes(micro_batch, local_heads, s, dropout);
+  return forward > backward ? forward : backward;
 }
 
 }  // namespace mtnlg

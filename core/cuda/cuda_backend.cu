@@ -101,10 +101,11 @@ class CudaBackend final : public Backend {
     // cuBLAS ones by default (on an H200 the flash ones took 1.68x their time on the 1.3B step);
     // MTNLG_CUDA_ATTENTION=flash: the flash ones where they apply (bf16/fp16 on compute
     // capability 8.0 or later, head sizes of multiples of 16 whose tiles fit shared memory);
-    // flash2: the FA2-style kernels where they apply (bf16/fp16, head sizes 64 and 128). A linear
+    // flash2: the FA2-style kernels where they apply (bf16/fp16, head sizes 64 and 128);
+    // flash2-fwd and flash2-bwd: those in one pass, the blocked ones in the other. A linear
     // layer's bias (and GeLU) in cuBLASLt's epilogue where it applies; MTNLG_CUDA_EPILOGUES=off:
     // separate kernels.
-    attention_ = attention_kernels_chosen();
+    attention_ = attention_choice();
     flash_.warp_grids = !env_choice("MTNLG_CUDA_FLASH_TILES", "tile", "grid");
     // The FA2-style forward's query rows a block: 64 (one 16-row m tile a warp) or, with
     // MTNLG_CUDA_FLASH2_ROWS=128, 128 (two; FlashAttention-2's own); the same bits either way.
@@ -339,9 +340,9 @@ class CudaBackend final : public Backend {
     require_p(dropout_p, op);
     require(out, qkv.dtype(), b * s * heads * hd, op, "out");
     require(stats, acc_dtype(qkv.dtype()), b * heads * s, op, "stats");
-    if (use_flash(qkv, heads, {&out}))
+    if (use_flash(attention_.forward, qkv, heads, {&out}))
       flash_attention_forward_cuda(flash_, out, stats, qkv, heads, dropout_p, rng, stream());
-    else if (use_flash2(qkv, heads, {&out}))
+    else if (use_flash2(attention_.forward, qkv, heads, {&out}))
       flash2_forward_cuda(out, stats, qkv, heads, dropout_p, rng, flash2_wide_rows_, stream());
     else
       attention_forward_cuda(blas(), out, stats, qkv, heads, dropout_p, rng, ws_);
@@ -358,10 +359,10 @@ class CudaBackend final : public Backend {
     // from it (the blocked kernels recompute whole rows and do not read it).
     require(out, qkv.dtype(), b * s * heads * hd, op, "out");
     require(stats, acc_dtype(qkv.dtype()), b * heads * s, op, "stats");
-    if (use_flash(qkv, heads, {&dqkv, &dout, &out}))
+    if (use_flash(attention_.backward, qkv, heads, {&dqkv, &dout, &out}))
       flash_attention_backward_cuda(flash_, dqkv, dout, qkv, out, stats, heads, dropout_p, rng, ws_,
                                     stream());
-    else if (use_flash2(qkv, heads, {&dqkv, &dout, &out}))
+    else if (use_flash2(attention_.backward, qkv, heads, {&dqkv, &dout, &out}))
       flash2_backward_cuda(dqkv, dout, qkv, out, stats, heads, dropout_p, rng, ws_, stream());
     else
       attention_backward_cuda(blas(), dqkv, dout, qkv, stats, heads, dropout_p, rng, ws_);
@@ -560,13 +561,15 @@ class CudaBackend final : public Backend {
     int64_t b, s, hd;
   };
   double* sum_scratch() const { return static_cast<double*>(fixed_->data()); }
-  bool use_flash2(const Tensor& qkv, int64_t heads, std::initializer_list<const Tensor*> others) {
-    return attention_ == AttentionKernels::kFlash2 &&
-           flash2_attention_applies(flash_, qkv, heads, others);
+  // Whether a pass whose chosen family is `k` runs the FA2-style (flash) kernels: chosen, and
+  // they apply to these tensors.
+  bool use_flash2(AttentionKernels k, const Tensor& qkv, int64_t heads,
+                  std::initializer_list<const Tensor*> others) {
+    return k == AttentionKernels::kFlash2 && flash2_attention_applies(flash_, qkv, heads, others);
   }
-  bool use_flash(const Tensor& qkv, int64_t heads, std::initializer_list<const Tensor*> others) {
-    return attention_ == AttentionKernels::kFlash &&
-           flash_attention_applies(flash_, qkv, heads, others);
+  bool use_flash(AttentionKernels k, const Tensor& qkv, int64_t heads,
+                 std::initializer_list<const Tensor*> others) {
+    return k == AttentionKernels::kFlash && flash_attention_applies(flash_, qkv, heads, others);
   }
 
   static AttentionDims attention_dims(const Tensor& qkv, int64_t heads, const char* op) {
@@ -613,7 +616,7 @@ class CudaBackend final : public Backend {
   int device_;
   std::string name_;
   FlashDevice flash_;
-  AttentionKernels attention_ = AttentionKernels::kBlocked;
+  AttentionChoice attention_{AttentionKernels::kBlocked};
   bool epilogues_enabled_ = true;
   bool flash2_wide_rows_ = false;  // MTNLG_CUDA_FLASH2_ROWS=128
   // Bytes alloc() handed out and not yet freed (cudaMalloc'ed sizes; excludes cuBLAS workspace,

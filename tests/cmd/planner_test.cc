@@ -471,6 +471,16 @@ TEST_CASE(
         4 * 2 * 32 * 4 + 4 * 2 * 32 * 1 * 4);
   CHECK(cuda_attention_scratch(4, 2, 32, 16, 2, true, AttentionKernels::kFlash2) ==
         2 * 32 * 32 * 12);
+  // One pass each: the larger of the passes'. The blocked forward's scores, probabilities and
+  // dropped probabilities (4 + 2 + 2 bytes an element with dropout, 4 + 2 without) against the
+  // FA2-style backward's delta and keep bits; flash2's forward takes none, the blocked backward
+  // its usual.
+  const AttentionChoice blocked_fwd{AttentionKernels::kBlocked, AttentionKernels::kFlash2};
+  const AttentionChoice flash2_fwd{AttentionKernels::kFlash2, AttentionKernels::kBlocked};
+  CHECK(cuda_attention_scratch(4, 2, 32, 64, 2, true, blocked_fwd) == 2 * 32 * 32 * 8);
+  CHECK(cuda_attention_scratch(4, 2, 32, 64, 2, false, blocked_fwd) == 2 * 32 * 32 * 6);
+  CHECK(cuda_attention_scratch(64, 2, 32, 64, 2, false, blocked_fwd) == 64 * 2 * 32 * 4);
+  CHECK(cuda_attention_scratch(4, 2, 32, 64, 2, true, flash2_fwd) == 2 * 32 * 32 * 12);
   CHECK_FALSE(flash_attention_chosen());
 }
 
@@ -531,13 +541,29 @@ TEST_CASE("MTNLG_CUDA_ATTENTION is read as the CUDA backend reads it - a misspel
     // dropout the keep bits, 2048 / 32 words a row.
     ScopedEnv env("MTNLG_CUDA_ATTENTION", "flash2");
     CHECK_FALSE(flash_attention_chosen());
-    CHECK(attention_kernels_chosen() == AttentionKernels::kFlash2);
+    CHECK(attention_choice() == AttentionChoice(AttentionKernels::kFlash2));
     const Recipe q = recipe("1.3b.yaml");
     CHECK(scratch() == q.parallel.micro_batch_size * 16 * 2048 * (4 + 64 * 4));
   }
+  {
+    // flash2's forward and the blocked backward: the blocked backward's scratch, as blocked.
+    ScopedEnv env("MTNLG_CUDA_ATTENTION", "flash2-fwd");
+    CHECK(attention_choice() ==
+          AttentionChoice(AttentionKernels::kFlash2, AttentionKernels::kBlocked));
+    CHECK(scratch() == blocked);
+  }
+  {
+    // The blocked forward and flash2's backward: one sequence's fp32 scores, probabilities and
+    // dropped probabilities (16 heads x 2048^2 x (4 + 2 + 2)), more than flash2's backward takes.
+    ScopedEnv env("MTNLG_CUDA_ATTENTION", "flash2-bwd");
+    CHECK(attention_choice() ==
+          AttentionChoice(AttentionKernels::kBlocked, AttentionKernels::kFlash2));
+    CHECK(scratch() == 16 * 2048 * 2048 * int64_t{4 + 2 + 2});
+    CHECK(scratch() < blocked);
+  }
   ScopedEnv env("MTNLG_CUDA_ATTENTION", "Flash");
   CHECK_THROWS_WITH(scratch(), Catch::Contains("MTNLG_CUDA_ATTENTION=Flash is not one of "
-                                               "blocked, flash, flash2"));
+                                               "blocked, flash, flash2, flash2-fwd, flash2-bwd"));
 }
 
 TEST_CASE("device overheads: per stage on a GPU - counted in fits - none on the CPU") {

@@ -299,8 +299,11 @@ TEST_CASE("attention forward and backward match the CPU, with and without dropou
   const int64_t hd = GENERATE(16, 64, 128);
   // flash: bf16/fp16 take the flash kernels; blocked (the default): the cuBLAS ones (fp32/f64
   // always); flash2: the FA2-style kernels at head sizes 64 and 128 (bf16/fp16); flash2-128:
-  // those with the forward's 128-row blocks (MTNLG_CUDA_FLASH2_ROWS=128).
-  const std::string kernel = GENERATE("flash", "blocked", "flash2", "flash2-128");
+  // those with the forward's 128-row blocks (MTNLG_CUDA_FLASH2_ROWS=128); flash2-fwd and
+  // flash2-bwd: the FA2-style kernels in one pass, the blocked ones in the other (each backward
+  // from the other family's forward: out and the log-sum-exps).
+  const std::string kernel =
+      GENERATE("flash", "blocked", "flash2", "flash2-128", "flash2-fwd", "flash2-bwd");
   const bool wide = kernel == "flash2-128";
   ScopedEnv env("MTNLG_CUDA_ATTENTION", wide ? "flash2" : kernel);
   ScopedEnv rows("MTNLG_CUDA_FLASH2_ROWS", wide ? "128" : "64");
