@@ -147,11 +147,13 @@ Result measure(const Options& o, const AttnShape& shape, const std::string& impl
                const Tensor& host_qkv, const Tensor& host_dout, std::vector<float>* ref_out,
                std::vector<float>* ref_dqkv) {
   // The CUDA backend reads its attention kernels from the environment when it is made: the same
-  // switches a training run sets (flash2-128: flash2 with MTNLG_CUDA_FLASH2_ROWS=128).
+  // switches a training run sets (flash2-128: flash2 with MTNLG_CUDA_FLASH2_ROWS=128;
+  // flash2-recompute: flash2 with MTNLG_CUDA_FLASH2_DQ=recompute).
   if (o.device == "cuda") {
-    const bool wide = impl == "flash2-128";
-    ::setenv("MTNLG_CUDA_ATTENTION", wide ? "flash2" : impl.c_str(), 1);
+    const bool wide = impl == "flash2-128", recompute = impl == "flash2-recompute";
+    ::setenv("MTNLG_CUDA_ATTENTION", wide || recompute ? "flash2" : impl.c_str(), 1);
     ::setenv("MTNLG_CUDA_FLASH2_ROWS", wide ? "128" : "64", 1);
+    ::setenv("MTNLG_CUDA_FLASH2_DQ", recompute ? "recompute" : "stored", 1);
   }
   auto be = bench::make_bench_backend(o.device, o.threads);
   const DType dtype = dtype_of(o.dtype);
@@ -269,12 +271,14 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   app.add_option("--kernels", o.kernels,
                  "With --device cuda: comma-separated kernel families to time, "
-                 "MTNLG_CUDA_ATTENTION's blocked, flash, flash2, and flash2-128 (flash2 with "
-                 "MTNLG_CUDA_FLASH2_ROWS=128: the forward's 128-row blocks) (default: "
+                 "MTNLG_CUDA_ATTENTION's blocked, flash, flash2, flash2-128 (flash2 with "
+                 "MTNLG_CUDA_FLASH2_ROWS=128: the forward's 128-row blocks) and "
+                 "flash2-recompute (flash2 with MTNLG_CUDA_FLASH2_DQ=recompute: the backward's "
+                 "dq pass recomputing dS) (default: "
                  "blocked,flash2); the runs column says which ran (blocked where the asked ones "
                  "do not apply)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"blocked", "flash", "flash2", "flash2-128"}));
+      ->check(CLI::IsMember({"blocked", "flash", "flash2", "flash2-128", "flash2-recompute"}));
   app.add_option("--device", o.device, "cpu, or cuda (GPU 0; needs a CUDA build)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();

@@ -257,7 +257,10 @@ int main(int argc, char** argv) {
       "flash2-fwd and flash2-bwd those in one pass and the blocked ones in the other), "
       "MTNLG_CUDA_FLASH_TILES=tile|grid (how the "
       "flash "
-      "kernels' warps run their product tiles; tile by tile by default) and "
+      "kernels' warps run their product tiles; tile by tile by default), "
+      "MTNLG_CUDA_FLASH2_ROWS=64|128 (query rows of a flash2 forward block; 64 by default), "
+      "MTNLG_CUDA_FLASH2_DQ=stored|recompute (flash2's dq from dS stored by its dk/dv pass, the "
+      "default, or recomputed) and "
       "MTNLG_CUDA_EPILOGUES=on|off "
       "(the linear layers' bias and tanh GeLU in cuBLASLt's epilogue; on by default).");
   Options o;

@@ -77,6 +77,9 @@ int main(int argc, char** argv) {
       "                         or flash2-fwd / flash2-bwd (flash2 in that pass, blocked in\n"
       "                         the other); the flash ones bf16/fp16 where they apply\n"
       "  MTNLG_CUDA_FLASH_TILES   tile (default) or grid (a warp's tiles in one k loop)\n"
+      "  MTNLG_CUDA_FLASH2_ROWS   64 (default) or 128 query rows a flash2 forward block\n"
+      "  MTNLG_CUDA_FLASH2_DQ   stored (default: flash2's dk/dv pass stores dS for dq) or\n"
+      "                         recompute (dq recomputes it: less scratch, more products)\n"
       "  MTNLG_CUDA_EPILOGUES   on (default: bias and tanh GeLU in cuBLASLt's epilogue) or off\n"
       "  NCCL_* apply to GPU groups as usual.");
   std::string config;

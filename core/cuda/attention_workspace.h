@@ -70,28 +70,34 @@ inline bool flash2_attention_planned(int64_t value_bytes, int64_t head_dim) {
 // GPUs); flash2 is new.
 enum class AttentionKernels { kBlocked = 0, kFlash = 1, kFlash2 = 2 };
 
-// The kernel family of each pass.
+// The kernel family of each pass, and how the FA2-style backward gets dS for dq:
+// MTNLG_CUDA_FLASH2_DQ=stored (the default: the dk/dv pass stores dS^T, 2 bytes an element of
+// [b, heads, s, s] in the workspace, and dq reads it back; five products a tile) or recompute
+// (the dq pass recomputes S, dP and the softmax itself: seven products, no [s, s] scratch).
 struct AttentionChoice {
   AttentionKernels forward, backward;
+  bool flash2_stored_ds = true;
   AttentionChoice(AttentionKernels both) : forward(both), backward(both) {}  // NOLINT: one family
-  AttentionChoice(AttentionKernels f, AttentionKernels b) : forward(f), backward(b) {}
+  AttentionChoice(AttentionKernels f, AttentionKernels b, bool stored_ds = true)
+      : forward(f), backward(b), flash2_stored_ds(stored_ds) {}
   bool operator==(const AttentionChoice&) const = default;
 };
 
 inline AttentionChoice attention_choice() {
   using K = AttentionKernels;
+  const bool stored = env_choice("MTNLG_CUDA_FLASH2_DQ", "stored", "recompute");
   switch (env_select("MTNLG_CUDA_ATTENTION",
                      {"blocked", "flash", "flash2", "flash2-fwd", "flash2-bwd"})) {
     case 1:
-      return K::kFlash;
+      return {K::kFlash, K::kFlash, stored};
     case 2:
-      return K::kFlash2;
+      return {K::kFlash2, K::kFlash2, stored};
     case 3:
-      return {K::kFlash2, K::kBlocked};
+      return {K::kFlash2, K::kBlocked, stored};
     case 4:
-      return {K::kBlocked, K::kFlash2};
+      return {K::kBlocked, K::kFlash2, stored};
     default:
-      return K::kBlocked;
+      return {K::kBlocked, K::kBlocked, stored};
   }
 }
 // Whether the run asked for the flash kernels (core/kernels/flash_attention.h).
@@ -101,8 +107,9 @@ inline bool flash_attention_chosen() {
 
 // The largest scratch attention takes from the CUDA backend's workspace in one call, the larger
 // of its passes': the flash kernels' forwards take none; their backward (chosen, and they apply)
-// its delta [b, local heads, s] in fp32, the FA2-style one that and with dropout its keep bits;
-// the blocked kernels one sequence's scores and probabilities, forward or backward.
+// its delta [b, local heads, s] in fp32, the FA2-style one that, with dropout its keep bits, and
+// with dS stored dS^T (2 bytes an element of [b, local heads, s, s rounded up to 8]); the blocked
+// kernels one sequence's scores and probabilities, forward or backward.
 inline int64_t cuda_attention_scratch(int64_t micro_batch, int64_t local_heads, int64_t s,
                                       int64_t head_dim, int64_t value_bytes, bool dropout,
                                       AttentionChoice kernels) {
@@ -116,7 +123,8 @@ inline int64_t cuda_attention_scratch(int64_t micro_batch, int64_t local_heads, 
   if (applies(kernels.backward))
     backward = kernels.backward == AttentionKernels::kFlash
                    ? micro_batch * local_heads * s * 4
-                   : kernels::flash2::backward_scratch_bytes(micro_batch, local_heads, s, dropout);
+                   : kernels::flash2::backward_scratch_bytes(micro_batch, local_heads, s, dropout,
+                                                             kernels.flash2_stored_ds);
   return forward > backward ? forward : backward;
 }
 

@@ -363,7 +363,8 @@ class CudaBackend final : public Backend {
       flash_attention_backward_cuda(flash_, dqkv, dout, qkv, out, stats, heads, dropout_p, rng, ws_,
                                     stream());
     else if (use_flash2(attention_.backward, qkv, heads, {&dqkv, &dout, &out}))
-      flash2_backward_cuda(dqkv, dout, qkv, out, stats, heads, dropout_p, rng, ws_, stream());
+      flash2_backward_cuda(dqkv, dout, qkv, out, stats, heads, dropout_p, rng,
+                           attention_.flash2_stored_ds, ws_, stream());
     else
       attention_backward_cuda(blas(), dqkv, dout, qkv, stats, heads, dropout_p, rng, ws_);
   }

@@ -50,6 +50,20 @@ __global__ void __launch_bounds__(f2::kThreads) flash2_dkv_kernel(fl::BackwardAr
   f2::dkv_thread<T, HD>(w, flash2_smem, a, blockIdx.z, blockIdx.y, blockIdx.x);
 }
 
+template <typename T, int HD>
+__global__ void __launch_bounds__(f2::kThreads) flash2_prep_kernel(fl::BackwardArgs<T> a) {
+  WarpExec w;
+  f2::prep_thread<T, HD>(w, a, blockIdx.z, blockIdx.y, blockIdx.x);
+}
+
+template <typename T, int HD>
+__global__ void __launch_bounds__(f2::kThreads) flash2_dq_stored_kernel(fl::BackwardArgs<T> a) {
+  extern __shared__ __align__(16) char flash2_smem[];
+  WarpExec w;
+  const int64_t rb = static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x;
+  f2::dq_stored_thread<T, HD>(w, flash2_smem, a, blockIdx.z, blockIdx.y, rb);
+}
+
 template <typename K, typename Args>
 void launch(K kernel, int64_t blocks, size_t smem, const Args& a, cudaStream_t stream) {
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -116,27 +130,40 @@ void flash2_forward_cuda(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t 
 
 void flash2_backward_cuda(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                           const Tensor& stats, int64_t heads, double dropout_p, RngStream rng,
-                          Workspace& ws, cudaStream_t stream) {
+                          bool stored_ds, Workspace& ws, cudaStream_t stream) {
   const fl::Dims d = flash_dims(qkv, heads);
   if (d.b == 0 || d.s == 0) return;
   const bool dropout = dropout_p > 0.0;
-  // delta [b, heads, s], then with dropout the keep bits (flash2_backward.h keep_words).
-  auto* delta = static_cast<float*>(
-      ws.get(static_cast<size_t>(f2::backward_scratch_bytes(d.b, d.heads, d.s, dropout))));
+  // delta [b, heads, s], then with dropout the keep bits (flash2_backward.h keep_words), then
+  // with dS stored dS^T from ds_offset.
+  char* scratch = static_cast<char*>(ws.get(
+      static_cast<size_t>(f2::backward_scratch_bytes(d.b, d.heads, d.s, dropout, stored_ds))));
+  auto* delta = reinterpret_cast<float*>(scratch);
   auto* keep = dropout ? reinterpret_cast<uint32_t*>(delta + d.b * d.heads * d.s) : nullptr;
   const auto run = [&](auto tag) {
     using T = decltype(tag);
-    const fl::BackwardArgs<T> a =
+    fl::BackwardArgs<T> a =
         flash_backward_args<T>(dqkv, dout, qkv, out, stats, heads, dropout_p, rng, delta, keep);
     const int64_t blocks = f2::backward_blocks(d.s);
-    // dq (and delta) for every query block, then dk and dv: one stream orders them.
-    if (d.hd == 64) {
-      launch(flash2_dq_kernel<T, 64>, blocks, f2::backward_smem_bytes<T>(64), a, stream);
-      launch(flash2_dkv_kernel<T, 64>, blocks, f2::backward_smem_bytes<T>(64), a, stream);
-    } else {
-      launch(flash2_dq_kernel<T, 128>, blocks, f2::backward_smem_bytes<T>(128), a, stream);
-      launch(flash2_dkv_kernel<T, 128>, blocks, f2::backward_smem_bytes<T>(128), a, stream);
-    }
+    const auto go = [&](auto hd_tag) {
+      constexpr int kHd = decltype(hd_tag)::value;
+      if (!stored_ds) {
+        // dq (and delta) for every query block, then dk and dv: one stream orders them.
+        launch(flash2_dq_kernel<T, kHd>, blocks, f2::backward_smem_bytes<T>(kHd), a, stream);
+        launch(flash2_dkv_kernel<T, kHd>, blocks, f2::backward_smem_bytes<T>(kHd), a, stream);
+        return;
+      }
+      // delta and the keep bits, then dk and dv (storing dS^T), then dq from dS^T.
+      a.ds = reinterpret_cast<T*>(scratch + f2::ds_offset(d.b, d.heads, d.s, dropout));
+      a.ld_ds = f2::ds_ld(d.s);
+      launch(flash2_prep_kernel<T, kHd>, blocks, 0, a, stream);
+      launch(flash2_dkv_kernel<T, kHd>, blocks, f2::backward_smem_bytes<T>(kHd), a, stream);
+      launch(flash2_dq_stored_kernel<T, kHd>, blocks, f2::dq_stored_smem_bytes<T>(kHd), a, stream);
+    };
+    if (d.hd == 64)
+      go(std::integral_constant<int, 64>{});
+    else
+      go(std::integral_constant<int, 128>{});
   };
   if (dqkv.dtype() == DType::kBF16)
     run(Bf16{});

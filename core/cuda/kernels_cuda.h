@@ -206,18 +206,21 @@ void flash_attention_backward_cuda(const FlashDevice& dev, Tensor& dqkv, const T
 // ---- flash2_attention_cuda.cu ----
 // Attention FA2-style (core/kernels/flash2_forward.h, flash2_backward.h: scores, probabilities
 // and accumulators in registers), the contract of flash_attention_*_cuda: the same out and
-// stats, so any backward can follow either forward; backward deterministic, its scratch
-// b*heads*s floats from ws. Applies to bf16/fp16 at head sizes 64 and 128 on compute capability
-// 8.0 or later, every operand 16-byte aligned.
+// stats, so any backward can follow either forward; backward deterministic, its scratch from ws
+// (flash2_backward.h's backward_scratch_bytes: delta, the keep bits, dS^T when stored). Applies to
+// bf16/fp16 at head sizes 64 and 128 on compute capability 8.0 or later, every operand 16-byte
+// aligned.
 bool flash2_attention_applies(const FlashDevice& dev, const Tensor& qkv, int64_t heads,
                               std::initializer_list<const Tensor*> operands);
 // wide_rows: forward blocks of 128 query rows, two 16-row m tiles a warp (MTNLG_CUDA_FLASH2_ROWS=
 // 128), else 64, one a warp; the same bits either way.
 void flash2_forward_cuda(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,
                          double dropout_p, RngStream rng, bool wide_rows, cudaStream_t stream);
+// stored_ds: dq from dS^T stored by the dk/dv pass (prep, dk/dv, dq: five products a tile), else
+// from its own recomputed scores (dq, dk/dv: seven); flash2_backward.h says more.
 void flash2_backward_cuda(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                           const Tensor& stats, int64_t heads, double dropout_p, RngStream rng,
-                          Workspace& ws, cudaStream_t stream);
+                          bool stored_ds, Workspace& ws, cudaStream_t stream);
 
 // ---- embedding_cuda.cu ----
 // wte holds word rows [vocab_start, vocab_start + wte rows) (the whole table: 0, with the token

@@ -7,6 +7,13 @@
 //     then over 32-key tiles dP = dO V^T, dS = P (dropped dP - delta), dQ += dS K.
 //   dkv_thread, per 64 keys (16 a warp): over 32-query tiles the transposed products,
 //     S^T = K Q^T, dP^T = V dO^T, dV += (dropped P)^T dO, dK += dS^T Q.
+// Or with dS stored (the default on the GPU; MTNLG_CUDA_FLASH2_DQ=recompute for the above), three
+// passes and five products per tile instead of seven:
+//   prep_thread, per 64 query rows: delta and the keep bits (dq_thread's, without its products);
+//   dkv_thread as above, which also stores dS^T (as rounded for dK's product) in a.ds;
+//   dq_stored_thread, per 64 query rows: dQ = dS K over the keys the rows see, dS read back.
+// The dq pass's recomputed S = Q K^T and dP = dO V^T, and its softmax, give way to one write and
+// one read of dS (2 bytes an element of the causal half).
 // Contract: core/backend.h's attention_backward, as flash::dq_block and flash::dkv_block
 // (core/kernels/flash_attention.h): dqkv overwritten (its q columns by the first pass, k and v
 // by the second), delta [b, heads, s] scratch between them, dropout regenerated from the CPU's
@@ -49,10 +56,37 @@ MTNLG_HD int64_t keep_words(int64_t s) {
   return (s + 31) / 32;
 }
 
-// The backward's scratch from the backend's workspace: delta, 4 bytes a row, and with dropout
-// the keep bits. The launcher and the planner (core/cuda/attention_workspace.h) both use it.
-MTNLG_HD int64_t backward_scratch_bytes(int64_t b, int64_t heads, int64_t s, bool dropout) {
+// dS^T's leading dimension with dS stored: s rounded up to 8 elements, so that every row starts
+// 16 bytes aligned (cp.async).
+MTNLG_HD int64_t ds_ld(int64_t s) {
+  return (s + 7) / 8 * 8;
+}
+
+// dS^T [b, heads, s, ds_ld(s)] of 2-byte elements, and a block's width of slack past the end: a
+// dq block's tile reads 64 columns from its first query row, past the end of the last key's row
+// in the last block (columns no stored row reads back).
+MTNLG_HD int64_t ds_bytes(int64_t b, int64_t heads, int64_t s) {
+  return (b * heads * s * ds_ld(s) + kBwdRows) * 2;
+}
+
+// The backward's scratch from the backend's workspace: delta, 4 bytes a row; with dropout the
+// keep bits; with dS stored, dS^T from ds_offset. The launcher and the planner
+// (core/cuda/attention_workspace.h) both use these.
+MTNLG_HD int64_t ds_offset(int64_t b, int64_t heads, int64_t s, bool dropout) {
+  const int64_t stats = b * heads * s * 4 + (dropout ? b * heads * s * keep_words(s) * 4 : 0);
+  return (stats + 15) / 16 * 16;
+}
+MTNLG_HD int64_t backward_scratch_bytes(int64_t b, int64_t heads, int64_t s, bool dropout,
+                                        bool stored_ds = false) {
+  if (stored_ds) return ds_offset(b, heads, s, dropout) + ds_bytes(b, heads, s);
   return b * heads * s * 4 + (dropout ? b * heads * s * keep_words(s) * 4 : 0);
+}
+
+// Shared memory of the stored-dS dq pass: two buffers of a dS^T tile [32][64 + 8] and a K tile
+// [32][hd + 8]. 26 KiB at head size 128.
+template <typename T>
+MTNLG_HD size_t dq_stored_smem_bytes(int64_t hd) {
+  return static_cast<size_t>(2 * kBwdTile) * static_cast<size_t>(kBwdRows + 8 + hd + 8) * sizeof(T);
 }
 
 MTNLG_HD int64_t backward_blocks(int64_t s) {
@@ -382,6 +416,20 @@ MTNLG_HD void dkv_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int6
         dpt[nt][e] = seen ? p * (dpt[nt][e] * keep_scale - sdelta[nt * 8 + c.col]) : 0.0f;
       }
     }
+    if (a.ds != nullptr) {
+      // dS^T for the dq pass (dq_stored_thread), rounded to T as dK's product takes it: a pair of
+      // query rows of each key a store, 0 where the row does not see the key (that pass reads
+      // the diagonal block whole). Rows past s are not stored.
+      MTNLG_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        if (keys[r] >= s) continue;
+        T* to = a.ds + (row_stat + keys[r]) * a.ld_ds + q0 + 2 * t;
+        MTNLG_UNROLL
+        for (int nt = 0; nt < kSTiles; ++nt)
+          if (q0 + nt * 8 + 2 * t < s)
+            mma::store_pair(to + nt * 8, pack_floats<T>(dpt[nt][2 * r], dpt[nt][2 * r + 1]));
+      }
+    }
     // dV += (dropped P)^T dO and dK += dS^T Q.
     MTNLG_UNROLL
     for (int kk = 0; kk < kPSteps; ++kk) {
@@ -413,6 +461,120 @@ MTNLG_HD void dkv_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int6
       mma::store_pair(dqkv + keys[r] * ldq + 2 * HD + col,
                       pack_floats<T>(dv[j][2 * r], dv[j][2 * r + 1]));
     }
+  }
+}
+
+// The stored-dS backward's first pass, for query rows [rb*64, rb*64 + 64) of head h of sequence
+// b: delta_i = dO_i . O_i (two threads a row, half the head's columns each) and with dropout the
+// rows' keep words for the keys up to the end of their block, as dq_thread writes them (bit k of
+// word c for key 32 c + k: kept and seen), each word by one thread walking its keys in order (a
+// Philox block per four). No products, no shared memory.
+template <typename T, int HD, typename W>
+MTNLG_HD void prep_thread(W& w, const flash::BackwardArgs<T>& a, int64_t b, int64_t h, int64_t rb) {
+  static_assert(kThreads == 2 * kBwdRows, "two threads a row");
+  const flash::Dims d = a.d;
+  const int64_t s = d.s, ldo = d.ldo(), r0 = rb * kBwdRows;
+  const int64_t row_stat = (b * d.heads + h) * s;
+  const int tid = w.thread();
+  const int64_t i = r0 + tid / 2;
+  const int half = tid & 1;
+  float delta = 0.0f;
+  if (i < s) {
+    const int64_t at = (b * s + i) * ldo + h * d.hd + half * (HD / 2);
+    MTNLG_UNROLL
+    for (int c = 0; c < HD / 2; c += 2) {
+      const uint32_t dpair = mma::load_pair(a.dout + at + c);
+      const uint32_t opair = mma::load_pair(a.out + at + c);
+      T d0, d1, o0, o1;
+      d0.bits = mma::low(dpair);
+      d1.bits = mma::high(dpair);
+      o0.bits = mma::low(opair);
+      o1.bits = mma::high(opair);
+      delta += static_cast<float>(d0) * static_cast<float>(o0) +
+               static_cast<float>(d1) * static_cast<float>(o1);
+    }
+  }
+  delta += w.shfl_xor(delta, 1);
+  if (half == 0 && i < s) a.delta[row_stat + i] = delta;
+  if (!(a.dropout_p > 0.0f)) return;
+  const int64_t words = keep_words(s);
+  const int64_t end = r0 + kBwdRows < s ? r0 + kBwdRows : s;  // keys the rows can see
+  const int row_words = static_cast<int>((end + 31) / 32);
+  for (int e = tid; e < kBwdRows * row_words; e += kThreads) {
+    const int64_t row = r0 + e / row_words, c = e % row_words;
+    if (row >= s) break;  // e grows with row
+    KeepMask mask(a.rng, a.dropout_p);
+    const uint64_t n0 = flash::drop_index(d, b, h, row, 32 * c);
+    const int seen = row - 32 * c >= 31 ? 32 : static_cast<int>(row - 32 * c) + 1;
+    uint32_t word = 0u;
+    for (int k = 0; k < seen; ++k) word |= static_cast<uint32_t>(mask.keep(n0 + k)) << k;
+    a.keep[(row_stat + row) * words + c] = word;
+  }
+}
+
+// The stored-dS backward's last pass: dq for query rows [rb*64, rb*64 + 64) of head h of sequence
+// b, dQ = scale * dS K over the keys the rows see, dS read back from the dk/dv pass's dS^T (zero
+// above the diagonal within the rows' block). Each tile of 32 keys brings its dS^T [32][64] and K
+// [32][hd] into shared memory (double-buffered, cp.async); a warp's A fragments of dS are its 16
+// rows of the dS^T tile read transposed (ldmatrix .trans), as the recomputing pass's came from
+// its registers.
+template <typename T, int HD, typename W>
+MTNLG_HD void dq_stored_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int64_t b,
+                               int64_t h, int64_t rb) {
+  static_assert(HD % 16 == 0, "head size a multiple of 16");
+  constexpr int ld = HD + 8, lds = kBwdRows + 8;
+  constexpr int kOTiles = HD / 8, kPSteps = kBwdTile / 16;
+  // Buffer buf: a dS^T tile [kBwdTile][lds] then a K tile [kBwdTile][ld], by arithmetic.
+  const auto tile = [&](int buf) {
+    return reinterpret_cast<T*>(smem) + buf * kBwdTile * (lds + ld);
+  };
+  const flash::Dims d = a.d;
+  const int64_t s = d.s, ldq = d.ldq(), r0 = rb * kBwdRows;
+  const T* base = a.qkv + b * s * ldq + h * 3 * d.hd;
+  const T* dst = a.ds + (b * d.heads + h) * s * a.ld_ds + r0;  // dS^T, the block's columns
+  const int tid = w.thread(), lane = tid & 31, wr = (tid >> 5) * 16;
+  const int t = lane & 3;
+  const int64_t rows[2] = {r0 + wr + (lane >> 2), r0 + wr + (lane >> 2) + 8};
+  const int64_t last_row = r0 + wr + 15;
+  const int64_t end = r0 + kBwdRows < s ? r0 + kBwdRows : s;  // keys the rows can see
+  const auto fetch = [&](int64_t c0, int buf) {
+    load_tile_async<T, kBwdRows, kBwdTile>(w, tid, tile(buf), dst, a.ld_ds, c0, s);
+    load_tile_async<T, HD, kBwdTile>(w, tid, tile(buf) + kBwdTile * lds, base + d.hd, ldq, c0, s);
+    w.cp_async_commit();
+  };
+  fetch(0, 0);
+  float dq[kOTiles][4];
+  MTNLG_UNROLL
+  for (int j = 0; j < kOTiles; ++j) {
+    MTNLG_UNROLL
+    for (int e = 0; e < 4; ++e) dq[j][e] = 0.0f;
+  }
+  for (int64_t c0 = 0, it = 0; c0 < end; c0 += kBwdTile, ++it) {
+    const int buf = begin_tile(w, it, c0 + kBwdTile, end, fetch);
+    const T* sds = tile(buf);
+    const T* sk = sds + kBwdTile * lds;
+    MTNLG_UNROLL
+    for (int kk = 0; kk < kPSteps; ++kk) {
+      if (c0 + kk * 16 > last_row) continue;  // keys past the warp's rows: dS is 0
+      uint32_t sa[4];
+      load_a_trans(w, sa, sds, lds, wr, kk * 16, lane);
+      MTNLG_UNROLL
+      for (int j = 0; j < kOTiles; ++j) {
+        uint32_t kb[2];
+        load_b_cols(w, kb, sk, ld, kk * 16, j * 8, lane);
+        w.template mma<T>(dq[j], sa, kb);
+      }
+    }
+    w.sync();  // every warp is done with this buffer before the next fetch refills it
+  }
+  T* dqkv = a.dqkv + b * s * ldq + h * 3 * d.hd;
+  MTNLG_UNROLL
+  for (int r = 0; r < 2; ++r) {
+    if (rows[r] >= s) continue;
+    MTNLG_UNROLL
+    for (int j = 0; j < kOTiles; ++j)
+      mma::store_pair(dqkv + rows[r] * ldq + j * 8 + 2 * t,
+                      pack_floats<T>(dq[j][2 * r] * a.scale, dq[j][2 * r + 1] * a.scale));
   }
 }
 

@@ -259,6 +259,17 @@ MTNLG_HD void load_a(W& w, uint32_t (&frag)[4], const T* tile, int ld, int row0,
   w.template ldmatrix<false>(frag, row);
 }
 
+// The A fragment of rows [m0, m0 + 16) and columns [k0, k0 + 16) of A = X^T, X a row-major tile
+// holding A's columns as its rows (X[k][m]): load_a's four matrices, each read transposed from
+// rows k0.. (and k0 + 8..) of X.
+template <typename T, typename W>
+MTNLG_HD void load_a_trans(W& w, uint32_t (&frag)[4], const T* tile, int ld, int m0, int k0,
+                           int lane) {
+  const int m = lane >> 3;  // the matrix this lane addresses a row of
+  const T* row = tile + (k0 + (lane & 7) + (m >> 1) * 8) * ld + m0 + (m & 1) * 8;
+  w.template ldmatrix<true>(frag, row);
+}
+
 // The B fragment B(k, n) = X[n0 + n][k0 + k] of a row-major tile X (its pairs run along X's
 // rows): matrices (rows n0.., cols k0..) and (rows n0.., cols k0 + 8..).
 template <typename T, typename W>

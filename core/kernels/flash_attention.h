@@ -91,6 +91,10 @@ struct BackwardArgs {
   // The FA2-style backward with dropout (core/kernels/flash2_backward.h): the keep decisions,
   // written as bits by its first pass and read by its second; unused by these kernels.
   uint32_t* keep = nullptr;
+  // The FA2-style backward with dS stored (flash2_backward.h, dq_stored_thread): dS^T [b, heads,
+  // s, ld_ds], written by the dk/dv pass and read by the dq pass; null: dq recomputes dS.
+  T* ds = nullptr;
+  int64_t ld_ds = 0;
 };
 
 // Shared memory carved in 128-byte pieces (wmma wants 32-byte aligned tiles) from `base` (0:

@@ -31,11 +31,13 @@ On a machine with an NVIDIA GPU, CUDA (nvcc, cuBLAS, cuBLASLt) and NCCL:
            (mtnlg-bench-train --profile), blocked and FA2-style: OUT/profile-1.3b-*.txt; and
            the step with the FA2-style forward's 128-row blocks (MTNLG_CUDA_FLASH2_ROWS=128);
            first of all (after the GEMM rate), attention alone, forward and backward timed
-           apart, ours (blocked, flash2, flash2 with 128-row forward blocks) against PyTorch's
+           apart, ours (blocked, flash2, flash2 with its dq recomputing dS, flash2 with 128-row
+           forward blocks) against PyTorch's
            scaled_dot_product_attention (FA2)
            without and with dropout 0.1: OUT/attention.txt (mtnlg-bench-attention,
            bench/torch_attention.py)
-  ncu      Nsight Compute on the FA2-style kernels (forward, dq, dk/dv; 1.3B shape, dropout
+  ncu      Nsight Compute on the FA2-style kernels (forward, dk/dv, dq from stored dS, prep,
+           and the recomputing dq; 1.3B shape, dropout
            0.1): OUT/ncu-flash2-*.txt; skipped where ncu is missing or not permitted
 Each stage logs to WORK/STAGE.log (copied to OUT when it fails); the summary goes to
 OUT/check.txt and OUT/check.json, the benchmark table to OUT/bench.txt and OUT/bench.json
@@ -378,7 +380,8 @@ stage_bench() {
   local a=$out/attention-results.jsonl status=0 p
   rm -f "$a"
   for p in 0 0.1; do
-    "$build_dir/bench/mtnlg-bench-attention" --device cuda --kernels blocked,flash2,flash2-128 \
+    "$build_dir/bench/mtnlg-bench-attention" --device cuda \
+      --kernels blocked,flash2,flash2-recompute,flash2-128 \
       --dropout "$p" \
       --min-time 0.2 --json >>"$a" || status=1
     python3 bench/torch_attention.py --device cuda --dropout "$p" --min-time 0.2 --json >>"$a" ||
@@ -431,7 +434,7 @@ stage_bench() {
 }
 
 # Nsight Compute's view of the FA2-style kernels on the 1.3B shape with the recipe's dropout:
-# where each of forward, dq and dk/dv spends its cycles (tensor pipe and shared-memory
+# where each of forward, dk/dv, dq (from stored dS, and recomputing), prep spends its cycles (tensor pipe and shared-memory
 # throughput, occupancy, warp stall reasons), one launch each, OUT/ncu-flash2-KERNEL.txt. Skipped
 # (77) where ncu is missing or the driver keeps the performance counters from this user.
 stage_ncu() {
@@ -443,12 +446,17 @@ stage_ncu() {
     echo "ncu: Nsight Compute not found (PATH, /usr/local/cuda*, /opt/nvidia/nsight-compute)"
     return 77
   fi
-  for kernel in forward dq dkv; do
+  # The backward's passes with dS stored (the default: prep, dkv, dq_stored) and the dq pass that
+  # recomputes it (MTNLG_CUDA_FLASH2_DQ=recompute).
+  local kernels
+  for kernel in forward dkv dq_stored prep dq; do
+    kernels=flash2
+    [[ $kernel == dq ]] && kernels=flash2-recompute
     "$ncu" --kernel-name "regex:flash2_${kernel}_kernel" --launch-count 1 \
       --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
       --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
       --section SchedulerStats --section InstructionStats \
-      "$build_dir/bench/mtnlg-bench-attention" --device cuda --kernels flash2 --shapes 1.3b \
+      "$build_dir/bench/mtnlg-bench-attention" --device cuda --kernels "$kernels" --shapes 1.3b \
       --dropout 0.1 --min-time 0 >"$out/ncu-flash2-$kernel.txt" 2>&1 || rc=1
     if grep -q "ERR_NVGPUCTRPERM" "$out/ncu-flash2-$kernel.txt"; then
       echo "ncu: the driver keeps the GPU performance counters from this user (ERR_NVGPUCTRPERM)"

@@ -464,22 +464,31 @@ TEST_CASE(
   CHECK(cuda_attention_scratch(4, 2, 32, 16, 4, false, AttentionKernels::kFlash) ==
         2 * 32 * 32 * 16);
   // The FA2-style kernels: the per-row delta at head sizes 64 and 128, else the blocked scratch.
-  // With dropout, the keep bits besides: one 32-bit word per row and 32 keys.
-  CHECK(cuda_attention_scratch(4, 2, 32, 64, 2, false, AttentionKernels::kFlash2) ==
-        4 * 2 * 32 * 4);
-  CHECK(cuda_attention_scratch(4, 2, 32, 64, 2, true, AttentionKernels::kFlash2) ==
+  // With dropout, the keep bits besides: one 32-bit word per row and 32 keys. With dS stored
+  // (the default), dS^T after them from a 16-byte boundary: 2 bytes an element of [4, 2, 32, 32]
+  // (rows a multiple of 8 already) and 64 elements of slack.
+  using K = AttentionKernels;
+  const AttentionChoice recompute{K::kFlash2, K::kFlash2, false};
+  CHECK(cuda_attention_scratch(4, 2, 32, 64, 2, false, recompute) == 4 * 2 * 32 * 4);
+  CHECK(cuda_attention_scratch(4, 2, 32, 64, 2, true, recompute) ==
         4 * 2 * 32 * 4 + 4 * 2 * 32 * 1 * 4);
+  CHECK(cuda_attention_scratch(4, 2, 32, 64, 2, false, K::kFlash2) ==
+        4 * 2 * 32 * 4 + (4 * 2 * 32 * 32 + 64) * 2);
+  CHECK(cuda_attention_scratch(4, 2, 32, 64, 2, true, K::kFlash2) ==
+        4 * 2 * 32 * 4 + 4 * 2 * 32 * 1 * 4 + (4 * 2 * 32 * 32 + 64) * 2);
   CHECK(cuda_attention_scratch(4, 2, 32, 16, 2, true, AttentionKernels::kFlash2) ==
         2 * 32 * 32 * 12);
   // One pass each: the larger of the passes'. The blocked forward's scores, probabilities and
   // dropped probabilities (4 + 2 + 2 bytes an element with dropout, 4 + 2 without) against the
-  // FA2-style backward's delta and keep bits; flash2's forward takes none, the blocked backward
-  // its usual.
-  const AttentionChoice blocked_fwd{AttentionKernels::kBlocked, AttentionKernels::kFlash2};
-  const AttentionChoice flash2_fwd{AttentionKernels::kFlash2, AttentionKernels::kBlocked};
+  // FA2-style backward's delta and keep bits (recomputing dS) or those and dS^T (stored);
+  // flash2's forward takes none, the blocked backward its usual.
+  const AttentionChoice blocked_fwd{K::kBlocked, K::kFlash2, false};
+  const AttentionChoice flash2_fwd{K::kFlash2, K::kBlocked};
   CHECK(cuda_attention_scratch(4, 2, 32, 64, 2, true, blocked_fwd) == 2 * 32 * 32 * 8);
   CHECK(cuda_attention_scratch(4, 2, 32, 64, 2, false, blocked_fwd) == 2 * 32 * 32 * 6);
   CHECK(cuda_attention_scratch(64, 2, 32, 64, 2, false, blocked_fwd) == 64 * 2 * 32 * 4);
+  CHECK(cuda_attention_scratch(4, 2, 32, 64, 2, true, AttentionChoice{K::kBlocked, K::kFlash2}) ==
+        4 * 2 * 32 * 4 + 4 * 2 * 32 * 1 * 4 + (4 * 2 * 32 * 32 + 64) * 2);
   CHECK(cuda_attention_scratch(4, 2, 32, 64, 2, true, flash2_fwd) == 2 * 32 * 32 * 12);
   CHECK_FALSE(flash_attention_chosen());
 }
@@ -516,6 +525,7 @@ TEST_CASE("the column sums' scratch is planned and the kernel scratch takes the 
     const Recipe q = recipe("1.3b.yaml", {"parallel.micro_batch_size=4",
                                           "model.attention_dropout=0", "model.hidden_dropout=0"});
     ScopedEnv env("MTNLG_CUDA_ATTENTION", "flash2");
+    ScopedEnv dq("MTNLG_CUDA_FLASH2_DQ", "recompute");  // delta alone: no dS^T
     const Plan f = make_plan(q, PlanOptions{});
     CHECK(f.cuda_attention_scratch_bytes == 4 * 16 * 2048 * 4);
     CHECK(f.stages[0].device.kernel_scratch == f.cuda_column_sum_scratch_bytes + 1024 * 8 + 4);
@@ -538,12 +548,19 @@ TEST_CASE("MTNLG_CUDA_ATTENTION is read as the CUDA backend reads it - a misspel
   }
   {
     // The FA2-style kernels at head size 128: the per-row delta, and for the recipe's attention
-    // dropout the keep bits, 2048 / 32 words a row.
+    // dropout the keep bits, 2048 / 32 words a row; with dS stored (the default) dS^T besides,
+    // 2 bytes an element of [4, 16, 2048, 2048] and 64 of slack.
     ScopedEnv env("MTNLG_CUDA_ATTENTION", "flash2");
     CHECK_FALSE(flash_attention_chosen());
     CHECK(attention_choice() == AttentionChoice(AttentionKernels::kFlash2));
     const Recipe q = recipe("1.3b.yaml");
-    CHECK(scratch() == q.parallel.micro_batch_size * 16 * 2048 * (4 + 64 * 4));
+    const int64_t stats = q.parallel.micro_batch_size * 16 * 2048 * (4 + 64 * 4);
+    CHECK(scratch() == stats + (q.parallel.micro_batch_size * 16 * 2048 * int64_t{2048} + 64) * 2);
+    CHECK(scratch() < blocked);
+    ScopedEnv dq("MTNLG_CUDA_FLASH2_DQ", "recompute");
+    CHECK(attention_choice() ==
+          AttentionChoice(AttentionKernels::kFlash2, AttentionKernels::kFlash2, false));
+    CHECK(scratch() == stats);
   }
   {
     // flash2's forward and the blocked backward: the blocked backward's scratch, as blocked.
@@ -554,12 +571,21 @@ TEST_CASE("MTNLG_CUDA_ATTENTION is read as the CUDA backend reads it - a misspel
   }
   {
     // The blocked forward and flash2's backward: one sequence's fp32 scores, probabilities and
-    // dropped probabilities (16 heads x 2048^2 x (4 + 2 + 2)), more than flash2's backward takes.
+    // dropped probabilities (16 heads x 2048^2 x (4 + 2 + 2)), more than flash2's backward takes
+    // recomputing dS, less than it takes storing it (the whole micro-batch's, 2 bytes each).
     ScopedEnv env("MTNLG_CUDA_ATTENTION", "flash2-bwd");
     CHECK(attention_choice() ==
           AttentionChoice(AttentionKernels::kBlocked, AttentionKernels::kFlash2));
-    CHECK(scratch() == 16 * 2048 * 2048 * int64_t{4 + 2 + 2});
+    const int64_t forward = 16 * 2048 * 2048 * int64_t{4 + 2 + 2};
+    CHECK(scratch() > forward);
     CHECK(scratch() < blocked);
+    ScopedEnv dq("MTNLG_CUDA_FLASH2_DQ", "recompute");
+    CHECK(scratch() == forward);
+  }
+  {
+    ScopedEnv env("MTNLG_CUDA_FLASH2_DQ", "stores");
+    CHECK_THROWS_WITH(scratch(), Catch::Contains("MTNLG_CUDA_FLASH2_DQ=stores is not one of "
+                                                 "stored, recompute"));
   }
   ScopedEnv env("MTNLG_CUDA_ATTENTION", "Flash");
   CHECK_THROWS_WITH(scratch(), Catch::Contains("MTNLG_CUDA_ATTENTION=Flash is not one of "

@@ -53,9 +53,25 @@ void run_all(const fl::ForwardArgs<T>& fa, const fl::BackwardArgs<T>& ba, bool r
              [&](SimtThread& w, int64_t b, int64_t h, int64_t rb) {
                f2::forward_thread<T, HD, kM>(w, fwd.smem(), fa, b, h, rb);
              });
-  // The kernels' order: every dq block (they write delta), then every dk/dv block.
   SimtBlock bwd(f2::kThreads, f2::backward_smem_bytes<T>(HD), order);
   const int64_t blocks = f2::backward_blocks(d.s);
+  if (ba.ds != nullptr) {
+    // dS stored, the launcher's order: every prep block (delta, the keep bits), every dk/dv block
+    // (dS^T), every dq block.
+    SimtBlock prep(f2::kThreads, 0, order),
+        dq(f2::kThreads, f2::dq_stored_smem_bytes<T>(HD), order);
+    for_blocks(d, blocks, prep, [&](SimtThread& w, int64_t b, int64_t h, int64_t k) {
+      f2::prep_thread<T, HD>(w, ba, b, h, k);
+    });
+    for_blocks(d, blocks, bwd, [&](SimtThread& w, int64_t b, int64_t h, int64_t k) {
+      f2::dkv_thread<T, HD>(w, bwd.smem(), ba, b, h, k);
+    });
+    for_blocks(d, blocks, dq, [&](SimtThread& w, int64_t b, int64_t h, int64_t k) {
+      f2::dq_stored_thread<T, HD>(w, dq.smem(), ba, b, h, k);
+    });
+    return;
+  }
+  // The kernels' order: every dq block (they write delta), then every dk/dv block.
   for_blocks(d, blocks, bwd, [&](SimtThread& w, int64_t b, int64_t h, int64_t k) {
     f2::dq_thread<T, HD>(w, bwd.smem(), ba, b, h, k);
   });
@@ -64,7 +80,9 @@ void run_all(const fl::ForwardArgs<T>& fa, const fl::BackwardArgs<T>& ba, bool r
   });
 }
 
-template <typename T, int kM = 1>
+// kStored: the backward with dS stored (prep, dk/dv storing dS^T, dq from it), else the dq pass
+// recomputing it.
+template <typename T, int kM = 1, bool kStored = false>
 Result run(const Case& c, const Tensor& qkv, const Tensor& dout, double p, RngStream rng,
            bool reverse) {
   Result r{Tensor::cpu({c.b, c.s, c.heads * c.hd}, qkv.dtype()),
@@ -84,18 +102,27 @@ Result run(const Case& c, const Tensor& qkv, const Tensor& dout, double p, RngSt
   // The keep bits start as all ones: a word the first pass does not write shows in dqkv.
   std::vector<uint32_t> keep(static_cast<size_t>(c.b * c.heads * c.s * f2::keep_words(c.s)),
                              0xffffffffu);
-  const fl::BackwardArgs<T> ba{qkv.data_as<T>(),
-                               r.out.data_as<T>(),
-                               dout.data_as<T>(),
-                               r.lse.data_as<float>(),
-                               delta.data(),
-                               r.dqkv.data_as<T>(),
-                               d,
-                               scale,
-                               static_cast<float>(p),
-                               drop,
-                               rng,
-                               p > 0 ? keep.data() : nullptr};
+  fl::BackwardArgs<T> ba{qkv.data_as<T>(),
+                         r.out.data_as<T>(),
+                         dout.data_as<T>(),
+                         r.lse.data_as<float>(),
+                         delta.data(),
+                         r.dqkv.data_as<T>(),
+                         d,
+                         scale,
+                         static_cast<float>(p),
+                         drop,
+                         rng,
+                         p > 0 ? keep.data() : nullptr};
+  // dS^T starts as NaN (all-ones bits in bf16 and fp16): an element the dq pass reads that the
+  // dk/dv pass did not write shows in dq; its padding columns and the slack past the end stay
+  // NaN, and must reach no stored row.
+  std::vector<T> ds(static_cast<size_t>(f2::ds_bytes(c.b, c.heads, c.s) / 2));
+  for (T& x : ds) x.bits = 0xffff;
+  if (kStored) {
+    ba.ds = ds.data();
+    ba.ld_ds = f2::ds_ld(c.s);
+  }
   switch (c.hd) {
     case 16:
       run_all<T, 16, kM>(fa, ba, reverse);
@@ -134,6 +161,64 @@ TEST_CASE("FA2 forward with 128-row blocks matches the CPU backend in float64") 
   check_attention_against_cpu(DType::kBF16, c, p, run<Bf16, 2>);
 }
 
+// The backward with dS stored (the GPU's default, MTNLG_CUDA_FLASH2_DQ=stored): the same checks
+// of dqkv, the forward as above. s 1, 50, 70 and 200: rows of dS^T not a multiple of 8 (padded),
+// a last block past the sequence, several key blocks.
+TEST_CASE("FA2 backward with dS stored matches the CPU backend in float64") {
+  const double p = GENERATE(0.0, 0.2);
+  const Case c = GENERATE(Case{2, 1, 2, 64}, Case{2, 50, 3, 64}, Case{1, 64, 2, 64},
+                          Case{2, 130, 2, 64}, Case{1, 70, 1, 128}, Case{1, 200, 2, 16});
+  check_attention_against_cpu(DType::kBF16, c, p, run<Bf16, 1, true>);
+  check_attention_against_cpu(DType::kF16, c, p, run<F16, 1, true>);
+}
+
+// The keep bits of the stored-dS backward's first pass are the recomputing dq pass's, word for
+// word (the dk/dv pass reads them either way), and delta agrees within fp32 sums in another
+// order.
+TEST_CASE("FA2 prep pass writes the dq pass's keep bits and delta") {
+  for (const int64_t s : {int64_t{50}, int64_t{130}, int64_t{67}}) {
+    INFO("s " << s);
+    const Case c{2, s, 2, 64};
+    const double p = 0.2;
+    const RngStream rng{42, 3, 2};
+    const Tensor qkv = random_tensor({c.b, c.s, c.heads * 3 * c.hd}, DType::kBF16, 1, -2.0, 2.0);
+    const Tensor dout = random_tensor({c.b, c.s, c.heads * c.hd}, DType::kBF16, 2);
+    const Tensor out = random_tensor({c.b, c.s, c.heads * c.hd}, DType::kBF16, 3);
+    const Tensor lse = random_tensor({c.b, c.heads, c.s}, DType::kF32, 4);
+    const fl::Dims d{c.b, c.s, c.heads, c.hd};
+    const size_t rows = static_cast<size_t>(c.b * c.heads * c.s);
+    std::vector<std::vector<float>> delta(2, std::vector<float>(rows, NAN));
+    std::vector<std::vector<uint32_t>> keep(
+        2, std::vector<uint32_t>(rows * static_cast<size_t>(f2::keep_words(c.s)), 0xdeadbeefu));
+    Tensor dq = Tensor::cpu(qkv.shape(), DType::kBF16);
+    for (int pass = 0; pass < 2; ++pass) {
+      fl::BackwardArgs<Bf16> a{qkv.data_as<Bf16>(),
+                               out.data_as<Bf16>(),
+                               dout.data_as<Bf16>(),
+                               lse.data_as<float>(),
+                               delta[static_cast<size_t>(pass)].data(),
+                               dq.data_as<Bf16>(),
+                               d,
+                               0.125f,
+                               static_cast<float>(p),
+                               1.25f,
+                               rng,
+                               keep[static_cast<size_t>(pass)].data()};
+      SimtBlock block(f2::kThreads, f2::backward_smem_bytes<Bf16>(64), Schedule::kLockstep);
+      for_blocks(d, f2::backward_blocks(c.s), block,
+                 [&](SimtThread& w, int64_t b, int64_t h, int64_t k) {
+                   if (pass == 0)
+                     f2::dq_thread<Bf16, 64>(w, block.smem(), a, b, h, k);
+                   else
+                     f2::prep_thread<Bf16, 64>(w, a, b, h, k);
+                 });
+    }
+    CHECK(keep[0] == keep[1]);
+    for (size_t i = 0; i < rows; ++i)
+      CHECK(std::abs(delta[0][i] - delta[1][i]) <= 1e-5f * (1.0f + std::abs(delta[0][i])));
+  }
+}
+
 TEST_CASE("FA2 kernels' shared memory and head sizes") {
   // Q and two buffers of K and V: 64 + 4 x 64 rows of hd + 8 two-byte elements, 45 KiB at head
   // size 64, 85 KiB at 128 (A100: 163 KiB a block).
@@ -147,6 +232,15 @@ TEST_CASE("FA2 kernels' shared memory and head sizes") {
   // Backward: two 64-row blocks, two buffers of two 32-row tiles, 64 floats and 64 keep
   // words; 69 KiB at head size 128.
   CHECK(f2::backward_smem_bytes<Bf16>(128) == 256 * 136 * 2 + 256 + 256);
+  // The stored-dS dq pass: two buffers of a 32-row dS^T tile (64 + 8 columns) and K tile; 26 KiB
+  // at head size 128. Its scratch: dS^T rows padded to 8, 64 elements of slack, after delta and
+  // the keep bits rounded up to 16 bytes.
+  CHECK(f2::dq_stored_smem_bytes<Bf16>(128) == 64 * (72 + 136) * 2);
+  CHECK(f2::ds_ld(67) == 72);
+  CHECK(f2::ds_ld(2048) == 2048);
+  CHECK(f2::ds_bytes(4, 16, 2048) == (4 * 16 * 2048 * 2048 + 64) * 2);
+  CHECK(f2::ds_offset(1, 1, 3, false) == 16);
+  CHECK(f2::backward_scratch_bytes(1, 1, 3, true, true) == 32 + (3 * 8 + 64) * 2);
   CHECK(f2::head_dim_supported(64));
   CHECK(f2::head_dim_supported(128));
   CHECK_FALSE(f2::head_dim_supported(160));  // the 530B recipe's: the other kernels

@@ -299,14 +299,16 @@ TEST_CASE("attention forward and backward match the CPU, with and without dropou
   const int64_t hd = GENERATE(16, 64, 128);
   // flash: bf16/fp16 take the flash kernels; blocked (the default): the cuBLAS ones (fp32/f64
   // always); flash2: the FA2-style kernels at head sizes 64 and 128 (bf16/fp16); flash2-128:
-  // those with the forward's 128-row blocks (MTNLG_CUDA_FLASH2_ROWS=128); flash2-fwd and
-  // flash2-bwd: the FA2-style kernels in one pass, the blocked ones in the other (each backward
-  // from the other family's forward: out and the log-sum-exps).
-  const std::string kernel =
-      GENERATE("flash", "blocked", "flash2", "flash2-128", "flash2-fwd", "flash2-bwd");
-  const bool wide = kernel == "flash2-128";
-  ScopedEnv env("MTNLG_CUDA_ATTENTION", wide ? "flash2" : kernel);
+  // those with the forward's 128-row blocks (MTNLG_CUDA_FLASH2_ROWS=128); flash2-recompute: their
+  // backward's dq pass recomputing dS (MTNLG_CUDA_FLASH2_DQ=recompute; stored by default);
+  // flash2-fwd and flash2-bwd: the FA2-style kernels in one pass, the blocked ones in the other
+  // (each backward from the other family's forward: out and the log-sum-exps).
+  const std::string kernel = GENERATE("flash", "blocked", "flash2", "flash2-128",
+                                      "flash2-recompute", "flash2-fwd", "flash2-bwd");
+  const bool wide = kernel == "flash2-128", recompute = kernel == "flash2-recompute";
+  ScopedEnv env("MTNLG_CUDA_ATTENTION", wide || recompute ? "flash2" : kernel);
   ScopedEnv rows("MTNLG_CUDA_FLASH2_ROWS", wide ? "128" : "64");
+  ScopedEnv dq("MTNLG_CUDA_FLASH2_DQ", recompute ? "recompute" : "stored");
   Twin tw;
   const int64_t b = 2, heads = 3;
   const RngStream rng{42, 3, 0};
@@ -415,6 +417,12 @@ TEST_CASE("a new CUDA backend holds no tensors - its own scratch is outside the 
   be->fill(x, 2.0);
   CHECK(be->sum_squares(x) == 12.0);
   CHECK(be->peak_bytes() == 12);
+}
+
+TEST_CASE("MTNLG_CUDA_FLASH2_DQ other than stored or recompute is an error naming it") {
+  ScopedEnv env("MTNLG_CUDA_FLASH2_DQ", "stores");
+  CHECK_THROWS_WITH(make_cuda_backend(0), Catch::Contains("MTNLG_CUDA_FLASH2_DQ=stores") &&
+                                              Catch::Contains("stored, recompute"));
 }
 
 TEST_CASE("MTNLG_CUDA_FLASH2_ROWS other than 64 or 128 is an error naming it") {
@@ -672,6 +680,9 @@ TEST_CASE("FA2-style attention is bit-reproducible run to run - forward and back
   ScopedEnv env("MTNLG_CUDA_ATTENTION", "flash2");
   const std::string block_rows = GENERATE("64", "128");
   ScopedEnv rows("MTNLG_CUDA_FLASH2_ROWS", block_rows);
+  const std::string dq_mode = GENERATE("stored", "recompute");  // MTNLG_CUDA_FLASH2_DQ
+  ScopedEnv dq("MTNLG_CUDA_FLASH2_DQ", dq_mode);
+  INFO(block_rows << "-row forward blocks, dq " << dq_mode);
   Twin tw;
   const DType dt = DType::kBF16;
   const int64_t b = 2, s = 300, heads = 2, hd = 64;  // ragged: 5 blocks, the last of 44 rows
