@@ -332,10 +332,14 @@ void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
   const int64_t b = plan.micro_batch, rows = b * r.model.seq_length, h = r.model.hidden_size;
   const int64_t f = r.model.ffn_hidden_size, e = plan.activation_bytes_per_element;
   // The CUDA attention's workspace: core/cuda/attention_workspace.h, the formula the kernels use
-  // (the flash kernels' per-row delta, or the blocked kernels' fp32 scores of one sequence).
+  // (the flash kernels' per-row delta, or the blocked kernels' fp32 scores of one sequence) for
+  // the sequences of one call: the micro-batch's, or one under tensor parallelism with attention
+  // dropout, where the layer calls attention a sequence at a time (each its own stream offset,
+  // model/transformer_layer.cc).
   const int64_t heads = r.model.num_attention_heads;
+  const bool per_sequence = tp > 1 && r.model.attention_dropout > 0;
   plan.cuda_attention_scratch_bytes =
-      cuda_attention_scratch(b, heads / tp, r.model.seq_length, h / heads, e,
+      cuda_attention_scratch(per_sequence ? 1 : b, heads / tp, r.model.seq_length, h / heads, e,
                              r.model.attention_dropout > 0, attention_choice());
   plan.cuda_column_sum_scratch_bytes = cuda_column_sum_scratch(r, b, tp, e);
   const bool mixed = r.precision != Precision::kFP32;

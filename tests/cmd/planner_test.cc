@@ -587,6 +587,17 @@ TEST_CASE("MTNLG_CUDA_ATTENTION is read as the CUDA backend reads it - a misspel
     CHECK_THROWS_WITH(scratch(), Catch::Contains("MTNLG_CUDA_FLASH2_DQ=stores is not one of "
                                                  "stored, recompute"));
   }
+  {
+    // Tensor-parallel with attention dropout: the layer calls attention one sequence at a time,
+    // so the FA2-style scratch is one sequence's (its delta, keep bits and dS^T over 8 local
+    // heads), not the micro-batch's.
+    ScopedEnv env("MTNLG_CUDA_ATTENTION", "flash2");
+    const Recipe tp2 = recipe("1.3b.yaml", {"parallel.tensor=2"});
+    const Plan p2 = make_plan(tp2, PlanOptions{});
+    REQUIRE(p2.tensor == 2);
+    CHECK(p2.cuda_attention_scratch_bytes ==
+          8 * 2048 * (4 + 64 * 4) + (8 * 2048 * int64_t{2048} + 64) * 2);
+  }
   ScopedEnv env("MTNLG_CUDA_ATTENTION", "Flash");
   CHECK_THROWS_WITH(scratch(), Catch::Contains("MTNLG_CUDA_ATTENTION=Flash is not one of "
                                                "blocked, flash, flash2, flash2-fwd, flash2-bwd"));
