@@ -27,7 +27,8 @@ On a machine with an NVIDIA GPU, CUDA (nvcc, cuBLAS, cuBLASLt) and NCCL:
            kernels (MTNLG_CUDA_ATTENTION=flash2; blocked is the default); the 1.3B recipe end
            to end through mtnlg-train (row 1.3b-train: its loader over data/demo, dropout, 16
            micro-batches an iteration, 8 iterations; row 1.3b-train-flash2 with the FA2-style
-           kernels); where the 1.3B step's time goes with dropout 0.1, each backend call timed
+           kernels; row 1.3b-train-best with the fastest forward and backward of attention.txt
+           combined, when that is neither); where the 1.3B step's time goes with dropout 0.1, each backend call timed
            (mtnlg-bench-train --profile), blocked and FA2-style: OUT/profile-1.3b-*.txt; and
            the step with the FA2-style forward's 128-row blocks (MTNLG_CUDA_FLASH2_ROWS=128);
            first of all (after the GEMM rate), attention alone, forward and backward timed
@@ -369,7 +370,7 @@ stage_bench() {
     python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps({"impl": "plan", "name": "1.3b", "memory_bytes": d["memory_per_rank_bytes"]["total"]}))' >>"$j"
   "$build_dir/mtnlg-train" --config configs/1.3b.yaml --dry-run --json --world-size 1 \
     "${e2e_overrides[@]}" |
-    python3 -c 'import json,sys; d=json.load(sys.stdin); t=d["memory_per_rank_bytes"]["total"]; [print(json.dumps({"impl": "plan", "name": n, "memory_bytes": t})) for n in ("1.3b-train", "1.3b-train-flash2")]' >>"$j"
+    python3 -c 'import json,sys; d=json.load(sys.stdin); t=d["memory_per_rank_bytes"]["total"]; [print(json.dumps({"impl": "plan", "name": n, "memory_bytes": t})) for n in ("1.3b-train", "1.3b-train-flash2", "1.3b-train-best")]' >>"$j"
   "$build_dir/bench/mtnlg-bench-gemm" --device cuda --dtype bf16 --models gpt2-124m-b8,1.3b \
     --min-time 0.1 --json >>"$j"
   refresh_table
@@ -412,6 +413,17 @@ stage_bench() {
   refresh_table
   MTNLG_CUDA_ATTENTION=flash2 e2e_row 1.3b-train-flash2 "$j" || status=1
   refresh_table
+  # The fastest forward and the fastest backward attention.txt found on the recipe's shape and
+  # dropout, combined (row 1.3b-train-best: report.py attention-choice), unless they are one of
+  # the two rows above.
+  local best
+  best=$(python3 scripts/gpu/report.py attention-choice "$out/attention.json" 1.3b 0.1) || best=
+  if [[ -n $best ]]; then
+    echo "bench: row 1.3b-train-best with $best"
+    # shellcheck disable=SC2086 # NAME=VALUE words, no spaces in them
+    (export $best && e2e_row 1.3b-train-best "$j") || status=1
+    refresh_table
+  fi
   # Where the 1.3B step's time goes with the recipe's dropout (0.1), each backend call timed (a
   # synchronization after each: the sum is above the step's own time): OUT/profile-1.3b-blocked.txt
   # and OUT/profile-1.3b-flash2.txt.

@@ -18,8 +18,14 @@
   report.py attention RESULTS.jsonl OUT.json
       the attention table from mtnlg-bench-attention / torch_attention.py JSON lines: per shape
       and dropout each implementation's forward and backward ms and TFLOP/s (FlashAttention's
-      count), and PyTorch's time over ours (> 1: ours is faster) for forward, backward and both.
-      Text on stdout, JSON to OUT.json.
+      count), and PyTorch's time over ours (> 1: ours is faster) for forward, backward and both;
+      then per shape and dropout our fastest forward and fastest backward and the settings that
+      combine them (MTNLG_CUDA_ATTENTION, MTNLG_CUDA_FLASH2_ROWS, MTNLG_CUDA_FLASH2_DQ). Text on
+      stdout, JSON to OUT.json ("best").
+  report.py attention-choice ATTENTION.json SHAPE DROPOUT
+      those settings for one shape and dropout as NAME=VALUE words, the ones that matter to the
+      kernels chosen; nothing when they are the defaults of blocked or of flash2 (the kit's
+      other end-to-end rows); exit 1 when ATTENTION.json has no such entry.
 """
 import json
 import statistics
@@ -106,6 +112,44 @@ def bench(path, out_path):
     return 0
 
 
+# Our kernel families as mtnlg-bench-attention names them (--kernels), by the forward and the
+# backward each runs: flash2-128 is flash2's backward after its 128-row forward, and
+# flash2-recompute flash2's forward before the backward that recomputes dS.
+FORWARD_OF = {"blocked": "blocked", "flash2": "flash2", "flash2-128": "flash2-128",
+              "flash2-recompute": "flash2"}
+BACKWARD_OF = {"blocked": "blocked", "flash2": "flash2", "flash2-128": "flash2",
+               "flash2-recompute": "flash2-recompute"}
+
+
+def settings(forward, backward):
+    """The environment that runs `forward` then `backward`, the variables that matter only."""
+    fwd_flash2, bwd_flash2 = forward != "blocked", backward != "blocked"
+    env = {"MTNLG_CUDA_ATTENTION": {(False, False): "blocked", (True, True): "flash2",
+                                    (True, False): "flash2-fwd",
+                                    (False, True): "flash2-bwd"}[(fwd_flash2, bwd_flash2)]}
+    if fwd_flash2:
+        env["MTNLG_CUDA_FLASH2_ROWS"] = "128" if forward == "flash2-128" else "64"
+    if bwd_flash2:
+        env["MTNLG_CUDA_FLASH2_DQ"] = "recompute" if backward == "flash2-recompute" else "stored"
+    return env
+
+
+def best_passes(rows, name, dropout):
+    """Our fastest forward and backward for one shape and dropout, among the families that ran as
+    asked (runs == kernels), and the settings that combine them; None without both."""
+    ours = [r for r in rows if r.get("impl") == "mtnlg" and r["name"] == name
+            and r["dropout"] == dropout and r.get("runs") == r.get("kernels")]
+    fwd = [r for r in ours if r["kernels"] in FORWARD_OF]
+    bwd = [r for r in ours if r["kernels"] in BACKWARD_OF]
+    if not fwd or not bwd:
+        return None
+    f = min(fwd, key=lambda r: r["fwd_ms"])
+    b = min(bwd, key=lambda r: r["bwd_ms"])
+    forward, backward = FORWARD_OF[f["kernels"]], BACKWARD_OF[b["kernels"]]
+    return {"name": name, "dropout": dropout, "forward": forward, "backward": backward,
+            "fwd_ms": f["fwd_ms"], "bwd_ms": b["bwd_ms"], "env": settings(forward, backward)}
+
+
 def attention(path, out_path):
     lines = [json.loads(line) for line in open(path) if line.strip()]
     rows = [r for r in lines if r.get("bench") == "attention"]
@@ -132,9 +176,30 @@ def attention(path, out_path):
         print(f"{t['name']:<14} {t['dropout']:>4g} {t['impl']:<6} {t['runs']:<8} "
               f"{t['fwd_ms']:>8.3f} {t['bwd_ms']:>8.3f} {t['fwd_tflops']:>8.1f} "
               f"{t['bwd_tflops']:>8.1f} {ratios}")
+    best = []
+    for name, dropout in sorted({(t["name"], t["dropout"]) for t in table}):
+        b = best_passes(table, name, dropout)
+        if b:
+            best.append(b)
+            env = " ".join(f"{k}={v}" for k, v in b["env"].items())
+            print(f"fastest passes, {name} dropout {dropout:g}: forward {b['forward']} "
+                  f"({b['fwd_ms']:.3f} ms), backward {b['backward']} ({b['bwd_ms']:.3f} ms): "
+                  f"{env}")
     with open(out_path, "w") as f:
-        json.dump({"rows": table}, f, indent=1)
+        json.dump({"rows": table, "best": best}, f, indent=1)
     return 0 if rows else 1
+
+
+def attention_choice(path, name, dropout):
+    best = next((b for b in json.load(open(path)).get("best", [])
+                 if b["name"] == name and b["dropout"] == float(dropout)), None)
+    if best is None:
+        print(f"{path}: no fastest passes for {name} at dropout {dropout}", file=sys.stderr)
+        return 1
+    defaults = (settings("blocked", "blocked"), settings("flash2", "flash2"))
+    if best["env"] not in defaults:
+        print(" ".join(f"{k}={v}" for k, v in best["env"].items()))
+    return 0
 
 
 def main():
@@ -146,6 +211,8 @@ def main():
         return bench(sys.argv[2], sys.argv[3])
     if len(sys.argv) == 4 and sys.argv[1] == "attention":
         return attention(sys.argv[2], sys.argv[3])
+    if len(sys.argv) == 5 and sys.argv[1] == "attention-choice":
+        return attention_choice(sys.argv[2], sys.argv[3], sys.argv[4])
     print(__doc__, file=sys.stderr)
     return 2
 

@@ -68,5 +68,51 @@ check "report.py attention: torch's time over ours, matched on shape and dropout
 check "the table lists both impls of each shape" \
   bash -c "[ \$(grep -cE '^(demo|2x96x3x32) ' '$tmp/table') = 8 ]"
 
+# The fastest passes: our families' forward and backward times on the 1.3B shape (made up), the
+# settings that combine the fastest of each, and attention-choice's words for the kit's best row
+# (none when that is plain blocked or plain flash2, which the kit's other rows ran).
+line() { # KERNELS RUNS FWD_MS BWD_MS [DROPOUT]
+  echo "{\"bench\":\"attention\",\"impl\":\"mtnlg\",\"kernels\":\"$1\",\"runs\":\"$2\"," \
+    "\"dtype\":\"bf16\",\"dropout\":${5:-0.1},\"name\":\"1.3b\",\"b\":4,\"s\":2048," \
+    "\"heads\":16,\"hd\":128,\"fwd_ms\":$3,\"bwd_ms\":$4,\"fwd_tflops\":1,\"bwd_tflops\":1}"
+}
+choice() { # JSONL -> attention-choice's words for 1.3b at 0.1
+  /usr/bin/python3 "$src/scripts/gpu/report.py" attention "$1" "$tmp/c.json" >"$tmp/c.txt" &&
+    /usr/bin/python3 "$src/scripts/gpu/report.py" attention-choice "$tmp/c.json" 1.3b 0.1
+}
+{
+  line blocked blocked 2.0 5.0
+  line flash2 flash2 1.5 6.0
+  line flash2-128 flash2-128 1.2 6.1
+  line flash2-recompute flash2-recompute 1.5 7.0
+  line blocked blocked 9.0 1.0 0 # another dropout: not this choice's
+} >"$tmp/c1.jsonl"
+got=$(choice "$tmp/c1.jsonl")
+check "flash2-128's forward, the blocked backward (got '$got')" \
+  [ "$got" = "MTNLG_CUDA_ATTENTION=flash2-fwd MTNLG_CUDA_FLASH2_ROWS=128" ]
+check "the table's line names both passes" grep -q \
+  "fastest passes, 1.3b dropout 0.1: forward flash2-128 (1.200 ms), backward blocked (5.000 ms)" \
+  "$tmp/c.txt"
+{
+  line blocked blocked 1.0 5.0
+  line flash2 flash2 1.5 4.0
+  line flash2-recompute flash2-recompute 1.5 3.0
+} >"$tmp/c2.jsonl"
+got=$(choice "$tmp/c2.jsonl")
+check "the blocked forward, flash2's recomputing backward (got '$got')" \
+  [ "$got" = "MTNLG_CUDA_ATTENTION=flash2-bwd MTNLG_CUDA_FLASH2_DQ=recompute" ]
+{
+  line blocked blocked 2.0 5.0
+  line flash2 flash2 1.5 4.0
+  line flash2-128 blocked 1.0 1.0 # did not run as asked: not a candidate
+} >"$tmp/c3.jsonl"
+got=$(choice "$tmp/c3.jsonl")
+check "plain flash2, already a row of the kit's: no words (got '$got')" [ -z "$got" ]
+/usr/bin/python3 "$src/scripts/gpu/report.py" attention-choice "$tmp/c.json" 1.3b 0.3 \
+  >/dev/null 2>"$tmp/err"
+rc=$?
+check "attention-choice without the shape and dropout is exit 1 (got $rc)" [ "$rc" = 1 ]
+check "it names the file" grep -q "c.json: no fastest passes for 1.3b at dropout 0.3" "$tmp/err"
+
 echo "attention_bench: $passes passed, $failures failed"
 [[ $failures -eq 0 ]]
