@@ -84,9 +84,11 @@ bool flash2_attention_applies(const FlashDevice& dev, const Tensor& qkv, int64_t
   const int64_t hd = qkv.dim(2) / (3 * heads);
   if (!f2::head_dim_supported(hd)) return false;
   if (qkv.dim(0) > 65535 || heads > 65535) return false;
-  // Either forward (64- or 128-row blocks, MTNLG_CUDA_FLASH2_ROWS) and the backward passes.
+  // Either forward (64- or 128-row blocks, MTNLG_CUDA_FLASH2_ROWS) and the backward passes
+  // (either dq: recomputing dS or reading it back).
   if (std::max({f2::smem_bytes<Bf16>(hd, 1), f2::smem_bytes<Bf16>(hd, 2),
-                f2::backward_smem_bytes<Bf16>(hd)}) > dev.max_smem_optin)
+                f2::backward_smem_bytes<Bf16>(hd), f2::dq_stored_smem_bytes<Bf16>(hd)}) >
+      dev.max_smem_optin)
     return false;
   // 16-byte loads of every row (and 4-byte stores of pairs).
   for (const Tensor* t : operands)

@@ -82,11 +82,16 @@ MTNLG_HD int64_t backward_scratch_bytes(int64_t b, int64_t heads, int64_t s, boo
   return b * heads * s * 4 + (dropout ? b * heads * s * keep_words(s) * 4 : 0);
 }
 
-// Shared memory of the stored-dS dq pass: two buffers of a dS^T tile [32][64 + 8] and a K tile
-// [32][hd + 8]. 26 KiB at head size 128.
+// Keys of a tile of the stored-dS dq pass (dq_stored_thread): a query block's worth, so that a
+// block's last tile is its diagonal block.
+constexpr int kDqTile = 64;
+static_assert(kDqTile == kBwdRows, "the last tile of a dq block is its diagonal block");
+
+// Shared memory of the stored-dS dq pass: two buffers of a dS^T tile [64][64 + 8] and a K tile
+// [64][hd + 8]. 52 KiB at head size 128.
 template <typename T>
 MTNLG_HD size_t dq_stored_smem_bytes(int64_t hd) {
-  return static_cast<size_t>(2 * kBwdTile) * static_cast<size_t>(kBwdRows + 8 + hd + 8) * sizeof(T);
+  return static_cast<size_t>(2 * kDqTile) * static_cast<size_t>(kBwdRows + 8 + hd + 8) * sizeof(T);
 }
 
 MTNLG_HD int64_t backward_blocks(int64_t s) {
@@ -514,19 +519,21 @@ MTNLG_HD void prep_thread(W& w, const flash::BackwardArgs<T>& a, int64_t b, int6
 
 // The stored-dS backward's last pass: dq for query rows [rb*64, rb*64 + 64) of head h of sequence
 // b, dQ = scale * dS K over the keys the rows see, dS read back from the dk/dv pass's dS^T (zero
-// above the diagonal within the rows' block). Each tile of 32 keys brings its dS^T [32][64] and K
-// [32][hd] into shared memory (double-buffered, cp.async); a warp's A fragments of dS are its 16
+// above the diagonal within the rows' block). Each tile of 64 keys brings its dS^T [64][64] and K
+// [64][hd] into shared memory (double-buffered, cp.async); a warp's A fragments of dS are its 16
 // rows of the dS^T tile read transposed (ldmatrix .trans), as the recomputing pass's came from
-// its registers.
+// its registers, and each ldmatrix of K serves two products. 64-key tiles: the loop's fixed cost
+// (the fetch, its barriers) over 64 products a warp instead of 32.
 template <typename T, int HD, typename W>
 MTNLG_HD void dq_stored_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int64_t b,
                                int64_t h, int64_t rb) {
   static_assert(HD % 16 == 0, "head size a multiple of 16");
   constexpr int ld = HD + 8, lds = kBwdRows + 8;
-  constexpr int kOTiles = HD / 8, kPSteps = kBwdTile / 16;
-  // Buffer buf: a dS^T tile [kBwdTile][lds] then a K tile [kBwdTile][ld], by arithmetic.
+  constexpr int kOTiles = HD / 8, kPSteps = kDqTile / 16;
+  static_assert(kOTiles % 2 == 0, "n tiles in pairs (load_b_cols2)");
+  // Buffer buf: a dS^T tile [kDqTile][lds] then a K tile [kDqTile][ld], by arithmetic.
   const auto tile = [&](int buf) {
-    return reinterpret_cast<T*>(smem) + buf * kBwdTile * (lds + ld);
+    return reinterpret_cast<T*>(smem) + buf * kDqTile * (lds + ld);
   };
   const flash::Dims d = a.d;
   const int64_t s = d.s, ldq = d.ldq(), r0 = rb * kBwdRows;
@@ -537,10 +544,20 @@ MTNLG_HD void dq_stored_thread(W& w, char* smem, const flash::BackwardArgs<T>& a
   const int64_t rows[2] = {r0 + wr + (lane >> 2), r0 + wr + (lane >> 2) + 8};
   const int64_t last_row = r0 + wr + 15;
   const int64_t end = r0 + kBwdRows < s ? r0 + kBwdRows : s;  // keys the rows can see
-  const auto fetch = [&](int64_t c0, int buf) {
-    load_tile_async<T, kBwdRows, kBwdTile>(w, tid, tile(buf), dst, a.ld_ds, c0, s);
-    load_tile_async<T, HD, kBwdTile>(w, tid, tile(buf) + kBwdTile * lds, base + d.hd, ldq, c0, s);
+  // The tiles are fetched in order, so each operand's next rows are a pointer that steps by a
+  // tile: worked out from the tile's first key instead, the SASS recomputed the operands' bases
+  // (64-bit products of the head, sequence and strides) for every tile, about as many
+  // instructions as the tile's products.
+  const T* ds_next = dst;         // dS^T rows of the next tile
+  const T* k_next = base + d.hd;  // K rows of the next tile
+  int64_t left = s;               // keys from the next tile's first to the sequence's end
+  const auto fetch = [&](int64_t, int buf) {
+    load_tile_async<T, kBwdRows, kDqTile>(w, tid, tile(buf), ds_next, a.ld_ds, 0, left);
+    load_tile_async<T, HD, kDqTile>(w, tid, tile(buf) + kDqTile * lds, k_next, ldq, 0, left);
     w.cp_async_commit();
+    ds_next += kDqTile * a.ld_ds;
+    k_next += kDqTile * ldq;
+    left -= kDqTile;
   };
   fetch(0, 0);
   float dq[kOTiles][4];
@@ -549,20 +566,22 @@ MTNLG_HD void dq_stored_thread(W& w, char* smem, const flash::BackwardArgs<T>& a
     MTNLG_UNROLL
     for (int e = 0; e < 4; ++e) dq[j][e] = 0.0f;
   }
-  for (int64_t c0 = 0, it = 0; c0 < end; c0 += kBwdTile, ++it) {
-    const int buf = begin_tile(w, it, c0 + kBwdTile, end, fetch);
+  for (int64_t c0 = 0, it = 0; c0 < end; c0 += kDqTile, ++it) {
+    const int buf = begin_tile(w, it, c0 + kDqTile, end, fetch);
     const T* sds = tile(buf);
-    const T* sk = sds + kBwdTile * lds;
+    const T* sk = sds + kDqTile * lds;
     MTNLG_UNROLL
     for (int kk = 0; kk < kPSteps; ++kk) {
       if (c0 + kk * 16 > last_row) continue;  // keys past the warp's rows: dS is 0
       uint32_t sa[4];
       load_a_trans(w, sa, sds, lds, wr, kk * 16, lane);
       MTNLG_UNROLL
-      for (int j = 0; j < kOTiles; ++j) {
-        uint32_t kb[2];
-        load_b_cols(w, kb, sk, ld, kk * 16, j * 8, lane);
-        w.template mma<T>(dq[j], sa, kb);
+      for (int j = 0; j < kOTiles; j += 2) {
+        uint32_t kb[4];  // two n tiles' B fragments, one ldmatrix
+        load_b_cols2(w, kb, sk, ld, kk * 16, j * 8, lane);
+        const uint32_t lo[2] = {kb[0], kb[1]}, hi[2] = {kb[2], kb[3]};
+        w.template mma<T>(dq[j], sa, lo);
+        w.template mma<T>(dq[j + 1], sa, hi);
       }
     }
     w.sync();  // every warp is done with this buffer before the next fetch refills it

@@ -288,6 +288,15 @@ MTNLG_HD void load_b_cols(W& w, uint32_t (&frag)[2], const T* tile, int ld, int 
   w.template ldmatrix<true>(frag, row);
 }
 
+// load_b_cols for the two n tiles n0 and n0 + 8 at once (ldmatrix .x4 .trans): frag[0..1] is n
+// tile n0's fragment, frag[2..3] n0 + 8's.
+template <typename T, typename W>
+MTNLG_HD void load_b_cols2(W& w, uint32_t (&frag)[4], const T* tile, int ld, int k0, int n0,
+                           int lane) {
+  const T* row = tile + (k0 + (lane & 7) + ((lane >> 3) & 1) * 8) * ld + n0 + (lane >> 4) * 8;
+  w.template ldmatrix<true>(frag, row);
+}
+
 // Forward for query rows [rb * kBlockRows, + kBlockRows) of head h of sequence b, kBlockRows =
 // forward_rows(kM): each warp owns kM consecutive 16-row m tiles. smem holds smem_bytes<T>(HD,
 // kM). With kM = 1 Q's fragments stay in registers for the whole block; with kM = 2 they come
