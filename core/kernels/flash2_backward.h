@@ -107,6 +107,23 @@ MTNLG_HD void pack_a(uint32_t (&frag)[4], const float (&left)[4], const float (&
   frag[3] = pack_floats<T>(right[2], right[3]);
 }
 
+// A warp's dq accumulators (its two rows' of this lane, kOTiles n tiles of the head's columns),
+// scaled, into dqkv's q columns; rows past the sequence are not stored.
+template <typename T, int kOTiles>
+MTNLG_HD void store_dq(const flash::BackwardArgs<T>& a, int64_t b, int64_t h,
+                       const int64_t (&rows)[2], int t, const float (&dq)[kOTiles][4]) {
+  const int64_t s = a.d.s, ldq = a.d.ldq();
+  T* dqkv = a.dqkv + b * s * ldq + h * 3 * a.d.hd;
+  MTNLG_UNROLL
+  for (int r = 0; r < 2; ++r) {
+    if (rows[r] >= s) continue;
+    MTNLG_UNROLL
+    for (int j = 0; j < kOTiles; ++j)
+      mma::store_pair(dqkv + rows[r] * ldq + j * 8 + 2 * t,
+                      pack_floats<T>(dq[j][2 * r] * a.scale, dq[j][2 * r + 1] * a.scale));
+  }
+}
+
 // First pass: delta and dq for query rows [rb*64, rb*64 + 64) of head h of sequence b.
 template <typename T, int HD, typename W>
 MTNLG_HD void dq_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int64_t b, int64_t h,
@@ -274,16 +291,7 @@ MTNLG_HD void dq_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int64
     }
     w.sync();  // every warp is done with this buffer before the next fetch refills it
   }
-
-  T* dqkv = a.dqkv + b * s * ldq + h * 3 * d.hd;
-  MTNLG_UNROLL
-  for (int r = 0; r < 2; ++r) {
-    if (rows[r] >= s) continue;
-    MTNLG_UNROLL
-    for (int j = 0; j < kOTiles; ++j)
-      mma::store_pair(dqkv + rows[r] * ldq + j * 8 + 2 * t,
-                      pack_floats<T>(dq[j][2 * r] * a.scale, dq[j][2 * r + 1] * a.scale));
-  }
+  store_dq(a, b, h, rows, t, dq);
 }
 
 // Second pass: dk and dv for keys [kb*64, kb*64 + 64) of head h of sequence b, over the query
@@ -586,15 +594,7 @@ MTNLG_HD void dq_stored_thread(W& w, char* smem, const flash::BackwardArgs<T>& a
     }
     w.sync();  // every warp is done with this buffer before the next fetch refills it
   }
-  T* dqkv = a.dqkv + b * s * ldq + h * 3 * d.hd;
-  MTNLG_UNROLL
-  for (int r = 0; r < 2; ++r) {
-    if (rows[r] >= s) continue;
-    MTNLG_UNROLL
-    for (int j = 0; j < kOTiles; ++j)
-      mma::store_pair(dqkv + rows[r] * ldq + j * 8 + 2 * t,
-                      pack_floats<T>(dq[j][2 * r] * a.scale, dq[j][2 * r + 1] * a.scale));
-  }
+  store_dq(a, b, h, rows, t, dq);
 }
 
 }  // namespace mtnlg::kernels::flash2
