@@ -48,10 +48,10 @@ class SimtThread {
   // cp.async of 16 bytes, global to shared, this thread's alone (not a collective): the copy
   // lands when a cp_async_wait retires its group, so a program that reads the tile before it
   // waits (or before the barrier after the other threads' waits) reads what was there before.
+  // Both addresses must be 16-byte aligned and the destination inside shared memory, as the
+  // hardware requires (a misaligned one faults there).
   template <typename T>
-  void cp_async16(T* dst, const T* src) {
-    pending_.push_back({dst, src});
-  }
+  void cp_async16(T* dst, const T* src);
   void cp_async_commit() {
     groups_.push_back(pending_);
     pending_.clear();
@@ -277,6 +277,19 @@ class SimtBlock {
     ++products_;
   }
 
+  // A cp.async's addresses: 16-byte aligned, the destination inside shared memory.
+  void check_cp_async(int thread, const void* dst, const void* src) {
+    const char* lo = smem();
+    const char* to = static_cast<const char*>(dst);
+    const bool bad_dst =
+        to < lo || to + 16 > lo + smem_bytes_ || reinterpret_cast<uintptr_t>(to) % 16 != 0;
+    const bool bad_src = reinterpret_cast<uintptr_t>(src) % 16 != 0;
+    if ((bad_dst || bad_src) && error_.empty())
+      error_ = "cp.async of thread " + std::to_string(thread) +
+               (bad_dst ? ": destination not 16-byte aligned inside shared memory"
+                        : ": source not 16-byte aligned");
+  }
+
   // The warp's ldmatrix: lanes 8m to 8m + 7 address matrix m's rows (16-byte aligned, inside
   // shared memory); lane l receives row l / 4's elements 2 (l % 4) and 2 (l % 4) + 1 of each
   // matrix, or with .trans column l / 4's.
@@ -318,6 +331,12 @@ class SimtBlock {
   std::string error_;
   int64_t products_ = 0;
 };
+
+template <typename T>
+void SimtThread::cp_async16(T* dst, const T* src) {
+  block_->check_cp_async(id_, dst, src);
+  pending_.push_back({dst, src});
+}
 
 inline void SimtThread::block_on(Op op) {
   op_ = op;
