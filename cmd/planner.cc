@@ -335,12 +335,14 @@ void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
   // (the flash kernels' per-row delta, or the blocked kernels' fp32 scores of one sequence) for
   // the sequences of one call: the micro-batch's, or one under tensor parallelism with attention
   // dropout, where the layer calls attention a sequence at a time (each its own stream offset,
-  // model/transformer_layer.cc).
+  // model/transformer_layer.cc). Every CUDA switch is read here as the backend reads them, so
+  // that a misspelling of any is an error in --dry-run too; the attention kernels' choice sizes
+  // the scratch.
   const int64_t heads = r.model.num_attention_heads;
   const bool per_sequence = tp > 1 && r.model.attention_dropout > 0;
   plan.cuda_attention_scratch_bytes =
       cuda_attention_scratch(per_sequence ? 1 : b, heads / tp, r.model.seq_length, h / heads, e,
-                             r.model.attention_dropout > 0, attention_choice());
+                             r.model.attention_dropout > 0, cuda_switches().attention);
   plan.cuda_column_sum_scratch_bytes = cuda_column_sum_scratch(r, b, tp, e);
   const bool mixed = r.precision != Precision::kFP32;
   const int64_t v = chunks(r);

@@ -100,6 +100,26 @@ inline AttentionChoice attention_choice() {
       return {K::kBlocked, K::kBlocked, stored};
   }
 }
+// Every switch the CUDA backend reads from the environment, read in one place: the backend takes
+// them from here when it is made, and the planner reads them too (plan_memory), so a
+// misspelling of any of them is an error naming the variable in --dry-run as in training, not
+// only the switches that change the plan. MTNLG_CUDA_FLASH_TILES: the flash kernels' warps run
+// their tiles one by one (`tile`, the default) or as a grid (`grid`); MTNLG_CUDA_FLASH2_ROWS: 64
+// (the default) or 128 query rows a FA2-style forward block; MTNLG_CUDA_EPILOGUES: a linear
+// layer's bias and tanh GeLU in cuBLASLt's epilogue (`on`, the default) or separate kernels.
+struct CudaSwitches {
+  AttentionChoice attention{AttentionKernels::kBlocked};
+  bool flash_warp_grids = false, flash2_wide_rows = false, epilogues = true;
+};
+inline CudaSwitches cuda_switches() {
+  CudaSwitches c;
+  c.attention = attention_choice();
+  c.flash_warp_grids = !env_choice("MTNLG_CUDA_FLASH_TILES", "tile", "grid");
+  c.flash2_wide_rows = !env_choice("MTNLG_CUDA_FLASH2_ROWS", "64", "128");
+  c.epilogues = env_choice("MTNLG_CUDA_EPILOGUES", "on", "off");
+  return c;
+}
+
 // Whether the run asked for the flash kernels (core/kernels/flash_attention.h).
 inline bool flash_attention_chosen() {
   return attention_choice().forward == AttentionKernels::kFlash;

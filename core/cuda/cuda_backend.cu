@@ -105,12 +105,14 @@ class CudaBackend final : public Backend {
     // flash2-fwd and flash2-bwd: those in one pass, the blocked ones in the other. A linear
     // layer's bias (and GeLU) in cuBLASLt's epilogue where it applies; MTNLG_CUDA_EPILOGUES=off:
     // separate kernels.
-    attention_ = attention_choice();
-    flash_.warp_grids = !env_choice("MTNLG_CUDA_FLASH_TILES", "tile", "grid");
-    // The FA2-style forward's query rows a block: 64 (one 16-row m tile a warp) or, with
+    // Every switch from one reader, the planner's (attention_workspace.h, cuda_switches). The
+    // FA2-style forward's query rows a block: 64 (one 16-row m tile a warp) or, with
     // MTNLG_CUDA_FLASH2_ROWS=128, 128 (two; FlashAttention-2's own); the same bits either way.
-    flash2_wide_rows_ = !env_choice("MTNLG_CUDA_FLASH2_ROWS", "64", "128");
-    epilogues_enabled_ = env_choice("MTNLG_CUDA_EPILOGUES", "on", "off");
+    const CudaSwitches switches = cuda_switches();
+    attention_ = switches.attention;
+    flash_.warp_grids = switches.flash_warp_grids;
+    flash2_wide_rows_ = switches.flash2_wide_rows;
+    epilogues_enabled_ = switches.epilogues;
 
     cudaStream_t stream = nullptr;
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
