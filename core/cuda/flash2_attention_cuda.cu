@@ -53,7 +53,9 @@ __global__ void __launch_bounds__(f2::kThreads) flash2_dkv_kernel(fl::BackwardAr
 template <typename T, int HD>
 __global__ void __launch_bounds__(f2::kThreads) flash2_prep_kernel(fl::BackwardArgs<T> a) {
   WarpExec w;
-  f2::prep_thread<T, HD>(w, a, blockIdx.z, blockIdx.y, blockIdx.x);
+  // The last query blocks draw the most keep words (a word per 32 keys they see): first.
+  const int64_t rb = static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x;
+  f2::prep_thread<T, HD>(w, a, blockIdx.z, blockIdx.y, rb);
 }
 
 template <typename T, int HD>
