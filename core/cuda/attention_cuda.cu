@@ -163,7 +163,8 @@ __global__ void __launch_bounds__(kRegisterRowWarps * 32)
                               drop_scale, rng);
 }
 
-// softmax_backward_kernel's rows from registers: the same bits.
+// softmax_backward_kernel's rows from registers: the same arithmetic per element and the same
+// order of the row's sum (a lane's columns, then the warp's butterfly).
 template <typename T, int kChunks>
 __global__ void __launch_bounds__(kRegisterRowWarps * 32)
     softmax_backward_rows_kernel(T* ds, T* pv, const float* dpd, const float* sc, const float* lse,
