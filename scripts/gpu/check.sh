@@ -22,21 +22,21 @@ On a machine with an NVIDIA GPU, CUDA (nvcc, cuBLAS, cuBLASLt) and NCCL:
            GPUs than ranks they share them (scripts/launch.sh, a distinct NCCL_HOSTID per rank
            so that NCCL accepts two ranks on one GPU and connects them over loopback sockets)
   demo     the CPU demo recipe (configs/demo-cpu.yaml) on the GPU in bf16
-  bench    tokens/s, MFU and peak memory on one GPU (GPT-2 124M, 1.3B), with PyTorch's bf16
-           eager run on the same shapes as the anchor, and the 1.3B step with the FA2-style
-           kernels (MTNLG_CUDA_ATTENTION=flash2; blocked is the default); the 1.3B recipe end
-           to end through mtnlg-train (row 1.3b-train: its loader over data/demo, dropout, 16
-           micro-batches an iteration, 8 iterations; row 1.3b-train-flash2 with the FA2-style
-           kernels; row 1.3b-train-best with the fastest forward and backward of attention.txt
-           combined, when that is neither); where the 1.3B step's time goes with dropout 0.1, each backend call timed
-           (mtnlg-bench-train --profile), blocked and FA2-style: OUT/profile-1.3b-*.txt; and
-           the step with the FA2-style forward's 128-row blocks (MTNLG_CUDA_FLASH2_ROWS=128);
-           first of all (after the GEMM rate), attention alone, forward and backward timed
-           apart, ours (blocked, flash2, flash2 with its dq recomputing dS, flash2 with 128-row
-           forward blocks) against PyTorch's
-           scaled_dot_product_attention (FA2)
-           without and with dropout 0.1: OUT/attention.txt (mtnlg-bench-attention,
-           bench/torch_attention.py)
+  bench    in this order (a stage cut short by its time limit keeps what came first): after
+           the GEMM rate, attention alone, forward and backward timed apart, ours (blocked,
+           flash2, flash2 with its dq recomputing dS, flash2 with 128-row forward blocks)
+           against PyTorch's scaled_dot_product_attention (FA2) without and with dropout 0.1:
+           OUT/attention.txt (mtnlg-bench-attention, bench/torch_attention.py); the 1.3B
+           recipe end to end through mtnlg-train, the goal's figure (row 1.3b-train: its
+           loader over data/demo, dropout, 16 micro-batches an iteration, 8 iterations; row
+           1.3b-train-flash2 with the FA2-style kernels; row 1.3b-train-best with the fastest
+           forward and backward of attention.txt combined, when that is neither); tokens/s,
+           MFU and peak memory on one GPU (GPT-2 124M, 1.3B), with PyTorch's bf16 eager run on
+           the same shapes as the anchor; the 1.3B step with the FA2-style kernels
+           (MTNLG_CUDA_ATTENTION=flash2; blocked is the default); where the 1.3B step's time
+           goes with dropout 0.1, each backend call timed (mtnlg-bench-train --profile),
+           blocked and FA2-style: OUT/profile-1.3b-*.txt; and the step with the FA2-style
+           forward's 128-row blocks (MTNLG_CUDA_FLASH2_ROWS=128)
   ncu      Nsight Compute on the FA2-style kernels (forward, dk/dv, dq from stored dS, prep,
            and the recomputing dq; 1.3B shape, dropout
            0.1): OUT/ncu-flash2-*.txt; skipped where ncu is missing or not permitted
@@ -390,24 +390,8 @@ stage_bench() {
   done
   python3 scripts/gpu/report.py attention "$a" "$out/attention.json" | tee "$out/attention.txt" ||
     status=1
-  local gpt2=(--name gpt2-124m --layers 12 --hidden 768 --heads 12 --seq 1024 --micro-batch 8
-    --global-batch 8 --iters 8 --warmup-iters 2 --precision bf16)
-  local xl=(--name 1.3b --layers 24 --hidden 2048 --heads 16 --seq 2048 --micro-batch 4
-    --global-batch 4 --iters 5 --warmup-iters 2 --precision bf16)
-  for model in gpt2 xl; do
-    local -n args=$model
-    "$build_dir/bench/mtnlg-bench-train" "${args[@]}" --device cuda --json >>"$j"
-    refresh_table
-    python3 bench/torch_train.py "${args[@]}" --device cuda --json >>"$j"
-    refresh_table
-  done
-  # The 1.3B step with the FA2-style attention kernels (core/kernels/flash2_forward.h and
-  # flash2_backward.h; row 1.3b-flash2): first of the variants, as the ones most likely to make
-  # the default and the goal. A stage cut short by its time limit loses the rows after these.
-  MTNLG_CUDA_ATTENTION=flash2 "$build_dir/bench/mtnlg-bench-train" "${xl[@]/#1.3b/1.3b-flash2}" \
-    --device cuda --json >>"$j"
-  refresh_table
-  # The recipe end to end (the goal's figure): blocked (row 1.3b-train), then FA2-style (row
+  # The recipe end to end (the goal's figure), right after attention alone so that a stage cut
+  # short by its time limit keeps it: blocked (row 1.3b-train), then FA2-style (row
   # 1.3b-train-flash2).
   e2e_row 1.3b-train "$j" || status=1
   refresh_table
@@ -424,6 +408,22 @@ stage_bench() {
     (export $best && e2e_row 1.3b-train-best "$j") || status=1
     refresh_table
   fi
+  local gpt2=(--name gpt2-124m --layers 12 --hidden 768 --heads 12 --seq 1024 --micro-batch 8
+    --global-batch 8 --iters 8 --warmup-iters 2 --precision bf16)
+  local xl=(--name 1.3b --layers 24 --hidden 2048 --heads 16 --seq 2048 --micro-batch 4
+    --global-batch 4 --iters 5 --warmup-iters 2 --precision bf16)
+  for model in gpt2 xl; do
+    local -n args=$model
+    "$build_dir/bench/mtnlg-bench-train" "${args[@]}" --device cuda --json >>"$j"
+    refresh_table
+    python3 bench/torch_train.py "${args[@]}" --device cuda --json >>"$j"
+    refresh_table
+  done
+  # The 1.3B step with the FA2-style attention kernels (core/kernels/flash2_forward.h and
+  # flash2_backward.h; row 1.3b-flash2): first of the step's variants.
+  MTNLG_CUDA_ATTENTION=flash2 "$build_dir/bench/mtnlg-bench-train" "${xl[@]/#1.3b/1.3b-flash2}" \
+    --device cuda --json >>"$j"
+  refresh_table
   # Where the 1.3B step's time goes with the recipe's dropout (0.1), each backend call timed (a
   # synchronization after each: the sum is above the step's own time): OUT/profile-1.3b-blocked.txt
   # and OUT/profile-1.3b-flash2.txt.
