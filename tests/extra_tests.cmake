@@ -122,11 +122,10 @@ add_test(NAME slurm_srun_dp_train
 set_tests_properties(slurm_srun_dp_train PROPERTIES TIMEOUT 300
   ENVIRONMENT "SLURM_CONF=${mtnlg_slurm_dir}/slurm.conf" FIXTURES_REQUIRED slurm_cluster)
 # Preemption under Slurm: small.sbatch signalled (USR1 to the batch shell), saved, requeued, resumed,
-# bit for bit the run that never stopped. Alone (RUN_SERIAL): the job runs in slurmd's cgroup at a
-# full core's share while this script, in ctest's cgroup, shares the rest with the other tests, so
-# under their load the script saw the job's first iterations and got the signal through (scancel
-# took 7 s once) only after the job had trained all 8000 iterations (CI; nice does not reach across
-# cgroups).
+# bit for bit the run that never stopped. The script pauses the job's tasks while the signal
+# travels through Slurm (seconds on a loaded machine; the job once trained all its iterations
+# first), so the outcome does not depend on the load; alone (RUN_SERIAL) all the same, as it
+# trains two ranks on this machine's two cores.
 add_test(NAME slurm_requeue_resume
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/slurm_requeue_test.sh ${PROJECT_BINARY_DIR}
           ${PROJECT_SOURCE_DIR})

@@ -13,44 +13,79 @@ layout_setup "$1" "$2"
 job=
 trap '[[ -n $job ]] && scancel "$job" 2>/dev/null; rm -rf "$tmp"' EXIT
 
-# 8000 iterations (about 20 s over shared memory): the signal travels scancel -> slurmctld ->
-# slurmd -> the batch shell -> srun -> the tasks, which took 100-300 iterations on an idle machine
-# and, once in CI on a loaded one, longer than the 2000 iterations this test used to run.
+# The race: the signal travels scancel -> slurmctld -> slurmd -> the batch shell -> srun -> the
+# tasks, and on this 2-core machine each hop can wait seconds for a CPU while the job's two tasks
+# train (scancel reached slurmctld 3.5 s after it was called, with the tasks pinned; a poll loop
+# here stalled 9 s). Twice in CI the job trained all its iterations before the signal arrived.
+# So the test pauses the tasks (SIGSTOP, a local kill) once they train, sends the signal through
+# Slurm, waits until it is pending in both tasks, and lets them go on (SIGCONT): they stop at the
+# next iteration boundary, whatever the machine's load. 8000 iterations (about 20 s) leave the
+# poll loop room to see the first one.
 args=(--set "data.blend=[{prefix: $tmp/corpus, weight: 1}]" --set data.cache_dir="$tmp/cache"
   --set schedule.train_iters=8000 --set schedule.decay_tokens=40000
   --set parallel.micro_batch_size=1 --set checkpoint.dir="$tmp/ck" --set checkpoint.resume=true
   --log-level warn)
 state() { scontrol show job "$job" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
+metrics=$tmp/job/metrics.jsonl
+lines() { [[ -f $metrics ]] && wc -l <"$metrics" || echo 0; }
+# The job's tasks: mtnlg-train processes whose command line names this job's metrics file.
+tasks() {
+  local p
+  for p in $(pgrep -x mtnlg-train); do
+    tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qF -- "$metrics" && echo "$p"
+  done
+}
+# SIGUSR1 (10, bit 9) pending for the process, sent to it (ShdPnd) or to one of its threads (SigPnd).
+usr1_pending() {
+  local f
+  for f in $(awk '$1 == "ShdPnd:" || $1 == "SigPnd:" {print $2}' "/proc/$1/status" 2>/dev/null); do
+    ((0x$f & 0x200)) && return 0
+  done
+  return 1
+}
 
 job=$(MTNLG_TRAIN=$bin sbatch --parsable --ntasks-per-node=2 --cpus-per-task=1 \
   --output="$tmp/job.out" scripts/slurm/small.sbatch configs/tiny.yaml \
-  --set logging.metrics_file="$tmp/job/metrics.jsonl" "${args[@]}")
+  --set logging.metrics_file="$metrics" "${args[@]}")
 echo "submitted job $job"
-# Signal only once training runs: a loaded machine may start the job late, and a signal before
-# mtnlg-train starts would not stop it.
-running() { [[ -f $tmp/job/metrics.jsonl && $(wc -l <"$tmp/job/metrics.jsonl") -ge 5 ]]; }
+# Pause only once training runs (a metrics line: the stop handlers are installed; a stop signal
+# before they are would end the process), and a loaded machine may start the job late.
 for _ in $(seq 3000); do
-  running && break
+  (($(lines) >= 1)) && break
   sleep 0.1
 done
-running || { echo "FAIL: the job logged no 5 iterations in 300 s"; cat "$tmp/job.out"; exit 1; }
+(($(lines) >= 1)) || { echo "FAIL: the job logged no iteration in 300 s"; cat "$tmp/job.out"; exit 1; }
+mapfile -t pids < <(tasks)
+((${#pids[@]} == 2)) || { echo "FAIL: found ${#pids[@]} training tasks of the job, not 2"; cat "$tmp/job.out"; exit 1; }
+kill -STOP "${pids[@]}"
+trap '[[ -n $job ]] && { kill -CONT "${pids[@]}" 2>/dev/null; scancel "$job" 2>/dev/null; }; rm -rf "$tmp"' EXIT
+paused=$(lines)
+echo "tasks ${pids[*]} paused after $paused iterations; signalling the batch shell through Slurm"
 scancel --batch --signal=USR1 "$job"
+for p in "${pids[@]}"; do
+  for _ in $(seq 1200); do
+    usr1_pending "$p" && break
+    sleep 0.1
+  done
+  usr1_pending "$p" || {
+    echo "FAIL: SIGUSR1 did not reach task $p in 120 s (the batch shell's output says whether it" \
+      "forwarded it to srun):"
+    cat "$tmp/job.out"
+    exit 1
+  }
+done
+kill -CONT "${pids[@]}"
 # Requeued: pending again with one restart.
-for _ in $(seq 300); do
+for _ in $(seq 3000); do
   scontrol show job "$job" | grep -q 'Restarts=1' && [[ $(state) == PENDING ]] && break
   sleep 0.1
 done
-if [[ $(state) == COMPLETED ]]; then
-  # Say where the signal went: the batch shell's log (the forwarding line) and the last iteration.
-  echo "FAIL: the job finished before the signal took effect; its output:"
-  cat "$tmp/job.out"
-  echo "metrics lines: $(wc -l <"$tmp/job/metrics.jsonl")"
-  exit 1
-fi
-scontrol show job "$job" | grep -q 'Restarts=1' || { echo "FAIL: job not requeued"; cat "$tmp/job.out"; exit 1; }
+scontrol show job "$job" | grep -q 'Restarts=1' || { echo "FAIL: job not requeued ($(state))"; cat "$tmp/job.out"; exit 1; }
 stopped=$(cat "$tmp/ck/latest_checkpointed_iteration.txt")
 echo "requeued after a checkpoint at iteration $stopped"
-((stopped < 8000)) || { echo "FAIL: the job finished before the signal"; exit 1; }
+# At the boundary after the pause: the iteration then under way (its line may not have been written).
+((stopped >= paused && stopped <= paused + 2)) ||
+  { echo "FAIL: paused after $paused iterations but saved at $stopped"; exit 1; }
 # The first run's step daemon must be gone before the job runs again (its PMIx socket is named by
 # job and step): what Slurm's two-minute hold guarantees, waited for here.
 for _ in $(seq 300); do
