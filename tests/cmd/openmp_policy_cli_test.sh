@@ -23,9 +23,11 @@ run over 2
 [[ $(grep -c "OMP_WAIT_POLICY=passive: 2 ranks x 2 threads on $(nproc) cores" "$tmp/over.log") == 2 ]] ||
   { echo "FAIL: no passive policy logged by both ranks"; cat "$tmp/over.log"; exit 1; }
 # The re-executed ranks keep their name (ps, pgrep and the stop-signal tests find them by it).
+# A run that cannot end before it is looked at (100,000 iterations, killed below): on this loaded
+# 2-core machine a poll loop can wait seconds for a CPU while the ranks train.
 mpirun --oversubscribe --allow-run-as-root --bind-to none -np 2 "$bin" --config configs/tiny.yaml \
   --threads 2 --log-level info --set "data.blend=[{prefix: $tmp/corpus, weight: 1}]" \
-  --set data.cache_dir="$tmp/cache" --set parallel.tensor=2 --set schedule.train_iters=2000 \
+  --set data.cache_dir="$tmp/cache" --set parallel.tensor=2 --set schedule.train_iters=100000 \
   --set logging.metrics_file="$tmp/long/metrics.jsonl" >"$tmp/long.log" 2>&1 &
 job=$!
 # Whatever happens below, this run's ranks do not outlive the test.
