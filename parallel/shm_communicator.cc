@@ -1,16 +1,19 @@
 #include "parallel/shm_communicator.h"
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -35,7 +38,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using ms = std::chrono::milliseconds;
 
-constexpr uint64_t kMagic = 0x6d746e6c67736d31ULL;   // "mtnlgsm1"
+constexpr uint64_t kMagic = 0x6d746e6c67736d32ULL;   // "mtnlgsm2"
 constexpr size_t kSlotBytes = size_t{512} << 10;     // per rank: a collective's piece
 constexpr size_t kMailboxBytes = size_t{128} << 10;  // per ordered pair: send/recv ring
 // Bytes copied between publications of a ring index: the peer copies one piece while this side
@@ -74,6 +77,15 @@ struct alignas(kLine) Control {
   std::atomic<uint64_t> addr;
 };
 
+// Wakes a rank where it sleeps in wait_until (a futex word in the shared segment). A peer that
+// publishes anything the rank may wait for (a step, a ring index, a send descriptor or its ack)
+// checks `asleep` and, if set, raises `bell` and futex-wakes it. A line of its own: the peers
+// poll the ranks' steps, and writes to a bell beside them would take those lines away.
+struct alignas(kLine) Bell {
+  std::atomic<uint32_t> bell;
+  std::atomic<uint32_t> asleep;
+};
+
 // A single-copy send from i to j: the sender's buffer, published with the next sequence number;
 // the receiver raises `ack` to that number once it has read it.
 struct alignas(kLine) SendDescriptor {
@@ -88,6 +100,25 @@ struct alignas(kLine) RingIndex {
 };
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared atomics must be lock-free");
+static_assert(std::atomic<uint32_t>::is_always_lock_free &&
+                  sizeof(std::atomic<uint32_t>) == sizeof(uint32_t),
+              "a futex word is a plain 32-bit word");
+
+// Futexes on words of the shared segment: not FUTEX_PRIVATE_FLAG, which only matches waiters of
+// the same process (as std::atomic::wait does in libstdc++).
+void futex_wait(std::atomic<uint32_t>& word, uint32_t seen, std::chrono::microseconds timeout) {
+  timespec ts{};
+  ts.tv_sec = static_cast<time_t>(timeout.count() / 1000000);
+  ts.tv_nsec = static_cast<long>(timeout.count() % 1000000 * 1000);
+  // Returns at a wake, at once if the word is no longer `seen` (EAGAIN), or at the timeout or a
+  // signal: the caller checks its condition again in every case.
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT, seen, &ts, nullptr, 0);
+}
+
+void futex_wake(std::atomic<uint32_t>& word) {
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr,
+            0);
+}
 
 size_t round_up(size_t x) {
   return (x + kLine - 1) / kLine * kLine;
@@ -97,7 +128,8 @@ size_t round_up(size_t x) {
 struct Layout {
   explicit Layout(size_t n) {
     control = round_up(sizeof(Header));
-    heads = control + n * sizeof(Control);
+    bells = control + n * sizeof(Control);
+    heads = bells + n * sizeof(Bell);
     tails = heads + n * n * sizeof(RingIndex);
     sends = tails + n * n * sizeof(RingIndex);
     slots = round_up(sends + n * n * sizeof(SendDescriptor));
@@ -105,7 +137,7 @@ struct Layout {
     mailboxes = result + kSlotBytes;
     bytes = mailboxes + n * n * kMailboxBytes;
   }
-  size_t control, heads, tails, sends, slots, result, mailboxes, bytes;
+  size_t control, bells, heads, tails, sends, slots, result, mailboxes, bytes;
 };
 
 void cpu_relax() {
@@ -204,6 +236,10 @@ class ShmCommunicator final : public HostCommunicator {
     return *reinterpret_cast<Control*>(map_.base() + layout_.control +
                                        static_cast<size_t>(r) * sizeof(Control));
   }
+  Bell& bell(int r) const {
+    return *reinterpret_cast<Bell*>(map_.base() + layout_.bells +
+                                    static_cast<size_t>(r) * sizeof(Bell));
+  }
   std::atomic<uint64_t>& head(int from, int to) const {
     return reinterpret_cast<RingIndex*>(map_.base() + layout_.heads)[from * size_ + to].value;
   }
@@ -239,10 +275,12 @@ class ShmCommunicator final : public HostCommunicator {
   // the kernel refused) mark the communicator failed and throw naming the peer.
   void read_from(int peer, void* dst, uint64_t addr, size_t bytes);
 
-  // Spins, then yields, then sleeps until ready(); past the timeout, or when the peer
-  // blocking(peer) names has died, marks the communicator failed and throws.
+  // Spins briefly, then sleeps on this rank's bell until ready(); past the timeout, or when the
+  // peer blocking(peer) names has died, marks the communicator failed and throws.
   template <typename Ready, typename Blocking>
   void wait_until(Ready&& ready, Blocking&& blocking);
+  // After publishing something `peer` may wait for: if it sleeps on its bell, rings it awake.
+  void ring(int peer) const;
   // Raises this rank's step and waits until every rank has reached it.
   void phase();
   // Runs one operation on `data` (null: none) to/from rank `other` (-1: none; `dir` says which):
@@ -268,22 +306,43 @@ class ShmCommunicator final : public HostCommunicator {
   std::string failure_;
 };
 
+// Why a futex and not yields or short sleeps: a waiting rank that yielded for its first 2 ms and
+// then slept 50 us at a time starved every other process of its cores for seconds when the ranks
+// were not pinned (two ranks under srun on 2 cores: a shell's 0.1 s loop stalled 3-9 s, Slurm's
+// signal took seconds to reach the ranks); asleep in the kernel it takes no CPU until a peer
+// publishes.
 template <typename Ready, typename Blocking>
 void ShmCommunicator::wait_until(Ready&& ready, Blocking&& blocking) {
-  for (int i = 0; i < 2000; ++i) {
+  // Spin first: a wait inside a collective mostly ends within microseconds, and a rank woken from
+  // the futex pays the scheduler's wake-up latency. Measured here (2 ranks, 2 cores): after 100
+  // us a 1-2 MiB send/recv took 1.3-1.5x as long as the old loop's, after 250 us as long
+  // (4 MiB: 1.2-1.4x), after 500 us all sizes as long but a shell beside two unpinned ranks
+  // stalled up to 1 s (0.25 s after 250 us; 3-9 s with the old loop).
+  const auto spin_until = Clock::now() + std::chrono::microseconds(250);
+  for (int i = 0;; ++i) {
     if (ready()) return;
     cpu_relax();
+    if (i % 64 == 63 && Clock::now() >= spin_until) break;
   }
+  Bell& me = bell(rank_);
   const auto start = Clock::now();
-  for (uint64_t i = 1;; ++i) {
+  auto checked = start;
+  for (;;) {
+    // Announce the sleep, then look once more (Dekker's handshake with ring(): the fences order
+    // each side's store before its load, so either this load sees the peer's publication or the
+    // peer sees `asleep` and rings). The bell is read before that look: a ring after it moves the
+    // word, and the futex then does not sleep.
+    const uint32_t seen = me.bell.load(std::memory_order_seq_cst);
+    me.asleep.store(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    // A bounded nap: a dead peer rings no bell, and the checks below run at least this often.
+    if (!ready()) futex_wait(me.bell, seen, std::chrono::milliseconds(5));
+    me.asleep.store(0, std::memory_order_relaxed);
     if (ready()) return;
-    const auto waited = Clock::now() - start;
-    if (waited < std::chrono::milliseconds(2)) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-    if (i % 64 != 0) continue;
+    const auto now = Clock::now();
+    if (now - checked < std::chrono::milliseconds(5)) continue;
+    checked = now;
+    const auto waited = now - start;
     const int peer = blocking();
     const bool dead =
         peer >= 0 && watch_pid_[peer] > 0 && ::kill(watch_pid_[peer], 0) != 0 && errno == ESRCH;
@@ -299,9 +358,19 @@ void ShmCommunicator::wait_until(Ready&& ready, Blocking&& blocking) {
   }
 }
 
+void ShmCommunicator::ring(int peer) const {
+  Bell& b = bell(peer);
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // the publication before the look
+  if (b.asleep.load(std::memory_order_relaxed) == 0) return;
+  b.bell.fetch_add(1, std::memory_order_relaxed);
+  futex_wake(b.bell);
+}
+
 void ShmCommunicator::phase() {
   const uint64_t step = ++step_;
   control(rank_).step.store(step, std::memory_order_release);
+  for (int p = 0; p < size_; ++p)
+    if (p != rank_) ring(p);
   auto missing = [&] {
     for (int p = 0; p < size_; ++p)
       if (control(p).step.load(std::memory_order_acquire) < step) return p;
@@ -461,6 +530,7 @@ bool ShmCommunicator::advance(Pending& x) {
         d.addr.store(reinterpret_cast<uint64_t>(op.tensor.data()), std::memory_order_relaxed);
         d.bytes.store(bytes, std::memory_order_relaxed);
         d.seq.store(x.seq, std::memory_order_release);
+        ring(peer);
         x.posted = moved = true;
       }
       x.done = d.ack.load(std::memory_order_acquire) >= x.seq;
@@ -481,6 +551,7 @@ bool ShmCommunicator::advance(Pending& x) {
     }
     read_from(peer, op.tensor.data(), d.addr.load(std::memory_order_relaxed), bytes);
     d.ack.store(x.seq, std::memory_order_release);
+    ring(peer);
     x.done = true;
     return true;
   }
@@ -488,7 +559,7 @@ bool ShmCommunicator::advance(Pending& x) {
   const int from = op.send ? rank_ : peer, to = op.send ? peer : rank_;
   auto& h = head(from, to);
   auto& tl = tail(from, to);
-  char* ring = mailbox(from, to);
+  char* box = mailbox(from, to);
   char* data = static_cast<char*>(op.tensor.data());
   bool moved = false;
   while (x.pos < bytes) {
@@ -499,16 +570,18 @@ bool ShmCommunicator::advance(Pending& x) {
       const size_t at = written % kMailboxBytes;
       n = std::min({bytes - x.pos, static_cast<size_t>(room), kMailboxBytes - at, kRingPiece});
       if (n == 0) break;
-      std::memcpy(ring + at, data + x.pos, n);
+      std::memcpy(box + at, data + x.pos, n);
       h.store(written + n, std::memory_order_release);
+      ring(peer);
     } else {
       const uint64_t read = tl.load(std::memory_order_relaxed);
       const uint64_t ready = h.load(std::memory_order_acquire) - read;
       const size_t at = read % kMailboxBytes;
       n = std::min({bytes - x.pos, static_cast<size_t>(ready), kMailboxBytes - at, kRingPiece});
       if (n == 0) break;
-      std::memcpy(data + x.pos, ring + at, n);
+      std::memcpy(data + x.pos, box + at, n);
       tl.store(read + n, std::memory_order_release);
+      ring(peer);
     }
     x.pos += n;
     moved = true;

@@ -95,6 +95,20 @@ if(MTNLG_MPIRUN)
   # The script bounds each run by (np + 1) x its timeout_s (5 s): 20 + 25 s, plus mpirun start-up.
   set_tests_properties(pmix_launch_peer_killed PROPERTIES TIMEOUT 90
     ENVIRONMENT "${mtnlg_mpirun_env}")
+  # The same over shared memory: a dead peer rings no bell, so its waiters find it by its pid.
+  add_test(NAME pmix_launch_peer_killed_shm
+    COMMAND bash ${PROJECT_SOURCE_DIR}/tests/parallel/pmix_kill_test.sh
+            ${MTNLG_MPIRUN} $<TARGET_FILE:mtnlg-comm-check> shm)
+  set_tests_properties(pmix_launch_peer_killed_shm PROPERTIES TIMEOUT 90
+    ENVIRONMENT "${mtnlg_mpirun_env}")
+  # A rank waiting 2 s for a late peer sleeps: at most 5% of the wait on the CPU, per transport.
+  foreach(transport shm tcp gloo)
+    add_test(NAME pmix_launch_idle_wait_${transport}
+      COMMAND bash ${PROJECT_SOURCE_DIR}/tests/parallel/idle_wait_test.sh ${MTNLG_MPIRUN}
+              $<TARGET_FILE:mtnlg-comm-check> ${transport})
+    set_tests_properties(pmix_launch_idle_wait_${transport} PROPERTIES TIMEOUT 60
+      ENVIRONMENT "${mtnlg_mpirun_env}")
+  endforeach()
 endif()
 
 # mtnlg-comm-check launched by Slurm: scripts/slurm/cluster.sh starts a one-node cluster

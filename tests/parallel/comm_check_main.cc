@@ -4,14 +4,21 @@
 // all_reduce on each Topology group, checks the results and prints "rank R: OK (... transport)".
 //
 //   mtnlg-comm-check [--timeout-s S] [--kill-rank R] [--transport gloo|tcp|shm|auto]
+//                    [--late-rank R --late-ms N]
 // --transport: the world group's transport (default gloo; the Topology groups use the same).
 // --kill-rank R: rank R SIGKILLs itself after the first all_reduce; every other rank must then
 // fail (exit 1) within the timeout with an error naming the peer.
+// --late-rank R --late-ms N: rank R joins an all_reduce N ms late; every other rank prints
+// "rank Q: waited W ms, cpu C ms" (its process's CPU time over that wait) and exits 0.
+#include <time.h>
+
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/status.h"
@@ -84,14 +91,24 @@ void check_collectives(Communicator& c, int64_t len) {
   c.barrier();
 }
 
+double process_cpu_ms() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+}
+
 int run(int argc, char** argv) {
-  int64_t timeout_s = 30, kill_rank = -1;
+  int64_t timeout_s = 30, kill_rank = -1, late_rank = -1, late_ms = 0;
   Transport transport = Transport::kGloo;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--timeout-s")) {
       timeout_s = std::atoll(argv[i + 1]);
     } else if (!std::strcmp(argv[i], "--kill-rank")) {
       kill_rank = std::atoll(argv[i + 1]);
+    } else if (!std::strcmp(argv[i], "--late-rank")) {
+      late_rank = std::atoll(argv[i + 1]);
+    } else if (!std::strcmp(argv[i], "--late-ms")) {
+      late_ms = std::atoll(argv[i + 1]);
     } else if (!std::strcmp(argv[i], "--transport")) {
       ::setenv("MTNLG_TRANSPORT", argv[i + 1], 1);
       transport = transport_from_env();
@@ -107,6 +124,21 @@ int run(int argc, char** argv) {
     const GlooOptions options = GlooOptions::from_env(timeout);
     auto world = make_cpu_communicator(*rt.store, "world", static_cast<int>(rt.rank), all, options,
                                        transport);
+    if (late_rank >= 0) {  // how much CPU a rank burns while it waits for a late peer
+      Tensor t = filled<float>(rt.rank, 1000);
+      world->all_reduce(t, ReduceOp::kSum);  // everyone connected and past start-up
+      if (rt.rank == late_rank) std::this_thread::sleep_for(std::chrono::milliseconds(late_ms));
+      const auto start = std::chrono::steady_clock::now();
+      const double cpu = process_cpu_ms();
+      world->all_reduce(t, ReduceOp::kSum);
+      const double waited =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count();
+      if (rt.rank != late_rank)
+        std::printf("rank %lld: waited %.0f ms, cpu %.1f ms\n", (long long)rt.rank, waited,
+                    process_cpu_ms() - cpu);
+      return 0;
+    }
     if (kill_rank >= 0) {
       Tensor t = filled<float>(rt.rank, 1000);
       world->all_reduce(t, ReduceOp::kSum);

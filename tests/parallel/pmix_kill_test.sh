@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A rank dies mid-run: under mpirun, rank 1 of mtnlg-comm-check SIGKILLs itself after the first
 # all_reduce; every other rank must exit 1 on its own (no hang) with an error naming peer rank 1.
-# Usage: pmix_kill_test.sh MPIRUN COMM_CHECK
+# Usage: pmix_kill_test.sh MPIRUN COMM_CHECK [TRANSPORT]  (default gloo, mtnlg-comm-check's)
 # Each rank runs under a small bash wrapper that prints its exit status and exits 0, so that
 # mpirun does not abort the job on the first failure; --enable-recovery keeps mpirun from killing
 # the survivors when rank 1 dies without PMIx_Finalize, so that each reports on its own.
@@ -14,13 +14,15 @@
 set -u
 mpirun=$1
 exe=$2
+transport=${3:-gloo}
 timeout_s=5
 status=0
 for np in 3 4; do
   limit_s=$(((np + 1) * timeout_s))
   start=$(date +%s%N)
   out=$(timeout "$limit_s" "$mpirun" --enable-recovery --oversubscribe --allow-run-as-root -np "$np" \
-    bash -c '"$0" --timeout-s "$1" --kill-rank 1; echo "rank $PMIX_RANK exit $?"' "$exe" "$timeout_s" 2>&1)
+    bash -c '"$0" --timeout-s "$1" --kill-rank 1 --transport "$2"; echo "rank $PMIX_RANK exit $?"' \
+    "$exe" "$timeout_s" "$transport" 2>&1)
   rc=$?
   ms=$((($(date +%s%N) - start) / 1000000))
   echo "--- np $np: mpirun rc $rc after $ms ms (limit ${limit_s} s)"
