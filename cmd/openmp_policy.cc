@@ -8,59 +8,6 @@
 
 namespace mtnlg {
 
-namespace {
-
-// The count for node `node` in Slurm's compressed list "2(x3),1"; 0 if malformed or absent.
-int slurm_tasks_on_node(const std::string& list, int node) {
-  size_t pos = 0;
-  int index = 0;
-  while (pos < list.size()) {
-    size_t used = 0;
-    int tasks = 0, repeat = 1;
-    try {
-      tasks = std::stoi(list.substr(pos), &used);
-    } catch (const std::exception&) {
-      return 0;
-    }
-    pos += used;
-    if (list.compare(pos, 2, "(x") == 0) {
-      pos += 2;
-      try {
-        repeat = std::stoi(list.substr(pos), &used);
-      } catch (const std::exception&) {
-        return 0;
-      }
-      pos += used;
-      if (pos >= list.size() || list[pos] != ')') return 0;
-      ++pos;
-    }
-    if (node < index + repeat) return tasks;
-    index += repeat;
-    if (pos < list.size() && list[pos] != ',') return 0;
-    ++pos;
-  }
-  return 0;
-}
-
-int positive(const char* v) {
-  if (v == nullptr) return 0;
-  char* end = nullptr;
-  const long x = std::strtol(v, &end, 10);
-  return end != v && *end == '\0' && x > 0 && x < 1 << 20 ? static_cast<int>(x) : 0;
-}
-
-}  // namespace
-
-int launcher_local_ranks(const EnvLookup& env) {
-  if (const int n = positive(env("OMPI_COMM_WORLD_LOCAL_SIZE")); n > 0) return n;
-  if (const char* list = env("SLURM_STEP_TASKS_PER_NODE")) {
-    const char* node = env("SLURM_NODEID");
-    const int index = node != nullptr && *node == '0' && node[1] == '\0' ? 0 : positive(node);
-    if (const int n = slurm_tasks_on_node(list, index); n > 0) return n;
-  }
-  return 1;
-}
-
 bool oversubscribed(int local_ranks, int threads_per_rank, int cores) {
   // One thread per rank has no OpenMP workers to spin.
   if (local_ranks <= 1 || threads_per_rank <= 1 || cores <= 0) return false;

@@ -10,17 +10,11 @@
 // runs. A policy the user set is never changed.
 #pragma once
 
-#include <functional>
 #include <string>
 
+#include "parallel/launcher_env.h"  // launcher_local_ranks
+
 namespace mtnlg {
-
-using EnvLookup = std::function<const char*(const char*)>;
-
-// Ranks of this launch on this node, read from the launcher's environment before PMIx is up:
-// OMPI_COMM_WORLD_LOCAL_SIZE (Open MPI's mpirun), else SLURM_STEP_TASKS_PER_NODE at index
-// SLURM_NODEID (srun: "2(x3),1" means 2 tasks on each of 3 nodes, then 1), else 1.
-int launcher_local_ranks(const EnvLookup& env);
 
 // True when local_ranks x threads_per_rank exceeds the node's cores and a rank has OpenMP
 // workers that could spin (threads_per_rank > 1). threads_per_rank 0: mtnlg-train's default,

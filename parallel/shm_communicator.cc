@@ -25,6 +25,7 @@
 #include "core/status.h"
 #include "parallel/group_checks.h"
 #include "parallel/host_communicator.h"
+#include "parallel/launcher_env.h"
 #include "parallel/tcp_communicator.h"
 
 #if defined(__x86_64__)
@@ -204,6 +205,9 @@ class ShmCommunicator final : public HostCommunicator {
       : HostCommunicator(std::move(name), rank, std::move(global_ranks),
                          single_copy ? ", shared memory, single copy" : ", shared memory"),
         timeout_(timeout),
+        spin_(shm_spin(launcher_local_ranks([](const char* k) { return std::getenv(k); }),
+                       static_cast<int>(global_ranks_.size()),
+                       static_cast<int>(std::thread::hardware_concurrency()))),
         layout_(global_ranks_.size()),
         map_(std::move(mapping)),
         single_copy_(single_copy),
@@ -290,6 +294,7 @@ class ShmCommunicator final : public HostCommunicator {
   std::string current() const;
 
   ms timeout_;
+  std::chrono::microseconds spin_;  // see shm_spin
   Layout layout_;
   Mapping map_;
   bool single_copy_;
@@ -313,12 +318,12 @@ class ShmCommunicator final : public HostCommunicator {
 // publishes.
 template <typename Ready, typename Blocking>
 void ShmCommunicator::wait_until(Ready&& ready, Blocking&& blocking) {
-  // Spin first: a wait inside a collective mostly ends within microseconds, and a rank woken from
-  // the futex pays the scheduler's wake-up latency. Measured here (2 ranks, 2 cores): after 100
-  // us a 1-2 MiB send/recv took 1.3-1.5x as long as the old loop's, after 250 us as long
-  // (4 MiB: 1.2-1.4x), after 500 us all sizes as long but a shell beside two unpinned ranks
-  // stalled up to 1 s (0.25 s after 250 us; 3-9 s with the old loop).
-  const auto spin_until = Clock::now() + std::chrono::microseconds(250);
+  // Spin first (for spin_, see shm_spin): a wait inside a collective mostly ends within
+  // microseconds, and a rank woken from the futex pays the scheduler's wake-up latency. Measured
+  // here (2 ranks, 2 cores): after 100 us a 1-2 MiB send/recv took 1.3-1.5x as long as the old
+  // loop's, after 250 us as long (4 MiB: 1.2-1.4x), after 500 us all sizes as long but a shell
+  // beside two unpinned ranks stalled up to 1 s (0.25 s after 250 us; 3-9 s with the old loop).
+  const auto spin_until = Clock::now() + spin_;
   for (int i = 0;; ++i) {
     if (ready()) return;
     cpu_relax();
@@ -760,6 +765,11 @@ std::unique_ptr<Communicator> try_make_shm_communicator(Store& store, const std:
         single_copy;
   return std::make_unique<ShmCommunicator>(group_name, rank, std::move(global_ranks), timeout,
                                            std::move(map), single_copy);
+}
+
+std::chrono::microseconds shm_spin(int node_ranks, int group_size, int cores) {
+  const int ranks = std::max(node_ranks, group_size);
+  return std::chrono::microseconds(cores > 0 && ranks <= cores ? 250 : 0);
 }
 
 bool single_copy_from_env() {

@@ -30,6 +30,13 @@ TEST_CASE("local ranks from Open MPI's and Slurm's environment") {
   CHECK(launcher_local_ranks(
             env_of({{"SLURM_STEP_TASKS_PER_NODE", "3,5"}, {"SLURM_NODEID", "1"}})) == 5);
   CHECK(launcher_local_ranks(env_of({{"SLURM_STEP_TASKS_PER_NODE", "2(x"}})) == 1);
+  // scripts/launch.sh (MTNLG_RANK): the runtime's local world, else the whole world.
+  CHECK(launcher_local_ranks(env_of({{"MTNLG_RANK", "1"}, {"MTNLG_WORLD_SIZE", "4"}})) == 4);
+  CHECK(launcher_local_ranks(env_of({{"MTNLG_RANK", "1"},
+                                     {"MTNLG_WORLD_SIZE", "4"},
+                                     {"MTNLG_LOCAL_WORLD_SIZE", "2"},
+                                     {"SLURM_STEP_TASKS_PER_NODE", "8"}})) == 2);
+  CHECK(launcher_local_ranks(env_of({{"MTNLG_WORLD_SIZE", "4"}})) == 1);  // no rank: not launched
   // Open MPI's count wins when both are there (mpirun inside an allocation).
   CHECK(launcher_local_ranks(env_of(
             {{"OMPI_COMM_WORLD_LOCAL_SIZE", "3"}, {"SLURM_STEP_TASKS_PER_NODE", "8"}})) == 3);

@@ -537,6 +537,15 @@ TEST_CASE("shared memory single copy: a receiver expecting another size fails na
   CHECK_THAT(errors[0], Catch::Contains("send of") && Catch::Contains("peer rank 1"));
 }
 
+TEST_CASE("shared memory spins before it sleeps only while the node's ranks fit its cores") {
+  using std::chrono::microseconds;
+  CHECK(shm_spin(2, 2, 2) == microseconds(250));
+  CHECK(shm_spin(1, 2, 16) == microseconds(250));  // the launcher's count unknown (1)
+  CHECK(shm_spin(8, 2, 2) == microseconds(0));     // a group of 2 among 8 ranks on 2 cores
+  CHECK(shm_spin(1, 4, 2) == microseconds(0));     // the group alone is more than the cores
+  CHECK(shm_spin(8, 8, 0) == microseconds(0));     // cores unknown
+}
+
 TEST_CASE("make_gloo_groups builds this rank's groups of a Topology") {
   for (ParallelSizes sizes :
        {ParallelSizes{2, 2, 1}, ParallelSizes{2, 1, 2}, ParallelSizes{1, 3, 1}}) {
