@@ -100,6 +100,25 @@ double process_cpu_ms() {
 int run(int argc, char** argv) {
   int64_t timeout_s = 30, kill_rank = -1, late_rank = -1, late_ms = 0;
   Transport transport = Transport::kGloo;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
+      std::printf(
+          "mtnlg-comm-check: checks the PMIx runtime and the CPU communicators on real processes;\n"
+          "run it under mpirun or srun --mpi=pmix. Each rank runs every collective on the world\n"
+          "group and an all_reduce on each Topology group, and prints \"rank R: OK (...)\".\n\n"
+          "  --timeout-s S           every wait fails after S seconds (default 30)\n"
+          "  --transport T           gloo (default), tcp, shm or auto, as MTNLG_TRANSPORT\n"
+          "  --kill-rank R           rank R SIGKILLs itself after the first all_reduce; the "
+          "others\n"
+          "                          must fail (exit 1) naming it\n"
+          "  --late-rank R           rank R joins an all_reduce --late-ms N ms late; the others\n"
+          "  --late-ms N             print \"rank Q: waited W ms, cpu C ms\" and exit 0\n");
+      return 0;
+    }
+  }
+  if (argc % 2 == 0)
+    throw invalid_argument(std::string("flag ") + argv[argc - 1] + " needs a value",
+                           "mtnlg-comm-check");
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--timeout-s")) {
       timeout_s = std::atoll(argv[i + 1]);
