@@ -1,6 +1,7 @@
 #include "parallel/launcher_env.h"
 
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 
 namespace mtnlg {

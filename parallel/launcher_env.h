@@ -9,10 +9,10 @@ namespace mtnlg {
 
 using EnvLookup = std::function<const char*(const char*)>;
 
-// Ranks of this launch on this node: OMPI_COMM_WORLD_LOCAL_SIZE (Open MPI's mpirun), else
-// SLURM_STEP_TASKS_PER_NODE at index SLURM_NODEID (srun: "2(x3),1" means 2 tasks on each of 3
-// nodes, then 1), else for a launch through MTNLG_RANK (scripts/launch.sh)
-// MTNLG_LOCAL_WORLD_SIZE or MTNLG_WORLD_SIZE, else 1.
+// Ranks of this launch on this node: OMPI_COMM_WORLD_LOCAL_SIZE (Open MPI's mpirun), else for a
+// launch through MTNLG_RANK (scripts/launch.sh, also inside a Slurm allocation)
+// MTNLG_LOCAL_WORLD_SIZE or MTNLG_WORLD_SIZE, else SLURM_STEP_TASKS_PER_NODE at index
+// SLURM_NODEID (srun: "2(x3),1" means 2 tasks on each of 3 nodes, then 1), else 1.
 int launcher_local_ranks(const EnvLookup& env);
 
 }  // namespace mtnlg
