@@ -11,8 +11,8 @@
 // Scores and their gradient are kept in acc_t<T> (fp32 for bf16/fp16); the matrices that feed a
 // GEMM as operands (dropped probabilities, the softmax gradient) are rounded to T, as in
 // Megatron's fused softmax. What is left of [s, s] is this per-sequence workspace. These are the
-// blocked kernels: fp32 and f64 always, bf16/fp16 where the flash kernels
-// (flash_attention_cuda.cu, no [s, s] workspace) do not apply or MTNLG_CUDA_ATTENTION=blocked.
+// blocked kernels: fp32 and f64 always, bf16/fp16 where the chosen flash kernels (by default
+// the FA2-style ones, flash2_attention_cuda.cu) do not apply or MTNLG_CUDA_ATTENTION=blocked.
 //
 // Causality in row blocks (as the CPU kernel does): query rows [r0, r1) only need key columns
 // [0, r1), so every product runs per row block over that prefix, and the blocks above the

@@ -55,19 +55,20 @@ inline bool flash2_attention_planned(int64_t value_bytes, int64_t head_dim) {
   return value_bytes == 2 && kernels::flash2::head_dim_supported(head_dim);
 }
 
-// Attention's kernels on the GPU, MTNLG_CUDA_ATTENTION: `blocked` (the default; cuBLAS products
-// over causal row blocks, a [heads, s, s] workspace), `flash` (core/kernels/flash_attention.h
-// forward and backward, nothing of size [s, s]) or `flash2` (core/kernels/flash2_forward.h and
-// flash2_backward.h: FA2-style, scores and accumulators in registers, nothing of size [s, s]);
-// or one pass each: `flash2-fwd` (flash2's forward, the blocked backward) and `flash2-bwd` (the
-// blocked forward, flash2's backward). Any backward continues from any forward: forward's
-// contract is out and each row's log-sum-exp, and every kernel drops the same elements (the CPU's
-// index), so the best pass of each family can be combined.
-// The flash ones only where they apply (bf16/fp16, their head sizes), the blocked ones elsewhere.
-// The CUDA backend and the planner both ask here, so a value other than these is an error naming
-// the variable in --dry-run as in training. The blocked kernels are the default: on an H200 the
-// flash ones, correct, took 334.5 ms of a 1.3B step against the blocked ones' 198.9 ms (README,
-// GPUs); flash2 is new.
+// Attention's kernels on the GPU, MTNLG_CUDA_ATTENTION: `flash2` (the default;
+// core/kernels/flash2_forward.h and flash2_backward.h: FA2-style, scores and accumulators in
+// registers, nothing of size [s, s] but the backward's stored dS), `blocked` (cuBLAS products
+// over causal row blocks, a [heads, s, s] workspace) or `flash` (core/kernels/flash_attention.h,
+// wmma tiles through shared memory); or one pass each: `flash2-fwd` (flash2's forward, the
+// blocked backward) and `flash2-bwd` (the blocked forward, flash2's backward). Any backward
+// continues from any forward: forward's contract is out and each row's log-sum-exp, and every
+// kernel drops the same elements (the CPU's index), so the best pass of each family can be
+// combined. The flash ones only where they apply (bf16/fp16, their head sizes), the blocked ones
+// elsewhere (fp32, f64, other head sizes). The CUDA backend and the planner both ask here, so a
+// value other than these is an error naming the variable in --dry-run as in training. flash2 is
+// the default since the kit measured it fastest in both passes on the 1.3B shape, with and
+// without dropout, on an H100 and an H200 (README, Checking a GPU machine: the recipe end to end
+// at 53.3% of the GEMM rate on the H100, against 44.7% with the blocked kernels on the H200).
 enum class AttentionKernels { kBlocked = 0, kFlash = 1, kFlash2 = 2 };
 
 // The kernel family of each pass, and how the FA2-style backward gets dS for dq:
@@ -86,18 +87,19 @@ struct AttentionChoice {
 inline AttentionChoice attention_choice() {
   using K = AttentionKernels;
   const bool stored = env_choice("MTNLG_CUDA_FLASH2_DQ", "stored", "recompute");
+  // The first value is the default (unset or empty).
   switch (env_select("MTNLG_CUDA_ATTENTION",
-                     {"blocked", "flash", "flash2", "flash2-fwd", "flash2-bwd"})) {
+                     {"flash2", "blocked", "flash", "flash2-fwd", "flash2-bwd"})) {
     case 1:
-      return {K::kFlash, K::kFlash, stored};
+      return {K::kBlocked, K::kBlocked, stored};
     case 2:
-      return {K::kFlash2, K::kFlash2, stored};
+      return {K::kFlash, K::kFlash, stored};
     case 3:
       return {K::kFlash2, K::kBlocked, stored};
     case 4:
       return {K::kBlocked, K::kFlash2, stored};
     default:
-      return {K::kBlocked, K::kBlocked, stored};
+      return {K::kFlash2, K::kFlash2, stored};
   }
 }
 // Every switch the CUDA backend reads from the environment, read in one place: the backend takes
@@ -108,7 +110,7 @@ inline AttentionChoice attention_choice() {
 // (the default) or 128 query rows a FA2-style forward block; MTNLG_CUDA_EPILOGUES: a linear
 // layer's bias and tanh GeLU in cuBLASLt's epilogue (`on`, the default) or separate kernels.
 struct CudaSwitches {
-  AttentionChoice attention{AttentionKernels::kBlocked};
+  AttentionChoice attention{AttentionKernels::kFlash2};
   bool flash_warp_grids = false, flash2_wide_rows = false, epilogues = true;
 };
 inline CudaSwitches cuda_switches() {

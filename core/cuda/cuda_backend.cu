@@ -97,12 +97,12 @@ class CudaBackend final : public Backend {
     int optin = 0;
     CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     flash_.max_smem_optin = static_cast<size_t>(optin);
-    // Attention's kernels (attention_workspace.h, which the planner asks too): the blocked
-    // cuBLAS ones by default (on an H200 the flash ones took 1.68x their time on the 1.3B step);
-    // MTNLG_CUDA_ATTENTION=flash: the flash ones where they apply (bf16/fp16 on compute
-    // capability 8.0 or later, head sizes of multiples of 16 whose tiles fit shared memory);
-    // flash2: the FA2-style kernels where they apply (bf16/fp16, head sizes 64 and 128);
-    // flash2-fwd and flash2-bwd: those in one pass, the blocked ones in the other. A linear
+    // Attention's kernels (attention_workspace.h, which the planner asks too): by default the
+    // FA2-style ones where they apply (bf16/fp16, head sizes 64 and 128), the blocked cuBLAS
+    // ones elsewhere; MTNLG_CUDA_ATTENTION=blocked: the blocked ones; flash: the first flash
+    // kernels where they apply (bf16/fp16 on compute capability 8.0 or later, head sizes of
+    // multiples of 16 whose tiles fit shared memory); flash2-fwd and flash2-bwd: the FA2-style
+    // ones in one pass, the blocked ones in the other. A linear
     // layer's bias (and GeLU) in cuBLASLt's epilogue where it applies; MTNLG_CUDA_EPILOGUES=off:
     // separate kernels.
     // Every switch from one reader, the planner's (attention_workspace.h, cuda_switches). The
@@ -619,7 +619,7 @@ class CudaBackend final : public Backend {
   int device_;
   std::string name_;
   FlashDevice flash_;
-  AttentionChoice attention_{AttentionKernels::kBlocked};
+  AttentionChoice attention_{AttentionKernels::kFlash2};
   bool epilogues_enabled_ = true;
   bool flash2_wide_rows_ = false;  // MTNLG_CUDA_FLASH2_ROWS=128
   // Bytes alloc() handed out and not yet freed (cudaMalloc'ed sizes; excludes cuBLAS workspace,

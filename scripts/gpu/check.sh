@@ -28,12 +28,13 @@ On a machine with an NVIDIA GPU, CUDA (nvcc, cuBLAS, cuBLASLt) and NCCL:
            against PyTorch's scaled_dot_product_attention (FA2) without and with dropout 0.1:
            OUT/attention.txt (mtnlg-bench-attention, bench/torch_attention.py); the 1.3B
            recipe end to end through mtnlg-train, the goal's figure (row 1.3b-train: its
-           loader over data/demo, dropout, 16 micro-batches an iteration, 8 iterations; row
-           1.3b-train-flash2 with the FA2-style kernels; row 1.3b-train-best with the fastest
-           forward and backward of attention.txt combined, when that is neither); tokens/s,
-           MFU and peak memory on one GPU (GPT-2 124M, 1.3B), with PyTorch's bf16 eager run on
-           the same shapes as the anchor; the 1.3B step with the FA2-style kernels
-           (MTNLG_CUDA_ATTENTION=flash2; blocked is the default); where the 1.3B step's time
+           loader over data/demo, dropout, 16 micro-batches an iteration, 8 iterations, the
+           default kernels, FA2-style; row 1.3b-train-blocked with the blocked kernels; row
+           1.3b-train-best with the fastest forward and backward of attention.txt combined,
+           when that is neither); tokens/s, MFU and peak memory on one GPU (GPT-2 124M, 1.3B),
+           with PyTorch's bf16 eager run on the same shapes as the anchor; the 1.3B step with
+           the blocked kernels (MTNLG_CUDA_ATTENTION=blocked; flash2 is the default); where the
+           1.3B step's time
            goes with dropout 0.1, each backend call timed (mtnlg-bench-train --profile),
            blocked and FA2-style: OUT/profile-1.3b-*.txt; and the step with the FA2-style
            forward's 128-row blocks (MTNLG_CUDA_FLASH2_ROWS=128)
@@ -42,8 +43,9 @@ On a machine with an NVIDIA GPU, CUDA (nvcc, cuBLAS, cuBLASLt) and NCCL:
            0.1): OUT/ncu-flash2-*.txt; skipped where ncu is missing or not permitted
 Each stage logs to WORK/STAGE.log (copied to OUT when it fails); the summary goes to
 OUT/check.txt and OUT/check.json, the benchmark table to OUT/bench.txt and OUT/bench.json
-(raw lines: OUT/bench-results.jsonl), rewritten after each row so that a bench cut short by a
-time limit leaves the rows it measured. A stage is pass, fail or skip (what it needs is not on
+(raw lines: WORK/bench-results.jsonl and WORK/attention-results.jsonl, kept out of OUT so
+that a bench leaves at most 8 files there), rewritten after each row so that a bench cut short
+by a time limit leaves the rows it measured. A stage is pass, fail or skip (what it needs is not on
 the machine: only ncu skips).
 
   --out DIR        where the summary, the benchmark table and failed stages' logs go
@@ -356,7 +358,7 @@ e2e_row() {
 # (mtnlg-bench-train) and PyTorch eager (bench/torch_train.py) on the same shapes, bf16.
 stage_bench() {
   dep_env
-  local j=$out/bench-results.jsonl
+  local j=$work/bench-results.jsonl
   rm -f "$j"
   # The table so far, rewritten after each row: a stage cut short by its time limit still leaves
   # OUT/bench.txt and bench.json with the rows it measured (the planner's rows come first).
@@ -370,7 +372,7 @@ stage_bench() {
     python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps({"impl": "plan", "name": "1.3b", "memory_bytes": d["memory_per_rank_bytes"]["total"]}))' >>"$j"
   "$build_dir/mtnlg-train" --config configs/1.3b.yaml --dry-run --json --world-size 1 \
     "${e2e_overrides[@]}" |
-    python3 -c 'import json,sys; d=json.load(sys.stdin); t=d["memory_per_rank_bytes"]["total"]; [print(json.dumps({"impl": "plan", "name": n, "memory_bytes": t})) for n in ("1.3b-train", "1.3b-train-flash2", "1.3b-train-best")]' >>"$j"
+    python3 -c 'import json,sys; d=json.load(sys.stdin); t=d["memory_per_rank_bytes"]["total"]; [print(json.dumps({"impl": "plan", "name": n, "memory_bytes": t})) for n in ("1.3b-train", "1.3b-train-blocked", "1.3b-train-best")]' >>"$j"
   "$build_dir/bench/mtnlg-bench-gemm" --device cuda --dtype bf16 --models gpt2-124m-b8,1.3b \
     --min-time 0.1 --json >>"$j"
   refresh_table
@@ -378,7 +380,7 @@ stage_bench() {
   # PyTorch's scaled_dot_product_attention (its FlashAttention-2 kernels) on the same shapes,
   # without and with the recipe's dropout: OUT/attention.txt and attention.json. A few seconds;
   # first, as the figures that say where attention stands against FA2.
-  local a=$out/attention-results.jsonl status=0 p
+  local a=$work/attention-results.jsonl status=0 p
   rm -f "$a"
   for p in 0 0.1; do
     "$build_dir/bench/mtnlg-bench-attention" --device cuda \
@@ -391,11 +393,11 @@ stage_bench() {
   python3 scripts/gpu/report.py attention "$a" "$out/attention.json" | tee "$out/attention.txt" ||
     status=1
   # The recipe end to end (the goal's figure), right after attention alone so that a stage cut
-  # short by its time limit keeps it: blocked (row 1.3b-train), then FA2-style (row
-  # 1.3b-train-flash2).
+  # short by its time limit keeps it: the default kernels (FA2-style where they apply; row
+  # 1.3b-train), then the blocked ones (row 1.3b-train-blocked).
   e2e_row 1.3b-train "$j" || status=1
   refresh_table
-  MTNLG_CUDA_ATTENTION=flash2 e2e_row 1.3b-train-flash2 "$j" || status=1
+  MTNLG_CUDA_ATTENTION=blocked e2e_row 1.3b-train-blocked "$j" || status=1
   refresh_table
   # The fastest forward and the fastest backward attention.txt found on the recipe's shape and
   # dropout, combined (row 1.3b-train-best: report.py attention-choice), unless they are one of
@@ -419,9 +421,9 @@ stage_bench() {
     python3 bench/torch_train.py "${args[@]}" --device cuda --json >>"$j"
     refresh_table
   done
-  # The 1.3B step with the FA2-style attention kernels (core/kernels/flash2_forward.h and
-  # flash2_backward.h; row 1.3b-flash2): first of the step's variants.
-  MTNLG_CUDA_ATTENTION=flash2 "$build_dir/bench/mtnlg-bench-train" "${xl[@]/#1.3b/1.3b-flash2}" \
+  # The 1.3B step with the blocked attention kernels (core/cuda/attention_cuda.cu; row
+  # 1.3b-blocked; the default, row 1.3b, takes the FA2-style ones): first of the step's variants.
+  MTNLG_CUDA_ATTENTION=blocked "$build_dir/bench/mtnlg-bench-train" "${xl[@]/#1.3b/1.3b-blocked}" \
     --device cuda --json >>"$j"
   refresh_table
   # Where the 1.3B step's time goes with the recipe's dropout (0.1), each backend call timed (a

@@ -233,9 +233,9 @@ TEST_CASE("tiny on 2 x 2 x 2 - bf16 - ZeRO-1 - checkpointing: per-stage fields b
   CHECK(p.micro_batches == 2);
   CHECK(p.bubble_fraction == Approx(1.0 / 3.0));
   CHECK(p.padded_vocab == 512);  // multiple of 128 x 2
-  // bf16: the blocked kernels (the default), whose scratch is one sequence's backward: 2 heads
-  // per tensor rank x 32^2 x (4 fp32 scores + 4 their gradient + 2 dropped probabilities + 2
-  // softmax gradient).
+  // bf16 at head size 16, which the FA2-style kernels (the default) do not take: the blocked
+  // kernels, whose scratch is one sequence's backward: 2 heads per tensor rank x 32^2 x (4 fp32
+  // scores + 4 their gradient + 2 dropped probabilities + 2 softmax gradient).
   CHECK(p.micro_batch == 2);
   CHECK(p.cuda_attention_scratch_bytes == 2 * 32 * 32 * 12);
   CHECK(p.parameters == 32768 + 2048 + 4 * 49984 + 128);
@@ -454,8 +454,7 @@ TEST_CASE(
   CHECK(cuda_attention_scratch(4, 2, 32, 16, 2, true, AttentionKernels::kFlash) == 4 * 2 * 32 * 4);
   // Blocked: 2 heads x 32^2 x (4 + 4 + 2 + 2) (fp32 scores and their gradient, the (dropped)
   // probabilities for dV's product, the softmax gradient), with or without dropout, whatever
-  // the micro-batch: where flash does not apply, and where it does but was not chosen (the
-  // default, MTNLG_CUDA_ATTENTION unset).
+  // the micro-batch: where flash does not apply, and where it does but was not chosen.
   CHECK(cuda_attention_scratch(4, 2, 32, 8, 2, true, AttentionKernels::kFlash) == 2 * 32 * 32 * 12);
   CHECK(cuda_attention_scratch(4, 2, 32, 16, 2, true, AttentionKernels::kBlocked) ==
         2 * 32 * 32 * 12);
@@ -535,10 +534,21 @@ TEST_CASE("the column sums' scratch is planned and the kernel scratch takes the 
 TEST_CASE("MTNLG_CUDA_ATTENTION is read as the CUDA backend reads it - a misspelling is an error") {
   const Recipe r = recipe("1.3b.yaml");
   const auto scratch = [&] { return make_plan(r, PlanOptions{}).cuda_attention_scratch_bytes; };
-  const int64_t blocked = scratch();
+  // Unset: the FA2-style kernels, dS stored (the defaults); `blocked`: one sequence's scores,
+  // probabilities and their gradients, 16 heads x 2048^2 x (4 + 4 + 2 + 2).
+  CHECK(attention_choice() == AttentionChoice(AttentionKernels::kFlash2));
+  CHECK(cuda_switches().attention == attention_choice());
+  const int64_t by_default = scratch();
+  int64_t blocked = 0;
   {
     ScopedEnv env("MTNLG_CUDA_ATTENTION", "blocked");
-    CHECK(scratch() == blocked);
+    CHECK(attention_choice() == AttentionChoice(AttentionKernels::kBlocked));
+    blocked = scratch();
+    CHECK(blocked == 16 * 2048 * int64_t{2048} * 12);
+  }
+  {
+    ScopedEnv env("MTNLG_CUDA_ATTENTION", "");  // empty is unset
+    CHECK(scratch() == by_default);
   }
   {
     // 1.3B: bf16, head size 128, so the flash kernels apply: their per-row delta, far smaller.
@@ -556,6 +566,7 @@ TEST_CASE("MTNLG_CUDA_ATTENTION is read as the CUDA backend reads it - a misspel
     const Recipe q = recipe("1.3b.yaml");
     const int64_t stats = q.parallel.micro_batch_size * 16 * 2048 * (4 + 64 * 4);
     CHECK(scratch() == stats + (q.parallel.micro_batch_size * 16 * 2048 * int64_t{2048} + 64) * 2);
+    CHECK(scratch() == by_default);
     CHECK(scratch() < blocked);
     ScopedEnv dq("MTNLG_CUDA_FLASH2_DQ", "recompute");
     CHECK(attention_choice() ==
@@ -600,7 +611,8 @@ TEST_CASE("MTNLG_CUDA_ATTENTION is read as the CUDA backend reads it - a misspel
   }
   ScopedEnv env("MTNLG_CUDA_ATTENTION", "Flash");
   CHECK_THROWS_WITH(scratch(), Catch::Contains("MTNLG_CUDA_ATTENTION=Flash is not one of "
-                                               "blocked, flash, flash2, flash2-fwd, flash2-bwd"));
+                                               "flash2, blocked, flash, flash2-fwd, flash2-bwd "
+                                               "(unset it for the default, flash2)"));
 }
 
 TEST_CASE("device overheads: per stage on a GPU - counted in fits - none on the CPU") {

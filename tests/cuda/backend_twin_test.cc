@@ -298,8 +298,9 @@ TEST_CASE("attention forward and backward match the CPU, with and without dropou
   // registers (core/kernels/softmax_rows.h, 16 chunks).
   const int64_t s = GENERATE(67, 1100);
   const int64_t hd = GENERATE(16, 64, 128);
-  // flash: bf16/fp16 take the flash kernels; blocked (the default): the cuBLAS ones (fp32/f64
-  // always); flash2: the FA2-style kernels at head sizes 64 and 128 (bf16/fp16); flash2-128:
+  // flash: bf16/fp16 take the flash kernels; blocked: the cuBLAS ones (fp32/f64 always, and
+  // every head size flash2 does not take); flash2 (the default): the FA2-style kernels at head
+  // sizes 64 and 128 (bf16/fp16); flash2-128:
   // those with the forward's 128-row blocks (MTNLG_CUDA_FLASH2_ROWS=128); flash2-recompute: their
   // backward's dq pass recomputing dS (MTNLG_CUDA_FLASH2_DQ=recompute; stored by default);
   // flash2-fwd and flash2-bwd: the FA2-style kernels in one pass, the blocked ones in the other
@@ -444,10 +445,10 @@ TEST_CASE("MTNLG_CUDA_FLASH2_ROWS other than 64 or 128 is an error naming it") {
                     Catch::Contains("MTNLG_CUDA_FLASH2_ROWS=96") && Catch::Contains("64, 128"));
 }
 
-TEST_CASE("MTNLG_CUDA_ATTENTION other than blocked or flash or flash2 is an error naming it") {
+TEST_CASE("MTNLG_CUDA_ATTENTION other than flash2 or blocked or flash is an error naming it") {
   ScopedEnv env("MTNLG_CUDA_ATTENTION", "fast");
   CHECK_THROWS_WITH(make_cuda_backend(0), Catch::Contains("MTNLG_CUDA_ATTENTION=fast") &&
-                                              Catch::Contains("blocked, flash, flash2"));
+                                              Catch::Contains("flash2, blocked, flash"));
 }
 
 TEST_CASE("embedding forward and backward match the CPU, fp32 gradients bit for bit") {
