@@ -145,6 +145,14 @@ add_test(NAME slurm_requeue_resume
           ${PROJECT_SOURCE_DIR})
 set_tests_properties(slurm_requeue_resume PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE
   ENVIRONMENT "SLURM_CONF=${mtnlg_slurm_dir}/slurm.conf" FIXTURES_REQUIRED slurm_cluster)
+# A stop while the step starts: SIGUSR1's default action ends the tasks before they have their
+# handlers (srun exits 138); requeue.sh requeues as for exit 75 and the run completes, bit for bit
+# the run that never stopped. The first run's tasks sleep in a wrapper, so the signal lands there.
+add_test(NAME slurm_requeue_startup
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/slurm_requeue_startup_test.sh ${PROJECT_BINARY_DIR}
+          ${PROJECT_SOURCE_DIR})
+set_tests_properties(slurm_requeue_startup PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE
+  ENVIRONMENT "SLURM_CONF=${mtnlg_slurm_dir}/slurm.conf" FIXTURES_REQUIRED slurm_cluster)
 add_test(NAME slurm_cluster_stop
   COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/slurm/cluster.sh stop --dir ${mtnlg_slurm_dir})
 set_tests_properties(slurm_cluster_stop PROPERTIES TIMEOUT 60 FIXTURES_CLEANUP slurm_cluster)

@@ -9,6 +9,7 @@
 # Usage: tests/cmd/slurm_requeue_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 source "$2/tests/cmd/layout_lib.sh"
+source "$2/tests/cmd/slurm_lib.sh"
 layout_setup "$1" "$2"
 job=
 trap '[[ -n $job ]] && scancel "$job" 2>/dev/null; rm -rf "$tmp"' EXIT
@@ -25,7 +26,7 @@ args=(--set "data.blend=[{prefix: $tmp/corpus, weight: 1}]" --set data.cache_dir
   --set schedule.train_iters=8000 --set schedule.decay_tokens=40000
   --set parallel.micro_batch_size=1 --set checkpoint.dir="$tmp/ck" --set checkpoint.resume=true
   --log-level warn)
-state() { scontrol show job "$job" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
+state() { job_state "$job"; }
 metrics=$tmp/job/metrics.jsonl
 lines() { [[ -f $metrics ]] && wc -l <"$metrics" || echo 0; }
 # The job's tasks: mtnlg-train processes whose command line names this job's metrics file.
@@ -76,34 +77,14 @@ for p in "${pids[@]}"; do
 done
 kill -CONT "${pids[@]}"
 # Requeued: pending again with one restart.
-for _ in $(seq 3000); do
-  scontrol show job "$job" | grep -q 'Restarts=1' && [[ $(state) == PENDING ]] && break
-  sleep 0.1
-done
-scontrol show job "$job" | grep -q 'Restarts=1' || { echo "FAIL: job not requeued ($(state))"; cat "$tmp/job.out"; exit 1; }
+wait_requeued "$job" || { echo "FAIL: job not requeued ($(state))"; cat "$tmp/job.out"; exit 1; }
 stopped=$(cat "$tmp/ck/latest_checkpointed_iteration.txt")
 echo "requeued after a checkpoint at iteration $stopped"
 # At the boundary after the pause: the iteration then under way (its line may not have been written).
 ((stopped >= paused && stopped <= paused + 2)) ||
   { echo "FAIL: paused after $paused iterations but saved at $stopped"; exit 1; }
-# The first run's step daemon must be gone before the job runs again (its PMIx socket is named by
-# job and step): what Slurm's two-minute hold guarantees, waited for here.
-for _ in $(seq 300); do
-  ls "$(dirname "$SLURM_CONF")"/slurmd/stepd.slurm.pmix."$job".* >/dev/null 2>&1 || break
-  sleep 0.1
-done
-# And slurmd revokes the first run's credential with a time stamp in whole seconds, rejecting any
-# credential of the job made no later than that second ("Job credential revoked", the job then
-# ends FAILED without running: seen in CI, the requeued job started 0.15 s after the kill). Start
-# it two seconds after the revocation at the earliest.
-revoked=$(date +%s)
-while (($(date +%s) < revoked + 2)); do sleep 0.1; done
-scontrol update JobId="$job" StartTime=now
-for _ in $(seq 3000); do
-  s=$(state)
-  [[ $s == COMPLETED || $s == FAILED || $s == CANCELLED || $s == TIMEOUT ]] && break
-  sleep 0.1
-done
+release_requeued "$job"
+wait_job_end "$job" >/dev/null
 cat "$tmp/job.out"
 [[ $(state) == COMPLETED ]] || { echo "FAIL: the requeued job ended $(state)"; exit 1; }
 grep -q "checkpoint saved (exit 75): requeueing job $job" "$tmp/job.out"
