@@ -260,8 +260,8 @@ int main(int argc, char** argv) {
       "flash "
       "kernels' warps run their product tiles; tile by tile by default), "
       "MTNLG_CUDA_FLASH2_ROWS=64|128 (query rows of a flash2 forward block; 64 by default), "
-      "MTNLG_CUDA_FLASH2_DQ=stored|recompute (flash2's dq from dS stored by its dk/dv pass, the "
-      "default, or recomputed) and "
+      "MTNLG_CUDA_FLASH2_DQ=auto|stored|recompute (flash2's dq from dS stored by its dk/dv pass "
+      "or recomputed; auto, the default, stores while dS of a call takes at most 1 GiB) and "
       "MTNLG_CUDA_EPILOGUES=on|off "
       "(the linear layers' bias and tanh GeLU in cuBLASLt's epilogue; on by default).");
   Options o;

@@ -79,8 +79,9 @@ int main(int argc, char** argv) {
       "                         apply (flash2: head sizes 64 and 128), blocked elsewhere\n"
       "  MTNLG_CUDA_FLASH_TILES   tile (default) or grid (a warp's tiles in one k loop)\n"
       "  MTNLG_CUDA_FLASH2_ROWS   64 (default) or 128 query rows a flash2 forward block\n"
-      "  MTNLG_CUDA_FLASH2_DQ   stored (default: flash2's dk/dv pass stores dS for dq) or\n"
-      "                         recompute (dq recomputes it: less scratch, more products)\n"
+      "  MTNLG_CUDA_FLASH2_DQ   auto (default: stored while dS of a call takes at most 1 GiB),\n"
+      "                         stored (flash2's dk/dv pass stores dS for dq) or recompute\n"
+      "                         (dq recomputes it: no [s, s] scratch, more products)\n"
       "  MTNLG_CUDA_EPILOGUES   on (default: bias and tanh GeLU in cuBLASLt's epilogue) or off\n"
       "  NCCL_* apply to GPU groups as usual.");
   std::string config;

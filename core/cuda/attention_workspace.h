@@ -71,22 +71,37 @@ inline bool flash2_attention_planned(int64_t value_bytes, int64_t head_dim) {
 // at 53.3% of the GEMM rate on the H100, against 44.7% with the blocked kernels on the H200).
 enum class AttentionKernels { kBlocked = 0, kFlash = 1, kFlash2 = 2 };
 
-// The kernel family of each pass, and how the FA2-style backward gets dS for dq:
-// MTNLG_CUDA_FLASH2_DQ=stored (the default: the dk/dv pass stores dS^T, 2 bytes an element of
-// [b, heads, s, s] in the workspace, and dq reads it back; five products a tile) or recompute
-// (the dq pass recomputes S, dP and the softmax itself: seven products, no [s, s] scratch).
+// How the FA2-style backward gets dS for dq, MTNLG_CUDA_FLASH2_DQ: `stored` (the dk/dv pass
+// stores dS^T, 2 bytes an element of [b, heads, s, s] in the workspace, and dq reads it back; five
+// products a tile), `recompute` (the dq pass recomputes S, dP and the softmax itself: seven
+// products, no [s, s] scratch), or `auto` (the default): stored while that dS^T of one call takes
+// at most kFlash2AutoStoredDsBytes, recomputed beyond, since it grows with the micro-batch and s^2
+// (512 MiB for the 1.3B recipe's 4 x 2048 x 16 heads; 8 GiB at 4 x 8192): the faster way where
+// memory allows, and never gigabytes of scratch nobody asked for. The rule reads the call's shape
+// only, so a run chooses the same way every time (reruns stay bit-identical).
+enum class Flash2Dq { kAuto = 0, kStored = 1, kRecompute = 2 };
+constexpr int64_t kFlash2AutoStoredDsBytes = int64_t{1} << 30;
+
+// The kernel family of each pass, and the FA2-style backward's way to dS for dq.
 struct AttentionChoice {
   AttentionKernels forward, backward;
-  bool flash2_stored_ds = true;
+  Flash2Dq flash2_dq = Flash2Dq::kAuto;
   AttentionChoice(AttentionKernels both) : forward(both), backward(both) {}  // NOLINT: one family
-  AttentionChoice(AttentionKernels f, AttentionKernels b, bool stored_ds = true)
-      : forward(f), backward(b), flash2_stored_ds(stored_ds) {}
+  AttentionChoice(AttentionKernels f, AttentionKernels b, Flash2Dq dq = Flash2Dq::kAuto)
+      : forward(f), backward(b), flash2_dq(dq) {}
   bool operator==(const AttentionChoice&) const = default;
+  // Whether the FA2-style backward of a call over [b, heads, s] stores dS^T (the CUDA backend
+  // and the planner both ask here).
+  bool flash2_stores_ds(int64_t b, int64_t heads, int64_t s) const {
+    if (flash2_dq != Flash2Dq::kAuto) return flash2_dq == Flash2Dq::kStored;
+    return kernels::flash2::ds_bytes(b, heads, s) <= kFlash2AutoStoredDsBytes;
+  }
 };
 
 inline AttentionChoice attention_choice() {
   using K = AttentionKernels;
-  const bool stored = env_choice("MTNLG_CUDA_FLASH2_DQ", "stored", "recompute");
+  const auto stored =
+      static_cast<Flash2Dq>(env_select("MTNLG_CUDA_FLASH2_DQ", {"auto", "stored", "recompute"}));
   // The first value is the default (unset or empty).
   switch (env_select("MTNLG_CUDA_ATTENTION",
                      {"flash2", "blocked", "flash", "flash2-fwd", "flash2-bwd"})) {
@@ -130,7 +145,8 @@ inline bool flash_attention_chosen() {
 // The largest scratch attention takes from the CUDA backend's workspace in one call, the larger
 // of its passes': the flash kernels' forwards take none; their backward (chosen, and they apply)
 // its delta [b, local heads, s] in fp32, the FA2-style one that, with dropout its keep bits, and
-// with dS stored dS^T (2 bytes an element of [b, local heads, s, s rounded up to 8]); the blocked
+// with dS stored (flash2_stores_ds) dS^T (2 bytes an element of [b, local heads, s, s rounded up
+// to 8]); the blocked
 // kernels one sequence's scores and probabilities, forward or backward.
 inline int64_t cuda_attention_scratch(int64_t micro_batch, int64_t local_heads, int64_t s,
                                       int64_t head_dim, int64_t value_bytes, bool dropout,
@@ -145,8 +161,9 @@ inline int64_t cuda_attention_scratch(int64_t micro_batch, int64_t local_heads, 
   if (applies(kernels.backward))
     backward = kernels.backward == AttentionKernels::kFlash
                    ? micro_batch * local_heads * s * 4
-                   : kernels::flash2::backward_scratch_bytes(micro_batch, local_heads, s, dropout,
-                                                             kernels.flash2_stored_ds);
+                   : kernels::flash2::backward_scratch_bytes(
+                         micro_batch, local_heads, s, dropout,
+                         kernels.flash2_stores_ds(micro_batch, local_heads, s));
   return forward > backward ? forward : backward;
 }
 

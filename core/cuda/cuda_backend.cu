@@ -366,7 +366,7 @@ class CudaBackend final : public Backend {
                                     stream());
     else if (use_flash2(attention_.backward, qkv, heads, {&dqkv, &dout, &out}))
       flash2_backward_cuda(dqkv, dout, qkv, out, stats, heads, dropout_p, rng,
-                           attention_.flash2_stored_ds, ws_, stream());
+                           attention_.flash2_stores_ds(b, heads, s), ws_, stream());
     else
       attention_backward_cuda(blas(), dqkv, dout, qkv, stats, heads, dropout_p, rng, ws_);
   }

@@ -151,7 +151,7 @@ MTNLG_CUDA_ATTENTION=Flash expect 2 'invalid argument \[MTNLG_CUDA_ATTENTION\]: 
 MTNLG_CUDA_EPILOGUES=yes expect 2 'MTNLG_CUDA_EPILOGUES=yes is not one of on, off' -- --config configs/1.3b.yaml --dry-run
 MTNLG_CUDA_FLASH_TILES=fast expect 2 'MTNLG_CUDA_FLASH_TILES=fast is not one of tile, grid' -- --config configs/1.3b.yaml --dry-run
 MTNLG_CUDA_FLASH2_ROWS=96 expect 2 'MTNLG_CUDA_FLASH2_ROWS=96 is not one of 64, 128' -- --config configs/1.3b.yaml --dry-run
-MTNLG_CUDA_FLASH2_DQ=stores expect 2 'MTNLG_CUDA_FLASH2_DQ=stores is not one of stored, recompute' -- --config configs/1.3b.yaml --dry-run
+MTNLG_CUDA_FLASH2_DQ=stores expect 2 'MTNLG_CUDA_FLASH2_DQ=stores is not one of auto, stored, recompute' -- --config configs/1.3b.yaml --dry-run
 expect 2 'world-size: Value 99999999999999999999 not in range' -- --config configs/tiny.yaml --dry-run --world-size 99999999999999999999
 # NaN and infinities are not numbers a plan can use (CLI11's range checks let NaN through).
 for flag in --iteration-time --peak-tflops --gpu-memory-gb --utilization; do

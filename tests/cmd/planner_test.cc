@@ -467,7 +467,7 @@ TEST_CASE(
   // (the default), dS^T after them from a 16-byte boundary: 2 bytes an element of [4, 2, 32, 32]
   // (rows a multiple of 8 already) and 64 elements of slack.
   using K = AttentionKernels;
-  const AttentionChoice recompute{K::kFlash2, K::kFlash2, false};
+  const AttentionChoice recompute{K::kFlash2, K::kFlash2, Flash2Dq::kRecompute};
   CHECK(cuda_attention_scratch(4, 2, 32, 64, 2, false, recompute) == 4 * 2 * 32 * 4);
   CHECK(cuda_attention_scratch(4, 2, 32, 64, 2, true, recompute) ==
         4 * 2 * 32 * 4 + 4 * 2 * 32 * 1 * 4);
@@ -481,7 +481,7 @@ TEST_CASE(
   // dropped probabilities (4 + 2 + 2 bytes an element with dropout, 4 + 2 without) against the
   // FA2-style backward's delta and keep bits (recomputing dS) or those and dS^T (stored);
   // flash2's forward takes none, the blocked backward its usual.
-  const AttentionChoice blocked_fwd{K::kBlocked, K::kFlash2, false};
+  const AttentionChoice blocked_fwd{K::kBlocked, K::kFlash2, Flash2Dq::kRecompute};
   const AttentionChoice flash2_fwd{K::kFlash2, K::kBlocked};
   CHECK(cuda_attention_scratch(4, 2, 32, 64, 2, true, blocked_fwd) == 2 * 32 * 32 * 8);
   CHECK(cuda_attention_scratch(4, 2, 32, 64, 2, false, blocked_fwd) == 2 * 32 * 32 * 6);
@@ -531,6 +531,46 @@ TEST_CASE("the column sums' scratch is planned and the kernel scratch takes the 
   }
 }
 
+// MTNLG_CUDA_FLASH2_DQ=auto (the default): dS^T stored while one call's takes at most 1 GiB (2
+// bytes an element of [b, heads, s, s rounded up to 8], and 64 elements of slack), recomputed
+// beyond; stored and recompute hold whatever the size. The planner counts what the backend does.
+TEST_CASE("MTNLG_CUDA_FLASH2_DQ auto stores dS up to 1 GiB a call - stored and recompute always") {
+  using K = AttentionKernels;
+  const AttentionChoice by_default = attention_choice();
+  CHECK(by_default.flash2_dq == Flash2Dq::kAuto);
+  // 8 heads x 8184^2 elements: 1,071,644,736 bytes with the slack, under 2^30; 8 x 8192^2 is 2^30
+  // bytes before the slack, over.
+  CHECK(by_default.flash2_stores_ds(1, 8, 8184));
+  CHECK_FALSE(by_default.flash2_stores_ds(1, 8, 8192));
+  CHECK(kernels::flash2::ds_bytes(1, 8, 8184) <= kFlash2AutoStoredDsBytes);
+  CHECK(kernels::flash2::ds_bytes(1, 8, 8192) > kFlash2AutoStoredDsBytes);
+  // The 1.3B recipe's micro-batch, 4 x 16 heads x 2048: 512 MiB, stored.
+  CHECK(by_default.flash2_stores_ds(4, 16, 2048));
+  const AttentionChoice stored{K::kFlash2, K::kFlash2, Flash2Dq::kStored};
+  const AttentionChoice recompute{K::kFlash2, K::kFlash2, Flash2Dq::kRecompute};
+  CHECK(stored.flash2_stores_ds(4, 16, 8192));
+  CHECK_FALSE(recompute.flash2_stores_ds(1, 1, 8));
+  {
+    ScopedEnv env("MTNLG_CUDA_FLASH2_DQ", "stored");
+    CHECK(attention_choice() == stored);
+  }
+  {
+    ScopedEnv env("MTNLG_CUDA_FLASH2_DQ", "auto");
+    CHECK(attention_choice() == by_default);
+  }
+  // The plan: the 1.3B recipe at 8192 tokens a sequence (4 x 16 heads: 8 GiB of dS^T) takes the
+  // recomputing backward's scratch by default, the stored one's when asked.
+  const Recipe r =
+      recipe("1.3b.yaml", {"model.seq_length=8192", "model.max_position_embeddings=8192"});
+  const int64_t b = r.parallel.micro_batch_size, heads = 16, s = 8192;
+  REQUIRE(b == 4);
+  const int64_t stats = b * heads * s * 4 + b * heads * s * (s / 32) * 4;  // delta, keep bits
+  CHECK(make_plan(r, PlanOptions{}).cuda_attention_scratch_bytes == stats);
+  ScopedEnv env("MTNLG_CUDA_FLASH2_DQ", "stored");
+  CHECK(make_plan(r, PlanOptions{}).cuda_attention_scratch_bytes ==
+        stats + kernels::flash2::ds_bytes(b, heads, s));
+}
+
 TEST_CASE("MTNLG_CUDA_ATTENTION is read as the CUDA backend reads it - a misspelling is an error") {
   const Recipe r = recipe("1.3b.yaml");
   const auto scratch = [&] { return make_plan(r, PlanOptions{}).cuda_attention_scratch_bytes; };
@@ -569,8 +609,8 @@ TEST_CASE("MTNLG_CUDA_ATTENTION is read as the CUDA backend reads it - a misspel
     CHECK(scratch() == by_default);
     CHECK(scratch() < blocked);
     ScopedEnv dq("MTNLG_CUDA_FLASH2_DQ", "recompute");
-    CHECK(attention_choice() ==
-          AttentionChoice(AttentionKernels::kFlash2, AttentionKernels::kFlash2, false));
+    CHECK(attention_choice() == AttentionChoice(AttentionKernels::kFlash2,
+                                                AttentionKernels::kFlash2, Flash2Dq::kRecompute));
     CHECK(scratch() == stats);
   }
   {
@@ -596,7 +636,7 @@ TEST_CASE("MTNLG_CUDA_ATTENTION is read as the CUDA backend reads it - a misspel
   {
     ScopedEnv env("MTNLG_CUDA_FLASH2_DQ", "stores");
     CHECK_THROWS_WITH(scratch(), Catch::Contains("MTNLG_CUDA_FLASH2_DQ=stores is not one of "
-                                                 "stored, recompute"));
+                                                 "auto, stored, recompute"));
   }
   {
     // Tensor-parallel with attention dropout: the layer calls attention one sequence at a time,

@@ -302,7 +302,7 @@ TEST_CASE("attention forward and backward match the CPU, with and without dropou
   // every head size flash2 does not take); flash2 (the default): the FA2-style kernels at head
   // sizes 64 and 128 (bf16/fp16); flash2-128:
   // those with the forward's 128-row blocks (MTNLG_CUDA_FLASH2_ROWS=128); flash2-recompute: their
-  // backward's dq pass recomputing dS (MTNLG_CUDA_FLASH2_DQ=recompute; stored by default);
+  // backward's dq pass recomputing dS (MTNLG_CUDA_FLASH2_DQ=recompute; stored otherwise here);
   // flash2-fwd and flash2-bwd: the FA2-style kernels in one pass, the blocked ones in the other
   // (each backward from the other family's forward: out and the log-sum-exps).
   const std::string kernel = GENERATE("flash", "blocked", "flash2", "flash2-128",
@@ -433,10 +433,10 @@ TEST_CASE("a new CUDA backend holds no tensors - its own scratch is outside the 
   CHECK(be->peak_bytes() == 12);
 }
 
-TEST_CASE("MTNLG_CUDA_FLASH2_DQ other than stored or recompute is an error naming it") {
+TEST_CASE("MTNLG_CUDA_FLASH2_DQ other than auto or stored or recompute is an error naming it") {
   ScopedEnv env("MTNLG_CUDA_FLASH2_DQ", "stores");
   CHECK_THROWS_WITH(make_cuda_backend(0), Catch::Contains("MTNLG_CUDA_FLASH2_DQ=stores") &&
-                                              Catch::Contains("stored, recompute"));
+                                              Catch::Contains("auto, stored, recompute"));
 }
 
 TEST_CASE("MTNLG_CUDA_FLASH2_ROWS other than 64 or 128 is an error naming it") {
