@@ -46,12 +46,15 @@ constexpr size_t kMailboxBytes = size_t{128} << 10;  // per ordered pair: send/r
 // copies the next (a whole-ring copy then a whole-ring wait halves the bandwidth).
 constexpr size_t kRingPiece = size_t{16} << 10;
 constexpr size_t kLine = 64;
-// From this many bytes a broadcast or all_gather copies once, straight from the owner's memory
-// with process_vm_readv (Linux cross-memory attach, as Open MPI's vader), instead of into the
-// segment and out again (1 MiB broadcast: 82 against 139 us here; the syscall and page pinning
-// cost about 2 us, two memcpy of 16 KiB less, of 64 KiB more). Reductions do not: reading the
-// peers' chunks so, then reducing, measured no faster from 1 MiB and up to twice as slow below.
-constexpr size_t kSingleCopyMin = size_t{64} << 10;
+// From this many bytes (of one rank's part) a broadcast or all_gather copies once, straight from
+// the owner's memory with process_vm_readv (Linux cross-memory attach, as Open MPI's vader),
+// instead of into the segment and out again, which takes a barrier after each copy (1 MiB
+// broadcast: 82 against 139 us here). 2 ranks here, us per call, the copy path against single
+// copy: broadcast 8 KiB 2.0-2.3 / 1.2-1.4, 16 KiB 3.5 / 1.4, 32 KiB 6.1 / 2.3; all_gather of 8 KiB
+// parts 3.0-3.7 / 1.6; at 4 KiB both about 1.2 (64 KiB was the threshold before these runs).
+// Reductions do not: reading the peers' chunks so, then reducing, measured no faster from 1 MiB
+// and up to twice as slow below.
+constexpr size_t kSingleCopyMin = size_t{8} << 10;
 // A send/recv copies once from 1 MiB. Medians of 5 interleaved runs here (us per one-way
 // transfer, single copy against the ring): 256 KiB 54/37, 512 KiB 88/72, 1 MiB 136/139, 2 MiB
 // 228/315; runs varied up to 4x either way (the 2 cores are shared, and through the ring a

@@ -481,6 +481,18 @@ TEST_CASE("shared memory: pieces larger than a slot, a long send stream, and MTN
     for (int q = 0; q < n; ++q)
       for (int64_t i = 0; i < 600001; i += 1009)
         good = good && gout.data_as<float>()[q * 600001 + i] == value(q, i);
+    // Either side of the single-copy threshold (8 KiB of one rank's part), each rank rooting one
+    // broadcast: 2047 and 2048 floats, and 2049 (a part not a multiple of 16 bytes).
+    for (const int64_t m : {int64_t{2047}, int64_t{2048}, int64_t{2049}}) {
+      Tensor bc = filled<float>(r, m);
+      comm->broadcast(bc, int(m % n));
+      good = good && values<float>(bc) == values<float>(filled<float>(int(m % n), m));
+      Tensor part = filled<float>(r + 7, m), all = Tensor::cpu({n * m}, DType::kF32);
+      comm->all_gather(all, part);
+      for (int q = 0; q < n; ++q)
+        for (int64_t i = 0; i < m; ++i)
+          good = good && all.data_as<float>()[q * m + i] == value(q + 7, i);
+    }
     const std::vector<int64_t> sizes = {5, 600000, 33, 40000, 700001};
     if (r == 1)
       for (size_t k = 0; k < sizes.size(); ++k) comm->send(filled<float>(int(k), sizes[k]), 2);
