@@ -23,7 +23,8 @@ import torch
 import torch.nn.functional as F
 
 SHAPES = {"demo": (4, 128, 4, 64), "gpt2-124m": (1, 1024, 12, 64),
-          "gpt2-124m-b8": (8, 1024, 12, 64), "1.3b": (4, 2048, 16, 128)}
+          "gpt2-124m-b8": (8, 1024, 12, 64), "1.3b": (4, 2048, 16, 128),
+          "530b-tp8": (1, 2048, 16, 160)}
 DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 
 
@@ -140,8 +141,9 @@ def main():
                                 epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("--shapes", default=None,
                    help="comma-separated: demo (4x128x4x64), gpt2-124m (1x1024x12x64), "
-                        "gpt2-124m-b8 (8x1024x12x64), 1.3b (4x2048x16x128), or BxSxHxD "
-                        "(default: demo on cpu; gpt2-124m-b8,1.3b on cuda)")
+                        "gpt2-124m-b8 (8x1024x12x64), 1.3b (4x2048x16x128), 530b-tp8 "
+                        "(1x2048x16x160), or BxSxHxD "
+                        "(default: demo on cpu; gpt2-124m-b8,1.3b,530b-tp8 on cuda)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--dtype", choices=list(DTYPES), default="bf16")
     p.add_argument("--impl", choices=["sdpa", "math"], default="sdpa",
@@ -162,7 +164,7 @@ def main():
     if args.device == "cuda" and not torch.cuda.is_available():
         print("torch_attention.py: --device cuda: this torch sees no GPU", file=sys.stderr)
         return 1
-    default = "gpt2-124m-b8,1.3b" if args.device == "cuda" else "demo"
+    default = "gpt2-124m-b8,1.3b,530b-tp8" if args.device == "cuda" else "demo"
     try:
         shapes = [parse_shape(t) for t in (args.shapes or default).split(",")]
     except argparse.ArgumentTypeError as e:

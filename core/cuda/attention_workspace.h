@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 
 #include "core/env_choice.h"
 #include "core/kernels/flash2_backward.h"
@@ -50,9 +51,12 @@ inline bool flash_attention_planned(int64_t value_bytes, int64_t head_dim) {
 }
 
 // Whether the CUDA backend runs attention through the FA2-style kernels for this value size and
-// head size: bf16/fp16 at head sizes 64 and 128 (their shared memory fits every GPU they run on).
-inline bool flash2_attention_planned(int64_t value_bytes, int64_t head_dim) {
-  return value_bytes == 2 && kernels::flash2::head_dim_supported(head_dim);
+// head size: bf16/fp16 at head sizes 64 and 128, and at 160 when MTNLG_CUDA_ATTENTION names them
+// (`named`; kernels::flash2::head_dim_measured says why). Their shared memory fits every GPU they
+// run on (105 KiB a block at most, head size 160).
+inline bool flash2_attention_planned(int64_t value_bytes, int64_t head_dim, bool named) {
+  return value_bytes == 2 && kernels::flash2::head_dim_supported(head_dim) &&
+         (named || kernels::flash2::head_dim_measured(head_dim));
 }
 
 // Attention's kernels on the GPU, MTNLG_CUDA_ATTENTION: `flash2` (the default;
@@ -86,9 +90,13 @@ constexpr int64_t kFlash2AutoStoredDsBytes = int64_t{1} << 30;
 struct AttentionChoice {
   AttentionKernels forward, backward;
   Flash2Dq flash2_dq = Flash2Dq::kAuto;
+  // MTNLG_CUDA_ATTENTION named a family with FA2-style kernels (flash2, flash2-fwd, flash2-bwd)
+  // rather than leaving the default: they then also take the head sizes not yet measured.
+  bool flash2_named = false;
   AttentionChoice(AttentionKernels both) : forward(both), backward(both) {}  // NOLINT: one family
-  AttentionChoice(AttentionKernels f, AttentionKernels b, Flash2Dq dq = Flash2Dq::kAuto)
-      : forward(f), backward(b), flash2_dq(dq) {}
+  AttentionChoice(AttentionKernels f, AttentionKernels b, Flash2Dq dq = Flash2Dq::kAuto,
+                  bool named = false)
+      : forward(f), backward(b), flash2_dq(dq), flash2_named(named) {}
   bool operator==(const AttentionChoice&) const = default;
   // Whether the FA2-style backward of a call over [b, heads, s] stores dS^T (the CUDA backend
   // and the planner both ask here).
@@ -102,19 +110,22 @@ inline AttentionChoice attention_choice() {
   using K = AttentionKernels;
   const auto stored =
       static_cast<Flash2Dq>(env_select("MTNLG_CUDA_FLASH2_DQ", {"auto", "stored", "recompute"}));
-  // The first value is the default (unset or empty).
-  switch (env_select("MTNLG_CUDA_ATTENTION",
-                     {"flash2", "blocked", "flash", "flash2-fwd", "flash2-bwd"})) {
+  // The first value is the default (unset or empty); named: set, so flash2 was asked for.
+  const size_t which = env_select("MTNLG_CUDA_ATTENTION",
+                                  {"flash2", "blocked", "flash", "flash2-fwd", "flash2-bwd"});
+  const char* set = std::getenv("MTNLG_CUDA_ATTENTION");
+  const bool named = set != nullptr && *set != '\0';
+  switch (which) {
     case 1:
       return {K::kBlocked, K::kBlocked, stored};
     case 2:
       return {K::kFlash, K::kFlash, stored};
     case 3:
-      return {K::kFlash2, K::kBlocked, stored};
+      return {K::kFlash2, K::kBlocked, stored, true};
     case 4:
-      return {K::kBlocked, K::kFlash2, stored};
+      return {K::kBlocked, K::kFlash2, stored, true};
     default:
-      return {K::kFlash2, K::kFlash2, stored};
+      return {K::kFlash2, K::kFlash2, stored, named};
   }
 }
 // Every switch the CUDA backend reads from the environment, read in one place: the backend takes
@@ -154,7 +165,8 @@ inline int64_t cuda_attention_scratch(int64_t micro_batch, int64_t local_heads, 
   const AttentionWorkspace blocked = attention_workspace(local_heads, s, 4, value_bytes, dropout);
   const auto applies = [&](AttentionKernels k) {
     return (k == AttentionKernels::kFlash && flash_attention_planned(value_bytes, head_dim)) ||
-           (k == AttentionKernels::kFlash2 && flash2_attention_planned(value_bytes, head_dim));
+           (k == AttentionKernels::kFlash2 &&
+            flash2_attention_planned(value_bytes, head_dim, kernels.flash2_named));
   };
   const int64_t forward = applies(kernels.forward) ? 0 : blocked.forward_bytes();
   int64_t backward = blocked.backward_bytes();

@@ -565,10 +565,13 @@ class CudaBackend final : public Backend {
   };
   double* sum_scratch() const { return static_cast<double*>(fixed_->data()); }
   // Whether a pass whose chosen family is `k` runs the FA2-style (flash) kernels: chosen, and
-  // they apply to these tensors.
+  // they apply to these tensors, at a head size measured on a GPU unless MTNLG_CUDA_ATTENTION
+  // named them (flash2_attention_planned, the planner's rule).
   bool use_flash2(AttentionKernels k, const Tensor& qkv, int64_t heads,
                   std::initializer_list<const Tensor*> others) {
-    return k == AttentionKernels::kFlash2 && flash2_attention_applies(flash_, qkv, heads, others);
+    if (k != AttentionKernels::kFlash2 || !flash2_attention_applies(flash_, qkv, heads, others))
+      return false;
+    return attention_.flash2_named || kernels::flash2::head_dim_measured(qkv.dim(2) / (3 * heads));
   }
   bool use_flash(AttentionKernels k, const Tensor& qkv, int64_t heads,
                  std::initializer_list<const Tensor*> others) {

@@ -66,6 +66,23 @@ __global__ void __launch_bounds__(f2::kThreads) flash2_dq_stored_kernel(fl::Back
   f2::dq_stored_thread<T, HD>(w, flash2_smem, a, blockIdx.z, blockIdx.y, rb);
 }
 
+// Calls f with the head size as a compile-time constant: the sizes f2::head_dim_supported takes
+// (flash2_attention_applies has checked it).
+template <typename F>
+void with_head_dim(int64_t hd, F&& f) {
+  switch (hd) {
+    case 64:
+      f(std::integral_constant<int, 64>{});
+      break;
+    case 128:
+      f(std::integral_constant<int, 128>{});
+      break;
+    default:
+      f(std::integral_constant<int, 160>{});
+      break;
+  }
+}
+
 template <typename K, typename Args>
 void launch(K kernel, int64_t blocks, size_t smem, const Args& a, cudaStream_t stream) {
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -110,21 +127,15 @@ void flash2_forward_cuda(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t 
       launch(flash2_forward_kernel<T, kHd, kM>, f2::forward_blocks(d.s, kM),
              f2::smem_bytes<T>(kHd, kM), a, stream);
     };
-    using H64 = std::integral_constant<int, 64>;
-    using H128 = std::integral_constant<int, 128>;
     using M1 = std::integral_constant<int, 1>;
     using M2 = std::integral_constant<int, 2>;
-    if (wide_rows) {
-      if (d.hd == 64)
-        go(H64{}, M2{});
+    const auto rows = [&](auto hd_tag) {
+      if (wide_rows)
+        go(hd_tag, M2{});
       else
-        go(H128{}, M2{});
-    } else {
-      if (d.hd == 64)
-        go(H64{}, M1{});
-      else
-        go(H128{}, M1{});
-    }
+        go(hd_tag, M1{});
+    };
+    with_head_dim(d.hd, rows);
   };
   if (qkv.dtype() == DType::kBF16)
     run(Bf16{});
@@ -164,10 +175,7 @@ void flash2_backward_cuda(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, c
       launch(flash2_dkv_kernel<T, kHd>, blocks, f2::backward_smem_bytes<T>(kHd), a, stream);
       launch(flash2_dq_stored_kernel<T, kHd>, blocks, f2::dq_stored_smem_bytes<T>(kHd), a, stream);
     };
-    if (d.hd == 64)
-      go(std::integral_constant<int, 64>{});
-    else
-      go(std::integral_constant<int, 128>{});
+    with_head_dim(d.hd, go);
   };
   if (dqkv.dtype() == DType::kBF16)
     run(Bf16{});

@@ -46,6 +46,12 @@ static_assert(kRows == flash::kRows, "the same query blocks as the flash kernels
 
 // Head sizes with a kernel (each is a template instance: its register arrays are sized by it).
 MTNLG_HD bool head_dim_supported(int64_t hd) {
+  return hd == 64 || hd == 128 || hd == 160;
+}
+// The head sizes the kernels have been measured at on a GPU, and faster than the blocked kernels
+// there: the default takes the FA2-style kernels at these only; 160 (the 530B recipe's), checked
+// by the emulator and not yet timed, when MTNLG_CUDA_ATTENTION names flash2 (attention_choice).
+MTNLG_HD bool head_dim_measured(int64_t hd) {
   return hd == 64 || hd == 128;
 }
 
@@ -96,8 +102,8 @@ MTNLG_HD void load_tile(int tid, T* dst, const T* src, int64_t ld_src, int64_t r
 // instructions on each of forward's 16 copies a tile (64-bit products and comparisons, the
 // operand's base reloaded from the parameters): as many as the tile's products and loads.
 template <typename T, int HD, int kTileRows, typename W>
-MTNLG_HD void load_tile_async(W& w, int tid, T* dst, const T* src, int64_t ld_src, int64_t row0,
-                              int64_t s) {
+MTNLG_HD void load_tile_async_whole_rows(W& w, int tid, T* dst, const T* src, int64_t ld_src,
+                                         int64_t row0, int64_t s) {
   constexpr int kVecs = HD / 8;  // 16-byte vectors a row
   static_assert(kThreads % kVecs == 0, "every pass of the block covers whole rows");
   constexpr int kPassRows = kThreads / kVecs;  // rows one pass of the block covers
@@ -135,6 +141,31 @@ MTNLG_HD void load_tile_async(W& w, int tid, T* dst, const T* src, int64_t ld_sr
       flash::zero16(to);
     to += kPassRows * (HD + 8);
     if (k + 1 < kPasses && r + kPassRows < inside) from += step;  // never past the last row
+  }
+}
+
+// load_tile_async for any head size: where a row's vectors do not divide the block's threads
+// (head size 160: 20 vectors a row, 128 threads), a pass of the block covers no whole number of
+// rows, so each thread walks vectors tid, tid + kThreads, ... of the tile as load_tile does, a
+// division by a constant (a multiply and shift) a copy; otherwise the whole-row version above.
+template <typename T, int HD, int kTileRows, typename W>
+MTNLG_HD void load_tile_async(W& w, int tid, T* dst, const T* src, int64_t ld_src, int64_t row0,
+                              int64_t s) {
+  constexpr int kVecs = HD / 8;
+  if constexpr (kThreads % kVecs == 0) {
+    load_tile_async_whole_rows<T, HD, kTileRows>(w, tid, dst, src, ld_src, row0, s);
+  } else {
+    const int64_t left = s - row0;
+    const int inside = left <= 0 ? 0 : left < kTileRows ? static_cast<int>(left) : kTileRows;
+    MTNLG_UNROLL
+    for (int e = tid; e < kTileRows * kVecs; e += kThreads) {
+      const int r = e / kVecs, c = (e % kVecs) * 8;
+      T* to = dst + r * (HD + 8) + c;
+      if (r < inside)
+        w.cp_async16(to, src + (row0 + r) * ld_src + c);
+      else
+        flash::zero16(to);
+    }
   }
 }
 

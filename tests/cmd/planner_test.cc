@@ -531,6 +531,29 @@ TEST_CASE("the column sums' scratch is planned and the kernel scratch takes the 
   }
 }
 
+// Head size 160 (the 530B recipe's, 20480 / 128 heads): the FA2-style kernels have it, checked by
+// the emulator, not yet timed on a GPU, so the default leaves it to the blocked kernels and
+// MTNLG_CUDA_ATTENTION=flash2 takes it; 64 and 128 either way; fp32 never.
+TEST_CASE("FA2-style kernels at head size 160 only when MTNLG_CUDA_ATTENTION names them") {
+  CHECK(kernels::flash2::head_dim_supported(160));
+  CHECK_FALSE(kernels::flash2::head_dim_measured(160));
+  CHECK_FALSE(flash2_attention_planned(2, 160, false));
+  CHECK(flash2_attention_planned(2, 160, true));
+  CHECK(flash2_attention_planned(2, 128, false));
+  CHECK(flash2_attention_planned(2, 64, false));
+  CHECK_FALSE(flash2_attention_planned(4, 128, true));
+  CHECK_FALSE(flash2_attention_planned(2, 96, true));
+  // The plan of the 530B recipe's attention on a tensor rank (tp 8: 16 heads of 160, s 2048,
+  // micro-batch 1, dropout 0.1): the blocked kernels' sequence by default, 16 x 2048^2 x 12 bytes;
+  // named, the FA2-style backward's delta, keep bits and stored dS (128 MiB: auto stores it).
+  const int64_t blocked = 16 * 2048 * int64_t{2048} * 12;
+  CHECK(cuda_attention_scratch(1, 16, 2048, 160, 2, true, attention_choice()) == blocked);
+  ScopedEnv env("MTNLG_CUDA_ATTENTION", "flash2");
+  CHECK(attention_choice().flash2_named);
+  CHECK(cuda_attention_scratch(1, 16, 2048, 160, 2, true, attention_choice()) ==
+        kernels::flash2::backward_scratch_bytes(1, 16, 2048, true, true));
+}
+
 // MTNLG_CUDA_FLASH2_DQ=auto (the default): dS^T stored while one call's takes at most 1 GiB (2
 // bytes an element of [b, heads, s, s rounded up to 8], and 64 elements of slack), recomputed
 // beyond; stored and recompute hold whatever the size. The planner counts what the backend does.
@@ -602,7 +625,10 @@ TEST_CASE("MTNLG_CUDA_ATTENTION is read as the CUDA backend reads it - a misspel
     // 2 bytes an element of [4, 16, 2048, 2048] and 64 of slack.
     ScopedEnv env("MTNLG_CUDA_ATTENTION", "flash2");
     CHECK_FALSE(flash_attention_chosen());
-    CHECK(attention_choice() == AttentionChoice(AttentionKernels::kFlash2));
+    // Named, not the default: the same kernels (and the head sizes not yet measured besides).
+    CHECK(attention_choice() == AttentionChoice(AttentionKernels::kFlash2,
+                                                AttentionKernels::kFlash2, Flash2Dq::kAuto, true));
+    CHECK(attention_choice() != AttentionChoice(AttentionKernels::kFlash2));
     const Recipe q = recipe("1.3b.yaml");
     const int64_t stats = q.parallel.micro_batch_size * 16 * 2048 * (4 + 64 * 4);
     CHECK(scratch() == stats + (q.parallel.micro_batch_size * 16 * 2048 * int64_t{2048} + 64) * 2);
@@ -610,14 +636,15 @@ TEST_CASE("MTNLG_CUDA_ATTENTION is read as the CUDA backend reads it - a misspel
     CHECK(scratch() < blocked);
     ScopedEnv dq("MTNLG_CUDA_FLASH2_DQ", "recompute");
     CHECK(attention_choice() == AttentionChoice(AttentionKernels::kFlash2,
-                                                AttentionKernels::kFlash2, Flash2Dq::kRecompute));
+                                                AttentionKernels::kFlash2, Flash2Dq::kRecompute,
+                                                true));
     CHECK(scratch() == stats);
   }
   {
     // flash2's forward and the blocked backward: the blocked backward's scratch, as blocked.
     ScopedEnv env("MTNLG_CUDA_ATTENTION", "flash2-fwd");
-    CHECK(attention_choice() ==
-          AttentionChoice(AttentionKernels::kFlash2, AttentionKernels::kBlocked));
+    CHECK(attention_choice() == AttentionChoice(AttentionKernels::kFlash2,
+                                                AttentionKernels::kBlocked, Flash2Dq::kAuto, true));
     CHECK(scratch() == blocked);
   }
   {
@@ -625,8 +652,8 @@ TEST_CASE("MTNLG_CUDA_ATTENTION is read as the CUDA backend reads it - a misspel
     // dropped probabilities (16 heads x 2048^2 x (4 + 2 + 2)), more than flash2's backward takes
     // recomputing dS, less than it takes storing it (the whole micro-batch's, 2 bytes each).
     ScopedEnv env("MTNLG_CUDA_ATTENTION", "flash2-bwd");
-    CHECK(attention_choice() ==
-          AttentionChoice(AttentionKernels::kBlocked, AttentionKernels::kFlash2));
+    CHECK(attention_choice() == AttentionChoice(AttentionKernels::kBlocked,
+                                                AttentionKernels::kFlash2, Flash2Dq::kAuto, true));
     const int64_t forward = 16 * 2048 * 2048 * int64_t{4 + 2 + 2};
     CHECK(scratch() > forward);
     CHECK(scratch() < blocked);

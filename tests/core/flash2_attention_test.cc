@@ -133,6 +133,9 @@ Result run(const Case& c, const Tensor& qkv, const Tensor& dout, double p, RngSt
     case 128:
       run_all<T, 128, kM>(fa, ba, reverse);
       break;
+    case 160:
+      run_all<T, 160, kM>(fa, ba, reverse);
+      break;
     default:
       FAIL("no instance for head size " << c.hd);
   }
@@ -144,9 +147,12 @@ Result run(const Case& c, const Tensor& qkv, const Tensor& dout, double p, RngSt
 TEST_CASE("FA2 forward and backward match the CPU backend in float64 - with and without dropout") {
   const double p = GENERATE(0.0, 0.2);
   // s: one row, a partial tile, exactly one tile, several tiles with a ragged end; the kernels'
-  // head sizes 64 and 128, and 16 (the same program, smaller registers) over more tiles.
-  const Case c = GENERATE(Case{2, 1, 2, 64}, Case{2, 50, 3, 64}, Case{1, 64, 2, 64},
-                          Case{2, 130, 2, 64}, Case{1, 70, 1, 128}, Case{1, 200, 2, 16});
+  // head sizes 64 and 128, 160 (the 530B recipe's: 20 vectors a row, which 128 threads do not
+  // divide, so tile copies cover rows in part), and 16 (the same program, smaller registers)
+  // over more tiles.
+  const Case c =
+      GENERATE(Case{2, 1, 2, 64}, Case{2, 50, 3, 64}, Case{1, 64, 2, 64}, Case{2, 130, 2, 64},
+               Case{1, 70, 1, 128}, Case{1, 200, 2, 16}, Case{1, 100, 1, 160});
   check_attention_against_cpu(DType::kBF16, c, p, run<Bf16>);
   check_attention_against_cpu(DType::kF16, c, p, run<F16>);
 }
@@ -157,7 +163,7 @@ TEST_CASE("FA2 forward and backward match the CPU backend in float64 - with and 
 TEST_CASE("FA2 forward with 128-row blocks matches the CPU backend in float64") {
   const double p = GENERATE(0.0, 0.2);
   const Case c = GENERATE(Case{2, 1, 2, 64}, Case{2, 50, 3, 64}, Case{1, 130, 2, 64},
-                          Case{1, 70, 1, 128}, Case{1, 200, 2, 16});
+                          Case{1, 70, 1, 128}, Case{1, 200, 2, 16}, Case{1, 100, 1, 160});
   check_attention_against_cpu(DType::kBF16, c, p, run<Bf16, 2>);
 }
 
@@ -166,8 +172,9 @@ TEST_CASE("FA2 forward with 128-row blocks matches the CPU backend in float64") 
 // a last block past the sequence, several key blocks.
 TEST_CASE("FA2 backward with dS stored matches the CPU backend in float64") {
   const double p = GENERATE(0.0, 0.2);
-  const Case c = GENERATE(Case{2, 1, 2, 64}, Case{2, 50, 3, 64}, Case{1, 64, 2, 64},
-                          Case{2, 130, 2, 64}, Case{1, 70, 1, 128}, Case{1, 200, 2, 16});
+  const Case c =
+      GENERATE(Case{2, 1, 2, 64}, Case{2, 50, 3, 64}, Case{1, 64, 2, 64}, Case{2, 130, 2, 64},
+               Case{1, 70, 1, 128}, Case{1, 200, 2, 16}, Case{1, 100, 1, 160});
   check_attention_against_cpu(DType::kBF16, c, p, run<Bf16, 1, true>);
   check_attention_against_cpu(DType::kF16, c, p, run<F16, 1, true>);
 }
@@ -243,7 +250,13 @@ TEST_CASE("FA2 kernels' shared memory and head sizes") {
   CHECK(f2::backward_scratch_bytes(1, 1, 3, true, true) == 32 + (3 * 8 + 64) * 2);
   CHECK(f2::head_dim_supported(64));
   CHECK(f2::head_dim_supported(128));
-  CHECK_FALSE(f2::head_dim_supported(160));  // the 530B recipe's: the other kernels
+  CHECK(f2::head_dim_supported(160));  // the 530B recipe's
+  CHECK_FALSE(f2::head_dim_supported(96));
+  // Head size 160: the forward's Q and K/V buffers 105 KiB, the backward 86.5 KiB, the stored-dS
+  // dq 60 KiB: under an A100's 163 KiB a block.
+  CHECK(f2::smem_bytes<Bf16>(160) == 320 * 168 * 2);
+  CHECK(f2::backward_smem_bytes<Bf16>(160) == 256 * 168 * 2 + 256 + 256);
+  CHECK(f2::dq_stored_smem_bytes<Bf16>(160) == 128 * (72 + 168) * 2);
 }
 
 TEST_CASE("the SIMT emulator's mma is the matrix product of the fragments' layouts") {

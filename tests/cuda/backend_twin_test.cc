@@ -297,10 +297,11 @@ TEST_CASE("attention forward and backward match the CPU, with and without dropou
   // blocks, the last ragged (attention_cuda.cu's causal_block), and the softmax rows from
   // registers (core/kernels/softmax_rows.h, 16 chunks).
   const int64_t s = GENERATE(67, 1100);
-  const int64_t hd = GENERATE(16, 64, 128);
+  // 160: the 530B recipe's, which the FA2-style kernels take when named (as here).
+  const int64_t hd = GENERATE(16, 64, 128, 160);
   // flash: bf16/fp16 take the flash kernels; blocked: the cuBLAS ones (fp32/f64 always, and
   // every head size flash2 does not take); flash2 (the default): the FA2-style kernels at head
-  // sizes 64 and 128 (bf16/fp16); flash2-128:
+  // sizes 64 and 128 (bf16/fp16), and 160 named; flash2-128:
   // those with the forward's 128-row blocks (MTNLG_CUDA_FLASH2_ROWS=128); flash2-recompute: their
   // backward's dq pass recomputing dS (MTNLG_CUDA_FLASH2_DQ=recompute; stored otherwise here);
   // flash2-fwd and flash2-bwd: the FA2-style kernels in one pass, the blocked ones in the other
