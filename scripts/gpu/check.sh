@@ -23,7 +23,8 @@ On a machine with an NVIDIA GPU, CUDA (nvcc, cuBLAS, cuBLASLt) and NCCL:
            so that NCCL accepts two ranks on one GPU and connects them over loopback sockets)
   demo     the CPU demo recipe (configs/demo-cpu.yaml) on the GPU in bf16
   bench    in this order (a stage cut short by its time limit keeps what came first): after
-           the GEMM rate, attention alone, forward and backward timed apart, ours (blocked,
+           the GEMM rate, attention alone (GPT-2 124M, 1.3B and 530B-on-8-tensor-ranks
+           shapes), forward and backward timed apart, ours (blocked,
            flash2, flash2 with its dq recomputing dS, flash2 with 128-row forward blocks)
            against PyTorch's scaled_dot_product_attention (FA2) without and with dropout 0.1:
            OUT/attention.txt (mtnlg-bench-attention, bench/torch_attention.py); the 1.3B
