@@ -4,6 +4,9 @@
 #   wait_requeued JOB      waits up to 300 s for the job to be pending again after one restart
 #   release_requeued JOB   makes the requeued job eligible now, once Slurm would run it
 #   wait_job_end JOB       waits up to 300 s for the job to end; prints its state
+#   match_unstopped ARGS   trains the tiny recipe on 2 ranks under srun with ARGS, never stopped
+#                          ($tmp/whole), and requires the job's metrics ($tmp/job) bit for bit
+#                          (uses layout_lib.sh's bin and tmp)
 job_state() { scontrol show job "$1" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
 
 wait_requeued() {
@@ -43,4 +46,10 @@ wait_job_end() {
     sleep 0.1
   done
   job_state "$1"
+}
+
+match_unstopped() {
+  srun --mpi=pmix --kill-on-bad-exit=1 --time=5 -n 2 "$bin" --config configs/tiny.yaml --threads 1 \
+    --set logging.metrics_file="$tmp/whole/metrics.jsonl" "$@" --set checkpoint.dir="$tmp/whole-ck"
+  /usr/bin/python3 tests/cmd/compare_layouts.py --exact "$tmp" whole:job
 }
