@@ -196,6 +196,9 @@ bool print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
       << (gpu ? ", " + gib(worst.device.total()) + " of it beyond its tensors" : std::string())
       << "; its largest term is " << worst.memory.largest() << " ("
       << gib(worst.memory.largest_bytes()) << " GiB)\n";
+  if (gpu)
+    out << "  attention kernels on the GPU: " << p.cuda_attention_kernels
+        << "; MTNLG_CUDA_ATTENTION and MTNLG_CUDA_FLASH2_DQ choose\n";
   if (!p.fits)
     out << "  to fit: raise parallel.pipeline or parallel.tensor, turn on "
            "parallel.activation_checkpointing, set parallel.zero_stage: 1, or lower "
@@ -411,6 +414,7 @@ bool print_dry_run_json(const Recipe& r, const PlanOptions& o, std::ostream& out
       .str("largest_term", worst.memory.largest())
       .raw("memory_per_rank_bytes", memory_json(worst.memory))
       .num("cuda_attention_scratch_bytes", p.cuda_attention_scratch_bytes)
+      .str("cuda_attention_kernels", p.cuda_attention_kernels)
       .num("cuda_column_sum_scratch_bytes", p.cuda_column_sum_scratch_bytes)
       .num("virtual_pipeline", p.pipeline > 1 ? r.parallel.virtual_pipeline : 1)
       .num("bubble_fraction", p.bubble_fraction)

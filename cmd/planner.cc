@@ -340,9 +340,12 @@ void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
   // the scratch.
   const int64_t heads = r.model.num_attention_heads;
   const bool per_sequence = tp > 1 && r.model.attention_dropout > 0;
+  const AttentionChoice attention = cuda_switches().attention;
   plan.cuda_attention_scratch_bytes =
       cuda_attention_scratch(per_sequence ? 1 : b, heads / tp, r.model.seq_length, h / heads, e,
-                             r.model.attention_dropout > 0, cuda_switches().attention);
+                             r.model.attention_dropout > 0, attention);
+  plan.cuda_attention_kernels = attention_kernels_description(
+      attention, per_sequence ? 1 : b, heads / tp, r.model.seq_length, h / heads, e);
   plan.cuda_column_sum_scratch_bytes = cuda_column_sum_scratch(r, b, tp, e);
   const bool mixed = r.precision != Precision::kFP32;
   const int64_t v = chunks(r);

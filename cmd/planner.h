@@ -155,6 +155,9 @@ struct Plan {
   // kernels' scores of one sequence); counted, with the backend's own 8 KiB, in each stage's
   // DeviceOverheads::kernel_scratch.
   int64_t cuda_attention_scratch_bytes = 0;
+  // The attention kernels the CUDA backend runs for this recipe (attention_kernels_description):
+  // "flash2 (dq from stored dS)", "blocked", ...
+  std::string cuda_attention_kernels;
   // The largest scratch of the CUDA backend's column sums (core/cuda/column_sum_plan.h: the
   // partial sums of a bias or LayerNorm gradient, about 2 MiB a term in bf16). The workspace is
   // one buffer, so kernel_scratch counts the larger of this and attention's.

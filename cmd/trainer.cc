@@ -179,7 +179,8 @@ void Trainer::build_model() {
   plan_options.world_size = data_size_ * pipeline_size_ * recipe_.parallel.tensor;
   plan_options.device = device_.device;
   plan_options.threads = options_.threads;  // the CPU backend's (its bf16 weight copies)
-  const StagePlan stage_plan = make_plan(recipe_, plan_options).stages.at(stage_);
+  const Plan plan = make_plan(recipe_, plan_options);
+  const StagePlan stage_plan = plan.stages.at(stage_);
   const MemoryTerms& planned = stage_plan.memory;
   predicted_peak_bytes_ = planned.total();
   // Outside the allocator: the context and NCCL's buffers (the BLAS workspace and the kernels'
@@ -199,6 +200,9 @@ void Trainer::build_model() {
   // device.
   if (options_.groups != nullptr) set_compute_stream(*options_.groups, backend_->native_stream());
   spdlog::info("device: {} ({})", device_.description, backend_->name());
+  if (device_.device == Device::kCUDA)
+    spdlog::info("attention kernels: {}; MTNLG_CUDA_ATTENTION and MTNLG_CUDA_FLASH2_DQ choose",
+                 plan.cuda_attention_kernels);
   GPTConfig config = gpt_config_from(recipe_);
   // Tensor parallelism: this rank's shard of every layer (model/gpt_stage.h).
   Communicator* tensor_group = options_.groups != nullptr ? options_.groups->tensor.get() : nullptr;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 
 #include "core/env_choice.h"
 #include "core/kernels/flash2_backward.h"
@@ -151,6 +152,33 @@ inline CudaSwitches cuda_switches() {
 // Whether the run asked for the flash kernels (core/kernels/flash_attention.h).
 inline bool flash_attention_chosen() {
   return attention_choice().forward == AttentionKernels::kFlash;
+}
+
+// The kernels each attention pass runs for a call over [micro_batch, local_heads, s] at this
+// head size and value size, in words for the log and --dry-run: "flash2 (dq from stored dS)",
+// "blocked", "flash2 forward, blocked backward", ... (the rule cuda_attention_scratch plans by).
+inline std::string attention_kernels_description(AttentionChoice c, int64_t micro_batch,
+                                                 int64_t local_heads, int64_t s, int64_t head_dim,
+                                                 int64_t value_bytes) {
+  const auto runs = [&](AttentionKernels k) {
+    if (k == AttentionKernels::kFlash && flash_attention_planned(value_bytes, head_dim))
+      return AttentionKernels::kFlash;
+    if (k == AttentionKernels::kFlash2 &&
+        flash2_attention_planned(value_bytes, head_dim, c.flash2_named))
+      return AttentionKernels::kFlash2;
+    return AttentionKernels::kBlocked;
+  };
+  const auto name = [](AttentionKernels k) {
+    return k == AttentionKernels::kFlash2  ? std::string("flash2")
+           : k == AttentionKernels::kFlash ? std::string("flash")
+                                           : std::string("blocked");
+  };
+  const AttentionKernels f = runs(c.forward), b = runs(c.backward);
+  std::string out = f == b ? name(f) : name(f) + " forward, " + name(b) + " backward";
+  if (b == AttentionKernels::kFlash2)
+    out += c.flash2_stores_ds(micro_batch, local_heads, s) ? " (dq from stored dS)"
+                                                           : " (dq recomputes dS)";
+  return out;
 }
 
 // The largest scratch attention takes from the CUDA backend's workspace in one call, the larger

@@ -352,8 +352,11 @@ TEST_CASE("dry-run output: the text has the layout line - the JSON the contract 
   CHECK(j.find('\n') == j.size() - 1);  // one line
   for (const char* key :
        {"\"parameters\": 529600819200", "\"flops_per_iteration\": ", "\"tflops_per_gpu\": ",
-        "\"memory_per_rank_gb\": ", "\"fits\": true", "\"iterations\": ", "\"bubble_fraction\": "})
+        "\"memory_per_rank_gb\": ", "\"fits\": true",
+        "\"iterations\": ", "\"bubble_fraction\": ", "\"cuda_attention_kernels\": \"blocked\""})
     CHECK(j.find(key) != std::string::npos);
+  // Head size 160: the blocked kernels unless MTNLG_CUDA_ATTENTION names flash2.
+  CHECK(text.str().find("attention kernels on the GPU: blocked;") != std::string::npos);
   std::ostringstream no_time;
   print_dry_run_json(r, world(2240), no_time);
   CHECK(no_time.str().find("tflops_per_gpu") == std::string::npos);
@@ -552,6 +555,36 @@ TEST_CASE("FA2-style kernels at head size 160 only when MTNLG_CUDA_ATTENTION nam
   CHECK(attention_choice().flash2_named);
   CHECK(cuda_attention_scratch(1, 16, 2048, 160, 2, true, attention_choice()) ==
         kernels::flash2::backward_scratch_bytes(1, 16, 2048, true, true));
+}
+
+// What the log and --dry-run say runs (attention_kernels_description), by the rule the scratch
+// is planned by: the recipes by default, and each named family.
+TEST_CASE("the attention kernels a plan names - by default and as named") {
+  const auto kernels = [](const Recipe& r) {
+    return make_plan(r, PlanOptions{}).cuda_attention_kernels;
+  };
+  CHECK(kernels(recipe("1.3b.yaml")) == "flash2 (dq from stored dS)");
+  CHECK(kernels(
+            recipe("1.3b.yaml", {"model.seq_length=8192", "model.max_position_embeddings=8192"})) ==
+        "flash2 (dq recomputes dS)");
+  CHECK(kernels(recipe("1.3b.yaml", {"precision=fp32"})) == "blocked");
+  CHECK(kernels(recipe("530b.yaml")) == "blocked");  // head size 160: not by default
+  CHECK(kernels(recipe("tiny.yaml", {"precision=bf16"})) == "blocked");  // head size 16
+  {
+    ScopedEnv env("MTNLG_CUDA_ATTENTION", "flash2");
+    CHECK(kernels(recipe("530b.yaml")) == "flash2 (dq from stored dS)");
+  }
+  {
+    ScopedEnv env("MTNLG_CUDA_ATTENTION", "flash2-fwd");
+    CHECK(kernels(recipe("1.3b.yaml")) == "flash2 forward, blocked backward");
+  }
+  {
+    ScopedEnv env("MTNLG_CUDA_ATTENTION", "flash2-bwd");
+    ScopedEnv dq("MTNLG_CUDA_FLASH2_DQ", "recompute");
+    CHECK(kernels(recipe("1.3b.yaml")) == "blocked forward, flash2 backward (dq recomputes dS)");
+  }
+  ScopedEnv env("MTNLG_CUDA_ATTENTION", "flash");
+  CHECK(kernels(recipe("1.3b.yaml")) == "flash");
 }
 
 // MTNLG_CUDA_FLASH2_DQ=auto (the default): dS^T stored while one call's takes at most 1 GiB (2
