@@ -157,16 +157,23 @@ inline bool flash_attention_chosen() {
 // The kernels each attention pass runs for a call over [micro_batch, local_heads, s] at this
 // head size and value size, in words for the log and --dry-run: "flash2 (dq from stored dS)",
 // "blocked", "flash2 forward, blocked backward", ... (the rule cuda_attention_scratch plans by).
+// The family a pass chosen as `k` runs at this value size and head size: k where it applies,
+// else the blocked kernels (the rule of the planner's scratch and of its description).
+inline AttentionKernels attention_kernels_run(AttentionKernels k, const AttentionChoice& c,
+                                              int64_t value_bytes, int64_t head_dim) {
+  if (k == AttentionKernels::kFlash && flash_attention_planned(value_bytes, head_dim))
+    return AttentionKernels::kFlash;
+  if (k == AttentionKernels::kFlash2 &&
+      flash2_attention_planned(value_bytes, head_dim, c.flash2_named))
+    return AttentionKernels::kFlash2;
+  return AttentionKernels::kBlocked;
+}
+
 inline std::string attention_kernels_description(AttentionChoice c, int64_t micro_batch,
                                                  int64_t local_heads, int64_t s, int64_t head_dim,
                                                  int64_t value_bytes) {
   const auto runs = [&](AttentionKernels k) {
-    if (k == AttentionKernels::kFlash && flash_attention_planned(value_bytes, head_dim))
-      return AttentionKernels::kFlash;
-    if (k == AttentionKernels::kFlash2 &&
-        flash2_attention_planned(value_bytes, head_dim, c.flash2_named))
-      return AttentionKernels::kFlash2;
-    return AttentionKernels::kBlocked;
+    return attention_kernels_run(k, c, value_bytes, head_dim);
   };
   const auto name = [](AttentionKernels k) {
     return k == AttentionKernels::kFlash2  ? std::string("flash2")
@@ -191,15 +198,14 @@ inline int64_t cuda_attention_scratch(int64_t micro_batch, int64_t local_heads, 
                                       int64_t head_dim, int64_t value_bytes, bool dropout,
                                       AttentionChoice kernels) {
   const AttentionWorkspace blocked = attention_workspace(local_heads, s, 4, value_bytes, dropout);
-  const auto applies = [&](AttentionKernels k) {
-    return (k == AttentionKernels::kFlash && flash_attention_planned(value_bytes, head_dim)) ||
-           (k == AttentionKernels::kFlash2 &&
-            flash2_attention_planned(value_bytes, head_dim, kernels.flash2_named));
-  };
-  const int64_t forward = applies(kernels.forward) ? 0 : blocked.forward_bytes();
+  const AttentionKernels fwd =
+      attention_kernels_run(kernels.forward, kernels, value_bytes, head_dim);
+  const AttentionKernels bwd =
+      attention_kernels_run(kernels.backward, kernels, value_bytes, head_dim);
+  const int64_t forward = fwd != AttentionKernels::kBlocked ? 0 : blocked.forward_bytes();
   int64_t backward = blocked.backward_bytes();
-  if (applies(kernels.backward))
-    backward = kernels.backward == AttentionKernels::kFlash
+  if (bwd != AttentionKernels::kBlocked)
+    backward = bwd == AttentionKernels::kFlash
                    ? micro_batch * local_heads * s * 4
                    : kernels::flash2::backward_scratch_bytes(
                          micro_batch, local_heads, s, dropout,

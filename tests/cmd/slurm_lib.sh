@@ -1,5 +1,8 @@
 # Sourced by the tests that requeue a job on the local Slurm cluster (scripts/slurm/cluster.sh;
-# SLURM_CONF set): slurm_requeue_test.sh and slurm_requeue_startup_test.sh.
+# SLURM_CONF set): slurm_requeue_test.sh and slurm_requeue_startup_test.sh, which call
+#   slurm_test_setup BUILD_DIR SOURCE_DIR
+#                          layout_setup's bin, src, tmp and corpus; job (empty), whose job is
+#                          cancelled at exit when the test leaves it set
 #   job_state JOB          the job's state (RUNNING, PENDING, COMPLETED, ...)
 #   wait_requeued JOB      waits up to 300 s for the job to be pending again after one restart
 #   release_requeued JOB   makes the requeued job eligible now, once Slurm would run it
@@ -7,6 +10,13 @@
 #   match_unstopped ARGS   trains the tiny recipe on 2 ranks under srun with ARGS, never stopped
 #                          ($tmp/whole), and requires the job's metrics ($tmp/job) bit for bit
 #                          (uses layout_lib.sh's bin and tmp)
+slurm_test_setup() {
+  source "$2/tests/cmd/layout_lib.sh"
+  layout_setup "$1" "$2"
+  job=
+  trap '[[ -n $job ]] && scancel "$job" 2>/dev/null; rm -rf "$tmp"' EXIT
+}
+
 job_state() { scontrol show job "$1" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
 
 wait_requeued() {

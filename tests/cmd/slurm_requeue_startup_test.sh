@@ -9,11 +9,8 @@
 # handlers, is a few milliseconds: the same class, seldom hit).
 # Usage: tests/cmd/slurm_requeue_startup_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
-source "$2/tests/cmd/layout_lib.sh"
 source "$2/tests/cmd/slurm_lib.sh"
-layout_setup "$1" "$2"
-job=
-trap '[[ -n $job ]] && scancel "$job" 2>/dev/null; rm -rf "$tmp"' EXIT
+slurm_test_setup "$1" "$2"
 
 cat >"$tmp/start.sh" <<WRAP
 #!/usr/bin/env bash

@@ -8,11 +8,8 @@
 # eligible after two seconds (scontrol update StartTime=now), as an operator may.
 # Usage: tests/cmd/slurm_requeue_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
-source "$2/tests/cmd/layout_lib.sh"
 source "$2/tests/cmd/slurm_lib.sh"
-layout_setup "$1" "$2"
-job=
-trap '[[ -n $job ]] && scancel "$job" 2>/dev/null; rm -rf "$tmp"' EXIT
+slurm_test_setup "$1" "$2"
 
 # The race: the signal travels scancel -> slurmctld -> slurmd -> the batch shell -> srun -> the
 # tasks, and on this 2-core machine each hop can wait seconds for a CPU while the job's two tasks
