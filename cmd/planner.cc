@@ -282,14 +282,12 @@ void plan_layout(const Recipe& r, const PlanOptions& o, Plan& plan) {
 
 // The CPU backend's bf16 weight copies for one stage (core/cpu/matmul_bf16.h run_weight): every
 // Backend::gemm_weight of the model (model/linear.cc, the head in model/gpt_stage.cc), forward
-// (x w^T) and input gradient (dy w), each a copy per weight, on [rows] rows with bf16 outputs.
+// (x w^T) and input gradient (dy w), on [rows] rows with bf16 outputs.
 int64_t cpu_weight_copy_bytes(const Recipe& r, int threads, int64_t rows, int64_t tp,
                               int64_t layers, bool head, int64_t padded_vocab) {
   const int64_t h = r.model.hidden_size, f = r.model.ffn_hidden_size;
-  // Both uses of a weight [out, in]: forward n = out, k = in, transposed; backward n = in, k = out.
   const auto both = [&](int64_t out, int64_t in) {
-    return cpu::MatmulBf16::weight_copy_bytes(rows, out, in, true, true, threads) +
-           cpu::MatmulBf16::weight_copy_bytes(rows, in, out, false, true, threads);
+    return cpu::MatmulBf16::linear_weight_copy_bytes(rows, out, in, threads);
   };
   // qkv [3h/tp, h], dense [h, h/tp], fc1 [f/tp, h], fc2 [h, f/tp]
   const int64_t layer = both(3 * h / tp, h) + both(h, h / tp) + both(f / tp, h) + both(h, f / tp);

@@ -17,6 +17,7 @@
 #include "cmd/memory_check.h"
 #include "cmd/planner.h"
 #include "core/checked_math.h"
+#include "core/cpu/matmul_bf16.h"
 #include "core/logging.h"
 #include "core/metrics.h"
 #include "core/stop_signal.h"
@@ -200,6 +201,8 @@ void Trainer::build_model() {
   // device.
   if (options_.groups != nullptr) set_compute_stream(*options_.groups, backend_->native_stream());
   spdlog::info("device: {} ({})", device_.description, backend_->name());
+  if (device_.device == Device::kCPU && recipe_.precision == Precision::kBF16)
+    spdlog::info("bf16 GEMMs: {}", cpu::MatmulBf16::describe());
   if (device_.device == Device::kCUDA)
     spdlog::info("attention kernels: {}; MTNLG_CUDA_ATTENTION and MTNLG_CUDA_FLASH2_DQ choose",
                  plan.cuda_attention_kernels);

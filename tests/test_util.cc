@@ -14,6 +14,12 @@
 
 namespace mtnlg::test {
 
+void skip_test(const std::string& why) {
+  std::printf("skipped: %s\n", why.c_str());
+  std::fflush(stdout);
+  std::_Exit(77);
+}
+
 TempDir::TempDir() {
   std::random_device rd;
   const auto base = std::filesystem::temp_directory_path();

@@ -67,6 +67,12 @@ class ScopedEnv {
   std::string name_;
 };
 
+// Ends this test case as skipped: exit 77, CTest's SKIP_RETURN_CODE for every Catch2 test (the
+// main exits 1 on any failure, so 77 means a skip only). For a test of a capability this CPU
+// lacks (ask the backend what it does); such a test must never report passed. Each CTest test
+// runs one TEST_CASE, so the rest of the executable's cases still run.
+[[noreturn]] void skip_test(const std::string& why);
+
 // Absolute path of a file in the source tree, e.g. source_path("configs/demo-cpu.yaml").
 std::string source_path(const std::string& rel);
 

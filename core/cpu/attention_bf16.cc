@@ -114,26 +114,32 @@ void attention_forward_bf16(MatmulBf16& mm, Bf16* out, float* stats, const Bf16*
   const float drop_scale = drop ? kernels::dropout_scale(dropout_p) : 1.0f;
   const int64_t per_problem = 3 * s * hd * 2 + rb * hd * 4 + rb * s * (4 + 2);
   const int64_t chunk = chunk_of(problems, per_problem, scratch_bytes);
-  std::vector<uint16_t> q(chunk * s * hd), k(q.size()), v(q.size());
-  std::vector<float> o(chunk * rb * hd), sc(chunk * rb * s);
-  std::vector<Bf16> pv_op(chunk * rb * s);
+  const int64_t staged = chunk * s * hd, block = chunk * rb * s;
+  const ScratchPieces scratch({2 * staged, 2 * staged, 2 * staged, 4 * chunk * rb * hd, 4 * block,
+                               2 * block});
+  auto* const q = scratch.get<uint16_t>(0);
+  auto* const k = scratch.get<uint16_t>(1);
+  auto* const v = scratch.get<uint16_t>(2);
+  auto* const o = scratch.get<float>(3);
+  auto* const sc = scratch.get<float>(4);
+  auto* const pv_op = scratch.get<Bf16>(5);
 
   for (int64_t p0 = 0; p0 < problems; p0 += chunk) {
     const int64_t np = std::min(chunk, problems - p0);
-    stage(q.data(), qkv, in, 0, p0, np, hd);
-    stage(k.data(), qkv, in, hd, p0, np, hd);
-    stage(v.data(), qkv, in, 2 * hd, p0, np, hd);
+    stage(q, qkv, in, 0, p0, np, hd);
+    stage(k, qkv, in, hd, p0, np, hd);
+    stage(v, qkv, in, 2 * hd, p0, np, hd);
     for (int64_t i0 = 0; i0 < s; i0 += rb) {
       const int64_t i1 = std::min(s, i0 + rb), m = i1 - i0, n = i1;
       // sc[p, 0:m, 0:n] = scale * q[p, i0:i1] k[p, 0:n]^T
-      mm.run(rows_by_keys(q.data(), k.data(), sc.data(), np, s, hd, i0, m, n, scale));
+      mm.run(rows_by_keys(q, k, sc, np, s, hd, i0, m, n, scale));
 #pragma omp parallel for schedule(static)
       for (int64_t r = 0; r < np * m; ++r) {
         const int64_t p = r / m, i = i0 + r % m, bh = p0 + p;
-        float* row = sc.data() + r * n;
+        float* row = sc + r * n;
         stats[bh * s + i] = causal_softmax_row_lse(row, i, n);
         KeepMask mask(rng, dropout_p);
-        probs_operand_row(pv_op.data() + r * n, row, i, n, drop, mask,
+        probs_operand_row(pv_op + r * n, row, i, n, drop, mask,
                           static_cast<uint64_t>((bh * s + i) * s), drop_scale);
       }
       // o[p, 0:m] = pd[p, i0:i1, 0:n] v[p, 0:n]
@@ -141,19 +147,19 @@ void attention_forward_bf16(MatmulBf16& mm, Bf16* out, float* stats, const Bf16*
               .m = m,
               .n = hd,
               .k = n,
-              .a = bits(pv_op.data()),
+              .a = bits(pv_op),
               .ld_a = n,
               .stride_a = m * n,
-              .b = v.data(),
+              .b = v,
               .ld_b = hd,
               .stride_b = s * hd,
-              .c = o.data(),
+              .c = o,
               .ld_c = hd,
               .stride_c = m * hd});
 #pragma omp parallel for schedule(static)
       for (int64_t r = 0; r < np * m; ++r) {
         const int64_t p = r / m, i = i0 + r % m;
-        narrow(out + ol.at(p0 + p, i, 0), o.data() + r * hd, hd);
+        narrow(out + ol.at(p0 + p, i, 0), o + r * hd, hd);
       }
     }
   }
@@ -169,35 +175,45 @@ void attention_backward_bf16(MatmulBf16& mm, Bf16* dqkv, const Bf16* dout, const
   const float drop_scale = drop ? kernels::dropout_scale(dropout_p) : 1.0f;
   const int64_t per_problem = 4 * s * hd * 2 + 3 * s * hd * 4 + rb * s * (4 + 4 + 2 + 2);
   const int64_t chunk = chunk_of(problems, per_problem, scratch_bytes);
-  std::vector<uint16_t> q(chunk * s * hd), k(q.size()), v(q.size()), dout_s(q.size());
-  std::vector<float> dq(chunk * s * hd), dk(dq.size()), dv(dq.size()), dp(chunk * rb * s),
-      pr(chunk * rb * s);
-  std::vector<Bf16> ds(chunk * rb * s), pv_op(chunk * rb * s);
+  const int64_t staged = chunk * s * hd, block = chunk * rb * s;
+  const ScratchPieces scratch({2 * staged, 2 * staged, 2 * staged, 2 * staged, 4 * staged,
+                               4 * staged, 4 * staged, 4 * block, 4 * block, 2 * block, 2 * block});
+  auto* const q = scratch.get<uint16_t>(0);
+  auto* const k = scratch.get<uint16_t>(1);
+  auto* const v = scratch.get<uint16_t>(2);
+  auto* const dout_s = scratch.get<uint16_t>(3);
+  auto* const dq = scratch.get<float>(4);
+  auto* const dk = scratch.get<float>(5);
+  auto* const dv = scratch.get<float>(6);
+  auto* const dp = scratch.get<float>(7);
+  auto* const pr = scratch.get<float>(8);
+  auto* const ds = scratch.get<Bf16>(9);
+  auto* const pv_op = scratch.get<Bf16>(10);
 
   for (int64_t p0 = 0; p0 < problems; p0 += chunk) {
     const int64_t np = std::min(chunk, problems - p0);
-    stage(q.data(), qkv, in, 0, p0, np, hd);
-    stage(k.data(), qkv, in, hd, p0, np, hd);
-    stage(v.data(), qkv, in, 2 * hd, p0, np, hd);
-    stage(dout_s.data(), dout, ol, 0, p0, np, hd);
-    std::fill(dk.begin(), dk.end(), 0.0f);
-    std::fill(dv.begin(), dv.end(), 0.0f);
+    stage(q, qkv, in, 0, p0, np, hd);
+    stage(k, qkv, in, hd, p0, np, hd);
+    stage(v, qkv, in, 2 * hd, p0, np, hd);
+    stage(dout_s, dout, ol, 0, p0, np, hd);
+    std::fill(dk, dk + np * s * hd, 0.0f);
+    std::fill(dv, dv + np * s * hd, 0.0f);
     for (int64_t i0 = 0; i0 < s; i0 += rb) {
       const int64_t i1 = std::min(s, i0 + rb), m = i1 - i0, n = i1;
       // Forward's scores again, and dp[p, 0:m, 0:n] = dout[p, i0:i1] v[p, 0:n]^T
-      mm.run(rows_by_keys(q.data(), k.data(), pr.data(), np, s, hd, i0, m, n, scale));
-      mm.run(rows_by_keys(dout_s.data(), v.data(), dp.data(), np, s, hd, i0, m, n, 1.0f));
+      mm.run(rows_by_keys(q, k, pr, np, s, hd, i0, m, n, scale));
+      mm.run(rows_by_keys(dout_s, v, dp, np, s, hd, i0, m, n, 1.0f));
 #pragma omp parallel for schedule(static)
       for (int64_t r = 0; r < np * m; ++r) {
         const int64_t p = r / m, i = i0 + r % m, bh = p0 + p;
-        float* prow = pr.data() + r * n;
-        float* d = dp.data() + r * n;
+        float* prow = pr + r * n;
+        float* d = dp + r * n;
         causal_probs_row(prow, i, n, stats[bh * s + i]);
         // The forward's masks: the gradient through the dropped probs, and the probabilities
         // as they multiplied v (rounded as forward rounded them) for dv.
         KeepMask mask(rng, dropout_p);
         const uint64_t base = static_cast<uint64_t>((bh * s + i) * s);
-        probs_operand_row(pv_op.data() + r * n, prow, i, n, drop, mask, base, drop_scale);
+        probs_operand_row(pv_op + r * n, prow, i, n, drop, mask, base, drop_scale);
         if (drop) {
           KeepMask mask2(rng, dropout_p);
           for (int64_t j = 0; j <= i; ++j) d[j] = mask2.keep(base + j) ? d[j] * drop_scale : 0.0f;
@@ -208,7 +224,7 @@ void attention_backward_bf16(MatmulBf16& mm, Bf16* dqkv, const Bf16* dout, const
         for (int64_t j = 0; j < i + 1; ++j) dot += d[j] * prow[j];
 #pragma omp simd
         for (int64_t j = 0; j < i + 1; ++j) d[j] = prow[j] * (d[j] - dot);
-        Bf16* dsrow = ds.data() + r * n;
+        Bf16* dsrow = ds + r * n;
         narrow(dsrow, d, i + 1);
         std::fill(dsrow + i + 1, dsrow + n, Bf16(0.0f));
       }
@@ -217,13 +233,13 @@ void attention_backward_bf16(MatmulBf16& mm, Bf16* dqkv, const Bf16* dout, const
               .m = m,
               .n = hd,
               .k = n,
-              .a = bits(ds.data()),
+              .a = bits(ds),
               .ld_a = n,
               .stride_a = m * n,
-              .b = k.data(),
+              .b = k,
               .ld_b = hd,
               .stride_b = s * hd,
-              .c = dq.data() + i0 * hd,
+              .c = dq + i0 * hd,
               .ld_c = hd,
               .stride_c = s * hd,
               .alpha = scale});
@@ -232,14 +248,14 @@ void attention_backward_bf16(MatmulBf16& mm, Bf16* dqkv, const Bf16* dout, const
               .m = n,
               .n = hd,
               .k = m,
-              .a = bits(ds.data()),
+              .a = bits(ds),
               .ld_a = n,
               .stride_a = m * n,
               .trans_a = true,
-              .b = q.data() + i0 * hd,
+              .b = q + i0 * hd,
               .ld_b = hd,
               .stride_b = s * hd,
-              .c = dk.data(),
+              .c = dk,
               .ld_c = hd,
               .stride_c = s * hd,
               .alpha = scale,
@@ -249,21 +265,21 @@ void attention_backward_bf16(MatmulBf16& mm, Bf16* dqkv, const Bf16* dout, const
               .m = n,
               .n = hd,
               .k = m,
-              .a = bits(pv_op.data()),
+              .a = bits(pv_op),
               .ld_a = n,
               .stride_a = m * n,
               .trans_a = true,
-              .b = dout_s.data() + i0 * hd,
+              .b = dout_s + i0 * hd,
               .ld_b = hd,
               .stride_b = s * hd,
-              .c = dv.data(),
+              .c = dv,
               .ld_c = hd,
               .stride_c = s * hd,
               .beta = 1.0f});
     }
-    unstage(dqkv, dq.data(), in, 0, p0, np, hd);
-    unstage(dqkv, dk.data(), in, hd, p0, np, hd);
-    unstage(dqkv, dv.data(), in, 2 * hd, p0, np, hd);
+    unstage(dqkv, dq, in, 0, p0, np, hd);
+    unstage(dqkv, dk, in, hd, p0, np, hd);
+    unstage(dqkv, dv, in, 2 * hd, p0, np, hd);
   }
 }
 

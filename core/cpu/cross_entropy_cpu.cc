@@ -51,26 +51,42 @@ void cross_entropy_backward(T* dlogits, const T* logits, const int32_t* targets,
   for (int64_t r = 0; r < n; ++r) {
     // bf16: the row widened first (dlogits may alias it), p - 1 formed in fp32 and rounded once.
     const Widened<T> xw(logits + r * vp, vocab);
-    const Narrowed<T> dxw(dlogits + r * vp, vp, false);
     const A* x = xw.get();
-    A* dx = dxw.get();
-    // One exp per element, not two: exp(x - max) is kept in dx while it is summed, then scaled
-    // (dx may be x: each j is read before it is written).
+    // One exp per element, not two: exp(x - max) is kept while it is summed, then scaled (in
+    // fp32 and fp64 in dlogits itself, which may be x: each j is read before it is written).
+    SlotFor<T> e_slot(vocab);
+    A* e = nullptr;
+    if constexpr (std::is_same_v<T, A>) {
+      e = dlogits + r * vp;
+    } else {
+      e = e_slot.data();
+    }
     A mx = x[0];
 #pragma omp simd reduction(max : mx)
     for (int64_t j = 0; j < vocab; ++j) mx = x[j] > mx ? x[j] : mx;
     A sum = 0;
 #pragma omp simd reduction(+ : sum)
     for (int64_t j = 0; j < vocab; ++j) {
-      const A e = std::exp(x[j] - mx);
-      dx[j] = e;
-      sum += e;
+      const A v = std::exp(x[j] - mx);
+      e[j] = v;
+      sum += v;
     }
     const A inv = grad_scale / sum;
+    const int64_t t = targets[r];
+    T* d = dlogits + r * vp;
+    if constexpr (std::is_same_v<T, Bf16>) {
+      // Scaled and rounded in one pass, not a scaling pass and a narrowing pass.
+      const A target = e[t] * inv - grad_scale;
 #pragma omp simd
-    for (int64_t j = 0; j < vocab; ++j) dx[j] *= inv;
-    dx[targets[r]] -= grad_scale;
-    for (int64_t j = vocab; j < vp; ++j) dx[j] = 0;
+      for (int64_t j = 0; j < vocab; ++j) d[j].bits = f32_to_bf16(e[j] * inv);
+      d[t] = Bf16(target);
+    } else {
+#pragma omp simd
+      for (int64_t j = 0; j < vocab; ++j) e[j] *= inv;
+      e[t] -= grad_scale;
+      if constexpr (!std::is_same_v<T, A>) narrow(d, e, vocab);
+    }
+    for (int64_t j = vocab; j < vp; ++j) d[j] = T(0.0f);
   }
 }
 

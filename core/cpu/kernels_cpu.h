@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <type_traits>
 #include <vector>
 
@@ -115,6 +116,32 @@ class ScratchSlot {
     return d;
   }
   float* data_;
+};
+
+// Several buffers of one kernel call carved from one ScratchSlot of the calling thread, each
+// 64-byte aligned within it; contents start undefined. Large per-call std::vectors are mapped
+// and zero-filled anew by every call (glibc returns them to the kernel): in bf16 attention the
+// page faults cost as much as the products.
+class ScratchPieces {
+ public:
+  explicit ScratchPieces(std::initializer_list<int64_t> bytes)
+      : offsets_(offsets_of(bytes)), slot_(offsets_.back() / 4 + 16) {}
+  template <typename T>
+  T* get(size_t i) const {
+    auto* base = reinterpret_cast<char*>(slot_.data());
+    base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
+    return reinterpret_cast<T*>(base + offsets_[i]);
+  }
+
+ private:
+  // Each piece's start (rounded up to 64 bytes), then the total.
+  static std::vector<int64_t> offsets_of(std::initializer_list<int64_t> bytes) {
+    std::vector<int64_t> at{0};
+    for (const int64_t b : bytes) at.push_back(at.back() + (b + 63) / 64 * 64);
+    return at;
+  }
+  std::vector<int64_t> offsets_;
+  ScratchSlot slot_;
 };
 
 // No buffer: float and double views are the data itself.

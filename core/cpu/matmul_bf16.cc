@@ -3,9 +3,12 @@
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <algorithm>
+#include <cstring>
 #include <list>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <tuple>
 #include <utility>
 
@@ -32,6 +35,201 @@ Bf16Gemm dense_gemm(int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b,
   return g;
 }
 
+// rows x cols of bf16 bits, rows ld apart, widened into dense fp32 rows (bf16 -> fp32 is a shift:
+// one vectorised pass per row). The rows are split over the threads when the matrix is large
+// and the caller is not already in a parallel region.
+void widen_matrix(float* out, const uint16_t* x, int64_t rows, int64_t cols, int64_t ld) {
+  const auto* src = reinterpret_cast<const Bf16*>(x);
+#pragma omp parallel for schedule(static) if (rows * cols >= kElemBlock && !omp_in_parallel())
+  for (int64_t r = 0; r < rows; ++r) widen(out + r * cols, src + r * ld, cols);
+}
+
+// The reverse for an m x n result: dense fp32 rows into c (fp32 or bf16 bits, rows ld_c apart).
+void store_rows(void* c, bool c_bf16, int64_t ld_c, const float* in, int64_t m, int64_t n) {
+#pragma omp parallel for schedule(static) if (m * n >= kElemBlock && !omp_in_parallel())
+  for (int64_t r = 0; r < m; ++r) {
+    if (c_bf16) {
+      narrow(reinterpret_cast<Bf16*>(c) + r * ld_c, in + r * n, n);
+    } else {
+      std::memcpy(static_cast<float*>(c) + r * ld_c, in + r * n, static_cast<size_t>(n) * 4);
+    }
+  }
+}
+
+// c's m x n values (fp32 or bf16 bits, rows ld_c apart) as dense fp32 rows, for beta != 0.
+void load_rows(float* out, const void* c, bool c_bf16, int64_t ld_c, int64_t m, int64_t n) {
+  if (c_bf16) {
+    widen_matrix(out, static_cast<const uint16_t*>(c), m, n, ld_c);
+    return;
+  }
+#pragma omp parallel for schedule(static) if (m * n >= kElemBlock && !omp_in_parallel())
+  for (int64_t r = 0; r < m; ++r)
+    std::memcpy(out + r * n, static_cast<const float*>(c) + r * ld_c, static_cast<size_t>(n) * 4);
+}
+
+// ---- The fp32 fallback (oneDNN without a bf16 matmul on this CPU) ----
+//
+// The product through the fp32 GEMM on widened operands: the same products (exact in fp32),
+// summed in fp32. Widening a large operand whole and writing a large bf16 result through a
+// whole fp32 scratch costs memory traffic the fp32 GEMM does not have (GPT-2's head: 200 MB
+// each way), so the output is cut into panels along its longer side, and each panel widens
+// just its slice of the operand it splits and writes its slice of c; where k is long (the
+// head's input gradient, k = the vocabulary) a panel also walks k in fixed chunks, adding each
+// chunk's product into c. A panel's buffers stay in the core's cache.
+//
+// Determinism: panels never change a result (each output element is one k-ordered sum whatever
+// rows or columns share its GEMM call, gemm_cpu.cc), so they may follow the thread count; the
+// k chunks do change the sums, and are fixed by the shape alone.
+
+// Bytes a panel's widened slice and fp32 output may take (2 of them fit a 2 MB L2), the fewest
+// rows (or columns) a panel is worth a GEMM call for, and the k chunk of long sums (k past 4
+// chunks), with its panels' larger budget (each panel packs the other operand anew: few panels).
+constexpr int64_t kPanelBytes = int64_t{1} << 20;
+constexpr int64_t kMinPanel = 64;
+constexpr int64_t kChunkK = 512;
+constexpr int64_t kChunkedPanelBytes = int64_t{8} << 20;
+
+// An fp32 matrix for gemm_serial: the data and its leading dimension.
+struct F32Slice {
+  const float* p;
+  int64_t ld;
+};
+
+// op(a)[i0:i1, k0:k1]: from a32 (the stored a widened whole, dense) by offset, or widened into
+// buf.
+F32Slice slice_a(const Bf16Gemm& g, const float* a32, float* buf, int64_t i0, int64_t i1,
+                 int64_t k0, int64_t k1) {
+  if (!g.trans_a) {  // stored [m, k]
+    if (a32 != nullptr) return {a32 + i0 * g.k + k0, g.k};
+    widen_matrix(buf, g.a + i0 * g.ld_a + k0, i1 - i0, k1 - k0, g.ld_a);
+    return {buf, k1 - k0};
+  }
+  if (a32 != nullptr) return {a32 + k0 * g.m + i0, g.m};  // stored [k, m]
+  widen_matrix(buf, g.a + k0 * g.ld_a + i0, k1 - k0, i1 - i0, g.ld_a);
+  return {buf, i1 - i0};
+}
+
+// op(b)[k0:k1, j0:j1], likewise.
+F32Slice slice_b(const Bf16Gemm& g, const float* b32, float* buf, int64_t j0, int64_t j1,
+                 int64_t k0, int64_t k1) {
+  if (g.trans_b) {  // stored [n, k]
+    if (b32 != nullptr) return {b32 + j0 * g.k + k0, g.k};
+    widen_matrix(buf, g.b + j0 * g.ld_b + k0, j1 - j0, k1 - k0, g.ld_b);
+    return {buf, k1 - k0};
+  }
+  if (b32 != nullptr) return {b32 + k0 * g.n + j0, g.n};  // stored [k, n]
+  widen_matrix(buf, g.b + k0 * g.ld_b + j0, k1 - k0, j1 - j0, g.ld_b);
+  return {buf, j1 - j0};
+}
+
+// c[i0:i1, j0:j1] = alpha * op(a)[i0:i1, :] op(b)[:, j0:j1] + beta * c on this thread, k taken
+// in chunks of kc: a split (i) side widens its slice of a (b for j) per chunk into the thread's
+// scratch unless given whole. An fp32 c is written directly, a bf16 c through an fp32 block.
+void product_block(const Bf16Gemm& g, const float* a32, const float* b32, int64_t i0, int64_t i1,
+                   int64_t j0, int64_t j1, int64_t kc) {
+  const int64_t rows = i1 - i0, cols = j1 - j0;
+  std::optional<ScratchSlot> a_buf, b_buf, acc;
+  if (a32 == nullptr) a_buf.emplace(rows * kc);
+  if (b32 == nullptr) b_buf.emplace(kc * cols);
+  float* c = nullptr;
+  int64_t ld_c = g.ld_c;
+  uint16_t* c_bf16 = static_cast<uint16_t*>(g.c) + i0 * g.ld_c + j0;
+  if (g.c_bf16) {
+    acc.emplace(rows * cols);
+    c = acc->data();
+    ld_c = cols;
+    if (g.beta != 0.0f) load_rows(c, c_bf16, true, g.ld_c, rows, cols);
+  } else {
+    c = static_cast<float*>(g.c) + i0 * g.ld_c + j0;
+  }
+  for (int64_t k0 = 0; k0 < g.k; k0 += kc) {
+    const int64_t k1 = std::min(g.k, k0 + kc);
+    const F32Slice a = slice_a(g, a32, a_buf ? a_buf->data() : nullptr, i0, i1, k0, k1);
+    const F32Slice b = slice_b(g, b32, b_buf ? b_buf->data() : nullptr, j0, j1, k0, k1);
+    gemm_serial(c, ld_c, a.p, a.ld, g.trans_a, b.p, b.ld, g.trans_b, rows, cols, k1 - k0, g.alpha,
+                k0 == 0 ? g.beta : 1.0f);
+  }
+  if (g.c_bf16) store_rows(c_bf16, true, g.ld_c, c, rows, cols);
+}
+
+// One problem (batch 1). b32, when given, is b widened whole (a weight's copy).
+void fallback_one(const Bf16Gemm& g, const float* b32) {
+  const bool split_rows = g.m >= g.n;  // panels of c's rows (a's slices) or columns (b's)
+  const int64_t len = split_rows ? g.m : g.n, other = split_rows ? g.n : g.m;
+  const int64_t kc = g.k > 4 * kChunkK ? kChunkK : g.k;
+  const bool chunked = kc < g.k;
+  const int64_t per_unit = 4 * (kc + (g.c_bf16 ? other : 0));  // bytes a row/column of a panel
+  const int threads = omp_get_max_threads();
+  const bool serial = threads <= 1 || omp_in_parallel() || g.m * g.n * g.k < (int64_t{1} << 18);
+  // As few panels as fit the budget, in a multiple of the threads (panels of equal work), each
+  // a multiple of 16 wide (a full AVX-512 float vector).
+  const int64_t budget = chunked ? kChunkedPanelBytes : kPanelBytes;
+  int64_t count = std::max<int64_t>(1, (len * per_unit + budget - 1) / budget);
+  if (!serial) count = (count + threads - 1) / threads * threads;
+  const auto width = [&](int64_t parts) { return (len + parts * 16 - 1) / (parts * 16) * 16; };
+  int64_t panel = width(count);
+  const bool sliced = chunked || (count > 1 && panel >= kMinPanel);
+  if (!sliced) panel = width(serial ? 1 : threads);  // the threads' shares, as gemm() splits
+  // The operand that is not split, and when not sliced the split one, widened whole.
+  std::optional<ScratchSlot> a_whole, b_whole;
+  const float* a32 = nullptr;
+  if (!split_rows || !sliced) {
+    a_whole.emplace(g.m * g.k);
+    a32 = a_whole->data();
+    widen_matrix(a_whole->data(), g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.ld_a);
+  }
+  if (b32 == nullptr && (split_rows || !sliced)) {
+    b_whole.emplace(g.k * g.n);
+    b32 = b_whole->data();
+    widen_matrix(b_whole->data(), g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ld_b);
+  }
+  const int64_t panels = (len + panel - 1) / panel;
+#pragma omp parallel for schedule(static) if (panels > 1 && !omp_in_parallel())
+  for (int64_t p = 0; p < panels; ++p) {
+    const int64_t lo = p * panel, hi = std::min(len, lo + panel);
+    if (split_rows) {
+      product_block(g, a32, b32, lo, hi, 0, g.n, kc);
+    } else {
+      product_block(g, a32, b32, 0, g.m, lo, hi, kc);
+    }
+  }
+}
+
+// Where oneDNN has no bf16 matmul. A batch (attention's small products): the problems split
+// over the threads, each widened and multiplied on its thread.
+void fp32_fallback(const Bf16Gemm& g, const float* b32) {
+  if (g.batch == 1) {
+    fallback_one(g, b32);
+    return;
+  }
+#pragma omp parallel for schedule(static) if (!omp_in_parallel())
+  for (int64_t i = 0; i < g.batch; ++i) {
+    Bf16Gemm one = g;
+    one.batch = 1;
+    one.a = g.a + i * g.stride_a;
+    one.b = g.b + i * g.stride_b;
+    one.c = g.c_bf16 ? static_cast<void*>(static_cast<uint16_t*>(g.c) + i * g.stride_c)
+                     : static_cast<void*>(static_cast<float*>(g.c) + i * g.stride_c);
+    product_block(one, nullptr, nullptr, 0, g.m, 0, g.n, g.k);
+  }
+}
+
+// oneDNN's name for an instruction set, as its ONEDNN_MAX_CPU_ISA values spell them.
+std::string isa_name(dnnl::cpu_isa isa) {
+  using I = dnnl::cpu_isa;
+  switch (isa) {
+    case I::sse41: return "SSE4.1";
+    case I::avx: return "AVX";
+    case I::avx2: return "AVX2";
+    case I::avx2_vnni: return "AVX2_VNNI";
+    case I::avx512_core: return "AVX512_CORE";
+    case I::avx512_core_vnni: return "AVX512_CORE_VNNI";
+    case I::avx512_core_bf16: return "AVX512_CORE_BF16";
+    case I::avx512_core_amx: return "AVX512_CORE_AMX";
+    default: return "ISA " + std::to_string(static_cast<int>(isa));
+  }
+}
+
 }  // namespace
 
 struct MatmulBf16::Impl {
@@ -44,7 +242,10 @@ struct MatmulBf16::Impl {
     dnnl::matmul::primitive_desc pd;
     dnnl::matmul prim;
   };
-  // A weight's blocked copy, made from the plain operand (src, k, n, ld_b, trans_b).
+  // A weight's copy, made from the plain operand (src, k, n, ld_b, trans_b): oneDNN's blocked
+  // layout of it (desc, mem), or for the fp32 fallback the stored matrix widened to dense fp32
+  // rows (desc empty). The fallback's copy does not depend on the transpose, so a linear layer's
+  // forward (w^T) and input gradient (w) share it.
   struct WeightCopy {
     const void* src;
     int64_t k, n, ld_b;
@@ -52,8 +253,15 @@ struct MatmulBf16::Impl {
     dnnl::memory::desc desc;
     Tensor storage;
     dnnl::memory mem;
+    int64_t bytes;
     bool fresh;  // holds the weight's values of this window
     bool used;   // used since the last end_weights_window()
+    bool same_matrix(const Bf16Gemm& g) const {
+      // The stored matrix: rows x cols, rows ld_b apart.
+      const auto rows = [](int64_t k_, int64_t n_, bool t) { return t ? n_ : k_; };
+      return src == g.b && ld_b == g.ld_b && rows(k, n, trans_b) == rows(g.k, g.n, g.trans_b) &&
+             rows(n, k, trans_b) == rows(g.n, g.k, g.trans_b);
+    }
   };
 
   Impl(Allocator a, bool onednn_wanted)
@@ -123,12 +331,10 @@ struct MatmulBf16::Impl {
         copy = &w;
     if (copy == nullptr) {
       const auto bytes = static_cast<int64_t>(desc.get_size());
-      Tensor storage = alloc(bytes);
-      MTNLG_CHECK_MSG(static_cast<int64_t>(storage.nbytes()) >= bytes,
-                      "weight copy allocator gave " << storage.nbytes() << " bytes for " << bytes);
+      Tensor storage = allocate(bytes);
       dnnl::memory mem(desc, engine, storage.data());
       weights.push_back(WeightCopy{g.b, g.k, g.n, g.ld_b, g.trans_b, desc, std::move(storage), mem,
-                                   false, false});
+                                   bytes, false, false});
       copy = &weights.back();
     }
     copy->used = true;
@@ -141,6 +347,36 @@ struct MatmulBf16::Impl {
       copy->fresh = true;
     }
     return copy->mem;
+  }
+
+  // The fallback's copy of g.b: the stored matrix in dense fp32 rows, widened on its first use
+  // since the last end_weights_window().
+  const float* weight_f32(const Bf16Gemm& g) {
+    std::lock_guard<std::mutex> lock(mu);
+    WeightCopy* copy = nullptr;
+    for (WeightCopy& w : weights)
+      if (w.desc.is_zero() && w.same_matrix(g)) copy = &w;
+    const int64_t rows = g.trans_b ? g.n : g.k, cols = g.trans_b ? g.k : g.n;
+    if (copy == nullptr) {
+      const int64_t bytes = rows * cols * static_cast<int64_t>(sizeof(float));
+      weights.push_back(WeightCopy{g.b, g.k, g.n, g.ld_b, g.trans_b, {}, allocate(bytes), {},
+                                   bytes, false, false});
+      copy = &weights.back();
+    }
+    copy->used = true;
+    auto* f32 = static_cast<float*>(copy->storage.data());
+    if (!copy->fresh) {
+      widen_matrix(f32, g.b, rows, cols, g.ld_b);
+      copy->fresh = true;
+    }
+    return f32;
+  }
+
+  Tensor allocate(int64_t bytes) {
+    Tensor storage = alloc(bytes);
+    MTNLG_CHECK_MSG(static_cast<int64_t>(storage.nbytes()) >= bytes,
+                    "weight copy allocator gave " << storage.nbytes() << " bytes for " << bytes);
+    return storage;
   }
 };
 
@@ -176,7 +412,7 @@ void MatmulBf16::end_weights_window() {
 int64_t MatmulBf16::weight_bytes() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   int64_t bytes = 0;
-  for (const auto& w : impl_->weights) bytes += static_cast<int64_t>(w.desc.get_size());
+  for (const auto& w : impl_->weights) bytes += w.bytes;
   return bytes;
 }
 
@@ -197,7 +433,7 @@ bool MatmulBf16::holds_weight(const void* begin, const void* end) const {
 
 int64_t MatmulBf16::weight_copy_bytes(int64_t m, int64_t n, int64_t k, bool trans_b, bool c_bf16,
                                       int threads) {
-  if (!onednn_available()) return 0;
+  if (!onednn_available()) return n * k * static_cast<int64_t>(sizeof(float));
   const Bf16Gemm g = dense_gemm(m, n, k, false, trans_b, c_bf16);
   // oneDNN reads the thread count when it creates the primitive: the run's, then the caller's
   // back (the setting is per calling thread).
@@ -214,6 +450,21 @@ int64_t MatmulBf16::weight_copy_bytes(int64_t m, int64_t n, int64_t k, bool tran
                     "oneDNN bf16 matmul " << m << "x" << n << "x" << k << ": " << err.what());
   }
   return 0;
+}
+
+int64_t MatmulBf16::linear_weight_copy_bytes(int64_t rows, int64_t out, int64_t in, int threads) {
+  if (!onednn_available()) return weight_copy_bytes(rows, out, in, true, true, threads);
+  return weight_copy_bytes(rows, out, in, true, true, threads) +
+         weight_copy_bytes(rows, in, out, false, true, threads);
+}
+
+std::string MatmulBf16::describe() {
+  if (onednn_available())
+    return "oneDNN " + isa_name(dnnl::get_effective_cpu_isa()) + " kernels (bf16 products, fp32 sums)";
+  return "the fp32 GEMM (OpenBLAS) on widened operands, weights widened once per step: oneDNN " +
+         std::to_string(dnnl::version()->major) + "." + std::to_string(dnnl::version()->minor) +
+         " has no bf16 matmul on this CPU (" + isa_name(dnnl::get_effective_cpu_isa()) +
+         "; it needs AVX-512)";
 }
 
 int64_t MatmulBf16::cached() const {
@@ -243,46 +494,6 @@ void MatmulBf16::run_weight(const Bf16Gemm& g) {
   execute(g, true);
 }
 
-namespace {
-
-// rows x cols of bf16 bits, rows ld apart, widened into a dense fp32 matrix.
-void widen_rows(std::vector<float>& out, const uint16_t* x, int64_t rows, int64_t cols,
-                int64_t ld) {
-  out.resize(static_cast<size_t>(rows * cols));
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c)
-      out[static_cast<size_t>(r * cols + c)] = bf16_to_f32(x[r * ld + c]);
-}
-
-// The product through the fp32 GEMM, one problem at a time.
-void fp32_fallback(const Bf16Gemm& g) {
-  std::vector<float> a, b, c;
-  for (int64_t i = 0; i < g.batch; ++i) {
-    widen_rows(a, g.a + i * g.stride_a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.ld_a);
-    widen_rows(b, g.b + i * g.stride_b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ld_b);
-    c.assign(static_cast<size_t>(g.m * g.n), 0.0f);
-    auto* c_f32 = static_cast<float*>(g.c) + i * g.stride_c;
-    auto* c_b16 = static_cast<uint16_t*>(g.c) + i * g.stride_c;
-    if (g.beta != 0.0f)
-      for (int64_t r = 0; r < g.m; ++r)
-        for (int64_t j = 0; j < g.n; ++j)
-          c[static_cast<size_t>(r * g.n + j)] =
-              g.c_bf16 ? bf16_to_f32(c_b16[r * g.ld_c + j]) : c_f32[r * g.ld_c + j];
-    gemm(c.data(), a.data(), g.trans_a, b.data(), g.trans_b, g.m, g.n, g.k, g.alpha, g.beta);
-    for (int64_t r = 0; r < g.m; ++r)
-      for (int64_t j = 0; j < g.n; ++j) {
-        const float v = c[static_cast<size_t>(r * g.n + j)];
-        if (g.c_bf16) {
-          c_b16[r * g.ld_c + j] = f32_to_bf16(v);
-        } else {
-          c_f32[r * g.ld_c + j] = v;
-        }
-      }
-  }
-}
-
-}  // namespace
-
 void MatmulBf16::execute(const Bf16Gemm& g, bool weight) {
   if (g.batch <= 0 || g.m <= 0 || g.n <= 0) return;
   MTNLG_CHECK_MSG(g.k > 0, "bf16 gemm with k = 0");
@@ -291,7 +502,7 @@ void MatmulBf16::execute(const Bf16Gemm& g, bool weight) {
       "bf16 gemm " << g.m << "x" << g.n << "x" << g.k << ": a leading dimension is "
                    << "shorter than its row");
   if (!impl_->onednn) {
-    fp32_fallback(g);
+    fp32_fallback(g, weight ? impl_->weight_f32(g) : nullptr);
     return;
   }
   try {

@@ -21,13 +21,16 @@
 //
 // On a CPU where oneDNN has no bf16 matmul (before AVX-512: oneDNN 2.6 refuses bf16 on AVX2),
 // every product is widened to fp32 and run by the fp32 GEMM instead: the same products (a bf16 x
-// bf16 product is exact in fp32) summed in fp32, slower, so that a portable build trains bf16
-// recipes on every node instead of failing; such a CPU keeps no weight copies.
+// bf16 product is exact in fp32) summed in fp32, so that a portable build trains bf16 recipes on
+// every node. There the weight copies are fp32: run_weight() widens a weight once per window
+// (both uses of a linear layer's weight, w^T and w, share its copy) instead of once per call, so
+// bf16 trains at the fp32 GEMMs' speed rather than below it (describe() says which path runs).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "core/tensor.h"
 
@@ -92,8 +95,16 @@ class MatmulBf16 {
   // thread count matters: oneDNN blocks a weight for the threads it will split the product over
   // (on AMX CPUs the blocked copy of one weight differs by kilobytes between 1 and 2 threads), so
   // the question is asked under the run's count, not the caller's.
+  // On the fp32 fallback a copy is the weight in fp32: n * k * 4 bytes.
   static int64_t weight_copy_bytes(int64_t m, int64_t n, int64_t k, bool trans_b, bool c_bf16,
                                    int threads);
+  // The copies of a linear layer's weight [out, in] used both ways on `rows` rows with bf16
+  // outputs: forward x w^T (n = out, k = in, transposed) and input gradient dy w (n = in,
+  // k = out). oneDNN blocks each use its own way (two copies); the fallback shares one.
+  static int64_t linear_weight_copy_bytes(int64_t rows, int64_t out, int64_t in, int threads);
+  // What runs the bf16 products on this CPU, for the log: oneDNN and the ISA it dispatches to,
+  // or the fp32 fallback and why.
+  static std::string describe();
 
   // Primitives created so far (for tests: one per distinct shape).
   int64_t cached() const;

@@ -9,11 +9,13 @@
 #include <functional>
 #include <limits>
 #include <random>
+#include <string>
 
 #include "core/backend.h"
 #include "core/cpu/matmul_bf16.h"
 #include "core/kernels/bf16_math.h"
 #include "core/status.h"
+#include "test_util.h"
 
 using namespace mtnlg;
 
@@ -138,6 +140,8 @@ TEST_CASE("bf16 gemm is within the bf16/fp32 error bound of an fp64 product") {
 }
 
 TEST_CASE("bf16 gemm primitives are made once per shape") {
+  if (!cpu::MatmulBf16::onednn_available())
+    test::skip_test("oneDNN has no bf16 matmul on this CPU: no primitives (the fp32 fallback runs)");
   cpu::MatmulBf16 mm;
   std::vector<double> unused;
   Tensor a = random_bf16({8, 16}, 1, unused), b = random_bf16({16, 4}, 2, unused);
@@ -257,25 +261,63 @@ TEST_CASE("a frozen window reuses a weight's copy and a new window sees new weig
 }
 
 // Where oneDNN has no bf16 matmul (AVX2 CPUs), MatmulBf16 widens to fp32 and runs the fp32 GEMM:
-// the same error bound against the exact product, in every form the model uses.
+// the same error bound against the exact product, in every form the model uses; a weight's copy
+// is the widened matrix, shared by both transposes.
 TEST_CASE("the bf16 gemm's fp32 fallback is within the bf16 bound - strided batches too") {
   cpu::MatmulBf16 fallback({}, /*use_onednn=*/false);
   CHECK_FALSE(fallback.uses_onednn());
-  const GemmRunner run = [&](Tensor& c, const Tensor& a, bool ta, const Tensor& b, bool tb,
-                             double alpha, double beta) {
-    const int64_t m = ta ? a.dim(1) : a.dim(0), k = ta ? a.dim(0) : a.dim(1);
-    const int64_t n = tb ? b.dim(0) : b.dim(1);
-    fallback.run(c.data(), c.dtype() == DType::kBF16, static_cast<const uint16_t*>(a.data()), ta,
-                 static_cast<const uint16_t*>(b.data()), tb, m, n, k, static_cast<float>(alpha),
-                 static_cast<float>(beta), /*b_weight=*/true);
-  };
-  for (bool ta : {false, true})
-    for (bool tb : {false, true})
-      for (DType c_dtype : {DType::kF32, DType::kBF16})
-        check_gemm_with(run, 37, 29, 41, ta, tb, c_dtype, 1.0, 0.0);
-  check_gemm_with(run, 37, 29, 41, true, false, DType::kBF16, -1.5, 1.0);
-  check_gemm_with(run, 64, 300, 96, false, true, DType::kF32, 0.7, 0.3);
-  CHECK(fallback.weight_bytes() == 0);  // no oneDNN layout, no copies
+  for (const bool b_weight : {false, true}) {
+    INFO("b a weight " << b_weight);
+    const GemmRunner run = [&](Tensor& c, const Tensor& a, bool ta, const Tensor& b, bool tb,
+                               double alpha, double beta) {
+      const int64_t m = ta ? a.dim(1) : a.dim(0), k = ta ? a.dim(0) : a.dim(1);
+      const int64_t n = tb ? b.dim(0) : b.dim(1);
+      fallback.run(c.data(), c.dtype() == DType::kBF16, static_cast<const uint16_t*>(a.data()),
+                   ta, static_cast<const uint16_t*>(b.data()), tb, m, n, k,
+                   static_cast<float>(alpha), static_cast<float>(beta), b_weight);
+      // One window a product: the next one's b may come at this one's address. (The last
+      // window's copy is kept until a window does not use it.)
+      const auto* bp = static_cast<const char*>(b.data());
+      CHECK(fallback.holds_weight(bp, bp + b.nbytes()) == b_weight);
+      CHECK(fallback.weight_bytes() >= (b_weight ? n * k * 4 : 0));
+      fallback.end_weights_window();
+    };
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (DType c_dtype : {DType::kF32, DType::kBF16})
+          check_gemm_with(run, 37, 29, 41, ta, tb, c_dtype, 1.0, 0.0);
+    check_gemm_with(run, 37, 29, 41, true, false, DType::kBF16, -1.5, 1.0);
+    check_gemm_with(run, 64, 300, 96, false, true, DType::kF32, 0.7, 0.3);
+    check_gemm_with(run, 64, 300, 96, false, false, DType::kBF16, 1.0, 0.0);
+    // Long outputs: cut into panels (of c's columns, then rows), each widening its slice.
+    for (bool t : {false, true}) {
+      check_gemm_with(run, 40, 2000, 300, t, !t, DType::kBF16, 0.5, 1.0);
+      check_gemm_with(run, 2000, 40, 300, t, t, DType::kF32, 1.0, 0.5);
+      // Long sums: k in fixed chunks, each added into c.
+      check_gemm_with(run, 100, 48, 5000, t, !t, DType::kBF16, 0.5, 1.0);
+      check_gemm_with(run, 48, 100, 5000, !t, !t, DType::kF32, 1.0, 0.5);
+    }
+    fallback.end_weights_window();  // frees the copies the last window left
+    CHECK(fallback.weight_bytes() == 0);
+  }
+  {
+    // A linear layer's weight [out, in] used both ways in one window (forward x w^T, input
+    // gradient dy w) keeps one copy, as the planner counts it.
+    std::vector<double> unused;
+    const int64_t out = 48, in = 40, rows = 8;
+    const Tensor w = random_bf16({out, in}, 13, unused);
+    const Tensor x = random_bf16({rows, in}, 14, unused), dy = random_bf16({rows, out}, 15, unused);
+    Tensor y = Tensor::cpu({rows, out}, DType::kBF16), dx = Tensor::cpu({rows, in}, DType::kBF16);
+    const auto* wp = static_cast<const uint16_t*>(w.data());
+    fallback.run(y.data(), true, static_cast<const uint16_t*>(x.data()), false, wp, true, rows,
+                 out, in, 1.0f, 0.0f, true);
+    fallback.run(dx.data(), true, static_cast<const uint16_t*>(dy.data()), false, wp, false, rows,
+                 in, out, 1.0f, 0.0f, true);
+    CHECK(fallback.weight_bytes() == out * in * 4);
+    CHECK(fallback.holds_weight(wp + 5, wp + 6));
+    fallback.end_weights_window();
+    CHECK_FALSE(fallback.holds_weight(wp, wp + out * in));  // stale: remade at its next use
+  }
   // A strided batch (attention's form: problems 2 apart in an interleaved buffer, rows ld apart)
   // against the same products one by one through the fp32 fallback's dense form.
   std::vector<double> unused;
@@ -299,6 +341,15 @@ TEST_CASE("the bf16 gemm's fp32 fallback is within the bf16 bound - strided batc
   g.ld_c = ld_c;
   g.stride_c = m * ld_c;
   fallback.run(g);
+  std::vector<float> c_first(c.data_as<float>(), c.data_as<float>() + c.numel());
+  {
+    // The batch's problems split over threads: the same bits on one thread as on two.
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(before == 1 ? 2 : 1);
+    fallback.run(g);
+    omp_set_num_threads(before);
+    CHECK(std::memcmp(c_first.data(), c.data(), c.nbytes()) == 0);
+  }
   for (int64_t p = 0; p < batch; ++p)
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
@@ -309,6 +360,21 @@ TEST_CASE("the bf16 gemm's fp32 fallback is within the bf16 bound - strided batc
         const double got = c.data_as<float>()[p * m * ld_c + i * ld_c + j];
         CHECK(std::fabs(got - want) <= 1e-5 * (1.0 + std::fabs(want)));
       }
+}
+
+// bf16 trains on every CPU: what runs its products is named for the log, oneDNN's kernels where
+// it has a bf16 matmul, else the fp32 fallback with the reason.
+TEST_CASE("describe names what runs the bf16 products on this CPU") {
+  const std::string what = cpu::MatmulBf16::describe();
+  INFO(what);
+  if (cpu::MatmulBf16::onednn_available()) {
+    CHECK(what.rfind("oneDNN AVX512", 0) == 0);
+    CHECK(cpu::MatmulBf16().uses_onednn());
+  } else {
+    CHECK(what.find("fp32 GEMM") != std::string::npos);
+    CHECK(what.find("no bf16 matmul") != std::string::npos);
+    CHECK_FALSE(cpu::MatmulBf16().uses_onednn());
+  }
 }
 
 // The planner asks oneDNN how large a weight's blocked copy is; oneDNN blocks a weight for the
@@ -334,6 +400,7 @@ TEST_CASE("weight_copy_bytes answers for the run's threads - whatever the caller
         const Tensor w = random_bf16(tw ? Shape{n, k} : Shape{k, n}, 9, unused);
         const Tensor a = random_bf16({32, k}, 10, unused);
         Tensor c = Tensor::cpu({32, n}, DType::kBF16);
+        { FrozenWeights unused_window(*be); }  // frees the copies earlier shapes left
         const int64_t before = be->live_bytes();
         int64_t held = 0;
         {
