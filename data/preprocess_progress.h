@@ -17,7 +17,8 @@ class PreprocessProgress {
  public:
   PreprocessProgress(ProgressMode mode, int64_t total_bytes, int64_t log_interval);
 
-  // Totals so far: input bytes consumed, documents and tokens written.
+  // Totals so far: input bytes consumed, documents and tokens written (tokens < 0: a stage
+  // without tokens; the lines leave them out).
   void update(int64_t bytes, int64_t documents, int64_t tokens);
   // Ends the bar's line (the final summary is the caller's).
   void finish();

@@ -336,3 +336,10 @@ set_tests_properties(train_bench_cli PROPERTIES TIMEOUT 120)
 add_test(NAME attention_bench
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/bench/attention_bench_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(attention_bench PROPERTIES TIMEOUT 120)
+
+# The corpus stages (mtnlg-curate) against independent Python references on a generated corpus
+# with planted duplicates: datasketch's signatures bit for bit, the reference's groups and kept
+# documents, thread-count and kill -9 invariance, bad input.
+add_test(NAME curate_dedup
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/curate/dedup_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(curate_dedup PROPERTIES TIMEOUT 300)

@@ -1,0 +1,201 @@
+// mtnlg-curate: the corpus pipeline of the MT-NLG paper, a subcommand per stage, each reading
+// and writing JSON Lines shards (docs/curation.md). Exit status as every mtnlg executable's:
+// 0 done; 2 a bad command line or bad input record; 3 unsupported; 4 a missing, truncated or
+// corrupt file, or unwritable output; 1 anything else.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cmd/cli_parse.h"
+#include "core/logging.h"
+#include "core/status.h"
+#include "data/curate/dedup_stage.h"
+#include "data/curate/minhash_stage.h"
+
+namespace {
+
+// Options every stage shares.
+struct Common {
+  std::string text_key = "text";
+  std::string bad_records = "error";
+  int threads = 0;
+  bool no_progress_bar = false;
+  std::string log_level = "info";
+};
+
+void add_common(CLI::App& app, Common& c) {
+  app.add_option("--text-key", c.text_key, "The JSON member that holds each document's text")
+      ->capture_default_str();
+  app.add_option("--bad-records", c.bad_records,
+                 "A record that is not JSON, lacks --text-key, has a non-string text or invalid "
+                 "UTF-8: error (stop, naming file and line) or skip (skip it and count it in the "
+                 "report)")
+      ->capture_default_str();
+  app.add_option("--threads", c.threads, "Worker threads (0: every core); output bytes do not "
+                                         "depend on it")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
+  app.add_flag("--no-progress-bar", c.no_progress_bar,
+               "Progress as plain lines even when stderr is a terminal");
+  app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error or off")
+      ->capture_default_str();
+}
+
+mtnlg::ProgressMode progress_mode(const Common& c) {
+  return c.no_progress_bar ? mtnlg::ProgressMode::kLines : mtnlg::ProgressMode::kAuto;
+}
+
+void log_skipped(const std::map<std::string, int64_t>& skipped, const std::string& file) {
+  for (const auto& [why, n] : skipped)
+    spdlog::warn("skipped {} record(s) of {}: {} (--bad-records skip)", n, file, why);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "mtnlg-curate: the corpus pipeline of Megatron-Turing NLG 530B, a subcommand per stage "
+      "over JSON Lines shards (plain, .gz or .zst; the text in --text-key, other keys carried "
+      "through). docs/curation.md describes every stage.\n"
+      "Exit status: 0 done; 2 bad command line or bad input record; 3 unsupported; 4 missing, "
+      "truncated or corrupt input file, or unwritable output; 1 other."};
+  app.set_version_flag("--version", "mtnlg-curate 0.1.0");
+  app.require_subcommand(1);
+
+  // dedup
+  mtnlg::curate::DedupOptions dd;
+  Common dd_common;
+  std::string dd_hash = "xxh3", dd_priority;
+  std::vector<std::string> dd_inputs;
+  CLI::App* dedup = app.add_subcommand(
+      "dedup", "Fuzzy deduplication across datasets with MinHash LSH (`dedup minhash`: one "
+               "shard's signatures)");
+  dedup->footer(
+      "Fuzzy deduplication across datasets with MinHash LSH, as MT-NLG's corpus was built: "
+      "documents whose normalized texts are identical are grouped by hash first; the others' "
+      "signatures are cut into b bands of r rows (datasketch's optimal (b, r) for --threshold "
+      "unless --bands/--rows), documents sharing a band are candidates, every candidate pair is "
+      "verified by the exact Jaccard similarity of the shingle sets, pairs at or above the "
+      "threshold are edges, and each connected component keeps one document: the one whose "
+      "dataset comes first in --priority, ties by the input file's position, then line number. "
+      "Writes OUTPUT_DIR/NAME/<file name> per input (the kept lines unchanged), the --report "
+      "(a JSON line per group: members, the kept one, the verified pairs and their similarity) "
+      "and OUTPUT_DIR/dedup_summary.json (per dataset: documents, kept, removed as exact and as "
+      "fuzzy duplicates). `dedup minhash` writes one shard's signatures. Example: mtnlg-curate "
+      "dedup --input wiki=wiki.jsonl --input cc=cc-00.jsonl.zst --input cc=cc-01.jsonl.zst "
+      "--priority wiki,cc --threshold 0.8 --output-dir dedup --report dedup/groups.jsonl");
+  dedup->require_subcommand(0, 1);
+  dedup->add_option("--input", dd_inputs,
+                    "NAME=FILE: a shard of dataset NAME (repeat the flag; a dataset may have "
+                    "several shards)");
+  dedup->add_option("--priority", dd_priority,
+                    "Every dataset, comma-separated, the one whose documents are kept first "
+                    "first (the paper keeps the highest-quality dataset's copy)");
+  dedup->add_option("--threshold", dd.threshold,
+                    "Jaccard similarity at or above which two documents are duplicates")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  dedup->add_option("--num-perm", dd.num_perm, "MinHash functions (signature length)")
+      ->check(CLI::Range(2, 65536))
+      ->capture_default_str();
+  dedup->add_option("--seed", dd.seed, "Seed of the hash functions")->capture_default_str();
+  dedup->add_option("--hash", dd_hash, "xxh3 (fast) or datasketch (datasketch's exact values)")
+      ->capture_default_str();
+  dedup->add_option("--bands", dd.bands,
+                    "LSH bands b (with --rows; default: datasketch's _optimal_param(threshold, "
+                    "num_perm, 0.5, 0.5))");
+  dedup->add_option("--rows", dd.rows, "LSH rows per band r (with --bands)");
+  dedup->add_option("--output-dir", dd.output_dir, "Where the kept shards and the summary go");
+  dedup->add_option("--report", dd.report, "The groups' JSON Lines report");
+  dedup->add_option("--batch-mb", dd.batch_mb, "Megabytes of records read at a time")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+  add_common(*dedup, dd_common);
+
+  // dedup minhash
+  mtnlg::curate::MinhashOptions mh;
+  Common mh_common;
+  std::string mh_hash = "xxh3";
+  CLI::App* minhash = dedup->add_subcommand(
+      "minhash", "MinHash signatures of one shard's documents, as a uint32 .npy");
+  minhash->footer(
+      "MinHash signatures of a shard's documents: a uint32 [documents, num_perm] .npy (row i the "
+      "i-th record; blank lines are not records). Shingles: character 5-grams (code points) of "
+      "the text after NFC, Python's str.lower() and whitespace runs collapsed to one space, "
+      "stripped; a text shorter than 5 code points is one shingle. --hash datasketch is bit for "
+      "bit Python datasketch's MinHash(num_perm, seed) fed each distinct shingle's UTF-8 bytes; "
+      "xxh3 (the default) is the same estimator with faster hash functions (XXH3-64, then "
+      "multiply-add-shift). Example: mtnlg-curate dedup minhash --input web.jsonl.zst --output "
+      "web.npy --hash datasketch --num-perm 128 --seed 1");
+  minhash->add_option("--input", mh.input, "The shard: .jsonl, .jsonl.gz or .jsonl.zst")
+      ->required();
+  minhash->add_option("--output", mh.output,
+                      "The signatures' .npy (written as OUTPUT.tmp, renamed when complete)")
+      ->required();
+  minhash->add_option("--hash", mh_hash, "xxh3 (fast) or datasketch (datasketch's exact values)")
+      ->capture_default_str();
+  minhash->add_option("--num-perm", mh.num_perm, "Hash functions (signature length)")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+  minhash->add_option("--seed", mh.seed, "Seed of the hash functions (numpy RandomState's)")
+      ->capture_default_str();
+  minhash->add_option("--batch-mb", mh.batch_mb,
+                      "Megabytes of records read and signed at a time (the memory bound)")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+  add_common(*minhash, mh_common);
+
+  if (const auto status = mtnlg::parse_command_line(app, argc, argv)) return *status;
+
+  return mtnlg::exit_status_of([&] {
+    if (dedup->parsed() && !minhash->parsed()) {
+      mtnlg::init_logging(dd_common.log_level);
+      for (const char* flag : {"--input", "--priority", "--output-dir", "--report"})
+        if (dedup->count(flag) == 0)
+          throw mtnlg::invalid_argument(std::string("dedup needs ") + flag + " (see --help)", flag);
+      for (const std::string& spec : dd_inputs)
+        dd.inputs.push_back(mtnlg::curate::parse_dedup_input(spec));
+      for (size_t at = 0; at <= dd_priority.size();) {
+        const size_t comma = std::min(dd_priority.find(',', at), dd_priority.size());
+        if (comma > at) dd.priority.push_back(dd_priority.substr(at, comma - at));
+        at = comma + 1;
+      }
+      if ((dedup->count("--bands") == 0) != (dedup->count("--rows") == 0))
+        throw mtnlg::invalid_argument("--bands and --rows go together", "--bands");
+      dd.family = mtnlg::curate::parse_hash_family(dd_hash, "--hash");
+      dd.text_key = dd_common.text_key;
+      dd.bad_records = mtnlg::curate::parse_bad_records(dd_common.bad_records, "--bad-records");
+      dd.threads = dd_common.threads;
+      dd.progress = progress_mode(dd_common);
+      const auto s = mtnlg::curate::run_dedup(dd);
+      for (const auto& [name, c] : s.datasets)
+        spdlog::info("dedup: {}: {} documents, {} kept, {} exact and {} fuzzy duplicates removed",
+                     name, c.documents, c.kept, c.exact_removed, c.fuzzy_removed);
+      spdlog::info("dedup: {} documents, {} groups; {} candidate pairs, {} verified, {} edges; "
+                   "{:.2f} s; report {}, summary {}/dedup_summary.json",
+                   s.documents, s.groups, s.candidate_pairs, s.verified_pairs, s.edges, s.seconds,
+                   dd.report, dd.output_dir);
+      return 0;
+    }
+    if (minhash->parsed()) {
+      mtnlg::init_logging(mh_common.log_level);
+      mh.family = mtnlg::curate::parse_hash_family(mh_hash, "--hash");
+      mh.text_key = mh_common.text_key;
+      mh.bad_records = mtnlg::curate::parse_bad_records(mh_common.bad_records, "--bad-records");
+      mh.threads = mh_common.threads;
+      mh.progress = progress_mode(mh_common);
+      const auto s = mtnlg::curate::run_minhash(mh);
+      log_skipped(s.skipped, mh.input);
+      spdlog::info(
+          "wrote {}: {} documents x {} uint32 ({} hash, seed {}), {:.1f} MB of text in {:.2f} s "
+          "({:.2f} MB/s of text)",
+          mh.output, s.documents, mh.num_perm, mtnlg::curate::hash_family_name(mh.family), mh.seed,
+          s.text_bytes / 1e6, s.seconds, s.seconds > 0 ? s.text_bytes / 1e6 / s.seconds : 0.0);
+      return 0;
+    }
+    return 2;
+  });
+}

@@ -1,0 +1,441 @@
+#include "data/curate/dedup_stage.h"
+
+#include <omp.h>
+#include <spdlog/spdlog.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <numeric>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/metrics.h"
+#include "core/status.h"
+#include "data/curate/lsh_params.h"
+#include "data/curate/shard_writer.h"
+#include "data/curate/staged_file.h"
+
+namespace mtnlg::curate {
+
+namespace {
+
+// A document: its input file, its line there, and its place in keep order.
+struct Doc {
+  int32_t input = 0;
+  int32_t priority = 0;  // its dataset's position in --priority
+  int64_t line = 0;
+};
+
+// Keep order: the dataset first in --priority, then the input's position, then the line.
+bool keeps_before(const Doc& a, const Doc& b) {
+  if (a.priority != b.priority) return a.priority < b.priority;
+  if (a.input != b.input) return a.input < b.input;
+  return a.line < b.line;
+}
+
+class UnionFind {
+ public:
+  explicit UnionFind(int64_t n) : parent_(static_cast<size_t>(n)) {
+    std::iota(parent_.begin(), parent_.end(), int64_t{0});
+  }
+  int64_t find(int64_t x) {
+    while (parent_[static_cast<size_t>(x)] != x) {
+      parent_[static_cast<size_t>(x)] = parent_[static_cast<size_t>(parent_[static_cast<size_t>(x)])];
+      x = parent_[static_cast<size_t>(x)];
+    }
+    return x;
+  }
+  // Joins the two sets under the smaller root (deterministic); false if already one.
+  bool unite(int64_t a, int64_t b) {
+    a = find(a);
+    b = find(b);
+    if (a == b) return false;
+    if (b < a) std::swap(a, b);
+    parent_[static_cast<size_t>(b)] = a;
+    return true;
+  }
+
+ private:
+  std::vector<int64_t> parent_;
+};
+
+struct Pair {
+  int64_t a, b;
+  double jaccard;
+};
+
+// Band keys of a signature: XXH3-64 of each band's r values.
+void band_keys(const uint32_t* sig, int bands, int rows, uint64_t* keys) {
+  for (int j = 0; j < bands; ++j)
+    keys[j] = XXH3_64bits(sig + j * rows, static_cast<size_t>(rows) * sizeof(uint32_t));
+}
+
+std::string doc_json(const Doc& d, const DedupOptions& o, bool exact) {
+  JsonLine j;
+  j.add("dataset", o.inputs[static_cast<size_t>(d.input)].dataset)
+      .add("file", o.inputs[static_cast<size_t>(d.input)].file)
+      .add("line", d.line);
+  if (exact) j.add("exact", true);
+  return j.str();
+}
+
+}  // namespace
+
+DedupInput parse_dedup_input(const std::string& spec) {
+  const size_t eq = spec.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+    throw invalid_argument("--input " + spec +
+                               ": expected NAME=FILE (a dataset name and one of its shards), "
+                               "e.g. --input cc=cc-00.jsonl.zst",
+                           "--input");
+  return {spec.substr(0, eq), spec.substr(eq + 1)};
+}
+
+DedupStats run_dedup(const DedupOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  DedupStats stats;
+  // ---- the command line's promises ----
+  if (o.inputs.empty()) throw invalid_argument("dedup needs at least one --input NAME=FILE", "--input");
+  std::map<std::string, int32_t> priority_of;
+  for (size_t i = 0; i < o.priority.size(); ++i)
+    if (!priority_of.emplace(o.priority[i], static_cast<int32_t>(i)).second)
+      throw invalid_argument("--priority names " + o.priority[i] + " twice", "--priority");
+  std::set<std::string> outputs;
+  for (const DedupInput& in : o.inputs) {
+    if (!priority_of.count(in.dataset))
+      throw invalid_argument("--priority does not name dataset '" + in.dataset +
+                                 "' (of --input " + in.dataset + "=" + in.file +
+                                 "); the fix: list every dataset, the one to keep first first",
+                             "--priority");
+    const std::string out =
+        in.dataset + "/" + std::filesystem::path(in.file).filename().string();
+    if (!outputs.insert(out).second)
+      throw invalid_argument("two inputs of dataset " + in.dataset + " are both named " +
+                                 std::filesystem::path(in.file).filename().string() +
+                                 ": their outputs would collide in " + o.output_dir + "/" +
+                                 in.dataset + "; the fix: give the shards distinct names",
+                             "--input");
+  }
+  LshParams lsh{o.bands, o.rows};
+  if (lsh.bands == 0 && lsh.rows == 0) {
+    lsh = optimal_lsh_params(o.threshold, o.num_perm);
+  } else if (lsh.bands < 1 || lsh.rows < 1 || lsh.bands * lsh.rows > o.num_perm) {
+    throw invalid_argument("--bands " + std::to_string(lsh.bands) + " x --rows " +
+                               std::to_string(lsh.rows) + " must be positive and at most " +
+                               "--num-perm " + std::to_string(o.num_perm),
+                           "--bands");
+  }
+  stats.bands = lsh.bands;
+  stats.rows = lsh.rows;
+  // The output directories now, before the work: a mistake there fails in a second.
+  for (const std::string& dir :
+       {o.output_dir, std::filesystem::path(o.report).parent_path().string()}) {
+    std::error_code ec;
+    if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+    if (ec) throw io_error("cannot create the directory: " + ec.message(), dir);
+  }
+  const int threads = o.threads > 0 ? o.threads : omp_get_num_procs();
+  const MinHasher hasher(o.family, o.num_perm, o.seed);
+  const auto batch_bytes = static_cast<size_t>(o.batch_mb) << 20;
+  int64_t total_bytes = 0;
+  for (const DedupInput& in : o.inputs) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(in.file, ec);
+    if (!ec) total_bytes += static_cast<int64_t>(size);
+  }
+  spdlog::info("dedup: {} input file(s), threshold {}, {} {} functions (seed {}), {} bands of {} "
+               "rows",
+               o.inputs.size(), o.threshold, o.num_perm, hash_family_name(o.family), o.seed,
+               lsh.bands, lsh.rows);
+
+  // ---- 1. signatures as band keys, exact duplicates by the normalized text's hash ----
+  std::vector<Doc> docs;
+  std::vector<uint64_t> keys;        // [documents, bands]
+  std::vector<XXH128_hash_t> exact;  // [documents]
+  {
+    PreprocessProgress progress(o.progress, total_bytes, 100000);
+    int64_t done_bytes = 0;
+    std::vector<TextRecord> batch;
+    for (size_t f = 0; f < o.inputs.size(); ++f) {
+      const DedupInput& in = o.inputs[f];
+      TextRecords records(in.file, o.text_key, o.bad_records);
+      while (records.next_batch(&batch, batch_bytes)) {
+        const auto n = static_cast<int64_t>(batch.size());
+        const size_t first = docs.size();
+        docs.resize(first + batch.size());
+        keys.resize(docs.size() * static_cast<size_t>(lsh.bands));
+        exact.resize(docs.size());
+#pragma omp parallel num_threads(threads)
+        {
+          NormalizedText norm;
+          std::vector<uint32_t> sig(static_cast<size_t>(o.num_perm));
+#pragma omp for schedule(dynamic, 16)
+          for (int64_t i = 0; i < n; ++i) {
+            const size_t d = first + static_cast<size_t>(i);
+            normalize_for_shingles(batch[static_cast<size_t>(i)].text, &norm);
+            hasher.signature(norm, sig.data());
+            band_keys(sig.data(), lsh.bands, lsh.rows, keys.data() + d * lsh.bands);
+            exact[d] = XXH3_128bits(norm.text.data(), norm.text.size());
+            docs[d] = Doc{static_cast<int32_t>(f), priority_of.at(in.dataset),
+                          batch[static_cast<size_t>(i)].line};
+          }
+        }
+        progress.update(done_bytes + records.bytes_read(), static_cast<int64_t>(docs.size()), -1);
+      }
+      done_bytes += records.file_size();
+      int64_t skipped = 0;
+      for (const auto& [why, n] : records.skipped()) {
+        skipped += n;
+        spdlog::warn("skipped {} record(s) of {}: {} (--bad-records skip)", n, in.file, why);
+      }
+      stats.datasets[in.dataset].skipped += skipped;
+    }
+    progress.finish();
+  }
+  const auto n_docs = static_cast<int64_t>(docs.size());
+  stats.documents = n_docs;
+
+  // Exact duplicates: each class's first document in keep order represents it.
+  UnionFind groups(n_docs);
+  std::vector<char> exact_dup(static_cast<size_t>(n_docs), 0);
+  std::vector<char> representative(static_cast<size_t>(n_docs), 1);
+  {
+    std::vector<int64_t> order(static_cast<size_t>(n_docs));
+    std::iota(order.begin(), order.end(), int64_t{0});
+    const auto hash_less = [&](int64_t a, int64_t b) {
+      const XXH128_hash_t &x = exact[static_cast<size_t>(a)], &y = exact[static_cast<size_t>(b)];
+      if (x.high64 != y.high64) return x.high64 < y.high64;
+      if (x.low64 != y.low64) return x.low64 < y.low64;
+      return keeps_before(docs[static_cast<size_t>(a)], docs[static_cast<size_t>(b)]);
+    };
+    std::sort(order.begin(), order.end(), hash_less);
+    for (size_t i = 1; i < order.size(); ++i) {
+      const XXH128_hash_t &x = exact[static_cast<size_t>(order[i - 1])],
+                          &y = exact[static_cast<size_t>(order[i])];
+      if (XXH128_isEqual(x, y)) {
+        groups.unite(order[i - 1], order[i]);
+        representative[static_cast<size_t>(order[i])] = 0;
+        exact_dup[static_cast<size_t>(order[i])] = 1;
+      }
+    }
+  }
+  exact = {};
+
+  // ---- 2. LSH buckets: per band, the representatives sorted by key ----
+  // A bucket's documents in index order; pairs (i, j), i < j, in that order, band by band.
+  std::vector<std::vector<int64_t>> buckets;
+  std::vector<char> candidate(static_cast<size_t>(n_docs), 0);
+  {
+    std::vector<std::pair<uint64_t, int64_t>> band(static_cast<size_t>(n_docs));
+    for (int j = 0; j < lsh.bands; ++j) {
+      band.clear();
+      for (int64_t d = 0; d < n_docs; ++d)
+        if (representative[static_cast<size_t>(d)])
+          band.emplace_back(keys[static_cast<size_t>(d) * lsh.bands + j], d);
+      std::sort(band.begin(), band.end());
+      for (size_t i = 0; i < band.size();) {
+        size_t k = i + 1;
+        while (k < band.size() && band[k].first == band[i].first) ++k;
+        if (k - i >= 2) {
+          std::vector<int64_t> members;
+          for (size_t m = i; m < k; ++m) {
+            members.push_back(band[m].second);
+            candidate[static_cast<size_t>(band[m].second)] = 1;
+          }
+          stats.candidate_pairs += static_cast<int64_t>((k - i) * (k - i - 1) / 2);
+          buckets.push_back(std::move(members));
+        }
+        i = k;
+      }
+    }
+  }
+  keys = {};
+
+  // ---- 3. the candidates' texts, then every pair verified in a fixed order ----
+  std::unordered_map<int64_t, NormalizedText> texts;
+  {
+    std::vector<TextRecord> batch;
+    int64_t d = 0;
+    for (const DedupInput& in : o.inputs) {
+      TextRecords records(in.file, o.text_key, BadRecords::kSkip);
+      while (records.next_batch(&batch, batch_bytes))
+        for (const TextRecord& r : batch) {
+          if (candidate[static_cast<size_t>(d)])
+            normalize_for_shingles(r.text, &texts[d]);
+          ++d;
+        }
+    }
+    MTNLG_CHECK_MSG(d == n_docs, "dedup: the inputs changed while read: " << d << " records, then "
+                                                                         << n_docs);
+  }
+  std::vector<Pair> edges_found;
+  std::vector<std::vector<size_t>> group_edges;  // filled after components are known
+  {
+    // Pairs in order, in batches of fixed size: the batch's pairs whose documents were not yet
+    // connected when it was formed are verified in parallel, then joined in order.
+    constexpr size_t kBatch = 4096;
+    std::unordered_set<uint64_t> rejected;  // pairs verified below the threshold (a * n + b)
+    std::vector<Pair> todo;
+    const auto flush = [&] {
+#pragma omp parallel num_threads(threads)
+      {
+        int64_t cached = -1;
+        std::vector<std::string_view> a_set;
+#pragma omp for schedule(dynamic, 8)
+        for (size_t i = 0; i < todo.size(); ++i) {
+          Pair& p = todo[i];
+          if (p.a != cached) {
+            a_set = distinct_shingles(texts.at(p.a));
+            cached = p.a;
+          }
+          p.jaccard = jaccard(a_set, distinct_shingles(texts.at(p.b)));
+        }
+      }
+      for (const Pair& p : todo) {
+        ++stats.verified_pairs;
+        if (p.jaccard >= o.threshold) {
+          groups.unite(p.a, p.b);
+          edges_found.push_back(p);
+        } else {
+          rejected.insert(static_cast<uint64_t>(p.a) * static_cast<uint64_t>(n_docs) +
+                          static_cast<uint64_t>(p.b));
+        }
+      }
+      todo.clear();
+    };
+    for (const std::vector<int64_t>& bucket : buckets)
+      for (size_t i = 0; i < bucket.size(); ++i)
+        for (size_t j = i + 1; j < bucket.size(); ++j) {
+          const int64_t a = bucket[i], b = bucket[j];
+          if (groups.find(a) == groups.find(b)) continue;
+          if (rejected.count(static_cast<uint64_t>(a) * static_cast<uint64_t>(n_docs) +
+                             static_cast<uint64_t>(b)))
+            continue;
+          todo.push_back({a, b, 0.0});
+          if (todo.size() == kBatch) flush();
+        }
+    flush();
+  }
+  stats.edges = static_cast<int64_t>(edges_found.size());
+  texts.clear();
+
+  // ---- 4. components, the document each keeps ----
+  std::vector<int64_t> root(static_cast<size_t>(n_docs));
+  std::map<int64_t, std::vector<int64_t>> members;  // root -> documents, in index order
+  for (int64_t d = 0; d < n_docs; ++d) {
+    root[static_cast<size_t>(d)] = groups.find(d);
+    members[root[static_cast<size_t>(d)]].push_back(d);
+  }
+  std::vector<char> keep(static_cast<size_t>(n_docs), 1);
+  std::map<int64_t, std::vector<const Pair*>> pairs_of;
+  for (const Pair& p : edges_found) pairs_of[root[static_cast<size_t>(p.a)]].push_back(&p);
+  {
+    StagedFile report(o.report);
+    for (const auto& [r, m] : members) {
+      if (m.size() < 2) continue;
+      ++stats.groups;
+      int64_t best = m[0];
+      for (const int64_t d : m)
+        if (keeps_before(docs[static_cast<size_t>(d)], docs[static_cast<size_t>(best)])) best = d;
+      std::string list = "[";
+      for (const int64_t d : m) {
+        if (d != best) keep[static_cast<size_t>(d)] = 0;
+        if (list.size() > 1) list += ", ";
+        list += doc_json(docs[static_cast<size_t>(d)], o, exact_dup[static_cast<size_t>(d)]);
+      }
+      list += "]";
+      // Pairs by their members' positions in `members`.
+      std::string pairs = "[";
+      for (const Pair* p : pairs_of[r]) {
+        const auto pos = [&](int64_t d) {
+          return std::lower_bound(m.begin(), m.end(), d) - m.begin();
+        };
+        if (pairs.size() > 1) pairs += ", ";
+        pairs += JsonLine()
+                     .add("a", static_cast<int64_t>(pos(p->a)))
+                     .add("b", static_cast<int64_t>(pos(p->b)))
+                     .add("jaccard", p->jaccard)
+                     .str();
+      }
+      pairs += "]";
+      const std::string line = JsonLine()
+                                   .add("group", stats.groups - 1)
+                                   .add("size", static_cast<int64_t>(m.size()))
+                                   .add_raw("kept", doc_json(docs[static_cast<size_t>(best)], o,
+                                                             exact_dup[static_cast<size_t>(best)]))
+                                   .add_raw("members", list)
+                                   .add_raw("pairs", pairs)
+                                   .str() +
+                               "\n";
+      report.write(line.data(), line.size());
+    }
+    report.commit();
+  }
+
+  // ---- the kept records of every input, and the summary ----
+  std::error_code ec;
+  int64_t d = 0;
+  std::vector<TextRecord> batch;
+  for (const DedupInput& in : o.inputs) {
+    const std::string dir = o.output_dir + "/" + in.dataset;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw io_error("cannot create the directory: " + ec.message(), dir);
+    ShardWriter out(dir + "/" + std::filesystem::path(in.file).filename().string());
+    TextRecords records(in.file, o.text_key, BadRecords::kSkip);
+    DatasetCounts& c = stats.datasets[in.dataset];
+    while (records.next_batch(&batch, batch_bytes))
+      for (const TextRecord& r : batch) {
+        ++c.documents;
+        if (keep[static_cast<size_t>(d)]) {
+          ++c.kept;
+          out.write_line(r.raw);
+        } else if (exact_dup[static_cast<size_t>(d)]) {
+          ++c.exact_removed;
+        } else {
+          ++c.fuzzy_removed;
+        }
+        ++d;
+      }
+    out.commit();
+  }
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  {
+    std::string body = "{";
+    for (const auto& [name, c] : stats.datasets) {
+      if (body.size() > 1) body += ", ";
+      body += json_string(name) + ": " +
+              JsonLine()
+                  .add("documents", c.documents)
+                  .add("kept", c.kept)
+                  .add("exact_duplicates_removed", c.exact_removed)
+                  .add("fuzzy_duplicates_removed", c.fuzzy_removed)
+                  .add("bad_records_skipped", c.skipped)
+                  .str();
+    }
+    body += "}";
+    const std::string summary = JsonLine()
+                                    .add("documents", stats.documents)
+                                    .add("groups", stats.groups)
+                                    .add("threshold", o.threshold)
+                                    .add("num_perm", static_cast<int64_t>(o.num_perm))
+                                    .add("seed", static_cast<int64_t>(o.seed))
+                                    .add("hash", hash_family_name(o.family))
+                                    .add("bands", static_cast<int64_t>(stats.bands))
+                                    .add("rows", static_cast<int64_t>(stats.rows))
+                                    .add("candidate_pairs", stats.candidate_pairs)
+                                    .add("verified_pairs", stats.verified_pairs)
+                                    .add("edges", stats.edges)
+                                    .add_raw("datasets", body)
+                                    .str() +
+                                "\n";
+    StagedFile f(o.output_dir + "/dedup_summary.json");
+    f.write(summary.data(), summary.size());
+    f.commit();
+  }
+  return stats;
+}
+
+}  // namespace mtnlg::curate

@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""Independent Python references for mtnlg-curate's tests (written from the published
+definitions, not from our C++):
+
+  normalize(text)      NFC, str.lower(), whitespace runs (str.isspace) to one space, strip
+  shingles(text)       distinct character 5-grams of normalize(text) (the whole text if shorter)
+  DatasketchMinHash    datasketch's MinHash: sha1_hash32 and ((a*h + b) mod 2^64) mod (2^61-1)
+                       & 0xFFFFFFFF in numpy uint64, (a, b) from RandomState(seed).randint as
+                       datasketch draws them, update_batch over the UTF-8 shingles
+
+Command line:
+  curate_reference.py dedup NAME=FILE,... PRIORITY THRESHOLD NUM_PERM SEED BANDS ROWS OUT.json
+      the groups (members as [input index, line]) and the kept documents of every input
+  curate_reference.py lsh-params THRESHOLD NUM_PERM
+      datasketch's _optimal_param(THRESHOLD, NUM_PERM, 0.5, 0.5), integrals exact
+  curate_reference.py minhash IN.jsonl OUT.npy NUM_PERM SEED [TEXT_KEY]
+      the datasketch signatures of every record (blank lines skipped), as numpy writes them
+"""
+import gzip
+import hashlib
+import json
+import struct
+import sys
+import unicodedata
+
+import numpy as np
+
+MERSENNE = np.uint64((1 << 61) - 1)
+MAX_HASH = np.uint64((1 << 32) - 1)
+
+
+def normalize(text):
+    return " ".join(unicodedata.normalize("NFC", text).lower().split())
+
+
+def shingles(text, n=5):
+    t = normalize(text)
+    if len(t) < n:
+        return {t}
+    return {t[i:i + n] for i in range(len(t) - n + 1)}
+
+
+def sha1_hash32(data):
+    return struct.unpack("<I", hashlib.sha1(data).digest()[:4])[0]
+
+
+class DatasketchMinHash:
+    def __init__(self, num_perm=128, seed=1):
+        gen = np.random.RandomState(seed)
+        self.a, self.b = np.array(
+            [(gen.randint(1, MERSENNE, dtype=np.uint64), gen.randint(0, MERSENNE, dtype=np.uint64))
+             for _ in range(num_perm)], dtype=np.uint64).T
+        self.hashvalues = np.ones(num_perm, dtype=np.uint64) * MAX_HASH
+
+    def update_batch(self, items):
+        hv = np.array([sha1_hash32(x) for x in items], dtype=np.uint64).reshape(-1, 1)
+        if hv.size == 0:
+            return
+        with np.errstate(over="ignore"):
+            phv = ((hv * self.a + self.b) % MERSENNE) & MAX_HASH
+        self.hashvalues = np.minimum(self.hashvalues, phv.min(axis=0))
+
+
+def optimal_param_exact(threshold, num_perm, fp_weight=0.5, fn_weight=0.5):
+    """datasketch's _optimal_param with the integrals in exact rational arithmetic (the
+    integrands are polynomials): the (b, r) scipy's quad picks, barring near-ties below its
+    tolerance."""
+    from fractions import Fraction
+    from math import comb
+    t = Fraction(threshold)
+    best, opt = None, (0, 0)
+    for b in range(1, num_perm + 1):
+        for r in range(1, num_perm // b + 1):
+            # (1 - s^r)^b = sum_k C(b, k) (-1)^k s^(rk); its integral from x to y
+            def miss(x, y):
+                return sum(comb(b, k) * (-1) ** k * (y ** (r * k + 1) - x ** (r * k + 1)) /
+                           (r * k + 1) for k in range(b + 1))
+            fp = t - miss(Fraction(0), t)
+            fn = miss(t, Fraction(1))
+            err = fp * Fraction(fp_weight) + fn * Fraction(fn_weight)
+            if best is None or err < best:
+                best, opt = err, (b, r)
+    return opt
+
+
+def open_text(path):
+    if path.endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8")
+    if path.endswith(".zst"):
+        import io
+        import zstandard
+        return io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(open(path, "rb")),
+                                encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def signatures(path, num_perm, seed, key="text"):
+    rows = []
+    with open_text(path) as f:
+        for line in f:
+            if not line.strip():
+                continue
+            m = DatasketchMinHash(num_perm, seed)
+            m.update_batch([s.encode("utf-8") for s in sorted(shingles(json.loads(line)[key]))])
+            rows.append(m.hashvalues.astype(np.uint32))
+    return np.array(rows, dtype=np.uint32).reshape(-1, num_perm)
+
+
+def dedup(inputs, priority, threshold, num_perm, seed, bands, rows, key="text"):
+    """The paper's fuzzy dedup, written plainly: every document's datasketch MinHash, LSH
+    buckets of bands x rows (datasketch's hashranges), every pair sharing a bucket verified by
+    the exact Jaccard of the shingle sets, components of the pairs at or above the threshold,
+    each keeping the document of the dataset first in `priority`, then input position, then
+    line. inputs: [(dataset, file)]. Returns (kept: {(input index, line)}, groups: sorted list of
+    sorted member tuples (input index, line))."""
+    docs, sets, sigs = [], [], []
+    for f, (name, path) in enumerate(inputs):
+        with open_text(path) as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                sh = shingles(json.loads(line)[key])
+                m = DatasketchMinHash(num_perm, seed)
+                m.update_batch([s.encode("utf-8") for s in sh])
+                docs.append((priority.index(name), f, lineno))
+                sets.append(sh)
+                sigs.append(m.hashvalues)
+    buckets = {}
+    for d, sig in enumerate(sigs):
+        for b in range(bands):
+            buckets.setdefault((b, tuple(sig[b * rows:(b + 1) * rows])), []).append(d)
+    parent = list(range(len(docs)))
+
+    def find(x):
+        while parent[x] != x:
+            x = parent[x]
+        return x
+
+    seen = set()
+    for members in buckets.values():
+        for i in range(len(members)):
+            for j in range(i + 1, len(members)):
+                a, b = members[i], members[j]
+                if (a, b) in seen:
+                    continue
+                seen.add((a, b))
+                inter = len(sets[a] & sets[b])
+                if inter / (len(sets[a]) + len(sets[b]) - inter) >= threshold:
+                    parent[find(a)] = find(b)
+    comps = {}
+    for d in range(len(docs)):
+        comps.setdefault(find(d), []).append(d)
+    kept, groups = set(), []
+    for members in comps.values():
+        best = min(members, key=lambda d: docs[d])
+        kept.add(docs[best][1:])
+        if len(members) > 1:
+            groups.append(tuple(sorted(docs[d][1:] for d in members)))
+    return kept, sorted(groups)
+
+
+def main(argv):
+    if argv and argv[0] == "lsh-params" and len(argv) == 3:
+        print(*optimal_param_exact(float(argv[1]), int(argv[2])))
+        return 0
+    if argv and argv[0] == "dedup" and len(argv) == 9:
+        # dedup INPUTS PRIORITY THRESHOLD NUM_PERM SEED BANDS ROWS OUT.json
+        # INPUTS: NAME=FILE,NAME=FILE...; OUT: {"groups": [[[input, line], ...], ...], "kept": [...]}
+        inputs = [tuple(x.split("=", 1)) for x in argv[1].split(",")]
+        kept, groups = dedup(inputs, argv[2].split(","), float(argv[3]), int(argv[4]),
+                             int(argv[5]), int(argv[6]), int(argv[7]))
+        with open(argv[8], "w") as f:
+            json.dump({"groups": [[list(m) for m in g] for g in groups],
+                       "kept": sorted(list(k) for k in kept)}, f)
+        return 0
+    if argv and argv[0] == "minhash" and len(argv) in (5, 6):
+        path, out, num_perm, seed = argv[1], argv[2], int(argv[3]), int(argv[4])
+        key = argv[5] if len(argv) == 6 else "text"
+        np.save(out, signatures(path, num_perm, seed, key))
+        return 0
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
