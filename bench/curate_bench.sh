@@ -6,16 +6,22 @@
 #   2. accuracy: the Jaccard estimates of both families against the exact Jaccard of pairs
 #      with known overlap (mean error and RMSE; 128 functions);
 #   3. fuzzy dedup of a generated corpus of --mb megabytes (planted duplicates) on every core:
-#      wall time, peak memory (/usr/bin/time), groups found.
-# Usage: bench/curate_bench.sh BUILD_DIR [--mb MB] [--minhash-mb MB]   (defaults 1000 and 20)
+#      wall time, peak memory (/usr/bin/time), groups found;
+#   4. decontaminate, one thread, against filter_ngrams.py's algorithm in Python
+#      (tests/reference/curate_reference.py decontaminate: the script's loops, dicts and re) on a
+#      --decon-mb shard with planted task passages; the outputs must be the same records.
+# Usage: bench/curate_bench.sh BUILD_DIR [--mb MB] [--minhash-mb MB] [--decon-mb MB]
+#   (defaults 1000, 20 and 10)
 # Prints a table; the figures of record are in docs/curation.md with their dates.
 set -euo pipefail
 build=${1:?usage: bench/curate_bench.sh BUILD_DIR [--mb MB] [--minhash-mb MB]}
 shift
 mb=1000
 minhash_mb=20
+decon_mb=10
 while (($#)); do
   case "$1" in
+    --decon-mb) decon_mb=$2; shift ;;
     --mb) mb=$2; shift ;;
     --minhash-mb) minhash_mb=$2; shift ;;
     *) echo "curate_bench.sh: unknown argument '$1'" >&2; exit 2 ;;
@@ -94,3 +100,18 @@ rss=$(grep "Maximum resident set size" time.txt | awk '{print $NF}')
 printf '\n%-44s\n' "fuzzy dedup, $(cat gen.txt), $(nproc) threads"
 printf '  wall %s, peak memory %.0f MB\n' "$wall" "$(echo "$rss / 1024" | bc -l)"
 grep -o 'dedup: [0-9]* documents.*' dedup.log | head -1 | sed 's/^/  /'
+
+# 4. decontamination, one thread, against the script's algorithm in Python.
+$py "$src/tests/curate/make_decon_corpus.py" dc --mb "$decon_mb" --seed 9 >dcgen.txt
+t_ours=$(secs "$curate" decontaminate --input dc/train.jsonl --output ours.jsonl --threads 1 \
+  --task-file lambada=dc/lambada.jsonl --task-file piqa=dc/piqa.jsonl)
+t_py=$(secs $py "$ref" decontaminate dc/train.jsonl ref.jsonl lambada=dc/lambada.jsonl piqa=dc/piqa.jsonl)
+$py -c "
+import json, sys
+a = [json.loads(l) for l in open('ours.jsonl')]; b = [json.loads(l) for l in open('ref.jsonl')]
+sys.exit(0 if a == b else 1)" || { echo "curate_bench: decontaminate differs from the reference" >&2; exit 1; }
+printf '\n%-44s %10s %12s\n' "decontaminate, 1 thread, $(cat dcgen.txt)" "seconds" "MB/s/core"
+mbt=$(awk '{print $3}' dcgen.txt)
+printf '%-44s %10.2f %12.2f\n' "filter_ngrams.py's algorithm (Python)" "$t_py" "$(echo "$mbt / $t_py" | bc -l)"
+printf '%-44s %10.2f %12.2f\n' "mtnlg-curate decontaminate" "$t_ours" "$(echo "$mbt / $t_ours" | bc -l)"
+printf '%-44s %10.1fx\n' "ours over Python" "$(echo "$t_py / $t_ours" | bc -l)"

@@ -12,6 +12,7 @@
 #include "cmd/cli_parse.h"
 #include "core/logging.h"
 #include "core/status.h"
+#include "data/curate/decontaminate_stage.h"
 #include "data/curate/dedup_stage.h"
 #include "data/curate/minhash_stage.h"
 
@@ -148,9 +149,89 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   add_common(*minhash, mh_common);
 
+  // decontaminate
+  mtnlg::curate::DecontaminateOptions dc;
+  Common dc_common;
+  std::vector<std::string> dc_tasks;
+  CLI::App* decon = app.add_subcommand(
+      "decontaminate", "Remove downstream-task text by 13-gram matching, as Megatron-LM's "
+                       "filter_ngrams.py does");
+  decon->footer(
+      "Removes downstream-task text from a training shard exactly as Megatron-LM's "
+      "tools/openwebtext/filter_ngrams.py does with its defaults, quirks included: the task "
+      "texts' 13-grams (a task text of 8 to 12 words whole; fewer than 8 words: nothing), words "
+      "being \\w+ of the lower-cased text; pass 1 counts in how many documents each is hit; pass "
+      "2 cuts every document at the hits of the n-grams hit in fewer than --key-threshold "
+      "documents, keeping the text up to a sentence end 200 characters before a hit and going on "
+      "after a sentence end 200 characters past it, pieces of 200 characters or fewer dropped; a "
+      "document of more than --splits-count pieces is dropped; a text of fewer than 13 words is "
+      "never cut. Each piece is written as its record with the text replaced and a split_id "
+      "(TASKS-LINE-PIECE) added; other members are carried through. docs/curation.md has the "
+      "details. Example: mtnlg-curate decontaminate --input cc.jsonl.zst --output "
+      "cc.clean.jsonl.zst --task-file lambada=lambada_test.jsonl --task-file piqa=piqa_valid.jsonl");
+  decon->add_option("--input", dc.input, "The training shard (.jsonl, .gz, .zst)")->required();
+  decon->add_option("--output", dc.output, "The decontaminated shard (written as OUTPUT.tmp, "
+                                           "renamed when complete)")
+      ->required();
+  decon->add_option("--task-file", dc_tasks,
+                    "TASK=FILE, repeatable, in order (the split_id's task prefix follows it): a "
+                    "task's JSON Lines with lm-evaluation-harness's field names. Tasks: lambada "
+                    "(text), piqa (goal), squad, triviaqa, webqa, race, drop (question), boolq "
+                    "(question, passage), hellaswag (ctx), winogrande (sentence), anli and hans "
+                    "(premise, hypothesis), wic (sentence1, sentence2)")
+      ->required();
+  decon->add_option("--report", dc.report, "A JSON summary: documents split, removed, trimmed, ...");
+  decon->add_option("--max-ngram-size", dc.filter.max_ngram, "filter_ngrams.py's")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  decon->add_option("--min-ngram-size", dc.filter.min_ngram, "filter_ngrams.py's")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  decon->add_option("--filter-text-char-len", dc.filter.filter_text_char_len,
+                    "Pieces of at most this many characters are dropped")
+      ->capture_default_str();
+  decon->add_option("--key-threshold", dc.filter.key_threshold,
+                    "N-grams hit in this many training documents or more are kept (not task leaks)")
+      ->capture_default_str();
+  decon->add_option("--splits-count", dc.filter.splits_count,
+                    "Documents cut into more pieces are dropped")
+      ->capture_default_str();
+  decon->add_option("--remove-char-each-side", dc.filter.remove_char_each_side,
+                    "Characters removed on each side of a hit before looking for a sentence end")
+      ->capture_default_str();
+  decon->add_option("--batch-mb", dc.batch_mb, "Megabytes of records read at a time")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+  add_common(*decon, dc_common);
+
   if (const auto status = mtnlg::parse_command_line(app, argc, argv)) return *status;
 
   return mtnlg::exit_status_of([&] {
+    if (decon->parsed()) {
+      mtnlg::init_logging(dc_common.log_level);
+      for (const std::string& spec : dc_tasks) {
+        const size_t eq = spec.find('=');
+        if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+          throw mtnlg::invalid_argument(
+              "--task-file " + spec + ": expected TASK=FILE, e.g. lambada=lambada_test.jsonl",
+              "--task-file");
+        dc.task_files.emplace_back(spec.substr(0, eq), spec.substr(eq + 1));
+      }
+      if (dc.filter.min_ngram > dc.filter.max_ngram)
+        throw mtnlg::invalid_argument("--min-ngram-size must not exceed --max-ngram-size",
+                                      "--min-ngram-size");
+      dc.text_key = dc_common.text_key;
+      dc.bad_records = mtnlg::curate::parse_bad_records(dc_common.bad_records, "--bad-records");
+      dc.threads = dc_common.threads;
+      dc.progress = progress_mode(dc_common);
+      const auto s = mtnlg::curate::run_decontaminate(dc);
+      spdlog::info(
+          "decontaminate: {} documents -> {} pieces in {}: {} split, {} removed whole, {} over "
+          "--splits-count, {} trimmed; {:.2f} s",
+          s.documents, s.pieces, dc.output, s.split, s.removed, s.too_many_splits, s.trimmed,
+          s.seconds);
+      return 0;
+    }
     if (dedup->parsed() && !minhash->parsed()) {
       mtnlg::init_logging(dd_common.log_level);
       for (const char* flag : {"--input", "--priority", "--output-dir", "--report"})

@@ -135,6 +135,8 @@ class JsonCursor {
     fail(std::string("expected ',' or '") + close + "'");
   }
 
+  size_t pos() const { return pos_; }
+
   void expect_end() {
     skip_ws();
     if (!at_end()) fail("unexpected text after the value");
@@ -318,6 +320,29 @@ JsonFieldStatus parse_json_string_field(std::string_view line, std::string_view 
   } while (in.list_continues('}'));
   in.expect_end();
   return status;
+}
+
+std::vector<JsonMember> parse_json_object_members(std::string_view line) {
+  JsonCursor in(line);
+  std::vector<JsonMember> members;
+  in.expect('{');
+  in.skip_ws();
+  if (in.peek() == '}') {
+    in.expect('}');
+  } else {
+    do {
+      JsonMember m;
+      in.string(&m.key);
+      in.expect(':');
+      in.skip_ws();
+      const size_t start = in.pos();
+      in.value();
+      m.raw = line.substr(start, in.pos() - start);
+      members.push_back(std::move(m));
+    } while (in.list_continues('}'));
+  }
+  in.expect_end();
+  return members;
 }
 
 }  // namespace mtnlg

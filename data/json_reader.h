@@ -35,4 +35,15 @@ enum class JsonFieldStatus { kFound, kMissing, kNotString };
 JsonFieldStatus parse_json_string_field(std::string_view line, std::string_view key,
                                         std::string* out);
 
+// One member of a JSON object: its decoded key and its value's raw JSON text (a view into the
+// parsed line), so that a stage can rewrite one member and carry the others through unchanged.
+struct JsonMember {
+  std::string key;
+  std::string_view raw;
+};
+
+// Parses `line` as one JSON object and returns its members in order; throws corruption (message
+// without context) if it is not one valid JSON object.
+std::vector<JsonMember> parse_json_object_members(std::string_view line);
+
 }  // namespace mtnlg

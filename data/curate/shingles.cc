@@ -1,6 +1,5 @@
 #include "data/curate/shingles.h"
 
-#include <unicode/locid.h>
 #include <unicode/normalizer2.h>
 #include <unicode/uchar.h>
 #include <unicode/unistr.h>
@@ -8,6 +7,7 @@
 #include <algorithm>
 
 #include "core/status.h"
+#include "data/curate/python_text.h"
 #include "data/unicode_classes.h"
 
 namespace mtnlg::curate {
@@ -20,20 +20,7 @@ bool ascii_only(std::string_view s) {
   return true;
 }
 
-// ASCII's Python whitespace: \t \n \v \f \r, the separators \x1c-\x1f, and space.
-bool ascii_isspace(unsigned char c) {
-  return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20);
-}
-
 }  // namespace
-
-bool python_isspace(char32_t cp) {
-  if (cp < 0x80) return ascii_isspace(static_cast<unsigned char>(cp));
-  const auto c = static_cast<UChar32>(cp);
-  if (u_charType(c) == U_SPACE_SEPARATOR) return true;
-  const UCharDirection d = u_charDirection(c);
-  return d == U_WHITE_SPACE_NEUTRAL || d == U_BLOCK_SEPARATOR || d == U_SEGMENT_SEPARATOR;
-}
 
 int64_t NormalizedText::shingles() const {
   return std::max<int64_t>(1, code_points() - (kShingleChars - 1));
@@ -60,8 +47,11 @@ void normalize_for_shingles(std::string_view utf8, NormalizedText* out) {
                                                                          static_cast<int32_t>(utf8.size())));
     icu::UnicodeString n = nfc->normalize(u, status);
     if (U_FAILURE(status)) throw io_error(std::string("ICU NFC: ") + u_errorName(status));
-    n.toLower(icu::Locale::getRoot());
-    n.toUTF8String(lowered);
+    std::u32string composed(static_cast<size_t>(n.countChar32()), U'\0');
+    n.toUTF32(reinterpret_cast<UChar32*>(composed.data()), static_cast<int32_t>(composed.size()),
+              status);
+    if (U_FAILURE(status)) throw io_error(std::string("ICU NFC: ") + u_errorName(status));
+    lowered = u32_to_utf8(python_lower(composed));
   }
   source = lowered;
   // Collapse whitespace runs to one space and strip, recording where code points start.

@@ -1,8 +1,7 @@
 // The shingles fuzzy deduplication compares: character 5-grams (code points) of a document's
 // normalized text, as the corpus pipeline's dedup stage defines them:
 //   1. NFC (ICU's normalizer),
-//   2. lower-cased as Python's str.lower() (Unicode full case mapping with Final_Sigma: ICU's
-//      root-locale toLower),
+//   2. lower-cased as Python's str.lower() (data/curate/python_text.h),
 //   3. every run of whitespace (Python's str.isspace: general category Zs, or bidirectional
 //      class WS, B or S) collapsed to one space, and the ends stripped.
 // A text of fewer than 5 code points after that is a single shingle (the whole text, possibly
@@ -19,12 +18,11 @@
 #include <string_view>
 #include <vector>
 
+#include "data/curate/python_text.h"
+
 namespace mtnlg::curate {
 
 inline constexpr int kShingleChars = 5;
-
-// Python's str.isspace() for one code point.
-bool python_isspace(char32_t cp);
 
 // A normalized text and where its code points start (plus its size at the end).
 struct NormalizedText {

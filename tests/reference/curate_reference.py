@@ -9,6 +9,8 @@ definitions, not from our C++):
                        datasketch draws them, update_batch over the UTF-8 shingles
 
 Command line:
+  curate_reference.py decontaminate IN.jsonl OUT.jsonl TASK=FILE...
+      filter_ngrams.py's output records for IN with the task files' n-grams
   curate_reference.py dedup NAME=FILE,... PRIORITY THRESHOLD NUM_PERM SEED BANDS ROWS OUT.json
       the groups (members as [input index, line]) and the kept documents of every input
   curate_reference.py lsh-params THRESHOLD NUM_PERM
@@ -159,6 +161,126 @@ def dedup(inputs, priority, threshold, num_perm, seed, bands, rows, key="text"):
     return kept, sorted(groups)
 
 
+TASK_FIELDS = {"lambada": ["text"], "piqa": ["goal"], "squad": ["question"],
+               "triviaqa": ["question"], "webqa": ["question"], "race": ["question"],
+               "drop": ["question"], "boolq": ["question", "passage"], "hellaswag": ["ctx"],
+               "winogrande": ["sentence"], "anli": ["premise", "hypothesis"],
+               "hans": ["premise", "hypothesis"], "wic": ["sentence1", "sentence2"]}
+
+
+def decontaminate(input_path, task_files, key="text", max_n=13, min_n=8, char_len=200,
+                  key_threshold=10, splits_count=10, each_side=200):
+    """filter_ngrams.py's algorithm with its defaults, in Python's own strings, dicts and re, step
+    by step as the script takes them (task n-grams; pass 1 counting documents per n-gram; pass 2
+    cutting with the n-grams below the threshold). Returns the output records (dicts)."""
+    import re
+
+    def get_words(text):
+        words, positions = [], []
+        for m in re.finditer(r"\w+", text.lower()):
+            words.append(m.group(0))
+            positions.append(m.start())
+        return words, positions
+
+    ngrams = {}
+    for task, path in task_files:
+        for line in open_text(path):
+            if not line.strip():
+                continue
+            rec = json.loads(line)
+            for field in TASK_FIELDS[task]:
+                if not isinstance(rec.get(field), str):
+                    continue
+                words, _ = get_words(rec[field])
+                if len(words) < min_n:
+                    continue
+                if len(words) < max_n:
+                    ngrams.setdefault(" ".join(words), 0)
+                for i in range(len(words) - max_n + 1):
+                    ngrams.setdefault(" ".join(words[i:i + max_n]), 0)
+
+    def lengths(d):
+        return sorted({len(k.split()) for k in d})
+
+    def scan(text0, grams, lens, counting):
+        buf, pieces, local = [text0], [], set()
+        while buf:
+            text = buf.pop(0)
+            words, positions = get_words(text)
+
+            def hit(ws, start):
+                seq = " ".join(ws)
+                if seq not in grams:
+                    return False
+                if counting:
+                    local.add(seq)
+                    if start + len(seq) + 1 < len(text):
+                        buf.append(text[start + len(seq) + 1:])
+                    return True
+                pos, first = start - each_side, ""
+                while pos > 0 and text[pos] not in ".!?":
+                    pos -= 1
+                if pos > 0:
+                    first = text[0:pos + 1]
+                pos, second = start + len(seq) + each_side, ""
+                while pos < len(text) and text[pos] not in ".!?":
+                    pos += 1
+                if pos + 1 < len(text):
+                    second = text[pos + 1:]
+                if len(first) > char_len:
+                    pieces.append(first)
+                if len(second) > char_len:
+                    buf.append(second)
+                return True
+
+            free = True
+            for i in range(len(words) - max_n + 1):
+                if hit(words[i:i + max_n], positions[i]):
+                    free = False
+                    break
+                for n in lens:
+                    if hit(words[i:i + n], positions[i]):
+                        free = False
+                        break
+                if not free:
+                    break
+            if free and len(words) - max_n > 0:
+                last = len(words) - max_n
+                for n in lens:
+                    if n == max_n:
+                        continue
+                    for i in range(max_n - n + 1):
+                        if hit(words[last + i:last + i + n], positions[last + i]):
+                            free = False
+                            break
+                    if not free:
+                        break
+            if free and not counting:
+                pieces.append(text)
+        return pieces, local
+
+    records = [(n, json.loads(l)) for n, l in enumerate(open_text(input_path), 1) if l.strip()]
+    lens = lengths(ngrams)
+    for _, rec in records:
+        for seq in scan(rec[key], ngrams, lens, True)[1]:
+            ngrams[seq] += 1
+    below = {k: 1 for k, v in ngrams.items() if v < key_threshold}
+    lens = lengths(below)
+    prefix = "-".join(t for t, _ in task_files)
+    out = []
+    for n, rec in records:
+        pieces = scan(rec[key], below, lens, False)[0]
+        if len(pieces) > splits_count:
+            continue
+        for i, p in enumerate(pieces):
+            r = dict(rec)
+            r[key] = p
+            r["split_id"] = (rec["split_id"] + "-" if "split_id" in rec else "") + \
+                prefix + "-{:010d}".format(n) + "-{:04d}".format(i)
+            out.append(r)
+    return out
+
+
 def main(argv):
     if argv and argv[0] == "lsh-params" and len(argv) == 3:
         print(*optimal_param_exact(float(argv[1]), int(argv[2])))
@@ -172,6 +294,12 @@ def main(argv):
         with open(argv[8], "w") as f:
             json.dump({"groups": [[list(m) for m in g] for g in groups],
                        "kept": sorted(list(k) for k in kept)}, f)
+        return 0
+    if argv and argv[0] == "decontaminate" and len(argv) >= 4:
+        # decontaminate IN.jsonl OUT.jsonl TASK=FILE...
+        with open(argv[2], "w", encoding="utf-8") as f:
+            for r in decontaminate(argv[1], [tuple(x.split("=", 1)) for x in argv[3:]]):
+                f.write(json.dumps(r, ensure_ascii=False) + "\n")
         return 0
     if argv and argv[0] == "minhash" and len(argv) in (5, 6):
         path, out, num_perm, seed = argv[1], argv[2], int(argv[3]), int(argv[4])

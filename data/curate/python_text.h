@@ -1,0 +1,36 @@
+// Python's str semantics the corpus stages must reproduce, on code points: str.lower() (full
+// lower-case mapping: each code point's simple mapping, 'İ' to 'i' + U+0307, and 'Σ' to final
+// 'ς' by Python's Final_Sigma rule), str.isspace(), and re's `\w` for str patterns. Character
+// properties come from ICU (Unicode 15; Debian 12's Python 3.11 has Unicode 14: the two differ
+// only on characters added in 15).
+//
+// Free functions without state: safe from any thread.
+#pragma once
+
+#include <array>
+#include <string>
+#include <string_view>
+
+namespace mtnlg::curate {
+
+// str.lower().
+std::u32string python_lower(const std::u32string& text);
+// str.isspace(): general category Zs, or bidirectional class WS, B or S.
+bool python_isspace(char32_t cp);
+// re's \w for a str pattern: str.isalnum() (letters, and characters with a numeric type) or '_'.
+bool python_word_char_unicode(char32_t cp);
+inline constexpr auto kAsciiWordChar = [] {
+  std::array<bool, 128> t{};
+  for (int c = 0; c < 128; ++c)
+    t[c] = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+  return t;
+}();
+inline bool python_word_char(char32_t c) {
+  return c < 0x80 ? kAsciiWordChar[c] : python_word_char_unicode(c);
+}
+
+// UTF-8 (well-formed; ill-formed bytes become U+FFFD) <-> code points.
+std::u32string utf8_to_u32(std::string_view s);
+std::string u32_to_utf8(std::u32string_view s);
+
+}  // namespace mtnlg::curate

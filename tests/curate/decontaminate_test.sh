@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# mtnlg-curate decontaminate against filter_ngrams.py's algorithm written in Python's own strings,
+# dicts and re (tests/reference/curate_reference.py decontaminate) on a generated shard with
+# planted task passages (tests/curate/make_decon_corpus.py): the same pieces with the same
+# split_ids and members; the same bytes on 1 and 2 threads; compressed shards; bad input named.
+# Usage: tests/curate/decontaminate_test.sh BUILD_DIR SOURCE_DIR
+set -uo pipefail
+build=$1
+src=$2
+curate=$build/mtnlg-curate
+py=/usr/bin/python3
+ref=$src/tests/reference/curate_reference.py
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp" || exit 1
+passed=0
+failed=0
+check() {
+  local what=$1
+  shift
+  if "$@"; then
+    echo "ok: $what"
+    passed=$((passed + 1))
+  else
+    echo "FAIL: $what"
+    failed=$((failed + 1))
+  fi
+}
+expect_error() {
+  local status=$1 text=$2
+  shift 2
+  "$@" >err.txt 2>&1
+  local rc=$?
+  check "$* exits $status (got $rc)" [ "$rc" = "$status" ]
+  check "$* names '$text'" grep -qF -- "$text" err.txt
+}
+same_records() {  # A B: the same JSON records in the same order
+  $py -c "
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1], encoding='utf-8')]
+b = [json.loads(l) for l in open(sys.argv[2], encoding='utf-8')]
+print(len(a), 'records,', len(b), 'in the reference')
+sys.exit(0 if a == b and len(a) > 100 else 1)" "$1" "$2"
+}
+
+$py "$src/tests/curate/make_decon_corpus.py" c --docs 500 --seed 4 >/dev/null || exit 1
+tasks=(--task-file lambada=c/lambada.jsonl --task-file piqa=c/piqa.jsonl)
+"$curate" decontaminate --input c/train.jsonl --output ours.jsonl "${tasks[@]}" --threads 2 \
+  --report report.json --log-level warn
+$py "$ref" decontaminate c/train.jsonl ref.jsonl lambada=c/lambada.jsonl piqa=c/piqa.jsonl
+check "the pieces, split_ids and members equal the reference's" same_records ours.jsonl ref.jsonl
+check "the planted cases all happen: split, removed, over --splits-count, trimmed" \
+  $py -c "
+import json; r = json.load(open('report.json'))
+ok = all(r[k] > 0 for k in ('documents_split', 'documents_removed', 'documents_over_split_limit',
+                             'documents_trimmed'))
+ok &= r['ngrams_below_threshold'] < r['task_ngrams']  # the common passage stays
+raise SystemExit(0 if ok and r['documents'] == 500 else 1)"
+check "an existing split_id is extended, other members carried" \
+  $py -c "
+import json
+rs = [json.loads(l) for l in open('ours.jsonl')]
+ok = any(r['split_id'].startswith('old-') and '-lambada-piqa-' in r['split_id'] for r in rs)
+ok &= any('url' in r and r['score'] == 0.5 for r in rs)
+raise SystemExit(0 if ok else 1)"
+"$curate" decontaminate --input c/train.jsonl --output one.jsonl "${tasks[@]}" --threads 1 \
+  --log-level warn
+check "1 and 2 threads write the same bytes" cmp -s ours.jsonl one.jsonl
+gzip -k c/train.jsonl
+"$curate" decontaminate --input c/train.jsonl.gz --output ours.jsonl.zst "${tasks[@]}" \
+  --log-level warn
+check "a .gz shard in, a .zst shard out: the same records" \
+  same_records <($py -c "import zstandard,sys; sys.stdout.write(zstandard.ZstdDecompressor().stream_reader(open('ours.jsonl.zst','rb')).read().decode())") ref.jsonl
+
+expect_error 2 "unknown task; the fix: one of" \
+  "$curate" decontaminate --input c/train.jsonl --output e.jsonl --task-file mmlu=c/piqa.jsonl
+expect_error 3 "nested" \
+  "$curate" decontaminate --input c/train.jsonl --output e.jsonl --task-file coqa=c/piqa.jsonl
+expect_error 4 "missing.jsonl" \
+  "$curate" decontaminate --input c/train.jsonl --output e.jsonl --task-file lambada=missing.jsonl
+printf '{"text": "fine"}\n{"body": "no text"}\n' >bad.jsonl
+expect_error 2 "bad.jsonl:2" \
+  "$curate" decontaminate --input bad.jsonl --output e.jsonl "${tasks[@]}"
+check "nothing is left under the output's name after an error" [ ! -e e.jsonl ]
+"$curate" decontaminate --input bad.jsonl --output skip.jsonl "${tasks[@]}" --bad-records skip \
+  --report skip.json --log-level warn >/dev/null 2>&1
+check "--bad-records skip: counted, the good record written" \
+  $py -c "
+import json; r = json.load(open('skip.json'))
+raise SystemExit(0 if r['bad_records_skipped'] == 1 and r['pieces_written'] == 1 else 1)"
+
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]
