@@ -13,27 +13,9 @@ ref=$src/tests/reference/curate_reference.py
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp" || exit 1
-passed=0
-failed=0
-check() {
-  local what=$1
-  shift
-  if "$@"; then
-    echo "ok: $what"
-    passed=$((passed + 1))
-  else
-    echo "FAIL: $what"
-    failed=$((failed + 1))
-  fi
-}
-expect_error() {
-  local status=$1 text=$2
-  shift 2
-  "$@" >err.txt 2>&1
-  local rc=$?
-  check "$* exits $status (got $rc)" [ "$rc" = "$status" ]
-  check "$* names '$text'" grep -qF -- "$text" err.txt
-}
+bin=$curate
+# shellcheck source=tests/cli_expect.sh
+source "$src/tests/cli_expect.sh"  # check WHAT CMD..., expect STATUS PATTERN -- ARGS...
 same_records() {  # A B: the same JSON records in the same order
   $py -c "
 import json, sys
@@ -72,15 +54,15 @@ gzip -k c/train.jsonl
 check "a .gz shard in, a .zst shard out: the same records" \
   same_records <($py -c "import zstandard,sys; sys.stdout.write(zstandard.ZstdDecompressor().stream_reader(open('ours.jsonl.zst','rb')).read().decode())") ref.jsonl
 
-expect_error 2 "unknown task; the fix: one of" \
-  "$curate" decontaminate --input c/train.jsonl --output e.jsonl --task-file mmlu=c/piqa.jsonl
-expect_error 3 "nested" \
-  "$curate" decontaminate --input c/train.jsonl --output e.jsonl --task-file coqa=c/piqa.jsonl
-expect_error 4 "missing.jsonl" \
-  "$curate" decontaminate --input c/train.jsonl --output e.jsonl --task-file lambada=missing.jsonl
+expect 2 "unknown task; the fix: one of" -- \
+  decontaminate --input c/train.jsonl --output e.jsonl --task-file mmlu=c/piqa.jsonl
+expect 3 "nested" -- \
+  decontaminate --input c/train.jsonl --output e.jsonl --task-file coqa=c/piqa.jsonl
+expect 4 "missing.jsonl" -- \
+  decontaminate --input c/train.jsonl --output e.jsonl --task-file lambada=missing.jsonl
 printf '{"text": "fine"}\n{"body": "no text"}\n' >bad.jsonl
-expect_error 2 "bad.jsonl:2" \
-  "$curate" decontaminate --input bad.jsonl --output e.jsonl "${tasks[@]}"
+expect 2 "bad.jsonl:2" -- \
+  decontaminate --input bad.jsonl --output e.jsonl "${tasks[@]}"
 check "nothing is left under the output's name after an error" [ ! -e e.jsonl ]
 "$curate" decontaminate --input bad.jsonl --output skip.jsonl "${tasks[@]}" --bad-records skip \
   --report skip.json --log-level warn >/dev/null 2>&1
@@ -89,5 +71,5 @@ check "--bad-records skip: counted, the good record written" \
 import json; r = json.load(open('skip.json'))
 raise SystemExit(0 if r['bad_records_skipped'] == 1 and r['pieces_written'] == 1 else 1)"
 
-echo "$passed passed, $failed failed"
-[[ $failed -eq 0 ]]
+echo "$passes passed, $failures failed"
+[[ $failures -eq 0 ]]

@@ -15,28 +15,9 @@ ref=$src/tests/reference/curate_reference.py
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp" || exit 1
-passed=0
-failed=0
-check() {
-  local what=$1
-  shift
-  if "$@"; then
-    echo "ok: $what"
-    passed=$((passed + 1))
-  else
-    echo "FAIL: $what"
-    failed=$((failed + 1))
-  fi
-}
-# Runs a command expecting exit status $1 and its log (stdout and stderr) containing $2.
-expect_error() {
-  local status=$1 text=$2
-  shift 2
-  "$@" >err.txt 2>&1
-  local rc=$?
-  check "$* exits $status (got $rc)" [ "$rc" = "$status" ]
-  check "$* names '$text'" grep -qF -- "$text" err.txt
-}
+bin=$curate
+# shellcheck source=tests/cli_expect.sh
+source "$src/tests/cli_expect.sh"  # check WHAT CMD..., expect STATUS PATTERN -- ARGS...
 
 $py "$src/tests/curate/make_dedup_corpus.py" corp --docs 300 --seed 7 >/dev/null || exit 1
 inputs=(wiki=corp/wiki/wiki.jsonl books=corp/books/books.jsonl.gz cc=corp/cc/cc-00.jsonl
@@ -65,7 +46,7 @@ for shard in corp/wiki/wiki.jsonl corp/books/books.jsonl.gz corp/cc/cc-01.jsonl.
 done
 
 # 2. Groups and kept documents: the reference's; kept lines byte for byte the inputs'.
-run_dedup out 2 || echo "FAIL: dedup exited $?"
+run_dedup out 2 || { echo "FAIL: dedup exited $?"; failures=$((failures + 1)); }
 $py "$ref" dedup "$(IFS=,; echo "${inputs[*]}")" wiki,books,cc 0.8 128 1 9 13 ref.json
 check "the report lists the reference's groups, each keeping the reference's document" \
   $py - <<'PY'
@@ -127,17 +108,17 @@ check "the rerun after the kills writes the same files as one clean run" \
 check "--hash xxh3 (default): groups found" [ "$(wc -l <fast/g.jsonl)" -gt 20 ]
 
 # 5. Bad input: named, with the fix; or skipped and counted.
-expect_error 2 "--priority does not name dataset 'cc'" \
-  "$curate" dedup "${flags[@]}" --priority wiki,books --output-dir e --report e/r.jsonl
-expect_error 2 "expected NAME=FILE" \
-  "$curate" dedup --input corp/wiki/wiki.jsonl --priority wiki --output-dir e --report e/r.jsonl
-expect_error 2 "dedup needs --report" \
-  "$curate" dedup --input wiki=corp/wiki/wiki.jsonl --priority wiki --output-dir e
-expect_error 4 "missing.jsonl" \
-  "$curate" dedup --input wiki=missing.jsonl --priority wiki --output-dir e --report e/r.jsonl
+expect 2 "--priority does not name dataset 'cc'" -- \
+  dedup "${flags[@]}" --priority wiki,books --output-dir e --report e/r.jsonl
+expect 2 "expected NAME=FILE" -- \
+  dedup --input corp/wiki/wiki.jsonl --priority wiki --output-dir e --report e/r.jsonl
+expect 2 "dedup needs --report" -- \
+  dedup --input wiki=corp/wiki/wiki.jsonl --priority wiki --output-dir e
+expect 4 "missing.jsonl" -- \
+  dedup --input wiki=missing.jsonl --priority wiki --output-dir e --report e/r.jsonl
 head -c 20000 corp/books/books.jsonl.gz >cut.jsonl.gz
-expect_error 4 "cut.jsonl.gz" \
-  "$curate" dedup --input books=cut.jsonl.gz --priority books --output-dir e --report e/r.jsonl
+expect 4 "cut.jsonl.gz" -- \
+  dedup --input books=cut.jsonl.gz --priority books --output-dir e --report e/r.jsonl
 check "nothing is left under a final name after an error" [ ! -e e/books/cut.jsonl.gz ]
 {
   echo '{"text": "a fine document of some length"}'
@@ -145,9 +126,9 @@ check "nothing is left under a final name after an error" [ ! -e e/books/cut.jso
   printf '{"text": "bad \xff byte"}\n'
   echo '{"text": "another fine document"}'
 } >bad.jsonl
-expect_error 2 "bad.jsonl:2" \
-  "$curate" dedup --input x=bad.jsonl --priority x --output-dir e --report e/r.jsonl
-expect_error 2 "bad.jsonl:2" "$curate" dedup minhash --input bad.jsonl --output e.npy
+expect 2 "bad.jsonl:2" -- \
+  dedup --input x=bad.jsonl --priority x --output-dir e --report e/r.jsonl
+expect 2 "bad.jsonl:2" -- dedup minhash --input bad.jsonl --output e.npy
 "$curate" dedup --input x=bad.jsonl --priority x --output-dir skip --report skip/r.jsonl \
   --bad-records skip --log-level warn >skip.txt 2>&1
 check "--bad-records skip: skipped records counted in the summary and the log" \
@@ -162,5 +143,5 @@ check "--bad-records skip: the log names the reasons" grep -q "invalid UTF-8" sk
   --log-level warn
 check "an empty shard dedups to an empty shard" [ -e emp/x/empty.jsonl ] && [ ! -s emp/x/empty.jsonl ]
 
-echo "$passed passed, $failed failed"
-[[ $failed -eq 0 ]]
+echo "$passes passed, $failures failed"
+[[ $failures -eq 0 ]]
