@@ -72,7 +72,14 @@ while ((landed < 6)); do
   ((++attempts <= 30)) || { echo "FAIL: only $landed kills landed in $attempts attempts"; exit 1; }
   run_layout ranks 2 "${args2[@]}" --set checkpoint.save_interval=1 >/dev/null 2>&1 &
   launcher=$!
-  sleep "1.$((RANDOM % 10))"
+  # Armed by progress, not by the clock: once this attempt has committed a checkpoint of its own
+  # (it is in its saving loop), a random moment later. A fixed delay let a fast machine train all
+  # 200 iterations before the sixth kill.
+  for _ in $(seq 600); do
+    (($(cat "$dir2/latest_checkpointed_iteration.txt" 2>/dev/null || echo 0) > last)) && break
+    sleep 0.05
+  done
+  sleep "0.$((RANDOM % 3))$((RANDOM % 10))"
   victims=()
   for p in $(pgrep -f -- "logging.metrics_file=$tmp/ranks/metrics.jsonl" || true); do
     [[ $(ps -o comm= -p "$p" 2>/dev/null) == mtnlg-train ]] && victims+=("$p")
