@@ -15,6 +15,7 @@
 #include "data/curate/decontaminate_stage.h"
 #include "data/curate/dedup_stage.h"
 #include "data/curate/minhash_stage.h"
+#include "data/curate/quality_stage.h"
 
 namespace {
 
@@ -204,9 +205,118 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   add_common(*decon, dc_common);
 
+  // quality train | score | filter
+  CLI::App* quality = app.add_subcommand(
+      "quality", "The quality classifier (fastText): train, score, filter by threshold or Pareto");
+  quality->footer(
+      "GPT-3's and the Pile's quality filter, as MT-NLG filtered its Common Crawl snapshots: a "
+      "fastText classifier (word bigrams) trained on high-quality documents against raw crawl, "
+      "each document scored with its probability of being high quality, and kept by a threshold "
+      "or by GPT-3's Pareto rule. fastText sees a document as the Pile's classifier did: newlines "
+      "replaced by spaces, then its first 4000 characters, then the last 1500 of those. Example: "
+      "mtnlg-curate quality train --positive wiki.jsonl --positive books.jsonl --negative "
+      "cc.jsonl --output quality.bin; mtnlg-curate quality score --model quality.bin --input "
+      "cc.jsonl --output cc.scored.jsonl; mtnlg-curate quality filter --input cc.scored.jsonl "
+      "--output cc.kept.jsonl --pareto-alpha 9 --seed 1");
+  quality->require_subcommand(1);
+  mtnlg::curate::QualityTrainOptions qt;
+  Common qt_common;
+  CLI::App* q_train = quality->add_subcommand(
+      "train", "Fit the classifier: --positive (high quality) against --negative shards");
+  q_train->footer(
+      "Lines \"__label__hq TEXT\" and \"__label__lq TEXT\", shuffled by numpy RandomState(seed), "
+      "train a supervised fastText model (softmax loss, word n-grams) on one thread: fastText's "
+      "threads race on the weights, and one thread makes a model a rerun reproduces. The model "
+      "is written as OUTPUT.tmp and renamed.");
+  q_train->add_option("--positive", qt.positive, "High-quality shards (repeatable)")->required();
+  q_train->add_option("--negative", qt.negative, "Raw-crawl shards (repeatable)")->required();
+  q_train->add_option("--output", qt.output, "The model file (fastText's .bin)")->required();
+  q_train->add_option("--epoch", qt.epoch, "fastText's -epoch")->capture_default_str();
+  q_train->add_option("--dim", qt.dim, "fastText's -dim")->capture_default_str();
+  q_train->add_option("--lr", qt.lr, "fastText's -lr")->capture_default_str();
+  q_train->add_option("--word-ngrams", qt.word_ngrams, "fastText's -wordNgrams (2: bigrams)")
+      ->capture_default_str();
+  q_train->add_option("--min-count", qt.min_count, "fastText's -minCount")->capture_default_str();
+  q_train->add_option("--bucket", qt.bucket,
+                      "fastText's -bucket: hashed n-gram rows (the model holds bucket x dim floats)")
+      ->capture_default_str();
+  q_train->add_option("--seed", qt.seed, "Seed of the shuffle and of fastText")->capture_default_str();
+  add_common(*q_train, qt_common);
+
+  mtnlg::curate::QualityScoreOptions qs;
+  Common qs_common;
+  CLI::App* q_score = quality->add_subcommand(
+      "score", "Add each document's high-quality probability as a number (--score-key)");
+  q_score->footer(
+      "The probability is fastText's for __label__hq on the document's line, what `fasttext "
+      "predict-prob MODEL - 2` prints for it (to the 6 digits it prints).");
+  q_score->add_option("--model", qs.model, "The model (quality train's --output)")->required();
+  q_score->add_option("--input", qs.input, "The shard to score")->required();
+  q_score->add_option("--output", qs.output, "The scored shard")->required();
+  q_score->add_option("--score-key", qs.score_key, "The member the probability goes in")
+      ->capture_default_str();
+  add_common(*q_score, qs_common);
+
+  mtnlg::curate::QualityFilterOptions qf;
+  Common qf_common;
+  CLI::App* q_filter = quality->add_subcommand(
+      "filter", "Keep documents by score: --threshold T, or GPT-3's --pareto-alpha A --seed S");
+  q_filter->footer(
+      "--threshold T keeps a document whose score is at least T. --pareto-alpha A keeps it when "
+      "a Lomax(A) draw exceeds 1 - score (GPT-3's rule: numpy RandomState(seed).pareto(A), one "
+      "draw per document in order; A = 9 in GPT-3, 3 in the Pile): reruns keep the same "
+      "documents. Kept records are written unchanged.");
+  q_filter->add_option("--input", qf.input, "A scored shard (quality score's --output)")
+      ->required();
+  q_filter->add_option("--output", qf.output, "The kept records")->required();
+  auto* thr = q_filter->add_option("--threshold", qf.threshold, "Keep scores >= T");
+  auto* alpha = q_filter->add_option("--pareto-alpha", qf.pareto_alpha,
+                                     "GPT-3's Pareto shape (keep when pareto(A) > 1 - score)")
+                    ->check(CLI::PositiveNumber);
+  thr->excludes(alpha);
+  q_filter->add_option("--seed", qf.seed, "Seed of the Pareto draws")->capture_default_str();
+  q_filter->add_option("--score-key", qf.score_key, "The member holding the score")
+      ->capture_default_str();
+  q_filter->add_option("--report", qf.report, "A JSON summary: documents, kept, removed");
+  add_common(*q_filter, qf_common);
+
   if (const auto status = mtnlg::parse_command_line(app, argc, argv)) return *status;
 
+  const auto quality_common = [&](const Common& c) {
+    mtnlg::init_logging(c.log_level);
+    mtnlg::curate::QualityCommon q;
+    q.text_key = c.text_key;
+    q.bad_records = mtnlg::curate::parse_bad_records(c.bad_records, "--bad-records");
+    q.threads = c.threads;
+    q.progress = progress_mode(c);
+    return q;
+  };
   return mtnlg::exit_status_of([&] {
+    if (q_train->parsed()) {
+      qt.common = quality_common(qt_common);
+      const auto s = mtnlg::curate::run_quality_train(qt);
+      spdlog::info("quality train: {} positive and {} negative documents -> {} in {:.2f} s",
+                   s.positive, s.negative, qt.output, s.seconds);
+      return 0;
+    }
+    if (q_score->parsed()) {
+      qs.common = quality_common(qs_common);
+      const auto s = mtnlg::curate::run_quality_score(qs);
+      spdlog::info("quality score: {} documents, mean {:.4f} -> {} in {:.2f} s", s.documents,
+                   s.mean_score, qs.output, s.seconds);
+      return 0;
+    }
+    if (q_filter->parsed()) {
+      qf.common = quality_common(qf_common);
+      if (q_filter->count("--threshold") + q_filter->count("--pareto-alpha") != 1)
+        throw mtnlg::invalid_argument(
+            "quality filter needs --threshold T or --pareto-alpha A (one of them)", "--threshold");
+      qf.use_threshold = q_filter->count("--threshold") == 1;
+      const auto s = mtnlg::curate::run_quality_filter(qf);
+      spdlog::info("quality filter: kept {} of {} documents (mean score {:.4f}) -> {}", s.kept,
+                   s.documents, s.mean_score, qf.output);
+      return 0;
+    }
     if (decon->parsed()) {
       mtnlg::init_logging(dc_common.log_level);
       for (const std::string& spec : dc_tasks) {

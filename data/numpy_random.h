@@ -10,6 +10,7 @@
 // not exercised there.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <utility>
@@ -44,6 +45,15 @@ class NumpyRandomState {
     return value;
   }
 
+  // random_sample(): a 53-bit double in [0, 1) from two draws (27 and 26 bits), as numpy's
+  // legacy random_double.
+  double next_double() {
+    const uint32_t a = next_uint32() >> 5, b = next_uint32() >> 6;
+    return (a * 67108864.0 + b) / 9007199254740992.0;
+  }
+  // pareto(a): the Lomax (Pareto II) draw expm1(E / a), E = -log(1 - random_sample()), as numpy's
+  // legacy_pareto and legacy_standard_exponential compute it.
+  double pareto(double a) { return std::expm1(-std::log(1.0 - next_double()) / a); }
   // RandomState.shuffle of a one-dimensional array of n elements: for i = n-1 down to 1, swap
   // a[i] with a[interval(i)].
   template <typename T>

@@ -39,39 +39,15 @@ std::vector<std::string> task_text_fields(const std::string& task) {
 
 namespace {
 
-// The record's line with the text replaced by `piece` and split_id added or extended.
+// The record with the text replaced by `piece` and split_id added, or extended as the script
+// extends it (OLD-NEW).
 std::string piece_line(const TextRecord& r, const std::string& key, const std::string& piece,
                        const std::string& split_id, const std::string& where) {
-  const std::vector<JsonMember> members = parse_json_object_members(r.raw);
   std::string old_id;
-  bool has_id = false;
-  for (const JsonMember& m : members)
-    if (m.key == "split_id") {
-      has_id = true;
-      if (parse_json_string_field(r.raw, "split_id", &old_id) != JsonFieldStatus::kFound)
-        throw invalid_argument("its split_id is not a string", where);
-    }
-  const std::string id = json_string((has_id ? old_id + "-" : std::string()) + split_id);
-  std::string out = "{";
-  bool first = true;
-  const auto add = [&](const std::string& k, std::string_view v) {
-    if (!first) out += ", ";
-    first = false;
-    out += json_string(k);
-    out += ": ";
-    out += v;
-  };
-  for (const JsonMember& m : members) {
-    if (m.key == key) {
-      add(m.key, json_string(piece));
-    } else if (m.key == "split_id") {
-      add(m.key, id);
-    } else {
-      add(m.key, m.raw);
-    }
-  }
-  if (!has_id) add("split_id", id);
-  return out + "}";
+  const JsonFieldStatus st = parse_json_string_field(r.raw, "split_id", &old_id);
+  if (st == JsonFieldStatus::kNotString) throw invalid_argument("its split_id is not a string", where);
+  const std::string id = (st == JsonFieldStatus::kFound ? old_id + "-" : std::string()) + split_id;
+  return rewrite_record(r.raw, {{key, json_string(piece)}, {"split_id", json_string(id)}});
 }
 
 }  // namespace

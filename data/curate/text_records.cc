@@ -1,5 +1,6 @@
 #include "data/curate/text_records.h"
 
+#include "core/metrics.h"
 #include "core/status.h"
 #include "data/json_reader.h"
 #include "data/unicode_classes.h"
@@ -61,6 +62,31 @@ bool TextRecords::next_batch(std::vector<TextRecord>* batch, size_t max_bytes) {
     batch->push_back(std::move(r));
   }
   return !batch->empty();
+}
+
+std::string rewrite_record(std::string_view raw,
+                           const std::vector<std::pair<std::string, std::string>>& set) {
+  const std::vector<JsonMember> members = parse_json_object_members(raw);
+  std::string out = "{";
+  const auto add = [&](const std::string& key, std::string_view value) {
+    if (out.size() > 1) out += ", ";
+    out += json_string(key);
+    out += ": ";
+    out += value;
+  };
+  std::vector<char> placed(set.size(), 0);
+  for (const JsonMember& m : members) {
+    std::string_view value = m.raw;
+    for (size_t i = 0; i < set.size(); ++i)
+      if (set[i].first == m.key) {
+        value = set[i].second;
+        placed[i] = 1;
+      }
+    add(m.key, value);
+  }
+  for (size_t i = 0; i < set.size(); ++i)
+    if (!placed[i]) add(set[i].first, set[i].second);
+  return out + "}";
 }
 
 }  // namespace mtnlg::curate

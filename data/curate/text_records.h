@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "data/curate/line_reader.h"
@@ -50,5 +52,11 @@ class TextRecords {
   std::map<std::string, int64_t> skipped_;
   std::string line_;
 };
+
+// The record `raw` (one JSON object) with members set: each (key, JSON value text) replaces the
+// member's value in place, or is appended when the record has no such member; every other member
+// is carried through as it was written. Throws corruption if `raw` is not a JSON object.
+std::string rewrite_record(std::string_view raw,
+                           const std::vector<std::pair<std::string, std::string>>& set);
 
 }  // namespace mtnlg::curate
