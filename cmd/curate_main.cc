@@ -12,6 +12,7 @@
 #include "cmd/cli_parse.h"
 #include "core/logging.h"
 #include "core/status.h"
+#include "data/curate/clean_stage.h"
 #include "data/curate/decontaminate_stage.h"
 #include "data/curate/dedup_stage.h"
 #include "data/curate/minhash_stage.h"
@@ -205,6 +206,46 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   add_common(*decon, dc_common);
 
+  // clean
+  mtnlg::curate::CleanOptions cl;
+  Common cl_common;
+  std::string cl_languages;
+  CLI::App* clean = app.add_subcommand(
+      "clean", "NFC and control characters; filters by length, GPT-2 tokens, language (CLD2)");
+  clean->footer(
+      "Every text is normalized to NFC (ICU) and loses its control characters but tab and "
+      "newline. Then the filters asked for, in this order, the first that fires removing the "
+      "document (counted per rule in the report): --min-chars N (fewer characters: Megatron's "
+      "remove_512 with 512), --short-javascript N (fewer characters and 'javascript' in the text: "
+      "remove_256_javascript with 256), --min-gpt2-tokens N (fewer GPT-2 tokens, counted for "
+      "texts under 8 N characters as Megatron's cleanup_dataset.py does; 128 there), --languages "
+      "(CLD2's most likely language not listed, or its share of the text under "
+      "--min-language-score). Example: mtnlg-curate clean --input cc.jsonl --output "
+      "cc.clean.jsonl --languages en --min-language-score 0.5 --min-gpt2-tokens 128");
+  clean->add_option("--input", cl.input, "The shard")->required();
+  clean->add_option("--output", cl.output, "The kept records, texts cleaned")->required();
+  clean->add_option("--report", cl.report, "A JSON summary: kept, removed per rule, languages");
+  clean->add_option("--min-chars", cl.min_chars, "Remove texts of fewer characters (0: off)")
+      ->check(CLI::NonNegativeNumber);
+  clean->add_option("--short-javascript", cl.short_javascript,
+                    "Remove texts of fewer characters that mention javascript (0: off)")
+      ->check(CLI::NonNegativeNumber);
+  clean->add_option("--min-gpt2-tokens", cl.min_gpt2_tokens,
+                    "Remove texts of fewer GPT-2 tokens (0: off)")
+      ->check(CLI::NonNegativeNumber);
+  clean->add_option("--languages", cl_languages,
+                    "Comma-separated CLD2 language codes to keep (en, de, fr, zh, ...; empty: no "
+                    "language filter)");
+  clean->add_option("--min-language-score", cl.min_language_score,
+                    "With --languages: the least share of the text in its language (0 to 1)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  clean->add_option("--vocab-file", cl.vocab_file,
+                    "GPT-2 encoder.json for --min-gpt2-tokens (default data/gpt2/encoder.json)");
+  clean->add_option("--merge-file", cl.merge_file,
+                    "GPT-2 vocab.bpe for --min-gpt2-tokens (default data/gpt2/vocab.bpe)");
+  add_common(*clean, cl_common);
+
   // quality train | score | filter
   CLI::App* quality = app.add_subcommand(
       "quality", "The quality classifier (fastText): train, score, filter by threshold or Pareto");
@@ -292,6 +333,29 @@ int main(int argc, char** argv) {
     return q;
   };
   return mtnlg::exit_status_of([&] {
+    if (clean->parsed()) {
+      mtnlg::init_logging(cl_common.log_level);
+      for (size_t at = 0; at <= cl_languages.size();) {
+        const size_t comma = std::min(cl_languages.find(',', at), cl_languages.size());
+        if (comma > at) cl.languages.push_back(cl_languages.substr(at, comma - at));
+        at = comma + 1;
+      }
+      if (cl.min_gpt2_tokens > 0) {
+        cl.vocab_file =
+            mtnlg::vocabulary_path(cl.vocab_file, "--vocab-file", "data/gpt2/encoder.json");
+        cl.merge_file = mtnlg::vocabulary_path(cl.merge_file, "--merge-file", "data/gpt2/vocab.bpe");
+      }
+      cl.text_key = cl_common.text_key;
+      cl.bad_records = mtnlg::curate::parse_bad_records(cl_common.bad_records, "--bad-records");
+      cl.threads = cl_common.threads;
+      cl.progress = progress_mode(cl_common);
+      const auto s = mtnlg::curate::run_clean(cl);
+      std::string removed;
+      for (const auto& [rule, n] : s.removed) removed += " " + rule + " " + std::to_string(n);
+      spdlog::info("clean: kept {} of {} documents ({} normalized); removed:{} -> {}", s.kept,
+                   s.documents, s.normalized, removed.empty() ? " none" : removed, cl.output);
+      return 0;
+    }
     if (q_train->parsed()) {
       qt.common = quality_common(qt_common);
       const auto s = mtnlg::curate::run_quality_train(qt);

@@ -349,3 +349,6 @@ set_tests_properties(curate_decontaminate PROPERTIES TIMEOUT 300)
 add_test(NAME curate_quality
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/curate/quality_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(curate_quality PROPERTIES TIMEOUT 300)
+add_test(NAME curate_clean
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/curate/clean_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(curate_clean PROPERTIES TIMEOUT 300)
