@@ -15,6 +15,7 @@
 #include "data/curate/clean_stage.h"
 #include "data/curate/decontaminate_stage.h"
 #include "data/curate/dedup_stage.h"
+#include "data/curate/extract_stage.h"
 #include "data/curate/minhash_stage.h"
 #include "data/curate/quality_stage.h"
 
@@ -206,6 +207,45 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   add_common(*decon, dc_common);
 
+  // extract
+  mtnlg::curate::ExtractOptions ex;
+  Common ex_common;
+  CLI::App* extract = app.add_subcommand(
+      "extract", "WARC and HTML files to text records, by jusText over libxml2");
+  extract->footer(
+      "WARC files (.warc, .warc.gz): each response record with an HTTP 200 HTML body goes "
+      "through jusText (its charset from the Content-Type header, else a <meta> tag, else UTF-8), "
+      "each conversion record (WET) passes through; records carry url, date and "
+      "warc_record_id. HTML files (.html, .htm): a document each, url the path. jusText as the "
+      "Python package does it, over the same parser (libxml2, which lxml wraps): block tags and "
+      "double <br> cut paragraphs, each classified by length, stop-word density and link "
+      "density, then by its neighbours; a document is its good paragraphs, one a line, and one "
+      "without any is dropped and counted. Example: mtnlg-curate extract --input "
+      "CC-MAIN-00000.warc.gz --output cc-00000.jsonl.zst --report cc-00000.extract.json");
+  extract->add_option("--input", ex.inputs, "WARC or HTML files (repeatable)")->required();
+  extract->add_option("--output", ex.output, "The text records (.jsonl, .gz, .zst)")->required();
+  extract->add_option("--report", ex.report, "A JSON summary: records by type, skipped by reason");
+  extract->add_option("--stoplist", ex.stoplist,
+                      "A stop-word file, one word a line (default: the shipped English list)");
+  extract->add_option("--length-low", ex.justext.length_low, "jusText's")->capture_default_str();
+  extract->add_option("--length-high", ex.justext.length_high, "jusText's")->capture_default_str();
+  extract->add_option("--stopwords-low", ex.justext.stopwords_low, "jusText's")
+      ->capture_default_str();
+  extract->add_option("--stopwords-high", ex.justext.stopwords_high, "jusText's")
+      ->capture_default_str();
+  extract->add_option("--max-link-density", ex.justext.max_link_density, "jusText's")
+      ->capture_default_str();
+  extract->add_option("--max-heading-distance", ex.justext.max_heading_distance, "jusText's")
+      ->capture_default_str();
+  extract->add_flag("--no-headings", ex.justext.no_headings,
+                    "jusText's: headings get no special treatment");
+  extract->add_option("--threads", ex_common.threads, "Worker threads (0: every core)")
+      ->capture_default_str();
+  extract->add_flag("--no-progress-bar", ex_common.no_progress_bar,
+                    "Progress as plain lines even when stderr is a terminal");
+  extract->add_option("--log-level", ex_common.log_level, "trace, debug, info, warn, error or off")
+      ->capture_default_str();
+
   // clean
   mtnlg::curate::CleanOptions cl;
   Common cl_common;
@@ -333,6 +373,18 @@ int main(int argc, char** argv) {
     return q;
   };
   return mtnlg::exit_status_of([&] {
+    if (extract->parsed()) {
+      mtnlg::init_logging(ex_common.log_level);
+      ex.threads = ex_common.threads;
+      ex.progress = progress_mode(ex_common);
+      const auto s = mtnlg::curate::run_extract(ex);
+      std::string skipped;
+      for (const auto& [why, n] : s.skipped) skipped += "; " + why + " " + std::to_string(n);
+      spdlog::info("extract: {} documents ({:.1f} MB of text from {:.1f} MB) -> {} in {:.2f} s{}",
+                   s.documents, s.text_bytes / 1e6, s.input_bytes / 1e6, ex.output, s.seconds,
+                   skipped);
+      return 0;
+    }
     if (clean->parsed()) {
       mtnlg::init_logging(cl_common.log_level);
       for (size_t at = 0; at <= cl_languages.size();) {

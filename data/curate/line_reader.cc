@@ -3,6 +3,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -154,6 +155,20 @@ bool LineReader::fill() {
       return true;
     }
   }
+}
+
+bool LineReader::read_exact(size_t n, std::string* out) {
+  out->clear();
+  while (buf_.size() - pos_ < n) {
+    buf_.erase(0, pos_);
+    pos_ = 0;
+    if (!fill()) break;
+  }
+  const size_t take = std::min(n, buf_.size() - pos_);
+  out->assign(buf_, pos_, take);
+  pos_ += take;
+  for (const char c : *out) line_number_ += c == '\n';
+  return take == n;
 }
 
 bool LineReader::next(std::string* line) {

@@ -34,6 +34,10 @@ class LineReader {
   // The next line, without its '\n' (and without a '\r' before it); false at the end. The last
   // line may lack its '\n'.
   bool next(std::string* line);
+  // The next n bytes as they are (no line handling), for records of a known length (WARC);
+  // false if the file ends first (*out then holds what was left). Lines read after it are
+  // numbered on from the line count of those bytes.
+  bool read_exact(size_t n, std::string* out);
   // The number of the line next() returned last (1-based; 0 before the first).
   int64_t line_number() const { return line_number_; }
   // Compressed bytes read so far and the file's size (for progress).

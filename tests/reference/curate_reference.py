@@ -9,6 +9,8 @@ definitions, not from our C++):
                        datasketch draws them, update_batch over the UTF-8 shingles
 
 Command line:
+  curate_reference.py extract STOPLIST OUT.jsonl FILE.html...
+      jusText's good paragraphs of each HTML file (lxml), a record per file that has any
   curate_reference.py decontaminate IN.jsonl OUT.jsonl TASK=FILE...
       filter_ngrams.py's output records for IN with the task files' n-grams
   curate_reference.py dedup NAME=FILE,... PRIORITY THRESHOLD NUM_PERM SEED BANDS ROWS OUT.json
@@ -19,6 +21,7 @@ Command line:
       the datasketch signatures of every record (blank lines skipped), as numpy writes them
 """
 import gzip
+import re
 import hashlib
 import json
 import struct
@@ -281,6 +284,171 @@ def decontaminate(input_path, task_files, key="text", max_n=13, min_n=8, char_le
     return out
 
 
+def justext_paragraphs(html, stoplist, charset=None, length_low=70, length_high=200,
+                       stopwords_low=0.30, stopwords_high=0.32, max_link_density=0.2,
+                       max_heading_distance=200):
+    """jusText 3.0's algorithm on lxml, as its core.py takes it: decode_html, lxml.html.fromstring,
+    the Cleaner with its options, ParagraphMaker through lxml.sax.saxify, classify_paragraphs,
+    revise_paragraph_classification. Returns [(text, class_type)]."""
+    import lxml.html
+    import lxml.sax
+    from lxml.html.clean import Cleaner
+    from xml.sax.handler import ContentHandler
+
+    def normalize_whitespace(s):
+        return re.sub(r"\s+", " ", s)
+
+    text = None
+    if charset:
+        try:
+            text = html.decode(charset, "replace")
+        except LookupError:
+            pass
+    if text is None:
+        m = re.search(rb"""<meta[^>]+charset=["']?([^'"/>\s]+)""", html, re.IGNORECASE)
+        if m:
+            try:
+                text = html.decode(m.group(1).decode("ascii"), "replace")
+            except LookupError:
+                pass
+    if text is None:
+        try:
+            text = html.decode("utf8")
+        except UnicodeDecodeError:
+            text = html.decode("utf8", "replace")
+    if not text:
+        return []
+    dom = lxml.html.fromstring(text, parser=lxml.html.HTMLParser())
+    dom = Cleaner(processing_instructions=False, remove_unknown_tags=False, safe_attrs_only=False,
+                  page_structure=False, annoying_tags=False, frames=False, meta=False,
+                  links=False, javascript=False, scripts=True, comments=True, style=True,
+                  embedded=True, forms=True, kill_tags=("head",)).clean_html(dom)
+    tags = {"body", "blockquote", "caption", "center", "col", "colgroup", "dd", "div", "dl", "dt",
+            "fieldset", "form", "legend", "optgroup", "option", "p", "pre", "table", "td",
+            "textarea", "tfoot", "th", "thead", "tr", "ul", "li", "h1", "h2", "h3", "h4", "h5",
+            "h6"}
+
+    class Maker(ContentHandler):
+        def __init__(self):
+            self.path, self.paragraphs, self.link, self.br = [], [], False, False
+            self.new()
+
+        def new(self):
+            if getattr(self, "cur", None) and self.cur["nodes"]:
+                self.paragraphs.append(self.cur)
+            self.cur = {"path": ".".join(self.path), "nodes": [], "links": 0}
+
+        def startElementNS(self, name, qname, attrs):
+            name = name[1]
+            self.path.append(name)
+            if name in tags or (name == "br" and self.br):
+                self.new()
+            else:
+                self.br = name == "br"
+                if name == "a":
+                    self.link = True
+
+        def endElementNS(self, name, qname):
+            name = name[1]
+            self.path.pop()
+            if name in tags:
+                self.new()
+            if name == "a":
+                self.link = False
+
+        def endDocument(self):
+            self.new()
+
+        def characters(self, content):
+            if not content.lstrip():
+                return
+            t = normalize_whitespace(content)
+            self.cur["nodes"].append(t)
+            if self.link:
+                self.cur["links"] += len(t)
+            self.br = False
+
+    maker = Maker()
+    lxml.sax.saxify(dom, maker)
+    paras = []
+    for p in maker.paragraphs:
+        t = normalize_whitespace("".join(p["nodes"]).strip())
+        words = t.split()
+        stop = sum(w.lower() in stoplist for w in words)
+        sd = stop / len(words) if words else 0
+        ld = p["links"] / len(t) if t else 0
+        heading = bool(re.search(r"\bh\d\b", p["path"]))
+        if ld > max_link_density:
+            c = "bad"
+        elif "\xa9" in t or "&copy" in t:
+            c = "bad"
+        elif re.search(r"^select|\.select", p["path"]):
+            c = "bad"
+        elif len(t) < length_low:
+            c = "bad" if p["links"] > 0 else "short"
+        elif sd >= stopwords_high:
+            c = "good" if len(t) > length_high else "neargood"
+        elif sd >= stopwords_low:
+            c = "neargood"
+        else:
+            c = "bad"
+        paras.append({"text": t, "cf": c, "cls": c, "heading": heading})
+
+    def neighbour(i, ignore_neargood, inc, boundary):
+        while i + inc != boundary:
+            i += inc
+            c = paras[i]["cls"]
+            if c in ("good", "bad"):
+                return c
+            if c == "neargood" and not ignore_neargood:
+                return c
+        return "bad"
+
+    n = len(paras)
+    for i, p in enumerate(paras):
+        if not (p["heading"] and p["cls"] == "short"):
+            continue
+        j, dist = i + 1, 0
+        while j < n and dist <= max_heading_distance:
+            if paras[j]["cls"] == "good":
+                p["cls"] = "neargood"
+                break
+            dist += len(paras[j]["text"])
+            j += 1
+    new = {}
+    for i, p in enumerate(paras):
+        if p["cls"] != "short":
+            continue
+        a, b = neighbour(i, True, -1, -1), neighbour(i, True, 1, n)
+        if {a, b} == {"good"}:
+            new[i] = "good"
+        elif {a, b} == {"bad"}:
+            new[i] = "bad"
+        elif (a == "bad" and neighbour(i, False, -1, -1) == "neargood") or \
+                (b == "bad" and neighbour(i, False, 1, n) == "neargood"):
+            new[i] = "good"
+        else:
+            new[i] = "bad"
+    for i, c in new.items():
+        paras[i]["cls"] = c
+    for i, p in enumerate(paras):
+        if p["cls"] != "neargood":
+            continue
+        a, b = neighbour(i, True, -1, -1), neighbour(i, True, 1, n)
+        p["cls"] = "bad" if (a, b) == ("bad", "bad") else "good"
+    for i, p in enumerate(paras):
+        if not (p["heading"] and p["cls"] == "bad" and p["cf"] != "bad"):
+            continue
+        j, dist = i + 1, 0
+        while j < n and dist <= max_heading_distance:
+            if paras[j]["cls"] == "good":
+                p["cls"] = "good"
+                break
+            dist += len(paras[j]["text"])
+            j += 1
+    return [(p["text"], p["cls"]) for p in paras]
+
+
 def main(argv):
     if argv and argv[0] == "lsh-params" and len(argv) == 3:
         print(*optimal_param_exact(float(argv[1]), int(argv[2])))
@@ -300,6 +468,15 @@ def main(argv):
         with open(argv[2], "w", encoding="utf-8") as f:
             for r in decontaminate(argv[1], [tuple(x.split("=", 1)) for x in argv[3:]]):
                 f.write(json.dumps(r, ensure_ascii=False) + "\n")
+        return 0
+    if argv and argv[0] == "extract" and len(argv) >= 4:
+        # extract STOPLIST OUT.jsonl FILE.html...: {"text", "url"} per file with good paragraphs
+        stop = {w.strip().lower() for w in open(argv[1], encoding="utf-8") if w.strip()}
+        with open(argv[2], "w", encoding="utf-8") as f:
+            for path in argv[3:]:
+                good = [t for t, c in justext_paragraphs(open(path, "rb").read(), stop) if c == "good"]
+                if good:
+                    f.write(json.dumps({"text": "\n".join(good), "url": path}, ensure_ascii=False) + "\n")
         return 0
     if argv and argv[0] == "minhash" and len(argv) in (5, 6):
         path, out, num_perm, seed = argv[1], argv[2], int(argv[3]), int(argv[4])
