@@ -17,6 +17,7 @@
 #include "data/curate/dedup_stage.h"
 #include "data/curate/extract_stage.h"
 #include "data/curate/minhash_stage.h"
+#include "data/curate/pipeline.h"
 #include "data/curate/quality_stage.h"
 
 namespace {
@@ -207,6 +208,27 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   add_common(*decon, dc_common);
 
+  // run
+  mtnlg::curate::PipelineOptions pl;
+  Common pl_common;
+  CLI::App* run = app.add_subcommand(
+      "run", "The whole pipeline from a corpus YAML: stages, tokens, report, data.blend");
+  run->footer(
+      "Runs the paper's order from one file: per dataset extract, clean, quality; dedup across "
+      "the datasets; per dataset decontaminate, then mtnlg-preprocess's tokens (with "
+      "<|endoftext|>). Writes OUTPUT_DIR/tokens/NAME_text_document.{bin,idx}, report.md and "
+      "report.json (per dataset the documents after each step, tokens, weight, epochs at "
+      "training_tokens) and blend.yaml (the recipe's data.blend). A step whose outputs exist with "
+      "the same settings is not run again. docs/curation.md gives the file's keys and a worked "
+      "example. Example: mtnlg-curate run --config corpus.yaml");
+  run->add_option("--config", pl.config, "The corpus YAML")->required();
+  run->add_option("--threads", pl_common.threads, "Worker threads (0: every core)")
+      ->capture_default_str();
+  run->add_flag("--no-progress-bar", pl_common.no_progress_bar,
+                "Progress as plain lines even when stderr is a terminal");
+  run->add_option("--log-level", pl_common.log_level, "trace, debug, info, warn, error or off")
+      ->capture_default_str();
+
   // extract
   mtnlg::curate::ExtractOptions ex;
   Common ex_common;
@@ -373,6 +395,14 @@ int main(int argc, char** argv) {
     return q;
   };
   return mtnlg::exit_status_of([&] {
+    if (run->parsed()) {
+      mtnlg::init_logging(pl_common.log_level);
+      pl.threads = pl_common.threads;
+      pl.progress = progress_mode(pl_common);
+      const std::string report = mtnlg::curate::run_pipeline(pl);
+      spdlog::info("run: done; the report is {}", report);
+      return 0;
+    }
     if (extract->parsed()) {
       mtnlg::init_logging(ex_common.log_level);
       ex.threads = ex_common.threads;

@@ -355,3 +355,6 @@ set_tests_properties(curate_clean PROPERTIES TIMEOUT 300)
 add_test(NAME curate_extract
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/curate/extract_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(curate_extract PROPERTIES TIMEOUT 300)
+add_test(NAME curate_run
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/curate/run_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(curate_run PROPERTIES TIMEOUT 300)
