@@ -302,6 +302,46 @@ int main(int argc, char** argv) {
                     "With --languages: the least share of the text in its language (0 to 1)")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
+  // The Gopher rules: each off unless given; --gopher gives the rest Gopher's thresholds.
+  bool cl_gopher = false;
+  std::vector<std::string> cl_top, cl_dup;
+  auto& g = cl.gopher;
+  clean->add_flag("--gopher", cl_gopher,
+                  "Every Gopher rule not given below at Gopher's threshold (50-100000 words, mean "
+                  "word length 3-10, symbol ratio 0.1, bullet lines 0.9, ellipsis lines 0.3, "
+                  "alpha words 0.8, 2 stop words, duplicate paragraphs 0.3 and 0.2 of characters, "
+                  "lines 0.3 and 0.2, top 2/3/4-grams 0.2/0.18/0.16, duplicate 5-10-grams "
+                  "0.15-0.10)");
+  clean->add_option("--min-words", g.min_words, "gopher_short_doc: fewer whitespace words");
+  clean->add_option("--max-words", g.max_words, "gopher_long_doc: more words");
+  clean->add_option("--min-mean-word-length", g.min_mean_word_length,
+                    "gopher_below_avg_threshold: a lower mean word length");
+  clean->add_option("--max-mean-word-length", g.max_mean_word_length,
+                    "gopher_above_avg_threshold: a higher mean word length");
+  clean->add_option("--max-symbol-word-ratio", g.max_symbol_word_ratio,
+                    "gopher_too_many_hashes / _ellipsis: more '#', or '...' and '…', per word");
+  clean->add_option("--max-bullet-lines-ratio", g.max_bullet_lines_ratio,
+                    "gopher_too_many_bullets: a larger share of lines starting with '•'");
+  clean->add_option("--max-ellipsis-lines-ratio", g.max_ellipsis_lines_ratio,
+                    "gopher_too_many_end_ellipsis: a larger share of lines ending in an ellipsis");
+  clean->add_option("--min-alpha-words-ratio", g.min_alpha_words_ratio,
+                    "gopher_below_alpha_threshold: a smaller share of words holding a letter");
+  clean->add_option("--min-stop-words", g.min_stop_words,
+                    "gopher_enough_stop_words: fewer of the, be, to, of, and, that, have, with");
+  clean->add_option("--max-dup-para-frac", g.max_dup_para_frac,
+                    "dup_para_frac: a larger share of repeated paragraphs (split at blank lines)");
+  clean->add_option("--max-dup-para-char-frac", g.max_dup_para_char_frac,
+                    "dup_para_char_frac: a larger share of characters in repeated paragraphs");
+  clean->add_option("--max-dup-line-frac", g.max_dup_line_frac,
+                    "dup_line_frac: a larger share of repeated lines");
+  clean->add_option("--max-dup-line-char-frac", g.max_dup_line_char_frac,
+                    "dup_line_char_frac: a larger share of characters in repeated lines");
+  clean->add_option("--max-top-ngram-char-frac", cl_top,
+                    "N=F, repeatable: top_N_gram: the most frequent N-gram's characters over F of "
+                    "the text");
+  clean->add_option("--max-dup-ngram-char-frac", cl_dup,
+                    "N=F, repeatable: duplicated_N_n_grams: repeated N-grams' characters over F of "
+                    "the text");
   clean->add_option("--vocab-file", cl.vocab_file,
                     "GPT-2 encoder.json for --min-gpt2-tokens (default data/gpt2/encoder.json)");
   clean->add_option("--merge-file", cl.merge_file,
@@ -422,6 +462,23 @@ int main(int argc, char** argv) {
         if (comma > at) cl.languages.push_back(cl_languages.substr(at, comma - at));
         at = comma + 1;
       }
+      const auto pairs = [](const std::vector<std::string>& specs, const char* flag) {
+        std::vector<std::pair<int, double>> out;
+        for (const std::string& s : specs) {
+          const size_t eq = s.find('=');
+          try {
+            if (eq == std::string::npos) throw std::invalid_argument(s);
+            out.emplace_back(std::stoi(s.substr(0, eq)), std::stod(s.substr(eq + 1)));
+          } catch (const std::exception&) {
+            throw mtnlg::invalid_argument(std::string(flag) + " " + s + ": expected N=F, e.g. 2=0.2",
+                                          flag);
+          }
+        }
+        return out;
+      };
+      cl.gopher.max_top_ngram_char_frac = pairs(cl_top, "--max-top-ngram-char-frac");
+      cl.gopher.max_dup_ngram_char_frac = pairs(cl_dup, "--max-dup-ngram-char-frac");
+      if (cl_gopher) mtnlg::curate::apply_gopher_defaults(&cl.gopher);
       if (cl.min_gpt2_tokens > 0) {
         cl.vocab_file =
             mtnlg::vocabulary_path(cl.vocab_file, "--vocab-file", "data/gpt2/encoder.json");

@@ -6,7 +6,10 @@
 #include <unicode/uchar.h>
 #include <unicode/unistr.h>
 
+#include <algorithm>
 #include <chrono>
+#include <map>
+#include <set>
 
 #include "core/metrics.h"
 #include "core/status.h"
@@ -56,6 +59,211 @@ std::pair<std::string, double> detect_language(const std::string& utf8) {
   return {CLD2::LanguageCode(lang), top3[0] == lang ? percent3[0] / 100.0 : 0.0};
 }
 
+bool GopherRules::any() const {
+  return min_words >= 0 || max_words >= 0 || min_mean_word_length >= 0 ||
+         max_mean_word_length >= 0 || max_symbol_word_ratio >= 0 || max_bullet_lines_ratio >= 0 ||
+         max_ellipsis_lines_ratio >= 0 || min_alpha_words_ratio >= 0 || min_stop_words >= 0 ||
+         max_dup_para_frac >= 0 || max_dup_para_char_frac >= 0 || max_dup_line_frac >= 0 ||
+         max_dup_line_char_frac >= 0 || !max_top_ngram_char_frac.empty() ||
+         !max_dup_ngram_char_frac.empty();
+}
+
+void apply_gopher_defaults(GopherRules* g) {
+  const auto set = [](auto& v, auto x) {
+    if (v < 0) v = x;
+  };
+  set(g->min_words, int64_t{50});
+  set(g->max_words, int64_t{100000});
+  set(g->min_mean_word_length, 3.0);
+  set(g->max_mean_word_length, 10.0);
+  set(g->max_symbol_word_ratio, 0.1);
+  set(g->max_bullet_lines_ratio, 0.9);
+  set(g->max_ellipsis_lines_ratio, 0.3);
+  set(g->min_alpha_words_ratio, 0.8);
+  set(g->min_stop_words, int64_t{2});
+  set(g->max_dup_para_frac, 0.3);
+  set(g->max_dup_para_char_frac, 0.2);
+  set(g->max_dup_line_frac, 0.3);
+  set(g->max_dup_line_char_frac, 0.2);
+  if (g->max_top_ngram_char_frac.empty()) g->max_top_ngram_char_frac = {{2, 0.2}, {3, 0.18}, {4, 0.16}};
+  if (g->max_dup_ngram_char_frac.empty())
+    g->max_dup_ngram_char_frac = {{5, 0.15}, {6, 0.14}, {7, 0.13}, {8, 0.12}, {9, 0.11}, {10, 0.10}};
+}
+
+namespace {
+
+int64_t count_of(const std::u32string& t, const std::u32string& what) {
+  int64_t n = 0;
+  for (size_t at = t.find(what); at != std::u32string::npos; at = t.find(what, at + what.size())) ++n;
+  return n;
+}
+
+// (elements seen before, their characters): DataTrove's find_duplicates.
+std::pair<int64_t, int64_t> duplicates(const std::vector<std::u32string>& xs) {
+  std::set<std::u32string> seen;
+  int64_t elements = 0, chars = 0;
+  for (const auto& x : xs)
+    if (!seen.insert(x).second) {
+      ++elements;
+      chars += static_cast<int64_t>(x.size());
+    }
+  return {elements, chars};
+}
+
+// Splits at runs of `min_run` or more newlines.
+std::vector<std::u32string> split_newlines(const std::u32string& t, size_t min_run) {
+  std::vector<std::u32string> out;
+  size_t start = 0, i = 0;
+  while (i < t.size()) {
+    if (t[i] != U'\n') {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < t.size() && t[j] == U'\n') ++j;
+    if (j - i >= min_run) {
+      out.push_back(t.substr(start, i - start));
+      start = j;
+    }
+    i = j;
+  }
+  out.push_back(t.substr(start));
+  return out;
+}
+
+std::u32string strip_ws(const std::u32string& s, bool left, bool right) {
+  size_t b = 0, e = s.size();
+  while (left && b < e && python_isspace(s[b])) ++b;
+  while (right && e > b && python_isspace(s[e - 1])) --e;
+  return s.substr(b, e - b);
+}
+
+bool ends_with(const std::u32string& s, const std::u32string& x) {
+  return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
+}
+
+}  // namespace
+
+std::string gopher_verdict(const std::string& utf8, const GopherRules& g) {
+  const std::u32string text = utf8_to_u32(utf8);
+  std::vector<std::u32string> words;
+  for (size_t i = 0; i < text.size();) {
+    while (i < text.size() && python_isspace(text[i])) ++i;
+    size_t j = i;
+    while (j < text.size() && !python_isspace(text[j])) ++j;
+    if (j > i) words.push_back(text.substr(i, j - i));
+    i = j;
+  }
+  const auto n = static_cast<double>(words.size());
+  if (g.min_words >= 0 && static_cast<int64_t>(words.size()) < g.min_words) return "gopher_short_doc";
+  if (g.max_words >= 0 && static_cast<int64_t>(words.size()) > g.max_words) return "gopher_long_doc";
+  if (g.min_mean_word_length >= 0 || g.max_mean_word_length >= 0) {
+    double chars = 0;
+    for (const auto& w : words) chars += static_cast<double>(w.size());
+    const double mean = words.empty() ? 0.0 : chars / n;
+    if (g.min_mean_word_length >= 0 && mean < g.min_mean_word_length) return "gopher_below_avg_threshold";
+    if (g.max_mean_word_length >= 0 && mean > g.max_mean_word_length) return "gopher_above_avg_threshold";
+  }
+  if (g.max_symbol_word_ratio >= 0) {
+    const double w = std::max(n, 1.0);
+    if (static_cast<double>(count_of(text, U"#")) / w > g.max_symbol_word_ratio) return "gopher_too_many_hashes";
+    if (static_cast<double>(count_of(text, U"...") + count_of(text, U"\u2026")) / w > g.max_symbol_word_ratio)
+      return "gopher_too_many_ellipsis";
+  }
+  if (g.max_bullet_lines_ratio >= 0 || g.max_ellipsis_lines_ratio >= 0) {
+    // str.splitlines(): \n, \r, \r\n and the other line boundaries Python knows.
+    std::vector<std::u32string> lines;
+    std::u32string cur;
+    for (size_t i = 0; i < text.size(); ++i) {
+      const char32_t c = text[i];
+      const bool boundary = c == U'\n' || c == U'\r' || c == 0x0b || c == 0x0c || c == 0x1c ||
+                            c == 0x1d || c == 0x1e || c == 0x85 || c == 0x2028 || c == 0x2029;
+      if (!boundary) {
+        cur.push_back(c);
+        continue;
+      }
+      if (c == U'\r' && i + 1 < text.size() && text[i + 1] == U'\n') ++i;
+      lines.push_back(std::move(cur));
+      cur.clear();
+    }
+    if (!cur.empty()) lines.push_back(std::move(cur));
+    const double nl = std::max<double>(static_cast<double>(lines.size()), 1.0);
+    int64_t bullets = 0, ellipses = 0;
+    for (const auto& l : lines) {
+      const std::u32string left = strip_ws(l, true, false), right = strip_ws(l, false, true);
+      bullets += !left.empty() && left[0] == 0x2022;
+      ellipses += ends_with(right, U"...") || ends_with(right, U"\u2026");
+    }
+    if (g.max_bullet_lines_ratio >= 0 && static_cast<double>(bullets) / nl > g.max_bullet_lines_ratio)
+      return "gopher_too_many_bullets";
+    if (g.max_ellipsis_lines_ratio >= 0 && static_cast<double>(ellipses) / nl > g.max_ellipsis_lines_ratio)
+      return "gopher_too_many_end_ellipsis";
+  }
+  if (g.min_alpha_words_ratio >= 0) {
+    int64_t alpha = 0;
+    for (const auto& w : words)
+      alpha += std::any_of(w.begin(), w.end(), [](char32_t c) { return u_isalpha(static_cast<UChar32>(c)); });
+    if (static_cast<double>(alpha) / std::max(n, 1.0) < g.min_alpha_words_ratio) return "gopher_below_alpha_threshold";
+  }
+  if (g.min_stop_words >= 0) {
+    static const std::set<std::u32string> stop = {U"the", U"be", U"to", U"of", U"and", U"that", U"have", U"with"};
+    int64_t k = 0;
+    for (const auto& w : words) k += stop.count(w) > 0;
+    if (k < g.min_stop_words) return "gopher_enough_stop_words";
+  }
+  const auto chars = static_cast<double>(std::max<size_t>(text.size(), 1));
+  if (g.max_dup_para_frac >= 0 || g.max_dup_para_char_frac >= 0) {
+    const auto paras = split_newlines(strip_ws(text, true, true), 2);
+    const auto [elements, dup_chars] = duplicates(paras);
+    if (g.max_dup_para_frac >= 0 && static_cast<double>(elements) / static_cast<double>(paras.size()) > g.max_dup_para_frac)
+      return "dup_para_frac";
+    if (g.max_dup_para_char_frac >= 0 && static_cast<double>(dup_chars) / chars > g.max_dup_para_char_frac)
+      return "dup_para_char_frac";
+  }
+  if (g.max_dup_line_frac >= 0 || g.max_dup_line_char_frac >= 0) {
+    const auto lines = split_newlines(text, 1);
+    const auto [elements, dup_chars] = duplicates(lines);
+    if (g.max_dup_line_frac >= 0 && static_cast<double>(elements) / static_cast<double>(lines.size()) > g.max_dup_line_frac)
+      return "dup_line_frac";
+    if (g.max_dup_line_char_frac >= 0 && static_cast<double>(dup_chars) / chars > g.max_dup_line_char_frac)
+      return "dup_line_char_frac";
+  }
+  for (const auto& [k, frac] : g.max_top_ngram_char_frac) {
+    // The most frequent n-gram (" "-joined; the first such in order on ties) times its count.
+    std::map<std::u32string, int64_t> counts;
+    std::vector<std::u32string> order;
+    for (size_t i = 0; i + static_cast<size_t>(k) <= words.size(); ++i) {
+      std::u32string gram;
+      for (int j = 0; j < k; ++j) gram += (j ? U" " : U"") + words[i + static_cast<size_t>(j)];
+      if (counts[gram]++ == 0) order.push_back(gram);
+    }
+    if (order.empty()) continue;
+    const std::u32string* top = &order[0];
+    for (const auto& gram : order)
+      if (counts[gram] > counts[*top]) top = &gram;
+    if (static_cast<double>(top->size()) * static_cast<double>(counts[*top]) / chars > frac)
+      return "top_" + std::to_string(k) + "_gram";
+  }
+  for (const auto& [k, frac] : g.max_dup_ngram_char_frac) {
+    // DataTrove's find_all_duplicate: n-grams joined without spaces; a repeat jumps over itself.
+    std::set<std::u32string> seen;
+    int64_t repeated = 0;
+    for (size_t i = 0; i + static_cast<size_t>(k) <= words.size();) {
+      std::u32string gram;
+      for (int j = 0; j < k; ++j) gram += words[i + static_cast<size_t>(j)];
+      if (seen.count(gram)) {
+        repeated += static_cast<int64_t>(gram.size());
+        i += static_cast<size_t>(k);
+      } else {
+        seen.insert(gram);
+        ++i;
+      }
+    }
+    if (static_cast<double>(repeated) / chars > frac) return "duplicated_" + std::to_string(k) + "_n_grams";
+  }
+  return "";
+}
+
 CleanStats run_clean(const CleanOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   std::shared_ptr<const Gpt2Tokenizer> tokenizer;
@@ -88,6 +296,7 @@ CleanStats run_clean(const CleanOptions& o) {
                  static_cast<int64_t>(tokenizer->encode(r.text).size()) < o.min_gpt2_tokens) {
         r.removed_by = "min_gpt2_tokens";
       }
+      if (r.removed_by.empty() && o.gopher.any()) r.removed_by = gopher_verdict(r.text, o.gopher);
       if (!o.languages.empty()) {
         const auto [code, share] = detect_language(r.text);
         r.language = code;

@@ -10,6 +10,7 @@
 //                        remove_256_javascript with N = 256
 //   min_gpt2_tokens N    fewer than N GPT-2 tokens, counted only for texts of fewer than 8 N
 //                        characters, as Megatron's cleanup_dataset.py does (N = 128 there)
+//   gopher_*             the Gopher rules asked for (GopherRules below)
 //   language             CLD2's most likely language (of the text as plain text) not one of
 //                        --languages, or its share of the text (CLD2's percent / 100) below
 //                        --min-language-score. Where Megatron used langdetect, the paper's
@@ -28,11 +29,36 @@
 
 namespace mtnlg::curate {
 
+// The Gopher rules (Rae et al. 2021, as DataTrove's GopherQualityFilter and
+// GopherRepetitionFilter define them), each off unless its threshold is given (>= 0). Words are
+// the text's whitespace-separated tokens (Python's str.split(); DataTrove tokenizes with NLTK).
+struct GopherRules {
+  int64_t min_words = -1, max_words = -1;                // gopher_short_doc, gopher_long_doc
+  double min_mean_word_length = -1, max_mean_word_length = -1;  // chars per word
+  double max_symbol_word_ratio = -1;  // '#' per word, or '...' and '…' per word
+  double max_bullet_lines_ratio = -1;  // lines starting with '•' (after leading whitespace)
+  double max_ellipsis_lines_ratio = -1;  // lines ending with '...' or '…'
+  double min_alpha_words_ratio = -1;  // words holding a letter
+  int64_t min_stop_words = -1;  // of: the be to of and that have with
+  double max_dup_para_frac = -1, max_dup_para_char_frac = -1;  // paragraphs: split at \n{2,}
+  double max_dup_line_frac = -1, max_dup_line_char_frac = -1;  // lines: split at \n+
+  std::vector<std::pair<int, double>> max_top_ngram_char_frac;  // (n, fraction): 2-4 in Gopher
+  std::vector<std::pair<int, double>> max_dup_ngram_char_frac;  // (n, fraction): 5-10 in Gopher
+  bool any() const;
+};
+
+// Gopher's thresholds for every rule not set yet.
+void apply_gopher_defaults(GopherRules* g);
+
+// The name of the first Gopher rule a text breaks, or "".
+std::string gopher_verdict(const std::string& utf8, const GopherRules& g);
+
 struct CleanOptions {
   std::string input, output, report;
   std::vector<std::string> languages;  // ISO codes as CLD2 names them ("en", "de", "zh-Hant")
   double min_language_score = 0.0;
   int64_t min_chars = 0, short_javascript = 0, min_gpt2_tokens = 0;
+  GopherRules gopher;
   std::string vocab_file, merge_file;  // for min_gpt2_tokens
   std::string text_key = "text";
   BadRecords bad_records = BadRecords::kError;

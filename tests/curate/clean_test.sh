@@ -71,6 +71,71 @@ outs = [(json.loads(l), l) for l in open('out.jsonl')]
 same = [(r, l) for r, l in outs if json.loads(ins[r['id']])['text'] == r['text']]
 raise SystemExit(0 if len(same) > 1000 and all(ins[r['id']] == l for r, l in same) else 1)"
 
+"$curate" clean --input in.jsonl --output gopher.jsonl --report gopher.json --gopher --log-level warn
+check "--gopher: the kept records and the count of every rule equal the Python reference's" \
+  $py - <<'PY'
+import collections, json, re, sys, unicodedata
+def verdict(t):
+    w = t.split()
+    n = len(w)
+    if n < 50: return "gopher_short_doc"
+    if n > 100000: return "gopher_long_doc"
+    mean = sum(map(len, w)) / n
+    if mean < 3: return "gopher_below_avg_threshold"
+    if mean > 10: return "gopher_above_avg_threshold"
+    if t.count("#") / n > 0.1: return "gopher_too_many_hashes"
+    if (t.count("...") + t.count("\u2026")) / n > 0.1: return "gopher_too_many_ellipsis"
+    lines = t.splitlines()
+    nl = max(len(lines), 1)
+    if sum(l.lstrip().startswith("\u2022") for l in lines) / nl > 0.9: return "gopher_too_many_bullets"
+    if sum(l.rstrip().endswith("...") or l.rstrip().endswith("\u2026") for l in lines) / nl > 0.3:
+        return "gopher_too_many_end_ellipsis"
+    if sum(any(c.isalpha() for c in x) for x in w) / n < 0.8: return "gopher_below_alpha_threshold"
+    if sum(x in {"the", "be", "to", "of", "and", "that", "have", "with"} for x in w) < 2:
+        return "gopher_enough_stop_words"
+    def dups(xs):
+        seen, e, c = set(), 0, 0
+        for x in xs:
+            if x in seen: e += 1; c += len(x)
+            else: seen.add(x)
+        return e, c
+    paras = re.split(r"\n{2,}", t.strip())
+    e, c = dups(paras)
+    if e / len(paras) > 0.3: return "dup_para_frac"
+    if c / len(t) > 0.2: return "dup_para_char_frac"
+    lines = re.split(r"\n+", t)
+    e, c = dups(lines)
+    if e / len(lines) > 0.3: return "dup_line_frac"
+    if c / len(t) > 0.2: return "dup_line_char_frac"
+    for k, f in ((2, 0.2), (3, 0.18), (4, 0.16)):
+        grams = [" ".join(w[i:i + k]) for i in range(len(w) - k + 1)]
+        if not grams: continue
+        cnt = collections.Counter(grams)
+        top = max(cnt, key=cnt.get)
+        if len(top) * cnt[top] / len(t) > f: return "top_%d_gram" % k
+    for k, f in ((5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10)):
+        seen, rep, i = set(), 0, 0
+        while i < len(w) - k + 1:
+            g = "".join(w[i:i + k])
+            if g in seen: rep += len(g); i += k
+            else: seen.add(g); i += 1
+        if rep / len(t) > f: return "duplicated_%d_n_grams" % k
+    return ""
+removed, kept = collections.Counter(), []
+for line in open("in.jsonl", encoding="utf-8"):
+    r = json.loads(line)
+    t = unicodedata.normalize("NFC", r["text"])
+    t = "".join(c for c in t if c in "\t\n" or unicodedata.category(c) != "Cc")
+    v = verdict(t)
+    if v: removed[v] += 1
+    else: r["text"] = t; kept.append(r)
+ours = [json.loads(l) for l in open("gopher.jsonl", encoding="utf-8")]
+rep = json.load(open("gopher.json"))
+print(len(ours), "kept;", dict(removed))
+sys.exit(0 if ours == kept and rep["removed"] == dict(removed) and len(removed) >= 5 else 1)
+PY
+expect 2 "expected N=F" -- clean --input in.jsonl --output x.jsonl --max-top-ngram-char-frac 2:0.2
+
 cat >lang.jsonl <<'EOF'
 {"text": "It was a bright cold day in April, and the clocks were striking thirteen. Winston Smith, his chin nuzzled into his breast in an effort to escape the vile wind, slipped quickly through the glass doors of Victory Mansions."}
 {"text": "Es war ein heller, kalter Tag im April, und die Uhren schlugen dreizehn. Winston Smith, das Kinn an die Brust gepresst, um dem eisigen Wind zu entgehen, schlüpfte rasch durch die Glastüren."}
