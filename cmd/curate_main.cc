@@ -115,6 +115,25 @@ int main(int argc, char** argv) {
   dedup->add_option("--rows", dd.rows, "LSH rows per band r (with --bands)");
   dedup->add_option("--output-dir", dd.output_dir, "Where the kept shards and the summary go");
   dedup->add_option("--report", dd.report, "The groups' JSON Lines report");
+  std::string dd_step = "all";
+  dedup->add_option("--step", dd_step,
+                    "all (one process), or a cluster's steps meeting through --work-dir: "
+                    "signatures (an array task per shard set), components (one task: groups, "
+                    "report, summary), output (an array task per shard set); "
+                    "scripts/slurm/curate.sbatch runs them")
+      ->capture_default_str();
+  dedup->add_option("--task-index", dd.task_index,
+                    "With --step signatures or output: this task's index (shard f is task f % "
+                    "count's), e.g. $SLURM_ARRAY_TASK_ID")
+      ->capture_default_str();
+  dedup->add_option("--task-count", dd.task_count,
+                    "With --step signatures or output: the number of tasks, e.g. "
+                    "$SLURM_ARRAY_TASK_COUNT")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  dedup->add_option("--work-dir", dd.work_dir,
+                    "Where the steps leave their files (default OUTPUT_DIR/.work; shared storage "
+                    "on a cluster)");
   dedup->add_option("--batch-mb", dd.batch_mb, "Megabytes of records read at a time")
       ->check(CLI::Range(1, 65536))
       ->capture_default_str();
@@ -547,6 +566,23 @@ int main(int argc, char** argv) {
     }
     if (dedup->parsed() && !minhash->parsed()) {
       mtnlg::init_logging(dd_common.log_level);
+      if (dd_step == "all") {
+        dd.step = mtnlg::curate::DedupStep::kAll;
+      } else if (dd_step == "signatures") {
+        dd.step = mtnlg::curate::DedupStep::kSignatures;
+      } else if (dd_step == "components") {
+        dd.step = mtnlg::curate::DedupStep::kComponents;
+      } else if (dd_step == "output") {
+        dd.step = mtnlg::curate::DedupStep::kOutput;
+      } else {
+        throw mtnlg::invalid_argument(
+            "--step " + dd_step + ": the fix: all, signatures, components or output", "--step");
+      }
+      if (dd.task_index < 0 || dd.task_index >= dd.task_count)
+        throw mtnlg::invalid_argument("--task-index " + std::to_string(dd.task_index) +
+                                          " is not below --task-count " +
+                                          std::to_string(dd.task_count),
+                                      "--task-index");
       for (const char* flag : {"--input", "--priority", "--output-dir", "--report"})
         if (dedup->count(flag) == 0)
           throw mtnlg::invalid_argument(std::string("dedup needs ") + flag + " (see --help)", flag);
@@ -565,6 +601,10 @@ int main(int argc, char** argv) {
       dd.threads = dd_common.threads;
       dd.progress = progress_mode(dd_common);
       const auto s = mtnlg::curate::run_dedup(dd);
+      if (dd.step != mtnlg::curate::DedupStep::kAll && dd.step != mtnlg::curate::DedupStep::kComponents) {
+        spdlog::info("dedup: --step {} done (task {} of {})", dd_step, dd.task_index, dd.task_count);
+        return 0;
+      }
       for (const auto& [name, c] : s.datasets)
         spdlog::info("dedup: {}: {} documents, {} kept, {} exact and {} fuzzy duplicates removed",
                      name, c.documents, c.kept, c.exact_removed, c.fuzzy_removed);

@@ -153,6 +153,12 @@ add_test(NAME slurm_requeue_startup
           ${PROJECT_SOURCE_DIR})
 set_tests_properties(slurm_requeue_startup PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE
   ENVIRONMENT "SLURM_CONF=${mtnlg_slurm_dir}/slurm.conf" FIXTURES_REQUIRED slurm_cluster)
+# mtnlg-curate's dedup steps as Slurm array jobs: one process's bytes.
+add_test(NAME slurm_curate_dedup
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/curate/dedup_slurm_test.sh ${PROJECT_BINARY_DIR}
+          ${PROJECT_SOURCE_DIR})
+set_tests_properties(slurm_curate_dedup PROPERTIES TIMEOUT 300
+  ENVIRONMENT "SLURM_CONF=${mtnlg_slurm_dir}/slurm.conf" FIXTURES_REQUIRED slurm_cluster)
 add_test(NAME slurm_cluster_stop
   COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/slurm/cluster.sh stop --dir ${mtnlg_slurm_dir})
 set_tests_properties(slurm_cluster_stop PROPERTIES TIMEOUT 60 FIXTURES_CLEANUP slurm_cluster)

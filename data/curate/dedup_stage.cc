@@ -6,7 +6,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <numeric>
 #include <set>
 #include <unordered_map>
@@ -66,6 +69,148 @@ struct Pair {
   int64_t a, b;
   double jaccard;
 };
+
+// A document's fate in its shard's keep file (work_dir/keep-F.bin: one byte a record).
+constexpr char kKept = 1, kExactRemoved = 2, kFuzzyRemoved = 3;
+
+// One document's entry in its shard's signature file.
+struct SignatureRow {
+  int64_t line = 0;
+  XXH128_hash_t exact{};
+  std::vector<uint64_t> keys;  // [bands]
+};
+
+// work_dir/signatures-F.bin: "MTNLGSIG", version 1 (u32), bands (u32), the settings' hash (u64),
+// documents (u64), records skipped (u64), then per document its line (i64), the normalized
+// text's XXH3-128 (high, low) and its band keys (u64 each), little-endian.
+constexpr size_t kSigHeader = 8 + 4 + 4 + 8 + 8 + 8;
+
+class SignatureWriter {
+ public:
+  SignatureWriter(const std::string& path, uint64_t settings, int bands)
+      : file_(path), settings_(settings), bands_(bands) {
+    header(0, 0);
+  }
+  void add(const SignatureRow& r) {
+    file_.write(&r.line, 8);
+    file_.write(&r.exact.high64, 8);
+    file_.write(&r.exact.low64, 8);
+    file_.write(r.keys.data(), r.keys.size() * 8);
+    ++docs_;
+  }
+  void commit(uint64_t skipped) {
+    header(docs_, skipped);
+    file_.commit();
+  }
+
+ private:
+  void header(uint64_t docs, uint64_t skipped) {
+    char h[kSigHeader];
+    std::memcpy(h, "MTNLGSIG", 8);
+    const uint32_t version = 1, bands = static_cast<uint32_t>(bands_);
+    std::memcpy(h + 8, &version, 4);
+    std::memcpy(h + 12, &bands, 4);
+    std::memcpy(h + 16, &settings_, 8);
+    std::memcpy(h + 24, &docs, 8);
+    std::memcpy(h + 32, &skipped, 8);
+    if (!started_) {
+      file_.write(h, kSigHeader);
+      started_ = true;
+    } else {
+      file_.write_at(0, h, kSigHeader);
+    }
+  }
+  bool started_ = false;
+  StagedFile file_;
+  uint64_t settings_;
+  int bands_;
+  uint64_t docs_ = 0;
+};
+
+struct SignatureFile {
+  uint64_t skipped = 0;
+  std::vector<SignatureRow> rows;
+
+  // Whether `path` holds a whole signature file made under these settings.
+  static bool valid(const std::string& path, uint64_t settings, int bands, std::string* why = nullptr) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+      if (why) *why = "missing";
+      return false;
+    }
+    char h[kSigHeader];
+    in.read(h, kSigHeader);
+    uint32_t version = 0, b = 0;
+    uint64_t s = 0, docs = 0;
+    std::memcpy(&version, h + 8, 4);
+    std::memcpy(&b, h + 12, 4);
+    std::memcpy(&s, h + 16, 8);
+    std::memcpy(&docs, h + 24, 8);
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    const bool ok = in.gcount() == static_cast<std::streamsize>(kSigHeader) &&
+                    std::memcmp(h, "MTNLGSIG", 8) == 0 && version == 1 &&
+                    b == static_cast<uint32_t>(bands) && !ec &&
+                    size == kSigHeader + docs * (24 + 8 * static_cast<uint64_t>(bands));
+    if (why) *why = !ok ? "not a whole signature file" : s != settings ? "made under other settings or from another version of its shard" : "";
+    return ok && s == settings;
+  }
+
+  static SignatureFile read(const std::string& path, uint64_t settings, int bands,
+                            const std::string& shard) {
+    std::string why;
+    if (!valid(path, settings, bands, &why))
+      throw corruption("the signatures of " + shard + " are " + why +
+                           "; the fix: run mtnlg-curate dedup --step signatures for its task (or "
+                           "--step all)",
+                       path);
+    std::ifstream in(path, std::ios::binary);
+    char h[kSigHeader];
+    in.read(h, kSigHeader);
+    uint64_t docs = 0;
+    SignatureFile f;
+    std::memcpy(&docs, h + 24, 8);
+    std::memcpy(&f.skipped, h + 32, 8);
+    f.rows.resize(docs);
+    for (SignatureRow& r : f.rows) {
+      in.read(reinterpret_cast<char*>(&r.line), 8);
+      in.read(reinterpret_cast<char*>(&r.exact.high64), 8);
+      in.read(reinterpret_cast<char*>(&r.exact.low64), 8);
+      r.keys.resize(static_cast<size_t>(bands));
+      in.read(reinterpret_cast<char*>(r.keys.data()), static_cast<std::streamsize>(8 * bands));
+    }
+    return f;
+  }
+};
+
+// Shard f's kept records, from its keep file, into OUTPUT_DIR/NAME/<file name>.
+void write_kept(const DedupOptions& o, size_t f, const std::string& keep_file, size_t batch_bytes) {
+  const DedupInput& in = o.inputs[f];
+  std::ifstream k(keep_file, std::ios::binary);
+  if (!k)
+    throw not_found("no keep file for " + in.file + "; the fix: run mtnlg-curate dedup --step "
+                    "components first",
+                    keep_file);
+  const std::string status((std::istreambuf_iterator<char>(k)), std::istreambuf_iterator<char>());
+  const std::string dir = o.output_dir + "/" + in.dataset;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw io_error("cannot create the directory: " + ec.message(), dir);
+  ShardWriter out(dir + "/" + std::filesystem::path(in.file).filename().string());
+  TextRecords records(in.file, o.text_key, o.bad_records);
+  std::vector<TextRecord> batch;
+  size_t d = 0;
+  while (records.next_batch(&batch, batch_bytes))
+    for (const TextRecord& r : batch) {
+      if (d >= status.size()) break;
+      if (status[d++] == kKept) out.write_line(r.raw);
+    }
+  if (d != status.size() || records.next_batch(&batch, batch_bytes))
+    throw corruption(in.file + " changed since its signatures were made (" +
+                         std::to_string(status.size()) + " records then); the fix: run dedup again",
+                     keep_file);
+  out.commit();
+}
 
 // Band keys of a signature: XXH3-64 of each band's r values.
 void band_keys(const uint32_t* sig, int bands, int rows, uint64_t* keys) {
@@ -151,39 +296,62 @@ DedupStats run_dedup(const DedupOptions& o) {
                o.inputs.size(), o.threshold, o.num_perm, hash_family_name(o.family), o.seed,
                lsh.bands, lsh.rows);
 
-  // ---- 1. signatures as band keys, exact duplicates by the normalized text's hash ----
-  std::vector<Doc> docs;
-  std::vector<uint64_t> keys;        // [documents, bands]
-  std::vector<XXH128_hash_t> exact;  // [documents]
+  // ---- 1. signatures as band keys, with the normalized text's hash: a file per shard ----
+  const std::string work = o.work_dir.empty() ? o.output_dir + "/.work" : o.work_dir;
   {
+    std::error_code ec;
+    std::filesystem::create_directories(work, ec);
+    if (ec) throw io_error("cannot create the directory: " + ec.message(), work);
+  }
+  const auto mine = [&](size_t f) {
+    return o.step == DedupStep::kAll || static_cast<int>(f % static_cast<size_t>(o.task_count)) == o.task_index;
+  };
+  const auto sig_path = [&](size_t f) { return work + "/signatures-" + std::to_string(f) + ".bin"; };
+  const auto keep_path = [&](size_t f) { return work + "/keep-" + std::to_string(f) + ".bin"; };
+  // What a shard's signatures depend on: a file made under other settings is made again.
+  const auto settings_of = [&](size_t f) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(o.inputs[f].file, ec);
+    const auto time = std::filesystem::last_write_time(o.inputs[f].file, ec).time_since_epoch().count();
+    const std::string s = o.inputs[f].file + "|" + std::to_string(size) + "|" + std::to_string(time) +
+                          "|" + hash_family_name(o.family) + "|" + std::to_string(o.num_perm) + "|" +
+                          std::to_string(o.seed) + "|" + std::to_string(lsh.bands) + "x" +
+                          std::to_string(lsh.rows) + "|" + o.text_key + "|" +
+                          std::to_string(static_cast<int>(o.bad_records));
+    return XXH3_64bits(s.data(), s.size());
+  };
+  if (o.step == DedupStep::kAll || o.step == DedupStep::kSignatures) {
     PreprocessProgress progress(o.progress, total_bytes, 100000);
-    int64_t done_bytes = 0;
+    int64_t done_bytes = 0, signed_docs = 0;
     std::vector<TextRecord> batch;
     for (size_t f = 0; f < o.inputs.size(); ++f) {
+      if (!mine(f)) continue;
+      const uint64_t settings = settings_of(f);
+      if (SignatureFile::valid(sig_path(f), settings, lsh.bands)) continue;  // a rerun's
       const DedupInput& in = o.inputs[f];
       TextRecords records(in.file, o.text_key, o.bad_records);
+      SignatureWriter out(sig_path(f), settings, lsh.bands);
+      std::vector<SignatureRow> rows;
       while (records.next_batch(&batch, batch_bytes)) {
         const auto n = static_cast<int64_t>(batch.size());
-        const size_t first = docs.size();
-        docs.resize(first + batch.size());
-        keys.resize(docs.size() * static_cast<size_t>(lsh.bands));
-        exact.resize(docs.size());
+        rows.assign(batch.size(), SignatureRow{0, {}, std::vector<uint64_t>(static_cast<size_t>(lsh.bands))});
 #pragma omp parallel num_threads(threads)
         {
           NormalizedText norm;
           std::vector<uint32_t> sig(static_cast<size_t>(o.num_perm));
 #pragma omp for schedule(dynamic, 16)
           for (int64_t i = 0; i < n; ++i) {
-            const size_t d = first + static_cast<size_t>(i);
+            SignatureRow& r = rows[static_cast<size_t>(i)];
             normalize_for_shingles(batch[static_cast<size_t>(i)].text, &norm);
             hasher.signature(norm, sig.data());
-            band_keys(sig.data(), lsh.bands, lsh.rows, keys.data() + d * lsh.bands);
-            exact[d] = XXH3_128bits(norm.text.data(), norm.text.size());
-            docs[d] = Doc{static_cast<int32_t>(f), priority_of.at(in.dataset),
-                          batch[static_cast<size_t>(i)].line};
+            band_keys(sig.data(), lsh.bands, lsh.rows, r.keys.data());
+            r.exact = XXH3_128bits(norm.text.data(), norm.text.size());
+            r.line = batch[static_cast<size_t>(i)].line;
           }
         }
-        progress.update(done_bytes + records.bytes_read(), static_cast<int64_t>(docs.size()), -1);
+        for (const SignatureRow& r : rows) out.add(r);
+        signed_docs += n;
+        progress.update(done_bytes + records.bytes_read(), signed_docs, -1);
       }
       done_bytes += records.file_size();
       int64_t skipped = 0;
@@ -191,9 +359,35 @@ DedupStats run_dedup(const DedupOptions& o) {
         skipped += n;
         spdlog::warn("skipped {} record(s) of {}: {} (--bad-records skip)", n, in.file, why);
       }
-      stats.datasets[in.dataset].skipped += skipped;
+      out.commit(skipped);
     }
     progress.finish();
+    if (o.step == DedupStep::kSignatures) return stats;
+  }
+
+  std::vector<Doc> docs;
+  std::vector<uint64_t> keys;        // [documents, bands]
+  std::vector<XXH128_hash_t> exact;  // [documents]
+  std::vector<int64_t> first_doc(o.inputs.size() + 1, 0);  // each shard's first document
+  if (o.step == DedupStep::kAll || o.step == DedupStep::kComponents) {
+    for (size_t f = 0; f < o.inputs.size(); ++f) {
+      const SignatureFile sf = SignatureFile::read(sig_path(f), settings_of(f), lsh.bands,
+                                                   o.inputs[f].file);
+      first_doc[f] = static_cast<int64_t>(docs.size());
+      stats.datasets[o.inputs[f].dataset].skipped += sf.skipped;
+      for (const SignatureRow& r : sf.rows) {
+        docs.push_back(Doc{static_cast<int32_t>(f), priority_of.at(o.inputs[f].dataset), r.line});
+        exact.push_back(r.exact);
+        keys.insert(keys.end(), r.keys.begin(), r.keys.end());
+      }
+    }
+    first_doc[o.inputs.size()] = static_cast<int64_t>(docs.size());
+  } else {
+    // --step output: the kept records of this task's shards.
+    std::vector<TextRecord> batch;
+    for (size_t f = 0; f < o.inputs.size(); ++f)
+      if (mine(f)) write_kept(o, f, keep_path(f), batch_bytes);
+    return stats;
   }
   const auto n_docs = static_cast<int64_t>(docs.size());
   stats.documents = n_docs;
@@ -375,32 +569,30 @@ DedupStats run_dedup(const DedupOptions& o) {
     report.commit();
   }
 
-  // ---- the kept records of every input, and the summary ----
-  std::error_code ec;
-  int64_t d = 0;
-  std::vector<TextRecord> batch;
-  for (const DedupInput& in : o.inputs) {
-    const std::string dir = o.output_dir + "/" + in.dataset;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) throw io_error("cannot create the directory: " + ec.message(), dir);
-    ShardWriter out(dir + "/" + std::filesystem::path(in.file).filename().string());
-    TextRecords records(in.file, o.text_key, BadRecords::kSkip);
-    DatasetCounts& c = stats.datasets[in.dataset];
-    while (records.next_batch(&batch, batch_bytes))
-      for (const TextRecord& r : batch) {
-        ++c.documents;
-        if (keep[static_cast<size_t>(d)]) {
-          ++c.kept;
-          out.write_line(r.raw);
-        } else if (exact_dup[static_cast<size_t>(d)]) {
-          ++c.exact_removed;
-        } else {
-          ++c.fuzzy_removed;
-        }
-        ++d;
+  // ---- each document's fate, a file per shard; the counts; the kept records ----
+  for (size_t f = 0; f < o.inputs.size(); ++f) {
+    DatasetCounts& c = stats.datasets[o.inputs[f].dataset];
+    std::string status;
+    for (int64_t d = first_doc[f]; d < first_doc[f + 1]; ++d) {
+      ++c.documents;
+      char st = kKept;
+      if (keep[static_cast<size_t>(d)]) {
+        ++c.kept;
+      } else if (exact_dup[static_cast<size_t>(d)]) {
+        ++c.exact_removed;
+        st = kExactRemoved;
+      } else {
+        ++c.fuzzy_removed;
+        st = kFuzzyRemoved;
       }
-    out.commit();
+      status.push_back(st);
+    }
+    StagedFile k(keep_path(f));
+    k.write(status.data(), status.size());
+    k.commit();
   }
+  if (o.step == DedupStep::kAll)
+    for (size_t f = 0; f < o.inputs.size(); ++f) write_kept(o, f, keep_path(f), batch_bytes);
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   {
     std::string body = "{";

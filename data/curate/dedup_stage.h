@@ -43,6 +43,16 @@ struct DedupInput {
 // "NAME=FILE"; throws invalid_argument naming --input otherwise.
 DedupInput parse_dedup_input(const std::string& spec);
 
+// The steps a cluster runs apart (scripts/slurm/curate.sbatch), meeting through WORK_DIR:
+//   signatures  each task signs its shards (shard f belongs to task f % task_count):
+//               WORK_DIR/signatures-F.bin, made again only when absent or made under other
+//               settings (a killed task's rerun redoes only its unfinished shards);
+//   components  one task: exact duplicates, LSH buckets, verified pairs, components; writes the
+//               report, the summary and WORK_DIR/keep-F.bin (each record's fate);
+//   output      each task writes its shards' kept records.
+// kAll runs the three in one process over the same files: a cluster's steps give its bytes.
+enum class DedupStep { kAll, kSignatures, kComponents, kOutput };
+
 struct DedupOptions {
   std::vector<DedupInput> inputs;     // command-line order
   std::vector<std::string> priority;  // every dataset, the first kept first
@@ -52,6 +62,9 @@ struct DedupOptions {
   HashFamily family = HashFamily::kXxh3;
   int bands = 0, rows = 0;  // 0 and 0: datasketch's optimal for the threshold
   std::string output_dir, report;
+  std::string work_dir;  // "": OUTPUT_DIR/.work
+  DedupStep step = DedupStep::kAll;
+  int task_index = 0, task_count = 1;
   std::string text_key = "text";
   BadRecords bad_records = BadRecords::kError;
   int threads = 0;

@@ -102,6 +102,24 @@ run_dedup killed 2
 check "the rerun after the kills writes the same files as one clean run" \
   diff -r out killed --exclude='*.tmp'
 
+# 3b. A cluster's steps as separate processes (3 tasks) through a work directory: the bytes of
+# one process.
+for step in signatures components output; do
+  for t in 0 1 2; do
+    [[ $step == components && $t -gt 0 ]] && continue
+    "$curate" dedup "${flags[@]}" --priority wiki,books,cc --hash datasketch --step $step \
+      --task-index $t --task-count 3 --work-dir work3 --output-dir steps --report steps/groups.jsonl \
+      --log-level warn || echo "FAIL: --step $step task $t"
+  done
+done
+check "signatures, components and output as 3 tasks write one process's files" \
+  diff -r out steps --exclude=.work
+expect 4 "signatures of corp/wiki/wiki.jsonl are missing.*--step signatures" -- dedup \
+  "${flags[@]}" --priority wiki,books,cc --step components --work-dir empty-work --output-dir e \
+  --report e/r.jsonl
+expect 2 "--task-index 3 is not below --task-count 3" -- dedup "${flags[@]}" --priority \
+  wiki,books,cc --step signatures --task-index 3 --task-count 3 --output-dir e --report e/r.jsonl
+
 # 4. The default hash family runs (its accuracy is bench/curate_bench.sh's business).
 "$curate" dedup "${flags[@]}" --priority wiki,books,cc --output-dir fast --report fast/g.jsonl \
   --log-level warn
