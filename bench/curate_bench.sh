@@ -10,6 +10,8 @@
 #   4. decontaminate, one thread, against filter_ngrams.py's algorithm in Python
 #      (tests/reference/curate_reference.py decontaminate: the script's loops, dicts and re) on a
 #      --decon-mb shard with planted task passages; the outputs must be the same records.
+#   5. the other stages, one thread: extract (a WARC of Debian's HTML documentation, repeated),
+#      clean (--gopher and CLD2 languages), quality score: MB/s of their input.
 # Usage: bench/curate_bench.sh BUILD_DIR [--mb MB] [--minhash-mb MB] [--decon-mb MB]
 #   (defaults 1000, 20 and 10)
 # Prints a table; the figures of record are in docs/curation.md with their dates.
@@ -115,3 +117,25 @@ mbt=$(awk '{print $3}' dcgen.txt)
 printf '%-44s %10.2f %12.2f\n' "filter_ngrams.py's algorithm (Python)" "$t_py" "$(echo "$mbt / $t_py" | bc -l)"
 printf '%-44s %10.2f %12.2f\n' "mtnlg-curate decontaminate" "$t_ours" "$(echo "$mbt / $t_ours" | bc -l)"
 printf '%-44s %10.1fx\n' "ours over Python" "$(echo "$t_py / $t_ours" | bc -l)"
+
+# 5. The other stages, one thread, MB/s of their input.
+$py - <<'PY'
+import glob, gzip
+pages = [open(p, "rb").read() for p in sorted(glob.glob("/usr/share/doc/libffi8/html/*.html"))]
+with open("web.warc.gz", "wb") as f:
+    for i in range(60):
+        for j, html in enumerate(pages):
+            body = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n" + html
+            f.write(gzip.compress(b"WARC/1.0\r\nWARC-Type: response\r\nWARC-Target-URI: https://x/%d/%d\r\n"
+                                  b"Content-Length: %d\r\n\r\n" % (i, j, len(body)) + body + b"\r\n\r\n"))
+PY
+warc_mb=$($py -c "import gzip; print(len(gzip.open('web.warc.gz').read()) / 1e6)")
+t_ex=$(secs "$curate" extract --input web.warc.gz --output web.jsonl --threads 1)
+t_cl=$(secs "$curate" clean --input "$shard" --output clean.jsonl --gopher --languages en --threads 1)
+"$curate" quality train --positive small/wiki/wiki.jsonl --negative "$shard" --output q.bin --dim 16 \
+  --bucket 200000 --log-level warn
+t_q=$(secs "$curate" quality score --model q.bin --input "$shard" --output scored.jsonl --threads 1)
+printf '\n%-44s %10s %12s\n' "other stages, 1 thread" "seconds" "MB/s/core"
+printf '%-44s %10.2f %12.2f\n' "extract ($warc_mb MB of WARC)" "$t_ex" "$(echo "$warc_mb / $t_ex" | bc -l)"
+printf '%-44s %10.2f %12.2f\n' "clean --gopher --languages en ($text_mb MB)" "$t_cl" "$(echo "$text_mb / $t_cl" | bc -l)"
+printf '%-44s %10.2f %12.2f\n' "quality score ($text_mb MB)" "$t_q" "$(echo "$text_mb / $t_q" | bc -l)"
