@@ -19,6 +19,12 @@ std::string json_number(double v) {
   return std::string(buf, res.ptr);
 }
 
+std::string json_counts(const std::map<std::string, int64_t>& counts) {
+  std::string s = "{";
+  for (const auto& [k, v] : counts) s += (s.size() > 1 ? ", " : "") + json_string(k) + ": " + std::to_string(v);
+  return s + "}";
+}
+
 std::string json_string(const std::string& s) {
   std::string out = "\"";
   for (unsigned char c : s) {

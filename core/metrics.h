@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <fstream>
+#include <map>
 #include <string>
 
 namespace mtnlg {
@@ -32,6 +33,8 @@ class JsonLine {
 // Shortest round-trip decimal of v; non-finite values become null (JSON has no NaN).
 std::string json_number(double v);
 std::string json_string(const std::string& s);
+// {"name": count, ...} in the map's order.
+std::string json_counts(const std::map<std::string, int64_t>& counts);
 
 // A resumed run's metrics file reads as one run: keeps the lines up to and including iteration
 // `last_iteration` and cuts the rest (lines of work lost after that checkpoint, and a line torn by

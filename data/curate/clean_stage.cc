@@ -329,24 +329,17 @@ CleanStats run_clean(const CleanOptions& o) {
   for (const auto& [why, k] : records.skipped()) stats.skipped += k;
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!o.report.empty()) {
-    const auto object = [](const std::map<std::string, int64_t>& m) {
-      std::string s = "{";
-      for (const auto& [k, v] : m) s += (s.size() > 1 ? ", " : "") + json_string(k) + ": " + std::to_string(v);
-      return s + "}";
-    };
     const std::string line = JsonLine()
                                  .add("input", o.input)
                                  .add("documents", stats.documents)
                                  .add("kept", stats.kept)
                                  .add("normalized", stats.normalized)
-                                 .add_raw("removed", object(stats.removed))
-                                 .add_raw("languages", object(stats.languages))
+                                 .add_raw("removed", json_counts(stats.removed))
+                                 .add_raw("languages", json_counts(stats.languages))
                                  .add("bad_records_skipped", stats.skipped)
                                  .str() +
                              "\n";
-    StagedFile f(o.report);
-    f.write(line.data(), line.size());
-    f.commit();
+    write_whole_file(o.report, line);
   }
   return stats;
 }

@@ -176,9 +176,7 @@ DecontaminateStats run_decontaminate(const DecontaminateOptions& o) {
                                  .add("bad_records_skipped", stats.skipped)
                                  .str() +
                              "\n";
-    StagedFile f(o.report);
-    f.write(line.data(), line.size());
-    f.commit();
+    write_whole_file(o.report, line);
   }
   return stats;
 }

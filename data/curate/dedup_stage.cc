@@ -587,9 +587,7 @@ DedupStats run_dedup(const DedupOptions& o) {
       }
       status.push_back(st);
     }
-    StagedFile k(keep_path(f));
-    k.write(status.data(), status.size());
-    k.commit();
+    write_whole_file(keep_path(f), status);
   }
   if (o.step == DedupStep::kAll)
     for (size_t f = 0; f < o.inputs.size(); ++f) write_kept(o, f, keep_path(f), batch_bytes);
@@ -623,9 +621,7 @@ DedupStats run_dedup(const DedupOptions& o) {
                                     .add_raw("datasets", body)
                                     .str() +
                                 "\n";
-    StagedFile f(o.output_dir + "/dedup_summary.json");
-    f.write(summary.data(), summary.size());
-    f.commit();
+    write_whole_file(o.output_dir + "/dedup_summary.json", summary);
   }
   return stats;
 }

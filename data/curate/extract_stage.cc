@@ -162,22 +162,15 @@ ExtractStats run_extract(const ExtractOptions& o) {
   stats.input_bytes = total;
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!o.report.empty()) {
-    const auto object = [](const std::map<std::string, int64_t>& m) {
-      std::string s = "{";
-      for (const auto& [k, v] : m) s += (s.size() > 1 ? ", " : "") + json_string(k) + ": " + std::to_string(v);
-      return s + "}";
-    };
     const std::string line = JsonLine()
                                  .add("documents", stats.documents)
-                                 .add_raw("warc_records", object(stats.records))
-                                 .add_raw("skipped", object(stats.skipped))
+                                 .add_raw("warc_records", json_counts(stats.records))
+                                 .add_raw("skipped", json_counts(stats.skipped))
                                  .add("input_bytes", stats.input_bytes)
                                  .add("text_bytes", stats.text_bytes)
                                  .str() +
                              "\n";
-    StagedFile f(o.report);
-    f.write(line.data(), line.size());
-    f.commit();
+    write_whole_file(o.report, line);
   }
   return stats;
 }

@@ -123,9 +123,7 @@ bool done(const std::string& dir, const std::string& stamp, const std::vector<st
 }
 
 void write_stamp(const std::string& dir, const std::string& stamp) {
-  StagedFile f(dir + "/.stamp");
-  f.write(stamp.data(), stamp.size());
-  f.commit();
+  write_whole_file(dir + "/.stamp", stamp);
 }
 
 int64_t count_records(const std::vector<std::string>& shards) {
@@ -478,10 +476,7 @@ std::string run_pipeline(const PipelineOptions& o) {
       fs::create_directories(out + "/tokens/" + d.name + ".d");
       write_stamp(out + "/tokens/" + d.name + ".d", stamp);
       d.tokens = st.tokens;
-      StagedFile t(out + "/tokens/" + d.name + ".d/tokens");
-      const std::string n = std::to_string(st.tokens);
-      t.write(n.data(), n.size());
-      t.commit();
+      write_whole_file(out + "/tokens/" + d.name + ".d/tokens", std::to_string(st.tokens));
     } else {
       std::ifstream t(out + "/tokens/" + d.name + ".d/tokens");
       t >> d.tokens;
@@ -514,20 +509,15 @@ std::string run_pipeline(const PipelineOptions& o) {
     md << " |\n";
     blend << "    - {prefix: " << fs::absolute(out + "/tokens/" + d.name + "_text_document").string()
           << ", weight: " << w << "}\n";
-    std::string steps = "{";
-    for (const auto& [step, n] : d.counts) steps += (steps.size() > 1 ? ", " : "") + json_string(step) + ": " + std::to_string(n);
-    steps += "}";
+    const std::string steps =
+        json_counts(std::map<std::string, int64_t>(d.counts.begin(), d.counts.end()));
     json += (json.size() > 1 ? ", " : "") +
             JsonLine().add("dataset", d.name).add_raw("documents", steps).add("tokens", d.tokens)
                 .add("weight", w).add("epochs", epochs).str();
   }
   json += "]";
   if (training_tokens > 0) md << "\nEpochs at " << training_tokens << " training tokens.\n";
-  const auto write = [](const std::string& path, const std::string& text) {
-    StagedFile f(path);
-    f.write(text.data(), text.size());
-    f.commit();
-  };
+  const auto write = write_whole_file;
   write(out + "/report.md", md.str());
   write(out + "/report.json", JsonLine().add("config", C).add("training_tokens", training_tokens).add_raw("datasets", json).str() + "\n");
   write(out + "/blend.yaml", blend.str());

@@ -305,9 +305,7 @@ QualityStats run_quality_filter(const QualityFilterOptions& o) {
             .add("bad_records_skipped", stats.skipped)
             .str() +
         "\n";
-    StagedFile f(o.report);
-    f.write(line.data(), line.size());
-    f.commit();
+    write_whole_file(o.report, line);
   }
   return stats;
 }

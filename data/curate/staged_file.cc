@@ -50,4 +50,10 @@ void StagedFile::commit() {
   if (ec) throw io_error("cannot rename " + tmp_ + ": " + ec.message(), path_);
 }
 
+void write_whole_file(const std::string& path, std::string_view text) {
+  StagedFile f(path);
+  f.write(text.data(), text.size());
+  f.commit();
+}
+
 }  // namespace mtnlg::curate

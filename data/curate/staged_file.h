@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <string_view>
 
 namespace mtnlg::curate {
 
@@ -29,5 +30,8 @@ class StagedFile {
   std::string path_, tmp_;
   std::FILE* file_ = nullptr;
 };
+
+// `text` as the whole of `path`, staged and renamed as above.
+void write_whole_file(const std::string& path, std::string_view text);
 
 }  // namespace mtnlg::curate
