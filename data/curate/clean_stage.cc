@@ -10,6 +10,8 @@
 #include <chrono>
 #include <map>
 #include <set>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "core/metrics.h"
 #include "core/status.h"
@@ -100,7 +102,7 @@ int64_t count_of(const std::u32string& t, const std::u32string& what) {
 
 // (elements seen before, their characters): DataTrove's find_duplicates.
 std::pair<int64_t, int64_t> duplicates(const std::vector<std::u32string>& xs) {
-  std::set<std::u32string> seen;
+  std::unordered_set<std::u32string_view> seen;
   int64_t elements = 0, chars = 0;
   for (const auto& x : xs)
     if (!seen.insert(x).second) {
@@ -146,12 +148,12 @@ bool ends_with(const std::u32string& s, const std::u32string& x) {
 
 std::string gopher_verdict(const std::string& utf8, const GopherRules& g) {
   const std::u32string text = utf8_to_u32(utf8);
-  std::vector<std::u32string> words;
+  std::vector<std::u32string_view> words;  // views into text
   for (size_t i = 0; i < text.size();) {
     while (i < text.size() && python_isspace(text[i])) ++i;
     size_t j = i;
     while (j < text.size() && !python_isspace(text[j])) ++j;
-    if (j > i) words.push_back(text.substr(i, j - i));
+    if (j > i) words.push_back(std::u32string_view(text).substr(i, j - i));
     i = j;
   }
   const auto n = static_cast<double>(words.size());
@@ -206,7 +208,7 @@ std::string gopher_verdict(const std::string& utf8, const GopherRules& g) {
     if (static_cast<double>(alpha) / std::max(n, 1.0) < g.min_alpha_words_ratio) return "gopher_below_alpha_threshold";
   }
   if (g.min_stop_words >= 0) {
-    static const std::set<std::u32string> stop = {U"the", U"be", U"to", U"of", U"and", U"that", U"have", U"with"};
+    static const std::set<std::u32string_view> stop = {U"the", U"be", U"to", U"of", U"and", U"that", U"have", U"with"};
     int64_t k = 0;
     for (const auto& w : words) k += stop.count(w) > 0;
     if (k < g.min_stop_words) return "gopher_enough_stop_words";
@@ -228,34 +230,72 @@ std::string gopher_verdict(const std::string& utf8, const GopherRules& g) {
     if (g.max_dup_line_char_frac >= 0 && static_cast<double>(dup_chars) / chars > g.max_dup_line_char_frac)
       return "dup_line_char_frac";
   }
-  for (const auto& [k, frac] : g.max_top_ngram_char_frac) {
-    // The most frequent n-gram (" "-joined; the first such in order on ties) times its count.
-    std::map<std::u32string, int64_t> counts;
-    std::vector<std::u32string> order;
-    for (size_t i = 0; i + static_cast<size_t>(k) <= words.size(); ++i) {
-      std::u32string gram;
-      for (int j = 0; j < k; ++j) gram += (j ? U" " : U"") + words[i + static_cast<size_t>(j)];
-      if (counts[gram]++ == 0) order.push_back(gram);
+  // The n-grams as positions in `words`, hashed and compared in place (no string per n-gram).
+  const auto seq_hash = [&](size_t i, int k, bool spaces) {
+    uint64_t h = 0x9E3779B97F4A7C15ull;
+    for (int j = 0; j < k; ++j) {
+      if (spaces && j > 0) h = (h ^ U' ') * 0xBF58476D1CE4E5B9ull;
+      for (const char32_t c : words[i + static_cast<size_t>(j)]) h = (h ^ c) * 0xBF58476D1CE4E5B9ull;
     }
-    if (order.empty()) continue;
-    const std::u32string* top = &order[0];
-    for (const auto& gram : order)
-      if (counts[gram] > counts[*top]) top = &gram;
-    if (static_cast<double>(top->size()) * static_cast<double>(counts[*top]) / chars > frac)
+    return h ^ (h >> 31);
+  };
+  for (const auto& [k, frac] : g.max_top_ngram_char_frac) {
+    // The most frequent n-gram (" "-joined: the same words in order; the first such on ties)
+    // times its count.
+    const auto n_grams = words.size() >= static_cast<size_t>(k) ? words.size() - static_cast<size_t>(k) + 1 : 0;
+    if (n_grams == 0) continue;
+    std::vector<uint64_t> hs(n_grams);
+    for (size_t i = 0; i < n_grams; ++i) hs[i] = seq_hash(i, k, true);
+    const auto hash = [&](size_t i) { return hs[i]; };
+    const auto same = [&](size_t a, size_t b) {
+      if (hs[a] != hs[b]) return false;
+      for (int j = 0; j < k; ++j)
+        if (words[a + static_cast<size_t>(j)] != words[b + static_cast<size_t>(j)]) return false;
+      return true;
+    };
+    std::unordered_map<size_t, int64_t, decltype(hash), decltype(same)> counts(n_grams, hash, same);
+    size_t top = 0;
+    for (size_t i = 0; i < n_grams; ++i) {
+      const auto it = counts.try_emplace(i, 0).first;
+      ++it->second;
+      const int64_t top_count = counts.find(top)->second;
+      if (it->second > top_count || (it->second == top_count && it->first < top)) top = it->first;
+    }
+    int64_t length = k - 1;
+    for (int j = 0; j < k; ++j) length += static_cast<int64_t>(words[top + static_cast<size_t>(j)].size());
+    if (static_cast<double>(length) * static_cast<double>(counts.find(top)->second) / chars > frac)
       return "top_" + std::to_string(k) + "_gram";
   }
   for (const auto& [k, frac] : g.max_dup_ngram_char_frac) {
-    // DataTrove's find_all_duplicate: n-grams joined without spaces; a repeat jumps over itself.
-    std::set<std::u32string> seen;
+    // DataTrove's find_all_duplicate: n-grams joined without spaces (equal when their characters
+    // are, whatever the word boundaries); a repeat jumps over itself.
+    const auto chars_of = [&](size_t i) {
+      int64_t n = 0;
+      for (int j = 0; j < k; ++j) n += static_cast<int64_t>(words[i + static_cast<size_t>(j)].size());
+      return n;
+    };
+    const size_t n_grams = words.size() >= static_cast<size_t>(k) ? words.size() - static_cast<size_t>(k) + 1 : 0;
+    std::vector<uint64_t> hs(n_grams);
+    for (size_t i = 0; i < n_grams; ++i) hs[i] = seq_hash(i, k, false);
+    const auto hash = [&](size_t i) { return hs[i]; };
+    const auto same = [&](size_t a, size_t b) {
+      if (hs[a] != hs[b] || chars_of(a) != chars_of(b)) return false;
+      size_t wa = a, wb = b, ca = 0, cb = 0;  // word and character positions on each side
+      for (int64_t left = chars_of(a); left > 0; --left) {
+        while (ca == words[wa].size()) ++wa, ca = 0;
+        while (cb == words[wb].size()) ++wb, cb = 0;
+        if (words[wa][ca++] != words[wb][cb++]) return false;
+      }
+      return true;
+    };
+    std::unordered_set<size_t, decltype(hash), decltype(same)> seen(16, hash, same);
     int64_t repeated = 0;
     for (size_t i = 0; i + static_cast<size_t>(k) <= words.size();) {
-      std::u32string gram;
-      for (int j = 0; j < k; ++j) gram += words[i + static_cast<size_t>(j)];
-      if (seen.count(gram)) {
-        repeated += static_cast<int64_t>(gram.size());
+      if (seen.count(i)) {
+        repeated += chars_of(i);
         i += static_cast<size_t>(k);
       } else {
-        seen.insert(gram);
+        seen.insert(i);
         ++i;
       }
     }
