@@ -31,14 +31,8 @@ struct Common {
   std::string log_level = "info";
 };
 
-void add_common(CLI::App& app, Common& c) {
-  app.add_option("--text-key", c.text_key, "The JSON member that holds each document's text")
-      ->capture_default_str();
-  app.add_option("--bad-records", c.bad_records,
-                 "A record that is not JSON, lacks --text-key, has a non-string text or invalid "
-                 "UTF-8: error (stop, naming file and line) or skip (skip it and count it in the "
-                 "report)")
-      ->capture_default_str();
+// --threads, --no-progress-bar, --log-level: every subcommand's.
+void add_run_options(CLI::App& app, Common& c) {
   app.add_option("--threads", c.threads, "Worker threads (0: every core); output bytes do not "
                                          "depend on it")
       ->check(CLI::Range(0, 4096))
@@ -47,6 +41,29 @@ void add_common(CLI::App& app, Common& c) {
                "Progress as plain lines even when stderr is a terminal");
   app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str();
+}
+
+// Those and the record options of the stages that read JSON Lines shards.
+void add_common(CLI::App& app, Common& c) {
+  app.add_option("--text-key", c.text_key, "The JSON member that holds each document's text")
+      ->capture_default_str();
+  app.add_option("--bad-records", c.bad_records,
+                 "A record that is not JSON, lacks --text-key, has a non-string text or invalid "
+                 "UTF-8: error (stop, naming file and line) or skip (skip it and count it in the "
+                 "report)")
+      ->capture_default_str();
+  add_run_options(app, c);
+}
+
+// "a,b,,c" -> {a, b, c}.
+std::vector<std::string> split_commas(const std::string& list) {
+  std::vector<std::string> out;
+  for (size_t at = 0; at <= list.size();) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    if (comma > at) out.push_back(list.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return out;
 }
 
 mtnlg::ProgressMode progress_mode(const Common& c) {
@@ -241,12 +258,7 @@ int main(int argc, char** argv) {
       "the same settings is not run again. docs/curation.md gives the file's keys and a worked "
       "example. Example: mtnlg-curate run --config corpus.yaml");
   run->add_option("--config", pl.config, "The corpus YAML")->required();
-  run->add_option("--threads", pl_common.threads, "Worker threads (0: every core)")
-      ->capture_default_str();
-  run->add_flag("--no-progress-bar", pl_common.no_progress_bar,
-                "Progress as plain lines even when stderr is a terminal");
-  run->add_option("--log-level", pl_common.log_level, "trace, debug, info, warn, error or off")
-      ->capture_default_str();
+  add_run_options(*run, pl_common);
 
   // extract
   mtnlg::curate::ExtractOptions ex;
@@ -280,12 +292,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   extract->add_flag("--no-headings", ex.justext.no_headings,
                     "jusText's: headings get no special treatment");
-  extract->add_option("--threads", ex_common.threads, "Worker threads (0: every core)")
-      ->capture_default_str();
-  extract->add_flag("--no-progress-bar", ex_common.no_progress_bar,
-                    "Progress as plain lines even when stderr is a terminal");
-  extract->add_option("--log-level", ex_common.log_level, "trace, debug, info, warn, error or off")
-      ->capture_default_str();
+  add_run_options(*extract, ex_common);
 
   // clean
   mtnlg::curate::CleanOptions cl;
@@ -476,11 +483,7 @@ int main(int argc, char** argv) {
     }
     if (clean->parsed()) {
       mtnlg::init_logging(cl_common.log_level);
-      for (size_t at = 0; at <= cl_languages.size();) {
-        const size_t comma = std::min(cl_languages.find(',', at), cl_languages.size());
-        if (comma > at) cl.languages.push_back(cl_languages.substr(at, comma - at));
-        at = comma + 1;
-      }
+      cl.languages = split_commas(cl_languages);
       const auto pairs = [](const std::vector<std::string>& specs, const char* flag) {
         std::vector<std::pair<int, double>> out;
         for (const std::string& s : specs) {
@@ -588,11 +591,7 @@ int main(int argc, char** argv) {
           throw mtnlg::invalid_argument(std::string("dedup needs ") + flag + " (see --help)", flag);
       for (const std::string& spec : dd_inputs)
         dd.inputs.push_back(mtnlg::curate::parse_dedup_input(spec));
-      for (size_t at = 0; at <= dd_priority.size();) {
-        const size_t comma = std::min(dd_priority.find(',', at), dd_priority.size());
-        if (comma > at) dd.priority.push_back(dd_priority.substr(at, comma - at));
-        at = comma + 1;
-      }
+      dd.priority = split_commas(dd_priority);
       if ((dedup->count("--bands") == 0) != (dedup->count("--rows") == 0))
         throw mtnlg::invalid_argument("--bands and --rows go together", "--bands");
       dd.family = mtnlg::curate::parse_hash_family(dd_hash, "--hash");

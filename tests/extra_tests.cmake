@@ -343,24 +343,12 @@ add_test(NAME attention_bench
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/bench/attention_bench_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(attention_bench PROPERTIES TIMEOUT 120)
 
-# The corpus stages (mtnlg-curate) against independent Python references on a generated corpus
-# with planted duplicates: datasketch's signatures bit for bit, the reference's groups and kept
-# documents, thread-count and kill -9 invariance, bad input.
-add_test(NAME curate_dedup
-  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/curate/dedup_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
-set_tests_properties(curate_dedup PROPERTIES TIMEOUT 300)
-add_test(NAME curate_decontaminate
-  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/curate/decontaminate_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
-set_tests_properties(curate_decontaminate PROPERTIES TIMEOUT 300)
-add_test(NAME curate_quality
-  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/curate/quality_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
-set_tests_properties(curate_quality PROPERTIES TIMEOUT 300)
-add_test(NAME curate_clean
-  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/curate/clean_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
-set_tests_properties(curate_clean PROPERTIES TIMEOUT 300)
-add_test(NAME curate_extract
-  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/curate/extract_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
-set_tests_properties(curate_extract PROPERTIES TIMEOUT 300)
-add_test(NAME curate_run
-  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/curate/run_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
-set_tests_properties(curate_run PROPERTIES TIMEOUT 300)
+# The corpus stages (mtnlg-curate), each against an independent Python reference on real or
+# generated text (tests/curate/<stage>_test.sh): bytes independent of threads, kills and reruns;
+# bad input named.
+foreach(stage dedup decontaminate quality clean extract run)
+  add_test(NAME curate_${stage}
+    COMMAND bash ${PROJECT_SOURCE_DIR}/tests/curate/${stage}_test.sh ${PROJECT_BINARY_DIR}
+            ${PROJECT_SOURCE_DIR})
+  set_tests_properties(curate_${stage} PROPERTIES TIMEOUT 300)
+endforeach()

@@ -163,8 +163,10 @@ std::string run_pipeline(const PipelineOptions& o) {
   const auto rel = [&](const std::string& p) {
     return fs::path(p).is_absolute() ? p : (fs::path(base) / p).string();
   };
-  if (!root["output_dir"]) throw invalid_argument("'output_dir' is required", cfg_error_where(C, "output_dir"));
-  const std::string out = rel(root["output_dir"].as<std::string>());
+  const std::string out_dir = value<std::string>(root, "output_dir", "", C, "");
+  if (out_dir.empty())
+    throw invalid_argument("'output_dir' is required", cfg_error_where(C, "output_dir"));
+  const std::string out = rel(out_dir);
   const std::string text_key = value<std::string>(root, "text_key", "text", C, "");
   const double training_tokens = value<double>(root, "training_tokens", 0.0, C, "");
   if (!root["datasets"] || !root["datasets"].IsSequence() || root["datasets"].size() == 0)
@@ -408,8 +410,12 @@ std::string run_pipeline(const PipelineOptions& o) {
     if (!dc["task_files"] || !dc["task_files"].IsMap())
       throw invalid_argument("decontaminate.task_files must map task names to files",
                              cfg_error_where(C, "decontaminate.task_files"));
-    for (const auto& kv : dc["task_files"])
+    for (const auto& kv : dc["task_files"]) {
+      if (!kv.second.IsScalar())
+        throw invalid_argument("decontaminate.task_files values must be file paths",
+                               cfg_error_where(C, "decontaminate.task_files"));
       tasks.emplace_back(kv.first.as<std::string>(), rel(kv.second.as<std::string>()));
+    }
   }
   const YAML::Node tok = root["tokenizer"];
   if (tok) check_keys(tok, C, "tokenizer", {"vocab_file", "merge_file"});

@@ -6,16 +6,9 @@
 # threads alike; bad input named.
 # Usage: tests/curate/clean_test.sh BUILD_DIR SOURCE_DIR
 set -uo pipefail
-build=$1
-src=$2
-curate=$build/mtnlg-curate
-py=/usr/bin/python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp" || exit 1
-bin=$curate
-# shellcheck source=tests/cli_expect.sh
-source "$src/tests/cli_expect.sh"  # check WHAT CMD..., expect STATUS PATTERN -- ARGS...
+# shellcheck source=tests/curate/curate_lib.sh
+source "$2/tests/curate/curate_lib.sh"
+curate_setup "$1" "$2"
 
 $py "$src/scripts/demo_corpus_jsonl.py" raw >/dev/null || exit 1
 $py - <<'PY'

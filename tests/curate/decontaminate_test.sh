@@ -5,17 +5,9 @@
 # split_ids and members; the same bytes on 1 and 2 threads; compressed shards; bad input named.
 # Usage: tests/curate/decontaminate_test.sh BUILD_DIR SOURCE_DIR
 set -uo pipefail
-build=$1
-src=$2
-curate=$build/mtnlg-curate
-py=/usr/bin/python3
-ref=$src/tests/reference/curate_reference.py
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp" || exit 1
-bin=$curate
-# shellcheck source=tests/cli_expect.sh
-source "$src/tests/cli_expect.sh"  # check WHAT CMD..., expect STATUS PATTERN -- ARGS...
+# shellcheck source=tests/curate/curate_lib.sh
+source "$2/tests/curate/curate_lib.sh"
+curate_setup "$1" "$2"
 same_records() {  # A B: the same JSON records in the same order
   $py -c "
 import json, sys

@@ -7,17 +7,9 @@
 # input named with its file and line, or skipped and counted.
 # Usage: tests/curate/dedup_test.sh BUILD_DIR SOURCE_DIR
 set -uo pipefail
-build=$1
-src=$2
-curate=$build/mtnlg-curate
-py=/usr/bin/python3
-ref=$src/tests/reference/curate_reference.py
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp" || exit 1
-bin=$curate
-# shellcheck source=tests/cli_expect.sh
-source "$src/tests/cli_expect.sh"  # check WHAT CMD..., expect STATUS PATTERN -- ARGS...
+# shellcheck source=tests/curate/curate_lib.sh
+source "$2/tests/curate/curate_lib.sh"
+curate_setup "$1" "$2"
 
 $py "$src/tests/curate/make_dedup_corpus.py" corp --docs 300 --seed 7 >/dev/null || exit 1
 inputs=(wiki=corp/wiki/wiki.jsonl books=corp/books/books.jsonl.gz cc=corp/cc/cc-00.jsonl

@@ -6,17 +6,9 @@
 # bytes, a 404, an image, a WET conversion record); truncated and mis-sized WARCs named.
 # Usage: tests/curate/extract_test.sh BUILD_DIR SOURCE_DIR
 set -uo pipefail
-build=$1
-src=$2
-curate=$build/mtnlg-curate
-py=/usr/bin/python3
-ref=$src/tests/reference/curate_reference.py
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp" || exit 1
-bin=$curate
-# shellcheck source=tests/cli_expect.sh
-source "$src/tests/cli_expect.sh"  # check WHAT CMD..., expect STATUS PATTERN -- ARGS...
+# shellcheck source=tests/curate/curate_lib.sh
+source "$2/tests/curate/curate_lib.sh"
+curate_setup "$1" "$2"
 
 mapfile -t pages < <(ls /usr/share/doc/libffi8/html/*.html /usr/share/doc/base-passwd/*.html 2>/dev/null)
 ((${#pages[@]} >= 10)) || { echo "FAIL: Debian's HTML documentation (libffi8, base-passwd) is missing"; exit 1; }

@@ -6,16 +6,9 @@
 # keeps; the threshold filter keeps scores >= T; bad input is named.
 # Usage: tests/curate/quality_test.sh BUILD_DIR SOURCE_DIR
 set -uo pipefail
-build=$1
-src=$2
-curate=$build/mtnlg-curate
-py=/usr/bin/python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp" || exit 1
-bin=$curate
-# shellcheck source=tests/cli_expect.sh
-source "$src/tests/cli_expect.sh"  # check WHAT CMD..., expect STATUS PATTERN -- ARGS...
+# shellcheck source=tests/curate/curate_lib.sh
+source "$2/tests/curate/curate_lib.sh"
+curate_setup "$1" "$2"
 command -v fasttext >/dev/null || { echo "FAIL: the fasttext CLI is missing (scripts/setup.sh installs it)"; exit 1; }
 
 # The corpus: chapters of the KJV (scripts/demo_corpus_jsonl.py's) and generated spam.

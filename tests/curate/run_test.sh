@@ -7,16 +7,9 @@
 # run killed part way and started again ends with the same bytes. Bad configs are named.
 # Usage: tests/curate/run_test.sh BUILD_DIR SOURCE_DIR
 set -uo pipefail
-build=$1
-src=$2
-curate=$build/mtnlg-curate
-py=/usr/bin/python3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp" || exit 1
-bin=$curate
-# shellcheck source=tests/cli_expect.sh
-source "$src/tests/cli_expect.sh"  # check WHAT CMD..., expect STATUS PATTERN -- ARGS...
+# shellcheck source=tests/curate/curate_lib.sh
+source "$2/tests/curate/curate_lib.sh"
+curate_setup "$1" "$2"
 
 $py "$src/scripts/demo_corpus_jsonl.py" raw >/dev/null || exit 1
 mkdir -p books fortunes web tasks
@@ -116,6 +109,8 @@ printf 'output_dir: o\ndatasets:\n  - {name: a, inputs: [nothing/*.jsonl]}\n' >b
 expect 4 "matches no file" -- run --config bad2.yaml
 printf 'output_dir: o\ndatasets:\n  - {name: a, inputs: [books/*.jsonl]}\ndedup: {priority: [b]}\n' >bad3.yaml
 expect 2 "dedup.priority names 'b', which is no dataset" -- run --config bad3.yaml
+printf 'output_dir: [o]\ndatasets:\n  - {name: a, inputs: [books/*.jsonl]}\n' >bad5.yaml
+expect 2 "'output_dir' has the wrong type" -- run --config bad5.yaml
 printf 'output_dir: o\ndatasets:\n  - {name: a, inputs: [books/*.jsonl], steps: [clean, extract]}\nclean: {}\n' >bad4.yaml
 expect 2 "extract, clean, quality, in that order" -- run --config bad4.yaml
 
