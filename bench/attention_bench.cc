@@ -144,6 +144,7 @@ std::string kernels_run(const std::string& asked, DType dtype, int64_t hd) {
   if (asked == "flash" && flash_attention_planned(value_bytes, hd)) return "flash";
   // The bench names the family (MTNLG_CUDA_ATTENTION set), so flash2 takes every head size it has.
   if (asked.starts_with("flash2") && flash2_attention_planned(value_bytes, hd, true)) return asked;
+  if (asked == "cudnn" && cudnn_attention_planned(value_bytes, hd)) return "cudnn";
   return "blocked";
 }
 
@@ -279,11 +280,13 @@ int main(int argc, char** argv) {
                  "MTNLG_CUDA_ATTENTION's blocked, flash, flash2, flash2-128 (flash2 with "
                  "MTNLG_CUDA_FLASH2_ROWS=128: the forward's 128-row blocks) and "
                  "flash2-recompute (flash2 with MTNLG_CUDA_FLASH2_DQ=recompute: the backward's "
-                 "dq pass recomputing dS) (default: "
+                 "dq pass recomputing dS) and cudnn (cuDNN's fused attention; with dropout its "
+                 "own masks, so its diff against the others is not a check) (default: "
                  "blocked,flash2); the runs column says which ran (blocked where the asked ones "
                  "do not apply)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"blocked", "flash", "flash2", "flash2-128", "flash2-recompute"}));
+      ->check(CLI::IsMember({"blocked", "flash", "flash2", "flash2-128", "flash2-recompute",
+                             "cudnn"}));
   app.add_option("--device", o.device, "cpu, or cuda (GPU 0; needs a CUDA build)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();

@@ -4,7 +4,9 @@ mtnlg-bench-attention (bench/attention_bench.cc).
 
 On a GPU with PyTorch 2.x this is torch.nn.functional.scaled_dot_product_attention held to its
 FlashAttention-2 kernels where they apply (the runs column says which ran: flash, or the
-default choice where the flash backend refuses); with torch 1.13 (no fused attention), or
+default choice where the flash backend refuses), or with --backend cudnn to cuDNN's fused
+attention (SDPBackend.CUDNN_ATTENTION, the kernels Transformer Engine runs on Hopper; rows
+impl "cudnn", runs "cudnn" or the default choice where cuDNN refuses); with torch 1.13 (no fused attention), or
 --impl math, the explicit softmax(Q K^T / sqrt(d)) V as one writes it by hand. The same shapes,
 dtypes, dropout and timing as ours: q, k and v are the column blocks of one [b, s, heads * 3 *
 hd] tensor (as our qkv), each call synchronized, the median over --min-time seconds after one
@@ -53,20 +55,24 @@ def explicit(q, k, v, dropout_p):
     return probs @ v
 
 
-def flash_context():
-    """A context that holds SDPA to its flash kernels, or None where this torch has no switch."""
+def backend_context(backend):
+    """A context that holds SDPA to one backend (flash or cudnn), or None where this torch has
+    no such switch."""
     try:
         from torch.nn.attention import SDPBackend, sdpa_kernel  # torch >= 2.3
-        return lambda: sdpa_kernel([SDPBackend.FLASH_ATTENTION])
+        which = {"flash": "FLASH_ATTENTION", "cudnn": "CUDNN_ATTENTION"}[backend]
+        if hasattr(SDPBackend, which):
+            return lambda: sdpa_kernel([getattr(SDPBackend, which)])
+        return None
     except ImportError:
         pass
-    if hasattr(torch.backends.cuda, "sdp_kernel"):  # torch 2.0 - 2.2
+    if backend == "flash" and hasattr(torch.backends.cuda, "sdp_kernel"):  # torch 2.0 - 2.2
         return lambda: torch.backends.cuda.sdp_kernel(enable_flash=True, enable_math=False,
                                                       enable_mem_efficient=False)
     return None
 
 
-def attention_fn(impl, device, try_flash=True):
+def attention_fn(impl, device, backend="flash", try_backend=True):
     """(function, what runs): the attention call to time."""
     has_sdpa = hasattr(F, "scaled_dot_product_attention")
     if impl == "math" or not has_sdpa:
@@ -75,15 +81,15 @@ def attention_fn(impl, device, try_flash=True):
     def sdpa(q, k, v, p):
         return F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
 
-    ctx = flash_context() if device == "cuda" and try_flash else None
+    ctx = backend_context(backend) if device == "cuda" and try_backend else None
     if ctx is None:
         return sdpa, "sdpa"
 
-    def flash(q, k, v, p):
+    def held(q, k, v, p):
         with ctx():
             return sdpa(q, k, v, p)
 
-    return flash, "flash"
+    return held, backend
 
 
 def time_call(f, sync, min_seconds):
@@ -108,12 +114,13 @@ def measure(args, name, dims, impl):
     dout = torch.randn(b, heads, s, hd, generator=gen).to(device=device, dtype=dtype)
     # q, k, v: views of qkv [b, heads, s, hd] (last dimension contiguous), each a leaf.
     q, k, v = (qkv[:, :, :, i, :].transpose(1, 2).detach().requires_grad_() for i in range(3))
-    f, runs = attention_fn(impl, args.device)
-    if runs == "flash":
+    f, runs = attention_fn(impl, args.device, args.backend)
+    if runs == args.backend:
         try:
-            f(q, k, v, args.dropout)
-        except RuntimeError:  # the flash kernels refuse this dtype, head size or GPU
-            f, runs = attention_fn(impl, args.device, try_flash=False)
+            out = f(q, k, v, args.dropout)
+            torch.autograd.grad(out, (q, k, v), dout)  # cuDNN may refuse only the backward
+        except RuntimeError:  # the backend refuses this dtype, head size, dropout or GPU
+            f, runs = attention_fn(impl, args.device, args.backend, try_backend=False)
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
     state = {}
 
@@ -128,7 +135,8 @@ def measure(args, name, dims, impl):
 
     bwd = time_call(backward, sync, args.min_time)
     flops = 4.0 * b * heads * hd * s * s / 2
-    return {"bench": "attention", "impl": "torch", "kernels": impl, "runs": runs,
+    return {"bench": "attention", "impl": "cudnn" if args.backend == "cudnn" else "torch",
+            "kernels": impl, "runs": runs,
             "device": args.device, "dtype": args.dtype, "dropout": args.dropout, "name": name,
             "b": b, "s": s, "heads": heads, "hd": hd, "fwd_ms": 1e3 * fwd, "bwd_ms": 1e3 * bwd,
             "fwd_tflops": flops / fwd * 1e-12, "bwd_tflops": 2.5 * flops / bwd * 1e-12,
@@ -150,6 +158,9 @@ def main():
                    help="sdpa: scaled_dot_product_attention (flash kernels on a GPU); math: "
                         "the explicit product and softmax (default: sdpa; math where this "
                         "torch has no sdpa)")
+    p.add_argument("--backend", choices=["flash", "cudnn"], default="flash",
+                   help="on a GPU: the SDPA kernels to hold to, FlashAttention-2 (flash; rows impl "
+                        "torch) or cuDNN's fused attention (cudnn; rows impl cudnn)")
     p.add_argument("--dropout", type=float, default=0.0, help="attention dropout probability")
     p.add_argument("--min-time", type=float, default=0.5,
                    help="seconds to spend timing each of forward and backward (at least 3 calls)")
@@ -177,7 +188,7 @@ def main():
           f"{'bwd TF/s':>9} {'all TF/s':>9}", file=text)
     for r in rows:
         total = 3.5 * r["fwd_tflops"] * r["fwd_ms"] / (r["fwd_ms"] + r["bwd_ms"])
-        print(f"{r['name']:<14} {'torch':<8} {r['runs']:<8} {r['fwd_ms']:>9.3f} "
+        print(f"{r['name']:<14} {r['impl']:<8} {r['runs']:<8} {r['fwd_ms']:>9.3f} "
               f"{r['bwd_ms']:>9.3f} {r['fwd_tflops']:>9.3f} {r['bwd_tflops']:>9.3f} "
               f"{total:>9.3f}", file=text)
     if args.json:

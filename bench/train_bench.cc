@@ -7,6 +7,7 @@
 // --profile times every Backend call by phase and kind (GEMMs by projection) to show where an
 // iteration's time goes. Exit status: 0 done; 2 bad flags; 1 other errors.
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
@@ -19,9 +20,12 @@
 
 #include "bench/bench_backend.h"
 #include "bench/model_gemms.h"
+#include "bench/slice_group.h"
 #include "bench/timing_backend.h"
 #include "cmd/cli_parse.h"
 #include "core/config/recipe.h"
+#include "core/cuda/attention_workspace.h"
+#include "core/device_peak.h"
 #include "model/gpt_flops.h"
 #include "model/gpt_params.h"
 #include "model/gpt_stage.h"
@@ -38,6 +42,9 @@ struct Options {
   int iters = 5, warmup_iters = 1, threads = 0;
   uint64_t seed = 1234;
   double dropout = 0.0;  // hidden and attention dropout, as a recipe's model.*_dropout
+  int64_t ffn = 0;           // 0: 4 * hidden
+  int64_t tensor_slice = 1;  // > 1: one tensor rank of this many (bench/slice_group.h)
+  bool activation_checkpointing = false;
   bool json = false, profile = false, plain_weights = false, compare_weights = false;
   std::string precision = "fp32";  // or bf16: bf16 weights/activations, fp32 masters (as --config)
   std::string device = "cpu";      // or cuda (GPU 0)
@@ -54,11 +61,15 @@ GPTConfig config_from(const Options& o) {
   c.num_layers = o.layers;
   c.hidden = o.hidden;
   c.heads = o.heads;
-  c.ffn = 4 * o.hidden;
+  c.ffn = o.ffn > 0 ? o.ffn : 4 * o.hidden;
   c.seq = o.seq;
   c.max_positions = o.seq;
   c.vocab = o.vocab;
-  c.padded_vocab = (o.vocab + 127) / 128 * 128;  // Megatron's rule at tensor parallel 1
+  // Megatron's rule: a multiple of 128 x the tensor ranks.
+  const int64_t multiple = 128 * o.tensor_slice;
+  c.padded_vocab = (o.vocab + multiple - 1) / multiple * multiple;
+  c.tp_size = o.tensor_slice;
+  c.activation_checkpointing = o.activation_checkpointing;
   c.activation = Activation::kGelu;              // exact erf GeLU, as torch.nn.GELU()
   c.hidden_dropout = o.dropout;
   c.attention_dropout = o.dropout;
@@ -81,6 +92,14 @@ void validate(const Options& o) {
   if (!(o.dropout >= 0.0 && o.dropout < 1.0))
     throw invalid_argument("--dropout " + std::to_string(o.dropout) + " is not in [0, 1)",
                            "--dropout");
+  for (const auto& [flag, n] : {std::pair<const char*, int64_t>{"--heads", o.heads},
+                                {"--hidden", o.hidden},
+                                {"--ffn", o.ffn > 0 ? o.ffn : 4 * o.hidden}})
+    if (n % o.tensor_slice != 0)
+      throw invalid_argument(std::string(flag) + " " + std::to_string(n) +
+                                 " is not divisible by --tensor-slice " +
+                                 std::to_string(o.tensor_slice),
+                             "--tensor-slice");
   if (o.precision != "fp32" && o.precision != "bf16")
     throw invalid_argument("--precision " + o.precision + " is not fp32 or bf16", "--precision");
 }
@@ -138,7 +157,9 @@ int run(const Options& o) {
   });
 
   const DType dtype = o.precision == "bf16" ? DType::kBF16 : DType::kF32;
-  GPTStage model(config, full_model(config), be, dtype, o.seed);
+  std::optional<bench::SliceGroup> slice;
+  if (o.tensor_slice > 1) slice.emplace(static_cast<int>(o.tensor_slice));
+  GPTStage model(config, full_model(config), be, dtype, o.seed, slice ? &*slice : nullptr);
   model.init_weights(o.seed);
   OptimizerConfig opt_config;  // defaults: lr 1e-4, betas (0.9, 0.999), wd 0.01, clip 1.0
   AdamW optimizer(model.params(), be, opt_config);
@@ -192,11 +213,27 @@ int run(const Options& o) {
       (o.compare_weights && it % 2 == 1 ? plain_times : times).push_back(dt);
   }
 
-  const double flops_per_token = model_flops_per_token(config, config.activation_checkpointing);
+  // A slice executes its share of the model's FLOPs: 1 / tensor_slice of every layer's and of
+  // the logits' (the whole model's count over the ranks, as the trainer's tflops_per_device).
+  const double flops_per_token =
+      model_flops_per_token(config, config.activation_checkpointing) /
+      static_cast<double>(o.tensor_slice);
   const double med = median(times), best = *std::min_element(times.begin(), times.end());
   const double tokens_per_s = tokens_per_iter / med;
   const double tflops = flops_per_token * tokens_per_s * 1e-12;
   std::FILE* text = o.json ? stderr : stdout;
+  // MFU as the field states it: over the device's datasheet dense peak (core/device_peak.h).
+  const auto spec = device_spec_from_name(cpu->name());
+  const double peak =
+      spec ? spec->peak(o.precision == "bf16" ? PeakPrecision::kBf16 : PeakPrecision::kTf32) : 0.0;
+  const std::string peak_json = peak > 0 ? fmt::format("{:g}", peak) : "null";
+  const std::string mfu_json = peak > 0 ? fmt::format("{:.6f}", tflops / peak) : "null";
+  const int64_t head_dim = config.hidden / config.heads;
+  const std::string attention =
+      o.device == "cuda" ? attention_kernels_description(
+                               cuda_switches().attention, o.micro_batch, config.local_heads(),
+                               config.seq, head_dim, dtype == DType::kBF16 ? 2 : 4)
+                         : "cpu";
   if (o.profile) print_profile(timed.timings(), o.iters, med, text);
   if (o.json) {
     std::printf(
@@ -207,14 +244,17 @@ int run(const Options& o) {
         "\"flops_per_token\":%.17g,"
         "\"tokens_per_iter\":%.0f,\"ms_median\":%.3f,\"ms_min\":%.3f,\"tokens_per_s\":%.3f,"
         "\"tflops\":%.6f,\"loss\":%.6f,\"dropout\":%g,\"device\":\"%s\",\"peak_memory_bytes\":%lld,"
-        "\"reserved_bytes\":%lld,\"device_bytes_in_use\":%lld}\n",
+        "\"reserved_bytes\":%lld,\"device_bytes_in_use\":%lld,\"ffn\":%lld,\"tensor_slice\":%lld,"
+        "\"activation_checkpointing\":%s,\"attention\":\"%s\",\"peak_tflops\":%s,\"mfu\":%s}\n",
         o.precision.c_str(), o.name.c_str(), o.threads, (long long)o.layers, (long long)o.hidden,
         (long long)o.heads, (long long)o.seq, (long long)o.vocab, (long long)config.padded_vocab,
         (long long)o.micro_batch, (long long)o.global_batch, o.iters, o.warmup_iters,
         (long long)model.params().global_numel(), flops_per_token, tokens_per_iter, 1e3 * med,
         1e3 * best, tokens_per_s, tflops, loss, o.dropout, o.device.c_str(),
         (long long)cpu->peak_bytes(), (long long)cpu->reserved_bytes(),
-        (long long)cpu->device_bytes_in_use());
+        (long long)cpu->device_bytes_in_use(), (long long)config.ffn, (long long)o.tensor_slice,
+        o.activation_checkpointing ? "true" : "false", attention.c_str(), peak_json.c_str(),
+        mfu_json.c_str());
     return 0;
   }
   std::printf("mtnlg-bench-train (%s, %s, dropout %g)\n", cpu->name().c_str(), o.precision.c_str(),
@@ -236,6 +276,13 @@ int run(const Options& o) {
         1e3 * med, 1e3 * median(plain_times), times.size(), plain_times.size(),
         median(plain_times) / med);
   std::printf("model TFLOP/s: %.4f\n", tflops);
+  if (peak > 0)
+    std::printf("MFU: %.1f%% of the %s's datasheet dense %s peak (%g TFLOP/s)\n", 100 * tflops / peak,
+                spec->name.c_str(), o.precision == "bf16" ? "bf16" : "TF32", peak);
+  if (o.tensor_slice > 1)
+    std::printf("one tensor rank of %lld (--tensor-slice): its shards, no communication; "
+                "attention: %s\n",
+                (long long)o.tensor_slice, attention.c_str());
   return 0;
 }
 
@@ -303,6 +350,18 @@ int main(int argc, char** argv) {
                  "Hidden and attention dropout probability, as a recipe's model.hidden_dropout "
                  "and model.attention_dropout (Megatron's 0.1); 0: none")
       ->capture_default_str();
+  app.add_option("--ffn", o.ffn, "MLP width (0: 4 x --hidden)")->check(CLI::NonNegativeNumber);
+  app.add_option("--tensor-slice", o.tensor_slice,
+                 "Train what one tensor-parallel rank of N holds (its 1/N of every layer's "
+                 "columns and heads, and of the vocabulary) on this one device, its peers' "
+                 "collectives skipped: the compute of a model too large for one device (the "
+                 "530B layer as one of 8 tensor ranks). Timing only: the loss is not the "
+                 "model's, no communication time is counted; TFLOP/s are the rank's share")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_flag("--activation-checkpointing", o.activation_checkpointing,
+               "Recompute each layer's forward in backward (as parallel.activation_checkpointing;"
+               " the recomputed forward counts in the model FLOPs, as the paper's)");
   app.add_flag("--json", o.json, "Print one JSON line on stdout (text goes to stderr)");
   app.add_flag("--plain-weights", o.plain_weights,
                "No frozen-weights window around an iteration's micro-batches: bf16 GEMMs on the "

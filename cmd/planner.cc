@@ -12,6 +12,7 @@
 #include "core/cuda/attention_workspace.h"
 #include "core/cuda/column_sum_plan.h"
 #include "core/cuda/device_overheads.h"
+#include "core/device_peak.h"
 #include "core/status.h"
 #include "model/gpt_flops.h"
 #include "model/gpt_params.h"
@@ -455,9 +456,10 @@ void plan_schedule(const Recipe& r, Plan& plan) {
 }  // namespace
 
 GpuSpec gpu_spec(const std::string& name) {
-  if (name == "a100") return {"A100", 80.0, 312.0, 156.0};
-  if (name == "h100") return {"H100", 80.0, 989.0, 494.0};
-  if (name == "h200") return {"H200", 141.0, 989.0, 494.0};
+  // The one table of datasheet peaks (core/device_peak.h), also behind the metrics' mfu.
+  if (const auto d = device_spec_from_key(name))
+    return {name == "a100" ? "A100" : name == "h100" ? "H100" : "H200", d->memory_gb,
+            d->bf16_tflops, d->tf32_tflops};
   throw invalid_argument("--gpu " + name +
                              " is not a GPU the planner knows; give a100, h100 or "
                              "h200, or --gpu-memory-gb and --peak-tflops",

@@ -18,6 +18,7 @@
 #include "cmd/planner.h"
 #include "core/checked_math.h"
 #include "core/cpu/matmul_bf16.h"
+#include "core/device_peak.h"
 #include "core/logging.h"
 #include "core/metrics.h"
 #include "core/stop_signal.h"
@@ -206,6 +207,18 @@ void Trainer::build_model() {
   if (device_.device == Device::kCUDA)
     spdlog::info("attention kernels: {}; MTNLG_CUDA_ATTENTION and MTNLG_CUDA_FLASH2_DQ choose",
                  plan.cuda_attention_kernels);
+  if (device_.device == Device::kCUDA) {
+    const bool fp32 = recipe_.precision == Precision::kFP32;
+    if (const auto spec = device_spec_from_name(backend_->name())) {
+      peak_tflops_ = spec->peak(fp32 ? PeakPrecision::kTf32 : PeakPrecision::kBf16);
+      spdlog::info("MFU: model TFLOP/s over the {}'s datasheet dense {} peak, {:g} TFLOP/s",
+                   spec->name, fp32 ? "TF32" : "bf16/fp16", peak_tflops_);
+    } else {
+      spdlog::info("MFU: no datasheet peak known for {}; the metrics carry tflops_per_device "
+                   "and no mfu",
+                   backend_->name());
+    }
+  }
   GPTConfig config = gpt_config_from(recipe_);
   // Tensor parallelism: this rank's shard of every layer (model/gpt_stage.h).
   Communicator* tensor_group = options_.groups != nullptr ? options_.groups->tensor.get() : nullptr;
@@ -534,6 +547,7 @@ IterationStats Trainer::step() {
   s.tflops_per_device =
       model_flops_per_iteration(recipe_, global, recipe_.parallel.activation_checkpointing) /
       seconds / 1e12 / static_cast<double>(data_size_ * pipeline_size_ * recipe_.parallel.tensor);
+  if (peak_tflops_ > 0.0) s.mfu = s.tflops_per_device / peak_tflops_;
   s.peak_memory_bytes = backend_->peak_bytes();
   s.comm_bytes = sent.total();
   if (iteration_ == 1) log_memory("after the first iteration");
@@ -607,8 +621,9 @@ void Trainer::log_iteration(const IterationStats& s) {
         .add("grad_norm", s.grad_norm)
         .add("tokens_per_sec", s.tokens_per_sec)
         .add("elapsed_ms", s.elapsed_ms)
-        .add("tflops_per_device", s.tflops_per_device)
-        .add("peak_memory_bytes", s.peak_memory_bytes)
+        .add("tflops_per_device", s.tflops_per_device);
+    if (s.mfu >= 0) line.add("mfu", s.mfu);
+    line.add("peak_memory_bytes", s.peak_memory_bytes)
         .add("comm_bytes", s.comm_bytes)
         .add("loss_scale", s.loss_scale)
         .add("skipped_iterations", s.skipped_iterations);
@@ -625,11 +640,12 @@ void Trainer::log_iteration(const IterationStats& s) {
         scaler_ ? fmt::format(" | loss scale {} | skipped {}{}", json_number(s.loss_scale),
                               s.skipped_iterations, s.skipped ? " (this one: overflow)" : "")
                 : "";
+    const std::string mfu = s.mfu >= 0 ? fmt::format(" | MFU {:.1f}%", 100.0 * s.mfu) : "";
     spdlog::info(
         "iteration {:>6}/{} | loss {:.4f} | lr {:.3e} | batch {} | grad norm {:.3f} | "
-        "{:.0f} tokens/s | {:.0f} ms | left {}{}",
+        "{:.0f} tokens/s{} | {:.0f} ms | left {}{}",
         s.iteration, total_iters_, s.loss, s.lr, s.global_batch_size, s.grad_norm, s.tokens_per_sec,
-        s.elapsed_ms, format_duration(left), scaling);
+        mfu, s.elapsed_ms, format_duration(left), scaling);
   }
 }
 

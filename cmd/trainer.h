@@ -79,6 +79,7 @@ struct IterationStats {
   double tokens_per_sec = 0.0;
   double elapsed_ms = 0.0;
   double tflops_per_device = 0.0;   // achieved model TFLOP/s per device (planner.h's formula)
+  double mfu = -1.0;  // tflops_per_device / the device's datasheet dense peak; < 0: no peak known
   int64_t peak_memory_bytes = 0;    // the backend's peak_bytes() so far
   int64_t comm_bytes = 0;           // this rank sent this iteration, all groups (bytes_sent())
   double checkpoint_stall_ms = -1;  // a saving iteration: how long the save stalled training
@@ -170,6 +171,9 @@ class Trainer {
   std::function<int64_t(int64_t)> batch_at_;
   DeviceResolution device_;
   std::unique_ptr<Backend> backend_;
+  // The device's datasheet dense peak TFLOP/s for the recipe's precision (core/device_peak.h),
+  // the basis of the metrics' mfu; 0 where none is known (a CPU, an unlisted GPU).
+  double peak_tflops_ = 0.0;
   std::unique_ptr<SampleSource> train_data_, valid_data_;
   std::unique_ptr<Loader> train_loader_, valid_loader_;
   std::unique_ptr<GPTStage> model_;

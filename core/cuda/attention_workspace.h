@@ -60,6 +60,19 @@ inline bool flash2_attention_planned(int64_t value_bytes, int64_t head_dim, bool
          (named || kernels::flash2::head_dim_measured(head_dim));
 }
 
+// Whether cuDNN's fused attention takes a call: bf16/fp16, a head size that is a multiple of 8 up
+// to 256 (its fused engines on Ampere and Hopper).
+inline bool cudnn_attention_planned(int64_t value_bytes, int64_t head_dim) {
+  return value_bytes == 2 && head_dim > 0 && head_dim % 8 == 0 && head_dim <= 256;
+}
+
+// MTNLG_CUDA_CUDNN_DQ: cuDNN's backward computes dQ by a GEMM over dS kept in its workspace
+// (`deterministic`, the default: reruns bit-identical) or accumulates it with atomics into a
+// float buffer (`accumulate`).
+inline bool cudnn_attention_deterministic() {
+  return env_choice("MTNLG_CUDA_CUDNN_DQ", "deterministic", "accumulate");
+}
+
 // Attention's kernels on the GPU, MTNLG_CUDA_ATTENTION: `flash2` (the default;
 // core/kernels/flash2_forward.h and flash2_backward.h: FA2-style, scores and accumulators in
 // registers, nothing of size [s, s] but the backward's stored dS), `blocked` (cuBLAS products
@@ -74,7 +87,10 @@ inline bool flash2_attention_planned(int64_t value_bytes, int64_t head_dim, bool
 // the default since the kit measured it fastest in both passes on the 1.3B shape, with and
 // without dropout, on an H100 and an H200 (README, Checking a GPU machine: the recipe end to end
 // at 53.3% of the GEMM rate on the H100, against 44.7% with the blocked kernels on the H200).
-enum class AttentionKernels { kBlocked = 0, kFlash = 1, kFlash2 = 2 };
+// `cudnn`: cuDNN's fused attention (core/cuda/cudnn_attention.h) in both passes (its dropout
+// masks are its own, so its forward pairs only with its backward); bf16/fp16 at head sizes that
+// are multiples of 8 up to 256, the blocked kernels elsewhere.
+enum class AttentionKernels { kBlocked = 0, kFlash = 1, kFlash2 = 2, kCudnn = 3 };
 
 // How the FA2-style backward gets dS for dq, MTNLG_CUDA_FLASH2_DQ: `stored` (the dk/dv pass
 // stores dS^T, 2 bytes an element of [b, heads, s, s] in the workspace, and dq reads it back; five
@@ -113,7 +129,7 @@ inline AttentionChoice attention_choice() {
       static_cast<Flash2Dq>(env_select("MTNLG_CUDA_FLASH2_DQ", {"auto", "stored", "recompute"}));
   // The first value is the default (unset or empty); named: set, so flash2 was asked for.
   const size_t which = env_select("MTNLG_CUDA_ATTENTION",
-                                  {"flash2", "blocked", "flash", "flash2-fwd", "flash2-bwd"});
+                                  {"flash2", "blocked", "flash", "flash2-fwd", "flash2-bwd", "cudnn"});
   const char* set = std::getenv("MTNLG_CUDA_ATTENTION");
   const bool named = set != nullptr && *set != '\0';
   switch (which) {
@@ -125,6 +141,8 @@ inline AttentionChoice attention_choice() {
       return {K::kFlash2, K::kBlocked, stored, true};
     case 4:
       return {K::kBlocked, K::kFlash2, stored, true};
+    case 5:
+      return {K::kCudnn, K::kCudnn, stored, true};
     default:
       return {K::kFlash2, K::kFlash2, stored, named};
   }
@@ -139,6 +157,7 @@ inline AttentionChoice attention_choice() {
 struct CudaSwitches {
   AttentionChoice attention{AttentionKernels::kFlash2};
   bool flash_warp_grids = false, flash2_wide_rows = false, epilogues = true;
+  bool cudnn_deterministic = true;  // MTNLG_CUDA_CUDNN_DQ
 };
 inline CudaSwitches cuda_switches() {
   CudaSwitches c;
@@ -146,6 +165,7 @@ inline CudaSwitches cuda_switches() {
   c.flash_warp_grids = !env_choice("MTNLG_CUDA_FLASH_TILES", "tile", "grid");
   c.flash2_wide_rows = !env_choice("MTNLG_CUDA_FLASH2_ROWS", "64", "128");
   c.epilogues = env_choice("MTNLG_CUDA_EPILOGUES", "on", "off");
+  c.cudnn_deterministic = cudnn_attention_deterministic();
   return c;
 }
 
@@ -166,6 +186,8 @@ inline AttentionKernels attention_kernels_run(AttentionKernels k, const Attentio
   if (k == AttentionKernels::kFlash2 &&
       flash2_attention_planned(value_bytes, head_dim, c.flash2_named))
     return AttentionKernels::kFlash2;
+  if (k == AttentionKernels::kCudnn && cudnn_attention_planned(value_bytes, head_dim))
+    return AttentionKernels::kCudnn;
   return AttentionKernels::kBlocked;
 }
 
@@ -178,6 +200,7 @@ inline std::string attention_kernels_description(AttentionChoice c, int64_t micr
   const auto name = [](AttentionKernels k) {
     return k == AttentionKernels::kFlash2  ? std::string("flash2")
            : k == AttentionKernels::kFlash ? std::string("flash")
+           : k == AttentionKernels::kCudnn ? std::string("cudnn")
                                            : std::string("blocked");
   };
   const AttentionKernels f = runs(c.forward), b = runs(c.backward);
@@ -204,7 +227,15 @@ inline int64_t cuda_attention_scratch(int64_t micro_batch, int64_t local_heads, 
       attention_kernels_run(kernels.backward, kernels, value_bytes, head_dim);
   const int64_t forward = fwd != AttentionKernels::kBlocked ? 0 : blocked.forward_bytes();
   int64_t backward = blocked.backward_bytes();
-  if (bwd != AttentionKernels::kBlocked)
+  if (bwd == AttentionKernels::kCudnn) {
+    // An estimate (cuDNN says its workspace only once a plan is made on a GPU): rowsum(dO O) in
+    // fp32, and for the deterministic dQ its dS in 2 bytes an element of [b, heads, s, s] padded
+    // to 64, else the float dQ accumulator.
+    const int64_t sp = (s + 63) / 64 * 64;
+    backward = micro_batch * local_heads * s * 4 +
+               (cudnn_attention_deterministic() ? micro_batch * local_heads * sp * sp * 2
+                                                : micro_batch * local_heads * s * head_dim * 4);
+  } else if (bwd != AttentionKernels::kBlocked)
     backward = bwd == AttentionKernels::kFlash
                    ? micro_batch * local_heads * s * 4
                    : kernels::flash2::backward_scratch_bytes(

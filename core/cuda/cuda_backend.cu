@@ -19,6 +19,7 @@
 #include "core/caching_allocator.h"
 #include "core/cuda/attention_workspace.h"
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/cudnn_attention.h"
 #include "core/cuda/device_overheads.h"
 #include "core/cuda/gemm_epilogue.h"
 #include "core/cuda/kernels_cuda.h"
@@ -113,6 +114,7 @@ class CudaBackend final : public Backend {
     flash_.warp_grids = switches.flash_warp_grids;
     flash2_wide_rows_ = switches.flash2_wide_rows;
     epilogues_enabled_ = switches.epilogues;
+    cudnn_deterministic_ = switches.cudnn_deterministic;
 
     cudaStream_t stream = nullptr;
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -342,7 +344,9 @@ class CudaBackend final : public Backend {
     require_p(dropout_p, op);
     require(out, qkv.dtype(), b * s * heads * hd, op, "out");
     require(stats, acc_dtype(qkv.dtype()), b * heads * s, op, "stats");
-    if (use_flash(attention_.forward, qkv, heads, {&out}))
+    if (use_cudnn(attention_.forward, qkv, heads))
+      cudnn_attention().forward(out, stats, qkv, heads, dropout_p, rng, ws_);
+    else if (use_flash(attention_.forward, qkv, heads, {&out}))
       flash_attention_forward_cuda(flash_, out, stats, qkv, heads, dropout_p, rng, stream());
     else if (use_flash2(attention_.forward, qkv, heads, {&out}))
       flash2_forward_cuda(out, stats, qkv, heads, dropout_p, rng, flash2_wide_rows_, stream());
@@ -361,7 +365,9 @@ class CudaBackend final : public Backend {
     // from it (the blocked kernels recompute whole rows and do not read it).
     require(out, qkv.dtype(), b * s * heads * hd, op, "out");
     require(stats, acc_dtype(qkv.dtype()), b * heads * s, op, "stats");
-    if (use_flash(attention_.backward, qkv, heads, {&dqkv, &dout, &out}))
+    if (use_cudnn(attention_.backward, qkv, heads))
+      cudnn_attention().backward(dqkv, dout, qkv, out, stats, heads, dropout_p, rng, ws_);
+    else if (use_flash(attention_.backward, qkv, heads, {&dqkv, &dout, &out}))
       flash_attention_backward_cuda(flash_, dqkv, dout, qkv, out, stats, heads, dropout_p, rng, ws_,
                                     stream());
     else if (use_flash2(attention_.backward, qkv, heads, {&dqkv, &dout, &out}))
@@ -567,6 +573,25 @@ class CudaBackend final : public Backend {
   // Whether a pass whose chosen family is `k` runs the FA2-style (flash) kernels: chosen, and
   // they apply to these tensors, at a head size measured on a GPU unless MTNLG_CUDA_ATTENTION
   // named them (flash2_attention_planned, the planner's rule).
+  // cuDNN's fused attention where it was chosen and takes the call (cudnn_attention_planned: the
+  // planner's rule), made on first use: a run with other kernels never opens cuDNN.
+  bool use_cudnn(AttentionKernels k, const Tensor& qkv, int64_t heads) const {
+    return k == AttentionKernels::kCudnn &&
+           cudnn_attention_planned(static_cast<int64_t>(dtype_size(qkv.dtype())),
+                                   qkv.dim(2) / (3 * heads));
+  }
+  CudnnAttention& cudnn_attention() {
+#ifdef MTNLG_HAVE_CUDNN
+    if (!cudnn_) cudnn_ = std::make_unique<CudnnAttention>(stream(), cudnn_deterministic_);
+    return *cudnn_;
+#else
+    throw unsupported(
+        "MTNLG_CUDA_ATTENTION=cudnn: this build found no cuDNN headers (cudnn_graph.h); "
+        "configure with -DCUDNN_ROOT=... (the folder holding include/cudnn_graph.h) or choose "
+        "flash2 or blocked",
+        "MTNLG_CUDA_ATTENTION");
+#endif
+  }
   bool use_flash2(AttentionKernels k, const Tensor& qkv, int64_t heads,
                   std::initializer_list<const Tensor*> others) {
     if (k != AttentionKernels::kFlash2 || !flash2_attention_applies(flash_, qkv, heads, others))
@@ -623,6 +648,7 @@ class CudaBackend final : public Backend {
   std::string name_;
   FlashDevice flash_;
   AttentionChoice attention_{AttentionKernels::kFlash2};
+  bool cudnn_deterministic_ = true;
   bool epilogues_enabled_ = true;
   bool flash2_wide_rows_ = false;  // MTNLG_CUDA_FLASH2_ROWS=128
   // Bytes alloc() handed out and not yet freed (cudaMalloc'ed sizes; excludes cuBLAS workspace,
@@ -656,6 +682,10 @@ class CudaBackend final : public Backend {
   // cuBLASLt, made in the constructor's body once the device is current and blas_ws_ holds the
   // workspace (a member initializer would put it on whichever GPU was current).
   std::unique_ptr<EpilogueGemm> epilogue_;
+#ifdef MTNLG_HAVE_CUDNN
+  // MTNLG_CUDA_ATTENTION=cudnn, made on first use; last, so destroyed while the stream lives.
+  std::unique_ptr<CudnnAttention> cudnn_;
+#endif
 };
 
 }  // namespace

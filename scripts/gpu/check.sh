@@ -140,7 +140,11 @@ machine_facts() {
   fi
   log "nvcc: $(nvcc --version 2>/dev/null | tail -2 | head -1 || echo none)"
   log "c++: $(c++ --version 2>/dev/null | head -1 || echo none); cmake: $(cmake --version | head -1)"
-  log "python3: $(python3 -c 'import torch, sys; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)' 2>/dev/null || echo 'no torch')"
+  log "python3: $(python3 -c 'import torch, sys; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())' 2>/dev/null || echo 'no torch')"
+  # Where a cuDNN library is (the toolkit's, the system's, PyTorch's nvidia-cudnn wheel).
+  log "cudnn: $(ls /usr/local/cuda/lib64/libcudnn.so.9* /usr/lib/x86_64-linux-gnu/libcudnn.so.9* \
+    "$(python3 -c 'import nvidia.cudnn, os; print(list(nvidia.cudnn.__path__)[0])' 2>/dev/null)"/lib/libcudnn.so.9* \
+    2>/dev/null | tr '\n' ' ' || true)"
 }
 
 libdir=$prefix/usr/lib/x86_64-linux-gnu
@@ -149,6 +153,14 @@ dep_env() {
   export CMAKE_PREFIX_PATH=$prefix/usr:$prefix/usr/share/cmake:$libdir/cmake
   export LD_LIBRARY_PATH=$libdir:$prefix/usr/lib:$libdir/openblas-pthread:$libdir/pmix2/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   command -v pkg-config >/dev/null || export PATH=$prefix/usr/bin:$PATH
+  # cuDNN (the fused attention, MTNLG_CUDA_ATTENTION=cudnn): the toolkit's, else PyTorch's
+  # nvidia-cudnn wheel's headers for the build and its library for the runs.
+  if [[ -z ${CUDNN_ROOT:-} && ! -f /usr/local/cuda/include/cudnn_graph.h ]]; then
+    local wheel
+    wheel=$(python3 -c 'import nvidia.cudnn; print(list(nvidia.cudnn.__path__)[0])' 2>/dev/null) || true
+    [[ -n $wheel && -f $wheel/include/cudnn_graph.h ]] && export CUDNN_ROOT=$wheel
+  fi
+  [[ -n ${CUDNN_ROOT:-} ]] && export LD_LIBRARY_PATH=$CUDNN_ROOT/lib:$LD_LIBRARY_PATH
   # pkgconf needs its own personality files when it is ours.
   [[ -x $prefix/usr/bin/pkgconf && ! -x /usr/bin/pkg-config ]] &&
     export PKG_CONFIG=$prefix/usr/bin/pkgconf
@@ -227,7 +239,7 @@ stage_build() {
   cmake -S . -B "$build_dir" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DMTNLG_CUDA=ON \
     -DCMAKE_CUDA_COMPILER="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" \
     -DCMAKE_CUDA_ARCHITECTURES="$arch" -DNCCL_INCLUDE_DIR="$inc" -DNCCL_LIB="$lib" \
-    -DGloo_DIR="$prefix/usr/share/cmake/Gloo" \
+    -DGloo_DIR="$prefix/usr/share/cmake/Gloo" ${CUDNN_ROOT:+-DCUDNN_ROOT="$CUDNN_ROOT"} \
     -DCMAKE_CXX_FLAGS="${gcc_quirks[*]}" \
     -DCMAKE_CUDA_FLAGS="-Xcompiler=$(IFS=,; echo "${gcc_quirks[*]}")"
   cmake --build "$build_dir" -j "$(nproc)"
@@ -390,14 +402,48 @@ stage_bench() {
       --min-time 0.2 --json >>"$a" || status=1
     python3 bench/torch_attention.py --device cuda --dropout "$p" --min-time 0.2 --json >>"$a" ||
       status=1
+    # cuDNN's fused attention through PyTorch (SDPBackend.CUDNN_ATTENTION): the goal's anchor.
+    python3 bench/torch_attention.py --device cuda --backend cudnn --dropout "$p" --min-time 0.2 \
+      --json >>"$a" || status=1
+  done
+  python3 scripts/gpu/report.py attention "$a" "$out/attention.json" | tee "$out/attention.txt" ||
+    status=1
+  # cuDNN's fused attention as our backend runs it (MTNLG_CUDA_ATTENTION=cudnn), apart: a shape
+  # cuDNN refuses fails this call alone.
+  for p in 0 0.1; do
+    "$build_dir/bench/mtnlg-bench-attention" --device cuda --kernels cudnn --dropout "$p" \
+      --min-time 0.2 --json >>"$a" || status=1
   done
   python3 scripts/gpu/report.py attention "$a" "$out/attention.json" | tee "$out/attention.txt" ||
     status=1
   # The recipe end to end (the goal's figure), right after attention alone so that a stage cut
   # short by its time limit keeps it: the default kernels (FA2-style where they apply; row
-  # 1.3b-train), then the blocked ones (row 1.3b-train-blocked).
+  # 1.3b-train), then cuDNN's attention (row 1.3b-train-cudnn).
   e2e_row 1.3b-train "$j" || status=1
   refresh_table
+  MTNLG_CUDA_ATTENTION=cudnn e2e_row 1.3b-train-cudnn "$j" || status=1
+  refresh_table
+  # The 530B recipe's layers as one GPU of its tp 8 x pp 35 layout holds them (3 layers of
+  # hidden 20480 / 8, 16 heads of 160 a rank, sequence 2048, micro-batch 1, activation
+  # checkpointing, bf16, 8 micro-batches a step; with its vocabulary shard, 51200 / 8), the
+  # collectives skipped (mtnlg-bench-train --tensor-slice): the default kernels (blocked at
+  # head size 160), the FA2-style ones and cuDNN's.
+  local slice=(--layers 3 --hidden 20480 --heads 128 --seq 2048 --vocab 51200 --micro-batch 1
+    --global-batch 8 --tensor-slice 8 --activation-checkpointing --precision bf16 --iters 4
+    --warmup-iters 2)
+  local k
+  for k in default flash2 cudnn; do
+    local name=530b-layer-tp8
+    [[ $k == default ]] || name=$name-$k
+    if [[ $k == default ]]; then
+      "$build_dir/bench/mtnlg-bench-train" --name "$name" "${slice[@]}" --device cuda --json \
+        >>"$j" || status=1
+    else
+      MTNLG_CUDA_ATTENTION=$k "$build_dir/bench/mtnlg-bench-train" --name "$name" \
+        "${slice[@]}" --device cuda --json >>"$j" || status=1
+    fi
+    refresh_table
+  done
   MTNLG_CUDA_ATTENTION=blocked e2e_row 1.3b-train-blocked "$j" || status=1
   refresh_table
   # The fastest forward and the fastest backward attention.txt found on the recipe's shape and

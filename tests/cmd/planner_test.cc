@@ -587,6 +587,36 @@ TEST_CASE("the attention kernels a plan names - by default and as named") {
   CHECK(kernels(recipe("1.3b.yaml")) == "flash");
 }
 
+// MTNLG_CUDA_ATTENTION=cudnn: cuDNN's fused attention in both passes where it applies (bf16/fp16,
+// head sizes multiples of 8 up to 256: the 530B recipe's 160 too), blocked elsewhere; its
+// backward's scratch planned as rowsum(dO O) and, deterministic (the default), dS of [b, heads,
+// s, s] padded to 64 in 2 bytes, or accumulating, dQ in fp32.
+TEST_CASE("MTNLG_CUDA_ATTENTION=cudnn: where cuDNN's attention runs and the scratch planned") {
+  const auto kernels = [](const Recipe& r) {
+    return make_plan(r, PlanOptions{}).cuda_attention_kernels;
+  };
+  ScopedEnv env("MTNLG_CUDA_ATTENTION", "cudnn");
+  CHECK(attention_choice() ==
+        AttentionChoice(AttentionKernels::kCudnn, AttentionKernels::kCudnn, Flash2Dq::kAuto, true));
+  CHECK(kernels(recipe("1.3b.yaml")) == "cudnn");
+  CHECK(kernels(recipe("530b.yaml")) == "cudnn");
+  CHECK(kernels(recipe("1.3b.yaml", {"precision=fp32"})) == "blocked");
+  CHECK(kernels(recipe("tiny.yaml", {"precision=bf16"})) == "cudnn");  // head size 16
+  CHECK(cuda_attention_scratch(4, 16, 2048, 128, 2, true, attention_choice()) ==
+        4 * 16 * 2048 * 4 + int64_t{4} * 16 * 2048 * 2048 * 2);
+  // The forward takes none of it (cuDNN's forward workspace is its own, 0 on Hopper).
+  CHECK(cuda_attention_scratch(1, 2, 100, 64, 2, false, attention_choice()) ==
+        1 * 2 * 100 * 4 + 1 * 2 * 128 * 128 * 2);
+  {
+    ScopedEnv dq("MTNLG_CUDA_CUDNN_DQ", "accumulate");
+    CHECK(cuda_attention_scratch(4, 16, 2048, 128, 2, true, attention_choice()) ==
+          4 * 16 * 2048 * 4 + int64_t{4} * 16 * 2048 * 128 * 4);
+  }
+  ScopedEnv bad("MTNLG_CUDA_CUDNN_DQ", "atomic");
+  CHECK_THROWS_WITH(make_plan(recipe("1.3b.yaml"), PlanOptions{}),
+                    Catch::Contains("MTNLG_CUDA_CUDNN_DQ"));
+}
+
 // MTNLG_CUDA_FLASH2_DQ=auto (the default): dS^T stored while one call's takes at most 1 GiB (2
 // bytes an element of [b, heads, s, s rounded up to 8], and 64 elements of slack), recomputed
 // beyond; stored and recompute hold whatever the size. The planner counts what the backend does.
