@@ -154,11 +154,13 @@ add_test(NAME slurm_requeue_startup
 set_tests_properties(slurm_requeue_startup PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE
   ENVIRONMENT "SLURM_CONF=${mtnlg_slurm_dir}/slurm.conf" FIXTURES_REQUIRED slurm_cluster)
 # mtnlg-curate's dedup steps as Slurm array jobs: one process's bytes.
-add_test(NAME slurm_curate_dedup
-  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/curate/dedup_slurm_test.sh ${PROJECT_BINARY_DIR}
-          ${PROJECT_SOURCE_DIR})
-set_tests_properties(slurm_curate_dedup PROPERTIES TIMEOUT 300
-  ENVIRONMENT "SLURM_CONF=${mtnlg_slurm_dir}/slurm.conf" FIXTURES_REQUIRED slurm_cluster)
+if(MTNLG_CURATE)
+  add_test(NAME slurm_curate_dedup
+    COMMAND bash ${PROJECT_SOURCE_DIR}/tests/curate/dedup_slurm_test.sh ${PROJECT_BINARY_DIR}
+            ${PROJECT_SOURCE_DIR})
+  set_tests_properties(slurm_curate_dedup PROPERTIES TIMEOUT 300
+    ENVIRONMENT "SLURM_CONF=${mtnlg_slurm_dir}/slurm.conf" FIXTURES_REQUIRED slurm_cluster)
+endif()
 add_test(NAME slurm_cluster_stop
   COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/slurm/cluster.sh stop --dir ${mtnlg_slurm_dir})
 set_tests_properties(slurm_cluster_stop PROPERTIES TIMEOUT 60 FIXTURES_CLEANUP slurm_cluster)
@@ -346,9 +348,11 @@ set_tests_properties(attention_bench PROPERTIES TIMEOUT 120)
 # The corpus stages (mtnlg-curate), each against an independent Python reference on real or
 # generated text (tests/curate/<stage>_test.sh): bytes independent of threads, kills and reruns;
 # bad input named.
-foreach(stage dedup decontaminate quality clean extract run)
-  add_test(NAME curate_${stage}
-    COMMAND bash ${PROJECT_SOURCE_DIR}/tests/curate/${stage}_test.sh ${PROJECT_BINARY_DIR}
-            ${PROJECT_SOURCE_DIR})
-  set_tests_properties(curate_${stage} PROPERTIES TIMEOUT 300)
-endforeach()
+if(MTNLG_CURATE)
+  foreach(stage dedup decontaminate quality clean extract run)
+    add_test(NAME curate_${stage}
+      COMMAND bash ${PROJECT_SOURCE_DIR}/tests/curate/${stage}_test.sh ${PROJECT_BINARY_DIR}
+              ${PROJECT_SOURCE_DIR})
+    set_tests_properties(curate_${stage} PROPERTIES TIMEOUT 300)
+  endforeach()
+endif()

@@ -266,7 +266,9 @@ CudnnAttention::CudnnAttention(cudaStream_t stream, bool deterministic)
   handle_ = h;
   st = lib_->set_stream(h, stream);
   if (st != CUDNN_STATUS_SUCCESS) fail(*lib_, st, "cudnnSetStream");
-  CUDA_CHECK(cudaMalloc(&seed_offset_, 2 * sizeof(int64_t)));
+  // The seed at byte 0 and the offset at byte 16: each on the 16-byte alignment its descriptor
+  // states.
+  CUDA_CHECK(cudaMalloc(&seed_offset_, 4 * sizeof(int64_t)));
   spdlog::info("attention through {}", describe());
 }
 
@@ -472,14 +474,14 @@ void CudnnAttention::forward(Tensor& out, Tensor& stats, const Tensor& qkv, int6
   const int64_t b = qkv.dim(0), s = qkv.dim(1), hd = qkv.dim(2) / (3 * heads);
   Plan& g = plan(false, b, s, heads, hd, qkv.dtype(), dropout_p);
   if (dropout_p > 0) {
-    const int64_t host[2] = {mixed_seed(rng), static_cast<int64_t>(rng.offset)};
+    const int64_t host[4] = {mixed_seed(rng), 0, static_cast<int64_t>(rng.offset), 0};
     CUDA_CHECK(cudaMemcpyAsync(seed_offset_, host, sizeof(host), cudaMemcpyHostToDevice, stream_));
   }
   auto* so = static_cast<int64_t*>(seed_offset_);
   void* workspace = g.workspace_bytes > 0 ? ws.get(static_cast<size_t>(g.workspace_bytes)) : nullptr;
   execute(*lib_, static_cast<cudnnHandle_t>(handle_), g,
           {{g.q, at(qkv, 0)}, {g.k, at(qkv, hd)}, {g.v, at(qkv, 2 * hd)}, {g.o, out.data()},
-           {g.stats, stats.data()}, {g.seed, so}, {g.offset, so + 1}},
+           {g.stats, stats.data()}, {g.seed, so}, {g.offset, so + 2}},
           workspace);
 }
 
@@ -489,7 +491,7 @@ void CudnnAttention::backward(Tensor& dqkv, const Tensor& dout, const Tensor& qk
   const int64_t b = qkv.dim(0), s = qkv.dim(1), hd = qkv.dim(2) / (3 * heads);
   Plan& g = plan(true, b, s, heads, hd, qkv.dtype(), dropout_p);
   if (dropout_p > 0) {
-    const int64_t host[2] = {mixed_seed(rng), static_cast<int64_t>(rng.offset)};
+    const int64_t host[4] = {mixed_seed(rng), 0, static_cast<int64_t>(rng.offset), 0};
     CUDA_CHECK(cudaMemcpyAsync(seed_offset_, host, sizeof(host), cudaMemcpyHostToDevice, stream_));
   }
   auto* so = static_cast<int64_t*>(seed_offset_);
@@ -513,7 +515,7 @@ void CudnnAttention::backward(Tensor& dqkv, const Tensor& dout, const Tensor& qk
            {g.dk, at(dqkv, hd)},
            {g.dv, at(dqkv, 2 * hd)},
            {g.seed, so},
-           {g.offset, so + 1},
+           {g.offset, so + 2},
            {g.softmax_sum, base + sum_at},
            {g.dq_accum, base + acc_at}},
           base);

@@ -64,7 +64,7 @@ class CudnnAttention {
   cudaStream_t stream_;
   bool deterministic_;
   std::map<Key, std::unique_ptr<Plan>> plans_;
-  void* seed_offset_ = nullptr;  // device int64[2]: the dropout's Philox seed and offset
+  void* seed_offset_ = nullptr;  // device int64[4]: the dropout's Philox seed [0] and offset [2]
 };
 
 }  // namespace mtnlg

@@ -236,7 +236,8 @@ stage_build() {
     -Wno-error=dangling-reference)
   local gen=()
   command -v ninja >/dev/null && gen=(-G Ninja)
-  cmake -S . -B "$build_dir" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DMTNLG_CUDA=ON \
+  # The corpus pipeline (mtnlg-curate) is for CPUs: its packages are not in the bundle.
+  cmake -S . -B "$build_dir" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DMTNLG_CUDA=ON -DMTNLG_CURATE=OFF \
     -DCMAKE_CUDA_COMPILER="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" \
     -DCMAKE_CUDA_ARCHITECTURES="$arch" -DNCCL_INCLUDE_DIR="$inc" -DNCCL_LIB="$lib" \
     -DGloo_DIR="$prefix/usr/share/cmake/Gloo" ${CUDNN_ROOT:+-DCUDNN_ROOT="$CUDNN_ROOT"} \

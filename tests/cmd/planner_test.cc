@@ -741,7 +741,7 @@ TEST_CASE("MTNLG_CUDA_ATTENTION is read as the CUDA backend reads it - a misspel
   }
   ScopedEnv env("MTNLG_CUDA_ATTENTION", "Flash");
   CHECK_THROWS_WITH(scratch(), Catch::Contains("MTNLG_CUDA_ATTENTION=Flash is not one of "
-                                               "flash2, blocked, flash, flash2-fwd, flash2-bwd "
+                                               "flash2, blocked, flash, flash2-fwd, flash2-bwd, cudnn "
                                                "(unset it for the default, flash2)"));
 }
 
