@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/backend.h"
+#include "core/logging.h"
 #include "core/status.h"
 
 namespace mtnlg::bench {
@@ -25,6 +26,8 @@ double median_call_seconds(Backend& be, double min_seconds, const std::function<
 template <typename F>
 int bench_main(const char* name, F&& body) {
   try {
+    // Logs (the backend's, cuDNN's) go to stderr: stdout holds the results (--json lines).
+    init_logging_to_stderr("info");
     return body();
   } catch (const Error& e) {
     std::cerr << name << ": " << e.what() << "\n";

@@ -299,10 +299,13 @@ int main(int argc, char** argv) {
       "bench/torch_train.py; bench/run.sh runs both."};
   app.footer(
       "Environment, with --device cuda: "
-      "MTNLG_CUDA_ATTENTION=flash2|blocked|flash|flash2-fwd|flash2-bwd (attention kernels; "
-      "flash2, the FA2-style kernels, by default where they apply and blocked elsewhere, blocked "
-      "everywhere, flash where it applies, flash2-fwd and flash2-bwd the FA2-style kernels in "
-      "one pass and the blocked ones in the other), "
+      "MTNLG_CUDA_ATTENTION=cudnn|flash2|blocked|flash|flash2-fwd|flash2-bwd (attention "
+      "kernels; cudnn, cuDNN's fused attention, by default where it applies (flash2 or blocked "
+      "where cuDNN is missing or refuses a shape), flash2 the FA2-style kernels where they apply "
+      "and blocked elsewhere, blocked everywhere, flash where it applies, flash2-fwd and "
+      "flash2-bwd the FA2-style kernels in one pass and the blocked ones in the other), "
+      "MTNLG_CUDA_CUDNN_DQ=deterministic|accumulate (cuDNN's dQ by a GEMM, bit-reproducible, "
+      "or by atomics), "
       "MTNLG_CUDA_FLASH_TILES=tile|grid (how the "
       "flash "
       "kernels' warps run their product tiles; tile by tile by default), "

@@ -35,4 +35,13 @@ void init_logging(const std::string& level, int rank) {
   spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [rank " + std::to_string(rank) + "] [%^%l%$] %v");
 }
 
+void init_logging_to_stderr(const std::string& level) {
+  init_logging(level);
+  auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>(color_mode());
+  auto logger = std::make_shared<spdlog::logger>("mtnlg", std::move(sink));
+  logger->set_level(spdlog::get_level());
+  spdlog::set_default_logger(std::move(logger));
+  spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] %v");
+}
+
 }  // namespace mtnlg

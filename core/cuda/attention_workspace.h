@@ -83,13 +83,16 @@ inline bool cudnn_attention_deterministic() {
 // kernel drops the same elements (the CPU's index), so the best pass of each family can be
 // combined. The flash ones only where they apply (bf16/fp16, their head sizes), the blocked ones
 // elsewhere (fp32, f64, other head sizes). The CUDA backend and the planner both ask here, so a
-// value other than these is an error naming the variable in --dry-run as in training. flash2 is
-// the default since the kit measured it fastest in both passes on the 1.3B shape, with and
-// without dropout, on an H100 and an H200 (README, Checking a GPU machine: the recipe end to end
-// at 53.3% of the GEMM rate on the H100, against 44.7% with the blocked kernels on the H200).
-// `cudnn`: cuDNN's fused attention (core/cuda/cudnn_attention.h) in both passes (its dropout
-// masks are its own, so its forward pairs only with its backward); bf16/fp16 at head sizes that
-// are multiples of 8 up to 256, the blocked kernels elsewhere.
+// value other than these is an error naming the variable in --dry-run as in training.
+// `cudnn` (the default): cuDNN's fused attention (core/cuda/cudnn_attention.h) in both passes;
+// its dropout masks are its own, so its forward pairs only with its backward. bf16/fp16 at head
+// sizes that are multiples of 8 up to 256. By default, where it does not apply (or cuDNN is not
+// on the machine, or refuses a shape: the backend then says so once) the FA2-style kernels
+// where they apply and the blocked ones elsewhere; named, the blocked ones. It is the default
+// since the kit measured it fastest on an H200 (2026-11-27, docs/gpu.md): the 1.3B recipe end to
+// end at 55.0% MFU against 44.9% with flash2 (the default before) and 37.4% blocked; attention
+// alone 2.1-2.9x flash2's speed on the 1.3B, 530B-tp8 and GPT-2 shapes. flash2 stays the kernels
+// that draw the CPU's dropout masks (the kit's CPU comparisons name it).
 enum class AttentionKernels { kBlocked = 0, kFlash = 1, kFlash2 = 2, kCudnn = 3 };
 
 // How the FA2-style backward gets dS for dq, MTNLG_CUDA_FLASH2_DQ: `stored` (the dk/dv pass
@@ -110,6 +113,9 @@ struct AttentionChoice {
   // MTNLG_CUDA_ATTENTION named a family with FA2-style kernels (flash2, flash2-fwd, flash2-bwd)
   // rather than leaving the default: they then also take the head sizes not yet measured.
   bool flash2_named = false;
+  // MTNLG_CUDA_ATTENTION=cudnn was named: no fallback where cuDNN does not apply or is missing
+  // (the blocked kernels where it does not apply; an error where it is missing).
+  bool cudnn_named = false;
   AttentionChoice(AttentionKernels both) : forward(both), backward(both) {}  // NOLINT: one family
   AttentionChoice(AttentionKernels f, AttentionKernels b, Flash2Dq dq = Flash2Dq::kAuto,
                   bool named = false)
@@ -127,24 +133,27 @@ inline AttentionChoice attention_choice() {
   using K = AttentionKernels;
   const auto stored =
       static_cast<Flash2Dq>(env_select("MTNLG_CUDA_FLASH2_DQ", {"auto", "stored", "recompute"}));
-  // The first value is the default (unset or empty); named: set, so flash2 was asked for.
+  // The first value is the default (unset or empty).
   const size_t which = env_select("MTNLG_CUDA_ATTENTION",
-                                  {"flash2", "blocked", "flash", "flash2-fwd", "flash2-bwd", "cudnn"});
+                                  {"cudnn", "flash2", "blocked", "flash", "flash2-fwd", "flash2-bwd"});
   const char* set = std::getenv("MTNLG_CUDA_ATTENTION");
   const bool named = set != nullptr && *set != '\0';
   switch (which) {
     case 1:
-      return {K::kBlocked, K::kBlocked, stored};
+      return {K::kFlash2, K::kFlash2, stored, true};
     case 2:
-      return {K::kFlash, K::kFlash, stored};
+      return {K::kBlocked, K::kBlocked, stored};
     case 3:
-      return {K::kFlash2, K::kBlocked, stored, true};
+      return {K::kFlash, K::kFlash, stored};
     case 4:
-      return {K::kBlocked, K::kFlash2, stored, true};
+      return {K::kFlash2, K::kBlocked, stored, true};
     case 5:
-      return {K::kCudnn, K::kCudnn, stored, true};
-    default:
-      return {K::kFlash2, K::kFlash2, stored, named};
+      return {K::kBlocked, K::kFlash2, stored, true};
+    default: {
+      AttentionChoice c{K::kCudnn, K::kCudnn, stored};
+      c.cudnn_named = named;
+      return c;
+    }
   }
 }
 // Every switch the CUDA backend reads from the environment, read in one place: the backend takes
@@ -186,8 +195,12 @@ inline AttentionKernels attention_kernels_run(AttentionKernels k, const Attentio
   if (k == AttentionKernels::kFlash2 &&
       flash2_attention_planned(value_bytes, head_dim, c.flash2_named))
     return AttentionKernels::kFlash2;
-  if (k == AttentionKernels::kCudnn && cudnn_attention_planned(value_bytes, head_dim))
-    return AttentionKernels::kCudnn;
+  if (k == AttentionKernels::kCudnn) {
+    if (cudnn_attention_planned(value_bytes, head_dim)) return AttentionKernels::kCudnn;
+    // The default falls back to flash2 where it applies (its measured head sizes).
+    if (!c.cudnn_named && flash2_attention_planned(value_bytes, head_dim, false))
+      return AttentionKernels::kFlash2;
+  }
   return AttentionKernels::kBlocked;
 }
 

@@ -344,11 +344,12 @@ class CudaBackend final : public Backend {
     require_p(dropout_p, op);
     require(out, qkv.dtype(), b * s * heads * hd, op, "out");
     require(stats, acc_dtype(qkv.dtype()), b * heads * s, op, "stats");
-    if (use_cudnn(attention_.forward, qkv, heads))
-      cudnn_attention().forward(out, stats, qkv, heads, dropout_p, rng, ws_);
-    else if (use_flash(attention_.forward, qkv, heads, {&out}))
+    const AttentionKernels k = family(attention_.forward, qkv, heads, dropout_p);
+    if (k == AttentionKernels::kCudnn)
+      cudnn_forward(out, stats, qkv, heads, dropout_p, rng);
+    else if (use_flash(k, qkv, heads, {&out}))
       flash_attention_forward_cuda(flash_, out, stats, qkv, heads, dropout_p, rng, stream());
-    else if (use_flash2(attention_.forward, qkv, heads, {&out}))
+    else if (use_flash2(k, qkv, heads, {&out}))
       flash2_forward_cuda(out, stats, qkv, heads, dropout_p, rng, flash2_wide_rows_, stream());
     else
       attention_forward_cuda(blas(), out, stats, qkv, heads, dropout_p, rng, ws_);
@@ -365,12 +366,13 @@ class CudaBackend final : public Backend {
     // from it (the blocked kernels recompute whole rows and do not read it).
     require(out, qkv.dtype(), b * s * heads * hd, op, "out");
     require(stats, acc_dtype(qkv.dtype()), b * heads * s, op, "stats");
-    if (use_cudnn(attention_.backward, qkv, heads))
-      cudnn_attention().backward(dqkv, dout, qkv, out, stats, heads, dropout_p, rng, ws_);
-    else if (use_flash(attention_.backward, qkv, heads, {&dqkv, &dout, &out}))
+    const AttentionKernels k = family(attention_.backward, qkv, heads, dropout_p);
+    if (k == AttentionKernels::kCudnn)
+      cudnn_backward(dqkv, dout, qkv, out, stats, heads, dropout_p, rng);
+    else if (use_flash(k, qkv, heads, {&dqkv, &dout, &out}))
       flash_attention_backward_cuda(flash_, dqkv, dout, qkv, out, stats, heads, dropout_p, rng, ws_,
                                     stream());
-    else if (use_flash2(attention_.backward, qkv, heads, {&dqkv, &dout, &out}))
+    else if (use_flash2(k, qkv, heads, {&dqkv, &dout, &out}))
       flash2_backward_cuda(dqkv, dout, qkv, out, stats, heads, dropout_p, rng,
                            attention_.flash2_stores_ds(b, heads, s), ws_, stream());
     else
@@ -573,25 +575,56 @@ class CudaBackend final : public Backend {
   // Whether a pass whose chosen family is `k` runs the FA2-style (flash) kernels: chosen, and
   // they apply to these tensors, at a head size measured on a GPU unless MTNLG_CUDA_ATTENTION
   // named them (flash2_attention_planned, the planner's rule).
-  // cuDNN's fused attention where it was chosen and takes the call (cudnn_attention_planned: the
-  // planner's rule), made on first use: a run with other kernels never opens cuDNN.
-  bool use_cudnn(AttentionKernels k, const Tensor& qkv, int64_t heads) const {
-    return k == AttentionKernels::kCudnn &&
-           cudnn_attention_planned(static_cast<int64_t>(dtype_size(qkv.dtype())),
-                                   qkv.dim(2) / (3 * heads));
+  // The family a pass runs: cuDNN's where it was chosen and takes the call (the planner's rule,
+  // cudnn_attention_planned, and cuDNN on this machine running the shape); where it does not,
+  // by default the FA2-style kernels (use_flash2 then decides where they apply), named the
+  // blocked ones. Any other choice as it is (use_flash/use_flash2 decide where they apply).
+  AttentionKernels family(AttentionKernels k, const Tensor& qkv, int64_t heads, double p) {
+    if (k != AttentionKernels::kCudnn) return k;
+    const int64_t hd = qkv.dim(2) / (3 * heads);
+    if (cudnn_attention_planned(static_cast<int64_t>(dtype_size(qkv.dtype())), hd) &&
+        cudnn_takes(qkv, heads, hd, p))
+      return AttentionKernels::kCudnn;
+    return attention_.cudnn_named ? AttentionKernels::kBlocked : AttentionKernels::kFlash2;
   }
-  CudnnAttention& cudnn_attention() {
 #ifdef MTNLG_HAVE_CUDNN
-    if (!cudnn_) cudnn_ = std::make_unique<CudnnAttention>(stream(), cudnn_deterministic_);
-    return *cudnn_;
-#else
-    throw unsupported(
-        "MTNLG_CUDA_ATTENTION=cudnn: this build found no cuDNN headers (cudnn_graph.h); "
-        "configure with -DCUDNN_ROOT=... (the folder holding include/cudnn_graph.h) or choose "
-        "flash2 or blocked",
-        "MTNLG_CUDA_ATTENTION");
-#endif
+  bool cudnn_takes(const Tensor& qkv, int64_t heads, int64_t hd, double p) {
+    if (!cudnn_tried_) {
+      cudnn_tried_ = true;
+      cudnn_ = CudnnAttention::open(stream(), cudnn_deterministic_, attention_.cudnn_named);
+    }
+    return cudnn_ && cudnn_->takes(qkv.dim(0), qkv.dim(1), heads, hd, qkv.dtype(), p);
   }
+  void cudnn_forward(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads, double p,
+                     RngStream rng) {
+    cudnn_->forward(out, stats, qkv, heads, p, rng, ws_);
+  }
+  void cudnn_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                      const Tensor& stats, int64_t heads, double p, RngStream rng) {
+    cudnn_->backward(dqkv, dout, qkv, out, stats, heads, p, rng, ws_);
+  }
+#else
+  // Built without cuDNN's headers: named, an error; by default, the other kernels.
+  bool cudnn_takes(const Tensor&, int64_t, int64_t, double) {
+    if (attention_.cudnn_named)
+      throw unsupported(
+          "MTNLG_CUDA_ATTENTION=cudnn: this build found no cuDNN headers (cudnn_graph.h); "
+          "configure with -DCUDNN_ROOT=... (the folder holding include/cudnn_graph.h) or choose "
+          "flash2 or blocked",
+          "MTNLG_CUDA_ATTENTION");
+    return false;
+  }
+  [[noreturn]] void cudnn_unreachable() const {
+    throw std::logic_error("cuDNN attention chosen in a build without cuDNN");
+  }
+  void cudnn_forward(Tensor&, Tensor&, const Tensor&, int64_t, double, RngStream) {
+    cudnn_unreachable();
+  }
+  void cudnn_backward(Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t,
+                      double, RngStream) {
+    cudnn_unreachable();
+  }
+#endif
   bool use_flash2(AttentionKernels k, const Tensor& qkv, int64_t heads,
                   std::initializer_list<const Tensor*> others) {
     if (k != AttentionKernels::kFlash2 || !flash2_attention_applies(flash_, qkv, heads, others))
@@ -683,7 +716,9 @@ class CudaBackend final : public Backend {
   // workspace (a member initializer would put it on whichever GPU was current).
   std::unique_ptr<EpilogueGemm> epilogue_;
 #ifdef MTNLG_HAVE_CUDNN
-  // MTNLG_CUDA_ATTENTION=cudnn, made on first use; last, so destroyed while the stream lives.
+  // cuDNN's attention, opened on first use (null where it is missing and was not named); last,
+  // so destroyed while the stream lives.
+  bool cudnn_tried_ = false;
   std::unique_ptr<CudnnAttention> cudnn_;
 #endif
 };

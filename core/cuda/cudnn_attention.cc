@@ -258,8 +258,11 @@ struct CudnnAttention::Plan {
   }
 };
 
-CudnnAttention::CudnnAttention(cudaStream_t stream, bool deterministic)
-    : lib_(std::make_unique<CudnnLibrary>()), stream_(stream), deterministic_(deterministic) {
+CudnnAttention::CudnnAttention(cudaStream_t stream, bool deterministic, bool strict)
+    : lib_(std::make_unique<CudnnLibrary>()),
+      stream_(stream),
+      deterministic_(deterministic),
+      strict_(strict) {
   cudnnHandle_t h = nullptr;
   cudnnStatus_t st = lib_->create(&h);
   if (st != CUDNN_STATUS_SUCCESS) fail(*lib_, st, "cudnnCreate");
@@ -276,6 +279,38 @@ CudnnAttention::~CudnnAttention() {
   plans_.clear();  // before the handle they were made with
   if (handle_ != nullptr) lib_->destroy(static_cast<cudnnHandle_t>(handle_));
   if (seed_offset_ != nullptr) cudaFree(seed_offset_);
+}
+
+std::unique_ptr<CudnnAttention> CudnnAttention::open(cudaStream_t stream, bool deterministic,
+                                                     bool strict) {
+  try {
+    return std::make_unique<CudnnAttention>(stream, deterministic, strict);
+  } catch (const Error& e) {
+    if (strict || e.code() != Code::kUnsupported) throw;
+    spdlog::warn("attention: cuDNN's fused attention, the default, is not available ({}); the "
+                 "FA2-style kernels run where they apply, the blocked ones elsewhere",
+                 e.message());
+    return nullptr;
+  }
+}
+
+bool CudnnAttention::takes(int64_t b, int64_t s, int64_t heads, int64_t hd, DType dtype,
+                           double p) {
+  const Key key{false, b, s, heads, hd, static_cast<int>(dtype), p};
+  if (auto it = takes_.find(key); it != takes_.end()) return it->second;
+  bool ok = true;
+  try {
+    plan(false, b, s, heads, hd, dtype, p);
+    plan(true, b, s, heads, hd, dtype, p);
+  } catch (const Error& e) {
+    if (strict_ || e.code() != Code::kUnsupported) throw;
+    spdlog::warn("attention: cuDNN refuses [b {}, s {}, heads {}, head size {}] ({}); the "
+                 "FA2-style kernels run it where they apply, the blocked ones elsewhere",
+                 b, s, heads, hd, e.message());
+    ok = false;
+  }
+  takes_.emplace(key, ok);
+  return ok;
 }
 
 std::string CudnnAttention::describe() const {

@@ -36,7 +36,12 @@ class Workspace;
 class CudnnAttention {
  public:
   // Opens cuDNN and makes a handle on `stream`; throws Code::kUnsupported where cuDNN is missing.
-  explicit CudnnAttention(cudaStream_t stream, bool deterministic = true);
+  // strict (MTNLG_CUDA_ATTENTION=cudnn named): takes() throws where cuDNN refuses a shape.
+  explicit CudnnAttention(cudaStream_t stream, bool deterministic = true, bool strict = true);
+  // As the constructor, but where cuDNN cannot be opened (Code::kUnsupported) and !strict: logs
+  // why, once, and returns null (the default choice then runs other kernels).
+  static std::unique_ptr<CudnnAttention> open(cudaStream_t stream, bool deterministic,
+                                              bool strict);
   ~CudnnAttention();
   CudnnAttention(const CudnnAttention&) = delete;
   CudnnAttention& operator=(const CudnnAttention&) = delete;
@@ -48,6 +53,12 @@ class CudnnAttention {
   void backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                 const Tensor& stats, int64_t heads, double dropout_p, RngStream rng,
                 Workspace& ws);
+
+  // Whether cuDNN runs both passes of calls of this shape: builds the forward's and the
+  // backward's plans on first sight, so that a shape it refuses is known before a forward runs
+  // (its backward must be its own: the masks). Refused: strict throws naming the shape and
+  // cuDNN's reason; otherwise logs it once and returns false.
+  bool takes(int64_t b, int64_t s, int64_t heads, int64_t hd, DType dtype, double dropout_p);
 
   // "cuDNN 9.19.0, deterministic backward": for the log.
   std::string describe() const;
@@ -62,8 +73,9 @@ class CudnnAttention {
   std::unique_ptr<CudnnLibrary> lib_;
   void* handle_ = nullptr;  // cudnnHandle_t
   cudaStream_t stream_;
-  bool deterministic_;
+  bool deterministic_, strict_;
   std::map<Key, std::unique_ptr<Plan>> plans_;
+  std::map<Key, bool> takes_;  // by the forward's key: both plans built (true) or refused
   void* seed_offset_ = nullptr;  // device int64[4]: the dropout's Philox seed [0] and offset [2]
 };
 

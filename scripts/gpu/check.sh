@@ -9,14 +9,15 @@ cd "$repo"
 usage() {
   cat <<'USAGE'
 Usage: scripts/gpu/check.sh [--out DIR] [--prefix DIR] [--build-dir DIR] [--stages LIST]
-                            [--arch SM] [--help]
+                            [--arch SM] [--targets LIST] [--help]
 
 On a machine with an NVIDIA GPU, CUDA (nvcc, cuBLAS, cuBLASLt) and NCCL:
   deps     unpack scripts/gpu/debs/*.deb (from scripts/gpu/bundle.sh) into --prefix and make
            their pkg-config and CMake files point there
   build    configure --build-dir with -DMTNLG_CUDA=ON for the GPU found (or --arch), and build
   kernels  the CUDA tests (ctest -L cuda): every CUDA kernel against its CPU twin
-  train    20 iterations of configs/tiny.yaml on the GPU and on the CPU, losses compared
+  train    20 iterations of configs/tiny.yaml on the GPU and on the CPU, losses compared (our
+           attention kernels, which drop what the CPU drops)
   layouts  the tiny recipe as several GPU ranks over NCCL (tp 2, pp 2, dp 2 overlapped, tp 2 x
            dp 2 ZeRO-1; bf16 pp 2 x dp 2 reducing in bf16) against one GPU rank; on a machine with fewer
            GPUs than ranks they share them (scripts/launch.sh, a distinct NCCL_HOSTID per rank
@@ -24,21 +25,24 @@ On a machine with an NVIDIA GPU, CUDA (nvcc, cuBLAS, cuBLASLt) and NCCL:
   demo     the CPU demo recipe (configs/demo-cpu.yaml) on the GPU in bf16
   bench    in this order (a stage cut short by its time limit keeps what came first): after
            the GEMM rate, attention alone (GPT-2 124M, 1.3B and 530B-on-8-tensor-ranks
-           shapes), forward and backward timed apart, ours (blocked,
-           flash2, flash2 with its dq recomputing dS, flash2 with 128-row forward blocks)
-           against PyTorch's scaled_dot_product_attention (FA2) without and with dropout 0.1:
-           OUT/attention.txt (mtnlg-bench-attention, bench/torch_attention.py); the 1.3B
-           recipe end to end through mtnlg-train, the goal's figure (row 1.3b-train: its
-           loader over data/demo, dropout, 16 micro-batches an iteration, 8 iterations, the
-           default kernels, FA2-style; row 1.3b-train-blocked with the blocked kernels; row
-           1.3b-train-best with the fastest forward and backward of attention.txt combined,
-           when that is neither); tokens/s, MFU and peak memory on one GPU (GPT-2 124M, 1.3B),
-           with PyTorch's bf16 eager run on the same shapes as the anchor; the 1.3B step with
-           the blocked kernels (MTNLG_CUDA_ATTENTION=blocked; flash2 is the default); where the
-           1.3B step's time
-           goes with dropout 0.1, each backend call timed (mtnlg-bench-train --profile),
-           blocked and FA2-style: OUT/profile-1.3b-*.txt; and the step with the FA2-style
-           forward's 128-row blocks (MTNLG_CUDA_FLASH2_ROWS=128)
+           shapes), forward and backward timed apart, ours (blocked, flash2, flash2 with its dq
+           recomputing dS, flash2 with 128-row forward blocks, and cuDNN's fused attention as
+           our backend runs it) against PyTorch's scaled_dot_product_attention held to its
+           FA2 kernels and to cuDNN's, without and with dropout 0.1: OUT/attention.txt
+           (mtnlg-bench-attention, bench/torch_attention.py); the 1.3B recipe end to end
+           through mtnlg-train, the goal's figure (row 1.3b-train: its loader over data/demo,
+           dropout, 16 micro-batches an iteration, 8 iterations, the default kernels, cuDNN's
+           attention; row 1.3b-train-flash2 with our FA2-style kernels); the 530B recipe's
+           3 layers as one GPU of its tp 8 x pp 35 layout holds them (mtnlg-bench-train
+           --tensor-slice 8; rows 530b-layer-tp8, -flash2, -blocked); row 1.3b-train-blocked
+           with the blocked kernels; row 1.3b-train-best with the fastest forward and backward
+           of our own kernels in attention.txt combined, when that is none of these; tokens/s,
+           MFU (against the GPU's datasheet dense peak) and peak memory on one GPU (GPT-2 124M,
+           1.3B), with PyTorch's bf16 eager run on the same shapes as the anchor; the 1.3B step
+           with the blocked kernels; where the 1.3B step's time goes with dropout 0.1, each
+           backend call timed (mtnlg-bench-train --profile), blocked and FA2-style:
+           OUT/profile-1.3b-*.txt; and the step with the FA2-style forward's 128-row blocks
+           (MTNLG_CUDA_FLASH2_ROWS=128)
   ncu      Nsight Compute on the FA2-style kernels (forward, dk/dv, dq from stored dS, prep,
            and the recomputing dq; 1.3B shape, dropout
            0.1): OUT/ncu-flash2-*.txt; skipped where ncu is missing or not permitted
@@ -56,6 +60,8 @@ the machine: only ncu skips).
   --build-dir DIR  build directory (default: build-gpu)
   --stages LIST    comma-separated stages to run (default: all, in the order above)
   --arch SM        CUDA architecture, e.g. 90 (default: the first GPU's compute capability)
+  --targets LIST   build only these CMake targets, comma-separated (e.g. mtnlg-bench-train), for
+                   a short device call that runs them by hand (default: everything)
   --list           print the stages that would run, in order, and exit (checks --stages)
   -h, --help       this text
 
@@ -75,6 +81,7 @@ all_stages=(deps build kernels train layouts demo bench ncu)
 stages=$(IFS=,; echo "${all_stages[*]}")
 list_only=false
 arch=
+targets=
 while (($#)); do
   case "$1" in
     --out) out=$2; shift 2 ;;
@@ -84,6 +91,7 @@ while (($#)); do
     --stages) stages=$2; shift 2 ;;
     --list) list_only=true; shift ;;
     --arch) arch=$2; shift 2 ;;
+    --targets) targets=$2; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     *) echo "check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -243,7 +251,8 @@ stage_build() {
     -DGloo_DIR="$prefix/usr/share/cmake/Gloo" ${CUDNN_ROOT:+-DCUDNN_ROOT="$CUDNN_ROOT"} \
     -DCMAKE_CXX_FLAGS="${gcc_quirks[*]}" \
     -DCMAKE_CUDA_FLAGS="-Xcompiler=$(IFS=,; echo "${gcc_quirks[*]}")"
-  cmake --build "$build_dir" -j "$(nproc)"
+  # shellcheck disable=SC2086 # target names, no spaces in them
+  cmake --build "$build_dir" -j "$(nproc)" ${targets:+--target ${targets//,/ }}
 }
 
 stage_kernels() {
@@ -259,9 +268,13 @@ fresh_tiny_corpus() {
 }
 
 # 20 iterations of the tiny recipe (dropout on) on the CPU and the GPU: fp32 within
-# reduction-order tolerance, a GPU rerun bit-identical, bf16 GPU against bf16 CPU in a band.
+# reduction-order tolerance, a GPU rerun bit-identical, bf16 GPU against bf16 CPU in a band. Our
+# own attention kernels (flash2, blocked where it does not apply): they drop what the CPU drops
+# (cuDNN's attention, the default, draws its own masks; the kernels stage checks it).
 stage_train() {
   dep_env
+  local MTNLG_CUDA_ATTENTION=flash2
+  export MTNLG_CUDA_ATTENTION
   local d=$work/train
   fresh_tiny_corpus "$d"
   local common=(--config configs/tiny.yaml --set schedule.train_iters=20
@@ -287,6 +300,10 @@ stage_train() {
 # NCCL_HOSTID (NCCL then thinks they are on different hosts and uses sockets on loopback).
 stage_layouts() {
   dep_env
+  # Our own attention kernels: their dropout masks are the same whatever the layout (the CPU's
+  # element index), which the bf16 band below relies on.
+  local MTNLG_CUDA_ATTENTION=flash2
+  export MTNLG_CUDA_ATTENTION
   local d=$work/layouts
   fresh_tiny_corpus "$d"
   local gpus
@@ -418,22 +435,22 @@ stage_bench() {
   python3 scripts/gpu/report.py attention "$a" "$out/attention.json" | tee "$out/attention.txt" ||
     status=1
   # The recipe end to end (the goal's figure), right after attention alone so that a stage cut
-  # short by its time limit keeps it: the default kernels (FA2-style where they apply; row
-  # 1.3b-train), then cuDNN's attention (row 1.3b-train-cudnn).
+  # short by its time limit keeps it: the default kernels (cuDNN's attention; row 1.3b-train),
+  # then our FA2-style ones (row 1.3b-train-flash2).
   e2e_row 1.3b-train "$j" || status=1
   refresh_table
-  MTNLG_CUDA_ATTENTION=cudnn e2e_row 1.3b-train-cudnn "$j" || status=1
+  MTNLG_CUDA_ATTENTION=flash2 e2e_row 1.3b-train-flash2 "$j" || status=1
   refresh_table
   # The 530B recipe's layers as one GPU of its tp 8 x pp 35 layout holds them (3 layers of
   # hidden 20480 / 8, 16 heads of 160 a rank, sequence 2048, micro-batch 1, activation
   # checkpointing, bf16, 8 micro-batches a step; with its vocabulary shard, 51200 / 8), the
-  # collectives skipped (mtnlg-bench-train --tensor-slice): the default kernels (blocked at
-  # head size 160), the FA2-style ones and cuDNN's.
+  # collectives skipped (mtnlg-bench-train --tensor-slice): the default kernels (cuDNN's), the
+  # FA2-style ones and the blocked ones.
   local slice=(--layers 3 --hidden 20480 --heads 128 --seq 2048 --vocab 51200 --micro-batch 1
     --global-batch 8 --tensor-slice 8 --activation-checkpointing --precision bf16 --iters 4
     --warmup-iters 2)
   local k
-  for k in default flash2 cudnn; do
+  for k in default flash2 blocked; do
     local name=530b-layer-tp8
     [[ $k == default ]] || name=$name-$k
     if [[ $k == default ]]; then

@@ -146,7 +146,7 @@ if command -v mpirun >/dev/null; then
 fi
 # The planner reads the attention kernels' switch as the CUDA backend does: a misspelling is an
 # error naming the variable, in --dry-run too (it was planned as the default without a word).
-MTNLG_CUDA_ATTENTION=Flash expect 2 'invalid argument \[MTNLG_CUDA_ATTENTION\]: MTNLG_CUDA_ATTENTION=Flash is not one of flash2, blocked, flash' -- --config configs/1.3b.yaml --dry-run
+MTNLG_CUDA_ATTENTION=Flash expect 2 'invalid argument \[MTNLG_CUDA_ATTENTION\]: MTNLG_CUDA_ATTENTION=Flash is not one of cudnn, flash2, blocked, flash' -- --config configs/1.3b.yaml --dry-run
 # So are the switches that do not change the plan: every one the CUDA backend reads.
 MTNLG_CUDA_EPILOGUES=yes expect 2 'MTNLG_CUDA_EPILOGUES=yes is not one of on, off' -- --config configs/1.3b.yaml --dry-run
 MTNLG_CUDA_FLASH_TILES=fast expect 2 'MTNLG_CUDA_FLASH_TILES=fast is not one of tile, grid' -- --config configs/1.3b.yaml --dry-run

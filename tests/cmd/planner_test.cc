@@ -233,11 +233,11 @@ TEST_CASE("tiny on 2 x 2 x 2 - bf16 - ZeRO-1 - checkpointing: per-stage fields b
   CHECK(p.micro_batches == 2);
   CHECK(p.bubble_fraction == Approx(1.0 / 3.0));
   CHECK(p.padded_vocab == 512);  // multiple of 128 x 2
-  // bf16 at head size 16, which the FA2-style kernels (the default) do not take: the blocked
-  // kernels, whose scratch is one sequence's backward: 2 heads per tensor rank x 32^2 x (4 fp32
-  // scores + 4 their gradient + 2 dropped probabilities + 2 softmax gradient).
+  // bf16 at head size 16: cuDNN's attention (the default), called a sequence at a time (tp 2 with
+  // attention dropout): its backward's rowsum(dO O) in fp32, 2 heads per tensor rank x 32, and its
+  // deterministic dS, 2 bytes an element of [1, 2, 64, 64] (s padded to 64).
   CHECK(p.micro_batch == 2);
-  CHECK(p.cuda_attention_scratch_bytes == 2 * 32 * 32 * 12);
+  CHECK(p.cuda_attention_scratch_bytes == 1 * 2 * 32 * 4 + 1 * 2 * 64 * 64 * 2);
   CHECK(p.parameters == 32768 + 2048 + 4 * 49984 + 128);
   // One layer's share on a tensor rank: replicated ln1 128, dense bias 64, ln2 128, fc2 bias 64;
   // split qkv 12288/2 + 192/2, dense 4096/2, fc1 16384/2 + 256/2, fc2 16384/2 = 25184.
@@ -353,10 +353,10 @@ TEST_CASE("dry-run output: the text has the layout line - the JSON the contract 
   for (const char* key :
        {"\"parameters\": 529600819200", "\"flops_per_iteration\": ", "\"tflops_per_gpu\": ",
         "\"memory_per_rank_gb\": ", "\"fits\": true",
-        "\"iterations\": ", "\"bubble_fraction\": ", "\"cuda_attention_kernels\": \"blocked\""})
+        "\"iterations\": ", "\"bubble_fraction\": ", "\"cuda_attention_kernels\": \"cudnn\""})
     CHECK(j.find(key) != std::string::npos);
-  // Head size 160: the blocked kernels unless MTNLG_CUDA_ATTENTION names flash2.
-  CHECK(text.str().find("attention kernels on the GPU: blocked;") != std::string::npos);
+  // Head size 160: cuDNN's attention by default (a multiple of 8 up to 256).
+  CHECK(text.str().find("attention kernels on the GPU: cudnn;") != std::string::npos);
   std::ostringstream no_time;
   print_dry_run_json(r, world(2240), no_time);
   CHECK(no_time.str().find("tflops_per_gpu") == std::string::npos);
@@ -547,10 +547,16 @@ TEST_CASE("FA2-style kernels at head size 160 only when MTNLG_CUDA_ATTENTION nam
   CHECK_FALSE(flash2_attention_planned(4, 128, true));
   CHECK_FALSE(flash2_attention_planned(2, 96, true));
   // The plan of the 530B recipe's attention on a tensor rank (tp 8: 16 heads of 160, s 2048,
-  // micro-batch 1, dropout 0.1): the blocked kernels' sequence by default, 16 x 2048^2 x 12 bytes;
-  // named, the FA2-style backward's delta, keep bits and stored dS (128 MiB: auto stores it).
-  const int64_t blocked = 16 * 2048 * int64_t{2048} * 12;
-  CHECK(cuda_attention_scratch(1, 16, 2048, 160, 2, true, attention_choice()) == blocked);
+  // micro-batch 1, dropout 0.1): by default cuDNN's backward (rowsum(dO O), its dS in 2 bytes);
+  // blocked, the blocked kernels' sequence, 16 x 2048^2 x 12 bytes; flash2 named, the FA2-style
+  // backward's delta, keep bits and stored dS (128 MiB: auto stores it).
+  CHECK(cuda_attention_scratch(1, 16, 2048, 160, 2, true, attention_choice()) ==
+        16 * 2048 * 4 + 16 * 2048 * int64_t{2048} * 2);
+  {
+    ScopedEnv env("MTNLG_CUDA_ATTENTION", "blocked");
+    CHECK(cuda_attention_scratch(1, 16, 2048, 160, 2, true, attention_choice()) ==
+          16 * 2048 * int64_t{2048} * 12);
+  }
   ScopedEnv env("MTNLG_CUDA_ATTENTION", "flash2");
   CHECK(attention_choice().flash2_named);
   CHECK(cuda_attention_scratch(1, 16, 2048, 160, 2, true, attention_choice()) ==
@@ -563,16 +569,18 @@ TEST_CASE("the attention kernels a plan names - by default and as named") {
   const auto kernels = [](const Recipe& r) {
     return make_plan(r, PlanOptions{}).cuda_attention_kernels;
   };
-  CHECK(kernels(recipe("1.3b.yaml")) == "flash2 (dq from stored dS)");
-  CHECK(kernels(
-            recipe("1.3b.yaml", {"model.seq_length=8192", "model.max_position_embeddings=8192"})) ==
-        "flash2 (dq recomputes dS)");
+  CHECK(kernels(recipe("1.3b.yaml")) == "cudnn");
   CHECK(kernels(recipe("1.3b.yaml", {"precision=fp32"})) == "blocked");
-  CHECK(kernels(recipe("530b.yaml")) == "blocked");  // head size 160: not by default
-  CHECK(kernels(recipe("tiny.yaml", {"precision=bf16"})) == "blocked");  // head size 16
+  CHECK(kernels(recipe("530b.yaml")) == "cudnn");                      // head size 160
+  CHECK(kernels(recipe("tiny.yaml", {"precision=bf16"})) == "cudnn");  // head size 16
   {
     ScopedEnv env("MTNLG_CUDA_ATTENTION", "flash2");
+    CHECK(kernels(recipe("1.3b.yaml")) == "flash2 (dq from stored dS)");
+    CHECK(kernels(recipe("1.3b.yaml", {"model.seq_length=8192",
+                                       "model.max_position_embeddings=8192"})) ==
+          "flash2 (dq recomputes dS)");
     CHECK(kernels(recipe("530b.yaml")) == "flash2 (dq from stored dS)");
+    CHECK(kernels(recipe("tiny.yaml", {"precision=bf16"})) == "blocked");  // head size 16
   }
   {
     ScopedEnv env("MTNLG_CUDA_ATTENTION", "flash2-fwd");
@@ -595,9 +603,21 @@ TEST_CASE("MTNLG_CUDA_ATTENTION=cudnn: where cuDNN's attention runs and the scra
   const auto kernels = [](const Recipe& r) {
     return make_plan(r, PlanOptions{}).cuda_attention_kernels;
   };
+  using K = AttentionKernels;
+  // The default: cuDNN where it applies, the FA2-style kernels where they do and it does not
+  // (none of their measured head sizes), the blocked ones elsewhere.
+  const AttentionChoice by_default = attention_choice();
+  CHECK(by_default == AttentionChoice(K::kCudnn));
+  CHECK_FALSE(by_default.cudnn_named);
+  CHECK(attention_kernels_run(K::kCudnn, by_default, 2, 64) == K::kCudnn);
+  CHECK(attention_kernels_run(K::kCudnn, by_default, 2, 256) == K::kCudnn);
+  CHECK(attention_kernels_run(K::kCudnn, by_default, 2, 20) == K::kBlocked);
+  CHECK(attention_kernels_run(K::kCudnn, by_default, 2, 264) == K::kBlocked);
+  CHECK(attention_kernels_run(K::kCudnn, by_default, 4, 64) == K::kBlocked);  // fp32
   ScopedEnv env("MTNLG_CUDA_ATTENTION", "cudnn");
-  CHECK(attention_choice() ==
-        AttentionChoice(AttentionKernels::kCudnn, AttentionKernels::kCudnn, Flash2Dq::kAuto, true));
+  AttentionChoice named{K::kCudnn};
+  named.cudnn_named = true;
+  CHECK(attention_choice() == named);
   CHECK(kernels(recipe("1.3b.yaml")) == "cudnn");
   CHECK(kernels(recipe("530b.yaml")) == "cudnn");
   CHECK(kernels(recipe("1.3b.yaml", {"precision=fp32"})) == "blocked");
@@ -638,14 +658,16 @@ TEST_CASE("MTNLG_CUDA_FLASH2_DQ auto stores dS up to 1 GiB a call - stored and r
   CHECK_FALSE(recompute.flash2_stores_ds(1, 1, 8));
   {
     ScopedEnv env("MTNLG_CUDA_FLASH2_DQ", "stored");
-    CHECK(attention_choice() == stored);
+    CHECK(attention_choice().flash2_dq == Flash2Dq::kStored);
   }
   {
     ScopedEnv env("MTNLG_CUDA_FLASH2_DQ", "auto");
     CHECK(attention_choice() == by_default);
   }
-  // The plan: the 1.3B recipe at 8192 tokens a sequence (4 x 16 heads: 8 GiB of dS^T) takes the
-  // recomputing backward's scratch by default, the stored one's when asked.
+  // The plan: the 1.3B recipe at 8192 tokens a sequence (4 x 16 heads: 8 GiB of dS^T) with the
+  // FA2-style kernels takes the recomputing backward's scratch by default, the stored one's when
+  // asked.
+  ScopedEnv fa2("MTNLG_CUDA_ATTENTION", "flash2");
   const Recipe r =
       recipe("1.3b.yaml", {"model.seq_length=8192", "model.max_position_embeddings=8192"});
   const int64_t b = r.parallel.micro_batch_size, heads = 16, s = 8192;
@@ -660,9 +682,9 @@ TEST_CASE("MTNLG_CUDA_FLASH2_DQ auto stores dS up to 1 GiB a call - stored and r
 TEST_CASE("MTNLG_CUDA_ATTENTION is read as the CUDA backend reads it - a misspelling is an error") {
   const Recipe r = recipe("1.3b.yaml");
   const auto scratch = [&] { return make_plan(r, PlanOptions{}).cuda_attention_scratch_bytes; };
-  // Unset: the FA2-style kernels, dS stored (the defaults); `blocked`: one sequence's scores,
-  // probabilities and their gradients, 16 heads x 2048^2 x (4 + 4 + 2 + 2).
-  CHECK(attention_choice() == AttentionChoice(AttentionKernels::kFlash2));
+  // Unset: cuDNN's attention (the default); `blocked`: one sequence's scores, probabilities and
+  // their gradients, 16 heads x 2048^2 x (4 + 4 + 2 + 2).
+  CHECK(attention_choice() == AttentionChoice(AttentionKernels::kCudnn));
   CHECK(cuda_switches().attention == attention_choice());
   const int64_t by_default = scratch();
   int64_t blocked = 0;
@@ -695,7 +717,6 @@ TEST_CASE("MTNLG_CUDA_ATTENTION is read as the CUDA backend reads it - a misspel
     const Recipe q = recipe("1.3b.yaml");
     const int64_t stats = q.parallel.micro_batch_size * 16 * 2048 * (4 + 64 * 4);
     CHECK(scratch() == stats + (q.parallel.micro_batch_size * 16 * 2048 * int64_t{2048} + 64) * 2);
-    CHECK(scratch() == by_default);
     CHECK(scratch() < blocked);
     ScopedEnv dq("MTNLG_CUDA_FLASH2_DQ", "recompute");
     CHECK(attention_choice() == AttentionChoice(AttentionKernels::kFlash2,
@@ -741,8 +762,8 @@ TEST_CASE("MTNLG_CUDA_ATTENTION is read as the CUDA backend reads it - a misspel
   }
   ScopedEnv env("MTNLG_CUDA_ATTENTION", "Flash");
   CHECK_THROWS_WITH(scratch(), Catch::Contains("MTNLG_CUDA_ATTENTION=Flash is not one of "
-                                               "flash2, blocked, flash, flash2-fwd, flash2-bwd, cudnn "
-                                               "(unset it for the default, flash2)"));
+                                               "cudnn, flash2, blocked, flash, flash2-fwd, "
+                                               "flash2-bwd (unset it for the default, cudnn)"));
 }
 
 TEST_CASE("device overheads: per stage on a GPU - counted in fits - none on the CPU") {

@@ -665,6 +665,8 @@ TEST_CASE("the fused AdamW step with rounding matches AdamW then copy") {
 }
 
 TEST_CASE("CUDA backward kernels are bit-reproducible run to run") {
+  // The blocked attention kernels (head size 32; cuDNN's, the default, have their own test).
+  ScopedEnv env("MTNLG_CUDA_ATTENTION", "blocked");
   Twin tw;
   const DType dt = DType::kBF16;
   const Tensor qkv = random_tensor({2, 130, 4 * 3 * 32}, dt, 1);
@@ -699,24 +701,8 @@ TEST_CASE("FA2-style attention is bit-reproducible run to run - forward and back
   ScopedEnv dq("MTNLG_CUDA_FLASH2_DQ", dq_mode);
   INFO(block_rows << "-row forward blocks, dq " << dq_mode);
   Twin tw;
-  const DType dt = DType::kBF16;
-  const int64_t b = 2, s = 300, heads = 2, hd = 64;  // ragged: 5 blocks, the last of 44 rows
-  const Tensor qkv = random_tensor({b, s, heads * 3 * hd}, dt, 1);
-  const Tensor dout = random_tensor({b, s, heads * hd}, dt, 2);
-  Tensor qg = tw.dev(qkv), dog = tw.dev(dout);
-  std::vector<Tensor> runs;
-  for (int r = 0; r < 2; ++r) {
-    Tensor o = tw.gpu->alloc(dout.shape(), dt), st = tw.gpu->alloc({b, heads, s}, DType::kF32);
-    tw.gpu->attention_forward(o, st, qg, heads, 0.1, RngStream{1, 2, 3});
-    Tensor dq = tw.gpu->alloc(qkv.shape(), dt);
-    tw.gpu->attention_backward(dq, dog, qg, o, st, heads, 0.1, RngStream{1, 2, 3});
-    runs.push_back(tw.host(o));
-    runs.push_back(tw.host(st));
-    runs.push_back(tw.host(dq));
-  }
-  CHECK(bitwise_equal(runs[0], runs[3]));
-  CHECK(bitwise_equal(runs[1], runs[4]));
-  CHECK(bitwise_equal(runs[2], runs[5]));
+  // ragged: 5 blocks, the last of 44 rows
+  check_attention_reruns_bitwise(tw, 2, 300, 2, 64);
 }
 
 }  // namespace

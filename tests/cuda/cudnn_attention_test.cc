@@ -137,24 +137,7 @@ TEST_CASE("cuDNN attention dropout: a kept-or-dropped mask, scaled, at the keep 
 TEST_CASE("cuDNN attention is bit-reproducible run to run - forward and backward") {
   ScopedEnv env("MTNLG_CUDA_ATTENTION", "cudnn");
   Twin tw;
-  const DType dt = DType::kBF16;
-  const int64_t b = 2, s = 300, heads = 2, hd = 64;
-  const Tensor qkv = random_tensor({b, s, heads * 3 * hd}, dt, 1);
-  const Tensor dout = random_tensor({b, s, heads * hd}, dt, 2);
-  Tensor qg = tw.dev(qkv), dog = tw.dev(dout);
-  std::vector<Tensor> runs;
-  for (int r = 0; r < 2; ++r) {
-    Tensor o = tw.gpu->alloc(dout.shape(), dt), st = tw.gpu->alloc({b, heads, s}, DType::kF32);
-    tw.gpu->attention_forward(o, st, qg, heads, 0.1, RngStream{1, 2, 3});
-    Tensor dq = tw.gpu->alloc(qkv.shape(), dt);
-    tw.gpu->attention_backward(dq, dog, qg, o, st, heads, 0.1, RngStream{1, 2, 3});
-    runs.push_back(tw.host(o));
-    runs.push_back(tw.host(st));
-    runs.push_back(tw.host(dq));
-  }
-  CHECK(bitwise_equal(runs[0], runs[3]));
-  CHECK(bitwise_equal(runs[1], runs[4]));
-  CHECK(bitwise_equal(runs[2], runs[5]));
+  check_attention_reruns_bitwise(tw, 2, 300, 2, 64);
 }
 
 }  // namespace
