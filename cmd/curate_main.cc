@@ -368,6 +368,37 @@ int main(int argc, char** argv) {
   clean->add_option("--max-dup-ngram-char-frac", cl_dup,
                     "N=F, repeatable: duplicated_N_n_grams: repeated N-grams' characters over F of "
                     "the text");
+  // The C4 rules: each off unless given; --c4 gives the rest DataTrove's C4QualityFilter values.
+  bool cl_c4 = false;
+  auto& c4 = cl.c4;
+  clean->add_flag("--c4", cl_c4,
+                  "Every C4 rule not given below at DataTrove's C4QualityFilter value (words up to "
+                  "1000 characters, citations cut, terminal punctuation, 3 words a line, lorem "
+                  "ipsum, javascript, curly brackets, policy lines, 5 sentences)");
+  clean->add_option("--c4-max-word-length", c4.max_word_length,
+                    "c4_too_long_word: drop lines holding a longer word (code points)")
+      ->check(CLI::NonNegativeNumber);
+  clean->add_flag("--c4-remove-citations", c4.remove_citations,
+                  "Cut [123], [edit] and [citation needed] from lines");
+  clean->add_flag("--c4-terminal-punct", c4.terminal_punct,
+                  "c4_no_terminal_punct: drop lines not ending in . ? ! \" ' or ending in ...");
+  clean->add_option("--c4-min-words-per-line", c4.min_words_per_line,
+                    "c4_too_few_words: drop lines of fewer whitespace words")
+      ->check(CLI::NonNegativeNumber);
+  clean->add_flag("--c4-lorem-ipsum", c4.lorem_ipsum,
+                  "c4_lorem_ipsum: remove documents with a kept line holding \"lorem ipsum\"");
+  clean->add_flag("--c4-javascript", c4.javascript,
+                  "c4_javascript: drop lines holding \"javascript\" (any case)");
+  clean->add_flag("--c4-curly-bracket", c4.curly_bracket,
+                  "c4_curly_bracket: remove documents with a kept line holding {");
+  clean->add_flag("--c4-policy", c4.policy,
+                  "c4_policy: drop lines holding terms of use, privacy policy, cookie policy, "
+                  "uses cookies, use of cookies or use cookies");
+  clean->add_option("--c4-min-sentences", c4.min_sentences,
+                    "c4_too_few_sentences: remove documents whose kept lines hold fewer sentences "
+                    "(a sentence ends at . ! ? before whitespace and a capital, digit or opening "
+                    "quote; DataTrove counts with NLTK's Punkt)")
+      ->check(CLI::NonNegativeNumber);
   clean->add_option("--vocab-file", cl.vocab_file,
                     "GPT-2 encoder.json for --min-gpt2-tokens (default data/gpt2/encoder.json)");
   clean->add_option("--merge-file", cl.merge_file,
@@ -501,6 +532,7 @@ int main(int argc, char** argv) {
       cl.gopher.max_top_ngram_char_frac = pairs(cl_top, "--max-top-ngram-char-frac");
       cl.gopher.max_dup_ngram_char_frac = pairs(cl_dup, "--max-dup-ngram-char-frac");
       if (cl_gopher) mtnlg::curate::apply_gopher_defaults(&cl.gopher);
+      if (cl_c4) mtnlg::curate::apply_c4_defaults(&cl.c4);
       if (cl.min_gpt2_tokens > 0) {
         cl.vocab_file =
             mtnlg::vocabulary_path(cl.vocab_file, "--vocab-file", "data/gpt2/encoder.json");

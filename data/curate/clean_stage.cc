@@ -316,6 +316,8 @@ CleanStats run_clean(const CleanOptions& o) {
   std::vector<TextRecord> batch;
   struct Result {
     std::string text, removed_by, language;
+    std::map<std::string, int64_t> c4_lines;
+    bool normalized = false;  // NFC or the control characters changed the text
   };
   std::vector<Result> results;
   while (records.next_batch(&batch, size_t{16} << 20)) {
@@ -325,6 +327,7 @@ CleanStats run_clean(const CleanOptions& o) {
     for (int64_t i = 0; i < n; ++i) {
       Result& r = results[static_cast<size_t>(i)];
       r.text = normalize_text(batch[static_cast<size_t>(i)].text);
+      r.normalized = r.text != batch[static_cast<size_t>(i)].text;
       const auto chars = static_cast<int64_t>(utf8_to_u32(r.text).size());
       if (o.min_chars > 0 && chars < o.min_chars) {
         r.removed_by = "min_chars";
@@ -337,6 +340,12 @@ CleanStats run_clean(const CleanOptions& o) {
         r.removed_by = "min_gpt2_tokens";
       }
       if (r.removed_by.empty() && o.gopher.any()) r.removed_by = gopher_verdict(r.text, o.gopher);
+      if (r.removed_by.empty() && o.c4.any()) {
+        C4Result c4 = apply_c4(r.text, o.c4);
+        r.removed_by = std::move(c4.removed_by);
+        r.c4_lines = std::move(c4.lines);
+        if (r.removed_by.empty()) r.text = std::move(c4.text);
+      }
       if (!o.languages.empty()) {
         const auto [code, share] = detect_language(r.text);
         r.language = code;
@@ -352,8 +361,9 @@ CleanStats run_clean(const CleanOptions& o) {
       Result& r = results[static_cast<size_t>(i)];
       ++stats.documents;
       if (!r.language.empty()) ++stats.languages[r.language];
+      for (const auto& [rule, k] : r.c4_lines) stats.c4_lines[rule] += k;
       const bool changed = r.text != rec.text;
-      stats.normalized += changed;
+      stats.normalized += r.normalized;
       if (!r.removed_by.empty()) {
         ++stats.removed[r.removed_by];
         continue;
@@ -375,6 +385,7 @@ CleanStats run_clean(const CleanOptions& o) {
                                  .add("kept", stats.kept)
                                  .add("normalized", stats.normalized)
                                  .add_raw("removed", json_counts(stats.removed))
+                                 .add_raw("c4_lines", json_counts(stats.c4_lines))
                                  .add_raw("languages", json_counts(stats.languages))
                                  .add("bad_records_skipped", stats.skipped)
                                  .str() +

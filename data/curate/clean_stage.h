@@ -11,6 +11,8 @@
 //   min_gpt2_tokens N    fewer than N GPT-2 tokens, counted only for texts of fewer than 8 N
 //                        characters, as Megatron's cleanup_dataset.py does (N = 128 there)
 //   gopher_*             the Gopher rules asked for (GopherRules below)
+//   c4_*                 the C4 rules asked for (data/curate/c4_rules.h): they drop lines,
+//                        counted by rule, and remove documents; the kept lines become the text
 //   language             CLD2's most likely language (of the text as plain text) not one of
 //                        --languages, or its share of the text (CLD2's percent / 100) below
 //                        --min-language-score. Where Megatron used langdetect, the paper's
@@ -24,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "data/curate/c4_rules.h"
 #include "data/curate/text_records.h"
 #include "data/preprocess_progress.h"
 
@@ -59,6 +62,7 @@ struct CleanOptions {
   double min_language_score = 0.0;
   int64_t min_chars = 0, short_javascript = 0, min_gpt2_tokens = 0;
   GopherRules gopher;
+  C4Rules c4;
   std::string vocab_file, merge_file;  // for min_gpt2_tokens
   std::string text_key = "text";
   BadRecords bad_records = BadRecords::kError;
@@ -69,6 +73,7 @@ struct CleanOptions {
 struct CleanStats {
   int64_t documents = 0, kept = 0, normalized = 0, skipped = 0;
   std::map<std::string, int64_t> removed;  // by rule
+  std::map<std::string, int64_t> c4_lines;  // lines the C4 rules dropped, by rule, and kept
   std::map<std::string, int64_t> languages;  // CLD2's top language of every document
   double seconds = 0;
 };

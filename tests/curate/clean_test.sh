@@ -127,6 +127,103 @@ rep = json.load(open("gopher.json"))
 print(len(ours), "kept;", dict(removed))
 sys.exit(0 if ours == kept and rep["removed"] == dict(removed) and len(removed) >= 5 else 1)
 PY
+
+# The C4 rules (DataTrove's C4QualityFilter, written again here from its definition) on the same
+# corpus and on documents planted for each rule.
+$py - <<'PY'
+import json
+long_word = "x" * 1001
+docs = [
+    "The war began in 1914.[1] It ended in 1918.[2][3] Many people died in it.\n"
+    "Historians still argue about it.[citation needed] Some say it was avoidable. [edit]\n"
+    "A third line says more. It has \u201cquotes.\u201d And (brackets.) Then 3 numbers.",
+    "This page uses cookies to help you.\nPlease enable JavaScript in your browser now.\n"
+    "Our privacy policy changed last week. Read it carefully.\n" + "A good line is here. " * 3 + "\n"
+    "Another good line has words. It is fine! Is it? Yes.",
+    "Some filler text here that ends well.\nLorem ipsum dolor sit amet, consectetur.\n" + "Ok. " * 6,
+    "One line is fine here. Two sentences.\nfunction f() { return 1; } is code.\nMore text. More.",
+    "A line with a very long word " + long_word + " ends here.\n" + "Short line. " * 6,
+    "Trailing ellipsis lines...\nWhat about this one...\nDr. Smith met Mr. Jones. They talked.",
+    "too few words.\nTwo words.\n" + "Enough words here now. " * 5,
+    "\u0130stanbul is a city. \u00c9t\u00e9 comes. \u0661\u0662 is a number. \u2028"
+    "A line after a separator. It counts. It does. Yes it does.",
+]
+with open("c4.jsonl", "w") as f:
+    for i, t in enumerate(docs):
+        f.write(json.dumps({"id": 10000 + i, "text": t}) + "\n")
+    for line in open("in.jsonl"):
+        f.write(line)
+PY
+"$curate" clean --input c4.jsonl --output c4-out.jsonl --report c4-rep.json --c4 --threads 2 \
+  --log-level warn
+"$curate" clean --input c4.jsonl --output c4-one.jsonl --c4 --threads 1 --log-level warn
+check "--c4: 1 and 2 threads write the same bytes" cmp -s c4-out.jsonl c4-one.jsonl
+check "--c4: kept texts, removed documents and dropped lines equal the Python reference's" \
+  $py - <<'PY'
+import collections, json, re, sys, unicodedata
+CIT = re.compile(r"\[\d*]|\[edit]|\[citation needed]")
+POLICY = ["terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies",
+          "use cookies"]
+OPEN, CLOSE = "\"'([\u201c\u2018", "\"')]\u201d\u2019"
+def sentences(line):
+    n, last = 0, None
+    for m in re.finditer("[.!?]+[" + re.escape(CLOSE) + "]*", line):
+        rest = line[m.end():]
+        ws = len(rest) - len(rest.lstrip())
+        if ws and ws < len(rest):
+            c = rest[ws]
+            if c.isupper() or unicodedata.category(c) == "Nd" or c in OPEN:
+                n, last = n + 1, m.end()
+    tail = line if last is None else line[last:]
+    return n + (1 if tail.strip() else 0)
+def c4(text, lines):
+    kept, count = [], 0
+    for line in text.splitlines():
+        line = line.strip()
+        words = line.split()
+        if any(len(w) > 1000 for w in words):
+            lines["c4_too_long_word"] += 1; continue
+        line = CIT.sub("", line)
+        if not line.endswith((".", "?", "!", '"', "'")) or line.endswith("..."):
+            lines["c4_no_terminal_punct"] += 1; continue
+        if len(words) < 3:
+            lines["c4_too_few_words"] += 1; continue
+        low = line.lower()
+        if "lorem ipsum" in low: return "c4_lorem_ipsum", None
+        if "javascript" in low:
+            lines["c4_javascript"] += 1; continue
+        if "{" in line: return "c4_curly_bracket", None
+        if any(p in low for p in POLICY):
+            lines["c4_policy"] += 1; continue
+        count += sentences(line)
+        kept.append(line)
+        lines["c4_lines_kept"] += 1
+    if count < 5: return "c4_too_few_sentences", None
+    return "", "\n".join(kept).strip()
+removed, lines, kept = collections.Counter(), collections.Counter(), []
+for raw in open("c4.jsonl", encoding="utf-8"):
+    r = json.loads(raw)
+    t = unicodedata.normalize("NFC", r["text"])
+    t = "".join(c for c in t if c in "\t\n" or unicodedata.category(c) != "Cc")
+    doc_lines = collections.Counter()
+    why, text = c4(t, doc_lines)
+    lines += doc_lines
+    if why: removed[why] += 1
+    else: r["text"] = text; kept.append(r)
+ours = [json.loads(l) for l in open("c4-out.jsonl", encoding="utf-8")]
+rep = json.load(open("c4-rep.json"))
+print(len(ours), "kept;", dict(removed), dict(lines))
+mine = {r["id"]: r["text"] for r in ours}
+planted = {i: mine.get(i) for i in range(10000, 10008)}
+print(json.dumps(planted, ensure_ascii=False)[:900])
+ok = ours == kept and rep["removed"] == dict(removed) and rep["c4_lines"] == dict(lines)
+ok &= all(removed[k] > 0 for k in ("c4_lorem_ipsum", "c4_curly_bracket", "c4_too_few_sentences"))
+ok &= all(lines[k] > 0 for k in ("c4_too_long_word", "c4_no_terminal_punct", "c4_too_few_words",
+                                 "c4_javascript", "c4_policy"))
+# The citations are cut from the first planted document's kept lines.
+ok &= mine.get(10000, "").startswith("The war began in 1914. It ended in 1918. Many")
+sys.exit(0 if ok else 1)
+PY
 expect 2 "expected N=F" -- clean --input in.jsonl --output x.jsonl --max-top-ngram-char-frac 2:0.2
 
 cat >lang.jsonl <<'EOF'
