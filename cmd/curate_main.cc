@@ -218,7 +218,8 @@ int main(int argc, char** argv) {
                     "task's JSON Lines with lm-evaluation-harness's field names. Tasks: lambada "
                     "(text), piqa (goal), squad, triviaqa, webqa, race, drop (question), boolq "
                     "(question, passage), hellaswag (ctx), winogrande (sentence), anli and hans "
-                    "(premise, hypothesis), wic (sentence1, sentence2)")
+                    "(premise, hypothesis), wic (sentence1, sentence2), natural_questions "
+                    "(question.text) and coqa (every string of questions)")
       ->required();
   decon->add_option("--report", dc.report, "A JSON summary: documents split, removed, trimmed, ...");
   decon->add_option("--max-ngram-size", dc.filter.max_ngram, "filter_ngrams.py's")

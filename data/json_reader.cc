@@ -322,6 +322,37 @@ JsonFieldStatus parse_json_string_field(std::string_view line, std::string_view 
   return status;
 }
 
+std::optional<std::vector<std::string>> parse_json_string_array(std::string_view raw) {
+  JsonCursor in(raw);
+  in.skip_ws();
+  if (in.peek() != '[') {
+    in.value();
+    in.expect_end();
+    return std::nullopt;
+  }
+  in.expect('[');
+  std::vector<std::string> out;
+  bool strings = true;
+  in.skip_ws();
+  if (in.peek() == ']') {
+    in.expect(']');
+  } else {
+    do {
+      in.skip_ws();
+      if (in.peek() == '"') {
+        out.emplace_back();
+        in.string(&out.back());
+      } else {
+        in.value();
+        strings = false;
+      }
+    } while (in.list_continues(']'));
+  }
+  in.expect_end();
+  if (!strings) return std::nullopt;
+  return out;
+}
+
 std::vector<JsonMember> parse_json_object_members(std::string_view line) {
   JsonCursor in(line);
   std::vector<JsonMember> members;

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -34,6 +35,10 @@ enum class JsonFieldStatus { kFound, kMissing, kNotString };
 // A key that appears twice: the last one wins, as in Python's json module.
 JsonFieldStatus parse_json_string_field(std::string_view line, std::string_view key,
                                         std::string* out);
+
+// Parses `raw` as one JSON value: its strings when it is an array of strings, nullopt when it is
+// another valid value; throws corruption (message without context) when it is not valid JSON.
+std::optional<std::vector<std::string>> parse_json_string_array(std::string_view raw);
 
 // One member of a JSON object: its decoded key and its value's raw JSON text (a view into the
 // parsed line), so that a stage can rewrite one member and carry the others through unchanged.

@@ -23,18 +23,41 @@ std::vector<std::string> task_text_fields(const std::string& task) {
       {"drop", {"question"}},        {"boolq", {"question", "passage"}},
       {"hellaswag", {"ctx"}},        {"winogrande", {"sentence"}},
       {"anli", {"premise", "hypothesis"}}, {"hans", {"premise", "hypothesis"}},
-      {"wic", {"sentence1", "sentence2"}}};
+      {"wic", {"sentence1", "sentence2"}},
+      {"natural_questions", {"question.text"}}, {"coqa", {"questions[]"}}};
   const auto it = fields.find(task);
   if (it != fields.end()) return it->second;
-  if (task == "natural_questions" || task == "coqa")
-    throw unsupported("--task-file " + task + ": its text is nested (question.text, questions[]), "
-                      "which this stage does not read yet; the fix: flatten it into a \"text\" "
-                      "member and pass it as lambada=FILE",
-                      "--task-file");
   std::string known;
   for (const auto& [name, f] : fields) known += (known.empty() ? "" : ", ") + name;
   throw invalid_argument("--task-file " + task + ": unknown task; the fix: one of " + known,
                          "--task-file");
+}
+
+std::vector<std::string> task_texts(std::string_view line, const std::string& spec) {
+  std::vector<std::string> out;
+  const size_t dot = spec.find('.');
+  const bool array = spec.size() > 2 && spec.ends_with("[]");
+  if (dot == std::string::npos && !array) {
+    std::string text;
+    if (parse_json_string_field(line, spec, &text) == JsonFieldStatus::kFound)
+      out.push_back(std::move(text));
+    return out;
+  }
+  const std::string outer = array ? spec.substr(0, spec.size() - 2) : spec.substr(0, dot);
+  const std::vector<JsonMember> members = parse_json_object_members(line);
+  const JsonMember* m = nullptr;
+  for (const JsonMember& x : members)
+    if (x.key == outer) m = &x;  // the last wins
+  if (m == nullptr) return out;
+  if (array) {
+    if (auto strings = parse_json_string_array(m->raw)) out = std::move(*strings);
+    return out;
+  }
+  if (m->raw.empty() || m->raw.front() != '{') return out;
+  std::string text;
+  if (parse_json_string_field(m->raw, spec.substr(dot + 1), &text) == JsonFieldStatus::kFound)
+    out.push_back(std::move(text));
+  return out;
 }
 
 namespace {
@@ -63,18 +86,18 @@ DecontaminateStats run_decontaminate(const DecontaminateOptions& o) {
     const std::vector<std::string> fields = task_text_fields(task);
     prefix += (prefix.empty() ? "" : "-") + task;
     LineReader reader(file);
-    std::string line, text;
+    std::string line;
     while (reader.next(&line)) {
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       for (const std::string& f : fields) {
-        JsonFieldStatus st;
+        std::vector<std::string> texts;
         try {
-          st = parse_json_string_field(line, f, &text);
+          texts = task_texts(line, f);
         } catch (const Error& e) {
           throw invalid_argument("not a JSON object: " + e.message(),
                                  file + ":" + std::to_string(reader.line_number()));
         }
-        if (st == JsonFieldStatus::kFound) grams.add_task_text(text);
+        for (const std::string& text : texts) grams.add_task_text(text);
       }
     }
   }

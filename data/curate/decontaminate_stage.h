@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -21,10 +22,17 @@
 
 namespace mtnlg::curate {
 
-// The fields whose text a task contributes (filter_ngrams.py's for its tasks; the paper's
-// evaluation tasks by lm-evaluation-harness's names). Throws invalid_argument for a task not
-// known, unsupported for one whose text is nested (natural_questions, coqa).
+// The fields whose text a task contributes (filter_ngrams.py's for its tasks, over the records
+// of the Hugging Face datasets it loads; the paper's evaluation tasks by lm-evaluation-harness's
+// names): "name" a string member, "name.sub" a string member of an object member
+// (natural_questions' question.text), "name[]" every string of an array member (coqa's
+// questions). Throws invalid_argument naming the known tasks for another.
 std::vector<std::string> task_text_fields(const std::string& task);
+
+// The texts of one field spec in one JSON record (the last of a repeated member, as Python's
+// json module takes it); none where the member is missing or of another type (the script skips
+// those). Throws corruption (message without context) when `line` is not one JSON object.
+std::vector<std::string> task_texts(std::string_view line, const std::string& spec);
 
 struct DecontaminateOptions {
   std::string input, output, report;

@@ -48,8 +48,36 @@ check "a .gz shard in, a .zst shard out: the same records" \
 
 expect 2 "unknown task; the fix: one of" -- \
   decontaminate --input c/train.jsonl --output e.jsonl --task-file mmlu=c/piqa.jsonl
-expect 3 "nested" -- \
-  decontaminate --input c/train.jsonl --output e.jsonl --task-file coqa=c/piqa.jsonl
+# Nested task records as the script reads them from Hugging Face's datasets: natural_questions'
+# question.text and coqa's questions (the lambada passages, two and three to a record here).
+$py - <<'PY'
+import json
+piqa = [json.loads(l)["goal"] for l in open("c/piqa.jsonl")]
+lamb = [json.loads(l)["text"] for l in open("c/lambada.jsonl")]
+with open("c/nq.jsonl", "w") as f:
+    for i, g in enumerate(piqa):
+        f.write(json.dumps({"id": str(i), "question": {"text": g, "tokens": g.split()},
+                            "document": {"title": "t"}}) + "\n")
+    f.write(json.dumps({"id": "x", "question": "a plain string, not the nested form"}) + "\n")
+with open("c/coqa.jsonl", "w") as f:
+    for i in range(0, len(lamb), 5):
+        f.write(json.dumps({"story": "s", "questions": lamb[i:i + 2 + i % 2]}) + "\n")
+    f.write(json.dumps({"story": "s", "questions": [1, 2]}) + "\n")
+PY
+nested=(--task-file natural_questions=c/nq.jsonl --task-file coqa=c/coqa.jsonl)
+"$curate" decontaminate --input c/train.jsonl --output nested.jsonl "${nested[@]}" \
+  --report nested.json --log-level warn
+$py "$ref" decontaminate c/train.jsonl nested-ref.jsonl natural_questions=c/nq.jsonl \
+  coqa=c/coqa.jsonl
+check "natural_questions (question.text) and coqa (questions[]): the reference's pieces" \
+  same_records nested.jsonl nested-ref.jsonl
+check "their n-grams were read and cut documents (split_id natural_questions-coqa-...)" \
+  $py -c "
+import json
+r = json.load(open('nested.json')); rs = [json.loads(l) for l in open('nested.jsonl')]
+ok = r['task_ngrams'] > 100 and r['documents_split'] > 0
+ok &= any('natural_questions-coqa-' in x['split_id'] for x in rs)
+raise SystemExit(0 if ok else 1)"
 expect 4 "missing.jsonl" -- \
   decontaminate --input c/train.jsonl --output e.jsonl --task-file lambada=missing.jsonl
 printf '{"text": "fine"}\n{"body": "no text"}\n' >bad.jsonl

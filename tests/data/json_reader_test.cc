@@ -77,5 +77,17 @@ TEST_CASE("json reader parses an object of integers", "[json_reader]") {
   }
 }
 
+TEST_CASE("json reader takes an array of strings, and tells another value apart", "[json_reader]") {
+  auto a = parse_json_string_array(R"( ["a", "b\u00e9", "" ] )");
+  REQUIRE(a.has_value());
+  CHECK(*a == std::vector<std::string>{"a", "b\xc3\xa9", ""});
+  CHECK(parse_json_string_array("[]").value().empty());
+  CHECK_FALSE(parse_json_string_array(R"(["a", 1])").has_value());
+  CHECK_FALSE(parse_json_string_array(R"({"a": ["b"]})").has_value());
+  CHECK_FALSE(parse_json_string_array(R"("a")").has_value());
+  CHECK_THROWS_AS(parse_json_string_array(R"(["a",])"), Error);
+  CHECK_THROWS_AS(parse_json_string_array(R"(["a"] x)"), Error);
+}
+
 }  // namespace
 }  // namespace mtnlg

@@ -168,7 +168,22 @@ TASK_FIELDS = {"lambada": ["text"], "piqa": ["goal"], "squad": ["question"],
                "triviaqa": ["question"], "webqa": ["question"], "race": ["question"],
                "drop": ["question"], "boolq": ["question", "passage"], "hellaswag": ["ctx"],
                "winogrande": ["sentence"], "anli": ["premise", "hypothesis"],
-               "hans": ["premise", "hypothesis"], "wic": ["sentence1", "sentence2"]}
+               "hans": ["premise", "hypothesis"], "wic": ["sentence1", "sentence2"],
+               # filter_ngrams.py's line["question"]["text"] and line["questions"]
+               "natural_questions": ["question.text"], "coqa": ["questions[]"]}
+
+
+def task_texts(rec, field):
+    """The texts of one TASK_FIELDS entry in a record, as filter_ngrams.py reads them."""
+    if field.endswith("[]"):
+        value = rec.get(field[:-2])
+        return [q for q in value if isinstance(q, str)] if isinstance(value, list) and all(
+            isinstance(q, str) for q in value) else []
+    if "." in field:
+        outer, inner = field.split(".", 1)
+        value = rec.get(outer)
+        return [value[inner]] if isinstance(value, dict) and isinstance(value.get(inner), str) else []
+    return [rec[field]] if isinstance(rec.get(field), str) else []
 
 
 def decontaminate(input_path, task_files, key="text", max_n=13, min_n=8, char_len=200,
@@ -191,10 +206,8 @@ def decontaminate(input_path, task_files, key="text", max_n=13, min_n=8, char_le
             if not line.strip():
                 continue
             rec = json.loads(line)
-            for field in TASK_FIELDS[task]:
-                if not isinstance(rec.get(field), str):
-                    continue
-                words, _ = get_words(rec[field])
+            for text in (t for field in TASK_FIELDS[task] for t in task_texts(rec, field)):
+                words, _ = get_words(text)
                 if len(words) < min_n:
                     continue
                 if len(words) < max_n:
