@@ -4,9 +4,6 @@
 #include <deque>
 #include <set>
 
-#include <xxhash.h>
-
-
 namespace mtnlg::curate {
 
 namespace {
@@ -24,48 +21,70 @@ bool is_punct(char32_t c) { return c == '.' || c == '!' || c == '?'; }
 
 }  // namespace
 
+namespace {
+
+constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ull, kFnvPrime = 0x100000001b3ull;
+
+uint64_t fmix64(uint64_t k) {
+  k ^= k >> 33;
+  k *= 0xff51afd7ed558ccdull;
+  k ^= k >> 33;
+  k *= 0xc4ceb9fe1a85ec53ull;
+  return k ^ (k >> 33);
+}
+
+}  // namespace
+
+uint64_t word_hash(std::u32string_view w) {
+  uint64_t h = kFnvBasis;
+  for (const char32_t c : w) h = (h ^ c) * kFnvPrime;
+  return fmix64(h);
+}
+
 void python_words(const std::u32string& lowered, std::vector<std::u32string_view>* words,
-                  std::vector<int64_t>* positions) {
+                  std::vector<int64_t>* positions, std::vector<uint64_t>* hashes) {
   words->clear();
   positions->clear();
-  const std::u32string_view t(lowered);
-  const size_t n = t.size();
+  if (hashes != nullptr) hashes->clear();
+  // About one word in six code points in prose: one allocation instead of a doubling series.
+  words->reserve(lowered.size() / 6 + 1);
+  positions->reserve(lowered.size() / 6 + 1);
+  if (hashes != nullptr) hashes->reserve(lowered.size() / 6 + 1);
+  const char32_t* t = lowered.data();
+  const size_t n = lowered.size();
   size_t i = 0;
   while (true) {
     while (i < n && !python_word_char(t[i])) ++i;
     if (i == n) break;
-    size_t j = i + 1;
-    while (j < n && python_word_char(t[j])) ++j;
-    words->push_back(t.substr(i, j - i));
+    uint64_t h = kFnvBasis;
+    size_t j = i;
+    while (j < n && python_word_char(t[j])) h = (h ^ t[j++]) * kFnvPrime;
+    words->emplace_back(t + i, j - i);
     positions->push_back(static_cast<int64_t>(i));
+    if (hashes != nullptr) hashes->push_back(fmix64(h));
     i = j;
   }
 }
 
-namespace {
-uint64_t word_hash(std::u32string_view w) { return XXH3_64bits(w.data(), w.size() * sizeof(char32_t)); }
-}  // namespace
-
-int32_t TaskNgrams::word_id(std::u32string_view w) const {
-  const uint64_t h = word_hash(w);
+int32_t TaskNgrams::word_id(std::u32string_view w, uint64_t h) const {
   const size_t mask = slots_.size() - 1;
   for (size_t i = h & mask;; i = (i + 1) & mask) {
-    const int32_t s = slots_[i];
-    if (s == 0) return -1;
-    if (hashes_[static_cast<size_t>(s - 1)] == h && words_[static_cast<size_t>(s - 1)] == w)
-      return s - 1;
+    const Slot& s = slots_[i];
+    if (s.id < 0) return -1;
+    if (s.hash == h && word(s.id) == w) return s.id;
   }
 }
 
-int32_t TaskNgrams::add_word(std::u32string_view w) {
-  const int32_t known = word_id(w);
+int32_t TaskNgrams::add_word(std::u32string_view w, uint64_t h) {
+  const int32_t known = word_id(w, h);
   if (known >= 0) return known;
-  const auto id = static_cast<int32_t>(words_.size());
-  words_.emplace_back(w);
-  hashes_.push_back(word_hash(w));
-  if (words_.size() * 2 > slots_.size()) {  // grow: rehash every word
-    slots_.assign(slots_.size() * 2, 0);
-    for (size_t k = 0; k + 1 < words_.size(); ++k) place(static_cast<int32_t>(k));
+  const auto id = static_cast<int32_t>(spans_.size());
+  spans_.emplace_back(static_cast<uint32_t>(arena_.size()), static_cast<uint32_t>(w.size()));
+  arena_ += w;
+  hashes_.push_back(h);
+  if (spans_.size() * 2 > slots_.size()) {  // grow: rehash every word
+    slots_.assign(slots_.size() * 2, Slot{});
+    for (size_t k = 0; k + 1 < spans_.size(); ++k) place(static_cast<int32_t>(k));
   }
   place(id);
   return id;
@@ -74,19 +93,20 @@ int32_t TaskNgrams::add_word(std::u32string_view w) {
 void TaskNgrams::place(int32_t id) {
   const size_t mask = slots_.size() - 1;
   size_t i = hashes_[static_cast<size_t>(id)] & mask;
-  while (slots_[i] != 0) i = (i + 1) & mask;
-  slots_[i] = id + 1;
+  while (slots_[i].id >= 0) i = (i + 1) & mask;
+  slots_[i] = Slot{hashes_[static_cast<size_t>(id)], id};
 }
 
 void TaskNgrams::add_task_text(std::string_view utf8) {
   std::vector<std::u32string_view> words;
   std::vector<int64_t> positions;
+  std::vector<uint64_t> hashes;
   const std::u32string lowered = python_lower(utf8_to_u32(utf8));
-  python_words(lowered, &words, &positions);
+  python_words(lowered, &words, &positions, &hashes);
   const int n = static_cast<int>(words.size());
   if (n < o_.min_ngram) return;
   std::vector<int32_t> ids(words.size());
-  for (size_t i = 0; i < words.size(); ++i) ids[i] = add_word(words[i]);
+  for (size_t i = 0; i < words.size(); ++i) ids[i] = add_word(words[i], hashes[i]);
   const size_t first_new = grams_.size();
   const auto insert = [&](int at, int len) {
     if (find(ids.data() + at, len) >= 0) return;
@@ -102,7 +122,7 @@ void TaskNgrams::add_task_text(std::string_view utf8) {
   };
   if (n < o_.max_ngram) insert(0, n);
   for (int i = 0; i + o_.max_ngram <= n; ++i) insert(i, o_.max_ngram);
-  starts_.resize(words_.size(), 0);
+  starts_.resize(spans_.size(), 0);
   for (size_t g = first_new; g < grams_.size(); ++g)
     starts_[static_cast<size_t>(grams_[g].words[0])] |= uint64_t{1} << grams_[g].words.size();
 }
@@ -125,7 +145,7 @@ std::string TaskNgrams::key(int64_t i) const {
   std::u32string k;
   for (const int32_t w : grams_[static_cast<size_t>(i)].words) {
     if (!k.empty()) k.push_back(U' ');
-    k += words_[static_cast<size_t>(w)];
+    k += word(w);
   }
   return u32_to_utf8(k);
 }
@@ -136,6 +156,7 @@ void TaskNgrams::scan(std::u32string first, bool counting, std::vector<int64_t>*
   buf.push_back(std::move(first));
   std::vector<std::u32string_view> words;
   std::vector<int64_t> positions;
+  std::vector<uint64_t> hashes;
   std::vector<int32_t> ids;
   std::vector<int> known_until;  // [i]: the first word at or after i that no task has
   const int max = o_.max_ngram;
@@ -143,13 +164,14 @@ void TaskNgrams::scan(std::u32string first, bool counting, std::vector<int64_t>*
     const std::u32string text = std::move(buf.front());
     buf.pop_front();
     const std::u32string lowered = python_lower(text);
-    python_words(lowered, &words, &positions);
+    python_words(lowered, &words, &positions, &hashes);
     const int n = static_cast<int>(words.size());
     ids.resize(words.size());
     known_until.resize(words.size() + 1);
     known_until[static_cast<size_t>(n)] = n;
     for (int i = n - 1; i >= 0; --i) {
-      ids[static_cast<size_t>(i)] = word_id(words[static_cast<size_t>(i)]);
+      ids[static_cast<size_t>(i)] =
+          word_id(words[static_cast<size_t>(i)], hashes[static_cast<size_t>(i)]);
       known_until[static_cast<size_t>(i)] =
           ids[static_cast<size_t>(i)] < 0 ? i : known_until[static_cast<size_t>(i) + 1];
     }
@@ -216,7 +238,7 @@ std::vector<int64_t> TaskNgrams::hits(std::string_view utf8) const {
 }
 
 void TaskNgrams::index_starts() {
-  starts_.assign(words_.size(), 0);
+  starts_.assign(spans_.size(), 0);
   for (size_t g = 0; g < grams_.size(); ++g) {
     const std::vector<int32_t>& w = grams_[g].words;
     if (active_[g] && w.size() < 64) starts_[static_cast<size_t>(w[0])] |= uint64_t{1} << w.size();

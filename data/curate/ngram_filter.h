@@ -84,15 +84,27 @@ class TaskNgrams {
   void scan(std::u32string text, bool counting, std::vector<int64_t>* hits,
             std::vector<std::u32string>* pieces) const;
   int64_t find(const int32_t* ids, int len) const;  // -1 when absent or inactive
-  int32_t word_id(std::u32string_view w) const;  // -1 when no task has it
-  int32_t add_word(std::u32string_view w);
+  // -1 when no task has it; `hash` is word_hash(w) (python_words computes it while it scans).
+  int32_t word_id(std::u32string_view w, uint64_t hash) const;
+  int32_t add_word(std::u32string_view w, uint64_t hash);
   void place(int32_t id);  // into slots_
+  std::u32string_view word(int32_t id) const {
+    const auto [at, len] = spans_[static_cast<size_t>(id)];
+    return std::u32string_view(arena_).substr(at, len);
+  }
 
   NgramFilterOptions o_;
-  std::vector<std::u32string> words_;  // the task words, by id
-  // The vocabulary: open addressing on the words' XXH3 (slots hold id + 1, 0 empty), at most half
-  // full; every training word is looked up here, twice per pass.
-  std::vector<int32_t> slots_ = std::vector<int32_t>(1024, 0);
+  // The task words, by id: their code points one after another in arena_, (offset, length) each.
+  std::u32string arena_;
+  std::vector<std::pair<uint32_t, uint32_t>> spans_;
+  // The vocabulary: open addressing on the words' hashes, at most half full, each slot the hash
+  // beside the id (-1 empty), so that a probe reads one cache line and compares code points only
+  // on an equal hash. Every training word is looked up here.
+  struct Slot {
+    uint64_t hash = 0;
+    int32_t id = -1;
+  };
+  std::vector<Slot> slots_ = std::vector<Slot>(1024);
   std::vector<uint64_t> hashes_;  // [id]
   std::vector<Gram> grams_;
   std::unordered_map<uint64_t, std::vector<int64_t>> index_;  // hash of word ids -> grams
@@ -105,8 +117,11 @@ class TaskNgrams {
   void index_starts();
 };
 
-// The `\w+` words of a (lowered) text, as views into it, with their code-point positions.
+// The `\w+` words of a (lowered) text, as views into it, with their code-point positions, and
+// (when `hashes` is given) each word's word_hash, computed in the same pass.
 void python_words(const std::u32string& lowered, std::vector<std::u32string_view>* words,
-                  std::vector<int64_t>* positions);
+                  std::vector<int64_t>* positions, std::vector<uint64_t>* hashes = nullptr);
+// A word's hash: FNV-1a over its code points, then a 64-bit finalizer (murmur3's fmix64).
+uint64_t word_hash(std::u32string_view w);
 
 }  // namespace mtnlg::curate

@@ -27,9 +27,18 @@ bool final_sigma(const std::u32string& t, size_t i) {
 }  // namespace
 
 std::u32string python_lower(const std::u32string& text) {
-  std::u32string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size(); ++i) {
+  // ASCII first, written in place (most text is): the general loop below only from the first
+  // code point beyond it.
+  std::u32string out(text.size(), U'\0');
+  size_t i = 0;
+  for (; i < text.size() && text[i] < 0x80; ++i) {
+    const char32_t c = text[i];
+    out[i] = c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c;
+  }
+  if (i == text.size()) return out;
+  out.resize(i);
+  out.reserve(text.size() + 8);
+  for (; i < text.size(); ++i) {
     const char32_t c = text[i];
     if (c < 0x80) {
       out.push_back(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
