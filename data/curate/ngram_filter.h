@@ -37,7 +37,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "data/curate/python_text.h"
+#include "data/python_text.h"
 
 namespace mtnlg::curate {
 

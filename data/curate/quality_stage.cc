@@ -14,7 +14,7 @@
 
 #include "core/metrics.h"
 #include "core/status.h"
-#include "data/curate/python_text.h"
+#include "data/python_text.h"
 #include "data/curate/shard_writer.h"
 #include "data/curate/staged_file.h"
 #include "data/json_reader.h"

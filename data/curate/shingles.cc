@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "core/status.h"
-#include "data/curate/python_text.h"
+#include "data/python_text.h"
 #include "data/unicode_classes.h"
 
 namespace mtnlg::curate {

@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "data/curate/python_text.h"
+#include "data/python_text.h"
 
 namespace mtnlg::curate {
 

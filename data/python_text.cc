@@ -1,10 +1,10 @@
-#include "data/curate/python_text.h"
+#include "data/python_text.h"
 
 #include <unicode/uchar.h>
 
 #include "data/unicode_classes.h"
 
-namespace mtnlg::curate {
+namespace mtnlg {
 
 namespace {
 
@@ -98,4 +98,4 @@ std::string u32_to_utf8(std::u32string_view s) {
   return out;
 }
 
-}  // namespace mtnlg::curate
+}  // namespace mtnlg

@@ -1,8 +1,8 @@
-// Python's str semantics the corpus stages must reproduce, on code points: str.lower() (full
-// lower-case mapping: each code point's simple mapping, 'İ' to 'i' + U+0307, and 'Σ' to final
-// 'ς' by Python's Final_Sigma rule), str.isspace(), and re's `\w` for str patterns. Character
-// properties come from ICU (Unicode 15; Debian 12's Python 3.11 has Unicode 14: the two differ
-// only on characters added in 15).
+// Python's str semantics the corpus stages and the evaluation tasks must reproduce, on code
+// points: str.lower() (full lower-case mapping: each code point's simple mapping, 'İ' to 'i' +
+// U+0307, and 'Σ' to final 'ς' by Python's Final_Sigma rule), str.isspace(), and re's `\w` for
+// str patterns. Character properties come from ICU (Unicode 15; Debian 12's Python 3.11 has
+// Unicode 14: the two differ only on characters added in 15).
 //
 // Free functions without state: safe from any thread.
 #pragma once
@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-namespace mtnlg::curate {
+namespace mtnlg {
 
 // str.lower().
 std::u32string python_lower(const std::u32string& text);
@@ -33,4 +33,4 @@ inline bool python_word_char(char32_t c) {
 std::u32string utf8_to_u32(std::string_view s);
 std::string u32_to_utf8(std::u32string_view s);
 
-}  // namespace mtnlg::curate
+}  // namespace mtnlg
