@@ -4,6 +4,7 @@
 // file; 1 anything else.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -13,11 +14,72 @@
 #include "cmd/data_samples.h"
 #include "cmd/eval.h"
 #include "cmd/generate.h"
+#include "cmd/task_eval.h"
+#include "checkpoint/file_io.h"
 #include "core/logging.h"
 #include "core/metrics.h"
 #include "core/status.h"
 #include "data/dataset_builder.h"
 #include "data/gpt_dataset.h"
+
+namespace {
+
+// --tasks: each task's metrics as one JSON line, and the harness's results JSON in --output.
+int run_tasks(mtnlg::ModelSource source, const std::vector<std::string>& overrides,
+              const std::vector<std::string>& names, const mtnlg::TaskOptions& o,
+              const std::string& output, const std::string& vocab_file,
+              const std::string& merge_file, int threads) {
+  if (o.task_dir.empty())
+    throw mtnlg::invalid_argument("--tasks needs --task-dir DIR (DIR/TASK/SPLIT.jsonl)",
+                                  "--task-dir");
+  for (const std::string& t : names) {  // an unknown name fails before the model loads
+    const auto known = mtnlg::known_tasks();
+    if (std::find(known.begin(), known.end(), t) == known.end()) {
+      std::string list;
+      for (const std::string& k : known) {
+        if (!list.empty()) list += ", ";
+        list += k;
+      }
+      throw mtnlg::invalid_argument("unknown task '" + t + "': the tasks built so far are " +
+                                        list + " (docs/evaluation.md)",
+                                    "--tasks");
+    }
+  }
+  const auto tok = mtnlg::Gpt2Tokenizer::load(
+      mtnlg::vocabulary_path(vocab_file, "--vocab-file", "data/gpt2/encoder.json"),
+      mtnlg::vocabulary_path(merge_file, "--merge-file", "data/gpt2/vocab.bpe"));
+  source.recipe_overrides = overrides;
+  const std::unique_ptr<mtnlg::Backend> backend = mtnlg::make_cpu_backend(threads);
+  mtnlg::LoadedModel loaded = mtnlg::load_model(source, *backend);
+  mtnlg::GPTDecoder decoder(*loaded.model, loaded.model->config().max_positions);
+  std::string results, nshot, nsamples;
+  for (const std::string& t : names) {
+    const mtnlg::TaskMetrics m = mtnlg::run_task(t, decoder, *tok, o);
+    mtnlg::JsonLine line;
+    line.add("task", m.task).add("num_fewshot", m.num_fewshot).add("documents", m.documents)
+        .add("acc", m.acc).add("acc_stderr", m.acc_stderr).add("perplexity", m.perplexity);
+    std::cout << line.str() << std::endl;
+    const std::string sep = results.empty() ? "" : ", ";
+    results += sep + mtnlg::json_string(t) + ": " +
+               mtnlg::JsonLine()
+                   .add("alias", t)
+                   .add("acc,none", m.acc)
+                   .add("acc_stderr,none", m.acc_stderr)
+                   .add("perplexity,none", m.perplexity)
+                   .add("perplexity_stderr,none", "N/A")
+                   .str();
+    nshot += sep + mtnlg::json_string(t) + ": " + std::to_string(m.num_fewshot);
+    nsamples += sep + mtnlg::json_string(t) + ": " +
+                mtnlg::JsonLine().add("original", m.available).add("effective", m.documents).str();
+  }
+  if (!std::cout) throw mtnlg::io_error("could not write to standard output");
+  if (!output.empty())
+    mtnlg::write_file_atomic(output, "{\"results\": {" + results + "}, \"n-shot\": {" + nshot +
+                                             "}, \"n-samples\": {" + nsamples + "}}\n");
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -25,9 +87,14 @@ int main(int argc, char** argv) {
       "a checkpoint (any layout, gathered on load) or a Hugging Face GPT-2 file, on the valid "
       "or test samples of a recipe as a run reads them, or on every token of a .bin/.idx.\n"
       "Prints one JSON line: split or data, loss, ppl, samples, tokens. Runs on the CPU.\n"
+      "With --tasks: lm-evaluation-harness's tasks as the harness scores a Hugging Face model "
+      "(lambada_openai, lambada_standard so far; docs/evaluation.md), one JSON line a task, "
+      "and --output the harness's results JSON.\n"
       "Examples: mtnlg-eval --checkpoint runs/demo-cpu/checkpoints --split test\n"
       "          mtnlg-eval --hf-model gpt2/model.safetensors --data data/demo/kjv_text_document "
       "--seq-length 1024\n"
+      "          mtnlg-eval --checkpoint runs/x/checkpoints --tasks lambada_openai --task-dir "
+      "tasks --num-fewshot 0\n"
       "Exit status: 0 done; 2 bad command line, argument or recipe; 4 missing or corrupt file; "
       "1 other."};
   app.set_version_flag("--version", "mtnlg-eval 0.1.0");
@@ -61,6 +128,33 @@ int main(int argc, char** argv) {
                  "Evaluate the first N samples (default: a recipe split's eval.iters x "
                  "global_batch_size; all of --data)")
       ->check(CLI::PositiveNumber);
+  std::vector<std::string> task_names;
+  mtnlg::TaskOptions task_options;
+  std::string output, vocab_file, merge_file;
+  app.add_option("--tasks", task_names,
+                 "Comma-separated lm-evaluation-harness tasks to score instead of a loss: "
+                 "lambada_openai, lambada_standard")
+      ->delimiter(',');
+  app.add_option("--task-dir", task_options.task_dir,
+                 "With --tasks: where TASK/SPLIT.jsonl are (the harness's datasets exported, one "
+                 "document a line)");
+  app.add_option("--num-fewshot", task_options.num_fewshot,
+                 "With --tasks: few-shot examples a prompt, drawn as the harness draws them")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--limit", task_options.limit,
+                 "With --tasks: score the first N documents of each task (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--fewshot-seed", task_options.fewshot_seed,
+                 "With --tasks: the few-shot sampler's seed (the harness's default)")
+      ->capture_default_str();
+  app.add_option("--output", output,
+                 "With --tasks: write the harness's results JSON here (results, n-shot, "
+                 "n-samples)");
+  app.add_option("--vocab-file", vocab_file,
+                 "With --tasks: GPT-2 encoder.json (default data/gpt2/encoder.json)");
+  app.add_option("--merge-file", merge_file,
+                 "With --tasks: GPT-2 vocab.bpe (default data/gpt2/vocab.bpe)");
   app.add_option("--threads", threads, "CPU threads (default: all cores)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str();
@@ -68,6 +162,11 @@ int main(int argc, char** argv) {
 
   return mtnlg::exit_status_of([&] {
     mtnlg::init_logging(log_level);
+    if (!task_names.empty()) return run_tasks(source, overrides, task_names, task_options, output,
+                                              vocab_file, merge_file, threads);
+    for (const char* flag : {"--task-dir", "--num-fewshot", "--limit", "--output"})
+      if (app.get_option(flag)->count() > 0)
+        throw mtnlg::invalid_argument(std::string(flag) + " goes with --tasks", flag);
     if (!config.empty() && !data.empty())
       throw mtnlg::invalid_argument("--data evaluates a file; drop --config (or --data)", "--data");
     std::optional<mtnlg::Recipe> recipe;

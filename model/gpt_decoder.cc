@@ -47,6 +47,23 @@ GPTDecoder::GPTDecoder(GPTStage& model, int64_t max_tokens)
 }
 
 std::vector<float> GPTDecoder::feed(std::span<const int32_t> tokens) {
+  embed_and_run(tokens);
+  std::vector<float> out;
+  head_row(static_cast<int64_t>(tokens.size()) - 1, &out);
+  return out;
+}
+
+std::vector<float> GPTDecoder::feed_rows(std::span<const int32_t> tokens, int64_t first_row) {
+  const auto n = static_cast<int64_t>(tokens.size());
+  MTNLG_CHECK(first_row >= 0 && first_row < n);
+  embed_and_run(tokens);
+  std::vector<float> out;
+  out.reserve(static_cast<size_t>((n - first_row) * vocab()));
+  for (int64_t r = first_row; r < n; ++r) head_row(r, &out);
+  return out;
+}
+
+void GPTDecoder::embed_and_run(std::span<const int32_t> tokens) {
   const GPTConfig& c = model_.config();
   const auto n = static_cast<int64_t>(tokens.size());
   MTNLG_CHECK_GT(n, 0);
@@ -74,17 +91,20 @@ std::vector<float> GPTDecoder::feed(std::span<const int32_t> tokens) {
   }
   for (int64_t l = 0; l < c.num_layers; ++l) layer_forward(l, n);
   position_ += n;
+}
 
-  // The final LayerNorm and the tied head for the last row only.
+void GPTDecoder::head_row(int64_t row, std::vector<float>* out) {
+  // The final LayerNorm and the tied head for one row.
+  const GPTConfig& c = model_.config();
   ParamRegistry& p = model_.params();
-  Tensor last = x_.slice(n - 1, n), ln = ln_.slice(0, 1);
+  Tensor last = x_.slice(row, row + 1), ln = ln_.slice(0, 1);
   Tensor mean = mean_.slice(0, 1), rstd = rstd_.slice(0, 1);
   backend_.layernorm_forward(ln, mean, rstd, last, p.get("final_layernorm.weight").value,
                              p.get("final_layernorm.bias").value, c.ln_eps);
   backend_.gemm(logits_, ln, false, p.get("embedding.word_embeddings.weight").value, true, 1.0,
                 0.0);
   const float* lg = logits_.data_as<float>();
-  return std::vector<float>(lg, lg + c.vocab);
+  out->insert(out->end(), lg, lg + c.vocab);
 }
 
 void GPTDecoder::layer_forward(int64_t layer, int64_t n) {

@@ -40,9 +40,14 @@ class GPTDecoder {
   // invalid_argument naming --max-new-tokens when the cache would overflow, and for an id
   // outside [0, vocab).
   std::vector<float> feed(std::span<const int32_t> tokens);
+  // As feed, but the logits of rows [first_row, n) of the fed tokens, row after row (scoring a
+  // continuation: each row predicts the token after it).
+  std::vector<float> feed_rows(std::span<const int32_t> tokens, int64_t first_row);
 
  private:
   void layer_forward(int64_t layer, int64_t n);
+  void embed_and_run(std::span<const int32_t> tokens);  // rows [0, n) through every layer
+  void head_row(int64_t row, std::vector<float>* out);  // appends row's vocab() logits
 
   GPTStage& model_;
   Backend& backend_;

@@ -284,6 +284,11 @@ set_tests_properties(numpy_random_matches_numpy PROPERTIES TIMEOUT 300)
 add_test(NAME cli_generate_eval
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/generate_cli_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_generate_eval PROPERTIES TIMEOUT 300)
+# mtnlg-eval --tasks (LAMBADA) against lm-evaluation-harness's algorithm in Python over the
+# float64 PyTorch GPT-2, zero- and 2-shot.
+add_test(NAME cli_eval_tasks
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/eval_tasks_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_eval_tasks PROPERTIES TIMEOUT 300)
 
 # OpenMP's wait policy when the ranks of a node oversubscribe its cores (cmd/openmp_policy.h):
 # re-executed with OMP_WAIT_POLICY=passive, a user's policy kept. Skipped on 4 or more cores.

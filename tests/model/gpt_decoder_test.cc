@@ -71,6 +71,14 @@ TEST_CASE("cached decoding gives the full forward's logits at every position") {
   // reset() starts a new sequence in the same cache.
   chunks.reset();
   CHECK(max_diff(chunks.feed({ids, 1}), stepwise.front()) <= 1e-5 * scale);
+  // feed_rows: the logits of every row from the fourth on, in one call (a continuation scored).
+  chunks.reset();
+  const std::vector<float> rows = chunks.feed_rows({ids, static_cast<size_t>(c.seq)}, 3);
+  REQUIRE(static_cast<int64_t>(rows.size()) == (c.seq - 3) * c.vocab);
+  for (int64_t p = 3; p < c.seq; ++p) {
+    const std::vector<float> row(rows.begin() + (p - 3) * c.vocab, rows.begin() + (p - 2) * c.vocab);
+    CHECK(max_diff(row, stepwise[static_cast<size_t>(p)]) <= 1e-5 * scale);
+  }
 }
 
 TEST_CASE("the decoder refuses overflow, bad ids and models it cannot run") {

@@ -1,0 +1,56 @@
+// mtnlg-eval --tasks: lm-evaluation-harness's tasks scored by a model, as the harness computes
+// them for a Hugging Face causal model (data/tasks/ builds the prompts, few-shot examples and
+// requests; here the model scores them). Today the log-likelihood tasks lambada_openai and
+// lambada_standard (acc: every continuation token the greedy one; perplexity: exp of minus the
+// mean log-likelihood); the multiple-choice tasks of the paper's table come next
+// (docs/evaluation.md).
+//
+// Task files: TASK_DIR/TASK/SPLIT.jsonl, one document a line, the harness's dataset fields
+// (lambada: "text"). The evaluated split is test; the few-shot examples come from the first
+// split the harness would take them from (lambada_standard: validation; lambada_openai: test,
+// the evaluated document removed).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/gpt2_tokenizer.h"
+#include "model/gpt_decoder.h"
+
+namespace mtnlg {
+
+struct TaskOptions {
+  std::string task_dir;
+  int64_t num_fewshot = 0;
+  int64_t limit = 0;           // > 0: the first N documents (the harness's --limit)
+  uint64_t fewshot_seed = 1234;  // the harness's default
+};
+
+struct TaskMetrics {
+  std::string task;
+  int64_t documents = 0;  // scored
+  int64_t available = 0;  // in the split
+  int64_t num_fewshot = 0;
+  double acc = 0, acc_stderr = 0;  // mean and the harness's mean_stderr (n - 1)
+  double perplexity = 0;
+};
+
+// The tasks run_task knows.
+std::vector<std::string> known_tasks();
+
+// Scores one task on the decoder's model (reset before each request; its length is the model's
+// window). Throws invalid_argument for an unknown task (naming the known ones), not_found for a
+// missing split file, and invalid_argument naming file:line for a line without its field.
+TaskMetrics run_task(const std::string& task, GPTDecoder& decoder, const Gpt2Tokenizer& tok,
+                     const TaskOptions& o);
+
+// (log-likelihood, greedy) of a continuation after a context, as the harness scores a request.
+struct Loglikelihood {
+  double logprob = 0;
+  bool greedy = false;
+};
+Loglikelihood score_request(GPTDecoder& decoder, const Gpt2Tokenizer& tok,
+                            const std::string& context, const std::string& continuation);
+
+}  // namespace mtnlg

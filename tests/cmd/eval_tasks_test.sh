@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# mtnlg-eval --tasks end to end: a model trained here with GPT-2's vocabulary, exported to
+# Hugging Face's format, scored on LAMBADA-style documents (lambada_openai: the test split, the
+# few-shot examples from it with the evaluated document removed; lambada_standard: from its
+# validation split) zero- and 2-shot; against lm-evaluation-harness's algorithm written again in
+# Python (the split into context and last word, Random(1234).sample with n + 1 drawn and the
+# document removed, _encode_pair, the window) over GPT-2's BPE in Python and the float64
+# PyTorch GPT-2 of tests/reference/gpt2_torch_reference.py: the same accuracy, the same
+# perplexity within float32's rounding; the results JSON; bad input named.
+# Usage: tests/cmd/eval_tasks_test.sh BUILD_DIR SOURCE_DIR
+set -uo pipefail
+build=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/../cli_expect.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/text_corpus.sh"
+cd "$src" || exit 1
+
+make_text_corpus "$1" "$tmp/c" || { echo "FAIL: mtnlg-preprocess"; exit 1; }
+"$build/mtnlg-train" -c configs/tiny.yaml --set model.vocab_size=50257 \
+  --set "data.blend=[{prefix: $tmp/c, weight: 1}]" --set "data.split=[8,1,1]" \
+  --set "data.cache_dir=$tmp/cache" --set schedule.train_iters=8 --set eval.interval=0 \
+  --set checkpoint.dir="$tmp/ckpt" --set checkpoint.save_interval=8 \
+  --set logging.metrics_file="$tmp/metrics.jsonl" --log-level warn --threads 2 \
+  || { echo "FAIL: training the checkpoint"; exit 1; }
+"$build/mtnlg-ckpt" export "$tmp/ckpt" --format hf-gpt2 --output "$tmp/hf/model.safetensors" \
+  >/dev/null || { echo "FAIL: mtnlg-ckpt export"; exit 1; }
+
+/usr/bin/python3 - "$tmp/tasks" <<'PY' || { echo "FAIL: writing the task files"; exit 1; }
+import json, os, sys
+verses = [
+    "And God said, Let there be light: and there was light",
+    "And God saw the light, that it was good: and God divided the light from the darkness",
+    "And God called the light Day, and the darkness he called Night",
+    "And the evening and the morning were the first day",
+    "In the beginning God created the heaven and the earth",
+    "And the earth was without form, and void; and darkness was upon the face of the deep",
+    "And the Spirit of God moved upon the face of the waters",
+    "And God made the firmament, and divided the waters which were under the firmament",
+    "And God called the firmament Heaven",  # short: few tokens of context
+    "Amen",  # one word: an empty context, the end-of-text token in its place
+]
+def write(task, split, texts):
+    os.makedirs(os.path.join(sys.argv[1], task), exist_ok=True)
+    with open(os.path.join(sys.argv[1], task, split + ".jsonl"), "w") as f:
+        for t in texts:
+            f.write(json.dumps({"text": t}) + "\n")
+write("lambada_openai", "test", verses + [verses[1]])  # a duplicate: removed with its twin
+write("lambada_standard", "test", verses[:6])
+write("lambada_standard", "validation", verses[6:])
+PY
+
+bin=$build/mtnlg-eval
+run() {  # TASK SHOTS -> one JSON line
+  "$bin" --hf-model "$tmp/hf/model.safetensors" --tasks "$1" --task-dir "$tmp/tasks" \
+    --num-fewshot "$2" --threads 2 --output "$tmp/results-$1-$2.json"
+}
+for task in lambada_openai lambada_standard; do
+  for shots in 0 2; do
+    run "$task" "$shots" >"$tmp/ours-$task-$shots.json" 2>"$tmp/err" ||
+      { echo "FAIL: mtnlg-eval --tasks $task --num-fewshot $shots: $(tail -3 "$tmp/err")"; failures=$((failures + 1)); }
+  done
+done
+
+/usr/bin/python3 - "$src" "$tmp" <<'PY'
+import json, math, os, random, struct, sys, types
+import numpy as np
+import torch
+src, tmp = sys.argv[1], sys.argv[2]
+sys.path.insert(0, os.path.join(src, "scripts"))
+sys.path.insert(0, os.path.join(src, "tests", "reference"))
+from prepare_demo_data import GPT2Tokenizer
+import gpt2_torch_reference as ref
+tok = GPT2Tokenizer(os.path.join(src, "data", "gpt2"))
+EOT = 50256
+
+def read_safetensors(path):
+    raw = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = info["data_offsets"]
+        dt = {"F32": np.float32, "F64": np.float64}[info["dtype"]]
+        arr = np.frombuffer(raw[8 + n + a:8 + n + b], dtype=dt).reshape(info["shape"])
+        out[name.removeprefix("transformer.")] = torch.from_numpy(arr.astype(np.float64))
+    return out
+
+p = read_safetensors(os.path.join(tmp, "hf", "model.safetensors"))
+cfg = json.load(open(os.path.join(tmp, "hf", "config.json")))
+a = types.SimpleNamespace(hidden=cfg["n_embd"], heads=cfg["n_head"], layers=cfg["n_layer"],
+                          activation="gelu_tanh" if cfg["activation_function"] == "gelu_new" else "gelu")
+max_length = cfg["n_positions"]
+
+def encode_pair(context, continuation):
+    n_spaces = len(context) - len(context.rstrip())
+    if n_spaces > 0:
+        continuation = context[-n_spaces:] + continuation
+        context = context[:-n_spaces]
+    whole = tok.encode(context + continuation)
+    ctx = tok.encode(context)
+    return ctx, whole[len(ctx):]
+
+def request(context, continuation):
+    if context == "":
+        cont = tok.encode(continuation)
+        return ([EOT], cont) if EOT != cont[0] else (cont[:1], cont[1:])
+    return encode_pair(context, continuation)
+
+def score(context, continuation):
+    ctx, cont = request(context, continuation)
+    inp = (ctx + cont)[-(max_length + 1):][:-1]
+    with torch.no_grad():
+        logits = ref.logits_fn(p, torch.tensor([inp], dtype=torch.int32), a)[0]
+    logp = torch.log_softmax(logits, dim=-1)[len(inp) - len(cont):len(inp)]
+    greedy = bool((logp.argmax(dim=-1) == torch.tensor(cont)).all())
+    return float(logp[torch.arange(len(cont)), torch.tensor(cont)].sum()), greedy
+
+def lambada(text):  # doc_to_text, doc_to_target
+    words = text.split(" ")
+    return " ".join(words[:-1]), " " + words[-1]
+
+def harness(task, shots):
+    docs = [json.loads(l) for l in open(os.path.join(tmp, "tasks", task, "test.jsonl"))]
+    pool = docs if task == "lambada_openai" else [
+        json.loads(l) for l in open(os.path.join(tmp, "tasks", task, "validation.jsonl"))]
+    rnd = random.Random(1234)
+    lls, accs = [], []
+    for doc in docs:
+        ctx = ""
+        if shots:
+            if pool is docs:
+                ex = [x for x in rnd.sample(pool, shots + 1) if x != doc][:shots]
+            else:
+                ex = rnd.sample(pool, shots)
+            for e in ex:
+                q, t = lambada(e["text"])
+                ctx += q + " " + t + "\n\n"
+        q, t = lambada(doc["text"])
+        ll, g = score(ctx + q, t)
+        lls.append(ll)
+        accs.append(1.0 if g else 0.0)
+    n = len(accs)
+    acc = sum(accs) / n
+    stderr = math.sqrt(sum((x - acc) ** 2 for x in accs) / (n - 1)) / math.sqrt(n)
+    return acc, stderr, math.exp(-sum(lls) / n), n
+
+bad = 0
+for task in ("lambada_openai", "lambada_standard"):
+    for shots in (0, 2):
+        try:
+            ours = json.loads(open(os.path.join(tmp, f"ours-{task}-{shots}.json")).read())
+        except Exception as e:
+            print(f"FAIL: {task} {shots}-shot: no JSON line ({e})"); bad += 1; continue
+        acc, stderr, ppl, n = harness(task, shots)
+        ok = (ours["acc"] == acc and abs(ours["acc_stderr"] - stderr) < 1e-12
+              and abs(ours["perplexity"] / ppl - 1) < 2e-5 and ours["documents"] == n
+              and ours["num_fewshot"] == shots)
+        print(("ok" if ok else "FAIL") + f": {task} {shots}-shot: acc {ours['acc']} (reference {acc}), "
+              f"perplexity {ours['perplexity']:.6f} (reference {ppl:.6f}), {n} documents")
+        bad += not ok
+res = json.load(open(os.path.join(tmp, "results-lambada_openai-2.json")))
+r = res["results"]["lambada_openai"]
+ok = res["n-shot"] == {"lambada_openai": 2} and res["n-samples"]["lambada_openai"] == {"original": 11, "effective": 11}
+ok &= set(r) == {"alias", "acc,none", "acc_stderr,none", "perplexity,none", "perplexity_stderr,none"}
+print(("ok" if ok else "FAIL") + ": the results JSON has the harness's keys")
+bad += not ok
+sys.exit(1 if bad else 0)
+PY
+check "the accuracies and perplexities equal the harness's algorithm over the float64 model" [ $? = 0 ]
+
+expect 2 "unknown task 'hellaswag'" -- --hf-model "$tmp/hf/model.safetensors" --tasks hellaswag \
+  --task-dir "$tmp/tasks"
+expect 2 "needs --task-dir" -- --hf-model "$tmp/hf/model.safetensors" --tasks lambada_openai
+mkdir -p "$tmp/part/lambada_standard"
+cp "$tmp/tasks/lambada_standard/test.jsonl" "$tmp/part/lambada_standard/"
+expect 4 "lambada_standard/validation.jsonl: export the harness" -- \
+  --hf-model "$tmp/hf/model.safetensors" --tasks lambada_standard --task-dir "$tmp/part" \
+  --num-fewshot 1
+printf '{"text": "fine here"}\n{"body": "x"}\n' >"$tmp/tasks/lambada_openai/test.jsonl"
+expect 2 "lambada_openai/test.jsonl:2" -- --hf-model "$tmp/hf/model.safetensors" \
+  --tasks lambada_openai --task-dir "$tmp/tasks"
+expect 2 "goes with --tasks" -- --hf-model "$tmp/hf/model.safetensors" --num-fewshot 2 --data x
+echo "eval_tasks: $passes passed, $failures failed"
+[ "$failures" = 0 ]
