@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <sstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,19 +56,21 @@ int run_tasks(mtnlg::ModelSource source, const std::vector<std::string>& overrid
   std::string results, nshot, nsamples;
   for (const std::string& t : names) {
     const mtnlg::TaskMetrics m = mtnlg::run_task(t, decoder, *tok, o);
-    mtnlg::JsonLine line;
+    mtnlg::JsonLine line, harness;
     line.add("task", m.task).add("num_fewshot", m.num_fewshot).add("documents", m.documents)
-        .add("acc", m.acc).add("acc_stderr", m.acc_stderr).add("perplexity", m.perplexity);
+        .add("acc", m.acc).add("acc_stderr", m.acc_stderr);
+    harness.add("alias", t).add("acc,none", m.acc).add("acc_stderr,none", m.acc_stderr);
+    if (m.has_acc_norm) {
+      line.add("acc_norm", m.acc_norm).add("acc_norm_stderr", m.acc_norm_stderr);
+      harness.add("acc_norm,none", m.acc_norm).add("acc_norm_stderr,none", m.acc_norm_stderr);
+    }
+    if (m.has_perplexity) {
+      line.add("perplexity", m.perplexity);
+      harness.add("perplexity,none", m.perplexity).add("perplexity_stderr,none", "N/A");
+    }
     std::cout << line.str() << std::endl;
     const std::string sep = results.empty() ? "" : ", ";
-    results += sep + mtnlg::json_string(t) + ": " +
-               mtnlg::JsonLine()
-                   .add("alias", t)
-                   .add("acc,none", m.acc)
-                   .add("acc_stderr,none", m.acc_stderr)
-                   .add("perplexity,none", m.perplexity)
-                   .add("perplexity_stderr,none", "N/A")
-                   .str();
+    results += sep + mtnlg::json_string(t) + ": " + harness.str();
     nshot += sep + mtnlg::json_string(t) + ": " + std::to_string(m.num_fewshot);
     nsamples += sep + mtnlg::json_string(t) + ": " +
                 mtnlg::JsonLine().add("original", m.available).add("effective", m.documents).str();
@@ -88,7 +91,8 @@ int main(int argc, char** argv) {
       "or test samples of a recipe as a run reads them, or on every token of a .bin/.idx.\n"
       "Prints one JSON line: split or data, loss, ppl, samples, tokens. Runs on the CPU.\n"
       "With --tasks: lm-evaluation-harness's tasks as the harness scores a Hugging Face model "
-      "(lambada_openai, lambada_standard so far; docs/evaluation.md), one JSON line a task, "
+      "(lambada_openai, lambada_standard, piqa, boolq, wic, anli_r2, hellaswag so far; "
+      "docs/evaluation.md), one JSON line a task, "
       "and --output the harness's results JSON.\n"
       "Examples: mtnlg-eval --checkpoint runs/demo-cpu/checkpoints --split test\n"
       "          mtnlg-eval --hf-model gpt2/model.safetensors --data data/demo/kjv_text_document "
@@ -133,7 +137,7 @@ int main(int argc, char** argv) {
   std::string output, vocab_file, merge_file;
   app.add_option("--tasks", task_names,
                  "Comma-separated lm-evaluation-harness tasks to score instead of a loss: "
-                 "lambada_openai, lambada_standard")
+                 "lambada_openai, lambada_standard, piqa, boolq, wic, anli_r2, hellaswag")
       ->delimiter(',');
   app.add_option("--task-dir", task_options.task_dir,
                  "With --tasks: where TASK/SPLIT.jsonl are (the harness's datasets exported, one "
@@ -148,6 +152,10 @@ int main(int argc, char** argv) {
   app.add_option("--fewshot-seed", task_options.fewshot_seed,
                  "With --tasks: the few-shot sampler's seed (the harness's default)")
       ->capture_default_str();
+  std::string log_samples;
+  app.add_option("--log-samples", log_samples,
+                 "With --tasks: write one JSON line a document here (task, doc_id, the "
+                 "log-likelihoods and outcomes), as the harness's --log_samples");
   app.add_option("--output", output,
                  "With --tasks: write the harness's results JSON here (results, n-shot, "
                  "n-samples)");
@@ -162,9 +170,15 @@ int main(int argc, char** argv) {
 
   return mtnlg::exit_status_of([&] {
     mtnlg::init_logging(log_level);
-    if (!task_names.empty()) return run_tasks(source, overrides, task_names, task_options, output,
-                                              vocab_file, merge_file, threads);
-    for (const char* flag : {"--task-dir", "--num-fewshot", "--limit", "--output"})
+    if (!task_names.empty()) {
+      std::ostringstream samples;
+      if (!log_samples.empty()) task_options.samples = &samples;
+      const int status = run_tasks(source, overrides, task_names, task_options, output,
+                                   vocab_file, merge_file, threads);
+      if (!log_samples.empty()) mtnlg::write_file_atomic(log_samples, samples.str());
+      return status;
+    }
+    for (const char* flag : {"--task-dir", "--num-fewshot", "--limit", "--output", "--log-samples"})
       if (app.get_option(flag)->count() > 0)
         throw mtnlg::invalid_argument(std::string(flag) + " goes with --tasks", flag);
     if (!config.empty() && !data.empty())

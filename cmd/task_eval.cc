@@ -6,12 +6,16 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
+#include "core/metrics.h"
 #include "core/status.h"
 #include "data/json_reader.h"
 #include "data/tasks/fewshot_sampler.h"
 #include "data/tasks/prompt.h"
+#include "data/python_text.h"
 #include "data/tasks/requests.h"
+#include "data/tasks/task_docs.h"
 
 namespace mtnlg {
 namespace {
@@ -20,7 +24,8 @@ struct Split {
   std::vector<std::string> lines, texts;  // the records as written, their "text"
 };
 
-Split read_split(const std::string& dir, const std::string& task, const std::string& split) {
+Split read_split(const std::string& dir, const std::string& task, const std::string& split,
+                 bool lambada = true) {
   const std::string path = (std::filesystem::path(dir) / task / (split + ".jsonl")).string();
   std::ifstream in(path);
   if (!in)
@@ -31,18 +36,22 @@ Split read_split(const std::string& dir, const std::string& task, const std::str
   std::string line, text;
   for (int64_t n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    JsonFieldStatus st;
-    try {
-      st = parse_json_string_field(line, "text", &text);
-    } catch (const Error& e) {
-      throw invalid_argument("not a JSON object: " + e.message(), path + ":" + std::to_string(n));
+    if (lambada) {
+      JsonFieldStatus st;
+      try {
+        st = parse_json_string_field(line, "text", &text);
+      } catch (const Error& e) {
+        throw invalid_argument("not a JSON object: " + e.message(),
+                               path + ":" + std::to_string(n));
+      }
+      if (st != JsonFieldStatus::kFound)
+        throw invalid_argument("the document has no string \"text\" member",
+                               path + ":" + std::to_string(n));
     }
-    if (st != JsonFieldStatus::kFound)
-      throw invalid_argument("the document has no string \"text\" member", path + ":" + std::to_string(n));
     s.lines.push_back(line);
-    s.texts.push_back(text);
+    s.texts.push_back(lambada ? text : path + ":" + std::to_string(n));  // else: where it is
   }
-  if (s.texts.empty()) throw invalid_argument(path + " holds no documents", path);
+  if (s.lines.empty()) throw invalid_argument(path + " holds no documents", path);
   return s;
 }
 
@@ -62,7 +71,100 @@ double log_softmax_at(const float* logits, int64_t vocab, int32_t token, bool* i
 
 }  // namespace
 
-std::vector<std::string> known_tasks() { return {"lambada_openai", "lambada_standard"}; }
+std::vector<std::string> known_tasks() {
+  std::vector<std::string> names = {"lambada_openai", "lambada_standard"};
+  for (const tasks::ChoiceTask& t : tasks::choice_tasks()) names.push_back(t.name);
+  return names;
+}
+
+namespace {
+
+// The mean of 0/1 outcomes and the harness's mean_stderr (sample standard deviation, n - 1).
+std::pair<double, double> mean_stderr(const std::vector<double>& x) {
+  const auto n = static_cast<double>(x.size());
+  double mean = 0;
+  for (const double v : x) mean += v;
+  mean /= n;
+  double ss = 0;
+  for (const double v : x) ss += (v - mean) * (v - mean);
+  return {mean, x.size() > 1 ? std::sqrt(ss / (n - 1)) / std::sqrt(n) : 0.0};
+}
+
+// A document of a multiple-choice task, naming its file and line in an error.
+tasks::ChoiceDoc choice_doc_at(const tasks::ChoiceTask& t, const Split& s, size_t i) {
+  try {
+    return tasks::choice_doc(t, s.lines[i]);
+  } catch (const Error& e) {
+    throw invalid_argument(e.message() + " (member " + e.context() + ")", s.texts[i]);
+  }
+}
+
+TaskMetrics run_choice_task(const tasks::ChoiceTask& t, GPTDecoder& decoder,
+                            const Gpt2Tokenizer& tok, const TaskOptions& o) {
+  const Split eval = read_split(o.task_dir, t.name, t.eval_split, false);
+  const Split shots =
+      o.num_fewshot == 0 ? Split{} : read_split(o.task_dir, t.name, t.fewshot_split, false);
+  tasks::FewshotSampler sampler(o.fewshot_seed);
+  TaskMetrics m;
+  m.task = t.name;
+  m.num_fewshot = o.num_fewshot;
+  m.available = static_cast<int64_t>(eval.lines.size());
+  m.has_acc_norm = t.acc_norm;
+  const int64_t n = o.limit > 0 ? std::min(o.limit, m.available) : m.available;
+  std::vector<double> acc, acc_norm;
+  for (int64_t i = 0; i < n; ++i) {
+    const tasks::ChoiceDoc doc = choice_doc_at(t, eval, static_cast<size_t>(i));
+    std::vector<tasks::QaPair> examples;
+    for (const int64_t j : sampler.sample(static_cast<int64_t>(shots.lines.size()), o.num_fewshot)) {
+      const tasks::ChoiceDoc ex = choice_doc_at(t, shots, static_cast<size_t>(j));
+      examples.push_back({ex.question, ex.choices[static_cast<size_t>(ex.gold)]});
+    }
+    const std::string context = tasks::fewshot_prompt(examples, doc.question);
+    size_t best = 0, best_norm = 0;
+    double top = 0, top_norm = 0;
+    std::vector<double> lls;
+    for (size_t c = 0; c < doc.choices.size(); ++c) {
+      const double ll = score_request(decoder, tok, context, " " + doc.choices[c]).logprob;
+      lls.push_back(ll);
+      const double norm = ll / static_cast<double>(utf8_to_u32(doc.choices[c]).size());
+      if (c == 0 || ll > top) {
+        top = ll;
+        best = c;
+      }
+      if (c == 0 || norm > top_norm) {
+        top_norm = norm;
+        best_norm = c;
+      }
+    }
+    acc.push_back(static_cast<int64_t>(best) == doc.gold ? 1.0 : 0.0);
+    acc_norm.push_back(static_cast<int64_t>(best_norm) == doc.gold ? 1.0 : 0.0);
+    if (o.samples != nullptr) {
+      std::string list = "[";
+      for (size_t c = 0; c < lls.size(); ++c) {
+        if (c > 0) list += ", ";
+        list += json_number(lls[c]);
+      }
+      list += ']';
+      *o.samples << JsonLine()
+                        .add("task", t.name)
+                        .add("doc_id", i)
+                        .add_raw("loglikelihoods", list)
+                        .add("gold", doc.gold)
+                        .add("acc", acc.back())
+                        .add("acc_norm", acc_norm.back())
+                        .str()
+                 << '\n';
+    }
+    if ((i + 1) % 100 == 0 || i + 1 == n)
+      spdlog::info("{}: {}/{} documents scored", t.name, i + 1, n);
+  }
+  m.documents = n;
+  std::tie(m.acc, m.acc_stderr) = mean_stderr(acc);
+  if (t.acc_norm) std::tie(m.acc_norm, m.acc_norm_stderr) = mean_stderr(acc_norm);
+  return m;
+}
+
+}  // namespace
 
 Loglikelihood score_request(GPTDecoder& decoder, const Gpt2Tokenizer& tok,
                             const std::string& context, const std::string& continuation) {
@@ -96,6 +198,8 @@ TaskMetrics run_task(const std::string& task, GPTDecoder& decoder, const Gpt2Tok
                            "--tasks");
   }
   if (o.num_fewshot < 0) throw invalid_argument("--num-fewshot must be 0 or more", "--num-fewshot");
+  if (const tasks::ChoiceTask* t = tasks::find_choice_task(task))
+    return run_choice_task(*t, decoder, tok, o);
   const Split eval = read_split(o.task_dir, task, "test");
   const bool same_split = task == "lambada_openai";
   const Split shots = o.num_fewshot == 0 ? Split{}
@@ -125,21 +229,23 @@ TaskMetrics run_task(const std::string& task, GPTDecoder& decoder, const Gpt2Tok
     const Loglikelihood r = score_request(decoder, tok, context, doc.answer);
     logprobs.push_back(r.logprob);
     greedy.push_back(r.greedy ? 1.0 : 0.0);
+    if (o.samples != nullptr)
+      *o.samples << JsonLine()
+                        .add("task", task)
+                        .add("doc_id", i)
+                        .add("loglikelihood", r.logprob)
+                        .add("acc", greedy.back())
+                        .str()
+                 << '\n';
     if ((i + 1) % 100 == 0 || i + 1 == n)
       spdlog::info("{}: {}/{} documents scored", task, i + 1, n);
   }
   m.documents = n;
-  double mean_lp = 0, acc = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    mean_lp += logprobs[static_cast<size_t>(i)];
-    acc += greedy[static_cast<size_t>(i)];
-  }
+  double mean_lp = 0;
+  for (const double lp : logprobs) mean_lp += lp;
   mean_lp /= static_cast<double>(n);
-  acc /= static_cast<double>(n);
-  double ss = 0;
-  for (const double g : greedy) ss += (g - acc) * (g - acc);
-  m.acc = acc;
-  m.acc_stderr = n > 1 ? std::sqrt(ss / static_cast<double>(n - 1)) / std::sqrt(static_cast<double>(n)) : 0.0;
+  std::tie(m.acc, m.acc_stderr) = mean_stderr(greedy);
+  m.has_perplexity = true;
   m.perplexity = std::exp(-mean_lp);
   return m;
 }

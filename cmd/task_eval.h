@@ -1,17 +1,19 @@
 // mtnlg-eval --tasks: lm-evaluation-harness's tasks scored by a model, as the harness computes
 // them for a Hugging Face causal model (data/tasks/ builds the prompts, few-shot examples and
-// requests; here the model scores them). Today the log-likelihood tasks lambada_openai and
+// requests; here the model scores them): the log-likelihood tasks lambada_openai and
 // lambada_standard (acc: every continuation token the greedy one; perplexity: exp of minus the
-// mean log-likelihood); the multiple-choice tasks of the paper's table come next
-// (docs/evaluation.md).
+// mean log-likelihood) and the multiple-choice tasks of data/tasks/task_docs.h (piqa, boolq,
+// wic, anli_r2, hellaswag: acc, and acc_norm where the task lists it); winogrande, race and hans
+// come next (docs/evaluation.md).
 //
 // Task files: TASK_DIR/TASK/SPLIT.jsonl, one document a line, the harness's dataset fields
-// (lambada: "text"). The evaluated split is test; the few-shot examples come from the first
-// split the harness would take them from (lambada_standard: validation; lambada_openai: test,
-// the evaluated document removed).
+// (lambada: "text"). LAMBADA's evaluated split is test; its few-shot examples come from the
+// first split the harness would take them from (lambada_standard: validation; lambada_openai:
+// test, the evaluated document removed). The multiple-choice tasks' splits are their YAMLs'.
 #pragma once
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,9 @@ struct TaskOptions {
   int64_t num_fewshot = 0;
   int64_t limit = 0;           // > 0: the first N documents (the harness's --limit)
   uint64_t fewshot_seed = 1234;  // the harness's default
+  // When set: one JSON line a document (task, doc_id, the log-likelihood of each choice or of
+  // the continuation, and its outcomes), as the harness's --log_samples keeps them.
+  std::ostream* samples = nullptr;
 };
 
 struct TaskMetrics {
@@ -33,6 +38,8 @@ struct TaskMetrics {
   int64_t available = 0;  // in the split
   int64_t num_fewshot = 0;
   double acc = 0, acc_stderr = 0;  // mean and the harness's mean_stderr (n - 1)
+  bool has_acc_norm = false, has_perplexity = false;
+  double acc_norm = 0, acc_norm_stderr = 0;
   double perplexity = 0;
 };
 

@@ -49,14 +49,39 @@ def write(task, split, texts):
 write("lambada_openai", "test", verses + [verses[1]])  # a duplicate: removed with its twin
 write("lambada_standard", "test", verses[:6])
 write("lambada_standard", "validation", verses[6:])
+
+def records(task, split, recs):
+    os.makedirs(os.path.join(sys.argv[1], task), exist_ok=True)
+    with open(os.path.join(sys.argv[1], task, split + ".jsonl"), "w") as f:
+        for r in recs:
+            f.write(json.dumps(r) + "\n")
+words = " ".join(verses).replace(",", "").replace(":", "").replace(";", "").split()
+def phrase(i, n):
+    return " ".join(words[(i * 7 + k) % len(words)] for k in range(n))
+for split, count in (("validation", 6), ("train", 4)):
+    records("piqa", split, [{"goal": phrase(i, 6) + "?", "sol1": phrase(i + 1, 4) + ".",
+                             "sol2": phrase(i + 2, 9) + ".", "label": i % 2} for i in range(count)])
+    records("boolq", split, [{"question": phrase(i, 5), "passage": phrase(i + 3, 12) + ".",
+                              "idx": i, "label": (i + 1) % 2} for i in range(count)])
+    records("wic", split, [{"word": "w", "sentence1": phrase(i, 6) + ".", "sentence2": phrase(i + 4, 5) + ".",
+                            "start1": 4, "end1": 9, "label": i % 2} for i in range(count)])
+    records("hellaswag", split, [{"activity_label": phrase(i, 2), "ctx_a": phrase(i + 1, 8) + " [title] x.",
+                                  "ctx_b": phrase(i + 5, 3).upper(),
+                                  "endings": [phrase(i + k, 3 + k) + "." for k in range(4)],
+                                  "label": str(i % 4)} for i in range(count)])
+records("anli_r2", "test_r2", [{"uid": str(i), "premise": phrase(i, 10) + ".", "hypothesis": phrase(i + 2, 5),
+                                "label": i % 3} for i in range(6)])
+records("anli_r2", "train_r2", [{"uid": str(i), "premise": phrase(i + 9, 8) + ".", "hypothesis": phrase(i, 4),
+                                 "label": (i + 1) % 3} for i in range(4)])
 PY
 
 bin=$build/mtnlg-eval
 run() {  # TASK SHOTS -> one JSON line
   "$bin" --hf-model "$tmp/hf/model.safetensors" --tasks "$1" --task-dir "$tmp/tasks" \
-    --num-fewshot "$2" --threads 2 --output "$tmp/results-$1-$2.json"
+    --num-fewshot "$2" --threads 2 --output "$tmp/results-$1-$2.json" \
+    --log-samples "$tmp/samples-$1-$2.jsonl"
 }
-for task in lambada_openai lambada_standard; do
+for task in lambada_openai lambada_standard piqa boolq wic anli_r2 hellaswag; do
   for shots in 0 2; do
     run "$task" "$shots" >"$tmp/ours-$task-$shots.json" 2>"$tmp/err" ||
       { echo "FAIL: mtnlg-eval --tasks $task --num-fewshot $shots: $(tail -3 "$tmp/err")"; failures=$((failures + 1)); }
@@ -123,6 +148,53 @@ def lambada(text):  # doc_to_text, doc_to_target
     words = text.split(" ")
     return " ".join(words[:-1]), " " + words[-1]
 
+def preprocess(text):
+    import re
+    text = text.strip()
+    text = text.replace(" [title]", ". ")
+    text = re.sub("\\[.*?\\]", "", text)
+    return text.replace("  ", " ")
+
+def choice_doc(task, d):  # the tasks' YAMLs and utils.py
+    if task == "piqa": return "Question: " + d["goal"] + "\nAnswer:", [d["sol1"], d["sol2"]], d["label"]
+    if task == "boolq": return d["passage"] + "\nQuestion: " + d["question"] + "?\nAnswer:", ["no", "yes"], d["label"]
+    if task == "wic":
+        return ("Sentence 1: " + d["sentence1"] + "\nSentence 2: " + d["sentence2"] + "\nQuestion: Is the word '"
+                + d["sentence1"][d["start1"]:d["end1"]] + "' used in the same way in the two sentences above?\nAnswer:",
+                ["no", "yes"], d["label"])
+    if task == "anli_r2":
+        return (d["premise"] + "\nQuestion: " + d["hypothesis"] + " True, False, or Neither?\nAnswer:",
+                ["True", "Neither", "False"], d["label"])
+    ctx = d["ctx_a"] + " " + d["ctx_b"].capitalize()
+    return preprocess(d["activity_label"] + ": " + ctx), [preprocess(e) for e in d["endings"]], int(d["label"])
+
+SPLITS = {"piqa": ("validation", "train"), "boolq": ("validation", "train"), "wic": ("validation", "train"),
+          "anli_r2": ("test_r2", "train_r2"), "hellaswag": ("validation", "train")}
+
+def mean_stderr(xs):
+    n = len(xs)
+    m = sum(xs) / n
+    return m, math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1)) / math.sqrt(n)
+
+def harness_choice(task, shots):
+    ev, fs = SPLITS[task]
+    docs = [json.loads(l) for l in open(os.path.join(tmp, "tasks", task, ev + ".jsonl"))]
+    pool = [json.loads(l) for l in open(os.path.join(tmp, "tasks", task, fs + ".jsonl"))]
+    rnd = random.Random(1234)
+    acc, acc_norm, all_lls = [], [], []
+    for doc in docs:
+        ctx = ""
+        if shots:
+            for e in rnd.sample(pool, shots):
+                q, c, g = choice_doc(task, e)
+                ctx += q + " " + c[g] + "\n\n"
+        q, c, g = choice_doc(task, doc)
+        lls = [score(ctx + q, " " + x)[0] for x in c]
+        all_lls.append(lls)
+        acc.append(1.0 if int(np.argmax(lls)) == g else 0.0)
+        acc_norm.append(1.0 if int(np.argmax([ll / len(x) for ll, x in zip(lls, c)])) == g else 0.0)
+    return mean_stderr(acc), mean_stderr(acc_norm), len(docs), all_lls
+
 def harness(task, shots):
     docs = [json.loads(l) for l in open(os.path.join(tmp, "tasks", task, "test.jsonl"))]
     pool = docs if task == "lambada_openai" else [
@@ -162,6 +234,29 @@ for task in ("lambada_openai", "lambada_standard"):
         print(("ok" if ok else "FAIL") + f": {task} {shots}-shot: acc {ours['acc']} (reference {acc}), "
               f"perplexity {ours['perplexity']:.6f} (reference {ppl:.6f}), {n} documents")
         bad += not ok
+for task in ("piqa", "boolq", "wic", "anli_r2", "hellaswag"):
+    for shots in (0, 2):
+        try:
+            ours = json.loads(open(os.path.join(tmp, f"ours-{task}-{shots}.json")).read())
+        except Exception as e:
+            print(f"FAIL: {task} {shots}-shot: no JSON line ({e})"); bad += 1; continue
+        (acc, se), (accn, sen), n, lls = harness_choice(task, shots)
+        ok = ours["acc"] == acc and abs(ours["acc_stderr"] - se) < 1e-12 and ours["documents"] == n
+        # Every choice's log-likelihood, document by document (--log-samples): float32 against
+        # float64, within 1e-5 of its size.
+        mine = [json.loads(l) for l in open(os.path.join(tmp, f"samples-{task}-{shots}.jsonl"))]
+        worst = max(abs(a - b) / max(1.0, abs(b)) for m, r in zip(mine, lls)
+                    for a, b in zip(m["loglikelihoods"], r))
+        ok &= len(mine) == n and all(len(m["loglikelihoods"]) == len(r) for m, r in zip(mine, lls))
+        ok &= worst < 1e-5
+        if task in ("piqa", "hellaswag"):
+            ok &= ours["acc_norm"] == accn and abs(ours["acc_norm_stderr"] - sen) < 1e-12
+        else:
+            ok &= "acc_norm" not in ours
+        print(("ok" if ok else "FAIL") + f": {task} {shots}-shot: acc {ours['acc']} (reference {acc})"
+              + (f", acc_norm {ours.get('acc_norm')} (reference {accn})" if task in ("piqa", "hellaswag") else "")
+              + f", {n} documents, log-likelihoods within {worst:.1e}")
+        bad += not ok
 res = json.load(open(os.path.join(tmp, "results-lambada_openai-2.json")))
 r = res["results"]["lambada_openai"]
 ok = res["n-shot"] == {"lambada_openai": 2} and res["n-samples"]["lambada_openai"] == {"original": 11, "effective": 11}
@@ -172,7 +267,10 @@ sys.exit(1 if bad else 0)
 PY
 check "the accuracies and perplexities equal the harness's algorithm over the float64 model" [ $? = 0 ]
 
-expect 2 "unknown task 'hellaswag'" -- --hf-model "$tmp/hf/model.safetensors" --tasks hellaswag \
+expect 2 "unknown task 'winogrande'" -- --hf-model "$tmp/hf/model.safetensors" --tasks winogrande \
+  --task-dir "$tmp/tasks"
+printf '{"goal": "g", "sol1": "a", "label": 0}\n' >"$tmp/tasks/piqa/validation.jsonl"
+expect 2 'piqa/validation.jsonl:1.*sol2' -- --hf-model "$tmp/hf/model.safetensors" --tasks piqa \
   --task-dir "$tmp/tasks"
 expect 2 "needs --task-dir" -- --hf-model "$tmp/hf/model.safetensors" --tasks lambada_openai
 mkdir -p "$tmp/part/lambada_standard"
