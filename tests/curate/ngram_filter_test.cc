@@ -7,6 +7,9 @@
 #include "data/curate/ngram_filter.h"
 
 using namespace mtnlg::curate;
+using mtnlg::python_lower;
+using mtnlg::u32_to_utf8;
+using mtnlg::utf8_to_u32;
 
 namespace {
 
