@@ -91,7 +91,8 @@ int main(int argc, char** argv) {
       "or test samples of a recipe as a run reads them, or on every token of a .bin/.idx.\n"
       "Prints one JSON line: split or data, loss, ppl, samples, tokens. Runs on the CPU.\n"
       "With --tasks: lm-evaluation-harness's tasks as the harness scores a Hugging Face model "
-      "(lambada_openai, lambada_standard, piqa, boolq, wic, anli_r2, hellaswag so far; "
+      "(lambada_openai, lambada_standard, piqa, boolq, wic, anli_r2, hellaswag, winogrande, "
+      "hans so far; "
       "docs/evaluation.md), one JSON line a task, "
       "and --output the harness's results JSON.\n"
       "Examples: mtnlg-eval --checkpoint runs/demo-cpu/checkpoints --split test\n"
@@ -137,7 +138,8 @@ int main(int argc, char** argv) {
   std::string output, vocab_file, merge_file;
   app.add_option("--tasks", task_names,
                  "Comma-separated lm-evaluation-harness tasks to score instead of a loss: "
-                 "lambada_openai, lambada_standard, piqa, boolq, wic, anli_r2, hellaswag")
+                 "lambada_openai, lambada_standard, piqa, boolq, wic, anli_r2, hellaswag, winogrande, "
+                 "hans")
       ->delimiter(',');
   app.add_option("--task-dir", task_options.task_dir,
                  "With --tasks: where TASK/SPLIT.jsonl are (the harness's datasets exported, one "

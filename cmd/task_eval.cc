@@ -117,14 +117,20 @@ TaskMetrics run_choice_task(const tasks::ChoiceTask& t, GPTDecoder& decoder,
     std::vector<tasks::QaPair> examples;
     for (const int64_t j : sampler.sample(static_cast<int64_t>(shots.lines.size()), o.num_fewshot)) {
       const tasks::ChoiceDoc ex = choice_doc_at(t, shots, static_cast<size_t>(j));
-      examples.push_back({ex.question, ex.choices[static_cast<size_t>(ex.gold)]});
+      examples.push_back({ex.example_question(), ex.example_answer()});
     }
     const std::string context = tasks::fewshot_prompt(examples, doc.question);
     size_t best = 0, best_norm = 0;
     double top = 0, top_norm = 0;
     std::vector<double> lls;
     for (size_t c = 0; c < doc.choices.size(); ++c) {
-      const double ll = score_request(decoder, tok, context, " " + doc.choices[c]).logprob;
+      // Multiple inputs: each choice is a context before the shared target.
+      const double ll =
+          doc.multiple_input
+              ? score_request(decoder, tok, tasks::fewshot_prompt(examples, doc.choices[c]),
+                              " " + doc.target)
+                    .logprob
+              : score_request(decoder, tok, context, " " + doc.choices[c]).logprob;
       lls.push_back(ll);
       const double norm = ll / static_cast<double>(utf8_to_u32(doc.choices[c]).size());
       if (c == 0 || ll > top) {

@@ -89,7 +89,8 @@ const std::vector<ChoiceTask>& choice_tasks() {
   static const std::vector<ChoiceTask> tasks = {
       {"piqa", "validation", "train", true},      {"boolq", "validation", "train", false},
       {"wic", "validation", "train", false},      {"anli_r2", "test_r2", "train_r2", false},
-      {"hellaswag", "validation", "train", true}};
+      {"hellaswag", "validation", "train", true}, {"winogrande", "validation", "train", false},
+      {"hans", "validation", "train", false}};
   return tasks;
 }
 
@@ -179,6 +180,22 @@ ChoiceDoc choice_doc(const ChoiceTask& task, std::string_view line) {
     const std::string ctx = r.str("ctx_a") + " " + python_capitalize(r.str("ctx_b"));
     d.question = hellaswag_preprocess(r.str("activity_label") + ": " + ctx);
     for (const std::string& e : r.strings("endings")) d.choices.push_back(hellaswag_preprocess(e));
+    d.gold = r.integer("label");
+  } else if (t == "winogrande") {
+    const std::string sentence = r.str("sentence");
+    const size_t i = sentence.find('_');
+    if (i == std::string::npos)
+      throw invalid_argument("the sentence has no '_' to fill", "sentence");
+    d.multiple_input = true;
+    d.choices = {sentence.substr(0, i) + r.str("option1"), sentence.substr(0, i) + r.str("option2")};
+    d.target = strip(std::string_view(sentence).substr(i + 1));
+    const std::string answer = r.str("answer");
+    if (answer != "1" && answer != "2")
+      throw invalid_argument("answer \"" + answer + "\" is not \"1\" or \"2\"", "answer");
+    d.gold = answer == "1" ? 0 : 1;
+  } else if (t == "hans") {
+    d.question = r.str("premise") + "\nQuestion: " + r.str("hypothesis") + " True or False?\nAnswer:";
+    d.choices = {"True", "False"};
     d.gold = r.integer("label");
   } else {
     throw invalid_argument("unknown multiple-choice task '" + t + "'", "--tasks");

@@ -13,7 +13,14 @@
 //               + ctx_a + " " + ctx_b.capitalize()), choices = preprocess(each ending), gold =
 //               int(label); preprocess: strip(), " [title]" -> ". ", "[...]" removed (shortest,
 //               not across lines), "  " -> " " once left to right
-// A choice is scored as the continuation " " + choice (the target delimiter). acc: the choice of
+//   winogrande validation (train)  partial scoring, the harness's multiple inputs: the contexts
+//               vary by option, sentence[:i] + option1|option2 (i: the first '_'), the shared
+//               continuation is sentence[i + 1:].strip(); gold: answer "1" or "2"
+//   hans        validation (train)  defined here in the harness's style (it has no HANS task):
+//               "{premise}\nQuestion: {hypothesis} True or False?\nAnswer:"  [True, False],
+//               label 0 (entailment) True, 1 (non-entailment) False
+// A choice is scored as the continuation " " + choice (the target delimiter); with multiple
+// inputs each context is scored with the continuation " " + the shared target. acc: the choice of
 // the largest log-likelihood (the first on a tie); acc_norm: of the largest log-likelihood per
 // character of the choice (code points).
 #pragma once
@@ -29,6 +36,17 @@ struct ChoiceDoc {
   std::string question;
   std::vector<std::string> choices;
   int64_t gold = 0;
+  // Multiple inputs (WinoGrande): the contexts are the choices and `target` is every one's
+  // continuation; question is empty.
+  bool multiple_input = false;
+  std::string target;
+  // A few-shot example of this document: question (or the gold context) and the answer.
+  std::string example_question() const {
+    return multiple_input ? choices[static_cast<size_t>(gold)] : question;
+  }
+  std::string example_answer() const {
+    return multiple_input ? target : choices[static_cast<size_t>(gold)];
+  }
 };
 
 struct ChoiceTask {

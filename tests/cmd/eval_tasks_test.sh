@@ -69,6 +69,11 @@ for split, count in (("validation", 6), ("train", 4)):
                                   "ctx_b": phrase(i + 5, 3).upper(),
                                   "endings": [phrase(i + k, 3 + k) + "." for k in range(4)],
                                   "label": str(i % 4)} for i in range(count)])
+    records("winogrande", split, [{"sentence": phrase(i, 5) + " _ " + phrase(i + 3, 6) + ".",
+                                   "option1": phrase(i + 1, 1), "option2": phrase(i + 6, 2),
+                                   "answer": str(1 + i % 2)} for i in range(count)])
+    records("hans", split, [{"premise": phrase(i, 9) + ".", "hypothesis": phrase(i + 1, 5) + ".",
+                             "label": i % 2, "heuristic": "lexical_overlap"} for i in range(count)])
 records("anli_r2", "test_r2", [{"uid": str(i), "premise": phrase(i, 10) + ".", "hypothesis": phrase(i + 2, 5),
                                 "label": i % 3} for i in range(6)])
 records("anli_r2", "train_r2", [{"uid": str(i), "premise": phrase(i + 9, 8) + ".", "hypothesis": phrase(i, 4),
@@ -81,7 +86,7 @@ run() {  # TASK SHOTS -> one JSON line
     --num-fewshot "$2" --threads 2 --output "$tmp/results-$1-$2.json" \
     --log-samples "$tmp/samples-$1-$2.jsonl"
 }
-for task in lambada_openai lambada_standard piqa boolq wic anli_r2 hellaswag; do
+for task in lambada_openai lambada_standard piqa boolq wic anli_r2 hellaswag winogrande hans; do
   for shots in 0 2; do
     run "$task" "$shots" >"$tmp/ours-$task-$shots.json" 2>"$tmp/err" ||
       { echo "FAIL: mtnlg-eval --tasks $task --num-fewshot $shots: $(tail -3 "$tmp/err")"; failures=$((failures + 1)); }
@@ -165,10 +170,19 @@ def choice_doc(task, d):  # the tasks' YAMLs and utils.py
     if task == "anli_r2":
         return (d["premise"] + "\nQuestion: " + d["hypothesis"] + " True, False, or Neither?\nAnswer:",
                 ["True", "Neither", "False"], d["label"])
+    if task == "hans":
+        return (d["premise"] + "\nQuestion: " + d["hypothesis"] + " True or False?\nAnswer:",
+                ["True", "False"], d["label"])
     ctx = d["ctx_a"] + " " + d["ctx_b"].capitalize()
     return preprocess(d["activity_label"] + ": " + ctx), [preprocess(e) for e in d["endings"]], int(d["label"])
 
-SPLITS = {"piqa": ("validation", "train"), "boolq": ("validation", "train"), "wic": ("validation", "train"),
+def winogrande(d):  # preprocess_winogrande.py: the contexts, the shared target, the gold one
+    i = d["sentence"].index("_")
+    return ([d["sentence"][:i] + d["option1"], d["sentence"][:i] + d["option2"]],
+            d["sentence"][i + 1:].strip(), {"1": 0, "2": 1}[d["answer"]])
+
+SPLITS = {"winogrande": ("validation", "train"), "hans": ("validation", "train"),
+          "piqa": ("validation", "train"), "boolq": ("validation", "train"), "wic": ("validation", "train"),
           "anli_r2": ("test_r2", "train_r2"), "hellaswag": ("validation", "train")}
 
 def mean_stderr(xs):
@@ -186,10 +200,18 @@ def harness_choice(task, shots):
         ctx = ""
         if shots:
             for e in rnd.sample(pool, shots):
-                q, c, g = choice_doc(task, e)
-                ctx += q + " " + c[g] + "\n\n"
-        q, c, g = choice_doc(task, doc)
-        lls = [score(ctx + q, " " + x)[0] for x in c]
+                if task == "winogrande":
+                    cs, t, g = winogrande(e)
+                    ctx += cs[g] + " " + t + "\n\n"
+                else:
+                    q, c, g = choice_doc(task, e)
+                    ctx += q + " " + c[g] + "\n\n"
+        if task == "winogrande":  # multiple inputs: each context, the shared continuation
+            c, t, g = winogrande(doc)
+            lls = [score(ctx + x, " " + t)[0] for x in c]
+        else:
+            q, c, g = choice_doc(task, doc)
+            lls = [score(ctx + q, " " + x)[0] for x in c]
         all_lls.append(lls)
         acc.append(1.0 if int(np.argmax(lls)) == g else 0.0)
         acc_norm.append(1.0 if int(np.argmax([ll / len(x) for ll, x in zip(lls, c)])) == g else 0.0)
@@ -234,7 +256,7 @@ for task in ("lambada_openai", "lambada_standard"):
         print(("ok" if ok else "FAIL") + f": {task} {shots}-shot: acc {ours['acc']} (reference {acc}), "
               f"perplexity {ours['perplexity']:.6f} (reference {ppl:.6f}), {n} documents")
         bad += not ok
-for task in ("piqa", "boolq", "wic", "anli_r2", "hellaswag"):
+for task in ("piqa", "boolq", "wic", "anli_r2", "hellaswag", "winogrande", "hans"):
     for shots in (0, 2):
         try:
             ours = json.loads(open(os.path.join(tmp, f"ours-{task}-{shots}.json")).read())
@@ -267,7 +289,7 @@ sys.exit(1 if bad else 0)
 PY
 check "the accuracies and perplexities equal the harness's algorithm over the float64 model" [ $? = 0 ]
 
-expect 2 "unknown task 'winogrande'" -- --hf-model "$tmp/hf/model.safetensors" --tasks winogrande \
+expect 2 "unknown task 'race_x'" -- --hf-model "$tmp/hf/model.safetensors" --tasks race_x \
   --task-dir "$tmp/tasks"
 printf '{"goal": "g", "sol1": "a", "label": 0}\n' >"$tmp/tasks/piqa/validation.jsonl"
 expect 2 'piqa/validation.jsonl:1.*sol2' -- --hf-model "$tmp/hf/model.safetensors" --tasks piqa \

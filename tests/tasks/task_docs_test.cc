@@ -84,6 +84,9 @@ TEST_CASE("each task's question, choices and gold are its YAML's") {
       {"wic", R"({"word": "x", "sentence1": "ab", "sentence2": "c", "start1": -1, "end1": 10, "label": 1})"},
       {"anli_r2", R"({"uid": "u", "premise": "A cat sat.", "hypothesis": "An animal sat", "label": 2, "reason": ""})"},
       {"hellaswag", R"({"ind": 4, "activity_label": "Removing ice from car", "ctx_a": "Then, the man writes over the snow covering the window of a car, and a woman wearing winter clothes smiles.", "ctx_b": "then", "endings": [", the man adds wax to the windshield and cuts it.", ", a person board a ski lift, while two men supporting the head of the person wearing winter clothes snow as the we girls sled.", ", the man puts on a christmas coat, knitted with netting.", ", the man continues removing the snow on his car."], "source_id": "x", "split": "val", "split_type": "indomain", "label": "3"})"},
+      {"winogrande", R"({"sentence": "Sarah was a much better surgeon than Maria so _ always got the harder cases.", "option1": "Sarah", "option2": "Maria", "answer": "1"})"},
+      {"winogrande", R"({"sentence": "The trophy doesn't fit into the brown suitcase because the _ is too large.  ", "option1": "trophy", "option2": "suitcase", "answer": "2"})"},
+      {"hans", R"({"premise": "The doctor near the actor danced.", "hypothesis": "The actor danced.", "label": 1, "parse_premise": "x", "heuristic": "lexical_overlap"})"},
       {"hellaswag", R"({"activity_label": "Home and Garden", "ctx_a": "[header] How to grow tomatoes [title] Choose a sunny spot.", "ctx_b": "MAKE sure it drains", "endings": ["[step] Water daily.  Then wait.", "x [title] y"], "label": "0"})"},
   };
   std::string program = "import json, re\n"
@@ -100,11 +103,16 @@ TEST_CASE("each task's question, choices and gold are its YAML's") {
       "    if task == 'anli_r2':\n"
       "        c = ['True', 'Neither', 'False']\n"
       "        return d['premise'] + '\\nQuestion: ' + d['hypothesis'] + ' True, False, or Neither?\\nAnswer:', c, c.index(c[d['label']])\n"
+      "    if task == 'winogrande':\n"
+      "        i = d['sentence'].index('_')\n"
+      "        return '', [d['sentence'][:i] + d['option1'], d['sentence'][:i] + d['option2']], {'1': 0, '2': 1}[d['answer']], d['sentence'][i + 1:].strip()\n"
+      "    if task == 'hans': return d['premise'] + '\\nQuestion: ' + d['hypothesis'] + ' True or False?\\nAnswer:', ['True', 'False'], d['label']\n"
       "    ctx = d['ctx_a'] + ' ' + d['ctx_b'].capitalize()\n"
       "    return preprocess(d['activity_label'] + ': ' + ctx), [preprocess(e) for e in d['endings']], int(d['label'])\n";
   for (const Case& c : cases)
-    program += "q, ch, g = doc('" + c.task + "', json.loads(" + py_text(c.record) +
-               "))\nprint(q.encode().hex(), ' '.join(x.encode().hex() for x in ch), g)\n";
+    program += "r = doc('" + c.task + "', json.loads(" + py_text(c.record) +
+               "))\nq, ch, g = r[:3]\nprint(q.encode().hex(), ' '.join(x.encode().hex() for x in ch), g"
+               ", *[x.encode().hex() for x in r[3:]])\n";
   std::istringstream in(python(program));
   for (const Case& c : cases) {
     std::string line;
@@ -118,6 +126,10 @@ TEST_CASE("each task's question, choices and gold are its YAML's") {
     }
     got += ' ';
     got += std::to_string(d.gold);
+    if (d.multiple_input) {
+      got += ' ';
+      got += hex_of(d.target);
+    }
     INFO(c.task << ": " << c.record);
     CHECK(got == line);
   }
@@ -125,6 +137,8 @@ TEST_CASE("each task's question, choices and gold are its YAML's") {
                     Catch::Contains("sol2"));
   CHECK_THROWS_WITH(choice_doc(*find_choice_task("boolq"), R"({"question": "q", "passage": "p", "label": 2})"),
                     Catch::Contains("label 2"));
+  CHECK_THROWS_WITH(choice_doc(*find_choice_task("winogrande"), R"({"sentence": "no blank", "option1": "a", "option2": "b", "answer": "1"})"),
+                    Catch::Contains("'_'"));
   CHECK(find_choice_task("race") == nullptr);
 }
 
