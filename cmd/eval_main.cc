@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
       "Prints one JSON line: split or data, loss, ppl, samples, tokens. Runs on the CPU.\n"
       "With --tasks: lm-evaluation-harness's tasks as the harness scores a Hugging Face model "
       "(lambada_openai, lambada_standard, piqa, boolq, wic, anli_r2, hellaswag, winogrande, "
-      "hans so far; "
+      "hans, race; "
       "docs/evaluation.md), one JSON line a task, "
       "and --output the harness's results JSON.\n"
       "Examples: mtnlg-eval --checkpoint runs/demo-cpu/checkpoints --split test\n"
@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
   app.add_option("--tasks", task_names,
                  "Comma-separated lm-evaluation-harness tasks to score instead of a loss: "
                  "lambada_openai, lambada_standard, piqa, boolq, wic, anli_r2, hellaswag, winogrande, "
-                 "hans")
+                 "hans, race (high)")
       ->delimiter(',');
   app.add_option("--task-dir", task_options.task_dir,
                  "With --tasks: where TASK/SPLIT.jsonl are (the harness's datasets exported, one "

@@ -102,8 +102,11 @@ tasks::ChoiceDoc choice_doc_at(const tasks::ChoiceTask& t, const Split& s, size_
 TaskMetrics run_choice_task(const tasks::ChoiceTask& t, GPTDecoder& decoder,
                             const Gpt2Tokenizer& tok, const TaskOptions& o) {
   const Split eval = read_split(o.task_dir, t.name, t.eval_split, false);
-  const Split shots =
-      o.num_fewshot == 0 ? Split{} : read_split(o.task_dir, t.name, t.fewshot_split, false);
+  // The few-shot examples' split; the evaluated one itself (RACE), the document then removed.
+  const bool same_split = t.fewshot_split == t.eval_split;
+  const Split shots = o.num_fewshot == 0 ? Split{}
+                      : same_split       ? eval
+                                         : read_split(o.task_dir, t.name, t.fewshot_split, false);
   tasks::FewshotSampler sampler(o.fewshot_seed);
   TaskMetrics m;
   m.task = t.name;
@@ -115,7 +118,13 @@ TaskMetrics run_choice_task(const tasks::ChoiceTask& t, GPTDecoder& decoder,
   for (int64_t i = 0; i < n; ++i) {
     const tasks::ChoiceDoc doc = choice_doc_at(t, eval, static_cast<size_t>(i));
     std::vector<tasks::QaPair> examples;
-    for (const int64_t j : sampler.sample(static_cast<int64_t>(shots.lines.size()), o.num_fewshot)) {
+    const std::string& line = eval.lines[static_cast<size_t>(i)];
+    const auto equals_eval =
+        same_split ? std::function<bool(int64_t)>(
+                         [&](int64_t j) { return shots.lines[static_cast<size_t>(j)] == line; })
+                   : std::function<bool(int64_t)>();
+    for (const int64_t j :
+         sampler.sample(static_cast<int64_t>(shots.lines.size()), o.num_fewshot, equals_eval)) {
       const tasks::ChoiceDoc ex = choice_doc_at(t, shots, static_cast<size_t>(j));
       examples.push_back({ex.example_question(), ex.example_answer()});
     }

@@ -3,8 +3,8 @@
 // requests; here the model scores them): the log-likelihood tasks lambada_openai and
 // lambada_standard (acc: every continuation token the greedy one; perplexity: exp of minus the
 // mean log-likelihood) and the multiple-choice tasks of data/tasks/task_docs.h (piqa, boolq,
-// wic, anli_r2, hellaswag, winogrande with its partial scoring, hans: acc, and acc_norm where
-// the task lists it); race comes next (docs/evaluation.md).
+// wic, anli_r2, hellaswag, winogrande with its partial scoring, hans, race: acc, and acc_norm
+// where the task lists it); wikitext's rolling windows come next (docs/evaluation.md).
 //
 // Task files: TASK_DIR/TASK/SPLIT.jsonl, one document a line, the harness's dataset fields
 // (lambada: "text"). LAMBADA's evaluated split is test; its few-shot examples come from the

@@ -8,6 +8,7 @@
 #include "core/status.h"
 #include "data/json_reader.h"
 #include "data/python_text.h"
+#include "data/tasks/python_literal.h"
 
 namespace mtnlg::tasks {
 namespace {
@@ -90,7 +91,7 @@ const std::vector<ChoiceTask>& choice_tasks() {
       {"piqa", "validation", "train", true},      {"boolq", "validation", "train", false},
       {"wic", "validation", "train", false},      {"anli_r2", "test_r2", "train_r2", false},
       {"hellaswag", "validation", "train", true}, {"winogrande", "validation", "train", false},
-      {"hans", "validation", "train", false}};
+      {"hans", "validation", "train", false},     {"race", "test", "test", false}};
   return tasks;
 }
 
@@ -193,6 +194,41 @@ ChoiceDoc choice_doc(const ChoiceTask& task, std::string_view line) {
     if (answer != "1" && answer != "2")
       throw invalid_argument("answer \"" + answer + "\" is not \"1\" or \"2\"", "answer");
     d.gold = answer == "1" ? 0 : 1;
+  } else if (t == "race") {
+    PyValue problems;
+    try {
+      problems = parse_python_literal(r.str("problems"));
+    } catch (const Error& e) {
+      throw invalid_argument(e.message(), "problems");
+    }
+    if (problems.kind != PyValue::Kind::kList || problems.items.empty())
+      throw invalid_argument("not a non-empty list of problems", "problems");
+    const auto option = [](const PyValue& problem) {
+      const std::string letter = problem.at("answer").str;
+      const PyValue& options = problem.at("options");
+      const size_t k = letter == "A" ? 0 : letter == "B" ? 1 : letter == "C" ? 2 : letter == "D" ? 3 : 4;
+      if (k > 3 || options.items.size() <= k)
+        throw invalid_argument("answer '" + letter + "' is not one of the options A-D", "problems");
+      return k;
+    };
+    std::string text = "Article: " + r.str("article") + "\n\n";
+    for (size_t p = 0; p + 1 < problems.items.size(); ++p) {
+      const PyValue& problem = problems.items[p];
+      const std::u32string q = utf8_to_u32(problem.at("question").str);
+      const std::string answer = problem.at("options").items[option(problem)].str;
+      if (q.size() >= 6 && q.substr(q.size() - 6) == U"  _  .") {
+        text += u32_to_utf8(std::u32string_view(q).substr(0, q.size() - 5)) + answer + "\n";
+      } else {
+        text += "Question: " + u32_to_utf8(q) + "\n" + "Answer: " + answer + "\n";
+      }
+    }
+    const PyValue& last = problems.items.back();
+    text += last.at("question").str;
+    d.question = std::move(text);
+    const PyValue& options = last.at("options");
+    if (options.items.size() < 4) throw invalid_argument("the last problem has fewer than 4 options", "problems");
+    for (size_t k = 0; k < 4; ++k) d.choices.push_back(options.items[k].str);
+    d.gold = static_cast<int64_t>(option(last));
   } else if (t == "hans") {
     d.question = r.str("premise") + "\nQuestion: " + r.str("hypothesis") + " True or False?\nAnswer:";
     d.choices = {"True", "False"};

@@ -16,6 +16,11 @@
 //   winogrande validation (train)  partial scoring, the harness's multiple inputs: the contexts
 //               vary by option, sentence[:i] + option1|option2 (i: the first '_'), the shared
 //               continuation is sentence[i + 1:].strip(); gold: answer "1" or "2"
+//   race        test (test, the document removed: RACE has no other split here)  its
+//               preprocess_race.py (version 3.0): "problems" is a Python literal (ast.literal_eval)
+//               of the article's questions; the text is "Article: {article}\n\n", then each earlier
+//               problem answered (a cloze "... _ ." filled in, else "Question: ...\nAnswer: ...\n"),
+//               then the last problem's question; its 4 options; gold by its answer letter
 //   hans        validation (train)  defined here in the harness's style (it has no HANS task):
 //               "{premise}\nQuestion: {hypothesis} True or False?\nAnswer:"  [True, False],
 //               label 0 (entailment) True, 1 (non-entailment) False

@@ -74,6 +74,12 @@ for split, count in (("validation", 6), ("train", 4)):
                                    "answer": str(1 + i % 2)} for i in range(count)])
     records("hans", split, [{"premise": phrase(i, 9) + ".", "hypothesis": phrase(i + 1, 5) + ".",
                              "label": i % 2, "heuristic": "lexical_overlap"} for i in range(count)])
+race = []
+for i in range(7):
+    probs = [{"answer": "ABCD"[(i + k) % 4], "question": phrase(i + k, 5) + ("  _  ." if k % 2 else "?"),
+              "options": [phrase(i + k + m, 2 + m) for m in range(4)]} for k in range(1 + i % 3)]
+    race.append({"example_id": f"high{i}", "article": phrase(i, 14) + ".", "problems": repr(probs)})
+records("race", "test", race + [race[2]])  # a duplicate: removed with its twin from the examples
 records("anli_r2", "test_r2", [{"uid": str(i), "premise": phrase(i, 10) + ".", "hypothesis": phrase(i + 2, 5),
                                 "label": i % 3} for i in range(6)])
 records("anli_r2", "train_r2", [{"uid": str(i), "premise": phrase(i + 9, 8) + ".", "hypothesis": phrase(i, 4),
@@ -86,7 +92,7 @@ run() {  # TASK SHOTS -> one JSON line
     --num-fewshot "$2" --threads 2 --output "$tmp/results-$1-$2.json" \
     --log-samples "$tmp/samples-$1-$2.jsonl"
 }
-for task in lambada_openai lambada_standard piqa boolq wic anli_r2 hellaswag winogrande hans; do
+for task in lambada_openai lambada_standard piqa boolq wic anli_r2 hellaswag winogrande hans race; do
   for shots in 0 2; do
     run "$task" "$shots" >"$tmp/ours-$task-$shots.json" 2>"$tmp/err" ||
       { echo "FAIL: mtnlg-eval --tasks $task --num-fewshot $shots: $(tail -3 "$tmp/err")"; failures=$((failures + 1)); }
@@ -170,6 +176,18 @@ def choice_doc(task, d):  # the tasks' YAMLs and utils.py
     if task == "anli_r2":
         return (d["premise"] + "\nQuestion: " + d["hypothesis"] + " True, False, or Neither?\nAnswer:",
                 ["True", "Neither", "False"], d["label"])
+    if task == "race":  # preprocess_race.py
+        import ast
+        probs = ast.literal_eval(d["problems"])
+        opt = lambda p: p["options"][{"A": 0, "B": 1, "C": 2, "D": 3}[p["answer"]]]
+        text = "Article: " + d["article"] + "\n\n"
+        for p_ in probs[:-1]:
+            if p_["question"][-6:] == "  _  .":
+                text += p_["question"][:-5] + opt(p_) + "\n"
+            else:
+                text += "Question: " + p_["question"] + "\n" + "Answer: " + opt(p_) + "\n"
+        text += probs[-1]["question"]
+        return text, [probs[-1]["options"][i] for i in range(4)], {"A": 0, "B": 1, "C": 2, "D": 3}[probs[-1]["answer"]]
     if task == "hans":
         return (d["premise"] + "\nQuestion: " + d["hypothesis"] + " True or False?\nAnswer:",
                 ["True", "False"], d["label"])
@@ -181,7 +199,7 @@ def winogrande(d):  # preprocess_winogrande.py: the contexts, the shared target,
     return ([d["sentence"][:i] + d["option1"], d["sentence"][:i] + d["option2"]],
             d["sentence"][i + 1:].strip(), {"1": 0, "2": 1}[d["answer"]])
 
-SPLITS = {"winogrande": ("validation", "train"), "hans": ("validation", "train"),
+SPLITS = {"race": ("test", "test"), "winogrande": ("validation", "train"), "hans": ("validation", "train"),
           "piqa": ("validation", "train"), "boolq": ("validation", "train"), "wic": ("validation", "train"),
           "anli_r2": ("test_r2", "train_r2"), "hellaswag": ("validation", "train")}
 
@@ -199,7 +217,9 @@ def harness_choice(task, shots):
     for doc in docs:
         ctx = ""
         if shots:
-            for e in rnd.sample(pool, shots):
+            ex = ([x for x in rnd.sample(pool, shots + 1) if x != doc][:shots] if ev == fs
+                  else rnd.sample(pool, shots))
+            for e in ex:
                 if task == "winogrande":
                     cs, t, g = winogrande(e)
                     ctx += cs[g] + " " + t + "\n\n"
@@ -256,7 +276,7 @@ for task in ("lambada_openai", "lambada_standard"):
         print(("ok" if ok else "FAIL") + f": {task} {shots}-shot: acc {ours['acc']} (reference {acc}), "
               f"perplexity {ours['perplexity']:.6f} (reference {ppl:.6f}), {n} documents")
         bad += not ok
-for task in ("piqa", "boolq", "wic", "anli_r2", "hellaswag", "winogrande", "hans"):
+for task in ("piqa", "boolq", "wic", "anli_r2", "hellaswag", "winogrande", "hans", "race"):
     for shots in (0, 2):
         try:
             ours = json.loads(open(os.path.join(tmp, f"ours-{task}-{shots}.json")).read())

@@ -86,6 +86,8 @@ TEST_CASE("each task's question, choices and gold are its YAML's") {
       {"hellaswag", R"({"ind": 4, "activity_label": "Removing ice from car", "ctx_a": "Then, the man writes over the snow covering the window of a car, and a woman wearing winter clothes smiles.", "ctx_b": "then", "endings": [", the man adds wax to the windshield and cuts it.", ", a person board a ski lift, while two men supporting the head of the person wearing winter clothes snow as the we girls sled.", ", the man puts on a christmas coat, knitted with netting.", ", the man continues removing the snow on his car."], "source_id": "x", "split": "val", "split_type": "indomain", "label": "3"})"},
       {"winogrande", R"({"sentence": "Sarah was a much better surgeon than Maria so _ always got the harder cases.", "option1": "Sarah", "option2": "Maria", "answer": "1"})"},
       {"winogrande", R"({"sentence": "The trophy doesn't fit into the brown suitcase because the _ is too large.  ", "option1": "trophy", "option2": "suitcase", "answer": "2"})"},
+      {"race", R"({"example_id": "h1", "article": "Tom's dog ran.\nIt was fast.", "problems": "[{'answer': 'B', 'options': ['a cat', 'a dog', 'a bird', 'a fish'], 'question': 'Tom has  _  .'}, {'answer': 'D', 'options': ['1', '2', '3', \"It's fast\"], 'question': 'What was the dog like?'}, {'answer': 'A', 'options': ['ran', 'sat', 'slept', 'ate'], 'question': 'The dog  _  .'}]"})"},
+      {"race", R"({"example_id": "h2", "article": "One.", "problems": "[{'answer': 'C', 'options': ['x', 'y', 'z', 'w'], 'question': 'Only one?'}]"})"},
       {"hans", R"({"premise": "The doctor near the actor danced.", "hypothesis": "The actor danced.", "label": 1, "parse_premise": "x", "heuristic": "lexical_overlap"})"},
       {"hellaswag", R"({"activity_label": "Home and Garden", "ctx_a": "[header] How to grow tomatoes [title] Choose a sunny spot.", "ctx_b": "MAKE sure it drains", "endings": ["[step] Water daily.  Then wait.", "x [title] y"], "label": "0"})"},
   };
@@ -106,6 +108,16 @@ TEST_CASE("each task's question, choices and gold are its YAML's") {
       "    if task == 'winogrande':\n"
       "        i = d['sentence'].index('_')\n"
       "        return '', [d['sentence'][:i] + d['option1'], d['sentence'][:i] + d['option2']], {'1': 0, '2': 1}[d['answer']], d['sentence'][i + 1:].strip()\n"
+      "    if task == 'race':\n"
+      "        import ast\n"
+      "        probs = ast.literal_eval(d['problems'])\n"
+      "        opt = lambda p: p['options'][{'A': 0, 'B': 1, 'C': 2, 'D': 3}[p['answer']]]\n"
+      "        text = 'Article: ' + d['article'] + '\\n\\n'\n"
+      "        for p in probs[:-1]:\n"
+      "            if p['question'][-6:] == '  _  .': text += p['question'][:-5] + opt(p) + '\\n'\n"
+      "            else: text += 'Question: ' + p['question'] + '\\n' + 'Answer: ' + opt(p) + '\\n'\n"
+      "        text += probs[-1]['question']\n"
+      "        return text, [probs[-1]['options'][i] for i in range(4)], {'A': 0, 'B': 1, 'C': 2, 'D': 3}[probs[-1]['answer']]\n"
       "    if task == 'hans': return d['premise'] + '\\nQuestion: ' + d['hypothesis'] + ' True or False?\\nAnswer:', ['True', 'False'], d['label']\n"
       "    ctx = d['ctx_a'] + ' ' + d['ctx_b'].capitalize()\n"
       "    return preprocess(d['activity_label'] + ': ' + ctx), [preprocess(e) for e in d['endings']], int(d['label'])\n";
@@ -139,7 +151,11 @@ TEST_CASE("each task's question, choices and gold are its YAML's") {
                     Catch::Contains("label 2"));
   CHECK_THROWS_WITH(choice_doc(*find_choice_task("winogrande"), R"({"sentence": "no blank", "option1": "a", "option2": "b", "answer": "1"})"),
                     Catch::Contains("'_'"));
-  CHECK(find_choice_task("race") == nullptr);
+  CHECK_THROWS_WITH(choice_doc(*find_choice_task("race"), R"({"article": "a", "problems": "[{'answer': 'E', 'options': ['1','2','3','4'], 'question': 'q'}]"})"),
+                    Catch::Contains("answer 'E'"));
+  CHECK_THROWS_WITH(choice_doc(*find_choice_task("race"), R"({"article": "a", "problems": "[{'answer': 'A'"})"),
+                    Catch::Contains("not a Python literal"));
+  CHECK(find_choice_task("race_h") == nullptr);
 }
 
 }  // namespace
