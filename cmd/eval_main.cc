@@ -57,9 +57,22 @@ int run_tasks(mtnlg::ModelSource source, const std::vector<std::string>& overrid
   for (const std::string& t : names) {
     const mtnlg::TaskMetrics m = mtnlg::run_task(t, decoder, *tok, o);
     mtnlg::JsonLine line, harness;
-    line.add("task", m.task).add("num_fewshot", m.num_fewshot).add("documents", m.documents)
-        .add("acc", m.acc).add("acc_stderr", m.acc_stderr);
-    harness.add("alias", t).add("acc,none", m.acc).add("acc_stderr,none", m.acc_stderr);
+    line.add("task", m.task).add("num_fewshot", m.num_fewshot).add("documents", m.documents);
+    harness.add("alias", t);
+    if (m.has_rolling) {
+      line.add("word_perplexity", m.word_perplexity)
+          .add("byte_perplexity", m.byte_perplexity)
+          .add("bits_per_byte", m.bits_per_byte);
+      harness.add("word_perplexity,none", m.word_perplexity)
+          .add("word_perplexity_stderr,none", "N/A")
+          .add("byte_perplexity,none", m.byte_perplexity)
+          .add("byte_perplexity_stderr,none", "N/A")
+          .add("bits_per_byte,none", m.bits_per_byte)
+          .add("bits_per_byte_stderr,none", "N/A");
+    } else {
+      line.add("acc", m.acc).add("acc_stderr", m.acc_stderr);
+      harness.add("acc,none", m.acc).add("acc_stderr,none", m.acc_stderr);
+    }
     if (m.has_acc_norm) {
       line.add("acc_norm", m.acc_norm).add("acc_norm_stderr", m.acc_norm_stderr);
       harness.add("acc_norm,none", m.acc_norm).add("acc_norm_stderr,none", m.acc_norm_stderr);
@@ -92,7 +105,7 @@ int main(int argc, char** argv) {
       "Prints one JSON line: split or data, loss, ppl, samples, tokens. Runs on the CPU.\n"
       "With --tasks: lm-evaluation-harness's tasks as the harness scores a Hugging Face model "
       "(lambada_openai, lambada_standard, piqa, boolq, wic, anli_r2, hellaswag, winogrande, "
-      "hans, race; "
+      "hans, race, wikitext; "
       "docs/evaluation.md), one JSON line a task, "
       "and --output the harness's results JSON.\n"
       "Examples: mtnlg-eval --checkpoint runs/demo-cpu/checkpoints --split test\n"
@@ -139,7 +152,7 @@ int main(int argc, char** argv) {
   app.add_option("--tasks", task_names,
                  "Comma-separated lm-evaluation-harness tasks to score instead of a loss: "
                  "lambada_openai, lambada_standard, piqa, boolq, wic, anli_r2, hellaswag, winogrande, "
-                 "hans, race (high)")
+                 "hans, race (high), wikitext")
       ->delimiter(',');
   app.add_option("--task-dir", task_options.task_dir,
                  "With --tasks: where TASK/SPLIT.jsonl are (the harness's datasets exported, one "

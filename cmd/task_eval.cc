@@ -16,9 +16,13 @@
 #include "data/python_text.h"
 #include "data/tasks/requests.h"
 #include "data/tasks/task_docs.h"
+#include "data/tasks/wikitext.h"
 
 namespace mtnlg {
 namespace {
+
+// One request's (log-likelihood, greedy) from its tokens (below).
+Loglikelihood score_tokens(GPTDecoder& decoder, const tasks::TokenPair& pair);
 
 struct Split {
   std::vector<std::string> lines, texts;  // the records as written, their "text"
@@ -69,10 +73,58 @@ double log_softmax_at(const float* logits, int64_t vocab, int32_t token, bool* i
   return static_cast<double>(logits[token]) - max - std::log(sum);
 }
 
+TaskMetrics run_wikitext(GPTDecoder& decoder, const Gpt2Tokenizer& tok, const TaskOptions& o) {
+  if (o.num_fewshot != 0)
+    throw invalid_argument("wikitext scores whole pages by rolling windows: --num-fewshot 0",
+                           "--num-fewshot");
+  const Split eval = read_split(o.task_dir, "wikitext", "test", false);
+  TaskMetrics m;
+  m.task = "wikitext";
+  m.available = static_cast<int64_t>(eval.lines.size());
+  m.has_rolling = true;
+  const int64_t n = o.limit > 0 ? std::min(o.limit, m.available) : m.available;
+  double ll = 0;
+  int64_t words = 0, bytes = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    std::string page;
+    JsonFieldStatus st;
+    try {
+      st = parse_json_string_field(eval.lines[static_cast<size_t>(i)], "page", &page);
+    } catch (const Error& e) {
+      throw invalid_argument("not a JSON object: " + e.message(), eval.texts[static_cast<size_t>(i)]);
+    }
+    if (st != JsonFieldStatus::kFound)
+      throw invalid_argument("the document has no string \"page\" member",
+                             eval.texts[static_cast<size_t>(i)]);
+    double doc_ll = 0;
+    for (const tasks::TokenPair& w : tasks::rolling_windows(
+             tok.encode(tasks::wikitext_detokenize(page)), tok.eod(), decoder.max_tokens()))
+      doc_ll += score_tokens(decoder, w).logprob;
+    ll += doc_ll;
+    words += tasks::wikitext_words(page);
+    bytes += static_cast<int64_t>(page.size());
+    if (o.samples != nullptr)
+      *o.samples << JsonLine()
+                        .add("task", "wikitext")
+                        .add("doc_id", i)
+                        .add("loglikelihood", doc_ll)
+                        .add("words", tasks::wikitext_words(page))
+                        .add("bytes", static_cast<int64_t>(page.size()))
+                        .str()
+                 << '\n';
+    spdlog::info("wikitext: {}/{} pages scored", i + 1, n);
+  }
+  m.documents = n;
+  m.word_perplexity = std::exp(-ll / static_cast<double>(words));
+  m.byte_perplexity = std::exp(-ll / static_cast<double>(bytes));
+  m.bits_per_byte = -ll / static_cast<double>(bytes) / std::log(2.0);
+  return m;
+}
+
 }  // namespace
 
 std::vector<std::string> known_tasks() {
-  std::vector<std::string> names = {"lambada_openai", "lambada_standard"};
+  std::vector<std::string> names = {"lambada_openai", "lambada_standard", "wikitext"};
   for (const tasks::ChoiceTask& t : tasks::choice_tasks()) names.push_back(t.name);
   return names;
 }
@@ -181,9 +233,9 @@ TaskMetrics run_choice_task(const tasks::ChoiceTask& t, GPTDecoder& decoder,
 
 }  // namespace
 
-Loglikelihood score_request(GPTDecoder& decoder, const Gpt2Tokenizer& tok,
-                            const std::string& context, const std::string& continuation) {
-  const tasks::TokenPair pair = tasks::encode_request(tok, context, continuation, tok.eod());
+namespace {
+
+Loglikelihood score_tokens(GPTDecoder& decoder, const tasks::TokenPair& pair) {
   const tasks::ModelInput in = tasks::causal_input(pair, decoder.max_tokens());
   decoder.reset();
   const std::vector<float> logits = decoder.feed_rows(in.tokens, in.first_scored);
@@ -197,6 +249,13 @@ Loglikelihood score_request(GPTDecoder& decoder, const Gpt2Tokenizer& tok,
     r.greedy = r.greedy && is_max;
   }
   return r;
+}
+
+}  // namespace
+
+Loglikelihood score_request(GPTDecoder& decoder, const Gpt2Tokenizer& tok,
+                            const std::string& context, const std::string& continuation) {
+  return score_tokens(decoder, tasks::encode_request(tok, context, continuation, tok.eod()));
 }
 
 TaskMetrics run_task(const std::string& task, GPTDecoder& decoder, const Gpt2Tokenizer& tok,
@@ -215,6 +274,7 @@ TaskMetrics run_task(const std::string& task, GPTDecoder& decoder, const Gpt2Tok
   if (o.num_fewshot < 0) throw invalid_argument("--num-fewshot must be 0 or more", "--num-fewshot");
   if (const tasks::ChoiceTask* t = tasks::find_choice_task(task))
     return run_choice_task(*t, decoder, tok, o);
+  if (task == "wikitext") return run_wikitext(decoder, tok, o);
   const Split eval = read_split(o.task_dir, task, "test");
   const bool same_split = task == "lambada_openai";
   const Split shots = o.num_fewshot == 0 ? Split{}

@@ -4,7 +4,8 @@
 // lambada_standard (acc: every continuation token the greedy one; perplexity: exp of minus the
 // mean log-likelihood) and the multiple-choice tasks of data/tasks/task_docs.h (piqa, boolq,
 // wic, anli_r2, hellaswag, winogrande with its partial scoring, hans, race: acc, and acc_norm
-// where the task lists it); wikitext's rolling windows come next (docs/evaluation.md).
+// where the task lists it) and wikitext (the pages' rolling windows: word_perplexity,
+// byte_perplexity, bits_per_byte) (docs/evaluation.md).
 //
 // Task files: TASK_DIR/TASK/SPLIT.jsonl, one document a line, the harness's dataset fields
 // (lambada: "text"). LAMBADA's evaluated split is test; its few-shot examples come from the
@@ -38,7 +39,9 @@ struct TaskMetrics {
   int64_t available = 0;  // in the split
   int64_t num_fewshot = 0;
   double acc = 0, acc_stderr = 0;  // mean and the harness's mean_stderr (n - 1)
-  bool has_acc_norm = false, has_perplexity = false;
+  bool has_acc_norm = false, has_perplexity = false, has_rolling = false;
+  // wikitext: the log-likelihood over the words and the bytes of the original pages.
+  double word_perplexity = 0, byte_perplexity = 0, bits_per_byte = 0;
   double acc_norm = 0, acc_norm_stderr = 0;
   double perplexity = 0;
 };

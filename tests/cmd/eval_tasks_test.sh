@@ -80,6 +80,10 @@ for i in range(7):
               "options": [phrase(i + k + m, 2 + m) for m in range(4)]} for k in range(1 + i % 3)]
     race.append({"example_id": f"high{i}", "article": phrase(i, 14) + ".", "problems": repr(probs)})
 records("race", "test", race + [race[2]])  # a duplicate: removed with its twin from the examples
+# WikiText pages in its tokens; the model's window is 32 positions (tiny.yaml), so a page takes
+# several rolling windows.
+records("wikitext", "test", [{"page": " = " + phrase(i, 3) + " = \n " + " @-@ ".join(phrase(i + k, 9)
+                              for k in range(2 + 3 * i)) + " . ( " + phrase(i, 2) + " ) \n"} for i in range(4)])
 records("anli_r2", "test_r2", [{"uid": str(i), "premise": phrase(i, 10) + ".", "hypothesis": phrase(i + 2, 5),
                                 "label": i % 3} for i in range(6)])
 records("anli_r2", "train_r2", [{"uid": str(i), "premise": phrase(i + 9, 8) + ".", "hypothesis": phrase(i, 4),
@@ -92,8 +96,9 @@ run() {  # TASK SHOTS -> one JSON line
     --num-fewshot "$2" --threads 2 --output "$tmp/results-$1-$2.json" \
     --log-samples "$tmp/samples-$1-$2.jsonl"
 }
-for task in lambada_openai lambada_standard piqa boolq wic anli_r2 hellaswag winogrande hans race; do
+for task in lambada_openai lambada_standard piqa boolq wic anli_r2 hellaswag winogrande hans race wikitext; do
   for shots in 0 2; do
+    [ "$task" = wikitext ] && [ "$shots" = 2 ] && continue
     run "$task" "$shots" >"$tmp/ours-$task-$shots.json" 2>"$tmp/err" ||
       { echo "FAIL: mtnlg-eval --tasks $task --num-fewshot $shots: $(tail -3 "$tmp/err")"; failures=$((failures + 1)); }
   done
@@ -299,6 +304,61 @@ for task in ("piqa", "boolq", "wic", "anli_r2", "hellaswag", "winogrande", "hans
               + (f", acc_norm {ours.get('acc_norm')} (reference {accn})" if task in ("piqa", "hellaswag") else "")
               + f", {n} documents, log-likelihoods within {worst:.1e}")
         bad += not ok
+def wikitext_detokenizer(string):  # preprocess_wikitext.py
+    import re
+    string = string.replace("s '", "s'")
+    string = re.sub(r"/' [0-9]/", r"/'[0-9]/", string)
+    for a, b in ((" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", "."), (" : ", ": "), (" ; ", "; "),
+                 (" . ", ". "), (" ! ", "! "), (" ? ", "? "), (" , ", ", ")):
+        string = string.replace(a, b)
+    string = re.sub(r"\(\s*([^\)]*?)\s*\)", r"(\1)", string)
+    string = re.sub(r"\[\s*([^\]]*?)\s*\]", r"[\1]", string)
+    string = re.sub(r"{\s*([^}]*?)\s*}", r"{\1}", string)
+    string = re.sub(r"\"\s*([^\"]*?)\s*\"", r'"\1"', string)
+    string = re.sub(r"'\s*([^']*?)\s*'", r"'\1'", string)
+    for a, b in (("= = = =", "===="), ("= = =", "==="), ("= =", "=="), (" " + chr(176) + " ", chr(176)),
+                 (" \n", "\n"), ("\n ", "\n"), (" N ", " 1 "), (" 's", "'s")):
+        string = string.replace(a, b)
+    return string
+
+def rolling(tokens, prefix, max_seq_len):  # get_rolling_token_windows, context_len 1, disjoint
+    if not tokens: return []
+    out, predicted = [], 0
+    first = min(max_seq_len, len(tokens))
+    out.append(([prefix] + tokens[:first - 1], tokens[:first]))
+    predicted += first
+    while predicted < len(tokens):
+        n = min(len(tokens) - predicted, max_seq_len)
+        end = predicted + n
+        out.append((tokens[end - max_seq_len - 1:end - 1], tokens[end - n:end]))
+        predicted += n
+    return [(a[:len(a) - (len(b) - 1)], b) for a, b in out]
+
+def score_pair(ctx, cont):
+    inp = (ctx + cont)[-(max_length + 1):][:-1]
+    with torch.no_grad():
+        logits = ref.logits_fn(p, torch.tensor([inp], dtype=torch.int32), a)[0]
+    logp = torch.log_softmax(logits, dim=-1)[len(inp) - len(cont):len(inp)]
+    return float(logp[torch.arange(len(cont)), torch.tensor(cont)].sum())
+
+import re
+pages = [json.loads(l)["page"] for l in open(os.path.join(tmp, "tasks", "wikitext", "test.jsonl"))]
+lls = [sum(score_pair(c, k) for c, k in rolling(tok.encode(wikitext_detokenizer(pg)), EOT, max_length))
+       for pg in pages]
+words = sum(len(re.split(r"\s+", pg)) for pg in pages)
+nbytes = sum(len(pg.encode()) for pg in pages)
+want = {"word_perplexity": math.exp(-sum(lls) / words), "byte_perplexity": math.exp(-sum(lls) / nbytes),
+        "bits_per_byte": -sum(lls) / nbytes / math.log(2)}
+ours = json.loads(open(os.path.join(tmp, "ours-wikitext-0.json")).read())
+mine = [json.loads(l) for l in open(os.path.join(tmp, "samples-wikitext-0.jsonl"))]
+ok = all(abs(ours[k] / v - 1) < 1e-6 for k, v in want.items()) and len(mine) == len(pages)
+ok &= all(abs(m["loglikelihood"] - r) < 1e-5 * max(1, abs(r)) for m, r in zip(mine, lls))
+ok &= all(m["words"] == len(re.split(r"\s+", pg)) and m["bytes"] == len(pg.encode()) for m, pg in zip(mine, pages))
+windows = [len(rolling(tok.encode(wikitext_detokenizer(pg)), EOT, max_length)) for pg in pages]
+ok &= max(windows) >= 3
+print(("ok" if ok else "FAIL") + f": wikitext: {', '.join(f'{k} {ours[k]:.6f} (reference {v:.6f})' for k, v in want.items())}"
+      f", {len(pages)} pages in {sum(windows)} windows")
+bad += not ok
 res = json.load(open(os.path.join(tmp, "results-lambada_openai-2.json")))
 r = res["results"]["lambada_openai"]
 ok = res["n-shot"] == {"lambada_openai": 2} and res["n-samples"]["lambada_openai"] == {"original": 11, "effective": 11}
