@@ -5,18 +5,19 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <iostream>
-#include <sstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "checkpoint/file_io.h"
 #include "cmd/cli_parse.h"
 #include "cmd/data_samples.h"
 #include "cmd/eval.h"
 #include "cmd/generate.h"
 #include "cmd/task_eval.h"
-#include "checkpoint/file_io.h"
 #include "core/logging.h"
 #include "core/metrics.h"
 #include "core/status.h"
@@ -26,10 +27,30 @@
 namespace {
 
 // --tasks: each task's metrics as one JSON line, and the harness's results JSON in --output.
+// The paper's Figure 3 on the terminal: a row a task, its main metric, a column a shot count.
+void print_table(const std::vector<std::string>& names, const std::vector<int64_t>& shots,
+                 const std::vector<std::vector<mtnlg::TaskMetrics>>& m) {
+  std::fprintf(stderr, "\n%-18s %-16s", "task", "metric");
+  for (const int64_t k : shots)
+    std::fprintf(stderr, " %10s",
+                 (k == 0   ? std::string("zero-shot")
+                  : k == 1 ? std::string("one-shot")
+                           : std::to_string(k) + "-shot")
+                     .c_str());
+  std::fprintf(stderr, "\n");
+  for (size_t t = 0; t < names.size(); ++t) {
+    const bool rolling = m[t][0].has_rolling;
+    std::fprintf(stderr, "%-18s %-16s", names[t].c_str(), rolling ? "word_perplexity" : "acc");
+    for (size_t k = 0; k < shots.size(); ++k)
+      std::fprintf(stderr, " %10.4f", rolling ? m[t][k].word_perplexity : m[t][k].acc);
+    std::fprintf(stderr, "\n");
+  }
+}
+
 int run_tasks(mtnlg::ModelSource source, const std::vector<std::string>& overrides,
-              const std::vector<std::string>& names, const mtnlg::TaskOptions& o,
-              const std::string& output, const std::string& vocab_file,
-              const std::string& merge_file, int threads) {
+              const std::vector<std::string>& names, mtnlg::TaskOptions o,
+              const std::vector<int64_t>& shots, const std::string& output,
+              const std::string& vocab_file, const std::string& merge_file, int threads) {
   if (o.task_dir.empty())
     throw mtnlg::invalid_argument("--tasks needs --task-dir DIR (DIR/TASK/SPLIT.jsonl)",
                                   "--task-dir");
@@ -41,9 +62,9 @@ int run_tasks(mtnlg::ModelSource source, const std::vector<std::string>& overrid
         if (!list.empty()) list += ", ";
         list += k;
       }
-      throw mtnlg::invalid_argument("unknown task '" + t + "': the tasks built so far are " +
-                                        list + " (docs/evaluation.md)",
-                                    "--tasks");
+      throw mtnlg::invalid_argument(
+          "unknown task '" + t + "': the tasks built so far are " + list + " (docs/evaluation.md)",
+          "--tasks");
     }
   }
   const auto tok = mtnlg::Gpt2Tokenizer::load(
@@ -54,44 +75,53 @@ int run_tasks(mtnlg::ModelSource source, const std::vector<std::string>& overrid
   mtnlg::LoadedModel loaded = mtnlg::load_model(source, *backend);
   mtnlg::GPTDecoder decoder(*loaded.model, loaded.model->config().max_positions);
   std::string results, nshot, nsamples;
-  for (const std::string& t : names) {
-    const mtnlg::TaskMetrics m = mtnlg::run_task(t, decoder, *tok, o);
-    mtnlg::JsonLine line, harness;
-    line.add("task", m.task).add("num_fewshot", m.num_fewshot).add("documents", m.documents);
-    harness.add("alias", t);
-    if (m.has_rolling) {
-      line.add("word_perplexity", m.word_perplexity)
-          .add("byte_perplexity", m.byte_perplexity)
-          .add("bits_per_byte", m.bits_per_byte);
-      harness.add("word_perplexity,none", m.word_perplexity)
-          .add("word_perplexity_stderr,none", "N/A")
-          .add("byte_perplexity,none", m.byte_perplexity)
-          .add("byte_perplexity_stderr,none", "N/A")
-          .add("bits_per_byte,none", m.bits_per_byte)
-          .add("bits_per_byte_stderr,none", "N/A");
-    } else {
-      line.add("acc", m.acc).add("acc_stderr", m.acc_stderr);
-      harness.add("acc,none", m.acc).add("acc_stderr,none", m.acc_stderr);
+  std::vector<std::vector<mtnlg::TaskMetrics>> table(names.size());
+  for (size_t ti = 0; ti < names.size(); ++ti)
+    for (const int64_t k : shots) {
+      const std::string& t = names[ti];
+      o.num_fewshot = k;
+      const mtnlg::TaskMetrics m = mtnlg::run_task(t, decoder, *tok, o);
+      table[ti].push_back(m);
+      // Several shot counts: the results' keys name them ("piqa (0-shot)").
+      const std::string key = shots.size() > 1 ? t + " (" + std::to_string(k) + "-shot)" : t;
+      mtnlg::JsonLine line, harness;
+      line.add("task", m.task).add("num_fewshot", m.num_fewshot).add("documents", m.documents);
+      harness.add("alias", key);
+      if (m.has_rolling) {
+        line.add("word_perplexity", m.word_perplexity)
+            .add("byte_perplexity", m.byte_perplexity)
+            .add("bits_per_byte", m.bits_per_byte);
+        harness.add("word_perplexity,none", m.word_perplexity)
+            .add("word_perplexity_stderr,none", "N/A")
+            .add("byte_perplexity,none", m.byte_perplexity)
+            .add("byte_perplexity_stderr,none", "N/A")
+            .add("bits_per_byte,none", m.bits_per_byte)
+            .add("bits_per_byte_stderr,none", "N/A");
+      } else {
+        line.add("acc", m.acc).add("acc_stderr", m.acc_stderr);
+        harness.add("acc,none", m.acc).add("acc_stderr,none", m.acc_stderr);
+      }
+      if (m.has_acc_norm) {
+        line.add("acc_norm", m.acc_norm).add("acc_norm_stderr", m.acc_norm_stderr);
+        harness.add("acc_norm,none", m.acc_norm).add("acc_norm_stderr,none", m.acc_norm_stderr);
+      }
+      if (m.has_perplexity) {
+        line.add("perplexity", m.perplexity);
+        harness.add("perplexity,none", m.perplexity).add("perplexity_stderr,none", "N/A");
+      }
+      std::cout << line.str() << std::endl;
+      const std::string sep = results.empty() ? "" : ", ";
+      results += sep + mtnlg::json_string(key) + ": " + harness.str();
+      nshot += sep + mtnlg::json_string(key) + ": " + std::to_string(m.num_fewshot);
+      nsamples +=
+          sep + mtnlg::json_string(key) + ": " +
+          mtnlg::JsonLine().add("original", m.available).add("effective", m.documents).str();
     }
-    if (m.has_acc_norm) {
-      line.add("acc_norm", m.acc_norm).add("acc_norm_stderr", m.acc_norm_stderr);
-      harness.add("acc_norm,none", m.acc_norm).add("acc_norm_stderr,none", m.acc_norm_stderr);
-    }
-    if (m.has_perplexity) {
-      line.add("perplexity", m.perplexity);
-      harness.add("perplexity,none", m.perplexity).add("perplexity_stderr,none", "N/A");
-    }
-    std::cout << line.str() << std::endl;
-    const std::string sep = results.empty() ? "" : ", ";
-    results += sep + mtnlg::json_string(t) + ": " + harness.str();
-    nshot += sep + mtnlg::json_string(t) + ": " + std::to_string(m.num_fewshot);
-    nsamples += sep + mtnlg::json_string(t) + ": " +
-                mtnlg::JsonLine().add("original", m.available).add("effective", m.documents).str();
-  }
   if (!std::cout) throw mtnlg::io_error("could not write to standard output");
+  print_table(names, shots, table);
   if (!output.empty())
     mtnlg::write_file_atomic(output, "{\"results\": {" + results + "}, \"n-shot\": {" + nshot +
-                                             "}, \"n-samples\": {" + nsamples + "}}\n");
+                                         "}, \"n-samples\": {" + nsamples + "}}\n");
   return 0;
 }
 
@@ -149,16 +179,21 @@ int main(int argc, char** argv) {
   std::vector<std::string> task_names;
   mtnlg::TaskOptions task_options;
   std::string output, vocab_file, merge_file;
-  app.add_option("--tasks", task_names,
-                 "Comma-separated lm-evaluation-harness tasks to score instead of a loss: "
-                 "lambada_openai, lambada_standard, piqa, boolq, wic, anli_r2, hellaswag, winogrande, "
-                 "hans, race (high), wikitext")
+  app.add_option(
+         "--tasks", task_names,
+         "Comma-separated lm-evaluation-harness tasks to score instead of a loss: "
+         "lambada_openai, lambada_standard, piqa, boolq, wic, anli_r2, hellaswag, winogrande, "
+         "hans, race (high), wikitext")
       ->delimiter(',');
   app.add_option("--task-dir", task_options.task_dir,
                  "With --tasks: where TASK/SPLIT.jsonl are (the harness's datasets exported, one "
                  "document a line)");
-  app.add_option("--num-fewshot", task_options.num_fewshot,
-                 "With --tasks: few-shot examples a prompt, drawn as the harness draws them")
+  std::vector<int64_t> shots = {0};
+  app.add_option("--num-fewshot", shots,
+                 "With --tasks: few-shot examples a prompt, drawn as the harness draws them; "
+                 "comma-separated for several runs (0,1,5: the paper's zero-, one- and few-shot "
+                 "columns in the table)")
+      ->delimiter(',')
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--limit", task_options.limit,
@@ -169,8 +204,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   std::string log_samples;
   app.add_option("--log-samples", log_samples,
-                 "With --tasks: write one JSON line a document here (task, doc_id, the "
-                 "log-likelihoods and outcomes), as the harness's --log_samples");
+                 "With --tasks: write one JSON line a request here (task, doc_id, request, "
+                 "context, continuation, loglikelihood, greedy), as the harness's --log_samples");
   app.add_option("--output", output,
                  "With --tasks: write the harness's results JSON here (results, n-shot, "
                  "n-samples)");
@@ -188,7 +223,7 @@ int main(int argc, char** argv) {
     if (!task_names.empty()) {
       std::ostringstream samples;
       if (!log_samples.empty()) task_options.samples = &samples;
-      const int status = run_tasks(source, overrides, task_names, task_options, output,
+      const int status = run_tasks(source, overrides, task_names, task_options, shots, output,
                                    vocab_file, merge_file, threads);
       if (!log_samples.empty()) mtnlg::write_file_atomic(log_samples, samples.str());
       return status;

@@ -11,9 +11,9 @@
 #include "core/metrics.h"
 #include "core/status.h"
 #include "data/json_reader.h"
+#include "data/python_text.h"
 #include "data/tasks/fewshot_sampler.h"
 #include "data/tasks/prompt.h"
-#include "data/python_text.h"
 #include "data/tasks/requests.h"
 #include "data/tasks/task_docs.h"
 #include "data/tasks/wikitext.h"
@@ -23,6 +23,23 @@ namespace {
 
 // One request's (log-likelihood, greedy) from its tokens (below).
 Loglikelihood score_tokens(GPTDecoder& decoder, const tasks::TokenPair& pair);
+
+// --log-samples: one JSON line a request, as the harness's samples keep it.
+void log_request(const TaskOptions& o, const std::string& task, int64_t doc_id, int64_t request,
+                 const std::string& context, const std::string& continuation,
+                 const Loglikelihood& r) {
+  if (o.samples == nullptr) return;
+  *o.samples << JsonLine()
+                    .add("task", task)
+                    .add("doc_id", doc_id)
+                    .add("request", request)
+                    .add("context", context)
+                    .add("continuation", continuation)
+                    .add("loglikelihood", r.logprob)
+                    .add("greedy", r.greedy)
+                    .str()
+             << '\n';
+}
 
 struct Split {
   std::vector<std::string> lines, texts;  // the records as written, their "text"
@@ -45,8 +62,7 @@ Split read_split(const std::string& dir, const std::string& task, const std::str
       try {
         st = parse_json_string_field(line, "text", &text);
       } catch (const Error& e) {
-        throw invalid_argument("not a JSON object: " + e.message(),
-                               path + ":" + std::to_string(n));
+        throw invalid_argument("not a JSON object: " + e.message(), path + ":" + std::to_string(n));
       }
       if (st != JsonFieldStatus::kFound)
         throw invalid_argument("the document has no string \"text\" member",
@@ -91,27 +107,24 @@ TaskMetrics run_wikitext(GPTDecoder& decoder, const Gpt2Tokenizer& tok, const Ta
     try {
       st = parse_json_string_field(eval.lines[static_cast<size_t>(i)], "page", &page);
     } catch (const Error& e) {
-      throw invalid_argument("not a JSON object: " + e.message(), eval.texts[static_cast<size_t>(i)]);
+      throw invalid_argument("not a JSON object: " + e.message(),
+                             eval.texts[static_cast<size_t>(i)]);
     }
     if (st != JsonFieldStatus::kFound)
       throw invalid_argument("the document has no string \"page\" member",
                              eval.texts[static_cast<size_t>(i)]);
-    double doc_ll = 0;
-    for (const tasks::TokenPair& w : tasks::rolling_windows(
-             tok.encode(tasks::wikitext_detokenize(page)), tok.eod(), decoder.max_tokens()))
-      doc_ll += score_tokens(decoder, w).logprob;
-    ll += doc_ll;
+    Loglikelihood doc{0, true};
+    const std::string text = tasks::wikitext_detokenize(page);
+    for (const tasks::TokenPair& w :
+         tasks::rolling_windows(tok.encode(text), tok.eod(), decoder.max_tokens())) {
+      const Loglikelihood r = score_tokens(decoder, w);
+      doc.logprob += r.logprob;
+      doc.greedy = doc.greedy && r.greedy;
+    }
+    ll += doc.logprob;
     words += tasks::wikitext_words(page);
     bytes += static_cast<int64_t>(page.size());
-    if (o.samples != nullptr)
-      *o.samples << JsonLine()
-                        .add("task", "wikitext")
-                        .add("doc_id", i)
-                        .add("loglikelihood", doc_ll)
-                        .add("words", tasks::wikitext_words(page))
-                        .add("bytes", static_cast<int64_t>(page.size()))
-                        .str()
-                 << '\n';
+    log_request(o, "wikitext", i, 0, "", text, doc);  // the page scored whole
     spdlog::info("wikitext: {}/{} pages scored", i + 1, n);
   }
   m.documents = n;
@@ -171,10 +184,10 @@ TaskMetrics run_choice_task(const tasks::ChoiceTask& t, GPTDecoder& decoder,
     const tasks::ChoiceDoc doc = choice_doc_at(t, eval, static_cast<size_t>(i));
     std::vector<tasks::QaPair> examples;
     const std::string& line = eval.lines[static_cast<size_t>(i)];
-    const auto equals_eval =
-        same_split ? std::function<bool(int64_t)>(
-                         [&](int64_t j) { return shots.lines[static_cast<size_t>(j)] == line; })
-                   : std::function<bool(int64_t)>();
+    const auto equals_eval = same_split ? std::function<bool(int64_t)>([&](int64_t j) {
+      return shots.lines[static_cast<size_t>(j)] == line;
+    })
+                                        : std::function<bool(int64_t)>();
     for (const int64_t j :
          sampler.sample(static_cast<int64_t>(shots.lines.size()), o.num_fewshot, equals_eval)) {
       const tasks::ChoiceDoc ex = choice_doc_at(t, shots, static_cast<size_t>(j));
@@ -186,12 +199,12 @@ TaskMetrics run_choice_task(const tasks::ChoiceTask& t, GPTDecoder& decoder,
     std::vector<double> lls;
     for (size_t c = 0; c < doc.choices.size(); ++c) {
       // Multiple inputs: each choice is a context before the shared target.
-      const double ll =
-          doc.multiple_input
-              ? score_request(decoder, tok, tasks::fewshot_prompt(examples, doc.choices[c]),
-                              " " + doc.target)
-                    .logprob
-              : score_request(decoder, tok, context, " " + doc.choices[c]).logprob;
+      const std::string ctx =
+          doc.multiple_input ? tasks::fewshot_prompt(examples, doc.choices[c]) : context;
+      const std::string cont = " " + (doc.multiple_input ? doc.target : doc.choices[c]);
+      const Loglikelihood r = score_request(decoder, tok, ctx, cont);
+      log_request(o, t.name, i, static_cast<int64_t>(c), ctx, cont, r);
+      const double ll = r.logprob;
       lls.push_back(ll);
       const double norm = ll / static_cast<double>(utf8_to_u32(doc.choices[c]).size());
       if (c == 0 || ll > top) {
@@ -205,23 +218,7 @@ TaskMetrics run_choice_task(const tasks::ChoiceTask& t, GPTDecoder& decoder,
     }
     acc.push_back(static_cast<int64_t>(best) == doc.gold ? 1.0 : 0.0);
     acc_norm.push_back(static_cast<int64_t>(best_norm) == doc.gold ? 1.0 : 0.0);
-    if (o.samples != nullptr) {
-      std::string list = "[";
-      for (size_t c = 0; c < lls.size(); ++c) {
-        if (c > 0) list += ", ";
-        list += json_number(lls[c]);
-      }
-      list += ']';
-      *o.samples << JsonLine()
-                        .add("task", t.name)
-                        .add("doc_id", i)
-                        .add_raw("loglikelihoods", list)
-                        .add("gold", doc.gold)
-                        .add("acc", acc.back())
-                        .add("acc_norm", acc_norm.back())
-                        .str()
-                 << '\n';
-    }
+
     if ((i + 1) % 100 == 0 || i + 1 == n)
       spdlog::info("{}: {}/{} documents scored", t.name, i + 1, n);
   }
@@ -292,11 +289,11 @@ TaskMetrics run_task(const std::string& task, GPTDecoder& decoder, const Gpt2Tok
     std::vector<tasks::QaPair> examples;
     if (o.num_fewshot > 0) {
       const std::string& line = eval.lines[static_cast<size_t>(i)];
-      const auto picked = sampler.sample(
-          static_cast<int64_t>(shots.texts.size()), o.num_fewshot,
-          same_split ? std::function<bool(int64_t)>(
-                           [&](int64_t j) { return shots.lines[static_cast<size_t>(j)] == line; })
-                     : std::function<bool(int64_t)>());
+      const auto picked = sampler.sample(static_cast<int64_t>(shots.texts.size()), o.num_fewshot,
+                                         same_split ? std::function<bool(int64_t)>([&](int64_t j) {
+                                           return shots.lines[static_cast<size_t>(j)] == line;
+                                         })
+                                                    : std::function<bool(int64_t)>());
       for (const int64_t j : picked)
         examples.push_back(tasks::lambada_pair(shots.texts[static_cast<size_t>(j)]));
     }
@@ -304,14 +301,7 @@ TaskMetrics run_task(const std::string& task, GPTDecoder& decoder, const Gpt2Tok
     const Loglikelihood r = score_request(decoder, tok, context, doc.answer);
     logprobs.push_back(r.logprob);
     greedy.push_back(r.greedy ? 1.0 : 0.0);
-    if (o.samples != nullptr)
-      *o.samples << JsonLine()
-                        .add("task", task)
-                        .add("doc_id", i)
-                        .add("loglikelihood", r.logprob)
-                        .add("acc", greedy.back())
-                        .str()
-                 << '\n';
+    log_request(o, task, i, 0, context, doc.answer, r);
     if ((i + 1) % 100 == 0 || i + 1 == n)
       spdlog::info("{}: {}/{} documents scored", task, i + 1, n);
   }

@@ -26,10 +26,11 @@ namespace mtnlg {
 struct TaskOptions {
   std::string task_dir;
   int64_t num_fewshot = 0;
-  int64_t limit = 0;           // > 0: the first N documents (the harness's --limit)
+  int64_t limit = 0;             // > 0: the first N documents (the harness's --limit)
   uint64_t fewshot_seed = 1234;  // the harness's default
-  // When set: one JSON line a document (task, doc_id, the log-likelihood of each choice or of
-  // the continuation, and its outcomes), as the harness's --log_samples keeps them.
+  // When set: one JSON line a request (task, doc_id, request, context, continuation,
+  // loglikelihood, greedy), as the harness's --log_samples keeps them (wikitext: its page
+  // detokenized as the continuation, scored whole).
   std::ostream* samples = nullptr;
 };
 

@@ -12,14 +12,15 @@ namespace mtnlg {
 enum class PeakPrecision { kBf16, kFp8, kTf32 };
 
 struct DeviceSpec {
-  std::string name;       // "H100 SXM"
-  double memory_gb = 0;   // as sold (80, 141)
-  double bf16_tflops = 0; // dense bf16 / fp16
-  double fp8_tflops = 0;  // dense fp8; 0 where the GPU has none (A100)
-  double tf32_tflops = 0; // dense TF32, the fp32 recipes' tensor-core rate
+  std::string name;        // "H100 SXM"
+  double memory_gb = 0;    // as sold (80, 141)
+  double bf16_tflops = 0;  // dense bf16 / fp16
+  double fp8_tflops = 0;   // dense fp8; 0 where the GPU has none (A100)
+  double tf32_tflops = 0;  // dense TF32, the fp32 recipes' tensor-core rate
   double peak(PeakPrecision p) const {
-    return p == PeakPrecision::kFp8 ? fp8_tflops : p == PeakPrecision::kTf32 ? tf32_tflops
-                                                                              : bf16_tflops;
+    return p == PeakPrecision::kFp8    ? fp8_tflops
+           : p == PeakPrecision::kTf32 ? tf32_tflops
+                                       : bf16_tflops;
   }
 };
 

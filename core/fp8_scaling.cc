@@ -14,7 +14,9 @@ float fp8_scale_for(float amax, Fp8Format format, int margin, float fallback) {
 }
 
 Fp8TensorScaling::Fp8TensorScaling(Fp8Format format, const Fp8Options& o)
-    : format_(format), o_(o), history_(static_cast<size_t>(std::max<int64_t>(1, o.amax_history_len)), 0.0f) {}
+    : format_(format),
+      o_(o),
+      history_(static_cast<size_t>(std::max<int64_t>(1, o.amax_history_len)), 0.0f) {}
 
 void Fp8TensorScaling::record(float amax) {
   // NaN sticks for the step (a step that overflowed says so in its history, as TE's amax does).
@@ -25,7 +27,8 @@ void Fp8TensorScaling::record(float amax) {
 void Fp8TensorScaling::update() {
   float amax = history_[0];
   if (o_.amax_algo == Fp8AmaxAlgo::kMax)
-    for (const float a : history_) amax = std::isnan(a) || std::isnan(amax) ? NAN : std::max(amax, a);
+    for (const float a : history_)
+      amax = std::isnan(a) || std::isnan(amax) ? NAN : std::max(amax, a);
   scale_ = fp8_scale_for(amax, format_, o_.margin, scale_);
   scale_inv_ = 1.0f / scale_;
   std::rotate(history_.begin(), history_.begin() + 1, history_.end());
@@ -85,16 +88,16 @@ void Fp8TensorScaling::deserialize(const std::string& bytes, const std::string& 
       len != static_cast<int64_t>(history_.size()))
     throw invalid_argument(
         "FP8 scaling state saved under other settings (format, scaling, margin, amax algorithm "
-        "or amax_history_len " + std::to_string(len) + " against " +
-            std::to_string(history_.size()) + "): resume with the recipe's fp8 settings unchanged",
+        "or amax_history_len " +
+            std::to_string(len) + " against " + std::to_string(history_.size()) +
+            "): resume with the recipe's fp8 settings unchanged",
         what);
   const float scale = take<float>(bytes, &at, what), scale_inv = take<float>(bytes, &at, what);
   std::vector<float> history(history_.size());
   for (float& a : history) a = take<float>(bytes, &at, what);
   if (at != bytes.size())
-    throw corruption("FP8 scaling state: " + std::to_string(bytes.size() - at) +
-                         " bytes after its end",
-                     what);
+    throw corruption(
+        "FP8 scaling state: " + std::to_string(bytes.size() - at) + " bytes after its end", what);
   scale_ = scale;
   scale_inv_ = scale_inv;
   history_ = std::move(history);

@@ -10,8 +10,8 @@
 //   scale = fp8_max / amax / 2^margin    (kept as it was when amax is 0 or not finite),
 //   scale_inv = 1 / scale,
 // and rolls the window: each slot moves down one, the oldest leaves, slot 0 is zeroed for the next
-// step (TE's torch.roll(history, -1) then history[0] = 0). Current scaling: the scale comes from the
-// tensor's own amax at the cast (current_scale), no history.
+// step (TE's torch.roll(history, -1) then history[0] = 0). Current scaling: the scale comes from
+// the tensor's own amax at the cast (current_scale), no history.
 //
 // The state (scale, scale_inv, history) is what a checkpoint saves: serialize()/deserialize()
 // round-trip it bit for bit.
@@ -61,7 +61,8 @@ class Fp8TensorScaling {
   // Current scaling: the scale for a cast of a tensor whose amax is this (also recorded).
   float current_scale(float amax);
 
-  // Little-endian bytes: format, mode, margin, algorithm, history length, scale, scale_inv, history.
+  // Little-endian bytes: format, mode, margin, algorithm, history length, scale, scale_inv,
+  // history.
   std::string serialize() const;
   // Throws corruption naming `what` when the bytes are not one serialized state, and
   // invalid_argument when they were saved under other settings (format, length, margin, mode).

@@ -182,7 +182,8 @@ struct CudnnAttention::Plan {
   }
   void reshape(cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y) {
     Desc& op = make(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, "a reshape operation");
-    op.set_desc(CUDNN_ATTR_OPERATION_RESHAPE_XDESC, x).set_desc(CUDNN_ATTR_OPERATION_RESHAPE_YDESC, y);
+    op.set_desc(CUDNN_ATTR_OPERATION_RESHAPE_XDESC, x)
+        .set_desc(CUDNN_ATTR_OPERATION_RESHAPE_YDESC, y);
     op.finalize();
     ops.push_back(op.get());
   }
@@ -204,8 +205,9 @@ struct CudnnAttention::Plan {
   // that finalizes into an execution plan (mode A, then the fallback list).
   void build(cudnnHandle_t handle, const std::string& what) {
     Desc& graph = make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, what + ": the operation graph");
-    graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, ops.data(),
-              static_cast<int64_t>(ops.size()))
+    graph
+        .set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, ops.data(),
+             static_cast<int64_t>(ops.size()))
         .set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, &handle);
     graph.finalize();
     std::string tried;
@@ -287,15 +289,15 @@ std::unique_ptr<CudnnAttention> CudnnAttention::open(cudaStream_t stream, bool d
     return std::make_unique<CudnnAttention>(stream, deterministic, strict);
   } catch (const Error& e) {
     if (strict || e.code() != Code::kUnsupported) throw;
-    spdlog::warn("attention: cuDNN's fused attention, the default, is not available ({}); the "
-                 "FA2-style kernels run where they apply, the blocked ones elsewhere",
-                 e.message());
+    spdlog::warn(
+        "attention: cuDNN's fused attention, the default, is not available ({}); the "
+        "FA2-style kernels run where they apply, the blocked ones elsewhere",
+        e.message());
     return nullptr;
   }
 }
 
-bool CudnnAttention::takes(int64_t b, int64_t s, int64_t heads, int64_t hd, DType dtype,
-                           double p) {
+bool CudnnAttention::takes(int64_t b, int64_t s, int64_t heads, int64_t hd, DType dtype, double p) {
   const Key key{false, b, s, heads, hd, static_cast<int>(dtype), p};
   if (auto it = takes_.find(key); it != takes_.end()) return it->second;
   bool ok = true;
@@ -304,9 +306,10 @@ bool CudnnAttention::takes(int64_t b, int64_t s, int64_t heads, int64_t hd, DTyp
     plan(true, b, s, heads, hd, dtype, p);
   } catch (const Error& e) {
     if (strict_ || e.code() != Code::kUnsupported) throw;
-    spdlog::warn("attention: cuDNN refuses [b {}, s {}, heads {}, head size {}] ({}); the "
-                 "FA2-style kernels run it where they apply, the blocked ones elsewhere",
-                 b, s, heads, hd, e.message());
+    spdlog::warn(
+        "attention: cuDNN refuses [b {}, s {}, heads {}, head size {}] ({}); the "
+        "FA2-style kernels run it where they apply, the blocked ones elsewhere",
+        b, s, heads, hd, e.message());
     ok = false;
   }
   takes_.emplace(key, ok);
@@ -327,7 +330,7 @@ CudnnAttention::Plan& CudnnAttention::plan(bool backward, int64_t b, int64_t s, 
   // qkv [b, s, h, 3, d]: q, k, v of head j at columns (3j + 0, 1, 2) * d of a row.
   const Dims qkv_dims{b, h, s, d}, qkv_strides{s * h * 3 * d, 3 * d, h * 3 * d, 1};
   const Dims t_dims{b, h, d, s}, t_strides{s * h * 3 * d, 3 * d, 1, h * 3 * d};  // K^T, V^T
-  const Dims o_strides{s * h * d, d, h * d, 1};  // out [b, s, h, d]
+  const Dims o_strides{s * h * d, d, h * d, 1};                                  // out [b, s, h, d]
   const Dims row_dims{b, h, s, 1}, row_strides{h * s, s, 1, 1};
   const Dims sc_dims{b, h, s, s}, sc_strides{h * s * s, s * s, s, 1};
   const Dims sc_t_strides{h * s * s, s * s, 1, s};
@@ -396,8 +399,7 @@ CudnnAttention::Plan& CudnnAttention::plan(bool backward, int64_t b, int64_t s, 
     g->pointwise(CUDNN_POINTWISE_MUL, dout, o, m);
     auto rs = g->virt(row_dims, row_strides);
     g->reduction(CUDNN_REDUCE_TENSOR_ADD, m, rs);
-    auto softmax_sum =
-        g->tensor(row_dims, row_strides, CUDNN_DATA_FLOAT, false, &g->softmax_sum);
+    auto softmax_sum = g->tensor(row_dims, row_strides, CUDNN_DATA_FLOAT, false, &g->softmax_sum);
     g->softmax_sum_bytes = b * h * s * static_cast<int64_t>(sizeof(float));
     g->pointwise(CUDNN_POINTWISE_MUL, rs, g->scalar(dropout ? &g->dropout_keep : &g->one),
                  softmax_sum);
@@ -451,8 +453,8 @@ CudnnAttention::Plan& CudnnAttention::plan(bool backward, int64_t b, int64_t s, 
     if (deterministic_) {
       g->matmul(ds_scaled, k, dq);
     } else {
-      auto acc = g->tensor(qkv_dims, {h * s * d, s * d, d, 1}, CUDNN_DATA_FLOAT, false,
-                           &g->dq_accum);
+      auto acc =
+          g->tensor(qkv_dims, {h * s * d, s * d, d, 1}, CUDNN_DATA_FLOAT, false, &g->dq_accum);
       g->dq_accum_bytes = b * h * s * d * static_cast<int64_t>(sizeof(float));
       g->matmul(ds_scaled, k, acc);
       g->pointwise(CUDNN_POINTWISE_IDENTITY, acc, nullptr, dq);
@@ -513,10 +515,16 @@ void CudnnAttention::forward(Tensor& out, Tensor& stats, const Tensor& qkv, int6
     CUDA_CHECK(cudaMemcpyAsync(seed_offset_, host, sizeof(host), cudaMemcpyHostToDevice, stream_));
   }
   auto* so = static_cast<int64_t*>(seed_offset_);
-  void* workspace = g.workspace_bytes > 0 ? ws.get(static_cast<size_t>(g.workspace_bytes)) : nullptr;
+  void* workspace =
+      g.workspace_bytes > 0 ? ws.get(static_cast<size_t>(g.workspace_bytes)) : nullptr;
   execute(*lib_, static_cast<cudnnHandle_t>(handle_), g,
-          {{g.q, at(qkv, 0)}, {g.k, at(qkv, hd)}, {g.v, at(qkv, 2 * hd)}, {g.o, out.data()},
-           {g.stats, stats.data()}, {g.seed, so}, {g.offset, so + 2}},
+          {{g.q, at(qkv, 0)},
+           {g.k, at(qkv, hd)},
+           {g.v, at(qkv, 2 * hd)},
+           {g.o, out.data()},
+           {g.stats, stats.data()},
+           {g.seed, so},
+           {g.offset, so + 2}},
           workspace);
 }
 

@@ -40,8 +40,7 @@ class CudnnAttention {
   explicit CudnnAttention(cudaStream_t stream, bool deterministic = true, bool strict = true);
   // As the constructor, but where cuDNN cannot be opened (Code::kUnsupported) and !strict: logs
   // why, once, and returns null (the default choice then runs other kernels).
-  static std::unique_ptr<CudnnAttention> open(cudaStream_t stream, bool deterministic,
-                                              bool strict);
+  static std::unique_ptr<CudnnAttention> open(cudaStream_t stream, bool deterministic, bool strict);
   ~CudnnAttention();
   CudnnAttention(const CudnnAttention&) = delete;
   CudnnAttention& operator=(const CudnnAttention&) = delete;
@@ -51,8 +50,7 @@ class CudnnAttention {
   void forward(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads, double dropout_p,
                RngStream rng, Workspace& ws);
   void backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                const Tensor& stats, int64_t heads, double dropout_p, RngStream rng,
-                Workspace& ws);
+                const Tensor& stats, int64_t heads, double dropout_p, RngStream rng, Workspace& ws);
 
   // Whether cuDNN runs both passes of calls of this shape: builds the forward's and the
   // backward's plans on first sight, so that a shape it refuses is known before a forward runs
@@ -75,7 +73,7 @@ class CudnnAttention {
   cudaStream_t stream_;
   bool deterministic_, strict_;
   std::map<Key, std::unique_ptr<Plan>> plans_;
-  std::map<Key, bool> takes_;  // by the forward's key: both plans built (true) or refused
+  std::map<Key, bool> takes_;    // by the forward's key: both plans built (true) or refused
   void* seed_offset_ = nullptr;  // device int64[4]: the dropout's Philox seed [0] and offset [2]
 };
 

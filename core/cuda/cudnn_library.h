@@ -29,8 +29,7 @@ class CudnnLibrary {
   cudnnStatus_t (*set_attribute)(cudnnBackendDescriptor_t, cudnnBackendAttributeName_t,
                                  cudnnBackendAttributeType_t, int64_t, const void*) = nullptr;
   cudnnStatus_t (*get_attribute)(cudnnBackendDescriptor_t, cudnnBackendAttributeName_t,
-                                 cudnnBackendAttributeType_t, int64_t, int64_t*,
-                                 void*) = nullptr;
+                                 cudnnBackendAttributeType_t, int64_t, int64_t*, void*) = nullptr;
   cudnnStatus_t (*finalize)(cudnnBackendDescriptor_t) = nullptr;
   cudnnStatus_t (*execute)(cudnnHandle_t, cudnnBackendDescriptor_t,
                            cudnnBackendDescriptor_t) = nullptr;

@@ -23,10 +23,16 @@ namespace mtnlg {
 
 enum class Fp8Format : uint8_t { kE4M3 = 0, kE5M2 = 1 };
 
-MTNLG_HD float fp8_max(Fp8Format f) { return f == Fp8Format::kE4M3 ? 448.0f : 57344.0f; }
-MTNLG_HD int fp8_mantissa_bits(Fp8Format f) { return f == Fp8Format::kE4M3 ? 3 : 2; }
+MTNLG_HD float fp8_max(Fp8Format f) {
+  return f == Fp8Format::kE4M3 ? 448.0f : 57344.0f;
+}
+MTNLG_HD int fp8_mantissa_bits(Fp8Format f) {
+  return f == Fp8Format::kE4M3 ? 3 : 2;
+}
 // The exponent of the smallest normal: the subnormals' exponent too.
-MTNLG_HD int fp8_min_exponent(Fp8Format f) { return f == Fp8Format::kE4M3 ? -6 : -14; }
+MTNLG_HD int fp8_min_exponent(Fp8Format f) {
+  return f == Fp8Format::kE4M3 ? -6 : -14;
+}
 
 MTNLG_HD float fp8_round(float x, Fp8Format f) {
   if (std::isnan(x)) return x;
@@ -60,7 +66,9 @@ MTNLG_HD uint8_t fp8_encode_rounded(float v, Fp8Format f) {
   return static_cast<uint8_t>(sign | (exp_field << mbits) | frac);
 }
 
-MTNLG_HD uint8_t fp8_encode(float x, Fp8Format f) { return fp8_encode_rounded(fp8_round(x, f), f); }
+MTNLG_HD uint8_t fp8_encode(float x, Fp8Format f) {
+  return fp8_encode_rounded(fp8_round(x, f), f);
+}
 
 MTNLG_HD float fp8_decode(uint8_t b, Fp8Format f) {
   const int mbits = fp8_mantissa_bits(f), ebits = 7 - mbits, bias = f == Fp8Format::kE4M3 ? 7 : 15;

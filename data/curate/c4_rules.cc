@@ -19,8 +19,8 @@ std::vector<std::u32string> python_splitlines(const std::u32string& t) {
   size_t start = 0;
   for (size_t i = 0; i < t.size(); ++i) {
     const char32_t c = t[i];
-    const bool brk = c == U'\n' || c == U'\r' || c == 0x0B || c == 0x0C || c == 0x1C ||
-                     c == 0x1D || c == 0x1E || c == 0x85 || c == 0x2028 || c == 0x2029;
+    const bool brk = c == U'\n' || c == U'\r' || c == 0x0B || c == 0x0C || c == 0x1C || c == 0x1D ||
+                     c == 0x1E || c == 0x85 || c == 0x2028 || c == 0x2029;
     if (!brk) continue;
     out.push_back(t.substr(start, i - start));
     if (c == U'\r' && i + 1 < t.size() && t[i + 1] == U'\n') ++i;
@@ -162,9 +162,9 @@ C4Result apply_c4(const std::string& utf8, const C4Rules& c) {
     }
     if (c.remove_citations) line = remove_citations(line);
     if (c.terminal_punct) {
-      const bool punct = !line.empty() && (line.back() == U'.' || line.back() == U'?' ||
-                                           line.back() == U'!' || line.back() == U'"' ||
-                                           line.back() == U'\'');
+      const bool punct =
+          !line.empty() && (line.back() == U'.' || line.back() == U'?' || line.back() == U'!' ||
+                            line.back() == U'"' || line.back() == U'\'');
       if (!punct || ends_with(line, U"...")) {
         ++r.lines["c4_no_terminal_punct"];
         continue;

@@ -28,7 +28,7 @@
 namespace mtnlg::curate {
 
 struct C4Rules {
-  int64_t max_word_length = -1;     // c4_too_long_word; -1 off (DataTrove: 1000)
+  int64_t max_word_length = -1;  // c4_too_long_word; -1 off (DataTrove: 1000)
   bool remove_citations = false;
   bool terminal_punct = false;      // c4_no_terminal_punct
   int64_t min_words_per_line = -1;  // c4_too_few_words; -1 off (DataTrove: 3)

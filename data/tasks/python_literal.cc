@@ -21,10 +21,9 @@ class Parser {
     if (c == '{') return dict(depth);
     if (c == '\'' || c == '"') return strings();
     if (c == '-' || c == '+' || std::isdigit(static_cast<unsigned char>(c))) return integer();
-    for (const auto& [word, kind, b] :
-         {std::tuple{"True", PyValue::Kind::kBool, true},
-          std::tuple{"False", PyValue::Kind::kBool, false},
-          std::tuple{"None", PyValue::Kind::kNone, false}}) {
+    for (const auto& [word, kind, b] : {std::tuple{"True", PyValue::Kind::kBool, true},
+                                        std::tuple{"False", PyValue::Kind::kBool, false},
+                                        std::tuple{"None", PyValue::Kind::kNone, false}}) {
       const std::string_view w(word);
       if (t_.substr(i_, w.size()) == w) {
         i_ += w.size();
@@ -121,10 +120,14 @@ class Parser {
     for (size_t k = 0; k < n; ++k) {
       const char c = t_[i_ + k];
       x <<= 4;
-      if (c >= '0' && c <= '9') x |= static_cast<unsigned>(c - '0');
-      else if (c >= 'a' && c <= 'f') x |= static_cast<unsigned>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') x |= static_cast<unsigned>(c - 'A' + 10);
-      else fail("a bad hex escape");
+      if (c >= '0' && c <= '9')
+        x |= static_cast<unsigned>(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        x |= static_cast<unsigned>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        x |= static_cast<unsigned>(c - 'A' + 10);
+      else
+        fail("a bad hex escape");
     }
     i_ += n;
     return x;
@@ -153,20 +156,47 @@ class Parser {
       if (at_end()) fail("a lone backslash");
       const char e = t_[i_++];
       switch (e) {
-        case '\n': break;  // a line continuation
-        case '\\': out.push_back(U'\\'); break;
-        case '\'': out.push_back(U'\''); break;
-        case '"': out.push_back(U'"'); break;
-        case 'n': out.push_back(U'\n'); break;
-        case 't': out.push_back(U'\t'); break;
-        case 'r': out.push_back(U'\r'); break;
-        case 'a': out.push_back(U'\a'); break;
-        case 'b': out.push_back(U'\b'); break;
-        case 'f': out.push_back(U'\f'); break;
-        case 'v': out.push_back(U'\v'); break;
-        case 'x': out.push_back(hex(2)); break;
-        case 'u': out.push_back(hex(4)); break;
-        case 'U': out.push_back(hex(8)); break;
+        case '\n':
+          break;  // a line continuation
+        case '\\':
+          out.push_back(U'\\');
+          break;
+        case '\'':
+          out.push_back(U'\'');
+          break;
+        case '"':
+          out.push_back(U'"');
+          break;
+        case 'n':
+          out.push_back(U'\n');
+          break;
+        case 't':
+          out.push_back(U'\t');
+          break;
+        case 'r':
+          out.push_back(U'\r');
+          break;
+        case 'a':
+          out.push_back(U'\a');
+          break;
+        case 'b':
+          out.push_back(U'\b');
+          break;
+        case 'f':
+          out.push_back(U'\f');
+          break;
+        case 'v':
+          out.push_back(U'\v');
+          break;
+        case 'x':
+          out.push_back(hex(2));
+          break;
+        case 'u':
+          out.push_back(hex(4));
+          break;
+        case 'U':
+          out.push_back(hex(8));
+          break;
         default:
           if (e >= '0' && e <= '7') {  // up to three octal digits
             unsigned x = static_cast<unsigned>(e - '0');

@@ -27,9 +27,9 @@ PythonRandom::PythonRandom(uint64_t seed) {
 void PythonRandom::init_genrand(uint32_t s) {
   mt_[0] = s;
   for (mti_ = 1; mti_ < kN; ++mti_)
-    mt_[static_cast<size_t>(mti_)] =
-        1812433253U * (mt_[static_cast<size_t>(mti_ - 1)] ^ (mt_[static_cast<size_t>(mti_ - 1)] >> 30)) +
-        static_cast<uint32_t>(mti_);
+    mt_[static_cast<size_t>(mti_)] = 1812433253U * (mt_[static_cast<size_t>(mti_ - 1)] ^
+                                                    (mt_[static_cast<size_t>(mti_ - 1)] >> 30)) +
+                                     static_cast<uint32_t>(mti_);
 }
 
 void PythonRandom::init_by_array(const std::vector<uint32_t>& key) {
@@ -48,7 +48,8 @@ void PythonRandom::init_by_array(const std::vector<uint32_t>& key) {
     if (j >= len) j = 0;
   }
   for (size_t k = kN - 1; k > 0; --k) {
-    mt_[i] = (mt_[i] ^ ((mt_[i - 1] ^ (mt_[i - 1] >> 30)) * 1566083941U)) - static_cast<uint32_t>(i);
+    mt_[i] =
+        (mt_[i] ^ ((mt_[i - 1] ^ (mt_[i - 1] >> 30)) * 1566083941U)) - static_cast<uint32_t>(i);
     ++i;
     if (i >= kN) {
       mt_[0] = mt_[kN - 1];

@@ -22,9 +22,9 @@ class PythonRandom {
   explicit PythonRandom(uint64_t seed);
 
   uint32_t genrand_uint32();
-  double random();                  // [0, 1), 53 bits
-  uint64_t getrandbits(int k);      // 0 < k <= 64
-  uint64_t randbelow(uint64_t n);   // [0, n), n > 0
+  double random();                 // [0, 1), 53 bits
+  uint64_t getrandbits(int k);     // 0 < k <= 64
+  uint64_t randbelow(uint64_t n);  // [0, n), n > 0
   // random.sample(range(n), k): k distinct indices in [0, n). Throws invalid_argument when
   // k > n (Python's "Sample larger than population or is negative").
   std::vector<int64_t> sample(int64_t n, int64_t k);

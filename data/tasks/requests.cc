@@ -10,8 +10,8 @@ namespace mtnlg::tasks {
 TokenPair encode_pair(const Gpt2Tokenizer& tok, std::string_view context,
                       std::string_view continuation) {
   if (context.empty())
-    throw invalid_argument("a request's context is empty (encode_request gives it the prefix token)",
-                           "request");
+    throw invalid_argument(
+        "a request's context is empty (encode_request gives it the prefix token)", "request");
   std::u32string ctx = utf8_to_u32(context);
   size_t keep = ctx.size();
   while (keep > 0 && python_isspace(ctx[keep - 1])) --keep;
@@ -24,7 +24,8 @@ TokenPair encode_pair(const Gpt2Tokenizer& tok, std::string_view context,
   TokenPair p;
   p.context = tok.encode(c);
   if (p.context.size() <= whole.size())
-    p.continuation.assign(whole.begin() + static_cast<std::ptrdiff_t>(p.context.size()), whole.end());
+    p.continuation.assign(whole.begin() + static_cast<std::ptrdiff_t>(p.context.size()),
+                          whole.end());
   return p;
 }
 

@@ -188,7 +188,8 @@ ChoiceDoc choice_doc(const ChoiceTask& task, std::string_view line) {
     if (i == std::string::npos)
       throw invalid_argument("the sentence has no '_' to fill", "sentence");
     d.multiple_input = true;
-    d.choices = {sentence.substr(0, i) + r.str("option1"), sentence.substr(0, i) + r.str("option2")};
+    d.choices = {sentence.substr(0, i) + r.str("option1"),
+                 sentence.substr(0, i) + r.str("option2")};
     d.target = strip(std::string_view(sentence).substr(i + 1));
     const std::string answer = r.str("answer");
     if (answer != "1" && answer != "2")
@@ -206,7 +207,11 @@ ChoiceDoc choice_doc(const ChoiceTask& task, std::string_view line) {
     const auto option = [](const PyValue& problem) {
       const std::string letter = problem.at("answer").str;
       const PyValue& options = problem.at("options");
-      const size_t k = letter == "A" ? 0 : letter == "B" ? 1 : letter == "C" ? 2 : letter == "D" ? 3 : 4;
+      const size_t k = letter == "A"   ? 0
+                       : letter == "B" ? 1
+                       : letter == "C" ? 2
+                       : letter == "D" ? 3
+                                       : 4;
       if (k > 3 || options.items.size() <= k)
         throw invalid_argument("answer '" + letter + "' is not one of the options A-D", "problems");
       return k;
@@ -226,11 +231,13 @@ ChoiceDoc choice_doc(const ChoiceTask& task, std::string_view line) {
     text += last.at("question").str;
     d.question = std::move(text);
     const PyValue& options = last.at("options");
-    if (options.items.size() < 4) throw invalid_argument("the last problem has fewer than 4 options", "problems");
+    if (options.items.size() < 4)
+      throw invalid_argument("the last problem has fewer than 4 options", "problems");
     for (size_t k = 0; k < 4; ++k) d.choices.push_back(options.items[k].str);
     d.gold = static_cast<int64_t>(option(last));
   } else if (t == "hans") {
-    d.question = r.str("premise") + "\nQuestion: " + r.str("hypothesis") + " True or False?\nAnswer:";
+    d.question =
+        r.str("premise") + "\nQuestion: " + r.str("hypothesis") + " True or False?\nAnswer:";
     d.choices = {"True", "False"};
     d.gold = r.integer("label");
   } else {

@@ -19,8 +19,8 @@
 //   race        test (test, the document removed: RACE has no other split here)  its
 //               preprocess_race.py (version 3.0): "problems" is a Python literal (ast.literal_eval)
 //               of the article's questions; the text is "Article: {article}\n\n", then each earlier
-//               problem answered (a cloze "... _ ." filled in, else "Question: ...\nAnswer: ...\n"),
-//               then the last problem's question; its 4 options; gold by its answer letter
+//               problem answered (a cloze "... _ ." filled in, else "Question: ...\nAnswer:
+//               ...\n"), then the last problem's question; its 4 options; gold by its answer letter
 //   hans        validation (train)  defined here in the harness's style (it has no HANS task):
 //               "{premise}\nQuestion: {hypothesis} True or False?\nAnswer:"  [True, False],
 //               label 0 (entailment) True, 1 (non-entailment) False

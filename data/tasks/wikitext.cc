@@ -61,19 +61,31 @@ std::string wikitext_detokenize(std::string_view page) {
     out.push_back(s[i++]);
   }
   s = out;
-  for (const auto& [from, to] : {std::pair<std::u32string_view, std::u32string_view>{U" @-@ ", U"-"},
-                                 {U" @,@ ", U","}, {U" @.@ ", U"."}, {U" : ", U": "},
-                                 {U" ; ", U"; "}, {U" . ", U". "}, {U" ! ", U"! "},
-                                 {U" ? ", U"? "}, {U" , ", U", "}})
+  for (const auto& [from, to] :
+       {std::pair<std::u32string_view, std::u32string_view>{U" @-@ ", U"-"},
+        {U" @,@ ", U","},
+        {U" @.@ ", U"."},
+        {U" : ", U": "},
+        {U" ; ", U"; "},
+        {U" . ", U". "},
+        {U" ! ", U"! "},
+        {U" ? ", U"? "},
+        {U" , ", U", "}})
     s = replace_all(s, from, to);
   s = tighten(s, U'(', U')');
   s = tighten(s, U'[', U']');
   s = tighten(s, U'{', U'}');
   s = tighten(s, U'"', U'"');
   s = tighten(s, U'\'', U'\'');
-  for (const auto& [from, to] : {std::pair<std::u32string_view, std::u32string_view>{U"= = = =", U"===="},
-                                 {U"= = =", U"==="}, {U"= =", U"=="}, {U" \u00b0 ", U"\u00b0"},
-                                 {U" \n", U"\n"}, {U"\n ", U"\n"}, {U" N ", U" 1 "}, {U" 's", U"'s"}})
+  for (const auto& [from, to] :
+       {std::pair<std::u32string_view, std::u32string_view>{U"= = = =", U"===="},
+        {U"= = =", U"==="},
+        {U"= =", U"=="},
+        {U" \u00b0 ", U"\u00b0"},
+        {U" \n", U"\n"},
+        {U"\n ", U"\n"},
+        {U" N ", U" 1 "},
+        {U" 's", U"'s"}})
     s = replace_all(s, from, to);
   return u32_to_utf8(s);
 }

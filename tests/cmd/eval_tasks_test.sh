@@ -291,7 +291,10 @@ for task in ("piqa", "boolq", "wic", "anli_r2", "hellaswag", "winogrande", "hans
         ok = ours["acc"] == acc and abs(ours["acc_stderr"] - se) < 1e-12 and ours["documents"] == n
         # Every choice's log-likelihood, document by document (--log-samples): float32 against
         # float64, within 1e-5 of its size.
-        mine = [json.loads(l) for l in open(os.path.join(tmp, f"samples-{task}-{shots}.jsonl"))]
+        reqs = [json.loads(l) for l in open(os.path.join(tmp, f"samples-{task}-{shots}.jsonl"))]
+        mine = [{"loglikelihoods": [r["loglikelihood"] for r in reqs if r["doc_id"] == d]}
+                for d in range(n)]
+        ok &= all(r["continuation"].startswith(" ") and r["context"] for r in reqs)
         worst = max(abs(a - b) / max(1.0, abs(b)) for m, r in zip(mine, lls)
                     for a, b in zip(m["loglikelihoods"], r))
         ok &= len(mine) == n and all(len(m["loglikelihoods"]) == len(r) for m, r in zip(mine, lls))
@@ -353,7 +356,7 @@ ours = json.loads(open(os.path.join(tmp, "ours-wikitext-0.json")).read())
 mine = [json.loads(l) for l in open(os.path.join(tmp, "samples-wikitext-0.jsonl"))]
 ok = all(abs(ours[k] / v - 1) < 1e-6 for k, v in want.items()) and len(mine) == len(pages)
 ok &= all(abs(m["loglikelihood"] - r) < 1e-5 * max(1, abs(r)) for m, r in zip(mine, lls))
-ok &= all(m["words"] == len(re.split(r"\s+", pg)) and m["bytes"] == len(pg.encode()) for m, pg in zip(mine, pages))
+ok &= all(m["continuation"] == wikitext_detokenizer(pg) and m["context"] == "" for m, pg in zip(mine, pages))
 windows = [len(rolling(tok.encode(wikitext_detokenizer(pg)), EOT, max_length)) for pg in pages]
 ok &= max(windows) >= 3
 print(("ok" if ok else "FAIL") + f": wikitext: {', '.join(f'{k} {ours[k]:.6f} (reference {v:.6f})' for k, v in want.items())}"
@@ -369,6 +372,20 @@ sys.exit(1 if bad else 0)
 PY
 check "the accuracies and perplexities equal the harness's algorithm over the float64 model" [ $? = 0 ]
 
+# Several shot counts in one run: a JSON line for each, the results keyed by them, and the paper's
+# table on the terminal with the same accuracies as the single runs above.
+"$bin" --hf-model "$tmp/hf/model.safetensors" --tasks piqa,boolq --task-dir "$tmp/tasks" \
+  --num-fewshot 0,2 --threads 2 --output "$tmp/multi.json" >"$tmp/multi.out" 2>"$tmp/multi.err"
+check "--num-fewshot 0,2: four JSON lines" [ "$(grep -c '^{"task"' "$tmp/multi.out")" = 4 ]
+check "the table's header and rows" bash -c "grep -Eq '^task +metric +zero-shot +2-shot' '$tmp/multi.err' &&
+  grep -Eq '^piqa +acc +[0-9.]+ +[0-9.]+' '$tmp/multi.err' && grep -Eq '^boolq +acc ' '$tmp/multi.err'"
+check "the same accuracies as one shot count a run" /usr/bin/python3 -c "
+import json, sys
+multi = json.load(open('$tmp/multi.json'))['results']
+for task in ('piqa', 'boolq'):
+    for k in (0, 2):
+        one = json.load(open(f'$tmp/results-{task}-{k}.json'))['results'][task]
+        if multi[f'{task} ({k}-shot)']['acc,none'] != one['acc,none']: sys.exit(1)"
 expect 2 "unknown task 'race_x'" -- --hf-model "$tmp/hf/model.safetensors" --tasks race_x \
   --task-dir "$tmp/tasks"
 printf '{"goal": "g", "sol1": "a", "label": 0}\n' >"$tmp/tasks/piqa/validation.jsonl"

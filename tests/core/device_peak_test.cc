@@ -28,7 +28,8 @@ TEST_CASE("datasheet peaks by CUDA's device name - SXM, PCIe and NVL parts apart
     CHECK(spec->peak(PeakPrecision::kFp8) == w.fp8);
     CHECK(spec->peak(PeakPrecision::kTf32) == w.tf32);
   }
-  for (const char* other : {"cpu (2 threads)", "NVIDIA GeForce RTX 4090", "Tesla V100-SXM2-32GB", ""})
+  for (const char* other :
+       {"cpu (2 threads)", "NVIDIA GeForce RTX 4090", "Tesla V100-SXM2-32GB", ""})
     CHECK_FALSE(device_spec_from_name(other).has_value());
 }
 

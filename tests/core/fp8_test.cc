@@ -18,7 +18,7 @@ namespace mtnlg {
 namespace {
 
 struct Grid {
-  std::vector<float> values;  // the finite non-negative values, ascending
+  std::vector<float> values;   // the finite non-negative values, ascending
   std::vector<uint8_t> bytes;  // their bytes
 };
 
@@ -42,11 +42,12 @@ float nearest(const Grid& g, float x) {
   if (std::isnan(x)) return x;
   const float a = std::fabs(x);
   if (a >= g.values.back()) return std::copysign(g.values.back(), x);
-  const auto hi = static_cast<size_t>(std::lower_bound(g.values.begin(), g.values.end(), a) -
-                                      g.values.begin());
+  const auto hi =
+      static_cast<size_t>(std::lower_bound(g.values.begin(), g.values.end(), a) - g.values.begin());
   if (g.values[hi] == a) return std::copysign(a, x);
   const size_t lo = hi - 1;
-  const double dlo = static_cast<double>(a) - g.values[lo], dhi = g.values[hi] - static_cast<double>(a);
+  const double dlo = static_cast<double>(a) - g.values[lo],
+               dhi = g.values[hi] - static_cast<double>(a);
   size_t pick = dlo < dhi ? lo : dhi < dlo ? hi : (g.bytes[lo] % 2 == 0 ? lo : hi);
   return std::copysign(g.values[pick], x);
 }
@@ -81,8 +82,8 @@ TEST_CASE("FP8 casts round to the nearest, ties to even, and saturate") {
     std::vector<float> xs;
     for (size_t i = 0; i + 1 < g.values.size(); ++i) {
       const float mid = 0.5f * (g.values[i] + g.values[i + 1]);  // exact in float: a tie
-      xs.insert(xs.end(), {g.values[i], mid, std::nextafter(mid, 0.0f),
-                           std::nextafter(mid, 1e30f)});
+      xs.insert(xs.end(),
+                {g.values[i], mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e30f)});
     }
     std::mt19937 gen(7);
     std::uniform_real_distribution<float> exponent(-22.0f, 18.0f);
@@ -169,8 +170,9 @@ TEST_CASE("FP8 scaling state round-trips bit for bit and refuses other settings"
   Fp8Options other = o;
   other.amax_history_len = 8;
   Fp8TensorScaling c(Fp8Format::kE5M2, other);
-  CHECK_THROWS_WITH(c.deserialize(a.serialize(), "ckpt/fp8"),
-                    Catch::Contains("amax_history_len 16 against 8") && Catch::Contains("ckpt/fp8"));
+  CHECK_THROWS_WITH(
+      c.deserialize(a.serialize(), "ckpt/fp8"),
+      Catch::Contains("amax_history_len 16 against 8") && Catch::Contains("ckpt/fp8"));
   Fp8TensorScaling d(Fp8Format::kE4M3, o);
   CHECK_THROWS_AS(d.deserialize(a.serialize(), "x"), Error);
   const std::string bytes = a.serialize();
@@ -197,8 +199,10 @@ TEST_CASE("an emulated FP8 GEMM is the product within the formats' rounding") {
   float amax_a = 0, amax_b = 0;
   for (const float x : a) amax_a = std::max(amax_a, std::fabs(x));
   for (const float x : b) amax_b = std::max(amax_b, std::fabs(x));
-  CHECK(fp8_quantize(a.data(), qa.data(), m * k, sa.current_scale(amax_a), Fp8Format::kE4M3) == amax_a);
-  CHECK(fp8_quantize(b.data(), qb.data(), k * n, sb.current_scale(amax_b), Fp8Format::kE4M3) == amax_b);
+  CHECK(fp8_quantize(a.data(), qa.data(), m * k, sa.current_scale(amax_a), Fp8Format::kE4M3) ==
+        amax_a);
+  CHECK(fp8_quantize(b.data(), qb.data(), k * n, sb.current_scale(amax_b), Fp8Format::kE4M3) ==
+        amax_b);
   double worst = 0;
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < n; ++j) {

@@ -19,7 +19,7 @@ namespace {
 TEST_CASE("cuDNN attention without dropout matches the CPU, forward and backward") {
   ScopedEnv env("MTNLG_CUDA_ATTENTION", "cudnn");
   const DType dt = GENERATE(DType::kBF16, DType::kF16);
-  const int64_t s = GENERATE(128, 300);      // 300: not a multiple of cuDNN's 64-row tiles
+  const int64_t s = GENERATE(128, 300);       // 300: not a multiple of cuDNN's 64-row tiles
   const int64_t hd = GENERATE(64, 128, 160);  // 160: the 530B recipe's head size
   INFO(dtype_name(dt) << ", s " << s << ", hd " << hd);
   Twin tw;
@@ -71,7 +71,8 @@ TEST_CASE("cuDNN attention dropout: a kept-or-dropped mask, scaled, at the keep 
   Twin tw;
   Tensor qg = tw.dev(probe.qkv);
   const auto forward = [&](RngStream rng) {
-    Tensor o = tw.gpu->alloc({b, s, heads * hd}, dt), st = tw.gpu->alloc({b, heads, s}, DType::kF32);
+    Tensor o = tw.gpu->alloc({b, s, heads * hd}, dt),
+           st = tw.gpu->alloc({b, heads, s}, DType::kF32);
     tw.gpu->attention_forward(o, st, qg, heads, p, rng);
     return std::pair{tw.host(o), st};
   };

@@ -16,10 +16,14 @@ namespace {
 
 std::string to_json(const PyValue& v) {
   switch (v.kind) {
-    case PyValue::Kind::kNone: return "null";
-    case PyValue::Kind::kBool: return v.boolean ? "true" : "false";
-    case PyValue::Kind::kInt: return std::to_string(v.integer);
-    case PyValue::Kind::kStr: return json_string(v.str);
+    case PyValue::Kind::kNone:
+      return "null";
+    case PyValue::Kind::kBool:
+      return v.boolean ? "true" : "false";
+    case PyValue::Kind::kInt:
+      return std::to_string(v.integer);
+    case PyValue::Kind::kStr:
+      return json_string(v.str);
     case PyValue::Kind::kList: {
       std::string s = "[";
       for (size_t i = 0; i < v.items.size(); ++i) {
@@ -73,7 +77,8 @@ for _ in range(300):
   std::istringstream in(python(program));
   const auto unhex = [](const std::string& h) {
     std::string out;
-    for (size_t i = 0; i + 1 < h.size(); i += 2) out.push_back(static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16)));
+    for (size_t i = 0; i + 1 < h.size(); i += 2)
+      out.push_back(static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16)));
     return out;
   };
   int n = 0;

@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -17,7 +18,8 @@ namespace mtnlg::tasks {
 namespace {
 
 TEST_CASE("random() and getrandbits are Python's, seed for seed") {
-  const std::vector<uint64_t> seeds = {0, 1, 1234, (uint64_t{1} << 40) + 5, 18446744073709551615ull};
+  const std::vector<uint64_t> seeds = {0, 1, 1234, (uint64_t{1} << 40) + 5,
+                                       18446744073709551615ull};
   std::string program = "import random\n";
   for (const uint64_t s : seeds)
     program += "r = random.Random(" + std::to_string(s) +
@@ -70,7 +72,31 @@ TEST_CASE("sample() is Python's on both sides of its change of algorithm") {
   CHECK_THROWS_AS(r.sample(3, 4), Error);
 }
 
-TEST_CASE("the harness's few-shot sampler: n + 1 drawn and the document removed from its own split") {
+// The fixture was written once by Python (its first line says which) and is committed: this case
+// needs no Python.
+TEST_CASE("sample() equals a committed fixture of Random(1234) draws") {
+  std::ifstream in(test::source_path("tests/tasks/fixtures/python_random_1234_sample.txt"));
+  REQUIRE(in);
+  PythonRandom r(1234);
+  int draws = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream f(line);
+    int64_t n = 0, k = 0;
+    std::string colon;
+    f >> n >> k >> colon;
+    std::vector<int64_t> want;
+    for (int64_t x; f >> x;) want.push_back(x);
+    INFO("sample(range(" << n << "), " << k << ")");
+    REQUIRE(static_cast<int64_t>(want.size()) == k);
+    REQUIRE(r.sample(n, k) == want);
+    ++draws;
+  }
+  CHECK(draws > 100);
+}
+
+TEST_CASE(
+    "the harness's few-shot sampler: n + 1 drawn and the document removed from its own split") {
   // Documents as the harness holds them (dicts, here strings); the evaluated ones are the same
   // split's, with a duplicate of one of them in the pool.
   std::vector<std::string> docs;
@@ -88,8 +114,9 @@ TEST_CASE("the harness's few-shot sampler: n + 1 drawn and the document removed 
   for (const int64_t d : evaluated) {
     std::string line;
     REQUIRE(std::getline(in, line));
-    const auto picked = s.sample(static_cast<int64_t>(docs.size()), 3,
-                                 [&](int64_t i) { return docs[static_cast<size_t>(i)] == docs[static_cast<size_t>(d)]; });
+    const auto picked = s.sample(static_cast<int64_t>(docs.size()), 3, [&](int64_t i) {
+      return docs[static_cast<size_t>(i)] == docs[static_cast<size_t>(d)];
+    });
     std::vector<std::string> got;
     for (const int64_t i : picked) got.push_back(docs[static_cast<size_t>(i)]);
     std::vector<std::string> want;

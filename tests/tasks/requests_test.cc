@@ -48,9 +48,9 @@ TEST_CASE("requests are the harness's: the context's trailing spaces move, the w
       {"Tabs and newlines\t\n", "next"},
       {"A no-break space\u00a0", "after"},  // str.isspace: U+00A0 is whitespace
       {"Ends in ideographic space\u3000", "x"},
-      {"Caf\u00e9", "s"},                  // "Cafés" encodes differently from "Café" + "s"
-      {"don", "'t stop"},                   // a merge across the boundary
-      {"", " hello world"},                 // empty: <|endoftext|> as the context
+      {"Caf\u00e9", "s"},    // "Cafés" encodes differently from "Café" + "s"
+      {"don", "'t stop"},    // a merge across the boundary
+      {"", " hello world"},  // empty: <|endoftext|> as the context
       {"Hello", ""},
   };
   const auto tok = Gpt2Tokenizer::load(test::source_path("data/gpt2/encoder.json"),

@@ -94,7 +94,8 @@ TEST_CASE("rolling windows are the harness's get_rolling_token_windows, made dis
       "    a, b = pair\n"
       "    return a[: len(a) - (len(b) - 1)], b\n"
       "for n in [0, 1, 2, 7, 8, 9, 16, 17, 26, 31]:\n"
-      "    w = list(map(make_disjoint_window, get_rolling_token_windows(list(range(100, 100 + n)), 7, 8, 1)))\n"
+      "    w = list(map(make_disjoint_window, get_rolling_token_windows(list(range(100, 100 + n)), "
+      "7, 8, 1)))\n"
       "    print(n, '|'.join(','.join(map(str, a)) + ';' + ','.join(map(str, b)) for a, b in w))\n";
   std::istringstream in(python(program));
   for (const int64_t n : {0, 1, 2, 7, 8, 9, 16, 17, 26, 31}) {
