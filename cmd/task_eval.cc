@@ -197,12 +197,20 @@ TaskMetrics run_choice_task(const tasks::ChoiceTask& t, GPTDecoder& decoder,
     size_t best = 0, best_norm = 0;
     double top = 0, top_norm = 0;
     std::vector<double> lls;
+    // The choices of one context share its forward pass (score_choices).
+    std::vector<Loglikelihood> shared;
+    if (!doc.multiple_input) {
+      std::vector<std::string> conts;
+      for (const std::string& c : doc.choices) conts.push_back(" " + c);
+      shared = score_choices(decoder, tok, context, conts);
+    }
     for (size_t c = 0; c < doc.choices.size(); ++c) {
       // Multiple inputs: each choice is a context before the shared target.
       const std::string ctx =
           doc.multiple_input ? tasks::fewshot_prompt(examples, doc.choices[c]) : context;
       const std::string cont = " " + (doc.multiple_input ? doc.target : doc.choices[c]);
-      const Loglikelihood r = score_request(decoder, tok, ctx, cont);
+      const Loglikelihood r =
+          doc.multiple_input ? score_request(decoder, tok, ctx, cont) : shared[c];
       log_request(o, t.name, i, static_cast<int64_t>(c), ctx, cont, r);
       const double ll = r.logprob;
       lls.push_back(ll);
@@ -253,6 +261,49 @@ Loglikelihood score_tokens(GPTDecoder& decoder, const tasks::TokenPair& pair) {
 Loglikelihood score_request(GPTDecoder& decoder, const Gpt2Tokenizer& tok,
                             const std::string& context, const std::string& continuation) {
   return score_tokens(decoder, tasks::encode_request(tok, context, continuation, tok.eod()));
+}
+
+std::vector<Loglikelihood> score_choices(GPTDecoder& decoder, const Gpt2Tokenizer& tok,
+                                         const std::string& context,
+                                         const std::vector<std::string>& continuations) {
+  std::vector<tasks::TokenPair> pairs;
+  bool shared = true;
+  for (const std::string& c : continuations) {
+    pairs.push_back(tasks::encode_request(tok, context, c, tok.eod()));
+    const tasks::TokenPair& p = pairs.back();
+    shared = shared && !p.context.empty() && !p.continuation.empty() &&
+             p.context == pairs.front().context &&
+             static_cast<int64_t>(p.context.size() + p.continuation.size()) <=
+                 decoder.max_tokens() + 1;  // no truncation: the window is the whole request
+  }
+  std::vector<Loglikelihood> out;
+  if (!shared) {
+    for (const tasks::TokenPair& p : pairs) out.push_back(score_tokens(decoder, p));
+    return out;
+  }
+  // The context but its last token once; then per continuation that token and the
+  // continuation but its last, whose rows score the continuation's tokens.
+  const std::vector<int32_t>& ctx = pairs.front().context;
+  decoder.reset();
+  if (ctx.size() > 1) decoder.feed({ctx.data(), ctx.size() - 1});
+  const int64_t base = decoder.position();
+  const int64_t vocab = decoder.vocab();
+  for (const tasks::TokenPair& p : pairs) {
+    decoder.rewind(base);
+    std::vector<int32_t> in = {ctx.back()};
+    in.insert(in.end(), p.continuation.begin(), p.continuation.end() - 1);
+    const std::vector<float> logits = decoder.feed_rows(in, 0);
+    Loglikelihood r;
+    r.greedy = true;
+    for (size_t j = 0; j < p.continuation.size(); ++j) {
+      bool is_max = false;
+      r.logprob += log_softmax_at(logits.data() + static_cast<int64_t>(j) * vocab, vocab,
+                                  p.continuation[j], &is_max);
+      r.greedy = r.greedy && is_max;
+    }
+    out.push_back(r);
+  }
+  return out;
 }
 
 TaskMetrics run_task(const std::string& task, GPTDecoder& decoder, const Gpt2Tokenizer& tok,

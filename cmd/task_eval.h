@@ -63,5 +63,11 @@ struct Loglikelihood {
 };
 Loglikelihood score_request(GPTDecoder& decoder, const Gpt2Tokenizer& tok,
                             const std::string& context, const std::string& continuation);
+// Several continuations of one context, as score_request scores each: where their requests share
+// the context's tokens and fit the window whole, the context is fed once and each continuation
+// from the cache after it; otherwise each is scored on its own.
+std::vector<Loglikelihood> score_choices(GPTDecoder& decoder, const Gpt2Tokenizer& tok,
+                                         const std::string& context,
+                                         const std::vector<std::string>& continuations);
 
 }  // namespace mtnlg

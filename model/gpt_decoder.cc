@@ -46,6 +46,14 @@ GPTDecoder::GPTDecoder(GPTStage& model, int64_t max_tokens)
   logits_ = Tensor::cpu({1, c.padded_vocab}, DType::kF32);
 }
 
+void GPTDecoder::rewind(int64_t position) {
+  if (position < 0 || position > position_)
+    throw invalid_argument("rewind to " + std::to_string(position) + " of " +
+                               std::to_string(position_) + " tokens fed",
+                           "decoder");
+  position_ = position;
+}
+
 std::vector<float> GPTDecoder::feed(std::span<const int32_t> tokens) {
   embed_and_run(tokens);
   std::vector<float> out;

@@ -34,6 +34,10 @@ class GPTDecoder {
 
   // Empties the cache (a new sequence starts at position 0).
   void reset() { position_ = 0; }
+  // Goes back to an earlier position: the cache keeps the tokens before it, the next feed starts
+  // there (several continuations of one context, the context fed once). Throws invalid_argument
+  // for a position past the tokens fed.
+  void rewind(int64_t position);
 
   // Feeds `tokens` at positions [position(), position() + n) and returns the logits of the last
   // one: `vocab()` values (the padded vocabulary's extra columns dropped). Throws
