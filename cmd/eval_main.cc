@@ -2,9 +2,11 @@
 // valid/test samples or on a whole .bin/.idx (cmd/eval.h). Prints one JSON line. Exit status as
 // mtnlg-train's: 0 success; 2 a bad command line, argument or recipe; 4 a missing or corrupt
 // file; 1 anything else.
+#include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -73,19 +75,23 @@ int run_tasks(mtnlg::ModelSource source, const std::vector<std::string>& overrid
   source.recipe_overrides = overrides;
   const std::unique_ptr<mtnlg::Backend> backend = mtnlg::make_cpu_backend(threads);
   mtnlg::LoadedModel loaded = mtnlg::load_model(source, *backend);
-  mtnlg::GPTDecoder decoder(*loaded.model, loaded.model->config().max_positions);
+  mtnlg::GPTScorer scorer(*loaded.model, o.batch_size * loaded.model->config().max_positions);
   std::string results, nshot, nsamples;
   std::vector<std::vector<mtnlg::TaskMetrics>> table(names.size());
   for (size_t ti = 0; ti < names.size(); ++ti)
     for (const int64_t k : shots) {
       const std::string& t = names[ti];
       o.num_fewshot = k;
-      const mtnlg::TaskMetrics m = mtnlg::run_task(t, decoder, *tok, o);
+      const mtnlg::TaskMetrics m = mtnlg::run_task(t, scorer, *tok, o);
       table[ti].push_back(m);
       // Several shot counts: the results' keys name them ("piqa (0-shot)").
       const std::string key = shots.size() > 1 ? t + " (" + std::to_string(k) + "-shot)" : t;
       mtnlg::JsonLine line, harness;
-      line.add("task", m.task).add("num_fewshot", m.num_fewshot).add("documents", m.documents);
+      line.add("task", m.task)
+          .add("num_fewshot", m.num_fewshot)
+          .add("documents", m.documents)
+          .add("tokens", m.tokens)
+          .add("seconds", m.seconds);
       harness.add("alias", key);
       if (m.has_rolling) {
         line.add("word_perplexity", m.word_perplexity)
@@ -199,6 +205,11 @@ int main(int argc, char** argv) {
   app.add_option("--limit", task_options.limit,
                  "With --tasks: score the first N documents of each task (0: all)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--batch-size", task_options.batch_size,
+                 "With --tasks: requests packed into one forward, up to N model windows' worth "
+                 "of tokens (memory grows with N; the scores do not change)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--fewshot-seed", task_options.fewshot_seed,
                  "With --tasks: the few-shot sampler's seed (the harness's default)")
       ->capture_default_str();
@@ -219,7 +230,7 @@ int main(int argc, char** argv) {
   if (const auto status = mtnlg::parse_command_line(app, argc, argv)) return *status;
 
   return mtnlg::exit_status_of([&] {
-    mtnlg::init_logging(log_level);
+    mtnlg::init_logging_to_stderr(log_level);  // stdout holds the results
     if (!task_names.empty()) {
       std::ostringstream samples;
       if (!log_samples.empty()) task_options.samples = &samples;
@@ -228,7 +239,8 @@ int main(int argc, char** argv) {
       if (!log_samples.empty()) mtnlg::write_file_atomic(log_samples, samples.str());
       return status;
     }
-    for (const char* flag : {"--task-dir", "--num-fewshot", "--limit", "--output", "--log-samples"})
+    for (const char* flag :
+         {"--task-dir", "--num-fewshot", "--limit", "--batch-size", "--output", "--log-samples"})
       if (app.get_option(flag)->count() > 0)
         throw mtnlg::invalid_argument(std::string(flag) + " goes with --tasks", flag);
     if (!config.empty() && !data.empty())
@@ -292,7 +304,13 @@ int main(int argc, char** argv) {
       count = std::min(count, samples->size());
       line.add("split", split);
     }
+    const auto start = std::chrono::steady_clock::now();
     const mtnlg::EvalResult r = mtnlg::evaluate(model, *samples, count, micro_batch);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // The time on stderr only: the JSON line stays the same run after run (scripts compare it).
+    spdlog::info("scored {} tokens in {:.3f} s: {:.0f} tokens/s", r.tokens, seconds,
+                 static_cast<double>(r.tokens) / seconds);
     line.add("loss", r.loss).add("ppl", r.ppl).add("samples", r.samples).add("tokens", r.tokens);
     std::cout << line.str() << std::endl;
     if (!std::cout) throw mtnlg::io_error("could not write to standard output");

@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
   if (const auto status = mtnlg::parse_command_line(app, argc, argv)) return *status;
 
   return mtnlg::exit_status_of([&] {
-    mtnlg::init_logging(log_level);
+    mtnlg::init_logging_to_stderr(log_level);  // stdout holds the results
     mtnlg::check_sampling(sampling);
     std::shared_ptr<const mtnlg::Gpt2Tokenizer> tokenizer;
     if (input_format == "text" || output_format != "ids") {

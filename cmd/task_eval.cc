@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -20,9 +21,6 @@
 
 namespace mtnlg {
 namespace {
-
-// One request's (log-likelihood, greedy) from its tokens (below).
-Loglikelihood score_tokens(GPTDecoder& decoder, const tasks::TokenPair& pair);
 
 // --log-samples: one JSON line a request, as the harness's samples keep it.
 void log_request(const TaskOptions& o, const std::string& task, int64_t doc_id, int64_t request,
@@ -75,21 +73,7 @@ Split read_split(const std::string& dir, const std::string& task, const std::str
   return s;
 }
 
-double log_softmax_at(const float* logits, int64_t vocab, int32_t token, bool* is_max) {
-  float max = logits[0];
-  int64_t arg = 0;
-  for (int64_t v = 1; v < vocab; ++v)
-    if (logits[v] > max) {
-      max = logits[v];
-      arg = v;
-    }
-  double sum = 0;
-  for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(logits[v]) - max);
-  *is_max = arg == token;
-  return static_cast<double>(logits[token]) - max - std::log(sum);
-}
-
-TaskMetrics run_wikitext(GPTDecoder& decoder, const Gpt2Tokenizer& tok, const TaskOptions& o) {
+TaskMetrics run_wikitext(GPTScorer& scorer, const Gpt2Tokenizer& tok, const TaskOptions& o) {
   if (o.num_fewshot != 0)
     throw invalid_argument("wikitext scores whole pages by rolling windows: --num-fewshot 0",
                            "--num-fewshot");
@@ -99,8 +83,9 @@ TaskMetrics run_wikitext(GPTDecoder& decoder, const Gpt2Tokenizer& tok, const Ta
   m.available = static_cast<int64_t>(eval.lines.size());
   m.has_rolling = true;
   const int64_t n = o.limit > 0 ? std::min(o.limit, m.available) : m.available;
-  double ll = 0;
-  int64_t words = 0, bytes = 0;
+  RequestSet requests(scorer.max_positions());
+  std::vector<std::string> texts;
+  std::vector<int64_t> first{0}, words, bytes;  // per page: its windows' requests [first, next)
   for (int64_t i = 0; i < n; ++i) {
     std::string page;
     JsonFieldStatus st;
@@ -113,24 +98,33 @@ TaskMetrics run_wikitext(GPTDecoder& decoder, const Gpt2Tokenizer& tok, const Ta
     if (st != JsonFieldStatus::kFound)
       throw invalid_argument("the document has no string \"page\" member",
                              eval.texts[static_cast<size_t>(i)]);
-    Loglikelihood doc{0, true};
-    const std::string text = tasks::wikitext_detokenize(page);
+    texts.push_back(tasks::wikitext_detokenize(page));
     for (const tasks::TokenPair& w :
-         tasks::rolling_windows(tok.encode(text), tok.eod(), decoder.max_tokens())) {
-      const Loglikelihood r = score_tokens(decoder, w);
-      doc.logprob += r.logprob;
-      doc.greedy = doc.greedy && r.greedy;
+         tasks::rolling_windows(tok.encode(texts.back()), tok.eod(), scorer.max_positions()))
+      requests.add(w);
+    first.push_back(requests.size());
+    words.push_back(tasks::wikitext_words(page));
+    bytes.push_back(static_cast<int64_t>(page.size()));
+  }
+  const std::vector<Loglikelihood> scores = requests.score(scorer, "wikitext");
+  double ll = 0;
+  int64_t all_words = 0, all_bytes = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const auto u = static_cast<size_t>(i);
+    Loglikelihood doc{0, true};
+    for (int64_t r = first[u]; r < first[u + 1]; ++r) {
+      doc.logprob += scores[static_cast<size_t>(r)].logprob;
+      doc.greedy = doc.greedy && scores[static_cast<size_t>(r)].greedy;
     }
     ll += doc.logprob;
-    words += tasks::wikitext_words(page);
-    bytes += static_cast<int64_t>(page.size());
-    log_request(o, "wikitext", i, 0, "", text, doc);  // the page scored whole
-    spdlog::info("wikitext: {}/{} pages scored", i + 1, n);
+    all_words += words[u];
+    all_bytes += bytes[u];
+    log_request(o, "wikitext", i, 0, "", texts[u], doc);  // the page scored whole
   }
   m.documents = n;
-  m.word_perplexity = std::exp(-ll / static_cast<double>(words));
-  m.byte_perplexity = std::exp(-ll / static_cast<double>(bytes));
-  m.bits_per_byte = -ll / static_cast<double>(bytes) / std::log(2.0);
+  m.word_perplexity = std::exp(-ll / static_cast<double>(all_words));
+  m.byte_perplexity = std::exp(-ll / static_cast<double>(all_bytes));
+  m.bits_per_byte = -ll / static_cast<double>(all_bytes) / std::log(2.0);
   return m;
 }
 
@@ -164,8 +158,8 @@ tasks::ChoiceDoc choice_doc_at(const tasks::ChoiceTask& t, const Split& s, size_
   }
 }
 
-TaskMetrics run_choice_task(const tasks::ChoiceTask& t, GPTDecoder& decoder,
-                            const Gpt2Tokenizer& tok, const TaskOptions& o) {
+TaskMetrics run_choice_task(const tasks::ChoiceTask& t, GPTScorer& scorer, const Gpt2Tokenizer& tok,
+                            const TaskOptions& o) {
   const Split eval = read_split(o.task_dir, t.name, t.eval_split, false);
   // The few-shot examples' split; the evaluated one itself (RACE), the document then removed.
   const bool same_split = t.fewshot_split == t.eval_split;
@@ -179,9 +173,16 @@ TaskMetrics run_choice_task(const tasks::ChoiceTask& t, GPTDecoder& decoder,
   m.available = static_cast<int64_t>(eval.lines.size());
   m.has_acc_norm = t.acc_norm;
   const int64_t n = o.limit > 0 ? std::min(o.limit, m.available) : m.available;
-  std::vector<double> acc, acc_norm;
+  // Every document's requests first (the few-shot draws in document order, as the harness
+  // makes them), then scored many to a forward, then each document's outcome.
+  struct Doc {
+    tasks::ChoiceDoc doc;
+    std::vector<std::string> contexts, continuations;  // per choice, as logged
+  };
+  std::vector<Doc> docs;
+  RequestSet requests(scorer.max_positions());
   for (int64_t i = 0; i < n; ++i) {
-    const tasks::ChoiceDoc doc = choice_doc_at(t, eval, static_cast<size_t>(i));
+    Doc d{choice_doc_at(t, eval, static_cast<size_t>(i)), {}, {}};
     std::vector<tasks::QaPair> examples;
     const std::string& line = eval.lines[static_cast<size_t>(i)];
     const auto equals_eval = same_split ? std::function<bool(int64_t)>([&](int64_t j) {
@@ -193,28 +194,32 @@ TaskMetrics run_choice_task(const tasks::ChoiceTask& t, GPTDecoder& decoder,
       const tasks::ChoiceDoc ex = choice_doc_at(t, shots, static_cast<size_t>(j));
       examples.push_back({ex.example_question(), ex.example_answer()});
     }
-    const std::string context = tasks::fewshot_prompt(examples, doc.question);
+    const std::string context = tasks::fewshot_prompt(examples, d.doc.question);
+    for (const std::string& c : d.doc.choices) {
+      // Multiple inputs (winogrande): each choice is a context before the shared target.
+      d.contexts.push_back(d.doc.multiple_input ? tasks::fewshot_prompt(examples, c) : context);
+      d.continuations.push_back(" " + (d.doc.multiple_input ? d.doc.target : c));
+    }
+    if (d.doc.multiple_input) {
+      for (size_t c = 0; c < d.contexts.size(); ++c)
+        requests.add(tok, d.contexts[c], {d.continuations[c]});
+    } else {
+      requests.add(tok, context, d.continuations);  // the choices share the context's pass
+    }
+    docs.push_back(std::move(d));
+  }
+  const std::vector<Loglikelihood> scores = requests.score(scorer, t.name);
+  std::vector<double> acc, acc_norm;
+  size_t r = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const Doc& d = docs[static_cast<size_t>(i)];
     size_t best = 0, best_norm = 0;
     double top = 0, top_norm = 0;
-    std::vector<double> lls;
-    // The choices of one context share its forward pass (score_choices).
-    std::vector<Loglikelihood> shared;
-    if (!doc.multiple_input) {
-      std::vector<std::string> conts;
-      for (const std::string& c : doc.choices) conts.push_back(" " + c);
-      shared = score_choices(decoder, tok, context, conts);
-    }
-    for (size_t c = 0; c < doc.choices.size(); ++c) {
-      // Multiple inputs: each choice is a context before the shared target.
-      const std::string ctx =
-          doc.multiple_input ? tasks::fewshot_prompt(examples, doc.choices[c]) : context;
-      const std::string cont = " " + (doc.multiple_input ? doc.target : doc.choices[c]);
-      const Loglikelihood r =
-          doc.multiple_input ? score_request(decoder, tok, ctx, cont) : shared[c];
-      log_request(o, t.name, i, static_cast<int64_t>(c), ctx, cont, r);
-      const double ll = r.logprob;
-      lls.push_back(ll);
-      const double norm = ll / static_cast<double>(utf8_to_u32(doc.choices[c]).size());
+    for (size_t c = 0; c < d.doc.choices.size(); ++c, ++r) {
+      const Loglikelihood& s = scores[r];
+      log_request(o, t.name, i, static_cast<int64_t>(c), d.contexts[c], d.continuations[c], s);
+      const double ll = s.logprob;
+      const double norm = ll / static_cast<double>(utf8_to_u32(d.doc.choices[c]).size());
       if (c == 0 || ll > top) {
         top = ll;
         best = c;
@@ -224,11 +229,8 @@ TaskMetrics run_choice_task(const tasks::ChoiceTask& t, GPTDecoder& decoder,
         best_norm = c;
       }
     }
-    acc.push_back(static_cast<int64_t>(best) == doc.gold ? 1.0 : 0.0);
-    acc_norm.push_back(static_cast<int64_t>(best_norm) == doc.gold ? 1.0 : 0.0);
-
-    if ((i + 1) % 100 == 0 || i + 1 == n)
-      spdlog::info("{}: {}/{} documents scored", t.name, i + 1, n);
+    acc.push_back(static_cast<int64_t>(best) == d.doc.gold ? 1.0 : 0.0);
+    acc_norm.push_back(static_cast<int64_t>(best_norm) == d.doc.gold ? 1.0 : 0.0);
   }
   m.documents = n;
   std::tie(m.acc, m.acc_stderr) = mean_stderr(acc);
@@ -238,34 +240,21 @@ TaskMetrics run_choice_task(const tasks::ChoiceTask& t, GPTDecoder& decoder,
 
 }  // namespace
 
-namespace {
-
-Loglikelihood score_tokens(GPTDecoder& decoder, const tasks::TokenPair& pair) {
-  const tasks::ModelInput in = tasks::causal_input(pair, decoder.max_tokens());
-  decoder.reset();
-  const std::vector<float> logits = decoder.feed_rows(in.tokens, in.first_scored);
-  const int64_t vocab = decoder.vocab();
-  Loglikelihood r;
-  r.greedy = true;
-  for (size_t j = 0; j < pair.continuation.size(); ++j) {
-    bool is_max = false;
-    r.logprob += log_softmax_at(logits.data() + static_cast<int64_t>(j) * vocab, vocab,
-                                pair.continuation[j], &is_max);
-    r.greedy = r.greedy && is_max;
+void RequestSet::add(const tasks::TokenPair& pair) {
+  if (pair.continuation.empty()) {  // nothing to score: log-likelihood 0, greedy (the harness's)
+    where_.emplace_back(SIZE_MAX, 0);
+    return;
   }
-  return r;
+  const tasks::ModelInput in = tasks::causal_input(pair, max_length_);
+  // The window's rows up to the one predicting the continuation's first token are the prefix;
+  // after it come the continuation's tokens but the last (causal_input's layout).
+  groups_.push_back(
+      {{in.tokens.begin(), in.tokens.begin() + in.first_scored + 1}, {pair.continuation}});
+  where_.emplace_back(groups_.size() - 1, 0);
 }
 
-}  // namespace
-
-Loglikelihood score_request(GPTDecoder& decoder, const Gpt2Tokenizer& tok,
-                            const std::string& context, const std::string& continuation) {
-  return score_tokens(decoder, tasks::encode_request(tok, context, continuation, tok.eod()));
-}
-
-std::vector<Loglikelihood> score_choices(GPTDecoder& decoder, const Gpt2Tokenizer& tok,
-                                         const std::string& context,
-                                         const std::vector<std::string>& continuations) {
+void RequestSet::add(const Gpt2Tokenizer& tok, const std::string& context,
+                     const std::vector<std::string>& continuations) {
   std::vector<tasks::TokenPair> pairs;
   bool shared = true;
   for (const std::string& c : continuations) {
@@ -274,40 +263,62 @@ std::vector<Loglikelihood> score_choices(GPTDecoder& decoder, const Gpt2Tokenize
     shared = shared && !p.context.empty() && !p.continuation.empty() &&
              p.context == pairs.front().context &&
              static_cast<int64_t>(p.context.size() + p.continuation.size()) <=
-                 decoder.max_tokens() + 1;  // no truncation: the window is the whole request
+                 max_length_ + 1;  // no truncation: the window is the whole request
   }
-  std::vector<Loglikelihood> out;
-  if (!shared) {
-    for (const tasks::TokenPair& p : pairs) out.push_back(score_tokens(decoder, p));
-    return out;
+  if (!shared || pairs.size() < 2) {
+    for (const tasks::TokenPair& p : pairs) add(p);
+    return;
   }
-  // The context but its last token once; then per continuation that token and the
-  // continuation but its last, whose rows score the continuation's tokens.
-  const std::vector<int32_t>& ctx = pairs.front().context;
-  decoder.reset();
-  if (ctx.size() > 1) decoder.feed({ctx.data(), ctx.size() - 1});
-  const int64_t base = decoder.position();
-  const int64_t vocab = decoder.vocab();
-  for (const tasks::TokenPair& p : pairs) {
-    decoder.rewind(base);
-    std::vector<int32_t> in = {ctx.back()};
-    in.insert(in.end(), p.continuation.begin(), p.continuation.end() - 1);
-    const std::vector<float> logits = decoder.feed_rows(in, 0);
-    Loglikelihood r;
-    r.greedy = true;
-    for (size_t j = 0; j < p.continuation.size(); ++j) {
-      bool is_max = false;
-      r.logprob += log_softmax_at(logits.data() + static_cast<int64_t>(j) * vocab, vocab,
-                                  p.continuation[j], &is_max);
-      r.greedy = r.greedy && is_max;
+  ScoreGroup g{pairs.front().context, {}};
+  for (tasks::TokenPair& p : pairs) {
+    where_.emplace_back(groups_.size(), g.targets.size());
+    g.targets.push_back(std::move(p.continuation));
+  }
+  groups_.push_back(std::move(g));
+}
+
+std::vector<Loglikelihood> RequestSet::score(GPTScorer& scorer, const std::string& task) const {
+  const auto total = static_cast<int64_t>(groups_.size());
+  int64_t logged = 0;
+  const auto scores = scorer.score(groups_, [&](int64_t done) {
+    // A line a tenth of the way (logs stay short; a terminal sees the task move).
+    if (done * 10 / std::max<int64_t>(total, 1) > logged * 10 / std::max<int64_t>(total, 1) ||
+        done == total) {
+      spdlog::info("{}: {}/{} request groups scored", task, done, total);
+      logged = done;
     }
-    out.push_back(r);
+  });
+  std::vector<Loglikelihood> out;
+  out.reserve(where_.size());
+  for (const auto& [g, t] : where_) {
+    if (g == SIZE_MAX) {
+      out.push_back({0, true});
+    } else {
+      out.push_back({scores[g][t].logprob, scores[g][t].greedy});
+    }
   }
   return out;
 }
 
-TaskMetrics run_task(const std::string& task, GPTDecoder& decoder, const Gpt2Tokenizer& tok,
+namespace {
+TaskMetrics run_task_timed(const std::string& task, GPTScorer& scorer, const Gpt2Tokenizer& tok,
+                           const TaskOptions& o);
+}  // namespace
+
+TaskMetrics run_task(const std::string& task, GPTScorer& scorer, const Gpt2Tokenizer& tok,
                      const TaskOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t tokens = scorer.tokens_run();
+  TaskMetrics m = run_task_timed(task, scorer, tok, o);
+  m.tokens = scorer.tokens_run() - tokens;
+  m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return m;
+}
+
+namespace {
+
+TaskMetrics run_task_timed(const std::string& task, GPTScorer& scorer, const Gpt2Tokenizer& tok,
+                           const TaskOptions& o) {
   const auto known = known_tasks();
   if (std::find(known.begin(), known.end(), task) == known.end()) {
     std::string names;
@@ -321,8 +332,8 @@ TaskMetrics run_task(const std::string& task, GPTDecoder& decoder, const Gpt2Tok
   }
   if (o.num_fewshot < 0) throw invalid_argument("--num-fewshot must be 0 or more", "--num-fewshot");
   if (const tasks::ChoiceTask* t = tasks::find_choice_task(task))
-    return run_choice_task(*t, decoder, tok, o);
-  if (task == "wikitext") return run_wikitext(decoder, tok, o);
+    return run_choice_task(*t, scorer, tok, o);
+  if (task == "wikitext") return run_wikitext(scorer, tok, o);
   const Split eval = read_split(o.task_dir, task, "test");
   const bool same_split = task == "lambada_openai";
   const Split shots = o.num_fewshot == 0 ? Split{}
@@ -334,7 +345,8 @@ TaskMetrics run_task(const std::string& task, GPTDecoder& decoder, const Gpt2Tok
   m.num_fewshot = o.num_fewshot;
   m.available = static_cast<int64_t>(eval.texts.size());
   const int64_t n = o.limit > 0 ? std::min(o.limit, m.available) : m.available;
-  std::vector<double> logprobs, greedy;
+  RequestSet requests(scorer.max_positions());
+  std::vector<std::string> contexts, answers;
   for (int64_t i = 0; i < n; ++i) {
     const tasks::QaPair doc = tasks::lambada_pair(eval.texts[static_cast<size_t>(i)]);
     std::vector<tasks::QaPair> examples;
@@ -348,13 +360,17 @@ TaskMetrics run_task(const std::string& task, GPTDecoder& decoder, const Gpt2Tok
       for (const int64_t j : picked)
         examples.push_back(tasks::lambada_pair(shots.texts[static_cast<size_t>(j)]));
     }
-    const std::string context = tasks::fewshot_prompt(examples, doc.question);
-    const Loglikelihood r = score_request(decoder, tok, context, doc.answer);
-    logprobs.push_back(r.logprob);
-    greedy.push_back(r.greedy ? 1.0 : 0.0);
-    log_request(o, task, i, 0, context, doc.answer, r);
-    if ((i + 1) % 100 == 0 || i + 1 == n)
-      spdlog::info("{}: {}/{} documents scored", task, i + 1, n);
+    contexts.push_back(tasks::fewshot_prompt(examples, doc.question));
+    answers.push_back(doc.answer);
+    requests.add(tok, contexts.back(), {doc.answer});
+  }
+  const std::vector<Loglikelihood> scores = requests.score(scorer, task);
+  std::vector<double> logprobs, greedy;
+  for (int64_t i = 0; i < n; ++i) {
+    const auto u = static_cast<size_t>(i);
+    logprobs.push_back(scores[u].logprob);
+    greedy.push_back(scores[u].greedy ? 1.0 : 0.0);
+    log_request(o, task, i, 0, contexts[u], answers[u], scores[u]);
   }
   m.documents = n;
   double mean_lp = 0;
@@ -365,5 +381,7 @@ TaskMetrics run_task(const std::string& task, GPTDecoder& decoder, const Gpt2Tok
   m.perplexity = std::exp(-mean_lp);
   return m;
 }
+
+}  // namespace
 
 }  // namespace mtnlg

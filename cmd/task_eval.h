@@ -19,7 +19,8 @@
 #include <vector>
 
 #include "data/gpt2_tokenizer.h"
-#include "model/gpt_decoder.h"
+#include "data/tasks/requests.h"
+#include "model/gpt_scorer.h"
 
 namespace mtnlg {
 
@@ -28,6 +29,9 @@ struct TaskOptions {
   int64_t num_fewshot = 0;
   int64_t limit = 0;             // > 0: the first N documents (the harness's --limit)
   uint64_t fewshot_seed = 1234;  // the harness's default
+  // Requests packed into one forward: up to this many model windows' worth of tokens (the
+  // harness's --batch-size counts padded windows; the scores do not depend on it).
+  int64_t batch_size = 8;
   // When set: one JSON line a request (task, doc_id, request, context, continuation,
   // loglikelihood, greedy), as the harness's --log_samples keeps them (wikitext: its page
   // detokenized as the continuation, scored whole).
@@ -45,15 +49,17 @@ struct TaskMetrics {
   double word_perplexity = 0, byte_perplexity = 0, bits_per_byte = 0;
   double acc_norm = 0, acc_norm_stderr = 0;
   double perplexity = 0;
+  int64_t tokens = 0;  // tokens the model ran (contexts shared by choices counted once)
+  double seconds = 0;  // the task's wall time, its files read included
 };
 
 // The tasks run_task knows.
 std::vector<std::string> known_tasks();
 
-// Scores one task on the decoder's model (reset before each request; its length is the model's
-// window). Throws invalid_argument for an unknown task (naming the known ones), not_found for a
-// missing split file, and invalid_argument naming file:line for a line without its field.
-TaskMetrics run_task(const std::string& task, GPTDecoder& decoder, const Gpt2Tokenizer& tok,
+// Scores one task on the scorer's model (its window: the model's positions). Throws
+// invalid_argument for an unknown task (naming the known ones), not_found for a missing split
+// file, and invalid_argument naming file:line for a line without its field.
+TaskMetrics run_task(const std::string& task, GPTScorer& scorer, const Gpt2Tokenizer& tok,
                      const TaskOptions& o);
 
 // (log-likelihood, greedy) of a continuation after a context, as the harness scores a request.
@@ -61,13 +67,29 @@ struct Loglikelihood {
   double logprob = 0;
   bool greedy = false;
 };
-Loglikelihood score_request(GPTDecoder& decoder, const Gpt2Tokenizer& tok,
-                            const std::string& context, const std::string& continuation);
-// Several continuations of one context, as score_request scores each: where their requests share
-// the context's tokens and fit the window whole, the context is fed once and each continuation
-// from the cache after it; otherwise each is scored on its own.
-std::vector<Loglikelihood> score_choices(GPTDecoder& decoder, const Gpt2Tokenizer& tok,
-                                         const std::string& context,
-                                         const std::vector<std::string>& continuations);
+
+// A task's log-likelihood requests, gathered to be scored many to a forward (GPTScorer). The
+// continuations of one context share its tokens as the scorer's prefix where their requests
+// all keep the context whole and the window holds each whole; otherwise each request is its
+// window (tasks::causal_input) alone. Either way each scores as the harness scores it alone.
+class RequestSet {
+ public:
+  explicit RequestSet(int64_t max_length) : max_length_(max_length) {}
+
+  // The requests (context, continuation) for each continuation, numbered in order from size().
+  void add(const Gpt2Tokenizer& tok, const std::string& context,
+           const std::vector<std::string>& continuations);
+  // One request already tokenized (wikitext's rolling windows).
+  void add(const tasks::TokenPair& pair);
+
+  int64_t size() const { return static_cast<int64_t>(where_.size()); }
+  // Every request's score, in order; progress lines name `task`.
+  std::vector<Loglikelihood> score(GPTScorer& scorer, const std::string& task) const;
+
+ private:
+  int64_t max_length_;
+  std::vector<ScoreGroup> groups_;
+  std::vector<std::pair<size_t, size_t>> where_;  // per request: its group and target
+};
 
 }  // namespace mtnlg

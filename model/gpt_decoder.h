@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "model/gpt_stage.h"
+#include "model/row_forward.h"
 
 namespace mtnlg {
 
@@ -30,14 +31,10 @@ class GPTDecoder {
 
   int64_t position() const { return position_; }  // tokens fed so far
   int64_t max_tokens() const { return max_tokens_; }
-  int64_t vocab() const { return model_.config().vocab; }
+  int64_t vocab() const { return rows_.config().vocab; }
 
   // Empties the cache (a new sequence starts at position 0).
   void reset() { position_ = 0; }
-  // Goes back to an earlier position: the cache keeps the tokens before it, the next feed starts
-  // there (several continuations of one context, the context fed once). Throws invalid_argument
-  // for a position past the tokens fed.
-  void rewind(int64_t position);
 
   // Feeds `tokens` at positions [position(), position() + n) and returns the logits of the last
   // one: `vocab()` values (the padded vocabulary's extra columns dropped). Throws
@@ -49,17 +46,13 @@ class GPTDecoder {
   std::vector<float> feed_rows(std::span<const int32_t> tokens, int64_t first_row);
 
  private:
-  void layer_forward(int64_t layer, int64_t n);
   void embed_and_run(std::span<const int32_t> tokens);  // rows [0, n) through every layer
-  void head_row(int64_t row, std::vector<float>* out);  // appends row's vocab() logits
+  void attend(int64_t layer, int64_t n, const float* qkv, float* out);  // the cached attention
 
-  GPTStage& model_;
-  Backend& backend_;
+  RowForward rows_;
   int64_t max_tokens_;
   int64_t position_ = 0;
   std::vector<Tensor> keys_, values_;  // per layer: [heads, max_tokens, head_dim]
-  // Scratch for up to max_tokens rows, viewed to the rows of each feed.
-  Tensor x_, ln_, mean_, rstd_, qkv_, attn_, proj_, fc_, act_, logits_;
 };
 
 }  // namespace mtnlg

@@ -386,6 +386,21 @@ for task in ('piqa', 'boolq'):
     for k in (0, 2):
         one = json.load(open(f'$tmp/results-{task}-{k}.json'))['results'][task]
         if multi[f'{task} ({k}-shot)']['acc,none'] != one['acc,none']: sys.exit(1)"
+# --batch-size packs fewer or more requests to a forward: the same scores (float32 rounding).
+for task in race wikitext; do
+  "$bin" --hf-model "$tmp/hf/model.safetensors" --tasks "$task" --task-dir "$tmp/tasks" \
+    --threads 2 --batch-size 1 --log-samples "$tmp/b1-$task.jsonl" >/dev/null 2>&1
+  check "--batch-size 1: $task scores as the default batch" /usr/bin/python3 -c "
+import json, sys
+a = [json.loads(l) for l in open('$tmp/b1-$task.jsonl')]
+b = [json.loads(l) for l in open('$tmp/samples-$task-0.jsonl')]
+sys.exit(len(a) != len(b) or len(a) == 0 or any(
+    x['context'] != y['context'] or x['greedy'] != y['greedy'] or
+    abs(x['loglikelihood'] - y['loglikelihood']) > 1e-5 * max(1, abs(y['loglikelihood']))
+    for x, y in zip(a, b)))"
+done
+expect 2 "batch-size: Value 0 not in range" -- --hf-model "$tmp/hf/model.safetensors" \
+  --tasks piqa --task-dir "$tmp/tasks" --batch-size 0
 expect 2 "unknown task 'race_x'" -- --hf-model "$tmp/hf/model.safetensors" --tasks race_x \
   --task-dir "$tmp/tasks"
 printf '{"goal": "g", "sol1": "a", "label": 0}\n' >"$tmp/tasks/piqa/validation.jsonl"
