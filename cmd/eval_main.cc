@@ -56,19 +56,7 @@ int run_tasks(mtnlg::ModelSource source, const std::vector<std::string>& overrid
   if (o.task_dir.empty())
     throw mtnlg::invalid_argument("--tasks needs --task-dir DIR (DIR/TASK/SPLIT.jsonl)",
                                   "--task-dir");
-  for (const std::string& t : names) {  // an unknown name fails before the model loads
-    const auto known = mtnlg::known_tasks();
-    if (std::find(known.begin(), known.end(), t) == known.end()) {
-      std::string list;
-      for (const std::string& k : known) {
-        if (!list.empty()) list += ", ";
-        list += k;
-      }
-      throw mtnlg::invalid_argument(
-          "unknown task '" + t + "': the tasks built so far are " + list + " (docs/evaluation.md)",
-          "--tasks");
-    }
-  }
+  mtnlg::check_task_names(names, "--tasks");  // an unknown name fails before the model loads
   const auto tok = mtnlg::Gpt2Tokenizer::load(
       mtnlg::vocabulary_path(vocab_file, "--vocab-file", "data/gpt2/encoder.json"),
       mtnlg::vocabulary_path(merge_file, "--merge-file", "data/gpt2/vocab.bpe"));
@@ -87,16 +75,9 @@ int run_tasks(mtnlg::ModelSource source, const std::vector<std::string>& overrid
       // Several shot counts: the results' keys name them ("piqa (0-shot)").
       const std::string key = shots.size() > 1 ? t + " (" + std::to_string(k) + "-shot)" : t;
       mtnlg::JsonLine line, harness;
-      line.add("task", m.task)
-          .add("num_fewshot", m.num_fewshot)
-          .add("documents", m.documents)
-          .add("tokens", m.tokens)
-          .add("seconds", m.seconds);
+      mtnlg::add_task_metrics(line, m);
       harness.add("alias", key);
       if (m.has_rolling) {
-        line.add("word_perplexity", m.word_perplexity)
-            .add("byte_perplexity", m.byte_perplexity)
-            .add("bits_per_byte", m.bits_per_byte);
         harness.add("word_perplexity,none", m.word_perplexity)
             .add("word_perplexity_stderr,none", "N/A")
             .add("byte_perplexity,none", m.byte_perplexity)
@@ -104,17 +85,12 @@ int run_tasks(mtnlg::ModelSource source, const std::vector<std::string>& overrid
             .add("bits_per_byte,none", m.bits_per_byte)
             .add("bits_per_byte_stderr,none", "N/A");
       } else {
-        line.add("acc", m.acc).add("acc_stderr", m.acc_stderr);
         harness.add("acc,none", m.acc).add("acc_stderr,none", m.acc_stderr);
       }
-      if (m.has_acc_norm) {
-        line.add("acc_norm", m.acc_norm).add("acc_norm_stderr", m.acc_norm_stderr);
+      if (m.has_acc_norm)
         harness.add("acc_norm,none", m.acc_norm).add("acc_norm_stderr,none", m.acc_norm_stderr);
-      }
-      if (m.has_perplexity) {
-        line.add("perplexity", m.perplexity);
+      if (m.has_perplexity)
         harness.add("perplexity,none", m.perplexity).add("perplexity_stderr,none", "N/A");
-      }
       std::cout << line.str() << std::endl;
       const std::string sep = results.empty() ? "" : ", ";
       results += sep + mtnlg::json_string(key) + ": " + harness.str();

@@ -130,6 +130,38 @@ TaskMetrics run_wikitext(GPTScorer& scorer, const Gpt2Tokenizer& tok, const Task
 
 }  // namespace
 
+void check_task_names(const std::vector<std::string>& names, const std::string& key) {
+  const auto known = known_tasks();
+  for (const std::string& t : names) {
+    if (std::find(known.begin(), known.end(), t) != known.end()) continue;
+    std::string list;
+    for (const std::string& k : known) {
+      if (!list.empty()) list += ", ";
+      list += k;
+    }
+    throw invalid_argument(
+        "unknown task '" + t + "': the tasks built so far are " + list + " (docs/evaluation.md)",
+        key);
+  }
+}
+
+void add_task_metrics(JsonLine& line, const TaskMetrics& m) {
+  line.add("task", m.task)
+      .add("num_fewshot", m.num_fewshot)
+      .add("documents", m.documents)
+      .add("tokens", m.tokens)
+      .add("seconds", m.seconds);
+  if (m.has_rolling) {
+    line.add("word_perplexity", m.word_perplexity)
+        .add("byte_perplexity", m.byte_perplexity)
+        .add("bits_per_byte", m.bits_per_byte);
+  } else {
+    line.add("acc", m.acc).add("acc_stderr", m.acc_stderr);
+  }
+  if (m.has_acc_norm) line.add("acc_norm", m.acc_norm).add("acc_norm_stderr", m.acc_norm_stderr);
+  if (m.has_perplexity) line.add("perplexity", m.perplexity);
+}
+
 std::vector<std::string> known_tasks() {
   std::vector<std::string> names = {"lambada_openai", "lambada_standard", "wikitext"};
   for (const tasks::ChoiceTask& t : tasks::choice_tasks()) names.push_back(t.name);
@@ -319,17 +351,7 @@ namespace {
 
 TaskMetrics run_task_timed(const std::string& task, GPTScorer& scorer, const Gpt2Tokenizer& tok,
                            const TaskOptions& o) {
-  const auto known = known_tasks();
-  if (std::find(known.begin(), known.end(), task) == known.end()) {
-    std::string names;
-    for (const std::string& k : known) {
-      if (!names.empty()) names += ", ";
-      names += k;
-    }
-    throw invalid_argument("unknown task '" + task + "': the tasks built so far are " + names +
-                               " (docs/evaluation.md)",
-                           "--tasks");
-  }
+  check_task_names({task}, "--tasks");
   if (o.num_fewshot < 0) throw invalid_argument("--num-fewshot must be 0 or more", "--num-fewshot");
   if (const tasks::ChoiceTask* t = tasks::find_choice_task(task))
     return run_choice_task(*t, scorer, tok, o);

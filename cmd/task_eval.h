@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/metrics.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/tasks/requests.h"
 #include "model/gpt_scorer.h"
@@ -53,8 +54,15 @@ struct TaskMetrics {
   double seconds = 0;  // the task's wall time, its files read included
 };
 
+// A task's fields on a JSON line (mtnlg-eval's stdout, the trainer's metrics file): task,
+// num_fewshot, documents, tokens, seconds, then the task's metrics (acc, acc_stderr, acc_norm,
+// acc_norm_stderr, perplexity; wikitext: word_perplexity, byte_perplexity, bits_per_byte).
+void add_task_metrics(JsonLine& line, const TaskMetrics& m);
+
 // The tasks run_task knows.
 std::vector<std::string> known_tasks();
+// Throws invalid_argument naming `key` and the known tasks for a name run_task does not know.
+void check_task_names(const std::vector<std::string>& names, const std::string& key);
 
 // Scores one task on the scorer's model (its window: the model's positions). Throws
 // invalid_argument for an unknown task (naming the known ones), not_found for a missing split

@@ -13,6 +13,7 @@
 #include "checkpoint/hf_import.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/saver.h"
+#include "cmd/cli_parse.h"
 #include "cmd/data_samples.h"
 #include "cmd/memory_check.h"
 #include "cmd/planner.h"
@@ -79,6 +80,7 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
   }
   build_layout_checks();
   select_device();  // before any data index is built: a missing GPU fails at once
+  build_tasks();    // a bad eval.tasks setting fails before the data and the model are built
   if (is_logging_rank_) spdlog::info("resolved recipe:\n{}", recipe_to_yaml(recipe_));
   find_start_checkpoint();
   build_data();
@@ -214,9 +216,10 @@ void Trainer::build_model() {
       spdlog::info("MFU: model TFLOP/s over the {}'s datasheet dense {} peak, {:g} TFLOP/s",
                    spec->name, fp32 ? "TF32" : "bf16/fp16", peak_tflops_);
     } else {
-      spdlog::info("MFU: no datasheet peak known for {}; the metrics carry tflops_per_device "
-                   "and no mfu",
-                   backend_->name());
+      spdlog::info(
+          "MFU: no datasheet peak known for {}; the metrics carry tflops_per_device "
+          "and no mfu",
+          backend_->name());
     }
   }
   GPTConfig config = gpt_config_from(recipe_);
@@ -590,6 +593,73 @@ EvalStats Trainer::compute_evaluation() {
   return e;
 }
 
+void Trainer::build_tasks() {
+  const EvalConfig& e = recipe_.eval;
+  if (e.tasks_interval == 0) return;
+  check_task_names(e.tasks, "eval.tasks");
+  // The scorer runs the whole model as float32 rows on the CPU (model/gpt_scorer.h); other
+  // layouts score their checkpoints with mtnlg-eval --tasks.
+  if (recipe_.parallel.tensor != 1 || pipeline_size_ != 1 || device_.device != Device::kCPU ||
+      recipe_.precision != Precision::kFP32)
+    throw invalid_argument(
+        "eval.tasks_interval scores the tasks with the whole model in each process, in float32 "
+        "on the CPU (tensor 1, pipeline 1, precision fp32, device cpu) for now; this run is "
+        "tensor " +
+            std::to_string(recipe_.parallel.tensor) + ", pipeline " +
+            std::to_string(pipeline_size_) + ", precision " + precision_name(recipe_.precision) +
+            ", device " + device_.description +
+            ". The fix: set eval.tasks_interval: 0 and score the checkpoints with mtnlg-eval "
+            "--tasks (any layout, gathered on load)",
+        "eval.tasks_interval");
+  if (!std::filesystem::is_directory(e.task_dir))
+    throw not_found("eval.task_dir: " + e.task_dir +
+                        " is not a directory; export the tasks there as TASK/SPLIT.jsonl "
+                        "(docs/evaluation.md)",
+                    e.task_dir);
+  task_tokenizer_ = Gpt2Tokenizer::load(
+      vocabulary_path(e.vocab_file, "eval.vocab_file", "data/gpt2/encoder.json"),
+      vocabulary_path(e.merge_file, "eval.merge_file", "data/gpt2/vocab.bpe"));
+}
+
+std::vector<TaskMetrics> Trainer::compute_tasks() {
+  const EvalConfig& e = recipe_.eval;
+  TaskOptions o;
+  o.task_dir = e.task_dir;
+  o.num_fewshot = e.num_fewshot;
+  o.limit = e.tasks_limit;
+  if (!task_scorer_)  // its scratch only once a scoring is due
+    task_scorer_ = std::make_unique<GPTScorer>(
+        *model_, TaskOptions{}.batch_size * model_->config().max_positions);
+  std::vector<TaskMetrics> out;
+  // Every data rank scores (the same numbers): no rank waits in a collective meanwhile.
+  for (const std::string& t : e.tasks)
+    out.push_back(run_task(t, *task_scorer_, *task_tokenizer_, o));
+  return out;
+}
+
+void Trainer::log_tasks(const std::vector<TaskMetrics>& tasks) {
+  std::string summary;
+  for (const TaskMetrics& m : tasks) {
+    if (metrics_) {
+      JsonLine line;
+      line.add("iteration", iteration_).add("split", "tasks");
+      add_task_metrics(line, m);
+      line.add("consumed_samples", consumed_samples_)
+          .add("consumed_tokens", consumed_samples_ * recipe_.model.seq_length);
+      metrics_->write(line);
+    }
+    summary += " | " + m.task + " ";
+    summary += m.has_rolling ? fmt::format("word_perplexity {:.3f}", m.word_perplexity)
+                             : fmt::format("acc {:.4f}", m.acc);
+    if (m.has_acc_norm) summary += fmt::format(" acc_norm {:.4f}", m.acc_norm);
+    if (m.has_perplexity) summary += fmt::format(" ppl {:.3f}", m.perplexity);
+    summary += fmt::format(" ({} documents, {:.1f} s)", m.documents, m.seconds);
+  }
+  if (is_logging_rank_)
+    spdlog::info("tasks after iteration {} ({}-shot){}", iteration_, recipe_.eval.num_fewshot,
+                 summary);
+}
+
 void Trainer::log_evaluation(const EvalStats& e) {
   const int64_t seq = recipe_.model.seq_length;
   if (metrics_) {
@@ -736,11 +806,15 @@ std::vector<IterationStats> Trainer::run() {
         interval > 0 && (iteration_ % interval == 0 || iteration_ == total_iters_);
     std::optional<EvalStats> eval;
     if (eval_due) eval = compute_evaluation();
+    const int64_t tasks_interval = recipe_.eval.tasks_interval;
+    std::vector<TaskMetrics> tasks;
+    if (tasks_interval > 0 && iteration_ % tasks_interval == 0) tasks = compute_tasks();
     // The iteration's metrics lines are written before its checkpoint is committed: a kill after
     // the commit never loses them, one before it loses the checkpoint and the resume cuts them.
     const auto write_lines = [&] {
       log_iteration(s);
       if (eval) log_evaluation(*eval);
+      if (!tasks.empty()) log_tasks(tasks);
     };
     if (saver_ && (stop || iteration_ == total_iters_ ||
                    (save_interval > 0 && iteration_ % save_interval == 0))) {

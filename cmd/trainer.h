@@ -30,6 +30,7 @@
 
 #include "cmd/device_select.h"
 #include "cmd/planner.h"
+#include "cmd/task_eval.h"
 #include "core/backend.h"
 #include "core/config/recipe.h"
 #include "data/loader.h"
@@ -78,7 +79,7 @@ struct IterationStats {
   double grad_norm = 0.0;  // before clipping
   double tokens_per_sec = 0.0;
   double elapsed_ms = 0.0;
-  double tflops_per_device = 0.0;   // achieved model TFLOP/s per device (planner.h's formula)
+  double tflops_per_device = 0.0;  // achieved model TFLOP/s per device (planner.h's formula)
   double mfu = -1.0;  // tflops_per_device / the device's datasheet dense peak; < 0: no peak known
   int64_t peak_memory_bytes = 0;    // the backend's peak_bytes() so far
   int64_t comm_bytes = 0;           // this rank sent this iteration, all groups (bytes_sent())
@@ -139,6 +140,7 @@ class Trainer {
   void build_layout_checks();
   void build_data();
   void select_device();
+  void build_tasks();  // eval.tasks_interval: the checks and the tokenizer
   void build_model();
   void build_grad_sync();
   void build_optimizer();
@@ -148,6 +150,8 @@ class Trainer {
   void log_iteration(const IterationStats& s);
   EvalStats compute_evaluation();  // evaluate() without its metrics line
   void log_evaluation(const EvalStats& e);
+  std::vector<TaskMetrics> compute_tasks();  // eval.tasks, as mtnlg-eval --tasks scores them
+  void log_tasks(const std::vector<TaskMetrics>& tasks);
   // Checkpoint to start from (before the loaders: the data position is in its manifest).
   void find_start_checkpoint();
   // Its tensors (after the model and the optimizer exist).
@@ -200,6 +204,9 @@ class Trainer {
   int64_t pipeline_size_ = 1, stage_ = 0;  // pipeline parallelism: this rank's stage
   bool is_logging_rank_ = true;            // global rank 0 writes the metrics
   std::vector<EvalStats> evaluations_;
+  // eval.tasks_interval: GPT-2's BPE and the packed scorer over the live model.
+  std::shared_ptr<const Gpt2Tokenizer> task_tokenizer_;
+  std::unique_ptr<GPTScorer> task_scorer_;
   int64_t total_iters_ = 0;
   int64_t iteration_ = 0;
   int64_t start_iteration_ = 0;    // where run() began (a resume's checkpoint)

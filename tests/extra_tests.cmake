@@ -361,3 +361,9 @@ if(MTNLG_CURATE)
     set_tests_properties(curate_${stage} PROPERTIES TIMEOUT 300)
   endforeach()
 endif()
+
+# eval.tasks_interval: a run's task lines equal mtnlg-eval --tasks on its checkpoints, resumed
+# and with data ranks; bad settings named.
+add_test(NAME cli_train_tasks
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/train_tasks_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_train_tasks PROPERTIES TIMEOUT 300)

@@ -51,9 +51,9 @@ struct ParallelConfig {
   int zero_stage = 0;
   bool activation_checkpointing = false;
   // Sequence parallelism (Korthikanti et al. 2022, Megatron-LM's --sequence-parallel; off when
-  // tensor is 1, as Megatron turns it off): between the tensor-parallel GEMMs each tensor rank holds 1/tp of the token rows
-  // (LayerNorm, dropout, the residual stream), all-gathered before the column-parallel GEMMs and
-  // reduce-scattered after the row-parallel ones instead of all-reduced.
+  // tensor is 1, as Megatron turns it off): between the tensor-parallel GEMMs each tensor rank
+  // holds 1/tp of the token rows (LayerNorm, dropout, the residual stream), all-gathered before the
+  // column-parallel GEMMs and reduce-scattered after the row-parallel ones instead of all-reduced.
   bool sequence_parallel = false;
   // A collective or send/recv that waits longer than this fails, naming the group, the
   // operation and the peer (also the rendezvous).
@@ -147,6 +147,15 @@ struct LoggingConfig {
 struct EvalConfig {
   int64_t interval = 0;  // 0 = no evaluation
   int64_t iters = 0;
+  // lm-evaluation-harness tasks scored every tasks_interval iterations (0 = never), as
+  // mtnlg-eval --tasks scores them (docs/evaluation.md): the task names, TASK_DIR/TASK/SPLIT.jsonl,
+  // the few-shot count, the first tasks_limit documents of each (0 = all), GPT-2's BPE files.
+  std::vector<std::string> tasks;
+  int64_t tasks_interval = 0;
+  std::string task_dir;
+  int64_t num_fewshot = 0;
+  int64_t tasks_limit = 0;
+  std::string vocab_file, merge_file;  // "" = data/gpt2/encoder.json, data/gpt2/vocab.bpe
 };
 
 struct Recipe {

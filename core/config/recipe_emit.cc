@@ -224,6 +224,18 @@ std::string recipe_to_yaml(const Recipe& r) {
   w.section(0, "eval");
   w.value(1, "interval", r.eval.interval);
   w.value(1, "iters", r.eval.iters);
+  std::string tasks;
+  for (const std::string& t : r.eval.tasks) {
+    if (!tasks.empty()) tasks += ", ";
+    tasks += quote(t);
+  }
+  w.value(1, "tasks", "[" + tasks + "]");
+  w.value(1, "tasks_interval", r.eval.tasks_interval);
+  w.path(1, "task_dir", r.eval.task_dir);
+  w.value(1, "num_fewshot", r.eval.num_fewshot);
+  w.value(1, "tasks_limit", r.eval.tasks_limit);
+  w.path(1, "vocab_file", r.eval.vocab_file);
+  w.path(1, "merge_file", r.eval.merge_file);
 
   w.value(0, "seed", r.seed);
   return w.str();

@@ -141,6 +141,26 @@ void read_parallel(const Section& s, ParallelConfig& p) {
               {{"fp32", Precision::kFP32}, {"bf16", Precision::kBF16}});
 }
 
+void read_eval_tasks(const Section& s, EvalConfig& e) {
+  if (const std::optional<YAML::Node> tasks = s.get("tasks")) {
+    const std::string path = s.at("tasks");
+    if (!tasks->IsSequence())
+      throw invalid_argument(fmt::format("expected a list of task names, got {}; write {}: "
+                                         "[lambada_openai, piqa]",
+                                         recipe_detail::describe(*tasks), path),
+                             path);
+    e.tasks.clear();
+    for (size_t i = 0; i < tasks->size(); ++i)
+      e.tasks.push_back(recipe_detail::to_string((*tasks)[i], fmt::format("{}[{}]", path, i)));
+  }
+  s.read("tasks_interval", e.tasks_interval);
+  if (s.read("task_dir", e.task_dir)) e.task_dir = resolve_path(e.task_dir);
+  s.read("num_fewshot", e.num_fewshot);
+  s.read("tasks_limit", e.tasks_limit);
+  if (s.read("vocab_file", e.vocab_file)) e.vocab_file = resolve_path(e.vocab_file);
+  if (s.read("merge_file", e.merge_file)) e.merge_file = resolve_path(e.merge_file);
+}
+
 void read_optimizer(const Section& s, OptimizerConfig& o) {
   s.read("lr", o.lr);
   s.read("min_lr", o.min_lr);
@@ -313,6 +333,7 @@ Recipe parse_recipe(const std::string& yaml_text, const std::vector<std::string>
   const Section eval = top.section("eval");
   eval.read("interval", r.eval.interval);
   eval.read("iters", r.eval.iters);
+  read_eval_tasks(eval, r.eval);
   top.read("seed", r.seed);
 
   // decay_tokens defaults to the whole run, counted in tokens (bounded first: no overflow).

@@ -69,7 +69,11 @@ constexpr KeySpec kCheckpoint[] = {
     {"resume", S, {}}, {"load", S, {}},          {"load_optimizer", S, {}},
 };
 constexpr KeySpec kLogging[] = {{"interval", S, {}}, {"metrics_file", S, {}}};
-constexpr KeySpec kEval[] = {{"interval", S, {}}, {"iters", S, {}}};
+constexpr KeySpec kEval[] = {
+    {"interval", S, {}},       {"iters", S, {}},      {"tasks", Kind::kList, {}},
+    {"tasks_interval", S, {}}, {"task_dir", S, {}},   {"num_fewshot", S, {}},
+    {"tasks_limit", S, {}},    {"vocab_file", S, {}}, {"merge_file", S, {}},
+};
 constexpr KeySpec kRecipe[] = {
     {"model", Kind::kMap, kModel},
     {"parallel", Kind::kMap, kParallel},

@@ -311,6 +311,18 @@ void validate_rest(const Recipe& r) {
          fmt::format("eval.interval is {} but eval.iters is {}; set eval.iters to the number of "
                      "validation batches per evaluation, e.g. 10",
                      r.eval.interval, r.eval.iters));
+  const EvalConfig& e = r.eval;
+  non_negative(e.tasks_interval, "eval.tasks_interval");
+  non_negative(e.num_fewshot, "eval.num_fewshot");
+  non_negative(e.tasks_limit, "eval.tasks_limit");
+  expect(e.tasks_interval == 0 || !e.tasks.empty(), "eval.tasks",
+         fmt::format("eval.tasks_interval is {} but eval.tasks is empty; list the tasks, e.g. "
+                     "eval.tasks: [lambada_openai, piqa], or set eval.tasks_interval: 0",
+                     e.tasks_interval));
+  expect(e.tasks_interval == 0 || !e.task_dir.empty(), "eval.task_dir",
+         fmt::format("eval.tasks_interval is {} but eval.task_dir is not set; give the directory "
+                     "of TASK/SPLIT.jsonl (docs/evaluation.md)",
+                     e.tasks_interval));
 }
 
 }  // namespace

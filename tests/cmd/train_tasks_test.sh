@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# eval.tasks_interval: a run scores its tasks every N iterations and logs them to the metrics
+# file; each line equals what mtnlg-eval --tasks gives the checkpoint of that iteration (the same
+# scorer on the same weights); a resumed run scores on at the next interval; with data ranks
+# (2 processes under mpirun) the lines are one run's; bad settings are named before training.
+# Usage: tests/cmd/train_tasks_test.sh BUILD_DIR SOURCE_DIR
+set -uo pipefail
+build=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/../cli_expect.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/text_corpus.sh"
+cd "$src" || exit 1
+
+make_text_corpus "$build" "$tmp/c" || { echo "FAIL: mtnlg-preprocess"; exit 1; }
+/usr/bin/python3 - "$tmp/tasks" <<'PY' || { echo "FAIL: writing the task files"; exit 1; }
+import json, os, sys
+words = "in the beginning God created the heaven and the earth and the earth was without form".split()
+def phrase(i, n):
+    return " ".join(words[(i * 5 + k) % len(words)] for k in range(n))
+os.makedirs(os.path.join(sys.argv[1], "lambada_openai"))
+with open(os.path.join(sys.argv[1], "lambada_openai", "test.jsonl"), "w") as f:
+    for i in range(12):
+        f.write(json.dumps({"text": phrase(i, 6 + i % 5)}) + "\n")
+os.makedirs(os.path.join(sys.argv[1], "piqa"))
+for split in ("validation", "train"):
+    with open(os.path.join(sys.argv[1], "piqa", split + ".jsonl"), "w") as f:
+        for i in range(10):
+            f.write(json.dumps({"goal": phrase(i, 5) + "?", "sol1": phrase(i + 1, 3 + i % 4),
+                                "sol2": phrase(i + 2, 2 + i % 3), "label": i % 2}) + "\n")
+PY
+
+bin=$build/mtnlg-train
+common=(-c configs/tiny.yaml --set model.vocab_size=50257 --set "data.blend=[{prefix: $tmp/c, weight: 1}]"
+  --set "data.split=[8,1,1]" --set eval.interval=0 --set checkpoint.save_interval=4
+  --set "eval.tasks=[lambada_openai, piqa]" --set eval.tasks_interval=4
+  --set "eval.task_dir=$tmp/tasks" --set eval.num_fewshot=1)
+"$bin" "${common[@]}" --set schedule.train_iters=8 --set "data.cache_dir=$tmp/cache" \
+  --set checkpoint.dir="$tmp/ckpt" --set logging.metrics_file="$tmp/metrics.jsonl" \
+  --log-level warn --threads 2 >"$tmp/train.out" 2>&1
+check "a run with eval.tasks_interval trains ($(tail -2 "$tmp/train.out" | tr '\n' ' '))" [ $? = 0 ]
+check "two task lines at iterations 4 and 8" /usr/bin/python3 -c "
+import json, sys
+lines = [json.loads(l) for l in open('$tmp/metrics.jsonl')]
+tasks = [(l['iteration'], l['task']) for l in lines if l.get('split') == 'tasks']
+sys.exit(tasks != [(4, 'lambada_openai'), (4, 'piqa'), (8, 'lambada_openai'), (8, 'piqa')])"
+
+# Each line is what mtnlg-eval --tasks scores on that iteration's checkpoint.
+for it in 4 8; do
+  "$build/mtnlg-eval" --checkpoint "$tmp/ckpt/iter_000000$it" --tasks lambada_openai,piqa \
+    --task-dir "$tmp/tasks" --num-fewshot 1 --threads 2 >"$tmp/eval-$it.jsonl" 2>/dev/null
+  check "iteration $it: the metrics lines equal mtnlg-eval --tasks on its checkpoint" \
+    /usr/bin/python3 -c "
+import json, sys
+ours = [json.loads(l) for l in open('$tmp/metrics.jsonl')]
+ours = [l for l in ours if l.get('split') == 'tasks' and l['iteration'] == $it]
+evals = [json.loads(l) for l in open('$tmp/eval-$it.jsonl')]
+keys = ('task', 'num_fewshot', 'documents', 'tokens', 'acc', 'acc_stderr', 'perplexity',
+        'acc_norm', 'acc_norm_stderr')
+sys.exit(len(ours) != 2 or len(evals) != 2 or any(
+    a.get(k) != b.get(k) for a, b in zip(ours, evals) for k in keys)
+    or ours[0]['documents'] != 12 or 'perplexity' not in ours[0] or 'acc_norm' not in ours[1])"
+done
+check "the log names the tasks" grep -q "tasks after iteration 4 (1-shot) | lambada_openai acc" \
+  <("$bin" "${common[@]}" --set schedule.train_iters=4 --set "data.cache_dir=$tmp/cache" \
+    --set checkpoint.dir="$tmp/ckpt-log" --set logging.metrics_file="$tmp/m-log.jsonl" \
+    --log-level info --threads 2 2>&1)
+
+# Resumed from iteration 4: the lines of iteration 8 come again, the same.
+mkdir -p "$tmp/resume"
+cp -r "$tmp/ckpt" "$tmp/resume/ckpt"
+rm -rf "$tmp/resume/ckpt/iter_0000008"
+printf '4\n' >"$tmp/resume/ckpt/latest_checkpointed_iteration.txt"
+grep -v '"iteration": [5-8],' "$tmp/metrics.jsonl" >"$tmp/resume/metrics.jsonl"
+"$bin" "${common[@]}" --set schedule.train_iters=8 --set "data.cache_dir=$tmp/cache" \
+  --set checkpoint.dir="$tmp/resume/ckpt" --set logging.metrics_file="$tmp/resume/metrics.jsonl" \
+  --log-level warn --threads 2 >"$tmp/resume.out" 2>&1
+check "resumed at 4: the task lines of 8 as the whole run's" /usr/bin/python3 -c "
+import json, sys
+def tasks(p):
+    return [{k: v for k, v in json.loads(l).items() if k != 'seconds'} for l in open(p)
+            if json.loads(l).get('split') == 'tasks']
+sys.exit(tasks('$tmp/metrics.jsonl') != tasks('$tmp/resume/metrics.jsonl'))"
+
+# Two data ranks: each scores (the same numbers), rank 0 writes them once.
+if command -v mpirun >/dev/null; then
+  mpirun --oversubscribe --allow-run-as-root -np 2 "$bin" "${common[@]}" --set schedule.train_iters=4 \
+    --set "data.cache_dir=$tmp/cache2" --set checkpoint.dir="$tmp/ckpt2" \
+    --set logging.metrics_file="$tmp/m2.jsonl" --set parallel.data=2 --log-level warn --threads 1 >"$tmp/dp.out" 2>&1
+  check "2 data ranks: one pair of task lines ($(tail -2 "$tmp/dp.out" | tr '\n' ' '))" \
+    /usr/bin/python3 -c "
+import json, sys
+t = [json.loads(l) for l in open('$tmp/m2.jsonl') if json.loads(l).get('split') == 'tasks']
+sys.exit([x['task'] for x in t] != ['lambada_openai', 'piqa'] or t[0]['documents'] != 12)"
+fi
+
+# Bad settings, named before any training.
+bad=(-c configs/tiny.yaml --set model.vocab_size=50257 --set "data.blend=[{prefix: $tmp/c, weight: 1}]"
+  --set "data.cache_dir=$tmp/cache" --set checkpoint.dir="$tmp/bad" --set eval.interval=0
+  --set schedule.train_iters=2 --set logging.metrics_file="$tmp/bad.jsonl")
+expect 2 "eval.tasks_interval is 4 but eval.tasks is empty" -- "${bad[@]}" \
+  --set eval.tasks_interval=4 --set "eval.task_dir=$tmp/tasks"
+expect 2 "eval.task_dir is not set" -- "${bad[@]}" --set eval.tasks_interval=4 \
+  --set "eval.tasks=[piqa]"
+expect 2 "\\[eval.tasks\\]: unknown task 'piqa2'" -- "${bad[@]}" --set eval.tasks_interval=4 \
+  --set "eval.tasks=[piqa2]" --set "eval.task_dir=$tmp/tasks"
+expect 2 "eval.tasks_interval scores the tasks .*precision bf16" -- "${bad[@]}" \
+  --set eval.tasks_interval=4 --set "eval.tasks=[piqa]" --set "eval.task_dir=$tmp/tasks" \
+  --set precision=bf16
+expect 4 "eval.task_dir: .*/none is not a directory" -- "${bad[@]}" --set eval.tasks_interval=4 \
+  --set "eval.tasks=[piqa]" --set "eval.task_dir=$tmp/none"
+expect 2 "eval.tasks_limit" -- "${bad[@]}" --set eval.tasks_limit=-1
+expect 2 "expected a list of task names" -- "${bad[@]}" --set eval.tasks=piqa
+echo "train_tasks: $passes passed, $failures failed"
+[ "$failures" = 0 ]
