@@ -89,8 +89,13 @@ int run_tasks(mtnlg::ModelSource source, const std::vector<std::string>& overrid
       }
       if (m.has_acc_norm)
         harness.add("acc_norm,none", m.acc_norm).add("acc_norm_stderr,none", m.acc_norm_stderr);
-      if (m.has_perplexity)
-        harness.add("perplexity,none", m.perplexity).add("perplexity_stderr,none", "N/A");
+      if (m.has_perplexity) {
+        harness.add("perplexity,none", m.perplexity);
+        if (m.has_perplexity_stderr)
+          harness.add("perplexity_stderr,none", m.perplexity_stderr);
+        else
+          harness.add("perplexity_stderr,none", "N/A");
+      }
       std::cout << line.str() << std::endl;
       const std::string sep = results.empty() ? "" : ", ";
       results += sep + mtnlg::json_string(key) + ": " + harness.str();
@@ -186,6 +191,11 @@ int main(int argc, char** argv) {
                  "of tokens (memory grows with N; the scores do not change)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_option("--bootstrap-iters", task_options.bootstrap_iters,
+                 "With --tasks: resamples for perplexity's standard error, as the harness's "
+                 "--bootstrap_iters (0: none, \"N/A\" in the results)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--fewshot-seed", task_options.fewshot_seed,
                  "With --tasks: the few-shot sampler's seed (the harness's default)")
       ->capture_default_str();
@@ -215,8 +225,8 @@ int main(int argc, char** argv) {
       if (!log_samples.empty()) mtnlg::write_file_atomic(log_samples, samples.str());
       return status;
     }
-    for (const char* flag :
-         {"--task-dir", "--num-fewshot", "--limit", "--batch-size", "--output", "--log-samples"})
+    for (const char* flag : {"--task-dir", "--num-fewshot", "--limit", "--batch-size",
+                             "--bootstrap-iters", "--output", "--log-samples"})
       if (app.get_option(flag)->count() > 0)
         throw mtnlg::invalid_argument(std::string(flag) + " goes with --tasks", flag);
     if (!config.empty() && !data.empty())

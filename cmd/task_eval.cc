@@ -13,6 +13,7 @@
 #include "core/status.h"
 #include "data/json_reader.h"
 #include "data/python_text.h"
+#include "data/tasks/bootstrap.h"
 #include "data/tasks/fewshot_sampler.h"
 #include "data/tasks/prompt.h"
 #include "data/tasks/requests.h"
@@ -160,6 +161,7 @@ void add_task_metrics(JsonLine& line, const TaskMetrics& m) {
   }
   if (m.has_acc_norm) line.add("acc_norm", m.acc_norm).add("acc_norm_stderr", m.acc_norm_stderr);
   if (m.has_perplexity) line.add("perplexity", m.perplexity);
+  if (m.has_perplexity_stderr) line.add("perplexity_stderr", m.perplexity_stderr);
 }
 
 std::vector<std::string> known_tasks() {
@@ -395,12 +397,14 @@ TaskMetrics run_task_timed(const std::string& task, GPTScorer& scorer, const Gpt
     log_request(o, task, i, 0, contexts[u], answers[u], scores[u]);
   }
   m.documents = n;
-  double mean_lp = 0;
-  for (const double lp : logprobs) mean_lp += lp;
-  mean_lp /= static_cast<double>(n);
   std::tie(m.acc, m.acc_stderr) = mean_stderr(greedy);
   m.has_perplexity = true;
-  m.perplexity = std::exp(-mean_lp);
+  m.perplexity = tasks::perplexity_of(logprobs);
+  if (o.bootstrap_iters > 0) {
+    m.has_perplexity_stderr = true;
+    m.perplexity_stderr =
+        tasks::bootstrap_stderr(tasks::perplexity_of, logprobs, o.bootstrap_iters);
+  }
   return m;
 }
 

@@ -33,6 +33,8 @@ struct TaskOptions {
   // Requests packed into one forward: up to this many model windows' worth of tokens (the
   // harness's --batch-size counts padded windows; the scores do not depend on it).
   int64_t batch_size = 8;
+  // The harness's --bootstrap_iters: resamples for perplexity's standard error (0: none, "N/A").
+  int64_t bootstrap_iters = 100000;
   // When set: one JSON line a request (task, doc_id, request, context, continuation,
   // loglikelihood, greedy), as the harness's --log_samples keeps them (wikitext: its page
   // detokenized as the continuation, scored whole).
@@ -50,6 +52,8 @@ struct TaskMetrics {
   double word_perplexity = 0, byte_perplexity = 0, bits_per_byte = 0;
   double acc_norm = 0, acc_norm_stderr = 0;
   double perplexity = 0;
+  bool has_perplexity_stderr = false;  // bootstrapped (TaskOptions::bootstrap_iters > 0)
+  double perplexity_stderr = 0;
   int64_t tokens = 0;  // tokens the model ran (contexts shared by choices counted once)
   double seconds = 0;  // the task's wall time, its files read included
 };

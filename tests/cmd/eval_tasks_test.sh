@@ -265,7 +265,21 @@ def harness(task, shots):
     n = len(accs)
     acc = sum(accs) / n
     stderr = math.sqrt(sum((x - acc) ** 2 for x in accs) / (n - 1)) / math.sqrt(n)
-    return acc, stderr, math.exp(-sum(lls) / n), n
+    return acc, stderr, math.exp(-sum(lls) / n), n, lls
+
+# lm_eval/api/metrics.py bootstrap_stderr(perplexity, lls, 100000): chunks of 1000 resamples,
+# chunk i from Random(i).choices, then the sample standard deviation.
+def bootstrap_perplexity_stderr(xs, iters=100000):
+    res = []
+    chunk = min(1000, iters)
+    for i in range(iters // chunk):
+        rnd = random.Random()
+        rnd.seed(i)
+        for _ in range(chunk):
+            s = rnd.choices(xs, k=len(xs))
+            res.append(math.exp(-(sum(s) / len(s))))
+    mu = sum(res) / len(res)
+    return math.sqrt(sum([(x - mu) ** 2 for x in res]) / (len(res) - 1))
 
 bad = 0
 for task in ("lambada_openai", "lambada_standard"):
@@ -274,12 +288,15 @@ for task in ("lambada_openai", "lambada_standard"):
             ours = json.loads(open(os.path.join(tmp, f"ours-{task}-{shots}.json")).read())
         except Exception as e:
             print(f"FAIL: {task} {shots}-shot: no JSON line ({e})"); bad += 1; continue
-        acc, stderr, ppl, n = harness(task, shots)
+        acc, stderr, ppl, n, lls = harness(task, shots)
+        ppl_se = bootstrap_perplexity_stderr(lls)
         ok = (ours["acc"] == acc and abs(ours["acc_stderr"] - stderr) < 1e-12
               and abs(ours["perplexity"] / ppl - 1) < 2e-5 and ours["documents"] == n
+              and abs(ours["perplexity_stderr"] / ppl_se - 1) < 2e-5
               and ours["num_fewshot"] == shots)
         print(("ok" if ok else "FAIL") + f": {task} {shots}-shot: acc {ours['acc']} (reference {acc}), "
-              f"perplexity {ours['perplexity']:.6f} (reference {ppl:.6f}), {n} documents")
+              f"perplexity {ours['perplexity']:.6f} (reference {ppl:.6f}) +- {ours['perplexity_stderr']:.6f} "
+              f"(reference {ppl_se:.6f}), {n} documents")
         bad += not ok
 for task in ("piqa", "boolq", "wic", "anli_r2", "hellaswag", "winogrande", "hans", "race"):
     for shots in (0, 2):
@@ -366,6 +383,7 @@ res = json.load(open(os.path.join(tmp, "results-lambada_openai-2.json")))
 r = res["results"]["lambada_openai"]
 ok = res["n-shot"] == {"lambada_openai": 2} and res["n-samples"]["lambada_openai"] == {"original": 11, "effective": 11}
 ok &= set(r) == {"alias", "acc,none", "acc_stderr,none", "perplexity,none", "perplexity_stderr,none"}
+ok &= r["perplexity_stderr,none"] == json.loads(open(os.path.join(tmp, "ours-lambada_openai-2.json")).read())["perplexity_stderr"]
 print(("ok" if ok else "FAIL") + ": the results JSON has the harness's keys")
 bad += not ok
 sys.exit(1 if bad else 0)
@@ -399,6 +417,15 @@ sys.exit(len(a) != len(b) or len(a) == 0 or any(
     abs(x['loglikelihood'] - y['loglikelihood']) > 1e-5 * max(1, abs(y['loglikelihood']))
     for x, y in zip(a, b)))"
 done
+"$bin" --hf-model "$tmp/hf/model.safetensors" --tasks lambada_openai --task-dir "$tmp/tasks" \
+  --threads 2 --bootstrap-iters 0 --output "$tmp/noboot.json" >"$tmp/noboot.out" 2>/dev/null
+check "--bootstrap-iters 0: no perplexity_stderr, N/A in the results" /usr/bin/python3 -c "
+import json, sys
+line = json.loads(open('$tmp/noboot.out').read())
+r = json.load(open('$tmp/noboot.json'))['results']['lambada_openai']
+sys.exit('perplexity_stderr' in line or r['perplexity_stderr,none'] != 'N/A')"
+expect 2 "bootstrap iterations must be at least 2" -- --hf-model "$tmp/hf/model.safetensors" \
+  --tasks lambada_openai --task-dir "$tmp/tasks" --bootstrap-iters 1
 expect 2 "batch-size: Value 0 not in range" -- --hf-model "$tmp/hf/model.safetensors" \
   --tasks piqa --task-dir "$tmp/tasks" --batch-size 0
 expect 2 "unknown task 'race_x'" -- --hf-model "$tmp/hf/model.safetensors" --tasks race_x \
