@@ -404,6 +404,17 @@ for task in ('piqa', 'boolq'):
     for k in (0, 2):
         one = json.load(open(f'$tmp/results-{task}-{k}.json'))['results'][task]
         if multi[f'{task} ({k}-shot)']['acc,none'] != one['acc,none']: sys.exit(1)"
+# The checkpoint resharded to tensor 2 x pipeline 2 (gathered on load): the same scores.
+"$build/mtnlg-ckpt" convert "$tmp/ckpt" --output "$tmp/tp2pp2" --layout 2,2,1 >/dev/null 2>&1
+for task in piqa lambada_openai; do
+  a=$("$bin" --checkpoint "$tmp/ckpt" --tasks "$task" --task-dir "$tmp/tasks" --num-fewshot 2 \
+    --threads 2 --log-samples "$tmp/l111-$task.jsonl" 2>/dev/null | sed 's/"seconds": [0-9.e-]*//')
+  b=$("$bin" --checkpoint "$tmp/tp2pp2" --tasks "$task" --task-dir "$tmp/tasks" --num-fewshot 2 \
+    --threads 2 --log-samples "$tmp/l221-$task.jsonl" 2>/dev/null | sed 's/"seconds": [0-9.e-]*//')
+  check "$task from the checkpoint in layout (1,1,1) and (2,2,1): the same line ($a)" \
+    bash -c "[ -n '$a' ] && [ '$a' = '$b' ] && cmp -s '$tmp/l111-$task.jsonl' '$tmp/l221-$task.jsonl'"
+done
+
 # --batch-size packs fewer or more requests to a forward: the same scores (float32 rounding).
 for task in race wikitext; do
   "$bin" --hf-model "$tmp/hf/model.safetensors" --tasks "$task" --task-dir "$tmp/tasks" \
