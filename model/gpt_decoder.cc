@@ -71,8 +71,9 @@ void GPTDecoder::embed_and_run(std::span<const int32_t> tokens) {
   for (int64_t i = 0; i < n; ++i)
     rows_.embed(i, tokens[static_cast<size_t>(i)], position_ + i, "prompt");
   for (int64_t l = 0; l < c.num_layers; ++l)
-    rows_.layer(l, n,
-                [&](int64_t layer, const float* qkv, float* out) { attend(layer, n, qkv, out); });
+    rows_.layer(l, n, [&](int64_t layer, const Tensor& qkv, Tensor& out) {
+      attend(layer, n, qkv.data_as<float>(), out.data_as<float>());
+    });
   position_ += n;
 }
 

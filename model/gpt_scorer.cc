@@ -11,7 +11,9 @@
 namespace mtnlg {
 
 GPTScorer::GPTScorer(GPTStage& model, int64_t max_rows)
-    : rows_(model, std::max(max_rows, model.config().max_positions)) {}
+    : rows_(model, std::max(max_rows, model.config().max_positions)) {
+  stats_ = Tensor::cpu({model.config().heads * model.config().max_positions}, DType::kF32);
+}
 
 int64_t GPTScorer::rows(const ScoreGroup& g) {
   auto n = static_cast<int64_t>(g.prefix.size());
@@ -91,7 +93,8 @@ void GPTScorer::forward(std::span<const ScoreGroup> batch,
     span_end_.push_back(se);
     own_begin_.push_back(ob);
   };
-  std::vector<int64_t> starts;
+  std::vector<int64_t>& starts = starts_;
+  starts.clear();
   for (const ScoreGroup& g : batch) {
     const int64_t g0 = r, len = static_cast<int64_t>(g.prefix.size());
     starts.push_back(g0);
@@ -104,7 +107,7 @@ void GPTScorer::forward(std::span<const ScoreGroup> batch,
   }
   const int64_t n = r;
   for (int64_t l = 0; l < c.num_layers; ++l)
-    rows_.layer(l, n, [&](int64_t, const float* qkv, float* o) { attend(n, qkv, o); });
+    rows_.layer(l, n, [&](int64_t, const Tensor& qkv, Tensor& o) { attend(batch, qkv, o); });
   tokens_run_ += n;
 
   // The scored rows of a group are contiguous: its prefix's last row, then its targets' rows.
@@ -174,41 +177,60 @@ void GPTScorer::forward(std::span<const ScoreGroup> batch,
   });
 }
 
-void GPTScorer::attend(int64_t n, const float* qkv, float* out) const {
+void GPTScorer::attend(std::span<const ScoreGroup> batch, const Tensor& qkv, Tensor& out) {
   const GPTConfig& c = rows_.config();
   const int64_t h = c.hidden, heads = c.heads, hd = c.head_dim();
+  // The prefixes: plain causal attention over their own rows.
+  for (size_t g = 0; g < batch.size(); ++g) {
+    const int64_t g0 = starts_[g], len = static_cast<int64_t>(batch[g].prefix.size());
+    const Tensor q = qkv.slice(g0, g0 + len).view({1, len, 3 * h});
+    Tensor o = out.slice(g0, g0 + len).view({1, len, h});
+    Tensor stats = stats_.slice(0, heads * len).view({1, heads, len});
+    rows_.backend().attention_forward(o, stats, q, heads, 0.0, RngStream{});
+  }
+  // The targets' rows: their prefix, then their own rows so far.
+  const float* qp = qkv.data_as<float>();
+  float* op = out.data_as<float>();
+  std::vector<int64_t> target_rows;
+  for (size_t g = 0; g < batch.size(); ++g) {
+    const int64_t from = starts_[g] + static_cast<int64_t>(batch[g].prefix.size());
+    const int64_t to = starts_[g] + rows(batch[g]);
+    for (int64_t i = from; i < to; ++i) target_rows.push_back(i);
+  }
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const auto count = static_cast<int64_t>(target_rows.size());
 #pragma omp parallel
   {
     std::vector<float> scores;
     std::vector<int64_t> keys;
-#pragma omp for schedule(dynamic, 8)
-    for (int64_t i = 0; i < n; ++i) {
+#pragma omp for schedule(dynamic, 4)
+    for (int64_t k = 0; k < count; ++k) {
+      const int64_t i = target_rows[static_cast<size_t>(k)];
       const auto u = static_cast<size_t>(i);
       keys.clear();
       for (int64_t t = span_begin_[u]; t < span_end_[u]; ++t) keys.push_back(t);
       for (int64_t t = own_begin_[u]; t <= i; ++t) keys.push_back(t);
       scores.resize(keys.size());
       for (int64_t j = 0; j < heads; ++j) {
-        const float* qi = qkv + i * 3 * h + j * 3 * hd;
+        const float* qi = qp + i * 3 * h + j * 3 * hd;
         float top = -INFINITY;
-        for (size_t k = 0; k < keys.size(); ++k) {
-          const float* kt = qkv + keys[k] * 3 * h + j * 3 * hd + hd;
+        for (size_t e = 0; e < keys.size(); ++e) {
+          const float* kt = qp + keys[e] * 3 * h + j * 3 * hd + hd;
           float dot = 0;
           for (int64_t d = 0; d < hd; ++d) dot += qi[d] * kt[d];
-          scores[k] = dot * scale;
-          top = std::max(top, scores[k]);
+          scores[e] = dot * scale;
+          top = std::max(top, scores[e]);
         }
         float sum = 0;
         for (float& s : scores) {
           s = std::exp(s - top);
           sum += s;
         }
-        float* o = out + i * h + j * hd;
+        float* o = op + i * h + j * hd;
         std::fill(o, o + hd, 0.0f);
-        for (size_t k = 0; k < keys.size(); ++k) {
-          const float a = scores[k] / sum;
-          const float* vt = qkv + keys[k] * 3 * h + j * 3 * hd + 2 * hd;
+        for (size_t e = 0; e < keys.size(); ++e) {
+          const float a = scores[e] / sum;
+          const float* vt = qp + keys[e] * 3 * h + j * 3 * hd + 2 * hd;
           for (int64_t d = 0; d < hd; ++d) o[d] += a * vt[d];
         }
       }

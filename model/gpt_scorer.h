@@ -7,8 +7,10 @@
 // targets scored after it: the prefix is run once, each target's rows attend to the prefix and
 // to their own earlier rows (the few choices of a multiple-choice document share its context
 // that way), and the prefix's last row, which predicts every target's first token, is scored
-// once. Numerics: each target's log-likelihood equals that of one forward over prefix + target
-// (GPTDecoder, or the training forward) to float32 rounding (model_gpt_scorer_test).
+// once. A prefix's attention is the backend's causal kernel (the training forward's); the targets'
+// few rows attend here. Numerics: each target's log-likelihood equals that of one forward over
+// prefix + target (GPTDecoder, or the training forward) to float32 rounding
+// (model_gpt_scorer_test).
 //
 // Needs what RowForward needs (a whole f32 model on the CPU). Borrows the model; not
 // thread-safe.
@@ -56,14 +58,18 @@ class GPTScorer {
 
  private:
   void forward(std::span<const ScoreGroup> batch, std::vector<std::vector<TargetScore>>* out);
-  void attend(int64_t n, const float* qkv, float* out) const;
+  // Each group's prefix: causal attention by the backend's kernel (the training forward's); the
+  // targets' rows, a few each: their prefix's keys and their own, here.
+  void attend(std::span<const ScoreGroup> batch, const Tensor& qkv, Tensor& out);
 
   RowForward rows_;
   int64_t tokens_run_ = 0;
   // Per packed row: it attends to keys [span_begin, span_end) (its prefix, for a target's row)
   // and [own_begin, row] (its own sequence so far).
   std::vector<int64_t> span_begin_, span_end_, own_begin_;
+  std::vector<int64_t> starts_;  // per group of the batch: its first row
   std::vector<float> gathered_;  // the scored rows, contiguous for the head
+  Tensor stats_;                 // the attention kernel's per-row statistics (unused after)
 };
 
 }  // namespace mtnlg

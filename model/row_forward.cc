@@ -74,7 +74,7 @@ void RowForward::layer(int64_t layer, int64_t n, const Attend& attend) {
                              w("input_layernorm.bias"), c.ln_eps);
   backend_.gemm(qkv, ln, false, w("self_attention.query_key_value.weight"), true, 1.0, 0.0);
   backend_.add_bias(qkv, w("self_attention.query_key_value.bias"));
-  attend(layer, qkv.data_as<float>(), attn.data_as<float>());
+  attend(layer, qkv, attn);
   backend_.gemm(proj, attn, false, w("self_attention.dense.weight"), true, 1.0, 0.0);
   backend_.add_bias(proj, w("self_attention.dense.bias"));
   backend_.add(x, x, proj);

@@ -25,6 +25,7 @@ class RowForward {
   RowForward(GPTStage& model, int64_t max_rows);
 
   const GPTConfig& config() const { return model_.config(); }
+  Backend& backend() { return backend_; }
   int64_t max_rows() const { return max_rows_; }
   // The residual stream: max_rows rows of config().hidden floats.
   float* x() { return x_.data_as<float>(); }
@@ -33,9 +34,10 @@ class RowForward {
   // naming `what` for a token outside [0, vocab) or a position past the model's.
   void embed(int64_t row, int32_t token, int64_t position, const char* what);
 
-  // The attention of rows [0, n): reads their qkv rows (per head j the columns q_j, k_j, v_j,
-  // head_dim each) and writes their context rows ([n, hidden], heads side by side).
-  using Attend = std::function<void(int64_t layer, const float* qkv, float* out)>;
+  // The attention of rows [0, n): reads their qkv rows ([n, 3 hidden]: per head j the columns
+  // q_j, k_j, v_j, head_dim each) and writes their context rows (out: [n, hidden], heads side by
+  // side).
+  using Attend = std::function<void(int64_t layer, const Tensor& qkv, Tensor& out)>;
   // One transformer layer over rows [0, n) of x().
   void layer(int64_t layer, int64_t n, const Attend& attend);
 
