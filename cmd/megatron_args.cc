@@ -1,7 +1,9 @@
 #include "cmd/megatron_args.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <utility>
@@ -46,9 +48,7 @@ const std::map<std::string, std::string>& direct_keys() {
       {"--hysteresis", "optimizer.hysteresis"},
       {"--min-loss-scale", "optimizer.min_loss_scale"},
       {"--data-cache-path", "data.cache_dir"},
-      {"--save", "checkpoint.dir"},
       {"--save-interval", "checkpoint.save_interval"},
-      {"--load", "checkpoint.load"},
       {"--log-interval", "logging.interval"},
       {"--eval-interval", "eval.interval"},
       {"--eval-iters", "eval.iters"},
@@ -112,6 +112,15 @@ double to_double(const std::string& flag, const std::string& v) {
   throw invalid_argument(flag + " " + v + " is not a number", flag);
 }
 
+// "ckpt/x", "ckpt/x/" and "./ckpt/x" name one directory.
+bool same_directory(const std::string& a, const std::string& b) {
+  const auto norm = [](const std::string& p) {
+    std::filesystem::path n = std::filesystem::path(p).lexically_normal();
+    return n.has_filename() ? n : n.parent_path();
+  };
+  return norm(a) == norm(b);
+}
+
 bool is_flag(const std::string& s) {
   return s.size() > 2 && s[0] == '-' && s[1] == '-';
 }
@@ -128,6 +137,8 @@ std::string megatron_flag_for(const std::string& recipe_key) {
   for (const auto& [flag, key] : direct_keys())
     if (key == recipe_key) return flag;
   if (recipe_key == "data.blend") return "--data-path";
+  if (recipe_key == "checkpoint.dir") return "--save";
+  if (recipe_key == "checkpoint.load") return "--load";
   if (recipe_key == "model.vocab_size") return "--tokenizer-type";
   return "";
 }
@@ -228,9 +239,39 @@ MegatronConversion convert_megatron_args(const std::vector<std::string>& args) {
     } else if (flag == "--lr-decay-iters") {
       set.push_back("schedule.decay_tokens=" + iters_to_tokens(flag, v));
     } else if (flag == "--lr-warmup-fraction") {
-      out.not_carried.push_back(shown +
-                                ": give the warmup in tokens (schedule.warmup_tokens = "
-                                "fraction x the decay's tokens)");
+      // Megatron: warmup steps = fraction x the decay's steps, the decay's steps being
+      // --lr-decay-samples (else --train-samples) or --lr-decay-iters (else --train-iters)
+      // times the global batch; here in tokens.
+      const double fraction = to_double(flag, v);
+      std::string base_flag;
+      for (const char* f :
+           {"--lr-decay-samples", "--lr-decay-iters", "--train-samples", "--train-iters"})
+        if (given.count(f)) {
+          base_flag = f;
+          break;
+        }
+      if (base_flag.empty())
+        throw invalid_argument(flag +
+                                   " needs the decay's length: --lr-decay-samples, "
+                                   "--lr-decay-iters, --train-samples or --train-iters",
+                               flag);
+      const bool samples = base_flag.find("samples") != std::string::npos;
+      const std::string base = samples ? samples_to_tokens(base_flag, *one(base_flag))
+                                       : iters_to_tokens(base_flag, *one(base_flag));
+      const double tokens = fraction * static_cast<double>(std::stoll(base));
+      const auto rounded = static_cast<int64_t>(std::llround(tokens));
+      set.push_back("schedule.warmup_tokens=" + std::to_string(rounded));
+      if (static_cast<double>(rounded) != tokens)
+        out.notes.push_back(shown + ": " + std::to_string(rounded) + " warmup tokens (" + v +
+                            " x the " + base + " tokens of " + base_flag + ", rounded)");
+    } else if (flag == "--save") {
+      set.push_back("checkpoint.dir=" + v);
+    } else if (flag == "--load") {
+      // Megatron's --save D --load D: continue from D's latest if it holds one, else start
+      // fresh. That is checkpoint.resume; --load names another directory only when it differs.
+      const std::optional<std::string> save = given.count("--save") ? one("--save") : std::nullopt;
+      if (save) set.push_back("checkpoint.resume=true");
+      if (!save || !same_directory(*save, v)) set.push_back("checkpoint.load=" + v);
     } else if (flag == "--rampup-batch-size") {
       if (values.size() != 3)
         throw invalid_argument("--rampup-batch-size takes start, increment and samples", flag);

@@ -6,7 +6,10 @@
 // conversion sets Megatron's (linear LR decay, split 969,30,1, eval every 1000 iterations over
 // 100, log every 100, gradient reduction after backward, and the tanh GeLU of Megatron's
 // default bias-GeLU fusion), so the recipe trains as the command line would. Counts in samples or
-// iterations become tokens (samples x seq_length; iterations x global batch x seq_length).
+// iterations become tokens (samples x seq_length; iterations x global batch x seq_length), and
+// --lr-warmup-fraction the fraction of the decay's tokens. --save D --load D continues from D's
+// latest checkpoint if it holds one, else starts fresh, as Megatron does (checkpoint.resume:
+// true); a --load other than --save also becomes checkpoint.load.
 //
 // Pure functions; thread-safe.
 #pragma once

@@ -3,6 +3,7 @@
 // (cmd/megatron_args.h), naming every flag it cannot carry over. Exit status as mtnlg-train's:
 // 0 success; 2 a bad command line or a recipe that does not validate; 4 an unwritable output;
 // 1 anything else.
+#include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -45,6 +46,8 @@ std::string converted_recipe(const std::vector<std::string>& args,
                                                          e.context() + "=...)"),
                        e.context());
   }
+  // Each flag left out, on the terminal too: the YAML's comments are easy to miss.
+  for (const auto& l : c.not_carried) spdlog::warn("not carried over: {}", l);
   std::string command;
   for (const auto& a : args) command += (command.empty() ? "" : " ") + a;
   std::ostringstream out;
@@ -99,7 +102,7 @@ int main(int argc, char** argv) {
   if (const auto status = mtnlg::parse_command_line(app, argc, argv)) return *status;
 
   return mtnlg::exit_status_of([&] {
-    mtnlg::init_logging(log_level);
+    mtnlg::init_logging_to_stderr(log_level);  // stdout may hold the recipe
     const std::string text = converted_recipe(megatron_args, sets);
     if (output.empty()) {
       std::cout << text;

@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,10 @@ std::vector<std::string> words(const std::string& s) {
   }
   if (!w.empty()) out.push_back(w);
   return out;
+}
+
+std::string absolute(const std::string& p) {
+  return std::filesystem::absolute(p).lexically_normal().string();
 }
 
 Recipe convert(const std::string& args) {
@@ -131,6 +136,53 @@ TEST_CASE("Megatron's counts in samples and iterations become tokens - its defau
   CHECK(r.logging.interval == 100);
   CHECK(r.model.activation == Activation::kGeluTanh);  // its fused bias-GeLU
   CHECK(r.data.blend.size() == 1);
+}
+
+TEST_CASE("Megatron's warmup fraction becomes that fraction of the decay's tokens") {
+  const std::string base =
+      "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 "
+      "--micro-batch-size 2 --global-batch-size 8 --data-path corpus ";
+  // Megatron: the decay's steps are --lr-decay-iters (else --train-iters) x the global batch,
+  // or --lr-decay-samples (else --train-samples).
+  CHECK(convert(base + "--train-iters 1000 --lr-warmup-fraction .01").schedule.warmup_tokens ==
+        10 * 8 * 32);
+  CHECK(convert(base + "--train-iters 1000 --lr-decay-iters 500 --lr-warmup-fraction 0.1")
+            .schedule.warmup_tokens == 50 * 8 * 32);
+  CHECK(convert(base + "--train-samples 4000 --lr-decay-samples 2000 --lr-warmup-fraction .5")
+            .schedule.warmup_tokens == 1000 * 32);
+  // A fraction that does not land on a token is rounded, and said.
+  const MegatronConversion c =
+      convert_megatron_args(words(base + "--train-samples 4000 --lr-warmup-fraction .0001"));
+  CHECK(parse_recipe("{}", c.overrides, "test").schedule.warmup_tokens == 13);  // 12.8
+  REQUIRE(c.notes.size() == 1);
+  CHECK(c.notes[0].find("rounded") != std::string::npos);
+  CHECK(c.not_carried.empty());
+  CHECK_THROWS_WITH(convert_megatron_args(words(base + "--train-tokens 100000 "
+                                                       "--lr-warmup-fraction .01")),
+                    Catch::Contains("--lr-warmup-fraction needs the decay's length"));
+}
+
+TEST_CASE("Megatron's --save and --load keep their meaning") {
+  const std::string base =
+      "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 "
+      "--micro-batch-size 2 --global-batch-size 8 --train-samples 800 --data-path corpus ";
+  // The same directory: continue from its latest if it holds one, else start fresh.
+  Recipe r = convert(base + "--save ckpt/x --load ckpt/x/ --save-interval 100");
+  CHECK(r.checkpoint.dir == absolute("ckpt/x"));
+  CHECK(r.checkpoint.resume);
+  CHECK(r.checkpoint.load.empty());
+  // Another directory to start from when the run's own holds none yet.
+  r = convert(base + "--save ckpt/x --load ckpt/pretrained --save-interval 100");
+  CHECK(r.checkpoint.resume);
+  CHECK(r.checkpoint.load == absolute("ckpt/pretrained"));
+  // --save alone starts fresh; --load alone loads and saves nothing.
+  r = convert(base + "--save ckpt/x --save-interval 100");
+  CHECK_FALSE(r.checkpoint.resume);
+  CHECK(r.checkpoint.load.empty());
+  r = convert(base + "--load ckpt/pretrained");
+  CHECK_FALSE(r.checkpoint.resume);
+  CHECK(r.checkpoint.dir.empty());
+  CHECK(r.checkpoint.load == absolute("ckpt/pretrained"));
 }
 
 TEST_CASE("bad Megatron values name their flag") {

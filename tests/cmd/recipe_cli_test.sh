@@ -29,6 +29,13 @@ if grep -q '^#   --swiglu: no recipe key does this' "$tmp/tiny.yaml" &&
 else
   echo "FAIL: the recipe's header:"; head -12 "$tmp/tiny.yaml"; failures=$((failures + 1))
 fi
+# On standard output the recipe alone (it parses); each flag left out is also said on stderr.
+"$bin" from-megatron --set model.vocab_size=512 -- "${megatron[@]}" >"$tmp/stdout.yaml" 2>"$tmp/stderr.txt"
+check "to stdout: the recipe alone, the dropped flag on stderr" bash -c "
+  head -1 '$tmp/stdout.yaml' | grep -q '^# Converted by mtnlg-recipe from-megatron' &&
+  ! grep -q '\[warning\]\|\[info\]' '$tmp/stdout.yaml' &&
+  grep -q 'warning.*not carried over: --swiglu: no recipe key does this' '$tmp/stderr.txt' &&
+  ! grep -q 'not carried over' '$tmp/stdout.yaml'"
 # The recipe trains: 3 iterations, 3 metrics lines.
 if "$train" --config "$tmp/tiny.yaml" --threads 1 --log-level warn &&
   [[ $(grep -c '"split": "train"' "$tmp/run/metrics.jsonl") -eq 3 ]]; then
