@@ -1,14 +1,19 @@
 #include "cmd/megatron_args.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <set>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
 
 #include "core/status.h"
+#include "core/suggest.h"
 
 namespace mtnlg {
 
@@ -94,6 +99,28 @@ const std::map<std::string, std::string>& no_effect() {
   return m;
 }
 
+// Every flag a Megatron-LM or Megatron-DeepSpeed parser has defined, with its parser group
+// (scripts/megatron_flags.py writes the table).
+const std::unordered_map<std::string_view, std::string_view>& megatron_flags() {
+  static const std::unordered_map<std::string_view, std::string_view> m = {
+#include "cmd/megatron_flags.inc"
+  };
+  return m;
+}
+
+// Flags that only log, profile or supervise a Megatron run: dropping them changes no number.
+bool only_observes(const std::string& flag) {
+  static const std::set<std::string_view> groups = {
+      "logging",           "one_logger",     "straggler_detector",        "ft_package",
+      "inprocess_restart", "fault_injector", "workload_inspector_server", "autoresume"};
+  const auto it = megatron_flags().find(flag);
+  if (it != megatron_flags().end() && groups.count(it->second)) return true;
+  for (const char* word : {"tensorboard", "wandb", "timers", "timing", "profil", "-log-", "--log-",
+                           "one-logger", "straggler"})
+    if (flag.find(word) != std::string::npos) return true;
+  return false;
+}
+
 int64_t to_int(const std::string& flag, const std::string& v) {
   int64_t x = 0;
   const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
@@ -158,6 +185,23 @@ MegatronConversion convert_megatron_args(const std::vector<std::string>& args) {
     } else {
       flags.back().second.push_back(a);
     }
+  }
+  // A flag no Megatron parser ever defined fails as argparse fails it (a typo would otherwise
+  // leave a setting at its default unseen).
+  for (const auto& [f, v] : flags) {
+    if (megatron_flags().count(f) || direct_keys().count(f) || switch_keys().count(f) ||
+        no_effect().count(f))
+      continue;
+    std::vector<std::string_view> names;
+    for (const auto& [name, group] : megatron_flags()) names.push_back(name);
+    std::sort(names.begin(), names.end());  // the same suggestion whatever the hash order
+    const std::string guess = suggest_name(f, names);
+    throw invalid_argument(
+        "unrecognized argument " + f +
+            " (no Megatron-LM or Megatron-DeepSpeed "
+            "version defines it" +
+            (guess.empty() ? std::string(")") : "; did you mean " + guess + "?)"),
+        f);
   }
   std::map<std::string, std::vector<std::string>> given;
   for (const auto& [f, v] : flags) given[f] = v;
@@ -330,6 +374,10 @@ MegatronConversion convert_megatron_args(const std::vector<std::string>& args) {
       set.push_back("parallel.virtual_pipeline=" + std::to_string(layers / (pp * per)));
     } else if (const auto it = no_effect().find(flag); it != no_effect().end()) {
       out.notes.push_back(shown + ": " + it->second);
+    } else if (only_observes(flag)) {
+      out.notes.push_back(shown +
+                          ": Megatron logs, profiles or supervises with it; nothing here "
+                          "changes without it");
     } else {
       out.not_carried.push_back(shown + ": no recipe key does this");
     }

@@ -20,13 +20,17 @@
 namespace mtnlg {
 
 struct MegatronConversion {
-  std::vector<std::string> overrides;    // recipe keys as --set takes them: "a.b=value"
-  std::vector<std::string> not_carried;  // "--flag [values]: why", in command-line order
-  std::vector<std::string> notes;        // conversions worth a second look (approximations)
+  std::vector<std::string> overrides;  // recipe keys as --set takes them: "a.b=value"
+  // "--flag [values]: why", in command-line order: what the recipe cannot reproduce (the model,
+  // data or schedule would differ); mtnlg-recipe stops on them unless --allow-dropped.
+  std::vector<std::string> not_carried;
+  std::vector<std::string> notes;  // conversions worth a second look (approximations)
 };
 
-// Throws invalid_argument naming the flag for a value that cannot be read (a count that is not
-// a number, --data-path with an odd weight/prefix list).
+// Throws invalid_argument naming the flag for a flag no Megatron-LM or Megatron-DeepSpeed parser
+// has defined (with the likeliest one meant), and for a value that cannot be read (a count that is
+// not a number, --data-path with an odd weight/prefix list). Flags that only log, profile or
+// supervise Megatron's run go to notes; every other flag without a recipe key to not_carried.
 MegatronConversion convert_megatron_args(const std::vector<std::string>& args);
 
 // The Megatron flag that sets a recipe key ("model.num_layers" -> "--num-layers"), or "" when

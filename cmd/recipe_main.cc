@@ -1,8 +1,8 @@
 // mtnlg-recipe: recipes from other tools' configurations. Subcommand `from-megatron` turns the
 // arguments of a Megatron-LM or Megatron-DeepSpeed pretrain_gpt.py run into a recipe YAML
 // (cmd/megatron_args.h), naming every flag it cannot carry over. Exit status as mtnlg-train's:
-// 0 success; 2 a bad command line or a recipe that does not validate; 4 an unwritable output;
-// 1 anything else.
+// 0 success; 2 a bad command line or a recipe that does not validate; 3 flags it cannot carry
+// over (without --allow-dropped); 4 an unwritable output; 1 anything else.
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
@@ -29,7 +29,7 @@ std::string comment_lines(const std::vector<std::string>& lines) {
 
 // The recipe text: where it came from, what it leaves out, then every key.
 std::string converted_recipe(const std::vector<std::string>& args,
-                             const std::vector<std::string>& extra_sets) {
+                             const std::vector<std::string>& extra_sets, bool allow_dropped) {
   const mtnlg::MegatronConversion c = mtnlg::convert_megatron_args(args);
   std::vector<std::string> sets = c.overrides;
   sets.insert(sets.end(), extra_sets.begin(), extra_sets.end());
@@ -45,6 +45,20 @@ std::string converted_recipe(const std::vector<std::string>& args,
                                                          " on the command line, or --set " +
                                                          e.context() + "=...)"),
                        e.context());
+  }
+  if (!c.not_carried.empty() && !allow_dropped) {
+    // A recipe that trains another model, data or schedule than the command line asked for is
+    // not written unless the user says so.
+    std::string list;
+    for (const auto& l : c.not_carried) {
+      list += list.empty() ? " " : "; ";
+      list += l;
+    }
+    throw mtnlg::unsupported(
+        "the recipe would not do what these flags do:" + list +
+            ". The fix: drop them from the command line, or pass --allow-dropped to write the "
+            "recipe without them (each stays listed in its header)",
+        "--allow-dropped");
   }
   // Each flag left out, on the terminal too: the YAML's comments are easy to miss.
   for (const auto& l : c.not_carried) spdlog::warn("not carried over: {}", l);
@@ -72,8 +86,9 @@ int main(int argc, char** argv) {
       "2048 --num-attention-heads 16 --seq-length 2048 --micro-batch-size 4 "
       "--global-batch-size 512 --lr 2e-4 --train-samples 146484375 --data-path 0.3 a 0.7 b "
       "--split 949,50,1 --bf16\n"
-      "Exit status: 0 done; 2 bad command line, or the result does not validate; 4 unwritable "
-      "output; 1 other."};
+      "Exit status: 0 done; 2 bad command line (a flag no Megatron defines, a bad value), or the "
+      "result does not validate; 3 flags the recipe cannot carry over (without "
+      "--allow-dropped); 4 unwritable output; 1 other."};
   app.set_version_flag("--version", "mtnlg-recipe 0.1.0");
   app.require_subcommand(1);
   std::string log_level = "info";
@@ -87,8 +102,11 @@ int main(int argc, char** argv) {
       "after --) into a recipe: model shape, parallel layout (tensor, pipeline, virtual "
       "pipeline, distributed optimizer as ZeRO-1, recomputation), batch and ramp, LR schedule "
       "(samples and iterations become tokens), optimizer, precision and loss scaling, data "
-      "blend and split, checkpoints, logging and evaluation. The recipe lists every flag it "
-      "does not carry over, and sets Megatron's defaults where ours differ (linear decay, split "
+      "blend and split, checkpoints, logging and evaluation. A flag no Megatron version "
+      "defines is an error (as in Megatron's argparse); a flag the recipe cannot carry over stops "
+      "it (exit 3) unless --allow-dropped, and is listed in the recipe's header; flags that only "
+      "log or profile are noted. It sets Megatron's defaults where ours differ (linear decay, "
+      "split "
       "969,30,1, eval every 1000 iterations over 100, log every 100). The result is validated "
       "as mtnlg-train would; paths resolve against the current directory.");
   from->add_option("-o,--output", output, "Write the recipe here (default: standard output)");
@@ -96,6 +114,10 @@ int main(int argc, char** argv) {
                    "Then override a recipe key, as mtnlg-train's --set (e.g. a data path the "
                    "command line lacks)")
       ->allow_extra_args(false);
+  bool allow_dropped = false;
+  from->add_flag("--allow-dropped", allow_dropped,
+                 "Write the recipe even where the command line has flags it cannot carry over "
+                 "(architecture flags, other tokenizers, ...: exit 3 without this)");
   from->add_option("ARGS", megatron_args,
                    "pretrain_gpt.py's arguments, after -- (e.g. -- --num-layers 24 ...)")
       ->required();
@@ -103,7 +125,7 @@ int main(int argc, char** argv) {
 
   return mtnlg::exit_status_of([&] {
     mtnlg::init_logging_to_stderr(log_level);  // stdout may hold the recipe
-    const std::string text = converted_recipe(megatron_args, sets);
+    const std::string text = converted_recipe(megatron_args, sets, allow_dropped);
     if (output.empty()) {
       std::cout << text;
       if (!std::cout.flush()) throw mtnlg::io_error("cannot write the recipe to standard output");

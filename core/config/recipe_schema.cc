@@ -8,6 +8,7 @@
 
 #include "core/config/recipe_yaml.h"
 #include "core/status.h"
+#include "core/suggest.h"
 
 namespace mtnlg::recipe_detail {
 namespace {
@@ -94,40 +95,6 @@ const KeySpec* lookup(std::span<const KeySpec> specs, std::string_view name) {
     if (spec.name == name) return &spec;
   }
   return nullptr;
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
-// The '_'-separated words of a key, sorted, so "lr_min" matches "min_lr".
-std::vector<std::string> words(const std::string& key) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= key.size()) {
-    const size_t end = std::min(key.find_first_of("_-", start), key.size());
-    if (end > start) out.push_back(key.substr(start, end - start));
-    start = end + 1;
-  }
-  std::sort(out.begin(), out.end());
-  return out;
 }
 
 std::string list_keys(std::span<const KeySpec> specs) {
@@ -275,22 +242,9 @@ std::string join_path(const std::string& path, std::string_view key) {
 }
 
 std::string suggest_key(std::string_view key, std::span<const KeySpec> valid) {
-  const std::string want = lower(key);
-  const std::vector<std::string> want_words = words(want);
-  // An obvious typo: a few edits away relative to the key's length, or the same words reordered.
-  const size_t budget = want.size() <= 4 ? 1 : want.size() <= 8 ? 2 : 3;
-  std::string best;
-  size_t best_distance = budget + 1;
-  for (const KeySpec& spec : valid) {
-    const std::string name(spec.name);
-    if (words(name) == want_words) return name;
-    const size_t d = edit_distance(want, name);
-    if (d < best_distance) {
-      best_distance = d;
-      best = name;
-    }
-  }
-  return best;
+  std::vector<std::string_view> names;
+  for (const KeySpec& spec : valid) names.push_back(spec.name);
+  return suggest_name(key, names);
 }
 
 void throw_unknown_key(const std::string& section_path, std::string_view key,

@@ -185,6 +185,26 @@ TEST_CASE("Megatron's --save and --load keep their meaning") {
   CHECK(r.checkpoint.load == absolute("ckpt/pretrained"));
 }
 
+TEST_CASE("flags no Megatron defines fail - flags that only log are notes, others not carried") {
+  const std::string base =
+      "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 "
+      "--micro-batch-size 2 --global-batch-size 8 --train-samples 800 --data-path corpus ";
+  CHECK_THROWS_WITH(convert_megatron_args(words(base + "--lr-decay-stlye cosine")),
+                    Catch::Contains("did you mean --lr-decay-style?"));
+  CHECK_THROWS_WITH(convert_megatron_args(words(base + "--foo-bar 3")),
+                    Catch::Contains("unrecognized argument --foo-bar"));
+  // Megatron-DeepSpeed's own flags and old Megatron-LM ones are known.
+  CHECK_NOTHROW(convert_megatron_args(
+      words(base + "--train-tokens 25600 --lr-decay-tokens 100 --checkpoint-activations")));
+  const MegatronConversion c = convert_megatron_args(
+      words(base + "--swiglu --normalization RMSNorm --log-timers-to-tensorboard "
+                   "--wandb-project x --timing-log-level 2"));
+  REQUIRE(c.not_carried.size() == 2);
+  CHECK(c.not_carried[0].rfind("--swiglu:", 0) == 0);
+  CHECK(c.not_carried[1].rfind("--normalization RMSNorm:", 0) == 0);
+  CHECK(c.notes.size() == 3);
+}
+
 TEST_CASE("bad Megatron values name their flag") {
   const auto fails = [](const std::string& args, const std::string& flag) {
     try {

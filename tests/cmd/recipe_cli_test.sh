@@ -21,7 +21,11 @@ megatron=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 3
   --max-position-embeddings 32 --micro-batch-size 2 --global-batch-size 4 --train-iters 3
   --lr 1e-3 --lr-warmup-iters 1 --data-path "$tmp/corpus" --split 1,0,0 --eval-interval 0
   --data-cache-path "$tmp/cache" --log-interval 1 --use-flash-attn --swiglu)
-expect 0 'wrote .*tiny.yaml' -- from-megatron -o "$tmp/tiny.yaml" \
+# --swiglu has no recipe key: no recipe without --allow-dropped (exit 3, naming it).
+expect 3 'would not do what these flags do: --swiglu: no recipe key does this.*--allow-dropped' -- \
+  from-megatron -o "$tmp/tiny.yaml" --set model.vocab_size=512 -- "${megatron[@]}"
+check "no recipe written on exit 3" test ! -e "$tmp/tiny.yaml"
+expect 0 'wrote .*tiny.yaml' -- from-megatron -o "$tmp/tiny.yaml" --allow-dropped \
   --set "logging.metrics_file=$tmp/run/metrics.jsonl" --set model.vocab_size=512 -- "${megatron[@]}"
 if grep -q '^#   --swiglu: no recipe key does this' "$tmp/tiny.yaml" &&
   grep -q '^#   --use-flash-attn: the same attention math' "$tmp/tiny.yaml"; then
@@ -30,7 +34,8 @@ else
   echo "FAIL: the recipe's header:"; head -12 "$tmp/tiny.yaml"; failures=$((failures + 1))
 fi
 # On standard output the recipe alone (it parses); each flag left out is also said on stderr.
-"$bin" from-megatron --set model.vocab_size=512 -- "${megatron[@]}" >"$tmp/stdout.yaml" 2>"$tmp/stderr.txt"
+"$bin" from-megatron --allow-dropped --set model.vocab_size=512 -- "${megatron[@]}" \
+  >"$tmp/stdout.yaml" 2>"$tmp/stderr.txt"
 check "to stdout: the recipe alone, the dropped flag on stderr" bash -c "
   head -1 '$tmp/stdout.yaml' | grep -q '^# Converted by mtnlg-recipe from-megatron' &&
   ! grep -q '\[warning\]\|\[info\]' '$tmp/stdout.yaml' &&
@@ -50,8 +55,13 @@ expect 2 'data\.blend.*--data-path' -- from-megatron -- --num-layers 2 --hidden-
   --num-attention-heads 4 --seq-length 32 --micro-batch-size 1 --global-batch-size 1 --lr 1e-3 --train-iters 1
 expect 2 'num_attention_heads.*--num-attention-heads' -- from-megatron -- "${megatron[@]}" --num-attention-heads 5
 expect 2 '\[--train-samples\]: --train-samples x is not an integer' -- from-megatron -- "${megatron[@]}" --train-samples x
+# A flag no Megatron defines fails as argparse fails it, with the likeliest one meant.
+expect 2 'unrecognized argument --lr-decay-stlye .*did you mean --lr-decay-style\?' -- \
+  from-megatron -- "${megatron[@]}" --lr-decay-stlye cosine
+expect 2 'unrecognized argument --foo-bar' -- from-megatron -- "${megatron[@]}" --foo-bar 3
 expect 2 'ARGS is required' -- from-megatron
-expect 4 "$tmp/no/such/r.yaml" -- from-megatron -o "$tmp/no/such/r.yaml" -- "${megatron[@]}"
+expect 4 "$tmp/no/such/r.yaml" -- from-megatron -o "$tmp/no/such/r.yaml" --allow-dropped -- \
+  "${megatron[@]}"
 if [[ -z $(find "$tmp" -name '*.tmp') ]]; then
   echo "ok: no temporary file left"; passes=$((passes + 1))
 else
