@@ -156,7 +156,7 @@ void export_checkpoint_hf_gpt2(const std::string& path, const std::string& outpu
 }
 
 void convert_checkpoint(const std::string& path, const std::string& out_root, int64_t tensor,
-                        int64_t pipeline, int64_t data, int zero_stage) {
+                        int64_t pipeline, int64_t data, int zero_stage, bool force) {
   const std::string dir = require_checkpoint(path);
   const CheckpointManifest src = read_manifest(dir);
   if (zero_stage < 0) zero_stage = src.zero_stage;
@@ -175,6 +175,12 @@ void convert_checkpoint(const std::string& path, const std::string& out_root, in
         "--output is the checkpoint's own root; write the converted "
         "checkpoint to another directory",
         out_root);
+  if (!force && fs::is_directory(out_root, ec) && !fs::is_empty(out_root, ec))
+    throw invalid_argument(
+        "--output " + out_root +
+            " is not empty (another run's checkpoints would be replaced and its latest moved); "
+            "the fix: an empty or new directory, or --force to write into it",
+        "--output");
   prepare_root(out_root);
   const std::string tmp = temp_dir_path(out_root, src.iteration);
   fs::create_directories(tmp, ec);

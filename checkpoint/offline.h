@@ -40,8 +40,10 @@ void verify_checkpoint(const std::string& path, std::ostream& out);
 void export_checkpoint_hf_gpt2(const std::string& path, const std::string& output);
 
 // The checkpoint resharded to (tensor, pipeline, data) with ZeRO stage `zero_stage` (-1: the
-// source's), written and committed under `out_root` as the same iteration.
+// source's), written and committed under `out_root` as the same iteration. Throws
+// invalid_argument for an out_root that exists and is not empty (another run's checkpoints
+// would be replaced and its latest moved) unless `force`.
 void convert_checkpoint(const std::string& path, const std::string& out_root, int64_t tensor,
-                        int64_t pipeline, int64_t data, int zero_stage);
+                        int64_t pipeline, int64_t data, int zero_stage, bool force = false);
 
 }  // namespace mtnlg

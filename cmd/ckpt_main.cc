@@ -55,6 +55,10 @@ int main(int argc, char** argv) {
       ->required();
   convert->add_option("--zero-stage", zero_stage, "0 or 1 (default: the checkpoint's)")
       ->check(CLI::Range(0, 1));
+  bool force = false;
+  convert->add_flag("--force", force,
+                    "Write into a --output that is not empty (its checkpoint of the same "
+                    "iteration is replaced and its latest moved to it)");
 
   std::string log_level = "warn";
   app.add_option("--log-level", log_level, "trace, debug, info, warn (default), error or off");
@@ -87,7 +91,7 @@ int main(int argc, char** argv) {
         throw mtnlg::invalid_argument(
             "--layout '" + layout + "' is not T,P,D (three positive integers, e.g. 2,2,1)",
             "--layout");
-      mtnlg::convert_checkpoint(dir, output, sizes[0], sizes[1], sizes[2], zero_stage);
+      mtnlg::convert_checkpoint(dir, output, sizes[0], sizes[1], sizes[2], zero_stage, force);
       std::cout << "wrote a checkpoint at tensor " << sizes[0] << " x pipeline " << sizes[1]
                 << " x data " << sizes[2] << " under " << output << "\n";
     }

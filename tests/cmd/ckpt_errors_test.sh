@@ -121,6 +121,15 @@ umount "$full" 2>/dev/null
 [[ $? == 2 ]] || fail "mtnlg-ckpt convert to tensor 3 (4 heads) did not exit 2"
 "$ckpt" convert "$iter" --output "$tmp/c3" --layout 2,x >/dev/null 2>&1
 [[ $? == 2 ]] || fail "mtnlg-ckpt convert --layout 2,x did not exit 2"
+# convert into a directory that holds something: refused without --force, nothing changed.
+mkdir -p "$tmp/other-run" && echo 60 >"$tmp/other-run/latest_checkpointed_iteration.txt"
+out=$("$ckpt" convert "$iter" --output "$tmp/other-run" --layout 1,1,1 2>&1)
+[[ $? == 2 ]] && grep -q "is not empty.*--force" <<<"$out" &&
+  [[ $(cat "$tmp/other-run/latest_checkpointed_iteration.txt") == 60 ]] &&
+  [[ $(ls "$tmp/other-run") == latest_checkpointed_iteration.txt ]] ||
+  fail "mtnlg-ckpt convert into a non-empty directory was not refused: $out"
+"$ckpt" convert "$iter" --output "$tmp/other-run" --layout 1,1,1 --force >/dev/null 2>&1 &&
+  "$ckpt" verify "$tmp/other-run" >/dev/null || fail "mtnlg-ckpt convert --force"
 "$ckpt" inspect "$tmp/nothing-here" >/dev/null 2>&1
 [[ $? == 4 ]] || fail "mtnlg-ckpt inspect of nothing did not exit 4"
 "$ckpt" inspect "$iter" | grep -q "iteration       2" || fail "mtnlg-ckpt inspect"
