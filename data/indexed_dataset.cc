@@ -1,6 +1,7 @@
 #include "data/indexed_dataset.h"
 
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "core/status.h"
@@ -10,8 +11,8 @@ namespace mtnlg {
 namespace {
 
 constexpr const char* kRemakeFix =
-    "the fix: re-create the dataset with Megatron's tools/preprocess_data.py or "
-    "scripts/prepare_demo_data.py --force";
+    "the fix: re-create the dataset with mtnlg-preprocess (or Megatron's "
+    "tools/preprocess_data.py)";
 
 // Little-endian load from possibly unaligned memory (the .idx arrays are not aligned).
 template <typename T>
@@ -24,9 +25,20 @@ T load(const uint8_t* p) {
 }  // namespace
 
 std::shared_ptr<IndexedDataset> IndexedDataset::open(const std::string& prefix) {
+  // A prefix given with its file's suffix: say so rather than "no such file PREFIX.bin.idx".
+  for (const std::string suffix : {idx_format::kBinSuffix, idx_format::kIdxSuffix}) {
+    if (prefix.size() > suffix.size() &&
+        prefix.compare(prefix.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+        !std::filesystem::exists(prefix + idx_format::kIdxSuffix)) {
+      const std::string bare = prefix.substr(0, prefix.size() - suffix.size());
+      throw not_found("a dataset is named by its prefix, without " + suffix + "; the fix: " + bare +
+                          " (for " + bare + ".bin and " + bare + ".idx)",
+                      prefix);
+    }
+  }
   const std::string fix =
       "the fix: check the dataset prefix in data.blend (it names PREFIX for PREFIX.bin and "
-      "PREFIX.idx) or create it with scripts/prepare_demo_data.py";
+      "PREFIX.idx) or create it with mtnlg-preprocess --input DOCS.jsonl --output-prefix PREFIX";
   MappedFile idx(prefix + idx_format::kIdxSuffix, fix);
   MappedFile bin(prefix + idx_format::kBinSuffix, fix);
   // Not make_shared: the constructor is private.
@@ -51,9 +63,8 @@ void IndexedDataset::parse_index() {
   if (std::memcmp(p, idx_format::kMagic.data(), idx_format::kMagic.size()) != 0) {
     throw corruption(
         "not a Megatron indexed dataset (the file does not start with the MMIDIDX magic); the "
-        "fix: point data.blend at the prefix of a .bin/.idx pair written by Megatron's "
-        "preprocess_data.py (the old 'lazy'/'cached' formats are not supported) or by "
-        "scripts/prepare_demo_data.py",
+        "fix: point data.blend at the prefix of a .bin/.idx pair written by mtnlg-preprocess "
+        "or Megatron's preprocess_data.py (the old 'lazy'/'cached' formats are not supported)",
         idx_name);
   }
   const uint64_t version = load<uint64_t>(p + idx_format::kVersionOffset);
@@ -76,11 +87,13 @@ void IndexedDataset::parse_index() {
   } else if (code == static_cast<uint8_t>(TokenType::kInt32)) {
     token_type_ = TokenType::kInt32;
   } else {
-    throw unsupported(std::string("token dtype ") + code_name +
-                          " is not supported (only uint16 and int32 token files are); the fix: "
-                          "re-tokenize with Megatron's preprocess_data.py, which writes uint16 for "
-                          "vocabularies below 65500 and int32 otherwise",
-                      idx_name);
+    throw unsupported(
+        std::string("token dtype ") + code_name +
+            " is not supported (only uint16 and int32 token files are); the fix: "
+            "re-tokenize with mtnlg-preprocess or Megatron's preprocess_data.py, which "
+            "write uint16 for "
+            "vocabularies below 65500 and int32 otherwise",
+        idx_name);
   }
 
   const uint64_t n = load<uint64_t>(p + idx_format::kSequenceCountOffset);

@@ -240,6 +240,15 @@ TEST_CASE("open reports missing files as not found naming the file") {
   e = error_of([&] { IndexedDataset::open(prefix); });
   CHECK(e.code() == Code::kNotFound);
   CHECK_THAT(e.what(), Catch::Contains(prefix + ".bin"));
+
+  // A prefix given with its file's suffix: the fix names the prefix, and the tool that makes one.
+  for (const std::string suffix : {".bin", ".idx"}) {
+    e = error_of([&] { IndexedDataset::open(prefix + suffix); });
+    CHECK(e.code() == Code::kNotFound);
+    CHECK_THAT(e.what(), Catch::Contains("without " + suffix + "; the fix: " + prefix + " (for"));
+  }
+  e = error_of([&] { IndexedDataset::open(dir.file("other")); });
+  CHECK_THAT(e.what(), Catch::Contains("mtnlg-preprocess"));
 }
 
 TEST_CASE("open rejects malformed index files") {
