@@ -30,26 +30,30 @@ ManifestModel manifest_model(const Recipe& r) {
 }
 
 // A checkpoint of another model shape is an error naming the key (and, for a resume, a changed
-// seq_length too: the data position is counted in its samples).
+// seq_length too: the data position is counted in its samples). A settings error, not damage:
+// exit 2.
 void check_same_model(const CheckpointManifest& m, const Recipe& r, const std::string& dir,
                       bool full) {
   const ManifestModel want = manifest_model(r);
-  const auto check = [&](const char* key, int64_t saved, int64_t now) {
+  const auto check = [&](const char* key, int64_t saved, int64_t now, const std::string& why) {
     if (saved == now) return;
-    throw Error(Code::kCorruption,
-                std::string(key) + " is " + std::to_string(now) + " but the checkpoint " + dir +
-                    " was saved with " + std::to_string(saved) + "; set " + key + ": " +
-                    std::to_string(saved) + " (a checkpoint loads only into its own model shape)",
-                key);
+    throw invalid_argument(
+        std::string(key) + " is " + std::to_string(now) + why + " but the checkpoint " + dir +
+            " was saved with " + std::to_string(saved) + "; set " + key + ": " +
+            std::to_string(saved) + " (a checkpoint loads only into its own model shape)",
+        key);
   };
-  check("model.num_layers", m.model.num_layers, want.num_layers);
-  check("model.hidden_size", m.model.hidden_size, want.hidden_size);
-  check("model.num_attention_heads", m.model.num_attention_heads, want.num_attention_heads);
-  check("model.ffn_hidden_size", m.model.ffn_hidden_size, want.ffn_hidden_size);
-  check("model.max_position_embeddings", m.model.max_position_embeddings,
-        want.max_position_embeddings);
-  check("model.vocab_size", m.model.vocab_size, want.vocab_size);
-  if (full) check("model.seq_length", m.model.seq_length, want.seq_length);
+  check("model.num_layers", m.model.num_layers, want.num_layers, "");
+  check("model.hidden_size", m.model.hidden_size, want.hidden_size, "");
+  check("model.num_attention_heads", m.model.num_attention_heads, want.num_attention_heads, "");
+  check("model.ffn_hidden_size", m.model.ffn_hidden_size, want.ffn_hidden_size, "");
+  // A changed seq_length first: max_position_embeddings follows it unless set.
+  if (full) check("model.seq_length", m.model.seq_length, want.seq_length, "");
+  check(
+      "model.max_position_embeddings", m.model.max_position_embeddings,
+      want.max_position_embeddings,
+      want.max_position_embeddings == want.seq_length ? " (it defaults to model.seq_length)" : "");
+  check("model.vocab_size", m.model.vocab_size, want.vocab_size, "");
 }
 
 }  // namespace

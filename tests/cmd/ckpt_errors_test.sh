@@ -60,7 +60,7 @@ truncate -s -100 "$d/iter_0000002/model_tp00_pp000.safetensors"
 expect truncated 4 "truncated" $(resume "$d")
 
 d=$(copy shape)
-expect shape 4 "model.hidden_size" $(resume "$d") --set model.hidden_size=128
+expect shape 2 "model.hidden_size" $(resume "$d") --set model.hidden_size=128  # a setting: exit 2
 
 d=$(copy newer)
 sed -i 's/"format_version": 1/"format_version": 99/' "$d/iter_0000002/manifest.json"

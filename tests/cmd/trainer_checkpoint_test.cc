@@ -219,9 +219,26 @@ TEST_CASE("a checkpoint of another model shape is refused naming the key") {
     f.run(4, "other", {"checkpoint.dir=" + ck, "checkpoint.resume=true", "model.hidden_size=128"});
     FAIL("resumed a checkpoint of another shape");
   } catch (const Error& e) {
-    CHECK(e.code() == Code::kCorruption);
+    CHECK(e.code() == Code::kInvalidArgument);  // a setting, not a damaged file: exit 2
     CHECK(e.context() == "model.hidden_size");
     CHECK_THAT(e.message(), Catch::Contains("set model.hidden_size: 64"));
+  }
+  // A changed seq_length is named as such (max_position_embeddings follows it by default).
+  try {
+    f.run(4, "seq", {"checkpoint.dir=" + ck, "checkpoint.resume=true", "model.seq_length=16"});
+    FAIL("resumed a checkpoint with another seq_length");
+  } catch (const Error& e) {
+    CHECK(e.code() == Code::kInvalidArgument);
+    CHECK(e.context() == "model.seq_length");
+  }
+  // Weights only: the position table must still match.
+  try {
+    f.run(4, "pos",
+          {"checkpoint.load=" + ck, "checkpoint.load_optimizer=false", "model.seq_length=16"});
+    FAIL("loaded a checkpoint with another max_position_embeddings");
+  } catch (const Error& e) {
+    CHECK(e.context() == "model.max_position_embeddings");
+    CHECK_THAT(e.message(), Catch::Contains("(it defaults to model.seq_length)"));
   }
   try {
     f.run(4, "none", {"checkpoint.load=" + f.dir.file("nothing-here")});
