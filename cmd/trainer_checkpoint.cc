@@ -76,6 +76,17 @@ void Trainer::find_start_checkpoint() {
   }
   std::optional<std::string> from;
   if (c.resume && !c.dir.empty()) from = find_checkpoint(c.dir);
+  // A fresh run never writes into another run's checkpoints: its iterations would sit beside
+  // theirs and move their latest back.
+  if (!c.resume && !c.dir.empty()) {
+    if (const std::optional<std::string> other = find_checkpoint(c.dir))
+      throw invalid_argument(
+          "checkpoint.dir " + c.dir + " holds another run's committed checkpoints (latest " +
+              std::filesystem::path(*other).filename().string() +
+              ") and checkpoint.resume is false; the fix: checkpoint.resume: true to continue "
+              "that run, or a new checkpoint.dir for this one",
+          "checkpoint.dir");
+  }
   start_full_ = from.has_value();
   if (!from && !c.load.empty()) {
     from = find_checkpoint(c.load);

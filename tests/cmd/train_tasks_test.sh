@@ -75,7 +75,8 @@ printf '4\n' >"$tmp/resume/ckpt/latest_checkpointed_iteration.txt"
 grep -v '"iteration": [5-8],' "$tmp/metrics.jsonl" >"$tmp/resume/metrics.jsonl"
 "$bin" "${common[@]}" --set schedule.train_iters=8 --set "data.cache_dir=$tmp/cache" \
   --set checkpoint.dir="$tmp/resume/ckpt" --set logging.metrics_file="$tmp/resume/metrics.jsonl" \
-  --log-level warn --threads 2 >"$tmp/resume.out" 2>&1
+  --set checkpoint.resume=true --log-level info --threads 2 >"$tmp/resume.out" 2>&1
+check "the run resumed at iteration 4" grep -q "resum.*iteration 4\|continuing at iteration 5" "$tmp/resume.out"
 check "resumed at 4: the task lines of 8 as the whole run's" /usr/bin/python3 -c "
 import json, sys
 def tasks(p):

@@ -223,6 +223,17 @@ TEST_CASE("a checkpoint of another model shape is refused naming the key") {
     CHECK(e.context() == "model.hidden_size");
     CHECK_THAT(e.message(), Catch::Contains("set model.hidden_size: 64"));
   }
+  // A fresh run (resume false) into that directory: refused, naming it and both ways out.
+  try {
+    f.run(4, "fresh", {"checkpoint.dir=" + ck});
+    FAIL("a fresh run wrote into another run's checkpoint directory");
+  } catch (const Error& e) {
+    CHECK(e.code() == Code::kInvalidArgument);
+    CHECK(e.context() == "checkpoint.dir");
+    CHECK_THAT(e.message(), Catch::Contains("latest iter_0000002") &&
+                                Catch::Contains("checkpoint.resume: true") &&
+                                Catch::Contains("a new checkpoint.dir"));
+  }
   // A changed seq_length is named as such (max_position_embeddings follows it by default).
   try {
     f.run(4, "seq", {"checkpoint.dir=" + ck, "checkpoint.resume=true", "model.seq_length=16"});
