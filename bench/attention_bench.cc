@@ -285,8 +285,8 @@ int main(int argc, char** argv) {
                  "blocked,flash2); the runs column says which ran (blocked where the asked ones "
                  "do not apply)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"blocked", "flash", "flash2", "flash2-128", "flash2-recompute",
-                             "cudnn"}));
+      ->check(
+          CLI::IsMember({"blocked", "flash", "flash2", "flash2-128", "flash2-recompute", "cudnn"}));
   app.add_option("--device", o.device, "cpu, or cuda (GPU 0; needs a CUDA build)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
@@ -300,10 +300,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--min-time", o.min_seconds,
                  "Seconds to spend timing each of forward and backward (at least 3 calls)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(mtnlg::non_negative_number())
       ->capture_default_str();
   app.add_option("--threads", o.threads, "CPU backend threads (0: all cores)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(mtnlg::non_negative_number())
       ->capture_default_str();
   app.add_option("--seed", o.seed, "Seed of the inputs and the dropout")->capture_default_str();
   app.add_flag("--json", o.json,

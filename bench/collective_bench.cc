@@ -66,16 +66,16 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "tcp", "gloo", "shm"}))
       ->capture_default_str();
   app.add_option("--iters", iters, "timed calls per size")
-      ->check(CLI::PositiveNumber)
+      ->check(mtnlg::positive_number())
       ->capture_default_str();
   app.add_option("--warmup", warmup, "untimed calls per size first")
-      ->check(CLI::NonNegativeNumber)
+      ->check(mtnlg::non_negative_number())
       ->capture_default_str();
   app.add_option("--min-bytes", min_bytes, "smallest message (f32, rounded to the group size)")
-      ->check(CLI::PositiveNumber)
+      ->check(mtnlg::positive_number())
       ->capture_default_str();
   app.add_option("--max-bytes", max_bytes, "largest message; sizes double from the smallest")
-      ->check(CLI::PositiveNumber)
+      ->check(mtnlg::positive_number())
       ->capture_default_str();
   if (const auto status = mtnlg::parse_command_line(app, argc, argv)) return *status;
 

@@ -140,10 +140,10 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->capture_default_str();
   app.add_option("--threads", threads, "CPU backend threads (0: all cores)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(mtnlg::non_negative_number())
       ->capture_default_str();
   app.add_option("--min-time", min_seconds, "Seconds to spend timing each shape (at least 3 calls)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(mtnlg::non_negative_number())
       ->capture_default_str();
   app.add_flag("--json", json, "Print one JSON line on stdout (the table goes to stderr)");
   std::string dtype = "f32";

@@ -6,8 +6,8 @@
 // is the same measurement on PyTorch; bench/run.sh runs both side by side.
 // --profile times every Backend call by phase and kind (GEMMs by projection) to show where an
 // iteration's time goes. Exit status: 0 done; 2 bad flags; 1 other errors.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -41,7 +41,7 @@ struct Options {
   int64_t micro_batch = 4, global_batch = 8;
   int iters = 5, warmup_iters = 1, threads = 0;
   uint64_t seed = 1234;
-  double dropout = 0.0;  // hidden and attention dropout, as a recipe's model.*_dropout
+  double dropout = 0.0;      // hidden and attention dropout, as a recipe's model.*_dropout
   int64_t ffn = 0;           // 0: 4 * hidden
   int64_t tensor_slice = 1;  // > 1: one tensor rank of this many (bench/slice_group.h)
   bool activation_checkpointing = false;
@@ -70,7 +70,7 @@ GPTConfig config_from(const Options& o) {
   c.padded_vocab = (o.vocab + multiple - 1) / multiple * multiple;
   c.tp_size = o.tensor_slice;
   c.activation_checkpointing = o.activation_checkpointing;
-  c.activation = Activation::kGelu;              // exact erf GeLU, as torch.nn.GELU()
+  c.activation = Activation::kGelu;  // exact erf GeLU, as torch.nn.GELU()
   c.hidden_dropout = o.dropout;
   c.attention_dropout = o.dropout;
   return c;
@@ -215,9 +215,8 @@ int run(const Options& o) {
 
   // A slice executes its share of the model's FLOPs: 1 / tensor_slice of every layer's and of
   // the logits' (the whole model's count over the ranks, as the trainer's tflops_per_device).
-  const double flops_per_token =
-      model_flops_per_token(config, config.activation_checkpointing) /
-      static_cast<double>(o.tensor_slice);
+  const double flops_per_token = model_flops_per_token(config, config.activation_checkpointing) /
+                                 static_cast<double>(o.tensor_slice);
   const double med = median(times), best = *std::min_element(times.begin(), times.end());
   const double tokens_per_s = tokens_per_iter / med;
   const double tflops = flops_per_token * tokens_per_s * 1e-12;
@@ -230,9 +229,9 @@ int run(const Options& o) {
   const std::string mfu_json = peak > 0 ? fmt::format("{:.6f}", tflops / peak) : "null";
   const int64_t head_dim = config.hidden / config.heads;
   const std::string attention =
-      o.device == "cuda" ? attention_kernels_description(
-                               cuda_switches().attention, o.micro_batch, config.local_heads(),
-                               config.seq, head_dim, dtype == DType::kBF16 ? 2 : 4)
+      o.device == "cuda" ? attention_kernels_description(cuda_switches().attention, o.micro_batch,
+                                                         config.local_heads(), config.seq, head_dim,
+                                                         dtype == DType::kBF16 ? 2 : 4)
                          : "cpu";
   if (o.profile) print_profile(timed.timings(), o.iters, med, text);
   if (o.json) {
@@ -277,12 +276,14 @@ int run(const Options& o) {
         median(plain_times) / med);
   std::printf("model TFLOP/s: %.4f\n", tflops);
   if (peak > 0)
-    std::printf("MFU: %.1f%% of the %s's datasheet dense %s peak (%g TFLOP/s)\n", 100 * tflops / peak,
-                spec->name.c_str(), o.precision == "bf16" ? "bf16" : "TF32", peak);
+    std::printf("MFU: %.1f%% of the %s's datasheet dense %s peak (%g TFLOP/s)\n",
+                100 * tflops / peak, spec->name.c_str(), o.precision == "bf16" ? "bf16" : "TF32",
+                peak);
   if (o.tensor_slice > 1)
-    std::printf("one tensor rank of %lld (--tensor-slice): its shards, no communication; "
-                "attention: %s\n",
-                (long long)o.tensor_slice, attention.c_str());
+    std::printf(
+        "one tensor rank of %lld (--tensor-slice): its shards, no communication; "
+        "attention: %s\n",
+        (long long)o.tensor_slice, attention.c_str());
   return 0;
 }
 
@@ -331,13 +332,13 @@ int main(int argc, char** argv) {
                  "accumulation)")
       ->capture_default_str();
   app.add_option("--iters", o.iters, "Timed iterations")
-      ->check(CLI::PositiveNumber)
+      ->check(mtnlg::positive_number())
       ->capture_default_str();
   app.add_option("--warmup-iters", o.warmup_iters, "Untimed iterations first")
-      ->check(CLI::NonNegativeNumber)
+      ->check(mtnlg::non_negative_number())
       ->capture_default_str();
   app.add_option("--threads", o.threads, "CPU backend threads (0: all cores)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(mtnlg::non_negative_number())
       ->capture_default_str();
   app.add_option("--seed", o.seed, "Seed of the weights and the random tokens")
       ->capture_default_str();
@@ -353,14 +354,15 @@ int main(int argc, char** argv) {
                  "Hidden and attention dropout probability, as a recipe's model.hidden_dropout "
                  "and model.attention_dropout (Megatron's 0.1); 0: none")
       ->capture_default_str();
-  app.add_option("--ffn", o.ffn, "MLP width (0: 4 x --hidden)")->check(CLI::NonNegativeNumber);
+  app.add_option("--ffn", o.ffn, "MLP width (0: 4 x --hidden)")
+      ->check(mtnlg::non_negative_number());
   app.add_option("--tensor-slice", o.tensor_slice,
                  "Train what one tensor-parallel rank of N holds (its 1/N of every layer's "
                  "columns and heads, and of the vocabulary) on this one device, its peers' "
                  "collectives skipped: the compute of a model too large for one device (the "
                  "530B layer as one of 8 tensor ranks). Timing only: the loss is not the "
                  "model's, no communication time is counted; TFLOP/s are the rank's share")
-      ->check(CLI::PositiveNumber)
+      ->check(mtnlg::positive_number())
       ->capture_default_str();
   app.add_flag("--activation-checkpointing", o.activation_checkpointing,
                "Recompute each layer's forward in backward (as parallel.activation_checkpointing;"
@@ -378,7 +380,7 @@ int main(int argc, char** argv) {
                "by projection and shape, and print where an iteration's time goes");
   for (auto* opt :
        {"--layers", "--hidden", "--heads", "--seq", "--vocab", "--micro-batch", "--global-batch"})
-    app.get_option(opt)->check(CLI::PositiveNumber);
+    app.get_option(opt)->check(mtnlg::positive_number());
   if (const auto status = mtnlg::parse_command_line(app, argc, argv)) return *status;
   return bench::bench_main("mtnlg-bench-train", [&] { return run(o); });
 }

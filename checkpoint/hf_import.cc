@@ -208,6 +208,30 @@ GPTConfig hf_gpt2_config(const std::string& config_json) {
     c.activation = Activation::kGeluTanh;  // GPT2Config's default, gelu_new
   }
   if (const JsonValue* eps = field("layer_norm_epsilon", false)) c.ln_eps = std::stod(eps->text);
+  // The recipe's model checks and bounds, before anything is sized by these numbers; an error
+  // names the config.json field it came from.
+  ModelConfig m;
+  m.num_layers = c.num_layers;
+  m.hidden_size = c.hidden;
+  m.num_attention_heads = c.heads;
+  m.ffn_hidden_size = c.ffn;
+  m.seq_length = c.seq;
+  m.max_position_embeddings = c.max_positions;
+  m.vocab_size = c.vocab;
+  m.layernorm_epsilon = c.ln_eps;
+  try {
+    validate_model_config(m);
+  } catch (const Error& e) {
+    static const std::pair<const char*, const char*> names[] = {
+        {"model.num_layers", "n_layer"},         {"model.hidden_size", "n_embd"},
+        {"model.num_attention_heads", "n_head"}, {"model.ffn_hidden_size", "n_inner"},
+        {"model.seq_length", "n_positions"},     {"model.max_position_embeddings", "n_positions"},
+        {"model.vocab_size", "vocab_size"},      {"model.layernorm_epsilon", "layer_norm_epsilon"}};
+    std::string field_name = e.context();
+    for (const auto& [key, name] : names)
+      if (e.context() == key) field_name = name;
+    throw Error(e.code(), field_name + " (as " + e.context() + "): " + e.message(), config_json);
+  }
   return c;
 }
 

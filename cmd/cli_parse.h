@@ -13,6 +13,29 @@
 
 namespace mtnlg {
 
+// Number checks for options. CLI11's PositiveNumber and NonNegativeNumber print the largest
+// double, 309 digits, as their range's end; these say what is wanted in words.
+inline CLI::Validator positive_number() {
+  return CLI::Validator(
+      [](std::string& in) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(in, v)) return "Value " + in + " is not a number";
+        if (!(v > 0)) return "Value " + in + " must be positive";
+        return std::string();
+      },
+      "POSITIVE");
+}
+inline CLI::Validator non_negative_number() {
+  return CLI::Validator(
+      [](std::string& in) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(in, v)) return "Value " + in + " is not a number";
+        if (!(v >= 0)) return "Value " + in + " must be 0 or more";
+        return std::string();
+      },
+      "NONNEGATIVE");
+}
+
 // Parses argv into `app`; the status to exit with now, or nullopt to go on.
 inline std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
   try {

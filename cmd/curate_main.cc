@@ -33,8 +33,9 @@ struct Common {
 
 // --threads, --no-progress-bar, --log-level: every subcommand's.
 void add_run_options(CLI::App& app, Common& c) {
-  app.add_option("--threads", c.threads, "Worker threads (0: every core); output bytes do not "
-                                         "depend on it")
+  app.add_option("--threads", c.threads,
+                 "Worker threads (0: every core); output bytes do not "
+                 "depend on it")
       ->check(CLI::Range(0, 4096))
       ->capture_default_str();
   app.add_flag("--no-progress-bar", c.no_progress_bar,
@@ -93,8 +94,9 @@ int main(int argc, char** argv) {
   std::string dd_hash = "xxh3", dd_priority;
   std::vector<std::string> dd_inputs;
   CLI::App* dedup = app.add_subcommand(
-      "dedup", "Fuzzy deduplication across datasets with MinHash LSH (`dedup minhash`: one "
-               "shard's signatures)");
+      "dedup",
+      "Fuzzy deduplication across datasets with MinHash LSH (`dedup minhash`: one "
+      "shard's signatures)");
   dedup->footer(
       "Fuzzy deduplication across datasets with MinHash LSH, as MT-NLG's corpus was built: "
       "documents whose normalized texts are identical are grouped by hash first; the others' "
@@ -116,14 +118,17 @@ int main(int argc, char** argv) {
   dedup->add_option("--priority", dd_priority,
                     "Every dataset, comma-separated, the one whose documents are kept first "
                     "first (the paper keeps the highest-quality dataset's copy)");
-  dedup->add_option("--threshold", dd.threshold,
-                    "Jaccard similarity at or above which two documents are duplicates")
+  dedup
+      ->add_option("--threshold", dd.threshold,
+                   "Jaccard similarity at or above which two documents are duplicates")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   dedup->add_option("--num-perm", dd.num_perm, "MinHash functions (signature length)")
       ->check(CLI::Range(2, 65536))
       ->capture_default_str();
-  dedup->add_option("--seed", dd.seed, "Seed of the hash functions")->capture_default_str();
+  dedup->add_option("--seed", dd.seed, "Seed of the hash functions")
+      ->capture_default_str()
+      ->check(mtnlg::non_negative_number());
   dedup->add_option("--hash", dd_hash, "xxh3 (fast) or datasketch (datasketch's exact values)")
       ->capture_default_str();
   dedup->add_option("--bands", dd.bands,
@@ -133,20 +138,23 @@ int main(int argc, char** argv) {
   dedup->add_option("--output-dir", dd.output_dir, "Where the kept shards and the summary go");
   dedup->add_option("--report", dd.report, "The groups' JSON Lines report");
   std::string dd_step = "all";
-  dedup->add_option("--step", dd_step,
-                    "all (one process), or a cluster's steps meeting through --work-dir: "
-                    "signatures (an array task per shard set), components (one task: groups, "
-                    "report, summary), output (an array task per shard set); "
-                    "scripts/slurm/curate.sbatch runs them")
+  dedup
+      ->add_option("--step", dd_step,
+                   "all (one process), or a cluster's steps meeting through --work-dir: "
+                   "signatures (an array task per shard set), components (one task: groups, "
+                   "report, summary), output (an array task per shard set); "
+                   "scripts/slurm/curate.sbatch runs them")
       ->capture_default_str();
-  dedup->add_option("--task-index", dd.task_index,
-                    "With --step signatures or output: this task's index (shard f is task f % "
-                    "count's), e.g. $SLURM_ARRAY_TASK_ID")
+  dedup
+      ->add_option("--task-index", dd.task_index,
+                   "With --step signatures or output: this task's index (shard f is task f % "
+                   "count's), e.g. $SLURM_ARRAY_TASK_ID")
       ->capture_default_str();
-  dedup->add_option("--task-count", dd.task_count,
-                    "With --step signatures or output: the number of tasks, e.g. "
-                    "$SLURM_ARRAY_TASK_COUNT")
-      ->check(CLI::PositiveNumber)
+  dedup
+      ->add_option("--task-count", dd.task_count,
+                   "With --step signatures or output: the number of tasks, e.g. "
+                   "$SLURM_ARRAY_TASK_COUNT")
+      ->check(mtnlg::positive_number())
       ->capture_default_str();
   dedup->add_option("--work-dir", dd.work_dir,
                     "Where the steps leave their files (default OUTPUT_DIR/.work; shared storage "
@@ -173,8 +181,9 @@ int main(int argc, char** argv) {
       "web.npy --hash datasketch --num-perm 128 --seed 1");
   minhash->add_option("--input", mh.input, "The shard: .jsonl, .jsonl.gz or .jsonl.zst")
       ->required();
-  minhash->add_option("--output", mh.output,
-                      "The signatures' .npy (written as OUTPUT.tmp, renamed when complete)")
+  minhash
+      ->add_option("--output", mh.output,
+                   "The signatures' .npy (written as OUTPUT.tmp, renamed when complete)")
       ->required();
   minhash->add_option("--hash", mh_hash, "xxh3 (fast) or datasketch (datasketch's exact values)")
       ->capture_default_str();
@@ -182,9 +191,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 65536))
       ->capture_default_str();
   minhash->add_option("--seed", mh.seed, "Seed of the hash functions (numpy RandomState's)")
-      ->capture_default_str();
-  minhash->add_option("--batch-mb", mh.batch_mb,
-                      "Megabytes of records read and signed at a time (the memory bound)")
+      ->capture_default_str()
+      ->check(mtnlg::non_negative_number());
+  minhash
+      ->add_option("--batch-mb", mh.batch_mb,
+                   "Megabytes of records read and signed at a time (the memory bound)")
       ->check(CLI::Range(1, 65536))
       ->capture_default_str();
   add_common(*minhash, mh_common);
@@ -193,9 +204,10 @@ int main(int argc, char** argv) {
   mtnlg::curate::DecontaminateOptions dc;
   Common dc_common;
   std::vector<std::string> dc_tasks;
-  CLI::App* decon = app.add_subcommand(
-      "decontaminate", "Remove downstream-task text by 13-gram matching, as Megatron-LM's "
-                       "filter_ngrams.py does");
+  CLI::App* decon =
+      app.add_subcommand("decontaminate",
+                         "Remove downstream-task text by 13-gram matching, as Megatron-LM's "
+                         "filter_ngrams.py does");
   decon->footer(
       "Removes downstream-task text from a training shard exactly as Megatron-LM's "
       "tools/openwebtext/filter_ngrams.py does with its defaults, quirks included: the task "
@@ -208,37 +220,46 @@ int main(int argc, char** argv) {
       "never cut. Each piece is written as its record with the text replaced and a split_id "
       "(TASKS-LINE-PIECE) added; other members are carried through. docs/curation.md has the "
       "details. Example: mtnlg-curate decontaminate --input cc.jsonl.zst --output "
-      "cc.clean.jsonl.zst --task-file lambada=lambada_test.jsonl --task-file piqa=piqa_valid.jsonl");
+      "cc.clean.jsonl.zst --task-file lambada=lambada_test.jsonl --task-file "
+      "piqa=piqa_valid.jsonl");
   decon->add_option("--input", dc.input, "The training shard (.jsonl, .gz, .zst)")->required();
-  decon->add_option("--output", dc.output, "The decontaminated shard (written as OUTPUT.tmp, "
-                                           "renamed when complete)")
+  decon
+      ->add_option("--output", dc.output,
+                   "The decontaminated shard (written as OUTPUT.tmp, "
+                   "renamed when complete)")
       ->required();
-  decon->add_option("--task-file", dc_tasks,
-                    "TASK=FILE, repeatable, in order (the split_id's task prefix follows it): a "
-                    "task's JSON Lines with lm-evaluation-harness's field names. Tasks: lambada "
-                    "(text), piqa (goal), squad, triviaqa, webqa, race, drop (question), boolq "
-                    "(question, passage), hellaswag (ctx), winogrande (sentence), anli and hans "
-                    "(premise, hypothesis), wic (sentence1, sentence2), natural_questions "
-                    "(question.text) and coqa (every string of questions)")
+  decon
+      ->add_option("--task-file", dc_tasks,
+                   "TASK=FILE, repeatable, in order (the split_id's task prefix follows it): a "
+                   "task's JSON Lines with lm-evaluation-harness's field names. Tasks: lambada "
+                   "(text), piqa (goal), squad, triviaqa, webqa, race, drop (question), boolq "
+                   "(question, passage), hellaswag (ctx), winogrande (sentence), anli and hans "
+                   "(premise, hypothesis), wic (sentence1, sentence2), natural_questions "
+                   "(question.text) and coqa (every string of questions)")
       ->required();
-  decon->add_option("--report", dc.report, "A JSON summary: documents split, removed, trimmed, ...");
+  decon->add_option("--report", dc.report,
+                    "A JSON summary: documents split, removed, trimmed, ...");
   decon->add_option("--max-ngram-size", dc.filter.max_ngram, "filter_ngrams.py's")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   decon->add_option("--min-ngram-size", dc.filter.min_ngram, "filter_ngrams.py's")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
-  decon->add_option("--filter-text-char-len", dc.filter.filter_text_char_len,
-                    "Pieces of at most this many characters are dropped")
+  decon
+      ->add_option("--filter-text-char-len", dc.filter.filter_text_char_len,
+                   "Pieces of at most this many characters are dropped")
       ->capture_default_str();
-  decon->add_option("--key-threshold", dc.filter.key_threshold,
-                    "N-grams hit in this many training documents or more are kept (not task leaks)")
+  decon
+      ->add_option("--key-threshold", dc.filter.key_threshold,
+                   "N-grams hit in this many training documents or more are kept (not task leaks)")
       ->capture_default_str();
-  decon->add_option("--splits-count", dc.filter.splits_count,
-                    "Documents cut into more pieces are dropped")
+  decon
+      ->add_option("--splits-count", dc.filter.splits_count,
+                   "Documents cut into more pieces are dropped")
       ->capture_default_str();
-  decon->add_option("--remove-char-each-side", dc.filter.remove_char_each_side,
-                    "Characters removed on each side of a hit before looking for a sentence end")
+  decon
+      ->add_option("--remove-char-each-side", dc.filter.remove_char_each_side,
+                   "Characters removed on each side of a hit before looking for a sentence end")
       ->capture_default_str();
   decon->add_option("--batch-mb", dc.batch_mb, "Megabytes of records read at a time")
       ->check(CLI::Range(1, 65536))
@@ -264,8 +285,8 @@ int main(int argc, char** argv) {
   // extract
   mtnlg::curate::ExtractOptions ex;
   Common ex_common;
-  CLI::App* extract = app.add_subcommand(
-      "extract", "WARC and HTML files to text records, by jusText over libxml2");
+  CLI::App* extract =
+      app.add_subcommand("extract", "WARC and HTML files to text records, by jusText over libxml2");
   extract->footer(
       "WARC files (.warc, .warc.gz): each response record with an HTTP 200 HTML body goes "
       "through jusText (its charset from the Content-Type header, else a <meta> tag, else UTF-8), "
@@ -315,18 +336,21 @@ int main(int argc, char** argv) {
   clean->add_option("--output", cl.output, "The kept records, texts cleaned")->required();
   clean->add_option("--report", cl.report, "A JSON summary: kept, removed per rule, languages");
   clean->add_option("--min-chars", cl.min_chars, "Remove texts of fewer characters (0: off)")
-      ->check(CLI::NonNegativeNumber);
-  clean->add_option("--short-javascript", cl.short_javascript,
-                    "Remove texts of fewer characters that mention javascript (0: off)")
-      ->check(CLI::NonNegativeNumber);
-  clean->add_option("--min-gpt2-tokens", cl.min_gpt2_tokens,
-                    "Remove texts of fewer GPT-2 tokens (0: off)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(mtnlg::non_negative_number());
+  clean
+      ->add_option("--short-javascript", cl.short_javascript,
+                   "Remove texts of fewer characters that mention javascript (0: off)")
+      ->check(mtnlg::non_negative_number());
+  clean
+      ->add_option("--min-gpt2-tokens", cl.min_gpt2_tokens,
+                   "Remove texts of fewer GPT-2 tokens (0: off)")
+      ->check(mtnlg::non_negative_number());
   clean->add_option("--languages", cl_languages,
                     "Comma-separated CLD2 language codes to keep (en, de, fr, zh, ...; empty: no "
                     "language filter)");
-  clean->add_option("--min-language-score", cl.min_language_score,
-                    "With --languages: the least share of the text in its language (0 to 1)")
+  clean
+      ->add_option("--min-language-score", cl.min_language_score,
+                   "With --languages: the least share of the text in its language (0 to 1)")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   // The Gopher rules: each off unless given; --gopher gives the rest Gopher's thresholds.
@@ -376,16 +400,18 @@ int main(int argc, char** argv) {
                   "Every C4 rule not given below at DataTrove's C4QualityFilter value (words up to "
                   "1000 characters, citations cut, terminal punctuation, 3 words a line, lorem "
                   "ipsum, javascript, curly brackets, policy lines, 5 sentences)");
-  clean->add_option("--c4-max-word-length", c4.max_word_length,
-                    "c4_too_long_word: drop lines holding a longer word (code points)")
-      ->check(CLI::NonNegativeNumber);
+  clean
+      ->add_option("--c4-max-word-length", c4.max_word_length,
+                   "c4_too_long_word: drop lines holding a longer word (code points)")
+      ->check(mtnlg::non_negative_number());
   clean->add_flag("--c4-remove-citations", c4.remove_citations,
                   "Cut [123], [edit] and [citation needed] from lines");
   clean->add_flag("--c4-terminal-punct", c4.terminal_punct,
                   "c4_no_terminal_punct: drop lines not ending in . ? ! \" ' or ending in ...");
-  clean->add_option("--c4-min-words-per-line", c4.min_words_per_line,
-                    "c4_too_few_words: drop lines of fewer whitespace words")
-      ->check(CLI::NonNegativeNumber);
+  clean
+      ->add_option("--c4-min-words-per-line", c4.min_words_per_line,
+                   "c4_too_few_words: drop lines of fewer whitespace words")
+      ->check(mtnlg::non_negative_number());
   clean->add_flag("--c4-lorem-ipsum", c4.lorem_ipsum,
                   "c4_lorem_ipsum: remove documents with a kept line holding \"lorem ipsum\"");
   clean->add_flag("--c4-javascript", c4.javascript,
@@ -395,11 +421,12 @@ int main(int argc, char** argv) {
   clean->add_flag("--c4-policy", c4.policy,
                   "c4_policy: drop lines holding terms of use, privacy policy, cookie policy, "
                   "uses cookies, use of cookies or use cookies");
-  clean->add_option("--c4-min-sentences", c4.min_sentences,
-                    "c4_too_few_sentences: remove documents whose kept lines hold fewer sentences "
-                    "(a sentence ends at . ! ? before whitespace and a capital, digit or opening "
-                    "quote; DataTrove counts with NLTK's Punkt)")
-      ->check(CLI::NonNegativeNumber);
+  clean
+      ->add_option("--c4-min-sentences", c4.min_sentences,
+                   "c4_too_few_sentences: remove documents whose kept lines hold fewer sentences "
+                   "(a sentence ends at . ! ? before whitespace and a capital, digit or opening "
+                   "quote; DataTrove counts with NLTK's Punkt)")
+      ->check(mtnlg::non_negative_number());
   clean->add_option("--vocab-file", cl.vocab_file,
                     "GPT-2 encoder.json for --min-gpt2-tokens (default data/gpt2/encoder.json)");
   clean->add_option("--merge-file", cl.merge_file,
@@ -438,10 +465,13 @@ int main(int argc, char** argv) {
   q_train->add_option("--word-ngrams", qt.word_ngrams, "fastText's -wordNgrams (2: bigrams)")
       ->capture_default_str();
   q_train->add_option("--min-count", qt.min_count, "fastText's -minCount")->capture_default_str();
-  q_train->add_option("--bucket", qt.bucket,
-                      "fastText's -bucket: hashed n-gram rows (the model holds bucket x dim floats)")
+  q_train
+      ->add_option("--bucket", qt.bucket,
+                   "fastText's -bucket: hashed n-gram rows (the model holds bucket x dim floats)")
       ->capture_default_str();
-  q_train->add_option("--seed", qt.seed, "Seed of the shuffle and of fastText")->capture_default_str();
+  q_train->add_option("--seed", qt.seed, "Seed of the shuffle and of fastText")
+      ->capture_default_str()
+      ->check(mtnlg::non_negative_number());
   add_common(*q_train, qt_common);
 
   mtnlg::curate::QualityScoreOptions qs;
@@ -471,11 +501,14 @@ int main(int argc, char** argv) {
       ->required();
   q_filter->add_option("--output", qf.output, "The kept records")->required();
   auto* thr = q_filter->add_option("--threshold", qf.threshold, "Keep scores >= T");
-  auto* alpha = q_filter->add_option("--pareto-alpha", qf.pareto_alpha,
-                                     "GPT-3's Pareto shape (keep when pareto(A) > 1 - score)")
-                    ->check(CLI::PositiveNumber);
+  auto* alpha = q_filter
+                    ->add_option("--pareto-alpha", qf.pareto_alpha,
+                                 "GPT-3's Pareto shape (keep when pareto(A) > 1 - score)")
+                    ->check(mtnlg::positive_number());
   thr->excludes(alpha);
-  q_filter->add_option("--seed", qf.seed, "Seed of the Pareto draws")->capture_default_str();
+  q_filter->add_option("--seed", qf.seed, "Seed of the Pareto draws")
+      ->capture_default_str()
+      ->check(mtnlg::non_negative_number());
   q_filter->add_option("--score-key", qf.score_key, "The member holding the score")
       ->capture_default_str();
   q_filter->add_option("--report", qf.report, "A JSON summary: documents, kept, removed");
@@ -524,8 +557,8 @@ int main(int argc, char** argv) {
             if (eq == std::string::npos) throw std::invalid_argument(s);
             out.emplace_back(std::stoi(s.substr(0, eq)), std::stod(s.substr(eq + 1)));
           } catch (const std::exception&) {
-            throw mtnlg::invalid_argument(std::string(flag) + " " + s + ": expected N=F, e.g. 2=0.2",
-                                          flag);
+            throw mtnlg::invalid_argument(
+                std::string(flag) + " " + s + ": expected N=F, e.g. 2=0.2", flag);
           }
         }
         return out;
@@ -537,7 +570,8 @@ int main(int argc, char** argv) {
       if (cl.min_gpt2_tokens > 0) {
         cl.vocab_file =
             mtnlg::vocabulary_path(cl.vocab_file, "--vocab-file", "data/gpt2/encoder.json");
-        cl.merge_file = mtnlg::vocabulary_path(cl.merge_file, "--merge-file", "data/gpt2/vocab.bpe");
+        cl.merge_file =
+            mtnlg::vocabulary_path(cl.merge_file, "--merge-file", "data/gpt2/vocab.bpe");
       }
       cl.text_key = cl_common.text_key;
       cl.bad_records = mtnlg::curate::parse_bad_records(cl_common.bad_records, "--bad-records");
@@ -633,17 +667,20 @@ int main(int argc, char** argv) {
       dd.threads = dd_common.threads;
       dd.progress = progress_mode(dd_common);
       const auto s = mtnlg::curate::run_dedup(dd);
-      if (dd.step != mtnlg::curate::DedupStep::kAll && dd.step != mtnlg::curate::DedupStep::kComponents) {
-        spdlog::info("dedup: --step {} done (task {} of {})", dd_step, dd.task_index, dd.task_count);
+      if (dd.step != mtnlg::curate::DedupStep::kAll &&
+          dd.step != mtnlg::curate::DedupStep::kComponents) {
+        spdlog::info("dedup: --step {} done (task {} of {})", dd_step, dd.task_index,
+                     dd.task_count);
         return 0;
       }
       for (const auto& [name, c] : s.datasets)
         spdlog::info("dedup: {}: {} documents, {} kept, {} exact and {} fuzzy duplicates removed",
                      name, c.documents, c.kept, c.exact_removed, c.fuzzy_removed);
-      spdlog::info("dedup: {} documents, {} groups; {} candidate pairs, {} verified, {} edges; "
-                   "{:.2f} s; report {}, summary {}/dedup_summary.json",
-                   s.documents, s.groups, s.candidate_pairs, s.verified_pairs, s.edges, s.seconds,
-                   dd.report, dd.output_dir);
+      spdlog::info(
+          "dedup: {} documents, {} groups; {} candidate pairs, {} verified, {} edges; "
+          "{:.2f} s; report {}, summary {}/dedup_summary.json",
+          s.documents, s.groups, s.candidate_pairs, s.verified_pairs, s.edges, s.seconds, dd.report,
+          dd.output_dir);
       return 0;
     }
     if (minhash->parsed()) {

@@ -50,11 +50,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"train", "valid", "test"}))
       ->capture_default_str();
   samples->add_option("--start", query.start, "Index of the first sample in training order")
-      ->check(CLI::NonNegativeNumber)
+      ->check(mtnlg::non_negative_number())
       ->capture_default_str();
   samples->add_option("--count", query.count, "Number of samples to print")
       ->required()
-      ->check(CLI::PositiveNumber);
+      ->check(mtnlg::positive_number());
   samples->add_option("--format", format, "ids or text")
       ->check(CLI::IsMember({"ids", "text"}))
       ->capture_default_str();

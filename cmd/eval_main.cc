@@ -155,14 +155,14 @@ int main(int argc, char** argv) {
   app.add_option("--seq-length", source.seq_length,
                  "Sample length (default: the recipe's model.seq_length; a Hugging Face model's "
                  "n_positions)")
-      ->check(CLI::PositiveNumber);
+      ->check(mtnlg::positive_number());
   app.add_option("--micro-batch", micro_batch,
                  "Samples per forward pass (default: the recipe's micro_batch_size, else 4)")
-      ->check(CLI::PositiveNumber);
+      ->check(mtnlg::positive_number());
   app.add_option("--max-samples", max_samples,
                  "Evaluate the first N samples (default: a recipe split's eval.iters x "
                  "global_batch_size; all of --data)")
-      ->check(CLI::PositiveNumber);
+      ->check(mtnlg::positive_number());
   std::vector<std::string> task_names;
   mtnlg::TaskOptions task_options;
   std::string output, vocab_file, merge_file;
@@ -181,24 +181,25 @@ int main(int argc, char** argv) {
                  "comma-separated for several runs (0,1,5: the paper's zero-, one- and few-shot "
                  "columns in the table)")
       ->delimiter(',')
-      ->check(CLI::NonNegativeNumber)
+      ->check(mtnlg::non_negative_number())
       ->capture_default_str();
   app.add_option("--limit", task_options.limit,
                  "With --tasks: score the first N documents of each task (0: all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(mtnlg::non_negative_number());
   app.add_option("--batch-size", task_options.batch_size,
                  "With --tasks: requests packed into one forward, up to N model windows' worth "
                  "of tokens (memory grows with N; the scores do not change)")
-      ->check(CLI::PositiveNumber)
+      ->check(mtnlg::positive_number())
       ->capture_default_str();
   app.add_option("--bootstrap-iters", task_options.bootstrap_iters,
                  "With --tasks: resamples for perplexity's standard error, as the harness's "
                  "--bootstrap_iters (0: none, \"N/A\" in the results)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(mtnlg::non_negative_number())
       ->capture_default_str();
   app.add_option("--fewshot-seed", task_options.fewshot_seed,
                  "With --tasks: the few-shot sampler's seed (the harness's default)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(mtnlg::non_negative_number());
   std::string log_samples;
   app.add_option("--log-samples", log_samples,
                  "With --tasks: write one JSON line a request here (task, doc_id, request, "
@@ -210,7 +211,8 @@ int main(int argc, char** argv) {
                  "With --tasks: GPT-2 encoder.json (default data/gpt2/encoder.json)");
   app.add_option("--merge-file", merge_file,
                  "With --tasks: GPT-2 vocab.bpe (default data/gpt2/vocab.bpe)");
-  app.add_option("--threads", threads, "CPU threads (default: all cores)");
+  app.add_option("--threads", threads, "CPU threads (default: all cores)")
+      ->check(mtnlg::non_negative_number());
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str();
   if (const auto status = mtnlg::parse_command_line(app, argc, argv)) return *status;

@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-new-tokens", options.max_new_tokens,
                  "Tokens to generate per prompt (prompt + new tokens must fit the model's "
                  "max_position_embeddings)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(mtnlg::non_negative_number())
       ->capture_default_str();
   app.add_option("--temperature", sampling.temperature,
                  "Softmax temperature; 0: greedy (the most likely token, ties to the lowest id)")
@@ -104,7 +104,8 @@ int main(int argc, char** argv) {
                  "1: all")
       ->capture_default_str();
   app.add_option("--seed", sampling.seed, "Seed of the sampler (same seed, same output)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(mtnlg::non_negative_number());
   app.add_flag("--no-stop-at-eod", no_stop,
                "Keep going after <|endoftext|> (by default a continuation stops there)");
   app.add_option("--vocab-file", vocab_file,
@@ -112,7 +113,8 @@ int main(int argc, char** argv) {
                  "repository root); needed for text input or text/jsonl output");
   app.add_option("--merge-file", merge_file,
                  "GPT-2 vocab.bpe (default: data/gpt2/vocab.bpe, as --vocab-file)");
-  app.add_option("--threads", threads, "CPU threads (default: all cores)");
+  app.add_option("--threads", threads, "CPU threads (default: all cores)")
+      ->check(mtnlg::non_negative_number());
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str();
   if (const auto status = mtnlg::parse_command_line(app, argc, argv)) return *status;

@@ -213,6 +213,27 @@ MegatronConversion convert_megatron_args(const std::vector<std::string>& args) {
     return it->second.front();
   };
 
+  // The combinations Megatron's argument checks assert against: refused as Megatron refuses them
+  // (a recipe would otherwise keep one of the two silently).
+  const auto exclusive = [&](const char* a, const char* b, const char* why) {
+    if (given.count(a) && given.count(b))
+      throw invalid_argument(
+          std::string(a) + " with " + b + ": " + why + " (Megatron refuses the pair too); keep one",
+          b);
+  };
+  exclusive("--fp16", "--bf16", "one precision");
+  exclusive("--train-iters", "--train-samples", "training is counted in iterations or samples");
+  if (given.count("--train-iters")) {
+    for (const char* f : {"--lr-decay-samples", "--lr-warmup-samples", "--rampup-batch-size"})
+      exclusive("--train-iters", f, "iteration-based training takes iteration-based settings");
+  }
+  if (given.count("--train-samples")) {
+    for (const char* f : {"--lr-decay-iters", "--lr-warmup-iters"})
+      exclusive("--train-samples", f, "sample-based training takes sample-based settings");
+  }
+  for (const char* f : {"--lr-warmup-iters", "--lr-warmup-samples"})
+    exclusive("--lr-warmup-fraction", f, "one way to give the warmup");
+
   MegatronConversion out;
   auto& set = out.overrides;
   // Megatron's defaults where ours differ.

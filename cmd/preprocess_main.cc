@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
   app.add_option("--log-interval", opt.log_interval,
                  "Documents between progress lines when stderr is not a terminal (on a "
                  "terminal a progress bar shows instead)")
-      ->check(CLI::PositiveNumber)
+      ->check(mtnlg::positive_number())
       ->capture_default_str();
   app.add_flag("--no-progress-bar", no_progress_bar,
                "Print progress lines even when stderr is a terminal");

@@ -153,7 +153,7 @@ int main(int argc, char** argv) {
                  "CPU threads for the CPU backend (default: all cores, shared among a node's "
                  "ranks); with --dry-run, the threads a CPU plan's bf16 weight copies are sized "
                  "for (default: all cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(mtnlg::non_negative_number());
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str();
   if (const auto status = mtnlg::parse_command_line(app, argc, argv)) return *status;

@@ -186,6 +186,12 @@ Recipe parse_recipe(const std::string& yaml_text, const std::vector<std::string>
 // Reads `path` then parse_recipe. A missing file is kNotFound naming it.
 Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides);
 
+// The model section's checks alone (positive counts, their upper bounds, layernorm_epsilon > 0,
+// heads dividing hidden, positions covering seq_length): the one sizing rule for a model read
+// from elsewhere (a Hugging Face config.json) before anything is allocated from it. Throws Error
+// naming the model.* key.
+void validate_model_config(const ModelConfig& model);
+
 // Throws kUnsupported naming the first key whose feature this build cannot train yet.
 void check_supported(const Recipe& recipe);
 

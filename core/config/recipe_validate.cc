@@ -327,8 +327,7 @@ void validate_rest(const Recipe& r) {
 
 }  // namespace
 
-void validate_bounds(const Recipe& r) {
-  const ModelConfig& m = r.model;
+void validate_model_bounds(const ModelConfig& m) {
   at_most(m.num_layers, 100'000, "model.num_layers", "10x the largest trained model");
   at_most(m.hidden_size, int64_t{1} << 20, "model.hidden_size", "2^20");
   at_most(m.num_attention_heads, int64_t{1} << 20, "model.num_attention_heads", "2^20");
@@ -339,6 +338,11 @@ void validate_bounds(const Recipe& r) {
   at_most(m.vocab_size, int64_t{1} << 30, "model.vocab_size", "2^30; token ids are int32");
   at_most(m.make_vocab_size_divisible_by, int64_t{1} << 20, "model.make_vocab_size_divisible_by",
           "2^20");
+}
+
+void validate_bounds(const Recipe& r) {
+  const ModelConfig& m = r.model;
+  validate_model_bounds(m);
   const ParallelConfig& p = r.parallel;
   at_most(p.tensor, 1024, "parallel.tensor", "1024 ranks per tensor group");
   at_most(p.pipeline, 100'000, "parallel.pipeline", "one stage per layer at most");
@@ -378,6 +382,11 @@ void validate_recipe(const Recipe& r) {
 }
 
 }  // namespace recipe_detail
+
+void validate_model_config(const ModelConfig& model) {
+  recipe_detail::validate_model_bounds(model);
+  recipe_detail::validate_model(model, ParallelConfig{});
+}
 
 void check_supported(const Recipe&) {
   // Every key of the recipe trains in this build (the interleaved schedule was the last refused);

@@ -437,7 +437,7 @@ r = json.load(open('$tmp/noboot.json'))['results']['lambada_openai']
 sys.exit('perplexity_stderr' in line or r['perplexity_stderr,none'] != 'N/A')"
 expect 2 "bootstrap iterations must be at least 2" -- --hf-model "$tmp/hf/model.safetensors" \
   --tasks lambada_openai --task-dir "$tmp/tasks" --bootstrap-iters 1
-expect 2 "batch-size: Value 0 not in range" -- --hf-model "$tmp/hf/model.safetensors" \
+expect 2 "batch-size: Value 0 must be positive" -- --hf-model "$tmp/hf/model.safetensors" \
   --tasks piqa --task-dir "$tmp/tasks" --batch-size 0
 expect 2 "unknown task 'race_x'" -- --hf-model "$tmp/hf/model.safetensors" --tasks race_x \
   --task-dir "$tmp/tasks"

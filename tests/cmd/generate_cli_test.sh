@@ -52,6 +52,9 @@ expect 2 'name the weights once' -- --prompt x
 expect 2 'name the weights once' -- --checkpoint "$tmp/ckpt" --hf-model "$tmp/m.safetensors" --prompt x
 expect 4 'no committed checkpoint' -- --checkpoint "$tmp/none" --prompt x
 expect 2 'top-p must be in \(0, 1\]' -- --checkpoint "$tmp/ckpt" --prompt x --top-p 1.5
+# Negative counts and seeds are refused in words (not a 309-digit range).
+expect 2 '^--threads: Value -5 must be 0 or more$' -- --checkpoint "$tmp/ckpt" --prompt x --threads=-5
+expect 2 '^--seed: Value -1 must be 0 or more$' -- --checkpoint "$tmp/ckpt" --prompt x --seed=-1
 expect 2 'exceed the model.s 32 positions.*--max-new-tokens' -- --checkpoint "$tmp/ckpt" \
   --prompt x --max-new-tokens 40
 expect 2 'is not a token id' -- --checkpoint "$tmp/ckpt" --input-format ids --prompt "1 x"

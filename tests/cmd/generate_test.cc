@@ -132,6 +132,25 @@ TEST_CASE("a model is named once, and its config.json is read strictly") {
                    "{\"n_layer\": 2, \"n_embd\": 32, \"n_head\": 4, \"n_positions\": 8, "
                    "\"vocab_size\": 10, \"activation_function\": \"relu\"}");
   CHECK_THROWS_WITH(hf_gpt2_config(dir.file("config.json")), Catch::Contains("relu"));
+  // The recipe's model bounds and checks, before anything is sized by the file's numbers (these
+  // ended in std::bad_alloc, or in NaN logits and exit 0).
+  const auto refused = [&](const std::string& extra, const std::string& field) {
+    test::write_file(dir.file("config.json"),
+                     "{\"n_layer\": 2, \"n_embd\": 32, \"n_head\": 4, " + extra + "}");
+    try {
+      hf_gpt2_config(dir.file("config.json"));
+      FAIL("accepted " << extra);
+    } catch (const Error& e) {
+      CHECK(e.code() == Code::kInvalidArgument);
+      CHECK(e.context() == dir.file("config.json"));
+      CHECK_THAT(e.message(), Catch::StartsWith(field + " (as model."));
+    }
+  };
+  refused("\"n_positions\": 1000000000000, \"vocab_size\": 10", "n_positions");
+  refused("\"n_positions\": 8, \"vocab_size\": 1000000000000000000", "vocab_size");
+  refused("\"n_positions\": 8, \"vocab_size\": 10, \"layer_norm_epsilon\": -1",
+          "layer_norm_epsilon");
+  refused("\"n_positions\": 8, \"vocab_size\": 10, \"n_inner\": 100000000", "n_inner");
 }
 
 TEST_CASE("the sampler: greedy, top-k, top-p, temperature and the seed") {

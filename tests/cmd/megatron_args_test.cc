@@ -115,11 +115,18 @@ TEST_CASE("Megatron's counts in samples and iterations become tokens - its defau
   const Recipe r = convert(
       "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 "
       "--micro-batch-size 2 --global-batch-size 8 --train-samples 800 --lr-warmup-samples 80 "
-      "--lr-decay-iters 50 --lr 1e-3 --data-path corpus --fp16 --loss-scale 1024 "
+      "--lr-decay-samples 400 --lr 1e-3 --data-path corpus --fp16 --loss-scale 1024 "
       "--num-layers-per-virtual-pipeline-stage 1 --pipeline-model-parallel-size 2");
   CHECK(r.schedule.train_tokens == 800 * 32);
   CHECK(r.schedule.warmup_tokens == 80 * 32);
-  CHECK(r.schedule.decay_tokens == 50 * 8 * 32);
+  CHECK(r.schedule.decay_tokens == 400 * 32);
+  // Iterations: x the global batch x seq_length.
+  const Recipe it = convert(
+      "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 "
+      "--micro-batch-size 2 --global-batch-size 8 --train-iters 100 --lr-warmup-iters 5 "
+      "--lr-decay-iters 50 --data-path corpus");
+  CHECK(it.schedule.warmup_tokens == 5 * 8 * 32);
+  CHECK(it.schedule.decay_tokens == 50 * 8 * 32);
   CHECK(r.precision == Precision::kFP16);
   CHECK(r.optimizer.loss_scale == 1024.0);
   CHECK(r.parallel.virtual_pipeline == 1);  // 2 layers / 2 stages / 1 per chunk
@@ -203,6 +210,28 @@ TEST_CASE("flags no Megatron defines fail - flags that only log are notes, other
   CHECK(c.not_carried[0].rfind("--swiglu:", 0) == 0);
   CHECK(c.not_carried[1].rfind("--normalization RMSNorm:", 0) == 0);
   CHECK(c.notes.size() == 3);
+}
+
+TEST_CASE("flag pairs Megatron refuses are refused") {
+  const std::string base =
+      "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 "
+      "--micro-batch-size 2 --global-batch-size 8 --data-path corpus ";
+  const auto refused = [&](const std::string& flags, const std::string& named) {
+    try {
+      convert_megatron_args(words(base + flags));
+      FAIL("accepted " << flags);
+    } catch (const Error& e) {
+      CHECK(e.context() == named);
+      CHECK_THAT(e.message(), Catch::Contains("Megatron refuses the pair too"));
+    }
+  };
+  refused("--train-samples 800 --bf16 --fp16", "--bf16");
+  refused("--train-iters 10 --train-samples 800", "--train-samples");
+  refused("--train-iters 10 --lr-decay-samples 800", "--lr-decay-samples");
+  refused("--train-iters 10 --rampup-batch-size 2 2 100", "--rampup-batch-size");
+  refused("--train-samples 800 --lr-warmup-iters 2", "--lr-warmup-iters");
+  refused("--train-samples 800 --lr-warmup-fraction .1 --lr-warmup-samples 8",
+          "--lr-warmup-samples");
 }
 
 TEST_CASE("bad Megatron values name their flag") {

@@ -54,7 +54,7 @@ fi
 expect 2 'data\.blend.*--data-path' -- from-megatron -- --num-layers 2 --hidden-size 64 \
   --num-attention-heads 4 --seq-length 32 --micro-batch-size 1 --global-batch-size 1 --lr 1e-3 --train-iters 1
 expect 2 'num_attention_heads.*--num-attention-heads' -- from-megatron -- "${megatron[@]}" --num-attention-heads 5
-expect 2 '\[--train-samples\]: --train-samples x is not an integer' -- from-megatron -- "${megatron[@]}" --train-samples x
+expect 2 '\[--lr-decay-iters\]: --lr-decay-iters x is not an integer' -- from-megatron -- "${megatron[@]}" --lr-decay-iters x
 # A flag no Megatron defines fails as argparse fails it, with the likeliest one meant.
 expect 2 'unrecognized argument --lr-decay-stlye .*did you mean --lr-decay-style\?' -- \
   from-megatron -- "${megatron[@]}" --lr-decay-stlye cosine
