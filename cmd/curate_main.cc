@@ -162,6 +162,15 @@ int main(int argc, char** argv) {
   dedup->add_option("--batch-mb", dd.batch_mb, "Megabytes of records read at a time")
       ->check(CLI::Range(1, 65536))
       ->capture_default_str();
+  dedup
+      ->add_option(
+          "--memory-mb", dd.memory_mb,
+          "The components step's memory budget: it estimates its need (96 bytes a "
+          "document, three batches and 16 MB) from the signature files and refuses a larger "
+          "one before allocating (exit 2); candidates' texts go to a scratch file in "
+          "--work-dir. 0: no budget")
+      ->check(mtnlg::non_negative_number())
+      ->capture_default_str();
   add_common(*dedup, dd_common);
 
   // dedup minhash

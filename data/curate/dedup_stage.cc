@@ -19,6 +19,7 @@
 #include "core/status.h"
 #include "data/curate/lsh_params.h"
 #include "data/curate/shard_writer.h"
+#include "data/curate/spill_file.h"
 #include "data/curate/staged_file.h"
 
 namespace mtnlg::curate {
@@ -46,7 +47,8 @@ class UnionFind {
   }
   int64_t find(int64_t x) {
     while (parent_[static_cast<size_t>(x)] != x) {
-      parent_[static_cast<size_t>(x)] = parent_[static_cast<size_t>(parent_[static_cast<size_t>(x)])];
+      parent_[static_cast<size_t>(x)] =
+          parent_[static_cast<size_t>(parent_[static_cast<size_t>(x)])];
       x = parent_[static_cast<size_t>(x)];
     }
     return x;
@@ -128,11 +130,9 @@ class SignatureWriter {
 };
 
 struct SignatureFile {
-  uint64_t skipped = 0;
-  std::vector<SignatureRow> rows;
-
   // Whether `path` holds a whole signature file made under these settings.
-  static bool valid(const std::string& path, uint64_t settings, int bands, std::string* why = nullptr) {
+  static bool valid(const std::string& path, uint64_t settings, int bands,
+                    std::string* why = nullptr) {
     std::ifstream in(path, std::ios::binary);
     if (!in) {
       if (why) *why = "missing";
@@ -152,12 +152,17 @@ struct SignatureFile {
                     std::memcmp(h, "MTNLGSIG", 8) == 0 && version == 1 &&
                     b == static_cast<uint32_t>(bands) && !ec &&
                     size == kSigHeader + docs * (24 + 8 * static_cast<uint64_t>(bands));
-    if (why) *why = !ok ? "not a whole signature file" : s != settings ? "made under other settings or from another version of its shard" : "";
+    if (why)
+      *why = !ok             ? "not a whole signature file"
+             : s != settings ? "made under other settings or from another version of its shard"
+                             : "";
     return ok && s == settings;
   }
 
-  static SignatureFile read(const std::string& path, uint64_t settings, int bands,
-                            const std::string& shard) {
+  // The whole file's header: (documents, records skipped); throws corruption naming the shard
+  // and the fix when the file is not whole or was made under other settings.
+  static std::pair<uint64_t, uint64_t> header(const std::string& path, uint64_t settings, int bands,
+                                              const std::string& shard) {
     std::string why;
     if (!valid(path, settings, bands, &why))
       throw corruption("the signatures of " + shard + " are " + why +
@@ -167,19 +172,33 @@ struct SignatureFile {
     std::ifstream in(path, std::ios::binary);
     char h[kSigHeader];
     in.read(h, kSigHeader);
-    uint64_t docs = 0;
-    SignatureFile f;
+    uint64_t docs = 0, skipped = 0;
     std::memcpy(&docs, h + 24, 8);
-    std::memcpy(&f.skipped, h + 32, 8);
-    f.rows.resize(docs);
-    for (SignatureRow& r : f.rows) {
-      in.read(reinterpret_cast<char*>(&r.line), 8);
-      in.read(reinterpret_cast<char*>(&r.exact.high64), 8);
-      in.read(reinterpret_cast<char*>(&r.exact.low64), 8);
-      r.keys.resize(static_cast<size_t>(bands));
-      in.read(reinterpret_cast<char*>(r.keys.data()), static_cast<std::streamsize>(8 * bands));
+    std::memcpy(&skipped, h + 32, 8);
+    return {docs, skipped};
+  }
+
+  // Calls visit(line, exact, keys) for each row of a file header() accepted, in order, reading
+  // a megabyte of rows at a time: the components step never holds a shard's rows.
+  template <typename Visit>
+  static void for_each_row(const std::string& path, int bands, Visit visit) {
+    std::ifstream in(path, std::ios::binary);
+    in.seekg(static_cast<std::streamoff>(kSigHeader));
+    const size_t row = 24 + 8 * static_cast<size_t>(bands);
+    std::vector<char> buf(std::max<size_t>(1, (1u << 20) / row) * row);
+    while (in) {
+      in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+      const auto got = static_cast<size_t>(in.gcount());
+      if (got % row != 0) throw corruption("a signature file ends inside a row", path);
+      for (size_t at = 0; at < got; at += row) {
+        int64_t line = 0;
+        XXH128_hash_t exact{};
+        std::memcpy(&line, buf.data() + at, 8);
+        std::memcpy(&exact.high64, buf.data() + at + 8, 8);
+        std::memcpy(&exact.low64, buf.data() + at + 16, 8);
+        visit(line, exact, reinterpret_cast<const unsigned char*>(buf.data() + at + 24));
+      }
     }
-    return f;
   }
 };
 
@@ -188,8 +207,9 @@ void write_kept(const DedupOptions& o, size_t f, const std::string& keep_file, s
   const DedupInput& in = o.inputs[f];
   std::ifstream k(keep_file, std::ios::binary);
   if (!k)
-    throw not_found("no keep file for " + in.file + "; the fix: run mtnlg-curate dedup --step "
-                    "components first",
+    throw not_found("no keep file for " + in.file +
+                        "; the fix: run mtnlg-curate dedup --step "
+                        "components first",
                     keep_file);
   const std::string status((std::istreambuf_iterator<char>(k)), std::istreambuf_iterator<char>());
   const std::string dir = o.output_dir + "/" + in.dataset;
@@ -229,6 +249,11 @@ std::string doc_json(const Doc& d, const DedupOptions& o, bool exact) {
 
 }  // namespace
 
+double dedup_components_memory_mb(int64_t documents, int64_t batch_mb) {
+  return static_cast<double>(documents) * kComponentBytesPerDocument / (1 << 20) +
+         3.0 * static_cast<double>(batch_mb) + 16.0;
+}
+
 DedupInput parse_dedup_input(const std::string& spec) {
   const size_t eq = spec.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
@@ -243,7 +268,8 @@ DedupStats run_dedup(const DedupOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   DedupStats stats;
   // ---- the command line's promises ----
-  if (o.inputs.empty()) throw invalid_argument("dedup needs at least one --input NAME=FILE", "--input");
+  if (o.inputs.empty())
+    throw invalid_argument("dedup needs at least one --input NAME=FILE", "--input");
   std::map<std::string, int32_t> priority_of;
   for (size_t i = 0; i < o.priority.size(); ++i)
     if (!priority_of.emplace(o.priority[i], static_cast<int32_t>(i)).second)
@@ -251,12 +277,11 @@ DedupStats run_dedup(const DedupOptions& o) {
   std::set<std::string> outputs;
   for (const DedupInput& in : o.inputs) {
     if (!priority_of.count(in.dataset))
-      throw invalid_argument("--priority does not name dataset '" + in.dataset +
-                                 "' (of --input " + in.dataset + "=" + in.file +
+      throw invalid_argument("--priority does not name dataset '" + in.dataset + "' (of --input " +
+                                 in.dataset + "=" + in.file +
                                  "); the fix: list every dataset, the one to keep first first",
                              "--priority");
-    const std::string out =
-        in.dataset + "/" + std::filesystem::path(in.file).filename().string();
+    const std::string out = in.dataset + "/" + std::filesystem::path(in.file).filename().string();
     if (!outputs.insert(out).second)
       throw invalid_argument("two inputs of dataset " + in.dataset + " are both named " +
                                  std::filesystem::path(in.file).filename().string() +
@@ -291,10 +316,11 @@ DedupStats run_dedup(const DedupOptions& o) {
     const auto size = std::filesystem::file_size(in.file, ec);
     if (!ec) total_bytes += static_cast<int64_t>(size);
   }
-  spdlog::info("dedup: {} input file(s), threshold {}, {} {} functions (seed {}), {} bands of {} "
-               "rows",
-               o.inputs.size(), o.threshold, o.num_perm, hash_family_name(o.family), o.seed,
-               lsh.bands, lsh.rows);
+  spdlog::info(
+      "dedup: {} input file(s), threshold {}, {} {} functions (seed {}), {} bands of {} "
+      "rows",
+      o.inputs.size(), o.threshold, o.num_perm, hash_family_name(o.family), o.seed, lsh.bands,
+      lsh.rows);
 
   // ---- 1. signatures as band keys, with the normalized text's hash: a file per shard ----
   const std::string work = o.work_dir.empty() ? o.output_dir + "/.work" : o.work_dir;
@@ -304,20 +330,24 @@ DedupStats run_dedup(const DedupOptions& o) {
     if (ec) throw io_error("cannot create the directory: " + ec.message(), work);
   }
   const auto mine = [&](size_t f) {
-    return o.step == DedupStep::kAll || static_cast<int>(f % static_cast<size_t>(o.task_count)) == o.task_index;
+    return o.step == DedupStep::kAll ||
+           static_cast<int>(f % static_cast<size_t>(o.task_count)) == o.task_index;
   };
-  const auto sig_path = [&](size_t f) { return work + "/signatures-" + std::to_string(f) + ".bin"; };
+  const auto sig_path = [&](size_t f) {
+    return work + "/signatures-" + std::to_string(f) + ".bin";
+  };
   const auto keep_path = [&](size_t f) { return work + "/keep-" + std::to_string(f) + ".bin"; };
   // What a shard's signatures depend on: a file made under other settings is made again.
   const auto settings_of = [&](size_t f) {
     std::error_code ec;
     const auto size = std::filesystem::file_size(o.inputs[f].file, ec);
-    const auto time = std::filesystem::last_write_time(o.inputs[f].file, ec).time_since_epoch().count();
-    const std::string s = o.inputs[f].file + "|" + std::to_string(size) + "|" + std::to_string(time) +
-                          "|" + hash_family_name(o.family) + "|" + std::to_string(o.num_perm) + "|" +
-                          std::to_string(o.seed) + "|" + std::to_string(lsh.bands) + "x" +
-                          std::to_string(lsh.rows) + "|" + o.text_key + "|" +
-                          std::to_string(static_cast<int>(o.bad_records));
+    const auto time =
+        std::filesystem::last_write_time(o.inputs[f].file, ec).time_since_epoch().count();
+    const std::string s = o.inputs[f].file + "|" + std::to_string(size) + "|" +
+                          std::to_string(time) + "|" + hash_family_name(o.family) + "|" +
+                          std::to_string(o.num_perm) + "|" + std::to_string(o.seed) + "|" +
+                          std::to_string(lsh.bands) + "x" + std::to_string(lsh.rows) + "|" +
+                          o.text_key + "|" + std::to_string(static_cast<int>(o.bad_records));
     return XXH3_64bits(s.data(), s.size());
   };
   if (o.step == DedupStep::kAll || o.step == DedupStep::kSignatures) {
@@ -334,7 +364,8 @@ DedupStats run_dedup(const DedupOptions& o) {
       std::vector<SignatureRow> rows;
       while (records.next_batch(&batch, batch_bytes)) {
         const auto n = static_cast<int64_t>(batch.size());
-        rows.assign(batch.size(), SignatureRow{0, {}, std::vector<uint64_t>(static_cast<size_t>(lsh.bands))});
+        rows.assign(batch.size(),
+                    SignatureRow{0, {}, std::vector<uint64_t>(static_cast<size_t>(lsh.bands))});
 #pragma omp parallel num_threads(threads)
         {
           NormalizedText norm;
@@ -365,32 +396,53 @@ DedupStats run_dedup(const DedupOptions& o) {
     if (o.step == DedupStep::kSignatures) return stats;
   }
 
-  std::vector<Doc> docs;
-  std::vector<uint64_t> keys;        // [documents, bands]
-  std::vector<XXH128_hash_t> exact;  // [documents]
-  std::vector<int64_t> first_doc(o.inputs.size() + 1, 0);  // each shard's first document
-  if (o.step == DedupStep::kAll || o.step == DedupStep::kComponents) {
-    for (size_t f = 0; f < o.inputs.size(); ++f) {
-      const SignatureFile sf = SignatureFile::read(sig_path(f), settings_of(f), lsh.bands,
-                                                   o.inputs[f].file);
-      first_doc[f] = static_cast<int64_t>(docs.size());
-      stats.datasets[o.inputs[f].dataset].skipped += sf.skipped;
-      for (const SignatureRow& r : sf.rows) {
-        docs.push_back(Doc{static_cast<int32_t>(f), priority_of.at(o.inputs[f].dataset), r.line});
-        exact.push_back(r.exact);
-        keys.insert(keys.end(), r.keys.begin(), r.keys.end());
-      }
-    }
-    first_doc[o.inputs.size()] = static_cast<int64_t>(docs.size());
-  } else {
+  if (o.step == DedupStep::kOutput) {
     // --step output: the kept records of this task's shards.
-    std::vector<TextRecord> batch;
     for (size_t f = 0; f < o.inputs.size(); ++f)
       if (mine(f)) write_kept(o, f, keep_path(f), batch_bytes);
     return stats;
   }
-  const auto n_docs = static_cast<int64_t>(docs.size());
+
+  // ---- the components step: sized before anything is allocated ----
+  std::vector<int64_t> first_doc(o.inputs.size() + 1, 0);  // each shard's first document
+  for (size_t f = 0; f < o.inputs.size(); ++f) {
+    const auto [shard_docs, skipped] =
+        SignatureFile::header(sig_path(f), settings_of(f), lsh.bands, o.inputs[f].file);
+    stats.datasets[o.inputs[f].dataset].skipped += static_cast<int64_t>(skipped);
+    first_doc[f + 1] = first_doc[f] + static_cast<int64_t>(shard_docs);
+  }
+  const int64_t n_docs = first_doc[o.inputs.size()];
   stats.documents = n_docs;
+  {
+    const double need_mb = dedup_components_memory_mb(n_docs, o.batch_mb);
+    spdlog::info("dedup: components of {} documents, about {:.0f} MB{}", n_docs, need_mb,
+                 o.memory_mb > 0 ? fmt::format(" (--memory-mb {})", o.memory_mb) : "");
+    if (o.memory_mb > 0 && need_mb > static_cast<double>(o.memory_mb))
+      throw invalid_argument(
+          fmt::format("the components step needs about {:.0f} MB for {} documents ({} bytes a "
+                      "document, and --batch-mb {} three times over), more than --memory-mb {}; "
+                      "the fix: a larger --memory-mb on a machine that has it, or a smaller "
+                      "--batch-mb",
+                      need_mb, n_docs, kComponentBytesPerDocument, o.batch_mb, o.memory_mb),
+          "--memory-mb");
+  }
+  std::vector<Doc> docs;
+  std::vector<XXH128_hash_t> exact;  // [documents]
+  docs.reserve(static_cast<size_t>(n_docs));
+  exact.reserve(static_cast<size_t>(n_docs));
+  for (size_t f = 0; f < o.inputs.size(); ++f) {
+    const int32_t pri = priority_of.at(o.inputs[f].dataset);
+    SignatureFile::for_each_row(sig_path(f), lsh.bands,
+                                [&](int64_t line, XXH128_hash_t x, const unsigned char*) {
+                                  docs.push_back(Doc{static_cast<int32_t>(f), pri, line});
+                                  exact.push_back(x);
+                                });
+    if (static_cast<int64_t>(docs.size()) != first_doc[f + 1])
+      throw corruption("the signatures of " + o.inputs[f].file +
+                           " changed while read; the fix: "
+                           "run dedup again",
+                       sig_path(f));
+  }
 
   // Exact duplicates: each class's first document in keep order represents it.
   UnionFind groups(n_docs);
@@ -418,55 +470,68 @@ DedupStats run_dedup(const DedupOptions& o) {
   }
   exact = {};
 
-  // ---- 2. LSH buckets: per band, the representatives sorted by key ----
-  // A bucket's documents in index order; pairs (i, j), i < j, in that order, band by band.
-  std::vector<std::vector<int64_t>> buckets;
-  std::vector<char> candidate(static_cast<size_t>(n_docs), 0);
+  // ---- 2. LSH buckets: band by band (each read from the signature files), the representatives
+  // sorted by key. A bucket's documents in index order; pairs (i, j), i < j, in that order. ----
+  std::vector<int64_t> bucket_start{0}, bucket_docs;  // bucket k: bucket_docs[start[k], start[k+1])
+  constexpr uint64_t kNotCandidate = ~uint64_t{0};
+  std::vector<uint64_t> text_at(static_cast<size_t>(n_docs), kNotCandidate);  // in the spill file
   {
-    std::vector<std::pair<uint64_t, int64_t>> band(static_cast<size_t>(n_docs));
+    std::vector<std::pair<uint64_t, int64_t>> band;
+    band.reserve(static_cast<size_t>(n_docs));
     for (int j = 0; j < lsh.bands; ++j) {
       band.clear();
-      for (int64_t d = 0; d < n_docs; ++d)
-        if (representative[static_cast<size_t>(d)])
-          band.emplace_back(keys[static_cast<size_t>(d) * lsh.bands + j], d);
+      for (size_t f = 0; f < o.inputs.size(); ++f) {
+        int64_t d = first_doc[f];
+        SignatureFile::for_each_row(sig_path(f), lsh.bands,
+                                    [&](int64_t, XXH128_hash_t, const unsigned char* keys) {
+                                      if (representative[static_cast<size_t>(d)]) {
+                                        uint64_t key = 0;
+                                        std::memcpy(&key, keys + 8 * j, 8);
+                                        band.emplace_back(key, d);
+                                      }
+                                      ++d;
+                                    });
+      }
       std::sort(band.begin(), band.end());
       for (size_t i = 0; i < band.size();) {
         size_t k = i + 1;
         while (k < band.size() && band[k].first == band[i].first) ++k;
         if (k - i >= 2) {
-          std::vector<int64_t> members;
           for (size_t m = i; m < k; ++m) {
-            members.push_back(band[m].second);
-            candidate[static_cast<size_t>(band[m].second)] = 1;
+            bucket_docs.push_back(band[m].second);
+            text_at[static_cast<size_t>(band[m].second)] = 0;  // a candidate
           }
+          bucket_start.push_back(static_cast<int64_t>(bucket_docs.size()));
           stats.candidate_pairs += static_cast<int64_t>((k - i) * (k - i - 1) / 2);
-          buckets.push_back(std::move(members));
         }
         i = k;
       }
     }
   }
-  keys = {};
 
-  // ---- 3. the candidates' texts, then every pair verified in a fixed order ----
-  std::unordered_map<int64_t, NormalizedText> texts;
+  // ---- 3. the candidates' normalized texts into a scratch file (the kernel's page cache holds
+  // them, not this process), then every pair verified in a fixed order ----
+  SpillFile spill(work);
   {
     std::vector<TextRecord> batch;
+    NormalizedText norm;
     int64_t d = 0;
     for (const DedupInput& in : o.inputs) {
       TextRecords records(in.file, o.text_key, BadRecords::kSkip);
       while (records.next_batch(&batch, batch_bytes))
         for (const TextRecord& r : batch) {
-          if (candidate[static_cast<size_t>(d)])
-            normalize_for_shingles(r.text, &texts[d]);
+          if (d < n_docs && text_at[static_cast<size_t>(d)] != kNotCandidate) {
+            normalize_for_shingles(r.text, &norm);
+            text_at[static_cast<size_t>(d)] = spill.append(norm.text);
+          }
           ++d;
         }
     }
-    MTNLG_CHECK_MSG(d == n_docs, "dedup: the inputs changed while read: " << d << " records, then "
-                                                                         << n_docs);
+    MTNLG_CHECK_MSG(d == n_docs,
+                    "dedup: the inputs changed while read: " << d << " records, then " << n_docs);
+    spill.flush();
   }
   std::vector<Pair> edges_found;
-  std::vector<std::vector<size_t>> group_edges;  // filled after components are known
   {
     // Pairs in order, in batches of fixed size: the batch's pairs whose documents were not yet
     // connected when it was formed are verified in parallel, then joined in order.
@@ -477,15 +542,21 @@ DedupStats run_dedup(const DedupOptions& o) {
 #pragma omp parallel num_threads(threads)
       {
         int64_t cached = -1;
+        NormalizedText a_text, b_text;
+        std::string bytes;
         std::vector<std::string_view> a_set;
 #pragma omp for schedule(dynamic, 8)
         for (size_t i = 0; i < todo.size(); ++i) {
           Pair& p = todo[i];
           if (p.a != cached) {
-            a_set = distinct_shingles(texts.at(p.a));
+            spill.read(text_at[static_cast<size_t>(p.a)], &bytes);
+            set_normalized_text(std::move(bytes), &a_text);
+            a_set = distinct_shingles(a_text);
             cached = p.a;
           }
-          p.jaccard = jaccard(a_set, distinct_shingles(texts.at(p.b)));
+          spill.read(text_at[static_cast<size_t>(p.b)], &bytes);
+          set_normalized_text(std::move(bytes), &b_text);
+          p.jaccard = jaccard(a_set, distinct_shingles(b_text));
         }
       }
       for (const Pair& p : todo) {
@@ -500,9 +571,11 @@ DedupStats run_dedup(const DedupOptions& o) {
       }
       todo.clear();
     };
-    for (const std::vector<int64_t>& bucket : buckets)
-      for (size_t i = 0; i < bucket.size(); ++i)
-        for (size_t j = i + 1; j < bucket.size(); ++j) {
+    for (size_t k = 0; k + 1 < bucket_start.size(); ++k) {
+      const int64_t* bucket = bucket_docs.data() + bucket_start[k];
+      const auto size = static_cast<size_t>(bucket_start[k + 1] - bucket_start[k]);
+      for (size_t i = 0; i < size; ++i)
+        for (size_t j = i + 1; j < size; ++j) {
           const int64_t a = bucket[i], b = bucket[j];
           if (groups.find(a) == groups.find(b)) continue;
           if (rejected.count(static_cast<uint64_t>(a) * static_cast<uint64_t>(n_docs) +
@@ -511,25 +584,45 @@ DedupStats run_dedup(const DedupOptions& o) {
           todo.push_back({a, b, 0.0});
           if (todo.size() == kBatch) flush();
         }
+    }
     flush();
   }
   stats.edges = static_cast<int64_t>(edges_found.size());
-  texts.clear();
+  bucket_start = {};
+  bucket_docs = {};
+  text_at = {};
+  representative = {};
 
   // ---- 4. components, the document each keeps ----
+  // A group's root is its smallest document (unite joins under the smaller root), so groups in
+  // root order with their members in index order are the documents of groups sorted by root.
   std::vector<int64_t> root(static_cast<size_t>(n_docs));
-  std::map<int64_t, std::vector<int64_t>> members;  // root -> documents, in index order
+  std::vector<int32_t> group_size(static_cast<size_t>(n_docs), 0);
   for (int64_t d = 0; d < n_docs; ++d) {
     root[static_cast<size_t>(d)] = groups.find(d);
-    members[root[static_cast<size_t>(d)]].push_back(d);
+    ++group_size[static_cast<size_t>(root[static_cast<size_t>(d)])];
   }
+  std::vector<int64_t> grouped;  // documents of groups of two or more, by (root, index)
+  for (int64_t d = 0; d < n_docs; ++d)
+    if (group_size[static_cast<size_t>(root[static_cast<size_t>(d)])] >= 2) grouped.push_back(d);
+  std::stable_sort(grouped.begin(), grouped.end(), [&](int64_t a, int64_t b) {
+    return root[static_cast<size_t>(a)] < root[static_cast<size_t>(b)];
+  });
+  group_size = {};
   std::vector<char> keep(static_cast<size_t>(n_docs), 1);
   std::map<int64_t, std::vector<const Pair*>> pairs_of;
   for (const Pair& p : edges_found) pairs_of[root[static_cast<size_t>(p.a)]].push_back(&p);
   {
     StagedFile report(o.report);
-    for (const auto& [r, m] : members) {
-      if (m.size() < 2) continue;
+    for (size_t g = 0; g < grouped.size();) {
+      size_t g_end = g + 1;
+      while (g_end < grouped.size() &&
+             root[static_cast<size_t>(grouped[g_end])] == root[static_cast<size_t>(grouped[g])])
+        ++g_end;
+      const std::vector<int64_t> m(grouped.begin() + static_cast<std::ptrdiff_t>(g),
+                                   grouped.begin() + static_cast<std::ptrdiff_t>(g_end));
+      const int64_t r = root[static_cast<size_t>(grouped[g])];
+      g = g_end;
       ++stats.groups;
       int64_t best = m[0];
       for (const int64_t d : m)

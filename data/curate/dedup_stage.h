@@ -21,8 +21,11 @@
 // name and renamed when complete. The same inputs and flags give the same bytes whatever the
 // thread count.
 //
-// Memory: the band keys of every document (8 bytes a band), the normalized texts of the
-// documents that share a bucket, and a batch of records.
+// Memory: the components step holds about kComponentBytesPerDocument bytes a document (its
+// place, keep order, union-find, one band's sorted keys at a time, the offset of its text in a
+// scratch file) and a batch of records; the candidates' normalized texts go to an unnamed
+// scratch file in the work directory (data/curate/spill_file.h) and are read back per pair.
+// --memory-mb checks that estimate before anything is allocated. The other steps hold a batch.
 #pragma once
 
 #include <cstdint>
@@ -69,6 +72,7 @@ struct DedupOptions {
   BadRecords bad_records = BadRecords::kError;
   int threads = 0;
   int64_t batch_mb = 16;
+  int64_t memory_mb = 0;  // 0: no budget; else the components step refuses a larger estimate
   ProgressMode progress = ProgressMode::kAuto;
 };
 
@@ -82,6 +86,12 @@ struct DedupStats {
   std::map<std::string, DatasetCounts> datasets;
   double seconds = 0;
 };
+
+// What the components step holds a document, and its estimate in MB for `documents` and a
+// batch of --batch-mb (read, decoded and normalized: three times over), with 16 MB for the
+// program itself.
+inline constexpr int kComponentBytesPerDocument = 96;
+double dedup_components_memory_mb(int64_t documents, int64_t batch_mb);
 
 DedupStats run_dedup(const DedupOptions& o);
 

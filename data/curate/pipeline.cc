@@ -4,12 +4,12 @@
 #include <xxhash.h>
 #include <yaml-cpp/yaml.h>
 
+#include <glob.h>
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <glob.h>
 #include <map>
 #include <set>
 #include <sstream>
@@ -37,7 +37,7 @@ struct Dataset {
   std::vector<std::string> inputs;
   std::vector<std::string> steps;
   double weight = 0;
-  std::vector<std::string> shards;               // the current shards, step by step
+  std::vector<std::string> shards;                      // the current shards, step by step
   std::vector<std::pair<std::string, int64_t>> counts;  // documents after each step
   int64_t tokens = 0;
 };
@@ -77,7 +77,8 @@ T value(const YAML::Node& n, const std::string& key, const T& fallback, const st
 
 std::vector<std::string> expand(const std::string& pattern, const std::string& base,
                                 const std::string& config, const std::string& key) {
-  const std::string p = fs::path(pattern).is_absolute() ? pattern : (fs::path(base) / pattern).string();
+  const std::string p =
+      fs::path(pattern).is_absolute() ? pattern : (fs::path(base) / pattern).string();
   glob_t g{};
   const int rc = ::glob(p.c_str(), 0, nullptr, &g);
   std::vector<std::string> out;
@@ -85,8 +86,9 @@ std::vector<std::string> expand(const std::string& pattern, const std::string& b
     for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
   globfree(&g);
   if (out.empty())
-    throw not_found("'" + pattern + "' matches no file (relative paths are from the config's "
-                    "folder)",
+    throw not_found("'" + pattern +
+                        "' matches no file (relative paths are from the config's "
+                        "folder)",
                     cfg_error_where(config, key));
   std::sort(out.begin(), out.end());
   return out;
@@ -115,11 +117,13 @@ std::string stamp_of(const std::string& settings, const std::vector<std::string>
   return s.str();
 }
 
-bool done(const std::string& dir, const std::string& stamp, const std::vector<std::string>& outputs) {
+bool done(const std::string& dir, const std::string& stamp,
+          const std::vector<std::string>& outputs) {
   std::ifstream in(dir + "/.stamp");
   const std::string old((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (old != stamp) return false;
-  return std::all_of(outputs.begin(), outputs.end(), [](const std::string& f) { return fs::exists(f); });
+  return std::all_of(outputs.begin(), outputs.end(),
+                     [](const std::string& f) { return fs::exists(f); });
 }
 
 void write_stamp(const std::string& dir, const std::string& stamp) {
@@ -139,7 +143,8 @@ int64_t count_records(const std::vector<std::string>& shards) {
 std::string stem(const std::string& path) {
   std::string name = fs::path(path).filename().string();
   for (const char* ext : {".gz", ".zst", ".jsonl", ".warc", ".html", ".htm", ".json"})
-    if (name.size() > std::strlen(ext) && name.compare(name.size() - std::strlen(ext), std::strlen(ext), ext) == 0)
+    if (name.size() > std::strlen(ext) &&
+        name.compare(name.size() - std::strlen(ext), std::strlen(ext), ext) == 0)
       name.resize(name.size() - std::strlen(ext));
   return name;
 }
@@ -159,7 +164,8 @@ std::string run_pipeline(const PipelineOptions& o) {
   check_keys(root, C, "",
              {"output_dir", "text_key", "training_tokens", "datasets", "clean", "quality", "dedup",
               "decontaminate", "tokenizer"});
-  const std::string base = fs::path(C).parent_path().string().empty() ? "." : fs::path(C).parent_path().string();
+  const std::string base =
+      fs::path(C).parent_path().string().empty() ? "." : fs::path(C).parent_path().string();
   const auto rel = [&](const std::string& p) {
     return fs::path(p).is_absolute() ? p : (fs::path(base) / p).string();
   };
@@ -170,7 +176,8 @@ std::string run_pipeline(const PipelineOptions& o) {
   const std::string text_key = value<std::string>(root, "text_key", "text", C, "");
   const double training_tokens = value<double>(root, "training_tokens", 0.0, C, "");
   if (!root["datasets"] || !root["datasets"].IsSequence() || root["datasets"].size() == 0)
-    throw invalid_argument("'datasets' must list at least one dataset", cfg_error_where(C, "datasets"));
+    throw invalid_argument("'datasets' must list at least one dataset",
+                           cfg_error_where(C, "datasets"));
 
   std::vector<Dataset> datasets;
   std::set<std::string> names;
@@ -180,28 +187,32 @@ std::string run_pipeline(const PipelineOptions& o) {
     check_keys(d, C, where, {"name", "inputs", "steps", "weight"});
     Dataset ds;
     ds.name = value<std::string>(d, "name", "", C, where);
-    if (ds.name.empty() || ds.name.find_first_of("/ ") != std::string::npos || !names.insert(ds.name).second)
+    if (ds.name.empty() || ds.name.find_first_of("/ ") != std::string::npos ||
+        !names.insert(ds.name).second)
       throw invalid_argument(where + ".name must be a unique name without '/' or spaces",
                              cfg_error_where(C, where + ".name"));
     for (const auto& p : value<std::vector<std::string>>(d, "inputs", {}, C, where))
       for (auto& f : expand(p, base, C, where + ".inputs")) ds.inputs.push_back(f);
     if (ds.inputs.empty())
-      throw invalid_argument(where + ".inputs must name files", cfg_error_where(C, where + ".inputs"));
+      throw invalid_argument(where + ".inputs must name files",
+                             cfg_error_where(C, where + ".inputs"));
     ds.steps = value<std::vector<std::string>>(d, "steps", {}, C, where);
     static const std::vector<std::string> order = {"extract", "clean", "quality"};
     size_t last = 0;
     for (const std::string& s : ds.steps) {
       const auto it = std::find(order.begin(), order.end(), s);
       if (it == order.end() || static_cast<size_t>(it - order.begin()) < last)
-        throw invalid_argument(where + ".steps: '" + s + "': the per-dataset steps are extract, "
-                               "clean, quality, in that order (dedup and decontaminate apply to "
-                               "every dataset)",
-                               cfg_error_where(C, where + ".steps"));
+        throw invalid_argument(
+            where + ".steps: '" + s +
+                "': the per-dataset steps are extract, "
+                "clean, quality, in that order (dedup and decontaminate apply to "
+                "every dataset)",
+            cfg_error_where(C, where + ".steps"));
       last = static_cast<size_t>(it - order.begin()) + 1;
       if (!root[s] && s != "extract")
-        throw invalid_argument(where + ".steps names " + s + " but the file has no '" + s +
-                                   "' section",
-                               cfg_error_where(C, s));
+        throw invalid_argument(
+            where + ".steps names " + s + " but the file has no '" + s + "' section",
+            cfg_error_where(C, s));
     }
     ds.weight = value<double>(d, "weight", 1.0, C, where);
     ds.shards = ds.inputs;
@@ -210,7 +221,8 @@ std::string run_pipeline(const PipelineOptions& o) {
   const auto find = [&](const std::string& name, const std::string& key) -> Dataset& {
     for (Dataset& d : datasets)
       if (d.name == name) return d;
-    throw invalid_argument(key + " names '" + name + "', which is no dataset", cfg_error_where(C, key));
+    throw invalid_argument(key + " names '" + name + "', which is no dataset",
+                           cfg_error_where(C, key));
   };
   const std::string json_key_settings = "text_key=" + text_key;
   for (Dataset& d : datasets) d.counts.emplace_back("input", -1);
@@ -242,8 +254,8 @@ std::string run_pipeline(const PipelineOptions& o) {
     if (std::find(d.steps.begin(), d.steps.end(), "clean") != d.steps.end()) {
       const YAML::Node c = root["clean"];
       check_keys(c, C, "clean",
-                 {"min_chars", "short_javascript", "min_gpt2_tokens", "languages", "min_language_score",
-                  "gopher", "c4"});
+                 {"min_chars", "short_javascript", "min_gpt2_tokens", "languages",
+                  "min_language_score", "gopher", "c4"});
       CleanOptions cl;
       cl.min_chars = value<int64_t>(c, "min_chars", 0, C, "clean");
       cl.short_javascript = value<int64_t>(c, "short_javascript", 0, C, "clean");
@@ -253,8 +265,10 @@ std::string run_pipeline(const PipelineOptions& o) {
       if (value<bool>(c, "gopher", false, C, "clean")) apply_gopher_defaults(&cl.gopher);
       if (value<bool>(c, "c4", false, C, "clean")) apply_c4_defaults(&cl.c4);
       const YAML::Node t = root["tokenizer"];
-      cl.vocab_file = rel(value<std::string>(t, "vocab_file", "data/gpt2/encoder.json", C, "tokenizer"));
-      cl.merge_file = rel(value<std::string>(t, "merge_file", "data/gpt2/vocab.bpe", C, "tokenizer"));
+      cl.vocab_file =
+          rel(value<std::string>(t, "vocab_file", "data/gpt2/encoder.json", C, "tokenizer"));
+      cl.merge_file =
+          rel(value<std::string>(t, "merge_file", "data/gpt2/vocab.bpe", C, "tokenizer"));
       cl.text_key = text_key;
       cl.threads = o.threads;
       cl.progress = o.progress;
@@ -282,7 +296,8 @@ std::string run_pipeline(const PipelineOptions& o) {
   // ---- quality: a model (given or trained), then score and filter ----
   bool any_quality = false;
   for (const Dataset& d : datasets)
-    any_quality = any_quality || std::find(d.steps.begin(), d.steps.end(), "quality") != d.steps.end();
+    any_quality =
+        any_quality || std::find(d.steps.begin(), d.steps.end(), "quality") != d.steps.end();
   if (any_quality) {
     const YAML::Node q = root["quality"];
     check_keys(q, C, "quality", {"model", "train", "threshold", "pareto_alpha", "seed"});
@@ -294,7 +309,8 @@ std::string run_pipeline(const PipelineOptions& o) {
       model = rel(q["model"].as<std::string>());
     } else if (q["train"]) {
       const YAML::Node t = q["train"];
-      check_keys(t, C, "quality.train", {"positive", "negative", "dim", "epoch", "lr", "bucket", "seed"});
+      check_keys(t, C, "quality.train",
+                 {"positive", "negative", "dim", "epoch", "lr", "bucket", "seed"});
       QualityTrainOptions qt;
       for (const auto& n : value<std::vector<std::string>>(t, "positive", {}, C, "quality.train"))
         for (const auto& s : find(n, "quality.train.positive").shards) qt.positive.push_back(s);
@@ -367,7 +383,8 @@ std::string run_pipeline(const PipelineOptions& o) {
   // ---- dedup across every dataset ----
   if (root["dedup"]) {
     const YAML::Node dd = root["dedup"];
-    check_keys(dd, C, "dedup", {"priority", "threshold", "num_perm", "seed", "hash", "bands", "rows"});
+    check_keys(dd, C, "dedup",
+               {"priority", "threshold", "num_perm", "seed", "hash", "bands", "rows", "memory_mb"});
     DedupOptions o2;
     o2.priority = value<std::vector<std::string>>(dd, "priority", {}, C, "dedup");
     for (const std::string& p : o2.priority) find(p, "dedup.priority");
@@ -377,6 +394,11 @@ std::string run_pipeline(const PipelineOptions& o) {
     o2.family = parse_hash_family(value<std::string>(dd, "hash", "xxh3", C, "dedup"), "dedup.hash");
     o2.bands = value<int>(dd, "bands", 0, C, "dedup");
     o2.rows = value<int>(dd, "rows", 0, C, "dedup");
+    o2.memory_mb = value<int64_t>(dd, "memory_mb", 0, C, "dedup");
+    if (o2.memory_mb < 0)
+      throw invalid_argument(C + ": dedup.memory_mb must be 0 (no budget) or more, not " +
+                                 std::to_string(o2.memory_mb),
+                             "dedup.memory_mb");
     o2.text_key = text_key;
     o2.threads = o.threads;
     o2.progress = o.progress;
@@ -420,8 +442,10 @@ std::string run_pipeline(const PipelineOptions& o) {
   }
   const YAML::Node tok = root["tokenizer"];
   if (tok) check_keys(tok, C, "tokenizer", {"vocab_file", "merge_file"});
-  const std::string vocab = rel(value<std::string>(tok, "vocab_file", "data/gpt2/encoder.json", C, "tokenizer"));
-  const std::string merges = rel(value<std::string>(tok, "merge_file", "data/gpt2/vocab.bpe", C, "tokenizer"));
+  const std::string vocab =
+      rel(value<std::string>(tok, "vocab_file", "data/gpt2/encoder.json", C, "tokenizer"));
+  const std::string merges =
+      rel(value<std::string>(tok, "merge_file", "data/gpt2/vocab.bpe", C, "tokenizer"));
   fs::create_directories(out + "/final");
   fs::create_directories(out + "/tokens");
   for (Dataset& d : datasets) {
@@ -440,8 +464,10 @@ std::string run_pipeline(const PipelineOptions& o) {
           dc.input = d.shards[k];
           dc.output = outputs[k];
           dc.task_files = tasks;
-          dc.filter.key_threshold = value<int64_t>(root["decontaminate"], "key_threshold", 10, C, "decontaminate");
-          dc.filter.splits_count = value<int64_t>(root["decontaminate"], "splits_count", 10, C, "decontaminate");
+          dc.filter.key_threshold =
+              value<int64_t>(root["decontaminate"], "key_threshold", 10, C, "decontaminate");
+          dc.filter.splits_count =
+              value<int64_t>(root["decontaminate"], "splits_count", 10, C, "decontaminate");
           dc.text_key = text_key;
           dc.threads = o.threads;
           dc.progress = o.progress;
@@ -455,7 +481,8 @@ std::string run_pipeline(const PipelineOptions& o) {
     // One plain JSON Lines file (mtnlg-preprocess's input), then the tokens.
     const std::string final_file = out + "/final/" + d.name + ".jsonl";
     const std::string prefix = out + "/tokens/" + d.name + "_text_document";
-    const std::string stamp = stamp_of("tokens vocab=" + vocab + " merges=" + merges + " " + json_key_settings, d.shards);
+    const std::string stamp =
+        stamp_of("tokens vocab=" + vocab + " merges=" + merges + " " + json_key_settings, d.shards);
     if (!done(out + "/tokens/" + d.name + ".d", stamp, {prefix + ".bin", prefix + ".idx"})) {
       {
         StagedFile f(final_file);
@@ -476,7 +503,8 @@ std::string run_pipeline(const PipelineOptions& o) {
       p.vocab_file = vocab;
       p.merge_file = merges;
       p.append_eod = true;
-      p.workers = std::max(1, o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency()));
+      p.workers = std::max(
+          1, o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency()));
       p.progress = o.progress;
       spdlog::info("run: tokenize {}", d.name);
       const PreprocessStats st = preprocess(p);
@@ -494,12 +522,14 @@ std::string run_pipeline(const PipelineOptions& o) {
   double weights = 0;
   for (const Dataset& d : datasets) weights += d.weight;
   std::ostringstream md, blend;
-  md << "# Corpus report\n\n" << "From " << C << " (" << datasets.size() << " datasets).\n\n";
+  md << "# Corpus report\n\n"
+     << "From " << C << " (" << datasets.size() << " datasets).\n\n";
   md << "| dataset | documents: input";
   std::vector<std::string> cols;
   for (const Dataset& d : datasets)
     for (const auto& [step, n] : d.counts)
-      if (step != "input" && std::find(cols.begin(), cols.end(), step) == cols.end()) cols.push_back(step);
+      if (step != "input" && std::find(cols.begin(), cols.end(), step) == cols.end())
+        cols.push_back(step);
   for (const std::string& c : cols) md << ", " << c;
   md << " | tokens | weight | epochs |\n|---|---|---|---|---|\n";
   blend << "# data.blend for a recipe (mtnlg-curate run " << C << ")\ndata:\n  blend:\n";
@@ -512,21 +542,34 @@ std::string run_pipeline(const PipelineOptions& o) {
     for (const auto& [step, n] : d.counts)
       counts += (counts.empty() ? "" : " -> ") + (n < 0 ? std::string("-") : std::to_string(n));
     md << counts << " | " << d.tokens << " | " << w << " | ";
-    if (training_tokens > 0) md << epochs; else md << "-";
+    if (training_tokens > 0)
+      md << epochs;
+    else
+      md << "-";
     md << " |\n";
-    blend << "    - {prefix: " << fs::absolute(out + "/tokens/" + d.name + "_text_document").string()
+    blend << "    - {prefix: "
+          << fs::absolute(out + "/tokens/" + d.name + "_text_document").string()
           << ", weight: " << w << "}\n";
     const std::string steps =
         json_counts(std::map<std::string, int64_t>(d.counts.begin(), d.counts.end()));
-    json += (json.size() > 1 ? ", " : "") +
-            JsonLine().add("dataset", d.name).add_raw("documents", steps).add("tokens", d.tokens)
-                .add("weight", w).add("epochs", epochs).str();
+    json += (json.size() > 1 ? ", " : "") + JsonLine()
+                                                .add("dataset", d.name)
+                                                .add_raw("documents", steps)
+                                                .add("tokens", d.tokens)
+                                                .add("weight", w)
+                                                .add("epochs", epochs)
+                                                .str();
   }
   json += "]";
   if (training_tokens > 0) md << "\nEpochs at " << training_tokens << " training tokens.\n";
   const auto write = write_whole_file;
   write(out + "/report.md", md.str());
-  write(out + "/report.json", JsonLine().add("config", C).add("training_tokens", training_tokens).add_raw("datasets", json).str() + "\n");
+  write(out + "/report.json", JsonLine()
+                                      .add("config", C)
+                                      .add("training_tokens", training_tokens)
+                                      .add_raw("datasets", json)
+                                      .str() +
+                                  "\n");
   write(out + "/blend.yaml", blend.str());
   return out + "/report.md";
 }

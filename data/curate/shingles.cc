@@ -5,6 +5,7 @@
 #include <unicode/unistr.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "core/status.h"
 #include "data/python_text.h"
@@ -43,8 +44,8 @@ void normalize_for_shingles(std::string_view utf8, NormalizedText* out) {
     UErrorCode status = U_ZERO_ERROR;
     const icu::Normalizer2* nfc = icu::Normalizer2::getNFCInstance(status);
     if (U_FAILURE(status)) throw io_error(std::string("ICU NFC: ") + u_errorName(status));
-    icu::UnicodeString u = icu::UnicodeString::fromUTF8(icu::StringPiece(utf8.data(),
-                                                                         static_cast<int32_t>(utf8.size())));
+    icu::UnicodeString u = icu::UnicodeString::fromUTF8(
+        icu::StringPiece(utf8.data(), static_cast<int32_t>(utf8.size())));
     icu::UnicodeString n = nfc->normalize(u, status);
     if (U_FAILURE(status)) throw io_error(std::string("ICU NFC: ") + u_errorName(status));
     std::u32string composed(static_cast<size_t>(n.countChar32()), U'\0');
@@ -77,6 +78,16 @@ void normalize_for_shingles(std::string_view utf8, NormalizedText* out) {
     }
     i += len;
   }
+  out->starts.push_back(static_cast<uint32_t>(out->text.size()));
+}
+
+void set_normalized_text(std::string text, NormalizedText* out) {
+  out->text = std::move(text);
+  out->starts.clear();
+  out->starts.reserve(out->text.size() + 1);
+  for (size_t i = 0; i < out->text.size(); ++i)
+    if ((static_cast<unsigned char>(out->text[i]) & 0xC0) != 0x80)  // not a continuation byte
+      out->starts.push_back(static_cast<uint32_t>(i));
   out->starts.push_back(static_cast<uint32_t>(out->text.size()));
 }
 

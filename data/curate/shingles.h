@@ -38,6 +38,10 @@ struct NormalizedText {
 // Steps 1-3 above. `utf8` must be well-formed UTF-8 (callers check: is_valid_utf8).
 void normalize_for_shingles(std::string_view utf8, NormalizedText* out);
 
+// A text normalize_for_shingles made, read back (dedup keeps them in a scratch file): its
+// code points' starts found again.
+void set_normalized_text(std::string text, NormalizedText* out);
+
 // The distinct shingles of a normalized text, sorted bytewise (for exact Jaccard).
 std::vector<std::string_view> distinct_shingles(const NormalizedText& t);
 

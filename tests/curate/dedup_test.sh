@@ -111,6 +111,17 @@ expect 4 "signatures of corp/wiki/wiki.jsonl are missing.*--step signatures" -- 
   --report e/r.jsonl
 expect 2 "--task-index 3 is not below --task-count 3" -- dedup "${flags[@]}" --priority \
   wiki,books,cc --step signatures --task-index 3 --task-count 3 --output-dir e --report e/r.jsonl
+check "the candidates' scratch file is gone after the steps (unnamed from the start)" \
+  bash -c '! compgen -G "work3/spill-*" >/dev/null'
+# 3c. The components step's memory budget: refused before allocating when the estimate is larger;
+# within it, a smaller batch writes the same files.
+expect 2 "components step needs about 6[0-9] MB for [0-9]* documents.*more than --memory-mb 32" -- \
+  dedup "${flags[@]}" --priority wiki,books,cc --hash datasketch --step components \
+  --work-dir work3 --memory-mb 32 --output-dir e --report e/r.jsonl
+"$curate" dedup "${flags[@]}" --priority wiki,books,cc --hash datasketch --memory-mb 32 \
+  --batch-mb 1 --output-dir budget --report budget/groups.jsonl --log-level warn
+check "--memory-mb 32 --batch-mb 1 writes the files of an unbounded run" \
+  diff -r out budget --exclude=.work
 
 # 4. The default hash family runs (its accuracy is bench/curate_bench.sh's business).
 "$curate" dedup "${flags[@]}" --priority wiki,books,cc --output-dir fast --report fast/g.jsonl \

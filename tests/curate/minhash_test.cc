@@ -65,6 +65,16 @@ TEST_CASE("shingles are distinct 5-grams of code points - a short text is one sh
   CHECK(t.shingle(1) == "bcdef");
 }
 
+TEST_CASE("a normalized text read back has the same code points and shingles") {
+  for (const char* text : {"Hello  World", "σας ο Ünïcödé 𝔘 text", "", "abc"}) {
+    const NormalizedText a = normalized(text);
+    NormalizedText b;
+    set_normalized_text(a.text, &b);
+    CHECK(b.starts == a.starts);
+    CHECK(distinct_shingles(b) == distinct_shingles(a));
+  }
+}
+
 TEST_CASE("exact Jaccard of shingle sets") {
   const NormalizedText a = normalized("abcdefg"), b = normalized("abcdefh");
   // {abcde, bcdef, cdefg} and {abcde, bcdef, cdefh}: 2 shared of 4.

@@ -13,6 +13,7 @@
 #include "core/status.h"
 #include "data/curate/line_reader.h"
 #include "data/curate/npy.h"
+#include "data/curate/spill_file.h"
 #include "data/curate/text_records.h"
 #include "test_util.h"
 
@@ -62,7 +63,8 @@ std::string big_body() {
 
 }  // namespace
 
-TEST_CASE("plain, gzip and zstd shards give the same lines - CRLF and a last line without newline") {
+TEST_CASE(
+    "plain, gzip and zstd shards give the same lines - CRLF and a last line without newline") {
   test::TempDir dir;
   const std::string body = big_body() + "{\"text\": \"crlf\"}\r\nlast";
   test::write_file(dir.file("a.jsonl"), body);
@@ -138,10 +140,9 @@ TEST_CASE("records: the text key's string - bad records named by file and line, 
   CHECK(batch[0].raw == "{\"text\": \"one\", \"url\": \"u\"}");
   CHECK(batch[1].text == "two");
   CHECK(batch[1].line == 7);
-  CHECK(r.skipped() == std::map<std::string, int64_t>{{"invalid UTF-8", 1},
-                                                      {"no text key", 1},
-                                                      {"not JSON", 1},
-                                                      {"text not a string", 1}});
+  CHECK(r.skipped() ==
+        std::map<std::string, int64_t>{
+            {"invalid UTF-8", 1}, {"no text key", 1}, {"not JSON", 1}, {"text not a string", 1}});
   CHECK_FALSE(r.next_batch(&batch, 1 << 20));
   // Another key holds the text.
   TextRecords c(path, "content", BadRecords::kSkip);
@@ -175,4 +176,29 @@ TEST_CASE("npy: written whole or not at all - read back as numpy lays it out") {
   CHECK(bytes.size() == 128 + 24);  // the header is 128 bytes, a multiple of 64 as numpy aligns
   test::write_file(dir.file("cut.npy"), bytes.substr(0, bytes.size() - 4));
   CHECK_THROWS_WITH(read_npy_u32(dir.file("cut.npy")), Catch::Contains("truncated"));
+}
+
+TEST_CASE("spill file: records read back by offset, across its buffer, and nothing left on disk") {
+  test::TempDir dir;
+  {
+    SpillFile spill(dir.path().string());
+    std::vector<std::pair<uint64_t, std::string>> written;
+    for (int i = 0; i < 200; ++i) {
+      // Records of 0 bytes to past the 1 MB write buffer.
+      const std::string r(
+          static_cast<size_t>(i % 7 == 0 ? 0 : (i * 7919) % 40000 + (i == 100 ? 1 << 21 : 0)),
+          static_cast<char>('a' + i % 26));
+      written.emplace_back(spill.append(r), r);
+    }
+    spill.flush();
+    CHECK(std::filesystem::is_empty(dir.path()));  // unnamed from the start
+    std::string back;
+    for (auto it = written.rbegin(); it != written.rend(); ++it) {
+      spill.read(it->first, &back);
+      REQUIRE(back == it->second);
+    }
+  }
+  CHECK(std::filesystem::is_empty(dir.path()));
+  CHECK_THROWS_WITH(SpillFile(dir.file("no/such/dir")),
+                    Catch::Contains("no/such/dir") && Catch::Contains("--work-dir"));
 }
