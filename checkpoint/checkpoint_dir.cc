@@ -116,8 +116,42 @@ std::optional<std::string> find_checkpoint(const std::string& path) {
   return dir.string();
 }
 
-std::vector<std::string> prepare_root(const std::string& root,
-                                      std::optional<int64_t>* rolled_forward) {
+std::string find_checkpoint_at(const std::string& path, int64_t iteration, const std::string& key) {
+  std::error_code ec;
+  const fs::path p(path);
+  if (fs::exists(p / kManifestFile, ec)) {
+    // An iter_ directory itself: it must be that iteration.
+    const CheckpointManifest m = read_manifest(p.string());
+    if (m.iteration != iteration)
+      throw not_found(key + " is " + std::to_string(iteration) + " but " + path + " is iteration " +
+                          std::to_string(m.iteration) + "; the fix: name its root, or set " + key +
+                          ": " + std::to_string(m.iteration),
+                      key);
+    return p.string();
+  }
+  const fs::path dir = p / iteration_dir_name(iteration);
+  if (fs::exists(dir / kManifestFile, ec)) return dir.string();
+  std::string have;
+  for (const int64_t it : committed_iterations(path))
+    have += (have.empty() ? "" : ", ") + std::to_string(it);
+  throw not_found(key + " is " + std::to_string(iteration) + " but " + path +
+                      " holds no committed checkpoint of that iteration (committed: " +
+                      (have.empty() ? std::string("none") : have) +
+                      "); the fix: one of those, or "
+                      "remove the key to load the latest",
+                  key);
+}
+
+std::optional<std::string> pin_note(const std::string& checkpoint_dir) {
+  const fs::path pin = fs::path(checkpoint_dir) / kPinFile;
+  std::error_code ec;
+  if (!fs::is_regular_file(pin, ec)) return std::nullopt;
+  std::string note = read_input_file(pin.string());
+  while (!note.empty() && (note.back() == '\n' || note.back() == ' ')) note.pop_back();
+  return note;
+}
+
+RootState prepare_root(const std::string& root) {
   std::error_code ec;
   if (fs::exists(root, ec) && !fs::is_directory(root, ec))
     throw io_error(
@@ -126,62 +160,126 @@ std::vector<std::string> prepare_root(const std::string& root,
         root);
   fs::create_directories(root, ec);
   if (ec) throw io_error("cannot create checkpoint.dir: " + ec.message(), root);
-  std::vector<std::string> removed;
+  RootState state;
   for (const auto& e : fs::directory_iterator(root, ec)) {
     const std::string name = e.path().filename().string();
     const bool temp = name.size() > 4 && name.compare(name.size() - 4, 4, kTempSuffix) == 0 &&
-                      (name.rfind(kIterPrefix, 0) == 0 || name.rfind(kLatestFile, 0) == 0);
-    if (temp || name.rfind(kDeletingPrefix, 0) == 0) removed.push_back(e.path().string());
+                      (name.rfind(kIterPrefix, 0) == 0 || name.rfind(kLatestFile, 0) == 0 ||
+                       name.rfind(kCommitMarkerFile, 0) == 0);
+    if (temp || name.rfind(kDeletingPrefix, 0) == 0) state.removed.push_back(e.path().string());
   }
   if (ec) throw io_error("cannot list: " + ec.message(), root);
-  for (const std::string& p : removed) remove_tree(p);
-  if (rolled_forward != nullptr) rolled_forward->reset();
+  for (const std::string& p : state.removed) remove_tree(p);
   const std::vector<int64_t> committed = committed_iterations(root);
-  const std::optional<int64_t> latest = read_latest(root);
-  if (!committed.empty() && (!latest || *latest < committed.back())) {
-    // The last save renamed its directory but died before the latest file: it is complete.
-    write_file_atomic((fs::path(root) / kLatestFile).string(),
-                      std::to_string(committed.back()) + "\n");
-    if (rolled_forward != nullptr) *rolled_forward = committed.back();
+  const auto is_committed = [&](int64_t it) {
+    return std::binary_search(committed.begin(), committed.end(), it);
+  };
+  const fs::path latest_path = fs::path(root) / kLatestFile;
+  const fs::path marker_path = fs::path(root) / kCommitMarkerFile;
+  std::optional<int64_t> latest;
+  std::string unreadable;
+  try {
+    latest = read_latest(root);
+  } catch (const Error& e) {
+    unreadable = e.what();
   }
-  if (!removed.empty()) fsync_dir(root);
-  return removed;
+  // The commit the marker names renamed its directory but died before the latest file.
+  std::optional<int64_t> marked;
+  if (fs::exists(marker_path, ec)) {
+    std::string text = read_input_file(marker_path.string());
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+    try {
+      size_t used = 0;
+      const long long v = std::stoll(text, &used);
+      if (used == text.size() && v >= 0) marked = v;
+    } catch (const std::exception&) {
+    }
+  }
+  std::optional<int64_t> target;
+  if (marked && is_committed(*marked) && latest != marked) {
+    target = marked;
+    state.rolled_because = "a save of iteration " + std::to_string(*marked) +
+                           " was interrupted after its directory was committed";
+  } else if (!latest && !committed.empty()) {
+    target = committed.back();
+    state.rolled_because = unreadable.empty()
+                               ? std::string("there was no ") + kLatestFile
+                               : std::string("the latest file was unreadable (") + unreadable + ")";
+  }
+  if (target) {
+    write_file_atomic(latest_path.string(), std::to_string(*target) + "\n");
+    state.rolled_forward = target;
+    latest = target;
+  }
+  if (fs::exists(marker_path, ec)) {
+    fs::remove(marker_path, ec);
+    if (ec) throw io_error("cannot remove: " + ec.message(), marker_path.string());
+    fsync_dir(root);
+  }
+  state.latest = latest;
+  if (latest && is_committed(*latest))
+    for (const int64_t it : committed)
+      if (it > *latest) state.newer_than_latest.push_back(it);
+  if (!state.removed.empty()) fsync_dir(root);
+  return state;
 }
 
-void commit_checkpoint(const std::string& root, int64_t iteration) {
+std::optional<std::string> commit_checkpoint(const std::string& root, int64_t iteration) {
   const fs::path tmp = temp_dir_path(root, iteration);
   const fs::path final_dir = fs::path(root) / iteration_dir_name(iteration);
   fsync_dir(tmp.string());
+  std::optional<std::string> kept_aside;
   std::error_code ec;
+  write_file_atomic((fs::path(root) / kCommitMarkerFile).string(),
+                    std::to_string(iteration) + "\n");
   if (fs::exists(final_dir, ec)) {
-    // An older save of this iteration (a run resumed from before it): out of the way first.
-    const fs::path aside = fs::path(root) / (kDeletingPrefix + iteration_dir_name(iteration));
-    remove_tree(aside);
-    fs::rename(final_dir, aside, ec);
-    if (ec) throw io_error("cannot move aside: " + ec.message(), final_dir.string());
-    remove_tree(aside);
+    if (pin_note(final_dir.string())) {
+      // A pinned checkpoint of another timeline (a rollback's): kept, out of the iter_ names.
+      for (int n = 1;; ++n) {
+        const fs::path aside =
+            fs::path(root) / (iteration_dir_name(iteration) + ".pinned-" + std::to_string(n));
+        if (fs::exists(aside, ec)) continue;
+        fs::rename(final_dir, aside, ec);
+        if (ec) throw io_error("cannot move aside: " + ec.message(), final_dir.string());
+        kept_aside = aside.string();
+        break;
+      }
+    } else {
+      // An older save of this iteration (a run resumed from before it): out of the way first.
+      const fs::path aside = fs::path(root) / (kDeletingPrefix + iteration_dir_name(iteration));
+      remove_tree(aside);
+      fs::rename(final_dir, aside, ec);
+      if (ec) throw io_error("cannot move aside: " + ec.message(), final_dir.string());
+      remove_tree(aside);
+    }
   }
   fs::rename(tmp, final_dir, ec);
   if (ec) throw io_error("cannot rename " + tmp.string() + ": " + ec.message(), final_dir.string());
   fsync_dir(root);
   write_file_atomic((fs::path(root) / kLatestFile).string(), std::to_string(iteration) + "\n");
+  fs::remove(fs::path(root) / kCommitMarkerFile, ec);
+  if (ec) throw io_error("cannot remove: " + ec.message(), root + "/" + kCommitMarkerFile);
+  return kept_aside;
 }
 
 std::vector<int64_t> prune_checkpoints(const std::string& root, int64_t keep_last) {
   std::vector<int64_t> removed;
   if (keep_last <= 0) return removed;
-  const std::vector<int64_t> committed = committed_iterations(root);
   const std::optional<int64_t> latest = read_latest(root);
-  if (committed.size() <= static_cast<size_t>(keep_last)) return removed;
-  for (size_t i = 0; i + static_cast<size_t>(keep_last) < committed.size(); ++i) {
-    if (latest && committed[i] == *latest) continue;  // never the one a resume would load
-    const fs::path dir = fs::path(root) / iteration_dir_name(committed[i]);
-    const fs::path aside = fs::path(root) / (kDeletingPrefix + iteration_dir_name(committed[i]));
+  std::vector<int64_t> prunable;  // unpinned, at or below the latest, ascending
+  for (const int64_t it : committed_iterations(root))
+    if ((!latest || it <= *latest) && !pin_note((fs::path(root) / iteration_dir_name(it)).string()))
+      prunable.push_back(it);
+  if (prunable.size() <= static_cast<size_t>(keep_last)) return removed;
+  for (size_t i = 0; i + static_cast<size_t>(keep_last) < prunable.size(); ++i) {
+    if (latest && prunable[i] == *latest) continue;  // never the one a resume would load
+    const fs::path dir = fs::path(root) / iteration_dir_name(prunable[i]);
+    const fs::path aside = fs::path(root) / (kDeletingPrefix + iteration_dir_name(prunable[i]));
     std::error_code ec;
     fs::rename(dir, aside, ec);
     if (ec) throw io_error("cannot move aside: " + ec.message(), dir.string());
     remove_tree(aside);
-    removed.push_back(committed[i]);
+    removed.push_back(prunable[i]);
   }
   if (!removed.empty()) fsync_dir(root);
   return removed;

@@ -2,10 +2,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
+#include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/file_io.h"
 #include "checkpoint/json_parse.h"
+#include "checkpoint/shard_io.h"
+#include "core/config/recipe.h"
 #include "core/input_file.h"
 #include "core/metrics.h"
 #include "core/status.h"
@@ -126,6 +130,75 @@ std::string manifest_to_json(const CheckpointManifest& m) {
   return top.str() + "\n";
 }
 
+void validate_manifest(const CheckpointManifest& m, const std::string& path) {
+  const auto bad = [&](const std::string& what) {
+    throw corruption("the manifest" + what + "; the checkpoint is damaged: load an earlier one",
+                     path);
+  };
+  if (m.iteration < 0) bad(" has iteration " + std::to_string(m.iteration));
+  // Its directory's name is its iteration's.
+  const std::string dir = std::filesystem::path(path).parent_path().filename().string();
+  if (dir.rfind("iter_", 0) == 0 && dir.size() >= 12 &&
+      dir.find_first_not_of("0123456789", 5) == std::string::npos &&
+      dir != iteration_dir_name(m.iteration))
+    bad(" says iteration " + std::to_string(m.iteration) + " but lies in " + dir);
+  // The model: the recipe's own checks and bounds, so nothing is sized from an impossible one.
+  ModelConfig model;
+  model.num_layers = m.model.num_layers;
+  model.hidden_size = m.model.hidden_size;
+  model.num_attention_heads = m.model.num_attention_heads;
+  model.ffn_hidden_size = m.model.ffn_hidden_size;
+  model.seq_length = m.model.seq_length;
+  model.max_position_embeddings = m.model.max_position_embeddings;
+  model.vocab_size = m.model.vocab_size;
+  try {
+    validate_model_config(model);
+  } catch (const Error& e) {
+    bad("'s model is impossible (" + e.message() + ")");
+  }
+  const auto layout_value = [&](const char* key, int64_t v, int64_t hi) {
+    if (v < 1 || v > hi)
+      bad("'s layout." + std::string(key) + " is " + std::to_string(v) + " (1 to " +
+          std::to_string(hi) + ")");
+  };
+  layout_value("tensor", m.tensor, 1 << 16);
+  layout_value("pipeline", m.pipeline, 1 << 16);
+  layout_value("data", m.data, 1 << 24);
+  layout_value("micro_batch_size", m.micro_batch_size, 1 << 24);
+  if (m.zero_stage != 0 && m.zero_stage != 1)
+    bad("'s layout.zero_stage is " + std::to_string(m.zero_stage) + " (0 or 1)");
+  if (m.model.num_attention_heads % m.tensor != 0 || m.pipeline > m.model.num_layers)
+    bad("'s layout (tensor " + std::to_string(m.tensor) + ", pipeline " +
+        std::to_string(m.pipeline) + ") does not divide its model (" +
+        std::to_string(m.model.num_attention_heads) + " heads, " +
+        std::to_string(m.model.num_layers) + " layers)");
+  if (m.model.padded_vocab_size < m.model.vocab_size || m.model.padded_vocab_size % m.tensor != 0 ||
+      m.model.padded_vocab_size > (int64_t{1} << 31))
+    bad("'s model.padded_vocab_size " + std::to_string(m.model.padded_vocab_size) +
+        " is not the vocabulary (" + std::to_string(m.model.vocab_size) +
+        ") padded to a multiple of tensor " + std::to_string(m.tensor));
+  // The files: each once, and exactly the shards its layout writes.
+  std::set<std::string> names;
+  for (const ManifestFile& f : m.files) {
+    if (!names.insert(f.name).second) bad(" lists " + f.name + " twice");
+    if (f.bytes < 0) bad(" gives " + f.name + " " + std::to_string(f.bytes) + " bytes");
+  }
+  std::set<std::string> shards;
+  for (int64_t t = 0; t < m.tensor; ++t)
+    for (int64_t p = 0; p < m.pipeline; ++p) {
+      shards.insert(model_file_name(t, p));
+      if (m.has_optimizer)
+        for (int64_t d = 0; d < (m.zero_stage == 1 ? m.data : 1); ++d)
+          shards.insert(optim_file_name(t, p, d));
+    }
+  for (const std::string& s : shards)
+    if (!names.count(s)) bad(" does not list " + s + ", a shard its layout writes");
+  for (const std::string& n : names)
+    if (n.find('/') == std::string::npos && !shards.count(n))
+      bad(" lists " + n + ", which its layout (tensor " + std::to_string(m.tensor) + ", pipeline " +
+          std::to_string(m.pipeline) + ", data " + std::to_string(m.data) + ") has no place for");
+}
+
 CheckpointManifest parse_manifest(std::string_view text, const std::string& path) {
   const JsonValue root = parse_json(text, path);
   if (!root.is_object())
@@ -187,11 +260,16 @@ CheckpointManifest parse_manifest(std::string_view text, const std::string& path
     mf.bytes = f.i64("bytes");
     if (!parse_checksum_text(f.str("xxh3"), &mf.xxh3))
       r.fail("files[" + std::to_string(i) + "].xxh3 is not xxh3:<16 hex digits>");
-    if (mf.name.empty() || mf.name.find('/') != std::string::npos || mf.name[0] == '.')
-      r.fail("files[" + std::to_string(i) + "].name '" + mf.name + "' is not a file name");
+    // A file of the checkpoint directory, or of its tokenizer/ folder: never a path out of it.
+    std::string_view leaf = mf.name;
+    if (leaf.rfind("tokenizer/", 0) == 0) leaf.remove_prefix(10);
+    if (leaf.empty() || leaf.find('/') != std::string_view::npos || leaf[0] == '.')
+      r.fail("files[" + std::to_string(i) + "].name '" + mf.name +
+             "' is not a file name (nor tokenizer/ and one)");
     m.files.push_back(std::move(mf));
   }
   m.recipe_yaml = r.str("recipe");
+  validate_manifest(m, path);
   return m;
 }
 

@@ -65,6 +65,12 @@ std::string manifest_to_json(const CheckpointManifest& m);
 // Throws corruption naming `path` (a syntax error, a missing or mistyped field) or, for a
 // format_version above ours, unsupported-by-this-build as corruption with the fix.
 CheckpointManifest parse_manifest(std::string_view text, const std::string& path);
+// The one check of a manifest against itself, its directory and its layout, run by
+// parse_manifest: the iteration is its directory's; the model passes the recipe's checks and
+// bounds (core/config/recipe.h); the layout is positive and divides the model; the files are
+// listed once each and are exactly the shards the layout writes (plus the tokenizer's). Throws
+// corruption naming `path` and the field.
+void validate_manifest(const CheckpointManifest& m, const std::string& path);
 // Reads DIR/manifest.json; a missing one is not_found naming it.
 CheckpointManifest read_manifest(const std::string& dir);
 

@@ -10,6 +10,7 @@
 #include "checkpoint/manifest.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/shard_io.h"
+#include "checkpoint/tokenizer_files.h"
 #include "core/config/recipe.h"
 #include "core/metrics.h"
 #include "model/gpt_config.h"
@@ -48,6 +49,20 @@ std::string require_checkpoint(const std::string& path) {
   return *dir;
 }
 
+std::string pin_checkpoint(const std::string& path, const std::string& note) {
+  const std::string dir = require_checkpoint(path);
+  write_file_atomic((std::filesystem::path(dir) / kPinFile).string(), note + "\n");
+  return dir;
+}
+
+std::string unpin_checkpoint(const std::string& path) {
+  const std::string dir = require_checkpoint(path);
+  std::error_code ec;
+  std::filesystem::remove(std::filesystem::path(dir) / kPinFile, ec);
+  if (ec) throw io_error("cannot remove the pin: " + ec.message(), dir + "/" + kPinFile);
+  return dir;
+}
+
 void inspect_checkpoint(const std::string& path, std::ostream& out) {
   const std::string dir = require_checkpoint(path);
   const CheckpointManifest m = read_manifest(dir);
@@ -71,6 +86,8 @@ void inspect_checkpoint(const std::string& path, std::ostream& out) {
       << "rng             seed " << m.seed << ", data seed " << m.data_seed
       << ", next micro-batch id " << m.next_micro_batch_id << "\n"
       << "files           " << m.files.size() << ", " << human_bytes(bytes) << "\n";
+  if (const std::optional<std::string> note = pin_note(dir))
+    out << "pinned          " << (note->empty() ? std::string("yes") : *note) << "\n";
   for (const ManifestFile& f : m.files)
     out << "  " << f.name << "  " << f.bytes << " bytes  " << checksum_text(f.xxh3) << "\n";
   ShardIndex index(dir, m);
@@ -90,6 +107,7 @@ void verify_checkpoint(const std::string& path, std::ostream& out) {
   const CheckpointManifest m = read_manifest(dir);
   ShardIndex index(dir, m);
   index.verify_all();
+  verify_other_files(dir, m);
   for (const ManifestFile& f : m.files)
     out << "ok  " << f.name << "  " << f.bytes << " bytes  " << checksum_text(f.xxh3) << "\n";
   out << "checkpoint " << dir << " (iteration " << m.iteration << "): " << m.files.size()
@@ -113,7 +131,10 @@ GatheredModel load_checkpoint_model(const std::string& path, Backend& backend,
   return out;
 }
 
-void export_checkpoint_hf_gpt2(const std::string& path, const std::string& output) {
+bool export_checkpoint_hf_gpt2(const std::string& path, const std::string& output,
+                               const std::optional<TokenizerFiles>& tokenizer) {
+  const std::optional<TokenizerFiles> tok =
+      tokenizer ? tokenizer : checkpoint_tokenizer(require_checkpoint(path));
   const std::unique_ptr<Backend> backend = make_cpu_backend(0);
   const GatheredModel g = load_checkpoint_model(path, *backend);
   const Recipe& r = g.recipe;
@@ -153,6 +174,11 @@ void export_checkpoint_hf_gpt2(const std::string& path, const std::string& outpu
               "\"tie_word_embeddings\": true");
   const fs::path config_path = fs::path(output).parent_path() / "config.json";
   write_file_atomic(config_path.string(), text + "\n");
+  if (tok) {
+    const fs::path dir = parent.empty() ? fs::path(".") : parent;
+    write_tokenizer_files(dir.string(), dir.string(), *tok, r.model.max_position_embeddings);
+  }
+  return tok.has_value();
 }
 
 void convert_checkpoint(const std::string& path, const std::string& out_root, int64_t tensor,
@@ -239,6 +265,10 @@ void convert_checkpoint(const std::string& path, const std::string& out_root, in
       }
     }
   }
+  if (const std::optional<TokenizerFiles> tok = checkpoint_tokenizer(dir))
+    for (ManifestFile& f : write_tokenizer_files((fs::path(tmp) / kTokenizerDir).string(), tmp,
+                                                 *tok, src.model.seq_length))
+      out.files.push_back(std::move(f));
   std::sort(out.files.begin(), out.files.end(),
             [](const ManifestFile& a, const ManifestFile& b) { return a.name < b.name; });
   write_file_atomic((fs::path(tmp) / kManifestFile).string(), manifest_to_json(out));

@@ -5,10 +5,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "checkpoint/tokenizer_files.h"
 #include "core/config/recipe.h"
 #include "model/gpt_stage.h"
 
@@ -35,9 +37,19 @@ void inspect_checkpoint(const std::string& path, std::ostream& out);
 // first problem (naming the file); prints one line per file checked.
 void verify_checkpoint(const std::string& path, std::ostream& out);
 
+// Pins the checkpoint `path` means (writes kPinFile with `note` into it): checkpoint.keep_last
+// never deletes it, and a run that saves over its iteration keeps it aside. Returns its directory.
+std::string pin_checkpoint(const std::string& path, const std::string& note);
+// Removes a pin; returns the directory (a checkpoint without one is left as it is).
+std::string unpin_checkpoint(const std::string& path);
+
 // The whole model gathered from the shards into one Hugging Face GPT-2 safetensors file
-// (vocabulary unpadded, Conv1D layout; model.init_from reads it back) and config.json beside it.
-void export_checkpoint_hf_gpt2(const std::string& path, const std::string& output);
+// (vocabulary unpadded, Conv1D layout; model.init_from reads it back) and config.json beside it,
+// with the tokenizer (vocab.json, merges.txt, tokenizer_config.json): `tokenizer` when given,
+// else the checkpoint's own. Returns whether a tokenizer was written (a checkpoint without one,
+// and none given: config and weights alone).
+bool export_checkpoint_hf_gpt2(const std::string& path, const std::string& output,
+                               const std::optional<TokenizerFiles>& tokenizer = std::nullopt);
 
 // The checkpoint resharded to (tensor, pipeline, data) with ZeRO stage `zero_stage` (-1: the
 // source's), written and committed under `out_root` as the same iteration. Throws

@@ -222,10 +222,16 @@ void CheckpointSaver::write_and_commit(const RankShards& shards, CheckpointManif
             manifest.files.push_back(ManifestFile{name, get<int64_t>(s), get<uint64_t>(s + 1)});
           }
         }
+        if (tokenizer_)
+          for (ManifestFile& f : write_tokenizer_files((fs::path(tmp) / kTokenizerDir).string(),
+                                                       tmp, *tokenizer_, tokenizer_max_length_))
+            manifest.files.push_back(std::move(f));
         std::sort(manifest.files.begin(), manifest.files.end(),
                   [](const ManifestFile& a, const ManifestFile& b) { return a.name < b.name; });
         write_file_atomic((fs::path(tmp) / kManifestFile).string(), manifest_to_json(manifest));
-        commit_checkpoint(root_, iteration);
+        if (const std::optional<std::string> aside = commit_checkpoint(root_, iteration))
+          spdlog::warn("checkpoint: the pinned {} of an earlier timeline is kept as {}",
+                       iteration_dir_name(iteration), *aside);
         for (const int64_t old : prune_checkpoints(root_, keep_last_))
           spdlog::info("checkpoint: removed iteration {} (checkpoint.keep_last: {})", old,
                        keep_last_);

@@ -25,12 +25,14 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "checkpoint/manifest.h"
 #include "checkpoint/shard_io.h"
+#include "checkpoint/tokenizer_files.h"
 #include "core/backend.h"
 #include "core/state_tensor.h"
 #include "parallel/communicator.h"
@@ -70,6 +72,12 @@ class CheckpointSaver {
   // Asynchronous saves: allocates (and touches) the host copies for state shaped as `shards` now,
   // at start, so that no save pays for the allocation as stall. No-op for synchronous saves.
   void reserve(const RankShards& shards);
+  // Rank 0 copies this tokenizer into every checkpoint (tokenizer/, listed in the manifest); set
+  // before the first save. `model_max_length` goes into its tokenizer_config.json.
+  void set_tokenizer(TokenizerFiles files, int64_t model_max_length) {
+    tokenizer_ = std::move(files);
+    tokenizer_max_length_ = model_max_length;
+  }
   // Rethrows the failure of a finished asynchronous save; never blocks.
   void check();
   // Blocks until no save is in flight; rethrows its failure.
@@ -96,6 +104,8 @@ class CheckpointSaver {
   // Asynchronous saves: host copies of the state, reused from save to save (no save is in flight
   // when save() fills them), so that a save's stall is one copy, not an allocation.
   std::vector<Tensor> staging_;
+  std::optional<TokenizerFiles> tokenizer_;
+  int64_t tokenizer_max_length_ = 0;
 };
 
 }  // namespace mtnlg

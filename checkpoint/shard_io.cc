@@ -1,5 +1,7 @@
 #include "checkpoint/shard_io.h"
 
+#include "checkpoint/tokenizer_files.h"
+
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 
 #include "checkpoint/json_parse.h"
 #include "checkpoint/safetensors.h"
+#include "checkpoint/tokenizer_files.h"
 #include "core/kernels/bf16_math.h"
 #include "core/status.h"
 
@@ -111,6 +114,7 @@ struct ShardIndex::File {
 ShardIndex::ShardIndex(std::string dir, const CheckpointManifest& manifest)
     : dir_(std::move(dir)), manifest_(manifest) {
   for (const ManifestFile& f : manifest_.files) {
+    if (!is_shard_file(f)) continue;  // the tokenizer's files: verify_other_files checks them
     auto file = std::make_unique<File>();
     file->info = f;
     file->path = (fs::path(dir_) / f.name).string();

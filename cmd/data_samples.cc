@@ -9,6 +9,7 @@
 #include "core/status.h"
 #include "data/dataset_builder.h"
 #include "data/gpt2_tokenizer.h"
+#include "data/token_check.h"
 #include "data/unicode_classes.h"
 #include "optim/batch_ramp.h"
 
@@ -48,6 +49,9 @@ void print_samples(const Recipe& r, const SampleQuery& q, std::ostream& out) {
     throw invalid_argument("--start " + std::to_string(q.start) + " is negative", "--start");
   if (q.count < 1)
     throw invalid_argument("--count " + std::to_string(q.count) + ": give at least 1", "--count");
+  // The trainer's own check (data/token_check.h): a recipe mtnlg-train refuses for an id at or
+  // above model.vocab_size is refused here too, not printed.
+  check_token_ids(r.data, r.model.vocab_size);
   const int64_t seq = r.model.seq_length;
   const int64_t size = split_num_samples(r, q.split);
   const std::unique_ptr<SampleSource> source = build_train_dataset(r.data, seq, size, q.split);

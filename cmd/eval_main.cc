@@ -20,6 +20,7 @@
 #include "cmd/eval.h"
 #include "cmd/generate.h"
 #include "cmd/task_eval.h"
+#include "cmd/tokenizer_choice.h"
 #include "core/logging.h"
 #include "core/metrics.h"
 #include "core/status.h"
@@ -57,9 +58,8 @@ int run_tasks(mtnlg::ModelSource source, const std::vector<std::string>& overrid
     throw mtnlg::invalid_argument("--tasks needs --task-dir DIR (DIR/TASK/SPLIT.jsonl)",
                                   "--task-dir");
   mtnlg::check_task_names(names, "--tasks");  // an unknown name fails before the model loads
-  const auto tok = mtnlg::Gpt2Tokenizer::load(
-      mtnlg::vocabulary_path(vocab_file, "--vocab-file", "data/gpt2/encoder.json"),
-      mtnlg::vocabulary_path(merge_file, "--merge-file", "data/gpt2/vocab.bpe"));
+  const mtnlg::TokenizerFiles files = mtnlg::choose_tokenizer(vocab_file, merge_file, source);
+  const auto tok = mtnlg::Gpt2Tokenizer::load(files.vocab_file, files.merge_file);
   source.recipe_overrides = overrides;
   const std::unique_ptr<mtnlg::Backend> backend = mtnlg::make_cpu_backend(threads);
   mtnlg::LoadedModel loaded = mtnlg::load_model(source, *backend);
@@ -208,9 +208,11 @@ int main(int argc, char** argv) {
                  "With --tasks: write the harness's results JSON here (results, n-shot, "
                  "n-samples)");
   app.add_option("--vocab-file", vocab_file,
-                 "With --tasks: GPT-2 encoder.json (default data/gpt2/encoder.json)");
+                 "With --tasks: GPT-2 encoder.json (default: the checkpoint's own tokenizer, or "
+                 "vocab.json beside --hf-model, else data/gpt2/encoder.json)");
   app.add_option("--merge-file", merge_file,
-                 "With --tasks: GPT-2 vocab.bpe (default data/gpt2/vocab.bpe)");
+                 "With --tasks: GPT-2 vocab.bpe (default: the checkpoint's own merges.txt, else "
+                 "data/gpt2/vocab.bpe)");
   app.add_option("--threads", threads, "CPU threads (default: all cores)")
       ->check(mtnlg::non_negative_number());
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")

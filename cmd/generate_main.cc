@@ -10,6 +10,7 @@
 
 #include "cmd/cli_parse.h"
 #include "cmd/generate.h"
+#include "cmd/tokenizer_choice.h"
 #include "core/logging.h"
 #include "core/metrics.h"
 #include "core/status.h"
@@ -109,10 +110,12 @@ int main(int argc, char** argv) {
   app.add_flag("--no-stop-at-eod", no_stop,
                "Keep going after <|endoftext|> (by default a continuation stops there)");
   app.add_option("--vocab-file", vocab_file,
-                 "GPT-2 encoder.json (default: data/gpt2/encoder.json when run from the "
-                 "repository root); needed for text input or text/jsonl output");
+                 "GPT-2 encoder.json (default: the checkpoint's own tokenizer, or vocab.json "
+                 "beside --hf-model, else data/gpt2/encoder.json when run from the repository "
+                 "root); needed for text input or text/jsonl output");
   app.add_option("--merge-file", merge_file,
-                 "GPT-2 vocab.bpe (default: data/gpt2/vocab.bpe, as --vocab-file)");
+                 "GPT-2 vocab.bpe (default: the checkpoint's own merges.txt, else "
+                 "data/gpt2/vocab.bpe, as --vocab-file)");
   app.add_option("--threads", threads, "CPU threads (default: all cores)")
       ->check(mtnlg::non_negative_number());
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
@@ -124,9 +127,8 @@ int main(int argc, char** argv) {
     mtnlg::check_sampling(sampling);
     std::shared_ptr<const mtnlg::Gpt2Tokenizer> tokenizer;
     if (input_format == "text" || output_format != "ids") {
-      tokenizer = mtnlg::Gpt2Tokenizer::load(
-          mtnlg::vocabulary_path(vocab_file, "--vocab-file", "data/gpt2/encoder.json"),
-          mtnlg::vocabulary_path(merge_file, "--merge-file", "data/gpt2/vocab.bpe"));
+      const mtnlg::TokenizerFiles files = mtnlg::choose_tokenizer(vocab_file, merge_file, source);
+      tokenizer = mtnlg::Gpt2Tokenizer::load(files.vocab_file, files.merge_file);
     }
     const std::unique_ptr<mtnlg::Backend> backend = mtnlg::make_cpu_backend(threads);
     const std::unique_ptr<mtnlg::GPTStage> model = mtnlg::load_model(source, *backend).model;

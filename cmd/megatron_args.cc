@@ -54,7 +54,11 @@ const std::map<std::string, std::string>& direct_keys() {
       {"--min-loss-scale", "optimizer.min_loss_scale"},
       {"--data-cache-path", "data.cache_dir"},
       {"--save-interval", "checkpoint.save_interval"},
+      {"--ckpt-step", "checkpoint.load_iteration"},
+      {"--vocab-file", "tokenizer.vocab_file"},
+      {"--merge-file", "tokenizer.merge_file"},
       {"--log-interval", "logging.interval"},
+      {"--tensorboard-dir", "logging.tensorboard_dir"},
       {"--eval-interval", "eval.interval"},
       {"--eval-iters", "eval.iters"},
       {"--exit-duration-in-mins", "schedule.exit_duration_minutes"},
@@ -83,8 +87,6 @@ const std::map<std::string, std::vector<std::string>>& switch_keys() {
 // Flags that change nothing here, and why (so they are not reported as lost).
 const std::map<std::string, std::string>& no_effect() {
   static const std::map<std::string, std::string> m = {
-      {"--vocab-file", "the GPT-2 vocabulary is the recipe's (model.vocab_size 50257)"},
-      {"--merge-file", "the GPT-2 vocabulary is the recipe's (model.vocab_size 50257)"},
       {"--distributed-backend", "NCCL on GPUs and Gloo on CPUs are chosen by the device"},
       {"--data-impl", "mmap is the only format read"},
       {"--DDP-impl", "gradients are bucketed and reduced by parallel/grad_sync.h"},
@@ -94,7 +96,6 @@ const std::map<std::string, std::string>& no_effect() {
       {"--use-mcore-models", "one GPT implementation here"},
       {"--transformer-impl", "one GPT implementation here"},
       {"--num-workers", "the loader prefetches in a thread of its own"},
-      {"--tensorboard-dir", "metrics go to logging.metrics_file (JSON lines)"},
   };
   return m;
 }
@@ -410,6 +411,12 @@ MegatronConversion convert_megatron_args(const std::vector<std::string>& args) {
     to_double("--adam-beta2", b2);
     set.push_back("optimizer.betas=[" + b1 + ", " + b2 + "]");
   }
+  // The metrics file lands with the run's other outputs: where --tensorboard-dir points, else in
+  // the --save directory (not in whatever directory the job was started from).
+  if (given.count("--tensorboard-dir"))
+    set.push_back("logging.metrics_file=" + *one("--tensorboard-dir") + "/metrics.jsonl");
+  else if (given.count("--save"))
+    set.push_back("logging.metrics_file=" + *one("--save") + "/metrics.jsonl");
   return out;
 }
 

@@ -17,12 +17,14 @@
 #include "cmd/data_samples.h"
 #include "cmd/memory_check.h"
 #include "cmd/planner.h"
+#include "cmd/tokenizer_choice.h"
 #include "core/checked_math.h"
 #include "core/cpu/matmul_bf16.h"
 #include "core/device_peak.h"
 #include "core/logging.h"
 #include "core/metrics.h"
 #include "core/stop_signal.h"
+#include "core/tensorboard.h"
 #include "data/dataset_builder.h"
 #include "data/loader.h"
 #include "data/token_check.h"
@@ -81,6 +83,8 @@ Trainer::Trainer(const Recipe& recipe, const TrainerOptions& options)
   build_layout_checks();
   select_device();  // before any data index is built: a missing GPU fails at once
   build_tasks();    // a bad eval.tasks setting fails before the data and the model are built
+  // The tokenizer every checkpoint carries; a wrong one fails here, on every rank.
+  if (!recipe_.checkpoint.dir.empty()) checkpoint_tokenizer_ = run_tokenizer(recipe_);
   if (is_logging_rank_) spdlog::info("resolved recipe:\n{}", recipe_to_yaml(recipe_));
   find_start_checkpoint();
   build_data();
@@ -365,6 +369,8 @@ void Trainer::build_outputs() {
     saver_ = std::make_unique<CheckpointSaver>(
         recipe_.checkpoint.dir, recipe_.checkpoint.keep_last, recipe_.checkpoint.async,
         options_.groups != nullptr ? options_.groups->checkpoint.get() : nullptr);
+  if (saver_ && checkpoint_tokenizer_)
+    saver_->set_tokenizer(*checkpoint_tokenizer_, recipe_.model.max_position_embeddings);
   if (saver_ && recipe_.checkpoint.async) saver_->reserve(rank_shards());
   if (options_.write_files && is_logging_rank_) {
     // A resumed run continues its metrics file from the checkpoint's iteration.
@@ -386,6 +392,10 @@ void Trainer::build_outputs() {
           "that run)",
           recipe_.logging.metrics_file, old_size);
     metrics_ = std::make_unique<MetricsWriter>(recipe_.logging.metrics_file, resumed);
+    if (!recipe_.logging.tensorboard_dir.empty()) {
+      tensorboard_ = std::make_unique<TensorBoardWriter>(recipe_.logging.tensorboard_dir);
+      spdlog::info("TensorBoard: {}", tensorboard_->path());
+    }
     // Beside the metrics file when that is a file in a run directory; a device or FIFO as the
     // metrics (logging.metrics_file: /dev/stdout) would put it in /dev: the working directory.
     namespace fs = std::filesystem;
@@ -616,9 +626,13 @@ void Trainer::build_tasks() {
                         " is not a directory; export the tasks there as TASK/SPLIT.jsonl "
                         "(docs/evaluation.md)",
                     e.task_dir);
-  task_tokenizer_ = Gpt2Tokenizer::load(
-      vocabulary_path(e.vocab_file, "eval.vocab_file", "data/gpt2/encoder.json"),
-      vocabulary_path(e.merge_file, "eval.merge_file", "data/gpt2/vocab.bpe"));
+  // eval.vocab_file/merge_file, else the run's tokenizer.*, else data/gpt2/.
+  const TokenizerConfig& t = recipe_.tokenizer;
+  task_tokenizer_ =
+      Gpt2Tokenizer::load(vocabulary_path(e.vocab_file.empty() ? t.vocab_file : e.vocab_file,
+                                          "eval.vocab_file", "data/gpt2/encoder.json"),
+                          vocabulary_path(e.merge_file.empty() ? t.merge_file : e.merge_file,
+                                          "eval.merge_file", "data/gpt2/vocab.bpe"));
 }
 
 std::vector<TaskMetrics> Trainer::compute_tasks() {
@@ -648,6 +662,14 @@ void Trainer::log_tasks(const std::vector<TaskMetrics>& tasks) {
           .add("consumed_tokens", consumed_samples_ * recipe_.model.seq_length);
       metrics_->write(line);
     }
+    if (tensorboard_) {
+      if (m.has_rolling)
+        tensorboard_->scalar(m.task + " word_perplexity", m.word_perplexity, iteration_);
+      if (!m.has_rolling) tensorboard_->scalar(m.task + " acc", m.acc, iteration_);
+      if (m.has_acc_norm) tensorboard_->scalar(m.task + " acc_norm", m.acc_norm, iteration_);
+      if (m.has_perplexity) tensorboard_->scalar(m.task + " ppl", m.perplexity, iteration_);
+      tensorboard_->flush();
+    }
     summary += " | " + m.task + " ";
     summary += m.has_rolling ? fmt::format("word_perplexity {:.3f}", m.word_perplexity)
                              : fmt::format("acc {:.4f}", m.acc);
@@ -672,6 +694,14 @@ void Trainer::log_evaluation(const EvalStats& e) {
         .add("consumed_tokens", consumed_samples_ * seq)
         .add("eval_samples", e.samples);
     metrics_->write(line);
+  }
+  if (tensorboard_) {
+    // Megatron-LM's names: '{key} validation', its ppl, each also against consumed samples.
+    tensorboard_->scalar("lm loss validation", e.loss, e.iteration);
+    tensorboard_->scalar("lm loss validation vs samples", e.loss, consumed_samples_);
+    tensorboard_->scalar("lm loss validation ppl", e.ppl, e.iteration);
+    tensorboard_->scalar("lm loss validation ppl vs samples", e.ppl, consumed_samples_);
+    tensorboard_->flush();
   }
   if (is_logging_rank_)
     spdlog::info("validation after iteration {} | loss {:.4f} | ppl {:.3f} | {} samples",
@@ -699,6 +729,24 @@ void Trainer::log_iteration(const IterationStats& s) {
         .add("skipped_iterations", s.skipped_iterations);
     if (s.checkpoint_stall_ms >= 0) line.add("checkpoint_stall_ms", s.checkpoint_stall_ms);
     metrics_->write(line);
+  }
+  if (tensorboard_) {
+    // Megatron-LM's names (training_log), each also against consumed samples where it has one.
+    const auto both = [&](const char* tag, double v) {
+      tensorboard_->scalar(tag, v, s.iteration);
+      tensorboard_->scalar(std::string(tag) + " vs samples", v, s.consumed_samples);
+    };
+    both("learning-rate", s.lr);
+    both("batch-size", static_cast<double>(s.global_batch_size));
+    both("lm loss", s.loss);
+    both("loss-scale", s.loss_scale);
+    both("grad-norm", s.grad_norm);
+    tensorboard_->scalar("iteration-time", s.elapsed_ms / 1000.0, s.iteration);
+    tensorboard_->scalar("throughput", s.tflops_per_device, s.iteration);  // TFLOP/s a device
+    tensorboard_->scalar("tokens-per-sec", s.tokens_per_sec, s.iteration);
+    if (s.mfu >= 0) tensorboard_->scalar("mfu", s.mfu, s.iteration);
+    if (s.iteration % recipe_.logging.interval == 0 || s.iteration == total_iters_)
+      tensorboard_->flush();
   }
   if (is_logging_rank_ && (s.iteration % recipe_.logging.interval == 0 ||
                            s.iteration == total_iters_ || s.iteration == 1)) {

@@ -25,9 +25,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "checkpoint/tokenizer_files.h"
 #include "cmd/device_select.h"
 #include "cmd/planner.h"
 #include "cmd/task_eval.h"
@@ -43,6 +45,7 @@ class GPTStage;
 class Optimizer;
 class LrSchedule;
 class MetricsWriter;
+class TensorBoardWriter;
 class CheckpointSaver;
 struct RankShards;
 struct CheckpointManifest;
@@ -190,6 +193,7 @@ class Trainer {
   // at that iteration (0: never).
   int64_t inject_overflow_at_ = 0;
   std::unique_ptr<MetricsWriter> metrics_;
+  std::unique_ptr<TensorBoardWriter> tensorboard_;  // logging.tensorboard_dir, with metrics_
   // Per model chunk, one per micro-batch of it in flight: micro-batch k of chunk c uses
   // acts_[c][k % size] (parallel/pipeline_schedule.h max_in_flight, max_in_flight_per_chunk;
   // one without pipeline parallelism).
@@ -215,6 +219,7 @@ class Trainer {
   int64_t valid_consumed_samples_ = 0;  // the valid loader's position
   // Checkpointing: the saver (checkpoint.dir set), the checkpoint this run starts from.
   std::unique_ptr<CheckpointSaver> saver_;
+  std::optional<TokenizerFiles> checkpoint_tokenizer_;  // what every checkpoint carries
   std::string start_checkpoint_;
   std::unique_ptr<CheckpointManifest> start_manifest_;
   bool start_full_ = false;  // resume everything, not only the weights

@@ -62,20 +62,40 @@ void Trainer::find_start_checkpoint() {
   const CheckpointConfig& c = recipe_.checkpoint;
   if (!c.dir.empty()) {
     if (is_logging_rank_) {
-      std::optional<int64_t> rolled;
-      for (const std::string& stale : prepare_root(c.dir, &rolled))
+      const RootState state = prepare_root(c.dir);
+      for (const std::string& stale : state.removed)
         spdlog::warn("checkpoint: removed {} (left by an interrupted save)", stale);
-      if (rolled)
+      if (state.rolled_forward)
+        spdlog::warn("checkpoint: {} now names iteration {}: {}", kLatestFile,
+                     *state.rolled_forward, state.rolled_because);
+      if (!state.newer_than_latest.empty() && c.resume && c.load_iteration < 0) {
+        std::string newer;
+        for (const int64_t it : state.newer_than_latest)
+          newer += (newer.empty() ? "" : ", ") + iteration_dir_name(it);
         spdlog::warn(
-            "checkpoint: iteration {} was committed but {} was not updated (a save "
-            "interrupted at its last step); it is now the latest",
-            *rolled, kLatestFile);
+            "checkpoint: {} names iteration {} (a rollback): it is loaded, and the newer {} "
+            "left as they are until this run saves over them (a pinned one is kept aside)",
+            kLatestFile, *state.latest, newer);
+      }
     }
     // Nobody looks for checkpoints while rank 0 is cleaning up.
     if (options_.groups != nullptr) options_.groups->world->barrier();
   }
   std::optional<std::string> from;
-  if (c.resume && !c.dir.empty()) from = find_checkpoint(c.dir);
+  const bool pick = c.load_iteration >= 0;  // checkpoint.load_iteration (Megatron's --ckpt-step)
+  if (c.resume && !c.dir.empty()) {
+    from = find_checkpoint(c.dir);
+    if (from && pick) {
+      const std::optional<int64_t> latest = read_latest(c.dir);
+      from = find_checkpoint_at(c.dir, c.load_iteration, "checkpoint.load_iteration");
+      if (latest && *latest > c.load_iteration && is_logging_rank_)
+        spdlog::warn(
+            "checkpoint: checkpoint.load_iteration {} loads an older checkpoint than the latest "
+            "({}); this run's saves replace the newer ones, and a requeued job with this setting "
+            "starts from {} again: remove the key once the run has saved",
+            c.load_iteration, *latest, c.load_iteration);
+    }
+  }
   // A fresh run never writes into another run's checkpoints: its iterations would sit beside
   // theirs and move their latest back.
   if (!c.resume && !c.dir.empty()) {
@@ -90,12 +110,23 @@ void Trainer::find_start_checkpoint() {
   start_full_ = from.has_value();
   if (!from && !c.load.empty()) {
     from = find_checkpoint(c.load);
+    if (from && pick)
+      from = find_checkpoint_at(c.load, c.load_iteration, "checkpoint.load_iteration");
     if (!from)
       throw not_found("checkpoint.load: no committed checkpoint in " + c.load +
                           "; name a checkpoint root or one of its iter_NNNNNNN directories",
                       "checkpoint.load");
     start_full_ = c.load_optimizer;
   }
+  if (!from && pick)
+    throw not_found(
+        "checkpoint.load_iteration is " + std::to_string(c.load_iteration) +
+            " but there is no checkpoint to pick it from (checkpoint.dir " +
+            (c.dir.empty() ? std::string("unset") : c.dir) + " holds none" +
+            (c.load.empty() ? std::string(", checkpoint.load unset") : ", nor does " + c.load) +
+            "); the fix: point checkpoint.load (or dir with resume: true) at the run, "
+            "or remove the key",
+        "checkpoint.load_iteration");
   if (!from) {
     if (c.resume && is_logging_rank_)
       spdlog::info("checkpoint: no checkpoint in {} yet; starting from scratch", c.dir);

@@ -367,3 +367,9 @@ endif()
 add_test(NAME cli_train_tasks
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/train_tasks_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_train_tasks PROPERTIES TIMEOUT 300)
+
+# logging.tensorboard_dir: event files decoded in Python (framing, CRC-32C, protobuf), scalars
+# equal to the metrics file's under Megatron-LM's names, a resume adding a file.
+add_test(NAME cli_tensorboard
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/tensorboard_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_tensorboard PROPERTIES TIMEOUT 300)

@@ -137,11 +137,16 @@ struct CheckpointConfig {
   // false: take the weights alone from `load` (fine-tuning: new optimizer, iteration 0, data from
   // the start).
   bool load_optimizer = true;
+  // The iteration to start from (Megatron-LM's --ckpt-step) instead of the latest, in dir when
+  // resuming from it, else in load; -1: the latest.
+  int64_t load_iteration = -1;
 };
 
 struct LoggingConfig {
   int64_t interval = 10;
   std::string metrics_file;  // resolved; default "metrics.jsonl"
+  // TensorBoard event files of the same scalars, named as Megatron-LM names them ("" = none).
+  std::string tensorboard_dir;  // resolved
 };
 
 struct EvalConfig {
@@ -155,7 +160,14 @@ struct EvalConfig {
   std::string task_dir;
   int64_t num_fewshot = 0;
   int64_t tasks_limit = 0;
-  std::string vocab_file, merge_file;  // "" = data/gpt2/encoder.json, data/gpt2/vocab.bpe
+  std::string vocab_file, merge_file;  // "" = tokenizer.*, else data/gpt2/encoder.json, vocab.bpe
+};
+
+// The GPT-2 BPE tokenizer the data was made with (Megatron-LM's --vocab-file, --merge-file): every
+// checkpoint carries a copy (checkpoint/tokenizer_files.h). "": data/gpt2/ in the current
+// directory when present and of model.vocab_size tokens, else none.
+struct TokenizerConfig {
+  std::string vocab_file, merge_file;  // resolved
 };
 
 struct Recipe {
@@ -170,6 +182,7 @@ struct Recipe {
   CheckpointConfig checkpoint;
   LoggingConfig logging;
   EvalConfig eval;
+  TokenizerConfig tokenizer;
   uint64_t seed = 1234;
 
   // Vocabulary padded to a multiple of make_vocab_size_divisible_by * tensor (Megatron's rule,

@@ -216,10 +216,12 @@ std::string recipe_to_yaml(const Recipe& r) {
   w.value(1, "resume", c.resume);
   w.path(1, "load", c.load);
   w.value(1, "load_optimizer", c.load_optimizer);
+  if (c.load_iteration >= 0) w.value(1, "load_iteration", c.load_iteration);
 
   w.section(0, "logging");
   w.value(1, "interval", r.logging.interval);
   w.path(1, "metrics_file", r.logging.metrics_file);
+  w.path(1, "tensorboard_dir", r.logging.tensorboard_dir);
 
   w.section(0, "eval");
   w.value(1, "interval", r.eval.interval);
@@ -236,6 +238,10 @@ std::string recipe_to_yaml(const Recipe& r) {
   w.value(1, "tasks_limit", r.eval.tasks_limit);
   w.path(1, "vocab_file", r.eval.vocab_file);
   w.path(1, "merge_file", r.eval.merge_file);
+
+  w.section(0, "tokenizer");
+  w.path(1, "vocab_file", r.tokenizer.vocab_file);
+  w.path(1, "merge_file", r.tokenizer.merge_file);
 
   w.value(0, "seed", r.seed);
   return w.str();

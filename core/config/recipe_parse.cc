@@ -282,6 +282,7 @@ void read_checkpoint(const Section& s, CheckpointConfig& c) {
   s.read("load", c.load);
   c.load = resolve_path(c.load);
   s.read("load_optimizer", c.load_optimizer);
+  s.read("load_iteration", c.load_iteration);
 }
 
 YAML::Node load_yaml(const std::string& text, const std::string& source) {
@@ -330,10 +331,17 @@ Recipe parse_recipe(const std::string& yaml_text, const std::vector<std::string>
   if (!logging.read("metrics_file", r.logging.metrics_file))
     r.logging.metrics_file = "metrics.jsonl";
   r.logging.metrics_file = resolve_path(r.logging.metrics_file);
+  logging.read("tensorboard_dir", r.logging.tensorboard_dir);
+  r.logging.tensorboard_dir = resolve_path(r.logging.tensorboard_dir);
   const Section eval = top.section("eval");
   eval.read("interval", r.eval.interval);
   eval.read("iters", r.eval.iters);
   read_eval_tasks(eval, r.eval);
+  const Section tokenizer = top.section("tokenizer");
+  tokenizer.read("vocab_file", r.tokenizer.vocab_file);
+  r.tokenizer.vocab_file = resolve_path(r.tokenizer.vocab_file);
+  tokenizer.read("merge_file", r.tokenizer.merge_file);
+  r.tokenizer.merge_file = resolve_path(r.tokenizer.merge_file);
   top.read("seed", r.seed);
 
   // decay_tokens defaults to the whole run, counted in tokens (bounded first: no overflow).

@@ -66,15 +66,23 @@ constexpr KeySpec kData[] = {
     {"cache_dir", S, {}},
 };
 constexpr KeySpec kCheckpoint[] = {
-    {"dir", S, {}},    {"save_interval", S, {}}, {"keep_last", S, {}},      {"async", S, {}},
-    {"resume", S, {}}, {"load", S, {}},          {"load_optimizer", S, {}},
+    {"dir", S, {}},
+    {"save_interval", S, {}},
+    {"keep_last", S, {}},
+    {"async", S, {}},
+    {"resume", S, {}},
+    {"load", S, {}},
+    {"load_optimizer", S, {}},
+    {"load_iteration", S, {}},
 };
-constexpr KeySpec kLogging[] = {{"interval", S, {}}, {"metrics_file", S, {}}};
+constexpr KeySpec kLogging[] = {
+    {"interval", S, {}}, {"metrics_file", S, {}}, {"tensorboard_dir", S, {}}};
 constexpr KeySpec kEval[] = {
     {"interval", S, {}},       {"iters", S, {}},      {"tasks", Kind::kList, {}},
     {"tasks_interval", S, {}}, {"task_dir", S, {}},   {"num_fewshot", S, {}},
     {"tasks_limit", S, {}},    {"vocab_file", S, {}}, {"merge_file", S, {}},
 };
+constexpr KeySpec kTokenizer[] = {{"vocab_file", S, {}}, {"merge_file", S, {}}};
 constexpr KeySpec kRecipe[] = {
     {"model", Kind::kMap, kModel},
     {"parallel", Kind::kMap, kParallel},
@@ -87,6 +95,7 @@ constexpr KeySpec kRecipe[] = {
     {"checkpoint", Kind::kMap, kCheckpoint},
     {"logging", Kind::kMap, kLogging},
     {"eval", Kind::kMap, kEval},
+    {"tokenizer", Kind::kMap, kTokenizer},
     {"seed", S, {}},
 };
 

@@ -285,9 +285,24 @@ void validate_rest(const Recipe& r) {
                      "or fp16 run reduces its gradients in fp32; remove the key or set precision: "
                      "bf16",
                      precision_name(r.precision)));
+  expect(r.tokenizer.vocab_file.empty() == r.tokenizer.merge_file.empty(),
+         r.tokenizer.vocab_file.empty() ? "tokenizer.vocab_file" : "tokenizer.merge_file",
+         fmt::format("tokenizer.{} is set but tokenizer.{} is not; a GPT-2 tokenizer is both "
+                     "files: set tokenizer.vocab_file (encoder.json) and tokenizer.merge_file "
+                     "(vocab.bpe)",
+                     r.tokenizer.vocab_file.empty() ? "merge_file" : "vocab_file",
+                     r.tokenizer.vocab_file.empty() ? "vocab_file" : "merge_file"));
   const CheckpointConfig& c = r.checkpoint;
   non_negative(c.save_interval, "checkpoint.save_interval");
   non_negative(c.keep_last, "checkpoint.keep_last");
+  expect(c.load_iteration >= -1, "checkpoint.load_iteration",
+         fmt::format("checkpoint.load_iteration is {}; it is an iteration to load (0 or more), "
+                     "or -1 (the default) for the latest",
+                     c.load_iteration));
+  expect(c.load_iteration < 0 || c.resume || !c.load.empty(), "checkpoint.load_iteration",
+         fmt::format("checkpoint.load_iteration is {} but nothing is loaded: set "
+                     "checkpoint.resume: true (from checkpoint.dir) or checkpoint.load",
+                     c.load_iteration));
   expect(c.save_interval == 0 || !c.dir.empty(), "checkpoint.dir",
          fmt::format("checkpoint.save_interval is {} but checkpoint.dir is not set; set "
                      "checkpoint.dir: PATH, or save_interval: 0 for no checkpoints",

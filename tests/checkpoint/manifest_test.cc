@@ -3,6 +3,7 @@
 
 #include "checkpoint/file_io.h"
 #include "checkpoint/manifest.h"
+#include "checkpoint/shard_io.h"
 #include "core/status.h"
 
 using namespace mtnlg;
@@ -29,6 +30,13 @@ CheckpointManifest sample() {
   m.model = ManifestModel{4, 64, 4, 256, 32, 32, 500, 512};
   m.files = {{"model_tp00_pp000.safetensors", 1234, 0x0123456789abcdefULL},
              {"optim_tp00_pp000_dp000.safetensors", 99, 0xfedcba9876543210ULL}};
+  // The rest of the shards the layout writes (the manifest lists exactly those).
+  for (int64_t t = 0; t < 2; ++t)
+    for (int64_t p = 0; p < 4; ++p) {
+      if (t || p) m.files.push_back({model_file_name(t, p), 1, 0});
+      for (int64_t d = 0; d < 3; ++d)
+        if (t || p || d) m.files.push_back({optim_file_name(t, p, d), 1, 0});
+    }
   m.recipe_yaml = "model:\n  num_layers: 4\n  \"quoted\": \\\\ \t\n";
   return m;
 }
@@ -68,7 +76,7 @@ TEST_CASE("manifest round trip keeps every field") {
   CHECK(b.micro_batch_size == 4);
   CHECK(b.model.vocab_size == 500);
   CHECK(b.model.padded_vocab_size == 512);
-  REQUIRE(b.files.size() == 2);
+  REQUIRE(b.files.size() == 32);
   CHECK(b.files[0].name == a.files[0].name);
   CHECK(b.files[0].bytes == 1234);
   CHECK(b.files[0].xxh3 == 0x0123456789abcdefULL);
@@ -99,10 +107,18 @@ TEST_CASE(
     text.replace(at, 9, "md5:01234");
     CHECK_THAT(error_of(text), Catch::Contains("xxh3"));
   }
-  SECTION("a path as a file name") {
-    const auto at = text.find("model_tp00");
-    text.replace(at, 10, "../x/mode0");
-    CHECK_THAT(error_of(text), Catch::Contains("not a file name"));
+  SECTION("a path as a file name - only the tokenizer's folder is allowed") {
+    const std::string name = "model_tp00_pp000.safetensors";
+    const auto at = text.find(name);
+    for (const char* bad : {"../x/model", "tokenizer/", "tokenizer/.x", "tokenizer/../x",
+                            "tokenizers/x", "/etc/passwd", "tokenizer/a/b"}) {
+      std::string t = text;
+      t.replace(at, name.size(), bad);
+      CHECK_THAT(error_of(t), Catch::Contains("not a file name"));
+    }
+    // A name in the tokenizer's folder is a file name (the layout check then misses the shard).
+    text.replace(at, name.size(), "tokenizer/vocab.json");
+    CHECK_THAT(error_of(text), !Catch::Contains("not a file name") && Catch::Contains("does not list"));
   }
   SECTION("truncated") {
     CHECK_FALSE(error_of(text.substr(0, text.size() / 2)).empty());
@@ -116,4 +132,49 @@ TEST_CASE("checksum text round trip") {
   CHECK(v == 0xabcULL);
   CHECK_FALSE(parse_checksum_text("xxh3:0000000000000abg", &v));
   CHECK_FALSE(parse_checksum_text("xxh3:abc", &v));
+}
+
+TEST_CASE("a manifest is checked against itself, its directory and its layout") {
+  const std::string path = "/ck/iter_0000100/manifest.json";
+  const auto error_of_manifest = [&](const CheckpointManifest& m) -> std::string {
+    try {
+      validate_manifest(m, path);
+    } catch (const Error& e) {
+      CHECK(e.code() == Code::kCorruption);
+      return e.message();
+    }
+    return "";
+  };
+  CHECK(error_of_manifest(sample()).empty());
+  CheckpointManifest m = sample();
+  m.iteration = 99;
+  CHECK_THAT(error_of_manifest(m), Catch::Contains("says iteration 99 but lies in iter_0000100"));
+  m = sample();
+  m.model.num_layers = -2;
+  CHECK_THAT(error_of_manifest(m), Catch::Contains("model is impossible") &&
+                                        Catch::Contains("model.num_layers"));
+  m = sample();
+  m.model.hidden_size = 1000000000000000000;
+  CHECK_THAT(error_of_manifest(m), Catch::Contains("model.hidden_size"));
+  m = sample();
+  m.tensor = 0;
+  CHECK_THAT(error_of_manifest(m), Catch::Contains("layout.tensor is 0"));
+  m = sample();
+  m.tensor = 3;  // 4 heads
+  CHECK_THAT(error_of_manifest(m), Catch::Contains("does not divide its model"));
+  m = sample();
+  m.model.padded_vocab_size = 499;
+  CHECK_THAT(error_of_manifest(m), Catch::Contains("padded_vocab_size 499"));
+  m = sample();
+  m.files.clear();
+  CHECK_THAT(error_of_manifest(m), Catch::Contains("does not list model_tp00_pp000"));
+  m = sample();
+  m.files.push_back(m.files[0]);
+  CHECK_THAT(error_of_manifest(m), Catch::Contains("lists model_tp00_pp000.safetensors twice"));
+  m = sample();
+  m.files.push_back({model_file_name(2, 0), 1, 0});
+  CHECK_THAT(error_of_manifest(m), Catch::Contains("has no place for"));
+  m = sample();
+  m.files.push_back({"tokenizer/vocab.json", 10, 0});
+  CHECK(error_of_manifest(m).empty());
 }

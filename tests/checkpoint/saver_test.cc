@@ -44,9 +44,13 @@ RankShards shards_of(int rank, float v, const std::string& file = "") {
   return r;
 }
 
+// Two tensor ranks' model files and no optimizer: what the manifest's layout says.
 CheckpointManifest manifest_at(int64_t it) {
   CheckpointManifest m;
   m.iteration = it;
+  m.tensor = 2;
+  m.has_optimizer = false;
+  m.model = ManifestModel{2, 8, 2, 32, 4, 4, 16, 16};
   return m;
 }
 

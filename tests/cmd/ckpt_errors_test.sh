@@ -5,7 +5,8 @@
 #   shape (names the key) or of a newer format, a latest file that is not a number or names a
 #   missing checkpoint, checkpoint.dir that is a file, checkpoint.load naming nothing, a disk that
 #   fills during a save (a small tmpfs; where mounting is not allowed, a file-size limit);
-#   mtnlg-ckpt's exit statuses.
+#   mtnlg-ckpt's exit statuses. And Megatron's load semantics: a rollback by the latest file,
+#   checkpoint.load_iteration, keep_last and pinned checkpoints (mtnlg-ckpt pin/unpin).
 # Usage: tests/cmd/ckpt_errors_test.sh BUILD_DIR SOURCE_DIR
 set -uo pipefail
 source "$2/tests/cmd/layout_lib.sh"
@@ -66,13 +67,65 @@ d=$(copy newer)
 sed -i 's/"format_version": 1/"format_version": 99/' "$d/iter_0000002/manifest.json"
 expect newer 4 "format_version 99" $(resume "$d")
 
-d=$(copy latest-garbage)
+d=$(copy latest-garbage) # unreadable: the newest committed one is the latest, and the log says why
 echo "abc" >"$d/latest_checkpointed_iteration.txt"
-expect latest-garbage 4 "latest_checkpointed_iteration.txt" $(resume "$d")
+expect latest-garbage 0 "now names iteration 2: the latest file was unreadable" $(resume "$d")
+
+# A manifest is checked against its directory and its layout (one validation, every tool).
+d=$(copy manifest-iteration)
+sed -i 's/"iteration": 2,/"iteration": 99,/' "$d/iter_0000002/manifest.json"
+out=$("$ckpt" verify "$d" 2>&1)
+[[ $? == 4 ]] && grep -q "says iteration 99 but lies in iter_0000002" <<<"$out" ||
+  fail "a manifest of iteration 99 in iter_0000002 passed verify: $out"
+d=$(copy manifest-files)
+/usr/bin/python3 -c "
+import json, sys; p = sys.argv[1]; m = json.load(open(p)); m['files'] = []; json.dump(m, open(p, 'w'))" \
+  "$d/iter_0000002/manifest.json"
+out=$("$ckpt" inspect "$d" 2>&1)
+[[ $? == 4 ]] && grep -q "does not list model_tp00_pp000.safetensors" <<<"$out" ||
+  fail "a manifest without files passed inspect: $out"
+d=$(copy manifest-layers)
+sed -i 's/"num_layers": [0-9]*/"num_layers": -2/' "$d/iter_0000002/manifest.json"
+expect manifest-layers 4 "model is impossible (model.num_layers" $(resume "$d")
 
 d=$(copy latest-missing)
 echo "7" >"$d/latest_checkpointed_iteration.txt"
 expect latest-missing 4 "iteration 7" $(resume "$d")
+
+# Megatron's load semantics. A rollback written into the latest file (echo 2 > latest) is obeyed at
+# every start, the newer directories left until this run saves over them; keep_last never deletes
+# a pinned checkpoint; checkpoint.load_iteration (--ckpt-step) picks one.
+tl=$tmp/timeline
+run_layout timeline 1 --set schedule.train_iters=6 --set checkpoint.dir="$tl" \
+  --set checkpoint.save_interval=2 >/dev/null 2>&1 || fail "the timeline run failed"
+echo 2 >"$tl/latest_checkpointed_iteration.txt"
+"$ckpt" pin "$tl/iter_0000004" --note "before the spike" >/dev/null || fail "mtnlg-ckpt pin"
+"$ckpt" inspect "$tl/iter_0000004" | grep -q "pinned          before the spike" ||
+  fail "inspect does not show the pin"
+"$ckpt" verify "$tl/iter_0000004" >/dev/null || fail "a pinned checkpoint does not verify"
+rb() { echo --set checkpoint.dir="$tl" --set checkpoint.resume=true "$@"; }
+expect rollback 0 "names iteration 2 (a rollback)" $(rb --set schedule.train_iters=5 \
+  --set checkpoint.save_interval=0 --set checkpoint.keep_last=1)
+[[ $(head -c 200 "$tmp/rollback/metrics.jsonl") == *'"iteration": 3,'* &&
+  $(cat "$tl/latest_checkpointed_iteration.txt") == 5 ]] ||
+  fail "the rollback run did not continue from iteration 2 to a save of 5: $(head -c 200 "$tmp/rollback/metrics.jsonl")"
+[[ -d $tl/iter_0000004 && -d $tl/iter_0000006 ]] ||
+  fail "keep_last deleted a pinned checkpoint or one of the timeline rolled back from: $(ls "$tl")"
+[[ ! -d $tl/iter_0000002 ]] || fail "keep_last 1 kept iteration 2 after 5 was saved"
+expect load-iteration 0 "load_iteration 4 loads an older checkpoint than the latest (5)" $(rb --set schedule.train_iters=5 \
+  --set checkpoint.load_iteration=4)
+expect load-iteration-missing 4 "committed: 4, 5, 6" $(rb --set checkpoint.load_iteration=3)
+expect load-iteration-nothing 2 "checkpoint.load_iteration is 3 but nothing is loaded" \
+  --set checkpoint.load_iteration=3
+"$ckpt" unpin "$tl/iter_0000004" >/dev/null && [[ ! -e $tl/iter_0000004/pinned.txt ]] ||
+  fail "mtnlg-ckpt unpin"
+
+# A tokenizer the model cannot hold is a settings error before anything is built; a model that
+# GPT-2's vocabulary does not fit saves checkpoints without one.
+expect tokenizer-too-big 2 "has 50257 tokens but model.vocab_size is" \
+  --set checkpoint.dir="$tmp/tok" --set tokenizer.vocab_file="$2/data/gpt2/encoder.json" \
+  --set tokenizer.merge_file="$2/data/gpt2/vocab.bpe"
+[[ ! -e $good/iter_0000002/tokenizer ]] || fail "a model of another vocabulary got GPT-2's tokenizer"
 
 echo x >"$tmp/a-file"
 expect dir-is-file 4 "is a file" --set checkpoint.dir="$tmp/a-file" --set checkpoint.save_interval=1

@@ -22,7 +22,8 @@ expect 2 'A subcommand is required' --
 # A corpus of real text: the tokenizer's own test documents through mtnlg-preprocess.
 make_text_corpus "$1" "$tmp/c" || { echo "FAIL: mtnlg-preprocess"; exit 1; }
 sets=(--set "data.blend=[{prefix: $tmp/c, weight: 1}]" --set data.split=[1,0,0]
-  --set "data.cache_dir=$tmp/cache" --set data.shuffle=true --set schedule.train_iters=20)
+  --set "data.cache_dir=$tmp/cache" --set data.shuffle=true --set schedule.train_iters=20
+  --set model.vocab_size=50257)
 recipe=configs/tiny.yaml
 
 # ids: --count lines of seq_length + 1 = 33 ids.
@@ -44,6 +45,9 @@ expect 0 '^"[a-zA-Z .\\n<|>]*(earth|heaven|created)' -- samples -c $recipe "${se
 
 # Bad input: exit 2 naming the flag or key, 4 for a missing file.
 expect 2 '--count is required' -- samples -c $recipe "${sets[@]}"
+# The trainer's token check: GPT-2 ids in a recipe of 512 tokens are refused, as mtnlg-train does.
+expect 2 'is not below model.vocab_size 512' -- samples -c $recipe "${sets[@]}" \
+  --set model.vocab_size=512 --count 1
 expect 2 'split: .*not in \{train,valid,test\}' -- samples -c $recipe "${sets[@]}" --count 1 --split dev
 expect 2 '\[--start\]: .*passes the end of the train samples this recipe reads \(80\)' -- \
   samples -c $recipe "${sets[@]}" --start 80 --count 1

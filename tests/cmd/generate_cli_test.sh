@@ -48,6 +48,43 @@ s2=$("$bin" --checkpoint "$tmp/ckpt" --prompt "the earth" --temperature 1.2 --to
   --max-new-tokens 10 --output-format ids --no-stop-at-eod)
 check "sampling: the same seed, the same 10 tokens ($s1)" test "$s1" == "$s2" -a "$(wc -w <<<"$s1")" -eq 10
 
+# The tokenizer travels: the checkpoint, its reshard and the Hugging Face export carry GPT-2's
+# files byte for byte (checksummed in the manifest), and the tools find them from anywhere.
+it=$tmp/ckpt/iter_0000006
+check "the checkpoint carries tokenizer/vocab.json (encoder.json) and merges.txt (vocab.bpe)" \
+  bash -c "cmp -s data/gpt2/encoder.json $it/tokenizer/vocab.json && cmp -s data/gpt2/vocab.bpe \
+    $it/tokenizer/merges.txt && cmp -s $it/tokenizer/vocab.json $tmp/tp2pp2/iter_0000006/tokenizer/vocab.json"
+check "the manifest lists the tokenizer's three files" test "$(grep -c '"name": "tokenizer/' "$it/manifest.json")" -eq 3
+check "the Hugging Face export is a whole model directory" /usr/bin/python3 -c "
+import json, os, sys
+d = sys.argv[1]
+c = json.load(open(d + '/tokenizer_config.json'))
+sys.exit(not (c['tokenizer_class'] == 'GPT2Tokenizer' and c['eos_token'] == '<|endoftext|>' and
+              c['model_max_length'] == json.load(open(d + '/config.json'))['n_positions'] and
+              open(d + '/vocab.json', 'rb').read() == open('data/gpt2/encoder.json', 'rb').read() and
+              open(d + '/merges.txt', 'rb').read() == open('data/gpt2/vocab.bpe', 'rb').read()))" "$tmp/hf"
+check "mtnlg-ckpt verify checks the tokenizer's files" "$build/mtnlg-ckpt" verify "$it"
+cp -r "$it" "$tmp/damaged" && echo x >>"$tmp/damaged/tokenizer/merges.txt"
+out=$("$build/mtnlg-ckpt" verify "$tmp/damaged" 2>&1)
+check "a damaged tokenizer file fails verify (exit 4) naming it" \
+  bash -c "[[ $? == 4 ]] && grep -q 'damaged/tokenizer/merges.txt' <<<'$out'"
+text_here=$("$bin" --checkpoint "$tmp/ckpt" --prompt "In the beginning" --temperature 0 --max-new-tokens 6)
+text_away=$(cd / && "$bin" --checkpoint "$tmp/ckpt" --prompt "In the beginning" --temperature 0 \
+  --max-new-tokens 6 2>&1)
+check "from another directory the checkpoint's own tokenizer is used ($text_away)" test "$text_here" == "$text_away"
+hf_away=$(cd / && "$bin" --hf-model "$tmp/hf/model.safetensors" --prompt "In the beginning" \
+  --temperature 0 --max-new-tokens 6 2>&1)
+check "and beside an export ($hf_away)" test "$text_here" == "$hf_away"
+rm -r "$tmp/tp2pp2/iter_0000006/tokenizer"
+out=$(cd / && "$bin" --checkpoint "$tmp/tp2pp2" --prompt x 2>&1)
+check "a checkpoint without a tokenizer, away from data/gpt2: --vocab-file named ($out)" \
+  grep -q -- "--vocab-file is required: the model carries no tokenizer" <<<"$out"
+# A prompt of invalid UTF-8 still gives JSON lines (U+FFFD, as Python's errors="replace").
+bad=$("$bin" --checkpoint "$tmp/ckpt" --prompt $'caf\xc3 \xff ok' --temperature 0 --max-new-tokens 3 \
+  --output-format jsonl)
+check "jsonl of an invalid UTF-8 prompt is JSON ($bad)" /usr/bin/python3 -c "
+import json, sys; o = json.loads(sys.argv[1]); sys.exit(o['prompt'] != 'caf\ufffd \ufffd ok')" "$bad"
+
 expect 2 'name the weights once' -- --prompt x
 expect 2 'name the weights once' -- --checkpoint "$tmp/ckpt" --hf-model "$tmp/m.safetensors" --prompt x
 expect 4 'no committed checkpoint' -- --checkpoint "$tmp/none" --prompt x
@@ -68,6 +105,11 @@ e1=$("$bin" --checkpoint "$tmp/ckpt" --split test --threads 2)
 e2=$("$bin" --checkpoint "$tmp/tp2pp2" --split test --threads 2)
 check "eval: a JSON line ($e1)" grep -Eq '^\{"split": "test", "loss": [0-9.]+, "ppl": [0-9.]+, "samples": 4, "tokens": 128\}$' <<<"$e1"
 check "eval after convert: the same loss" test "$e1" == "$e2"
+e3=$("$bin" --checkpoint "$tmp/ckpt" --split test --threads 2 --micro-batch 1000000000000000000)
+check "a huge --micro-batch is the whole split in one forward, sized first: the same loss ($e3)" \
+  /usr/bin/python3 -c "
+import json, sys; a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+sys.exit(abs(a['loss'] - b['loss']) > 1e-6 * a['loss'] or a['samples'] != b['samples'])" "$e1" "$e3"
 # The valid samples are the run's: the iteration-3 checkpoint scores what the run's first
 # evaluation (after iteration 3) logged.
 v=$("$bin" --checkpoint "$tmp/ckpt/iter_0000003" --split valid)

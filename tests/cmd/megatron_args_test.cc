@@ -190,6 +190,25 @@ TEST_CASE("Megatron's --save and --load keep their meaning") {
   CHECK_FALSE(r.checkpoint.resume);
   CHECK(r.checkpoint.dir.empty());
   CHECK(r.checkpoint.load == absolute("ckpt/pretrained"));
+  CHECK(r.checkpoint.load_iteration == -1);
+  CHECK(r.tokenizer.vocab_file.empty());
+  CHECK(r.logging.metrics_file == absolute("metrics.jsonl"));
+  CHECK(r.logging.tensorboard_dir.empty());
+  // TensorBoard: event files there, and the metrics file beside them; else in --save.
+  r = convert(base + "--save ckpt/x --tensorboard-dir tb/x --log-interval 5");
+  CHECK(r.logging.tensorboard_dir == absolute("tb/x"));
+  CHECK(r.logging.metrics_file == absolute("tb/x/metrics.jsonl"));
+  CHECK(r.logging.interval == 5);
+  r = convert(base + "--save ckpt/x");
+  CHECK(r.logging.metrics_file == absolute("ckpt/x/metrics.jsonl"));
+  // The tokenizer's files are carried (into every checkpoint).
+  r = convert(base + "--vocab-file gpt2/encoder.json --merge-file gpt2/vocab.bpe");
+  CHECK(r.tokenizer.vocab_file == absolute("gpt2/encoder.json"));
+  CHECK(r.tokenizer.merge_file == absolute("gpt2/vocab.bpe"));
+  // --ckpt-step picks the iteration to load.
+  r = convert(base + "--save ckpt/x --load ckpt/x --ckpt-step 50");
+  CHECK(r.checkpoint.load_iteration == 50);
+  CHECK(r.checkpoint.resume);
 }
 
 TEST_CASE("flags no Megatron defines fail - flags that only log are notes, others not carried") {

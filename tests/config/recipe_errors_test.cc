@@ -232,6 +232,15 @@ TEST_CASE("impossible values are rejected with the fix", "[config]") {
                       {"save_interval is 100", "set checkpoint.dir"});
   expect_recipe_error({"checkpoint.resume=true"}, "checkpoint.dir", {"set checkpoint.dir"});
   expect_recipe_error({"checkpoint.keep_last=-1"}, "checkpoint.keep_last", {"negative"});
+  expect_recipe_error(
+      {"checkpoint.dir=/c", "checkpoint.resume=true", "checkpoint.load_iteration=-2"},
+      "checkpoint.load_iteration", {"-2", "-1 (the default) for the latest"});
+  expect_recipe_error({"checkpoint.load_iteration=5"}, "checkpoint.load_iteration",
+                      {"nothing is loaded", "checkpoint.resume: true"});
+  expect_recipe_error({"tokenizer.vocab_file=/t/encoder.json"}, "tokenizer.merge_file",
+                      {"tokenizer.vocab_file is set but tokenizer.merge_file is not"});
+  expect_recipe_error({"tokenizer.merge_file=/t/vocab.bpe"}, "tokenizer.vocab_file",
+                      {"tokenizer.merge_file is set but tokenizer.vocab_file is not"});
   // Counts that would overflow the products formed from them (tokens, samples) or that no machine
   // could allocate are refused naming the key, before anything is derived from them.
   expect_recipe_error({"schedule.train_iters=144115188075855875"}, "schedule.train_iters",

@@ -83,12 +83,17 @@ checkpoint:
   resume: true
   load: /ckpt/base
   load_optimizer: false
+  load_iteration: 700
 logging:
   interval: 5
   metrics_file: /runs/run1/metrics.jsonl
+  tensorboard_dir: /runs/run1/tb
 eval:
   interval: 200
   iters: 20
+tokenizer:
+  vocab_file: /tok/encoder.json
+  merge_file: /tok/vocab.bpe
 seed: 4321
 )";
 
@@ -153,8 +158,12 @@ TEST_CASE("parse_recipe reads every key", "[config]") {
   CHECK(r.checkpoint.resume);
   CHECK(r.checkpoint.load == "/ckpt/base");
   CHECK_FALSE(r.checkpoint.load_optimizer);
+  CHECK(r.checkpoint.load_iteration == 700);
+  CHECK(r.tokenizer.vocab_file == "/tok/encoder.json");
+  CHECK(r.tokenizer.merge_file == "/tok/vocab.bpe");
   CHECK(r.logging.interval == 5);
   CHECK(r.logging.metrics_file == "/runs/run1/metrics.jsonl");
+  CHECK(r.logging.tensorboard_dir == "/runs/run1/tb");
   CHECK(r.eval.interval == 200);
   CHECK(r.eval.iters == 20);
   CHECK(r.seed == 4321);
@@ -207,6 +216,8 @@ TEST_CASE("parse_recipe fills the defaults", "[config]") {
   CHECK_FALSE(r.checkpoint.resume);
   CHECK(r.checkpoint.load.empty());
   CHECK(r.checkpoint.load_optimizer);
+  CHECK(r.checkpoint.load_iteration == -1);
+  CHECK(r.tokenizer.vocab_file.empty());
   CHECK(r.schedule.exit_duration_minutes == 0.0);
   CHECK(r.logging.interval == 10);
   CHECK(r.logging.metrics_file == cwd_path("metrics.jsonl"));
@@ -348,6 +359,8 @@ TEST_CASE("recipe_to_yaml writes every key in schema order", "[config]") {
                           "checkpoint:",
                           "logging:",
                           "eval:",
+                          "tokenizer:",
+                          "  merge_file: \"\"",
                           "seed: 1234"}) {
     const size_t found = yaml.find(key, at);
     INFO(key << "\n" << yaml);

@@ -107,8 +107,14 @@ inline void require_same_recipe(const Recipe& a, const Recipe& b) {
   CHECK(a.checkpoint.keep_last == b.checkpoint.keep_last);
   CHECK(a.checkpoint.async == b.checkpoint.async);
   CHECK(a.checkpoint.resume == b.checkpoint.resume);
+  CHECK(a.checkpoint.load == b.checkpoint.load);
+  CHECK(a.checkpoint.load_optimizer == b.checkpoint.load_optimizer);
+  CHECK(a.checkpoint.load_iteration == b.checkpoint.load_iteration);
+  CHECK(a.tokenizer.vocab_file == b.tokenizer.vocab_file);
+  CHECK(a.tokenizer.merge_file == b.tokenizer.merge_file);
   CHECK(a.logging.interval == b.logging.interval);
   CHECK(a.logging.metrics_file == b.logging.metrics_file);
+  CHECK(a.logging.tensorboard_dir == b.logging.tensorboard_dir);
   CHECK(a.eval.interval == b.eval.interval);
   CHECK(a.eval.iters == b.eval.iters);
   CHECK(a.seed == b.seed);

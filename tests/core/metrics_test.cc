@@ -25,6 +25,31 @@ TEST_CASE("strings are escaped") {
   CHECK(json_string(std::string("\x01", 1)) == "\"\\u0001\"");
 }
 
+TEST_CASE(
+    "invalid UTF-8 becomes U+FFFD as Python's decode(errors='replace') - the line stays JSON") {
+  // Expected values: Python 3.11, bytes.decode("utf-8", "replace").encode("utf-8").
+  const std::string r = "\xEF\xBF\xBD";
+  const std::pair<std::string, std::string> cases[] = {
+      {"ok \xff x", "ok " + r + " x"},
+      {"\xe2\x82", r},                   // a truncated sequence: one replacement
+      {"\xe2\x82\xac", "\xe2\x82\xac"},  // the euro sign, kept
+      {"\xe2(\xa1", r + "(" + r},
+      {"\xed\xa0\x80", r + r + r},  // a surrogate
+      {"\xf0\x9f\x98", r},
+      {"\xf0\x9f\x98\x80", "\xf0\x9f\x98\x80"},
+      {"\xc0\xaf", r + r},                  // overlong
+      {"\xf4\x90\x80\x80", r + r + r + r},  // above U+10FFFF
+      {"\x80\x80"
+       "a",
+       r + r + "a"},
+      {"caf\xc3\xa9", "caf\xc3\xa9"},
+  };
+  for (const auto& [in, want] : cases) {
+    INFO(in);
+    CHECK(json_string(in) == "\"" + want + "\"");
+  }
+}
+
 TEST_CASE("a metrics line is one JSON object - the writer truncates or appends") {
   test::TempDir dir;
   const std::string path = dir.file("sub/metrics.jsonl");
