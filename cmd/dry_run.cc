@@ -270,6 +270,12 @@ bool print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
                12)
         << pad(sci(row.lr), 12) << "\n";
   }
+  out << "\ndata\n";
+  if (!o.data_checked) out << "  not checked (--no-data-check)\n";
+  for (const PlanOptions::Dataset& d : o.data)
+    out << "  " << d.prefix << "  weight " << json_number(d.weight) << ", " << d.documents
+        << " documents, " << d.tokens << " tokens (" << human(static_cast<double>(d.tokens))
+        << ")\n";
   for (const std::string& note : p.notes) out << "\nnote: " << note << "\n";
   const std::string unsupported_reason = supported_note(r);
   if (!unsupported_reason.empty())
@@ -341,7 +347,14 @@ std::string communication_json(const StagePlan& st) {
 
 bool print_dry_run_json(const Recipe& r, const PlanOptions& o, std::ostream& out) {
   const Plan p = make_plan(r, o);
-  std::vector<std::string> stages, schedule, notes, communication;
+  std::vector<std::string> stages, schedule, notes, communication, data;
+  for (const PlanOptions::Dataset& d : o.data)
+    data.push_back(JsonObject()
+                       .str("prefix", d.prefix)
+                       .num("weight", d.weight)
+                       .num("documents", d.documents)
+                       .num("tokens", d.tokens)
+                       .done());
   for (const StagePlan& st : p.stages) {
     communication.push_back(communication_json(st));
     stages.push_back(
@@ -425,6 +438,8 @@ bool print_dry_run_json(const Recipe& r, const PlanOptions& o, std::ostream& out
       // Bytes each rank of a stage sends per iteration, per group (planner.h CommBytes).
       .raw("communication", json_array(communication))
       .raw("notes", json_array(notes))
+      // Each data.blend prefix as the data check found it; null under --no-data-check.
+      .raw("data", o.data_checked ? json_array(data) : std::string("null"))
       // Where the run saves checkpoints ("" without): sweeps give each run its own.
       .str("checkpoint_dir", r.checkpoint.dir);
   const std::string reason = supported_note(r);

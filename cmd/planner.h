@@ -43,6 +43,15 @@ struct PlanOptions {
   // The CPU backend's threads per rank (<= 0: every core): oneDNN sizes the bf16 weight copies
   // for the threads it splits a product over.
   int threads = 0;
+  // --dry-run's data check (cmd/train_main.cc): each data.blend prefix opened and counted, in
+  // blend order; data_checked false under --no-data-check.
+  struct Dataset {
+    std::string prefix;
+    double weight = 0;
+    int64_t documents = 0, tokens = 0;
+  };
+  std::vector<Dataset> data;
+  bool data_checked = false;
 };
 
 // Bytes one rank holds, by what holds them.

@@ -22,6 +22,7 @@
 #include "cmd/trainer.h"
 #include "core/logging.h"
 #include "core/stop_signal.h"
+#include "data/indexed_dataset.h"
 #include "parallel/gloo_communicator.h"
 #include "parallel/runtime.h"
 #include "parallel/shm_communicator.h"
@@ -101,18 +102,24 @@ int main(int argc, char** argv) {
                  "Override a recipe key: --set key.path=value (value is YAML; repeatable), "
                  "e.g. --set optimizer.lr=3e-4 --set schedule.train_iters=100");
   auto* dry = app.add_flag("--dry-run", dry_run,
-                           "Validate the recipe and print its plan without allocating the model "
-                           "or reading data: parameters in total and per rank, memory per rank "
+                           "Validate the recipe and print its plan without allocating the model: "
+                           "every data.blend prefix opened and counted (--no-data-check: not), "
+                           "parameters in total and per rank, memory per rank "
                            "against the GPU (tensors, then the CUDA context, BLAS workspace, "
                            "kernel scratch and NCCL buffers), FLOPs, pipeline bubble, batch ramp "
                            "and LR schedule");
   mtnlg::PlanOptions plan;
-  bool json = false;
+  bool json = false, no_data_check = false;
   app.add_option("--world-size", plan.world_size,
                  "With --dry-run: plan for N ranks (parallel.data = N / (tensor x pipeline))")
       ->needs(dry)
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   app.add_flag("--json", json, "With --dry-run: print the plan as one JSON object")->needs(dry);
+  app.add_flag("--no-data-check", no_data_check,
+               "With --dry-run: plan without opening the data (by default every data.blend "
+               "prefix's .idx and .bin are opened and counted, and a missing or damaged one is "
+               "exit 4 naming it: caught before a job queues)")
+      ->needs(dry);
   std::string gpu = "a100";
   app.add_option("--gpu", gpu,
                  "With --dry-run: the GPU planned for, a100 (80 GiB, 312 bf16 / 156 TF32 peak "
@@ -173,6 +180,19 @@ int main(int argc, char** argv) {
         const bool fp32 = recipe.precision == mtnlg::Precision::kFP32;
         plan.peak_tflops = fp32 ? spec.peak_tflops_32 : spec.peak_tflops_16;
         plan.peak_source = spec.name + (fp32 ? " TF32" : " bf16/fp16");
+      }
+      plan.data_checked = !no_data_check;
+      for (size_t k = 0; plan.data_checked && k < recipe.data.blend.size(); ++k) {
+        const mtnlg::BlendEntry& e = recipe.data.blend[k];
+        try {
+          const auto ds = mtnlg::IndexedDataset::open(e.prefix);
+          plan.data.push_back({e.prefix, e.weight, ds->num_documents(), ds->num_tokens()});
+        } catch (const mtnlg::Error& err) {
+          throw mtnlg::Error(err.code(),
+                             "data.blend[" + std::to_string(k) + "]: " + err.message() +
+                                 " (--dry-run --no-data-check plans without the data)",
+                             err.context());
+        }
       }
       const bool fits = json ? mtnlg::print_dry_run_json(recipe, plan, std::cout)
                              : mtnlg::print_dry_run(recipe, plan, std::cout);

@@ -296,7 +296,7 @@ for ((index = 0; index < total; index++)); do
   # A recipe that checkpoints would have every run save into (and resume from) one directory;
   # the plan's iteration count measures progress. (--dry-run exits 5 for a plan that does not
   # fit a GPU: its JSON is printed all the same.)
-  plan_fields=$("${cmd[@]}" --dry-run --json 2>/dev/null |
+  plan_fields=$("${cmd[@]}" --dry-run --no-data-check --json 2>/dev/null |
     /usr/bin/python3 -c 'import json, sys; d = json.load(sys.stdin)
 print(d.get("iterations", 0)); print(d.get("checkpoint_dir", ""))' 2>/dev/null || true)
   planned_iters=$(sed -n 1p <<<"$plan_fields")

@@ -395,13 +395,13 @@ stage_bench() {
   # OUT/bench.txt and bench.json with the rows it measured (the planner's rows come first).
   refresh_table() { python3 scripts/gpu/report.py bench "$j" "$out/bench.json" >"$out/bench.txt" 2>/dev/null || true; }
   # The planner's figure for the shapes below (one rank, fp32 masters, no checkpointing).
-  "$build_dir/mtnlg-train" --config configs/gpt2-124m.yaml --dry-run --json --world-size 1 \
+  "$build_dir/mtnlg-train" --config configs/gpt2-124m.yaml --dry-run --no-data-check --json --world-size 1 \
     --set parallel.micro_batch_size=8 --set batch.global_batch_size=8 |
     python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps({"impl": "plan", "name": "gpt2-124m", "memory_bytes": d["memory_per_rank_bytes"]["total"]}))' >>"$j"
-  "$build_dir/mtnlg-train" --config configs/1.3b.yaml --dry-run --json --world-size 1 \
+  "$build_dir/mtnlg-train" --config configs/1.3b.yaml --dry-run --no-data-check --json --world-size 1 \
     --set parallel.micro_batch_size=4 --set batch.global_batch_size=4 |
     python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps({"impl": "plan", "name": "1.3b", "memory_bytes": d["memory_per_rank_bytes"]["total"]}))' >>"$j"
-  "$build_dir/mtnlg-train" --config configs/1.3b.yaml --dry-run --json --world-size 1 \
+  "$build_dir/mtnlg-train" --config configs/1.3b.yaml --dry-run --no-data-check --json --world-size 1 \
     "${e2e_overrides[@]}" |
     python3 -c 'import json,sys; d=json.load(sys.stdin); t=d["memory_per_rank_bytes"]["total"]; [print(json.dumps({"impl": "plan", "name": n, "memory_bytes": t})) for n in ("1.3b-train", "1.3b-train-blocked", "1.3b-train-best")]' >>"$j"
   "$build_dir/bench/mtnlg-bench-gemm" --device cuda --dtype bf16 --models gpt2-124m-b8,1.3b \

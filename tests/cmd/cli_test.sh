@@ -30,17 +30,17 @@ for var in $(grep -rhoE '"MTNLG_[A-Z_]+"' core cmd parallel model data optim che
   check "mtnlg-train --help mentions $var (read in the sources)" grep -q -- "$var" <<<"$help_text"
 done
 # The paper's model: about 530B parameters (529.6B with the padded vocabulary).
-expect 0 'parameters +5(2[5-9]|3[0-4])[0-9]{9} ' -- --config configs/530b.yaml --dry-run
-expect 0 '8 x 35 x 8 = 2240 ranks' -- --config configs/530b.yaml --dry-run
+expect 0 'parameters +5(2[5-9]|3[0-4])[0-9]{9} ' -- --config configs/530b.yaml --dry-run --no-data-check
+expect 0 '8 x 35 x 8 = 2240 ranks' -- --config configs/530b.yaml --dry-run --no-data-check
 # Parameter counts from the model's shape, computed here: L (12 h^2 + 13 h) + V_pad h + P h + 2 h
 # (tied LM head once; V padded to a multiple of 128 x tensor).
 params() { echo $(($1 * (12 * $2 * $2 + 13 * $2) + $3 * $2 + $4 * $2 + 2 * $2)); }
-expect 0 "parameters +$(params 4 256 50304 128) \(16\.07M" -- --config configs/demo-cpu.yaml --dry-run
-expect 0 'micro-batch +4, m = 2 micro-batches' -- --config configs/demo-cpu.yaml --dry-run
-expect 0 'iterations +300 \(307\.20K tokens\)' -- --config configs/demo-cpu.yaml --dry-run
+expect 0 "parameters +$(params 4 256 50304 128) \(16\.07M" -- --config configs/demo-cpu.yaml --dry-run --no-data-check
+expect 0 'micro-batch +4, m = 2 micro-batches' -- --config configs/demo-cpu.yaml --dry-run --no-data-check
+expect 0 'iterations +300 \(307\.20K tokens\)' -- --config configs/demo-cpu.yaml --dry-run --no-data-check
 # 10,000 layers plan at once (the parameter registry's lookups are O(1); a linear scan made this
 # quadratic: minutes): 10,000 x 49,984 + 34,816 (embeddings) + 128 (final LayerNorm).
-expect 0 'parameters +499874944 ' -- --config configs/tiny.yaml --dry-run --set model.num_layers=10000
+expect 0 'parameters +499874944 ' -- --config configs/tiny.yaml --dry-run --no-data-check --set model.num_layers=10000
 # A FIFO where a file belongs is refused before open() could block waiting for a writer: the
 # recipe, a dataset's .idx and .bin, and model.init_from (exit 4, naming it).
 mkfifo "$tmp/fifo.yaml" "$tmp/fifo.safetensors" "$tmp/ds.idx" "$tmp/ds.bin"
@@ -63,6 +63,18 @@ expect 1 'diverged \[optimizer\.lr\]: training diverged at iteration [0-9]+' -- 
 expect 1 'diverged \[model\.init_method_std\]: the first iteration' -- --config configs/tiny.yaml \
   --set "data.blend=[{prefix: $tmp/good, weight: 1}]" --set data.cache_dir="$tmp/cache" \
   --set model.init_method_std=1e308 --set logging.metrics_file="$tmp/dv2/m.jsonl"
+# --dry-run opens the data (caught before a job queues): a missing prefix is exit 4 naming its
+# blend entry and the way to plan without it; a present one is counted in the plan.
+expect 4 'data\.blend\[0\]: no such file.*mtnlg-preprocess.*--no-data-check plans without the data' -- \
+  --config configs/530b.yaml --dry-run
+expect 4 'data\.blend\[1\]: ' -- --config configs/tiny.yaml --dry-run \
+  --set "data.blend=[{prefix: $tmp/good, weight: 1}, {prefix: $tmp/absent, weight: 1}]"
+expect 0 "^  $tmp/good  weight 1, 20 documents, [0-9]+ tokens" -- --config configs/tiny.yaml --dry-run \
+  --set "data.blend=[{prefix: $tmp/good, weight: 1}]"
+expect 0 '"data": \[\{"prefix": "[^"]*/good", "weight": 1, "documents": 20, "tokens": [0-9]+\}\]' -- \
+  --config configs/tiny.yaml --dry-run --json --set "data.blend=[{prefix: $tmp/good, weight: 1}]"
+expect 0 '"data": null' -- --config configs/530b.yaml --dry-run --no-data-check --json
+expect 0 '^  --no-data-check Needs: --dry-run$' -- --help
 two=(--config configs/tiny.yaml --set "data.blend=[{prefix: $tmp/good, weight: 1}]"
   --set data.cache_dir="$tmp/cache" --set schedule.train_iters=2 --set schedule.warmup_tokens=0
   --set logging.metrics_file="$tmp/r/m.jsonl")
@@ -146,51 +158,51 @@ if command -v mpirun >/dev/null; then
 fi
 # The planner reads the attention kernels' switch as the CUDA backend does: a misspelling is an
 # error naming the variable, in --dry-run too (it was planned as the default without a word).
-MTNLG_CUDA_ATTENTION=Flash expect 2 'invalid argument \[MTNLG_CUDA_ATTENTION\]: MTNLG_CUDA_ATTENTION=Flash is not one of cudnn, flash2, blocked, flash' -- --config configs/1.3b.yaml --dry-run
+MTNLG_CUDA_ATTENTION=Flash expect 2 'invalid argument \[MTNLG_CUDA_ATTENTION\]: MTNLG_CUDA_ATTENTION=Flash is not one of cudnn, flash2, blocked, flash' -- --config configs/1.3b.yaml --dry-run --no-data-check
 # So are the switches that do not change the plan: every one the CUDA backend reads.
-MTNLG_CUDA_EPILOGUES=yes expect 2 'MTNLG_CUDA_EPILOGUES=yes is not one of on, off' -- --config configs/1.3b.yaml --dry-run
-MTNLG_CUDA_FLASH_TILES=fast expect 2 'MTNLG_CUDA_FLASH_TILES=fast is not one of tile, grid' -- --config configs/1.3b.yaml --dry-run
-MTNLG_CUDA_FLASH2_ROWS=96 expect 2 'MTNLG_CUDA_FLASH2_ROWS=96 is not one of 64, 128' -- --config configs/1.3b.yaml --dry-run
-MTNLG_CUDA_FLASH2_DQ=stores expect 2 'MTNLG_CUDA_FLASH2_DQ=stores is not one of auto, stored, recompute' -- --config configs/1.3b.yaml --dry-run
-expect 2 'world-size: Value 99999999999999999999 not in range' -- --config configs/tiny.yaml --dry-run --world-size 99999999999999999999
+MTNLG_CUDA_EPILOGUES=yes expect 2 'MTNLG_CUDA_EPILOGUES=yes is not one of on, off' -- --config configs/1.3b.yaml --dry-run --no-data-check
+MTNLG_CUDA_FLASH_TILES=fast expect 2 'MTNLG_CUDA_FLASH_TILES=fast is not one of tile, grid' -- --config configs/1.3b.yaml --dry-run --no-data-check
+MTNLG_CUDA_FLASH2_ROWS=96 expect 2 'MTNLG_CUDA_FLASH2_ROWS=96 is not one of 64, 128' -- --config configs/1.3b.yaml --dry-run --no-data-check
+MTNLG_CUDA_FLASH2_DQ=stores expect 2 'MTNLG_CUDA_FLASH2_DQ=stores is not one of auto, stored, recompute' -- --config configs/1.3b.yaml --dry-run --no-data-check
+expect 2 'world-size: Value 99999999999999999999 not in range' -- --config configs/tiny.yaml --dry-run --no-data-check --world-size 99999999999999999999
 # NaN and infinities are not numbers a plan can use (CLI11's range checks let NaN through).
 for flag in --iteration-time --peak-tflops --gpu-memory-gb --utilization; do
-  expect 2 "$flag: 'nan' is not a finite number" -- --config configs/530b.yaml --dry-run "$flag" nan
+  expect 2 "$flag: 'nan' is not a finite number" -- --config configs/530b.yaml --dry-run --no-data-check "$flag" nan
 done
 # Finite but impossible: more than 1e5 TFLOP/s per GPU is a unit typo, not a plan to print.
-expect 2 'invalid argument \[--iteration-time\]: --iteration-time 1e-300 s would mean inf TFLOP/s per GPU' -- --config configs/530b.yaml --dry-run --iteration-time 1e-300
-expect 2 'invalid argument \[--peak-tflops\]: --peak-tflops 1e\+300 is more than 1e5 TFLOP/s per GPU' -- --config configs/530b.yaml --dry-run --peak-tflops 1e300
-expect 2 "--iteration-time: 'inf' is not a finite number" -- --config configs/530b.yaml --dry-run --iteration-time inf
+expect 2 'invalid argument \[--iteration-time\]: --iteration-time 1e-300 s would mean inf TFLOP/s per GPU' -- --config configs/530b.yaml --dry-run --no-data-check --iteration-time 1e-300
+expect 2 'invalid argument \[--peak-tflops\]: --peak-tflops 1e\+300 is more than 1e5 TFLOP/s per GPU' -- --config configs/530b.yaml --dry-run --no-data-check --peak-tflops 1e300
+expect 2 "--iteration-time: 'inf' is not a finite number" -- --config configs/530b.yaml --dry-run --no-data-check --iteration-time inf
 expect 0 '^  --world-size INT:INT in \[1 - 1099511627776\] Needs: --dry-run' -- --help
 expect 0 '^  --json Needs: --dry-run +With --dry-run: print the plan as one JSON object' -- --help
 expect 0 '^  --gpu-memory-gb FLOAT:POSITIVE Needs: --dry-run' -- --help
 expect 0 '^  --gpu TEXT:\{a100,h100,h200\}=a100 Needs: --dry-run' -- --help
 # The days to train by default (A100), another GPU by name, and exit 5 for a plan that does not fit.
-expect 0 'days to train +48\.1 at 312 peak TFLOP/s \(A100 bf16/fp16\) x 0\.4' -- --config configs/530b.yaml --dry-run --world-size 2240
-expect 0 'days to train +15\.2 at 989 peak TFLOP/s \(H100 bf16/fp16\)' -- --config configs/530b.yaml --dry-run --world-size 2240 --gpu h100
-expect 0 'needs [0-9.]+ of 141\.00 GiB' -- --config configs/530b.yaml --dry-run --gpu h200
-expect 5 'the plan does not fit: its worst rank needs more than 10 GiB \(exit 5' -- --config configs/530b.yaml --dry-run --gpu-memory-gb 10
-expect 5 '"fits": false' -- --config configs/530b.yaml --dry-run --gpu-memory-gb 10 --json
-expect 2 "--gpu: gtx480 not in \{a100,h100,h200\}" -- --config configs/530b.yaml --dry-run --gpu gtx480
+expect 0 'days to train +48\.1 at 312 peak TFLOP/s \(A100 bf16/fp16\) x 0\.4' -- --config configs/530b.yaml --dry-run --no-data-check --world-size 2240
+expect 0 'days to train +15\.2 at 989 peak TFLOP/s \(H100 bf16/fp16\)' -- --config configs/530b.yaml --dry-run --no-data-check --world-size 2240 --gpu h100
+expect 0 'needs [0-9.]+ of 141\.00 GiB' -- --config configs/530b.yaml --dry-run --no-data-check --gpu h200
+expect 5 'the plan does not fit: its worst rank needs more than 10 GiB \(exit 5' -- --config configs/530b.yaml --dry-run --no-data-check --gpu-memory-gb 10
+expect 5 '"fits": false' -- --config configs/530b.yaml --dry-run --no-data-check --gpu-memory-gb 10 --json
+expect 2 "--gpu: gtx480 not in \{a100,h100,h200\}" -- --config configs/530b.yaml --dry-run --no-data-check --gpu gtx480
 expect 0 '^  --iteration-time FLOAT:POSITIVE Needs: --dry-run' -- --help
 expect 0 '^  --peak-tflops FLOAT:POSITIVE Needs: --dry-run' -- --help
 expect 0 '^  --utilization FLOAT:FRACTION=0\.4 Needs: --dry-run' -- --help
 # The paper's TFLOP/s per GPU (126, 121, 113) from its iteration times.
-expect 0 'TFLOP/s per GPU +125\.7 ' -- --config configs/530b.yaml --dry-run --world-size 2240 --iteration-time 60.1
-expect 0 'TFLOP/s per GPU +120\.4 ' -- --config configs/530b.yaml --dry-run --world-size 2800 --iteration-time 50.2
-expect 0 'TFLOP/s per GPU +113\.5 ' -- --config configs/530b.yaml --dry-run --world-size 3360 --iteration-time 44.4
-expect 0 '^\{"parameters": 529600819200,.*"fits": true' -- --config configs/530b.yaml --dry-run --world-size 2240 --json
-expect 5 'DOES NOT FIT: the worst rank \(stage 0\)' -- --config configs/530b.yaml --dry-run --gpu-memory-gb 16
-expect 2 'world-size 2000 is not a multiple of .* = 280' -- --config configs/530b.yaml --dry-run --world-size 2000
+expect 0 'TFLOP/s per GPU +125\.7 ' -- --config configs/530b.yaml --dry-run --no-data-check --world-size 2240 --iteration-time 60.1
+expect 0 'TFLOP/s per GPU +120\.4 ' -- --config configs/530b.yaml --dry-run --no-data-check --world-size 2800 --iteration-time 50.2
+expect 0 'TFLOP/s per GPU +113\.5 ' -- --config configs/530b.yaml --dry-run --no-data-check --world-size 3360 --iteration-time 44.4
+expect 0 '^\{"parameters": 529600819200,.*"fits": true' -- --config configs/530b.yaml --dry-run --no-data-check --world-size 2240 --json
+expect 5 'DOES NOT FIT: the worst rank \(stage 0\)' -- --config configs/530b.yaml --dry-run --no-data-check --gpu-memory-gb 16
+expect 2 'world-size 2000 is not a multiple of .* = 280' -- --config configs/530b.yaml --dry-run --no-data-check --world-size 2000
 expect 2 'requires --dry-run' -- --config configs/tiny.yaml --json
-expect 0 "parameters +$(params 12 768 50304 1024) \(124\.48M" -- --config configs/gpt2-124m.yaml --dry-run
-expect 0 "parameters +$(params 24 2048 50304 2048) \(1\.32B" -- --config configs/1.3b.yaml --dry-run
-expect 0 "parameters +$(params 72 3072 51200 1024) \(8\.32B" -- --config configs/8.3b.yaml --dry-run
-expect 0 '8 x 1 x 64 = 512 ranks' -- --config configs/8.3b.yaml --dry-run
+expect 0 "parameters +$(params 12 768 50304 1024) \(124\.48M" -- --config configs/gpt2-124m.yaml --dry-run --no-data-check
+expect 0 "parameters +$(params 24 2048 50304 2048) \(1\.32B" -- --config configs/1.3b.yaml --dry-run --no-data-check
+expect 0 "parameters +$(params 72 3072 51200 1024) \(8\.32B" -- --config configs/8.3b.yaml --dry-run --no-data-check
+expect 0 '8 x 1 x 64 = 512 ranks' -- --config configs/8.3b.yaml --dry-run --no-data-check
 # Bad input: the key path and the fix are named, with the documented exit status.
-expect 2 'model\.num_atention_heads' -- --config configs/tiny.yaml --set model.num_atention_heads=4 --dry-run
-expect 2 'model\.num_attention_heads: 100 does not divide model\.hidden_size' -- --config configs/530b.yaml --set model.num_attention_heads=100 --dry-run
-expect 2 'KEY\.PATH=VALUE' -- --config configs/tiny.yaml --set model.hidden_size --dry-run
+expect 2 'model\.num_atention_heads' -- --config configs/tiny.yaml --set model.num_atention_heads=4 --dry-run --no-data-check
+expect 2 'model\.num_attention_heads: 100 does not divide model\.hidden_size' -- --config configs/530b.yaml --set model.num_attention_heads=100 --dry-run --no-data-check
+expect 2 'KEY\.PATH=VALUE' -- --config configs/tiny.yaml --set model.hidden_size --dry-run --no-data-check
 expect 2 '^--config is required$' -- --dry-run
 expect 2 '^The following argument was not expected: --no-such-flag$' -- --config configs/tiny.yaml --no-such-flag
 expect 4 'nonexistent\.yaml' -- --config "$tmp/nonexistent.yaml"
@@ -198,15 +210,15 @@ expect 4 'nonexistent\.yaml' -- --config "$tmp/nonexistent.yaml"
 expect 2 'world size 1 is not a multiple of parallel\.tensor x parallel\.pipeline = 2 x 1' -- --config configs/tiny.yaml --set parallel.tensor=2
 # The interleaved schedule's layout rules name the key and the fix (exit 2).
 expect 2 'parallel.virtual_pipeline.*model.num_layers: 2 does not divide into parallel.pipeline 2 x parallel.virtual_pipeline 2' -- --config configs/tiny.yaml --set parallel.pipeline=2 --set parallel.virtual_pipeline=2
-expect 2 'parallel.virtual_pipeline: 2 needs parallel.pipeline > 1' -- --config configs/tiny.yaml --set parallel.virtual_pipeline=2 --dry-run
-expect 2 'batch.global_batch_size.*not a multiple of parallel.pipeline 2.*interleaved' -- --config configs/tiny.yaml --set parallel.pipeline=2 --set parallel.virtual_pipeline=2 --set model.num_layers=4 --set batch.global_batch_size=5 --set parallel.micro_batch_size=1 --dry-run
+expect 2 'parallel.virtual_pipeline: 2 needs parallel.pipeline > 1' -- --config configs/tiny.yaml --set parallel.virtual_pipeline=2 --dry-run --no-data-check
+expect 2 'batch.global_batch_size.*not a multiple of parallel.pipeline 2.*interleaved' -- --config configs/tiny.yaml --set parallel.pipeline=2 --set parallel.virtual_pipeline=2 --set model.num_layers=4 --set batch.global_batch_size=5 --set parallel.micro_batch_size=1 --dry-run --no-data-check
 expect 4 "not found \[$tmp/tiny\.idx\]: no such file" -- --config configs/tiny.yaml --set "data.blend=[{prefix: $tmp/tiny, weight: 1}]"
 # Where to train: device: auto | cpu | cuda (--device wins over the recipe). cuda with no GPU
 # visible (CUDA_VISIBLE_DEVICES= hides any) is exit 3 naming the key and the fix, whether or
 # not this build has the CUDA backend; auto falls back to the CPU.
 expect 0 '^  --device TEXT:\{auto,cpu,cuda\}$' -- --help
 expect 0 '^ +auto, cpu or cuda: where to train \(overrides the recipe.s device key' -- --help
-expect 2 "invalid argument \[device\]: 'tpu' is not one of auto, cpu, cuda" -- --config configs/tiny.yaml --set device=tpu --dry-run
+expect 2 "invalid argument \[device\]: 'tpu' is not one of auto, cpu, cuda" -- --config configs/tiny.yaml --set device=tpu --dry-run --no-data-check
 expect 2 '--device: tpu not in \{auto,cpu,cuda\}' -- --config configs/tiny.yaml --device tpu
 device_data=(--set "data.blend=[{prefix: $tmp/good, weight: 1}]" --set data.cache_dir="$tmp/cache"
   --set schedule.train_iters=3 --set logging.metrics_file="$tmp/device/metrics.jsonl")
