@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/file_io.h"
@@ -35,6 +36,54 @@ std::string human_bytes(int64_t b) {
 Recipe checkpoint_recipe(const CheckpointManifest& m, const std::string& dir,
                          const std::vector<std::string>& overrides = {}) {
   return parse_recipe(m.recipe_yaml, overrides, (fs::path(dir) / kManifestFile).string());
+}
+
+// The shards' tensors against the model the manifest describes (its recipe, at one rank): every
+// parameter present with its global shape (the vocabulary padded as the manifest says), no
+// parameter of another model, and the recipe's model the manifest's. Corruption naming the
+// tensor otherwise: a shard written for another shape is caught before anything reads it.
+void check_shards_match_manifest(const std::string& dir, const CheckpointManifest& m,
+                                 ShardIndex& index) {
+  const Recipe r = checkpoint_recipe(
+      m, dir, {"parallel.tensor=1", "parallel.pipeline=1", "parallel.virtual_pipeline=1"});
+  const std::string manifest = (fs::path(dir) / kManifestFile).string();
+  const ModelConfig& rm = r.model;
+  if (rm.num_layers != m.model.num_layers || rm.hidden_size != m.model.hidden_size ||
+      rm.num_attention_heads != m.model.num_attention_heads ||
+      rm.ffn_hidden_size != m.model.ffn_hidden_size || rm.vocab_size != m.model.vocab_size)
+    throw corruption(
+        "the manifest's model and its recipe disagree (layers, hidden, heads, ffn, vocab: " +
+            std::to_string(m.model.num_layers) + ", " + std::to_string(m.model.hidden_size) + ", " +
+            std::to_string(m.model.num_attention_heads) + ", " +
+            std::to_string(m.model.ffn_hidden_size) + ", " + std::to_string(m.model.vocab_size) +
+            " against " + std::to_string(rm.num_layers) + ", " + std::to_string(rm.hidden_size) +
+            ", " + std::to_string(rm.num_attention_heads) + ", " +
+            std::to_string(rm.ffn_hidden_size) + ", " + std::to_string(rm.vocab_size) +
+            "); the checkpoint is damaged",
+        manifest);
+  const GPTConfig config = gpt_config_from(r);
+  ParamRegistry reg;
+  register_gpt_params(reg, config, full_model(config));
+  std::set<std::string> expected;
+  for (const Param& p : reg.params()) {
+    const ParamSpec& spec = p.spec;
+    expected.insert(spec.name);
+    Shape want = spec.global_shape;
+    if (spec.valid_rows > 0)
+      want[0] = m.model.padded_vocab_size;  // padded at the saving tensor size
+    const Shape got = index.global_shape(spec.name);
+    if (got != want)
+      throw corruption("tensor '" + spec.name + "' is " + shape_str(got) +
+                           " in the shards but the manifest's model makes it " + shape_str(want) +
+                           "; the checkpoint is damaged: load an earlier one",
+                       manifest);
+  }
+  for (const std::string& n : index.names("model_"))
+    if (!expected.count(n))
+      throw corruption("the shards hold tensor '" + n +
+                           "', which the manifest's model has not; "
+                           "the checkpoint is damaged: load an earlier one",
+                       manifest);
 }
 
 }  // namespace
@@ -91,6 +140,7 @@ void inspect_checkpoint(const std::string& path, std::ostream& out) {
   for (const ManifestFile& f : m.files)
     out << "  " << f.name << "  " << f.bytes << " bytes  " << checksum_text(f.xxh3) << "\n";
   ShardIndex index(dir, m);
+  check_shards_match_manifest(dir, m, index);
   const std::vector<std::string> names = index.names("model_");
   int64_t params = 0;
   out << "tensors         " << names.size() << " parameters\n";
@@ -108,6 +158,7 @@ void verify_checkpoint(const std::string& path, std::ostream& out) {
   ShardIndex index(dir, m);
   index.verify_all();
   verify_other_files(dir, m);
+  check_shards_match_manifest(dir, m, index);
   for (const ManifestFile& f : m.files)
     out << "ok  " << f.name << "  " << f.bytes << " bytes  " << checksum_text(f.xxh3) << "\n";
   out << "checkpoint " << dir << " (iteration " << m.iteration << "): " << m.files.size()

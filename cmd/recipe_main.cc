@@ -7,8 +7,10 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -25,6 +27,32 @@ std::string comment_lines(const std::vector<std::string>& lines) {
   std::string s;
   for (const auto& l : lines) s += "#   " + l + "\n";
   return s;
+}
+
+// The recipe's paths as the command line wrote them: the recipe resolves every path against the
+// working directory (as Megatron-LM does), so one under it is written relative again unless the
+// command line gave it (or the directory it lies in) as an absolute path.
+std::string paths_as_written(const std::string& yaml, const std::vector<std::string>& args) {
+  std::vector<std::string> absolute;  // absolute paths the command line gave, normalized
+  for (const std::string& a : args)
+    if (!a.empty() && a[0] == '/')
+      absolute.push_back(std::filesystem::path(a).lexically_normal().string());
+  const std::string cwd = std::filesystem::current_path().string() + "/";
+  const std::regex quoted_path(R"re(^(\s*(?:- )?(?:\{prefix: )?[a-z_]+: )"(/[^"]*)"(.*)$)re");
+  std::istringstream in(yaml);
+  std::string out, line;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (std::regex_match(line, m, quoted_path) && m[2].str().rfind(cwd, 0) == 0) {
+      const std::string path = m[2].str();
+      bool given_absolute = false;
+      for (const std::string& a : absolute)
+        given_absolute |= path == a || path.rfind(a + (a.back() == '/' ? "" : "/"), 0) == 0;
+      if (!given_absolute) line = m[1].str() + "\"" + path.substr(cwd.size()) + "\"" + m[3].str();
+    }
+    out += line + "\n";
+  }
+  return out;
 }
 
 // The recipe text: where it came from, what it leaves out, then every key.
@@ -73,7 +101,7 @@ std::string converted_recipe(const std::vector<std::string>& args,
   out << "# Not carried over (this recipe does not do these):\n"
       << (c.not_carried.empty() ? "#   (nothing)\n" : comment_lines(c.not_carried));
   if (!c.notes.empty()) out << "# Notes:\n" << comment_lines(c.notes);
-  out << mtnlg::recipe_to_yaml(recipe);
+  out << paths_as_written(mtnlg::recipe_to_yaml(recipe), args);
   return out.str();
 }
 

@@ -84,6 +84,12 @@ import json, sys; p = sys.argv[1]; m = json.load(open(p)); m['files'] = []; json
 out=$("$ckpt" inspect "$d" 2>&1)
 [[ $? == 4 ]] && grep -q "does not list model_tp00_pp000.safetensors" <<<"$out" ||
   fail "a manifest without files passed inspect: $out"
+d=$(copy manifest-shape) # the manifest (model and recipe) says hidden 128; the shards hold 64
+sed -i 's/"hidden_size": 64/"hidden_size": 128/; s/"ffn_hidden_size": 256/"ffn_hidden_size": 512/; s/hidden_size: 64/hidden_size: 128/; s/ffn_hidden_size: 256/ffn_hidden_size: 512/' \
+  "$d/iter_0000002/manifest.json"
+out=$("$ckpt" verify "$d" 2>&1)
+[[ $? == 4 ]] && grep -q "in the shards but the manifest's model makes it" <<<"$out" ||
+  fail "shards of another shape than the manifest's passed verify: $out"
 d=$(copy manifest-layers)
 sed -i 's/"num_layers": [0-9]*/"num_layers": -2/' "$d/iter_0000002/manifest.json"
 expect manifest-layers 4 "model is impossible (model.num_layers" $(resume "$d")

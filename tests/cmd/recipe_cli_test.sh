@@ -48,6 +48,18 @@ if "$train" --config "$tmp/tiny.yaml" --threads 1 --log-level warn &&
 else
   echo "FAIL: mtnlg-train on the converted recipe"; failures=$((failures + 1))
 fi
+# Paths stay as written: relative ones relative (resolved against the working directory where the
+# recipe runs, as in Megatron-LM), absolute ones absolute, and what derives from them alike.
+(cd "$tmp" && "$bin" from-megatron --allow-dropped --set model.vocab_size=512 -- \
+  "${megatron[@]}" --save ckpt/run1 --load ckpt/run1 --tensorboard-dir tb/run1 \
+  --vocab-file /abs/gpt2/encoder.json --merge-file gpt2/vocab.bpe) >"$tmp/paths.yaml" 2>/dev/null
+check "relative paths stay relative, absolute ones absolute" bash -c "
+  grep -q '^  dir: \"ckpt/run1\"\$' '$tmp/paths.yaml' &&
+  grep -q '^  tensorboard_dir: \"tb/run1\"\$' '$tmp/paths.yaml' &&
+  grep -q '^  metrics_file: \"tb/run1/metrics.jsonl\"\$' '$tmp/paths.yaml' &&
+  grep -q '^  vocab_file: \"/abs/gpt2/encoder.json\"\$' '$tmp/paths.yaml' &&
+  grep -q '^  merge_file: \"gpt2/vocab.bpe\"\$' '$tmp/paths.yaml' &&
+  grep -q '^    - prefix: \"$tmp/corpus\"\$' '$tmp/paths.yaml'"
 
 # Bad input: a required key the command line lacks names the Megatron flag; bad values name
 # theirs; an unwritable output is exit 4 and leaves nothing behind.
