@@ -46,7 +46,7 @@ def main(path):
         print(line(row))
     threads = {r["threads"] for r in runs}
     print(f"\nthreads: {', '.join(map(str, sorted(threads)))}; TFLOP/s from model FLOPs per token "
-          "(model/gpt_flops.h, README: Model FLOPs)")
+          "(model/gpt_flops.h, docs/planning.md: Model FLOPs)")
     if ceiling:
         print(f"GEMM ceiling: {ceiling:.1f} GFLOP/s ({best}, Backend::gemm, f32; load1 {gemm_load})")
     if bf16:

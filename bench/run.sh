@@ -17,7 +17,7 @@ for (fp32: float32 both; bf16: ours bf16 weights/activations with fp32 masters, 
 torch.autocast("cpu", bfloat16)), then mtnlg-bench-gemm on the same shapes in f32 and bf16,
 and prints one table:
   model | precision | impl | tokens/s | TFLOP/s | ms/iter | ratio ours/torch | % of GEMM ceiling
-TFLOP/s counts model FLOPs per token by the one formula of model/gpt_flops.h (README: Model
+TFLOP/s counts model FLOPs per token by the one formula of model/gpt_flops.h (docs/planning.md: Model
 FLOPs; 6N + 12*L*h*s with N the GEMM weights, tied head included). tokens/s and TFLOP/s use the median iteration; ms/iter
 shows median (min); load1 is the 1-minute load average when the run started (this
 machine's cores are shared, and contention slows both sides, torch's more). The ratio is of tokens/s (> 1: ours is faster) in the same precision. The GEMM ceiling is

@@ -296,7 +296,7 @@ int main(int argc, char** argv) {
       "iterations: zero grads, "
       "forward + backward per "
       "micro-batch (gradient accumulation), global grad norm, AdamW step. Reports tokens/s and "
-      "model TFLOP/s (model FLOPs per token: model/gpt_flops.h, README: Model FLOPs). Compare with "
+      "model TFLOP/s (model FLOPs per token: model/gpt_flops.h, docs/planning.md: Model FLOPs). Compare with "
       "bench/torch_train.py; bench/run.sh runs both."};
   app.footer(
       "Environment, with --device cuda: "

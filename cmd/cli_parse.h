@@ -1,5 +1,5 @@
 // The command-line parse every executable shares: CLI11's own output for --help, --version and
-// mistakes, and the exit statuses the README gives (0 after --help/--version, 2 for a usage error).
+// mistakes, and the exit statuses docs/training.md gives (0 after --help/--version, 2 for a usage error).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -47,7 +47,7 @@ inline std::optional<int> parse_command_line(CLI::App& app, int argc, char** arg
   return std::nullopt;
 }
 
-// Runs body() (which returns the exit status) and turns what it throws into the README's exit
+// Runs body() (which returns the exit status) and turns what it throws into the documented exit
 // statuses, logging the message: an Error's code, else 1.
 template <typename F>
 int exit_status_of(F&& body) {

@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
       "as the run sizes it (train: the run's tokens / seq_length; valid: every evaluation of "
       "the run; test: eval.iters global batches), and the index caches are built in "
       "data.cache_dir as the run would build them, so the run reuses them. Sample order matches "
-      "Megatron-LM's for the same corpus, seed, split and sizes (README: Sample order).");
+      "Megatron-LM's for the same corpus, seed, split and sizes (docs/data.md: Sample order).");
   samples->add_option("-c,--config", config, "Recipe YAML file")->required();
   samples
       ->add_option("--set", overrides,

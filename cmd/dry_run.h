@@ -15,7 +15,7 @@ namespace mtnlg {
 // exits with kExitPlanDoesNotFit when it does not, so sweep scripts can filter.
 // Throws what make_plan throws (invalid_argument for a layout that does not divide).
 bool print_dry_run(const Recipe& recipe, const PlanOptions& options, std::ostream& out);
-// One JSON object (and a newline); the keys are listed in README.md.
+// One JSON object (and a newline); the keys are listed in docs/planning.md.
 bool print_dry_run_json(const Recipe& recipe, const PlanOptions& options, std::ostream& out);
 
 // mtnlg-train --dry-run's exit status for a plan whose worst rank needs more than the GPU has.

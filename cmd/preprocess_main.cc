@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--split-sentences", opt.split_sentences,
                "Each sentence a sequence of its document (ICU's sentence boundaries where "
-               "Megatron uses NLTK punkt; README: Preparing data says where they differ)");
+               "Megatron uses NLTK punkt; docs/data.md says where they differ)");
   app.add_flag("--keep-newlines", opt.keep_newlines,
                "With --split-sentences: the whitespace after a sentence, newlines included, "
                "stays at its end (Megatron's --keep-newlines); else it is dropped");

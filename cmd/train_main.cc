@@ -60,7 +60,7 @@ CLI::Validator finite_fraction() {
 int main(int argc, char** argv) {
   CLI::App app{
       "mtnlg-train: train a GPT-style decoder from a recipe (YAML).\n"
-      "Recipe keys are documented in README.md. Exit status: 0 done; 2 bad command line or "
+      "Recipe keys are documented in docs/recipes.md. Exit status: 0 done; 2 bad command line or "
       "recipe; 3 not yet supported by this build; 4 missing or corrupt input file or checkpoint, "
       "or failed I/O (a dead or hung peer rank, a failed save); 75 stopped by SIGTERM, SIGUSR1 or "
       "SIGINT (or schedule.exit_duration_minutes) after saving a checkpoint: run again with "
@@ -68,7 +68,8 @@ int main(int argc, char** argv) {
       "checkpoint.dir); 1 a diverged run (the message names the key to change) or anything else."};
   app.set_version_flag("--version", "mtnlg-train 0.1.0");
   app.footer(
-      "Environment (README.md has the details):\n"
+      "Environment (docs/training.md, docs/launching.md, docs/cpu-transports.md and "
+      "docs/attention-kernels.md have the details):\n"
       "  MTNLG_WORLD_SIZE, MTNLG_RANK, MTNLG_LOCAL_RANK, MTNLG_LOCAL_WORLD_SIZE, MTNLG_NODE,\n"
       "  MTNLG_STORE_DIR   launch without PMIx (scripts/launch.sh sets them)\n"
       "  MTNLG_TRANSPORT   CPU groups: auto (default), shm, tcp or gloo\n"

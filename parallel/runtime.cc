@@ -68,7 +68,7 @@ int64_t env_int(const char* name, int64_t fallback) {
     throw invalid_argument(
         std::string(name) + "=" + v +
             " is not a non-negative integer (the environment launch without PMIx; see "
-            "the README's \"Launching without PMIx\")",
+            "docs/launching.md, \"Launching without PMIx\")",
         name);
   return n;
 }

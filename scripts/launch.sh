@@ -13,7 +13,7 @@ Starts N processes of COMMAND on this machine, rank r with
   MTNLG_STORE_DIR=DIR
 (mtnlg-train, mtnlg-bench-collective: any of our programs that take a PMIx launch), the way
 `mpirun -np N` would, for machines without Open MPI or Slurm. Across nodes, have your launcher
-set those variables itself (MTNLG_STORE_DIR on a shared file system; see the README).
+set those variables itself (MTNLG_STORE_DIR on a shared file system; see docs/launching.md).
 
   -n, --np N       number of ranks (required)
   --store-dir DIR  the rendezvous directory: must be empty or absent (created); default: a new

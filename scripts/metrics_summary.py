@@ -4,7 +4,7 @@
   /usr/bin/python3 scripts/metrics_summary.py runs/lr-sweep/*/
   /usr/bin/python3 scripts/metrics_summary.py --last 20 runs/a runs/b
 
-A run directory holds metrics.jsonl (mtnlg-train's JSON-lines metrics; README "The metrics
+A run directory holds metrics.jsonl (mtnlg-train's JSON-lines metrics; docs/metrics.md "The metrics
 file") and, when scripts/sweep.sh made it, overrides.txt (its KEY=VALUE lines), exit_status,
 train.log and, for Slurm jobs, slurm_job_id. The columns: combination (the overrides, else the
 directory's name) | status | final train loss | final valid loss (- without validation) |

@@ -9,7 +9,7 @@ average over them (--smooth, TensorBoard's; 0 turns it off).
   /usr/bin/python3 scripts/plot_metrics.py runs/sweep/*/ --out plots/      # plots/<run>.png each
   /usr/bin/python3 scripts/plot_metrics.py runs/sweep/*/ --overlay         # runs/sweep/overlay.png
 
-A METRICS argument is a metrics file (README "The metrics file") or a run directory holding
+A METRICS argument is a metrics file (docs/metrics.md) or a run directory holding
 metrics.jsonl. A run's label is its directory's name when the file is called metrics.jsonl,
 else the file's name without extension; --labels a,b,... overrides them (one per input).
 

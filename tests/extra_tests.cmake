@@ -373,3 +373,7 @@ set_tests_properties(cli_train_tasks PROPERTIES TIMEOUT 300)
 add_test(NAME cli_tensorboard
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/tensorboard_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_tensorboard PROPERTIES TIMEOUT 300)
+
+# Every relative link in README.md and docs/ resolves, headings' anchors included.
+add_test(NAME docs_links
+  COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/docs_links_test.py ${PROJECT_SOURCE_DIR})

@@ -1,4 +1,4 @@
-// Recipe: the typed, validated form of a recipe YAML file (the schema in README.md).
+// Recipe: the typed, validated form of a recipe YAML file (the schema in docs/recipes.md).
 //
 // load_recipe() reads the YAML, applies `--set key.path=value` overrides, rejects unknown keys,
 // wrong types and impossible values with an Error whose context is the key path

@@ -10,8 +10,8 @@
   - a failure (exit 2, 3, 4) whose error line names neither a key nor a file ("[error] kind [X]:");
   - for datasets: a valid file that is refused, or an invalid one refused with the wrong status.
 
-The oracles are written from the README and the format description in data/indexed_format.h, not
-from the parser: a disagreement is either a bug in the program or in the README.
+The oracles are written from the docs (docs/recipes.md) and the format description in data/indexed_format.h, not
+from the parser: a disagreement is either a bug in the program or in the docs.
 
 Usage: fuzz_inputs.py BUILD_DIR SOURCE_DIR [--seed S] [--recipe-cases N] [--idx-cases M]
                       [--long] [--only KIND:K] [--keep DIR]
@@ -44,7 +44,7 @@ VOCAB = 512
 DRY_LIMIT_S = 30
 TRAIN_LIMIT_S = 120
 
-# Upper bounds the README documents for recipe counts ("Counts have upper bounds ...").
+# Upper bounds docs/recipes.md documents for recipe counts ("Counts have upper bounds ...").
 BOUNDS = {
     "model.num_layers": 100_000,
     "model.hidden_size": 2**20,
@@ -395,10 +395,10 @@ class Fuzzer:
         # Every key, defaults filled in: the trainer's resolved recipe.
         with open(os.path.join(self.work, "base", "resolved_recipe.yaml")) as f:
             self.base = yaml.safe_load(f)
-        readme = open(os.path.join(self.src, "README.md")).read()
+        readme = open(os.path.join(self.src, "docs", "recipes.md")).read()
         self.required = set(re.findall(r"^\| \*\*([a-z_.]+)\*\* \|", readme, re.M))
         if not self.required:
-            sys.exit("fuzz: no required keys (| **key** |) found in README.md")
+            sys.exit("fuzz: no required keys (| **key** |) found in docs/recipes.md")
 
     def tally(self, kind, rc):
         row = self.statuses.setdefault(kind, {})

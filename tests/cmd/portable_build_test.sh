@@ -27,10 +27,21 @@ for tool in qemu-x86_64 objdump; do
   command -v $tool >/dev/null || { echo "FAIL: $tool not found (scripts/setup.sh installs it)"; exit 1; }
 done
 
-# 1. No AVX-512 register (zmm) or mask (k0-k7) in our libraries and executables.
-for f in "$build"/libmtnlg_*.a "$build"/mtnlg-train "$build"/mtnlg-preprocess "$build"/mtnlg-ckpt \
-  "$build"/mtnlg-data; do
-  n=$(objdump -d --no-show-raw-insn "$f" 2>/dev/null | grep -cE '%zmm[0-9]|%k[0-7]\b')
+# 1. No AVX-512 register (zmm) or mask (k0-k7) in our libraries and executables. A missing file, an
+# empty glob or a file objdump cannot read is a failure, not a pass.
+libs=("$build"/libmtnlg_*.a)
+[[ ${#libs[@]} -ge 8 && -e ${libs[0]} ]] || fail "expected our layer libraries, found: ${libs[*]}"
+for f in "${libs[@]}" "$build"/mtnlg-train "$build"/mtnlg-preprocess "$build"/mtnlg-ckpt \
+  "$build"/mtnlg-data "$build"/mtnlg-eval "$build"/mtnlg-generate "$build"/mtnlg-recipe; do
+  if [[ ! -f $f ]]; then
+    fail "$f is missing"
+    continue
+  fi
+  if ! dis=$(objdump -d --no-show-raw-insn "$f" 2>&1) || [[ $(wc -l <<<"$dis") -lt 100 ]]; then
+    fail "objdump cannot disassemble $f: $(head -c 300 <<<"$dis")"
+    continue
+  fi
+  n=$(grep -cE '%zmm[0-9]|%k[0-7]\b' <<<"$dis")
   if [[ $n -ne 0 ]]; then
     fail "$f holds $n AVX-512 instructions"
   else
