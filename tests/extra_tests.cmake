@@ -377,3 +377,9 @@ set_tests_properties(cli_tensorboard PROPERTIES TIMEOUT 300)
 # Every relative link in README.md and docs/ resolves, headings' anchors included.
 add_test(NAME docs_links
   COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/docs_links_test.py ${PROJECT_SOURCE_DIR})
+
+# scripts/megatron_to_hf.py: Megatron-LM legacy checkpoints written here (tensor 2 x pipeline 2,
+# 1 x 1, 4 x 1) convert back to the original GPT-2 bit for bit and give its loss in mtnlg-eval.
+add_test(NAME megatron_to_hf
+  COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/checkpoint/megatron_to_hf_test.py ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(megatron_to_hf PROPERTIES TIMEOUT 300)
