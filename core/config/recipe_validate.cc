@@ -303,17 +303,36 @@ void validate_rest(const Recipe& r) {
          fmt::format("checkpoint.load_iteration is {} but nothing is loaded: set "
                      "checkpoint.resume: true (from checkpoint.dir) or checkpoint.load",
                      c.load_iteration));
-  expect(c.save_interval == 0 || !c.dir.empty(), "checkpoint.dir",
-         fmt::format("checkpoint.save_interval is {} but checkpoint.dir is not set; set "
-                     "checkpoint.dir: PATH, or save_interval: 0 for no checkpoints",
-                     c.save_interval));
-  expect(!c.resume || !c.dir.empty(), "checkpoint.dir",
-         "checkpoint.resume is true but checkpoint.dir is not set; set checkpoint.dir to the run "
-         "to resume, or resume: false");
-  expect(r.schedule.exit_duration_minutes == 0.0 || !c.dir.empty(), "checkpoint.dir",
-         fmt::format("schedule.exit_duration_minutes is {} but checkpoint.dir is not set, so the "
-                     "run would stop with nothing saved; set checkpoint.dir: PATH",
-                     r.schedule.exit_duration_minutes));
+  if (c.dir.empty()) {
+    // Every setting that needs a checkpoint directory, named at once: turning checkpoints off
+    // (--set checkpoint.dir=) then takes one try, not one error per key.
+    std::vector<std::string> need, off;
+    if (c.save_interval != 0) {
+      need.push_back(fmt::format("checkpoint.save_interval is {}", c.save_interval));
+      off.push_back("checkpoint.save_interval=0");
+    }
+    if (c.resume) {
+      need.push_back("checkpoint.resume is true (it continues the run in checkpoint.dir)");
+      off.push_back("checkpoint.resume=false");
+    }
+    if (r.schedule.exit_duration_minutes != 0.0) {
+      need.push_back(fmt::format(
+          "schedule.exit_duration_minutes is {} (the run would stop with nothing saved)",
+          r.schedule.exit_duration_minutes));
+      off.push_back("schedule.exit_duration_minutes=0");
+    }
+    if (!need.empty()) {
+      std::string list, sets;
+      for (size_t i = 0; i < need.size(); ++i) {
+        list += (i ? "; " : "") + need[i];
+        sets += " --set " + off[i];
+      }
+      throw invalid_argument("checkpoint.dir is not set but " + list +
+                                 ". The fix: set checkpoint.dir: PATH, or for no checkpoints" +
+                                 sets,
+                             "checkpoint.dir");
+    }
+  }
   expect(r.logging.interval >= 1, "logging.interval",
          fmt::format("logging.interval: {} must be at least 1 (iterations between log lines)",
                      r.logging.interval));

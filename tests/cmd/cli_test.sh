@@ -63,6 +63,12 @@ expect 1 'diverged \[optimizer\.lr\]: training diverged at iteration [0-9]+' -- 
 expect 1 'diverged \[model\.init_method_std\]: the first iteration' -- --config configs/tiny.yaml \
   --set "data.blend=[{prefix: $tmp/good, weight: 1}]" --set data.cache_dir="$tmp/cache" \
   --set model.init_method_std=1e308 --set logging.metrics_file="$tmp/dv2/m.jsonl"
+# Checkpoints off in one try: every setting that needs checkpoint.dir is named at once, with the
+# --set that turns each off (it took one error per key).
+expect 2 'checkpoint.dir is not set but checkpoint.save_interval is 1000; checkpoint.resume is true.*--set checkpoint.save_interval=0 --set checkpoint.resume=false' -- \
+  --config configs/530b.yaml --dry-run --no-data-check --set 'checkpoint.dir=""'
+expect 0 'recipe is valid' -- --config configs/530b.yaml --dry-run --no-data-check \
+  --set 'checkpoint.dir=""' --set checkpoint.save_interval=0 --set checkpoint.resume=false
 # --dry-run opens the data (caught before a job queues): a missing prefix is exit 4 naming its
 # blend entry and the way to plan without it; a present one is counted in the plan.
 expect 4 'data\.blend\[0\]: no such file.*mtnlg-preprocess.*--no-data-check plans without the data' -- \

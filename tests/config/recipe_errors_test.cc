@@ -231,6 +231,14 @@ TEST_CASE("impossible values are rejected with the fix", "[config]") {
   expect_recipe_error({"checkpoint.save_interval=100"}, "checkpoint.dir",
                       {"save_interval is 100", "set checkpoint.dir"});
   expect_recipe_error({"checkpoint.resume=true"}, "checkpoint.dir", {"set checkpoint.dir"});
+  // Every setting that needs the directory is named at once, with the --set that turns each off.
+  expect_recipe_error({"checkpoint.save_interval=100", "checkpoint.resume=true",
+                       "schedule.exit_duration_minutes=60"},
+                      "checkpoint.dir",
+                      {"checkpoint.save_interval is 100; checkpoint.resume is true",
+                       "schedule.exit_duration_minutes is 60",
+                       "--set checkpoint.save_interval=0 --set checkpoint.resume=false --set "
+                       "schedule.exit_duration_minutes=0"});
   expect_recipe_error({"checkpoint.keep_last=-1"}, "checkpoint.keep_last", {"negative"});
   expect_recipe_error(
       {"checkpoint.dir=/c", "checkpoint.resume=true", "checkpoint.load_iteration=-2"},
