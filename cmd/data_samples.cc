@@ -10,7 +10,6 @@
 #include "data/dataset_builder.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/token_check.h"
-#include "data/unicode_classes.h"
 #include "optim/batch_ramp.h"
 
 namespace mtnlg {
@@ -76,9 +75,9 @@ void print_samples(const Recipe& r, const SampleQuery& q, std::ostream& out) {
     source->sample(i, ids.data());
     line.clear();
     if (tokenizer) {
-      // A sample may start or end inside a character's bytes: those become U+FFFD, as
-      // Hugging Face's GPT-2 decode (errors="replace") shows them.
-      line = json_string(replace_invalid_utf8(tokenizer->decode(std::span<const int32_t>(ids))));
+      // A sample may start or end inside a character's bytes: json_string makes those U+FFFD,
+      // as Hugging Face's GPT-2 decode (errors="replace") shows them.
+      line = json_string(tokenizer->decode(std::span<const int32_t>(ids)));
     } else {
       for (size_t t = 0; t < ids.size(); ++t) {
         if (t > 0) line += ' ';

@@ -6,9 +6,9 @@
 #include <cstring>
 #include <filesystem>
 #include <iterator>
-#include <utility>
 
 #include "core/status.h"
+#include "core/utf8.h"
 
 namespace mtnlg {
 
@@ -27,56 +27,13 @@ std::string json_counts(const std::map<std::string, int64_t>& counts) {
   return s + "}";
 }
 
-namespace {
-
-// The UTF-8 sequence at s[i] (Unicode's table 3-7: no overlongs, no surrogates, nothing above
-// U+10FFFF): its bytes and whether it is well-formed. An ill-formed one is its maximal subpart
-// (a lead byte and the continuation bytes that could still have followed it, at least one byte),
-// which Python's bytes.decode(errors="replace") turns into one U+FFFD.
-std::pair<size_t, bool> utf8_sequence(const std::string& s, size_t i) {
-  const auto at = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = at(i);
-  if (c < 0x80) return {1, true};
-  size_t n = 0;
-  unsigned char lo = 0x80, hi = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF) {
-    n = 2;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    n = 3;
-    if (c == 0xE0) lo = 0xA0;
-    if (c == 0xED) hi = 0x9F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    n = 4;
-    if (c == 0xF0) lo = 0x90;
-    if (c == 0xF4) hi = 0x8F;
-  } else {
-    return {1, false};
-  }
-  size_t k = 1;
-  for (; k < n && i + k < s.size(); ++k) {
-    const unsigned char b = at(i + k);
-    if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) break;
-  }
-  return {k, k == n};
-}
-
-}  // namespace
-
-std::string json_string(const std::string& s) {
+std::string json_string(const std::string& text) {
+  // JSON is UTF-8: what is not well-formed becomes U+FFFD, so the line stays JSON whatever the
+  // text held.
+  const std::string s = replace_invalid_utf8(text);
   std::string out = "\"";
   for (size_t i = 0; i < s.size(); ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x80) {
-      // JSON is UTF-8: a byte that starts no well-formed sequence becomes U+FFFD, as Python's
-      // bytes.decode(errors="replace") shows it, so the line stays JSON whatever the text held.
-      const auto [n, ok] = utf8_sequence(s, i);
-      if (ok)
-        out.append(s, i, n);
-      else
-        out += "\xEF\xBF\xBD";
-      i += n - 1;
-      continue;
-    }
     switch (c) {
       case '"':
         out += "\\\"";

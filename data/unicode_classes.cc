@@ -121,21 +121,4 @@ bool is_valid_utf8(std::string_view s) {
   return true;
 }
 
-std::string replace_invalid_utf8(std::string_view s) {
-  std::string out;
-  out.reserve(s.size() + 8);
-  size_t i = 0;
-  while (i < s.size()) {
-    char32_t cp;
-    const size_t n = decode_utf8(s.substr(i), &cp);
-    if (cp == kReplacementChar) {
-      append_utf8(cp, out);
-    } else {
-      out.append(s.substr(i, n));
-    }
-    i += n;
-  }
-  return out;
-}
-
 }  // namespace mtnlg

@@ -14,6 +14,8 @@
 // Free functions without state: safe from any thread.
 #pragma once
 
+#include "core/utf8.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -42,7 +44,6 @@ void append_utf8(char32_t cp, std::string& out);
 // True if `s` is well-formed UTF-8.
 bool is_valid_utf8(std::string_view s);
 
-// `s` with every maximal ill-formed subpart replaced by U+FFFD (EF BF BD).
-std::string replace_invalid_utf8(std::string_view s);
+// replace_invalid_utf8: core/utf8.h (one implementation for the tokenizer and JSON lines).
 
 }  // namespace mtnlg
