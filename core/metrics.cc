@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iterator>
 
+#include "core/json_scan.h"
 #include "core/status.h"
 #include "core/utf8.h"
 
@@ -31,9 +32,15 @@ std::string json_string(const std::string& text) {
   // JSON is UTF-8: what is not well-formed becomes U+FFFD, so the line stays JSON whatever the
   // text held.
   const std::string s = replace_invalid_utf8(text);
-  std::string out = "\"";
-  for (size_t i = 0; i < s.size(); ++i) {
+  std::string out;
+  out.reserve(s.size() + s.size() / 32 + 2);
+  out += '"';
+  // Runs of bytes that need no escape are appended whole (a document's text is mostly such).
+  size_t run = 0;
+  for (size_t i = json_plain_run_end(s, 0); i < s.size(); i = json_plain_run_end(s, i + 1)) {
     const auto c = static_cast<unsigned char>(s[i]);
+    out.append(s, run, i - run);
+    run = i + 1;
     switch (c) {
       case '"':
         out += "\\\"";
@@ -50,17 +57,16 @@ std::string json_string(const std::string& text) {
       case '\r':
         out += "\\r";
         break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
+      default: {
+        char buf[8];
+        std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+        out += buf;
+      }
     }
   }
-  return out + "\"";
+  out.append(s, run, std::string::npos);
+  out += '"';
+  return out;
 }
 
 void JsonLine::key(const std::string& k) {

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <limits>
 
+#include "core/json_scan.h"
 #include "core/status.h"
 #include "data/unicode_classes.h"
 
@@ -45,12 +46,7 @@ class JsonCursor {
     if (out != nullptr) out->clear();
     while (true) {
       // Copy the run up to the next quote, backslash or control character at once.
-      size_t run = pos_;
-      while (run < text_.size()) {
-        const auto c = static_cast<unsigned char>(text_[run]);
-        if (c == '"' || c == '\\' || c < 0x20) break;
-        ++run;
-      }
+      const size_t run = json_plain_run_end(text_, pos_);
       if (out != nullptr) out->append(text_.substr(pos_, run - pos_));
       pos_ = run;
       if (at_end()) fail("unterminated string");

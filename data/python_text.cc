@@ -8,7 +8,9 @@ namespace mtnlg {
 
 namespace {
 
-bool cased(char32_t c) { return u_hasBinaryProperty(static_cast<UChar32>(c), UCHAR_CASED); }
+bool cased(char32_t c) {
+  return u_hasBinaryProperty(static_cast<UChar32>(c), UCHAR_CASED);
+}
 bool case_ignorable(char32_t c) {
   return u_hasBinaryProperty(static_cast<UChar32>(c), UCHAR_CASE_IGNORABLE);
 }
@@ -24,34 +26,111 @@ bool final_sigma(const std::u32string& t, size_t i) {
   return k == t.size() || !cased(t[k]);
 }
 
+// final_sigma on UTF-8: the capital sigma at bytes [begin, end) of t.
+bool final_sigma_utf8(std::string_view t, size_t begin, size_t end) {
+  size_t j = begin;
+  bool cased_before = false;
+  while (j > 0) {
+    size_t k = j - 1;
+    while (k > 0 && (static_cast<unsigned char>(t[k]) & 0xC0) == 0x80) --k;
+    char32_t c;
+    decode_utf8(t.substr(k), &c);
+    j = k;
+    if (!case_ignorable(c)) {
+      cased_before = cased(c);
+      break;
+    }
+  }
+  if (!cased_before) return false;
+  for (size_t k = end; k < t.size();) {
+    char32_t c;
+    k += decode_utf8(t.substr(k), &c);
+    if (!case_ignorable(c)) return !cased(c);
+  }
+  return true;
+}
+
 }  // namespace
 
 std::u32string python_lower(const std::u32string& text) {
-  // ASCII first, written in place (most text is): the general loop below only from the first
-  // code point beyond it.
-  std::u32string out(text.size(), U'\0');
-  size_t i = 0;
-  for (; i < text.size() && text[i] < 0x80; ++i) {
-    const char32_t c = text[i];
-    out[i] = c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c;
-  }
-  if (i == text.size()) return out;
-  out.resize(i);
-  out.reserve(text.size() + 8);
-  for (; i < text.size(); ++i) {
+  std::u32string out;
+  python_lower(text, &out);
+  return out;
+}
+
+void python_lower(const std::u32string& text, std::u32string* lowered) {
+  // One output slot per code point but for 'İ' (two): counted first, so that the loop writes by
+  // index (no per-character capacity check) and ASCII costs a compare and a store.
+  size_t extra = 0;
+  for (const char32_t c : text) extra += c == 0x130;
+  lowered->resize(text.size() + extra);
+  char32_t* o = lowered->data();
+  const auto ascii_lower = [](char32_t c) { return c - 'A' < 26u ? c + ('a' - 'A') : c; };
+  for (size_t i = 0; i < text.size(); ++i) {
+    // Eight ASCII code points at once (GCC vectorizes both fixed-length loops).
+    if (i + 8 <= text.size()) {
+      char32_t any = 0;
+      for (size_t k = 0; k < 8; ++k) any |= text[i + k];
+      if (any < 0x80) {
+        for (size_t k = 0; k < 8; ++k) o[k] = ascii_lower(text[i + k]);
+        o += 8;
+        i += 7;
+        continue;
+      }
+    }
     const char32_t c = text[i];
     if (c < 0x80) {
-      out.push_back(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+      *o++ = ascii_lower(c);
     } else if (c == 0x130) {  // the one unconditional multi-character lower-case mapping
-      out.push_back(U'i');
-      out.push_back(0x307);
+      *o++ = U'i';
+      *o++ = 0x307;
     } else if (c == 0x3A3) {
-      out.push_back(final_sigma(text, i) ? 0x3C2 : 0x3C3);
+      *o++ = final_sigma(text, i) ? 0x3C2 : 0x3C3;
     } else {
-      out.push_back(static_cast<char32_t>(u_tolower(static_cast<UChar32>(c))));
+      *o++ = static_cast<char32_t>(u_tolower(static_cast<UChar32>(c)));
     }
   }
-  return out;
+}
+
+void python_lower_utf8(std::string_view text, std::string* lowered) {
+  lowered->clear();
+  lowered->reserve(text.size() + 8);
+  const auto ascii_lower = [](unsigned char c) {
+    return static_cast<char>(c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c);
+  };
+  size_t i = 0;
+  while (i < text.size()) {
+    // An ASCII run, lowered by index into its place; then one other code point.
+    size_t j = i;
+    while (j < text.size() && static_cast<unsigned char>(text[j]) < 0x80) ++j;
+    const size_t at = lowered->size();
+    lowered->resize(at + (j - i));
+    char* o = lowered->data() + at;
+    for (size_t k = i; k < j; ++k) o[k - i] = ascii_lower(static_cast<unsigned char>(text[k]));
+    i = j;
+    if (i == text.size()) break;
+    char32_t cp;
+    const size_t n = decode_utf8(text.substr(i), &cp);
+    if (cp == 0x130) {
+      lowered->append("i\xCC\x87");  // 'i' + U+0307
+    } else if (cp == 0x3A3) {
+      lowered->append(final_sigma_utf8(text, i, i + n) ? "\xCF\x82" : "\xCF\x83");
+    } else {
+      append_utf8(static_cast<char32_t>(u_tolower(static_cast<UChar32>(cp))), *lowered);
+    }
+    i += n;
+  }
+}
+
+bool python_lower_tail_matches(std::string_view text, size_t from) {
+  for (size_t i = from; i < text.size();) {
+    char32_t c;
+    const size_t n = decode_utf8(text.substr(i), &c);
+    if (c == 0x3A3) return !final_sigma_utf8(text, i, i + n);
+    if (!case_ignorable(c)) return true;
+    i += n;
+  }
+  return true;
 }
 
 bool python_isspace(char32_t cp) {

@@ -15,6 +15,17 @@ namespace mtnlg {
 
 // str.lower().
 std::u32string python_lower(const std::u32string& text);
+// The same into *lowered (its storage reused: hot loops lower text after text).
+void python_lower(const std::u32string& text, std::u32string* lowered);
+// str.lower() of well-formed UTF-8, as UTF-8 into *lowered (the same code points as
+// python_lower; ill-formed bytes become U+FFFD's lower case, itself).
+void python_lower_utf8(std::string_view text, std::string* lowered);
+// Whether str.lower() of a tail text[from:] (UTF-8; `from` a code point's first byte) equals the
+// tail of str.lower(text) where text[from] lowers to. Each code point lowers alone ('İ' to two,
+// which moves where that tail starts but not what it holds) but for 'Σ', final ('ς') after a
+// cased letter: the tail differs when a 'Σ' reached from `from` over case-ignorable characters
+// alone is final in the whole text (in the tail nothing precedes it).
+bool python_lower_tail_matches(std::string_view text, size_t from);
 // str.isspace(): general category Zs, or bidirectional class WS, B or S.
 bool python_isspace(char32_t cp);
 // re's \w for a str pattern: str.isalnum() (letters, and characters with a numeric type) or '_'.

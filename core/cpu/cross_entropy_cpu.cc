@@ -15,9 +15,15 @@ namespace {
 // An element as its accumulation type. bf16 widens in the loop itself (a shift, which GCC
 // vectorizes), so its rows are read in place: a widened copy of each 50,304-column row cost a
 // write and a read pass more than fp32 (the cross entropy was 1.5x fp32's time on AVX2 CPUs).
-inline float value_of(float v) { return v; }
-inline double value_of(double v) { return v; }
-inline float value_of(Bf16 v) { return bf16_to_f32(v.bits); }
+inline float value_of(float v) {
+  return v;
+}
+inline double value_of(double v) {
+  return v;
+}
+inline float value_of(Bf16 v) {
+  return bf16_to_f32(v.bits);
+}
 
 // Element types read in place; the others (fp16 without F16C in the loop) are widened first.
 template <typename T>

@@ -1,8 +1,7 @@
 #include "data/curate/ngram_filter.h"
 
 #include <algorithm>
-#include <deque>
-#include <set>
+#include <cstring>
 
 namespace mtnlg::curate {
 
@@ -17,65 +16,94 @@ uint64_t hash_ids(const int32_t* ids, int len) {
   return h;
 }
 
-bool is_punct(char32_t c) { return c == '.' || c == '!' || c == '?'; }
-
-}  // namespace
-
-namespace {
-
-constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ull, kFnvPrime = 0x100000001b3ull;
-
-uint64_t fmix64(uint64_t k) {
-  k ^= k >> 33;
-  k *= 0xff51afd7ed558ccdull;
-  k ^= k >> 33;
-  k *= 0xc4ceb9fe1a85ec53ull;
-  return k ^ (k >> 33);
+bool is_punct(char c) {
+  return c == '.' || c == '!' || c == '?';
 }
 
-}  // namespace
-
-uint64_t word_hash(std::u32string_view w) {
-  uint64_t h = kFnvBasis;
-  for (const char32_t c : w) h = (h ^ c) * kFnvPrime;
-  return fmix64(h);
-}
-
-void python_words(const std::u32string& lowered, std::vector<std::u32string_view>* words,
-                  std::vector<int64_t>* positions, std::vector<uint64_t>* hashes) {
-  words->clear();
-  positions->clear();
-  if (hashes != nullptr) hashes->clear();
-  // About one word in six code points in prose: one allocation instead of a doubling series.
-  words->reserve(lowered.size() / 6 + 1);
-  positions->reserve(lowered.size() / 6 + 1);
-  if (hashes != nullptr) hashes->reserve(lowered.size() / 6 + 1);
-  const char32_t* t = lowered.data();
-  const size_t n = lowered.size();
+bool is_ascii(std::string_view s) {
   size_t i = 0;
-  while (true) {
-    while (i < n && !python_word_char(t[i])) ++i;
-    if (i == n) break;
-    uint64_t h = kFnvBasis;
-    size_t j = i;
-    while (j < n && python_word_char(t[j])) h = (h ^ t[j++]) * kFnvPrime;
-    words->emplace_back(t + i, j - i);
-    positions->push_back(static_cast<int64_t>(i));
-    if (hashes != nullptr) hashes->push_back(fmix64(h));
-    i = j;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t eight;
+    std::memcpy(&eight, s.data() + i, 8);
+    if ((eight & 0x8080808080808080ull) != 0) return false;
   }
+  for (; i < s.size(); ++i)
+    if (static_cast<unsigned char>(s[i]) >= 0x80) return false;
+  return true;
 }
 
-int32_t TaskNgrams::word_id(std::u32string_view w, uint64_t h) const {
+// The text as well-formed UTF-8: ill-formed bytes become U+FFFD, as the script's decoding does.
+std::string well_formed(std::string_view utf8) {
+  return is_valid_utf8(utf8) ? std::string(utf8) : replace_invalid_utf8(utf8);
+}
+
+}  // namespace
+
+// A text of a scan and what the scan knows of it: its lower-cased form's words (ids, code-point
+// positions and lengths), where its code points start in it and in the lowered text (made when a
+// hit needs them), and whether its tails lower-case to the lowered text's tails. Each thread
+// keeps one from document to document (allocating per document was a tenth of the time).
+struct TaskNgrams::ScanText {
+  std::string text, lowered;
+  std::vector<int64_t> positions;
+  std::vector<int32_t> ids, lengths;
+  std::vector<int> known_until;  // [i]: the first word at or after i that no task has
+  bool ascii = true;
+  bool dotted_i = false;  // holds 'İ' (it lowers to two code points: the positions drift)
+  int64_t size = 0;       // code points
+  std::vector<uint32_t> at, lowered_at;  // [cp]: the first byte of code point cp ([size]: the end)
+  bool have_offsets = false;
+
+  static ScanText& mine() {
+    thread_local ScanText s;
+    return s;
+  }
+  void ensure_offsets() {
+    if (ascii || have_offsets) return;
+    const auto starts = [](const std::string& t, std::vector<uint32_t>* v) {
+      v->clear();
+      for (size_t i = 0; i < t.size(); ++i)
+        if ((static_cast<unsigned char>(t[i]) & 0xC0) != 0x80)
+          v->push_back(static_cast<uint32_t>(i));
+      v->push_back(static_cast<uint32_t>(t.size()));
+    };
+    starts(text, &at);
+    starts(lowered, &lowered_at);
+    have_offsets = true;
+  }
+  size_t byte(int64_t cp) {
+    ensure_offsets();
+    return ascii ? static_cast<size_t>(cp) : at[static_cast<size_t>(cp)];
+  }
+  size_t lowered_byte(int64_t cp) {
+    ensure_offsets();
+    return ascii ? static_cast<size_t>(cp) : lowered_at[static_cast<size_t>(cp)];
+  }
+};
+
+std::vector<TextWord> python_words(std::string_view lowered) {
+  std::vector<TextWord> words;
+  for_each_python_word(lowered, [&](const TextWord& w) { words.push_back(w); });
+  return words;
+}
+
+// Inlined into the scan's word loop, with the bytes compared in place: a call per word and
+// memcmp's call per equal hash were a fifth of the stage's time.
+[[gnu::always_inline]] inline int32_t TaskNgrams::word_id(std::string_view w, uint64_t h) const {
   const size_t mask = slots_.size() - 1;
   for (size_t i = h & mask;; i = (i + 1) & mask) {
     const Slot& s = slots_[i];
     if (s.id < 0) return -1;
-    if (s.hash == h && word(s.id) == w) return s.id;
+    if (s.tag != tag_of(h)) continue;
+    const std::string_view known = word(s.id);
+    if (known.size() != w.size()) continue;
+    size_t k = 0;
+    while (k < w.size() && known[k] == w[k]) ++k;
+    if (k == w.size()) return s.id;
   }
 }
 
-int32_t TaskNgrams::add_word(std::u32string_view w, uint64_t h) {
+int32_t TaskNgrams::add_word(std::string_view w, uint64_t h) {
   const int32_t known = word_id(w, h);
   if (known >= 0) return known;
   const auto id = static_cast<int32_t>(spans_.size());
@@ -94,19 +122,17 @@ void TaskNgrams::place(int32_t id) {
   const size_t mask = slots_.size() - 1;
   size_t i = hashes_[static_cast<size_t>(id)] & mask;
   while (slots_[i].id >= 0) i = (i + 1) & mask;
-  slots_[i] = Slot{hashes_[static_cast<size_t>(id)], id};
+  slots_[i] = Slot{tag_of(hashes_[static_cast<size_t>(id)]), id};
 }
 
 void TaskNgrams::add_task_text(std::string_view utf8) {
-  std::vector<std::u32string_view> words;
-  std::vector<int64_t> positions;
-  std::vector<uint64_t> hashes;
-  const std::u32string lowered = python_lower(utf8_to_u32(utf8));
-  python_words(lowered, &words, &positions, &hashes);
+  std::string lowered;
+  python_lower_utf8(well_formed(utf8), &lowered);
+  const std::vector<TextWord> words = python_words(lowered);
   const int n = static_cast<int>(words.size());
   if (n < o_.min_ngram) return;
   std::vector<int32_t> ids(words.size());
-  for (size_t i = 0; i < words.size(); ++i) ids[i] = add_word(words[i], hashes[i]);
+  for (size_t i = 0; i < words.size(); ++i) ids[i] = add_word(words[i].bytes, words[i].hash);
   const size_t first_new = grams_.size();
   const auto insert = [&](int at, int len) {
     if (find(ids.data() + at, len) >= 0) return;
@@ -142,68 +168,92 @@ int64_t TaskNgrams::find(const int32_t* ids, int len) const {
 }
 
 std::string TaskNgrams::key(int64_t i) const {
-  std::u32string k;
+  std::string k;
   for (const int32_t w : grams_[static_cast<size_t>(i)].words) {
-    if (!k.empty()) k.push_back(U' ');
+    if (!k.empty()) k.push_back(' ');
     k += word(w);
   }
-  return u32_to_utf8(k);
+  return k;
 }
 
-void TaskNgrams::scan(std::u32string first, bool counting, std::vector<int64_t>* hits,
-                      std::vector<std::u32string>* pieces) const {
-  std::deque<std::u32string> buf;
-  buf.push_back(std::move(first));
-  std::vector<std::u32string_view> words;
-  std::vector<int64_t> positions;
-  std::vector<uint64_t> hashes;
-  std::vector<int32_t> ids;
-  std::vector<int> known_until;  // [i]: the first word at or after i that no task has
+void TaskNgrams::load(std::string text, ScanText* s) const {
+  s->text = std::move(text);
+  python_lower_utf8(s->text, &s->lowered);
+  s->ids.clear();
+  s->positions.clear();
+  s->lengths.clear();
+  for_each_python_word(s->lowered, [&](const TextWord& w) {
+    s->ids.push_back(word_id(w.bytes, w.hash));
+    s->positions.push_back(w.position);
+    s->lengths.push_back(w.length);
+  });
+  const int n = static_cast<int>(s->ids.size());
+  s->known_until.resize(s->ids.size() + 1);
+  s->known_until[static_cast<size_t>(n)] = n;
+  for (int i = n - 1; i >= 0; --i)
+    s->known_until[static_cast<size_t>(i)] =
+        s->ids[static_cast<size_t>(i)] < 0 ? i : s->known_until[static_cast<size_t>(i) + 1];
+  s->ascii = is_ascii(s->text);
+  s->dotted_i = !s->ascii && s->text.find("\xC4\xB0") != std::string::npos;
+  s->have_offsets = false;
+  if (s->ascii) {
+    s->size = static_cast<int64_t>(s->text.size());
+  } else {
+    s->size = 0;
+    for (const char c : s->text) s->size += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  }
+}
+
+// The script keeps a FIFO of texts, but each text adds at most one to it (counting: the rest
+// after a hit; cleaning: the part after the cut), so a scan is a chain of tails of the first
+// text. A tail from code point c on lower-cases to the lowered text's tail from L(c) on (L(c): c
+// plus the 'İ's before c, each of which lowers to two code points), but for a rare final sigma
+// (python_lower_tail_matches). Its words are then the lowered text's from the first one ending
+// after L(c) (a word the cut splits keeps its tail), at positions less L(c): the text is
+// lower-cased and split into words once, not once per hit (a document holding many task
+// passages was scanned over and over). Where the tail differs, it is taken as a new text.
+void TaskNgrams::scan(std::string first, bool counting, std::vector<int64_t>* hits,
+                      std::vector<std::string>* pieces) const {
+  ScanText& s = ScanText::mine();
+  load(std::move(first), &s);
+  int64_t off = 0;    // the current text is s.text from code point off
+  int64_t off_l = 0;  // which lowers to s.lowered from code point off_l
+  size_t b = 0;       // its first word
   const int max = o_.max_ngram;
-  while (!buf.empty()) {
-    const std::u32string text = std::move(buf.front());
-    buf.pop_front();
-    const std::u32string lowered = python_lower(text);
-    python_words(lowered, &words, &positions, &hashes);
-    const int n = static_cast<int>(words.size());
-    ids.resize(words.size());
-    known_until.resize(words.size() + 1);
-    known_until[static_cast<size_t>(n)] = n;
-    for (int i = n - 1; i >= 0; --i) {
-      ids[static_cast<size_t>(i)] =
-          word_id(words[static_cast<size_t>(i)], hashes[static_cast<size_t>(i)]);
-      known_until[static_cast<size_t>(i)] =
-          ids[static_cast<size_t>(i)] < 0 ? i : known_until[static_cast<size_t>(i) + 1];
-    }
-    // A hit at word `at` of `len` words: what the script's check_and_clean_text does.
+  while (true) {
+    const int n = static_cast<int>(s.ids.size() - b);
+    const int64_t size = s.size - off;
+    int64_t next = -1;  // where the next text starts (code points from off), if any
+    // A hit at word `at` (of the current text) of `len` words: check_and_clean_text.
     const auto hit = [&](int at, int len) {
-      if (known_until[static_cast<size_t>(at)] < at + len) return false;  // a word no task has
-      if (len >= 64 || !(starts_[static_cast<size_t>(ids[static_cast<size_t>(at)])] >> len & 1))
+      const auto w = static_cast<size_t>(at) + b;
+      if (s.known_until[w] < static_cast<int>(w) + len) return false;  // a word no task has
+      if (len >= 64 || !(starts_[static_cast<size_t>(s.ids[w])] >> len & 1))
         return false;  // no n-gram of this length starts with this word
-      const int64_t g = find(ids.data() + at, len);
+      const int64_t g = find(s.ids.data() + w, len);
       if (g < 0) return false;
+      if (counting && std::find(hits->begin(), hits->end(), g) == hits->end()) hits->push_back(g);
       // The key's length: the words joined by single spaces.
       int64_t key_len = len - 1;
-      for (int k = at; k < at + len; ++k) key_len += static_cast<int64_t>(words[static_cast<size_t>(k)].size());
-      const int64_t start = positions[static_cast<size_t>(at)];
-      const auto size = static_cast<int64_t>(text.size());
+      for (size_t k = w; k < w + static_cast<size_t>(len); ++k) key_len += s.lengths[k];
+      // The word's position in the lowered text indexes the text itself, as in the script.
+      const int64_t start = s.positions[w] - off_l;
       if (counting) {
-        if (std::find(hits->begin(), hits->end(), g) == hits->end()) hits->push_back(g);
-        if (start + key_len + 1 < size) buf.push_back(text.substr(static_cast<size_t>(start + key_len + 1)));
+        if (start + key_len + 1 < size) next = start + key_len + 1;
         return true;
       }
-      // split_text: back from 200 before the hit to a '.', '!' or '?' (exclusive of position 0).
-      int64_t pos = start - o_.remove_char_each_side;
-      while (pos > 0 && pos < size && !is_punct(text[static_cast<size_t>(pos)])) --pos;
-      std::u32string before, after;
-      if (pos > 0) before = text.substr(0, static_cast<size_t>(std::min(pos + 1, size)));
+      // split_text. The punctuation is ASCII: a code point is one when its first byte is.
+      const auto punct = [&](int64_t cp) { return is_punct(s.text[s.byte(off + cp)]); };
+      int64_t pos = start - o_.remove_char_each_side;  // position 0 itself is never a cut
+      while (pos > 0 && pos < size && !punct(pos)) --pos;
+      // The pieces' lengths in code points decide whether they are kept.
+      if (pos > 0 && std::min(pos + 1, size) > o_.filter_text_char_len) {
+        const size_t from = s.byte(off);
+        pieces->push_back(s.text.substr(from, s.byte(off + std::min(pos + 1, size)) - from));
+      }
       pos = start + key_len + o_.remove_char_each_side;
-      while (pos < size && !is_punct(text[static_cast<size_t>(pos)])) ++pos;
-      if (pos + 1 < size) after = text.substr(static_cast<size_t>(pos + 1));
-      if (static_cast<int64_t>(before.size()) > o_.filter_text_char_len)
-        pieces->push_back(std::move(before));
-      if (static_cast<int64_t>(after.size()) > o_.filter_text_char_len)
-        buf.push_back(std::move(after));
+      while (pos < size && !punct(pos)) ++pos;
+      if (pos + 1 < size && size - (pos + 1) > o_.filter_text_char_len) next = pos + 1;
       return true;
     };
     bool free = true;
@@ -227,13 +277,44 @@ void TaskNgrams::scan(std::u32string first, bool counting, std::vector<int64_t>*
         if (!free) break;
       }
     }
-    if (free && !counting) pieces->push_back(text);
+    if (free) {
+      if (!counting) pieces->push_back(s.text.substr(s.byte(off)));
+      return;
+    }
+    if (next < 0) return;
+    const int64_t c = off + next;
+    const size_t c_byte = s.byte(c);
+    if (!python_lower_tail_matches(s.text, c_byte)) {
+      load(s.text.substr(c_byte), &s);
+      off = off_l = 0;
+      b = 0;
+      continue;
+    }
+    int64_t c_l = off_l + next;
+    if (s.dotted_i) {
+      const std::string_view between(s.text.data() + s.byte(off), c_byte - s.byte(off));
+      for (size_t k = between.find("\xC4\xB0"); k != std::string_view::npos;
+           k = between.find("\xC4\xB0", k + 2))
+        ++c_l;
+    }
+    off = c;
+    off_l = c_l;
+    while (b < s.ids.size() && s.positions[b] + s.lengths[b] <= c_l) ++b;
+    if (b < s.ids.size() && s.positions[b] < c_l) {  // the cut splits word b: its tail is a word
+      const size_t from = s.lowered_byte(c_l);
+      const std::string_view tail(s.lowered.data() + from,
+                                  s.lowered_byte(s.positions[b] + s.lengths[b]) - from);
+      s.ids[b] = word_id(tail, word_hash(tail));
+      s.lengths[b] -= static_cast<int32_t>(c_l - s.positions[b]);
+      s.positions[b] = c_l;
+      s.known_until[b] = s.ids[b] < 0 ? static_cast<int>(b) : s.known_until[b + 1];
+    }
   }
 }
 
 std::vector<int64_t> TaskNgrams::hits(std::string_view utf8) const {
   std::vector<int64_t> h;
-  scan(utf8_to_u32(utf8), true, &h, nullptr);
+  scan(well_formed(utf8), true, &h, nullptr);
   return h;
 }
 
@@ -268,11 +349,9 @@ int64_t TaskNgrams::active() const {
 }
 
 std::vector<std::string> TaskNgrams::clean(std::string_view utf8) const {
-  std::vector<std::u32string> pieces;
-  scan(utf8_to_u32(utf8), false, nullptr, &pieces);
-  std::vector<std::string> out;
-  for (const std::u32string& p : pieces) out.push_back(u32_to_utf8(p));
-  return out;
+  std::vector<std::string> pieces;
+  scan(well_formed(utf8), false, nullptr, &pieces);
+  return pieces;
 }
 
 }  // namespace mtnlg::curate

@@ -31,13 +31,13 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "data/python_text.h"
+#include "data/unicode_classes.h"
 
 namespace mtnlg::curate {
 
@@ -79,31 +79,38 @@ class TaskNgrams {
   struct Gram {
     std::vector<int32_t> words;  // word ids
   };
-  struct Scan;
-  // One scan of a text list (FIFO) in counting or cleaning mode.
-  void scan(std::u32string text, bool counting, std::vector<int64_t>* hits,
-            std::vector<std::u32string>* pieces) const;
+  // One scan of a text and the texts its hits leave (the script's FIFO) in counting or cleaning
+  // mode. Texts stay UTF-8: lower-casing and the words run on the bytes, positions and lengths
+  // counted in code points, as the script counts them.
+  void scan(std::string text, bool counting, std::vector<int64_t>* hits,
+            std::vector<std::string>* pieces) const;
+  struct ScanText;  // a text of a scan and its words (ngram_filter.cc)
+  // `text`, its lowered form and its words' ids into *s.
+  void load(std::string text, ScanText* s) const;
   int64_t find(const int32_t* ids, int len) const;  // -1 when absent or inactive
-  // -1 when no task has it; `hash` is word_hash(w) (python_words computes it while it scans).
-  int32_t word_id(std::u32string_view w, uint64_t hash) const;
-  int32_t add_word(std::u32string_view w, uint64_t hash);
+  // -1 when no task has it; `hash` is word_hash(w).
+  int32_t word_id(std::string_view w, uint64_t hash) const;
+  int32_t add_word(std::string_view w, uint64_t hash);
   void place(int32_t id);  // into slots_
-  std::u32string_view word(int32_t id) const {
+  std::string_view word(int32_t id) const {
     const auto [at, len] = spans_[static_cast<size_t>(id)];
-    return std::u32string_view(arena_).substr(at, len);
+    return std::string_view(arena_).substr(at, len);
   }
 
   NgramFilterOptions o_;
-  // The task words, by id: their code points one after another in arena_, (offset, length) each.
-  std::u32string arena_;
+  // The task words, by id: their UTF-8 bytes one after another in arena_, (offset, length) each.
+  std::string arena_;
   std::vector<std::pair<uint32_t, uint32_t>> spans_;
-  // The vocabulary: open addressing on the words' hashes, at most half full, each slot the hash
-  // beside the id (-1 empty), so that a probe reads one cache line and compares code points only
-  // on an equal hash. Every training word is looked up here.
+  // The vocabulary: open addressing on the words' hashes (the low bits pick the slot), at most
+  // half full, each slot the hash's high half beside the id (-1 empty), so that a probe reads one
+  // cache line and compares bytes only on an equal hash. Every training word is looked up here:
+  // 8-byte slots keep a task vocabulary of 2,000 words in L1 (16-byte ones did not, and the
+  // probe's load was a tenth of the stage's time).
   struct Slot {
-    uint64_t hash = 0;
+    uint32_t tag = 0;
     int32_t id = -1;
   };
+  static uint32_t tag_of(uint64_t hash) { return static_cast<uint32_t>(hash >> 32); }
   std::vector<Slot> slots_ = std::vector<Slot>(1024);
   std::vector<uint64_t> hashes_;  // [id]
   std::vector<Gram> grams_;
@@ -117,11 +124,85 @@ class TaskNgrams {
   void index_starts();
 };
 
-// The `\w+` words of a (lowered) text, as views into it, with their code-point positions, and
-// (when `hashes` is given) each word's word_hash, computed in the same pass.
-void python_words(const std::u32string& lowered, std::vector<std::u32string_view>* words,
-                  std::vector<int64_t>* positions, std::vector<uint64_t>* hashes = nullptr);
-// A word's hash: FNV-1a over its code points, then a 64-bit finalizer (murmur3's fmix64).
-uint64_t word_hash(std::u32string_view w);
+// A word's hash: FNV-1a over its UTF-8 bytes (computed byte by byte while the scan finds the
+// word: a hash over eight bytes at a time after it, measured, was slower), then a 64-bit
+// finalizer (murmur3's fmix64).
+inline constexpr uint64_t kWordHashBasis = 0xcbf29ce484222325ull;
+inline uint64_t word_hash_step(uint64_t h, unsigned char byte) {
+  return (h ^ byte) * 0x100000001b3ull;
+}
+inline uint64_t word_hash_finish(uint64_t h) {
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  return h ^ (h >> 33);
+}
+inline uint64_t word_hash(std::string_view w) {
+  uint64_t h = kWordHashBasis;
+  for (const char c : w) h = word_hash_step(h, static_cast<unsigned char>(c));
+  return word_hash_finish(h);
+}
+
+// One `\w+` word of a lowered UTF-8 text: its bytes, its code-point position and length, and
+// its word_hash.
+struct TextWord {
+  std::string_view bytes;
+  int64_t position;
+  int32_t length;
+  uint64_t hash;
+};
+
+// Calls fn(TextWord) for each `\w+` word of a lowered (python_lower_utf8), well-formed UTF-8
+// text, in order, in one pass over its bytes.
+template <typename F>
+void for_each_python_word(std::string_view t, F&& fn) {
+  const size_t n = t.size();
+  size_t i = 0;
+  int64_t cp = 0;  // code points before byte i
+  // A non-ASCII code point at byte i: whether it is a word character, and its length in bytes.
+  const auto wide = [&](size_t* len) {
+    char32_t u;
+    *len = decode_utf8(t.substr(i), &u);
+    return python_word_char_unicode(u);
+  };
+  while (i < n) {
+    // Up to the next word character.
+    size_t len = 0;
+    while (i < n) {
+      const auto c = static_cast<unsigned char>(t[i]);
+      if (c < 0x80) {
+        if (kAsciiWordChar[c]) break;
+        ++i;
+      } else {
+        if (wide(&len)) break;
+        i += len;
+      }
+      ++cp;
+    }
+    if (i == n) break;
+    const size_t begin = i;
+    const int64_t position = cp;
+    uint64_t h = kWordHashBasis;
+    while (i < n) {
+      const auto c = static_cast<unsigned char>(t[i]);
+      if (c < 0x80) {
+        if (!kAsciiWordChar[c]) break;
+        h = word_hash_step(h, c);
+        ++i;
+      } else {
+        if (!wide(&len)) break;
+        for (const size_t end = i + len; i < end; ++i)
+          h = word_hash_step(h, static_cast<unsigned char>(t[i]));
+      }
+      ++cp;
+    }
+    fn(TextWord{t.substr(begin, i - begin), position, static_cast<int32_t>(cp - position),
+                word_hash_finish(h)});
+  }
+}
+
+// The words of a lowered UTF-8 text, as for_each_python_word finds them.
+std::vector<TextWord> python_words(std::string_view lowered);
 
 }  // namespace mtnlg::curate

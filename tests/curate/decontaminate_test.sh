@@ -46,6 +46,20 @@ gzip -k c/train.jsonl
 check "a .gz shard in, a .zst shard out: the same records" \
   same_records <($py -c "import zstandard,sys; sys.stdout.write(zstandard.ZstdDecompressor().stream_reader(open('ours.jsonl.zst','rb')).read().decode())") ref.jsonl
 
+# Passages joined by other separators (cuts inside passages and words), next to 'İ' and to
+# capital sigmas final in the text but not in the tail a cut leaves, in both passes.
+$py "$src/tests/curate/make_decon_corpus.py" e --docs 300 --seed 6 --edges >/dev/null || exit 1
+edge_tasks=(--task-file lambada=e/lambada.jsonl --task-file piqa=e/piqa.jsonl)
+"$curate" decontaminate --input e/train.jsonl --output edges.jsonl "${edge_tasks[@]}" \
+  --report edges.json --log-level warn
+$py "$ref" decontaminate e/train.jsonl edges-ref.jsonl lambada=e/lambada.jsonl piqa=e/piqa.jsonl
+check "edge cases (other separators, 'İ', final sigmas at cuts): the reference's pieces" \
+  same_records edges.jsonl edges-ref.jsonl
+check "edge cases: documents were cut many times" \
+  $py -c "
+import json; r = json.load(open('edges.json'))
+raise SystemExit(0 if r['documents_split'] > 50 and r['documents_trimmed'] > 50 else 1)"
+
 expect 2 "unknown task; the fix: one of" -- \
   decontaminate --input c/train.jsonl --output e.jsonl --task-file mmlu=c/piqa.jsonl
 # Nested task records as the script reads them from Hugging Face's datasets: natural_questions'
