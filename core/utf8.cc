@@ -1,7 +1,5 @@
 #include "core/utf8.h"
 
-#include <cstdint>
-#include <cstring>
 #include <utility>
 
 namespace mtnlg {
@@ -44,19 +42,9 @@ std::pair<size_t, bool> utf8_sequence(std::string_view s, size_t i) {
 std::string replace_invalid_utf8(std::string_view s) {
   std::string out;
   out.reserve(s.size() + 8);
-  // Well-formed runs are appended whole; ASCII is skipped eight bytes at a time.
+  // Well-formed runs are appended whole.
   size_t run = 0, i = 0;
-  while (i < s.size()) {
-    uint64_t eight;
-    if (i + 8 <= s.size() &&
-        (std::memcpy(&eight, s.data() + i, 8), (eight & 0x8080808080808080ull) == 0)) {
-      i += 8;
-      continue;
-    }
-    if (static_cast<unsigned char>(s[i]) < 0x80) {
-      ++i;
-      continue;
-    }
+  while ((i = ascii_run_end(s, i)) < s.size()) {
     const auto [n, ok] = utf8_sequence(s, i);
     if (!ok) {
       out.append(s.substr(run, i - run));

@@ -3,8 +3,6 @@
 #include <unicode/uchar.h>
 
 #include <array>
-#include <cstdint>
-#include <cstring>
 
 namespace mtnlg {
 
@@ -109,17 +107,7 @@ void append_utf8(char32_t cp, std::string& out) {
 
 bool is_valid_utf8(std::string_view s) {
   size_t i = 0;
-  while (i < s.size()) {
-    uint64_t eight;  // ASCII eight bytes at a time (most text is)
-    if (i + 8 <= s.size() &&
-        (std::memcpy(&eight, s.data() + i, 8), (eight & 0x8080808080808080ull) == 0)) {
-      i += 8;
-      continue;
-    }
-    if (static_cast<unsigned char>(s[i]) < 0x80) {
-      ++i;
-      continue;
-    }
+  while ((i = ascii_run_end(s, i)) < s.size()) {
     char32_t cp;
     const size_t n = decode_utf8(s.substr(i), &cp);
     if (cp == kReplacementChar && n < 3) return false;  // a real U+FFFD takes 3 bytes

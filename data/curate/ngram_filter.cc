@@ -21,15 +21,7 @@ bool is_punct(char c) {
 }
 
 bool is_ascii(std::string_view s) {
-  size_t i = 0;
-  for (; i + 8 <= s.size(); i += 8) {
-    uint64_t eight;
-    std::memcpy(&eight, s.data() + i, 8);
-    if ((eight & 0x8080808080808080ull) != 0) return false;
-  }
-  for (; i < s.size(); ++i)
-    if (static_cast<unsigned char>(s[i]) >= 0x80) return false;
-  return true;
+  return ascii_run_end(s, 0) == s.size();
 }
 
 // The text as well-formed UTF-8: ill-formed bytes become U+FFFD, as the script's decoding does.
