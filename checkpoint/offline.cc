@@ -182,23 +182,7 @@ GatheredModel load_checkpoint_model(const std::string& path, Backend& backend,
   return out;
 }
 
-bool export_checkpoint_hf_gpt2(const std::string& path, const std::string& output,
-                               const std::optional<TokenizerFiles>& tokenizer) {
-  const std::optional<TokenizerFiles> tok =
-      tokenizer ? tokenizer : checkpoint_tokenizer(require_checkpoint(path));
-  const std::unique_ptr<Backend> backend = make_cpu_backend(0);
-  const GatheredModel g = load_checkpoint_model(path, *backend);
-  const Recipe& r = g.recipe;
-  GPTStage& model = *g.model;
-  std::error_code ec;
-  const fs::path parent = fs::path(output).parent_path();
-  if (!parent.empty()) fs::create_directories(parent, ec);
-  if (ec) throw io_error("cannot create the output directory: " + ec.message(), parent.string());
-  SafetensorsWriter w(output);
-  w.add_metadata("format", "pt");
-  export_hf_gpt2(model, false, w);
-  w.commit();
-  // Hugging Face's GPT2Config for the same shape.
+std::string hf_gpt2_config_json(const Recipe& r) {
   const std::string act = r.model.activation == Activation::kGelu ? "gelu" : "gelu_new";
   JsonLine cfg;
   cfg.add("model_type", "gpt2")
@@ -223,8 +207,27 @@ bool export_checkpoint_hf_gpt2(const std::string& path, const std::string& outpu
   text.insert(text.size() - 1,
               ", \"architectures\": [\"GPT2LMHeadModel\"], "
               "\"tie_word_embeddings\": true");
+  return text + "\n";
+}
+
+bool export_checkpoint_hf_gpt2(const std::string& path, const std::string& output,
+                               const std::optional<TokenizerFiles>& tokenizer) {
+  const std::optional<TokenizerFiles> tok =
+      tokenizer ? tokenizer : checkpoint_tokenizer(require_checkpoint(path));
+  const std::unique_ptr<Backend> backend = make_cpu_backend(0);
+  const GatheredModel g = load_checkpoint_model(path, *backend);
+  const Recipe& r = g.recipe;
+  GPTStage& model = *g.model;
+  std::error_code ec;
+  const fs::path parent = fs::path(output).parent_path();
+  if (!parent.empty()) fs::create_directories(parent, ec);
+  if (ec) throw io_error("cannot create the output directory: " + ec.message(), parent.string());
+  SafetensorsWriter w(output);
+  w.add_metadata("format", "pt");
+  export_hf_gpt2(model, false, w);
+  w.commit();
   const fs::path config_path = fs::path(output).parent_path() / "config.json";
-  write_file_atomic(config_path.string(), text + "\n");
+  write_file_atomic(config_path.string(), hf_gpt2_config_json(r));
   if (tok) {
     const fs::path dir = parent.empty() ? fs::path(".") : parent;
     write_tokenizer_files(dir.string(), dir.string(), *tok, r.model.max_position_embeddings);
@@ -324,6 +327,60 @@ void convert_checkpoint(const std::string& path, const std::string& out_root, in
             [](const ManifestFile& a, const ManifestFile& b) { return a.name < b.name; });
   write_file_atomic((fs::path(tmp) / kManifestFile).string(), manifest_to_json(out));
   commit_checkpoint(out_root, out.iteration);
+}
+
+ManifestModel manifest_model(const Recipe& r) {
+  const GPTConfig c = gpt_config_from(r);
+  return ManifestModel{c.num_layers, c.hidden,        c.heads, c.ffn,
+                       c.seq,        c.max_positions, c.vocab, c.padded_vocab};
+}
+
+void write_whole_checkpoint(const std::string& root, CheckpointManifest m, const Recipe& recipe,
+                            GPTStage& model, GPTStage* exp_avg, GPTStage* exp_avg_sq,
+                            const std::optional<TokenizerFiles>& tokenizer) {
+  MTNLG_CHECK_MSG((exp_avg == nullptr) == (exp_avg_sq == nullptr),
+                  "write_whole_checkpoint: both of Adam's moments or neither");
+  const Recipe whole = parse_recipe(recipe_to_yaml(recipe),
+                                    {"parallel.tensor=1", "parallel.pipeline=1", "parallel.data=1",
+                                     "parallel.zero_stage=0", "parallel.virtual_pipeline=1"},
+                                    "the imported checkpoint's recipe");
+  prepare_root(root);
+  const std::string tmp = temp_dir_path(root, m.iteration);
+  std::error_code ec;
+  fs::create_directories(tmp, ec);
+  if (ec) throw io_error("cannot create: " + ec.message(), tmp);
+  m.files.clear();
+  m.tensor = m.pipeline = m.data = 1;
+  m.zero_stage = 0;
+  m.micro_batch_size = whole.parallel.micro_batch_size;
+  m.model = manifest_model(whole);
+  m.recipe_yaml = recipe_to_yaml(whole);
+  m.has_optimizer = exp_avg != nullptr;
+  const auto write = [&](const std::string& name, const std::vector<StateTensor>& state) {
+    const FileDigest d = write_shard_file((fs::path(tmp) / name).string(), state, ShardCoords{});
+    m.files.push_back(ManifestFile{name, d.bytes, d.xxh3});
+  };
+  write(model_file_name(0, 0), model.params().state());
+  if (exp_avg != nullptr) {
+    std::vector<StateTensor> state;
+    const auto& avg = exp_avg->params().params();
+    const auto& avg_sq = exp_avg_sq->params().params();
+    MTNLG_CHECK(avg.size() == avg_sq.size());
+    for (size_t i = 0; i < avg.size(); ++i) {
+      state.push_back(shard_state(avg[i].spec, exp_avg_name(avg[i].spec.name), avg[i].value));
+      state.push_back(
+          shard_state(avg_sq[i].spec, exp_avg_sq_name(avg_sq[i].spec.name), avg_sq[i].value));
+    }
+    write(optim_file_name(0, 0, 0), state);
+  }
+  if (tokenizer)
+    for (ManifestFile& f : write_tokenizer_files((fs::path(tmp) / kTokenizerDir).string(), tmp,
+                                                 *tokenizer, whole.model.seq_length))
+      m.files.push_back(std::move(f));
+  std::sort(m.files.begin(), m.files.end(),
+            [](const ManifestFile& a, const ManifestFile& b) { return a.name < b.name; });
+  write_file_atomic((fs::path(tmp) / kManifestFile).string(), manifest_to_json(m));
+  commit_checkpoint(root, m.iteration);
 }
 
 }  // namespace mtnlg

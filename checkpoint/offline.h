@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/manifest.h"
 #include "checkpoint/tokenizer_files.h"
 #include "core/config/recipe.h"
 #include "model/gpt_stage.h"
@@ -48,6 +49,9 @@ std::string unpin_checkpoint(const std::string& path);
 // with the tokenizer (vocab.json, merges.txt, tokenizer_config.json): `tokenizer` when given,
 // else the checkpoint's own. Returns whether a tokenizer was written (a checkpoint without one,
 // and none given: config and weights alone).
+// Hugging Face's GPT2Config (config.json) for `r`'s model.
+std::string hf_gpt2_config_json(const Recipe& r);
+
 bool export_checkpoint_hf_gpt2(const std::string& path, const std::string& output,
                                const std::optional<TokenizerFiles>& tokenizer = std::nullopt);
 
@@ -57,5 +61,17 @@ bool export_checkpoint_hf_gpt2(const std::string& path, const std::string& outpu
 // would be replaced and its latest moved) unless `force`.
 void convert_checkpoint(const std::string& path, const std::string& out_root, int64_t tensor,
                         int64_t pipeline, int64_t data, int zero_stage, bool force = false);
+
+// The model keys a checkpoint's tensors depend on, as `r` sets them.
+ManifestModel manifest_model(const Recipe& r);
+
+// A whole model (tensor 1, pipeline 1, `model`) and, when given, Adam's moments (models of the
+// same shape holding them), written and committed under `root` as a checkpoint of `m`'s
+// iteration and position: the layout, the model keys, the files and the recipe (`recipe` at
+// tensor, pipeline and data 1, ZeRO 0) are set here, and the tokenizer when given. For
+// importers; convert_checkpoint then reshards it.
+void write_whole_checkpoint(const std::string& root, CheckpointManifest m, const Recipe& recipe,
+                            GPTStage& model, GPTStage* exp_avg, GPTStage* exp_avg_sq,
+                            const std::optional<TokenizerFiles>& tokenizer);
 
 }  // namespace mtnlg

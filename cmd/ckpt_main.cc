@@ -1,6 +1,7 @@
-// mtnlg-ckpt: inspect, verify, pin, export and reshard mtnlg-train checkpoints.
+// mtnlg-ckpt: inspect, verify, pin, export, import and reshard mtnlg-train checkpoints.
 // Exit status: 0 done; 2 a bad command line (or a layout that does not divide the model);
-// 4 a missing, corrupt or unreadable checkpoint or file (the message names it); 1 anything else.
+// 3 a Megatron checkpoint this cannot import as it is (the message says why); 4 a missing,
+// corrupt or unreadable checkpoint or file (the message names it); 1 anything else.
 #include <CLI/CLI.hpp>
 
 #include <iostream>
@@ -10,16 +11,50 @@
 
 #include "checkpoint/offline.h"
 #include "cmd/cli_parse.h"
+#include "cmd/megatron_checkpoint.h"
 #include "core/logging.h"
 #include "core/status.h"
 
+namespace {
+
+// "T,P,D" (or "T,P"): `count` positive integers; invalid_argument naming --layout otherwise.
+std::vector<int64_t> parse_layout(const std::string& layout, size_t count) {
+  std::vector<int64_t> sizes;
+  std::stringstream ss(layout);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    try {
+      size_t used = 0;
+      const long long v = std::stoll(part, &used);
+      if (used != part.size() || v < 1) throw std::invalid_argument(part);
+      sizes.push_back(v);
+    } catch (const std::exception&) {
+      sizes.clear();
+      break;
+    }
+  }
+  if (sizes.size() != count)
+    throw mtnlg::invalid_argument("--layout '" + layout + "' is not " +
+                                      (count == 3 ? "T,P,D (three positive integers, e.g. 2,2,1)"
+                                                  : "T,P (two positive integers, e.g. 2,2)"),
+                                  "--layout");
+  return sizes;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{
-      "mtnlg-ckpt: inspect, verify, pin, export and reshard mtnlg-train checkpoints.\n"
+      "mtnlg-ckpt: inspect, verify, pin, export, import and reshard mtnlg-train checkpoints.\n"
       "DIR is a checkpoint root (checkpoint.dir: its latest committed checkpoint) or one "
       "iter_NNNNNNN directory.\n"
-      "Exit status: 0 done; 2 bad command line or layout; 4 missing, corrupt or unreadable "
-      "checkpoint (the message names the file); 1 other."};
+      "Megatron-LM checkpoints (the legacy torch format) go in and out through "
+      "scripts/megatron_ckpt.py and Debian's PyTorch (python3-torch); MTNLG_SCRIPTS_DIR names "
+      "another scripts/ directory.\n"
+      "Exit status: 0 done; 2 bad command line or layout; 3 a Megatron checkpoint that cannot "
+      "be imported as it is (flags without a recipe key, the distributed optimizer's state, "
+      "torch_dist); 4 missing, corrupt or unreadable checkpoint (the message names the file); "
+      "1 other."};
   app.set_version_flag("--version", "mtnlg-ckpt 0.1.0");
   app.require_subcommand(1);
   std::string dir;
@@ -52,16 +87,61 @@ int main(int argc, char** argv) {
       "merges.txt, tokenizer_config.json) beside it: a whole Hugging Face model directory; "
       "model.init_from reads it");
   exp->add_option("DIR", dir, "checkpoint root or iter_NNNNNNN directory")->required();
-  exp->add_option("--format", format, "output format (hf-gpt2)")
-      ->check(CLI::IsMember({"hf-gpt2"}))
+  exp->add_option("--format", format,
+                  "hf-gpt2 (the default), or megatron: a Megatron-LM checkpoint root in the legacy "
+                  "torch format (iter_NNNNNNN/mp_rank_TT[_PPP]/model_optim_rng.pt and "
+                  "latest_checkpointed_iteration.txt) with Adam's state, the iteration and the "
+                  "consumed samples, for Megatron's --load")
+      ->check(CLI::IsMember({"hf-gpt2", "megatron"}))
       ->capture_default_str();
-  exp->add_option("--output", output, "FILE.safetensors to write")->required();
+  exp->add_option("--output", output,
+                  "FILE.safetensors to write (hf-gpt2), or the Megatron checkpoint root (megatron)")
+      ->required();
+  std::string megatron_layout = "1,1";
+  exp->add_option("--layout", megatron_layout,
+                  "T,P: Megatron's tensor and pipeline sizes (megatron; default 1,1)");
+  bool export_force = false;
+  exp->add_flag("--force", export_force, "write into a --output that is not empty (megatron)");
   std::string vocab_file, merge_file;
   exp->add_option("--vocab-file", vocab_file,
                   "GPT-2 encoder.json to export as vocab.json (default: the checkpoint's own "
                   "tokenizer/vocab.json)");
   exp->add_option("--merge-file", merge_file,
                   "GPT-2 vocab.bpe to export as merges.txt (default: the checkpoint's own)");
+
+  mtnlg::MegatronImport imp;
+  std::string import_format, import_layout;
+  auto* import = app.add_subcommand(
+      "import",
+      "Convert a Megatron-LM GPT checkpoint (the legacy torch format: iter_NNNNNNN/"
+      "mp_rank_TT[_PPP]/model_optim_rng.pt, any tensor and pipeline split) into a committed "
+      "checkpoint: the weights (the fp32 masters where the run kept them), Adam's moments and "
+      "step (Megatron's non-distributed optimizer), the iteration and the consumed samples, and "
+      "the recipe rebuilt from the run's arguments as mtnlg-recipe from-megatron builds it. "
+      "mtnlg-train continues from it with checkpoint.dir (or checkpoint.load) set to --output");
+  import->add_option("DIR", imp.source, "the Megatron checkpoint root or iter_NNNNNNN directory")
+      ->required();
+  import->add_option("--format", import_format, "megatron")
+      ->check(CLI::IsMember({"megatron"}))
+      ->required();
+  import->add_option("--output", imp.output, "the checkpoint root to write")->required();
+  import->add_option("--layout", import_layout,
+                     "T,P,D: tensor, pipeline and data-parallel sizes to write (default: the "
+                     "Megatron checkpoint's tensor and pipeline sizes, data 1)");
+  import->add_option("--zero-stage", imp.zero_stage, "0 (default) or 1")->check(CLI::Range(0, 1));
+  import->add_flag("--weights-only", imp.weights_only,
+                   "import the weights alone (a checkpoint saved without the optimizer or with "
+                   "the distributed optimizer, whose distrib_optim.pt is not read)");
+  import->add_flag("--allow-dropped", imp.allow_dropped,
+                   "import although the run used flags without a recipe key (each is printed)");
+  import->add_option("--set", imp.sets,
+                     "key.path=value: a recipe override (e.g. data.blend paths of this machine)");
+  std::string import_vocab, import_merge;
+  import->add_option("--vocab-file", import_vocab,
+                     "GPT-2 encoder.json to carry inside (default: the run's --vocab-file where "
+                     "this machine has it)");
+  import->add_option("--merge-file", import_merge, "GPT-2 vocab.bpe to carry inside");
+  import->add_flag("--force", imp.force, "write into a --output that is not empty");
 
   std::string layout;
   int zero_stage = -1;
@@ -93,6 +173,23 @@ int main(int argc, char** argv) {
       std::cout << "pinned " << mtnlg::pin_checkpoint(dir, note) << "\n";
     } else if (*unpin) {
       std::cout << "unpinned " << mtnlg::unpin_checkpoint(dir) << "\n";
+    } else if (*exp && format == "megatron") {
+      const std::vector<int64_t> sizes = parse_layout(megatron_layout, 2);
+      std::cout << mtnlg::export_megatron_checkpoint(dir, output, sizes[0], sizes[1], export_force)
+                << "\n";
+    } else if (*import) {
+      if (import_vocab.empty() != import_merge.empty())
+        throw mtnlg::invalid_argument(
+            "--vocab-file and --merge-file go together (a GPT-2 tokenizer is both files)",
+            import_vocab.empty() ? "--vocab-file" : "--merge-file");
+      if (!import_vocab.empty()) imp.tokenizer = mtnlg::TokenizerFiles{import_vocab, import_merge};
+      if (!import_layout.empty()) {
+        const std::vector<int64_t> sizes = parse_layout(import_layout, 3);
+        imp.tensor = sizes[0];
+        imp.pipeline = sizes[1];
+        imp.data = sizes[2];
+      }
+      std::cout << mtnlg::import_megatron_checkpoint(imp) << "\n";
     } else if (*exp) {
       if (vocab_file.empty() != merge_file.empty())
         throw mtnlg::invalid_argument(
@@ -108,24 +205,7 @@ int main(int argc, char** argv) {
                           "--merge-file)")
                 << "\n";
     } else if (*convert) {
-      std::vector<int64_t> sizes;
-      std::stringstream ss(layout);
-      std::string part;
-      while (std::getline(ss, part, ',')) {
-        try {
-          size_t used = 0;
-          const long long v = std::stoll(part, &used);
-          if (used != part.size() || v < 1) throw std::invalid_argument(part);
-          sizes.push_back(v);
-        } catch (const std::exception&) {
-          sizes.clear();
-          break;
-        }
-      }
-      if (sizes.size() != 3)
-        throw mtnlg::invalid_argument(
-            "--layout '" + layout + "' is not T,P,D (three positive integers, e.g. 2,2,1)",
-            "--layout");
+      const std::vector<int64_t> sizes = parse_layout(layout, 3);
       mtnlg::convert_checkpoint(dir, output, sizes[0], sizes[1], sizes[2], zero_stage, force);
       std::cout << "wrote a checkpoint at tensor " << sizes[0] << " x pipeline " << sizes[1]
                 << " x data " << sizes[2] << " under " << output << "\n";

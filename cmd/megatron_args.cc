@@ -411,6 +411,12 @@ MegatronConversion convert_megatron_args(const std::vector<std::string>& args) {
     to_double("--adam-beta2", b2);
     set.push_back("optimizer.betas=[" + b1 + ", " + b2 + "]");
   }
+  // --eval-iters 0 builds no validation set in Megatron, so it never evaluates, whatever
+  // --eval-interval says: the recipe's evaluation is off (eval.iters 0 alone is not a recipe).
+  if (given.count("--eval-iters") && to_double("--eval-iters", *one("--eval-iters")) == 0) {
+    std::erase_if(set, [](const std::string& s) { return s.rfind("eval.iters=", 0) == 0; });
+    set.push_back("eval.interval=0");
+  }
   // The metrics file lands with the run's other outputs: where --tensorboard-dir points, else in
   // the --save directory (not in whatever directory the job was started from).
   if (given.count("--tensorboard-dir"))

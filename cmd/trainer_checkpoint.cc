@@ -5,6 +5,7 @@
 
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/manifest.h"
+#include "checkpoint/offline.h"
 #include "checkpoint/saver.h"
 #include "checkpoint/shard_io.h"
 #include "cmd/trainer.h"
@@ -21,13 +22,6 @@
 namespace mtnlg {
 
 namespace {
-
-// The model keys a checkpoint's tensors depend on.
-ManifestModel manifest_model(const Recipe& r) {
-  const GPTConfig c = gpt_config_from(r);
-  return ManifestModel{c.num_layers, c.hidden,        c.heads, c.ffn,
-                       c.seq,        c.max_positions, c.vocab, c.padded_vocab};
-}
 
 // A checkpoint of another model shape is an error naming the key (and, for a resume, a changed
 // seq_length too: the data position is counted in its samples). A settings error, not damage:

@@ -383,3 +383,8 @@ add_test(NAME docs_links
 add_test(NAME megatron_to_hf
   COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/checkpoint/megatron_to_hf_test.py ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(megatron_to_hf PROPERTIES TIMEOUT 300)
+# mtnlg-ckpt import / export --format megatron: Megatron-style checkpoints with bf16 and fp32
+# optimizer state written here, tensor by tensor, by the loss, by a resumed run; refusals.
+add_test(NAME megatron_import
+  COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/checkpoint/megatron_import_test.py ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(megatron_import PROPERTIES TIMEOUT 300)

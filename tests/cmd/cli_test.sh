@@ -22,12 +22,13 @@ expect 0 '^  --version +Display program version' -- --help
 expect 0 '0 done; 2 bad command line or recipe; 3 not yet supported by this build; 4 missing or corrupt' -- --help
 expect 0 '75 stopped by SIGTERM, SIGUSR1 or SIGINT .*128\+N stopped by signal N .*1 a diverged run' -- --help
 expect 0 '^mtnlg-train [0-9]+\.[0-9]+\.[0-9]+$' -- --version
-# Every MTNLG_ environment variable the trainer's code reads is in --help's footer, found in the
-# sources so that a new one cannot be left out (test hooks and the internal re-exec marker aside).
-help_text=$("$bin" --help)
+# Every MTNLG_ environment variable the code reads is in the --help of mtnlg-train or of the tool
+# it serves (mtnlg-ckpt: MTNLG_SCRIPTS_DIR), found in the sources so that a new one cannot be left
+# out (test hooks and the internal re-exec marker aside).
+help_text="$("$bin" --help) $("$1/mtnlg-ckpt" --help)"
 for var in $(grep -rhoE '"MTNLG_[A-Z_]+"' core cmd parallel model data optim checkpoint |
   tr -d '"' | sort -u | grep -vE '^MTNLG_(INJECT_OVERFLOW|OPENMP_REEXEC)$'); do
-  check "mtnlg-train --help mentions $var (read in the sources)" grep -q -- "$var" <<<"$help_text"
+  check "mtnlg-train or mtnlg-ckpt --help mentions $var (read in the sources)" grep -q -- "$var" <<<"$help_text"
 done
 # The paper's model: about 530B parameters (529.6B with the padded vocabulary).
 expect 0 'parameters +5(2[5-9]|3[0-4])[0-9]{9} ' -- --config configs/530b.yaml --dry-run --no-data-check

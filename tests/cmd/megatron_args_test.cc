@@ -169,6 +169,18 @@ TEST_CASE("Megatron's warmup fraction becomes that fraction of the decay's token
                     Catch::Contains("--lr-warmup-fraction needs the decay's length"));
 }
 
+TEST_CASE("Megatron's --eval-iters 0 turns evaluation off, whatever --eval-interval says") {
+  const std::string base =
+      "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 "
+      "--micro-batch-size 2 --global-batch-size 8 --data-path corpus --train-iters 10 ";
+  // Megatron builds no validation set for --eval-iters 0, so it never evaluates.
+  CHECK(convert(base + "--eval-iters 0 --eval-interval 5").eval.interval == 0);
+  CHECK(convert(base + "--eval-interval 5 --eval-iters 0 --split 100,0,0").eval.interval == 0);
+  const Recipe r = convert(base + "--eval-iters 3 --eval-interval 5");
+  CHECK(r.eval.interval == 5);
+  CHECK(r.eval.iters == 3);
+}
+
 TEST_CASE("Megatron's --save and --load keep their meaning") {
   const std::string base =
       "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 "

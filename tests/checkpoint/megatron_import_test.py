@@ -1,0 +1,293 @@
+#!/usr/bin/python3
+"""mtnlg-ckpt import / export --format megatron against checkpoints written here as Megatron-LM
+saves them in its legacy `torch` format (Debian's PyTorch): a bf16 run's shards at tensor 2 x
+pipeline 2 holding bf16 weights, Megatron's Float16OptimizerWithFloat16Params state (Adam's
+state_dict indexed in get_param_groups' order: the rank's weight-decayed parameters in
+named_parameters order, then its biases and norms; the fp32 masters in fp32_from_fp16_params),
+the iteration and args.consumed_train_samples. Imported, the checkpoint must hold the masters
+bit for bit (mtnlg-ckpt export --format hf-gpt2), the moments bit for bit (export --format
+megatron, read back), the iteration, the data position and Adam's step; mtnlg-eval's loss through
+it must equal the loss through the masters; mtnlg-train must continue from it. Bad input: a
+Llama-style run, the distributed optimizer, a checkpoint without optimizer state, a missing shard,
+a torch_dist directory. Usage: megatron_import_test.py BUILD_DIR SOURCE_DIR"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+build, src = sys.argv[1], sys.argv[2]
+sys.path.insert(0, os.path.join(src, "scripts"))
+import megatron_ckpt as mc  # noqa: E402  (its safetensors reader only)
+
+tmp = tempfile.mkdtemp(prefix="megatron-import-")
+L, H, HEADS, V, P = 4, 64, 4, 500, 32
+ITER, CONSUMED, STEP, LR = 7, 56, 7, 2.5e-4
+failures = 0
+
+
+def check(what, ok):
+    global failures
+    print(("ok: " if ok else "FAIL: ") + what)
+    failures += 0 if ok else 1
+
+
+def run(*cmd):
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
+
+
+ref_dir = os.path.join(tmp, "ref")
+os.makedirs(ref_dir)
+subprocess.run([sys.executable, f"{src}/tests/cmd/make_tiny_gpt2.py",
+                os.path.join(ref_dir, "model.safetensors"), str(L), str(H), str(V), str(P), "3"],
+               check=True)
+with open(os.path.join(ref_dir, "config.json"), "w") as f:
+    json.dump({"model_type": "gpt2", "vocab_size": V, "n_positions": P, "n_embd": H, "n_layer": L,
+               "n_head": HEADS, "n_inner": 4 * H, "activation_function": "gelu_new",
+               "layer_norm_epsilon": 1e-5}, f)
+masters = mc.read_safetensors(os.path.join(ref_dir, "model.safetensors"))
+gen = torch.Generator().manual_seed(11)
+avg = {k: torch.randn(v.shape, generator=gen) * 1e-3 for k, v in masters.items()}
+avg_sq = {k: torch.rand(v.shape, generator=gen) * 1e-6 for k, v in masters.items()}
+
+corpus = os.path.join(tmp, "corpus")
+subprocess.run([sys.executable, f"{src}/tests/cmd/make_tiny_corpus.py", corpus, "200", str(V)],
+               check=True, stdout=subprocess.DEVNULL)
+
+
+def rank_dicts(hf, tp, pp, padded):
+    """Megatron's per-rank model dicts of HF-layout tensors, written here independently of
+    scripts/megatron_ckpt.py (the layout of its docstring)."""
+    hn, per, k = H // HEADS, L // pp, HEADS // tp
+    wte = torch.cat([hf["wte.weight"], torch.zeros(padded - V, H)])
+    out = {}
+    for t in range(tp):
+        def part(a, dim):
+            n = a.shape[dim] // tp
+            return a.narrow(dim, t * n, n).clone()
+        for p in range(pp):
+            enc = {}
+            for i in range(per):
+                g = p * per + i
+                e = lambda n: hf[f"h.{g}.{n}"]
+                w = e("attn.c_attn.weight").t().reshape(3, HEADS, hn, H).transpose(0, 1)
+                b = e("attn.c_attn.bias").reshape(3, HEADS, hn).transpose(0, 1)
+                enc.update({
+                    f"layers.{i}.input_norm.weight": e("ln_1.weight").clone(),
+                    f"layers.{i}.input_norm.bias": e("ln_1.bias").clone(),
+                    f"layers.{i}.self_attention.query_key_value.weight":
+                        w[t * k:(t + 1) * k].reshape(-1, H).clone(),
+                    f"layers.{i}.self_attention.query_key_value.bias":
+                        b[t * k:(t + 1) * k].reshape(-1).clone(),
+                    f"layers.{i}.self_attention.dense.weight": part(e("attn.c_proj.weight").t(), 1),
+                    f"layers.{i}.self_attention.dense.bias": e("attn.c_proj.bias").clone(),
+                    f"layers.{i}.post_attention_norm.weight": e("ln_2.weight").clone(),
+                    f"layers.{i}.post_attention_norm.bias": e("ln_2.bias").clone(),
+                    f"layers.{i}.mlp.dense_h_to_4h.weight": part(e("mlp.c_fc.weight").t(), 0),
+                    f"layers.{i}.mlp.dense_h_to_4h.bias": part(e("mlp.c_fc.bias"), 0),
+                    f"layers.{i}.mlp.dense_4h_to_h.weight": part(e("mlp.c_proj.weight").t(), 1),
+                    f"layers.{i}.mlp.dense_4h_to_h.bias": e("mlp.c_proj.bias").clone(),
+                })
+            lm = {}
+            if p == 0:
+                lm["embedding"] = {"word_embeddings": {"weight": part(wte, 0)},
+                                   "position_embeddings": {"weight": hf["wpe.weight"].clone()}}
+            lm["encoder"] = enc
+            model = {"language_model": lm}
+            if p == pp - 1:
+                enc["final_norm.weight"] = hf["ln_f.weight"].clone()
+                enc["final_norm.bias"] = hf["ln_f.bias"].clone()
+                if pp > 1:
+                    model["word_embeddings_for_head"] = {"weight": part(wte, 0)}
+            out[(t, p)] = model
+    return out
+
+
+def named_parameters(model, prefix=""):
+    """named_parameters order of Megatron's GPTModel: the state dict's order."""
+    out = []
+    for key, v in model.items():
+        if isinstance(v, dict):
+            out += named_parameters(v, prefix + key + ".")
+        else:
+            out.append((prefix + key, v))
+    return out
+
+
+def rebuild(model, values, prefix=""):
+    return {k: rebuild(v, values, prefix + k + ".") if isinstance(v, dict) else values[prefix + k]
+            for k, v in model.items()}
+
+
+def megatron_checkpoint(root, tp, pp, optimizer="float16", **arg_overrides):
+    padded = -(-V // (128 * tp)) * 128 * tp
+    weights, moments, moments_sq = (rank_dicts(x, tp, pp, padded) for x in (masters, avg, avg_sq))
+    args = argparse.Namespace(
+        num_layers=L, hidden_size=H, num_attention_heads=HEADS, ffn_hidden_size=4 * H,
+        seq_length=P, max_position_embeddings=P, micro_batch_size=2, global_batch_size=8,
+        train_iters=20, lr=3e-4, min_lr=3e-5, lr_decay_style="cosine", lr_warmup_iters=2,
+        weight_decay=0.01, adam_beta1=0.9, adam_beta2=0.95, clip_grad=1.0, seed=1234,
+        bf16=True, fp16=False, tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp,
+        data_path=["1.0", corpus], split="100,0,0", tokenizer_type="GPT2BPETokenizer",
+        vocab_size=V, padded_vocab_size=padded, make_vocab_size_divisible_by=128,
+        layernorm_epsilon=1e-5, bias_gelu_fusion=True, add_bias_linear=True,
+        position_embedding_type="learned_absolute", normalization="LayerNorm",
+        hidden_dropout=0.0, attention_dropout=0.0, eval_interval=1000, eval_iters=0,
+        consumed_train_samples=CONSUMED, consumed_valid_samples=0, iteration=ITER,
+        use_distributed_optimizer=False)
+    for k, v in arg_overrides.items():
+        setattr(args, k, v)
+    for (t, p), model in weights.items():
+        params = named_parameters(model)
+        wd = [(n, x) for n, x in params if not (n.endswith(".bias") or x.dim() == 1)]
+        no_wd = [(n, x) for n, x in params if n.endswith(".bias") or x.dim() == 1]
+        order = wd + no_wd
+        e, e2 = dict(named_parameters(moments[(t, p)])), dict(named_parameters(moments_sq[(t, p)]))
+        adam = {"state": {i: {"step": STEP, "exp_avg": e[n].clone(), "exp_avg_sq": e2[n].clone()}
+                          for i, (n, _) in enumerate(order)},
+                "param_groups": [{"params": list(range(len(wd))), "lr": LR, "weight_decay": 0.01},
+                                 {"params": list(range(len(wd), len(order))), "lr": LR,
+                                  "weight_decay": 0.0}]}
+        state = {"args": args, "checkpoint_version": 3.0, "iteration": ITER, "rng_state": [],
+                 "model": rebuild(model, {n: x.bfloat16() for n, x in params})}
+        if optimizer == "float16":
+            state["optimizer"] = {"optimizer": adam, "fp32_from_fp16_params":
+                                  [[x.clone() for _, x in wd], [x.clone() for _, x in no_wd]]}
+        elif optimizer == "fp32":
+            state["model"] = model
+            state["optimizer"] = adam
+        d = os.path.join(root, f"iter_{ITER:07d}",
+                         f"mp_rank_{t:02d}" + (f"_{p:03d}" if pp > 1 else ""))
+        os.makedirs(d)
+        torch.save(state, os.path.join(d, "model_optim_rng.pt"))
+        if optimizer == "distributed":
+            torch.save({}, os.path.join(d, "distrib_optim.pt"))
+    with open(os.path.join(root, "latest_checkpointed_iteration.txt"), "w") as f:
+        f.write(str(ITER))
+
+
+def eval_loss(*model):
+    r = run(f"{build}/mtnlg-eval", *model, "--data", corpus, "--max-samples", "8", "--threads",
+            "1")
+    return r.stdout.strip() if r.returncode == 0 else "failed: " + r.stderr[-300:]
+
+
+ckpt = f"{build}/mtnlg-ckpt"
+want_loss = eval_loss("--hf-model", os.path.join(ref_dir, "model.safetensors"))
+meg = os.path.join(tmp, "megatron")
+megatron_checkpoint(meg, 2, 2)
+out = os.path.join(tmp, "imported")
+r = run(ckpt, "import", "--format", "megatron", meg, "--output", out, "--layout", "1,2,1")
+check(f"a bf16 run at tensor 2 x pipeline 2 imports ({(r.stdout + r.stderr).strip()[-300:]})",
+      r.returncode == 0)
+if r.returncode == 0:
+    manifest = json.load(open(os.path.join(out, f"iter_{ITER:07d}", "manifest.json")))
+    check("the iteration, the data position and Adam's step carried over",
+          (manifest["iteration"], manifest["consumed_samples"], manifest["optimizer_steps"],
+           manifest["has_optimizer"]) == (ITER, CONSUMED, STEP, True))
+    check("written at the layout asked for (tensor 1 x pipeline 2)",
+          (manifest["layout"]["tensor"], manifest["layout"]["pipeline"]) == (1, 2))
+    check("the recipe is the run's: bf16, cosine decay, 2 x 8 batches, its data",
+          all(s in manifest["recipe"] for s in ("bf16", "cosine", corpus)))
+    r = run(ckpt, "verify", out)
+    check("mtnlg-ckpt verify passes", r.returncode == 0)
+    hf_out = os.path.join(tmp, "hf-out", "model.safetensors")
+    r = run(ckpt, "export", out, "--output", hf_out)
+    got = mc.read_safetensors(hf_out) if r.returncode == 0 else {}
+    check("the weights are the run's fp32 masters bit for bit",
+          sorted(got) == sorted(masters) and all(torch.equal(got[k], masters[k]) for k in masters))
+    check("mtnlg-eval's loss through it is the masters' loss",
+          eval_loss("--checkpoint", out) == want_loss and want_loss.startswith("{"))
+    back = os.path.join(tmp, "back")
+    r = run(ckpt, "export", "--format", "megatron", out, "--output", back, "--layout", "2,1")
+    check(f"export --format megatron at tensor 2 x pipeline 1 ({(r.stdout + r.stderr).strip()[-200:]})",
+          r.returncode == 0)
+    if r.returncode == 0:
+        # Read back with the script (which the import check above ties to this test's writer).
+        again = os.path.join(tmp, "again")
+        r = run(sys.executable, f"{src}/scripts/megatron_ckpt.py", "read", back, again)
+        m2 = mc.read_safetensors(os.path.join(again, "exp_avg.safetensors")) if r.returncode == 0 else {}
+        s2 = mc.read_safetensors(os.path.join(again, "exp_avg_sq.safetensors")) if r.returncode == 0 else {}
+        w2 = mc.read_safetensors(os.path.join(again, "model.safetensors")) if r.returncode == 0 else {}
+        info = json.load(open(os.path.join(again, "megatron.json"))) if r.returncode == 0 else {}
+        check("the exported Megatron checkpoint holds Adam's moments bit for bit",
+              sorted(m2) == sorted(avg) and all(torch.equal(m2[k], avg[k]) for k in avg)
+              and all(torch.equal(s2[k], avg_sq[k]) for k in avg_sq))
+        check("and the masters (fp32_from_fp16_params), the iteration, position and step",
+              all(torch.equal(w2[k], masters[k]) for k in masters) and
+              (info.get("iteration"), info.get("consumed_train_samples"),
+               info.get("optimizer_steps")) == (ITER, CONSUMED, STEP))
+        bf16 = torch.load(os.path.join(back, f"iter_{ITER:07d}", "mp_rank_00",
+                                       "model_optim_rng.pt"))
+        check("the exported weights are bf16 beside fp32 masters, as Megatron's bf16 run keeps them",
+              bf16["model"]["language_model"]["embedding"]["word_embeddings"]["weight"].dtype
+              == torch.bfloat16 and "fp32_from_fp16_params" in bf16["optimizer"])
+    # mtnlg-train continues from it: the recipe inside, one more iteration.
+    recipe = os.path.join(tmp, "imported.yaml")
+    with open(recipe, "w") as f:
+        f.write(manifest["recipe"])
+    r = run(f"{build}/mtnlg-train", "--config", recipe, "--set", "checkpoint.resume=true",
+            "--set", "parallel.pipeline=1", "--set", f"schedule.train_iters={ITER + 1}",
+            "--set", "checkpoint.save_interval=0", "--threads", "1")
+    text = r.stdout + r.stderr
+    check(f"mtnlg-train continues from iteration {ITER} to {ITER + 1} ({text.strip()[-400:]})",
+          r.returncode == 0 and f"continuing at iteration {ITER + 1}" in text and
+          re.search(rf"iteration\s+{ITER + 1}/", text) is not None)
+
+# A fp32 run's optimizer (plain Adam state_dict, the weights are the masters) at 1 x 1.
+meg32 = os.path.join(tmp, "megatron-fp32")
+megatron_checkpoint(meg32, 1, 1, optimizer="fp32", bf16=False)
+out32 = os.path.join(tmp, "imported-fp32")
+r = run(ckpt, "import", "--format", "megatron", meg32, "--output", out32)
+ok = r.returncode == 0
+if ok:
+    r2 = run(ckpt, "export", out32, "--output", os.path.join(tmp, "hf32", "model.safetensors"))
+    got = mc.read_safetensors(os.path.join(tmp, "hf32", "model.safetensors"))
+    ok = r2.returncode == 0 and all(torch.equal(got[k], masters[k]) for k in masters)
+check(f"an fp32 run (Adam's own state_dict) imports, weights bit for bit ({r.stderr.strip()[-200:]})", ok)
+
+# Refused, each named.
+llama = os.path.join(tmp, "llama")
+megatron_checkpoint(llama, 1, 1, swiglu=True, normalization="RMSNorm")
+r = run(ckpt, "import", "--format", "megatron", llama, "--output", os.path.join(tmp, "x1"))
+check("a Llama-style run is exit 3 naming --swiglu and --normalization",
+      r.returncode == 3 and "--swiglu" in r.stderr and "--normalization" in r.stderr)
+dist = os.path.join(tmp, "dist")
+megatron_checkpoint(dist, 1, 1, optimizer="distributed")
+r = run(ckpt, "import", "--format", "megatron", dist, "--output", os.path.join(tmp, "x2"))
+check("the distributed optimizer's state is exit 3 with the way out (--weights-only)",
+      r.returncode == 3 and "distrib_optim.pt" in r.stderr and "--weights-only" in r.stderr)
+r = run(ckpt, "import", "--format", "megatron", dist, "--output", os.path.join(tmp, "x3"),
+        "--weights-only")
+check("--weights-only imports it without optimizer state",
+      r.returncode == 0 and not json.load(open(os.path.join(
+          tmp, "x3", f"iter_{ITER:07d}", "manifest.json")))["has_optimizer"])
+none = os.path.join(tmp, "none")
+megatron_checkpoint(none, 1, 1, optimizer=None)
+r = run(ckpt, "import", "--format", "megatron", none, "--output", os.path.join(tmp, "x4"))
+check("a checkpoint without optimizer state is exit 3 naming --weights-only",
+      r.returncode == 3 and "--weights-only" in r.stderr)
+shutil.rmtree(os.path.join(meg32, f"iter_{ITER:07d}", "mp_rank_00"))
+os.makedirs(os.path.join(meg32, f"iter_{ITER:07d}"), exist_ok=True)
+open(os.path.join(meg32, f"iter_{ITER:07d}", "__0_0.distcp"), "w").close()
+r = run(ckpt, "import", "--format", "megatron", meg32, "--output", os.path.join(tmp, "x5"))
+check("a torch_dist directory is exit 3 with the way out",
+      r.returncode == 3 and "torch_dist" in r.stderr)
+r = run(ckpt, "import", "--format", "megatron", os.path.join(tmp, "nowhere"), "--output",
+        os.path.join(tmp, "x6"))
+check("a directory that is no checkpoint is exit 4 naming it",
+      r.returncode == 4 and "nowhere" in r.stderr)
+r = run(ckpt, "import", "--format", "megatron", meg, "--output", out)
+check("an --output holding a checkpoint is refused without --force",
+      r.returncode == 2 and "not empty" in r.stderr)
+leftovers = [d for d in os.listdir(tmp) if ".megatron-" in d]
+check("no scratch directory is left behind", not leftovers)
+shutil.rmtree(tmp, ignore_errors=True)
+print("megatron_import_test:", "ok" if failures == 0 else f"{failures} failed")
+sys.exit(1 if failures else 0)
