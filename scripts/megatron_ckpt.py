@@ -16,14 +16,16 @@ state['model']['word_embeddings_for_head']. query_key_value rows of a tensor ran
 the rank, 3, head dim]; column-parallel tensors (query_key_value, dense_h_to_4h, the word
 embeddings) are split along dim 0, row-parallel weights (dense, dense_4h_to_h) along dim 1;
 norms and row-parallel biases are replicated; the vocabulary is padded to a multiple of
-make_vocab_size_divisible_by x tensor.
+make_vocab_size_divisible_by x tensor. An interleaved (virtual pipeline) run saves a rank's chunks
+as state['model0'], state['model1'], ...: chunk v of stage p holds layers v * L / vp + p * L /
+(pp * vp) on.
 
 The optimizer state (Megatron's non-distributed optimizer): state['optimizer'] is Adam's
 state_dict ('state': per parameter index 'exp_avg', 'exp_avg_sq' and 'step'; 'param_groups'),
 inside {'optimizer': ..., 'fp32_from_fp16_params': [[...], [...]], 'grad_scaler': ...} for
 bf16/fp16 (Float16OptimizerWithFloat16Params: the fp32 masters). Parameter indices follow
-get_param_groups: the rank's parameters in named_parameters order (the order of the model state
-above), those with weight decay first (not a bias, not 1-D), then the rest. The distributed
+get_param_groups: the rank's parameters (chunk after chunk) in named_parameters order (the order
+of the model state above), those with weight decay first (not a bias, not 1-D), then the rest. The distributed
 optimizer's distrib_optim.pt is not read (import the weights with --weights-only). The
 iteration is state['iteration'], the data position args.consumed_train_samples and
 args.consumed_valid_samples.
@@ -184,6 +186,19 @@ def rebuild(tree, values, prefix=()):
     return out
 
 
+def chunks_of(state):
+    """A rank's model chunks: [state['model']], or with a virtual pipeline [state['model0'],
+    state['model1'], ...] (Megatron's interleaved schedule saves one per chunk)."""
+    if "model" in state:
+        return [state["model"]]
+    chunks = []
+    while f"model{len(chunks)}" in state:
+        chunks.append(state[f"model{len(chunks)}"])
+    if not chunks:
+        fail("a shard without 'model' (or 'model0', ...): not a Megatron GPT checkpoint", 2)
+    return chunks
+
+
 def param_groups_order(params):
     """get_param_groups' order of one rank's parameters: weight-decayed ones first (not a bias,
     not 1-D), then the rest, each in named_parameters order."""
@@ -208,7 +223,9 @@ def rank_optimizer(state, where):
     if inner is None or "param_groups" not in inner:
         fail(f"{where}: the optimizer state is neither Adam's state_dict nor Megatron's "
              "Float16Optimizer wrapper of it", 2)
-    params = param_groups_order(flatten(state["model"]))
+    # get_param_groups walks the rank's chunks in order, each in named_parameters order.
+    tree = {f"chunk{v}": c for v, c in enumerate(chunks_of(state))}
+    params = param_groups_order(flatten(tree))
     indices = [i for g in inner["param_groups"] for i in g["params"]]
     if len(indices) != len(params):
         fail(f"{where}: the optimizer holds {len(indices)} parameters, the model {len(params)}: "
@@ -236,24 +253,26 @@ def rank_optimizer(state, where):
     if len(steps) > 1:
         fail(f"{where}: parameters at different Adam steps {sorted(steps)}", 2)
     lr = float(inner["param_groups"][0].get("lr", 0.0))
-    model = state["model"]
-    return (rebuild(model, masters) if masters_flat is not None else None,
-            rebuild(model, exp_avg), rebuild(model, exp_avg_sq),
-            steps.pop() if steps else 0, lr)
+    split = lambda values: [rebuild(tree, values)[f"chunk{v}"] for v in range(len(tree))]
+    return (split(masters) if masters_flat is not None else None, split(exp_avg),
+            split(exp_avg_sq), steps.pop() if steps else 0, lr)
 
 
-def to_hf(models, tp, pp, heads, layers, vocab):
-    """Hugging Face GPT-2 tensors (float32) gathered from per-rank model dicts {(t, p): dict}."""
+def to_hf(models, tp, pp, heads, layers, vocab, vp=1):
+    """Hugging Face GPT-2 tensors (float32) gathered from the model chunks {(t, p, v): dict} of
+    tensor rank t, pipeline rank p and virtual chunk v. Chunk v of stage p holds the layers from
+    v * layers / vp + p * layers / (pp * vp) on (Megatron's interleaved offsets; v = 0 alone
+    without a virtual pipeline); the embeddings are the first chunk's, the final norm the last's."""
     import torch
-    per = layers // pp
+    per = layers // (pp * vp)
 
-    def lm(t, p):
-        if "language_model" not in models[(t, p)]:
-            fail("an interleaved (virtual pipeline) or non-GPT checkpoint is not read", 2)
-        return models[(t, p)]["language_model"]
+    def lm(t, p, v=0):
+        if "language_model" not in models[(t, p, v)]:
+            fail("a model chunk without 'language_model': not a Megatron GPT checkpoint", 2)
+        return models[(t, p, v)]["language_model"]
 
-    def enc(t, p):
-        l = lm(t, p)
+    def enc(t, p, v=0):
+        l = lm(t, p, v)
         return l.get("encoder", l.get("transformer"))
 
     def cat(getter, dim):
@@ -269,36 +288,35 @@ def to_hf(models, tp, pp, heads, layers, vocab):
     h = wte.shape[1]
     hn = h // heads
     norm = lambda e, i, new, old: e.get(f"layers.{i}.{new}", e.get(f"layers.{i}.{old}"))
-    for p in range(pp):
-        for i in range(per):
-            g = p * per + i
-            e0 = enc(0, p)
-            hf = f"h.{g}."
-            for ours, new, old in (("ln_1", "input_norm", "input_layernorm"),
-                                   ("ln_2", "post_attention_norm", "post_attention_layernorm")):
-                for kind in ("weight", "bias"):
-                    t = norm(e0, i, f"{new}.{kind}", f"{old}.{kind}")
-                    if t is None:
-                        fail(f"layer {g}: no {new}.{kind}", 2)
-                    out[hf + f"{ours}.{kind}"] = t.float()
-            key = lambda name: f"layers.{i}.{name}"
-            qkv_w = cat(lambda t: enc(t, p)[key("self_attention.query_key_value.weight")], 0)
-            qkv_b = cat(lambda t: enc(t, p)[key("self_attention.query_key_value.bias")], 0)
-            # rows [heads, 3, hn] -> [3, heads, hn]: q of every head, then k, then v.
-            qkv_w = qkv_w.view(heads, 3, hn, h).transpose(0, 1).reshape(3 * h, h)
-            qkv_b = qkv_b.view(heads, 3, hn).transpose(0, 1).reshape(3 * h)
-            out[hf + "attn.c_attn.weight"] = qkv_w.t().contiguous()
-            out[hf + "attn.c_attn.bias"] = qkv_b
-            out[hf + "attn.c_proj.weight"] = cat(
-                lambda t: enc(t, p)[key("self_attention.dense.weight")], 1).t().contiguous()
-            out[hf + "attn.c_proj.bias"] = e0[key("self_attention.dense.bias")].float()
-            out[hf + "mlp.c_fc.weight"] = cat(
-                lambda t: enc(t, p)[key("mlp.dense_h_to_4h.weight")], 0).t().contiguous()
-            out[hf + "mlp.c_fc.bias"] = cat(lambda t: enc(t, p)[key("mlp.dense_h_to_4h.bias")], 0)
-            out[hf + "mlp.c_proj.weight"] = cat(
-                lambda t: enc(t, p)[key("mlp.dense_4h_to_h.weight")], 1).t().contiguous()
-            out[hf + "mlp.c_proj.bias"] = e0[key("mlp.dense_4h_to_h.bias")].float()
-    last = enc(0, pp - 1)
+    for p, v, i in ((p, v, i) for p in range(pp) for v in range(vp) for i in range(per)):
+        g = v * (layers // vp) + p * per + i
+        e0 = enc(0, p, v)
+        hf = f"h.{g}."
+        for ours, new, old in (("ln_1", "input_norm", "input_layernorm"),
+                               ("ln_2", "post_attention_norm", "post_attention_layernorm")):
+            for kind in ("weight", "bias"):
+                t = norm(e0, i, f"{new}.{kind}", f"{old}.{kind}")
+                if t is None:
+                    fail(f"layer {g}: no {new}.{kind}", 2)
+                out[hf + f"{ours}.{kind}"] = t.float()
+        key = lambda name: f"layers.{i}.{name}"
+        qkv_w = cat(lambda t: enc(t, p, v)[key("self_attention.query_key_value.weight")], 0)
+        qkv_b = cat(lambda t: enc(t, p, v)[key("self_attention.query_key_value.bias")], 0)
+        # rows [heads, 3, hn] -> [3, heads, hn]: q of every head, then k, then v.
+        qkv_w = qkv_w.view(heads, 3, hn, h).transpose(0, 1).reshape(3 * h, h)
+        qkv_b = qkv_b.view(heads, 3, hn).transpose(0, 1).reshape(3 * h)
+        out[hf + "attn.c_attn.weight"] = qkv_w.t().contiguous()
+        out[hf + "attn.c_attn.bias"] = qkv_b
+        out[hf + "attn.c_proj.weight"] = cat(
+            lambda t: enc(t, p, v)[key("self_attention.dense.weight")], 1).t().contiguous()
+        out[hf + "attn.c_proj.bias"] = e0[key("self_attention.dense.bias")].float()
+        out[hf + "mlp.c_fc.weight"] = cat(
+            lambda t: enc(t, p, v)[key("mlp.dense_h_to_4h.weight")], 0).t().contiguous()
+        out[hf + "mlp.c_fc.bias"] = cat(lambda t: enc(t, p, v)[key("mlp.dense_h_to_4h.bias")], 0)
+        out[hf + "mlp.c_proj.weight"] = cat(
+            lambda t: enc(t, p, v)[key("mlp.dense_4h_to_h.weight")], 1).t().contiguous()
+        out[hf + "mlp.c_proj.bias"] = e0[key("mlp.dense_4h_to_h.bias")].float()
+    last = enc(0, pp - 1, vp - 1)
     for kind in ("weight", "bias"):
         t = last.get(f"final_norm.{kind}", last.get(f"final_layernorm.{kind}"))
         if t is None:
@@ -442,24 +460,29 @@ def checkpoint_shape(shards, vocab_size):
     if heads is None or layers is None:
         fail("the checkpoint's args lack num_attention_heads / num_layers", 2)
     pp = 1 + max(p for _, p in shards)
-    if layers % pp:
-        fail(f"num_layers {layers} does not divide by pipeline {pp}", 2)
+    vp = len(chunks_of(first))
+    if layers % (pp * vp):
+        fail(f"num_layers {layers} does not divide by pipeline {pp} x {vp} virtual chunks", 2)
     vocab = vocab_size or getattr(args, "vocab_size", 0) or (
         50257 if getattr(args, "tokenizer_type", "") == "GPT2BPETokenizer" else 0)
     if not vocab:
         fail("the vocabulary size is unknown: pass --vocab-size", 2)
-    if any("model0" in s for s, _ in shards.values()):
-        fail("an interleaved (virtual pipeline) checkpoint is not read", 2)
-    return args, heads, layers, vocab
+    if any(len(chunks_of(s)) != vp for s, _ in shards.values()):
+        fail("the shards hold different numbers of virtual pipeline chunks", 2)
+    return args, heads, layers, vocab, vp
+
+
+def model_chunks(shards):
+    """{(t, p, v): model dict} of every rank's chunks."""
+    return {(t, p, v): c for (t, p), (s, _) in shards.items() for v, c in enumerate(chunks_of(s))}
 
 
 def read(a):
     need_torch()
     it_dir = iteration_dir(a.dir)
     shards, tp, pp = load_shards(it_dir)
-    args, heads, layers, vocab = checkpoint_shape(shards, a.vocab_size)
-    models = {k: s["model"] for k, (s, _) in shards.items()}
-    weights = to_hf(models, tp, pp, heads, layers, vocab)
+    args, heads, layers, vocab, vp = checkpoint_shape(shards, a.vocab_size)
+    weights = to_hf(model_chunks(shards), tp, pp, heads, layers, vocab, vp)
     info = {"iteration": int(shards[(0, 0)][0].get("iteration", 0)),
             "consumed_train_samples": int(getattr(args, "consumed_train_samples", 0) or 0),
             "consumed_valid_samples": int(getattr(args, "consumed_valid_samples", 0) or 0),
@@ -468,9 +491,11 @@ def read(a):
             "source": os.path.abspath(it_dir)}
     if not a.weights_only:
         masters, avg, avg_sq, steps, lrs = {}, {}, {}, set(), set()
-        for key, (state, where) in shards.items():
+        for (t, p), (state, where) in shards.items():
             m, e, e2, step, lr = rank_optimizer(state, where)
-            masters[key], avg[key], avg_sq[key] = m, e, e2
+            for v in range(vp):
+                masters[(t, p, v)] = m[v] if m is not None else None
+                avg[(t, p, v)], avg_sq[(t, p, v)] = e[v], e2[v]
             steps.add(step)
             lrs.add(lr)
         if len(steps) > 1:
@@ -478,17 +503,18 @@ def read(a):
         info["optimizer_steps"] = steps.pop()
         info["lr"] = max(lrs)
         if all(m is not None for m in masters.values()):
-            weights = to_hf(masters, tp, pp, heads, layers, vocab)  # the fp32 masters
+            weights = to_hf(masters, tp, pp, heads, layers, vocab, vp)  # the fp32 masters
         write_safetensors(os.path.join(a.out, "exp_avg.safetensors"),
-                          to_hf(avg, tp, pp, heads, layers, vocab))
+                          to_hf(avg, tp, pp, heads, layers, vocab, vp))
         write_safetensors(os.path.join(a.out, "exp_avg_sq.safetensors"),
-                          to_hf(avg_sq, tp, pp, heads, layers, vocab))
+                          to_hf(avg_sq, tp, pp, heads, layers, vocab, vp))
     write_safetensors(os.path.join(a.out, "model.safetensors"), weights)
     with open(os.path.join(a.out, "config.json"), "w") as f:
         json.dump(hf_config(weights, layers, heads, args), f, indent=1)
     with open(os.path.join(a.out, "megatron.json"), "w") as f:
         json.dump(info, f, indent=1)
-    print(f"read {it_dir}: tensor {tp} x pipeline {pp}, {layers} layers, {heads} heads, vocab "
+    print(f"read {it_dir}: tensor {tp} x pipeline {pp}" + (f" x {vp} virtual chunks" if vp > 1 else "")
+          + f", {layers} layers, {heads} heads, vocab "
           f"{vocab}, iteration {info['iteration']}, "
           + (f"Adam step {info['optimizer_steps']}" if not a.weights_only else "weights only"))
 

@@ -37,8 +37,8 @@ def main():
     mc.need_torch()
     it_dir = mc.iteration_dir(a.dir)
     shards, tp, pp = mc.load_shards(it_dir)
-    args, heads, layers, vocab = mc.checkpoint_shape(shards, a.vocab_size)
-    out = mc.to_hf({k: s["model"] for k, (s, _) in shards.items()}, tp, pp, heads, layers, vocab)
+    args, heads, layers, vocab, vp = mc.checkpoint_shape(shards, a.vocab_size)
+    out = mc.to_hf(mc.model_chunks(shards), tp, pp, heads, layers, vocab, vp)
     mc.write_safetensors(a.output, out)
     out_dir = os.path.dirname(os.path.abspath(a.output))
     with open(os.path.join(out_dir, "config.json"), "w") as f:

@@ -61,20 +61,21 @@ subprocess.run([sys.executable, f"{src}/tests/cmd/make_tiny_corpus.py", corpus, 
                check=True, stdout=subprocess.DEVNULL)
 
 
-def rank_dicts(hf, tp, pp, padded):
-    """Megatron's per-rank model dicts of HF-layout tensors, written here independently of
-    scripts/megatron_ckpt.py (the layout of its docstring)."""
-    hn, per, k = H // HEADS, L // pp, HEADS // tp
+def rank_dicts(hf, tp, pp, padded, vp=1):
+    """Megatron's per-rank model chunks {(t, p): [chunk dict, ...]} of HF-layout tensors, written
+    here independently of scripts/megatron_ckpt.py: Megatron's layout, and with a virtual
+    pipeline its interleaved layer offsets (chunk v of stage p: layers v L/vp + p L/(pp vp) on)."""
+    hn, per, k = H // HEADS, L // (pp * vp), HEADS // tp
     wte = torch.cat([hf["wte.weight"], torch.zeros(padded - V, H)])
     out = {}
     for t in range(tp):
         def part(a, dim):
             n = a.shape[dim] // tp
             return a.narrow(dim, t * n, n).clone()
-        for p in range(pp):
+        for p, v in ((p, v) for p in range(pp) for v in range(vp)):
             enc = {}
             for i in range(per):
-                g = p * per + i
+                g = v * (L // vp) + p * per + i
                 e = lambda n: hf[f"h.{g}.{n}"]
                 w = e("attn.c_attn.weight").t().reshape(3, HEADS, hn, H).transpose(0, 1)
                 b = e("attn.c_attn.bias").reshape(3, HEADS, hn).transpose(0, 1)
@@ -95,17 +96,17 @@ def rank_dicts(hf, tp, pp, padded):
                     f"layers.{i}.mlp.dense_4h_to_h.bias": e("mlp.c_proj.bias").clone(),
                 })
             lm = {}
-            if p == 0:
+            if p == 0 and v == 0:
                 lm["embedding"] = {"word_embeddings": {"weight": part(wte, 0)},
                                    "position_embeddings": {"weight": hf["wpe.weight"].clone()}}
             lm["encoder"] = enc
             model = {"language_model": lm}
-            if p == pp - 1:
+            if p == pp - 1 and v == vp - 1:
                 enc["final_norm.weight"] = hf["ln_f.weight"].clone()
                 enc["final_norm.bias"] = hf["ln_f.bias"].clone()
                 if pp > 1:
                     model["word_embeddings_for_head"] = {"weight": part(wte, 0)}
-            out[(t, p)] = model
+            out.setdefault((t, p), []).append(model)
     return out
 
 
@@ -125,9 +126,10 @@ def rebuild(model, values, prefix=""):
             for k, v in model.items()}
 
 
-def megatron_checkpoint(root, tp, pp, optimizer="float16", **arg_overrides):
+def megatron_checkpoint(root, tp, pp, optimizer="float16", vp=1, **arg_overrides):
     padded = -(-V // (128 * tp)) * 128 * tp
-    weights, moments, moments_sq = (rank_dicts(x, tp, pp, padded) for x in (masters, avg, avg_sq))
+    weights, moments, moments_sq = (rank_dicts(x, tp, pp, padded, vp)
+                                    for x in (masters, avg, avg_sq))
     args = argparse.Namespace(
         num_layers=L, hidden_size=H, num_attention_heads=HEADS, ffn_hidden_size=4 * H,
         seq_length=P, max_position_embeddings=P, micro_batch_size=2, global_batch_size=8,
@@ -143,24 +145,32 @@ def megatron_checkpoint(root, tp, pp, optimizer="float16", **arg_overrides):
         use_distributed_optimizer=False)
     for k, v in arg_overrides.items():
         setattr(args, k, v)
-    for (t, p), model in weights.items():
+    if vp > 1:
+        args.virtual_pipeline_model_parallel_size = vp
+    for (t, p), chunks in weights.items():
+        # get_param_groups walks the chunks in order, each in named_parameters order.
+        model = {f"model{v}": c for v, c in enumerate(chunks)}
         params = named_parameters(model)
         wd = [(n, x) for n, x in params if not (n.endswith(".bias") or x.dim() == 1)]
         no_wd = [(n, x) for n, x in params if n.endswith(".bias") or x.dim() == 1]
         order = wd + no_wd
-        e, e2 = dict(named_parameters(moments[(t, p)])), dict(named_parameters(moments_sq[(t, p)]))
+        e = dict(named_parameters({f"model{v}": c for v, c in enumerate(moments[(t, p)])}))
+        e2 = dict(named_parameters({f"model{v}": c for v, c in enumerate(moments_sq[(t, p)])}))
         adam = {"state": {i: {"step": STEP, "exp_avg": e[n].clone(), "exp_avg_sq": e2[n].clone()}
                           for i, (n, _) in enumerate(order)},
                 "param_groups": [{"params": list(range(len(wd))), "lr": LR, "weight_decay": 0.01},
                                  {"params": list(range(len(wd), len(order))), "lr": LR,
                                   "weight_decay": 0.0}]}
-        state = {"args": args, "checkpoint_version": 3.0, "iteration": ITER, "rng_state": [],
-                 "model": rebuild(model, {n: x.bfloat16() for n, x in params})}
+        saved = model if optimizer == "fp32" else rebuild(model, {n: x.bfloat16() for n, x in params})
+        state = {"args": args, "checkpoint_version": 3.0, "iteration": ITER, "rng_state": []}
+        if vp == 1:
+            state["model"] = saved["model0"]
+        else:
+            state.update(saved)
         if optimizer == "float16":
             state["optimizer"] = {"optimizer": adam, "fp32_from_fp16_params":
                                   [[x.clone() for _, x in wd], [x.clone() for _, x in no_wd]]}
         elif optimizer == "fp32":
-            state["model"] = model
             state["optimizer"] = adam
         d = os.path.join(root, f"iter_{ITER:07d}",
                          f"mp_rank_{t:02d}" + (f"_{p:03d}" if pp > 1 else ""))
@@ -251,6 +261,26 @@ if ok:
     got = mc.read_safetensors(os.path.join(tmp, "hf32", "model.safetensors"))
     ok = r2.returncode == 0 and all(torch.equal(got[k], masters[k]) for k in masters)
 check(f"an fp32 run (Adam's own state_dict) imports, weights bit for bit ({r.stderr.strip()[-200:]})", ok)
+
+# An interleaved run (pipeline 2 x 2 virtual chunks: state['model0'], state['model1']) at tensor 2.
+megvp = os.path.join(tmp, "megatron-vp")
+megatron_checkpoint(megvp, 2, 2, vp=2)
+outvp = os.path.join(tmp, "imported-vp")
+r = run(ckpt, "import", "--format", "megatron", megvp, "--output", outvp, "--layout", "1,1,1")
+ok = r.returncode == 0
+if ok:
+    hf_vp = os.path.join(tmp, "hf-vp", "model.safetensors")
+    r2 = run(ckpt, "export", outvp, "--output", hf_vp)
+    back_vp = os.path.join(tmp, "back-vp")
+    r3 = run(ckpt, "export", "--format", "megatron", outvp, "--output", back_vp)
+    again_vp = os.path.join(tmp, "again-vp")
+    r4 = run(sys.executable, f"{src}/scripts/megatron_ckpt.py", "read", back_vp, again_vp)
+    got = mc.read_safetensors(hf_vp) if r2.returncode == 0 else {}
+    m_vp = mc.read_safetensors(os.path.join(again_vp, "exp_avg.safetensors")) if r4.returncode == 0 else {}
+    ok = (r3.returncode == 0 and all(torch.equal(got.get(k, torch.zeros(0)), masters[k]) for k in masters)
+          and all(torch.equal(m_vp.get(k, torch.zeros(0)), avg[k]) for k in avg))
+check(f"an interleaved run (2 x 2 x 2 virtual chunks) imports: masters and moments bit for bit "
+      f"({r.stderr.strip()[-200:]})", ok)
 
 # Refused, each named.
 llama = os.path.join(tmp, "llama")
