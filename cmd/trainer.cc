@@ -32,6 +32,7 @@
 #include "model/gpt_stage.h"
 #include "optim/adamw.h"
 #include "optim/batch_ramp.h"
+#include "optim/divergence.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "parallel/communicator.h"
@@ -272,20 +273,6 @@ void Trainer::build_optimizer() {
   // fp16 scales the loss (Megatron); bf16's range needs no scaling.
   if (recipe_.precision == Precision::kFP16)
     scaler_ = std::make_unique<LossScaler>(recipe_.optimizer);
-  if (const char* v = std::getenv("MTNLG_INJECT_OVERFLOW"); v != nullptr && *v != 0) {
-    // The whole value must parse: "3:x" or "3abc" is an error, not iteration 3 on rank 0.
-    long long iteration = 0, rank = 0;
-    int used = 0;
-    const bool one = std::sscanf(v, "%lld%n", &iteration, &used) == 1 && v[used] == 0;
-    const bool two = !one && std::sscanf(v, "%lld:%lld%n", &iteration, &rank, &used) == 2 &&
-                     v[used] == 0 && rank >= 0;
-    if ((!one && !two) || iteration < 1)
-      throw invalid_argument(std::string("MTNLG_INJECT_OVERFLOW=") + v +
-                                 " is not ITERATION[:RANK] (a test hook; unset it to train)",
-                             "MTNLG_INJECT_OVERFLOW");
-    const int64_t me = options_.groups != nullptr ? options_.groups->world->rank() : 0;
-    if (rank == me) inject_overflow_at_ = iteration;
-  }
   load_start_checkpoint();
 }
 
@@ -420,22 +407,63 @@ IterationStats Trainer::train_step() {
   return s;
 }
 
+// One iteration, as llm.c's loop reads: the batch's size, zeroed gradients, the pipeline
+// schedule's forwards and backwards over the micro-batches, the gradients' reductions, the loss
+// and the gradient norm, the divergence check, then the update (skipped on an fp16 overflow) at
+// the schedule's rate, the loss scale, and the iteration's figures.
 IterationStats Trainer::step() {
-  const auto t0 = std::chrono::steady_clock::now();
-  const CommBytes sent_before = bytes_sent();
-  const double p2p_before = p2p_->seconds_in_calls();
-  const int64_t micro = recipe_.parallel.micro_batch_size;
-  const int64_t seq = recipe_.model.seq_length;
+  const StepStart start = step_start();
   const int64_t global = batch_at_(consumed_samples_);
-  const int64_t batch_tokens = global * seq;
+  const int64_t batch_tokens = global * recipe_.model.seq_length;
 
   model_->params().zero_grads(*backend_);
-  if (inject_overflow_at_ == iteration_ + 1) {
-    // Gradients accumulate into the buffer, so an inf here survives backward and the reductions.
-    Tensor g = model_->params().grad_buffer().slice(0, 1);
-    backend_->fill(g, std::numeric_limits<double>::infinity());
-  }
+  if (options_.hooks.before_backward)
+    options_.hooks.before_backward({iteration_ + 1,
+                                    options_.groups != nullptr ? options_.groups->world->rank() : 0,
+                                    model_->params(), *backend_});
   const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
+  const double loss_sum = forward_backward(global, loss_scale / static_cast<double>(batch_tokens));
+  if (grad_sync_) grad_sync_->wait(*backend_);  // over data ranks, and the tied copies
+
+  const double loss =
+      sum_over_data(sum_over_pipeline(loss_sum)) / static_cast<double>(batch_tokens);
+  // The norm of the scaled gradients is reduced over every group, so an inf or NaN on any rank
+  // makes it non-finite on all of them: the ranks agree on an fp16 overflow without another
+  // collective.
+  const double scaled_norm = this->grad_norm();
+  const bool overflow = scaler_ != nullptr && !std::isfinite(scaled_norm);
+  const double grad_norm = scaled_norm / loss_scale;
+  ++iteration_;
+  check_step_finite({loss, grad_norm, overflow, iteration_}, weights_source(),
+                    recipe_.model.init_method_std);
+
+  // The LR schedule advances by the tokens of updating iterations only (Megatron's scheduler
+  // steps on successful updates), so a skipped iteration leaves it where it was.
+  if (overflow) {
+    ++skipped_iterations_;
+    skipped_tokens_ += batch_tokens;
+  }
+  const double lr =
+      schedule_->lr_at((consumed_samples_ + global) * recipe_.model.seq_length - skipped_tokens_);
+  if (!overflow)  // unscales the gradients with the clip
+    optimizer_->step(lr, clip_coefficient(grad_norm, recipe_.optimizer.clip_grad) / loss_scale);
+  if (scaler_) scaler_->update(overflow);
+  backend_->synchronize();
+  consumed_samples_ += global;
+  return step_stats(start, {loss, grad_norm, overflow, iteration_}, lr, loss_scale, global);
+}
+
+Trainer::StepStart Trainer::step_start() const {
+  return {std::chrono::steady_clock::now(), bytes_sent(), p2p_->seconds_in_calls()};
+}
+
+WeightsSource Trainer::weights_source() const {
+  if (!start_checkpoint_.empty()) return WeightsSource::kCheckpoint;
+  return recipe_.model.init_from.empty() ? WeightsSource::kInit : WeightsSource::kInitFrom;
+}
+
+double Trainer::forward_backward(int64_t global, double grad_scale) {
+  const int64_t micro = recipe_.parallel.micro_batch_size;
   double loss_sum = 0.0;  // the last stage's
   const int64_t steps = global / (micro * data_size_);
   // Every stage reads the same micro-batches, in order, at the first chunk's forward: the first
@@ -465,96 +493,47 @@ IterationStats Trainer::step() {
   };
   const ChunkBackwardStep backward_step = [&](int64_t c, int64_t m, const Tensor& output_grad) {
     auto& pool = acts_[static_cast<size_t>(c)];
-    return model_->backward(*pool[static_cast<size_t>(m) % pool.size()], output_grad,
-                            loss_scale / static_cast<double>(batch_tokens),
+    return model_->backward(*pool[static_cast<size_t>(m) % pool.size()], output_grad, grad_scale,
                             overlap && m == steps - 1 ? grad_ready : GradReadyHook());
   };
-  {
-    // The weights stay as they are until the optimizer steps: GEMM kernels may keep them in
-    // their own layout across this iteration's micro-batches (Backend::begin_frozen_weights).
-    FrozenWeights frozen(*backend_);
-    if (chunks > 1) {
-      forward_backward_pipelining_with_interleaving(*p2p_, chunks, steps, pipeline_buffers_,
-                                                    forward_step, backward_step);
-    } else {
-      forward_backward_pipelining_without_interleaving(
-          *p2p_, steps, pipeline_buffers_,
-          [&](int64_t m, const Tensor& input) { return forward_step(0, m, input); },
-          [&](int64_t m, const Tensor& grad) { return backward_step(0, m, grad); });
-    }
+  // The weights stay as they are until the optimizer steps: GEMM kernels may keep them in their
+  // own layout across this iteration's micro-batches (Backend::begin_frozen_weights).
+  FrozenWeights frozen(*backend_);
+  if (chunks > 1) {
+    forward_backward_pipelining_with_interleaving(*p2p_, chunks, steps, pipeline_buffers_,
+                                                  forward_step, backward_step);
+  } else {
+    forward_backward_pipelining_without_interleaving(
+        *p2p_, steps, pipeline_buffers_,
+        [&](int64_t m, const Tensor& input) { return forward_step(0, m, input); },
+        [&](int64_t m, const Tensor& grad) { return backward_step(0, m, grad); });
   }
-  // Every reduction of the gradients: over data ranks, and the tied copies over their group.
-  if (grad_sync_) grad_sync_->wait(*backend_);
-  const double loss =
-      sum_over_data(sum_over_pipeline(loss_sum)) / static_cast<double>(batch_tokens);
-  // The norm of the scaled gradients is reduced over every group, so an inf or NaN on any rank
-  // makes it non-finite on all of them: the ranks agree on an fp16 overflow without another
-  // collective.
-  const double scaled_norm = this->grad_norm();
-  const bool overflow = scaler_ != nullptr && !std::isfinite(scaled_norm);
-  const double grad_norm = scaled_norm / loss_scale;
-  ++iteration_;
-  if ((!std::isfinite(loss) || (!std::isfinite(grad_norm) && !overflow)) && iteration_ == 1) {
-    // Nothing has been updated yet: the starting weights are at fault, not the learning rate.
-    const bool imported = !recipe_.model.init_from.empty() && start_checkpoint_.empty();
-    const std::string key = !start_checkpoint_.empty() ? "checkpoint.load"
-                            : imported                 ? "model.init_from"
-                                                       : "model.init_method_std";
-    throw Error(Code::kDiverged,
-                "the first iteration's loss is " + json_number(loss) + " and grad norm " +
-                    json_number(grad_norm) +
-                    " before any update: the starting weights are at "
-                    "fault; " +
-                    (key == "model.init_method_std"
-                         ? "lower model.init_method_std (" +
-                               json_number(recipe_.model.init_method_std) + "; 0.02 is usual)"
-                         : "check the weights in " + key),
-                key);
-  }
-  if (!std::isfinite(loss) || (!std::isfinite(grad_norm) && !overflow)) {
-    throw Error(Code::kDiverged,
-                "training diverged at iteration " + std::to_string(iteration_) + " (loss " +
-                    json_number(loss) + ", grad norm " + json_number(grad_norm) +
-                    "): lower optimizer.lr, lengthen schedule.warmup_tokens or set "
-                    "optimizer.clip_grad",
-                "optimizer.lr");
-  }
-  // The LR schedule advances by the tokens of updating iterations only (Megatron's scheduler
-  // steps on successful updates), so a skipped iteration leaves it where it was.
-  if (overflow) {
-    ++skipped_iterations_;
-    skipped_tokens_ += batch_tokens;
-  }
-  const int64_t consumed_tokens_after = (consumed_samples_ + global) * seq;
-  const double lr = schedule_->lr_at(consumed_tokens_after - skipped_tokens_);
-  if (!overflow) {
-    const double clip = clip_coefficient(grad_norm, recipe_.optimizer.clip_grad);
-    optimizer_->step(lr, clip / loss_scale);  // unscales the gradients with the clip
-  }
-  if (scaler_) scaler_->update(overflow);
-  backend_->synchronize();
-  consumed_samples_ += global;
-  const CommBytes sent = combine(bytes_sent(), sent_before, -1);
+  return loss_sum;
+}
+
+IterationStats Trainer::step_stats(const StepStart& start, const StepHealth& health, double lr,
+                                   double loss_scale, int64_t global) {
+  const int64_t seq = recipe_.model.seq_length;
+  const CommBytes sent = combine(bytes_sent(), start.bytes, -1);
   comm_sent_ = combine(comm_sent_, sent, 1);
   ++comm_iterations_;
-
   const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start.time).count();
   train_seconds_ += seconds;
-  pipeline_seconds_ += p2p_->seconds_in_calls() - p2p_before;
+  pipeline_seconds_ += p2p_->seconds_in_calls() - start.p2p_seconds;
   IterationStats s;
-  s.iteration = iteration_;
-  s.loss = loss;
+  s.iteration = health.iteration;
+  s.loss = health.loss;
   s.lr = lr;
   s.global_batch_size = global;
   s.consumed_samples = consumed_samples_;
   s.consumed_tokens = consumed_samples_ * seq;
-  s.grad_norm = overflow ? std::numeric_limits<double>::quiet_NaN() : grad_norm;
+  s.grad_norm = health.overflow ? std::numeric_limits<double>::quiet_NaN() : health.grad_norm;
   s.loss_scale = loss_scale;
-  s.skipped = overflow;
+  s.skipped = health.overflow;
   s.skipped_iterations = skipped_iterations_;
   s.elapsed_ms = seconds * 1e3;
-  s.tokens_per_sec = static_cast<double>(batch_tokens) / seconds;
+  s.tokens_per_sec = static_cast<double>(global * seq) / seconds;
   // Model FLOPs this iteration executed (model/gpt_flops.h; with activation checkpointing the
   // recomputed forward counts, as the paper's 96 B s l h^2 form), per device of the run.
   s.tflops_per_device =
@@ -563,7 +542,7 @@ IterationStats Trainer::step() {
   if (peak_tflops_ > 0.0) s.mfu = s.tflops_per_device / peak_tflops_;
   s.peak_memory_bytes = backend_->peak_bytes();
   s.comm_bytes = sent.total();
-  if (iteration_ == 1) log_memory("after the first iteration");
+  if (health.iteration == 1) log_memory("after the first iteration");
   return s;
 }
 

@@ -36,6 +36,8 @@
 #include "core/backend.h"
 #include "core/config/recipe.h"
 #include "data/loader.h"
+#include "model/param_registry.h"
+#include "optim/divergence.h"
 #include "optim/loss_scaler.h"
 #include "parallel/pipeline_schedule.h"
 
@@ -58,6 +60,20 @@ class GradSync;
 class Topology;
 class P2PCommunicator;
 
+// The Trainer's test seams (tests reach them; mtnlg-train sets none). before_backward runs on
+// every rank after an iteration's gradients are zeroed and before its micro-batches, with the
+// iteration about to run (1-based), the rank's global rank and its parameters: a test puts an inf
+// into the gradients there to force an fp16 overflow.
+struct StepSeam {
+  int64_t iteration;
+  int64_t global_rank;
+  ParamRegistry& params;
+  Backend& backend;
+};
+struct TrainerHooks {
+  std::function<void(const StepSeam&)> before_backward;
+};
+
 struct TrainerOptions {
   int threads = 0;          // CPU threads; <= 0: all cores
   bool write_files = true;  // metrics file and resolved recipe (tests may turn them off)
@@ -70,6 +86,7 @@ struct TrainerOptions {
   // Where this rank trains, when the caller resolved it (it builds the groups to match); null:
   // the Trainer resolves the recipe's device for local_rank.
   const DeviceResolution* device = nullptr;
+  TrainerHooks hooks = {};
 };
 
 struct IterationStats {
@@ -150,6 +167,20 @@ class Trainer {
   void build_pipeline();
   void build_outputs();
   IterationStats step();  // train_step without the metrics line
+  // step()'s parts: where the iteration's clock and byte counts start; where the starting
+  // weights came from (for the divergence message); the micro-batches' forwards and backwards
+  // through the pipeline schedule, gradients scaled by grad_scale, returning this rank's loss
+  // sum; the iteration's figures.
+  struct StepStart {
+    std::chrono::steady_clock::time_point time;
+    CommBytes bytes;
+    double p2p_seconds;
+  };
+  StepStart step_start() const;
+  WeightsSource weights_source() const;
+  double forward_backward(int64_t global_batch, double grad_scale);
+  IterationStats step_stats(const StepStart& start, const StepHealth& health, double lr,
+                            double loss_scale, int64_t global_batch);
   void log_iteration(const IterationStats& s);
   EvalStats compute_evaluation();  // evaluate() without its metrics line
   void log_evaluation(const EvalStats& e);
@@ -189,9 +220,6 @@ class Trainer {
   std::unique_ptr<LossScaler> scaler_;  // precision fp16 only
   // Overflow-skipped iterations and their tokens (the LR schedule counts only updated tokens).
   int64_t skipped_iterations_ = 0, skipped_tokens_ = 0;
-  // Test hook MTNLG_INJECT_OVERFLOW=ITERATION[:RANK]: this rank puts an inf into its gradients
-  // at that iteration (0: never).
-  int64_t inject_overflow_at_ = 0;
   std::unique_ptr<MetricsWriter> metrics_;
   std::unique_ptr<TensorBoardWriter> tensorboard_;  // logging.tensorboard_dir, with metrics_
   // Per model chunk, one per micro-batch of it in flight: micro-batch k of chunk c uses

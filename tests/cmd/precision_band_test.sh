@@ -49,6 +49,8 @@
 set -euo pipefail
 source "$2/tests/cmd/layout_lib.sh"
 layout_setup "$1" "$2" 2048
+# mtnlg-train with the test seams (tests/cmd/train_hooks_main.cc): MTNLG_INJECT_OVERFLOW below.
+bin=$1/mtnlg-train-test-hooks
 u=0.00390625    # bf16
 u16=0.001953125  # fp16: 4 x 2^-11 (see above)
 grad_band() { /usr/bin/python3 -c "import math; print($1 * math.sqrt(2 * $3 * $2))"; }  # U L R

@@ -14,6 +14,8 @@
 set -euo pipefail
 source "$2/tests/cmd/layout_lib.sh"
 layout_setup "$1" "$2" 512
+# mtnlg-train with the test seams (tests/cmd/train_hooks_main.cc): MTNLG_INJECT_OVERFLOW below.
+bin=$1/mtnlg-train-test-hooks
 compare=tests/cmd/compare_layouts.py
 u=0.00390625
 grad_band=$(/usr/bin/python3 -c "import math; print($u * math.sqrt(24 * 2))")

@@ -14,11 +14,11 @@
 #include "model/gpt_stage.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
+#include "overflow_seam.h"
 #include "test_util.h"
 #include "tiny_corpus.h"
 
 using namespace mtnlg;
-using mtnlg::test::ScopedEnv;
 using mtnlg::test::write_corpus;
 
 namespace {
@@ -257,8 +257,9 @@ TEST_CASE("fp16: an overflow skips the update, halves the scale, leaves the stat
   std::vector<IterationStats> want;
   for (int i = 0; i < 6; ++i) want.push_back(plain.train_step());
 
-  ScopedEnv inject("MTNLG_INJECT_OVERFLOW", "3");
-  Trainer t(tiny_recipe(dir, fp16), TrainerOptions{1, false});
+  TrainerOptions inject{1, false};
+  inject.hooks = test::overflow_at(3);
+  Trainer t(tiny_recipe(dir, fp16), inject);
   std::vector<IterationStats> got;
   for (int i = 0; i < 2; ++i) got.push_back(t.train_step());
   const auto weights = bits_of(t.model().params().state());
