@@ -45,9 +45,11 @@ void check_device_memory(const DeviceResolution& where, int64_t planned_bytes);
 
 // This rank's process groups for a job of several ranks training on `where`: NCCL on GPU
 // where.index for a CUDA rank (the unique ids through `store`, the checkpoint group Gloo),
-// make_cpu_groups over MTNLG_TRANSPORT on the CPU. Collective: every rank calls it once, with
-// the same kind of device (a job mixing CPU and GPU ranks is refused by the first group).
+// make_cpu_groups over `transport` on the CPU (parallel.transport; MTNLG_TRANSPORT, when set,
+// overrides it). Collective: every rank calls it once, with the same kind of device (a job mixing
+// CPU and GPU ranks is refused by the first group).
 ProcessGroups make_device_groups(const DeviceResolution& where, const Topology& topology,
-                                 Store& store, std::chrono::milliseconds timeout);
+                                 Store& store, std::chrono::milliseconds timeout,
+                                 CpuTransport transport = CpuTransport::kAuto);
 
 }  // namespace mtnlg

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -66,8 +67,8 @@ void run_script(const std::vector<std::string>& args) {
     throw not_found("cannot run /usr/bin/python3 (apt-get install python3 python3-torch)",
                     "/usr/bin/python3");
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-  }
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) throw io_error("waiting for /usr/bin/python3 failed", "/usr/bin/python3");
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   if (code == 0) return;
   const std::string what = "scripts/megatron_ckpt.py " + args.front() + " failed (exit " +

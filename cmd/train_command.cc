@@ -76,7 +76,8 @@ int run_train_command(int argc, char** argv, const TrainerHooks& hooks) {
       "docs/attention-kernels.md have the details):\n"
       "  MTNLG_WORLD_SIZE, MTNLG_RANK, MTNLG_LOCAL_RANK, MTNLG_LOCAL_WORLD_SIZE, MTNLG_NODE,\n"
       "  MTNLG_STORE_DIR   launch without PMIx (scripts/launch.sh sets them)\n"
-      "  MTNLG_TRANSPORT   CPU groups: auto (default), shm, tcp or gloo\n"
+      "  MTNLG_TRANSPORT   CPU groups: auto, shm, tcp or gloo; overrides the recipe's\n"
+      "                    parallel.transport (auto by default)\n"
       "  MTNLG_SHM_SINGLE_COPY=0   shared-memory groups without cross-memory attach\n"
       "  MTNLG_GLOO_IFACE, MTNLG_GLOO_HOSTNAME   the interface Gloo's groups use\n"
       "  MTNLG_CUDA_ATTENTION   cudnn (default: cuDNN's fused attention, bf16/fp16 at head\n"
@@ -248,10 +249,11 @@ int run_train_command(int argc, char** argv, const TrainerHooks& hooks) {
                                                               runtime.local_world));
     if (runtime.world > 1) {
       spdlog::info("{}: {}", runtime.describe(), topology.describe());
-      // GPU ranks: NCCL. CPU ranks: shared memory within a node, TCP across nodes
-      // (MTNLG_TRANSPORT).
+      // GPU ranks: NCCL. CPU ranks: parallel.transport (by default shared memory within a
+      // node, TCP across nodes).
       groups = mtnlg::make_device_groups(where, topology, *runtime.store,
-                                         std::chrono::seconds(recipe.parallel.timeout_s));
+                                         std::chrono::seconds(recipe.parallel.timeout_s),
+                                         recipe.parallel.transport);
       {
         // Which transport each group got: shared memory within a node, else TCP.
         std::string carriers;

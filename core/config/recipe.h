@@ -22,6 +22,8 @@ enum class Precision { kFP32, kBF16, kFP16 };
 // visible, else the CPU.
 enum class DeviceChoice { kAuto, kCpu, kCuda };
 enum class DecayStyle { kCosine, kLinear, kConstant };
+// How CPU ranks' groups communicate: auto = shared memory within a node, TCP across nodes.
+enum class CpuTransport { kAuto, kShm, kTcp, kGloo };
 
 struct ModelConfig {
   int64_t num_layers = 0;
@@ -67,6 +69,10 @@ struct ParallelConfig {
   // The dtype gradients are summed over data ranks in under bf16: fp32 (the main gradients,
   // Megatron's default) or bf16 (half the bytes). fp32 training always reduces in fp32.
   Precision grad_reduce_dtype = Precision::kFP32;
+  // CPU ranks' groups: auto (shared memory within a node, TCP across nodes), shm, tcp or gloo
+  // (docs/cpu-transports.md). GPU ranks use NCCL whatever it says. MTNLG_TRANSPORT, when set,
+  // overrides it (the older switch, kept).
+  CpuTransport transport = CpuTransport::kAuto;
 };
 
 struct OptimizerConfig {
@@ -213,6 +219,7 @@ std::string recipe_to_yaml(const Recipe& recipe);
 
 const char* precision_name(Precision p);
 const char* device_choice_name(DeviceChoice d);
+const char* cpu_transport_name(CpuTransport t);
 // The dtype of the model's weights and activations for a precision (f32, bf16, f16).
 DType precision_dtype(Precision p);
 const char* decay_style_name(DecayStyle d);

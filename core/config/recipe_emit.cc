@@ -77,6 +77,20 @@ const char* precision_name(Precision p) {
   return "?";
 }
 
+const char* cpu_transport_name(CpuTransport t) {
+  switch (t) {
+    case CpuTransport::kAuto:
+      return "auto";
+    case CpuTransport::kShm:
+      return "shm";
+    case CpuTransport::kTcp:
+      return "tcp";
+    case CpuTransport::kGloo:
+      return "gloo";
+  }
+  return "?";
+}
+
 const char* device_choice_name(DeviceChoice d) {
   switch (d) {
     case DeviceChoice::kAuto:
@@ -155,6 +169,7 @@ std::string recipe_to_yaml(const Recipe& r) {
   w.value(1, "overlap_grad_reduce", p.overlap_grad_reduce);
   w.value(1, "grad_bucket_mb", p.grad_bucket_mb);
   w.value(1, "grad_reduce_dtype", precision_name(p.grad_reduce_dtype));
+  w.value(1, "transport", cpu_transport_name(p.transport));
 
   w.value(0, "precision", precision_name(r.precision));
   w.value(0, "device", device_choice_name(r.device));

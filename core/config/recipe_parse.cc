@@ -139,6 +139,11 @@ void read_parallel(const Section& s, ParallelConfig& p) {
   s.read("grad_bucket_mb", p.grad_bucket_mb);
   s.read_enum("grad_reduce_dtype", p.grad_reduce_dtype,
               {{"fp32", Precision::kFP32}, {"bf16", Precision::kBF16}});
+  s.read_enum("transport", p.transport,
+              {{"auto", CpuTransport::kAuto},
+               {"shm", CpuTransport::kShm},
+               {"tcp", CpuTransport::kTcp},
+               {"gloo", CpuTransport::kGloo}});
 }
 
 void read_eval_tasks(const Section& s, EvalConfig& e) {

@@ -37,6 +37,7 @@ constexpr KeySpec kParallel[] = {
     {"grad_bucket_mb", S, {}},
     {"virtual_pipeline", S, {}},
     {"grad_reduce_dtype", S, {}},
+    {"transport", S, {}},
 };
 constexpr KeySpec kOptimizer[] = {
     {"lr", S, {}},

@@ -82,7 +82,10 @@ train() {  # NAME TP PP [--set ...]
 train single 1 1
 train tp2-pp2 2 2
 train tp2-dp2-zero1 2 1 --set parallel.zero_stage=1
-/usr/bin/python3 tests/cmd/compare_layouts.py "$tmp" single:tp2-pp2 single:tp2-dp2-zero1
+# The recipe's parallel.transport: TCP within the nodes too.
+train tp2-pp2-tcp 2 2 --set parallel.transport=tcp
+/usr/bin/python3 tests/cmd/compare_layouts.py "$tmp" single:tp2-pp2 single:tp2-dp2-zero1 \
+  single:tp2-pp2-tcp
 
 # Which transport each group got: every rank logs "transports: world W, tensor T, ...".
 expect() {  # RUN PATTERN: all 4 ranks' transport lines must match
@@ -93,4 +96,5 @@ expect() {  # RUN PATTERN: all 4 ranks' transport lines must match
 }
 expect tp2-pp2 "world tcp, tensor shm, pipeline tcp"
 expect tp2-dp2-zero1 "world tcp, tensor shm, data tcp"
+expect tp2-pp2-tcp "world tcp, tensor tcp, pipeline tcp"
 echo "two_nodes_test: OK"

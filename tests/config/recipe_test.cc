@@ -44,6 +44,7 @@ parallel:
   zero_stage: 1
   activation_checkpointing: true
   grad_reduce_dtype: bf16
+  transport: tcp
 precision: bf16
 optimizer:
   lr: 6.0e-4
@@ -133,6 +134,7 @@ TEST_CASE("parse_recipe reads every key", "[config]") {
   CHECK(r.optimizer.hysteresis == 3);
   CHECK(r.optimizer.min_loss_scale == 2.0);
   CHECK(r.parallel.grad_reduce_dtype == Precision::kBF16);
+  CHECK(r.parallel.transport == CpuTransport::kTcp);
   CHECK(r.schedule.warmup_tokens == 375'000'000);
   CHECK(r.schedule.decay_tokens == 260'000'000'000);
   CHECK(r.schedule.decay_style == DecayStyle::kLinear);
