@@ -53,34 +53,16 @@ bool final_sigma_utf8(std::string_view t, size_t begin, size_t end) {
 }  // namespace
 
 std::u32string python_lower(const std::u32string& text) {
-  std::u32string out;
-  python_lower(text, &out);
-  return out;
-}
-
-void python_lower(const std::u32string& text, std::u32string* lowered) {
   // One output slot per code point but for 'İ' (two): counted first, so that the loop writes by
   // index (no per-character capacity check) and ASCII costs a compare and a store.
   size_t extra = 0;
   for (const char32_t c : text) extra += c == 0x130;
-  lowered->resize(text.size() + extra);
-  char32_t* o = lowered->data();
-  const auto ascii_lower = [](char32_t c) { return c - 'A' < 26u ? c + ('a' - 'A') : c; };
+  std::u32string out(text.size() + extra, U'\0');
+  char32_t* o = out.data();
   for (size_t i = 0; i < text.size(); ++i) {
-    // Eight ASCII code points at once (GCC vectorizes both fixed-length loops).
-    if (i + 8 <= text.size()) {
-      char32_t any = 0;
-      for (size_t k = 0; k < 8; ++k) any |= text[i + k];
-      if (any < 0x80) {
-        for (size_t k = 0; k < 8; ++k) o[k] = ascii_lower(text[i + k]);
-        o += 8;
-        i += 7;
-        continue;
-      }
-    }
     const char32_t c = text[i];
     if (c < 0x80) {
-      *o++ = ascii_lower(c);
+      *o++ = c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c;
     } else if (c == 0x130) {  // the one unconditional multi-character lower-case mapping
       *o++ = U'i';
       *o++ = 0x307;
@@ -90,6 +72,7 @@ void python_lower(const std::u32string& text, std::u32string* lowered) {
       *o++ = static_cast<char32_t>(u_tolower(static_cast<UChar32>(c)));
     }
   }
+  return out;
 }
 
 void python_lower_utf8(std::string_view text, std::string* lowered) {

@@ -15,8 +15,6 @@ namespace mtnlg {
 
 // str.lower().
 std::u32string python_lower(const std::u32string& text);
-// The same into *lowered (its storage reused: hot loops lower text after text).
-void python_lower(const std::u32string& text, std::u32string* lowered);
 // str.lower() of well-formed UTF-8, as UTF-8 into *lowered (the same code points as
 // python_lower; ill-formed bytes become U+FFFD's lower case, itself).
 void python_lower_utf8(std::string_view text, std::string* lowered);

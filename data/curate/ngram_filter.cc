@@ -1,7 +1,6 @@
 #include "data/curate/ngram_filter.h"
 
 #include <algorithm>
-#include <cstring>
 
 namespace mtnlg::curate {
 
