@@ -571,15 +571,20 @@ def write(a):
             n_wd = sum(1 for path, x in params
                        if not (".".join(path).endswith(".bias") or x.dim() == 1))
             step = int(info.get("optimizer_steps", 0))
+            # Adam's hyperparameters as the run had them: torch's load_state_dict restores a
+            # group's betas, eps and weight decay from the checkpoint, so Megatron resumes with
+            # these (the learning rate its scheduler sets each step).
+            group = {"lr": float(info.get("lr", 0.0)),
+                     "betas": (float(info.get("adam_beta1", 0.9)),
+                               float(info.get("adam_beta2", 0.999))),
+                     "eps": float(info.get("adam_eps", 1e-8)), "lr_mult": 1.0}
             adam = {"state": {i: {"step": step, "exp_avg": e[path], "exp_avg_sq": e2[path]}
                               for i, (path, _) in enumerate(params)},
                     "param_groups": [
-                        {"params": list(range(n_wd)), "lr": float(info.get("lr", 0.0)),
-                         "weight_decay": float(info.get("weight_decay", 0.01)),
-                         "betas": (0.9, 0.999), "eps": 1e-8, "wd_mult": 1.0, "lr_mult": 1.0},
-                        {"params": list(range(n_wd, len(params))),
-                         "lr": float(info.get("lr", 0.0)), "weight_decay": 0.0,
-                         "betas": (0.9, 0.999), "eps": 1e-8, "wd_mult": 0.0, "lr_mult": 1.0}]}
+                        dict(group, params=list(range(n_wd)),
+                             weight_decay=float(info.get("weight_decay", 0.01)), wd_mult=1.0),
+                        dict(group, params=list(range(n_wd, len(params))), weight_decay=0.0,
+                             wd_mult=0.0)]}
             if bf16:  # Float16OptimizerWithFloat16Params: bf16 weights, fp32 masters
                 masters = [[values[path].clone() for path, _ in params[:n_wd]],
                            [values[path].clone() for path, _ in params[n_wd:]]]

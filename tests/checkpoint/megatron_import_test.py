@@ -235,6 +235,12 @@ if r.returncode == 0:
                info.get("optimizer_steps")) == (ITER, CONSUMED, STEP))
         bf16 = torch.load(os.path.join(back, f"iter_{ITER:07d}", "mp_rank_00",
                                        "model_optim_rng.pt"))
+        groups = bf16["optimizer"]["optimizer"]["param_groups"]
+        check("the exported Adam groups carry the run's betas, eps and weight decay "
+              "(torch's load_state_dict restores them)",
+              [tuple(g["betas"]) for g in groups] == [(0.9, 0.95)] * 2 and
+              [g["weight_decay"] for g in groups] == [0.01, 0.0] and
+              all(g["eps"] == 1e-8 for g in groups))
         check("the exported weights are bf16 beside fp32 masters, as Megatron's bf16 run keeps them",
               bf16["model"]["language_model"]["embedding"]["word_embeddings"]["weight"].dtype
               == torch.bfloat16 and "fp32_from_fp16_params" in bf16["optimizer"])
