@@ -310,7 +310,8 @@ int main(int argc, char** argv) {
   extract->add_option("--output", ex.output, "The text records (.jsonl, .gz, .zst)")->required();
   extract->add_option("--report", ex.report, "A JSON summary: records by type, skipped by reason");
   extract->add_option("--stoplist", ex.stoplist,
-                      "A stop-word file, one word a line (default: the shipped English list)");
+                      "A stop-word file, one word a line, as jusText's stoplists/*.txt (default: "
+                      "jusText's English list, compiled in)");
   extract->add_option("--length-low", ex.justext.length_low, "jusText's")->capture_default_str();
   extract->add_option("--length-high", ex.justext.length_high, "jusText's")->capture_default_str();
   extract->add_option("--stopwords-low", ex.justext.stopwords_low, "jusText's")

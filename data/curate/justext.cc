@@ -9,6 +9,8 @@
 #include <fstream>
 #include <memory>
 #include <set>
+#include <sstream>
+#include <string_view>
 
 #include "core/status.h"
 #include "data/python_text.h"
@@ -21,22 +23,25 @@ namespace {
 // jusText's PARAGRAPH_TAGS.
 const std::set<std::string>& paragraph_tags() {
   static const std::set<std::string> tags = {
-      "body", "blockquote", "caption", "center", "col", "colgroup", "dd", "div", "dl", "dt",
-      "fieldset", "form", "legend", "optgroup", "option", "p", "pre", "table", "td", "textarea",
-      "tfoot", "th", "thead", "tr", "ul", "li", "h1", "h2", "h3", "h4", "h5", "h6"};
+      "body", "blockquote", "caption",  "center",   "col",    "colgroup", "dd",     "div",
+      "dl",   "dt",         "fieldset", "form",     "legend", "optgroup", "option", "p",
+      "pre",  "table",      "td",       "textarea", "tfoot",  "th",       "thead",  "tr",
+      "ul",   "li",         "h1",       "h2",       "h3",     "h4",       "h5",     "h6"};
   return tags;
 }
 
 // lxml.html.defs.block_tags (lxml.html.fromstring names a fragment's container by them).
 bool block_tag(const std::string& t) {
   static const std::set<std::string> tags = {
-      "address", "blockquote", "center", "dir", "div", "dl", "fieldset", "form", "h1", "h2", "h3",
-      "h4", "h5", "h6", "hr", "isindex", "menu", "noframes", "noscript", "ol", "p", "pre",
-      "table", "ul"};
+      "address", "blockquote", "center",   "dir", "div", "dl",  "fieldset", "form",
+      "h1",      "h2",         "h3",       "h4",  "h5",  "h6",  "hr",       "isindex",
+      "menu",    "noframes",   "noscript", "ol",  "p",   "pre", "table",    "ul"};
   return tags.count(t) > 0;
 }
 
-std::string tag_of(const xmlNode* n) { return reinterpret_cast<const char*>(n->name); }
+std::string tag_of(const xmlNode* n) {
+  return reinterpret_cast<const char*>(n->name);
+}
 
 // Python's str.isspace() over a UTF-8 string: true when all of it is whitespace (or empty).
 bool is_blank(const std::u32string& s) {
@@ -143,10 +148,10 @@ bool has_ancestor_in(const xmlNode* n, const std::set<std::string>& tags) {
 
 // jusText's lxml Cleaner options on the tree under root.
 void clean(xmlNode* root) {
-  static const std::set<std::string> kill = {"head",   "script", "style", "applet",
+  static const std::set<std::string> kill = {"head",   "script", "style",  "applet",
                                              "button", "input",  "select", "textarea"};
-  static const std::set<std::string> unwrap = {"iframe", "embed", "layer", "object", "param",
-                                               "form"};
+  static const std::set<std::string> unwrap = {"iframe", "embed", "layer",
+                                               "object", "param", "form"};
   std::vector<xmlNode*> nodes;
   const auto collect = [&](auto&& self, xmlNode* n) -> void {
     for (xmlNode* c = n->children; c != nullptr; c = c->next) {
@@ -205,7 +210,8 @@ xmlNode* fromstring_root(xmlDoc* doc, const std::string& html) {
   size_t i = 0;
   while (i < html.size() && std::isspace(static_cast<unsigned char>(html[i]))) ++i;
   std::string head = html.substr(i, 9);
-  std::transform(head.begin(), head.end(), head.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(head.begin(), head.end(), head.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   if (head.rfind("<html", 0) == 0 || head.rfind("<!doctype", 0) == 0) return root;
   xmlNode* body = nullptr;
   for (xmlNode* c = root->children; c != nullptr; c = c->next) {
@@ -224,11 +230,13 @@ xmlNode* fromstring_root(xmlDoc* doc, const std::string& html) {
     }
   }
   for (xmlNode* c = body->children; c != nullptr && c->type != XML_ELEMENT_NODE; c = c->next)
-    if (c->type == XML_TEXT_NODE && !is_blank(utf8_to_u32(reinterpret_cast<const char*>(c->content))))
+    if (c->type == XML_TEXT_NODE &&
+        !is_blank(utf8_to_u32(reinterpret_cast<const char*>(c->content))))
       text = true;
   if (only != nullptr)
     for (xmlNode* c = only->next; c != nullptr; c = c->next)
-      if (c->type == XML_TEXT_NODE && !is_blank(utf8_to_u32(reinterpret_cast<const char*>(c->content))))
+      if (c->type == XML_TEXT_NODE &&
+          !is_blank(utf8_to_u32(reinterpret_cast<const char*>(c->content))))
         text = true;
   if (elements == 1 && !text) return only;
   bool block = false;
@@ -248,7 +256,8 @@ xmlNode* fromstring_root(xmlDoc* doc, const std::string& html) {
 // <meta[^>]+charset=["']?([^'"/>\s]+), case-insensitive.
 std::string meta_charset(const std::string& b) {
   std::string lower(b);
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   for (size_t at = lower.find("<meta"); at != std::string::npos; at = lower.find("<meta", at + 1)) {
     const size_t open = at + 5;
     size_t end = lower.find('>', open);
@@ -278,15 +287,16 @@ bool convert(const std::string& bytes, const std::string& charset, std::string* 
   if (U_FAILURE(status)) return false;
   std::unique_ptr<UConverter, decltype(&ucnv_close)> guard(cnv, &ucnv_close);
   std::u16string u(bytes.size() * 2 + 16, u'\0');
-  const int32_t n = ucnv_toUChars(cnv, reinterpret_cast<UChar*>(u.data()),
-                                  static_cast<int32_t>(u.size()), bytes.data(),
-                                  static_cast<int32_t>(bytes.size()), &status);
+  const int32_t n =
+      ucnv_toUChars(cnv, reinterpret_cast<UChar*>(u.data()), static_cast<int32_t>(u.size()),
+                    bytes.data(), static_cast<int32_t>(bytes.size()), &status);
   if (U_FAILURE(status)) return false;
   u.resize(static_cast<size_t>(n));
   out->clear();
   for (size_t i = 0; i < u.size(); ++i) {
     char32_t c = u[i];
-    if (c >= 0xD800 && c <= 0xDBFF && i + 1 < u.size() && u[i + 1] >= 0xDC00 && u[i + 1] <= 0xDFFF) {
+    if (c >= 0xD800 && c <= 0xDBFF && i + 1 < u.size() && u[i + 1] >= 0xDC00 &&
+        u[i + 1] <= 0xDFFF) {
       c = 0x10000 + ((c - 0xD800) << 10) + (u[++i] - 0xDC00);
     } else if (c >= 0xD800 && c <= 0xDFFF) {
       c = kReplacementChar;
@@ -307,47 +317,41 @@ std::string decode_html(const std::string& bytes, const std::string& charset) {
   return replace_invalid_utf8(bytes);
 }
 
+extern const char kJustextEnglishStoplist[];  // generated from stoplists/English.txt
+
+std::unordered_set<std::string> parse_stoplist(std::string_view text) {
+  // As jusText's get_stoplist: a word a line, lower-cased (Python's str.lower); a line's
+  // trailing spaces and carriage return are dropped (no word of str.split() could hold them).
+  std::unordered_set<std::string> words;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t nl = std::min(text.find('\n', at), text.size());
+    std::string_view w = text.substr(at, nl - at);
+    while (!w.empty() && (w.back() == '\r' || w.back() == ' ')) w.remove_suffix(1);
+    if (!w.empty()) words.insert(u32_to_utf8(python_lower(utf8_to_u32(std::string(w)))));
+    at = nl + 1;
+  }
+  return words;
+}
+
 const std::unordered_set<std::string>& english_stoplist() {
-  // Function words of English: articles, pronouns, auxiliaries, prepositions, conjunctions,
-  // common adverbs and determiners (our list; jusText's own can be given with --stoplist).
-  static const std::unordered_set<std::string> words = {
-      "a", "about", "above", "across", "after", "afterwards", "again", "against", "all", "almost",
-      "alone", "along", "already", "also", "although", "always", "am", "among", "an", "and",
-      "another", "any", "anyhow", "anyone", "anything", "anyway", "anywhere", "are", "around",
-      "as", "at", "back", "be", "became", "because", "become", "becomes", "been", "before",
-      "beforehand", "behind", "being", "below", "beside", "besides", "between", "beyond", "both",
-      "but", "by", "can", "cannot", "could", "did", "do", "does", "doing", "done", "down",
-      "during", "each", "either", "else", "elsewhere", "enough", "even", "ever", "every",
-      "everyone", "everything", "everywhere", "except", "few", "for", "former", "formerly",
-      "from", "further", "had", "has", "have", "having", "he", "hence", "her", "here",
-      "hereafter", "hereby", "herein", "hers", "herself", "him", "himself", "his", "how",
-      "however", "i", "if", "in", "indeed", "into", "is", "it", "its", "itself", "just", "last",
-      "latter", "least", "less", "many", "may", "me", "meanwhile", "might", "more", "moreover",
-      "most", "mostly", "much", "must", "my", "myself", "namely", "neither", "never",
-      "nevertheless", "next", "no", "nobody", "none", "nor", "not", "nothing", "now", "nowhere",
-      "of", "off", "often", "on", "once", "one", "only", "onto", "or", "other", "others",
-      "otherwise", "our", "ours", "ourselves", "out", "over", "own", "per", "perhaps", "rather",
-      "same", "several", "she", "should", "since", "so", "some", "somehow", "someone",
-      "something", "sometime", "sometimes", "somewhere", "still", "such", "than", "that", "the",
-      "their", "theirs", "them", "themselves", "then", "thence", "there", "thereafter",
-      "thereby", "therefore", "therein", "these", "they", "this", "those", "though", "through",
-      "throughout", "thus", "to", "together", "too", "toward", "towards", "under", "until",
-      "up", "upon", "us", "very", "via", "was", "we", "well", "were", "what", "whatever", "when",
-      "whence", "whenever", "where", "whereas", "whereby", "wherein", "whether", "which",
-      "while", "whither", "who", "whoever", "whole", "whom", "whose", "why", "will", "with",
-      "within", "without", "would", "yet", "you", "your", "yours", "yourself", "yourselves"};
+  static const std::unordered_set<std::string> words = parse_stoplist(kJustextEnglishStoplist);
   return words;
 }
 
 std::unordered_set<std::string> read_stoplist(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw not_found("cannot open the stop-word list", path);
-  std::unordered_set<std::string> words;
-  std::string w;
-  while (std::getline(in, w)) {
-    while (!w.empty() && (w.back() == '\r' || w.back() == ' ')) w.pop_back();
-    if (!w.empty()) words.insert(u32_to_utf8(python_lower(utf8_to_u32(w))));
-  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw io_error("cannot read the stop-word list", path);
+  const std::string bytes = text.str();
+  if (!is_valid_utf8(bytes))
+    throw corruption("the stop-word list is not valid UTF-8 (jusText reads its lists as UTF-8)",
+                     path);
+  std::unordered_set<std::string> words = parse_stoplist(bytes);
+  if (words.empty())
+    throw invalid_argument("the stop-word list holds no word (give one word a line)", path);
   return words;
 }
 
@@ -356,10 +360,10 @@ std::vector<JustextParagraph> justext(const std::string& utf8_html,
                                       const JustextOptions& o) {
   std::vector<JustextParagraph> out;
   if (utf8_html.empty()) return out;
-  std::unique_ptr<xmlDoc, DocFree> doc(htmlReadMemory(
-      utf8_html.data(), static_cast<int>(utf8_html.size()), nullptr, "UTF-8",
-      HTML_PARSE_RECOVER | HTML_PARSE_NONET | HTML_PARSE_COMPACT | HTML_PARSE_NOERROR |
-          HTML_PARSE_NOWARNING));
+  std::unique_ptr<xmlDoc, DocFree> doc(
+      htmlReadMemory(utf8_html.data(), static_cast<int>(utf8_html.size()), nullptr, "UTF-8",
+                     HTML_PARSE_RECOVER | HTML_PARSE_NONET | HTML_PARSE_COMPACT |
+                         HTML_PARSE_NOERROR | HTML_PARSE_NOWARNING));
   if (!doc) return out;
   xmlNode* root = fromstring_root(doc.get(), utf8_html);
   if (root == nullptr) return out;
@@ -395,14 +399,17 @@ std::vector<JustextParagraph> justext(const std::string& utf8_html,
     for (size_t at = 0; at <= jp.dom_path.size();) {
       const size_t dot = std::min(jp.dom_path.find('.', at), jp.dom_path.size());
       const std::string t = jp.dom_path.substr(at, dot - at);
-      heading = heading || (t.size() == 2 && t[0] == 'h' && std::isdigit(static_cast<unsigned char>(t[1])));
+      heading = heading ||
+                (t.size() == 2 && t[0] == 'h' && std::isdigit(static_cast<unsigned char>(t[1])));
       at = dot + 1;
     }
     jp.heading = !o.no_headings && heading;
-    const bool select = jp.dom_path.rfind("select", 0) == 0 || jp.dom_path.find(".select") != std::string::npos;
+    const bool select =
+        jp.dom_path.rfind("select", 0) == 0 || jp.dom_path.find(".select") != std::string::npos;
     if (link_density > o.max_link_density) {
       jp.cf_class = "bad";
-    } else if (jp.text.find("\xc2\xa9") != std::string::npos || jp.text.find("&copy") != std::string::npos) {
+    } else if (jp.text.find("\xc2\xa9") != std::string::npos ||
+               jp.text.find("&copy") != std::string::npos) {
       jp.cf_class = "bad";
     } else if (select) {
       jp.cf_class = "bad";
@@ -424,7 +431,9 @@ std::vector<JustextParagraph> justext(const std::string& utf8_html,
   const auto length_of = [&](int64_t i) {
     return static_cast<int64_t>(utf8_to_u32(out[static_cast<size_t>(i)].text).size());
   };
-  const auto cls = [&](int64_t i) -> std::string& { return out[static_cast<size_t>(i)].class_type; };
+  const auto cls = [&](int64_t i) -> std::string& {
+    return out[static_cast<size_t>(i)].class_type;
+  };
   const auto neighbour = [&](int64_t i, bool ignore_neargood, int64_t inc, int64_t boundary) {
     while (i + inc != boundary) {
       i += inc;

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <unordered_set>
 #include <vector>
 
@@ -32,18 +33,21 @@ struct JustextOptions {
 };
 
 struct JustextParagraph {
-  std::string text;       // whitespace collapsed, stripped
-  std::string dom_path;   // e.g. "html.body.div.p"
-  std::string cf_class;   // context-free: bad, short, neargood, good
-  std::string class_type; // final: good or bad
+  std::string text;        // whitespace collapsed, stripped
+  std::string dom_path;    // e.g. "html.body.div.p"
+  std::string cf_class;    // context-free: bad, short, neargood, good
+  std::string class_type;  // final: good or bad
   bool heading = false;
   int64_t chars_in_links = 0;
 };
 
-// The English stop-word list shipped with mtnlg-curate (lower case).
+// jusText's own English stop-word list (stoplists/English.txt, 503 lines, compiled in),
+// lower-cased: the list jusText uses when asked for English.
 const std::unordered_set<std::string>& english_stoplist();
-// A stop-word list from a file, one word a line (jusText's stoplists/*.txt).
+// A stop-word list from a file, one word a line (jusText's stoplists/*.txt), lower-cased.
 std::unordered_set<std::string> read_stoplist(const std::string& path);
+// The same from the file's text.
+std::unordered_set<std::string> parse_stoplist(std::string_view text);
 
 // HTML bytes to UTF-8 (step 1); `charset` from the HTTP header, or "".
 std::string decode_html(const std::string& bytes, const std::string& charset);

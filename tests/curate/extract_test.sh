@@ -26,6 +26,22 @@ a = [json.loads(l) for l in open('ours.jsonl')]; b = [json.loads(l) for l in ope
 print(len(a), 'documents')
 raise SystemExit(0 if a == b and len(a) >= 8 else 1)"
 
+# With no --stoplist: jusText's English list, compiled in, equals the reference reading the
+# shipped stoplists/English.txt as jusText's get_stoplist reads its own.
+"$curate" extract --input "${pages[@]}" --output default.jsonl --threads 2 --log-level warn
+$py "$ref" extract "$src/data/curate/stoplists/English.txt" ref_en.jsonl "${pages[@]}"
+check "no --stoplist: jusText's English list gives the reference's records" $py -c "
+import json
+a = [json.loads(l) for l in open('default.jsonl')]; b = [json.loads(l) for l in open('ref_en.jsonl')]
+print(len(a), 'documents')
+raise SystemExit(0 if a == b and len(a) >= 8 else 1)"
+check "jusText's list keeps other paragraphs than the test's short list" \
+  $py -c "raise SystemExit(0 if open('default.jsonl').read() != open('ours.jsonl').read() else 1)"
+printf 'the\nof\xff\n' >badstop.txt
+expect 4 "badstop.txt.*not valid UTF-8" -- extract --input "${pages[0]}" --output x.jsonl --stoplist badstop.txt
+printf '\n\n' >emptystop.txt
+expect 2 "emptystop.txt.*holds no word" -- extract --input "${pages[0]}" --output x.jsonl --stoplist emptystop.txt
+
 # The same pages in a WARC, with the cases of the web.
 $py - "$ref" "${pages[@]}" <<'PY'
 import gzip, json, sys, uuid

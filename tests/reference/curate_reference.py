@@ -484,7 +484,8 @@ def main(argv):
         return 0
     if argv and argv[0] == "extract" and len(argv) >= 4:
         # extract STOPLIST OUT.jsonl FILE.html...: {"text", "url"} per file with good paragraphs
-        stop = {w.strip().lower() for w in open(argv[1], encoding="utf-8") if w.strip()}
+        # as jusText's get_stoplist reads its lists
+        stop = frozenset(w.decode("utf8").lower() for w in open(argv[1], "rb").read().splitlines())
         with open(argv[2], "w", encoding="utf-8") as f:
             for path in argv[3:]:
                 good = [t for t, c in justext_paragraphs(open(path, "rb").read(), stop) if c == "good"]
