@@ -15,14 +15,21 @@ namespace mtnlg::cpu {
 // as the fp32 path's per-thread scratch is not.
 inline constexpr int64_t kAttentionScratchBytes = int64_t{64} << 20;
 
+// Where oneDNN has no bf16 matmul, kAuto stages the operands widened to fp32 and takes a problem
+// a thread; kBatched keeps the batched bf16 staging, each product widened by MatmulBf16's
+// fallback (the older path, for tests: both give the same bits).
+enum class AttentionBf16Path { kAuto, kBatched };
+
 // out: [b, s, heads*hd], stats: [b, heads, s] (each row's log-sum-exp), qkv: [b, s, heads*3*hd]
 void attention_forward_bf16(MatmulBf16& mm, Bf16* out, float* stats, const Bf16* qkv, int64_t b,
                             int64_t s, int64_t heads, int64_t hd, float dropout_p, RngStream rng,
-                            int64_t scratch_bytes = kAttentionScratchBytes);
+                            int64_t scratch_bytes = kAttentionScratchBytes,
+                            AttentionBf16Path path = AttentionBf16Path::kAuto);
 // dqkv: [b, s, heads*3*hd] (overwritten), dout: [b, s, heads*hd]
 void attention_backward_bf16(MatmulBf16& mm, Bf16* dqkv, const Bf16* dout, const Bf16* qkv,
                              const float* stats, int64_t b, int64_t s, int64_t heads, int64_t hd,
                              float dropout_p, RngStream rng,
-                             int64_t scratch_bytes = kAttentionScratchBytes);
+                             int64_t scratch_bytes = kAttentionScratchBytes,
+                             AttentionBf16Path path = AttentionBf16Path::kAuto);
 
 }  // namespace mtnlg::cpu

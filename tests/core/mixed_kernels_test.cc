@@ -290,6 +290,46 @@ TEMPLATE_TEST_CASE("bf16/fp16 attention: fp32 softmax and statistics, same dropo
       CHECK(outside_bound(statsc, stats64) == 0);
       CHECK(outside_bound(outc, out64, extra.out) == 0);
       CHECK(outside_bound(dqkvc, dqkv64, extra.dqkv) == 0);
+
+      // The fp32 fallback an AVX2 CPU runs (forced here on any CPU): a problem a thread, its
+      // operands widened once. The same bounds, and the same bits whether problems are staged
+      // one at a time or many (its products do not depend on the chunk).
+      cpu::MatmulBf16 fb({}, /*use_onednn=*/false);
+      Tensor outf = Tensor::cpu(out.shape(), D), statsf = Tensor::cpu(stats.shape(), DType::kF32);
+      Tensor dqkvf = Tensor::cpu(qkv.shape(), D);
+      cpu::attention_forward_bf16(fb, outf.data_as<Bf16>(), statsf.data_as<float>(),
+                                  qkv.data_as<Bf16>(), b, s, heads, hd, static_cast<float>(p), rng);
+      cpu::attention_backward_bf16(fb, dqkvf.data_as<Bf16>(), dout.data_as<Bf16>(),
+                                   qkv.data_as<Bf16>(), statsf.data_as<float>(), b, s, heads, hd,
+                                   static_cast<float>(p), rng);
+      CHECK(outside_bound(statsf, stats64) == 0);
+      CHECK(outside_bound(outf, out64, extra.out) == 0);
+      CHECK(outside_bound(dqkvf, dqkv64, extra.dqkv) == 0);
+      Tensor outf1 = Tensor::cpu(out.shape(), D), statsf1 = Tensor::cpu(stats.shape(), DType::kF32);
+      Tensor dqkvf1 = Tensor::cpu(qkv.shape(), D);
+      cpu::attention_forward_bf16(fb, outf1.data_as<Bf16>(), statsf1.data_as<float>(),
+                                  qkv.data_as<Bf16>(), b, s, heads, hd, static_cast<float>(p), rng,
+                                  /*scratch_bytes=*/1);
+      cpu::attention_backward_bf16(fb, dqkvf1.data_as<Bf16>(), dout.data_as<Bf16>(),
+                                   qkv.data_as<Bf16>(), statsf1.data_as<float>(), b, s, heads, hd,
+                                   static_cast<float>(p), rng, /*scratch_bytes=*/1);
+      CHECK(bitwise_equal(outf1, outf));
+      CHECK(bitwise_equal(statsf1, statsf));
+      CHECK(bitwise_equal(dqkvf1, dqkvf));
+      // And the bits of the batched bf16 staging with each product widened by MatmulBf16's
+      // fallback: the same products, the same rounding of the probabilities and of ds.
+      Tensor outb = Tensor::cpu(out.shape(), D), statsb = Tensor::cpu(stats.shape(), DType::kF32);
+      Tensor dqkvb = Tensor::cpu(qkv.shape(), D);
+      cpu::attention_forward_bf16(fb, outb.data_as<Bf16>(), statsb.data_as<float>(),
+                                  qkv.data_as<Bf16>(), b, s, heads, hd, static_cast<float>(p), rng,
+                                  cpu::kAttentionScratchBytes, cpu::AttentionBf16Path::kBatched);
+      cpu::attention_backward_bf16(fb, dqkvb.data_as<Bf16>(), dout.data_as<Bf16>(),
+                                   qkv.data_as<Bf16>(), statsb.data_as<float>(), b, s, heads, hd,
+                                   static_cast<float>(p), rng, cpu::kAttentionScratchBytes,
+                                   cpu::AttentionBf16Path::kBatched);
+      CHECK(bitwise_equal(outb, outf));
+      CHECK(bitwise_equal(statsb, statsf));
+      CHECK(bitwise_equal(dqkvb, dqkvf));
     }
   }
 }
