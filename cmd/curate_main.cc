@@ -373,7 +373,8 @@ int main(int argc, char** argv) {
                   "alpha words 0.8, 2 stop words, duplicate paragraphs 0.3 and 0.2 of characters, "
                   "lines 0.3 and 0.2, top 2/3/4-grams 0.2/0.18/0.16, duplicate 5-10-grams "
                   "0.15-0.10)");
-  clean->add_option("--min-words", g.min_words, "gopher_short_doc: fewer whitespace words");
+  clean->add_option("--min-words", g.min_words,
+                    "gopher_short_doc: fewer words (not counting punctuation alone)");
   clean->add_option("--max-words", g.max_words, "gopher_long_doc: more words");
   clean->add_option("--min-mean-word-length", g.min_mean_word_length,
                     "gopher_below_avg_threshold: a lower mean word length");
@@ -382,13 +383,14 @@ int main(int argc, char** argv) {
   clean->add_option("--max-symbol-word-ratio", g.max_symbol_word_ratio,
                     "gopher_too_many_hashes / _ellipsis: more '#', or '...' and '…', per word");
   clean->add_option("--max-bullet-lines-ratio", g.max_bullet_lines_ratio,
-                    "gopher_too_many_bullets: a larger share of lines starting with '•'");
+                    "gopher_too_many_bullets: a larger share of lines starting with '•' or '-'");
   clean->add_option("--max-ellipsis-lines-ratio", g.max_ellipsis_lines_ratio,
                     "gopher_too_many_end_ellipsis: a larger share of lines ending in an ellipsis");
   clean->add_option("--min-alpha-words-ratio", g.min_alpha_words_ratio,
                     "gopher_below_alpha_threshold: a smaller share of words holding a letter");
   clean->add_option("--min-stop-words", g.min_stop_words,
-                    "gopher_enough_stop_words: fewer of the, be, to, of, and, that, have, with");
+                    "gopher_enough_stop_words: fewer distinct ones of the, be, to, of, and, that, "
+                    "have, with");
   clean->add_option("--max-dup-para-frac", g.max_dup_para_frac,
                     "dup_para_frac: a larger share of repeated paragraphs (split at blank lines)");
   clean->add_option("--max-dup-para-char-frac", g.max_dup_para_char_frac,
@@ -434,9 +436,14 @@ int main(int argc, char** argv) {
   clean
       ->add_option("--c4-min-sentences", c4.min_sentences,
                    "c4_too_few_sentences: remove documents whose kept lines hold fewer sentences "
-                   "(a sentence ends at . ! ? before whitespace and a capital, digit or opening "
-                   "quote; DataTrove counts with NLTK's Punkt)")
+                   "(Punkt's with --punkt-dir, as DataTrove counts; else a sentence ends at . ! ? "
+                   "before whitespace and a capital, digit or opening quote)")
       ->check(mtnlg::non_negative_number());
+  clean->add_option("--punkt-dir", cl.punkt_dir,
+                    "NLTK's Punkt model of the language, as `python3 -m nltk.downloader punkt_tab` "
+                    "installs it (nltk_data/tokenizers/punkt_tab/english): the Gopher rules' words "
+                    "become NLTK's word_tokenize and the C4 rules' sentences Punkt's, as DataTrove "
+                    "counts them (default: whitespace words and the rule above)");
   clean->add_option("--vocab-file", cl.vocab_file,
                     "GPT-2 encoder.json for --min-gpt2-tokens (default data/gpt2/encoder.json)");
   clean->add_option("--merge-file", cl.merge_file,

@@ -354,7 +354,7 @@ set_tests_properties(attention_bench PROPERTIES TIMEOUT 120)
 # generated text (tests/curate/<stage>_test.sh): bytes independent of threads, kills and reruns;
 # bad input named.
 if(MTNLG_CURATE)
-  foreach(stage dedup decontaminate quality clean extract run)
+  foreach(stage dedup decontaminate quality clean extract run nltk)
     add_test(NAME curate_${stage}
       COMMAND bash ${PROJECT_SOURCE_DIR}/tests/curate/${stage}_test.sh ${PROJECT_BINARY_DIR}
               ${PROJECT_SOURCE_DIR})

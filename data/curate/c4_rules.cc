@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "data/curate/nltk_tokenize.h"
 #include "data/python_text.h"
 
 namespace mtnlg::curate {
@@ -139,7 +140,7 @@ int64_t count_sentences(const std::u32string& line) {
   return n + (any_text ? 1 : 0);
 }
 
-C4Result apply_c4(const std::string& utf8, const C4Rules& c) {
+C4Result apply_c4(const std::string& utf8, const C4Rules& c, const PunktModel* punkt) {
   static constexpr std::array<std::u32string_view, 6> kPolicy = {
       U"terms of use", U"privacy policy", U"cookie policy",
       U"uses cookies", U"use of cookies", U"use cookies"};
@@ -193,7 +194,11 @@ C4Result apply_c4(const std::string& utf8, const C4Rules& c) {
       ++r.lines["c4_policy"];
       continue;
     }
-    sentences += count_sentences(line);
+    // DataTrove's split_into_sentences: Punkt's spans, one piece at least.
+    sentences +=
+        punkt != nullptr
+            ? std::max<int64_t>(1, static_cast<int64_t>(punkt_sentence_spans(line, *punkt).size()))
+            : count_sentences(line);
     if (!first) kept.push_back(U'\n');
     kept += line;
     first = false;

@@ -15,10 +15,12 @@
 // A kept document's text becomes its kept lines joined by "\n" (stripped). The document rules
 // (lorem ipsum, curly bracket) see only the lines the earlier line rules kept, as in DataTrove.
 //
-// Sentences: DataTrove counts them with NLTK's Punkt model, which Debian does not ship. Here a
-// sentence ends at a run of . ! or ? (closing quotes and brackets may follow) that whitespace
-// follows and then an upper-case letter, a decimal digit or an opening quote or bracket. The
-// counts agree with Punkt on ordinary prose and differ on abbreviations ("Dr. Smith" counts two).
+// Sentences: DataTrove counts them with NLTK's Punkt (a line's spans, one at least). With a Punkt
+// model (NLTK's punkt_tab files, which Debian does not ship) they are Punkt's, as DataTrove's.
+// Without one, a sentence ends at a run of . ! or ? (closing quotes and brackets may follow) that
+// whitespace follows and then an upper-case letter, a decimal digit or an opening quote or
+// bracket: the counts agree with Punkt on ordinary prose and differ on abbreviations ("Dr. Smith"
+// counts two).
 #pragma once
 
 #include <cstdint>
@@ -50,7 +52,9 @@ struct C4Result {
   std::map<std::string, int64_t> lines;
 };
 
-C4Result apply_c4(const std::string& utf8, const C4Rules& c);
+struct PunktModel;
+// punkt: count sentences with this Punkt model (null: the rule above).
+C4Result apply_c4(const std::string& utf8, const C4Rules& c, const PunktModel* punkt = nullptr);
 
 // Sentences in a line by the rule above.
 int64_t count_sentences(const std::u32string& line);

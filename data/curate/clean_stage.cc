@@ -9,16 +9,18 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "core/metrics.h"
 #include "core/status.h"
-#include "data/python_text.h"
+#include "data/curate/nltk_tokenize.h"
 #include "data/curate/shard_writer.h"
 #include "data/curate/staged_file.h"
 #include "data/gpt2_tokenizer.h"
+#include "data/python_text.h"
 
 namespace CLD2 {
 // lang_script.h (an internal header of libcld2-dev, which its public one does not include).
@@ -36,9 +38,10 @@ std::string normalize_text(const std::string& utf8) {
   } else {
     UErrorCode status = U_ZERO_ERROR;
     const icu::Normalizer2* nfc = icu::Normalizer2::getNFCInstance(status);
-    const icu::UnicodeString n = nfc->normalize(
-        icu::UnicodeString::fromUTF8(icu::StringPiece(utf8.data(), static_cast<int32_t>(utf8.size()))),
-        status);
+    const icu::UnicodeString n =
+        nfc->normalize(icu::UnicodeString::fromUTF8(
+                           icu::StringPiece(utf8.data(), static_cast<int32_t>(utf8.size()))),
+                       status);
     if (U_FAILURE(status)) throw io_error(std::string("ICU NFC: ") + u_errorName(status));
     t.assign(static_cast<size_t>(n.countChar32()), U'\0');
     n.toUTF32(reinterpret_cast<UChar32*>(t.data()), static_cast<int32_t>(t.size()), status);
@@ -87,16 +90,19 @@ void apply_gopher_defaults(GopherRules* g) {
   set(g->max_dup_para_char_frac, 0.2);
   set(g->max_dup_line_frac, 0.3);
   set(g->max_dup_line_char_frac, 0.2);
-  if (g->max_top_ngram_char_frac.empty()) g->max_top_ngram_char_frac = {{2, 0.2}, {3, 0.18}, {4, 0.16}};
+  if (g->max_top_ngram_char_frac.empty())
+    g->max_top_ngram_char_frac = {{2, 0.2}, {3, 0.18}, {4, 0.16}};
   if (g->max_dup_ngram_char_frac.empty())
-    g->max_dup_ngram_char_frac = {{5, 0.15}, {6, 0.14}, {7, 0.13}, {8, 0.12}, {9, 0.11}, {10, 0.10}};
+    g->max_dup_ngram_char_frac = {{5, 0.15}, {6, 0.14}, {7, 0.13},
+                                  {8, 0.12}, {9, 0.11}, {10, 0.10}};
 }
 
 namespace {
 
 int64_t count_of(const std::u32string& t, const std::u32string& what) {
   int64_t n = 0;
-  for (size_t at = t.find(what); at != std::u32string::npos; at = t.find(what, at + what.size())) ++n;
+  for (size_t at = t.find(what); at != std::u32string::npos; at = t.find(what, at + what.size()))
+    ++n;
   return n;
 }
 
@@ -144,32 +150,88 @@ bool ends_with(const std::u32string& s, const std::u32string& x) {
   return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
 }
 
+// DataTrove's PUNCTUATION_SET (datatrove/utils/text.py at a649de7: PUNCTUATION, with the C0
+// controls but tab and newline, DEL and the C1 controls, and TERMINAL_PUNCTUATION), as sorted
+// code point ranges. A word of these characters alone is a symbol, not a word.
+constexpr std::pair<char32_t, char32_t> kDatatrovePunctuation[] = {
+    {0x0, 0x8},         {0xB, 0x1F},        {0x21, 0x2F},       {0x3A, 0x40},
+    {0x5B, 0x60},       {0x7B, 0x9F},       {0xAB, 0xAB},       {0xB4, 0xB4},
+    {0xBB, 0xBB},       {0x589, 0x589},     {0x61D, 0x61F},     {0x6D4, 0x6D4},
+    {0x700, 0x702},     {0x7F9, 0x7F9},     {0x837, 0x837},     {0x839, 0x839},
+    {0x83D, 0x83E},     {0x964, 0x965},     {0x104A, 0x104B},   {0x1362, 0x1362},
+    {0x1367, 0x1368},   {0x166E, 0x166E},   {0x1735, 0x1736},   {0x17D4, 0x17D6},
+    {0x17D9, 0x17DA},   {0x1803, 0x1803},   {0x1809, 0x1809},   {0x1944, 0x1945},
+    {0x1AA8, 0x1AAB},   {0x1B5A, 0x1B5B},   {0x1B5E, 0x1B5F},   {0x1B7D, 0x1B7E},
+    {0x1C3B, 0x1C3C},   {0x1C7E, 0x1C7F},   {0x2013, 0x2014},   {0x2019, 0x2019},
+    {0x201C, 0x201E},   {0x2026, 0x2026},   {0x203C, 0x203D},   {0x2047, 0x2049},
+    {0x2236, 0x2236},   {0x2501, 0x2501},   {0x25BA, 0x25BA},   {0x2E2E, 0x2E2E},
+    {0x2E3C, 0x2E3C},   {0x2E53, 0x2E54},   {0x3001, 0x3002},   {0x3008, 0x300D},
+    {0x3010, 0x3011},   {0xA4FF, 0xA4FF},   {0xA60E, 0xA60F},   {0xA6F3, 0xA6F3},
+    {0xA6F7, 0xA6F7},   {0xA876, 0xA877},   {0xA8CE, 0xA8CF},   {0xA92F, 0xA92F},
+    {0xA9C8, 0xA9C9},   {0xAA5D, 0xAA5F},   {0xAAF0, 0xAAF1},   {0xABEB, 0xABEB},
+    {0xFE52, 0xFE52},   {0xFE56, 0xFE57},   {0xFF01, 0xFF01},   {0xFF05, 0xFF05},
+    {0xFF08, 0xFF09},   {0xFF0C, 0xFF0C},   {0xFF0E, 0xFF0E},   {0xFF11, 0xFF11},
+    {0xFF1A, 0xFF1B},   {0xFF1F, 0xFF1F},   {0xFF5E, 0xFF5E},   {0xFF61, 0xFF61},
+    {0x10A56, 0x10A57}, {0x10F55, 0x10F59}, {0x10F86, 0x10F89}, {0x11047, 0x11048},
+    {0x110BE, 0x110C1}, {0x11141, 0x11143}, {0x111C5, 0x111C6}, {0x111CD, 0x111CD},
+    {0x111DE, 0x111DF}, {0x11238, 0x11239}, {0x1123B, 0x1123C}, {0x112A9, 0x112A9},
+    {0x1144B, 0x1144C}, {0x115C2, 0x115C3}, {0x115C9, 0x115D7}, {0x11641, 0x11642},
+    {0x1173C, 0x1173E}, {0x11944, 0x11944}, {0x11946, 0x11946}, {0x11A42, 0x11A43},
+    {0x11A9B, 0x11A9C}, {0x11C41, 0x11C42}, {0x11EF7, 0x11EF8}, {0x11F43, 0x11F44},
+    {0x16A6E, 0x16A6F}, {0x16AF5, 0x16AF5}, {0x16B37, 0x16B38}, {0x16B44, 0x16B44},
+    {0x16E98, 0x16E98}, {0x1BC9F, 0x1BC9F}, {0x1DA88, 0x1DA88}};
+
+bool datatrove_punctuation(char32_t c) {
+  const auto* end = std::end(kDatatrovePunctuation);
+  const auto* it = std::upper_bound(std::begin(kDatatrovePunctuation), end, c,
+                                    [](char32_t x, const auto& r) { return x < r.first; });
+  return it != std::begin(kDatatrovePunctuation) && c <= std::prev(it)->second;
+}
+
 }  // namespace
 
-std::string gopher_verdict(const std::string& utf8, const GopherRules& g) {
+std::string gopher_verdict(const std::string& utf8, const GopherRules& g, const PunktModel* punkt) {
   const std::u32string text = utf8_to_u32(utf8);
-  std::vector<std::u32string_view> words;  // views into text
-  for (size_t i = 0; i < text.size();) {
-    while (i < text.size() && python_isspace(text[i])) ++i;
-    size_t j = i;
-    while (j < text.size() && !python_isspace(text[j])) ++j;
-    if (j > i) words.push_back(std::u32string_view(text).substr(i, j - i));
-    i = j;
+  std::vector<std::u32string> tokens;      // NLTK's words, when they are asked for
+  std::vector<std::u32string_view> words;  // views into text or tokens
+  if (punkt != nullptr) {
+    tokens = nltk_word_tokenize(text, *punkt);
+    for (const std::u32string& t : tokens) words.push_back(t);
+  } else {
+    for (size_t i = 0; i < text.size();) {
+      while (i < text.size() && python_isspace(text[i])) ++i;
+      size_t j = i;
+      while (j < text.size() && !python_isspace(text[j])) ++j;
+      if (j > i) words.push_back(std::u32string_view(text).substr(i, j - i));
+      i = j;
+    }
   }
   const auto n = static_cast<double>(words.size());
-  if (g.min_words >= 0 && static_cast<int64_t>(words.size()) < g.min_words) return "gopher_short_doc";
-  if (g.max_words >= 0 && static_cast<int64_t>(words.size()) > g.max_words) return "gopher_long_doc";
-  if (g.min_mean_word_length >= 0 || g.max_mean_word_length >= 0) {
-    double chars = 0;
-    for (const auto& w : words) chars += static_cast<double>(w.size());
-    const double mean = words.empty() ? 0.0 : chars / n;
-    if (g.min_mean_word_length >= 0 && mean < g.min_mean_word_length) return "gopher_below_avg_threshold";
-    if (g.max_mean_word_length >= 0 && mean > g.max_mean_word_length) return "gopher_above_avg_threshold";
+  // Word counts and lengths are of the words that are not symbols alone (DataTrove's
+  // non_symbol_words); the ratios below divide by all words, as DataTrove's do.
+  int64_t counted = 0;
+  double counted_chars = 0;
+  for (const auto& w : words) {
+    if (std::all_of(w.begin(), w.end(), datatrove_punctuation)) continue;
+    ++counted;
+    counted_chars += static_cast<double>(w.size());
+  }
+  if (g.min_words >= 0 && counted < g.min_words) return "gopher_short_doc";
+  if (g.max_words >= 0 && counted > g.max_words) return "gopher_long_doc";
+  // With no word the mean is NumPy's NaN, which no bound removes.
+  if (counted > 0 && (g.min_mean_word_length >= 0 || g.max_mean_word_length >= 0)) {
+    const double mean = counted_chars / static_cast<double>(counted);
+    if (g.min_mean_word_length >= 0 && mean < g.min_mean_word_length)
+      return "gopher_below_avg_threshold";
+    if (g.max_mean_word_length >= 0 && mean > g.max_mean_word_length)
+      return "gopher_above_avg_threshold";
   }
   if (g.max_symbol_word_ratio >= 0) {
     const double w = std::max(n, 1.0);
-    if (static_cast<double>(count_of(text, U"#")) / w > g.max_symbol_word_ratio) return "gopher_too_many_hashes";
-    if (static_cast<double>(count_of(text, U"...") + count_of(text, U"\u2026")) / w > g.max_symbol_word_ratio)
+    if (static_cast<double>(count_of(text, U"#")) / w > g.max_symbol_word_ratio)
+      return "gopher_too_many_hashes";
+    if (static_cast<double>(count_of(text, U"...") + count_of(text, U"\u2026")) / w >
+        g.max_symbol_word_ratio)
       return "gopher_too_many_ellipsis";
   }
   if (g.max_bullet_lines_ratio >= 0 || g.max_ellipsis_lines_ratio >= 0) {
@@ -193,41 +255,51 @@ std::string gopher_verdict(const std::string& utf8, const GopherRules& g) {
     int64_t bullets = 0, ellipses = 0;
     for (const auto& l : lines) {
       const std::u32string left = strip_ws(l, true, false), right = strip_ws(l, false, true);
-      bullets += !left.empty() && left[0] == 0x2022;
+      bullets += !left.empty() && (left[0] == 0x2022 || left[0] == U'-');
       ellipses += ends_with(right, U"...") || ends_with(right, U"\u2026");
     }
-    if (g.max_bullet_lines_ratio >= 0 && static_cast<double>(bullets) / nl > g.max_bullet_lines_ratio)
+    if (g.max_bullet_lines_ratio >= 0 &&
+        static_cast<double>(bullets) / nl > g.max_bullet_lines_ratio)
       return "gopher_too_many_bullets";
-    if (g.max_ellipsis_lines_ratio >= 0 && static_cast<double>(ellipses) / nl > g.max_ellipsis_lines_ratio)
+    if (g.max_ellipsis_lines_ratio >= 0 &&
+        static_cast<double>(ellipses) / nl > g.max_ellipsis_lines_ratio)
       return "gopher_too_many_end_ellipsis";
   }
   if (g.min_alpha_words_ratio >= 0) {
     int64_t alpha = 0;
     for (const auto& w : words)
-      alpha += std::any_of(w.begin(), w.end(), [](char32_t c) { return u_isalpha(static_cast<UChar32>(c)); });
-    if (static_cast<double>(alpha) / std::max(n, 1.0) < g.min_alpha_words_ratio) return "gopher_below_alpha_threshold";
+      alpha += std::any_of(w.begin(), w.end(),
+                           [](char32_t c) { return u_isalpha(static_cast<UChar32>(c)); });
+    if (static_cast<double>(alpha) / std::max(n, 1.0) < g.min_alpha_words_ratio)
+      return "gopher_below_alpha_threshold";
   }
   if (g.min_stop_words >= 0) {
-    static const std::set<std::u32string_view> stop = {U"the", U"be", U"to", U"of", U"and", U"that", U"have", U"with"};
-    int64_t k = 0;
-    for (const auto& w : words) k += stop.count(w) > 0;
-    if (k < g.min_stop_words) return "gopher_enough_stop_words";
+    static const std::set<std::u32string_view> stop = {U"the", U"be",   U"to",   U"of",
+                                                       U"and", U"that", U"have", U"with"};
+    std::set<std::u32string_view> present;  // distinct stop words (DataTrove intersects sets)
+    for (const auto& w : words)
+      if (stop.count(w)) present.insert(w);
+    if (static_cast<int64_t>(present.size()) < g.min_stop_words) return "gopher_enough_stop_words";
   }
   const auto chars = static_cast<double>(std::max<size_t>(text.size(), 1));
   if (g.max_dup_para_frac >= 0 || g.max_dup_para_char_frac >= 0) {
     const auto paras = split_newlines(strip_ws(text, true, true), 2);
     const auto [elements, dup_chars] = duplicates(paras);
-    if (g.max_dup_para_frac >= 0 && static_cast<double>(elements) / static_cast<double>(paras.size()) > g.max_dup_para_frac)
+    if (g.max_dup_para_frac >= 0 &&
+        static_cast<double>(elements) / static_cast<double>(paras.size()) > g.max_dup_para_frac)
       return "dup_para_frac";
-    if (g.max_dup_para_char_frac >= 0 && static_cast<double>(dup_chars) / chars > g.max_dup_para_char_frac)
+    if (g.max_dup_para_char_frac >= 0 &&
+        static_cast<double>(dup_chars) / chars > g.max_dup_para_char_frac)
       return "dup_para_char_frac";
   }
   if (g.max_dup_line_frac >= 0 || g.max_dup_line_char_frac >= 0) {
     const auto lines = split_newlines(text, 1);
     const auto [elements, dup_chars] = duplicates(lines);
-    if (g.max_dup_line_frac >= 0 && static_cast<double>(elements) / static_cast<double>(lines.size()) > g.max_dup_line_frac)
+    if (g.max_dup_line_frac >= 0 &&
+        static_cast<double>(elements) / static_cast<double>(lines.size()) > g.max_dup_line_frac)
       return "dup_line_frac";
-    if (g.max_dup_line_char_frac >= 0 && static_cast<double>(dup_chars) / chars > g.max_dup_line_char_frac)
+    if (g.max_dup_line_char_frac >= 0 &&
+        static_cast<double>(dup_chars) / chars > g.max_dup_line_char_frac)
       return "dup_line_char_frac";
   }
   // The n-grams as positions in `words`, hashed and compared in place (no string per n-gram).
@@ -235,14 +307,16 @@ std::string gopher_verdict(const std::string& utf8, const GopherRules& g) {
     uint64_t h = 0x9E3779B97F4A7C15ull;
     for (int j = 0; j < k; ++j) {
       if (spaces && j > 0) h = (h ^ U' ') * 0xBF58476D1CE4E5B9ull;
-      for (const char32_t c : words[i + static_cast<size_t>(j)]) h = (h ^ c) * 0xBF58476D1CE4E5B9ull;
+      for (const char32_t c : words[i + static_cast<size_t>(j)])
+        h = (h ^ c) * 0xBF58476D1CE4E5B9ull;
     }
     return h ^ (h >> 31);
   };
   for (const auto& [k, frac] : g.max_top_ngram_char_frac) {
     // The most frequent n-gram (" "-joined: the same words in order; the first such on ties)
     // times its count.
-    const auto n_grams = words.size() >= static_cast<size_t>(k) ? words.size() - static_cast<size_t>(k) + 1 : 0;
+    const auto n_grams =
+        words.size() >= static_cast<size_t>(k) ? words.size() - static_cast<size_t>(k) + 1 : 0;
     if (n_grams == 0) continue;
     std::vector<uint64_t> hs(n_grams);
     for (size_t i = 0; i < n_grams; ++i) hs[i] = seq_hash(i, k, true);
@@ -262,7 +336,8 @@ std::string gopher_verdict(const std::string& utf8, const GopherRules& g) {
       if (it->second > top_count || (it->second == top_count && it->first < top)) top = it->first;
     }
     int64_t length = k - 1;
-    for (int j = 0; j < k; ++j) length += static_cast<int64_t>(words[top + static_cast<size_t>(j)].size());
+    for (int j = 0; j < k; ++j)
+      length += static_cast<int64_t>(words[top + static_cast<size_t>(j)].size());
     if (static_cast<double>(length) * static_cast<double>(counts.find(top)->second) / chars > frac)
       return "top_" + std::to_string(k) + "_gram";
   }
@@ -271,10 +346,12 @@ std::string gopher_verdict(const std::string& utf8, const GopherRules& g) {
     // are, whatever the word boundaries); a repeat jumps over itself.
     const auto chars_of = [&](size_t i) {
       int64_t n = 0;
-      for (int j = 0; j < k; ++j) n += static_cast<int64_t>(words[i + static_cast<size_t>(j)].size());
+      for (int j = 0; j < k; ++j)
+        n += static_cast<int64_t>(words[i + static_cast<size_t>(j)].size());
       return n;
     };
-    const size_t n_grams = words.size() >= static_cast<size_t>(k) ? words.size() - static_cast<size_t>(k) + 1 : 0;
+    const size_t n_grams =
+        words.size() >= static_cast<size_t>(k) ? words.size() - static_cast<size_t>(k) + 1 : 0;
     std::vector<uint64_t> hs(n_grams);
     for (size_t i = 0; i < n_grams; ++i) hs[i] = seq_hash(i, k, false);
     const auto hash = [&](size_t i) { return hs[i]; };
@@ -299,7 +376,8 @@ std::string gopher_verdict(const std::string& utf8, const GopherRules& g) {
         ++i;
       }
     }
-    if (static_cast<double>(repeated) / chars > frac) return "duplicated_" + std::to_string(k) + "_n_grams";
+    if (static_cast<double>(repeated) / chars > frac)
+      return "duplicated_" + std::to_string(k) + "_n_grams";
   }
   return "";
 }
@@ -308,6 +386,8 @@ CleanStats run_clean(const CleanOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   std::shared_ptr<const Gpt2Tokenizer> tokenizer;
   if (o.min_gpt2_tokens > 0) tokenizer = Gpt2Tokenizer::load(o.vocab_file, o.merge_file);
+  std::optional<PunktModel> punkt;
+  if (!o.punkt_dir.empty()) punkt = read_punkt_model(o.punkt_dir);
   TextRecords records(o.input, o.text_key, o.bad_records);
   ShardWriter out(o.output);
   PreprocessProgress progress(o.progress, records.file_size(), 100000);
@@ -339,9 +419,10 @@ CleanStats run_clean(const CleanOptions& o) {
                  static_cast<int64_t>(tokenizer->encode(r.text).size()) < o.min_gpt2_tokens) {
         r.removed_by = "min_gpt2_tokens";
       }
-      if (r.removed_by.empty() && o.gopher.any()) r.removed_by = gopher_verdict(r.text, o.gopher);
+      if (r.removed_by.empty() && o.gopher.any())
+        r.removed_by = gopher_verdict(r.text, o.gopher, punkt ? &*punkt : nullptr);
       if (r.removed_by.empty() && o.c4.any()) {
-        C4Result c4 = apply_c4(r.text, o.c4);
+        C4Result c4 = apply_c4(r.text, o.c4, punkt ? &*punkt : nullptr);
         r.removed_by = std::move(c4.removed_by);
         r.c4_lines = std::move(c4.lines);
         if (r.removed_by.empty()) r.text = std::move(c4.text);

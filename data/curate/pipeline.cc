@@ -255,7 +255,7 @@ std::string run_pipeline(const PipelineOptions& o) {
       const YAML::Node c = root["clean"];
       check_keys(c, C, "clean",
                  {"min_chars", "short_javascript", "min_gpt2_tokens", "languages",
-                  "min_language_score", "gopher", "c4"});
+                  "min_language_score", "gopher", "c4", "punkt_dir"});
       CleanOptions cl;
       cl.min_chars = value<int64_t>(c, "min_chars", 0, C, "clean");
       cl.short_javascript = value<int64_t>(c, "short_javascript", 0, C, "clean");
@@ -264,6 +264,8 @@ std::string run_pipeline(const PipelineOptions& o) {
       cl.min_language_score = value<double>(c, "min_language_score", 0.0, C, "clean");
       if (value<bool>(c, "gopher", false, C, "clean")) apply_gopher_defaults(&cl.gopher);
       if (value<bool>(c, "c4", false, C, "clean")) apply_c4_defaults(&cl.c4);
+      const std::string punkt = value<std::string>(c, "punkt_dir", "", C, "clean");
+      if (!punkt.empty()) cl.punkt_dir = rel(punkt);
       const YAML::Node t = root["tokenizer"];
       cl.vocab_file =
           rel(value<std::string>(t, "vocab_file", "data/gpt2/encoder.json", C, "tokenizer"));

@@ -19,6 +19,11 @@ docs += [json.loads(l)["text"] for l in open("raw/kjv.jsonl")][:100]
 docs += ["Please enable JavaScript to view this page.", "javascript:void(0) " * 3,
          "Cafe\u0301 au lait\u0007 with a bell\u0000 and a tab\there.", "\x1b[31mred\x1b[0m text",
          "Line one\r\nline two"]
+# Planted for the Gopher rules as DataTrove has them now: dash bullets, one stop word repeated,
+# words that are punctuation alone (not counted as words).
+docs += ["\n".join("- item %d of the list, with the words that make a line of it" % i for i in range(12)),
+         " ".join("the word%d" % i for i in range(60)),
+         " \u2014 ".join("and the word%d" % i for i in range(10)) + " -" * 30]
 rng.shuffle(docs)
 with open("in.jsonl", "w") as f:
     for i, t in enumerate(docs):
@@ -64,69 +69,37 @@ outs = [(json.loads(l), l) for l in open('out.jsonl')]
 same = [(r, l) for r, l in outs if json.loads(ins[r['id']])['text'] == r['text']]
 raise SystemExit(0 if len(same) > 1000 and all(ins[r['id']] == l for r, l in same) else 1)"
 
+# The Gopher rules against DataTrove's filters written again (tests/curate/datatrove_reference.py):
+# whitespace words, and NLTK's words (word_tokenize with a Punkt model NLTK trains here).
+$py "$src/tests/curate/datatrove_reference.py" train-punkt punkt /usr/share/games/fortunes/literature \
+  /usr/share/games/fortunes/people >/dev/null || exit 1
 "$curate" clean --input in.jsonl --output gopher.jsonl --report gopher.json --gopher --log-level warn
-check "--gopher: the kept records and the count of every rule equal the Python reference's" \
-  $py - <<'PY'
-import collections, json, re, sys, unicodedata
-def verdict(t):
-    w = t.split()
-    n = len(w)
-    if n < 50: return "gopher_short_doc"
-    if n > 100000: return "gopher_long_doc"
-    mean = sum(map(len, w)) / n
-    if mean < 3: return "gopher_below_avg_threshold"
-    if mean > 10: return "gopher_above_avg_threshold"
-    if t.count("#") / n > 0.1: return "gopher_too_many_hashes"
-    if (t.count("...") + t.count("\u2026")) / n > 0.1: return "gopher_too_many_ellipsis"
-    lines = t.splitlines()
-    nl = max(len(lines), 1)
-    if sum(l.lstrip().startswith("\u2022") for l in lines) / nl > 0.9: return "gopher_too_many_bullets"
-    if sum(l.rstrip().endswith("...") or l.rstrip().endswith("\u2026") for l in lines) / nl > 0.3:
-        return "gopher_too_many_end_ellipsis"
-    if sum(any(c.isalpha() for c in x) for x in w) / n < 0.8: return "gopher_below_alpha_threshold"
-    if sum(x in {"the", "be", "to", "of", "and", "that", "have", "with"} for x in w) < 2:
-        return "gopher_enough_stop_words"
-    def dups(xs):
-        seen, e, c = set(), 0, 0
-        for x in xs:
-            if x in seen: e += 1; c += len(x)
-            else: seen.add(x)
-        return e, c
-    paras = re.split(r"\n{2,}", t.strip())
-    e, c = dups(paras)
-    if e / len(paras) > 0.3: return "dup_para_frac"
-    if c / len(t) > 0.2: return "dup_para_char_frac"
-    lines = re.split(r"\n+", t)
-    e, c = dups(lines)
-    if e / len(lines) > 0.3: return "dup_line_frac"
-    if c / len(t) > 0.2: return "dup_line_char_frac"
-    for k, f in ((2, 0.2), (3, 0.18), (4, 0.16)):
-        grams = [" ".join(w[i:i + k]) for i in range(len(w) - k + 1)]
-        if not grams: continue
-        cnt = collections.Counter(grams)
-        top = max(cnt, key=cnt.get)
-        if len(top) * cnt[top] / len(t) > f: return "top_%d_gram" % k
-    for k, f in ((5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10)):
-        seen, rep, i = set(), 0, 0
-        while i < len(w) - k + 1:
-            g = "".join(w[i:i + k])
-            if g in seen: rep += len(g); i += k
-            else: seen.add(g); i += 1
-        if rep / len(t) > f: return "duplicated_%d_n_grams" % k
-    return ""
+"$curate" clean --input in.jsonl --output gopher-nltk.jsonl --report gopher-nltk.json --gopher \
+  --punkt-dir punkt --threads 2 --log-level warn
+for words in split nltk; do
+  out=gopher.jsonl rep=gopher.json
+  [[ $words == nltk ]] && out=gopher-nltk.jsonl rep=gopher-nltk.json
+  check "--gopher ($words words): the kept records and the count of every rule equal DataTrove's" \
+    $py - "$src" $words $out $rep <<'PY'
+import collections, json, sys, unicodedata
+sys.path.insert(0, sys.argv[1] + "/tests/curate")
+import datatrove_reference as dt
+words = str.split if sys.argv[2] == "split" else dt.nltk_words(dt.load_punkt("punkt"))
 removed, kept = collections.Counter(), []
 for line in open("in.jsonl", encoding="utf-8"):
     r = json.loads(line)
     t = unicodedata.normalize("NFC", r["text"])
     t = "".join(c for c in t if c in "\t\n" or unicodedata.category(c) != "Cc")
-    v = verdict(t)
+    v = dt.gopher_verdict(t, words)
     if v: removed[v] += 1
     else: r["text"] = t; kept.append(r)
-ours = [json.loads(l) for l in open("gopher.jsonl", encoding="utf-8")]
-rep = json.load(open("gopher.json"))
+ours = [json.loads(l) for l in open(sys.argv[3], encoding="utf-8")]
+rep = json.load(open(sys.argv[4]))
 print(len(ours), "kept;", dict(removed))
 sys.exit(0 if ours == kept and rep["removed"] == dict(removed) and len(removed) >= 5 else 1)
 PY
+done
+check "NLTK's words and whitespace words remove different documents" bash -c '! cmp -s gopher.json gopher-nltk.json'
 
 # The C4 rules (DataTrove's C4QualityFilter, written again here from its definition) on the same
 # corpus and on documents planted for each rule.
@@ -157,10 +130,17 @@ PY
 "$curate" clean --input c4.jsonl --output c4-out.jsonl --report c4-rep.json --c4 --threads 2 \
   --log-level warn
 "$curate" clean --input c4.jsonl --output c4-one.jsonl --c4 --threads 1 --log-level warn
+"$curate" clean --input c4.jsonl --output c4-punkt.jsonl --report c4-punkt.json --c4 \
+  --punkt-dir punkt --threads 2 --log-level warn
 check "--c4: 1 and 2 threads write the same bytes" cmp -s c4-out.jsonl c4-one.jsonl
-check "--c4: kept texts, removed documents and dropped lines equal the Python reference's" \
-  $py - <<'PY'
+for sentences in rule punkt; do
+out=c4-out.jsonl rep=c4-rep.json
+[[ $sentences == punkt ]] && out=c4-punkt.jsonl rep=c4-punkt.json
+check "--c4 ($sentences sentences): kept texts, removed documents and dropped lines equal the Python reference's" \
+  $py - "$src" $sentences $out $rep <<'PY'
 import collections, json, re, sys, unicodedata
+sys.path.insert(0, sys.argv[1] + "/tests/curate")
+import datatrove_reference as dt
 CIT = re.compile(r"\[\d*]|\[edit]|\[citation needed]")
 POLICY = ["terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies",
           "use cookies"]
@@ -195,11 +175,12 @@ def c4(text, lines):
         if "{" in line: return "c4_curly_bracket", None
         if any(p in low for p in POLICY):
             lines["c4_policy"] += 1; continue
-        count += sentences(line)
+        count += count_sentences(line)
         kept.append(line)
         lines["c4_lines_kept"] += 1
     if count < 5: return "c4_too_few_sentences", None
     return "", "\n".join(kept).strip()
+count_sentences = sentences if sys.argv[2] == "rule" else dt.punkt_sentence_count(dt.load_punkt("punkt"))
 removed, lines, kept = collections.Counter(), collections.Counter(), []
 for raw in open("c4.jsonl", encoding="utf-8"):
     r = json.loads(raw)
@@ -210,8 +191,8 @@ for raw in open("c4.jsonl", encoding="utf-8"):
     lines += doc_lines
     if why: removed[why] += 1
     else: r["text"] = text; kept.append(r)
-ours = [json.loads(l) for l in open("c4-out.jsonl", encoding="utf-8")]
-rep = json.load(open("c4-rep.json"))
+ours = [json.loads(l) for l in open(sys.argv[3], encoding="utf-8")]
+rep = json.load(open(sys.argv[4]))
 print(len(ours), "kept;", dict(removed), dict(lines))
 mine = {r["id"]: r["text"] for r in ours}
 planted = {i: mine.get(i) for i in range(10000, 10008)}
@@ -224,6 +205,8 @@ ok &= all(lines[k] > 0 for k in ("c4_too_long_word", "c4_no_terminal_punct", "c4
 ok &= mine.get(10000, "").startswith("The war began in 1914. It ended in 1918. Many")
 sys.exit(0 if ok else 1)
 PY
+done
+check "Punkt's sentences and the rule's remove different documents" bash -c '! cmp -s c4-rep.json c4-punkt.json'
 expect 2 "expected N=F" -- clean --input in.jsonl --output x.jsonl --max-top-ngram-char-frac 2:0.2
 
 cat >lang.jsonl <<'EOF'
