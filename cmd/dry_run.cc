@@ -1,10 +1,15 @@
 #include "cmd/dry_run.h"
 
+#include <spdlog/spdlog.h>
+
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "cmd/device_select.h"
 #include "core/metrics.h"
+#include "core/status.h"
+#include "data/indexed_dataset.h"
 #include "model/gpt_params.h"
 
 namespace mtnlg {
@@ -447,6 +452,42 @@ bool print_dry_run_json(const Recipe& r, const PlanOptions& o, std::ostream& out
   if (!reason.empty()) j.str("not_trainable_because", reason);
   out << j.done() << "\n";
   return p.fits;
+}
+
+int run_dry_run(const Recipe& recipe, PlanOptions plan, const DryRunRequest& request,
+                std::ostream& out) {
+  plan.device = planned_device(recipe.device);
+  plan.threads = request.threads;
+  const GpuSpec spec = gpu_spec(request.gpu);
+  if (!request.memory_given) plan.gpu_memory_gb = spec.memory_gb;
+  if (!request.peak_given) {
+    const bool fp32 = recipe.precision == Precision::kFP32;
+    plan.peak_tflops = fp32 ? spec.peak_tflops_32 : spec.peak_tflops_16;
+    plan.peak_source = spec.name + (fp32 ? " TF32" : " bf16/fp16");
+  }
+  plan.data_checked = request.check_data;
+  for (size_t k = 0; plan.data_checked && k < recipe.data.blend.size(); ++k) {
+    const BlendEntry& e = recipe.data.blend[k];
+    try {
+      const auto ds = IndexedDataset::open(e.prefix);
+      plan.data.push_back({e.prefix, e.weight, ds->num_documents(), ds->num_tokens()});
+    } catch (const Error& err) {
+      throw Error(err.code(),
+                  "data.blend[" + std::to_string(k) + "]: " + err.message() +
+                      " (--dry-run --no-data-check plans without the data)",
+                  err.context());
+    }
+  }
+  const bool fits =
+      request.json ? print_dry_run_json(recipe, plan, out) : print_dry_run(recipe, plan, out);
+  if (!fits) {
+    spdlog::error(
+        "the plan does not fit: its worst rank needs more than {} GiB (exit {}; see the plan's "
+        "memory section for what to change)",
+        plan.gpu_memory_gb, kExitPlanDoesNotFit);
+    return kExitPlanDoesNotFit;
+  }
+  return 0;
 }
 
 }  // namespace mtnlg

@@ -24,11 +24,8 @@
 #include "cmd/trainer.h"
 #include "core/logging.h"
 #include "core/stop_signal.h"
-#include "data/indexed_dataset.h"
-#include "parallel/gloo_communicator.h"
+#include "parallel/job.h"
 #include "parallel/runtime.h"
-#include "parallel/shm_communicator.h"
-#include "parallel/topology.h"
 
 namespace {
 
@@ -178,38 +175,14 @@ int run_train_command(int argc, char** argv, const TrainerHooks& hooks) {
     if (!device.empty()) overrides.push_back("device=" + device);  // after --set: it wins
     const mtnlg::Recipe recipe = mtnlg::load_recipe(config, overrides);
     if (dry_run) {
-      plan.device = mtnlg::planned_device(recipe.device);
-      plan.threads = threads;
-      const mtnlg::GpuSpec spec = mtnlg::gpu_spec(gpu);
-      if (memory_flag->count() == 0) plan.gpu_memory_gb = spec.memory_gb;
-      if (peak_flag->count() == 0) {
-        const bool fp32 = recipe.precision == mtnlg::Precision::kFP32;
-        plan.peak_tflops = fp32 ? spec.peak_tflops_32 : spec.peak_tflops_16;
-        plan.peak_source = spec.name + (fp32 ? " TF32" : " bf16/fp16");
-      }
-      plan.data_checked = !no_data_check;
-      for (size_t k = 0; plan.data_checked && k < recipe.data.blend.size(); ++k) {
-        const mtnlg::BlendEntry& e = recipe.data.blend[k];
-        try {
-          const auto ds = mtnlg::IndexedDataset::open(e.prefix);
-          plan.data.push_back({e.prefix, e.weight, ds->num_documents(), ds->num_tokens()});
-        } catch (const mtnlg::Error& err) {
-          throw mtnlg::Error(err.code(),
-                             "data.blend[" + std::to_string(k) + "]: " + err.message() +
-                                 " (--dry-run --no-data-check plans without the data)",
-                             err.context());
-        }
-      }
-      const bool fits = json ? mtnlg::print_dry_run_json(recipe, plan, std::cout)
-                             : mtnlg::print_dry_run(recipe, plan, std::cout);
-      if (!fits) {
-        spdlog::error(
-            "the plan does not fit: its worst rank needs more than {} GiB (exit {}; see the "
-            "plan's memory section for what to change)",
-            plan.gpu_memory_gb, mtnlg::kExitPlanDoesNotFit);
-        return mtnlg::kExitPlanDoesNotFit;
-      }
-      return 0;
+      mtnlg::DryRunRequest request;
+      request.gpu = gpu;
+      request.memory_given = memory_flag->count() > 0;
+      request.peak_given = peak_flag->count() > 0;
+      request.json = json;
+      request.check_data = !no_data_check;
+      request.threads = threads;
+      return mtnlg::run_dry_run(recipe, plan, request, std::cout);
     }
     mtnlg::check_supported(recipe);  // before any rank connects to another
     // From here a stop signal ends the run at an iteration boundary, saved (exit 75).
@@ -223,63 +196,30 @@ int run_train_command(int argc, char** argv, const TrainerHooks& hooks) {
           "OMP_WAIT_POLICY=passive: {} (OpenMP threads that spin would take the cores "
           "other ranks compute on)",
           why);
-    const mtnlg::ParallelSizes sizes =
-        mtnlg::Topology::derive(runtime.world, recipe.parallel.tensor, recipe.parallel.pipeline);
-    if (recipe.parallel.data > 0 && recipe.parallel.data != sizes.data) {
-      throw mtnlg::invalid_argument(
-          "parallel.data: " + std::to_string(recipe.parallel.data) + " but the job has " +
-              std::to_string(runtime.world) + " ranks = tensor " + std::to_string(sizes.tensor) +
-              " x pipeline " + std::to_string(sizes.pipeline) + " x data " +
-              std::to_string(sizes.data) +
-              "; launch tensor x pipeline x parallel.data ranks, or omit parallel.data",
-          "parallel.data");
-    }
-    const mtnlg::Topology topology(sizes, runtime.rank);
-    // The device first: it decides what carries the groups (NCCL for GPU ranks).
-    const mtnlg::DeviceResolution where = mtnlg::resolve_device(recipe.device, runtime.local_rank);
-    mtnlg::ProcessGroups groups;
+    mtnlg::Job job(std::move(runtime), recipe.parallel.tensor, recipe.parallel.pipeline,
+                   recipe.parallel.data);
+    // The device first: it decides what carries the groups (NCCL for GPU ranks; CPU ranks:
+    // parallel.transport, by default shared memory within a node and TCP across nodes).
+    const mtnlg::DeviceResolution where =
+        mtnlg::resolve_device(recipe.device, job.runtime().local_rank);
+    job.connect([&](const mtnlg::Topology& topology, mtnlg::Store& store) {
+      return mtnlg::make_device_groups(where, topology, store,
+                                       std::chrono::seconds(recipe.parallel.timeout_s),
+                                       recipe.parallel.transport);
+    });
     mtnlg::TrainerOptions options;
     options.hooks = hooks;
-    options.local_rank = runtime.local_rank;
+    options.local_rank = job.runtime().local_rank;
     options.device = &where;
     // Ranks sharing a node share its cores.
     options.threads = threads > 0
                           ? threads
                           : std::max<int>(1, static_cast<int>(std::thread::hardware_concurrency() /
-                                                              runtime.local_world));
-    if (runtime.world > 1) {
-      spdlog::info("{}: {}", runtime.describe(), topology.describe());
-      // GPU ranks: NCCL. CPU ranks: parallel.transport (by default shared memory within a
-      // node, TCP across nodes).
-      groups = mtnlg::make_device_groups(where, topology, *runtime.store,
-                                         std::chrono::seconds(recipe.parallel.timeout_s),
-                                         recipe.parallel.transport);
-      {
-        // Which transport each group got: shared memory within a node, else TCP.
-        std::string carriers;
-        for (const mtnlg::Communicator* c :
-             {groups.world.get(), groups.tensor.get(), groups.pipeline.get(), groups.data.get()}) {
-          if (c == nullptr || c->size() == 1) continue;
-          if (!carriers.empty()) carriers += ", ";
-          carriers += c->name();
-          carriers += ' ';
-          carriers += c->transport();
-        }
-        if (!carriers.empty()) spdlog::info("transports: {}", carriers);
-      }
-      options.topology = &topology;
-      options.node = runtime.node;
-      options.groups = &groups;
-      if (sizes.tensor > 1) {
-        mtnlg::Tensor node = mtnlg::Tensor::cpu({1}, mtnlg::DType::kI32);
-        node.data_as<int32_t>()[0] = static_cast<int32_t>(runtime.node);
-        mtnlg::Tensor nodes = mtnlg::Tensor::cpu({sizes.tensor}, mtnlg::DType::kI32);
-        groups.tensor->all_gather(nodes, node);
-        const std::vector<int64_t> node_ids(nodes.data_as<int32_t>(),
-                                            nodes.data_as<int32_t>() + sizes.tensor);
-        const std::string warning = topology.tensor_group_node_warning(node_ids);
-        if (!warning.empty() && topology.tensor_rank() == 0) spdlog::warn("{}", warning);
-      }
+                                                              job.runtime().local_world));
+    if (job.multi_rank()) {
+      options.topology = &job.topology();
+      options.node = job.runtime().node;
+      options.groups = &job.groups();
     }
     mtnlg::Trainer trainer(recipe, options);
     trainer.run();
