@@ -40,7 +40,9 @@ pieces = ["Mr.", "Dr.", "e.g.", "U.S.", "J.", "3.", "12.5", "-4", ".5", "...", "
   "wanna", "cannot", "Hello", "world", "the", "The", "However", "A", "a", "\u0130", "\u03a3",
   "\u01c5", "\u216b", "caf\u00e9", "na\u00efve", "\u00a0", "\u2009", "\t", "\n", "\n\n", " ", "  ",
   "\r\n", "x", "#", "$", "%", "&", "@", "*", "_", "1,000", "3:30", "a:b", "a,b", "end.", "End.\"",
-  "end.)", "end.]", "e.g.,", "i.e.", "vs.", "St.", "John", "January", "\U0001d400.", "\u0661."]
+  "end.)", "end.]", "e.g.,", "i.e.", "vs.", "St.", "John", "January", "\U0001d400.", "\u0661.",
+  # Python's IGNORECASE: 'i' also matches 'İ' and 'ı', 's' also 'ſ' (the contractions' classes)
+  "'t\u0131s", "'T\u0130S", "g\u0131mme", "G\u0130MME", "'t\u017f", "'\u017f"]
 for _ in range(3000):
     docs.append("".join(rng.choice(pieces) + rng.choice(["", " ", " ", " ", "\n"])
                         for _ in range(rng.randint(1, 40))))
