@@ -586,14 +586,15 @@ void Trainer::build_tasks() {
   const EvalConfig& e = recipe_.eval;
   if (e.tasks_interval == 0) return;
   check_task_names(e.tasks, "eval.tasks");
-  // The scorer runs the whole model as float32 rows on the CPU (model/gpt_scorer.h); other
-  // layouts score their checkpoints with mtnlg-eval --tasks.
+  // The scorer runs the whole model as float32 rows on the CPU (model/gpt_scorer.h): a bf16
+  // run's weights are widened into an fp32 copy first (compute_tasks). Other layouts score their
+  // checkpoints with mtnlg-eval --tasks.
   if (recipe_.parallel.tensor != 1 || pipeline_size_ != 1 || device_.device != Device::kCPU ||
-      recipe_.precision != Precision::kFP32)
+      recipe_.precision == Precision::kFP16)
     throw invalid_argument(
         "eval.tasks_interval scores the tasks with the whole model in each process, in float32 "
-        "on the CPU (tensor 1, pipeline 1, precision fp32, device cpu) for now; this run is "
-        "tensor " +
+        "on the CPU (tensor 1, pipeline 1, precision fp32 or bf16, device cpu) for now; this run "
+        "is tensor " +
             std::to_string(recipe_.parallel.tensor) + ", pipeline " +
             std::to_string(pipeline_size_) + ", precision " + precision_name(recipe_.precision) +
             ", device " + device_.description +
@@ -620,9 +621,25 @@ std::vector<TaskMetrics> Trainer::compute_tasks() {
   o.task_dir = e.task_dir;
   o.num_fewshot = e.num_fewshot;
   o.limit = e.tasks_limit;
+  GPTStage* scored = model_.get();
+  if (recipe_.precision != Precision::kFP32) {
+    // bf16 weights widened (exactly) into an fp32 copy of the model: the weights mtnlg-eval
+    // loads from this iteration's checkpoint, so the lines equal its scores.
+    if (!task_model_) {
+      const GPTConfig& c = model_->config();
+      task_model_ =
+          std::make_unique<GPTStage>(c, full_model(c), *backend_, DType::kF32, recipe_.seed);
+      task_model_->set_training(false);
+    }
+    auto& to = task_model_->params().params();
+    const auto& from = model_->params().params();
+    MTNLG_CHECK_EQ(to.size(), from.size());
+    for (size_t i = 0; i < to.size(); ++i) backend_->copy(to[i].value, from[i].value);
+    scored = task_model_.get();
+  }
   if (!task_scorer_)  // its scratch only once a scoring is due
     task_scorer_ = std::make_unique<GPTScorer>(
-        *model_, TaskOptions{}.batch_size * model_->config().max_positions);
+        *scored, TaskOptions{}.batch_size * scored->config().max_positions);
   std::vector<TaskMetrics> out;
   // Every data rank scores (the same numbers): no rank waits in a collective meanwhile.
   for (const std::string& t : e.tasks)

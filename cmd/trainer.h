@@ -239,6 +239,7 @@ class Trainer {
   // eval.tasks_interval: GPT-2's BPE and the packed scorer over the live model.
   std::shared_ptr<const Gpt2Tokenizer> task_tokenizer_;
   std::unique_ptr<GPTScorer> task_scorer_;
+  std::unique_ptr<GPTStage> task_model_;  // bf16 runs: the fp32 copy the scorer reads
   int64_t total_iters_ = 0;
   int64_t iteration_ = 0;
   int64_t start_iteration_ = 0;    // where run() began (a resume's checkpoint)

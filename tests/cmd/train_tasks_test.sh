@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # eval.tasks_interval: a run scores its tasks every N iterations and logs them to the metrics
 # file; each line equals what mtnlg-eval --tasks gives the checkpoint of that iteration (the same
-# scorer on the same weights); a resumed run scores on at the next interval; with data ranks
+# scorer on the same weights; a bf16 run's widened to fp32); a resumed run scores on at the next interval; with data ranks
 # (2 processes under mpirun) the lines are one run's; bad settings are named before training.
 # Usage: tests/cmd/train_tasks_test.sh BUILD_DIR SOURCE_DIR
 set -uo pipefail
@@ -62,6 +62,30 @@ sys.exit(len(ours) != 2 or len(evals) != 2 or any(
     a.get(k) != b.get(k) for a, b in zip(ours, evals) for k in keys)
     or ours[0]['documents'] != 12 or 'perplexity' not in ours[0] or 'acc_norm' not in ours[1])"
 done
+# bf16: the live bf16 weights, widened into an fp32 copy before each scoring, are scored as
+# mtnlg-eval scores the checkpoint's (the same lines, at both iterations: the copy is refreshed).
+"$bin" "${common[@]}" --set schedule.train_iters=8 --set "data.cache_dir=$tmp/cache" \
+  --set precision=bf16 --set checkpoint.dir="$tmp/ckpt-bf16" \
+  --set logging.metrics_file="$tmp/m-bf16.jsonl" --log-level warn --threads 2 >"$tmp/bf16.out" 2>&1
+check "a bf16 run with eval.tasks_interval trains ($(tail -2 "$tmp/bf16.out" | tr '\n' ' '))" [ $? = 0 ]
+for it in 4 8; do
+  "$build/mtnlg-eval" --checkpoint "$tmp/ckpt-bf16/iter_000000$it" --tasks lambada_openai,piqa \
+    --task-dir "$tmp/tasks" --num-fewshot 1 --threads 2 >"$tmp/eval-bf16-$it.jsonl" 2>/dev/null
+  check "bf16, iteration $it: the metrics lines equal mtnlg-eval --tasks on its checkpoint" \
+    /usr/bin/python3 -c "
+import json, sys
+ours = [json.loads(l) for l in open('$tmp/m-bf16.jsonl')]
+ours = [l for l in ours if l.get('split') == 'tasks' and l['iteration'] == $it]
+evals = [json.loads(l) for l in open('$tmp/eval-bf16-$it.jsonl')]
+fp32 = [json.loads(l) for l in open('$tmp/metrics.jsonl')]
+fp32 = [l for l in fp32 if l.get('split') == 'tasks' and l['iteration'] == $it]
+keys = ('task', 'num_fewshot', 'documents', 'tokens', 'acc', 'acc_stderr', 'perplexity',
+        'acc_norm', 'acc_norm_stderr')
+same = len(ours) == 2 and len(evals) == 2 and all(
+    a.get(k) == b.get(k) for a, b in zip(ours, evals) for k in keys)
+# bf16 training is not fp32 training: its perplexity differs from the fp32 run's.
+sys.exit(0 if same and ours[0]['perplexity'] != fp32[0]['perplexity'] else 1)"
+done
 check "the log names the tasks" grep -q "tasks after iteration 4 (1-shot) | lambada_openai acc" \
   <("$bin" "${common[@]}" --set schedule.train_iters=4 --set "data.cache_dir=$tmp/cache" \
     --set checkpoint.dir="$tmp/ckpt-log" --set logging.metrics_file="$tmp/m-log.jsonl" \
@@ -106,9 +130,9 @@ expect 2 "eval.task_dir is not set" -- "${bad[@]}" --set eval.tasks_interval=4 \
   --set "eval.tasks=[piqa]"
 expect 2 "\\[eval.tasks\\]: unknown task 'piqa2'" -- "${bad[@]}" --set eval.tasks_interval=4 \
   --set "eval.tasks=[piqa2]" --set "eval.task_dir=$tmp/tasks"
-expect 2 "eval.tasks_interval scores the tasks .*precision bf16" -- "${bad[@]}" \
+expect 2 "eval.tasks_interval scores the tasks .*precision fp16" -- "${bad[@]}" \
   --set eval.tasks_interval=4 --set "eval.tasks=[piqa]" --set "eval.task_dir=$tmp/tasks" \
-  --set precision=bf16
+  --set precision=fp16
 expect 4 "eval.task_dir: .*/none is not a directory" -- "${bad[@]}" --set eval.tasks_interval=4 \
   --set "eval.tasks=[piqa]" --set "eval.task_dir=$tmp/none"
 expect 2 "eval.tasks_limit" -- "${bad[@]}" --set eval.tasks_limit=-1
