@@ -138,10 +138,9 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 // The kernel family the CUDA backend runs for `asked` at this dtype and head size (the planner's
-// rule, core/cuda/attention_workspace.h): the flash ones where they apply, else blocked.
+// rule, core/cuda/attention_workspace.h): flash2 or cuDNN where they apply, else blocked.
 std::string kernels_run(const std::string& asked, DType dtype, int64_t hd) {
   const auto value_bytes = static_cast<int64_t>(dtype_size(dtype));
-  if (asked == "flash" && flash_attention_planned(value_bytes, hd)) return "flash";
   // The bench names the family (MTNLG_CUDA_ATTENTION set), so flash2 takes every head size it has.
   if (asked.starts_with("flash2") && flash2_attention_planned(value_bytes, hd, true)) return asked;
   if (asked == "cudnn" && cudnn_attention_planned(value_bytes, hd)) return "cudnn";
@@ -277,7 +276,7 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   app.add_option("--kernels", o.kernels,
                  "With --device cuda: comma-separated kernel families to time, "
-                 "MTNLG_CUDA_ATTENTION's blocked, flash, flash2, flash2-128 (flash2 with "
+                 "MTNLG_CUDA_ATTENTION's blocked, flash2, flash2-128 (flash2 with "
                  "MTNLG_CUDA_FLASH2_ROWS=128: the forward's 128-row blocks) and "
                  "flash2-recompute (flash2 with MTNLG_CUDA_FLASH2_DQ=recompute: the backward's "
                  "dq pass recomputing dS) and cudnn (cuDNN's fused attention; with dropout its "
@@ -285,8 +284,7 @@ int main(int argc, char** argv) {
                  "blocked,flash2); the runs column says which ran (blocked where the asked ones "
                  "do not apply)")
       ->delimiter(',')
-      ->check(
-          CLI::IsMember({"blocked", "flash", "flash2", "flash2-128", "flash2-recompute", "cudnn"}));
+      ->check(CLI::IsMember({"blocked", "flash2", "flash2-128", "flash2-recompute", "cudnn"}));
   app.add_option("--device", o.device, "cpu, or cuda (GPU 0; needs a CUDA build)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();

@@ -1,6 +1,6 @@
 // The scratch the CUDA attention kernels take from the backend's Workspace (the blocked kernels
-// of core/cuda/attention_cuda.cu: one sequence's scores; the flash kernels of
-// core/cuda/flash_attention_cuda.cu: one float per row), and what the planner reports for it
+// of core/cuda/attention_cuda.cu: one sequence's scores; the FA2-style ones: a float per row,
+// their keep bits and stored dS; cuDNN's: an estimate), and what the planner reports for it
 // (--dry-run's cuda_attention_scratch_bytes): one formula for both. Plain C++, no CUDA headers.
 #pragma once
 
@@ -11,7 +11,6 @@
 #include "core/env_choice.h"
 #include "core/kernels/flash2_backward.h"
 #include "core/kernels/flash2_forward.h"
-#include "core/kernels/flash_attention.h"
 
 namespace mtnlg {
 
@@ -41,16 +40,6 @@ inline AttentionWorkspace attention_workspace(int64_t local_heads, int64_t s, in
   return {local_heads * s * s, acc_bytes, value_bytes, dropout};
 }
 
-// Whether the CUDA backend runs attention through the flash kernels for this value size and
-// head size on every GPU it plans for: bf16/fp16, a head size the kernels take, and tiles that
-// fit an A100's shared memory (163 KiB a block; an H100 takes head sizes up to 256).
-inline bool flash_attention_planned(int64_t value_bytes, int64_t head_dim) {
-  constexpr size_t kA100SharedBytes = 166912;
-  return value_bytes == 2 && kernels::flash::head_dim_supported(head_dim) &&
-         kernels::flash::forward_smem_bytes<uint16_t>(head_dim) <= kA100SharedBytes &&
-         kernels::flash::backward_smem_bytes<uint16_t>(head_dim) <= kA100SharedBytes;
-}
-
 // Whether the CUDA backend runs attention through the FA2-style kernels for this value size and
 // head size: bf16/fp16 at head sizes 64 and 128, and at 160 when MTNLG_CUDA_ATTENTION names them
 // (`named`; kernels::flash2::head_dim_measured says why). Their shared memory fits every GPU they
@@ -73,27 +62,28 @@ inline bool cudnn_attention_deterministic() {
   return env_choice("MTNLG_CUDA_CUDNN_DQ", "deterministic", "accumulate");
 }
 
-// Attention's kernels on the GPU, MTNLG_CUDA_ATTENTION: `flash2` (the default;
-// core/kernels/flash2_forward.h and flash2_backward.h: FA2-style, scores and accumulators in
-// registers, nothing of size [s, s] but the backward's stored dS), `blocked` (cuBLAS products
-// over causal row blocks, a [heads, s, s] workspace) or `flash` (core/kernels/flash_attention.h,
-// wmma tiles through shared memory); or one pass each: `flash2-fwd` (flash2's forward, the
-// blocked backward) and `flash2-bwd` (the blocked forward, flash2's backward). Any backward
+// Attention's kernels on the GPU, MTNLG_CUDA_ATTENTION: `flash2` (core/kernels/flash2_forward.h
+// and flash2_backward.h: FA2-style, scores and accumulators in registers, nothing of size [s, s]
+// but the backward's stored dS) or `blocked` (cuBLAS products over causal row blocks, a
+// [heads, s, s] workspace); or one pass each: `flash2-fwd` (flash2's forward, the blocked
+// backward) and `flash2-bwd` (the blocked forward, flash2's backward). (`flash`, the first
+// FA-style kernels, wmma tiles through shared memory, was removed on 2026-11-27: the FA2-style
+// ones replaced them; naming it is now an error listing these.) Any backward
 // continues from any forward: forward's contract is out and each row's log-sum-exp, and every
 // kernel drops the same elements (the CPU's index), so the best pass of each family can be
-// combined. The flash ones only where they apply (bf16/fp16, their head sizes), the blocked ones
-// elsewhere (fp32, f64, other head sizes). The CUDA backend and the planner both ask here, so a
-// value other than these is an error naming the variable in --dry-run as in training.
-// `cudnn` (the default): cuDNN's fused attention (core/cuda/cudnn_attention.h) in both passes;
-// its dropout masks are its own, so its forward pairs only with its backward. bf16/fp16 at head
-// sizes that are multiples of 8 up to 256. By default, where it does not apply (or cuDNN is not
-// on the machine, or refuses a shape: the backend then says so once) the FA2-style kernels
-// where they apply and the blocked ones elsewhere; named, the blocked ones. It is the default
-// since the kit measured it fastest on an H200 (2026-11-27, docs/gpu.md): the 1.3B recipe end to
-// end at 55.0% MFU against 44.9% with flash2 (the default before) and 37.4% blocked; attention
-// alone 2.1-2.9x flash2's speed on the 1.3B, 530B-tp8 and GPT-2 shapes. flash2 stays the kernels
-// that draw the CPU's dropout masks (the kit's CPU comparisons name it).
-enum class AttentionKernels { kBlocked = 0, kFlash = 1, kFlash2 = 2, kCudnn = 3 };
+// combined. The FA2-style ones only where they apply (bf16/fp16, their head sizes), the blocked
+// ones elsewhere (fp32, f64, other head sizes). The CUDA backend and the planner both ask here, so
+// a value other than these is an error naming the variable in --dry-run as in training. `cudnn`
+// (the default): cuDNN's fused attention (core/cuda/cudnn_attention.h) in both passes; its dropout
+// masks are its own, so its forward pairs only with its backward. bf16/fp16 at head sizes that are
+// multiples of 8 up to 256. By default, where it does not apply (or cuDNN is not on the machine, or
+// refuses a shape: the backend then says so once) the FA2-style kernels where they apply and the
+// blocked ones elsewhere; named, the blocked ones. It is the default since the kit measured it
+// fastest on an H200 (2026-11-27, docs/gpu.md): the 1.3B recipe end to end at 55.0% MFU
+// against 44.9% with flash2 (the default before) and 37.4% blocked; attention alone 2.1-2.9x
+// flash2's speed on the 1.3B, 530B-tp8 and GPT-2 shapes. flash2 stays the kernels that draw the
+// CPU's dropout masks (the kit's CPU comparisons name it).
+enum class AttentionKernels { kBlocked = 0, kFlash2 = 2, kCudnn = 3 };
 
 // How the FA2-style backward gets dS for dq, MTNLG_CUDA_FLASH2_DQ: `stored` (the dk/dv pass
 // stores dS^T, 2 bytes an element of [b, heads, s, s] in the workspace, and dq reads it back; five
@@ -135,7 +125,7 @@ inline AttentionChoice attention_choice() {
       static_cast<Flash2Dq>(env_select("MTNLG_CUDA_FLASH2_DQ", {"auto", "stored", "recompute"}));
   // The first value is the default (unset or empty).
   const size_t which = env_select("MTNLG_CUDA_ATTENTION",
-                                  {"cudnn", "flash2", "blocked", "flash", "flash2-fwd", "flash2-bwd"});
+                                  {"cudnn", "flash2", "blocked", "flash2-fwd", "flash2-bwd"});
   const char* set = std::getenv("MTNLG_CUDA_ATTENTION");
   const bool named = set != nullptr && *set != '\0';
   switch (which) {
@@ -144,10 +134,8 @@ inline AttentionChoice attention_choice() {
     case 2:
       return {K::kBlocked, K::kBlocked, stored};
     case 3:
-      return {K::kFlash, K::kFlash, stored};
-    case 4:
       return {K::kFlash2, K::kBlocked, stored, true};
-    case 5:
+    case 4:
       return {K::kBlocked, K::kFlash2, stored, true};
     default: {
       AttentionChoice c{K::kCudnn, K::kCudnn, stored};
@@ -159,28 +147,21 @@ inline AttentionChoice attention_choice() {
 // Every switch the CUDA backend reads from the environment, read in one place: the backend takes
 // them from here when it is made, and the planner reads them too (plan_memory), so a
 // misspelling of any of them is an error naming the variable in --dry-run as in training, not
-// only the switches that change the plan. MTNLG_CUDA_FLASH_TILES: the flash kernels' warps run
-// their tiles one by one (`tile`, the default) or as a grid (`grid`); MTNLG_CUDA_FLASH2_ROWS: 64
+// only the switches that change the plan. MTNLG_CUDA_FLASH2_ROWS: 64
 // (the default) or 128 query rows a FA2-style forward block; MTNLG_CUDA_EPILOGUES: a linear
 // layer's bias and tanh GeLU in cuBLASLt's epilogue (`on`, the default) or separate kernels.
 struct CudaSwitches {
   AttentionChoice attention{AttentionKernels::kFlash2};
-  bool flash_warp_grids = false, flash2_wide_rows = false, epilogues = true;
+  bool flash2_wide_rows = false, epilogues = true;
   bool cudnn_deterministic = true;  // MTNLG_CUDA_CUDNN_DQ
 };
 inline CudaSwitches cuda_switches() {
   CudaSwitches c;
   c.attention = attention_choice();
-  c.flash_warp_grids = !env_choice("MTNLG_CUDA_FLASH_TILES", "tile", "grid");
   c.flash2_wide_rows = !env_choice("MTNLG_CUDA_FLASH2_ROWS", "64", "128");
   c.epilogues = env_choice("MTNLG_CUDA_EPILOGUES", "on", "off");
   c.cudnn_deterministic = cudnn_attention_deterministic();
   return c;
-}
-
-// Whether the run asked for the flash kernels (core/kernels/flash_attention.h).
-inline bool flash_attention_chosen() {
-  return attention_choice().forward == AttentionKernels::kFlash;
 }
 
 // The kernels each attention pass runs for a call over [micro_batch, local_heads, s] at this
@@ -190,8 +171,6 @@ inline bool flash_attention_chosen() {
 // else the blocked kernels (the rule of the planner's scratch and of its description).
 inline AttentionKernels attention_kernels_run(AttentionKernels k, const AttentionChoice& c,
                                               int64_t value_bytes, int64_t head_dim) {
-  if (k == AttentionKernels::kFlash && flash_attention_planned(value_bytes, head_dim))
-    return AttentionKernels::kFlash;
   if (k == AttentionKernels::kFlash2 &&
       flash2_attention_planned(value_bytes, head_dim, c.flash2_named))
     return AttentionKernels::kFlash2;
@@ -212,7 +191,6 @@ inline std::string attention_kernels_description(AttentionChoice c, int64_t micr
   };
   const auto name = [](AttentionKernels k) {
     return k == AttentionKernels::kFlash2  ? std::string("flash2")
-           : k == AttentionKernels::kFlash ? std::string("flash")
            : k == AttentionKernels::kCudnn ? std::string("cudnn")
                                            : std::string("blocked");
   };
@@ -225,10 +203,9 @@ inline std::string attention_kernels_description(AttentionChoice c, int64_t micr
 }
 
 // The largest scratch attention takes from the CUDA backend's workspace in one call, the larger
-// of its passes': the flash kernels' forwards take none; their backward (chosen, and they apply)
-// its delta [b, local heads, s] in fp32, the FA2-style one that, with dropout its keep bits, and
-// with dS stored (flash2_stores_ds) dS^T (2 bytes an element of [b, local heads, s, s rounded up
-// to 8]); the blocked
+// of its passes': the FA2-style forward takes none; its backward (chosen, and it applies) its delta
+// [b, local heads, s] in fp32, with dropout its keep bits, and with dS stored (flash2_stores_ds)
+// dS^T (2 bytes an element of [b, local heads, s, s rounded up to 8]); the blocked
 // kernels one sequence's scores and probabilities, forward or backward.
 inline int64_t cuda_attention_scratch(int64_t micro_batch, int64_t local_heads, int64_t s,
                                       int64_t head_dim, int64_t value_bytes, bool dropout,
@@ -249,11 +226,9 @@ inline int64_t cuda_attention_scratch(int64_t micro_batch, int64_t local_heads, 
                (cudnn_attention_deterministic() ? micro_batch * local_heads * sp * sp * 2
                                                 : micro_batch * local_heads * s * head_dim * 4);
   } else if (bwd != AttentionKernels::kBlocked)
-    backward = bwd == AttentionKernels::kFlash
-                   ? micro_batch * local_heads * s * 4
-                   : kernels::flash2::backward_scratch_bytes(
-                         micro_batch, local_heads, s, dropout,
-                         kernels.flash2_stores_ds(micro_batch, local_heads, s));
+    backward = kernels::flash2::backward_scratch_bytes(
+        micro_batch, local_heads, s, dropout,
+        kernels.flash2_stores_ds(micro_batch, local_heads, s));
   return forward > backward ? forward : backward;
 }
 

@@ -98,12 +98,11 @@ class CudaBackend final : public Backend {
     int optin = 0;
     CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     flash_.max_smem_optin = static_cast<size_t>(optin);
-    // Attention's kernels (attention_workspace.h, which the planner asks too): by default the
-    // FA2-style ones where they apply (bf16/fp16, head sizes 64 and 128), the blocked cuBLAS
-    // ones elsewhere; MTNLG_CUDA_ATTENTION=blocked: the blocked ones; flash: the first flash
-    // kernels where they apply (bf16/fp16 on compute capability 8.0 or later, head sizes of
-    // multiples of 16 whose tiles fit shared memory); flash2-fwd and flash2-bwd: the FA2-style
-    // ones in one pass, the blocked ones in the other. A linear
+    // Attention's kernels (attention_workspace.h, which the planner asks too): by default
+    // cuDNN's fused attention where it applies, the FA2-style ones where they apply (bf16/fp16,
+    // head sizes 64 and 128), the blocked cuBLAS ones elsewhere; MTNLG_CUDA_ATTENTION=blocked:
+    // the blocked ones; flash2-fwd and flash2-bwd: the FA2-style ones in one pass, the blocked
+    // ones in the other. A linear
     // layer's bias (and GeLU) in cuBLASLt's epilogue where it applies; MTNLG_CUDA_EPILOGUES=off:
     // separate kernels.
     // Every switch from one reader, the planner's (attention_workspace.h, cuda_switches). The
@@ -111,7 +110,6 @@ class CudaBackend final : public Backend {
     // MTNLG_CUDA_FLASH2_ROWS=128, 128 (two; FlashAttention-2's own); the same bits either way.
     const CudaSwitches switches = cuda_switches();
     attention_ = switches.attention;
-    flash_.warp_grids = switches.flash_warp_grids;
     flash2_wide_rows_ = switches.flash2_wide_rows;
     epilogues_enabled_ = switches.epilogues;
     cudnn_deterministic_ = switches.cudnn_deterministic;
@@ -347,8 +345,6 @@ class CudaBackend final : public Backend {
     const AttentionKernels k = family(attention_.forward, qkv, heads, dropout_p);
     if (k == AttentionKernels::kCudnn)
       cudnn_forward(out, stats, qkv, heads, dropout_p, rng);
-    else if (use_flash(k, qkv, heads, {&out}))
-      flash_attention_forward_cuda(flash_, out, stats, qkv, heads, dropout_p, rng, stream());
     else if (use_flash2(k, qkv, heads, {&out}))
       flash2_forward_cuda(out, stats, qkv, heads, dropout_p, rng, flash2_wide_rows_, stream());
     else
@@ -362,16 +358,13 @@ class CudaBackend final : public Backend {
     require_p(dropout_p, op);
     require(dqkv, qkv.dtype(), qkv.numel(), op, "dqkv");
     require(dout, qkv.dtype(), b * s * heads * hd, op, "dout");
-    // out must be forward's: the flash kernels' softmax backward takes delta_i = dO_i . O_i
+    // out must be forward's: the FA2-style and cuDNN softmax backwards take delta_i = dO_i . O_i
     // from it (the blocked kernels recompute whole rows and do not read it).
     require(out, qkv.dtype(), b * s * heads * hd, op, "out");
     require(stats, acc_dtype(qkv.dtype()), b * heads * s, op, "stats");
     const AttentionKernels k = family(attention_.backward, qkv, heads, dropout_p);
     if (k == AttentionKernels::kCudnn)
       cudnn_backward(dqkv, dout, qkv, out, stats, heads, dropout_p, rng);
-    else if (use_flash(k, qkv, heads, {&dqkv, &dout, &out}))
-      flash_attention_backward_cuda(flash_, dqkv, dout, qkv, out, stats, heads, dropout_p, rng, ws_,
-                                    stream());
     else if (use_flash2(k, qkv, heads, {&dqkv, &dout, &out}))
       flash2_backward_cuda(dqkv, dout, qkv, out, stats, heads, dropout_p, rng,
                            attention_.flash2_stores_ds(b, heads, s), ws_, stream());
@@ -630,10 +623,6 @@ class CudaBackend final : public Backend {
     if (k != AttentionKernels::kFlash2 || !flash2_attention_applies(flash_, qkv, heads, others))
       return false;
     return attention_.flash2_named || kernels::flash2::head_dim_measured(qkv.dim(2) / (3 * heads));
-  }
-  bool use_flash(AttentionKernels k, const Tensor& qkv, int64_t heads,
-                 std::initializer_list<const Tensor*> others) {
-    return k == AttentionKernels::kFlash && flash_attention_applies(flash_, qkv, heads, others);
   }
 
   static AttentionDims attention_dims(const Tensor& qkv, int64_t heads, const char* op) {

@@ -17,7 +17,7 @@
 #include "core/cuda/cublas_library.h"
 #include "core/cuda/device_overheads.h"
 #include "core/kernels/dropout_math.h"
-#include "core/kernels/flash_attention.h"
+#include "core/kernels/flash_common.h"
 #include "core/tensor.h"
 
 namespace mtnlg {
@@ -138,19 +138,13 @@ void attention_backward_cuda(const Blas& blas, Tensor& dqkv, const Tensor& dout,
                              const Tensor& stats, int64_t heads, double dropout_p, RngStream rng,
                              Workspace& ws);
 
-// ---- flash_attention_cuda.cu ----
-// Backend's attention contract (core/backend.h) without a [s, s] workspace, for bf16 and fp16:
-// core/kernels/flash_attention.h on tensor cores. What decides whether it can run here.
+// ---- the FA2-style kernels' shared pieces (flash2_attention_cuda.cu) ----
+// What decides whether the FA2-style kernels can run on this device.
 struct FlashDevice {
-  int compute_major = 0;      // wmma bf16 needs 8.0
+  int compute_major = 0;      // mma.sync bf16 needs 8.0
   size_t max_smem_optin = 0;  // cudaDevAttrMaxSharedMemoryPerBlockOptin
-  // How a warp runs its product tiles: false (the default), each tile's own k loop with the
-  // accumulators in shared memory; true, one k loop for all of a warp's tiles where they form a
-  // grid (core/kernels/flash_attention.h warp_grid), the accumulators in registers. The same bits
-  // either way; MTNLG_CUDA_FLASH_TILES=grid chooses the second, so that a GPU can time both.
-  bool warp_grids = false;
 };
-// The flash kernels' (both sets') shape of a call, qkv [b, s, heads * 3 * hd], and its scales:
+// The FA2-style kernels' shape of a call, qkv [b, s, heads * 3 * hd], and its scales:
 // 1/sqrt(hd) for the scores and 1/(1 - p) for kept elements, through float as attention_cuda.cu's.
 inline kernels::flash::Dims flash_dims(const Tensor& qkv, int64_t heads) {
   return {qkv.dim(0), qkv.dim(1), heads, qkv.dim(2) / (3 * heads)};
@@ -161,7 +155,7 @@ inline float flash_score_scale(int64_t hd) {
 inline float flash_drop_scale(double p) {
   return p > 0.0 ? kernels::dropout_scale(static_cast<float>(p)) : 1.0f;
 }
-// A forward or backward call's arguments for the flash kernels' programs (T bf16 or fp16).
+// A forward or backward call's arguments for the FA2-style programs (T bf16 or fp16).
 template <typename T>
 kernels::flash::ForwardArgs<T> flash_forward_args(Tensor& out, Tensor& stats, const Tensor& qkv,
                                                   int64_t heads, double p, RngStream rng) {
@@ -189,27 +183,13 @@ kernels::flash::BackwardArgs<T> flash_backward_args(Tensor& dqkv, const Tensor& 
           rng,
           keep};
 }
-// bf16/fp16, a head size the kernels take whose tiles fit the device's shared memory, and
-// every operand 16-byte aligned.
-bool flash_attention_applies(const FlashDevice& dev, const Tensor& qkv, int64_t heads,
-                             std::initializer_list<const Tensor*> operands);
-void flash_attention_forward_cuda(const FlashDevice& dev, Tensor& out, Tensor& stats,
-                                  const Tensor& qkv, int64_t heads, double dropout_p, RngStream rng,
-                                  cudaStream_t stream);
-// dqkv overwritten; out is forward's (its rows dot dout give the softmax backward's delta).
-// Scratch: b*heads*s floats from ws.
-void flash_attention_backward_cuda(const FlashDevice& dev, Tensor& dqkv, const Tensor& dout,
-                                   const Tensor& qkv, const Tensor& out, const Tensor& stats,
-                                   int64_t heads, double dropout_p, RngStream rng, Workspace& ws,
-                                   cudaStream_t stream);
-
 // ---- flash2_attention_cuda.cu ----
 // Attention FA2-style (core/kernels/flash2_forward.h, flash2_backward.h: scores, probabilities
-// and accumulators in registers), the contract of flash_attention_*_cuda: the same out and
-// stats, so any backward can follow either forward; backward deterministic, its scratch from ws
-// (flash2_backward.h's backward_scratch_bytes: delta, the keep bits, dS^T when stored). Applies to
-// bf16/fp16 at head sizes 64 and 128 on compute capability 8.0 or later, every operand 16-byte
-// aligned.
+// and accumulators in registers), Backend's attention contract (core/kernels/flash_common.h):
+// the same out and stats as the blocked kernels, so any backward can follow either forward;
+// backward deterministic, its scratch from ws (flash2_backward.h's backward_scratch_bytes: delta,
+// the keep bits, dS^T when stored). Applies to bf16/fp16 at head sizes 64 and 128 on compute
+// capability 8.0 or later, every operand 16-byte aligned.
 bool flash2_attention_applies(const FlashDevice& dev, const Tensor& qkv, int64_t heads,
                               std::initializer_list<const Tensor*> operands);
 // wide_rows: forward blocks of 128 query rows, two 16-row m tiles a warp (MTNLG_CUDA_FLASH2_ROWS=

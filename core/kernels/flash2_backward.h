@@ -14,8 +14,7 @@
 //   dq_stored_thread, per 64 query rows: dQ = dS K over the keys the rows see, dS read back.
 // The dq pass's recomputed S = Q K^T and dP = dO V^T, and its softmax, give way to one write and
 // one read of dS (2 bytes an element of the causal half).
-// Contract: core/backend.h's attention_backward, as flash::dq_block and flash::dkv_block
-// (core/kernels/flash_attention.h): dqkv overwritten (its q columns by the first pass, k and v
+// Contract: core/backend.h's attention_backward (core/kernels/flash_common.h): dqkv overwritten (its q columns by the first pass, k and v
 // by the second), delta [b, heads, s] scratch between them, dropout regenerated from the CPU's
 // element index. K and V (first pass) or Q and dO (second) pass through shared memory; the
 // operands a warp multiplies by from the left come from shared memory too, where registers
@@ -30,7 +29,7 @@
 #include "core/hostdevice.h"
 #include "core/kernels/dropout_math.h"
 #include "core/kernels/flash2_forward.h"
-#include "core/kernels/flash_attention.h"
+#include "core/kernels/flash_common.h"
 #include "core/kernels/mma_fragment.h"
 
 namespace mtnlg::kernels::flash2 {
@@ -405,7 +404,7 @@ MTNLG_HD void dkv_thread(W& w, char* smem, const flash::BackwardArgs<T>& a, int6
       products(std::true_type{});
     // P^T, dropped (in st, for dV) and dS^T = P (dropped dP - delta) (in dpt, for dK).
     // Row q0 + i (i the offset in the tile) sees key j when i >= j - q0 and q0 + i < s
-    // (flash::visible), as 32-bit comparisons of i with two bounds worked out once a tile; a tile
+    // (causal), as 32-bit comparisons of i with two bounds worked out once a tile; a tile
     // whose every row sees every key of the warp needs neither (warp-uniform).
     const bool tile_whole = q0 >= first_key + 15 && q0 + kBwdTile - 1 < s;
     const auto offset_in_tile = [&](int64_t x) {

@@ -5,13 +5,12 @@
 // The scores come out of one mma.m16n8k16 in the layout the next one takes as its A operand
 // (core/kernels/mma_fragment.h), so the probabilities go from the Q K^T product to the P V
 // product without leaving the registers, and a row's maximum and sum need only the four lanes
-// that share it (two shuffles). The flash kernels of core/kernels/flash_attention.h instead
-// stage scores, probabilities and O through shared memory; this program replaces their forward.
+// that share it (two shuffles).
 //
-// Same contract as flash::forward_block (core/kernels/flash_attention.h): out, and stats as
-// each row's log-sum-exp of its scaled scores, so any backward (the blocked kernels', the flash
-// ones', the CPU's) continues from it; dropout keeps the same elements (the CPU's index). One
-// thread's program, written once for two executors. W provides:
+// Contract (core/kernels/flash_common.h): out, and stats as each row's log-sum-exp of its scaled
+// scores, so any backward (the blocked kernels', the CPU's) continues from it; dropout keeps the
+// same elements (the CPU's index). One thread's program, written once for two executors. W
+// provides:
 //   w.thread()            this thread's index in the block, [0, kThreads); lane = thread % 32
 //   w.sync()              a barrier of the block (__syncthreads)
 //   w.shfl_xor(v, mask)   v of lane (lane ^ mask) of the same warp (__shfl_xor_sync)
@@ -33,7 +32,7 @@
 
 #include "core/hostdevice.h"
 #include "core/kernels/dropout_math.h"
-#include "core/kernels/flash_attention.h"
+#include "core/kernels/flash_common.h"
 #include "core/kernels/mma_fragment.h"
 
 namespace mtnlg::kernels::flash2 {
@@ -42,7 +41,7 @@ constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kRows = 16 * kWarps;  // query rows of a block with one m tile a warp
 constexpr int kCols = 64;           // keys of a tile (forward_cols: with one m tile a warp)
-static_assert(kRows == flash::kRows, "the same query blocks as the flash kernels' grid");
+static_assert(kRows == flash::kRows, "the query blocks of flash_common.h");
 
 // Head sizes with a kernel (each is a template instance: its register arrays are sized by it).
 MTNLG_HD bool head_dim_supported(int64_t hd) {
@@ -266,8 +265,8 @@ MTNLG_HD float max2(float a, float b) {
 
 // The last key of this tile's (from key c0, kTileCols keys) that row i sees, as an offset in the
 // tile: -1 when it sees none (i before c0, or i past the sequence), kTileCols - 1 when all. Key
-// c0 + j is visible to row i (flash::visible) exactly when j <= it: one 32-bit comparison a
-// score instead of the 64-bit ones of flash::visible.
+// c0 + j is visible to row i (causal: c0 + j <= i < s) exactly when j <= it: one 32-bit
+// comparison a score instead of 64-bit ones.
 template <int kTileCols>
 MTNLG_HD int last_visible(int64_t i, int64_t c0, int64_t s) {
   if (i >= s) return -1;
@@ -514,7 +513,7 @@ MTNLG_HD void forward_thread(W& w, char* smem, const flash::ForwardArgs<T>& a, i
           const int r = e >> 1;
           const float p = fast_exp2(sc[mi][nt][e] - m_use[r]);  // 0 where masked
           l[mi][r] += p;
-          // As flash::dropped: scaled when kept, 0 when dropped, p itself without dropout.
+          // Dropout: scaled when kept, 0 when dropped, p itself without dropout.
           sc[mi][nt][e] = !dropout ? p : (keep >> e) & 1u ? p * a.drop_scale : 0.0f;
         }
       }

@@ -502,10 +502,10 @@ stage_bench() {
       >"$out/profile-1.3b-$kernels.txt" 2>&1 || status=1
   done
   # The 1.3B step with the FA2-style forward's 128-row blocks (MTNLG_CUDA_FLASH2_ROWS=128; row
-  # 1.3b-flash2-128). (The first flash kernels, the unfused epilogues and the flash kernels'
-  # warp grids, rows 1.3b-flash, 1.3b-unfused, 1.3b-grid of earlier kits, were measured on an
-  # H200 and are no longer timed here: `mtnlg-bench-train` with MTNLG_CUDA_ATTENTION=flash,
-  # MTNLG_CUDA_EPILOGUES=off or MTNLG_CUDA_FLASH_TILES=grid times them by hand.)
+  # 1.3b-flash2-128). (The unfused epilogues, row 1.3b-unfused of earlier kits, were measured
+  # on an H200 and are no longer timed here: `mtnlg-bench-train` with MTNLG_CUDA_EPILOGUES=off
+  # times them by hand. Rows 1.3b-flash and 1.3b-grid timed the first flash kernels, removed on
+  # 2026-11-27.)
   MTNLG_CUDA_ATTENTION=flash2 MTNLG_CUDA_FLASH2_ROWS=128 "$build_dir/bench/mtnlg-bench-train" \
     "${xl[@]/#1.3b/1.3b-flash2-128}" --device cuda --json >>"$j"
   python3 scripts/gpu/report.py bench "$j" "$out/bench.json" | tee "$out/bench.txt" || return 1

@@ -165,10 +165,11 @@ if command -v mpirun >/dev/null; then
 fi
 # The planner reads the attention kernels' switch as the CUDA backend does: a misspelling is an
 # error naming the variable, in --dry-run too (it was planned as the default without a word).
-MTNLG_CUDA_ATTENTION=Flash expect 2 'invalid argument \[MTNLG_CUDA_ATTENTION\]: MTNLG_CUDA_ATTENTION=Flash is not one of cudnn, flash2, blocked, flash' -- --config configs/1.3b.yaml --dry-run --no-data-check
+MTNLG_CUDA_ATTENTION=Flash expect 2 'invalid argument \[MTNLG_CUDA_ATTENTION\]: MTNLG_CUDA_ATTENTION=Flash is not one of cudnn, flash2, blocked, flash2-fwd, flash2-bwd' -- --config configs/1.3b.yaml --dry-run --no-data-check
+# The first FA-style kernels were removed (2026-11-27): naming them is the same error.
+MTNLG_CUDA_ATTENTION=flash expect 2 'MTNLG_CUDA_ATTENTION=flash is not one of cudnn, flash2, blocked' -- --config configs/1.3b.yaml --dry-run --no-data-check
 # So are the switches that do not change the plan: every one the CUDA backend reads.
 MTNLG_CUDA_EPILOGUES=yes expect 2 'MTNLG_CUDA_EPILOGUES=yes is not one of on, off' -- --config configs/1.3b.yaml --dry-run --no-data-check
-MTNLG_CUDA_FLASH_TILES=fast expect 2 'MTNLG_CUDA_FLASH_TILES=fast is not one of tile, grid' -- --config configs/1.3b.yaml --dry-run --no-data-check
 MTNLG_CUDA_FLASH2_ROWS=96 expect 2 'MTNLG_CUDA_FLASH2_ROWS=96 is not one of 64, 128' -- --config configs/1.3b.yaml --dry-run --no-data-check
 MTNLG_CUDA_FLASH2_DQ=stores expect 2 'MTNLG_CUDA_FLASH2_DQ=stores is not one of auto, stored, recompute' -- --config configs/1.3b.yaml --dry-run --no-data-check
 expect 2 'world-size: Value 99999999999999999999 not in range' -- --config configs/tiny.yaml --dry-run --no-data-check --world-size 99999999999999999999

@@ -447,23 +447,15 @@ TEST_CASE("communication per iteration: one rank - dp 3 rounding and tp 4 recomp
 }
 
 TEST_CASE(
-    "CUDA attention scratch - the flash kernels where they apply, else one sequence's scores") {
-  // bf16/fp16 with a head size of a multiple of 16 whose tiles fit an A100: delta per row.
-  CHECK(flash_attention_planned(2, 16));
-  CHECK(flash_attention_planned(2, 160));        // the 530B recipe's
-  CHECK_FALSE(flash_attention_planned(2, 8));    // not a multiple of 16
-  CHECK_FALSE(flash_attention_planned(2, 256));  // fits an H100, not an A100
-  CHECK_FALSE(flash_attention_planned(4, 64));   // fp32: the blocked kernels
-  CHECK(cuda_attention_scratch(4, 2, 32, 16, 2, true, AttentionKernels::kFlash) == 4 * 2 * 32 * 4);
+    "CUDA attention scratch - the FA2-style kernels where they apply, else one sequence's scores") {
   // Blocked: 2 heads x 32^2 x (4 + 4 + 2 + 2) (fp32 scores and their gradient, the (dropped)
   // probabilities for dV's product, the softmax gradient), with or without dropout, whatever
-  // the micro-batch: where flash does not apply, and where it does but was not chosen.
-  CHECK(cuda_attention_scratch(4, 2, 32, 8, 2, true, AttentionKernels::kFlash) == 2 * 32 * 32 * 12);
+  // the micro-batch; in fp32, 4 bytes for each.
   CHECK(cuda_attention_scratch(4, 2, 32, 16, 2, true, AttentionKernels::kBlocked) ==
         2 * 32 * 32 * 12);
   CHECK(cuda_attention_scratch(4, 2, 32, 16, 2, false, AttentionKernels::kBlocked) ==
         2 * 32 * 32 * 12);
-  CHECK(cuda_attention_scratch(4, 2, 32, 16, 4, false, AttentionKernels::kFlash) ==
+  CHECK(cuda_attention_scratch(4, 2, 32, 16, 4, false, AttentionKernels::kBlocked) ==
         2 * 32 * 32 * 16);
   // The FA2-style kernels: the per-row delta at head sizes 64 and 128, else the blocked scratch.
   // With dropout, the keep bits besides: one 32-bit word per row and 32 keys. With dS stored
@@ -492,7 +484,6 @@ TEST_CASE(
   CHECK(cuda_attention_scratch(4, 2, 32, 64, 2, true, AttentionChoice{K::kBlocked, K::kFlash2}) ==
         4 * 2 * 32 * 4 + 4 * 2 * 32 * 1 * 4 + (4 * 2 * 32 * 32 + 64) * 2);
   CHECK(cuda_attention_scratch(4, 2, 32, 64, 2, true, flash2_fwd) == 2 * 32 * 32 * 12);
-  CHECK_FALSE(flash_attention_chosen());
 }
 
 // The column sums' scratch (core/cuda/column_sum_plan.h), the figures worked by hand for the 1.3B
@@ -576,8 +567,8 @@ TEST_CASE("the attention kernels a plan names - by default and as named") {
   {
     ScopedEnv env("MTNLG_CUDA_ATTENTION", "flash2");
     CHECK(kernels(recipe("1.3b.yaml")) == "flash2 (dq from stored dS)");
-    CHECK(kernels(recipe("1.3b.yaml", {"model.seq_length=8192",
-                                       "model.max_position_embeddings=8192"})) ==
+    CHECK(kernels(recipe("1.3b.yaml",
+                         {"model.seq_length=8192", "model.max_position_embeddings=8192"})) ==
           "flash2 (dq recomputes dS)");
     CHECK(kernels(recipe("530b.yaml")) == "flash2 (dq from stored dS)");
     CHECK(kernels(recipe("tiny.yaml", {"precision=bf16"})) == "blocked");  // head size 16
@@ -591,8 +582,10 @@ TEST_CASE("the attention kernels a plan names - by default and as named") {
     ScopedEnv dq("MTNLG_CUDA_FLASH2_DQ", "recompute");
     CHECK(kernels(recipe("1.3b.yaml")) == "blocked forward, flash2 backward (dq recomputes dS)");
   }
+  // The first FA-style kernels (`flash`) were removed: naming them is an error listing the rest.
   ScopedEnv env("MTNLG_CUDA_ATTENTION", "flash");
-  CHECK(kernels(recipe("1.3b.yaml")) == "flash");
+  CHECK_THROWS_WITH(attention_choice(),
+                    Catch::Contains("MTNLG_CUDA_ATTENTION=flash") && Catch::Contains("flash2-bwd"));
 }
 
 // MTNLG_CUDA_ATTENTION=cudnn: cuDNN's fused attention in both passes where it applies (bf16/fp16,
@@ -699,17 +692,10 @@ TEST_CASE("MTNLG_CUDA_ATTENTION is read as the CUDA backend reads it - a misspel
     CHECK(scratch() == by_default);
   }
   {
-    // 1.3B: bf16, head size 128, so the flash kernels apply: their per-row delta, far smaller.
-    ScopedEnv env("MTNLG_CUDA_ATTENTION", "flash");
-    CHECK(flash_attention_chosen());
-    CHECK(scratch() < blocked);
-  }
-  {
     // The FA2-style kernels at head size 128: the per-row delta, and for the recipe's attention
     // dropout the keep bits, 2048 / 32 words a row; with dS stored (the default) dS^T besides,
     // 2 bytes an element of [4, 16, 2048, 2048] and 64 of slack.
     ScopedEnv env("MTNLG_CUDA_ATTENTION", "flash2");
-    CHECK_FALSE(flash_attention_chosen());
     // Named, not the default: the same kernels (and the head sizes not yet measured besides).
     CHECK(attention_choice() == AttentionChoice(AttentionKernels::kFlash2,
                                                 AttentionKernels::kFlash2, Flash2Dq::kAuto, true));
@@ -762,7 +748,7 @@ TEST_CASE("MTNLG_CUDA_ATTENTION is read as the CUDA backend reads it - a misspel
   }
   ScopedEnv env("MTNLG_CUDA_ATTENTION", "Flash");
   CHECK_THROWS_WITH(scratch(), Catch::Contains("MTNLG_CUDA_ATTENTION=Flash is not one of "
-                                               "cudnn, flash2, blocked, flash, flash2-fwd, "
+                                               "cudnn, flash2, blocked, flash2-fwd, "
                                                "flash2-bwd (unset it for the default, cudnn)"));
 }
 

@@ -1,7 +1,6 @@
-// What the flash attention tests share (tests/core/flash_attention_test.cc for the wmma block
-// programs, tests/core/flash2_attention_test.cc for the FA2-style thread programs): a case, the
-// kernels' results, and the check of those against the CPU backend in float64 and against the
-// same program with its threads in another order.
+// What the FA2-style attention kernels' tests (tests/core/flash2_attention_test.cc) check with: a
+// case, the kernels' results, and the check of those against the CPU backend in float64 and
+// against the same program with its threads in another order.
 #pragma once
 
 #include <catch2/catch.hpp>

@@ -299,15 +299,16 @@ TEST_CASE("attention forward and backward match the CPU, with and without dropou
   const int64_t s = GENERATE(67, 1100);
   // 160: the 530B recipe's, which the FA2-style kernels take when named (as here).
   const int64_t hd = GENERATE(16, 64, 128, 160);
-  // flash: bf16/fp16 take the flash kernels; blocked: the cuBLAS ones (fp32/f64 always, and
-  // every head size flash2 does not take); flash2 (the default): the FA2-style kernels at head
+  // cudnn (the default) is checked on its own (its dropout masks are its own); blocked: the
+  // cuBLAS ones (fp32/f64 always, and every head size flash2 does not take); flash2: the
+  // FA2-style kernels at head
   // sizes 64 and 128 (bf16/fp16), and 160 named; flash2-128:
   // those with the forward's 128-row blocks (MTNLG_CUDA_FLASH2_ROWS=128); flash2-recompute: their
   // backward's dq pass recomputing dS (MTNLG_CUDA_FLASH2_DQ=recompute; stored otherwise here);
   // flash2-fwd and flash2-bwd: the FA2-style kernels in one pass, the blocked ones in the other
   // (each backward from the other family's forward: out and the log-sum-exps).
-  const std::string kernel = GENERATE("flash", "blocked", "flash2", "flash2-128",
-                                      "flash2-recompute", "flash2-fwd", "flash2-bwd");
+  const std::string kernel =
+      GENERATE("blocked", "flash2", "flash2-128", "flash2-recompute", "flash2-fwd", "flash2-bwd");
   const bool wide = kernel == "flash2-128", recompute = kernel == "flash2-recompute";
   ScopedEnv env("MTNLG_CUDA_ATTENTION", wide || recompute ? "flash2" : kernel);
   ScopedEnv rows("MTNLG_CUDA_FLASH2_ROWS", wide ? "128" : "64");
@@ -319,7 +320,7 @@ TEST_CASE("attention forward and backward match the CPU, with and without dropou
   const Tensor dout = random_tensor({b, s, heads * hd}, dt, 2);
   const DType at = acc_dtype(dt);
   // The CPU's answers depend on the inputs alone, not on the GPU kernels: worked out once for
-  // the seven kernel sets instead of once per set (float64 attention at s = 1100 on the CPU, for
+  // the six kernel sets instead of once per set (float64 attention at s = 1100 on the CPU, for
   // each input, against kernels that take milliseconds on the GPU).
   static std::map<std::string, std::vector<Tensor>> cpu_answers;
   const std::string key = std::string(dtype_name(dt)) + " " + std::to_string(p) + " " +
@@ -380,45 +381,6 @@ TEST_CASE("MTNLG_CUDA_EPILOGUES other than on or off is an error naming it") {
   ScopedEnv env("MTNLG_CUDA_EPILOGUES", "yes");
   CHECK_THROWS_WITH(make_cuda_backend(0),
                     Catch::Contains("MTNLG_CUDA_EPILOGUES=yes") && Catch::Contains("on, off"));
-}
-
-TEST_CASE("flash kernels: warp grids and tile by tile give the same bits") {
-  // The flash kernels are not the default: ask for them, or both runs take the blocked ones and
-  // the comparison could not fail.
-  ScopedEnv flash("MTNLG_CUDA_ATTENTION", "flash");
-  // Head sizes 64 and 128 take the grids for every product, 96 (not a grid) only for the
-  // score tiles; s 200 has a ragged last block.
-  const DType dt = GENERATE(DType::kBF16, DType::kF16);
-  const int64_t hd = GENERATE(64, 96, 128);
-  const double p = GENERATE(0.0, 0.1);
-  INFO(dtype_name(dt) << " hd " << hd << " dropout " << p);
-  const int64_t b = 2, s = 200, heads = 2;
-  const RngStream rng{7, 1, 0};
-  const Tensor qkv = random_tensor({b, s, heads * 3 * hd}, dt, 1, -2.0, 2.0);
-  const Tensor dout = random_tensor({b, s, heads * hd}, dt, 2);
-  std::vector<Tensor> outs;
-  for (const char* tiles : {"tile", "grid"}) {
-    ScopedEnv env("MTNLG_CUDA_FLASH_TILES", tiles);
-    Twin tw;
-    Tensor qg = tw.dev(qkv), dog = tw.dev(dout);
-    Tensor o = tw.gpu->alloc({b, s, heads * hd}, dt), l = tw.gpu->alloc({b, heads, s}, DType::kF32);
-    Tensor dq = tw.gpu->alloc(qkv.shape(), dt);
-    tw.gpu->attention_forward(o, l, qg, heads, p, rng);
-    tw.gpu->attention_backward(dq, dog, qg, o, l, heads, p, rng);
-    outs.push_back(tw.host(o));
-    outs.push_back(tw.host(l));
-    outs.push_back(tw.host(dq));
-  }
-  for (size_t i = 0; i < 3; ++i) {
-    REQUIRE(outs[i].nbytes() == outs[i + 3].nbytes());
-    CHECK(std::memcmp(outs[i].data(), outs[i + 3].data(), outs[i].nbytes()) == 0);
-  }
-}
-
-TEST_CASE("MTNLG_CUDA_FLASH_TILES other than tile or grid is an error naming it") {
-  ScopedEnv env("MTNLG_CUDA_FLASH_TILES", "fast");
-  CHECK_THROWS_WITH(make_cuda_backend(0), Catch::Contains("MTNLG_CUDA_FLASH_TILES=fast") &&
-                                              Catch::Contains("tile, grid"));
 }
 
 // The planner predicts live_bytes' peak to the byte from the model alone (cmd/planner.cc), so
