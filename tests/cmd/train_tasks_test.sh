@@ -47,45 +47,37 @@ tasks = [(l['iteration'], l['task']) for l in lines if l.get('split') == 'tasks'
 sys.exit(tasks != [(4, 'lambada_openai'), (4, 'piqa'), (8, 'lambada_openai'), (8, 'piqa')])"
 
 # Each line is what mtnlg-eval --tasks scores on that iteration's checkpoint.
-for it in 4 8; do
-  "$build/mtnlg-eval" --checkpoint "$tmp/ckpt/iter_000000$it" --tasks lambada_openai,piqa \
-    --task-dir "$tmp/tasks" --num-fewshot 1 --threads 2 >"$tmp/eval-$it.jsonl" 2>/dev/null
-  check "iteration $it: the metrics lines equal mtnlg-eval --tasks on its checkpoint" \
+# equal_to_eval LABEL METRICS CKPT_ROOT IT [OTHER_METRICS]: the run's task lines at IT equal
+# mtnlg-eval's on CKPT_ROOT's iteration IT (12 lambada documents, perplexity and acc_norm
+# present); with OTHER_METRICS, its lambada perplexity also differs from that run's.
+equal_to_eval() {
+  local label=$1 metrics=$2 root=$3 it=$4 other=${5:-}
+  "$build/mtnlg-eval" --checkpoint "$root/iter_000000$it" --tasks lambada_openai,piqa \
+    --task-dir "$tmp/tasks" --num-fewshot 1 --threads 2 >"$tmp/eval.jsonl" 2>/dev/null
+  check "$label, iteration $it: the metrics lines equal mtnlg-eval --tasks on its checkpoint" \
     /usr/bin/python3 -c "
 import json, sys
-ours = [json.loads(l) for l in open('$tmp/metrics.jsonl')]
-ours = [l for l in ours if l.get('split') == 'tasks' and l['iteration'] == $it]
-evals = [json.loads(l) for l in open('$tmp/eval-$it.jsonl')]
+def tasks(path):
+    return [l for l in map(json.loads, open(path)) if l.get('split') == 'tasks' and l['iteration'] == $it]
+ours, evals = tasks('$metrics'), [json.loads(l) for l in open('$tmp/eval.jsonl')]
 keys = ('task', 'num_fewshot', 'documents', 'tokens', 'acc', 'acc_stderr', 'perplexity',
         'acc_norm', 'acc_norm_stderr')
-sys.exit(len(ours) != 2 or len(evals) != 2 or any(
-    a.get(k) != b.get(k) for a, b in zip(ours, evals) for k in keys)
-    or ours[0]['documents'] != 12 or 'perplexity' not in ours[0] or 'acc_norm' not in ours[1])"
-done
+ok = len(ours) == 2 and len(evals) == 2 and all(
+    a.get(k) == b.get(k) for a, b in zip(ours, evals) for k in keys)
+ok = ok and ours[0]['documents'] == 12 and 'perplexity' in ours[0] and 'acc_norm' in ours[1]
+if '$other':
+    ok = ok and ours[0]['perplexity'] != tasks('$other')[0]['perplexity']
+sys.exit(0 if ok else 1)"
+}
+for it in 4 8; do equal_to_eval fp32 "$tmp/metrics.jsonl" "$tmp/ckpt" $it; done
 # bf16: the live bf16 weights, widened into an fp32 copy before each scoring, are scored as
-# mtnlg-eval scores the checkpoint's (the same lines, at both iterations: the copy is refreshed).
+# mtnlg-eval scores the checkpoint's (the same lines, at both iterations: the copy is refreshed);
+# bf16 training is not fp32 training, so its perplexity differs from the fp32 run's.
 "$bin" "${common[@]}" --set schedule.train_iters=8 --set "data.cache_dir=$tmp/cache" \
   --set precision=bf16 --set checkpoint.dir="$tmp/ckpt-bf16" \
   --set logging.metrics_file="$tmp/m-bf16.jsonl" --log-level warn --threads 2 >"$tmp/bf16.out" 2>&1
 check "a bf16 run with eval.tasks_interval trains ($(tail -2 "$tmp/bf16.out" | tr '\n' ' '))" [ $? = 0 ]
-for it in 4 8; do
-  "$build/mtnlg-eval" --checkpoint "$tmp/ckpt-bf16/iter_000000$it" --tasks lambada_openai,piqa \
-    --task-dir "$tmp/tasks" --num-fewshot 1 --threads 2 >"$tmp/eval-bf16-$it.jsonl" 2>/dev/null
-  check "bf16, iteration $it: the metrics lines equal mtnlg-eval --tasks on its checkpoint" \
-    /usr/bin/python3 -c "
-import json, sys
-ours = [json.loads(l) for l in open('$tmp/m-bf16.jsonl')]
-ours = [l for l in ours if l.get('split') == 'tasks' and l['iteration'] == $it]
-evals = [json.loads(l) for l in open('$tmp/eval-bf16-$it.jsonl')]
-fp32 = [json.loads(l) for l in open('$tmp/metrics.jsonl')]
-fp32 = [l for l in fp32 if l.get('split') == 'tasks' and l['iteration'] == $it]
-keys = ('task', 'num_fewshot', 'documents', 'tokens', 'acc', 'acc_stderr', 'perplexity',
-        'acc_norm', 'acc_norm_stderr')
-same = len(ours) == 2 and len(evals) == 2 and all(
-    a.get(k) == b.get(k) for a, b in zip(ours, evals) for k in keys)
-# bf16 training is not fp32 training: its perplexity differs from the fp32 run's.
-sys.exit(0 if same and ours[0]['perplexity'] != fp32[0]['perplexity'] else 1)"
-done
+for it in 4 8; do equal_to_eval bf16 "$tmp/m-bf16.jsonl" "$tmp/ckpt-bf16" $it "$tmp/metrics.jsonl"; done
 check "the log names the tasks" grep -q "tasks after iteration 4 (1-shot) | lambada_openai acc" \
   <("$bin" "${common[@]}" --set schedule.train_iters=4 --set "data.cache_dir=$tmp/cache" \
     --set checkpoint.dir="$tmp/ckpt-log" --set logging.metrics_file="$tmp/m-log.jsonl" \
