@@ -4,7 +4,8 @@
 # on generated English), the training forward's tokens/s (mtnlg-eval's loss mode over a
 # .bin/.idx, micro-batches of --micro-batch) and the tasks' (mtnlg-eval --tasks on generated
 # LAMBADA- and PIQA-style documents: the tokens the model ran, contexts shared by choices counted
-# once), and their ratio (issue 33's goal: >= 90% on the CPU).
+# once), and their ratio (issue 33's goal: >= 90% on the CPU); then the same tasks through the
+# training forward (--scorer stage: what a GPU and several ranks run), its padded rows counted.
 # Usage: bench/eval_bench.sh BUILD_DIR [--docs N] [--threads T] [--shape demo|gpt2]
 #   (defaults 200, all cores, demo). gpt2: GPT-2 small's shape (12 x 768, 12 heads, 1024
 #   positions) on LAMBADA-style documents of 600-800 words (the window nearly full), N/8 of them.
@@ -77,17 +78,22 @@ PY
 fwd=$(grep -o 'scored [0-9]* tokens in [0-9.]* s' "$tmp/fwd.log" | awk '{print $2, $5}')
 tasks=$("$build/mtnlg-eval" --checkpoint "$tmp/ckpt" --tasks lambada_openai,piqa \
   --task-dir "$tmp/tasks" --num-fewshot 0 --bootstrap-iters 0 --threads "$threads" 2>/dev/null)
-$py - "$fwd" "$tasks" "$samples samples" <<'PY'
+# The same tasks through the training forward (the GPU's and several ranks' scorer), in one
+# process here: its tokens are the rows it ran, padding included.
+stage=$("$build/mtnlg-eval" --checkpoint "$tmp/ckpt" --tasks lambada_openai,piqa --scorer stage \
+  --task-dir "$tmp/tasks" --num-fewshot 0 --bootstrap-iters 0 --threads "$threads" 2>/dev/null)
+$py - "$fwd" "$tasks" "$samples samples" "$stage" <<'PY'
 import json, sys
 tokens, seconds = sys.argv[1].split()
 fwd = {"tokens": int(tokens), "seconds": float(seconds)}
 rate = fwd["tokens"] / fwd["seconds"]
-print(f"\n{'what':<44} {'tokens':>10} {'seconds':>9} {'tokens/s':>10} {'of forward':>10}")
-print(f"{'training forward (loss mode, ' + sys.argv[3] + ')':<44} {fwd['tokens']:>10} {fwd['seconds']:>9.2f} "
+print(f"\n{'what':<56} {'tokens':>10} {'seconds':>9} {'tokens/s':>10} {'of forward':>10}")
+print(f"{'training forward (loss mode, ' + sys.argv[3] + ')':<56} {fwd['tokens']:>10} {fwd['seconds']:>9.2f} "
       f"{rate:>10.0f} {'100%':>10}")
-for line in sys.argv[2].splitlines():
-    t = json.loads(line)
-    r = t["tokens"] / t["seconds"]
-    name = f"--tasks {t['task']} ({t['documents']} documents)"
-    print(f"{name:<44} {t['tokens']:>10} {t['seconds']:>9.2f} {r:>10.0f} {100 * r / rate:>9.1f}%")
+for lines, how in ((sys.argv[2], ""), (sys.argv[4], ", --scorer stage")):
+    for line in lines.splitlines():
+        t = json.loads(line)
+        r = t["tokens"] / t["seconds"]
+        name = f"--tasks {t['task']} ({t['documents']} documents{how})"
+        print(f"{name:<56} {t['tokens']:>10} {t['seconds']:>9.2f} {r:>10.0f} {100 * r / rate:>9.1f}%")
 PY

@@ -167,16 +167,26 @@ void verify_checkpoint(const std::string& path, std::ostream& out) {
 
 GatheredModel load_checkpoint_model(const std::string& path, Backend& backend,
                                     const std::vector<std::string>& overrides) {
+  return load_checkpoint_stage(path, backend, StageLayout{}, DType::kF32, overrides);
+}
+
+GatheredModel load_checkpoint_stage(const std::string& path, Backend& backend,
+                                    const StageLayout& layout, DType dtype,
+                                    const std::vector<std::string>& overrides) {
   const std::string dir = require_checkpoint(path);
   const CheckpointManifest m = read_manifest(dir);
-  // One stage holds the whole model: one chunk (a checkpoint saved interleaved is named globally).
-  std::vector<std::string> all = {"parallel.tensor=1", "parallel.pipeline=1",
-                                  "parallel.virtual_pipeline=1"};
+  // One chunk a stage (a checkpoint saved interleaved is named globally).
+  std::vector<std::string> all = {"parallel.tensor=" + std::to_string(layout.tensor),
+                                  "parallel.pipeline=" + std::to_string(layout.pipeline),
+                                  "parallel.virtual_pipeline=1",
+                                  "parallel.sequence_parallel=false"};
   all.insert(all.end(), overrides.begin(), overrides.end());
   GatheredModel out{checkpoint_recipe(m, dir, all), {}};
-  const GPTConfig config = gpt_config_from(out.recipe);
+  GPTConfig config = gpt_config_from(out.recipe);
+  config.tp_rank = layout.tensor_rank;
   out.model =
-      std::make_unique<GPTStage>(config, full_model(config), backend, DType::kF32, out.recipe.seed);
+      std::make_unique<GPTStage>(config, pipeline_stage(config, layout.pipeline, layout.stage),
+                                 backend, dtype, out.recipe.seed, layout.tensor_group);
   ShardIndex index(dir, m);
   load_state(index, out.model->params().state(), backend);
   return out;

@@ -28,6 +28,20 @@ struct GatheredModel {
 GatheredModel load_checkpoint_model(const std::string& path, Backend& backend,
                                     const std::vector<std::string>& overrides = {});
 
+// Which part of a model one rank of a (tensor x pipeline) split holds, one chunk a stage.
+struct StageLayout {
+  int64_t tensor = 1, tensor_rank = 0;
+  int64_t pipeline = 1, stage = 0;
+  Communicator* tensor_group = nullptr;  // tensor > 1: its group (borrowed)
+};
+// A checkpoint's model as `layout`'s stage in `dtype` on `backend` (any device), read from the
+// layout it was saved in (the shard reader reshards); sequence parallelism off. Throws as
+// load_checkpoint_model, and invalid_argument naming parallel.tensor / parallel.pipeline when the
+// model does not divide.
+GatheredModel load_checkpoint_stage(const std::string& path, Backend& backend,
+                                    const StageLayout& layout, DType dtype,
+                                    const std::vector<std::string>& overrides = {});
+
 // PATH (an iter_NNNNNNN directory or a root) to its checkpoint directory; not_found if none.
 std::string require_checkpoint(const std::string& path);
 

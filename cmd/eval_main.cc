@@ -12,13 +12,18 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "checkpoint/file_io.h"
+#include "checkpoint/manifest.h"
+#include "checkpoint/offline.h"
 #include "cmd/cli_parse.h"
 #include "cmd/data_samples.h"
+#include "cmd/device_select.h"
 #include "cmd/eval.h"
 #include "cmd/generate.h"
+#include "cmd/stage_scorer.h"
 #include "cmd/task_eval.h"
 #include "cmd/tokenizer_choice.h"
 #include "core/logging.h"
@@ -26,6 +31,9 @@
 #include "core/status.h"
 #include "data/dataset_builder.h"
 #include "data/gpt_dataset.h"
+#include "model/gpt_scorer.h"
+#include "parallel/job.h"
+#include "parallel/runtime.h"
 
 namespace {
 
@@ -50,27 +58,113 @@ void print_table(const std::vector<std::string>& names, const std::vector<int64_
   }
 }
 
+// Where --tasks runs: the device, the weights' precision, the scorer, and the tensor x pipeline
+// split of the model over the job's ranks (the rest of the ranks are data-parallel replicas).
+struct Placement {
+  std::string device = "auto", dtype = "fp32", scorer = "auto";
+  int64_t tensor = 0, pipeline = 0;  // 0: the checkpoint's own with several ranks, else 1
+  int64_t timeout_s = 300;           // a collective waiting longer than this fails
+};
+
 int run_tasks(mtnlg::ModelSource source, const std::vector<std::string>& overrides,
               const std::vector<std::string>& names, mtnlg::TaskOptions o,
               const std::vector<int64_t>& shots, const std::string& output,
-              const std::string& vocab_file, const std::string& merge_file, int threads) {
+              const std::string& vocab_file, const std::string& merge_file, int threads,
+              const Placement& place, const std::string& log_level, bool* writer) {
   if (o.task_dir.empty())
     throw mtnlg::invalid_argument("--tasks needs --task-dir DIR (DIR/TASK/SPLIT.jsonl)",
                                   "--task-dir");
   mtnlg::check_task_names(names, "--tasks");  // an unknown name fails before the model loads
+  // One process, or one rank of a job started by a PMIx launcher (mpirun, srun --mpi=pmix).
+  mtnlg::Runtime runtime = mtnlg::Runtime::init();
+  *writer = runtime.rank == 0;
+  if (!*writer)
+    mtnlg::init_logging_to_stderr(log_level == "off" || log_level == "error" ? log_level : "warn");
+  int64_t tensor = place.tensor, pipeline = place.pipeline;
+  if (tensor == 0 && pipeline == 0 && runtime.world > 1 && !source.checkpoint.empty()) {
+    // As Megatron-LM evaluates: the checkpoint's own split, the other ranks replicas.
+    const mtnlg::CheckpointManifest m =
+        mtnlg::read_manifest(mtnlg::require_checkpoint(source.checkpoint));
+    if (runtime.world % (m.tensor * m.pipeline) == 0) {
+      tensor = m.tensor;
+      pipeline = m.pipeline;
+    }
+  }
+  tensor = std::max<int64_t>(tensor, 1);
+  pipeline = std::max<int64_t>(pipeline, 1);
+  if (runtime.world % (tensor * pipeline) != 0)
+    throw mtnlg::invalid_argument(
+        "--tensor " + std::to_string(tensor) + " x --pipeline " + std::to_string(pipeline) +
+            " ranks a model copy do not divide the job's " + std::to_string(runtime.world) +
+            " ranks: launch a multiple of " + std::to_string(tensor * pipeline) +
+            " ranks or change --tensor / --pipeline",
+        "--tensor");
+  const mtnlg::DeviceChoice choice = place.device == "cuda"  ? mtnlg::DeviceChoice::kCuda
+                                     : place.device == "cpu" ? mtnlg::DeviceChoice::kCpu
+                                                             : mtnlg::DeviceChoice::kAuto;
+  const mtnlg::DeviceResolution where = mtnlg::resolve_device(choice, runtime.local_rank);
+  const mtnlg::DType dtype = place.dtype == "bf16" ? mtnlg::DType::kBF16 : mtnlg::DType::kF32;
+  // The packed rows (GPTScorer) need the whole f32 model on the CPU in one process; anything
+  // else runs the training forward (StageScorer).
+  const bool rows_fit =
+      runtime.world == 1 && where.device == mtnlg::Device::kCPU && dtype == mtnlg::DType::kF32;
+  if (place.scorer == "rows" && !rows_fit)
+    throw mtnlg::invalid_argument(
+        "--scorer rows runs the whole float32 model on the CPU in one process; this is " +
+            std::to_string(runtime.world) + " ranks on " + where.description + " in " +
+            place.dtype + ": drop --scorer (or pass stage)",
+        "--scorer");
+  const bool stage = place.scorer == "stage" || !rows_fit;
+  const int local_world = static_cast<int>(runtime.local_world);
+  mtnlg::Job job(std::move(runtime), tensor, pipeline, 0, "--tensor");
+  job.connect([&](const mtnlg::Topology& topology, mtnlg::Store& store) {
+    return mtnlg::make_device_groups(where, topology, store, std::chrono::seconds(place.timeout_s));
+  });
+  const mtnlg::Topology& topo = job.topology();
+  mtnlg::ProcessGroups& groups = job.groups();
   const mtnlg::TokenizerFiles files = mtnlg::choose_tokenizer(vocab_file, merge_file, source);
   const auto tok = mtnlg::Gpt2Tokenizer::load(files.vocab_file, files.merge_file);
   source.recipe_overrides = overrides;
-  const std::unique_ptr<mtnlg::Backend> backend = mtnlg::make_cpu_backend(threads);
-  mtnlg::LoadedModel loaded = mtnlg::load_model(source, *backend);
-  mtnlg::GPTScorer scorer(*loaded.model, o.batch_size * loaded.model->config().max_positions);
+  // Ranks sharing a node share its cores.
+  const int rank_threads =
+      threads > 0 ? threads
+                  : std::max<int>(1, static_cast<int>(std::thread::hardware_concurrency()) /
+                                         std::max(local_world, 1));
+  const std::unique_ptr<mtnlg::Backend> backend = mtnlg::make_backend(where, rank_threads);
+  mtnlg::StageLayout layout;
+  layout.tensor = tensor;
+  layout.pipeline = pipeline;
+  if (job.multi_rank()) {
+    layout.tensor_rank = topo.tensor_rank();
+    layout.stage = topo.pipeline_rank();
+    if (tensor > 1) layout.tensor_group = groups.tensor.get();
+  }
+  mtnlg::LoadedModel loaded = mtnlg::load_model(source, *backend, layout, dtype);
+  const int64_t budget = o.batch_size * loaded.model->config().max_positions;
+  std::unique_ptr<mtnlg::Scorer> scorer;
+  if (stage) {
+    mtnlg::ScorerGroups sg;
+    if (job.multi_rank()) {
+      sg.tensor = tensor > 1 ? groups.tensor.get() : nullptr;
+      sg.pipeline = pipeline > 1 ? groups.pipeline.get() : nullptr;
+      sg.data = topo.sizes().data > 1 ? groups.data.get() : nullptr;
+    }
+    scorer = std::make_unique<mtnlg::StageScorer>(*loaded.model, sg, budget);
+    spdlog::info(
+        "scoring with the training forward on {} in {}: tensor {}, pipeline {}, {} "
+        "replica(s)",
+        where.description, place.dtype, tensor, pipeline, topo.sizes().data);
+  } else {
+    scorer = std::make_unique<mtnlg::GPTScorer>(*loaded.model, budget);
+  }
+  if (!*writer) o.samples = nullptr;
   std::string results, nshot, nsamples;
   std::vector<std::vector<mtnlg::TaskMetrics>> table(names.size());
   for (size_t ti = 0; ti < names.size(); ++ti)
     for (const int64_t k : shots) {
       const std::string& t = names[ti];
       o.num_fewshot = k;
-      const mtnlg::TaskMetrics m = mtnlg::run_task(t, scorer, *tok, o);
+      const mtnlg::TaskMetrics m = mtnlg::run_task(t, *scorer, *tok, o);
       table[ti].push_back(m);
       // Several shot counts: the results' keys name them ("piqa (0-shot)").
       const std::string key = shots.size() > 1 ? t + " (" + std::to_string(k) + "-shot)" : t;
@@ -96,7 +190,7 @@ int run_tasks(mtnlg::ModelSource source, const std::vector<std::string>& overrid
         else
           harness.add("perplexity_stderr,none", "N/A");
       }
-      std::cout << line.str() << std::endl;
+      if (*writer) std::cout << line.str() << std::endl;
       const std::string sep = results.empty() ? "" : ", ";
       results += sep + mtnlg::json_string(key) + ": " + harness.str();
       nshot += sep + mtnlg::json_string(key) + ": " + std::to_string(m.num_fewshot);
@@ -104,6 +198,7 @@ int run_tasks(mtnlg::ModelSource source, const std::vector<std::string>& overrid
           sep + mtnlg::json_string(key) + ": " +
           mtnlg::JsonLine().add("original", m.available).add("effective", m.documents).str();
     }
+  if (!*writer) return 0;  // one rank reports
   if (!std::cout) throw mtnlg::io_error("could not write to standard output");
   print_table(names, shots, table);
   if (!output.empty())
@@ -119,17 +214,21 @@ int main(int argc, char** argv) {
       "mtnlg-eval: loss and perplexity (ppl = exp(loss), the mean next-token cross entropy) of "
       "a checkpoint (any layout, gathered on load) or a Hugging Face GPT-2 file, on the valid "
       "or test samples of a recipe as a run reads them, or on every token of a .bin/.idx.\n"
-      "Prints one JSON line: split or data, loss, ppl, samples, tokens. Runs on the CPU.\n"
+      "Prints one JSON line: split or data, loss, ppl, samples, tokens; on the CPU.\n"
       "With --tasks: lm-evaluation-harness's tasks as the harness scores a Hugging Face model "
       "(lambada_openai, lambada_standard, piqa, boolq, wic, anli_r2, hellaswag, winogrande, "
       "hans, race, wikitext; "
       "docs/evaluation.md), one JSON line a task, "
-      "and --output the harness's results JSON.\n"
+      "and --output the harness's results JSON; on the CPU or a GPU (--device, --dtype), in one "
+      "process or as one job under mpirun or srun --mpi=pmix, each model copy split as the "
+      "checkpoint is (--tensor, --pipeline), the other ranks replicas sharing the requests.\n"
       "Examples: mtnlg-eval --checkpoint runs/demo-cpu/checkpoints --split test\n"
       "          mtnlg-eval --hf-model gpt2/model.safetensors --data data/demo/kjv_text_document "
       "--seq-length 1024\n"
       "          mtnlg-eval --checkpoint runs/x/checkpoints --tasks lambada_openai --task-dir "
       "tasks --num-fewshot 0\n"
+      "          mpirun -np 4 mtnlg-eval --checkpoint runs/x/checkpoints --tasks piqa "
+      "--task-dir tasks\n"
       "Exit status: 0 done; 2 bad command line, argument or recipe; 4 missing or corrupt file; "
       "1 other."};
   app.set_version_flag("--version", "mtnlg-eval 0.1.0");
@@ -213,7 +312,33 @@ int main(int argc, char** argv) {
   app.add_option("--merge-file", merge_file,
                  "With --tasks: GPT-2 vocab.bpe (default: the checkpoint's own merges.txt, else "
                  "data/gpt2/vocab.bpe)");
-  app.add_option("--threads", threads, "CPU threads (default: all cores)")
+  Placement place;
+  app.add_option("--device", place.device,
+                 "With --tasks: auto, cpu or cuda, where the model runs (auto: a GPU when this "
+                 "build has CUDA and one is visible; rank r takes GPU local_rank % visible)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+  app.add_option("--dtype", place.dtype,
+                 "With --tasks: fp32 or bf16, the weights and activations of the forward "
+                 "(bf16: rounded from the checkpoint's fp32 weights)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
+  app.add_option("--scorer", place.scorer,
+                 "With --tasks: auto, rows or stage. rows: the whole fp32 model on the CPU in one "
+                 "process, requests packed row by row (the fastest there); stage: the training "
+                 "forward, on any device, precision and layout; auto: rows where it can run")
+      ->check(CLI::IsMember({"auto", "rows", "stage"}))
+      ->capture_default_str();
+  app.add_option("--tensor", place.tensor,
+                 "With --tasks under mpirun/srun: tensor-parallel ranks a model copy (default: "
+                 "the checkpoint's own layout, the other ranks data-parallel replicas)")
+      ->check(mtnlg::positive_number());
+  app.add_option("--pipeline", place.pipeline,
+                 "With --tasks under mpirun/srun: pipeline stages a model copy (default: the "
+                 "checkpoint's own)")
+      ->check(mtnlg::positive_number());
+  app.add_option("--threads", threads,
+                 "CPU threads (default: all cores, shared among a node's ranks)")
       ->check(mtnlg::non_negative_number());
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str();
@@ -224,13 +349,15 @@ int main(int argc, char** argv) {
     if (!task_names.empty()) {
       std::ostringstream samples;
       if (!log_samples.empty()) task_options.samples = &samples;
+      bool writer = true;
       const int status = run_tasks(source, overrides, task_names, task_options, shots, output,
-                                   vocab_file, merge_file, threads);
-      if (!log_samples.empty()) mtnlg::write_file_atomic(log_samples, samples.str());
+                                   vocab_file, merge_file, threads, place, log_level, &writer);
+      if (writer && !log_samples.empty()) mtnlg::write_file_atomic(log_samples, samples.str());
       return status;
     }
-    for (const char* flag : {"--task-dir", "--num-fewshot", "--limit", "--batch-size",
-                             "--bootstrap-iters", "--output", "--log-samples"})
+    for (const char* flag :
+         {"--task-dir", "--num-fewshot", "--limit", "--batch-size", "--bootstrap-iters", "--output",
+          "--log-samples", "--device", "--dtype", "--scorer", "--tensor", "--pipeline"})
       if (app.get_option(flag)->count() > 0)
         throw mtnlg::invalid_argument(std::string(flag) + " goes with --tasks", flag);
     if (!config.empty() && !data.empty())

@@ -83,7 +83,8 @@ std::vector<int32_t> generate(GPTDecoder& decoder, std::span<const int32_t> prom
   return out;
 }
 
-LoadedModel load_model(const ModelSource& source, Backend& backend) {
+LoadedModel load_model(const ModelSource& source, Backend& backend, const StageLayout& layout,
+                       DType dtype) {
   if (source.checkpoint.empty() == source.hf_model.empty())
     throw invalid_argument("name the weights once: --checkpoint DIR or --hf-model FILE",
                            "--checkpoint");
@@ -94,7 +95,7 @@ LoadedModel load_model(const ModelSource& source, Backend& backend) {
     std::vector<std::string> overrides = source.recipe_overrides;
     if (source.seq_length > 0)
       overrides.push_back("model.seq_length=" + std::to_string(source.seq_length));
-    GatheredModel g = load_checkpoint_model(source.checkpoint, backend, overrides);
+    GatheredModel g = load_checkpoint_stage(source.checkpoint, backend, layout, dtype, overrides);
     out.model = std::move(g.model);
     out.recipe = std::move(g.recipe);
   } else {
@@ -109,7 +110,19 @@ LoadedModel load_model(const ModelSource& source, Backend& backend) {
                                  " positions (n_positions)",
                              "--seq-length");
     if (source.seq_length > 0) c.seq = source.seq_length;
-    out.model = std::make_unique<GPTStage>(c, full_model(c), backend, DType::kF32, 0);
+    if (c.heads % layout.tensor != 0 || c.padded_vocab % layout.tensor != 0)
+      throw invalid_argument("tensor " + std::to_string(layout.tensor) + " does not divide the " +
+                                 std::to_string(c.heads) + " heads and the " +
+                                 std::to_string(c.padded_vocab) + " (padded) vocabulary rows",
+                             "--tensor");
+    if (c.num_layers % layout.pipeline != 0)
+      throw invalid_argument("pipeline " + std::to_string(layout.pipeline) +
+                                 " does not divide the " + std::to_string(c.num_layers) + " layers",
+                             "--pipeline");
+    c.tp_size = layout.tensor;
+    c.tp_rank = layout.tensor_rank;
+    out.model = std::make_unique<GPTStage>(c, pipeline_stage(c, layout.pipeline, layout.stage),
+                                           backend, dtype, 0, layout.tensor_group);
     load_hf_gpt2(*out.model, source.hf_model);
   }
   out.model->set_training(false);

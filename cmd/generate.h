@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/offline.h"
 #include "core/backend.h"
 #include "model/gpt_decoder.h"
 
@@ -72,14 +73,16 @@ struct ModelSource {
   std::vector<std::string> recipe_overrides;
 };
 
-// The whole model as one f32 stage on `backend`, in evaluation mode (no dropout), and for a
-// checkpoint the recipe it was trained with. Throws invalid_argument unless exactly one of
-// checkpoint / hf_model is set (naming --checkpoint), and naming --seq-length for a length
-// past the model's positions.
+// The whole model as one f32 stage on `backend` (or `layout`'s stage of it, in `dtype`), in
+// evaluation mode (no dropout), and for a checkpoint the recipe it was trained with. Throws
+// invalid_argument unless exactly one of checkpoint / hf_model is set (naming --checkpoint),
+// naming --seq-length for a length past the model's positions, and naming --tensor or
+// --pipeline for a split the model does not divide into.
 struct LoadedModel {
   std::unique_ptr<GPTStage> model;
   std::optional<Recipe> recipe;  // a checkpoint's
 };
-LoadedModel load_model(const ModelSource& source, Backend& backend);
+LoadedModel load_model(const ModelSource& source, Backend& backend, const StageLayout& layout = {},
+                       DType dtype = DType::kF32);
 
 }  // namespace mtnlg

@@ -74,7 +74,7 @@ Split read_split(const std::string& dir, const std::string& task, const std::str
   return s;
 }
 
-TaskMetrics run_wikitext(GPTScorer& scorer, const Gpt2Tokenizer& tok, const TaskOptions& o) {
+TaskMetrics run_wikitext(Scorer& scorer, const Gpt2Tokenizer& tok, const TaskOptions& o) {
   if (o.num_fewshot != 0)
     throw invalid_argument("wikitext scores whole pages by rolling windows: --num-fewshot 0",
                            "--num-fewshot");
@@ -192,7 +192,7 @@ tasks::ChoiceDoc choice_doc_at(const tasks::ChoiceTask& t, const Split& s, size_
   }
 }
 
-TaskMetrics run_choice_task(const tasks::ChoiceTask& t, GPTScorer& scorer, const Gpt2Tokenizer& tok,
+TaskMetrics run_choice_task(const tasks::ChoiceTask& t, Scorer& scorer, const Gpt2Tokenizer& tok,
                             const TaskOptions& o) {
   const Split eval = read_split(o.task_dir, t.name, t.eval_split, false);
   // The few-shot examples' split; the evaluated one itself (RACE), the document then removed.
@@ -311,7 +311,7 @@ void RequestSet::add(const Gpt2Tokenizer& tok, const std::string& context,
   groups_.push_back(std::move(g));
 }
 
-std::vector<Loglikelihood> RequestSet::score(GPTScorer& scorer, const std::string& task) const {
+std::vector<Loglikelihood> RequestSet::score(Scorer& scorer, const std::string& task) const {
   const auto total = static_cast<int64_t>(groups_.size());
   int64_t logged = 0;
   const auto scores = scorer.score(groups_, [&](int64_t done) {
@@ -335,11 +335,11 @@ std::vector<Loglikelihood> RequestSet::score(GPTScorer& scorer, const std::strin
 }
 
 namespace {
-TaskMetrics run_task_timed(const std::string& task, GPTScorer& scorer, const Gpt2Tokenizer& tok,
+TaskMetrics run_task_timed(const std::string& task, Scorer& scorer, const Gpt2Tokenizer& tok,
                            const TaskOptions& o);
 }  // namespace
 
-TaskMetrics run_task(const std::string& task, GPTScorer& scorer, const Gpt2Tokenizer& tok,
+TaskMetrics run_task(const std::string& task, Scorer& scorer, const Gpt2Tokenizer& tok,
                      const TaskOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   const int64_t tokens = scorer.tokens_run();
@@ -351,7 +351,7 @@ TaskMetrics run_task(const std::string& task, GPTScorer& scorer, const Gpt2Token
 
 namespace {
 
-TaskMetrics run_task_timed(const std::string& task, GPTScorer& scorer, const Gpt2Tokenizer& tok,
+TaskMetrics run_task_timed(const std::string& task, Scorer& scorer, const Gpt2Tokenizer& tok,
                            const TaskOptions& o) {
   check_task_names({task}, "--tasks");
   if (o.num_fewshot < 0) throw invalid_argument("--num-fewshot must be 0 or more", "--num-fewshot");

@@ -21,7 +21,7 @@
 #include "core/metrics.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/tasks/requests.h"
-#include "model/gpt_scorer.h"
+#include "model/scorer.h"
 
 namespace mtnlg {
 
@@ -71,7 +71,7 @@ void check_task_names(const std::vector<std::string>& names, const std::string& 
 // Scores one task on the scorer's model (its window: the model's positions). Throws
 // invalid_argument for an unknown task (naming the known ones), not_found for a missing split
 // file, and invalid_argument naming file:line for a line without its field.
-TaskMetrics run_task(const std::string& task, GPTScorer& scorer, const Gpt2Tokenizer& tok,
+TaskMetrics run_task(const std::string& task, Scorer& scorer, const Gpt2Tokenizer& tok,
                      const TaskOptions& o);
 
 // (log-likelihood, greedy) of a continuation after a context, as the harness scores a request.
@@ -80,7 +80,7 @@ struct Loglikelihood {
   bool greedy = false;
 };
 
-// A task's log-likelihood requests, gathered to be scored many to a forward (GPTScorer). The
+// A task's log-likelihood requests, gathered to be scored many to a forward (model/scorer.h). The
 // continuations of one context share its tokens as the scorer's prefix where their requests
 // all keep the context whole and the window holds each whole; otherwise each request is its
 // window (tasks::causal_input) alone. Either way each scores as the harness scores it alone.
@@ -96,7 +96,7 @@ class RequestSet {
 
   int64_t size() const { return static_cast<int64_t>(where_.size()); }
   // Every request's score, in order; progress lines name `task`.
-  std::vector<Loglikelihood> score(GPTScorer& scorer, const std::string& task) const;
+  std::vector<Loglikelihood> score(Scorer& scorer, const std::string& task) const;
 
  private:
   int64_t max_length_;

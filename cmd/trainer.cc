@@ -586,21 +586,11 @@ void Trainer::build_tasks() {
   const EvalConfig& e = recipe_.eval;
   if (e.tasks_interval == 0) return;
   check_task_names(e.tasks, "eval.tasks");
-  // The scorer runs the whole model as float32 rows on the CPU (model/gpt_scorer.h): a bf16
-  // run's weights are widened into an fp32 copy first (compute_tasks). Other layouts score their
-  // checkpoints with mtnlg-eval --tasks.
-  if (recipe_.parallel.tensor != 1 || pipeline_size_ != 1 || device_.device != Device::kCPU ||
-      recipe_.precision == Precision::kFP16)
-    throw invalid_argument(
-        "eval.tasks_interval scores the tasks with the whole model in each process, in float32 "
-        "on the CPU (tensor 1, pipeline 1, precision fp32 or bf16, device cpu) for now; this run "
-        "is tensor " +
-            std::to_string(recipe_.parallel.tensor) + ", pipeline " +
-            std::to_string(pipeline_size_) + ", precision " + precision_name(recipe_.precision) +
-            ", device " + device_.description +
-            ". The fix: set eval.tasks_interval: 0 and score the checkpoints with mtnlg-eval "
-            "--tasks (any layout, gathered on load)",
-        "eval.tasks_interval");
+  // One process on the CPU in fp32 or bf16: the packed rows (model/gpt_scorer.h) on the fp32
+  // weights (a bf16 run's widened into a copy, compute_tasks), as mtnlg-eval scores the
+  // checkpoint. Any other layout, device or precision: the run's own model through the training
+  // forward (cmd/stage_scorer.h), every rank taking part. (Data ranks of a one-stage CPU run each
+  // score every request on rows: the same numbers, bit for bit, as mtnlg-eval.)
   if (!std::filesystem::is_directory(e.task_dir))
     throw not_found("eval.task_dir: " + e.task_dir +
                         " is not a directory; export the tasks there as TASK/SPLIT.jsonl "
@@ -615,12 +605,39 @@ void Trainer::build_tasks() {
                                           "eval.merge_file", "data/gpt2/vocab.bpe"));
 }
 
+bool Trainer::tasks_on_rows() const {
+  return recipe_.parallel.tensor == 1 && pipeline_size_ == 1 && device_.device == Device::kCPU &&
+         recipe_.precision != Precision::kFP16;
+}
+
 std::vector<TaskMetrics> Trainer::compute_tasks() {
   const EvalConfig& e = recipe_.eval;
   TaskOptions o;
   o.task_dir = e.task_dir;
   o.num_fewshot = e.num_fewshot;
   o.limit = e.tasks_limit;
+  std::vector<TaskMetrics> out;
+  if (!tasks_on_rows()) {
+    // The run's model in its layout and precision, its replicas sharing the requests. Micro-batches
+    // hold at most a training micro-batch's tokens (or one window): no more activation memory.
+    if (!task_scorer_) {
+      ScorerGroups sg;
+      if (options_.groups != nullptr) {
+        sg.tensor = recipe_.parallel.tensor > 1 ? options_.groups->tensor.get() : nullptr;
+        sg.pipeline = pipeline_size_ > 1 ? options_.groups->pipeline.get() : nullptr;
+        sg.data = data_size_ > 1 ? options_.groups->data.get() : nullptr;
+      }
+      model_->set_training(false);
+      task_scorer_ = std::make_unique<StageScorer>(
+          *model_, sg, recipe_.parallel.micro_batch_size * recipe_.model.seq_length);
+    }
+    model_->set_training(false);
+    for (const std::string& t : e.tasks)
+      out.push_back(run_task(t, *task_scorer_, *task_tokenizer_, o));
+    model_->set_sequence_length(recipe_.model.seq_length);
+    model_->set_training(true);
+    return out;
+  }
   GPTStage* scored = model_.get();
   if (recipe_.precision != Precision::kFP32) {
     // bf16 weights widened (exactly) into an fp32 copy of the model: the weights mtnlg-eval
@@ -640,8 +657,6 @@ std::vector<TaskMetrics> Trainer::compute_tasks() {
   if (!task_scorer_)  // its scratch only once a scoring is due
     task_scorer_ = std::make_unique<GPTScorer>(
         *scored, TaskOptions{}.batch_size * scored->config().max_positions);
-  std::vector<TaskMetrics> out;
-  // Every data rank scores (the same numbers): no rank waits in a collective meanwhile.
   for (const std::string& t : e.tasks)
     out.push_back(run_task(t, *task_scorer_, *task_tokenizer_, o));
   return out;

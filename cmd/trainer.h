@@ -32,10 +32,12 @@
 #include "checkpoint/tokenizer_files.h"
 #include "cmd/device_select.h"
 #include "cmd/planner.h"
+#include "cmd/stage_scorer.h"
 #include "cmd/task_eval.h"
 #include "core/backend.h"
 #include "core/config/recipe.h"
 #include "data/loader.h"
+#include "model/gpt_scorer.h"
 #include "model/param_registry.h"
 #include "optim/divergence.h"
 #include "optim/loss_scaler.h"
@@ -185,6 +187,9 @@ class Trainer {
   EvalStats compute_evaluation();  // evaluate() without its metrics line
   void log_evaluation(const EvalStats& e);
   std::vector<TaskMetrics> compute_tasks();  // eval.tasks, as mtnlg-eval --tasks scores them
+  // Whether compute_tasks scores on packed f32 rows (one CPU process, fp32 or bf16) rather than
+  // through the run's own forward (StageScorer).
+  bool tasks_on_rows() const;
   void log_tasks(const std::vector<TaskMetrics>& tasks);
   // Checkpoint to start from (before the loaders: the data position is in its manifest).
   void find_start_checkpoint();
@@ -238,7 +243,7 @@ class Trainer {
   std::vector<EvalStats> evaluations_;
   // eval.tasks_interval: GPT-2's BPE and the packed scorer over the live model.
   std::shared_ptr<const Gpt2Tokenizer> task_tokenizer_;
-  std::unique_ptr<GPTScorer> task_scorer_;
+  std::unique_ptr<Scorer> task_scorer_;
   std::unique_ptr<GPTStage> task_model_;  // bf16 runs: the fp32 copy the scorer reads
   int64_t total_iters_ = 0;
   int64_t iteration_ = 0;

@@ -22,28 +22,19 @@
 #include <vector>
 
 #include "model/row_forward.h"
+#include "model/scorer.h"
 
 namespace mtnlg {
 
-struct ScoreGroup {
-  std::vector<int32_t> prefix;                // at positions [0, L), L >= 1
-  std::vector<std::vector<int32_t>> targets;  // each at least one token, read after the prefix
-};
-
-struct TargetScore {
-  double logprob = 0;   // the sum of the target tokens' log-probabilities
-  bool greedy = false;  // every target token the most probable one
-};
-
-class GPTScorer {
+class GPTScorer : public Scorer {
  public:
   // max_rows: the rows one packed forward holds (at least the model's positions, so any
   // sequence that fits the model fits a batch).
   GPTScorer(GPTStage& model, int64_t max_rows);
 
   int64_t max_rows() const { return rows_.max_rows(); }
-  int64_t max_positions() const { return rows_.config().max_positions; }
-  int64_t tokens_run() const { return tokens_run_; }  // rows run through the layers
+  int64_t max_positions() const override { return rows_.config().max_positions; }
+  int64_t tokens_run() const override { return tokens_run_; }  // rows run through the layers
 
   // The rows a group takes: its prefix and each target but its last token.
   static int64_t rows(const ScoreGroup& g);
@@ -53,8 +44,9 @@ class GPTScorer {
   // `progress(groups_done)` after each forward. Throws invalid_argument for an empty prefix or
   // target, a prefix + target longer than the model's positions, or a token outside the
   // vocabulary.
-  std::vector<std::vector<TargetScore>> score(std::span<const ScoreGroup> groups,
-                                              const std::function<void(int64_t)>& progress = {});
+  std::vector<std::vector<TargetScore>> score(
+      std::span<const ScoreGroup> groups,
+      const std::function<void(int64_t)>& progress = {}) override;
 
  private:
   void forward(std::span<const ScoreGroup> batch, std::vector<std::vector<TargetScore>>* out);

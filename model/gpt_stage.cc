@@ -51,6 +51,16 @@ void GPTStage::set_training(bool training) {
   for (auto& layer : layers_) layer.set_dropout(config_.hidden_dropout, config_.attention_dropout);
 }
 
+void GPTStage::set_sequence_length(int64_t s) {
+  MTNLG_CHECK_MSG(1 <= s && s <= config_.max_positions,
+                  "sequence length " << s << " outside [1, " << config_.max_positions << "]");
+  if (s == config_.seq) return;
+  config_.seq = train_config_.seq = s;
+  for (auto& layer : layers_) layer.set_sequence_length(s);
+  // The buffers sized by the length are made again at the new one when next used.
+  scratch_batch_ = sp_batch_ = recompute_batch_ = 0;
+}
+
 Shape GPTStage::activation_shape(int64_t b) const {
   if (config_.sequence_parallel) return {config_.local_rows(b), config_.hidden};
   return {b, config_.seq, config_.hidden};
@@ -59,6 +69,9 @@ Shape GPTStage::activation_shape(int64_t b) const {
 StageActivations GPTStage::make_activations(int64_t b, int64_t chunk) const {
   MTNLG_CHECK(0 <= chunk && chunk < stage_.num_chunks);
   const int64_t s = config_.seq, h = config_.hidden, rows = config_.local_rows(b);
+  MTNLG_CHECK_MSG(!config_.sequence_parallel || b * s % config_.tp_size == 0,
+                  "sequence parallelism: " << b << " x " << s << " tokens do not divide by tensor "
+                                           << config_.tp_size);
   const auto layers = static_cast<size_t>(stage_.layers_per_chunk());
   StageActivations a;
   a.batch = b;

@@ -87,6 +87,12 @@ class GPTStage {
   // token rows [n/tp, h] under sequence parallelism.
   Shape activation_shape(int64_t b) const;
 
+  // The sequence length s of the micro-batches that follow, 1 <= s <= the model's positions
+  // (scoring runs requests of many lengths; the recipe's seq_length is the default). Activations
+  // made before stay at their length: make new ones. Sequence parallelism needs s * b to divide
+  // by tp (checked when activations are made).
+  void set_sequence_length(int64_t s);
+
   // Training mode applies the config's dropout; evaluation mode (false) turns it off, as
   // Megatron-LM's model.eval() does.
   void set_training(bool training);

@@ -98,6 +98,8 @@ class TransformerLayer {
                 SequenceParallelBuffers* sp = nullptr);
 
   int64_t index() const { return index_; }
+  // The sequence length of the micro-batches that follow (GPTStage::set_sequence_length).
+  void set_sequence_length(int64_t s) { c_.seq = s; }
   // Dropout probabilities in effect (0 during evaluation).
   void set_dropout(double hidden, double attention) {
     c_.hidden_dropout = hidden;

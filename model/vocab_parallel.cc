@@ -1,6 +1,10 @@
 #include "model/vocab_parallel.h"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "parallel/mappings.h"
 
@@ -62,6 +66,71 @@ void vocab_parallel_cross_entropy_backward(Backend& be, Tensor& dlogits,
   const Tensor row_sum = ctx.stats.view({2 * n}).slice(0, n);
   be.cross_entropy_shard_backward(dlogits, logits, targets, ctx.row_max, row_sum, shard.start,
                                   shard.vocab, grad_scale);
+}
+
+TokenScores vocab_parallel_token_scores(const Tensor& logits, std::span<const int32_t> targets,
+                                        const VocabShard& shard, Communicator* tensor) {
+  MTNLG_CHECK(logits.device() == Device::kCPU);
+  MTNLG_CHECK_EQ(logits.dim(1), shard.size);
+  const int64_t n = logits.dim(0), width = shard.size;
+  MTNLG_CHECK_EQ(static_cast<int64_t>(targets.size()), n);
+  const int64_t real = std::clamp<int64_t>(shard.vocab - shard.start, 0, width);
+  const DType dt = logits.dtype();
+  MTNLG_CHECK(dt == DType::kF32 || dt == DType::kBF16 || dt == DType::kF16);
+  const auto* raw = static_cast<const unsigned char*>(logits.data());
+  auto at = [&](int64_t i, int64_t v) -> float {
+    const int64_t k = i * width + v;
+    if (dt == DType::kF32) return reinterpret_cast<const float*>(raw)[k];
+    const uint16_t h = reinterpret_cast<const uint16_t*>(raw)[k];
+    return dt == DType::kBF16 ? bf16_to_f32(h) : f16_to_f32(h);
+  };
+  const double none = -std::numeric_limits<double>::infinity();
+  Tensor top = Tensor::cpu({n}, DType::kF64), first = Tensor::cpu({n}, DType::kF64);
+  Tensor sums = Tensor::cpu({2, n}, DType::kF64);  // row 0: sum of exp(x - max); 1: target logit
+  double* mx = top.data_as<double>();
+  double* arg = first.data_as<double>();
+  double* sum = sums.data_as<double>();
+  std::vector<int64_t> local_arg(static_cast<size_t>(n), -1);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    float m = 0;
+    int64_t a = -1;
+    for (int64_t v = 0; v < real; ++v)
+      if (const float x = at(i, v); a < 0 || x > m) {
+        m = x;
+        a = v;
+      }
+    mx[i] = a < 0 ? none : static_cast<double>(m);
+    local_arg[static_cast<size_t>(i)] = a;
+  }
+  const bool reduce = tensor != nullptr && tensor->size() > 1;
+  if (reduce) tensor->all_reduce(top, ReduceOp::kMax);
+  // The argmax: the lowest global index holding the max, as the max of minus the index.
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t a = local_arg[static_cast<size_t>(i)];
+    arg[i] = a >= 0 && static_cast<double>(at(i, a)) == mx[i]
+                 ? -static_cast<double>(shard.start + a)
+                 : none;
+  }
+  if (reduce) tensor->all_reduce(first, ReduceOp::kMax);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    double s = 0;
+    for (int64_t v = 0; v < real; ++v) s += std::exp(static_cast<double>(at(i, v)) - mx[i]);
+    sum[i] = s;
+    const int64_t t = targets[static_cast<size_t>(i)] - shard.start;
+    sum[n + i] = t >= 0 && t < real ? static_cast<double>(at(i, t)) : 0.0;
+  }
+  if (reduce) tensor->all_reduce(sums, ReduceOp::kSum);
+  TokenScores out;
+  out.logprob.resize(static_cast<size_t>(n));
+  out.greedy.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const auto u = static_cast<size_t>(i);
+    out.logprob[u] = sum[n + i] - (mx[i] + std::log(sum[i]));
+    out.greedy[u] = -arg[i] == static_cast<double>(targets[u]) ? 1 : 0;
+  }
+  return out;
 }
 
 }  // namespace mtnlg

@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include "core/backend.h"
 #include "parallel/communicator.h"
@@ -57,5 +59,18 @@ void vocab_parallel_cross_entropy_backward(Backend& be, Tensor& dlogits,
                                            const VocabParallelCEContext& ctx, const Tensor& logits,
                                            const Tensor& targets, const VocabShard& shard,
                                            double grad_scale);
+
+// Scoring (evaluation's log-likelihoods): per row i of `logits`, a CPU tensor [n, V_pad/tp] of
+// this rank's columns (f32, bf16 or fp16), log softmax(row)[targets[i]] over the real
+// vocabulary, and whether targets[i] is the row's argmax (the lowest index among equal maxima,
+// as one device's argmax over the whole row). Computed in double: the row's max, then the sum of
+// exp(x - max), reduced over the tensor group (null: this rank holds every column). Collective
+// (three all-reduces of n values). At tp 1 the same arithmetic as GPTScorer's head.
+struct TokenScores {
+  std::vector<double> logprob;
+  std::vector<uint8_t> greedy;
+};
+TokenScores vocab_parallel_token_scores(const Tensor& logits, std::span<const int32_t> targets,
+                                        const VocabShard& shard, Communicator* tensor);
 
 }  // namespace mtnlg

@@ -388,3 +388,12 @@ set_tests_properties(megatron_to_hf PROPERTIES TIMEOUT 300)
 add_test(NAME megatron_import
   COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/checkpoint/megatron_import_test.py ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(megatron_import PROPERTIES TIMEOUT 300)
+
+# mtnlg-eval --tasks on the training forward and on several ranks: one process (packed rows and
+# the stage scorer), tensor 2 x pipeline 2, four replicas and pipeline 2 x data 2 under mpirun
+# give the same log-likelihoods and accuracies; bf16 near them; bad placements named.
+if(MTNLG_MPIRUN)
+  add_test(NAME cli_eval_tasks_layouts
+    COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/eval_tasks_layouts_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+  set_tests_properties(cli_eval_tasks_layouts PROPERTIES TIMEOUT 600 ENVIRONMENT "${mtnlg_mpirun_env}")
+endif()

@@ -23,6 +23,9 @@ On a machine with an NVIDIA GPU, CUDA (nvcc, cuBLAS, cuBLASLt) and NCCL:
            GPUs than ranks they share them (scripts/launch.sh, a distinct NCCL_HOSTID per rank
            so that NCCL accepts two ranks on one GPU and connects them over loopback sockets)
   demo     the CPU demo recipe (configs/demo-cpu.yaml) on the GPU in bf16
+  eval     mtnlg-eval --tasks on the GPU (the training forward, fp32 and bf16) against the CPU's
+           packed rows, on a tiny checkpoint trained here and the test task files: every
+           request's log-likelihood and accuracy (tests/cmd/compare_task_samples.py)
   bench    in this order (a stage cut short by its time limit keeps what came first): after
            the GEMM rate, attention alone (GPT-2 124M, 1.3B and 530B-on-8-tensor-ranks
            shapes), forward and backward timed apart, ours (blocked, flash2, flash2 with its dq
@@ -77,7 +80,7 @@ prefix=/tmp/mtnlg-deps
 build_dir=build-gpu
 # Every stage, in the order they run: the one list the default, the check of --stages and the
 # run loop all read (a stage missing from one of them once made the default list an error).
-all_stages=(deps build kernels train layouts demo bench ncu)
+all_stages=(deps build kernels train layouts demo eval bench ncu)
 stages=$(IFS=,; echo "${all_stages[*]}")
 list_only=false
 arch=
@@ -354,6 +357,38 @@ stage_demo() {
   "$build_dir/mtnlg-train" --config configs/demo-cpu.yaml --device cuda --set precision=bf16 \
     --set "logging.metrics_file=$d/metrics.jsonl" --set "data.cache_dir=$d/cache"
   python3 scripts/gpu/report.py demo "$d/metrics.jsonl" | tee -a "$summary"
+}
+
+# mtnlg-eval --tasks on the GPU against the CPU: a tiny GPT-2-vocabulary checkpoint trained on the
+# CPU, the test task files, scored by the CPU's packed rows, the GPU's training forward in fp32
+# (float32 rounding: 1e-4) and in bf16 (a band).
+stage_eval() {
+  dep_env
+  local d=$work/eval
+  fresh_tiny_corpus "$d"
+  "$build_dir/mtnlg-train" --config configs/tiny.yaml --device cpu --set model.vocab_size=50257 \
+    --set schedule.train_iters=8 --set eval.interval=0 --set "data.split=[1,0,0]" \
+    --set "data.blend=[{prefix: $d/data/tiny, weight: 1}]" --set "data.cache_dir=$d/cache" \
+    --set "checkpoint.dir=$d/ckpt" --set checkpoint.save_interval=8 \
+    --set "logging.metrics_file=$d/metrics.jsonl"
+  python3 tests/cmd/make_task_files.py "$d/tasks"
+  local name args
+  for name in cpu cuda cuda_bf16; do
+    case $name in
+      cpu) args=(--device cpu) ;;
+      cuda) args=(--device cuda) ;;
+      cuda_bf16) args=(--device cuda --dtype bf16) ;;
+    esac
+    "$build_dir/mtnlg-eval" --checkpoint "$d/ckpt" "${args[@]}" --log-level info \
+      --tasks lambada_openai,piqa,winogrande,race,hellaswag --task-dir "$d/tasks" \
+      --num-fewshot 0,2 --bootstrap-iters 0 --log-samples "$d/$name.samples" >"$d/$name.jsonl"
+    "$build_dir/mtnlg-eval" --checkpoint "$d/ckpt" "${args[@]}" --tasks wikitext \
+      --task-dir "$d/tasks" --log-samples "$d/$name.wikitext.samples" >"$d/$name.wikitext.jsonl"
+  done
+  python3 tests/cmd/compare_task_samples.py "$d" cpu cuda 1e-4 && echo "eval: cuda fp32 = cpu" |
+    tee -a "$summary"
+  python3 tests/cmd/compare_task_samples.py "$d" cpu cuda_bf16 0.05 &&
+    echo "eval: cuda bf16 within 5% of cpu" | tee -a "$summary"
 }
 
 # e2e_overrides: what makes configs/1.3b.yaml the bench's end-to-end run (row 1.3b-train).

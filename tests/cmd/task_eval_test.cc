@@ -3,6 +3,7 @@
 // too long for the window), score as the harness scores each request alone: its window
 // (tasks::causal_input) fed to the cached decoder, the continuation read off the log-softmax.
 #include "cmd/task_eval.h"
+#include "model/gpt_scorer.h"
 
 #include <catch2/catch.hpp>
 

@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 #include <functional>
@@ -162,6 +163,59 @@ TEST_CASE("vocab-parallel embedding - the shards' parts add up to the whole tabl
   Tensor got = Tensor::cpu({b, s, c}, dt);
   be->copy(got, sum);  // one shard's value plus exact zeros, rounded once: exact
   CHECK(test::bitwise_equal(got, want));
+}
+
+TEST_CASE(
+    "vocab-parallel token scores equal the full row's log-softmax and argmax over 1, 2 and 4 "
+    "ranks") {
+  // Rows in f32 with ties for the max across the shards: the greedy token is the lowest index
+  // among them, as one device's argmax; padding columns (huge) never count.
+  constexpr int64_t rows = 4, padded = 24, vocab = 21;
+  std::vector<float> full(static_cast<size_t>(rows * padded));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < padded; ++c)
+      full[static_cast<size_t>(r * padded + c)] =
+          c < vocab ? static_cast<float>(logit(r, c)) : 1e3f;
+  full[1 * padded + 3] = full[1 * padded + 15] = 9.0f;  // row 1: a tie between shards
+  full[2 * padded + 20] = full[2 * padded + 7] = 8.5f;  // row 2: the higher index first seen
+  const std::vector<int32_t> tgt = {0, 3, 20, 12};
+  std::vector<double> want(rows);
+  std::vector<int64_t> arg(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = full.data() + r * padded;
+    arg[static_cast<size_t>(r)] = std::max_element(x, x + vocab) - x;
+    double sum = 0;
+    for (int64_t v = 0; v < vocab; ++v) sum += std::exp(double(x[v]) - x[arg[r]]);
+    want[static_cast<size_t>(r)] =
+        double(x[tgt[static_cast<size_t>(r)]]) - x[arg[r]] - std::log(sum);
+  }
+  REQUIRE(arg[1] == 3);
+  REQUIRE(arg[2] == 7);
+  for (int tp : {1, 2, 4}) {
+    INFO("tp " << tp);
+    const int64_t size = padded / tp;
+    MemoryStore store;
+    std::vector<TokenScores> got(static_cast<size_t>(tp));
+    run_ranks(tp, [&](int rank) {
+      std::vector<int64_t> ranks(tp);
+      for (int i = 0; i < tp; ++i) ranks[i] = i;
+      auto group =
+          make_gloo_communicator(store, "tensor", rank, ranks, std::chrono::milliseconds(20000));
+      Tensor local = Tensor::cpu({rows, size}, DType::kF32);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < size; ++j)
+          local.data_as<float>()[r * size + j] =
+              full[static_cast<size_t>(r * padded + rank * size + j)];
+      got[static_cast<size_t>(rank)] = vocab_parallel_token_scores(
+          local, tgt, VocabShard{rank * size, size, vocab}, tp > 1 ? group.get() : nullptr);
+    });
+    for (int rank = 0; rank < tp; ++rank)
+      for (int64_t r = 0; r < rows; ++r) {
+        const auto u = static_cast<size_t>(r);
+        CHECK(got[static_cast<size_t>(rank)].logprob[u] == Approx(want[u]).epsilon(1e-12));
+        CHECK((got[static_cast<size_t>(rank)].greedy[u] != 0) == (arg[u] == tgt[u]));
+      }
+  }
 }
 
 }  // namespace

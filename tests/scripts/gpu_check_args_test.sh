@@ -10,7 +10,7 @@ src=$(cd "$1" && pwd)
 kit=$src/scripts/gpu/check.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../cli_expect.sh" # check, passes, failures
 
-all="deps build kernels train layouts demo bench ncu"
+all="deps build kernels train layouts demo eval bench ncu"
 listed=$(bash "$kit" --list | tr '\n' ' ')
 check "--list prints every stage in run order (got '$listed')" [ "$listed" = "$all " ]
 help=$(bash "$kit" --help)
@@ -25,7 +25,7 @@ err=$(bash "$kit" --stages layouts,bogus --list 2>&1)
 rc=$?
 check "an unknown stage is exit 2 (got $rc)" [ "$rc" = 2 ]
 check "the error names the stage and the known ones ($err)" \
-  grep -q "unknown stage 'bogus'.*deps,build,kernels,train,layouts,demo,bench,ncu" <<<"$err"
+  grep -q "unknown stage 'bogus'.*deps,build,kernels,train,layouts,demo,eval,bench,ncu" <<<"$err"
 bash "$kit" --bogus >/dev/null 2>&1
 check "an unknown argument is exit 2" [ $? = 2 ]
 for f in check.sh bundle.sh; do
