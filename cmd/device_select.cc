@@ -70,11 +70,13 @@ DeviceResolution resolve_device(DeviceChoice choice, int64_t local_rank) {
   return r;
 }
 
-std::unique_ptr<Backend> make_backend(const DeviceResolution& where, int threads) {
+std::unique_ptr<Backend> make_backend(const DeviceResolution& where, int threads,
+                                      AttentionBackend attention) {
   if (where.device == Device::kCPU) return make_cpu_backend(threads);
 #ifdef MTNLG_HAVE_CUDA
-  return make_cuda_backend(where.index);
+  return make_cuda_backend(where.index, attention);
 #else
+  (void)attention;  // a CPU-only build has no GPU kernels to choose
   throw unsupported("this build has no CUDA backend", "device");
 #endif
 }

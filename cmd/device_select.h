@@ -36,8 +36,10 @@ DeviceResolution resolve_device(DeviceChoice choice, int64_t local_rank);
 // (the plan is checked against a GPU's memory, on any machine, as before a cluster run).
 Device planned_device(DeviceChoice choice);
 
-// The Backend for `where`: the CPU backend with `threads` threads, or the CUDA backend.
-std::unique_ptr<Backend> make_backend(const DeviceResolution& where, int threads);
+// The Backend for `where`: the CPU backend with `threads` threads, or the CUDA backend with
+// `attention`'s kernels (the recipe's model.attention_backend; the CPU's attention is its own).
+std::unique_ptr<Backend> make_backend(const DeviceResolution& where, int threads,
+                                      AttentionBackend attention = AttentionBackend::kAuto);
 
 // Throws kUnsupported (exit 3) when `planned_bytes` (the planner's peak for this rank) exceeds
 // the GPU's free memory, naming both and the recipe keys that lower it. No-op on the CPU.

@@ -203,7 +203,7 @@ bool print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
       << gib(worst.memory.largest_bytes()) << " GiB)\n";
   if (gpu)
     out << "  attention kernels on the GPU: " << p.cuda_attention_kernels
-        << "; MTNLG_CUDA_ATTENTION and MTNLG_CUDA_FLASH2_DQ choose\n";
+        << "; model.attention_backend chooses (MTNLG_CUDA_ATTENTION overrides it)\n";
   if (!p.fits)
     out << "  to fit: raise parallel.pipeline or parallel.tensor, turn on "
            "parallel.activation_checkpointing, set parallel.zero_stage: 1, or lower "

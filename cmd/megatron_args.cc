@@ -370,6 +370,19 @@ MegatronConversion convert_megatron_args(const std::vector<std::string>& args) {
     } else if (flag == "--seed") {
       set.push_back("seed=" + v);
       set.push_back("data.seed=" + v);
+    } else if (flag == "--attention-backend") {
+      // Megatron-Core's AttnBackend: flash (FlashAttention), fused (cuDNN's, through Transformer
+      // Engine), unfused and local (plain softmax(QK^T)V), auto.
+      static const std::map<std::string, std::string> kernels = {{"auto", "auto"},
+                                                                 {"flash", "flash2"},
+                                                                 {"fused", "cudnn"},
+                                                                 {"unfused", "blocked"},
+                                                                 {"local", "blocked"}};
+      const auto it = kernels.find(v);
+      if (it == kernels.end())
+        throw invalid_argument(flag + " " + v + " is not one of flash, fused, unfused, local, auto",
+                               flag);
+      set.push_back("model.attention_backend=" + it->second);
     } else if (flag == "--recompute-granularity") {
       if (v == "full") {
         set.push_back("parallel.activation_checkpointing=true");

@@ -339,7 +339,7 @@ void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
   // the scratch.
   const int64_t heads = r.model.num_attention_heads;
   const bool per_sequence = tp > 1 && r.model.attention_dropout > 0;
-  const AttentionChoice attention = cuda_switches().attention;
+  const AttentionChoice attention = cuda_switches(r.model.attention_backend).attention;
   plan.cuda_attention_scratch_bytes =
       cuda_attention_scratch(per_sequence ? 1 : b, heads / tp, r.model.seq_length, h / heads, e,
                              r.model.attention_dropout > 0, attention);
@@ -458,8 +458,10 @@ void plan_schedule(const Recipe& r, Plan& plan) {
 GpuSpec gpu_spec(const std::string& name) {
   // The one table of datasheet peaks (core/device_peak.h), also behind the metrics' mfu.
   if (const auto d = device_spec_from_key(name))
-    return {name == "a100" ? "A100" : name == "h100" ? "H100" : "H200", d->memory_gb,
-            d->bf16_tflops, d->tf32_tflops};
+    return {name == "a100"   ? "A100"
+            : name == "h100" ? "H100"
+                             : "H200",
+            d->memory_gb, d->bf16_tflops, d->tf32_tflops};
   throw invalid_argument("--gpu " + name +
                              " is not a GPU the planner knows; give a100, h100 or "
                              "h200, or --gpu-memory-gb and --peak-tflops",

@@ -204,7 +204,7 @@ void Trainer::build_model() {
     check_host_memory(planned, options_.node,
                       options_.groups != nullptr ? options_.groups->world.get() : nullptr);
   }
-  backend_ = make_backend(device_, options_.threads);
+  backend_ = make_backend(device_, options_.threads, recipe_.model.attention_backend);
   // Device groups order their operations after the backend's stream (an event), not the whole
   // device.
   if (options_.groups != nullptr) set_compute_stream(*options_.groups, backend_->native_stream());

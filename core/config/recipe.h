@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/attention_backend.h"
 #include "core/backend.h"
 
 namespace mtnlg {
@@ -39,6 +40,7 @@ struct ModelConfig {
   double init_method_std = 0.02;
   double hidden_dropout = 0.1;
   double attention_dropout = 0.1;
+  AttentionBackend attention_backend = AttentionBackend::kAuto;
   std::string init_from;  // HF GPT-2 safetensors file, resolved; empty for random init
 };
 
@@ -220,6 +222,7 @@ std::string recipe_to_yaml(const Recipe& recipe);
 const char* precision_name(Precision p);
 const char* device_choice_name(DeviceChoice d);
 const char* cpu_transport_name(CpuTransport t);
+const char* attention_backend_name(AttentionBackend a);
 // The dtype of the model's weights and activations for a precision (f32, bf16, f16).
 DType precision_dtype(Precision p);
 const char* decay_style_name(DecayStyle d);

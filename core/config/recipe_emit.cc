@@ -77,6 +77,20 @@ const char* precision_name(Precision p) {
   return "?";
 }
 
+const char* attention_backend_name(AttentionBackend a) {
+  switch (a) {
+    case AttentionBackend::kAuto:
+      return "auto";
+    case AttentionBackend::kCudnn:
+      return "cudnn";
+    case AttentionBackend::kFlash2:
+      return "flash2";
+    case AttentionBackend::kBlocked:
+      return "blocked";
+  }
+  return "?";
+}
+
 const char* cpu_transport_name(CpuTransport t) {
   switch (t) {
     case CpuTransport::kAuto:
@@ -153,6 +167,7 @@ std::string recipe_to_yaml(const Recipe& r) {
   w.value(1, "init_method_std", m.init_method_std);
   w.value(1, "hidden_dropout", m.hidden_dropout);
   w.value(1, "attention_dropout", m.attention_dropout);
+  w.value(1, "attention_backend", attention_backend_name(m.attention_backend));
   w.path(1, "init_from", m.init_from);
 
   const ParallelConfig& p = r.parallel;

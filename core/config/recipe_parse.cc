@@ -121,6 +121,11 @@ void read_model(const Section& s, ModelConfig& m) {
   s.read("init_method_std", m.init_method_std);
   s.read("hidden_dropout", m.hidden_dropout);
   s.read("attention_dropout", m.attention_dropout);
+  s.read_enum("attention_backend", m.attention_backend,
+              {{"auto", AttentionBackend::kAuto},
+               {"cudnn", AttentionBackend::kCudnn},
+               {"flash2", AttentionBackend::kFlash2},
+               {"blocked", AttentionBackend::kBlocked}});
   s.read("init_from", m.init_from);
   m.init_from = resolve_path(m.init_from);
 }

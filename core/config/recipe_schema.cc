@@ -23,6 +23,7 @@ constexpr KeySpec kModel[] = {
     {"activation", S, {}},          {"layernorm_epsilon", S, {}},
     {"init_method_std", S, {}},     {"hidden_dropout", S, {}},
     {"attention_dropout", S, {}},   {"init_from", S, {}},
+    {"attention_backend", S, {}},
 };
 constexpr KeySpec kParallel[] = {
     {"tensor", S, {}},

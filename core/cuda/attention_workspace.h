@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/attention_backend.h"
 #include "core/env_choice.h"
 #include "core/kernels/flash2_backward.h"
 #include "core/kernels/flash2_forward.h"
@@ -119,15 +120,21 @@ struct AttentionChoice {
   }
 };
 
-inline AttentionChoice attention_choice() {
+// The recipe's model.attention_backend, unless MTNLG_CUDA_ATTENTION is set (it then wins: the
+// benchmarks' and the kit's switch, with the one-pass families flash2-fwd and flash2-bwd).
+inline AttentionChoice attention_choice(AttentionBackend recipe = AttentionBackend::kAuto) {
   using K = AttentionKernels;
   const auto stored =
       static_cast<Flash2Dq>(env_select("MTNLG_CUDA_FLASH2_DQ", {"auto", "stored", "recompute"}));
   // The first value is the default (unset or empty).
-  const size_t which = env_select("MTNLG_CUDA_ATTENTION",
-                                  {"cudnn", "flash2", "blocked", "flash2-fwd", "flash2-bwd"});
+  size_t which = env_select("MTNLG_CUDA_ATTENTION",
+                            {"cudnn", "flash2", "blocked", "flash2-fwd", "flash2-bwd"});
   const char* set = std::getenv("MTNLG_CUDA_ATTENTION");
-  const bool named = set != nullptr && *set != '\0';
+  bool named = set != nullptr && *set != '\0';
+  if (!named && recipe != AttentionBackend::kAuto) {
+    named = true;
+    which = recipe == AttentionBackend::kFlash2 ? 1 : recipe == AttentionBackend::kBlocked ? 2 : 0;
+  }
   switch (which) {
     case 1:
       return {K::kFlash2, K::kFlash2, stored, true};
@@ -155,9 +162,9 @@ struct CudaSwitches {
   bool flash2_wide_rows = false, epilogues = true;
   bool cudnn_deterministic = true;  // MTNLG_CUDA_CUDNN_DQ
 };
-inline CudaSwitches cuda_switches() {
+inline CudaSwitches cuda_switches(AttentionBackend attention = AttentionBackend::kAuto) {
   CudaSwitches c;
-  c.attention = attention_choice();
+  c.attention = attention_choice(attention);
   c.flash2_wide_rows = !env_choice("MTNLG_CUDA_FLASH2_ROWS", "64", "128");
   c.epilogues = env_choice("MTNLG_CUDA_EPILOGUES", "on", "off");
   c.cudnn_deterministic = cudnn_attention_deterministic();

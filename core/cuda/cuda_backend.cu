@@ -82,7 +82,7 @@ void copy_on_host(Tensor& dst, const Tensor& src) {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device) : device_(device) {
+  CudaBackend(int device, AttentionBackend attention) : device_(device) {
     int count = 0;
     CUDA_CHECK(cudaGetDeviceCount(&count));
     if (device < 0 || device >= count) {
@@ -108,7 +108,7 @@ class CudaBackend final : public Backend {
     // Every switch from one reader, the planner's (attention_workspace.h, cuda_switches). The
     // FA2-style forward's query rows a block: 64 (one 16-row m tile a warp) or, with
     // MTNLG_CUDA_FLASH2_ROWS=128, 128 (two; FlashAttention-2's own); the same bits either way.
-    const CudaSwitches switches = cuda_switches();
+    const CudaSwitches switches = cuda_switches(attention);
     attention_ = switches.attention;
     flash2_wide_rows_ = switches.flash2_wide_rows;
     epilogues_enabled_ = switches.epilogues;
@@ -752,8 +752,8 @@ void* Workspace::get(size_t bytes) {
   return ptr_;
 }
 
-std::unique_ptr<Backend> make_cuda_backend(int device) {
-  return std::make_unique<CudaBackend>(device);
+std::unique_ptr<Backend> make_cuda_backend(int device, AttentionBackend attention) {
+  return std::make_unique<CudaBackend>(device, attention);
 }
 
 }  // namespace mtnlg

@@ -17,12 +17,15 @@
 
 #include <memory>
 
+#include "core/attention_backend.h"
 #include "core/backend.h"
 
 namespace mtnlg {
 
-// The backend for CUDA device `device` (an index into the visible devices). Throws
-// Code::kUnsupported when there is no usable GPU and kInvalidArgument for a bad index.
-std::unique_ptr<Backend> make_cuda_backend(int device);
+// The backend for CUDA device `device` (an index into the visible devices), its attention
+// kernels as `attention` says (the recipe's model.attention_backend; MTNLG_CUDA_ATTENTION wins).
+// Throws Code::kUnsupported when there is no usable GPU and kInvalidArgument for a bad index.
+std::unique_ptr<Backend> make_cuda_backend(int device,
+                                           AttentionBackend attention = AttentionBackend::kAuto);
 
 }  // namespace mtnlg

@@ -168,6 +168,13 @@ fi
 MTNLG_CUDA_ATTENTION=Flash expect 2 'invalid argument \[MTNLG_CUDA_ATTENTION\]: MTNLG_CUDA_ATTENTION=Flash is not one of cudnn, flash2, blocked, flash2-fwd, flash2-bwd' -- --config configs/1.3b.yaml --dry-run --no-data-check
 # The first FA-style kernels were removed (2026-11-27): naming them is the same error.
 MTNLG_CUDA_ATTENTION=flash expect 2 'MTNLG_CUDA_ATTENTION=flash is not one of cudnn, flash2, blocked' -- --config configs/1.3b.yaml --dry-run --no-data-check
+# The recipe names them (model.attention_backend), --dry-run says what runs; the variable wins.
+expect 0 'attention kernels on the GPU: blocked; model.attention_backend chooses' -- \
+  --config configs/1.3b.yaml --dry-run --no-data-check --set model.attention_backend=blocked
+MTNLG_CUDA_ATTENTION=flash2 expect 0 'attention kernels on the GPU: flash2 \(dq from stored dS\)' -- \
+  --config configs/1.3b.yaml --dry-run --no-data-check --set model.attention_backend=blocked
+expect 2 'model.attention_backend.*auto, cudnn, flash2, blocked' -- \
+  --config configs/1.3b.yaml --dry-run --no-data-check --set model.attention_backend=flash
 # So are the switches that do not change the plan: every one the CUDA backend reads.
 MTNLG_CUDA_EPILOGUES=yes expect 2 'MTNLG_CUDA_EPILOGUES=yes is not one of on, off' -- --config configs/1.3b.yaml --dry-run --no-data-check
 MTNLG_CUDA_FLASH2_ROWS=96 expect 2 'MTNLG_CUDA_FLASH2_ROWS=96 is not one of 64, 128' -- --config configs/1.3b.yaml --dry-run --no-data-check

@@ -181,6 +181,25 @@ TEST_CASE("Megatron's --eval-iters 0 turns evaluation off, whatever --eval-inter
   CHECK(r.eval.iters == 3);
 }
 
+TEST_CASE("Megatron-Core's --attention-backend names the GPU's attention kernels") {
+  const std::string base =
+      "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 "
+      "--micro-batch-size 2 --global-batch-size 8 --data-path corpus --train-iters 10 ";
+  CHECK(convert(base).model.attention_backend == AttentionBackend::kAuto);
+  CHECK(convert(base + "--attention-backend fused").model.attention_backend ==
+        AttentionBackend::kCudnn);
+  CHECK(convert(base + "--attention-backend flash").model.attention_backend ==
+        AttentionBackend::kFlash2);
+  CHECK(convert(base + "--attention-backend unfused").model.attention_backend ==
+        AttentionBackend::kBlocked);
+  CHECK(convert(base + "--attention-backend local").model.attention_backend ==
+        AttentionBackend::kBlocked);
+  CHECK(convert(base + "--attention-backend auto").model.attention_backend ==
+        AttentionBackend::kAuto);
+  CHECK_THROWS_WITH(convert(base + "--attention-backend fast"),
+                    Catch::Contains("--attention-backend fast is not one of flash, fused"));
+}
+
 TEST_CASE("Megatron's --save and --load keep their meaning") {
   const std::string base =
       "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 "

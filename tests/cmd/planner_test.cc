@@ -582,6 +582,19 @@ TEST_CASE("the attention kernels a plan names - by default and as named") {
     ScopedEnv dq("MTNLG_CUDA_FLASH2_DQ", "recompute");
     CHECK(kernels(recipe("1.3b.yaml")) == "blocked forward, flash2 backward (dq recomputes dS)");
   }
+  // The recipe's model.attention_backend names them too; MTNLG_CUDA_ATTENTION, when set, wins.
+  CHECK(kernels(recipe("1.3b.yaml", {"model.attention_backend=flash2"})) ==
+        "flash2 (dq from stored dS)");
+  CHECK(kernels(recipe("1.3b.yaml", {"model.attention_backend=blocked"})) == "blocked");
+  CHECK(kernels(recipe("1.3b.yaml", {"model.attention_backend=cudnn"})) == "cudnn");
+  CHECK(kernels(recipe("530b.yaml", {"model.attention_backend=flash2"})) ==
+        "flash2 (dq from stored dS)");  // head size 160: named, so taken
+  CHECK(attention_choice(AttentionBackend::kCudnn).cudnn_named);
+  CHECK_FALSE(attention_choice(AttentionBackend::kAuto).cudnn_named);
+  {
+    ScopedEnv env("MTNLG_CUDA_ATTENTION", "blocked");
+    CHECK(kernels(recipe("1.3b.yaml", {"model.attention_backend=flash2"})) == "blocked");
+  }
   // The first FA-style kernels (`flash`) were removed: naming them is an error listing the rest.
   ScopedEnv env("MTNLG_CUDA_ATTENTION", "flash");
   CHECK_THROWS_WITH(attention_choice(),

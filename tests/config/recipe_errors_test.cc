@@ -221,6 +221,8 @@ TEST_CASE("impossible values are rejected with the fix", "[config]") {
   expect_recipe_error({"parallel.grad_reduce_dtype=fp16"}, "parallel.grad_reduce_dtype", {"fp32"});
   expect_recipe_error({"parallel.transport=infiniband"}, "parallel.transport",
                       {"auto", "shm", "tcp", "gloo"});
+  expect_recipe_error({"model.attention_backend=flash"}, "model.attention_backend",
+                      {"auto", "cudnn", "flash2", "blocked"});
   expect_recipe_error({"logging.metrics_file=\"\""}, "logging.metrics_file",
                       {"is empty", "metrics.jsonl"});
   expect_recipe_error({"data.split=[0, 0, 0]"}, "data.split", {"gives training no data"});

@@ -35,6 +35,7 @@ model:
   init_method_std: 0.006
   hidden_dropout: 0.05
   attention_dropout: 0.02
+  attention_backend: flash2
   init_from: /models/gpt2.safetensors
 parallel:
   tensor: 4
@@ -135,6 +136,7 @@ TEST_CASE("parse_recipe reads every key", "[config]") {
   CHECK(r.optimizer.min_loss_scale == 2.0);
   CHECK(r.parallel.grad_reduce_dtype == Precision::kBF16);
   CHECK(r.parallel.transport == CpuTransport::kTcp);
+  CHECK(r.model.attention_backend == AttentionBackend::kFlash2);
   CHECK(r.schedule.warmup_tokens == 375'000'000);
   CHECK(r.schedule.decay_tokens == 260'000'000'000);
   CHECK(r.schedule.decay_style == DecayStyle::kLinear);
