@@ -1,14 +1,17 @@
 // mtnlg-generate: continue prompts with a trained model (cmd/generate.h). Exit status as
 // mtnlg-train's: 0 success; 2 a bad command line or argument; 4 a missing or corrupt file; 1
 // anything else.
+#include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include <chrono>
 #include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "cmd/cli_parse.h"
+#include "cmd/device_select.h"
 #include "cmd/generate.h"
 #include "cmd/tokenizer_choice.h"
 #include "core/logging.h"
@@ -57,8 +60,8 @@ int main(int argc, char** argv) {
   CLI::App app{
       "mtnlg-generate: continue prompts with a trained GPT, from a checkpoint (any tensor and "
       "pipeline layout, gathered on load) or a Hugging Face GPT-2 safetensors file.\n"
-      "A key/value cache makes each new token one single-position forward pass. Runs on the "
-      "CPU in float32.\n"
+      "A key/value cache makes each new token one single-position forward pass; on the CPU in "
+      "float32, or on a GPU or in bf16/fp16 (--device, --dtype: the cache on the device).\n"
       "Prompts: each --prompt, else each non-empty line of standard input.\n"
       "Example: mtnlg-generate --checkpoint runs/demo-cpu/checkpoints --prompt 'In the beginning' "
       "--temperature 0 --max-new-tokens 20\n"
@@ -116,6 +119,17 @@ int main(int argc, char** argv) {
   app.add_option("--merge-file", merge_file,
                  "GPT-2 vocab.bpe (default: the checkpoint's own merges.txt, else "
                  "data/gpt2/vocab.bpe, as --vocab-file)");
+  std::string device = "auto", dtype = "fp32";
+  app.add_option("--device", device,
+                 "auto, cpu or cuda: where the model runs (auto: a GPU when this build has CUDA "
+                 "and one is visible; cuda without one is exit 3)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+  app.add_option("--dtype", dtype,
+                 "fp32, bf16 or fp16: the weights, activations and cache (bf16/fp16: rounded "
+                 "from the fp32 weights)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
+      ->capture_default_str();
   app.add_option("--threads", threads, "CPU threads (default: all cores)")
       ->check(mtnlg::non_negative_number());
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
@@ -130,8 +144,18 @@ int main(int argc, char** argv) {
       const mtnlg::TokenizerFiles files = mtnlg::choose_tokenizer(vocab_file, merge_file, source);
       tokenizer = mtnlg::Gpt2Tokenizer::load(files.vocab_file, files.merge_file);
     }
-    const std::unique_ptr<mtnlg::Backend> backend = mtnlg::make_cpu_backend(threads);
-    const std::unique_ptr<mtnlg::GPTStage> model = mtnlg::load_model(source, *backend).model;
+    const mtnlg::DeviceResolution where =
+        mtnlg::resolve_device(device == "cuda"  ? mtnlg::DeviceChoice::kCuda
+                              : device == "cpu" ? mtnlg::DeviceChoice::kCpu
+                                                : mtnlg::DeviceChoice::kAuto,
+                              0);
+    const std::unique_ptr<mtnlg::Backend> backend = mtnlg::make_backend(where, threads);
+    const mtnlg::DType weights = dtype == "bf16"   ? mtnlg::DType::kBF16
+                                 : dtype == "fp16" ? mtnlg::DType::kF16
+                                                   : mtnlg::DType::kF32;
+    const std::unique_ptr<mtnlg::GPTStage> model =
+        mtnlg::load_model(source, *backend, {}, weights).model;
+    spdlog::info("generating on {} in {}", where.description, dtype);
     const int64_t vocab = model->config().vocab;
     // GPT-2's end-of-text is its last id; a model with another vocabulary has none we know.
     options.stop_token = no_stop     ? -1
@@ -159,7 +183,13 @@ int main(int argc, char** argv) {
                 " positions; the fix: lower --max-new-tokens or shorten the prompt",
             "--max-new-tokens");
       mtnlg::GPTDecoder decoder(*model, std::max<int64_t>(total, 1));
+      const auto start = std::chrono::steady_clock::now();
       const std::vector<int32_t> out = mtnlg::generate(decoder, ids, options, sampler);
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      // On stderr: the results on stdout stay the same run after run.
+      spdlog::info("{} prompt tokens and {} new in {:.3f} s: {:.1f} new tokens/s", ids.size(),
+                   out.size(), seconds, static_cast<double>(out.size()) / seconds);
       if (output_format == "ids") {
         std::cout << join_ids(out, " ") << "\n";
       } else {

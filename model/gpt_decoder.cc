@@ -24,21 +24,33 @@ int64_t checked_length(const GPTStage& model, int64_t max_tokens) {
 
 }  // namespace
 
-GPTDecoder::GPTDecoder(GPTStage& model, int64_t max_tokens)
+GPTDecoder::GPTDecoder(GPTStage& model, int64_t max_tokens, DecoderAttention attention)
     : rows_(model, checked_length(model, max_tokens)), max_tokens_(max_tokens) {
   const GPTConfig& c = rows_.config();
+  if (attention == DecoderAttention::kHost && !rows_.on_host())
+    throw invalid_argument("the host attention cache needs an f32 model on the CPU");
+  device_ = attention == DecoderAttention::kDevice || !rows_.on_host();
+  Backend& be = model.backend();
   for (int64_t l = 0; l < c.num_layers; ++l) {
-    keys_.push_back(Tensor::cpu({c.heads, max_tokens_, c.head_dim()}, DType::kF32));
-    values_.push_back(Tensor::cpu({c.heads, max_tokens_, c.head_dim()}, DType::kF32));
+    if (device_) {
+      qkv_cache_.push_back(be.alloc({max_tokens_, 3 * c.hidden}, model.dtype()));
+    } else {
+      keys_.push_back(Tensor::cpu({c.heads, max_tokens_, c.head_dim()}, DType::kF32));
+      values_.push_back(Tensor::cpu({c.heads, max_tokens_, c.head_dim()}, DType::kF32));
+    }
+  }
+  if (device_) {
+    attn_all_ = be.alloc({max_tokens_, c.hidden}, model.dtype());
+    stats_ = be.alloc({c.heads * max_tokens_}, acc_dtype(model.dtype()));
   }
 }
 
 std::vector<float> GPTDecoder::feed(std::span<const int32_t> tokens) {
   embed_and_run(tokens);
-  const int64_t h = rows_.config().hidden, last = static_cast<int64_t>(tokens.size()) - 1;
+  const int64_t last = static_cast<int64_t>(tokens.size()) - 1;
   std::vector<float> out;
-  rows_.head(rows_.x() + last * h, 1,
-             [&](int64_t, int64_t, const float* lg) { out.assign(lg, lg + vocab()); });
+  rows_.head_rows(last, 1,
+                  [&](int64_t, int64_t, const float* lg) { out.assign(lg, lg + vocab()); });
   return out;
 }
 
@@ -48,13 +60,12 @@ std::vector<float> GPTDecoder::feed_rows(std::span<const int32_t> tokens, int64_
   embed_and_run(tokens);
   std::vector<float> out;
   out.reserve(static_cast<size_t>((n - first_row) * vocab()));
-  rows_.head(rows_.x() + first_row * rows_.config().hidden, n - first_row,
-             [&](int64_t, int64_t m, const float* lg) {
-               for (int64_t i = 0; i < m; ++i) {
-                 const float* row = lg + i * rows_.padded_vocab();
-                 out.insert(out.end(), row, row + vocab());
-               }
-             });
+  rows_.head_rows(first_row, n - first_row, [&](int64_t, int64_t m, const float* lg) {
+    for (int64_t i = 0; i < m; ++i) {
+      const float* row = lg + i * rows_.padded_vocab();
+      out.insert(out.end(), row, row + vocab());
+    }
+  });
   return out;
 }
 
@@ -68,13 +79,32 @@ void GPTDecoder::embed_and_run(std::span<const int32_t> tokens) {
                                "; the fix: lower --max-new-tokens or shorten the prompt",
                            "--max-new-tokens");
   }
-  for (int64_t i = 0; i < n; ++i)
-    rows_.embed(i, tokens[static_cast<size_t>(i)], position_ + i, "prompt");
+  rows_.embed_consecutive(tokens, position_, "prompt");
   for (int64_t l = 0; l < c.num_layers; ++l)
     rows_.layer(l, n, [&](int64_t layer, const Tensor& qkv, Tensor& out) {
-      attend(layer, n, qkv.data_as<float>(), out.data_as<float>());
+      if (device_) {
+        attend_device(layer, n, qkv, out);
+      } else {
+        attend(layer, n, qkv.data_as<float>(), out.data_as<float>());
+      }
     });
   position_ += n;
+}
+
+void GPTDecoder::attend_device(int64_t layer, int64_t n, const Tensor& qkv, Tensor& out) {
+  const GPTConfig& c = rows_.config();
+  Backend& be = rows_.backend();
+  const int64_t h = c.hidden, len = position_ + n;
+  Tensor& cache = qkv_cache_[static_cast<size_t>(layer)];
+  Tensor fresh = cache.slice(position_, len);
+  be.copy(fresh, qkv);
+  // Causal attention over every cached row: row i attends to rows [0, i], so the new rows'
+  // outputs are those of a forward over the whole sequence.
+  Tensor all = attn_all_.slice(0, len).view({1, len, h});
+  Tensor stats = stats_.slice(0, c.heads * len).view({1, c.heads, len});
+  be.attention_forward(all, stats, cache.slice(0, len).view({1, len, 3 * h}), c.heads, 0.0,
+                       RngStream{});
+  be.copy(out, attn_all_.slice(position_, len));
 }
 
 void GPTDecoder::attend(int64_t layer, int64_t n, const float* q, float* out) {

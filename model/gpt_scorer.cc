@@ -12,6 +12,10 @@ namespace mtnlg {
 
 GPTScorer::GPTScorer(GPTStage& model, int64_t max_rows)
     : rows_(model, std::max(max_rows, model.config().max_positions)) {
+  if (!rows_.on_host())
+    throw invalid_argument(
+        "the packed scorer runs an f32 model on the CPU backend; StageScorer (mtnlg-eval "
+        "--scorer stage) runs other devices and precisions");
   stats_ = Tensor::cpu({model.config().heads * model.config().max_positions}, DType::kF32);
 }
 

@@ -12,7 +12,7 @@
 // prefix + target (GPTDecoder, or the training forward) to float32 rounding
 // (model_gpt_scorer_test).
 //
-// Needs what RowForward needs (a whole f32 model on the CPU). Borrows the model; not
+// Needs a whole f32 model on the CPU (invalid_argument otherwise). Borrows the model; not
 // thread-safe.
 #pragma once
 

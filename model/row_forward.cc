@@ -18,25 +18,61 @@ RowForward::RowForward(GPTStage& model, int64_t max_rows)
         "the decoder needs the whole model in one stage (gather tensor and "
         "pipeline shards on load)");
   }
-  if (backend_.device() != Device::kCPU || model_.dtype() != DType::kF32) {
-    throw invalid_argument("the decoder runs an f32 model on the CPU backend");
-  }
   MTNLG_CHECK_GT(max_rows_, 0);
+  on_host_ = backend_.device() == Device::kCPU && model_.dtype() == DType::kF32;
+  const DType dt = model_.dtype(), acc = acc_dtype(dt);
   const int64_t h = c.hidden, head_rows = std::min(kHeadRows, max_rows_);
-  x_ = Tensor::cpu({max_rows_, h}, DType::kF32);
-  ln_ = Tensor::cpu({max_rows_, h}, DType::kF32);
-  mean_ = Tensor::cpu({max_rows_}, DType::kF32);
-  rstd_ = Tensor::cpu({max_rows_}, DType::kF32);
-  qkv_ = Tensor::cpu({max_rows_, 3 * h}, DType::kF32);
-  attn_ = Tensor::cpu({max_rows_, h}, DType::kF32);
-  proj_ = Tensor::cpu({max_rows_, h}, DType::kF32);
-  fc_ = Tensor::cpu({max_rows_, c.ffn}, DType::kF32);
-  act_ = Tensor::cpu({max_rows_, c.ffn}, DType::kF32);
-  head_in_ = Tensor::cpu({head_rows, h}, DType::kF32);
-  logits_ = Tensor::cpu({head_rows, c.padded_vocab}, DType::kF32);
+  Backend& be = backend_;
+  x_ = be.alloc({max_rows_, h}, dt);
+  ln_ = be.alloc({max_rows_, h}, dt);
+  mean_ = be.alloc({max_rows_}, acc);
+  rstd_ = be.alloc({max_rows_}, acc);
+  qkv_ = be.alloc({max_rows_, 3 * h}, dt);
+  attn_ = be.alloc({max_rows_, h}, dt);
+  proj_ = be.alloc({max_rows_, h}, dt);
+  fc_ = be.alloc({max_rows_, c.ffn}, dt);
+  act_ = be.alloc({max_rows_, c.ffn}, dt);
+  head_in_ = be.alloc({head_rows, h}, dt);
+  logits_ = be.alloc({head_rows, c.padded_vocab}, dt);
+  tokens_ = be.alloc({1, max_rows_}, DType::kI32);
+  if (!on_host_) host_logits_ = Tensor::cpu({head_rows, c.padded_vocab}, DType::kF32);
+}
+
+float* RowForward::x() {
+  MTNLG_CHECK_MSG(on_host_, "RowForward::x() needs an f32 model on the CPU");
+  return x_.data_as<float>();
+}
+
+void RowForward::embed_consecutive(std::span<const int32_t> tokens, int64_t first_position,
+                                   const char* what) {
+  const GPTConfig& c = model_.config();
+  const auto n = static_cast<int64_t>(tokens.size());
+  MTNLG_CHECK(n > 0 && n <= max_rows_);
+  Tensor ids = Tensor::cpu({1, n}, DType::kI32);
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t token = tokens[static_cast<size_t>(i)];
+    if (token < 0 || token >= c.vocab)
+      throw invalid_argument("token id " + std::to_string(token) +
+                                 " is outside the vocabulary [0, " + std::to_string(c.vocab) + ")",
+                             what);
+    ids.data_as<int32_t>()[i] = token;
+  }
+  if (first_position < 0 || first_position + n > c.max_positions)
+    throw invalid_argument("position " + std::to_string(first_position + n - 1) +
+                               " is past the model's " + std::to_string(c.max_positions),
+                           what);
+  Tensor dev = tokens_.view({max_rows_}).slice(0, n).view({1, n});
+  backend_.copy(dev, ids);
+  // The position table from first_position: the embedding adds its rows [0, n).
+  const Tensor& wpe = model_.params().get("embedding.position_embeddings.weight").value;
+  Tensor out = x_.slice(0, n).view({1, n, c.hidden});
+  backend_.embedding_forward(out, dev,
+                             model_.params().get("embedding.word_embeddings.weight").value,
+                             wpe.slice(first_position, first_position + n));
 }
 
 void RowForward::embed(int64_t row, int32_t token, int64_t position, const char* what) {
+  MTNLG_CHECK_MSG(on_host_, "RowForward::embed() needs an f32 model on the CPU");
   const GPTConfig& c = model_.config();
   MTNLG_CHECK(row >= 0 && row < max_rows_);
   if (token < 0 || token >= c.vocab) {
@@ -89,7 +125,30 @@ void RowForward::layer(int64_t layer, int64_t n, const Attend& attend) {
   backend_.add(x, x, proj);
 }
 
+void RowForward::head_rows(int64_t first, int64_t n, const EachChunk& each) {
+  if (on_host_) {
+    head(x() + first * model_.config().hidden, n, each);
+    return;
+  }
+  const GPTConfig& c = model_.config();
+  ParamRegistry& p = model_.params();
+  const int64_t chunk = head_in_.shape()[0];
+  for (int64_t r = 0; r < n; r += chunk) {
+    const int64_t m = std::min(chunk, n - r);
+    Tensor in = head_in_.slice(0, m), ln = ln_.slice(0, m), mean = mean_.slice(0, m),
+           rstd = rstd_.slice(0, m), logits = logits_.slice(0, m), host = host_logits_.slice(0, m);
+    backend_.copy(in, x_.slice(first + r, first + r + m));
+    backend_.layernorm_forward(ln, mean, rstd, in, p.get("final_layernorm.weight").value,
+                               p.get("final_layernorm.bias").value, c.ln_eps);
+    backend_.gemm(logits, ln, false, p.get("embedding.word_embeddings.weight").value, true, 1.0,
+                  0.0);
+    backend_.copy(host, logits);  // widened to f32 on the way
+    each(r, m, host.data_as<float>());
+  }
+}
+
 void RowForward::head(const float* rows, int64_t n, const EachChunk& each) {
+  MTNLG_CHECK_MSG(on_host_, "RowForward::head() needs an f32 model on the CPU");
   const GPTConfig& c = model_.config();
   ParamRegistry& p = model_.params();
   const int64_t h = c.hidden, chunk = head_in_.shape()[0];

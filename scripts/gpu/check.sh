@@ -25,7 +25,9 @@ On a machine with an NVIDIA GPU, CUDA (nvcc, cuBLAS, cuBLASLt) and NCCL:
   demo     the CPU demo recipe (configs/demo-cpu.yaml) on the GPU in bf16
   eval     mtnlg-eval --tasks on the GPU (the training forward, fp32 and bf16) against the CPU's
            packed rows, on a tiny checkpoint trained here and the test task files: every
-           request's log-likelihood and accuracy (tests/cmd/compare_task_samples.py)
+           request's log-likelihood and accuracy (tests/cmd/compare_task_samples.py); and
+           mtnlg-generate: the GPU's greedy ids against the CPU's, GPT-2 small's shape's
+           tokens/s on the CPU and the GPU (fp32, bf16)
   bench    in this order (a stage cut short by its time limit keeps what came first): after
            the GEMM rate, attention alone (GPT-2 124M, 1.3B and 530B-on-8-tensor-ranks
            shapes), forward and backward timed apart, ours (blocked, flash2, flash2 with its dq
@@ -389,6 +391,29 @@ stage_eval() {
     tee -a "$summary"
   python3 tests/cmd/compare_task_samples.py "$d" cpu cuda_bf16 0.05 &&
     echo "eval: cuda bf16 within 5% of cpu" | tee -a "$summary"
+  # mtnlg-generate: the tiny checkpoint's greedy ids on the GPU equal the CPU's; then GPT-2
+  # small's shape (one iteration trained here) generates 128 tokens on each, tokens/s compared.
+  local greedy=(--input-format ids --prompt "818 262 3726" --temperature 0 --max-new-tokens 24
+    --no-stop-at-eod --output-format ids)
+  local a b
+  a=$("$build_dir/mtnlg-generate" --checkpoint "$d/ckpt" "${greedy[@]}" --device cpu)
+  b=$("$build_dir/mtnlg-generate" --checkpoint "$d/ckpt" "${greedy[@]}" --device cuda)
+  [[ "$a" == "$b" ]] || { echo "generate: cuda ids '$b' differ from cpu's '$a'"; return 1; }
+  echo "generate: cuda fp32 greedy ids = cpu" | tee -a "$summary"
+  "$build_dir/mtnlg-train" --config configs/tiny.yaml --device cuda --set model.vocab_size=50257 \
+    --set model.num_layers=12 --set model.hidden_size=768 --set model.num_attention_heads=12 \
+    --set model.seq_length=1024 --set schedule.train_iters=1 --set eval.interval=0 \
+    --set "data.split=[1,0,0]" --set "data.blend=[{prefix: $d/data/tiny, weight: 1}]" \
+    --set "data.cache_dir=$d/cache-gpt2" --set "checkpoint.dir=$d/gpt2" \
+    --set checkpoint.save_interval=1 --set "logging.metrics_file=$d/gpt2.jsonl"
+  local where
+  for where in "cpu fp32" "cuda fp32" "cuda bf16"; do
+    set -- $where
+    "$build_dir/mtnlg-generate" --checkpoint "$d/gpt2" "${greedy[@]}" --max-new-tokens 128 \
+      --device "$1" --dtype "$2" --log-level info 2>"$d/gen-$1-$2.err" >/dev/null
+    echo "generate GPT-2 small shape, $1 $2: $(grep -o '[0-9.]* new tokens/s' "$d/gen-$1-$2.err")" |
+      tee -a "$summary"
+  done
 }
 
 # e2e_overrides: what makes configs/1.3b.yaml the bench's end-to-end run (row 1.3b-train).

@@ -36,6 +36,21 @@ check "greedy: up to 12 ids ($a)" test "$(wc -w <<<"$a")" -ge 1 -a "$(wc -w <<<"
 check "tensor 2 x pipeline 2, gathered on load: the same ids" test "$a" == "$b"
 c=$("$bin" --hf-model "$tmp/hf/model.safetensors" "${greedy[@]}")
 check "exported to Hugging Face (config.json beside it): the same ids" test "$a" == "$c"
+# bf16 and fp16 (the cache on the backend's device, the causal kernel over it): they run, and
+# their greedy continuations start as the fp32 one (a tiny model's logits are far apart).
+for dt in bf16 fp16; do
+  n=$("$bin" --checkpoint "$tmp/ckpt" "${greedy[@]}" --dtype "$dt" --device cpu --log-level info \
+    2>"$tmp/gen-$dt.err")
+  check "--dtype $dt: greedy ids ($n), the first as fp32's" \
+    test "$(wc -w <<<"$n")" -ge 1 -a "${n%% *}" == "${a%% *}"
+  check "--dtype $dt: the log says where and how fast" \
+    grep -q "generating on cpu in $dt" "$tmp/gen-$dt.err"
+done
+check "--dtype bf16 from a Hugging Face file too" \
+  test -n "$("$bin" --hf-model "$tmp/hf/model.safetensors" "${greedy[@]}" --dtype bf16)"
+if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" = 0 ]; then  # no GPU here: exit 3, named
+  expect 3 'cuda' -- --checkpoint "$tmp/ckpt" "${greedy[@]}" --device cuda
+fi
 expect 0 '^\{"prompt": "In the beginning", "completion": ".*", "ids": \[[0-9, ]*\]\}$' -- \
   --checkpoint "$tmp/ckpt" --prompt "In the beginning" --temperature 0 --max-new-tokens 6 \
   --output-format jsonl

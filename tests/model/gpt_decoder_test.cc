@@ -76,7 +76,8 @@ TEST_CASE("cached decoding gives the full forward's logits at every position") {
   const std::vector<float> rows = chunks.feed_rows({ids, static_cast<size_t>(c.seq)}, 3);
   REQUIRE(static_cast<int64_t>(rows.size()) == (c.seq - 3) * c.vocab);
   for (int64_t p = 3; p < c.seq; ++p) {
-    const std::vector<float> row(rows.begin() + (p - 3) * c.vocab, rows.begin() + (p - 2) * c.vocab);
+    const std::vector<float> row(rows.begin() + (p - 3) * c.vocab,
+                                 rows.begin() + (p - 2) * c.vocab);
     CHECK(max_diff(row, stepwise[static_cast<size_t>(p)]) <= 1e-5 * scale);
   }
 }
@@ -100,8 +101,53 @@ TEST_CASE("the decoder refuses overflow, bad ids and models it cannot run") {
   // A pipeline stage is not a whole model.
   GPTStage half(c, StageSpec{0, 1, true, false}, *backend, DType::kF32, 1);
   CHECK_THROWS_WITH(GPTDecoder(half, 4), Catch::Contains("whole model"));
+  // The host cache is f32 on the CPU; other models take the device cache.
   GPTStage f64(c, full_model(c), *backend, DType::kF64, 1);
-  CHECK_THROWS_WITH(GPTDecoder(f64, 4), Catch::Contains("f32"));
+  CHECK_THROWS_WITH(GPTDecoder(f64, 4, DecoderAttention::kHost), Catch::Contains("f32"));
+  CHECK(GPTDecoder(f64, 4).device_attention());
+  CHECK_FALSE(GPTDecoder(model, 4).device_attention());
+}
+
+// The device cache (every row's q, k, v on the backend, the causal kernel over the whole cached
+// sequence: how a GPU, bf16 or fp16 model decodes) against the host cache, token by token and in
+// chunks: f32 and f64 to float32 rounding, bf16 and fp16 within their rounding.
+TEST_CASE("the device attention cache decodes as the host cache - f32, f64, bf16, fp16") {
+  GPTConfig c = test::tiny_gpt(3);
+  c.seq = 12;
+  c.max_positions = 12;
+  c.init_std = 0.2;
+  auto backend = make_cpu_backend(1);
+  GPTStage model(c, full_model(c), *backend, DType::kF32, 5);
+  model.init_weights(5);
+  model.set_training(false);
+  const Tensor tokens = test::token_ids(1, c.seq, c.vocab, 3);
+  const int32_t* ids = tokens.data_as<int32_t>();
+  GPTDecoder host(model, c.seq);
+  std::vector<std::vector<float>> want;
+  for (int64_t p = 0; p < c.seq; ++p) want.push_back(host.feed({ids + p, 1}));
+  double scale = 0;
+  for (const auto& w : want)
+    for (float v : w) scale = std::max(scale, double(std::abs(v)));
+
+  struct Case {
+    DType dtype;
+    double tolerance;  // of the largest logit
+  };
+  const Case k = GENERATE(Case{DType::kF32, 1e-5}, Case{DType::kF64, 1e-5},
+                          Case{DType::kBF16, 0.05}, Case{DType::kF16, 0.01});
+  INFO("dtype " << dtype_name(k.dtype));
+  GPTStage m(c, full_model(c), *backend, k.dtype, 5);
+  m.init_weights(5);  // the same weights, rounded to the dtype
+  m.set_training(false);
+  GPTDecoder dev(m, c.seq, DecoderAttention::kDevice);
+  REQUIRE(dev.device_attention());
+  double worst = 0;
+  for (int64_t p = 0; p < 5; ++p)
+    worst = std::max(worst, max_diff(dev.feed({ids + p, 1}), want[static_cast<size_t>(p)]));
+  worst = std::max(worst, max_diff(dev.feed({ids + 5, 7}), want.back()));  // a chunk after
+  INFO("max |device - host| " << worst << " of logits up to " << scale);
+  CHECK(worst <= k.tolerance * scale);
+  if (k.dtype != DType::kF32 && k.dtype != DType::kF64) CHECK(worst > 0);  // it ran narrow
 }
 
 }  // namespace
