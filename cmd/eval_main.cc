@@ -66,6 +66,16 @@ struct Placement {
   int64_t timeout_s = 300;           // a collective waiting longer than this fails
 };
 
+mtnlg::DeviceChoice device_choice(const std::string& device) {
+  return device == "cuda"  ? mtnlg::DeviceChoice::kCuda
+         : device == "cpu" ? mtnlg::DeviceChoice::kCpu
+                           : mtnlg::DeviceChoice::kAuto;
+}
+
+mtnlg::DType dtype_of(const std::string& dtype) {
+  return dtype == "bf16" ? mtnlg::DType::kBF16 : mtnlg::DType::kF32;
+}
+
 int run_tasks(mtnlg::ModelSource source, const std::vector<std::string>& overrides,
               const std::vector<std::string>& names, mtnlg::TaskOptions o,
               const std::vector<int64_t>& shots, const std::string& output,
@@ -99,11 +109,9 @@ int run_tasks(mtnlg::ModelSource source, const std::vector<std::string>& overrid
             " ranks: launch a multiple of " + std::to_string(tensor * pipeline) +
             " ranks or change --tensor / --pipeline",
         "--tensor");
-  const mtnlg::DeviceChoice choice = place.device == "cuda"  ? mtnlg::DeviceChoice::kCuda
-                                     : place.device == "cpu" ? mtnlg::DeviceChoice::kCpu
-                                                             : mtnlg::DeviceChoice::kAuto;
-  const mtnlg::DeviceResolution where = mtnlg::resolve_device(choice, runtime.local_rank);
-  const mtnlg::DType dtype = place.dtype == "bf16" ? mtnlg::DType::kBF16 : mtnlg::DType::kF32;
+  const mtnlg::DeviceResolution where =
+      mtnlg::resolve_device(device_choice(place.device), runtime.local_rank);
+  const mtnlg::DType dtype = dtype_of(place.dtype);
   // The packed rows (GPTScorer) need the whole f32 model on the CPU in one process; anything
   // else runs the training forward (StageScorer).
   const bool rows_fit =
@@ -214,7 +222,8 @@ int main(int argc, char** argv) {
       "mtnlg-eval: loss and perplexity (ppl = exp(loss), the mean next-token cross entropy) of "
       "a checkpoint (any layout, gathered on load) or a Hugging Face GPT-2 file, on the valid "
       "or test samples of a recipe as a run reads them, or on every token of a .bin/.idx.\n"
-      "Prints one JSON line: split or data, loss, ppl, samples, tokens; on the CPU.\n"
+      "Prints one JSON line: split or data, loss, ppl, samples, tokens; on the CPU or a GPU "
+      "(--device, --dtype).\n"
       "With --tasks: lm-evaluation-harness's tasks as the harness scores a Hugging Face model "
       "(lambada_openai, lambada_standard, piqa, boolq, wic, anli_r2, hellaswag, winogrande, "
       "hans, race, wikitext; "
@@ -314,13 +323,14 @@ int main(int argc, char** argv) {
                  "data/gpt2/vocab.bpe)");
   Placement place;
   app.add_option("--device", place.device,
-                 "With --tasks: auto, cpu or cuda, where the model runs (auto: a GPU when this "
-                 "build has CUDA and one is visible; rank r takes GPU local_rank % visible)")
+                 "auto, cpu or cuda, where the model runs (auto: a GPU when this build has CUDA "
+                 "and one is visible; with --tasks under a launcher, rank r takes GPU local_rank "
+                 "% visible; cuda without one is exit 3)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
   app.add_option("--dtype", place.dtype,
-                 "With --tasks: fp32 or bf16, the weights and activations of the forward "
-                 "(bf16: rounded from the checkpoint's fp32 weights)")
+                 "fp32 or bf16, the weights and activations of the forward (bf16: rounded from "
+                 "the fp32 weights)")
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
   app.add_option("--scorer", place.scorer,
@@ -357,7 +367,7 @@ int main(int argc, char** argv) {
     }
     for (const char* flag :
          {"--task-dir", "--num-fewshot", "--limit", "--batch-size", "--bootstrap-iters", "--output",
-          "--log-samples", "--device", "--dtype", "--scorer", "--tensor", "--pipeline"})
+          "--log-samples", "--scorer", "--tensor", "--pipeline"})
       if (app.get_option(flag)->count() > 0)
         throw mtnlg::invalid_argument(std::string(flag) + " goes with --tasks", flag);
     if (!config.empty() && !data.empty())
@@ -368,8 +378,9 @@ int main(int argc, char** argv) {
       if (source.seq_length == 0) source.seq_length = recipe->model.seq_length;
     } else
       source.recipe_overrides = overrides;  // --set applies to the checkpoint's own recipe
-    const std::unique_ptr<mtnlg::Backend> backend = mtnlg::make_cpu_backend(threads);
-    mtnlg::LoadedModel loaded = mtnlg::load_model(source, *backend);
+    const mtnlg::DeviceResolution where = mtnlg::resolve_device(device_choice(place.device), 0);
+    const std::unique_ptr<mtnlg::Backend> backend = mtnlg::make_backend(where, threads);
+    mtnlg::LoadedModel loaded = mtnlg::load_model(source, *backend, {}, dtype_of(place.dtype));
     if (!recipe && data.empty()) {
       if (!loaded.recipe)
         throw mtnlg::invalid_argument(

@@ -66,7 +66,7 @@ check "one rank writes: the task lines once" [ "$(wc -l <"$tmp/tp2pp2.jsonl")" =
 # Bad placements, named.
 expect 2 "--scorer rows runs the whole float32 model .* bf16" -- --checkpoint "$tmp/ckpt" \
   --tasks piqa --task-dir "$tmp/tasks" --scorer rows --dtype bf16
-expect 2 "--device goes with --tasks" -- --checkpoint "$tmp/ckpt" --device cpu
+expect 2 "--scorer goes with --tasks" -- --checkpoint "$tmp/ckpt" --scorer stage
 expect 2 "--tensor goes with --tasks" -- --checkpoint "$tmp/ckpt" --tensor 2
 expect 2 "--tensor 2 x --pipeline 1 ranks a model copy do not divide the job's 1 ranks" -- \
   --checkpoint "$tmp/ckpt" --tasks piqa --task-dir "$tmp/tasks" --tensor 2

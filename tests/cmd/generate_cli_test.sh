@@ -120,6 +120,11 @@ e1=$("$bin" --checkpoint "$tmp/ckpt" --split test --threads 2)
 e2=$("$bin" --checkpoint "$tmp/tp2pp2" --split test --threads 2)
 check "eval: a JSON line ($e1)" grep -Eq '^\{"split": "test", "loss": [0-9.]+, "ppl": [0-9.]+, "samples": 4, "tokens": 128\}$' <<<"$e1"
 check "eval after convert: the same loss" test "$e1" == "$e2"
+e4=$("$bin" --checkpoint "$tmp/ckpt" --split test --threads 2 --device cpu --dtype bf16)
+check "eval in bf16: the loss within 2% of fp32's ($e4)" /usr/bin/python3 -c "
+import json, sys
+a, b = json.loads('$e1'), json.loads('$e4')
+sys.exit(not (a['loss'] != b['loss'] and abs(a['loss'] - b['loss']) <= 0.02 * a['loss']))"
 e3=$("$bin" --checkpoint "$tmp/ckpt" --split test --threads 2 --micro-batch 1000000000000000000)
 check "a huge --micro-batch is the whole split in one forward, sized first: the same loss ($e3)" \
   /usr/bin/python3 -c "
