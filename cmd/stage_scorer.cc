@@ -23,7 +23,15 @@ struct MicroBatch {
   std::vector<size_t> rows;  // indices into the rows, longest first
 };
 
-constexpr int64_t kLengthStep = 16;  // rows padded to a multiple: few shapes, little padding
+// A micro-batch's positions: its longest row rounded up to a multiple of 16, or of an eighth of
+// the power of two above it for longer rows (at most 1/8 padding): few distinct shapes, so few
+// activation sets and GEMM plans are made, and little padding.
+int64_t padded_length(int64_t length, int64_t max_positions) {
+  int64_t pow2 = 1;
+  while (pow2 < length) pow2 *= 2;
+  const int64_t step = std::max<int64_t>(16, pow2 / 8);
+  return std::min(max_positions, (length + step - 1) / step * step);
+}
 
 void sum_over(Communicator* group, Tensor& t) {
   if (group != nullptr && group->size() > 1) group->all_reduce(t, ReduceOp::kSum);
@@ -75,8 +83,7 @@ std::vector<std::vector<TargetScore>> StageScorer::score(
                    [&](size_t a, size_t b) { return rows[a].length > rows[b].length; });
   std::vector<MicroBatch> batches;
   for (size_t k = 0; k < order.size();) {
-    const int64_t s = std::min(
-        c.max_positions, (rows[order[k]].length + kLengthStep - 1) / kLengthStep * kLengthStep);
+    const int64_t s = padded_length(rows[order[k]].length, c.max_positions);
     const auto b = static_cast<size_t>(std::max<int64_t>(1, budget_ / s));
     MicroBatch mb{s, {}};
     for (; k < order.size() && mb.rows.size() < b; ++k) mb.rows.push_back(order[k]);

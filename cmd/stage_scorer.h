@@ -5,8 +5,9 @@
 //
 // Each request (a group's prefix and one target) is a row of prefix + target but its last token;
 // rows are sorted longest first, as the harness sorts them, and cut into micro-batches of b rows
-// of s positions (s: the longest row rounded up to 16, at most the window; b x s at most the
-// token budget), padded after their end (causal attention: padding changes no earlier position).
+// of s positions (s: the longest row rounded up to a multiple of 16, or for a longer row of 1/8
+// of the power of two above it, at most the window; b x s at most the token budget), padded
+// after their end (causal attention: padding changes no earlier position).
 // Micro-batch k goes to data-parallel replica k % dp; within a replica the micro-batches of one
 // shape go through the pipeline together (parallel/pipeline_schedule.h forward_pipelining). The
 // last stage scores its rows' target positions from the vocabulary-parallel logits
