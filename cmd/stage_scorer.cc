@@ -122,6 +122,8 @@ std::vector<std::vector<TargetScore>> StageScorer::score(
     PipelineBuffers buffers =
         make_pipeline_buffers(be, p2p_, model_.activation_shape(b), model_.dtype(), chunks);
     Tensor tokens = Tensor::cpu({b, s}, DType::kI32), targets = Tensor::cpu({b, s}, DType::kI32);
+    VocabParallelCEContext ce;  // the scores' statistics, on the last stage
+    if (scores_here) ce = vocab_parallel_ce_allocate(be, b * s);
     const ChunkForwardStep step = [&](int64_t chunk, int64_t micro, const Tensor& input) {
       const MicroBatch& mb = batches[mine[first + static_cast<size_t>(micro)]];
       StageActivations& a = acts[static_cast<size_t>(chunk)];
@@ -145,24 +147,20 @@ std::vector<std::vector<TargetScore>> StageScorer::score(
       model_.forward(a, first_chunk ? tokens : input, targets,
                      static_cast<uint64_t>(mine[first + static_cast<size_t>(micro)]));
       if (chunk == chunks - 1 && scores_here) {
-        // The target positions' logits, this rank's columns, to the host as f32.
-        Tensor picked = Tensor::cpu({scored, c.local_vocab()}, DType::kF32);
-        std::vector<int32_t> picked_targets;
-        int64_t at = 0;
+        // The target positions' scores, from the logits where they are (only 3 doubles a
+        // position come to the host).
+        std::vector<int64_t> positions;
+        positions.reserve(static_cast<size_t>(scored));
         for (size_t j = 0; j < mb.rows.size(); ++j) {
           const Row& r = rows[mb.rows[j]];
-          const auto& target = groups[r.group].targets[r.target];
           const int64_t from =
               static_cast<int64_t>(j) * s + static_cast<int64_t>(groups[r.group].prefix.size()) - 1;
-          const auto len = static_cast<int64_t>(target.size());
-          Tensor dst = picked.slice(at, at + len);
-          be.copy(dst, a.logits.slice(from, from + len));
-          picked_targets.insert(picked_targets.end(), target.begin(), target.end());
-          at += len;
+          const auto len = static_cast<int64_t>(groups[r.group].targets[r.target].size());
+          for (int64_t k = 0; k < len; ++k) positions.push_back(from + k);
         }
-        const TokenScores ts =
-            vocab_parallel_token_scores(picked, picked_targets, shard, groups_.tensor);
-        at = 0;
+        const TokenScores ts = vocab_parallel_token_scores(
+            be, ce, a.logits, a.targets.view({b * s}), positions, shard, groups_.tensor);
+        int64_t at = 0;
         for (const size_t ri : mb.rows) {
           const size_t len = groups[rows[ri].group].targets[rows[ri].target].size();
           double lp = 0;

@@ -68,68 +68,63 @@ void vocab_parallel_cross_entropy_backward(Backend& be, Tensor& dlogits,
                                   shard.vocab, grad_scale);
 }
 
-TokenScores vocab_parallel_token_scores(const Tensor& logits, std::span<const int32_t> targets,
-                                        const VocabShard& shard, Communicator* tensor) {
-  MTNLG_CHECK(logits.device() == Device::kCPU);
-  MTNLG_CHECK_EQ(logits.dim(1), shard.size);
-  const int64_t n = logits.dim(0), width = shard.size;
-  MTNLG_CHECK_EQ(static_cast<int64_t>(targets.size()), n);
-  const int64_t real = std::clamp<int64_t>(shard.vocab - shard.start, 0, width);
-  const DType dt = logits.dtype();
-  MTNLG_CHECK(dt == DType::kF32 || dt == DType::kBF16 || dt == DType::kF16);
-  const auto* raw = static_cast<const unsigned char*>(logits.data());
-  auto at = [&](int64_t i, int64_t v) -> float {
-    const int64_t k = i * width + v;
-    if (dt == DType::kF32) return reinterpret_cast<const float*>(raw)[k];
-    const uint16_t h = reinterpret_cast<const uint16_t*>(raw)[k];
-    return dt == DType::kBF16 ? bf16_to_f32(h) : f16_to_f32(h);
-  };
-  const double none = -std::numeric_limits<double>::infinity();
-  Tensor top = Tensor::cpu({n}, DType::kF64), first = Tensor::cpu({n}, DType::kF64);
-  Tensor sums = Tensor::cpu({2, n}, DType::kF64);  // row 0: sum of exp(x - max); 1: target logit
-  double* mx = top.data_as<double>();
-  double* arg = first.data_as<double>();
-  double* sum = sums.data_as<double>();
-  std::vector<int64_t> local_arg(static_cast<size_t>(n), -1);
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    float m = 0;
-    int64_t a = -1;
-    for (int64_t v = 0; v < real; ++v)
-      if (const float x = at(i, v); a < 0 || x > m) {
-        m = x;
-        a = v;
-      }
-    mx[i] = a < 0 ? none : static_cast<double>(m);
-    local_arg[static_cast<size_t>(i)] = a;
+TokenScores vocab_parallel_token_scores(Backend& be, VocabParallelCEContext& ctx,
+                                        const Tensor& logits, const Tensor& targets,
+                                        std::span<const int64_t> rows, const VocabShard& shard,
+                                        Communicator* tensor) {
+  MTNLG_CHECK_EQ(logits.dim(-1), shard.size);
+  const int64_t n = logits.numel() / logits.dim(-1), width = shard.size;
+  MTNLG_CHECK_EQ(targets.numel(), n);
+  MTNLG_CHECK_MSG(ctx.row_max.defined() && ctx.row_max.numel() == n && ctx.stats.numel() == 2 * n,
+                  "vocab_parallel_token_scores: statistics for " << n << " rows not allocated");
+  be.cross_entropy_shard_max(ctx.row_max, logits, shard.start, shard.vocab);
+  all_reduce_max(ctx.row_max, tensor);
+  be.cross_entropy_shard_stats(ctx.stats, logits, targets, ctx.row_max, shard.start, shard.vocab);
+  all_reduce_sum(ctx.stats, tensor);
+  Tensor mx = ctx.row_max, st = ctx.stats, tg = targets;
+  if (be.device() != Device::kCPU) {
+    mx = Tensor::cpu({n}, DType::kF64);
+    st = Tensor::cpu({2, n}, DType::kF64);
+    tg = Tensor::cpu(targets.shape(), DType::kI32);
+    be.copy(mx, ctx.row_max);
+    be.copy(st, ctx.stats);
+    be.copy(tg, targets);
   }
-  const bool reduce = tensor != nullptr && tensor->size() > 1;
-  if (reduce) tensor->all_reduce(top, ReduceOp::kMax);
-  // The argmax: the lowest global index holding the max, as the max of minus the index.
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t a = local_arg[static_cast<size_t>(i)];
-    arg[i] = a >= 0 && static_cast<double>(at(i, a)) == mx[i]
-                 ? -static_cast<double>(shard.start + a)
-                 : none;
-  }
-  if (reduce) tensor->all_reduce(first, ReduceOp::kMax);
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    double s = 0;
-    for (int64_t v = 0; v < real; ++v) s += std::exp(static_cast<double>(at(i, v)) - mx[i]);
-    sum[i] = s;
-    const int64_t t = targets[static_cast<size_t>(i)] - shard.start;
-    sum[n + i] = t >= 0 && t < real ? static_cast<double>(at(i, t)) : 0.0;
-  }
-  if (reduce) tensor->all_reduce(sums, ReduceOp::kSum);
+  const double* m = mx.data_as<double>();
+  const double* sum = st.data_as<double>();
+  const int32_t* t = tg.data_as<int32_t>();
   TokenScores out;
-  out.logprob.resize(static_cast<size_t>(n));
-  out.greedy.resize(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    const auto u = static_cast<size_t>(i);
-    out.logprob[u] = sum[n + i] - (mx[i] + std::log(sum[i]));
-    out.greedy[u] = -arg[i] == static_cast<double>(targets[u]) ? 1 : 0;
+  out.logprob.resize(rows.size());
+  out.greedy.resize(rows.size());
+  std::vector<size_t> candidates;  // the target's logit is the row's max: greedy unless tied below
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const int64_t r = rows[k];
+    MTNLG_CHECK(0 <= r && r < n);
+    out.logprob[k] = sum[n + r] - (m[r] + std::log(sum[r]));
+    if (sum[n + r] == m[r]) candidates.push_back(k);
   }
+  if (candidates.empty()) return out;
+  // A lower index holding the same max takes the argmax: look in this rank's columns below the
+  // target, then agree over the group.
+  const int64_t real = std::clamp<int64_t>(shard.vocab - shard.start, 0, width);
+  Tensor tied = Tensor::cpu({static_cast<int64_t>(candidates.size())}, DType::kF64);
+  Tensor row = Tensor::cpu({width}, DType::kF32);
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    const int64_t r = rows[candidates[c]];
+    const int64_t below = std::clamp<int64_t>(t[r] - shard.start, 0, real);
+    bool found = false;
+    if (below > 0) {
+      Tensor dst = row.view({1, width});
+      be.copy(dst, logits.view({n, width}).slice(r, r + 1));  // widened to f32 on the way
+      const float* x = row.data_as<float>();
+      for (int64_t j = 0; j < below && !found; ++j) found = static_cast<double>(x[j]) == m[r];
+    }
+    tied.data_as<double>()[c] = found ? 1.0 : 0.0;
+  }
+  if (tensor != nullptr && tensor->size() > 1) tensor->all_reduce(tied, ReduceOp::kMax);
+  for (size_t k = 0; k < rows.size(); ++k) out.greedy[k] = 0;
+  for (size_t c = 0; c < candidates.size(); ++c)
+    out.greedy[candidates[c]] = tied.data_as<double>()[c] == 0.0 ? 1 : 0;
   return out;
 }
 

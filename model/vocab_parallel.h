@@ -60,17 +60,21 @@ void vocab_parallel_cross_entropy_backward(Backend& be, Tensor& dlogits,
                                            const Tensor& targets, const VocabShard& shard,
                                            double grad_scale);
 
-// Scoring (evaluation's log-likelihoods): per row i of `logits`, a CPU tensor [n, V_pad/tp] of
-// this rank's columns (f32, bf16 or fp16), log softmax(row)[targets[i]] over the real
-// vocabulary, and whether targets[i] is the row's argmax (the lowest index among equal maxima,
-// as one device's argmax over the whole row). Computed in double: the row's max, then the sum of
-// exp(x - max), reduced over the tensor group (null: this rank holds every column). Collective
-// (three all-reduces of n values). At tp 1 the same arithmetic as GPTScorer's head.
+// Scoring (evaluation's log-likelihoods), on the backend's device: for each row r of `rows` of
+// the local logits [n, V_pad/tp] (any dtype) with its target targets[r] (i32 [n] on the same
+// device), log softmax(row)[target] over the real vocabulary and whether the target is the row's
+// argmax (the lowest index among equal maxima, as one device's argmax over the whole row). The
+// cross entropy's statistics in double (ctx, allocated for n rows: the global row max and sum of
+// exp(x - max) and the target logit, reduced over the tensor group) come to the host, 3 doubles
+// a row; only a row whose target logit equals its max has its logits read back, to look for an
+// equal one at a lower index. Collective over the tensor group (null: one rank).
 struct TokenScores {
   std::vector<double> logprob;
   std::vector<uint8_t> greedy;
 };
-TokenScores vocab_parallel_token_scores(const Tensor& logits, std::span<const int32_t> targets,
-                                        const VocabShard& shard, Communicator* tensor);
+TokenScores vocab_parallel_token_scores(Backend& be, VocabParallelCEContext& ctx,
+                                        const Tensor& logits, const Tensor& targets,
+                                        std::span<const int64_t> rows, const VocabShard& shard,
+                                        Communicator* tensor);
 
 }  // namespace mtnlg

@@ -191,6 +191,7 @@ TEST_CASE(
   }
   REQUIRE(arg[1] == 3);
   REQUIRE(arg[2] == 7);
+  const std::vector<int64_t> order = {2, 0, 3, 1};  // the rows scored, in this order
   for (int tp : {1, 2, 4}) {
     INFO("tp " << tp);
     const int64_t size = padded / tp;
@@ -206,14 +207,19 @@ TEST_CASE(
         for (int64_t j = 0; j < size; ++j)
           local.data_as<float>()[r * size + j] =
               full[static_cast<size_t>(r * padded + rank * size + j)];
+      Tensor targets = Tensor::cpu({rows}, DType::kI32);
+      std::copy(tgt.begin(), tgt.end(), targets.data_as<int32_t>());
+      auto be = make_cpu_backend(1);
+      VocabParallelCEContext ctx = vocab_parallel_ce_allocate(*be, rows);
       got[static_cast<size_t>(rank)] = vocab_parallel_token_scores(
-          local, tgt, VocabShard{rank * size, size, vocab}, tp > 1 ? group.get() : nullptr);
+          *be, ctx, local, targets, order, VocabShard{rank * size, size, vocab},
+          tp > 1 ? group.get() : nullptr);
     });
     for (int rank = 0; rank < tp; ++rank)
-      for (int64_t r = 0; r < rows; ++r) {
-        const auto u = static_cast<size_t>(r);
-        CHECK(got[static_cast<size_t>(rank)].logprob[u] == Approx(want[u]).epsilon(1e-12));
-        CHECK((got[static_cast<size_t>(rank)].greedy[u] != 0) == (arg[u] == tgt[u]));
+      for (size_t k = 0; k < order.size(); ++k) {
+        const auto u = static_cast<size_t>(order[k]);
+        CHECK(got[static_cast<size_t>(rank)].logprob[k] == Approx(want[u]).epsilon(1e-12));
+        CHECK((got[static_cast<size_t>(rank)].greedy[k] != 0) == (arg[u] == tgt[u]));
       }
   }
 }
