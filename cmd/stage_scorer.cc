@@ -118,12 +118,12 @@ std::vector<std::vector<TargetScore>> StageScorer::score(
     const int64_t s = head.s, b = static_cast<int64_t>(head.rows.size());
     model_.set_sequence_length(s);
     std::vector<StageActivations> acts;
-    for (int64_t ch = 0; ch < chunks; ++ch) acts.push_back(model_.make_activations(b, ch));
+    // Without the LM head: it runs below on the scored rows only.
+    for (int64_t ch = 0; ch < chunks; ++ch)
+      acts.push_back(model_.make_activations(b, ch, /*head=*/false));
     PipelineBuffers buffers =
         make_pipeline_buffers(be, p2p_, model_.activation_shape(b), model_.dtype(), chunks);
     Tensor tokens = Tensor::cpu({b, s}, DType::kI32), targets = Tensor::cpu({b, s}, DType::kI32);
-    VocabParallelCEContext ce;  // the scores' statistics, on the last stage
-    if (scores_here) ce = vocab_parallel_ce_allocate(be, b * s);
     const ChunkForwardStep step = [&](int64_t chunk, int64_t micro, const Tensor& input) {
       const MicroBatch& mb = batches[mine[first + static_cast<size_t>(micro)]];
       StageActivations& a = acts[static_cast<size_t>(chunk)];
@@ -147,19 +147,35 @@ std::vector<std::vector<TargetScore>> StageScorer::score(
       model_.forward(a, first_chunk ? tokens : input, targets,
                      static_cast<uint64_t>(mine[first + static_cast<size_t>(micro)]));
       if (chunk == chunks - 1 && scores_here) {
-        // The target positions' scores, from the logits where they are (only 3 doubles a
+        // The target positions' final hidden states, packed, through the tied head (the rows
+        // that score nothing skip it), and their scores where the logits are (only 3 doubles a
         // position come to the host).
-        std::vector<int64_t> positions;
-        positions.reserve(static_cast<size_t>(scored));
+        const Tensor hidden = a.lnf_out.as_2d();
+        Tensor packed = be.alloc({scored, c.hidden}, model_.dtype());
+        Tensor host_targets = Tensor::cpu({scored}, DType::kI32);
+        int64_t put = 0;
         for (size_t j = 0; j < mb.rows.size(); ++j) {
           const Row& r = rows[mb.rows[j]];
+          const auto& target = groups[r.group].targets[r.target];
           const int64_t from =
               static_cast<int64_t>(j) * s + static_cast<int64_t>(groups[r.group].prefix.size()) - 1;
-          const auto len = static_cast<int64_t>(groups[r.group].targets[r.target].size());
-          for (int64_t k = 0; k < len; ++k) positions.push_back(from + k);
+          const auto len = static_cast<int64_t>(target.size());
+          Tensor dst = packed.slice(put, put + len);
+          be.copy(dst, hidden.slice(from, from + len));
+          std::copy(target.begin(), target.end(), host_targets.data_as<int32_t>() + put);
+          put += len;
         }
-        const TokenScores ts = vocab_parallel_token_scores(
-            be, ce, a.logits, a.targets.view({b * s}), positions, shard, groups_.tensor);
+        Tensor device_targets = be.alloc({scored}, DType::kI32);
+        be.copy(device_targets, host_targets);
+        Tensor logits = be.alloc({scored, c.local_vocab()}, model_.dtype());
+        be.gemm_weight(logits, packed,
+                       model_.params().get("embedding.word_embeddings.weight").value, true, 1.0,
+                       0.0);
+        VocabParallelCEContext ce = vocab_parallel_ce_allocate(be, scored);
+        std::vector<int64_t> positions(static_cast<size_t>(scored));
+        std::iota(positions.begin(), positions.end(), int64_t{0});
+        const TokenScores ts = vocab_parallel_token_scores(be, ce, logits, device_targets,
+                                                           positions, shard, groups_.tensor);
         int64_t at = 0;
         for (const size_t ri : mb.rows) {
           const size_t len = groups[rows[ri].group].targets[rows[ri].target].size();

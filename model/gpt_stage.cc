@@ -66,7 +66,7 @@ Shape GPTStage::activation_shape(int64_t b) const {
   return {b, config_.seq, config_.hidden};
 }
 
-StageActivations GPTStage::make_activations(int64_t b, int64_t chunk) const {
+StageActivations GPTStage::make_activations(int64_t b, int64_t chunk, bool head) const {
   MTNLG_CHECK(0 <= chunk && chunk < stage_.num_chunks);
   const int64_t s = config_.seq, h = config_.hidden, rows = config_.local_rows(b);
   MTNLG_CHECK_MSG(!config_.sequence_parallel || b * s % config_.tp_size == 0,
@@ -76,6 +76,7 @@ StageActivations GPTStage::make_activations(int64_t b, int64_t chunk) const {
   StageActivations a;
   a.batch = b;
   a.chunk = chunk;
+  a.head = head;
   if (has_embedding(chunk)) a.tokens = backend_.alloc({b, s}, DType::kI32);
   for (size_t k = 0; k <= layers; ++k)
     a.residual.push_back(backend_.alloc(activation_shape(b), dtype_));
@@ -87,8 +88,10 @@ StageActivations GPTStage::make_activations(int64_t b, int64_t chunk) const {
     a.lnf_out = backend_.alloc({b, s, h}, dtype_);
     a.lnf_mean = backend_.alloc({rows}, acc_dtype(dtype_));
     a.lnf_rstd = backend_.alloc({rows}, acc_dtype(dtype_));
-    a.logits = backend_.alloc({b * s, config_.local_vocab()}, dtype_);
-    if (config_.tp_size > 1) a.ce = vocab_parallel_ce_allocate(backend_, b * s);
+    if (head) {
+      a.logits = backend_.alloc({b * s, config_.local_vocab()}, dtype_);
+      if (config_.tp_size > 1) a.ce = vocab_parallel_ce_allocate(backend_, b * s);
+    }
   }
   return a;
 }
@@ -175,6 +178,7 @@ double GPTStage::forward(StageActivations& acts, const Tensor& input, const Tens
     be.layernorm_forward(acts.lnf_out, acts.lnf_mean, acts.lnf_rstd, acts.residual.back(),
                          lnf_w.value, lnf_b.value, config_.ln_eps);
   }
+  if (!acts.head) return 0.0;
   // Tied LM head: logits = lnf_out @ wte^T (column-parallel over the vocabulary). Padded
   // vocabulary columns are computed but the loss ignores them.
   be.gemm_weight(acts.logits, acts.lnf_out.as_2d(), wte->value, true, 1.0, 0.0);
@@ -197,6 +201,7 @@ Tensor GPTStage::backward(StageActivations& acts, const Tensor& doutput, double 
                    ? &params_.get("embedding.word_embeddings.weight")
                    : nullptr;
   const int64_t chunk = acts.chunk;
+  MTNLG_CHECK_MSG(acts.head, "backward of activations made without the LM head");
   if (has_head(chunk)) {
     Param& lnf_w = params_.get("final_layernorm.weight");
     Param& lnf_b = params_.get("final_layernorm.bias");

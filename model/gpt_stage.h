@@ -35,6 +35,10 @@ struct StageActivations {
                                          // (sequence parallel: all-gathered for the LM head)
   Tensor logits;                         // [b*s, V_pad/tp]; overwritten by dL/dlogits in backward
   VocabParallelCEContext ce;             // tp > 1: the cross entropy's row max and sum-exp
+  // False (make_activations' `head`): the last chunk's forward stops at the final LayerNorm
+  // (lnf_out) and returns 0, no logits, loss or backward (scoring takes the head on the rows it
+  // needs).
+  bool head = true;
 };
 
 // Called by GPTStage::backward as each parameter's gradient becomes final for that call (no
@@ -63,8 +67,9 @@ class GPTStage {
 
   // Random init per the rules in gpt_params.h (same weights for any layout and backend).
   void init_weights(uint64_t seed);
-  // One micro-batch's activations for model chunk `chunk` (forward and backward run that chunk).
-  StageActivations make_activations(int64_t micro_batch, int64_t chunk = 0) const;
+  // One micro-batch's activations for model chunk `chunk` (forward and backward run that chunk);
+  // head false: without the LM head's logits (StageActivations::head).
+  StageActivations make_activations(int64_t micro_batch, int64_t chunk = 0, bool head = true) const;
 
   // One micro-batch forward. First stage: `input` is i32 tokens [b, s]; otherwise activations
   // [b, s, h] (sequence parallel: this rank's [n/tp, h], as the stage output; see

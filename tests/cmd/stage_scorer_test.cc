@@ -1,6 +1,7 @@
 // StageScorer (cmd/stage_scorer.h), the training forward as a scorer, against GPTScorer on the
 // whole model: in every layout of up to four ranks (tensor x pipeline x data, as threads over a
-// MemoryStore with Gloo groups) each request's log-likelihood equals the packed scorer's to
+// MemoryStore with Gloo groups; interleaved model chunks and sequence parallelism too) each
+// request's log-likelihood equals the packed scorer's to
 // float32 rounding and its greedy flag is the same; the rows cover shared prefixes, targets of
 // one token, rows of the whole window and micro-batches of several shapes. In bf16 the scores
 // stay near fp32's.
@@ -70,7 +71,8 @@ Scores reference() {
 }
 
 // Every rank's scores from StageScorer in a tensor x pipeline x data layout.
-std::vector<Scores> stage_scores(int64_t tp, int64_t pp, int64_t dp, DType dtype, int64_t budget) {
+std::vector<Scores> stage_scores(int64_t tp, int64_t pp, int64_t dp, DType dtype, int64_t budget,
+                                 int64_t vp = 1, bool sp = false) {
   const int world = static_cast<int>(tp * pp * dp);
   MemoryStore store;
   std::vector<Scores> out(static_cast<size_t>(world));
@@ -80,6 +82,8 @@ std::vector<Scores> stage_scores(int64_t tp, int64_t pp, int64_t dp, DType dtype
     GPTConfig c = config();
     c.tp_size = tp;
     c.tp_rank = topo.tensor_rank();
+    c.virtual_pipeline = vp;  // model chunks a stage (the interleaved schedule's)
+    c.sequence_parallel = sp;
     auto be = make_cpu_backend(1);
     GPTStage model(c, pipeline_stage(c, pp, topo.pipeline_rank()), *be, dtype, 5,
                    tp > 1 ? groups.tensor.get() : nullptr);
@@ -99,13 +103,16 @@ std::vector<Scores> stage_scores(int64_t tp, int64_t pp, int64_t dp, DType dtype
 TEST_CASE("stage scorer equals the packed rows in every layout of up to four ranks") {
   const Scores want = reference();
   struct Layout {
-    int64_t tp, pp, dp, budget;
+    int64_t tp, pp, dp, budget, vp = 1;
+    bool sp = false;
   };
   const Layout l =
       GENERATE(Layout{1, 1, 1, 40}, Layout{1, 1, 1, 200}, Layout{2, 1, 1, 80}, Layout{1, 2, 1, 80},
-               Layout{2, 2, 1, 120}, Layout{1, 1, 2, 80}, Layout{2, 1, 2, 40}, Layout{4, 1, 1, 80});
-  INFO("tensor " << l.tp << ", pipeline " << l.pp << ", data " << l.dp << ", budget " << l.budget);
-  const std::vector<Scores> got = stage_scores(l.tp, l.pp, l.dp, DType::kF32, l.budget);
+               Layout{2, 2, 1, 120}, Layout{1, 1, 2, 80}, Layout{2, 1, 2, 40}, Layout{4, 1, 1, 80},
+               Layout{1, 2, 1, 80, 2}, Layout{2, 1, 1, 80, 1, true}, Layout{2, 2, 1, 80, 2, true});
+  INFO("tensor " << l.tp << ", pipeline " << l.pp << ", data " << l.dp << ", budget " << l.budget
+                 << ", chunks " << l.vp << ", sequence parallel " << l.sp);
+  const std::vector<Scores> got = stage_scores(l.tp, l.pp, l.dp, DType::kF32, l.budget, l.vp, l.sp);
   for (size_t r = 0; r < got.size(); ++r) {
     REQUIRE(got[r].size() == want.size());
     for (size_t g = 0; g < want.size(); ++g) {
