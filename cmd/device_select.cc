@@ -70,6 +70,13 @@ DeviceResolution resolve_device(DeviceChoice choice, int64_t local_rank) {
   return r;
 }
 
+DeviceChoice device_choice_named(const std::string& name) {
+  if (name == "auto") return DeviceChoice::kAuto;
+  if (name == "cpu") return DeviceChoice::kCpu;
+  if (name == "cuda") return DeviceChoice::kCuda;
+  throw invalid_argument("--device " + name + " is not one of auto, cpu, cuda", "--device");
+}
+
 std::unique_ptr<Backend> make_backend(const DeviceResolution& where, int threads,
                                       AttentionBackend attention) {
   if (where.device == Device::kCPU) return make_cpu_backend(threads);

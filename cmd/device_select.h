@@ -27,6 +27,9 @@ bool cuda_built();
 // driver or a GPU.
 int visible_cuda_devices();
 
+// A command line's --device (auto, cpu or cuda; the flag's own check refuses others).
+DeviceChoice device_choice_named(const std::string& name);
+
 // auto: cuda when cuda_built() and a GPU is visible, else cpu. cuda without either is
 // Code::kUnsupported (exit 3) naming the key and the fix. Rank `local_rank` on its node takes
 // GPU local_rank % visible.

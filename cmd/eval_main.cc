@@ -66,12 +66,6 @@ struct Placement {
   int64_t timeout_s = 300;           // a collective waiting longer than this fails
 };
 
-mtnlg::DeviceChoice device_choice(const std::string& device) {
-  return device == "cuda"  ? mtnlg::DeviceChoice::kCuda
-         : device == "cpu" ? mtnlg::DeviceChoice::kCpu
-                           : mtnlg::DeviceChoice::kAuto;
-}
-
 mtnlg::DType dtype_of(const std::string& dtype) {
   return dtype == "bf16" ? mtnlg::DType::kBF16 : mtnlg::DType::kF32;
 }
@@ -110,7 +104,7 @@ int run_tasks(mtnlg::ModelSource source, const std::vector<std::string>& overrid
             " ranks or change --tensor / --pipeline",
         "--tensor");
   const mtnlg::DeviceResolution where =
-      mtnlg::resolve_device(device_choice(place.device), runtime.local_rank);
+      mtnlg::resolve_device(mtnlg::device_choice_named(place.device), runtime.local_rank);
   const mtnlg::DType dtype = dtype_of(place.dtype);
   // The packed rows (GPTScorer) need the whole f32 model on the CPU in one process; anything
   // else runs the training forward (StageScorer).
@@ -378,7 +372,8 @@ int main(int argc, char** argv) {
       if (source.seq_length == 0) source.seq_length = recipe->model.seq_length;
     } else
       source.recipe_overrides = overrides;  // --set applies to the checkpoint's own recipe
-    const mtnlg::DeviceResolution where = mtnlg::resolve_device(device_choice(place.device), 0);
+    const mtnlg::DeviceResolution where =
+        mtnlg::resolve_device(mtnlg::device_choice_named(place.device), 0);
     const std::unique_ptr<mtnlg::Backend> backend = mtnlg::make_backend(where, threads);
     mtnlg::LoadedModel loaded = mtnlg::load_model(source, *backend, {}, dtype_of(place.dtype));
     if (!recipe && data.empty()) {

@@ -145,10 +145,7 @@ int main(int argc, char** argv) {
       tokenizer = mtnlg::Gpt2Tokenizer::load(files.vocab_file, files.merge_file);
     }
     const mtnlg::DeviceResolution where =
-        mtnlg::resolve_device(device == "cuda"  ? mtnlg::DeviceChoice::kCuda
-                              : device == "cpu" ? mtnlg::DeviceChoice::kCpu
-                                                : mtnlg::DeviceChoice::kAuto,
-                              0);
+        mtnlg::resolve_device(mtnlg::device_choice_named(device), 0);
     const std::unique_ptr<mtnlg::Backend> backend = mtnlg::make_backend(where, threads);
     const mtnlg::DType weights = dtype == "bf16"   ? mtnlg::DType::kBF16
                                  : dtype == "fp16" ? mtnlg::DType::kF16

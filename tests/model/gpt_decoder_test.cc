@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "core/status.h"
@@ -29,17 +30,29 @@ double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return d;
 }
 
-TEST_CASE("cached decoding gives the full forward's logits at every position") {
-  const Activation act = GENERATE(Activation::kGelu, Activation::kGeluTanh);
+// Three layers, 12 positions, weights far from uniform (so a wrong cache shows), in evaluation
+// mode, in `dtype` (the same weights rounded).
+GPTConfig decoder_config(Activation act = Activation::kGelu) {
   GPTConfig c = test::tiny_gpt(3);
   c.seq = 12;
   c.max_positions = 12;
-  c.init_std = 0.2;  // logits far from uniform, so a wrong cache shows
+  c.init_std = 0.2;
   c.activation = act;
+  return c;
+}
+
+std::unique_ptr<GPTStage> decoder_model(const GPTConfig& c, Backend& backend, DType dtype) {
+  auto model = std::make_unique<GPTStage>(c, full_model(c), backend, dtype, 5);
+  model->init_weights(5);
+  model->set_training(false);
+  return model;
+}
+
+TEST_CASE("cached decoding gives the full forward's logits at every position") {
+  const GPTConfig c = decoder_config(GENERATE(Activation::kGelu, Activation::kGeluTanh));
   auto backend = make_cpu_backend(1);
-  GPTStage model(c, full_model(c), *backend, DType::kF32, 5);
-  model.init_weights(5);
-  model.set_training(false);
+  const auto owned = decoder_model(c, *backend, DType::kF32);
+  GPTStage& model = *owned;
   const Tensor tokens = test::token_ids(1, c.seq, c.vocab, 3);
   const int32_t* ids = tokens.data_as<int32_t>();
 
@@ -112,17 +125,12 @@ TEST_CASE("the decoder refuses overflow, bad ids and models it cannot run") {
 // sequence: how a GPU, bf16 or fp16 model decodes) against the host cache, token by token and in
 // chunks: f32 and f64 to float32 rounding, bf16 and fp16 within their rounding.
 TEST_CASE("the device attention cache decodes as the host cache - f32, f64, bf16, fp16") {
-  GPTConfig c = test::tiny_gpt(3);
-  c.seq = 12;
-  c.max_positions = 12;
-  c.init_std = 0.2;
+  const GPTConfig c = decoder_config();
   auto backend = make_cpu_backend(1);
-  GPTStage model(c, full_model(c), *backend, DType::kF32, 5);
-  model.init_weights(5);
-  model.set_training(false);
+  const auto model = decoder_model(c, *backend, DType::kF32);
   const Tensor tokens = test::token_ids(1, c.seq, c.vocab, 3);
   const int32_t* ids = tokens.data_as<int32_t>();
-  GPTDecoder host(model, c.seq);
+  GPTDecoder host(*model, c.seq);
   std::vector<std::vector<float>> want;
   for (int64_t p = 0; p < c.seq; ++p) want.push_back(host.feed({ids + p, 1}));
   double scale = 0;
@@ -136,10 +144,8 @@ TEST_CASE("the device attention cache decodes as the host cache - f32, f64, bf16
   const Case k = GENERATE(Case{DType::kF32, 1e-5}, Case{DType::kF64, 1e-5},
                           Case{DType::kBF16, 0.05}, Case{DType::kF16, 0.01});
   INFO("dtype " << dtype_name(k.dtype));
-  GPTStage m(c, full_model(c), *backend, k.dtype, 5);
-  m.init_weights(5);  // the same weights, rounded to the dtype
-  m.set_training(false);
-  GPTDecoder dev(m, c.seq, DecoderAttention::kDevice);
+  const auto m = decoder_model(c, *backend, k.dtype);  // the same weights, rounded
+  GPTDecoder dev(*m, c.seq, DecoderAttention::kDevice);
   REQUIRE(dev.device_attention());
   double worst = 0;
   for (int64_t p = 0; p < 5; ++p)
