@@ -138,10 +138,11 @@ class Backend {
   }
 
   // ---- layers ----
-  // out, in: [n, c]; weight, bias: [c]; mean, rstd: [n] (saved for backward).
+  // out, in: [n, c]; weight, bias: [c]; mean, rstd: [n] (saved for backward). Every backend
+  // checks this contract with the same code (core/backend_checks.h check_layernorm_*).
   virtual void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in,
                                  const Tensor& weight, const Tensor& bias, double eps) = 0;
-  // din += ...; dweight += ...; dbias += ...
+  // din += ...; dweight += ...; dbias += ... din must not alias dout (refused on every backend).
   virtual void layernorm_backward(Tensor& din, Tensor& dweight, Tensor& dbias, const Tensor& dout,
                                   const Tensor& in, const Tensor& weight, const Tensor& mean,
                                   const Tensor& rstd) = 0;

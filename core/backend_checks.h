@@ -42,4 +42,56 @@ inline std::pair<int64_t, int64_t> ce_shard_rows_and_real(const char* op, const 
           kernels::shard_real_columns(vocab_start, cols, vocab)};
 }
 
+// A tensor of an operation: defined, on `device`, of `dtype` with `numel` elements.
+inline void check_operand(const char* op, const char* what, const Tensor& t, Device device,
+                          DType dtype, int64_t numel) {
+  MTNLG_CHECK_MSG(t.defined(), op << ": " << what << " is undefined");
+  MTNLG_CHECK_MSG(t.device() == device && t.dtype() == dtype && t.numel() == numel,
+                  op << ": " << what << " is " << t.str() << ", want " << dtype_name(dtype)
+                     << " with " << numel << " elements on the backend's device");
+}
+
+// LayerNorm's contract (Backend::layernorm_forward and layernorm_backward), written once for
+// every backend: in [n, c] of the model's dtype on `device`; weight (and bias) [c] of it; mean and
+// rstd [n] and the parameter gradients [c] in acc_dtype; out, din and dout [n, c]; din must not
+// alias dout (din accumulates while dout's rows are still read). Returns (n, c).
+inline std::pair<int64_t, int64_t> check_layernorm_forward(Device device, const Tensor& out,
+                                                           const Tensor& mean, const Tensor& rstd,
+                                                           const Tensor& in, const Tensor& weight,
+                                                           const Tensor& bias) {
+  const char* op = "layernorm_forward";
+  MTNLG_CHECK_MSG(in.defined() && in.device() == device && in.ndim() >= 1 && in.dim(-1) > 0,
+                  op << ": in is " << (in.defined() ? in.str() : std::string("undefined")));
+  const DType dt = in.dtype();
+  const int64_t c = in.dim(-1), n = in.numel() / c;
+  check_operand(op, "out", out, device, dt, n * c);
+  check_operand(op, "mean", mean, device, acc_dtype(dt), n);
+  check_operand(op, "rstd", rstd, device, acc_dtype(dt), n);
+  check_operand(op, "weight", weight, device, dt, c);
+  check_operand(op, "bias", bias, device, dt, c);
+  return {n, c};
+}
+
+inline std::pair<int64_t, int64_t> check_layernorm_backward(Device device, const Tensor& din,
+                                                            const Tensor& dweight,
+                                                            const Tensor& dbias, const Tensor& dout,
+                                                            const Tensor& in, const Tensor& weight,
+                                                            const Tensor& mean,
+                                                            const Tensor& rstd) {
+  const char* op = "layernorm_backward";
+  MTNLG_CHECK_MSG(in.defined() && in.device() == device && in.ndim() >= 1 && in.dim(-1) > 0,
+                  op << ": in is " << (in.defined() ? in.str() : std::string("undefined")));
+  const DType dt = in.dtype();
+  const int64_t c = in.dim(-1), n = in.numel() / c;
+  check_operand(op, "din", din, device, dt, n * c);
+  check_operand(op, "dout", dout, device, dt, n * c);
+  check_operand(op, "dweight", dweight, device, acc_dtype(dt), c);
+  check_operand(op, "dbias", dbias, device, acc_dtype(dt), c);
+  check_operand(op, "weight", weight, device, dt, c);
+  check_operand(op, "mean", mean, device, acc_dtype(dt), n);
+  check_operand(op, "rstd", rstd, device, acc_dtype(dt), n);
+  MTNLG_CHECK_MSG(din.data() != dout.data(), op << ": din must not alias dout");
+  return {n, c};
+}
+
 }  // namespace mtnlg

@@ -344,14 +344,8 @@ double CpuBackend::sum_squares(const Tensor& x) {
 void CpuBackend::layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in,
                                    const Tensor& weight, const Tensor& bias, double eps) {
   enter();
-  check_tensor(in, "layernorm_forward", "in");
+  const auto [n, c] = check_layernorm_forward(Device::kCPU, out, mean, rstd, in, weight, bias);
   const DType dt = in.dtype();
-  const int64_t c = in.dim(-1), n = in.numel() / c;
-  check_same(out, dt, n * c, "layernorm_forward", "out");
-  check_same(mean, acc_dtype(dt), n, "layernorm_forward", "mean");
-  check_same(rstd, acc_dtype(dt), n, "layernorm_forward", "rstd");
-  check_same(weight, dt, c, "layernorm_forward", "weight");
-  check_same(bias, dt, c, "layernorm_forward", "bias");
   dispatch("layernorm_forward", dt, [&](auto z) {
     using T = decltype(z);
     using A = acc_t<T>;
@@ -364,16 +358,9 @@ void CpuBackend::layernorm_backward(Tensor& din, Tensor& dweight, Tensor& dbias,
                                     const Tensor& in, const Tensor& weight, const Tensor& mean,
                                     const Tensor& rstd) {
   enter();
-  check_tensor(in, "layernorm_backward", "in");
+  const auto [n, c] =
+      check_layernorm_backward(Device::kCPU, din, dweight, dbias, dout, in, weight, mean, rstd);
   const DType dt = in.dtype();
-  const int64_t c = in.dim(-1), n = in.numel() / c;
-  check_same(din, dt, n * c, "layernorm_backward", "din");
-  check_same(dout, dt, n * c, "layernorm_backward", "dout");
-  check_same(dweight, acc_dtype(dt), c, "layernorm_backward", "dweight");
-  check_same(dbias, acc_dtype(dt), c, "layernorm_backward", "dbias");
-  check_same(weight, dt, c, "layernorm_backward", "weight");
-  check_same(mean, acc_dtype(dt), n, "layernorm_backward", "mean");
-  check_same(rstd, acc_dtype(dt), n, "layernorm_backward", "rstd");
   dispatch("layernorm_backward", dt, [&](auto z) {
     using T = decltype(z);
     using A = acc_t<T>;

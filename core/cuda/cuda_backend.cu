@@ -264,32 +264,13 @@ class CudaBackend final : public Backend {
   // ---- layers ----
   void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in,
                          const Tensor& weight, const Tensor& bias, double eps) override {
-    const char* op = "layernorm_forward";
-    require_cuda(in, op, "in");
-    const DType dt = in.dtype();
-    const int64_t c = in.dim(-1), n = in.numel() / c;
-    require(out, dt, n * c, op, "out");
-    require(mean, acc_dtype(dt), n, op, "mean");
-    require(rstd, acc_dtype(dt), n, op, "rstd");
-    require(weight, dt, c, op, "weight");
-    require(bias, dt, c, op, "bias");
+    check_layernorm_forward(Device::kCUDA, out, mean, rstd, in, weight, bias);
     layernorm_forward_cuda(out, mean, rstd, in, weight, bias, eps, stream());
   }
   void layernorm_backward(Tensor& din, Tensor& dweight, Tensor& dbias, const Tensor& dout,
                           const Tensor& in, const Tensor& weight, const Tensor& mean,
                           const Tensor& rstd) override {
-    const char* op = "layernorm_backward";
-    require_cuda(in, op, "in");
-    const DType dt = in.dtype();
-    const int64_t c = in.dim(-1), n = in.numel() / c;
-    require(din, dt, n * c, op, "din");
-    require(dout, dt, n * c, op, "dout");
-    require(dweight, acc_dtype(dt), c, op, "dweight");
-    require(dbias, acc_dtype(dt), c, op, "dbias");
-    require(weight, dt, c, op, "weight");
-    require(mean, acc_dtype(dt), n, op, "mean");
-    require(rstd, acc_dtype(dt), n, op, "rstd");
-    MTNLG_CHECK_MSG(din.data() != dout.data(), op << ": din must not alias dout");
+    check_layernorm_backward(Device::kCUDA, din, dweight, dbias, dout, in, weight, mean, rstd);
     layernorm_backward_cuda(din, dweight, dbias, dout, in, weight, mean, rstd, ws_, stream());
   }
 

@@ -93,3 +93,28 @@ TEST_CASE("layernorm f32 agrees with f64 - 1 and 2 threads are bitwise identical
   CHECK(bitwise_equal(r32.dw, r32b.dw));
   CHECK(bitwise_equal(r32.db, r32b.db));
 }
+
+// The contract every backend checks with the same code (core/backend_checks.h): din aliasing
+// dout is refused (the CUDA backend refused it and the CPU one ran it before the contract was
+// written once), and a tensor of the wrong size or dtype is named.
+TEST_CASE("layernorm's contract - din must not alias dout, operands named") {
+  auto be = make_cpu_backend(1);
+  const int64_t n = 3, c = 8;
+  Tensor in = Tensor::cpu({n, c}, DType::kF32), dout = Tensor::cpu({n, c}, DType::kF32);
+  Tensor w = Tensor::cpu({c}, DType::kF32), b = Tensor::cpu({c}, DType::kF32);
+  Tensor mean = Tensor::cpu({n}, DType::kF32), rstd = Tensor::cpu({n}, DType::kF32);
+  Tensor dw = Tensor::cpu({c}, DType::kF32), db = Tensor::cpu({c}, DType::kF32);
+  Tensor out = Tensor::cpu({n, c}, DType::kF32);
+  be->fill(w, 1.0);
+  be->layernorm_forward(out, mean, rstd, in, w, b, 1e-5);
+  CHECK_THROWS_WITH(be->layernorm_backward(dout, dw, db, dout, in, w, mean, rstd),
+                    Catch::Contains("layernorm_backward: din must not alias dout"));
+  Tensor din = Tensor::cpu({n, c}, DType::kF32);
+  be->layernorm_backward(din, dw, db, dout, in, w, mean, rstd);  // distinct tensors: fine
+  Tensor short_mean = Tensor::cpu({n - 1}, DType::kF32);
+  CHECK_THROWS_WITH(be->layernorm_forward(out, short_mean, rstd, in, w, b, 1e-5),
+                    Catch::Contains("layernorm_forward: mean is"));
+  Tensor wide = Tensor::cpu({c}, DType::kF64);
+  CHECK_THROWS_WITH(be->layernorm_backward(din, dw, db, dout, in, wide, mean, rstd),
+                    Catch::Contains("layernorm_backward: weight is"));
+}
