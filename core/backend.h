@@ -147,9 +147,10 @@ class Backend {
                                   const Tensor& in, const Tensor& weight, const Tensor& mean,
                                   const Tensor& rstd) = 0;
 
-  // out = act(in), elementwise (out may alias nothing)
+  // out = act(in), elementwise (out must not alias in; checked on every backend by the same code,
+  // core/backend_checks.h check_gelu_*)
   virtual void gelu_forward(Tensor& out, const Tensor& in, Activation act) = 0;
-  // din = dout * act'(in) (din may alias dout)
+  // din = dout * act'(in) (din may alias dout, not in)
   virtual void gelu_backward(Tensor& din, const Tensor& dout, const Tensor& in, Activation act) = 0;
   // gelu_backward, then dbias[c] += sum_n din[n, c] of the din just written (fc1's backward
   // through its GeLU). One call so that a backend may fuse them (the CUDA one does: one pass over

@@ -94,4 +94,28 @@ inline std::pair<int64_t, int64_t> check_layernorm_backward(Device device, const
   return {n, c};
 }
 
+// GeLU's contract (Backend::gelu_forward, gelu_backward, gelu_bias_backward), written once for
+// every backend: in on `device`; out, din and dout of in's dtype and size; out must not alias in
+// (a linear layer keeps its pre-activation), din may alias dout but not in; dbias [c] in
+// acc_dtype for the fused bias gradient.
+inline void check_gelu_forward(Device device, const Tensor& out, const Tensor& in) {
+  const char* op = "gelu_forward";
+  MTNLG_CHECK_MSG(in.defined() && in.device() == device,
+                  op << ": in is " << (in.defined() ? in.str() : std::string("undefined")));
+  check_operand(op, "out", out, device, in.dtype(), in.numel());
+  MTNLG_CHECK_MSG(out.numel() == 0 || out.data() != in.data(), op << ": out must not alias in");
+}
+
+inline void check_gelu_backward(const char* op, Device device, const Tensor& din,
+                                const Tensor& dout, const Tensor& in,
+                                const Tensor* dbias = nullptr) {
+  MTNLG_CHECK_MSG(in.defined() && in.device() == device && in.ndim() >= 1,
+                  op << ": in is " << (in.defined() ? in.str() : std::string("undefined")));
+  check_operand(op, "din", din, device, in.dtype(), in.numel());
+  check_operand(op, "dout", dout, device, in.dtype(), in.numel());
+  MTNLG_CHECK_MSG(din.numel() == 0 || din.data() != in.data(), op << ": din must not alias in");
+  if (dbias != nullptr)
+    check_operand(op, "dbias", *dbias, device, acc_dtype(in.dtype()), in.dim(-1));
+}
+
 }  // namespace mtnlg

@@ -372,8 +372,7 @@ void CpuBackend::layernorm_backward(Tensor& din, Tensor& dweight, Tensor& dbias,
 
 void CpuBackend::gelu_forward(Tensor& out, const Tensor& in, Activation act) {
   enter();
-  check_tensor(in, "gelu_forward", "in");
-  check_same(out, in.dtype(), in.numel(), "gelu_forward", "out");
+  check_gelu_forward(Device::kCPU, out, in);
   dispatch("gelu_forward", in.dtype(), [&](auto z) {
     using T = decltype(z);
     cpu::gelu_forward(out.data_as<T>(), in.data_as<T>(), in.numel(), act);
@@ -382,9 +381,7 @@ void CpuBackend::gelu_forward(Tensor& out, const Tensor& in, Activation act) {
 
 void CpuBackend::gelu_backward(Tensor& din, const Tensor& dout, const Tensor& in, Activation act) {
   enter();
-  check_tensor(in, "gelu_backward", "in");
-  check_same(din, in.dtype(), in.numel(), "gelu_backward", "din");
-  check_same(dout, in.dtype(), in.numel(), "gelu_backward", "dout");
+  check_gelu_backward("gelu_backward", Device::kCPU, din, dout, in);
   dispatch("gelu_backward", in.dtype(), [&](auto z) {
     using T = decltype(z);
     cpu::gelu_backward(din.data_as<T>(), dout.data_as<T>(), in.data_as<T>(), in.numel(), act);

@@ -275,29 +275,16 @@ class CudaBackend final : public Backend {
   }
 
   void gelu_forward(Tensor& out, const Tensor& in, Activation act) override {
-    require_cuda(out, "gelu_forward", "out");
-    require_cuda(in, "gelu_forward", "in");
-    require_same(out, in, "gelu_forward");
+    check_gelu_forward(Device::kCUDA, out, in);
     gelu_forward_cuda(out, in, act, stream());
   }
   void gelu_backward(Tensor& din, const Tensor& dout, const Tensor& in, Activation act) override {
-    require_cuda(din, "gelu_backward", "din");
-    require_cuda(dout, "gelu_backward", "dout");
-    require_cuda(in, "gelu_backward", "in");
-    require_same(din, dout, "gelu_backward");
-    require_same(din, in, "gelu_backward");
+    check_gelu_backward("gelu_backward", Device::kCUDA, din, dout, in);
     gelu_backward_cuda(din, dout, in, act, stream());
   }
   void gelu_bias_backward(Tensor& din, Tensor& dbias, const Tensor& dout, const Tensor& in,
                           Activation act) override {
-    const char* op = "gelu_bias_backward";
-    require_cuda(din, op, "din");
-    require_cuda(dout, op, "dout");
-    require_cuda(in, op, "in");
-    require_same(din, dout, op);
-    require_same(din, in, op);
-    MTNLG_CHECK_MSG(din.ndim() >= 1, op << ": din " << din.str());
-    require(dbias, acc_dtype(din.dtype()), din.dim(-1), op, "dbias");
+    check_gelu_backward("gelu_bias_backward", Device::kCUDA, din, dout, in, &dbias);
     gelu_bias_backward_cuda(din, dbias, dout, in, act, ws_, stream());
   }
 

@@ -79,3 +79,22 @@ TEST_CASE("gelu f32 agrees with f64 - 1 and 2 threads are bitwise identical") {
     CHECK(bitwise_equal(g1, g2));
   }
 }
+
+// The contract every backend checks with the same code (core/backend_checks.h check_gelu_*):
+// out must not alias in (it was documented, and checked by neither backend), din may alias dout
+// but not in, operands of another dtype or size named.
+TEST_CASE("gelu's contract - aliasing and operands named") {
+  auto be = make_cpu_backend(1);
+  Tensor in = Tensor::cpu({4, 6}, DType::kF32), dout = Tensor::cpu({4, 6}, DType::kF32);
+  CHECK_THROWS_WITH(be->gelu_forward(in, in, Activation::kGelu),
+                    Catch::Contains("gelu_forward: out must not alias in"));
+  CHECK_THROWS_WITH(be->gelu_backward(in, dout, in, Activation::kGelu),
+                    Catch::Contains("gelu_backward: din must not alias in"));
+  be->gelu_backward(dout, dout, in, Activation::kGelu);  // din aliasing dout: allowed
+  Tensor narrow = Tensor::cpu({4, 6}, DType::kBF16), dbias = Tensor::cpu({6}, DType::kF32);
+  CHECK_THROWS_WITH(be->gelu_forward(narrow, in, Activation::kGelu),
+                    Catch::Contains("gelu_forward: out is"));
+  Tensor din = Tensor::cpu({4, 6}, DType::kF32), short_dout = Tensor::cpu({4, 5}, DType::kF32);
+  CHECK_THROWS_WITH(be->gelu_bias_backward(din, dbias, short_dout, in, Activation::kGelu),
+                    Catch::Contains("gelu_backward: dout is"));
+}
