@@ -110,9 +110,11 @@ LoadedModel load_model(const ModelSource& source, Backend& backend, const StageL
                                  " positions (n_positions)",
                              "--seq-length");
     if (source.seq_length > 0) c.seq = source.seq_length;
-    if (c.heads % layout.tensor != 0 || c.padded_vocab % layout.tensor != 0)
+    if (c.heads % layout.tensor != 0 || c.ffn % layout.tensor != 0 ||
+        c.padded_vocab % layout.tensor != 0)
       throw invalid_argument("tensor " + std::to_string(layout.tensor) + " does not divide the " +
-                                 std::to_string(c.heads) + " heads and the " +
+                                 std::to_string(c.heads) + " heads, the " + std::to_string(c.ffn) +
+                                 " MLP columns (n_inner) and the " +
                                  std::to_string(c.padded_vocab) + " (padded) vocabulary rows",
                              "--tensor");
     if (c.num_layers % layout.pipeline != 0)

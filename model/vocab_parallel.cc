@@ -1,10 +1,7 @@
 #include "model/vocab_parallel.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "parallel/mappings.h"
 

@@ -74,6 +74,11 @@ out=$("${mpi[@]}" -np 3 "$bin" --checkpoint "$tmp/ckpt" --tasks piqa --task-dir 
   --tensor 3 --threads 1 2>&1)
 check "--tensor 3 for a model of 4 heads is named ($(echo "$out" | grep -m1 -i error | cut -c1-160))" \
   grep -q "parallel.tensor.*3\|3.*parallel.tensor" <<<"$out"
+"$build/mtnlg-ckpt" export "$tmp/ckpt" --format hf-gpt2 --output "$tmp/hf/model.safetensors" >/dev/null
+out=$("${mpi[@]}" -np 3 "$bin" --hf-model "$tmp/hf/model.safetensors" --tasks piqa \
+  --task-dir "$tmp/tasks" --tensor 3 --threads 1 2>&1)
+check "--tensor 3 for a Hugging Face model of 4 heads is named ($(echo "$out" | grep -m1 -i error | cut -c1-160))" \
+  grep -q "invalid argument \[--tensor\]: tensor 3 does not divide the 4 heads" <<<"$out"
 if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" = 0 ]; then  # no GPU here: exit 3, named
   expect 3 "cuda" -- --checkpoint "$tmp/ckpt" --tasks piqa --task-dir "$tmp/tasks" --device cuda
 fi
