@@ -48,12 +48,13 @@ int main(int argc, char** argv) {
       "mtnlg-ckpt: inspect, verify, pin, export, import and reshard mtnlg-train checkpoints.\n"
       "DIR is a checkpoint root (checkpoint.dir: its latest committed checkpoint) or one "
       "iter_NNNNNNN directory.\n"
-      "Megatron-LM checkpoints (the legacy torch format) go in and out through "
+      "Megatron-LM checkpoints (in: the legacy torch format and torch_dist; out: the legacy "
+      "torch format) go in and out through "
       "scripts/megatron_ckpt.py and Debian's PyTorch (python3-torch); MTNLG_SCRIPTS_DIR names "
       "another scripts/ directory.\n"
       "Exit status: 0 done; 2 bad command line or layout; 3 a Megatron checkpoint that cannot "
-      "be imported as it is (flags without a recipe key, the distributed optimizer's state, "
-      "torch_dist); 4 missing, corrupt or unreadable checkpoint (the message names the file); "
+      "be imported as it is (flags without a recipe key, the distributed optimizer's internal "
+      "buffers); 4 missing, corrupt or unreadable checkpoint (the message names the file); "
       "1 other."};
   app.set_version_flag("--version", "mtnlg-ckpt 0.1.0");
   app.require_subcommand(1);
@@ -114,9 +115,12 @@ int main(int argc, char** argv) {
   auto* import = app.add_subcommand(
       "import",
       "Convert a Megatron-LM GPT checkpoint (the legacy torch format: iter_NNNNNNN/"
-      "mp_rank_TT[_PPP]/model_optim_rng.pt, any tensor and pipeline split) into a committed "
-      "checkpoint: the weights (the fp32 masters where the run kept them), Adam's moments and "
-      "step (Megatron's non-distributed optimizer), the iteration and the consumed samples, and "
+      "mp_rank_TT[_PPP]/model_optim_rng.pt, any tensor and pipeline split; or torch_dist: "
+      "iter_NNNNNNN/.metadata and *.distcp; the legacy GPTModel's names or Megatron-Core's) into "
+      "a committed checkpoint: the weights (the fp32 masters where the run kept them), Adam's "
+      "moments and step (Megatron's non-distributed optimizer; in torch_dist also the "
+      "distributed optimizer saved with --dist-ckpt-optim-fully-reshardable), the iteration and "
+      "the consumed samples, and "
       "the recipe rebuilt from the run's arguments as mtnlg-recipe from-megatron builds it. "
       "mtnlg-train continues from it with checkpoint.dir (or checkpoint.load) set to --output");
   import->add_option("DIR", imp.source, "the Megatron checkpoint root or iter_NNNNNNN directory")
@@ -131,7 +135,8 @@ int main(int argc, char** argv) {
   import->add_option("--zero-stage", imp.zero_stage, "0 (default) or 1")->check(CLI::Range(0, 1));
   import->add_flag("--weights-only", imp.weights_only,
                    "import the weights alone (a checkpoint saved without the optimizer or with "
-                   "the distributed optimizer, whose distrib_optim.pt is not read)");
+                   "the distributed optimizer, whose distrib_optim.pt and torch_dist "
+                   "dp_reshardable buffers are not read)");
   import->add_flag("--allow-dropped", imp.allow_dropped,
                    "import although the run used flags without a recipe key (each is printed)");
   import->add_option("--set", imp.sets,

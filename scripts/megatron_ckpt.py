@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Megatron-LM GPT checkpoints in the legacy `torch` format, read and written in Hugging Face
-GPT-2's tensor layout: the Python half of `mtnlg-ckpt import --format megatron` and
+"""Megatron-LM GPT checkpoints, read (the legacy `torch` format and `torch_dist`; the legacy
+GPTModel's names and Megatron-Core's) and written (the legacy `torch` format and names) in Hugging
+Face GPT-2's tensor layout: the Python half of `mtnlg-ckpt import --format megatron` and
 `mtnlg-ckpt export --format megatron`, and of scripts/megatron_to_hf.py and hf_to_megatron.py.
 
 Why Python: the checkpoint is a pickle of PyTorch tensors and an argparse Namespace; reading it
@@ -18,7 +19,9 @@ embeddings) are split along dim 0, row-parallel weights (dense, dense_4h_to_h) a
 norms and row-parallel biases are replicated; the vocabulary is padded to a multiple of
 make_vocab_size_divisible_by x tensor. An interleaved (virtual pipeline) run saves a rank's chunks
 as state['model0'], state['model1'], ...: chunk v of stage p holds layers v * L / vp + p * L /
-(pp * vp) on.
+(pp * vp) on. Megatron-Core's models keep a flat state dict per chunk instead (embedding.*,
+decoder.layers.I.*, decoder.final_layernorm.*; LAYER_TENSORS below lists both names of each
+tensor). The torch_dist format: see DistCheckpoint.
 
 The optimizer state (Megatron's non-distributed optimizer): state['optimizer'] is Adam's
 state_dict ('state': per parameter index 'exp_avg', 'exp_avg_sq' and 'step'; 'param_groups'),
@@ -44,6 +47,7 @@ Exit status: 0 done; 2 unsupported or bad arguments; 4 missing or unreadable inp
 import argparse
 import glob
 import json
+import math
 import os
 import re
 import struct
@@ -131,29 +135,109 @@ def iteration_dir(path):
     return os.path.join(path, f"iter_{int(text):07d}")
 
 
-def load_shards(it_dir):
+class _AbsentType(type):
+    def __getattr__(cls, name):
+        # An enum member pickles as getattr(its class, name): a stand-in member by that name.
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return cls(name)
+
+
+class _Absent(metaclass=_AbsentType):
+    """Stands in for a class this machine's Python lacks when unpickling: Megatron's own objects
+    inside args (enums such as AttnBackend), Transformer Engine's, PyTorch 2's distributed-
+    checkpoint records (torch.distributed.checkpoint.*, which Debian's PyTorch 1.13 does not
+    have). It keeps what the pickle gives it: constructor arguments and state."""
+
+    def __init__(self, *args, **kwargs):
+        self._args = args
+        self.__dict__.update(kwargs)
+
+    def __setstate__(self, state):
+        if isinstance(state, tuple) and len(state) == 2 and isinstance(state[1], dict) and (
+                state[0] is None or isinstance(state[0], dict)):  # (dict, slots) state
+            state = {**(state[0] or {}), **state[1]}
+        if isinstance(state, dict):
+            self.__dict__.update(state)
+        else:
+            self._state = state
+
+
+_ABSENT = {}
+
+
+def _absent(module, name):
+    key = (module, name)
+    if key not in _ABSENT:
+        _ABSENT[key] = _AbsentType(name, (_Absent,), {"_pickled_as": f"{module}.{name}"})
+    return _ABSENT[key]
+
+
+def _tolerant_pickle():
+    """A copy of the pickle module whose Unpickler stands in for classes that cannot be imported
+    here (see _Absent) instead of failing on them."""
+    import pickle
+    import types
+
+    class Unpickler(pickle.Unpickler):
+        def find_class(self, module, name):
+            # torch.distributed's checkpoint modules: 1.13's _shard ones do not even import on
+            # Python 3.11; 2.x's records are plain dataclasses, read by attribute.
+            if module.startswith(("torch.distributed.checkpoint", "torch.distributed._shard")):
+                return _absent(module, name)
+            try:
+                return super().find_class(module, name)
+            except (ImportError, AttributeError):
+                return _absent(module, name)
+
+    m = types.ModuleType("pickle")
+    m.__dict__.update(pickle.__dict__)
+    m.Unpickler = Unpickler
+    m.load = lambda f, **kw: Unpickler(f, **kw).load()
+    m.loads = lambda b, **kw: Unpickler(__import__("io").BytesIO(b), **kw).load()
+    return m
+
+
+def load_pt(source, where):
+    """torch.load of a file name or bytes, on the CPU, tolerating classes absent here."""
+    import io
     import torch
+    import torch.serialization as ser
+    tolerant = _tolerant_pickle()
+    # Debian's PyTorch 1.13 replaces pickle_module by its module-level `pickle` whenever
+    # weights_only is off, so that name is swapped for the load too.
+    saved, ser.pickle = ser.pickle, tolerant
+    try:
+        f = io.BytesIO(source) if isinstance(source, (bytes, bytearray, memoryview)) else source
+        try:
+            return torch.load(f, map_location="cpu", pickle_module=tolerant, weights_only=False)
+        except TypeError:  # PyTorch < 2.0 without the weights_only backport
+            if not isinstance(f, str):
+                f.seek(0)
+            return torch.load(f, map_location="cpu", pickle_module=tolerant)
+    except Exception as e:  # a truncated or foreign file: name it
+        fail(f"{where}: not a readable PyTorch file ({type(e).__name__}: {e})")
+    finally:
+        ser.pickle = saved
+
+
+def is_torch_dist(it_dir):
+    return (os.path.exists(os.path.join(it_dir, ".metadata"))
+            or os.path.exists(os.path.join(it_dir, "metadata.json"))
+            or bool(glob.glob(os.path.join(it_dir, "*.distcp"))))
+
+
+def load_shards(it_dir):
     shards = {}
     for d in sorted(glob.glob(os.path.join(it_dir, "mp_rank_*"))):
         m = re.fullmatch(r"mp_rank_(\d{2})(?:_(\d{3}))?", os.path.basename(d))
         f = os.path.join(d, "model_optim_rng.pt")
         if not m or not os.path.exists(f):
             continue
-        try:
-            try:
-                state = torch.load(f, map_location="cpu", weights_only=False)
-            except TypeError:  # PyTorch < 2.0 has no weights_only
-                state = torch.load(f, map_location="cpu")
-        except Exception as e:  # a truncated or foreign file: name it
-            fail(f"{f}: not a readable PyTorch checkpoint ({type(e).__name__}: {e})")
-        shards[(int(m.group(1)), int(m.group(2) or 0))] = (state, d)
+        shards[(int(m.group(1)), int(m.group(2) or 0))] = (load_pt(f, f), d)
     if not shards:
-        if glob.glob(os.path.join(it_dir, "*.distcp")) or os.path.exists(
-                os.path.join(it_dir, "metadata.json")):
-            fail(f"{it_dir}: a torch_dist (distributed checkpoint) directory; this reader takes "
-                 "the legacy torch format: convert it with Megatron's tools/checkpoint/convert.py "
-                 "--saver legacy (or save with --ckpt-format torch) first", 2)
-        fail(f"{it_dir}: no mp_rank_*/model_optim_rng.pt")
+        fail(f"{it_dir}: no mp_rank_*/model_optim_rng.pt (the legacy torch format) and no "
+             ".metadata (the torch_dist format)")
     tp = 1 + max(t for t, _ in shards)
     pp = 1 + max(p for _, p in shards)
     missing = [(t, p) for t in range(tp) for p in range(pp) if (t, p) not in shards]
@@ -233,6 +317,9 @@ def rank_optimizer(state, where):
     masters_groups = opt.get("fp32_from_fp16_params")
     masters_flat = [t for g in masters_groups for t in g] if masters_groups else None
     exp_avg, exp_avg_sq, masters, steps = {}, {}, {}, set()
+    common_step = inner["state"].get("common_step")  # Megatron-Core keeps one step for all
+    if common_step is not None:
+        steps.add(int(common_step))
     for k, (path, p) in enumerate(params):
         s = inner["state"].get(indices[k])
         if s is None or "exp_avg" not in s:
@@ -258,71 +345,310 @@ def rank_optimizer(state, where):
             split(exp_avg_sq), steps.pop() if steps else 0, lr)
 
 
-def to_hf(models, tp, pp, heads, layers, vocab, vp=1):
-    """Hugging Face GPT-2 tensors (float32) gathered from the model chunks {(t, p, v): dict} of
-    tensor rank t, pipeline rank p and virtual chunk v. Chunk v of stage p holds the layers from
-    v * layers / vp + p * layers / (pp * vp) on (Megatron's interleaved offsets; v = 0 alone
-    without a virtual pipeline); the embeddings are the first chunk's, the final norm the last's."""
+# ---- one GPT's tensors, whatever the checkpoint calls them ----
+#
+# Canonical name -> (the legacy GPTModel's names within a layer, Megatron-Core's names within a
+# layer, the dim tensor-parallel ranks split; None: replicated). Megatron-Core's local spec has
+# input_layernorm / pre_mlp_layernorm; its Transformer Engine spec fuses the norms into
+# linear_qkv / linear_fc1 (layer_norm_weight, layer_norm_bias). Megatron-Core keeps the legacy
+# row order of linear_qkv for multi-head attention: [heads, 3 (q, k, v), head dim].
+LAYER_TENSORS = {
+    "ln1.weight": (("input_norm.weight", "input_layernorm.weight"),
+                   ("input_layernorm.weight", "self_attention.linear_qkv.layer_norm_weight"),
+                   None),
+    "ln1.bias": (("input_norm.bias", "input_layernorm.bias"),
+                 ("input_layernorm.bias", "self_attention.linear_qkv.layer_norm_bias"), None),
+    "qkv.weight": (("self_attention.query_key_value.weight",),
+                   ("self_attention.linear_qkv.weight",), 0),
+    "qkv.bias": (("self_attention.query_key_value.bias",), ("self_attention.linear_qkv.bias",), 0),
+    "proj.weight": (("self_attention.dense.weight",), ("self_attention.linear_proj.weight",), 1),
+    "proj.bias": (("self_attention.dense.bias",), ("self_attention.linear_proj.bias",), None),
+    "ln2.weight": (("post_attention_norm.weight", "post_attention_layernorm.weight"),
+                   ("pre_mlp_layernorm.weight", "mlp.linear_fc1.layer_norm_weight"), None),
+    "ln2.bias": (("post_attention_norm.bias", "post_attention_layernorm.bias"),
+                 ("pre_mlp_layernorm.bias", "mlp.linear_fc1.layer_norm_bias"), None),
+    "fc1.weight": (("mlp.dense_h_to_4h.weight",), ("mlp.linear_fc1.weight",), 0),
+    "fc1.bias": (("mlp.dense_h_to_4h.bias",), ("mlp.linear_fc1.bias",), 0),
+    "fc2.weight": (("mlp.dense_4h_to_h.weight",), ("mlp.linear_fc2.weight",), 1),
+    "fc2.bias": (("mlp.dense_4h_to_h.bias",), ("mlp.linear_fc2.bias",), None),
+}
+# The tensors outside the layers: full names in a chunk (legacy nested dicts dotted), and split.
+TOP_TENSORS = {
+    "word": (("language_model.embedding.word_embeddings.weight",
+              "embedding.word_embeddings.weight"), 0),
+    "pos": (("language_model.embedding.position_embeddings.weight",
+             "embedding.position_embeddings.weight"), None),
+    "final.weight": (tuple(f"language_model.{e}.{n}.weight" for e in ("encoder", "transformer")
+                           for n in ("final_norm", "final_layernorm"))
+                     + ("decoder.final_layernorm.weight",), None),
+    "final.bias": (tuple(f"language_model.{e}.{n}.bias" for e in ("encoder", "transformer")
+                         for n in ("final_norm", "final_layernorm"))
+                   + ("decoder.final_layernorm.bias",), None),
+}
+
+
+def layer_names(canon, i):
+    """Every full name layer i's tensor `canon` has in a chunk, legacy or Megatron-Core."""
+    legacy, mcore, _ = LAYER_TENSORS[canon]
+    return ([f"language_model.{e}.layers.{i}.{n}" for e in ("encoder", "transformer")
+             for n in legacy] + [f"decoder.layers.{i}.{n}" for n in mcore])
+
+
+def split_dim(canon):
+    return TOP_TENSORS[canon][1] if canon in TOP_TENSORS else LAYER_TENSORS[canon][2]
+
+
+def hf_tensors(full, heads, layers, vocab):
+    """Hugging Face GPT-2 tensors (float32) from full(canon, layer): the whole (tensor-parallel
+    gathered) tensor `canon` of global layer `layer` (None outside the layers)."""
     import torch
-    per = layers // (pp * vp)
-
-    def lm(t, p, v=0):
-        if "language_model" not in models[(t, p, v)]:
-            fail("a model chunk without 'language_model': not a Megatron GPT checkpoint", 2)
-        return models[(t, p, v)]["language_model"]
-
-    def enc(t, p, v=0):
-        l = lm(t, p, v)
-        return l.get("encoder", l.get("transformer"))
-
-    def cat(getter, dim):
-        return torch.cat([getter(t).float() for t in range(tp)], dim=dim)
-
     out = {}
-    emb = lambda t: lm(t, 0)["embedding"]
-    wte = cat(lambda t: emb(t)["word_embeddings"]["weight"], 0)
+    wte = full("word")
     if wte.shape[0] < vocab:
         fail(f"the word embeddings have {wte.shape[0]} rows, fewer than the vocabulary {vocab}", 2)
     out["wte.weight"] = wte[:vocab]
-    out["wpe.weight"] = emb(0)["position_embeddings"]["weight"].float()
+    out["wpe.weight"] = full("pos")
     h = wte.shape[1]
+    if h % heads:
+        fail(f"hidden size {h} does not divide by the {heads} heads", 2)
     hn = h // heads
-    norm = lambda e, i, new, old: e.get(f"layers.{i}.{new}", e.get(f"layers.{i}.{old}"))
-    for p, v, i in ((p, v, i) for p in range(pp) for v in range(vp) for i in range(per)):
-        g = v * (layers // vp) + p * per + i
-        e0 = enc(0, p, v)
+    for g in range(layers):
+        f = lambda canon: full(canon, g)
         hf = f"h.{g}."
-        for ours, new, old in (("ln_1", "input_norm", "input_layernorm"),
-                               ("ln_2", "post_attention_norm", "post_attention_layernorm")):
-            for kind in ("weight", "bias"):
-                t = norm(e0, i, f"{new}.{kind}", f"{old}.{kind}")
-                if t is None:
-                    fail(f"layer {g}: no {new}.{kind}", 2)
-                out[hf + f"{ours}.{kind}"] = t.float()
-        key = lambda name: f"layers.{i}.{name}"
-        qkv_w = cat(lambda t: enc(t, p, v)[key("self_attention.query_key_value.weight")], 0)
-        qkv_b = cat(lambda t: enc(t, p, v)[key("self_attention.query_key_value.bias")], 0)
+        out[hf + "ln_1.weight"], out[hf + "ln_1.bias"] = f("ln1.weight"), f("ln1.bias")
+        out[hf + "ln_2.weight"], out[hf + "ln_2.bias"] = f("ln2.weight"), f("ln2.bias")
+        qkv_w, qkv_b = f("qkv.weight"), f("qkv.bias")
+        if tuple(qkv_w.shape) != (3 * h, h):
+            fail(f"layer {g}: the attention's qkv weight is {tuple(qkv_w.shape)}, not "
+                 f"{(3 * h, h)} (grouped-query attention is not read)", 2)
         # rows [heads, 3, hn] -> [3, heads, hn]: q of every head, then k, then v.
-        qkv_w = qkv_w.view(heads, 3, hn, h).transpose(0, 1).reshape(3 * h, h)
-        qkv_b = qkv_b.view(heads, 3, hn).transpose(0, 1).reshape(3 * h)
+        qkv_w = qkv_w.reshape(heads, 3, hn, h).transpose(0, 1).reshape(3 * h, h)
+        qkv_b = qkv_b.reshape(heads, 3, hn).transpose(0, 1).reshape(3 * h)
         out[hf + "attn.c_attn.weight"] = qkv_w.t().contiguous()
         out[hf + "attn.c_attn.bias"] = qkv_b
-        out[hf + "attn.c_proj.weight"] = cat(
-            lambda t: enc(t, p, v)[key("self_attention.dense.weight")], 1).t().contiguous()
-        out[hf + "attn.c_proj.bias"] = e0[key("self_attention.dense.bias")].float()
-        out[hf + "mlp.c_fc.weight"] = cat(
-            lambda t: enc(t, p, v)[key("mlp.dense_h_to_4h.weight")], 0).t().contiguous()
-        out[hf + "mlp.c_fc.bias"] = cat(lambda t: enc(t, p, v)[key("mlp.dense_h_to_4h.bias")], 0)
-        out[hf + "mlp.c_proj.weight"] = cat(
-            lambda t: enc(t, p, v)[key("mlp.dense_4h_to_h.weight")], 1).t().contiguous()
-        out[hf + "mlp.c_proj.bias"] = e0[key("mlp.dense_4h_to_h.bias")].float()
-    last = enc(0, pp - 1, vp - 1)
-    for kind in ("weight", "bias"):
-        t = last.get(f"final_norm.{kind}", last.get(f"final_layernorm.{kind}"))
-        if t is None:
-            fail(f"the last stage has no final_norm.{kind}", 2)
-        out[f"ln_f.{kind}"] = t.float()
-    return out
+        out[hf + "attn.c_proj.weight"] = f("proj.weight").t().contiguous()
+        out[hf + "attn.c_proj.bias"] = f("proj.bias")
+        out[hf + "mlp.c_fc.weight"] = f("fc1.weight").t().contiguous()
+        out[hf + "mlp.c_fc.bias"] = f("fc1.bias")
+        out[hf + "mlp.c_proj.weight"] = f("fc2.weight").t().contiguous()
+        out[hf + "mlp.c_proj.bias"] = f("fc2.bias")
+    out["ln_f.weight"], out["ln_f.bias"] = full("final.weight"), full("final.bias")
+    return {k: v.float().contiguous() for k, v in out.items()}
+
+
+def dotted(model):
+    """A chunk's tensors by dotted name: the legacy model's nested dicts and Megatron-Core's
+    flat state dict alike."""
+    return {".".join(path): t for path, t in flatten(model)}
+
+
+def shard_full(models, tp, pp, layers, vp=1):
+    """full(canon, layer) over legacy-format shards {(t, p, v): chunk dict}: the tensor-parallel
+    pieces of the chunk holding the layer, concatenated. Chunk v of stage p holds the layers from
+    v * layers / vp + p * layers / (pp * vp) on (Megatron's interleaved offsets); the embeddings
+    are the first chunk's, the final norm the last's."""
+    import torch
+    per = layers // (pp * vp)
+    flat = {k: dotted(m) for k, m in models.items()}
+    for k, d in flat.items():
+        if not any(n.startswith(("language_model.", "decoder.", "embedding.")) for n in d):
+            fail(f"tensor rank {k[0]}, pipeline rank {k[1]}: a model chunk with neither "
+                 "'language_model' nor Megatron-Core's 'decoder' / 'embedding': not a Megatron "
+                 "GPT checkpoint", 2)
+
+    def full(canon, g=None):
+        if g is None:
+            p, v = (0, 0) if canon in ("word", "pos") else (pp - 1, vp - 1)
+            names = TOP_TENSORS[canon][0]
+        else:
+            v, r = divmod(g, layers // vp)
+            p, i = divmod(r, per)
+            names = layer_names(canon, i)
+        dim = split_dim(canon)
+        pieces = []
+        for t in range(tp if dim is not None else 1):
+            d = flat[(t, p, v)]
+            x = next((d[n] for n in names if n in d), None)
+            if x is None:
+                where = f"tensor rank {t}, pipeline rank {p}" + (f", chunk {v}" if vp > 1 else "")
+                fail(f"{where}: no {canon if g is None else f'layer {g} {canon}'} (looked for "
+                     f"{', '.join(names)})", 2)
+            pieces.append(x.float())
+        return torch.cat(pieces, dim=dim) if len(pieces) > 1 else pieces[0]
+
+    return full
+
+
+def to_hf(models, tp, pp, heads, layers, vocab, vp=1):
+    """Hugging Face GPT-2 tensors (float32) gathered from the legacy-format model chunks
+    {(t, p, v): dict} of tensor rank t, pipeline rank p and virtual chunk v."""
+    return hf_tensors(shard_full(models, tp, pp, layers, vp), heads, layers, vocab)
+
+
+# ---- the torch_dist format (PyTorch's distributed checkpoint, as Megatron-Core writes it) ----
+#
+# ITER/.metadata is a pickle of torch.distributed.checkpoint.metadata.Metadata:
+# state_dict_metadata maps each key to TensorStorageMetadata (properties, the global size, the
+# chunks: offsets and sizes in the global tensor) or BytesStorageMetadata; storage_data maps a
+# MetadataIndex (fqn, offset of the chunk) to _StorageInfo (relative_path, offset, length): the
+# bytes of torch.save(chunk) (of the raw object bytes for a bytes item) inside ITER/__R_N.distcp.
+# Megatron-Core's keys are the model's own names with the layers either stacked along a first
+# axis of num_layers (decoder.layers.self_attention.linear_qkv.weight [layers, 3h, h]) or one
+# key per global layer (decoder.layers.7.self_attention...); tensor-parallel pieces are chunks of
+# the global tensor. The optimizer's state: optimizer.state.exp_avg.KEY, .exp_avg_sq.KEY and the
+# fp32 masters optimizer.state.fp32_param.KEY (the non-distributed optimizer) or
+# optimizer.state.param.KEY (the distributed optimizer saved fully reshardable); the
+# distributed optimizer's default dp_reshardable buffers (optimizer.distributed.*) follow its
+# internal bucket layout and are not read. The non-tensor state (args, iteration, the Adam step
+# in param_groups or as common_step) is ITER/common.pt or, in newer Megatron-Core, the bytes item
+# common_state/shard_0_1 (torch.save of [state]).
+
+class DistCheckpoint:
+    def __init__(self, it_dir):
+        import pickle
+        self.dir = it_dir
+        path = os.path.join(it_dir, ".metadata")
+        try:
+            with open(path, "rb") as f:
+                meta = _tolerant_pickle().Unpickler(f).load()
+        except OSError as e:
+            fail(f"{path}: {e.strerror} (a torch_dist checkpoint keeps its index there)")
+        except (pickle.UnpicklingError, EOFError, ValueError, TypeError) as e:
+            fail(f"{path}: not a PyTorch distributed-checkpoint index ({type(e).__name__}: {e})")
+        self.items = getattr(meta, "state_dict_metadata", None)
+        storage = getattr(meta, "storage_data", None)
+        if not isinstance(self.items, dict) or not isinstance(storage, dict):
+            fail(f"{path}: not a PyTorch distributed-checkpoint index (no state_dict_metadata / "
+                 "storage_data)")
+        self.where = {}
+        for index, info in storage.items():
+            offset = getattr(index, "offset", None)
+            self.where[(index.fqn, tuple(offset) if offset is not None else None)] = info
+        self.files = {}
+        self.cache = {}
+
+    def __contains__(self, key):
+        return key in self.items
+
+    def keys(self):
+        return self.items.keys()
+
+    def _bytes(self, key, offset):
+        info = self.where.get((key, offset))
+        if info is None and offset is None:  # a bytes item may be indexed with any offset
+            info = next((v for (k, _), v in self.where.items() if k == key), None)
+        if info is None:
+            fail(f"{self.dir}/.metadata: no storage entry for {key}"
+                 + (f" at offset {list(offset)}" if offset is not None else ""))
+        if getattr(info, "transform_descriptors", None):
+            fail(f"{self.dir}: {key} is stored transformed ({info.transform_descriptors}); "
+                 "plain torch.save items are read", 2)
+        path = os.path.join(self.dir, info.relative_path)
+        if path not in self.files:
+            try:
+                self.files[path] = open(path, "rb")
+            except OSError as e:
+                fail(f"{path}: {e.strerror} (named by {self.dir}/.metadata for {key})")
+        f = self.files[path]
+        f.seek(info.offset)
+        data = f.read(info.length)
+        if len(data) != info.length:
+            fail(f"{path}: {key} runs past the end of the file (truncated: {info.offset} + "
+                 f"{info.length} bytes wanted)")
+        return data
+
+    def tensor(self, key):
+        """The global tensor `key`, its chunks placed at their offsets."""
+        import torch
+        if key in self.cache:
+            return self.cache[key]
+        md = self.items[key]
+        chunks = getattr(md, "chunks", None)
+        if chunks is None:
+            fail(f"{self.dir}: {key} is a bytes item, not a tensor", 2)
+        size = tuple(md.size)
+        out, covered = None, 0
+        for ch in chunks:
+            offsets, sizes = tuple(ch.offsets), tuple(ch.sizes)
+            t = load_pt(self._bytes(key, offsets), f"{self.dir}: {key} at {list(offsets)}")
+            if not torch.is_tensor(t) or t.numel() != math.prod(sizes):
+                fail(f"{self.dir}: {key} at {list(offsets)} holds no tensor of {list(sizes)}")
+            if out is None:
+                out = torch.zeros(size, dtype=t.dtype)
+            out[tuple(slice(o, o + s) for o, s in zip(offsets, sizes))] = t.reshape(sizes)
+            covered += math.prod(sizes)
+        if out is None or covered != math.prod(size):
+            fail(f"{self.dir}: the chunks of {key} cover {covered} of its {math.prod(size)} "
+                 "elements (a missing or overlapping shard)")
+        self.cache[key] = out
+        return out
+
+    def common(self):
+        """The non-tensor state: common.pt, or the bytes item common_state/shard_*."""
+        path = os.path.join(self.dir, "common.pt")
+        if os.path.exists(path):
+            return load_pt(path, path)
+        key = next((k for k in self.items if k.startswith("common_state/")), None)
+        if key is None:
+            fail(f"{self.dir}: neither common.pt nor a common_state item (the run's args and "
+                 "iteration)")
+        state = load_pt(self._bytes(key, None), f"{self.dir}: {key}")
+        return state[0] if isinstance(state, list) else state
+
+    def full(self, prefix, layers):
+        """full(canon, layer) over Megatron-Core's keys under `prefix`."""
+        def full(canon, g=None):
+            if g is None:
+                names = [n for n in TOP_TENSORS[canon][0] if not n.startswith("language_model.")]
+                key = next((prefix + n for n in names if prefix + n in self.items), None)
+                if key is None:
+                    fail(f"{self.dir}: no {prefix}{names[0]}", 2)
+                return self.tensor(key).float()
+            for n in LAYER_TENSORS[canon][1]:
+                stacked, single = f"{prefix}decoder.layers.{n}", f"{prefix}decoder.layers.{g}.{n}"
+                if stacked in self.items:
+                    t = self.tensor(stacked)
+                    if t.shape[0] != layers:
+                        fail(f"{self.dir}: {stacked} stacks {t.shape[0]} layers, the run has "
+                             f"{layers}", 2)
+                    return t[g].float()
+                if single in self.items:
+                    return self.tensor(single).float()
+            fail(f"{self.dir}: no {prefix}decoder.layers.{LAYER_TENSORS[canon][1][0]} (layer "
+                 f"{g})", 2)
+
+        return full
+
+
+def find_step(tree):
+    """Adam's step in a common state's optimizer: Megatron-Core's common_step, else the
+    param_groups' 'step' (the distributed optimizer and TE's FusedAdam keep it there)."""
+    steps = set()
+
+    def walk(x):
+        if isinstance(x, dict):
+            for k, v in x.items():
+                if k == "common_step":
+                    steps.add(int(v))
+                elif k == "param_groups" and isinstance(v, list):
+                    steps.update(int(g["step"]) for g in v if isinstance(g, dict) and "step" in g)
+                else:
+                    walk(v)
+
+    walk(tree)
+    return steps
+
+
+def find_lr(tree):
+    if isinstance(tree, dict):
+        groups = tree.get("param_groups")
+        if isinstance(groups, list) and groups and isinstance(groups[0], dict):
+            return float(groups[0].get("lr", 0.0))
+        for v in tree.values():
+            lr = find_lr(v)
+            if lr is not None:
+                return lr
+    return None
 
 
 def from_hf(hf, tp, pp, heads, padded):
@@ -448,6 +774,21 @@ def hf_config(hf, layers, heads, args):
             "bos_token_id": vocab - 1, "eos_token_id": vocab - 1, "tie_word_embeddings": True}
 
 
+def run_shape(args, where, vocab_size, pp=1, vp=1):
+    """(heads, layers, vocab) from a run's args, checked."""
+    heads = getattr(args, "num_attention_heads", None)
+    layers = getattr(args, "num_layers", None)
+    if heads is None or layers is None:
+        fail(f"{where}: the checkpoint's args lack num_attention_heads / num_layers", 2)
+    if layers % (pp * vp):
+        fail(f"num_layers {layers} does not divide by pipeline {pp} x {vp} virtual chunks", 2)
+    vocab = vocab_size or getattr(args, "vocab_size", 0) or (
+        50257 if getattr(args, "tokenizer_type", "") == "GPT2BPETokenizer" else 0)
+    if not vocab:
+        fail("the vocabulary size is unknown: pass --vocab-size", 2)
+    return heads, layers, vocab
+
+
 def checkpoint_shape(shards, vocab_size):
     first = shards[(0, 0)][0]
     args = first.get("args")
@@ -455,18 +796,9 @@ def checkpoint_shape(shards, vocab_size):
     if version < 2:
         fail(f"checkpoint_version {version}: query_key_value rows [3, heads, head dim] are not "
              "read", 2)
-    heads = getattr(args, "num_attention_heads", None)
-    layers = getattr(args, "num_layers", None)
-    if heads is None or layers is None:
-        fail("the checkpoint's args lack num_attention_heads / num_layers", 2)
     pp = 1 + max(p for _, p in shards)
     vp = len(chunks_of(first))
-    if layers % (pp * vp):
-        fail(f"num_layers {layers} does not divide by pipeline {pp} x {vp} virtual chunks", 2)
-    vocab = vocab_size or getattr(args, "vocab_size", 0) or (
-        50257 if getattr(args, "tokenizer_type", "") == "GPT2BPETokenizer" else 0)
-    if not vocab:
-        fail("the vocabulary size is unknown: pass --vocab-size", 2)
+    heads, layers, vocab = run_shape(args, shards[(0, 0)][1], vocab_size, pp, vp)
     if any(len(chunks_of(s)) != vp for s, _ in shards.values()):
         fail("the shards hold different numbers of virtual pipeline chunks", 2)
     return args, heads, layers, vocab, vp
@@ -477,45 +809,108 @@ def model_chunks(shards):
     return {(t, p, v): c for (t, p), (s, _) in shards.items() for v, c in enumerate(chunks_of(s))}
 
 
-def read(a):
-    need_torch()
-    it_dir = iteration_dir(a.dir)
-    shards, tp, pp = load_shards(it_dir)
-    args, heads, layers, vocab, vp = checkpoint_shape(shards, a.vocab_size)
-    weights = to_hf(model_chunks(shards), tp, pp, heads, layers, vocab, vp)
-    info = {"iteration": int(shards[(0, 0)][0].get("iteration", 0)),
-            "consumed_train_samples": int(getattr(args, "consumed_train_samples", 0) or 0),
-            "consumed_valid_samples": int(getattr(args, "consumed_valid_samples", 0) or 0),
-            "flags": megatron_flags(args), "tensor": tp, "pipeline": pp, "vocab_size": vocab,
-            "has_optimizer": not a.weights_only, "optimizer_steps": 0, "lr": 0.0,
-            "source": os.path.abspath(it_dir)}
-    if not a.weights_only:
+class Opened:
+    """A Megatron checkpoint of either format, read into Hugging Face GPT-2's layout:
+    weights() and optimizer() -> (masters or None, exp_avg, exp_avg_sq, step, lr)."""
+
+    def __init__(self, it_dir, vocab_size):
+        self.dir = it_dir
+        if is_torch_dist(it_dir):
+            self.format = "torch_dist"
+            self.ck = DistCheckpoint(it_dir)
+            self.common = self.ck.common()
+            if not isinstance(self.common, dict) or "args" not in self.common:
+                fail(f"{it_dir}: the common state holds no args (not a Megatron checkpoint)", 2)
+            self.args = self.common["args"]
+            self.heads, self.layers, self.vocab = run_shape(self.args, it_dir, vocab_size)
+            self.tp = int(getattr(self.args, "tensor_model_parallel_size", 1) or 1)
+            self.pp = int(getattr(self.args, "pipeline_model_parallel_size", 1) or 1)
+            self.vp = int(getattr(self.args, "virtual_pipeline_model_parallel_size", 1) or 1)
+            self.iteration = int(self.common.get("iteration", 0) or 0)
+        else:
+            self.format = "torch"
+            self.shards, self.tp, self.pp = load_shards(it_dir)
+            self.args, self.heads, self.layers, self.vocab, self.vp = checkpoint_shape(
+                self.shards, vocab_size)
+            self.iteration = int(self.shards[(0, 0)][0].get("iteration", 0) or 0)
+
+    def hf(self, full):
+        return hf_tensors(full, self.heads, self.layers, self.vocab)
+
+    def weights(self):
+        if self.format == "torch_dist":
+            return self.hf(self.ck.full("", self.layers))
+        return self.hf(shard_full(model_chunks(self.shards), self.tp, self.pp, self.layers,
+                                  self.vp))
+
+    def optimizer(self):
+        if self.format == "torch_dist":
+            return self._dist_optimizer()
         masters, avg, avg_sq, steps, lrs = {}, {}, {}, set(), set()
-        for (t, p), (state, where) in shards.items():
+        for (t, p), (state, where) in self.shards.items():
             m, e, e2, step, lr = rank_optimizer(state, where)
-            for v in range(vp):
+            for v in range(self.vp):
                 masters[(t, p, v)] = m[v] if m is not None else None
                 avg[(t, p, v)], avg_sq[(t, p, v)] = e[v], e2[v]
             steps.add(step)
             lrs.add(lr)
         if len(steps) > 1:
-            fail(f"{it_dir}: ranks at different Adam steps {sorted(steps)}", 2)
-        info["optimizer_steps"] = steps.pop()
-        info["lr"] = max(lrs)
-        if all(m is not None for m in masters.values()):
-            weights = to_hf(masters, tp, pp, heads, layers, vocab, vp)  # the fp32 masters
-        write_safetensors(os.path.join(a.out, "exp_avg.safetensors"),
-                          to_hf(avg, tp, pp, heads, layers, vocab, vp))
-        write_safetensors(os.path.join(a.out, "exp_avg_sq.safetensors"),
-                          to_hf(avg_sq, tp, pp, heads, layers, vocab, vp))
+            fail(f"{self.dir}: ranks at different Adam steps {sorted(steps)}", 2)
+        full = lambda x: self.hf(shard_full(x, self.tp, self.pp, self.layers, self.vp))
+        m = full(masters) if all(x is not None for x in masters.values()) else None
+        return m, full(avg), full(avg_sq), steps.pop(), max(lrs)
+
+    def _dist_optimizer(self):
+        keys = list(self.ck.keys())
+        has = lambda prefix: any(k.startswith(prefix) for k in keys)
+        if has("optimizer.distributed."):
+            fail(f"{self.dir}: the distributed optimizer's state in its default dp_reshardable "
+                 "layout (optimizer.distributed.*, the optimizer's internal buckets) is not read; "
+                 "import the weights alone with --weights-only, or save from Megatron with "
+                 "--dist-ckpt-optim-fully-reshardable", 2)
+        if not has("optimizer.state.exp_avg."):
+            fail(f"{self.dir}: no optimizer state (optimizer.state.exp_avg.*; saved with "
+                 "--no-save-optim?); import the weights alone with --weights-only", 2)
+        steps = find_step(self.common.get("optimizer", {}))
+        if len(steps) != 1:
+            fail(f"{self.dir}: Adam's step is " + (f"ambiguous ({sorted(steps)})" if steps else
+                 "not in the common state (no common_step, no param_groups step)") +
+                 "; import the weights alone with --weights-only", 2)
+        lr = find_lr(self.common.get("optimizer", {})) or 0.0
+        masters = next((p for p in ("optimizer.state.fp32_param.", "optimizer.state.param.")
+                        if has(p)), None)
+        full = lambda prefix: self.hf(self.ck.full(prefix, self.layers))
+        return (full(masters) if masters else None, full("optimizer.state.exp_avg."),
+                full("optimizer.state.exp_avg_sq."), steps.pop(), lr)
+
+
+def read(a):
+    need_torch()
+    it_dir = iteration_dir(a.dir)
+    ck = Opened(it_dir, a.vocab_size)
+    args = ck.args
+    weights = ck.weights()
+    info = {"iteration": ck.iteration,
+            "consumed_train_samples": int(getattr(args, "consumed_train_samples", 0) or 0),
+            "consumed_valid_samples": int(getattr(args, "consumed_valid_samples", 0) or 0),
+            "flags": megatron_flags(args), "tensor": ck.tp, "pipeline": ck.pp,
+            "vocab_size": ck.vocab, "has_optimizer": not a.weights_only, "optimizer_steps": 0,
+            "lr": 0.0, "source": os.path.abspath(it_dir), "format": ck.format}
+    if not a.weights_only:
+        masters, avg, avg_sq, info["optimizer_steps"], info["lr"] = ck.optimizer()
+        if masters is not None:
+            weights = masters  # the fp32 masters
+        write_safetensors(os.path.join(a.out, "exp_avg.safetensors"), avg)
+        write_safetensors(os.path.join(a.out, "exp_avg_sq.safetensors"), avg_sq)
     write_safetensors(os.path.join(a.out, "model.safetensors"), weights)
     with open(os.path.join(a.out, "config.json"), "w") as f:
-        json.dump(hf_config(weights, layers, heads, args), f, indent=1)
+        json.dump(hf_config(weights, ck.layers, ck.heads, args), f, indent=1)
     with open(os.path.join(a.out, "megatron.json"), "w") as f:
         json.dump(info, f, indent=1)
-    print(f"read {it_dir}: tensor {tp} x pipeline {pp}" + (f" x {vp} virtual chunks" if vp > 1 else "")
-          + f", {layers} layers, {heads} heads, vocab "
-          f"{vocab}, iteration {info['iteration']}, "
+    print(f"read {it_dir} ({ck.format}): tensor {ck.tp} x pipeline {ck.pp}"
+          + (f" x {ck.vp} virtual chunks" if ck.vp > 1 else "")
+          + f", {ck.layers} layers, {ck.heads} heads, vocab {ck.vocab}, iteration "
+          f"{info['iteration']}, "
           + (f"Adam step {info['optimizer_steps']}" if not a.weights_only else "weights only"))
 
 

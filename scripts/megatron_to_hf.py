@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Megatron-LM GPT checkpoint (the legacy `torch` format) -> one Hugging Face GPT-2 safetensors
+"""Megatron-LM GPT checkpoint (the legacy `torch` format or `torch_dist`; the legacy GPTModel's
+names or Megatron-Core's) -> one Hugging Face GPT-2 safetensors
 file with config.json beside it, which mtnlg-train loads as `model.init_from` and mtnlg-generate /
 mtnlg-eval read as `--hf-model`. Weights only; `mtnlg-ckpt import --format megatron` brings the
 optimizer state, the iteration and the data position too. The layout and the reader are
@@ -36,19 +37,19 @@ def main():
     a = ap.parse_args()
     mc.need_torch()
     it_dir = mc.iteration_dir(a.dir)
-    shards, tp, pp = mc.load_shards(it_dir)
-    args, heads, layers, vocab, vp = mc.checkpoint_shape(shards, a.vocab_size)
-    out = mc.to_hf(mc.model_chunks(shards), tp, pp, heads, layers, vocab, vp)
+    ck = mc.Opened(it_dir, a.vocab_size)
+    out = ck.weights()
     mc.write_safetensors(a.output, out)
     out_dir = os.path.dirname(os.path.abspath(a.output))
     with open(os.path.join(out_dir, "config.json"), "w") as f:
-        json.dump(mc.hf_config(out, layers, heads, args), f, indent=1)
+        json.dump(mc.hf_config(out, ck.layers, ck.heads, ck.args), f, indent=1)
     if a.vocab_file and a.merge_file:
         shutil.copyfile(a.vocab_file, os.path.join(out_dir, "vocab.json"))
         shutil.copyfile(a.merge_file, os.path.join(out_dir, "merges.txt"))
-    print(f"wrote {a.output} and config.json beside it: {layers} layers, hidden "
-          f"{out['wte.weight'].shape[1]}, {heads} heads, vocab {vocab}, from tensor {tp} x "
-          f"pipeline {pp} of {os.path.basename(os.path.normpath(it_dir))}")
+    print(f"wrote {a.output} and config.json beside it: {ck.layers} layers, hidden "
+          f"{out['wte.weight'].shape[1]}, {ck.heads} heads, vocab {ck.vocab}, from tensor "
+          f"{ck.tp} x pipeline {ck.pp} of {os.path.basename(os.path.normpath(it_dir))} "
+          f"({ck.format})")
 
 
 if __name__ == "__main__":

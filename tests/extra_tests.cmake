@@ -388,6 +388,12 @@ set_tests_properties(megatron_to_hf PROPERTIES TIMEOUT 300)
 add_test(NAME megatron_import
   COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/checkpoint/megatron_import_test.py ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(megatron_import PROPERTIES TIMEOUT 300)
+# Megatron-Core checkpoints: its names in the legacy torch format, and torch_dist (PyTorch's
+# distributed checkpoint; stacked and per-layer keys, the common state in common.pt or inside,
+# the non-distributed and the fully reshardable distributed optimizer), written in the test.
+add_test(NAME megatron_core_import
+  COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/checkpoint/megatron_core_import_test.py ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(megatron_core_import PROPERTIES TIMEOUT 300)
 
 # mtnlg-eval --tasks on the training forward and on several ranks: one process (packed rows and
 # the stage scorer), tensor 2 x pipeline 2, four replicas and pipeline 2 x data 2 under mpirun

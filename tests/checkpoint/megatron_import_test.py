@@ -9,7 +9,8 @@ bit for bit (mtnlg-ckpt export --format hf-gpt2), the moments bit for bit (expor
 megatron, read back), the iteration, the data position and Adam's step; mtnlg-eval's loss through
 it must equal the loss through the masters; mtnlg-train must continue from it. Bad input: a
 Llama-style run, the distributed optimizer, a checkpoint without optimizer state, a missing shard,
-a torch_dist directory. Usage: megatron_import_test.py BUILD_DIR SOURCE_DIR"""
+a torch_dist directory without its index. Megatron-Core's names and torch_dist:
+megatron_core_import_test.py. Usage: megatron_import_test.py BUILD_DIR SOURCE_DIR"""
 import argparse
 import json
 import os
@@ -313,8 +314,8 @@ shutil.rmtree(os.path.join(meg32, f"iter_{ITER:07d}", "mp_rank_00"))
 os.makedirs(os.path.join(meg32, f"iter_{ITER:07d}"), exist_ok=True)
 open(os.path.join(meg32, f"iter_{ITER:07d}", "__0_0.distcp"), "w").close()
 r = run(ckpt, "import", "--format", "megatron", meg32, "--output", os.path.join(tmp, "x5"))
-check("a torch_dist directory is exit 3 with the way out",
-      r.returncode == 3 and "torch_dist" in r.stderr)
+check("a torch_dist directory without its .metadata index is exit 4 naming it",
+      r.returncode == 4 and ".metadata" in r.stderr)
 r = run(ckpt, "import", "--format", "megatron", os.path.join(tmp, "nowhere"), "--output",
         os.path.join(tmp, "x6"))
 check("a directory that is no checkpoint is exit 4 naming it",

@@ -1,0 +1,574 @@
+#!/usr/bin/python3
+"""mtnlg-ckpt import --format megatron and scripts/megatron_to_hf.py against Megatron-Core
+checkpoints written here as Megatron-Core saves them, with Debian's PyTorch 1.13:
+
+- the legacy `torch` format with Megatron-Core's names (a flat state dict per rank:
+  embedding.word_embeddings.weight, decoder.layers.I.self_attention.linear_qkv.weight, ... with
+  Transformer Engine's fused norms, linear_qkv.layer_norm_weight, and its _extra_state);
+- the `torch_dist` format (PyTorch's distributed checkpoint: ITER/.metadata, a pickle of
+  torch.distributed.checkpoint.metadata.Metadata, and ITER/__R_0.distcp files holding
+  torch.save of each chunk), in Megatron-Core's two key layouts: layers stacked along a first
+  axis (decoder.layers.self_attention.linear_qkv.weight [layers, 3h, h]) and one key per global
+  layer (decoder.layers.3.self_attention...); the common state in common.pt or inside the
+  checkpoint (common_state/shard_0_1); the non-distributed optimizer's
+  optimizer.state.{exp_avg,exp_avg_sq,fp32_param}.KEY with Adam's common_step, the distributed
+  optimizer saved fully reshardable (optimizer.state.param.KEY, the step in param_groups), and
+  its default dp_reshardable buffers (refused: --weights-only).
+
+PyTorch 2's torch.distributed.checkpoint is not on this machine: the index's classes are
+written here under their PyTorch 2 module names and fields (a stand-in module registered in
+sys.modules), so the pickle holds what PyTorch 2 writes; args hold an enum of a Megatron module
+this machine lacks (megatron.core.transformer.enums.AttnBackend), as real args do.
+
+Imported, a checkpoint must hold the fp32 masters bit for bit, Adam's moments bit for bit, the
+iteration, the data position and Adam's step; mtnlg-eval's loss through it must equal the
+masters'; mtnlg-train continues from it. Bad input: a truncated .distcp, a missing .metadata, a
+missing chunk, each exit 4 naming the file or key.
+Usage: megatron_core_import_test.py BUILD_DIR SOURCE_DIR"""
+import argparse
+import dataclasses
+import enum
+import io
+import json
+import os
+import pickle
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import types
+from typing import Any, Optional
+
+import torch
+
+build, src = sys.argv[1], sys.argv[2]
+sys.path.insert(0, os.path.join(src, "scripts"))
+import megatron_ckpt as mc  # noqa: E402  (its safetensors reader only)
+
+tmp = tempfile.mkdtemp(prefix="megatron-core-import-")
+L, H, HEADS, V, P = 4, 64, 4, 500, 32
+ITER, CONSUMED, STEP, LR = 9, 72, 9, 2.0e-4
+failures = 0
+
+
+def check(what, ok):
+    global failures
+    print(("ok: " if ok else "FAIL: ") + what)
+    failures += 0 if ok else 1
+
+
+def run(*cmd):
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
+
+
+# ---- PyTorch 2's distributed-checkpoint records, under their own module names ----
+
+def stand_in_module(name, **classes):
+    m = types.ModuleType(name)
+    for k, cls in classes.items():
+        cls.__module__, cls.__qualname__ = name, k
+        setattr(m, k, cls)
+    sys.modules[name] = m
+    return m
+
+
+@dataclasses.dataclass
+class ChunkStorageMetadata:
+    offsets: torch.Size
+    sizes: torch.Size
+
+
+class _MEM_FORMAT_ENCODING(enum.Enum):
+    TORCH_CONTIGUOUS_FORMAT = 0
+    TORCH_CHANNELS_LAST = 1
+    TORCH_PRESERVE_FORMAT = 2
+
+
+@dataclasses.dataclass
+class TensorProperties:
+    dtype: torch.dtype = torch.float32
+    layout: Any = torch.strided
+    requires_grad: bool = False
+    memory_format: Any = None
+    pin_memory: bool = False
+
+    def __getstate__(self):  # PyTorch 2's: memory_format as an enum, the rest as is
+        return (self.dtype, self.layout, self.requires_grad,
+                _MEM_FORMAT_ENCODING.TORCH_CONTIGUOUS_FORMAT, self.pin_memory)
+
+    def __setstate__(self, state):
+        self.dtype, self.layout, self.requires_grad, _, self.pin_memory = state
+
+
+@dataclasses.dataclass
+class TensorStorageMetadata:
+    properties: TensorProperties
+    size: torch.Size
+    chunks: list
+
+
+@dataclasses.dataclass
+class BytesStorageMetadata:
+    pass
+
+
+@dataclasses.dataclass
+class StorageMeta:
+    checkpoint_id: Any = None
+    save_id: Optional[str] = None
+    load_id: Optional[str] = None
+    modules: list = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Metadata:
+    state_dict_metadata: dict
+    planner_data: Any = None
+    storage_data: Any = None
+    storage_meta: Optional[StorageMeta] = None
+    version: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class MetadataIndex:
+    fqn: str
+    offset: Optional[torch.Size] = None
+    index: Optional[int] = dataclasses.field(hash=False, compare=False, default=None)
+
+
+@dataclasses.dataclass
+class _StorageInfo:
+    relative_path: str
+    offset: int
+    length: int
+    transform_descriptors: Optional[list] = None
+
+
+stand_in_module("torch.distributed.checkpoint")
+stand_in_module("torch.distributed.checkpoint.metadata", ChunkStorageMetadata=ChunkStorageMetadata,
+                _MEM_FORMAT_ENCODING=_MEM_FORMAT_ENCODING, TensorProperties=TensorProperties,
+                TensorStorageMetadata=TensorStorageMetadata,
+                BytesStorageMetadata=BytesStorageMetadata, StorageMeta=StorageMeta,
+                Metadata=Metadata, MetadataIndex=MetadataIndex)
+stand_in_module("torch.distributed.checkpoint.filesystem", _StorageInfo=_StorageInfo)
+
+
+class AttnBackend(enum.Enum):  # Megatron-Core's, inside every args since 2024
+    flash = 1
+    fused = 2
+    unfused = 3
+    local = 4
+    auto = 5
+
+
+for parent in ("megatron", "megatron.core", "megatron.core.transformer"):
+    stand_in_module(parent)
+stand_in_module("megatron.core.transformer.enums", AttnBackend=AttnBackend)
+
+
+# ---- the model in Megatron-Core's names ----
+
+ref_dir = os.path.join(tmp, "ref")
+os.makedirs(ref_dir)
+subprocess.run([sys.executable, f"{src}/tests/cmd/make_tiny_gpt2.py",
+                os.path.join(ref_dir, "model.safetensors"), str(L), str(H), str(V), str(P), "5"],
+               check=True)
+with open(os.path.join(ref_dir, "config.json"), "w") as f:
+    json.dump({"model_type": "gpt2", "vocab_size": V, "n_positions": P, "n_embd": H, "n_layer": L,
+               "n_head": HEADS, "n_inner": 4 * H, "activation_function": "gelu_new",
+               "layer_norm_epsilon": 1e-5}, f)
+masters = mc.read_safetensors(os.path.join(ref_dir, "model.safetensors"))
+gen = torch.Generator().manual_seed(13)
+avg = {k: torch.randn(v.shape, generator=gen) * 1e-3 for k, v in masters.items()}
+avg_sq = {k: torch.rand(v.shape, generator=gen) * 1e-6 for k, v in masters.items()}
+corpus = os.path.join(tmp, "corpus")
+subprocess.run([sys.executable, f"{src}/tests/cmd/make_tiny_corpus.py", corpus, "200", str(V)],
+               check=True, stdout=subprocess.DEVNULL)
+
+
+def mcore_layer(hf, g, te):
+    """Layer g of HF GPT-2 tensors in Megatron-Core's names (unsharded). linear_qkv rows are
+    [heads, 3, head dim] (per query group: its query heads, then k, then v)."""
+    hn = H // HEADS
+    e = lambda n: hf[f"h.{g}.{n}"]
+    norm1 = "self_attention.linear_qkv.layer_norm_" if te else "input_layernorm."
+    norm2 = "mlp.linear_fc1.layer_norm_" if te else "pre_mlp_layernorm."
+    return {
+        norm1 + "weight": e("ln_1.weight"), norm1 + "bias": e("ln_1.bias"),
+        "self_attention.linear_qkv.weight":
+            e("attn.c_attn.weight").t().reshape(3, HEADS, hn, H).transpose(0, 1).reshape(-1, H),
+        "self_attention.linear_qkv.bias":
+            e("attn.c_attn.bias").reshape(3, HEADS, hn).transpose(0, 1).reshape(-1),
+        "self_attention.linear_proj.weight": e("attn.c_proj.weight").t(),
+        "self_attention.linear_proj.bias": e("attn.c_proj.bias"),
+        norm2 + "weight": e("ln_2.weight"), norm2 + "bias": e("ln_2.bias"),
+        "mlp.linear_fc1.weight": e("mlp.c_fc.weight").t(),
+        "mlp.linear_fc1.bias": e("mlp.c_fc.bias"),
+        "mlp.linear_fc2.weight": e("mlp.c_proj.weight").t(),
+        "mlp.linear_fc2.bias": e("mlp.c_proj.bias"),
+    }
+
+
+# The dim tensor-parallel ranks split (absent: replicated).
+TP_DIM = {"self_attention.linear_qkv.weight": 0, "self_attention.linear_qkv.bias": 0,
+          "self_attention.linear_proj.weight": 1, "mlp.linear_fc1.weight": 0,
+          "mlp.linear_fc1.bias": 0, "mlp.linear_fc2.weight": 1,
+          "embedding.word_embeddings.weight": 0}
+
+
+def padded_wte(hf, tp):
+    padded = -(-V // (128 * tp)) * 128 * tp
+    return torch.cat([hf["wte.weight"], torch.zeros(padded - V, H)]), padded
+
+
+def make_args(tp, pp, **over):
+    args = argparse.Namespace(
+        num_layers=L, hidden_size=H, num_attention_heads=HEADS, ffn_hidden_size=4 * H,
+        seq_length=P, max_position_embeddings=P, micro_batch_size=2, global_batch_size=8,
+        train_iters=30, lr=3e-4, min_lr=3e-5, lr_decay_style="cosine", lr_warmup_iters=2,
+        weight_decay=0.01, adam_beta1=0.9, adam_beta2=0.95, clip_grad=1.0, seed=1234,
+        bf16=True, fp16=False, tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp,
+        data_path=["1.0", corpus], split="100,0,0", tokenizer_type="GPT2BPETokenizer",
+        vocab_size=V, padded_vocab_size=padded_wte(masters, tp)[1],
+        make_vocab_size_divisible_by=128, layernorm_epsilon=1e-5, bias_gelu_fusion=True,
+        add_bias_linear=True, position_embedding_type="learned_absolute",
+        normalization="LayerNorm", hidden_dropout=0.0, attention_dropout=0.0,
+        eval_interval=1000, eval_iters=0, consumed_train_samples=CONSUMED,
+        consumed_valid_samples=0, iteration=ITER, use_distributed_optimizer=False,
+        transformer_impl="transformer_engine", attention_backend=AttnBackend.auto,
+        ckpt_format="torch_dist", use_mcore_models=True)
+    for k, v in over.items():
+        setattr(args, k, v)
+    return args
+
+
+# ---- the legacy torch format with Megatron-Core's names ----
+
+def mcore_torch_checkpoint(root, tp, pp):
+    """Rank (t, p)'s flat state dict: decoder.layers.I numbered within the stage, Transformer
+    Engine's fused norms and _extra_state, the last stage's output_layer.weight (the tied
+    embedding's copy) with pipeline > 1; Float16OptimizerWithFloat16Params' state in
+    named_parameters order (weight-decayed first)."""
+    per = L // pp
+    wte, _ = padded_wte(masters, tp)
+    it = os.path.join(root, f"iter_{ITER:07d}")
+    for t in range(tp):
+        def piece(name, x):
+            d = TP_DIM.get(name)
+            if d is None:
+                return x.clone()
+            n = x.shape[d] // tp
+            return x.narrow(d, t * n, n).clone()
+        for p in range(pp):
+            def rank_model(hf, wte):
+                m = {}
+                if p == 0:
+                    m["embedding.word_embeddings.weight"] = piece(
+                        "embedding.word_embeddings.weight", wte)
+                    m["embedding.position_embeddings.weight"] = hf["wpe.weight"].clone()
+                for i in range(per):
+                    for n, x in mcore_layer(hf, p * per + i, te=True).items():
+                        m[f"decoder.layers.{i}.{n}"] = piece(n, x)
+                    m[f"decoder.layers.{i}.self_attention.linear_qkv._extra_state"] = io.BytesIO()
+                if p == pp - 1:
+                    m["decoder.final_layernorm.weight"] = hf["ln_f.weight"].clone()
+                    m["decoder.final_layernorm.bias"] = hf["ln_f.bias"].clone()
+                    if pp > 1:
+                        m["output_layer.weight"] = piece("embedding.word_embeddings.weight", wte)
+                return m
+            model = rank_model(masters, wte)
+            e = rank_model(avg, padded_wte(avg, tp)[0])
+            e2 = rank_model(avg_sq, padded_wte(avg_sq, tp)[0])
+            params = [(n, x) for n, x in model.items() if torch.is_tensor(x)]
+            wd = [(n, x) for n, x in params if not (n.endswith(".bias") or x.dim() == 1)]
+            no_wd = [(n, x) for n, x in params if n.endswith(".bias") or x.dim() == 1]
+            order = wd + no_wd
+            adam = {"state": {i: {"step": torch.tensor(float(STEP)), "exp_avg": e[n].clone(),
+                                  "exp_avg_sq": e2[n].clone()}
+                              for i, (n, _) in enumerate(order)},
+                    "param_groups": [{"params": list(range(len(wd))), "lr": LR,
+                                      "weight_decay": 0.01},
+                                     {"params": list(range(len(wd), len(order))), "lr": LR,
+                                      "weight_decay": 0.0}]}
+            saved = {n: (x.bfloat16() if torch.is_tensor(x) else x) for n, x in model.items()}
+            state = {"args": make_args(tp, pp, ckpt_format="torch"), "checkpoint_version": 3.0,
+                     "iteration": ITER, "model": saved,
+                     "optimizer": {"optimizer": adam, "fp32_from_fp16_params":
+                                   [[x.clone() for _, x in wd], [x.clone() for _, x in no_wd]]}}
+            d = os.path.join(it, f"mp_rank_{t:02d}" + (f"_{p:03d}" if pp > 1 else ""))
+            os.makedirs(d)
+            torch.save(state, os.path.join(d, "model_optim_rng.pt"))
+    with open(os.path.join(root, "latest_checkpointed_iteration.txt"), "w") as f:
+        f.write(str(ITER))
+
+
+# ---- the torch_dist format ----
+
+def dcp_items(hf, prefix, tp, pp, stacked, te, dtype):
+    """Megatron-Core's sharded tensors of one state (weights, a moment, the masters): {key:
+    (global tensor, [(offsets, sizes, rank), ...])}; each chunk written by the rank (t, p) that
+    holds it, a replicated one by tensor rank 0 alone (Megatron-Core saves one replica)."""
+    wte, _ = padded_wte(hf, tp)
+    items = {}
+
+    def add(key, x, tp_dim, layer=None, stage=0):
+        x = x.to(dtype)
+        chunks = []
+        for t in range(tp if tp_dim is not None else 1):
+            offsets, sizes = [0] * x.dim(), list(x.shape)
+            if tp_dim is not None:
+                n = x.shape[tp_dim] // tp
+                offsets[tp_dim], sizes[tp_dim] = t * n, n
+            if layer is not None:  # the stacked layer axis
+                offsets, sizes = [layer] + offsets, [1] + sizes
+            chunks.append((offsets, sizes, stage * tp + t))
+        if layer is not None:
+            g, c = items.setdefault(prefix + key, (torch.zeros((L,) + tuple(x.shape),
+                                                               dtype=dtype), []))
+            g[layer] = x
+            c.extend(chunks)
+        else:
+            items[prefix + key] = (x, chunks)
+
+    add("embedding.word_embeddings.weight", wte, 0)
+    add("embedding.position_embeddings.weight", hf["wpe.weight"], None)
+    for g in range(L):
+        stage = g // (L // pp)
+        for n, x in mcore_layer(hf, g, te).items():
+            if stacked:
+                add(f"decoder.layers.{n}", x, TP_DIM.get(n), layer=g, stage=stage)
+            else:
+                add(f"decoder.layers.{g}.{n}", x, TP_DIM.get(n), stage=stage)
+    add("decoder.final_layernorm.weight", hf["ln_f.weight"], None, stage=pp - 1)
+    add("decoder.final_layernorm.bias", hf["ln_f.bias"], None, stage=pp - 1)
+    return items
+
+
+def write_dcp(it_dir, items, byte_items, ranks):
+    """PyTorch's FileSystemWriter: rank r's items in __r_0.distcp (bytes items first, then
+    tensors, each tensor chunk as torch.save of the chunk), the index in .metadata."""
+    os.makedirs(it_dir)
+    sd_meta, storage = {}, {}
+    files = {r: io.BytesIO() for r in range(ranks)}
+
+    def put(rank, fqn, offset, data):
+        f = files[rank]
+        start = f.tell()
+        f.write(data)
+        storage[MetadataIndex(fqn, torch.Size(offset) if offset is not None else None)] = \
+            _StorageInfo(f"__{rank}_0.distcp", start, len(data))
+
+    for fqn, (rank, data) in byte_items.items():
+        sd_meta[fqn] = BytesStorageMetadata()
+        put(rank, fqn, [0], data)
+    for fqn, (x, chunks) in items.items():
+        metas = []
+        for offsets, sizes, rank in chunks:
+            piece = x[tuple(slice(o, o + s) for o, s in zip(offsets, sizes))].clone()
+            buf = io.BytesIO()
+            torch.save(piece, buf)
+            put(rank, fqn, offsets, buf.getvalue())
+            metas.append(ChunkStorageMetadata(torch.Size(offsets), torch.Size(sizes)))
+        sd_meta[fqn] = TensorStorageMetadata(TensorProperties(dtype=x.dtype), x.shape, metas)
+    for r, f in files.items():
+        with open(os.path.join(it_dir, f"__{r}_0.distcp"), "wb") as out:
+            out.write(f.getvalue())
+    with open(os.path.join(it_dir, ".metadata"), "wb") as f:
+        pickle.dump(Metadata(sd_meta, planner_data={}, storage_data=storage,
+                             storage_meta=StorageMeta(checkpoint_id=it_dir), version="1.0.0"), f)
+    with open(os.path.join(it_dir, "metadata.json"), "w") as f:
+        json.dump({"sharded_backend": "torch_dist", "sharded_backend_version": 1,
+                   "common_backend": "torch", "common_backend_version": 1}, f)
+
+
+def torch_dist_checkpoint(root, tp, pp, optimizer="float16", stacked=True, te=True,
+                          common_inside=False, bf16=True):
+    it = os.path.join(root, f"iter_{ITER:07d}")
+    wdtype = torch.bfloat16 if bf16 else torch.float32
+    items = dcp_items(masters, "", tp, pp, stacked, te, wdtype)
+    args = make_args(tp, pp, bf16=bf16, use_distributed_optimizer=optimizer != "float16")
+    group = lambda wd: {"lr": LR, "weight_decay": wd, "betas": (0.9, 0.95), "eps": 1e-8}
+    common = {"args": args, "checkpoint_version": 3.0, "iteration": ITER,
+              "num_floating_point_operations_so_far": 0}
+    if optimizer is not None:
+        items.update(dcp_items(avg, "optimizer.state.exp_avg.", tp, pp, stacked, te,
+                               torch.float32))
+        items.update(dcp_items(avg_sq, "optimizer.state.exp_avg_sq.", tp, pp, stacked, te,
+                               torch.float32))
+    if optimizer == "float16":  # Float16OptimizerWithFloat16Params: one common_step
+        if bf16:
+            items.update(dcp_items(masters, "optimizer.state.fp32_param.", tp, pp, stacked, te,
+                                   torch.float32))
+        common["optimizer"] = {"optimizer": {"state": {"common_step": STEP},
+                                             "param_groups": [group(0.01), group(0.0)]},
+                               "grad_scaler": {"scale": 1.0}}
+    elif optimizer == "fully_reshardable":  # the distributed optimizer, model-space tensors
+        items.update(dcp_items(masters, "optimizer.state.param.", tp, pp, stacked, te,
+                               torch.float32))
+        common["optimizer"] = {"optimizer": {"param_groups": [dict(group(0.01), step=STEP),
+                                                              dict(group(0.0), step=STEP)]},
+                               "param_state_sharding_type": "fully_reshardable"}
+    elif optimizer == "dp_reshardable":  # its internal buckets: not read
+        flat = torch.cat([x.float().reshape(-1) for x, _ in items.values()])
+        items = dict(items)
+        items["optimizer.distributed.dp_group_idx_0.gbuf_idx_0.dtype_0.exp_avg"] = (
+            flat, [([0], [flat.numel()], 0)])
+        common["optimizer"] = {"optimizer": {"param_groups": [dict(group(0.01), step=STEP)]},
+                               "param_state_sharding_type": "dp_reshardable"}
+    byte_items = {"rng_state/shard_0.0_1.1": (0, b"\x80\x04]\x94.")}
+    if te:
+        for g in range(L):
+            byte_items[f"decoder.layers.self_attention.linear_qkv._extra_state/shard_{g}_{L}"] = (
+                0, b"\x80\x04N.")
+    if common_inside:
+        buf = io.BytesIO()
+        torch.save([common], buf)
+        byte_items["common_state/shard_0_1"] = (0, buf.getvalue())
+    write_dcp(it, items, byte_items, tp * pp)
+    if not common_inside:
+        torch.save(common, os.path.join(it, "common.pt"))
+    with open(os.path.join(root, "latest_checkpointed_iteration.txt"), "w") as f:
+        f.write(str(ITER))
+
+
+# ---- the checks ----
+
+def eval_loss(*model):
+    r = run(f"{build}/mtnlg-eval", *model, "--data", corpus, "--max-samples", "8", "--threads",
+            "1")
+    return r.stdout.strip() if r.returncode == 0 else "failed: " + r.stderr[-300:]
+
+
+ckpt = f"{build}/mtnlg-ckpt"
+want_loss = eval_loss("--hf-model", os.path.join(ref_dir, "model.safetensors"))
+check(f"the reference loss ({want_loss[:80]})", want_loss.startswith("{"))
+
+
+def exported(out, name):
+    hf = os.path.join(tmp, name, "model.safetensors")
+    r = run(ckpt, "export", out, "--output", hf)
+    return mc.read_safetensors(hf) if r.returncode == 0 else {}
+
+
+def equal(a, b):
+    return sorted(a) == sorted(b) and all(torch.equal(a[k], b[k]) for k in b)
+
+
+def imports(name, meg, layout, moments=True, extra=()):
+    """Imports meg; checks the masters, moments, iteration, position and step; returns out."""
+    out = os.path.join(tmp, "imported-" + name)
+    r = run(ckpt, "import", "--format", "megatron", meg, "--output", out, "--layout", layout,
+            *extra)
+    text = (r.stdout + r.stderr).strip()
+    check(f"{name}: imports ({text[-300:]})", r.returncode == 0)
+    if r.returncode != 0:
+        return None
+    manifest = json.load(open(os.path.join(out, f"iter_{ITER:07d}", "manifest.json")))
+    # --weights-only of a bf16 run: its bf16 weights (widened), not the optimizer's masters.
+    want = masters if moments else {k: v.bfloat16().float() for k, v in masters.items()}
+    check(f"{name}: the weights are the run's " + ("fp32 masters" if moments else "bf16 weights")
+          + " bit for bit", equal(exported(out, "hf-" + name), want))
+    if moments:
+        check(f"{name}: the iteration, the data position and Adam's step carried over",
+              (manifest["iteration"], manifest["consumed_samples"], manifest["optimizer_steps"],
+               manifest["has_optimizer"]) == (ITER, CONSUMED, STEP, True))
+        back = os.path.join(tmp, "back-" + name)
+        again = os.path.join(tmp, "again-" + name)
+        r1 = run(ckpt, "export", "--format", "megatron", out, "--output", back)
+        r2 = run(sys.executable, f"{src}/scripts/megatron_ckpt.py", "read", back, again)
+        ok = r1.returncode == 0 and r2.returncode == 0
+        check(f"{name}: Adam's moments bit for bit (exported to Megatron and read back)",
+              ok and equal(mc.read_safetensors(os.path.join(again, "exp_avg.safetensors")), avg)
+              and equal(mc.read_safetensors(os.path.join(again, "exp_avg_sq.safetensors")),
+                        avg_sq))
+    return out
+
+
+# 1. The legacy torch format with Megatron-Core's names, tensor 2 x pipeline 2.
+meg = os.path.join(tmp, "mcore-torch")
+mcore_torch_checkpoint(meg, 2, 2)
+out = imports("mcore torch format 2x2", meg, "1,2,1")
+if out:
+    check("mcore torch format: mtnlg-eval's loss through it is the masters' loss",
+          eval_loss("--checkpoint", out) == want_loss)
+
+# 2. torch_dist, layers stacked, Transformer Engine names, bf16 with the non-distributed
+# optimizer (fp32_param masters, common_step), common.pt; tensor 2 x pipeline 2.
+dist = os.path.join(tmp, "dist-stacked")
+torch_dist_checkpoint(dist, 2, 2)
+out = imports("torch_dist stacked 2x2", dist, "2,1,1")
+if out:
+    check("torch_dist: mtnlg-eval's loss through it is the masters' loss",
+          eval_loss("--checkpoint", out) == want_loss)
+    manifest = json.load(open(os.path.join(out, f"iter_{ITER:07d}", "manifest.json")))
+    recipe = os.path.join(tmp, "imported.yaml")
+    with open(recipe, "w") as f:
+        f.write(manifest["recipe"])
+    r = run(f"{build}/mtnlg-train", "--config", recipe, "--set", "checkpoint.resume=true",
+            "--set", "parallel.tensor=1", "--set", f"schedule.train_iters={ITER + 1}",
+            "--set", "checkpoint.save_interval=0", "--threads", "1")
+    text = r.stdout + r.stderr
+    check(f"torch_dist: mtnlg-train continues from iteration {ITER} to {ITER + 1} "
+          f"({text.strip()[-300:]})",
+          r.returncode == 0 and f"continuing at iteration {ITER + 1}" in text and
+          re.search(rf"iteration\s+{ITER + 1}/", text) is not None)
+
+# 3. torch_dist, one key per layer, the local spec's norms, an fp32 run with the distributed
+# optimizer saved fully reshardable (the masters as optimizer.state.param, the step in
+# param_groups), the common state inside the checkpoint; tensor 1 x pipeline 2.
+dist2 = os.path.join(tmp, "dist-per-layer")
+torch_dist_checkpoint(dist2, 1, 2, optimizer="fully_reshardable", stacked=False, te=False,
+                      common_inside=True, bf16=False)
+imports("torch_dist per-layer keys, distributed optimizer", dist2, "1,1,1")
+
+# 4. The distributed optimizer's default dp_reshardable buffers: refused, and --weights-only.
+dist3 = os.path.join(tmp, "dist-dp-reshardable")
+torch_dist_checkpoint(dist3, 2, 1, optimizer="dp_reshardable")
+r = run(ckpt, "import", "--format", "megatron", dist3, "--output", os.path.join(tmp, "x1"))
+check("torch_dist with dp_reshardable optimizer buffers is exit 3 naming --weights-only",
+      r.returncode == 3 and "dp_reshardable" in r.stderr and "--weights-only" in r.stderr)
+imports("torch_dist --weights-only", dist3, "1,1,1", moments=False, extra=("--weights-only",))
+dist4 = os.path.join(tmp, "dist-no-optimizer")
+torch_dist_checkpoint(dist4, 1, 1, optimizer=None)
+r = run(ckpt, "import", "--format", "megatron", dist4, "--output", os.path.join(tmp, "x2"))
+check("torch_dist without optimizer state is exit 3 naming --weights-only",
+      r.returncode == 3 and "--weights-only" in r.stderr)
+
+# 5. scripts/megatron_to_hf.py reads torch_dist too.
+hf_out = os.path.join(tmp, "to-hf", "model.safetensors")
+r = run(sys.executable, f"{src}/scripts/megatron_to_hf.py", dist, "--output", hf_out)
+check(f"megatron_to_hf.py on torch_dist: the bf16 weights ({r.stderr.strip()[-200:]})",
+      r.returncode == 0 and equal(mc.read_safetensors(hf_out),
+                                  {k: v.bfloat16().float() for k, v in masters.items()}))
+
+# 6. Damage, each named: a truncated .distcp, no .metadata, a missing chunk.
+it = os.path.join(dist4, f"iter_{ITER:07d}")
+data = open(os.path.join(it, "__0_0.distcp"), "rb").read()
+with open(os.path.join(it, "__0_0.distcp"), "wb") as f:
+    f.write(data[:len(data) // 2])
+r = run(ckpt, "import", "--format", "megatron", dist4, "--output", os.path.join(tmp, "x3"),
+        "--weights-only")
+check(f"a truncated .distcp is exit 4 naming it ({r.stderr.strip()[-200:]})",
+      r.returncode == 4 and "__0_0.distcp" in r.stderr and "truncated" in r.stderr)
+os.remove(os.path.join(it, ".metadata"))
+r = run(ckpt, "import", "--format", "megatron", dist4, "--output", os.path.join(tmp, "x4"),
+        "--weights-only")
+check(f"a missing .metadata is exit 4 naming it ({r.stderr.strip()[-200:]})",
+      r.returncode == 4 and ".metadata" in r.stderr)
+dist5 = os.path.join(tmp, "dist-missing-chunk")
+torch_dist_checkpoint(dist5, 2, 1, optimizer=None)
+it5 = os.path.join(dist5, f"iter_{ITER:07d}")
+meta = pickle.load(open(os.path.join(it5, ".metadata"), "rb"))
+key = "decoder.layers.self_attention.linear_qkv.weight"
+meta.state_dict_metadata[key].chunks.pop()
+pickle.dump(meta, open(os.path.join(it5, ".metadata"), "wb"))
+r = run(ckpt, "import", "--format", "megatron", dist5, "--output", os.path.join(tmp, "x5"),
+        "--weights-only")
+check(f"a missing chunk is exit 4 naming the tensor ({r.stderr.strip()[-200:]})",
+      r.returncode == 4 and key in r.stderr)
+leftovers = [d for d in os.listdir(tmp) if ".megatron-" in d]
+check("no scratch directory is left behind", not leftovers)
+shutil.rmtree(tmp, ignore_errors=True)
+print("megatron_core_import_test:", "ok" if failures == 0 else f"{failures} failed")
+sys.exit(1 if failures else 0)
