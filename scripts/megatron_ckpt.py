@@ -401,7 +401,6 @@ def split_dim(canon):
 def hf_tensors(full, heads, layers, vocab):
     """Hugging Face GPT-2 tensors (float32) from full(canon, layer): the whole (tensor-parallel
     gathered) tensor `canon` of global layer `layer` (None outside the layers)."""
-    import torch
     out = {}
     wte = full("word")
     if wte.shape[0] < vocab:

@@ -188,26 +188,34 @@ subprocess.run([sys.executable, f"{src}/tests/cmd/make_tiny_corpus.py", corpus, 
 
 
 def mcore_layer(hf, g, te):
-    """Layer g of HF GPT-2 tensors in Megatron-Core's names (unsharded). linear_qkv rows are
-    [heads, 3, head dim] (per query group: its query heads, then k, then v)."""
+    """Layer g of HF GPT-2 tensors in Megatron-Core's names (unsharded), in its modules'
+    registration order (the order of its state dict and of named_parameters): TransformerLayer's
+    input_layernorm (the local spec), self_attention (Attention makes core_attention and
+    linear_proj, then SelfAttention linear_qkv; Transformer Engine's LayerNormLinear registers
+    layer_norm_weight, layer_norm_bias, weight, bias), pre_mlp_layernorm (local), mlp
+    (linear_fc1, linear_fc2). linear_qkv rows are [heads, 3, head dim] (per query group: its
+    query heads, then k, then v)."""
     hn = H // HEADS
     e = lambda n: hf[f"h.{g}.{n}"]
-    norm1 = "self_attention.linear_qkv.layer_norm_" if te else "input_layernorm."
+    out = {}
+    if not te:
+        out["input_layernorm.weight"], out["input_layernorm.bias"] = e("ln_1.weight"), e("ln_1.bias")
+    out["self_attention.linear_proj.weight"] = e("attn.c_proj.weight").t()
+    out["self_attention.linear_proj.bias"] = e("attn.c_proj.bias")
+    if te:
+        out["self_attention.linear_qkv.layer_norm_weight"] = e("ln_1.weight")
+        out["self_attention.linear_qkv.layer_norm_bias"] = e("ln_1.bias")
+    out["self_attention.linear_qkv.weight"] = \
+        e("attn.c_attn.weight").t().reshape(3, HEADS, hn, H).transpose(0, 1).reshape(-1, H)
+    out["self_attention.linear_qkv.bias"] = \
+        e("attn.c_attn.bias").reshape(3, HEADS, hn).transpose(0, 1).reshape(-1)
     norm2 = "mlp.linear_fc1.layer_norm_" if te else "pre_mlp_layernorm."
-    return {
-        norm1 + "weight": e("ln_1.weight"), norm1 + "bias": e("ln_1.bias"),
-        "self_attention.linear_qkv.weight":
-            e("attn.c_attn.weight").t().reshape(3, HEADS, hn, H).transpose(0, 1).reshape(-1, H),
-        "self_attention.linear_qkv.bias":
-            e("attn.c_attn.bias").reshape(3, HEADS, hn).transpose(0, 1).reshape(-1),
-        "self_attention.linear_proj.weight": e("attn.c_proj.weight").t(),
-        "self_attention.linear_proj.bias": e("attn.c_proj.bias"),
-        norm2 + "weight": e("ln_2.weight"), norm2 + "bias": e("ln_2.bias"),
-        "mlp.linear_fc1.weight": e("mlp.c_fc.weight").t(),
-        "mlp.linear_fc1.bias": e("mlp.c_fc.bias"),
-        "mlp.linear_fc2.weight": e("mlp.c_proj.weight").t(),
-        "mlp.linear_fc2.bias": e("mlp.c_proj.bias"),
-    }
+    out[norm2 + "weight"], out[norm2 + "bias"] = e("ln_2.weight"), e("ln_2.bias")
+    out["mlp.linear_fc1.weight"] = e("mlp.c_fc.weight").t()
+    out["mlp.linear_fc1.bias"] = e("mlp.c_fc.bias")
+    out["mlp.linear_fc2.weight"] = e("mlp.c_proj.weight").t()
+    out["mlp.linear_fc2.bias"] = e("mlp.c_proj.bias")
+    return out
 
 
 # The dim tensor-parallel ranks split (absent: replicated).
@@ -268,9 +276,15 @@ def mcore_torch_checkpoint(root, tp, pp):
                         "embedding.word_embeddings.weight", wte)
                     m["embedding.position_embeddings.weight"] = hf["wpe.weight"].clone()
                 for i in range(per):
+                    m[f"decoder.layers.{i}.self_attention.core_attention._extra_state"] = None
+                    module = None
                     for n, x in mcore_layer(hf, p * per + i, te=True).items():
+                        if module and not n.startswith(module + "."):
+                            # Transformer Engine's modules end with their _extra_state.
+                            m[f"decoder.layers.{i}.{module}._extra_state"] = io.BytesIO()
+                        module = n.rsplit(".", 1)[0]
                         m[f"decoder.layers.{i}.{n}"] = piece(n, x)
-                    m[f"decoder.layers.{i}.self_attention.linear_qkv._extra_state"] = io.BytesIO()
+                    m[f"decoder.layers.{i}.{module}._extra_state"] = io.BytesIO()
                 if p == pp - 1:
                     m["decoder.final_layernorm.weight"] = hf["ln_f.weight"].clone()
                     m["decoder.final_layernorm.bias"] = hf["ln_f.bias"].clone()
