@@ -20,8 +20,8 @@
 
 #include "bench/bench_backend.h"
 #include "bench/model_gemms.h"
+#include "bench/op_timer.h"
 #include "bench/slice_group.h"
-#include "bench/timing_backend.h"
 #include "cmd/cli_parse.h"
 #include "core/config/recipe.h"
 #include "core/cuda/attention_workspace.h"
@@ -147,8 +147,13 @@ int run(const Options& o) {
   validate(o);
   const GPTConfig config = config_from(o);
   auto cpu = bench::make_bench_backend(o.device, o.threads);
-  bench::TimingBackend timed(*cpu);
-  Backend& be = o.profile ? static_cast<Backend&>(timed) : *cpu;
+  bench::OpTimer timed(*cpu);
+  struct Detach {  // the hook goes before the timer does
+    Backend& backend;
+    ~Detach() { backend.set_op_hook(nullptr); }
+  } detach{*cpu};
+  if (o.profile) cpu->set_op_hook(&timed);
+  Backend& be = *cpu;
   const int64_t tokens_per_micro = o.micro_batch * o.seq;
   const auto gemms =
       bench::model_gemms(tokens_per_micro, config.hidden, config.ffn, config.padded_vocab);

@@ -11,6 +11,12 @@
 //   LayerNorm input is the residual stream whose gradient already holds the skip path.
 // - Sums that feed a reported number (loss, squared norms) are accumulated in double.
 // Thread safety: a Backend is used by one thread at a time; CPU kernels parallelise inside.
+//
+// The front: every operation is a public non-virtual member that checks what its contract
+// says once for every backend (core/backend_checks.h), reports the call to an OpHook when one
+// is set (bench/op_timer.h times them for mtnlg-bench-train --profile), and runs the device's
+// protected do_<operation>. A backend implements the do_ members; adding an operation is its
+// front here, its check, and each device's do_ member with its kernel.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "core/backend_checks.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 
@@ -47,21 +54,56 @@ struct AdamWItem {
   AdamWArgs args;
 };
 
+// One operation called through Backend's front, as an OpHook sees it.
+struct OpCall {
+  const char* name;      // the operation: "gemm", "layernorm_forward", ...
+  const char* category;  // what a profile files it under: a name, or a shard op's whole-vocab name
+  // gemm, gemm_weight, linear_bias_forward: the operands a and b with their transposes;
+  // attention_forward/backward: a = qkv, b = out (dout backward), c = stats.
+  const Tensor* a = nullptr;
+  const Tensor* b = nullptr;
+  const Tensor* c = nullptr;
+  bool trans_a = false;
+  bool trans_b = false;
+};
+
+// Observes the operations called on a backend from outside it (Backend::set_op_hook); the calls a
+// backend's operations make on itself are not reported. end() runs when the operation returns or
+// throws, and must not throw.
+class OpHook {
+ public:
+  virtual ~OpHook() = default;
+  virtual void begin(const OpCall& call) = 0;
+  virtual void end(const OpCall& call) noexcept = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
+
+  // Reports every operation called from outside to `hook` (not owned; null: none).
+  void set_op_hook(OpHook* hook) { hook_ = hook; }
 
   virtual Device device() const = 0;
   virtual std::string name() const = 0;
 
   // ---- memory ----
   // A new zero-filled tensor on this device.
-  virtual Tensor alloc(const Shape& shape, DType dtype) = 0;
-  virtual void fill(Tensor& t, double value) = 0;
+  Tensor alloc(const Shape& shape, DType dtype) {
+    const OpScope s(*this, {"alloc", "alloc"});
+    return do_alloc(shape, dtype);
+  }
+  void fill(Tensor& t, double value) {
+    const OpScope s(*this, {"fill", "fill"});
+    do_fill(t, value);
+  }
   // dst = src (same numel; same dtype, or f32<->f64 or f32<->bf16 conversion, bf16 rounded to
   // nearest even). Either side may be a CPU tensor when this is a device backend: that is how
   // host data moves.
-  virtual void copy(Tensor& dst, const Tensor& src) = 0;
+  void copy(Tensor& dst, const Tensor& src) {
+    const OpScope s(*this, {"copy", "copy"});
+    do_copy(dst, src);
+  }
 
   // Memory accounting of alloc(): bytes (numel * dtype size) of the tensors it returned that are
   // still alive (a tensor's bytes are freed when its last handle goes, on any thread), and the
@@ -85,14 +127,18 @@ class Backend {
   // ---- dense algebra ----
   // c[m, n] = alpha * op(a) @ op(b) + beta * c, with op(x) = x^T when trans_x. a and b are
   // viewed as 2-D (leading dimensions collapsed).
-  virtual void gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
-                    double alpha, double beta) = 0;
+  void gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, double alpha,
+            double beta) {
+    const OpScope s(*this, {"gemm", "gemm", &a, &b, nullptr, trans_a, trans_b});
+    do_gemm(c, a, trans_a, b, trans_b, alpha, beta);
+  }
   // gemm(c, a, false, w, trans_w, alpha, beta) where w is a weight: inside a frozen-weights
   // window (below) a backend may keep w in its GEMM kernel's own layout from its first use to
   // the window's end, with the same results bit for bit.
-  virtual void gemm_weight(Tensor& c, const Tensor& a, const Tensor& w, bool trans_w, double alpha,
-                           double beta) {
-    gemm(c, a, false, w, trans_w, alpha, beta);
+  void gemm_weight(Tensor& c, const Tensor& a, const Tensor& w, bool trans_w, double alpha,
+                   double beta) {
+    const OpScope s(*this, {"gemm_weight", "gemm", &a, &w, nullptr, false, trans_w});
+    do_gemm_weight(c, a, w, trans_w, alpha, beta);
   }
   // A frozen-weights window (open it with the FrozenWeights guard below): the caller promises
   // that no tensor passed to gemm_weight is written until the window ends, after which nothing
@@ -108,57 +154,87 @@ class Backend {
   // null, gelu_out = GeLU(y) (act) with y kept as the pre-activation gelu_backward reads. One
   // call so that a backend may fuse them (the CUDA one does, in cuBLASLt's epilogue, for
   // bf16/fp16 and the tanh GeLU); by default exactly gemm_weight, add_bias and gelu_forward.
-  virtual void linear_bias_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias,
-                                   Tensor* gelu_out, Activation act) {
-    Tensor y2 = y.as_2d();
-    gemm_weight(y2, x.as_2d(), w, true, 1.0, 0.0);
-    add_bias(y2, bias);
-    if (gelu_out != nullptr) gelu_forward(*gelu_out, y, act);
+  void linear_bias_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias,
+                           Tensor* gelu_out, Activation act) {
+    const OpScope s(*this, {"linear_bias_forward", gelu_out ? "gemm+bias+gelu" : "gemm+bias", &x,
+                            &w, nullptr, false, true});
+    do_linear_bias_forward(y, x, w, bias, gelu_out, act);
   }
 
   // y[n, c] += bias[c]
-  virtual void add_bias(Tensor& y, const Tensor& bias) = 0;
+  void add_bias(Tensor& y, const Tensor& bias) {
+    const OpScope s(*this, {"add_bias", "add_bias"});
+    do_add_bias(y, bias);
+  }
   // dbias[c] += sum_n dy[n, c]
-  virtual void bias_backward(Tensor& dbias, const Tensor& dy) = 0;
+  void bias_backward(Tensor& dbias, const Tensor& dy) {
+    const OpScope s(*this, {"bias_backward", "bias_backward"});
+    do_bias_backward(dbias, dy);
+  }
   // out = a + b (out may alias a or b)
-  virtual void add(Tensor& out, const Tensor& a, const Tensor& b) = 0;
+  void add(Tensor& out, const Tensor& a, const Tensor& b) {
+    const OpScope s(*this, {"add", "add"});
+    do_add(out, a, b);
+  }
   // y += alpha * x
-  virtual void axpy(Tensor& y, const Tensor& x, double alpha) = 0;
+  void axpy(Tensor& y, const Tensor& x, double alpha) {
+    const OpScope s(*this, {"axpy", "axpy"});
+    do_axpy(y, x, alpha);
+  }
   // x *= alpha
-  virtual void scale(Tensor& x, double alpha) = 0;
+  void scale(Tensor& x, double alpha) {
+    const OpScope s(*this, {"scale", "scale"});
+    do_scale(x, alpha);
+  }
   // sum of x[i]^2, in double
-  virtual double sum_squares(const Tensor& x) = 0;
+  double sum_squares(const Tensor& x) {
+    const OpScope s(*this, {"sum_squares", "sum_squares"});
+    return do_sum_squares(x);
+  }
   // sum_squares of each tensor, the same values as one call each; a device backend answers
   // with one synchronization instead of one per tensor (the global gradient norm).
-  virtual std::vector<double> sum_squares_many(const std::vector<Tensor>& xs) {
-    std::vector<double> out;
-    out.reserve(xs.size());
-    for (const Tensor& x : xs) out.push_back(sum_squares(x));
-    return out;
+  std::vector<double> sum_squares_many(const std::vector<Tensor>& xs) {
+    const OpScope s(*this, {"sum_squares_many", "sum_squares_many"});
+    return do_sum_squares_many(xs);
   }
 
   // ---- layers ----
-  // out, in: [n, c]; weight, bias: [c]; mean, rstd: [n] (saved for backward). Every backend
-  // checks this contract with the same code (core/backend_checks.h check_layernorm_*).
-  virtual void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in,
-                                 const Tensor& weight, const Tensor& bias, double eps) = 0;
-  // din += ...; dweight += ...; dbias += ... din must not alias dout (refused on every backend).
-  virtual void layernorm_backward(Tensor& din, Tensor& dweight, Tensor& dbias, const Tensor& dout,
-                                  const Tensor& in, const Tensor& weight, const Tensor& mean,
-                                  const Tensor& rstd) = 0;
+  // out, in: [n, c]; weight, bias: [c]; mean, rstd: [n] (saved for backward), in acc_dtype.
+  void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in,
+                         const Tensor& weight, const Tensor& bias, double eps) {
+    check_layernorm_forward(device(), out, mean, rstd, in, weight, bias);
+    const OpScope s(*this, {"layernorm_forward", "layernorm_forward"});
+    do_layernorm_forward(out, mean, rstd, in, weight, bias, eps);
+  }
+  // din += ...; dweight += ...; dbias += ... din must not alias dout.
+  void layernorm_backward(Tensor& din, Tensor& dweight, Tensor& dbias, const Tensor& dout,
+                          const Tensor& in, const Tensor& weight, const Tensor& mean,
+                          const Tensor& rstd) {
+    check_layernorm_backward(device(), din, dweight, dbias, dout, in, weight, mean, rstd);
+    const OpScope s(*this, {"layernorm_backward", "layernorm_backward"});
+    do_layernorm_backward(din, dweight, dbias, dout, in, weight, mean, rstd);
+  }
 
-  // out = act(in), elementwise (out must not alias in; checked on every backend by the same code,
-  // core/backend_checks.h check_gelu_*)
-  virtual void gelu_forward(Tensor& out, const Tensor& in, Activation act) = 0;
+  // out = act(in), elementwise (out must not alias in)
+  void gelu_forward(Tensor& out, const Tensor& in, Activation act) {
+    check_gelu_forward(device(), out, in);
+    const OpScope s(*this, {"gelu_forward", "gelu_forward"});
+    do_gelu_forward(out, in, act);
+  }
   // din = dout * act'(in) (din may alias dout, not in)
-  virtual void gelu_backward(Tensor& din, const Tensor& dout, const Tensor& in, Activation act) = 0;
+  void gelu_backward(Tensor& din, const Tensor& dout, const Tensor& in, Activation act) {
+    check_gelu_backward("gelu_backward", device(), din, dout, in);
+    const OpScope s(*this, {"gelu_backward", "gelu_backward"});
+    do_gelu_backward(din, dout, in, act);
+  }
   // gelu_backward, then dbias[c] += sum_n din[n, c] of the din just written (fc1's backward
   // through its GeLU). One call so that a backend may fuse them (the CUDA one does: one pass over
   // [n, c] instead of two, the same bits); by default exactly the two calls.
-  virtual void gelu_bias_backward(Tensor& din, Tensor& dbias, const Tensor& dout, const Tensor& in,
-                                  Activation act) {
-    gelu_backward(din, dout, in, act);
-    bias_backward(dbias, din);
+  void gelu_bias_backward(Tensor& din, Tensor& dbias, const Tensor& dout, const Tensor& in,
+                          Activation act) {
+    check_gelu_backward("gelu_bias_backward", device(), din, dout, in, &dbias);
+    const OpScope s(*this, {"gelu_bias_backward", "gelu_bias_backward"});
+    do_gelu_bias_backward(din, dbias, dout, in, act);
   }
 
   // Causal self-attention over heads laid out per head: qkv [b, s, heads * 3 * hd], where the
@@ -170,105 +246,137 @@ class Backend {
   // size [s, s] outlives a call).
   // Attention dropout with probability p draws from `rng`, element index
   // ((b * heads + h) * s + i) * s + j, and is regenerated identically in backward.
-  virtual void attention_forward(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,
-                                 double dropout_p, RngStream rng) = 0;
+  void attention_forward(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,
+                         double dropout_p, RngStream rng) {
+    const OpScope s(*this, {"attention_forward", "attention_forward", &qkv, &out, &stats});
+    do_attention_forward(out, stats, qkv, heads, dropout_p, rng);
+  }
   // dqkv = ... (overwrites). out and stats are forward's (a kernel may take rowsum(dout * out)
   // from out rather than from whole recomputed rows).
-  virtual void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
-                                  const Tensor& out, const Tensor& stats, int64_t heads,
-                                  double dropout_p, RngStream rng) = 0;
+  void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                          const Tensor& stats, int64_t heads, double dropout_p, RngStream rng) {
+    const OpScope s(*this, {"attention_backward", "attention_backward", &qkv, &dout, &stats});
+    do_attention_backward(dqkv, dout, qkv, out, stats, heads, dropout_p, rng);
+  }
 
   // out[b, t, :] = wte[tokens[b, t], :] + wpe[t, :]; tokens i32 [b, s]; wte [V, c]; wpe [P, c].
-  virtual void embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& wte,
-                                 const Tensor& wpe) = 0;
+  void embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe) {
+    const OpScope s(*this, {"embedding_forward", "embedding_forward"});
+    do_embedding_forward(out, tokens, wte, wpe);
+  }
   // dwte[tokens[b, t]] += dout[b, t]; dwpe[t] += sum_b dout[b, t]
-  virtual void embedding_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout,
-                                  const Tensor& tokens) = 0;
+  void embedding_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens) {
+    const OpScope s(*this, {"embedding_backward", "embedding_backward"});
+    do_embedding_backward(dwte, dwpe, dout, tokens);
+  }
 
   // Cross entropy over the first `vocab` columns of logits [n, V_padded] (columns >= vocab are
   // padding and never contribute); targets i32 [n], each in [0, vocab).
   // Returns sum_n -log softmax(logits[n])[targets[n]], in double.
-  virtual double cross_entropy_forward(const Tensor& logits, const Tensor& targets,
-                                       int64_t vocab) = 0;
+  double cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t vocab) {
+    const OpScope s(*this, {"cross_entropy_forward", "cross_entropy_forward"});
+    return do_cross_entropy_forward(logits, targets, vocab);
+  }
   // dlogits = grad_scale * (softmax(logits) - onehot(targets)); padded columns set to 0.
   // dlogits may alias logits (the fused, memory-saving path).
-  virtual void cross_entropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
-                                      int64_t vocab, double grad_scale) = 0;
+  void cross_entropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
+                              int64_t vocab, double grad_scale) {
+    const OpScope s(*this, {"cross_entropy_backward", "cross_entropy_backward"});
+    do_cross_entropy_backward(dlogits, logits, targets, vocab, grad_scale);
+  }
 
   // ---- vocab-parallel pieces ----
   // model/vocab_parallel.h joins them with the tensor group's all-reduces (Megatron's
   // VocabParallelEmbedding and vocab_parallel_cross_entropy). The rank holds word rows, and so
   // logits columns, [vocab_start, vocab_start + rows) of the padded vocabulary. They run on the
-  // device, so tensor parallelism moves no activations through the host.
+  // device, so tensor parallelism moves no activations through the host. A profile files them
+  // under the whole-vocabulary operations' names.
   //
   // out[b, t, :] = wte_local[tokens[b, t] - vocab_start] when the rank holds the token, else 0;
   // plus wpe[t, :] when wpe is defined (one rank of the group adds the positions). Ids are not
   // range-checked here: the ones this rank does not hold belong to other ranks.
-  virtual void embedding_shard_forward(Tensor& out, const Tensor& tokens, const Tensor& wte_local,
-                                       const Tensor& wpe, int64_t vocab_start) = 0;
+  void embedding_shard_forward(Tensor& out, const Tensor& tokens, const Tensor& wte_local,
+                               const Tensor& wpe, int64_t vocab_start) {
+    const OpScope s(*this, {"embedding_shard_forward", "embedding_forward"});
+    do_embedding_shard_forward(out, tokens, wte_local, wpe, vocab_start);
+  }
   // dwte_local[tokens[b, t] - vocab_start] += dout[b, t] for the tokens the rank holds;
   // dwpe[t] += sum_b dout[b, t] when dwpe is defined. Same order of additions as
   // embedding_backward, so fp32 sums agree bit for bit.
-  virtual void embedding_shard_backward(Tensor& dwte_local, Tensor& dwpe, const Tensor& dout,
-                                        const Tensor& tokens, int64_t vocab_start) = 0;
+  void embedding_shard_backward(Tensor& dwte_local, Tensor& dwpe, const Tensor& dout,
+                                const Tensor& tokens, int64_t vocab_start) {
+    const OpScope s(*this, {"embedding_shard_backward", "embedding_backward"});
+    do_embedding_shard_backward(dwte_local, dwpe, dout, tokens, vocab_start);
+  }
   // Cross entropy's local steps on logits [n, cols] holding global columns [vocab_start,
   // vocab_start + cols), the ones below `vocab` real and the rest padding; targets i32 [n] in
   // [0, vocab); statistics in double (f64 tensors).
   // row_max [n]: the max of each row's real columns (-inf when the shard has none).
-  virtual void cross_entropy_shard_max(Tensor& row_max, const Tensor& logits, int64_t vocab_start,
-                                       int64_t vocab) = 0;
+  void cross_entropy_shard_max(Tensor& row_max, const Tensor& logits, int64_t vocab_start,
+                               int64_t vocab) {
+    const OpScope s(*this, {"cross_entropy_shard_max", "cross_entropy_forward"});
+    do_cross_entropy_shard_max(row_max, logits, vocab_start, vocab);
+  }
   // stats [2, n]: stats[0, r] = sum over real columns of exp(logits[r, j] - row_max[r]);
   // stats[1, r] = logits[r, targets[r] - vocab_start] when the rank holds the target, else 0.
-  virtual void cross_entropy_shard_stats(Tensor& stats, const Tensor& logits, const Tensor& targets,
-                                         const Tensor& row_max, int64_t vocab_start,
-                                         int64_t vocab) = 0;
+  void cross_entropy_shard_stats(Tensor& stats, const Tensor& logits, const Tensor& targets,
+                                 const Tensor& row_max, int64_t vocab_start, int64_t vocab) {
+    const OpScope s(*this, {"cross_entropy_shard_stats", "cross_entropy_forward"});
+    do_cross_entropy_shard_stats(stats, logits, targets, row_max, vocab_start, vocab);
+  }
   // dlogits[r, j] = grad_scale * (exp(logits[r, j] - row_max[r]) / row_sum[r] - [j holds
   // targets[r]]) on real columns, 0 on padding (kernels::vocab_ce_grad); may alias logits.
-  virtual void cross_entropy_shard_backward(Tensor& dlogits, const Tensor& logits,
-                                            const Tensor& targets, const Tensor& row_max,
-                                            const Tensor& row_sum, int64_t vocab_start,
-                                            int64_t vocab, double grad_scale) = 0;
+  void cross_entropy_shard_backward(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
+                                    const Tensor& row_max, const Tensor& row_sum,
+                                    int64_t vocab_start, int64_t vocab, double grad_scale) {
+    const OpScope s(*this, {"cross_entropy_shard_backward", "cross_entropy_backward"});
+    do_cross_entropy_shard_backward(dlogits, logits, targets, row_max, row_sum, vocab_start, vocab,
+                                    grad_scale);
+  }
 
   // out = in * keep / (1 - p), keep drawn from rng element index i (out may alias in).
-  virtual void dropout_forward(Tensor& out, const Tensor& in, double p, RngStream rng) = 0;
+  void dropout_forward(Tensor& out, const Tensor& in, double p, RngStream rng) {
+    const OpScope s(*this, {"dropout_forward", "dropout_forward"});
+    do_dropout_forward(out, in, p, rng);
+  }
   // y = residual + dropout_forward(x): a sub-block's output through the hidden dropout onto the
   // residual stream, one call so that a backend may fuse them (the CUDA one does: one pass over
   // the rows instead of two, the same bits). y may alias x; it aliases residual only when p is 0.
   // By default exactly the two calls (the sum rounded as add rounds it).
-  virtual void dropout_add(Tensor& y, const Tensor& x, const Tensor& residual, double p,
-                           RngStream rng) {
-    if (p == 0.0) return add(y, residual, x);
-    MTNLG_CHECK_MSG(y.data() != residual.data(),
+  void dropout_add(Tensor& y, const Tensor& x, const Tensor& residual, double p, RngStream rng) {
+    MTNLG_CHECK_MSG(p == 0.0 || y.data() != residual.data(),
                     "dropout_add: y aliases residual (dropout needs y for x's dropped copy)");
-    dropout_forward(y, x, p, rng);
-    add(y, residual, y);
+    const OpScope s(*this, {"dropout_add", "dropout_add"});
+    do_dropout_add(y, x, residual, p, rng);
   }
   // din = dout * keep / (1 - p) (din may alias dout)
-  virtual void dropout_backward(Tensor& din, const Tensor& dout, double p, RngStream rng) = 0;
+  void dropout_backward(Tensor& din, const Tensor& dout, double p, RngStream rng) {
+    const OpScope s(*this, {"dropout_backward", "dropout_backward"});
+    do_dropout_backward(din, dout, p, rng);
+  }
 
   // ---- optimizer ----
   // AdamW on one tensor: g = grad * grad_scale; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
   // param -= lr * (mhat / (sqrt(vhat) + eps) + weight_decay * param).
-  virtual void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
-                            const AdamWArgs& args) = 0;
+  void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
+                    const AdamWArgs& args) {
+    const OpScope s(*this, {"adamw_update", "adamw_update"});
+    do_adamw_update(param, grad, m, v, args);
+  }
   // Mixed precision's step: adamw_update on the fp32 master, then param (bf16 or fp16) = the
-  // master rounded to nearest even; the same values as those two calls (which this default
+  // master rounded to nearest even; the same values as those two calls (which the default
   // makes), in one pass on a device backend.
-  virtual void adamw_update_rounded(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m,
-                                    Tensor& v, const AdamWArgs& args) {
-    adamw_update(master, grad, m, v, args);
-    copy(param, master);
+  void adamw_update_rounded(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m, Tensor& v,
+                            const AdamWArgs& args) {
+    const OpScope s(*this, {"adamw_update_rounded", "adamw_update_rounded"});
+    do_adamw_update_rounded(param, master, grad, m, v, args);
   }
   // adamw_update (or, with a master, adamw_update_rounded) on every item, with the same values:
   // one call for a whole model so that a device backend can step many tensors per launch
   // instead of launching per tensor. By default the calls one by one, in order.
-  virtual void adamw_update_many(const std::vector<AdamWItem>& items) {
-    for (const AdamWItem& it : items) {
-      if (it.master != nullptr)
-        adamw_update_rounded(*it.param, *it.master, *it.grad, *it.m, *it.v, it.args);
-      else
-        adamw_update(*it.param, *it.grad, *it.m, *it.v, it.args);
-    }
+  void adamw_update_many(const std::vector<AdamWItem>& items) {
+    const OpScope s(*this, {"adamw_update_many", "adamw_update_many"});
+    do_adamw_update_many(items);
   }
 
   // Blocks until queued work is done (no-op on CPU).
@@ -277,6 +385,127 @@ class Backend {
   // communicators can order their operations after it (Communicator::set_compute_stream);
   // nullptr on the CPU, whose work is done when a call returns.
   virtual void* native_stream() const { return nullptr; }
+
+ protected:
+  // The device's operations, called by the front above after its checks (same arguments and
+  // contracts). The defaults compose other operations, through the front.
+  virtual Tensor do_alloc(const Shape& shape, DType dtype) = 0;
+  virtual void do_fill(Tensor& t, double value) = 0;
+  virtual void do_copy(Tensor& dst, const Tensor& src) = 0;
+  virtual void do_gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                       double alpha, double beta) = 0;
+  virtual void do_gemm_weight(Tensor& c, const Tensor& a, const Tensor& w, bool trans_w,
+                              double alpha, double beta) {
+    gemm(c, a, false, w, trans_w, alpha, beta);
+  }
+  virtual void do_linear_bias_forward(Tensor& y, const Tensor& x, const Tensor& w,
+                                      const Tensor& bias, Tensor* gelu_out, Activation act) {
+    Tensor y2 = y.as_2d();
+    gemm_weight(y2, x.as_2d(), w, true, 1.0, 0.0);
+    add_bias(y2, bias);
+    if (gelu_out != nullptr) gelu_forward(*gelu_out, y, act);
+  }
+  virtual void do_add_bias(Tensor& y, const Tensor& bias) = 0;
+  virtual void do_bias_backward(Tensor& dbias, const Tensor& dy) = 0;
+  virtual void do_add(Tensor& out, const Tensor& a, const Tensor& b) = 0;
+  virtual void do_axpy(Tensor& y, const Tensor& x, double alpha) = 0;
+  virtual void do_scale(Tensor& x, double alpha) = 0;
+  virtual double do_sum_squares(const Tensor& x) = 0;
+  virtual std::vector<double> do_sum_squares_many(const std::vector<Tensor>& xs) {
+    std::vector<double> out;
+    out.reserve(xs.size());
+    for (const Tensor& x : xs) out.push_back(sum_squares(x));
+    return out;
+  }
+  virtual void do_layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in,
+                                    const Tensor& weight, const Tensor& bias, double eps) = 0;
+  virtual void do_layernorm_backward(Tensor& din, Tensor& dweight, Tensor& dbias,
+                                     const Tensor& dout, const Tensor& in, const Tensor& weight,
+                                     const Tensor& mean, const Tensor& rstd) = 0;
+  virtual void do_gelu_forward(Tensor& out, const Tensor& in, Activation act) = 0;
+  virtual void do_gelu_backward(Tensor& din, const Tensor& dout, const Tensor& in,
+                                Activation act) = 0;
+  virtual void do_gelu_bias_backward(Tensor& din, Tensor& dbias, const Tensor& dout,
+                                     const Tensor& in, Activation act) {
+    gelu_backward(din, dout, in, act);
+    bias_backward(dbias, din);
+  }
+  virtual void do_attention_forward(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,
+                                    double dropout_p, RngStream rng) = 0;
+  virtual void do_attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
+                                     const Tensor& out, const Tensor& stats, int64_t heads,
+                                     double dropout_p, RngStream rng) = 0;
+  virtual void do_embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& wte,
+                                    const Tensor& wpe) = 0;
+  virtual void do_embedding_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout,
+                                     const Tensor& tokens) = 0;
+  virtual double do_cross_entropy_forward(const Tensor& logits, const Tensor& targets,
+                                          int64_t vocab) = 0;
+  virtual void do_cross_entropy_backward(Tensor& dlogits, const Tensor& logits,
+                                         const Tensor& targets, int64_t vocab,
+                                         double grad_scale) = 0;
+  virtual void do_embedding_shard_forward(Tensor& out, const Tensor& tokens,
+                                          const Tensor& wte_local, const Tensor& wpe,
+                                          int64_t vocab_start) = 0;
+  virtual void do_embedding_shard_backward(Tensor& dwte_local, Tensor& dwpe, const Tensor& dout,
+                                           const Tensor& tokens, int64_t vocab_start) = 0;
+  virtual void do_cross_entropy_shard_max(Tensor& row_max, const Tensor& logits,
+                                          int64_t vocab_start, int64_t vocab) = 0;
+  virtual void do_cross_entropy_shard_stats(Tensor& stats, const Tensor& logits,
+                                            const Tensor& targets, const Tensor& row_max,
+                                            int64_t vocab_start, int64_t vocab) = 0;
+  virtual void do_cross_entropy_shard_backward(Tensor& dlogits, const Tensor& logits,
+                                               const Tensor& targets, const Tensor& row_max,
+                                               const Tensor& row_sum, int64_t vocab_start,
+                                               int64_t vocab, double grad_scale) = 0;
+  virtual void do_dropout_forward(Tensor& out, const Tensor& in, double p, RngStream rng) = 0;
+  virtual void do_dropout_add(Tensor& y, const Tensor& x, const Tensor& residual, double p,
+                              RngStream rng) {
+    if (p == 0.0) return add(y, residual, x);
+    dropout_forward(y, x, p, rng);
+    add(y, residual, y);
+  }
+  virtual void do_dropout_backward(Tensor& din, const Tensor& dout, double p, RngStream rng) = 0;
+  virtual void do_adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
+                               const AdamWArgs& args) = 0;
+  virtual void do_adamw_update_rounded(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m,
+                                       Tensor& v, const AdamWArgs& args) {
+    adamw_update(master, grad, m, v, args);
+    copy(param, master);
+  }
+  virtual void do_adamw_update_many(const std::vector<AdamWItem>& items) {
+    for (const AdamWItem& it : items) {
+      if (it.master != nullptr)
+        adamw_update_rounded(*it.param, *it.master, *it.grad, *it.m, *it.v, it.args);
+      else
+        adamw_update(*it.param, *it.grad, *it.m, *it.v, it.args);
+    }
+  }
+
+ private:
+  // Reports an operation to the hook when it is called from outside (depth 0).
+  class OpScope {
+   public:
+    OpScope(Backend& backend, const OpCall& call)
+        : backend_(backend), call_(call), report_(backend.hook_ != nullptr && backend.depth_ == 0) {
+      ++backend_.depth_;
+      if (report_) backend_.hook_->begin(call_);
+    }
+    ~OpScope() {
+      --backend_.depth_;
+      if (report_) backend_.hook_->end(call_);
+    }
+    OpScope(const OpScope&) = delete;
+    OpScope& operator=(const OpScope&) = delete;
+
+   private:
+    Backend& backend_;
+    OpCall call_;
+    bool report_;
+  };
+
+  OpHook* hook_ = nullptr;
+  int depth_ = 0;  // operations running on this backend now (nested calls inside one)
 };
 
 // Opens a frozen-weights window for its lifetime (Backend::begin_frozen_weights).

@@ -115,7 +115,7 @@ std::string CpuBackend::name() const {
   return "cpu(" + std::to_string(threads_) + " threads)";
 }
 
-Tensor CpuBackend::alloc(const Shape& shape, DType dtype) {
+Tensor CpuBackend::do_alloc(const Shape& shape, DType dtype) {
   // Tensor::cpu's layout (64-byte aligned, zero-filled), with a deleter that also uncounts.
   const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
   const size_t rounded = (bytes + 63) / 64 * 64;
@@ -143,7 +143,7 @@ void CpuBackend::reset_peak() {
   counter_->reset_peak();
 }
 
-void CpuBackend::fill(Tensor& t, double value) {
+void CpuBackend::do_fill(Tensor& t, double value) {
   enter();
   guard_write(t, "fill");
   check_tensor(t, "fill", "t");
@@ -157,7 +157,7 @@ void CpuBackend::fill(Tensor& t, double value) {
   });
 }
 
-void CpuBackend::copy(Tensor& dst, const Tensor& src) {
+void CpuBackend::do_copy(Tensor& dst, const Tensor& src) {
   enter();
   guard_write(dst, "copy");
   check_tensor(dst, "copy", "dst");
@@ -215,13 +215,13 @@ void CpuBackend::guard_write(const Tensor& t, const char* op) const {
                         "change only after the window (FrozenWeights) closes");
 }
 
-void CpuBackend::gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
-                      double alpha, double beta) {
+void CpuBackend::do_gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                         double alpha, double beta) {
   gemm_impl(c, a, trans_a, b, trans_b, alpha, beta, false);
 }
 
-void CpuBackend::gemm_weight(Tensor& c, const Tensor& a, const Tensor& w, bool trans_w,
-                             double alpha, double beta) {
+void CpuBackend::do_gemm_weight(Tensor& c, const Tensor& a, const Tensor& w, bool trans_w,
+                                double alpha, double beta) {
   gemm_impl(c, a, false, w, trans_w, alpha, beta, frozen_);
 }
 
@@ -275,7 +275,7 @@ void CpuBackend::gemm_impl(Tensor& c, const Tensor& a, bool trans_a, const Tenso
   });
 }
 
-void CpuBackend::add_bias(Tensor& y, const Tensor& bias) {
+void CpuBackend::do_add_bias(Tensor& y, const Tensor& bias) {
   enter();
   check_tensor(y, "add_bias", "y");
   const int64_t c = y.dim(-1);
@@ -286,7 +286,7 @@ void CpuBackend::add_bias(Tensor& y, const Tensor& bias) {
   });
 }
 
-void CpuBackend::bias_backward(Tensor& dbias, const Tensor& dy) {
+void CpuBackend::do_bias_backward(Tensor& dbias, const Tensor& dy) {
   enter();
   check_tensor(dy, "bias_backward", "dy");
   const int64_t c = dy.dim(-1);
@@ -297,7 +297,7 @@ void CpuBackend::bias_backward(Tensor& dbias, const Tensor& dy) {
   });
 }
 
-void CpuBackend::add(Tensor& out, const Tensor& a, const Tensor& b) {
+void CpuBackend::do_add(Tensor& out, const Tensor& a, const Tensor& b) {
   enter();
   guard_write(out, "add");
   check_tensor(out, "add", "out");
@@ -309,7 +309,7 @@ void CpuBackend::add(Tensor& out, const Tensor& a, const Tensor& b) {
   });
 }
 
-void CpuBackend::axpy(Tensor& y, const Tensor& x, double alpha) {
+void CpuBackend::do_axpy(Tensor& y, const Tensor& x, double alpha) {
   enter();
   guard_write(y, "axpy");
   check_tensor(y, "axpy", "y");
@@ -320,7 +320,7 @@ void CpuBackend::axpy(Tensor& y, const Tensor& x, double alpha) {
   });
 }
 
-void CpuBackend::scale(Tensor& x, double alpha) {
+void CpuBackend::do_scale(Tensor& x, double alpha) {
   enter();
   guard_write(x, "scale");
   check_tensor(x, "scale", "x");
@@ -330,7 +330,7 @@ void CpuBackend::scale(Tensor& x, double alpha) {
   });
 }
 
-double CpuBackend::sum_squares(const Tensor& x) {
+double CpuBackend::do_sum_squares(const Tensor& x) {
   enter();
   check_tensor(x, "sum_squares", "x");
   double result = 0.0;
@@ -341,10 +341,10 @@ double CpuBackend::sum_squares(const Tensor& x) {
   return result;
 }
 
-void CpuBackend::layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in,
-                                   const Tensor& weight, const Tensor& bias, double eps) {
+void CpuBackend::do_layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in,
+                                      const Tensor& weight, const Tensor& bias, double eps) {
   enter();
-  const auto [n, c] = check_layernorm_forward(Device::kCPU, out, mean, rstd, in, weight, bias);
+  const int64_t c = in.dim(-1), n = in.numel() / c;  // checked by Backend::layernorm_forward
   const DType dt = in.dtype();
   dispatch("layernorm_forward", dt, [&](auto z) {
     using T = decltype(z);
@@ -354,12 +354,11 @@ void CpuBackend::layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, cons
   });
 }
 
-void CpuBackend::layernorm_backward(Tensor& din, Tensor& dweight, Tensor& dbias, const Tensor& dout,
-                                    const Tensor& in, const Tensor& weight, const Tensor& mean,
-                                    const Tensor& rstd) {
+void CpuBackend::do_layernorm_backward(Tensor& din, Tensor& dweight, Tensor& dbias,
+                                       const Tensor& dout, const Tensor& in, const Tensor& weight,
+                                       const Tensor& mean, const Tensor& rstd) {
   enter();
-  const auto [n, c] =
-      check_layernorm_backward(Device::kCPU, din, dweight, dbias, dout, in, weight, mean, rstd);
+  const int64_t c = in.dim(-1), n = in.numel() / c;  // checked by Backend::layernorm_backward
   const DType dt = in.dtype();
   dispatch("layernorm_backward", dt, [&](auto z) {
     using T = decltype(z);
@@ -370,18 +369,17 @@ void CpuBackend::layernorm_backward(Tensor& din, Tensor& dweight, Tensor& dbias,
   });
 }
 
-void CpuBackend::gelu_forward(Tensor& out, const Tensor& in, Activation act) {
+void CpuBackend::do_gelu_forward(Tensor& out, const Tensor& in, Activation act) {
   enter();
-  check_gelu_forward(Device::kCPU, out, in);
   dispatch("gelu_forward", in.dtype(), [&](auto z) {
     using T = decltype(z);
     cpu::gelu_forward(out.data_as<T>(), in.data_as<T>(), in.numel(), act);
   });
 }
 
-void CpuBackend::gelu_backward(Tensor& din, const Tensor& dout, const Tensor& in, Activation act) {
+void CpuBackend::do_gelu_backward(Tensor& din, const Tensor& dout, const Tensor& in,
+                                  Activation act) {
   enter();
-  check_gelu_backward("gelu_backward", Device::kCPU, din, dout, in);
   dispatch("gelu_backward", in.dtype(), [&](auto z) {
     using T = decltype(z);
     cpu::gelu_backward(din.data_as<T>(), dout.data_as<T>(), in.data_as<T>(), in.numel(), act);
@@ -401,8 +399,8 @@ AttentionDims attention_dims(const Tensor& qkv, int64_t heads, const char* op) {
 }
 }  // namespace
 
-void CpuBackend::attention_forward(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,
-                                   double dropout_p, RngStream rng) {
+void CpuBackend::do_attention_forward(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,
+                                      double dropout_p, RngStream rng) {
   enter();
   const auto [b, s, hd] = attention_dims(qkv, heads, "attention_forward");
   check_p(dropout_p, "attention_forward");
@@ -421,9 +419,9 @@ void CpuBackend::attention_forward(Tensor& out, Tensor& stats, const Tensor& qkv
   });
 }
 
-void CpuBackend::attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
-                                    const Tensor& out, const Tensor& stats, int64_t heads,
-                                    double dropout_p, RngStream rng) {
+void CpuBackend::do_attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
+                                       const Tensor& out, const Tensor& stats, int64_t heads,
+                                       double dropout_p, RngStream rng) {
   enter();
   const auto [b, s, hd] = attention_dims(qkv, heads, "attention_backward");
   check_p(dropout_p, "attention_backward");
@@ -446,8 +444,8 @@ void CpuBackend::attention_backward(Tensor& dqkv, const Tensor& dout, const Tens
   });
 }
 
-void CpuBackend::embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& wte,
-                                   const Tensor& wpe) {
+void CpuBackend::do_embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& wte,
+                                      const Tensor& wpe) {
   enter();
   check_tensor(tokens, "embedding_forward", "tokens");
   check_tensor(wte, "embedding_forward", "wte");
@@ -464,8 +462,8 @@ void CpuBackend::embedding_forward(Tensor& out, const Tensor& tokens, const Tens
   });
 }
 
-void CpuBackend::embedding_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout,
-                                    const Tensor& tokens) {
+void CpuBackend::do_embedding_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout,
+                                       const Tensor& tokens) {
   enter();
   check_tensor(tokens, "embedding_backward", "tokens");
   check_tensor(dwte, "embedding_backward", "dwte");
@@ -484,8 +482,8 @@ void CpuBackend::embedding_backward(Tensor& dwte, Tensor& dwpe, const Tensor& do
   });
 }
 
-double CpuBackend::cross_entropy_forward(const Tensor& logits, const Tensor& targets,
-                                         int64_t vocab) {
+double CpuBackend::do_cross_entropy_forward(const Tensor& logits, const Tensor& targets,
+                                            int64_t vocab) {
   enter();
   check_tensor(logits, "cross_entropy_forward", "logits");
   const int64_t vp = logits.dim(-1), n = logits.numel() / vp;
@@ -503,8 +501,9 @@ double CpuBackend::cross_entropy_forward(const Tensor& logits, const Tensor& tar
   return loss;
 }
 
-void CpuBackend::cross_entropy_backward(Tensor& dlogits, const Tensor& logits,
-                                        const Tensor& targets, int64_t vocab, double grad_scale) {
+void CpuBackend::do_cross_entropy_backward(Tensor& dlogits, const Tensor& logits,
+                                           const Tensor& targets, int64_t vocab,
+                                           double grad_scale) {
   enter();
   check_tensor(logits, "cross_entropy_backward", "logits");
   const int64_t vp = logits.dim(-1), n = logits.numel() / vp;
@@ -522,8 +521,9 @@ void CpuBackend::cross_entropy_backward(Tensor& dlogits, const Tensor& logits,
   });
 }
 
-void CpuBackend::embedding_shard_forward(Tensor& out, const Tensor& tokens, const Tensor& wte_local,
-                                         const Tensor& wpe, int64_t vocab_start) {
+void CpuBackend::do_embedding_shard_forward(Tensor& out, const Tensor& tokens,
+                                            const Tensor& wte_local, const Tensor& wpe,
+                                            int64_t vocab_start) {
   enter();
   const char* op = "embedding_shard_forward";
   check_tensor(tokens, op, "tokens");
@@ -540,8 +540,8 @@ void CpuBackend::embedding_shard_forward(Tensor& out, const Tensor& tokens, cons
   });
 }
 
-void CpuBackend::embedding_shard_backward(Tensor& dwte_local, Tensor& dwpe, const Tensor& dout,
-                                          const Tensor& tokens, int64_t vocab_start) {
+void CpuBackend::do_embedding_shard_backward(Tensor& dwte_local, Tensor& dwpe, const Tensor& dout,
+                                             const Tensor& tokens, int64_t vocab_start) {
   enter();
   const char* op = "embedding_shard_backward";
   check_tensor(tokens, op, "tokens");
@@ -560,8 +560,8 @@ void CpuBackend::embedding_shard_backward(Tensor& dwte_local, Tensor& dwpe, cons
   });
 }
 
-void CpuBackend::cross_entropy_shard_max(Tensor& row_max, const Tensor& logits, int64_t vocab_start,
-                                         int64_t vocab) {
+void CpuBackend::do_cross_entropy_shard_max(Tensor& row_max, const Tensor& logits,
+                                            int64_t vocab_start, int64_t vocab) {
   enter();
   const char* op = "cross_entropy_shard_max";
   const auto [n, real] = check_ce_shard(op, logits, nullptr, vocab_start, vocab);
@@ -573,9 +573,9 @@ void CpuBackend::cross_entropy_shard_max(Tensor& row_max, const Tensor& logits, 
   });
 }
 
-void CpuBackend::cross_entropy_shard_stats(Tensor& stats, const Tensor& logits,
-                                           const Tensor& targets, const Tensor& row_max,
-                                           int64_t vocab_start, int64_t vocab) {
+void CpuBackend::do_cross_entropy_shard_stats(Tensor& stats, const Tensor& logits,
+                                              const Tensor& targets, const Tensor& row_max,
+                                              int64_t vocab_start, int64_t vocab) {
   enter();
   const char* op = "cross_entropy_shard_stats";
   const auto [n, real] = check_ce_shard(op, logits, &targets, vocab_start, vocab);
@@ -589,10 +589,10 @@ void CpuBackend::cross_entropy_shard_stats(Tensor& stats, const Tensor& logits,
   });
 }
 
-void CpuBackend::cross_entropy_shard_backward(Tensor& dlogits, const Tensor& logits,
-                                              const Tensor& targets, const Tensor& row_max,
-                                              const Tensor& row_sum, int64_t vocab_start,
-                                              int64_t vocab, double grad_scale) {
+void CpuBackend::do_cross_entropy_shard_backward(Tensor& dlogits, const Tensor& logits,
+                                                 const Tensor& targets, const Tensor& row_max,
+                                                 const Tensor& row_sum, int64_t vocab_start,
+                                                 int64_t vocab, double grad_scale) {
   enter();
   const char* op = "cross_entropy_shard_backward";
   const auto [n, real] = check_ce_shard(op, logits, &targets, vocab_start, vocab);
@@ -608,7 +608,7 @@ void CpuBackend::cross_entropy_shard_backward(Tensor& dlogits, const Tensor& log
   });
 }
 
-void CpuBackend::dropout_forward(Tensor& out, const Tensor& in, double p, RngStream rng) {
+void CpuBackend::do_dropout_forward(Tensor& out, const Tensor& in, double p, RngStream rng) {
   enter();
   check_tensor(in, "dropout", "in");
   check_same(out, in.dtype(), in.numel(), "dropout", "out");
@@ -623,13 +623,13 @@ void CpuBackend::dropout_forward(Tensor& out, const Tensor& in, double p, RngStr
   });
 }
 
-void CpuBackend::dropout_backward(Tensor& din, const Tensor& dout, double p, RngStream rng) {
+void CpuBackend::do_dropout_backward(Tensor& din, const Tensor& dout, double p, RngStream rng) {
   // The same mask and scale applied to the gradient.
   dropout_forward(din, dout, p, rng);
 }
 
-void CpuBackend::adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
-                              const AdamWArgs& args) {
+void CpuBackend::do_adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
+                                 const AdamWArgs& args) {
   enter();
   guard_write(param, "adamw_update");
   check_tensor(param, "adamw_update", "param");
@@ -644,8 +644,8 @@ void CpuBackend::adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tens
   });
 }
 
-void CpuBackend::adamw_update_rounded(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m,
-                                      Tensor& v, const AdamWArgs& args) {
+void CpuBackend::do_adamw_update_rounded(Tensor& param, Tensor& master, const Tensor& grad,
+                                         Tensor& m, Tensor& v, const AdamWArgs& args) {
   guard_write(param, "adamw_update_rounded");
   const bool narrow = param.dtype() == DType::kBF16 || param.dtype() == DType::kF16;
   if (!narrow || master.dtype() != DType::kF32) {

@@ -133,8 +133,27 @@ class CudaBackend final : public Backend {
   Device device() const override { return Device::kCUDA; }
   std::string name() const override { return name_; }
 
+  int64_t live_bytes() const override { return counter_->live(); }
+  int64_t peak_reserved_bytes() const override { return cache_->peak_reserved_bytes(); }
+  int64_t reserved_bytes() const override { return cache_->reserved_bytes(); }
+  int64_t device_bytes_in_use() const override {
+    size_t free_bytes = 0, total_bytes = 0;
+    if (cudaSetDevice(device_) != cudaSuccess ||
+        cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;  // a report, not a check: the next CUDA call says what is wrong
+    }
+    return static_cast<int64_t>(total_bytes - free_bytes);
+  }
+  int64_t peak_bytes() const override { return counter_->peak(); }
+  void reset_peak() override { counter_->reset_peak(); }
+
+  void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream())); }
+  void* native_stream() const override { return stream_.get(); }
+
+ protected:
   // ---- memory ----
-  Tensor alloc(const Shape& shape, DType dtype) override {
+  Tensor do_alloc(const Shape& shape, DType dtype) override {
     const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
     void* p = cache_->allocate(bytes);
     if (bytes && p == nullptr) {
@@ -157,28 +176,11 @@ class CudaBackend final : public Backend {
     if (bytes) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream()));
     return Tensor(std::move(storage), 0, shape, dtype);
   }
-
-  int64_t live_bytes() const override { return counter_->live(); }
-  int64_t peak_reserved_bytes() const override { return cache_->peak_reserved_bytes(); }
-  int64_t reserved_bytes() const override { return cache_->reserved_bytes(); }
-  int64_t device_bytes_in_use() const override {
-    size_t free_bytes = 0, total_bytes = 0;
-    if (cudaSetDevice(device_) != cudaSuccess ||
-        cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return 0;  // a report, not a check: the next CUDA call says what is wrong
-    }
-    return static_cast<int64_t>(total_bytes - free_bytes);
-  }
-  int64_t peak_bytes() const override { return counter_->peak(); }
-  void reset_peak() override { counter_->reset_peak(); }
-
-  void fill(Tensor& t, double value) override {
+  void do_fill(Tensor& t, double value) override {
     require_cuda(t, "fill", "t");
     fill_cuda(t, value, stream());
   }
-
-  void copy(Tensor& dst, const Tensor& src) override {
+  void do_copy(Tensor& dst, const Tensor& src) override {
     MTNLG_CHECK_MSG(dst.numel() == src.numel(), "copy: " << dst.str() << " = " << src.str());
     const bool dst_dev = dst.device() == Device::kCUDA, src_dev = src.device() == Device::kCUDA;
     if (!dst_dev && !src_dev) {
@@ -198,40 +200,36 @@ class CudaBackend final : public Backend {
       convert_cuda(dst, src, stream());
     } else if (dst_dev) {
       Tensor staged = alloc(src.shape(), src.dtype());
-      copy(staged, src);
+      do_copy(staged, src);
       convert_cuda(dst, staged, stream());
     } else {
       Tensor staged = alloc(src.shape(), dst.dtype());
       convert_cuda(staged, src, stream());
-      copy(dst, staged);
+      do_copy(dst, staged);
     }
   }
-
   // ---- dense algebra ----
-  void gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, double alpha,
-            double beta) override {
+  void do_gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+               double alpha, double beta) override {
     require_cuda(c, "gemm", "c");
     require_cuda(a, "gemm", "a");
     require_cuda(b, "gemm", "b");
     gemm_cuda(blas(), c, a, trans_a, b, trans_b, alpha, beta);
   }
-
-  void add_bias(Tensor& y, const Tensor& bias) override {
+  void do_add_bias(Tensor& y, const Tensor& bias) override {
     require_cuda(y, "add_bias", "y");
     require_cuda(bias, "add_bias", "bias");
     MTNLG_CHECK_MSG(y.dtype() == bias.dtype() && y.ndim() >= 1 && y.dim(-1) == bias.numel(),
                     "add_bias: " << y.str() << " += " << bias.str());
     add_bias_cuda(y, bias, stream());
   }
-
-  void bias_backward(Tensor& dbias, const Tensor& dy) override {
+  void do_bias_backward(Tensor& dbias, const Tensor& dy) override {
     require_cuda(dy, "bias_backward", "dy");
     MTNLG_CHECK_MSG(dy.ndim() >= 1, "bias_backward: dy " << dy.str());
     require(dbias, acc_dtype(dy.dtype()), dy.dim(-1), "bias_backward", "dbias");
     bias_backward_cuda(dbias, dy, ws_, stream());
   }
-
-  void add(Tensor& out, const Tensor& a, const Tensor& b) override {
+  void do_add(Tensor& out, const Tensor& a, const Tensor& b) override {
     require_cuda(out, "add", "out");
     require_cuda(a, "add", "a");
     require_cuda(b, "add", "b");
@@ -239,60 +237,50 @@ class CudaBackend final : public Backend {
     require_same(out, b, "add");
     add_cuda(out, a, b, stream());
   }
-
-  void axpy(Tensor& y, const Tensor& x, double alpha) override {
+  void do_axpy(Tensor& y, const Tensor& x, double alpha) override {
     require_cuda(y, "axpy", "y");
     require_cuda(x, "axpy", "x");
     require_same(y, x, "axpy");
     axpy_cuda(y, x, alpha, stream());
   }
-
-  void scale(Tensor& x, double alpha) override {
+  void do_scale(Tensor& x, double alpha) override {
     require_cuda(x, "scale", "x");
     scale_cuda(x, alpha, stream());
   }
-
-  double sum_squares(const Tensor& x) override {
+  double do_sum_squares(const Tensor& x) override {
     require_cuda(x, "sum_squares", "x");
     return sum_squares_cuda(x, sum_scratch(), stream());
   }
-  std::vector<double> sum_squares_many(const std::vector<Tensor>& xs) override {
+  std::vector<double> do_sum_squares_many(const std::vector<Tensor>& xs) override {
     for (const Tensor& x : xs) require_cuda(x, "sum_squares_many", "x");
     return sum_squares_many_cuda(xs, ws_, stream());
   }
-
   // ---- layers ----
-  void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in,
-                         const Tensor& weight, const Tensor& bias, double eps) override {
-    check_layernorm_forward(Device::kCUDA, out, mean, rstd, in, weight, bias);
+  void do_layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in,
+                            const Tensor& weight, const Tensor& bias, double eps) override {
     layernorm_forward_cuda(out, mean, rstd, in, weight, bias, eps, stream());
   }
-  void layernorm_backward(Tensor& din, Tensor& dweight, Tensor& dbias, const Tensor& dout,
-                          const Tensor& in, const Tensor& weight, const Tensor& mean,
-                          const Tensor& rstd) override {
-    check_layernorm_backward(Device::kCUDA, din, dweight, dbias, dout, in, weight, mean, rstd);
+  void do_layernorm_backward(Tensor& din, Tensor& dweight, Tensor& dbias, const Tensor& dout,
+                             const Tensor& in, const Tensor& weight, const Tensor& mean,
+                             const Tensor& rstd) override {
     layernorm_backward_cuda(din, dweight, dbias, dout, in, weight, mean, rstd, ws_, stream());
   }
-
-  void gelu_forward(Tensor& out, const Tensor& in, Activation act) override {
-    check_gelu_forward(Device::kCUDA, out, in);
+  void do_gelu_forward(Tensor& out, const Tensor& in, Activation act) override {
     gelu_forward_cuda(out, in, act, stream());
   }
-  void gelu_backward(Tensor& din, const Tensor& dout, const Tensor& in, Activation act) override {
-    check_gelu_backward("gelu_backward", Device::kCUDA, din, dout, in);
+  void do_gelu_backward(Tensor& din, const Tensor& dout, const Tensor& in,
+                        Activation act) override {
     gelu_backward_cuda(din, dout, in, act, stream());
   }
-  void gelu_bias_backward(Tensor& din, Tensor& dbias, const Tensor& dout, const Tensor& in,
-                          Activation act) override {
-    check_gelu_backward("gelu_bias_backward", Device::kCUDA, din, dout, in, &dbias);
+  void do_gelu_bias_backward(Tensor& din, Tensor& dbias, const Tensor& dout, const Tensor& in,
+                             Activation act) override {
     gelu_bias_backward_cuda(din, dbias, dout, in, act, ws_, stream());
   }
-
   // cuBLASLt with the bias (and the tanh GeLU) in the epilogue where it applies
   // (core/cuda/gemm_epilogue.h); the exact GeLU, which cuBLASLt lacks, after it; else the
   // separate operations.
-  void linear_bias_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias,
-                           Tensor* gelu_out, Activation act) override {
+  void do_linear_bias_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias,
+                              Tensor* gelu_out, Activation act) override {
     if (epilogues_enabled_) {
       const bool fuse_gelu = gelu_out != nullptr && act == Activation::kGeluTanh;
       if (epilogue_->linear_bias(y, x, w, bias, fuse_gelu ? gelu_out : nullptr, stream())) {
@@ -302,9 +290,8 @@ class CudaBackend final : public Backend {
     }
     Backend::linear_bias_forward(y, x, w, bias, gelu_out, act);
   }
-
-  void attention_forward(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,
-                         double dropout_p, RngStream rng) override {
+  void do_attention_forward(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,
+                            double dropout_p, RngStream rng) override {
     const char* op = "attention_forward";
     const auto [b, s, hd] = attention_dims(qkv, heads, op);
     require_p(dropout_p, op);
@@ -318,9 +305,9 @@ class CudaBackend final : public Backend {
     else
       attention_forward_cuda(blas(), out, stats, qkv, heads, dropout_p, rng, ws_);
   }
-  void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                          const Tensor& stats, int64_t heads, double dropout_p,
-                          RngStream rng) override {
+  void do_attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                             const Tensor& stats, int64_t heads, double dropout_p,
+                             RngStream rng) override {
     const char* op = "attention_backward";
     const auto [b, s, hd] = attention_dims(qkv, heads, op);
     require_p(dropout_p, op);
@@ -339,9 +326,8 @@ class CudaBackend final : public Backend {
     else
       attention_backward_cuda(blas(), dqkv, dout, qkv, stats, heads, dropout_p, rng, ws_);
   }
-
-  void embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& wte,
-                         const Tensor& wpe) override {
+  void do_embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& wte,
+                            const Tensor& wpe) override {
     const char* op = "embedding_forward";
     require_cuda(tokens, op, "tokens");
     require_cuda(wte, op, "wte");
@@ -352,8 +338,8 @@ class CudaBackend final : public Backend {
     check_ids(tokens, wte.dim(0), op, "token id", kVocabFix);
     embedding_forward_cuda(out, tokens, wte, wpe, 0, stream());
   }
-  void embedding_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout,
-                          const Tensor& tokens) override {
+  void do_embedding_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout,
+                             const Tensor& tokens) override {
     const char* op = "embedding_backward";
     require_cuda(tokens, op, "tokens");
     require_cuda(dwte, op, "dwte");
@@ -365,9 +351,8 @@ class CudaBackend final : public Backend {
     check_ids(tokens, dwte.dim(0), op, "token id", kVocabFix);
     embedding_backward_cuda(dwte, dwpe, dout, tokens, 0, ws_, stream());
   }
-
-  void embedding_shard_forward(Tensor& out, const Tensor& tokens, const Tensor& wte_local,
-                               const Tensor& wpe, int64_t vocab_start) override {
+  void do_embedding_shard_forward(Tensor& out, const Tensor& tokens, const Tensor& wte_local,
+                                  const Tensor& wpe, int64_t vocab_start) override {
     const char* op = "embedding_shard_forward";
     require_cuda(tokens, op, "tokens");
     require_cuda(wte_local, op, "wte_local");
@@ -377,8 +362,8 @@ class CudaBackend final : public Backend {
     require(out, wte_local.dtype(), b * s * c, op, "out");
     embedding_forward_cuda(out, tokens, wte_local, wpe, vocab_start, stream());
   }
-  void embedding_shard_backward(Tensor& dwte_local, Tensor& dwpe, const Tensor& dout,
-                                const Tensor& tokens, int64_t vocab_start) override {
+  void do_embedding_shard_backward(Tensor& dwte_local, Tensor& dwpe, const Tensor& dout,
+                                   const Tensor& tokens, int64_t vocab_start) override {
     const char* op = "embedding_shard_backward";
     require_cuda(tokens, op, "tokens");
     require_cuda(dwte_local, op, "dwte_local");
@@ -389,9 +374,8 @@ class CudaBackend final : public Backend {
     require(dout, dout.dtype(), b * s * c, op, "dout");
     embedding_backward_cuda(dwte_local, dwpe, dout, tokens, vocab_start, ws_, stream());
   }
-
-  double cross_entropy_forward(const Tensor& logits, const Tensor& targets,
-                               int64_t vocab) override {
+  double do_cross_entropy_forward(const Tensor& logits, const Tensor& targets,
+                                  int64_t vocab) override {
     const char* op = "cross_entropy_forward";
     require_cuda(logits, op, "logits");
     const int64_t vp = logits.dim(-1), n = logits.numel() / vp;
@@ -402,8 +386,8 @@ class CudaBackend final : public Backend {
     return cross_entropy_forward_cuda(logits, targets, vocab, ws_,
                                       sum_scratch() + (kSumSquaresScratch - 1), stream());
   }
-  void cross_entropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
-                              int64_t vocab, double grad_scale) override {
+  void do_cross_entropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
+                                 int64_t vocab, double grad_scale) override {
     const char* op = "cross_entropy_backward";
     require_cuda(logits, op, "logits");
     const int64_t vp = logits.dim(-1), n = logits.numel() / vp;
@@ -414,27 +398,26 @@ class CudaBackend final : public Backend {
     check_ids(targets, vocab, op, "target id", kVocabFix);
     cross_entropy_backward_cuda(dlogits, logits, targets, vocab, grad_scale, stream());
   }
-
-  void cross_entropy_shard_max(Tensor& row_max, const Tensor& logits, int64_t vocab_start,
-                               int64_t vocab) override {
+  void do_cross_entropy_shard_max(Tensor& row_max, const Tensor& logits, int64_t vocab_start,
+                                  int64_t vocab) override {
     const char* op = "cross_entropy_shard_max";
     const auto [n, real] = ce_shard_dims(op, logits, nullptr, vocab_start, vocab);
     require(row_max, DType::kF64, n, op, "row_max");
     cross_entropy_shard_max_cuda(row_max, logits, real, stream());
   }
-  void cross_entropy_shard_stats(Tensor& stats, const Tensor& logits, const Tensor& targets,
-                                 const Tensor& row_max, int64_t vocab_start,
-                                 int64_t vocab) override {
+  void do_cross_entropy_shard_stats(Tensor& stats, const Tensor& logits, const Tensor& targets,
+                                    const Tensor& row_max, int64_t vocab_start,
+                                    int64_t vocab) override {
     const char* op = "cross_entropy_shard_stats";
     const auto [n, real] = ce_shard_dims(op, logits, &targets, vocab_start, vocab, true);
     require(row_max, DType::kF64, n, op, "row_max");
     require(stats, DType::kF64, 2 * n, op, "stats");
     cross_entropy_shard_stats_cuda(stats, logits, targets, row_max, vocab_start, real, stream());
   }
-  void cross_entropy_shard_backward(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
-                                    const Tensor& row_max, const Tensor& row_sum,
-                                    int64_t vocab_start, int64_t vocab,
-                                    double grad_scale) override {
+  void do_cross_entropy_shard_backward(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
+                                       const Tensor& row_max, const Tensor& row_sum,
+                                       int64_t vocab_start, int64_t vocab,
+                                       double grad_scale) override {
     const char* op = "cross_entropy_shard_backward";
     const auto [n, real] = ce_shard_dims(op, logits, &targets, vocab_start, vocab);
     require(dlogits, logits.dtype(), logits.numel(), op, "dlogits");
@@ -443,21 +426,20 @@ class CudaBackend final : public Backend {
     cross_entropy_shard_backward_cuda(dlogits, logits, targets, row_max, row_sum, vocab_start, real,
                                       grad_scale, stream());
   }
-
-  void dropout_forward(Tensor& out, const Tensor& in, double p, RngStream rng) override {
+  void do_dropout_forward(Tensor& out, const Tensor& in, double p, RngStream rng) override {
     require_cuda(out, "dropout_forward", "out");
     require_cuda(in, "dropout_forward", "in");
     require_same(out, in, "dropout_forward");
     dropout_forward_cuda(out, in, p, rng, stream());
   }
-  void dropout_backward(Tensor& din, const Tensor& dout, double p, RngStream rng) override {
+  void do_dropout_backward(Tensor& din, const Tensor& dout, double p, RngStream rng) override {
     require_cuda(din, "dropout_backward", "din");
     require_cuda(dout, "dropout_backward", "dout");
     require_same(din, dout, "dropout_backward");
     dropout_backward_cuda(din, dout, p, rng, stream());
   }
-  void dropout_add(Tensor& y, const Tensor& x, const Tensor& residual, double p,
-                   RngStream rng) override {
+  void do_dropout_add(Tensor& y, const Tensor& x, const Tensor& residual, double p,
+                      RngStream rng) override {
     require_cuda(y, "dropout_add", "y");
     require_cuda(x, "dropout_add", "x");
     require_cuda(residual, "dropout_add", "residual");
@@ -467,22 +449,19 @@ class CudaBackend final : public Backend {
                     "dropout_add: y aliases residual (as the two calls, it may alias x only)");
     dropout_add_cuda(y, x, residual, p, rng, stream());
   }
-
   // ---- optimizer ----
-  void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
-                    const AdamWArgs& args) override {
+  void do_adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
+                       const AdamWArgs& args) override {
     check_adamw(param, grad, m, v, "adamw_update");
     adamw_update_cuda(param, grad, m, v, args, stream());
   }
-
-  void adamw_update_rounded(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m, Tensor& v,
-                            const AdamWArgs& args) override {
+  void do_adamw_update_rounded(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m,
+                               Tensor& v, const AdamWArgs& args) override {
     check_adamw_rounded(param, master, grad, m, v, "adamw_update_rounded");
     adamw_update_rounded_cuda(param, master, grad, m, v, args, stream());
   }
-
   // Every item checked first, then up to 32 tensors of a kind per launch.
-  void adamw_update_many(const std::vector<AdamWItem>& items) override {
+  void do_adamw_update_many(const std::vector<AdamWItem>& items) override {
     const char* op = "adamw_update_many";
     for (const AdamWItem& it : items) {
       MTNLG_CHECK_MSG(it.param && it.grad && it.m && it.v, op << ": an item without its tensors");
@@ -497,9 +476,6 @@ class CudaBackend final : public Backend {
     }
     adamw_update_many_cuda(items, stream());
   }
-
-  void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream())); }
-  void* native_stream() const override { return stream_.get(); }
 
  private:
   static constexpr const char* kVocabFix =

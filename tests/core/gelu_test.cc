@@ -96,5 +96,5 @@ TEST_CASE("gelu's contract - aliasing and operands named") {
                     Catch::Contains("gelu_forward: out is"));
   Tensor din = Tensor::cpu({4, 6}, DType::kF32), short_dout = Tensor::cpu({4, 5}, DType::kF32);
   CHECK_THROWS_WITH(be->gelu_bias_backward(din, dbias, short_dout, in, Activation::kGelu),
-                    Catch::Contains("gelu_backward: dout is"));
+                    Catch::Contains("gelu_bias_backward: dout is"));
 }

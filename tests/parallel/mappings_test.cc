@@ -27,62 +27,65 @@ class DeviceBackend final : public Backend {
   Device device() const override { return Device::kCUDA; }
   std::string name() const override { return "fake cuda"; }
   void synchronize() override { ++syncs; }
-  Tensor alloc(const Shape&, DType) override { unused(); }
-  void fill(Tensor&, double) override { unused(); }
-  void copy(Tensor&, const Tensor&) override { unused(); }
-  void gemm(Tensor&, const Tensor&, bool, const Tensor&, bool, double, double) override {
+
+ protected:
+  Tensor do_alloc(const Shape&, DType) override { unused(); }
+  void do_fill(Tensor&, double) override { unused(); }
+  void do_copy(Tensor&, const Tensor&) override { unused(); }
+  void do_gemm(Tensor&, const Tensor&, bool, const Tensor&, bool, double, double) override {
     unused();
   }
-  void add_bias(Tensor&, const Tensor&) override { unused(); }
-  void bias_backward(Tensor&, const Tensor&) override { unused(); }
-  void add(Tensor&, const Tensor&, const Tensor&) override { unused(); }
-  void axpy(Tensor&, const Tensor&, double) override { unused(); }
-  void scale(Tensor&, double) override { unused(); }
-  double sum_squares(const Tensor&) override { unused(); }
-  void layernorm_forward(Tensor&, Tensor&, Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                         double) override {
+  void do_add_bias(Tensor&, const Tensor&) override { unused(); }
+  void do_bias_backward(Tensor&, const Tensor&) override { unused(); }
+  void do_add(Tensor&, const Tensor&, const Tensor&) override { unused(); }
+  void do_axpy(Tensor&, const Tensor&, double) override { unused(); }
+  void do_scale(Tensor&, double) override { unused(); }
+  double do_sum_squares(const Tensor&) override { unused(); }
+  void do_layernorm_forward(Tensor&, Tensor&, Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                            double) override {
     unused();
   }
-  void layernorm_backward(Tensor&, Tensor&, Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                          const Tensor&, const Tensor&) override {
+  void do_layernorm_backward(Tensor&, Tensor&, Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                             const Tensor&, const Tensor&) override {
     unused();
   }
-  void gelu_forward(Tensor&, const Tensor&, Activation) override { unused(); }
-  void gelu_backward(Tensor&, const Tensor&, const Tensor&, Activation) override { unused(); }
-  void attention_forward(Tensor&, Tensor&, const Tensor&, int64_t, double, RngStream) override {
+  void do_gelu_forward(Tensor&, const Tensor&, Activation) override { unused(); }
+  void do_gelu_backward(Tensor&, const Tensor&, const Tensor&, Activation) override { unused(); }
+  void do_attention_forward(Tensor&, Tensor&, const Tensor&, int64_t, double, RngStream) override {
     unused();
   }
-  void attention_backward(Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                          int64_t, double, RngStream) override {
+  void do_attention_backward(Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                             int64_t, double, RngStream) override {
     unused();
   }
-  void embedding_forward(Tensor&, const Tensor&, const Tensor&, const Tensor&) override {
+  void do_embedding_forward(Tensor&, const Tensor&, const Tensor&, const Tensor&) override {
     unused();
   }
-  void embedding_backward(Tensor&, Tensor&, const Tensor&, const Tensor&) override { unused(); }
-  double cross_entropy_forward(const Tensor&, const Tensor&, int64_t) override { unused(); }
-  void cross_entropy_backward(Tensor&, const Tensor&, const Tensor&, int64_t, double) override {
+  void do_embedding_backward(Tensor&, Tensor&, const Tensor&, const Tensor&) override { unused(); }
+  double do_cross_entropy_forward(const Tensor&, const Tensor&, int64_t) override { unused(); }
+  void do_cross_entropy_backward(Tensor&, const Tensor&, const Tensor&, int64_t, double) override {
     unused();
   }
-  void embedding_shard_forward(Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                               int64_t) override {
+  void do_embedding_shard_forward(Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                  int64_t) override {
     unused();
   }
-  void embedding_shard_backward(Tensor&, Tensor&, const Tensor&, const Tensor&, int64_t) override {
+  void do_embedding_shard_backward(Tensor&, Tensor&, const Tensor&, const Tensor&,
+                                   int64_t) override {
     unused();
   }
-  void cross_entropy_shard_max(Tensor&, const Tensor&, int64_t, int64_t) override { unused(); }
-  void cross_entropy_shard_stats(Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t,
-                                 int64_t) override {
+  void do_cross_entropy_shard_max(Tensor&, const Tensor&, int64_t, int64_t) override { unused(); }
+  void do_cross_entropy_shard_stats(Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t,
+                                    int64_t) override {
     unused();
   }
-  void cross_entropy_shard_backward(Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                    const Tensor&, int64_t, int64_t, double) override {
+  void do_cross_entropy_shard_backward(Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                       const Tensor&, int64_t, int64_t, double) override {
     unused();
   }
-  void dropout_forward(Tensor&, const Tensor&, double, RngStream) override { unused(); }
-  void dropout_backward(Tensor&, const Tensor&, double, RngStream) override { unused(); }
-  void adamw_update(Tensor&, const Tensor&, Tensor&, Tensor&, const AdamWArgs&) override {
+  void do_dropout_forward(Tensor&, const Tensor&, double, RngStream) override { unused(); }
+  void do_dropout_backward(Tensor&, const Tensor&, double, RngStream) override { unused(); }
+  void do_adamw_update(Tensor&, const Tensor&, Tensor&, Tensor&, const AdamWArgs&) override {
     unused();
   }
 };
