@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/backend_checks.h"
@@ -125,6 +126,7 @@ class Backend {
   virtual int64_t device_bytes_in_use() const { return 0; }
 
   // ---- dense algebra ----
+  // The elementwise operations' operands are checked by core/backend_checks.h (check_add, ...).
   // c[m, n] = alpha * op(a) @ op(b) + beta * c, with op(x) = x^T when trans_x. a and b are
   // viewed as 2-D (leading dimensions collapsed).
   void gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, double alpha,
@@ -163,37 +165,44 @@ class Backend {
 
   // y[n, c] += bias[c]
   void add_bias(Tensor& y, const Tensor& bias) {
+    check_add_bias(device(), y, bias);
     const OpScope s(*this, {"add_bias", "add_bias"});
     do_add_bias(y, bias);
   }
   // dbias[c] += sum_n dy[n, c]
   void bias_backward(Tensor& dbias, const Tensor& dy) {
+    check_bias_backward(device(), dbias, dy);
     const OpScope s(*this, {"bias_backward", "bias_backward"});
     do_bias_backward(dbias, dy);
   }
   // out = a + b (out may alias a or b)
   void add(Tensor& out, const Tensor& a, const Tensor& b) {
+    check_add(device(), out, a, b);
     const OpScope s(*this, {"add", "add"});
     do_add(out, a, b);
   }
   // y += alpha * x
   void axpy(Tensor& y, const Tensor& x, double alpha) {
+    check_axpy(device(), y, x);
     const OpScope s(*this, {"axpy", "axpy"});
     do_axpy(y, x, alpha);
   }
   // x *= alpha
   void scale(Tensor& x, double alpha) {
+    check_on("scale", "x", x, device());
     const OpScope s(*this, {"scale", "scale"});
     do_scale(x, alpha);
   }
   // sum of x[i]^2, in double
   double sum_squares(const Tensor& x) {
+    check_on("sum_squares", "x", x, device());
     const OpScope s(*this, {"sum_squares", "sum_squares"});
     return do_sum_squares(x);
   }
   // sum_squares of each tensor, the same values as one call each; a device backend answers
   // with one synchronization instead of one per tensor (the global gradient norm).
   std::vector<double> sum_squares_many(const std::vector<Tensor>& xs) {
+    for (const Tensor& x : xs) check_on("sum_squares_many", "x", x, device());
     const OpScope s(*this, {"sum_squares_many", "sum_squares_many"});
     return do_sum_squares_many(xs);
   }
@@ -248,6 +257,7 @@ class Backend {
   // ((b * heads + h) * s + i) * s + j, and is regenerated identically in backward.
   void attention_forward(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,
                          double dropout_p, RngStream rng) {
+    check_attention_forward(device(), out, stats, qkv, heads, dropout_p);
     const OpScope s(*this, {"attention_forward", "attention_forward", &qkv, &out, &stats});
     do_attention_forward(out, stats, qkv, heads, dropout_p, rng);
   }
@@ -255,17 +265,20 @@ class Backend {
   // from out rather than from whole recomputed rows).
   void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                           const Tensor& stats, int64_t heads, double dropout_p, RngStream rng) {
+    check_attention_backward(device(), dqkv, dout, qkv, out, stats, heads, dropout_p);
     const OpScope s(*this, {"attention_backward", "attention_backward", &qkv, &dout, &stats});
     do_attention_backward(dqkv, dout, qkv, out, stats, heads, dropout_p, rng);
   }
 
   // out[b, t, :] = wte[tokens[b, t], :] + wpe[t, :]; tokens i32 [b, s]; wte [V, c]; wpe [P, c].
   void embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe) {
+    check_embedding_forward("embedding_forward", device(), out, tokens, wte, wpe, true);
     const OpScope s(*this, {"embedding_forward", "embedding_forward"});
     do_embedding_forward(out, tokens, wte, wpe);
   }
   // dwte[tokens[b, t]] += dout[b, t]; dwpe[t] += sum_b dout[b, t]
   void embedding_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens) {
+    check_embedding_backward("embedding_backward", device(), dwte, dwpe, dout, tokens, true);
     const OpScope s(*this, {"embedding_backward", "embedding_backward"});
     do_embedding_backward(dwte, dwpe, dout, tokens);
   }
@@ -274,6 +287,7 @@ class Backend {
   // padding and never contribute); targets i32 [n], each in [0, vocab).
   // Returns sum_n -log softmax(logits[n])[targets[n]], in double.
   double cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t vocab) {
+    check_cross_entropy("cross_entropy_forward", device(), nullptr, logits, targets, vocab);
     const OpScope s(*this, {"cross_entropy_forward", "cross_entropy_forward"});
     return do_cross_entropy_forward(logits, targets, vocab);
   }
@@ -281,6 +295,7 @@ class Backend {
   // dlogits may alias logits (the fused, memory-saving path).
   void cross_entropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
                               int64_t vocab, double grad_scale) {
+    check_cross_entropy("cross_entropy_backward", device(), &dlogits, logits, targets, vocab);
     const OpScope s(*this, {"cross_entropy_backward", "cross_entropy_backward"});
     do_cross_entropy_backward(dlogits, logits, targets, vocab, grad_scale);
   }
@@ -297,6 +312,8 @@ class Backend {
   // range-checked here: the ones this rank does not hold belong to other ranks.
   void embedding_shard_forward(Tensor& out, const Tensor& tokens, const Tensor& wte_local,
                                const Tensor& wpe, int64_t vocab_start) {
+    check_embedding_forward("embedding_shard_forward", device(), out, tokens, wte_local, wpe,
+                            false);
     const OpScope s(*this, {"embedding_shard_forward", "embedding_forward"});
     do_embedding_shard_forward(out, tokens, wte_local, wpe, vocab_start);
   }
@@ -305,6 +322,8 @@ class Backend {
   // embedding_backward, so fp32 sums agree bit for bit.
   void embedding_shard_backward(Tensor& dwte_local, Tensor& dwpe, const Tensor& dout,
                                 const Tensor& tokens, int64_t vocab_start) {
+    check_embedding_backward("embedding_shard_backward", device(), dwte_local, dwpe, dout, tokens,
+                             false);
     const OpScope s(*this, {"embedding_shard_backward", "embedding_backward"});
     do_embedding_shard_backward(dwte_local, dwpe, dout, tokens, vocab_start);
   }
@@ -314,6 +333,7 @@ class Backend {
   // row_max [n]: the max of each row's real columns (-inf when the shard has none).
   void cross_entropy_shard_max(Tensor& row_max, const Tensor& logits, int64_t vocab_start,
                                int64_t vocab) {
+    check_ce_shard_max(device(), row_max, logits, vocab_start, vocab);
     const OpScope s(*this, {"cross_entropy_shard_max", "cross_entropy_forward"});
     do_cross_entropy_shard_max(row_max, logits, vocab_start, vocab);
   }
@@ -321,6 +341,7 @@ class Backend {
   // stats[1, r] = logits[r, targets[r] - vocab_start] when the rank holds the target, else 0.
   void cross_entropy_shard_stats(Tensor& stats, const Tensor& logits, const Tensor& targets,
                                  const Tensor& row_max, int64_t vocab_start, int64_t vocab) {
+    check_ce_shard_stats(device(), stats, logits, targets, row_max, vocab_start, vocab);
     const OpScope s(*this, {"cross_entropy_shard_stats", "cross_entropy_forward"});
     do_cross_entropy_shard_stats(stats, logits, targets, row_max, vocab_start, vocab);
   }
@@ -329,6 +350,8 @@ class Backend {
   void cross_entropy_shard_backward(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
                                     const Tensor& row_max, const Tensor& row_sum,
                                     int64_t vocab_start, int64_t vocab, double grad_scale) {
+    check_ce_shard_backward(device(), dlogits, logits, targets, row_max, row_sum, vocab_start,
+                            vocab);
     const OpScope s(*this, {"cross_entropy_shard_backward", "cross_entropy_backward"});
     do_cross_entropy_shard_backward(dlogits, logits, targets, row_max, row_sum, vocab_start, vocab,
                                     grad_scale);
@@ -336,6 +359,7 @@ class Backend {
 
   // out = in * keep / (1 - p), keep drawn from rng element index i (out may alias in).
   void dropout_forward(Tensor& out, const Tensor& in, double p, RngStream rng) {
+    check_dropout("dropout_forward", device(), out, in, p);
     const OpScope s(*this, {"dropout_forward", "dropout_forward"});
     do_dropout_forward(out, in, p, rng);
   }
@@ -344,13 +368,13 @@ class Backend {
   // the rows instead of two, the same bits). y may alias x; it aliases residual only when p is 0.
   // By default exactly the two calls (the sum rounded as add rounds it).
   void dropout_add(Tensor& y, const Tensor& x, const Tensor& residual, double p, RngStream rng) {
-    MTNLG_CHECK_MSG(p == 0.0 || y.data() != residual.data(),
-                    "dropout_add: y aliases residual (dropout needs y for x's dropped copy)");
+    check_dropout_add(device(), y, x, residual, p);
     const OpScope s(*this, {"dropout_add", "dropout_add"});
     do_dropout_add(y, x, residual, p, rng);
   }
   // din = dout * keep / (1 - p) (din may alias dout)
   void dropout_backward(Tensor& din, const Tensor& dout, double p, RngStream rng) {
+    check_dropout("dropout_backward", device(), din, dout, p);
     const OpScope s(*this, {"dropout_backward", "dropout_backward"});
     do_dropout_backward(din, dout, p, rng);
   }
@@ -360,6 +384,7 @@ class Backend {
   // param -= lr * (mhat / (sqrt(vhat) + eps) + weight_decay * param).
   void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
                     const AdamWArgs& args) {
+    check_adamw("adamw_update", device(), param, grad, m, v, args.step);
     const OpScope s(*this, {"adamw_update", "adamw_update"});
     do_adamw_update(param, grad, m, v, args);
   }
@@ -368,6 +393,7 @@ class Backend {
   // makes), in one pass on a device backend.
   void adamw_update_rounded(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m, Tensor& v,
                             const AdamWArgs& args) {
+    check_adamw_rounded("adamw_update_rounded", device(), param, master, grad, m, v, args.step);
     const OpScope s(*this, {"adamw_update_rounded", "adamw_update_rounded"});
     do_adamw_update_rounded(param, master, grad, m, v, args);
   }
@@ -375,6 +401,15 @@ class Backend {
   // one call for a whole model so that a device backend can step many tensors per launch
   // instead of launching per tensor. By default the calls one by one, in order.
   void adamw_update_many(const std::vector<AdamWItem>& items) {
+    for (const AdamWItem& it : items) {
+      MTNLG_CHECK_MSG(it.param && it.grad && it.m && it.v,
+                      "adamw_update_many: an item without its tensors");
+      if (it.master != nullptr)
+        check_adamw_rounded("adamw_update_many", device(), *it.param, *it.master, *it.grad, *it.m,
+                            *it.v, it.args.step);
+      else
+        check_adamw("adamw_update_many", device(), *it.param, *it.grad, *it.m, *it.v, it.args.step);
+    }
     const OpScope s(*this, {"adamw_update_many", "adamw_update_many"});
     do_adamw_update_many(items);
   }
@@ -487,12 +522,23 @@ class Backend {
   class OpScope {
    public:
     OpScope(Backend& backend, const OpCall& call)
-        : backend_(backend), call_(call), report_(backend.hook_ != nullptr && backend.depth_ == 0) {
+        : backend_(backend),
+          call_(call),
+          outer_(backend.running_),
+          report_(backend.hook_ != nullptr && backend.depth_ == 0) {
+      // An implementation that calls its own operation's front (not Backend::do_<op>, the
+      // default) would recurse until the stack ran out.
+      MTNLG_CHECK_MSG(outer_ == nullptr || std::string_view(outer_) != call.name,
+                      "Backend: the implementation of " << call.name << " called " << call.name
+                                                        << " (call Backend::do_" << call.name
+                                                        << " for the default)");
       ++backend_.depth_;
+      backend_.running_ = call_.name;
       if (report_) backend_.hook_->begin(call_);
     }
     ~OpScope() {
       --backend_.depth_;
+      backend_.running_ = outer_;
       if (report_) backend_.hook_->end(call_);
     }
     OpScope(const OpScope&) = delete;
@@ -501,11 +547,13 @@ class Backend {
    private:
     Backend& backend_;
     OpCall call_;
+    const char* outer_;
     bool report_;
   };
 
   OpHook* hook_ = nullptr;
-  int depth_ = 0;  // operations running on this backend now (nested calls inside one)
+  int depth_ = 0;                  // operations running on this backend now (nested inside one)
+  const char* running_ = nullptr;  // the innermost of them
 };
 
 // Opens a frozen-weights window for its lifetime (Backend::begin_frozen_weights).

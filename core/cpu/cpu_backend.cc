@@ -58,17 +58,6 @@ void check_tensor(const Tensor& t, const char* op, const char* what) {
   MTNLG_CHECK_MSG(t.device() == Device::kCPU, op << ": " << what << " is " << t.str());
 }
 
-void check_same(const Tensor& t, DType dtype, int64_t numel, const char* op, const char* what) {
-  check_tensor(t, op, what);
-  MTNLG_CHECK_MSG(t.dtype() == dtype && t.numel() == numel, op << ": " << what << " is " << t.str()
-                                                               << ", want " << dtype_name(dtype)
-                                                               << " with " << numel << " elements");
-}
-
-void check_p(double p, const char* op) {
-  MTNLG_CHECK_MSG(p >= 0.0 && p < 1.0, op << ": dropout probability " << p << " not in [0, 1)");
-}
-
 void check_ids(const int32_t* ids, int64_t n, int64_t limit, const char* op, const char* what,
                const char* fix) {
   for (int64_t i = 0; i < n; ++i) {
@@ -81,14 +70,12 @@ void check_ids(const int32_t* ids, int64_t n, int64_t limit, const char* op, con
   }
 }
 
-// The checks the three vocab-parallel cross-entropy steps share; returns (n, real columns).
-std::pair<int64_t, int64_t> check_ce_shard(const char* op, const Tensor& logits,
-                                           const Tensor* targets, int64_t vocab_start,
-                                           int64_t vocab) {
-  check_tensor(logits, op, "logits");
+// A vocab-parallel cross-entropy step's (n, real columns), its target ids checked (the rest of
+// its contract: Backend's front).
+std::pair<int64_t, int64_t> shard_rows(const char* op, const Tensor& logits, const Tensor* targets,
+                                       int64_t vocab_start, int64_t vocab) {
   const auto shard = ce_shard_rows_and_real(op, logits, vocab_start, vocab);
   if (targets != nullptr) {
-    check_same(*targets, DType::kI32, shard.first, op, "targets");
     check_ids(targets->data_as<int32_t>(), shard.first, vocab, op, "target id",
               "the data's vocabulary is larger than the model's (check model.vocab_size)");
   }
@@ -277,9 +264,7 @@ void CpuBackend::gemm_impl(Tensor& c, const Tensor& a, bool trans_a, const Tenso
 
 void CpuBackend::do_add_bias(Tensor& y, const Tensor& bias) {
   enter();
-  check_tensor(y, "add_bias", "y");
   const int64_t c = y.dim(-1);
-  check_same(bias, y.dtype(), c, "add_bias", "bias");
   dispatch("add_bias", y.dtype(), [&](auto z) {
     using T = decltype(z);
     cpu::add_bias(y.data_as<T>(), bias.data_as<T>(), y.numel() / c, c);
@@ -288,9 +273,7 @@ void CpuBackend::do_add_bias(Tensor& y, const Tensor& bias) {
 
 void CpuBackend::do_bias_backward(Tensor& dbias, const Tensor& dy) {
   enter();
-  check_tensor(dy, "bias_backward", "dy");
   const int64_t c = dy.dim(-1);
-  check_same(dbias, acc_dtype(dy.dtype()), c, "bias_backward", "dbias");
   dispatch("bias_backward", dy.dtype(), [&](auto z) {
     using T = decltype(z);
     cpu::bias_backward(dbias.data_as<acc_t<T>>(), dy.data_as<T>(), dy.numel() / c, c);
@@ -300,9 +283,6 @@ void CpuBackend::do_bias_backward(Tensor& dbias, const Tensor& dy) {
 void CpuBackend::do_add(Tensor& out, const Tensor& a, const Tensor& b) {
   enter();
   guard_write(out, "add");
-  check_tensor(out, "add", "out");
-  check_same(a, out.dtype(), out.numel(), "add", "a");
-  check_same(b, out.dtype(), out.numel(), "add", "b");
   dispatch("add", out.dtype(), [&](auto z) {
     using T = decltype(z);
     cpu::add(out.data_as<T>(), a.data_as<T>(), b.data_as<T>(), out.numel());
@@ -312,8 +292,6 @@ void CpuBackend::do_add(Tensor& out, const Tensor& a, const Tensor& b) {
 void CpuBackend::do_axpy(Tensor& y, const Tensor& x, double alpha) {
   enter();
   guard_write(y, "axpy");
-  check_tensor(y, "axpy", "y");
-  check_same(x, y.dtype(), y.numel(), "axpy", "x");
   dispatch("axpy", y.dtype(), [&](auto z) {
     using T = decltype(z);
     cpu::axpy(y.data_as<T>(), x.data_as<T>(), static_cast<acc_t<T>>(alpha), y.numel());
@@ -323,7 +301,6 @@ void CpuBackend::do_axpy(Tensor& y, const Tensor& x, double alpha) {
 void CpuBackend::do_scale(Tensor& x, double alpha) {
   enter();
   guard_write(x, "scale");
-  check_tensor(x, "scale", "x");
   dispatch("scale", x.dtype(), [&](auto z) {
     using T = decltype(z);
     cpu::scale(x.data_as<T>(), static_cast<acc_t<T>>(alpha), x.numel());
@@ -332,7 +309,6 @@ void CpuBackend::do_scale(Tensor& x, double alpha) {
 
 double CpuBackend::do_sum_squares(const Tensor& x) {
   enter();
-  check_tensor(x, "sum_squares", "x");
   double result = 0.0;
   dispatch("sum_squares", x.dtype(), [&](auto z) {
     using T = decltype(z);
@@ -386,26 +362,10 @@ void CpuBackend::do_gelu_backward(Tensor& din, const Tensor& dout, const Tensor&
   });
 }
 
-namespace {
-struct AttentionDims {
-  int64_t b, s, hd;
-};
-AttentionDims attention_dims(const Tensor& qkv, int64_t heads, const char* op) {
-  check_tensor(qkv, op, "qkv");
-  MTNLG_CHECK_MSG(
-      qkv.ndim() == 3 && heads > 0 && qkv.dim(2) % (3 * heads) == 0,
-      op << ": qkv " << qkv.str() << " is not [b, s, heads*3*hd] with heads = " << heads);
-  return {qkv.dim(0), qkv.dim(1), qkv.dim(2) / (3 * heads)};
-}
-}  // namespace
-
 void CpuBackend::do_attention_forward(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,
                                       double dropout_p, RngStream rng) {
   enter();
-  const auto [b, s, hd] = attention_dims(qkv, heads, "attention_forward");
-  check_p(dropout_p, "attention_forward");
-  check_same(out, qkv.dtype(), b * s * heads * hd, "attention_forward", "out");
-  check_same(stats, acc_dtype(qkv.dtype()), b * heads * s, "attention_forward", "stats");
+  const int64_t b = qkv.dim(0), s = qkv.dim(1), hd = qkv.dim(2) / (3 * heads);  // checked
   if (qkv.dtype() == DType::kBF16) {
     cpu::attention_forward_bf16(*matmul_bf16_, out.data_as<Bf16>(), stats.data_as<float>(),
                                 qkv.data_as<Bf16>(), b, s, heads, hd, static_cast<float>(dropout_p),
@@ -423,13 +383,8 @@ void CpuBackend::do_attention_backward(Tensor& dqkv, const Tensor& dout, const T
                                        const Tensor& out, const Tensor& stats, int64_t heads,
                                        double dropout_p, RngStream rng) {
   enter();
-  const auto [b, s, hd] = attention_dims(qkv, heads, "attention_backward");
-  check_p(dropout_p, "attention_backward");
-  check_same(dqkv, qkv.dtype(), qkv.numel(), "attention_backward", "dqkv");
-  check_same(dout, qkv.dtype(), b * s * heads * hd, "attention_backward", "dout");
-  // out is not read here (whole rows are recomputed), but it must be forward's.
-  check_same(out, qkv.dtype(), b * s * heads * hd, "attention_backward", "out");
-  check_same(stats, acc_dtype(qkv.dtype()), b * heads * s, "attention_backward", "stats");
+  const int64_t b = qkv.dim(0), s = qkv.dim(1), hd = qkv.dim(2) / (3 * heads);  // checked
+  (void)out;  // not read here (whole rows are recomputed)
   if (qkv.dtype() == DType::kBF16) {
     cpu::attention_backward_bf16(*matmul_bf16_, dqkv.data_as<Bf16>(), dout.data_as<Bf16>(),
                                  qkv.data_as<Bf16>(), stats.data_as<float>(), b, s, heads, hd,
@@ -447,12 +402,7 @@ void CpuBackend::do_attention_backward(Tensor& dqkv, const Tensor& dout, const T
 void CpuBackend::do_embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& wte,
                                       const Tensor& wpe) {
   enter();
-  check_tensor(tokens, "embedding_forward", "tokens");
-  check_tensor(wte, "embedding_forward", "wte");
-  check_tensor(wpe, "embedding_forward", "wpe");
-  check_embedding_shapes("embedding_forward", tokens, wte, wpe);
-  const int64_t b = tokens.dim(0), s = tokens.dim(1), c = wte.dim(1);
-  check_same(out, wte.dtype(), b * s * c, "embedding_forward", "out");
+  const int64_t b = tokens.dim(0), s = tokens.dim(1), c = wte.dim(1);  // checked by the front
   check_ids(tokens.data_as<int32_t>(), b * s, wte.dim(0), "embedding_forward", "token id",
             "the data's vocabulary is larger than the model's (check model.vocab_size)");
   dispatch("embedding_forward", wte.dtype(), [&](auto z) {
@@ -465,13 +415,7 @@ void CpuBackend::do_embedding_forward(Tensor& out, const Tensor& tokens, const T
 void CpuBackend::do_embedding_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout,
                                        const Tensor& tokens) {
   enter();
-  check_tensor(tokens, "embedding_backward", "tokens");
-  check_tensor(dwte, "embedding_backward", "dwte");
-  check_tensor(dwpe, "embedding_backward", "dwpe");
-  check_tensor(dout, "embedding_backward", "dout");
-  check_embedding_shapes("embedding_backward", tokens, dwte, dwpe, &dout);
-  const int64_t b = tokens.dim(0), s = tokens.dim(1), c = dwte.dim(1);
-  check_same(dout, dout.dtype(), b * s * c, "embedding_backward", "dout");
+  const int64_t b = tokens.dim(0), s = tokens.dim(1), c = dwte.dim(1);  // checked by the front
   check_ids(tokens.data_as<int32_t>(), b * s, dwte.dim(0), "embedding_backward", "token id",
             "the data's vocabulary is larger than the model's (check model.vocab_size)");
   dispatch("embedding_backward", dout.dtype(), [&](auto z) {
@@ -485,11 +429,7 @@ void CpuBackend::do_embedding_backward(Tensor& dwte, Tensor& dwpe, const Tensor&
 double CpuBackend::do_cross_entropy_forward(const Tensor& logits, const Tensor& targets,
                                             int64_t vocab) {
   enter();
-  check_tensor(logits, "cross_entropy_forward", "logits");
-  const int64_t vp = logits.dim(-1), n = logits.numel() / vp;
-  check_same(targets, DType::kI32, n, "cross_entropy_forward", "targets");
-  MTNLG_CHECK_MSG(vocab > 0 && vocab <= vp,
-                  "cross_entropy_forward: vocab " << vocab << " for logits " << logits.str());
+  const int64_t vp = logits.dim(-1), n = logits.numel() / vp;  // checked by the front
   check_ids(targets.data_as<int32_t>(), n, vocab, "cross_entropy_forward", "target id",
             "the data's vocabulary is larger than the model's (check model.vocab_size)");
   double loss = 0.0;
@@ -505,12 +445,7 @@ void CpuBackend::do_cross_entropy_backward(Tensor& dlogits, const Tensor& logits
                                            const Tensor& targets, int64_t vocab,
                                            double grad_scale) {
   enter();
-  check_tensor(logits, "cross_entropy_backward", "logits");
-  const int64_t vp = logits.dim(-1), n = logits.numel() / vp;
-  check_same(dlogits, logits.dtype(), n * vp, "cross_entropy_backward", "dlogits");
-  check_same(targets, DType::kI32, n, "cross_entropy_backward", "targets");
-  MTNLG_CHECK_MSG(vocab > 0 && vocab <= vp,
-                  "cross_entropy_backward: vocab " << vocab << " for logits " << logits.str());
+  const int64_t vp = logits.dim(-1), n = logits.numel() / vp;  // checked by the front
   check_ids(targets.data_as<int32_t>(), n, vocab, "cross_entropy_backward", "target id",
             "the data's vocabulary is larger than the model's (check model.vocab_size)");
   dispatch("cross_entropy_backward", logits.dtype(), [&](auto z) {
@@ -526,12 +461,7 @@ void CpuBackend::do_embedding_shard_forward(Tensor& out, const Tensor& tokens,
                                             int64_t vocab_start) {
   enter();
   const char* op = "embedding_shard_forward";
-  check_tensor(tokens, op, "tokens");
-  check_tensor(wte_local, op, "wte_local");
-  if (wpe.defined()) check_tensor(wpe, op, "wpe");
-  check_embedding_shapes(op, tokens, wte_local, wpe);
-  const int64_t b = tokens.dim(0), s = tokens.dim(1), c = wte_local.dim(1);
-  check_same(out, wte_local.dtype(), b * s * c, op, "out");
+  const int64_t b = tokens.dim(0), s = tokens.dim(1), c = wte_local.dim(1);  // checked
   dispatch(op, wte_local.dtype(), [&](auto z) {
     using T = decltype(z);
     cpu::embedding_shard_forward(out.data_as<T>(), tokens.data_as<int32_t>(),
@@ -544,13 +474,7 @@ void CpuBackend::do_embedding_shard_backward(Tensor& dwte_local, Tensor& dwpe, c
                                              const Tensor& tokens, int64_t vocab_start) {
   enter();
   const char* op = "embedding_shard_backward";
-  check_tensor(tokens, op, "tokens");
-  check_tensor(dwte_local, op, "dwte_local");
-  check_tensor(dout, op, "dout");
-  if (dwpe.defined()) check_tensor(dwpe, op, "dwpe");
-  check_embedding_shapes(op, tokens, dwte_local, dwpe, &dout);
-  const int64_t b = tokens.dim(0), s = tokens.dim(1), c = dwte_local.dim(1);
-  check_same(dout, dout.dtype(), b * s * c, op, "dout");
+  const int64_t b = tokens.dim(0), s = tokens.dim(1), c = dwte_local.dim(1);  // checked
   dispatch(op, dout.dtype(), [&](auto z) {
     using T = decltype(z);
     using A = acc_t<T>;
@@ -564,8 +488,7 @@ void CpuBackend::do_cross_entropy_shard_max(Tensor& row_max, const Tensor& logit
                                             int64_t vocab_start, int64_t vocab) {
   enter();
   const char* op = "cross_entropy_shard_max";
-  const auto [n, real] = check_ce_shard(op, logits, nullptr, vocab_start, vocab);
-  check_same(row_max, DType::kF64, n, op, "row_max");
+  const auto [n, real] = shard_rows(op, logits, nullptr, vocab_start, vocab);
   dispatch(op, logits.dtype(), [&](auto z) {
     using T = decltype(z);
     cpu::cross_entropy_shard_max(row_max.data_as<double>(), logits.data_as<T>(), n, logits.dim(-1),
@@ -578,9 +501,7 @@ void CpuBackend::do_cross_entropy_shard_stats(Tensor& stats, const Tensor& logit
                                               int64_t vocab_start, int64_t vocab) {
   enter();
   const char* op = "cross_entropy_shard_stats";
-  const auto [n, real] = check_ce_shard(op, logits, &targets, vocab_start, vocab);
-  check_same(row_max, DType::kF64, n, op, "row_max");
-  check_same(stats, DType::kF64, 2 * n, op, "stats");
+  const auto [n, real] = shard_rows(op, logits, &targets, vocab_start, vocab);
   dispatch(op, logits.dtype(), [&](auto z) {
     using T = decltype(z);
     cpu::cross_entropy_shard_stats(stats.data_as<double>(), logits.data_as<T>(),
@@ -595,10 +516,7 @@ void CpuBackend::do_cross_entropy_shard_backward(Tensor& dlogits, const Tensor& 
                                                  int64_t vocab, double grad_scale) {
   enter();
   const char* op = "cross_entropy_shard_backward";
-  const auto [n, real] = check_ce_shard(op, logits, &targets, vocab_start, vocab);
-  check_same(dlogits, logits.dtype(), logits.numel(), op, "dlogits");
-  check_same(row_max, DType::kF64, n, op, "row_max");
-  check_same(row_sum, DType::kF64, n, op, "row_sum");
+  const auto [n, real] = shard_rows(op, logits, &targets, vocab_start, vocab);
   dispatch(op, logits.dtype(), [&](auto z) {
     using T = decltype(z);
     cpu::cross_entropy_shard_backward(dlogits.data_as<T>(), logits.data_as<T>(),
@@ -610,9 +528,6 @@ void CpuBackend::do_cross_entropy_shard_backward(Tensor& dlogits, const Tensor& 
 
 void CpuBackend::do_dropout_forward(Tensor& out, const Tensor& in, double p, RngStream rng) {
   enter();
-  check_tensor(in, "dropout", "in");
-  check_same(out, in.dtype(), in.numel(), "dropout", "out");
-  check_p(p, "dropout");
   dispatch("dropout", in.dtype(), [&](auto z) {
     using T = decltype(z);
     if (p == 0.0) {  // identity: skip drawing random numbers that all say keep
@@ -625,18 +540,13 @@ void CpuBackend::do_dropout_forward(Tensor& out, const Tensor& in, double p, Rng
 
 void CpuBackend::do_dropout_backward(Tensor& din, const Tensor& dout, double p, RngStream rng) {
   // The same mask and scale applied to the gradient.
-  dropout_forward(din, dout, p, rng);
+  do_dropout_forward(din, dout, p, rng);
 }
 
 void CpuBackend::do_adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
                                  const AdamWArgs& args) {
   enter();
   guard_write(param, "adamw_update");
-  check_tensor(param, "adamw_update", "param");
-  check_same(grad, param.dtype(), param.numel(), "adamw_update", "grad");
-  check_same(m, param.dtype(), param.numel(), "adamw_update", "m");
-  check_same(v, param.dtype(), param.numel(), "adamw_update", "v");
-  MTNLG_CHECK_MSG(args.step >= 1, "adamw_update: step " << args.step << " (1-based)");
   dispatch<true>("adamw_update", param.dtype(), [&](auto z) {
     using T = decltype(z);
     cpu::adamw_update(param.data_as<T>(), grad.data_as<T>(), m.data_as<T>(), v.data_as<T>(),
@@ -649,17 +559,10 @@ void CpuBackend::do_adamw_update_rounded(Tensor& param, Tensor& master, const Te
   guard_write(param, "adamw_update_rounded");
   const bool narrow = param.dtype() == DType::kBF16 || param.dtype() == DType::kF16;
   if (!narrow || master.dtype() != DType::kF32) {
-    Backend::adamw_update_rounded(param, master, grad, m, v, args);
+    Backend::do_adamw_update_rounded(param, master, grad, m, v, args);  // the default
     return;
   }
   enter();
-  check_tensor(param, "adamw_update_rounded", "param");
-  check_tensor(master, "adamw_update_rounded", "master");
-  check_same(master, DType::kF32, param.numel(), "adamw_update_rounded", "master");
-  check_same(grad, DType::kF32, param.numel(), "adamw_update_rounded", "grad");
-  check_same(m, DType::kF32, param.numel(), "adamw_update_rounded", "m");
-  check_same(v, DType::kF32, param.numel(), "adamw_update_rounded", "v");
-  MTNLG_CHECK_MSG(args.step >= 1, "adamw_update_rounded: step " << args.step << " (1-based)");
   float* w = master.data_as<float>();
   if (param.dtype() == DType::kBF16) {
     cpu::adamw_update_rounded(param.data_as<Bf16>(), w, grad.data_as<float>(), m.data_as<float>(),

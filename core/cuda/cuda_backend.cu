@@ -46,23 +46,6 @@ void require_cuda(const Tensor& t, const char* op, const char* arg) {
                      << (t.defined() ? t.str() : std::string("undefined")));
 }
 
-void require_same(const Tensor& a, const Tensor& b, const char* op) {
-  MTNLG_CHECK_MSG(a.dtype() == b.dtype() && a.numel() == b.numel(),
-                  op << ": " << a.str() << " vs " << b.str());
-}
-
-// t is a CUDA tensor of `dtype` with `numel` elements (CpuBackend's check_same).
-void require(const Tensor& t, DType dtype, int64_t numel, const char* op, const char* what) {
-  require_cuda(t, op, what);
-  MTNLG_CHECK_MSG(t.dtype() == dtype && t.numel() == numel, op << ": " << what << " is " << t.str()
-                                                               << ", want " << dtype_name(dtype)
-                                                               << " with " << numel << " elements");
-}
-
-void require_p(double p, const char* op) {
-  MTNLG_CHECK_MSG(p >= 0.0 && p < 1.0, op << ": dropout probability " << p << " not in [0, 1)");
-}
-
 // Host-side f32<->f64 or same-dtype copy, for copy() between two CPU tensors.
 void copy_on_host(Tensor& dst, const Tensor& src) {
   const int64_t n = src.numel();
@@ -216,43 +199,21 @@ class CudaBackend final : public Backend {
     require_cuda(b, "gemm", "b");
     gemm_cuda(blas(), c, a, trans_a, b, trans_b, alpha, beta);
   }
-  void do_add_bias(Tensor& y, const Tensor& bias) override {
-    require_cuda(y, "add_bias", "y");
-    require_cuda(bias, "add_bias", "bias");
-    MTNLG_CHECK_MSG(y.dtype() == bias.dtype() && y.ndim() >= 1 && y.dim(-1) == bias.numel(),
-                    "add_bias: " << y.str() << " += " << bias.str());
-    add_bias_cuda(y, bias, stream());
-  }
+  void do_add_bias(Tensor& y, const Tensor& bias) override { add_bias_cuda(y, bias, stream()); }
   void do_bias_backward(Tensor& dbias, const Tensor& dy) override {
-    require_cuda(dy, "bias_backward", "dy");
-    MTNLG_CHECK_MSG(dy.ndim() >= 1, "bias_backward: dy " << dy.str());
-    require(dbias, acc_dtype(dy.dtype()), dy.dim(-1), "bias_backward", "dbias");
     bias_backward_cuda(dbias, dy, ws_, stream());
   }
   void do_add(Tensor& out, const Tensor& a, const Tensor& b) override {
-    require_cuda(out, "add", "out");
-    require_cuda(a, "add", "a");
-    require_cuda(b, "add", "b");
-    require_same(out, a, "add");
-    require_same(out, b, "add");
     add_cuda(out, a, b, stream());
   }
   void do_axpy(Tensor& y, const Tensor& x, double alpha) override {
-    require_cuda(y, "axpy", "y");
-    require_cuda(x, "axpy", "x");
-    require_same(y, x, "axpy");
     axpy_cuda(y, x, alpha, stream());
   }
-  void do_scale(Tensor& x, double alpha) override {
-    require_cuda(x, "scale", "x");
-    scale_cuda(x, alpha, stream());
-  }
+  void do_scale(Tensor& x, double alpha) override { scale_cuda(x, alpha, stream()); }
   double do_sum_squares(const Tensor& x) override {
-    require_cuda(x, "sum_squares", "x");
     return sum_squares_cuda(x, sum_scratch(), stream());
   }
   std::vector<double> do_sum_squares_many(const std::vector<Tensor>& xs) override {
-    for (const Tensor& x : xs) require_cuda(x, "sum_squares_many", "x");
     return sum_squares_many_cuda(xs, ws_, stream());
   }
   // ---- layers ----
@@ -288,15 +249,10 @@ class CudaBackend final : public Backend {
         return;
       }
     }
-    Backend::linear_bias_forward(y, x, w, bias, gelu_out, act);
+    Backend::do_linear_bias_forward(y, x, w, bias, gelu_out, act);  // the default
   }
   void do_attention_forward(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,
                             double dropout_p, RngStream rng) override {
-    const char* op = "attention_forward";
-    const auto [b, s, hd] = attention_dims(qkv, heads, op);
-    require_p(dropout_p, op);
-    require(out, qkv.dtype(), b * s * heads * hd, op, "out");
-    require(stats, acc_dtype(qkv.dtype()), b * heads * s, op, "stats");
     const AttentionKernels k = family(attention_.forward, qkv, heads, dropout_p);
     if (k == AttentionKernels::kCudnn)
       cudnn_forward(out, stats, qkv, heads, dropout_p, rng);
@@ -308,15 +264,9 @@ class CudaBackend final : public Backend {
   void do_attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                              const Tensor& stats, int64_t heads, double dropout_p,
                              RngStream rng) override {
-    const char* op = "attention_backward";
-    const auto [b, s, hd] = attention_dims(qkv, heads, op);
-    require_p(dropout_p, op);
-    require(dqkv, qkv.dtype(), qkv.numel(), op, "dqkv");
-    require(dout, qkv.dtype(), b * s * heads * hd, op, "dout");
-    // out must be forward's: the FA2-style and cuDNN softmax backwards take delta_i = dO_i . O_i
-    // from it (the blocked kernels recompute whole rows and do not read it).
-    require(out, qkv.dtype(), b * s * heads * hd, op, "out");
-    require(stats, acc_dtype(qkv.dtype()), b * heads * s, op, "stats");
+    // out is forward's (checked): the FA2-style and cuDNN softmax backwards take delta_i =
+    // dO_i . O_i from it (the blocked kernels recompute whole rows and do not read it).
+    const int64_t b = qkv.dim(0), s = qkv.dim(1);
     const AttentionKernels k = family(attention_.backward, qkv, heads, dropout_p);
     if (k == AttentionKernels::kCudnn)
       cudnn_backward(dqkv, dout, qkv, out, stats, heads, dropout_p, rng);
@@ -329,89 +279,48 @@ class CudaBackend final : public Backend {
   void do_embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& wte,
                             const Tensor& wpe) override {
     const char* op = "embedding_forward";
-    require_cuda(tokens, op, "tokens");
-    require_cuda(wte, op, "wte");
-    require_cuda(wpe, op, "wpe");
-    check_embedding_shapes(op, tokens, wte, wpe);
-    const int64_t b = tokens.dim(0), s = tokens.dim(1), c = wte.dim(1);
-    require(out, wte.dtype(), b * s * c, op, "out");
     check_ids(tokens, wte.dim(0), op, "token id", kVocabFix);
     embedding_forward_cuda(out, tokens, wte, wpe, 0, stream());
   }
   void do_embedding_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout,
                              const Tensor& tokens) override {
     const char* op = "embedding_backward";
-    require_cuda(tokens, op, "tokens");
-    require_cuda(dwte, op, "dwte");
-    require_cuda(dwpe, op, "dwpe");
-    require_cuda(dout, op, "dout");
-    check_embedding_shapes(op, tokens, dwte, dwpe, &dout);
-    const int64_t b = tokens.dim(0), s = tokens.dim(1), c = dwte.dim(1);
-    require(dout, dout.dtype(), b * s * c, op, "dout");
     check_ids(tokens, dwte.dim(0), op, "token id", kVocabFix);
     embedding_backward_cuda(dwte, dwpe, dout, tokens, 0, ws_, stream());
   }
   void do_embedding_shard_forward(Tensor& out, const Tensor& tokens, const Tensor& wte_local,
                                   const Tensor& wpe, int64_t vocab_start) override {
-    const char* op = "embedding_shard_forward";
-    require_cuda(tokens, op, "tokens");
-    require_cuda(wte_local, op, "wte_local");
-    if (wpe.defined()) require_cuda(wpe, op, "wpe");
-    check_embedding_shapes(op, tokens, wte_local, wpe);
-    const int64_t b = tokens.dim(0), s = tokens.dim(1), c = wte_local.dim(1);
-    require(out, wte_local.dtype(), b * s * c, op, "out");
     embedding_forward_cuda(out, tokens, wte_local, wpe, vocab_start, stream());
   }
   void do_embedding_shard_backward(Tensor& dwte_local, Tensor& dwpe, const Tensor& dout,
                                    const Tensor& tokens, int64_t vocab_start) override {
-    const char* op = "embedding_shard_backward";
-    require_cuda(tokens, op, "tokens");
-    require_cuda(dwte_local, op, "dwte_local");
-    require_cuda(dout, op, "dout");
-    if (dwpe.defined()) require_cuda(dwpe, op, "dwpe");
-    check_embedding_shapes(op, tokens, dwte_local, dwpe, &dout);
-    const int64_t b = tokens.dim(0), s = tokens.dim(1), c = dwte_local.dim(1);
-    require(dout, dout.dtype(), b * s * c, op, "dout");
     embedding_backward_cuda(dwte_local, dwpe, dout, tokens, vocab_start, ws_, stream());
   }
   double do_cross_entropy_forward(const Tensor& logits, const Tensor& targets,
                                   int64_t vocab) override {
     const char* op = "cross_entropy_forward";
-    require_cuda(logits, op, "logits");
-    const int64_t vp = logits.dim(-1), n = logits.numel() / vp;
-    require(targets, DType::kI32, n, op, "targets");
-    MTNLG_CHECK_MSG(vocab > 0 && vocab <= vp,
-                    op << ": vocab " << vocab << " for logits " << logits.str());
-    check_ids(targets, vocab, op, "target id", kVocabFix);
+    check_ids(targets, vocab, op, "target id", kVocabFix);  // the rest: checked by the front
     return cross_entropy_forward_cuda(logits, targets, vocab, ws_,
                                       sum_scratch() + (kSumSquaresScratch - 1), stream());
   }
   void do_cross_entropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
                                  int64_t vocab, double grad_scale) override {
     const char* op = "cross_entropy_backward";
-    require_cuda(logits, op, "logits");
-    const int64_t vp = logits.dim(-1), n = logits.numel() / vp;
-    require(dlogits, logits.dtype(), n * vp, op, "dlogits");
-    require(targets, DType::kI32, n, op, "targets");
-    MTNLG_CHECK_MSG(vocab > 0 && vocab <= vp,
-                    op << ": vocab " << vocab << " for logits " << logits.str());
-    check_ids(targets, vocab, op, "target id", kVocabFix);
+    check_ids(targets, vocab, op, "target id", kVocabFix);  // the rest: checked by the front
     cross_entropy_backward_cuda(dlogits, logits, targets, vocab, grad_scale, stream());
   }
   void do_cross_entropy_shard_max(Tensor& row_max, const Tensor& logits, int64_t vocab_start,
                                   int64_t vocab) override {
     const char* op = "cross_entropy_shard_max";
-    const auto [n, real] = ce_shard_dims(op, logits, nullptr, vocab_start, vocab);
-    require(row_max, DType::kF64, n, op, "row_max");
+    const int64_t real = ce_shard_rows_and_real(op, logits, vocab_start, vocab).second;
     cross_entropy_shard_max_cuda(row_max, logits, real, stream());
   }
   void do_cross_entropy_shard_stats(Tensor& stats, const Tensor& logits, const Tensor& targets,
                                     const Tensor& row_max, int64_t vocab_start,
                                     int64_t vocab) override {
     const char* op = "cross_entropy_shard_stats";
-    const auto [n, real] = ce_shard_dims(op, logits, &targets, vocab_start, vocab, true);
-    require(row_max, DType::kF64, n, op, "row_max");
-    require(stats, DType::kF64, 2 * n, op, "stats");
+    const int64_t real = ce_shard_rows_and_real(op, logits, vocab_start, vocab).second;
+    check_ids(targets, vocab, op, "target id", kVocabFix);
     cross_entropy_shard_stats_cuda(stats, logits, targets, row_max, vocab_start, real, stream());
   }
   void do_cross_entropy_shard_backward(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
@@ -419,56 +328,37 @@ class CudaBackend final : public Backend {
                                        int64_t vocab_start, int64_t vocab,
                                        double grad_scale) override {
     const char* op = "cross_entropy_shard_backward";
-    const auto [n, real] = ce_shard_dims(op, logits, &targets, vocab_start, vocab);
-    require(dlogits, logits.dtype(), logits.numel(), op, "dlogits");
-    require(row_max, DType::kF64, n, op, "row_max");
-    require(row_sum, DType::kF64, n, op, "row_sum");
+    const int64_t real = ce_shard_rows_and_real(op, logits, vocab_start, vocab).second;
     cross_entropy_shard_backward_cuda(dlogits, logits, targets, row_max, row_sum, vocab_start, real,
                                       grad_scale, stream());
   }
   void do_dropout_forward(Tensor& out, const Tensor& in, double p, RngStream rng) override {
-    require_cuda(out, "dropout_forward", "out");
-    require_cuda(in, "dropout_forward", "in");
-    require_same(out, in, "dropout_forward");
     dropout_forward_cuda(out, in, p, rng, stream());
   }
   void do_dropout_backward(Tensor& din, const Tensor& dout, double p, RngStream rng) override {
-    require_cuda(din, "dropout_backward", "din");
-    require_cuda(dout, "dropout_backward", "dout");
-    require_same(din, dout, "dropout_backward");
     dropout_backward_cuda(din, dout, p, rng, stream());
   }
   void do_dropout_add(Tensor& y, const Tensor& x, const Tensor& residual, double p,
                       RngStream rng) override {
-    require_cuda(y, "dropout_add", "y");
-    require_cuda(x, "dropout_add", "x");
-    require_cuda(residual, "dropout_add", "residual");
-    require_same(y, x, "dropout_add");
-    require_same(y, residual, "dropout_add");
-    MTNLG_CHECK_MSG(p == 0.0 || y.data() != residual.data(),
-                    "dropout_add: y aliases residual (as the two calls, it may alias x only)");
     dropout_add_cuda(y, x, residual, p, rng, stream());
   }
   // ---- optimizer ----
   void do_adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
                        const AdamWArgs& args) override {
-    check_adamw(param, grad, m, v, "adamw_update");
     adamw_update_cuda(param, grad, m, v, args, stream());
   }
   void do_adamw_update_rounded(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m,
                                Tensor& v, const AdamWArgs& args) override {
-    check_adamw_rounded(param, master, grad, m, v, "adamw_update_rounded");
+    check_rounded_dtypes(param, master, "adamw_update_rounded");
     adamw_update_rounded_cuda(param, master, grad, m, v, args, stream());
   }
   // Every item checked first, then up to 32 tensors of a kind per launch.
   void do_adamw_update_many(const std::vector<AdamWItem>& items) override {
     const char* op = "adamw_update_many";
     for (const AdamWItem& it : items) {
-      MTNLG_CHECK_MSG(it.param && it.grad && it.m && it.v, op << ": an item without its tensors");
-      if (it.master != nullptr) {
-        check_adamw_rounded(*it.param, *it.master, *it.grad, *it.m, *it.v, op);
+      if (it.master != nullptr) {  // the rest of the contract: checked by Backend's front
+        check_rounded_dtypes(*it.param, *it.master, op);
       } else {
-        check_adamw(*it.param, *it.grad, *it.m, *it.v, op);
         MTNLG_CHECK_MSG(it.param->dtype() == DType::kF32 || it.param->dtype() == DType::kF64,
                         op << ": param " << it.param->str()
                            << " (f32 or f64; a bf16/fp16 model steps its fp32 masters)");
@@ -484,30 +374,14 @@ class CudaBackend final : public Backend {
   cudaStream_t stream() const { return stream_.get(); }
   Blas blas() const { return {&cublas_lib_, cublas_.get()}; }
 
-  static void check_adamw(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
-                          const char* op) {
-    require_cuda(param, op, "param");
-    require_cuda(grad, op, "grad");
-    require_cuda(m, op, "m");
-    require_cuda(v, op, "v");
-    require_same(param, grad, op);
-    require_same(param, m, op);
-    require_same(param, v, op);
-  }
-  static void check_adamw_rounded(const Tensor& param, const Tensor& master, const Tensor& grad,
-                                  const Tensor& m, const Tensor& v, const char* op) {
-    require_cuda(param, op, "param");
+  // The fused rounded step's kernels: a bf16 or fp16 param on an fp32 master (Backend's front
+  // checked the rest of the contract).
+  static void check_rounded_dtypes(const Tensor& param, const Tensor& master, const char* op) {
     MTNLG_CHECK_MSG(param.dtype() == DType::kBF16 || param.dtype() == DType::kF16,
                     op << ": param " << param.str() << " (bf16 or f16)");
-    require(master, DType::kF32, param.numel(), op, "master");
-    require(grad, DType::kF32, param.numel(), op, "grad");
-    require(m, DType::kF32, param.numel(), op, "m");
-    require(v, DType::kF32, param.numel(), op, "v");
+    MTNLG_CHECK_MSG(master.dtype() == DType::kF32, op << ": master " << master.str() << " (f32)");
   }
 
-  struct AttentionDims {
-    int64_t b, s, hd;
-  };
   double* sum_scratch() const { return static_cast<double*>(fixed_->data()); }
   // Whether a pass whose chosen family is `k` runs the FA2-style (flash) kernels: chosen, and
   // they apply to these tensors, at a head size measured on a GPU unless MTNLG_CUDA_ATTENTION
@@ -569,14 +443,6 @@ class CudaBackend final : public Backend {
     return attention_.flash2_named || kernels::flash2::head_dim_measured(qkv.dim(2) / (3 * heads));
   }
 
-  static AttentionDims attention_dims(const Tensor& qkv, int64_t heads, const char* op) {
-    require_cuda(qkv, op, "qkv");
-    MTNLG_CHECK_MSG(
-        qkv.ndim() == 3 && heads > 0 && qkv.dim(2) % (3 * heads) == 0,
-        op << ": qkv " << qkv.str() << " is not [b, s, heads*3*hd] with heads = " << heads);
-    return {qkv.dim(0), qkv.dim(1), qkv.dim(2) / (3 * heads)};
-  }
-
   // Ids from data are checked on the device; a bad one is an invalid_argument naming its
   // position, as on the CPU. Synchronizes (one 4-byte read back).
   void check_ids(const Tensor& ids, int64_t limit, const char* op, const char* what,
@@ -598,18 +464,6 @@ class CudaBackend final : public Backend {
 
   // The vocab-parallel cross entropy's shared checks; returns (rows, real columns). Targets are
   // range-checked once per micro-batch, in the forward's stats step (one synchronization).
-  std::pair<int64_t, int64_t> ce_shard_dims(const char* op, const Tensor& logits,
-                                            const Tensor* targets, int64_t vocab_start,
-                                            int64_t vocab, bool check_targets = false) {
-    require_cuda(logits, op, "logits");
-    const auto shard = ce_shard_rows_and_real(op, logits, vocab_start, vocab);
-    if (targets != nullptr) {
-      require(*targets, DType::kI32, shard.first, op, "targets");
-      if (check_targets) check_ids(*targets, vocab, op, "target id", kVocabFix);
-    }
-    return shard;
-  }
-
   int device_;
   std::string name_;
   FlashDevice flash_;

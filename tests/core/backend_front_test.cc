@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -139,6 +140,39 @@ TEST_CASE("the front refuses a broken contract before any implementation runs") 
   // dropout_add: y aliasing residual with dropout on.
   CHECK_THROWS_WITH(be.dropout_add(y, x, y, 0.1, RngStream{1, 0, 0}),
                     Catch::Contains("y aliases residual"));
+  // The other families: elementwise sizes, a bias gradient not in acc_dtype, dropout's
+  // probability (the CUDA backend did not check it), attention's stats, AdamW's 1-based step.
+  Tensor z = be.alloc({n, c + 1}, DType::kF32);
+  CHECK_THROWS_WITH(be.add(y, x, z), Catch::Contains("add: b is"));
+  Tensor dy16 = be.alloc({n, c}, DType::kBF16), db16 = be.alloc({c}, DType::kBF16);
+  CHECK_THROWS_WITH(be.bias_backward(db16, dy16), Catch::Contains("bias_backward: dbias is"));
+  CHECK_THROWS_WITH(be.dropout_forward(y, x, 1.0, RngStream{}),
+                    Catch::Contains("dropout probability 1 not in [0, 1)"));
+  const int64_t heads = 2, hd = 4, s = 3;
+  Tensor qkv = be.alloc({1, s, heads * 3 * hd}, DType::kF32);
+  Tensor att = be.alloc({1, s, heads * hd}, DType::kF32);
+  Tensor bad_stats = be.alloc({1, heads, s + 1}, DType::kF32);
+  CHECK_THROWS_WITH(be.attention_forward(att, bad_stats, qkv, heads, 0.0, RngStream{}),
+                    Catch::Contains("attention_forward: stats is"));
+  AdamWArgs step0;
+  step0.step = 0;
+  CHECK_THROWS_WITH(be.adamw_update(w, b, dw, db, step0), Catch::Contains("step 0 (1-based)"));
+  // The embeddings and the cross entropies, whole and vocab-parallel (their ids from data are
+  // each device's to check, where the data is).
+  Tensor tokens = be.alloc({1, s}, DType::kI32), targets = be.alloc({s}, DType::kI32);
+  Tensor wte = be.alloc({10, c}, DType::kF32), wpe = be.alloc({s, c}, DType::kF32);
+  Tensor emb_short = be.alloc({1, s, c - 1}, DType::kF32);
+  CHECK_THROWS_WITH(be.embedding_shard_forward(emb_short, tokens, wte, Tensor(), 0),
+                    Catch::Contains("embedding_shard_forward: out is"));
+  CHECK_THROWS_WITH(be.embedding_forward(emb_short, tokens, wte, Tensor()),
+                    Catch::Contains("embedding_forward: wpe is undefined"));
+  Tensor logits10 = be.alloc({s, 10}, DType::kF32);
+  CHECK_THROWS_WITH(be.cross_entropy_forward(logits10, targets, 11),
+                    Catch::Contains("cross_entropy_forward: vocab 11"));
+  Tensor row_max32 = be.alloc({s}, DType::kF32), stats64 = be.alloc({2, s}, DType::kF64);
+  CHECK_THROWS_WITH(be.cross_entropy_shard_stats(stats64, logits10, targets, row_max32, 0, 10),
+                    Catch::Contains("cross_entropy_shard_stats: row_max is"));
+  (void)wpe;
   CHECK(be.ran.empty());
 
   // Within the contract, each reaches its implementation.
@@ -147,6 +181,91 @@ TEST_CASE("the front refuses a broken contract before any implementation runs") 
   be.gelu_forward(y, x, Activation::kGelu);
   CHECK(be.ran ==
         std::vector<std::string>{"layernorm_forward", "layernorm_backward", "gelu_forward"});
+}
+
+namespace {
+// An implementation that calls its own operation's front instead of Backend's default.
+class SelfCallingBackend final : public Backend {
+ public:
+  Device device() const override { return Device::kCPU; }
+  std::string name() const override { return "self-calling"; }
+
+ protected:
+  Tensor do_alloc(const Shape& shape, DType dtype) override { return Tensor::cpu(shape, dtype); }
+  void do_scale(Tensor& x, double alpha) override { scale(x, alpha); }
+  [[noreturn]] static void no() { throw std::logic_error("not used"); }
+  void do_fill(Tensor&, double) override { no(); }
+  void do_copy(Tensor&, const Tensor&) override { no(); }
+  void do_gemm(Tensor&, const Tensor&, bool, const Tensor&, bool, double, double) override { no(); }
+  void do_add_bias(Tensor&, const Tensor&) override { no(); }
+  void do_bias_backward(Tensor&, const Tensor&) override { no(); }
+  void do_add(Tensor&, const Tensor&, const Tensor&) override { no(); }
+  void do_axpy(Tensor&, const Tensor&, double) override { no(); }
+  double do_sum_squares(const Tensor&) override { no(); }
+  void do_layernorm_forward(Tensor&, Tensor&, Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                            double) override {
+    no();
+  }
+  void do_layernorm_backward(Tensor&, Tensor&, Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                             const Tensor&, const Tensor&) override {
+    no();
+  }
+  void do_gelu_forward(Tensor&, const Tensor&, Activation) override { no(); }
+  void do_gelu_backward(Tensor&, const Tensor&, const Tensor&, Activation) override { no(); }
+  void do_attention_forward(Tensor&, Tensor&, const Tensor&, int64_t, double, RngStream) override {
+    no();
+  }
+  void do_attention_backward(Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                             int64_t, double, RngStream) override {
+    no();
+  }
+  void do_embedding_forward(Tensor&, const Tensor&, const Tensor&, const Tensor&) override { no(); }
+  void do_embedding_backward(Tensor&, Tensor&, const Tensor&, const Tensor&) override { no(); }
+  double do_cross_entropy_forward(const Tensor&, const Tensor&, int64_t) override { no(); }
+  void do_cross_entropy_backward(Tensor&, const Tensor&, const Tensor&, int64_t, double) override {
+    no();
+  }
+  void do_embedding_shard_forward(Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                  int64_t) override {
+    no();
+  }
+  void do_embedding_shard_backward(Tensor&, Tensor&, const Tensor&, const Tensor&,
+                                   int64_t) override {
+    no();
+  }
+  void do_cross_entropy_shard_max(Tensor&, const Tensor&, int64_t, int64_t) override { no(); }
+  void do_cross_entropy_shard_stats(Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t,
+                                    int64_t) override {
+    no();
+  }
+  void do_cross_entropy_shard_backward(Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                       const Tensor&, int64_t, int64_t, double) override {
+    no();
+  }
+  void do_dropout_forward(Tensor&, const Tensor&, double, RngStream) override { no(); }
+  void do_dropout_backward(Tensor&, const Tensor&, double, RngStream) override { no(); }
+  void do_adamw_update(Tensor&, const Tensor&, Tensor&, Tensor&, const AdamWArgs&) override {
+    no();
+  }
+};
+}  // namespace
+
+TEST_CASE("an implementation calling its own front is an error, not a stack overflow") {
+  SelfCallingBackend be;
+  Tensor x = be.alloc({4}, DType::kF32);
+  CHECK_THROWS_WITH(be.scale(x, 2.0), Catch::Contains("the implementation of scale called scale"));
+  // The CPU backend's rounded AdamW on a wide param takes Backend's default (do_, not the front).
+  auto cpu = make_cpu_backend(1);
+  Tensor p = cpu->alloc({4}, DType::kF32), master = cpu->alloc({4}, DType::kF32);
+  Tensor g = cpu->alloc({4}, DType::kF32), m = cpu->alloc({4}, DType::kF32);
+  Tensor v = cpu->alloc({4}, DType::kF32);
+  cpu->fill(master, 1.0);
+  cpu->fill(g, 0.5);
+  AdamWArgs args;
+  args.lr = 0.1;
+  cpu->adamw_update_rounded(p, master, g, m, v, args);
+  CHECK(p.data_as<float>()[0] == master.data_as<float>()[0]);
+  CHECK(master.data_as<float>()[0] < 1.0f);
 }
 
 TEST_CASE("an op hook sees each outside call once, nested calls not, and the end of a throw") {
