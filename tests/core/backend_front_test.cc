@@ -10,6 +10,7 @@
 
 #include "core/backend.h"
 #include "core/status.h"
+#include "stub_backend.h"
 
 using namespace mtnlg;
 
@@ -185,68 +186,10 @@ TEST_CASE("the front refuses a broken contract before any implementation runs") 
 
 namespace {
 // An implementation that calls its own operation's front instead of Backend's default.
-class SelfCallingBackend final : public Backend {
- public:
-  Device device() const override { return Device::kCPU; }
-  std::string name() const override { return "self-calling"; }
-
+class SelfCallingBackend final : public test::StubBackend {
  protected:
   Tensor do_alloc(const Shape& shape, DType dtype) override { return Tensor::cpu(shape, dtype); }
   void do_scale(Tensor& x, double alpha) override { scale(x, alpha); }
-  [[noreturn]] static void no() { throw std::logic_error("not used"); }
-  void do_fill(Tensor&, double) override { no(); }
-  void do_copy(Tensor&, const Tensor&) override { no(); }
-  void do_gemm(Tensor&, const Tensor&, bool, const Tensor&, bool, double, double) override { no(); }
-  void do_add_bias(Tensor&, const Tensor&) override { no(); }
-  void do_bias_backward(Tensor&, const Tensor&) override { no(); }
-  void do_add(Tensor&, const Tensor&, const Tensor&) override { no(); }
-  void do_axpy(Tensor&, const Tensor&, double) override { no(); }
-  double do_sum_squares(const Tensor&) override { no(); }
-  void do_layernorm_forward(Tensor&, Tensor&, Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                            double) override {
-    no();
-  }
-  void do_layernorm_backward(Tensor&, Tensor&, Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                             const Tensor&, const Tensor&) override {
-    no();
-  }
-  void do_gelu_forward(Tensor&, const Tensor&, Activation) override { no(); }
-  void do_gelu_backward(Tensor&, const Tensor&, const Tensor&, Activation) override { no(); }
-  void do_attention_forward(Tensor&, Tensor&, const Tensor&, int64_t, double, RngStream) override {
-    no();
-  }
-  void do_attention_backward(Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                             int64_t, double, RngStream) override {
-    no();
-  }
-  void do_embedding_forward(Tensor&, const Tensor&, const Tensor&, const Tensor&) override { no(); }
-  void do_embedding_backward(Tensor&, Tensor&, const Tensor&, const Tensor&) override { no(); }
-  double do_cross_entropy_forward(const Tensor&, const Tensor&, int64_t) override { no(); }
-  void do_cross_entropy_backward(Tensor&, const Tensor&, const Tensor&, int64_t, double) override {
-    no();
-  }
-  void do_embedding_shard_forward(Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                  int64_t) override {
-    no();
-  }
-  void do_embedding_shard_backward(Tensor&, Tensor&, const Tensor&, const Tensor&,
-                                   int64_t) override {
-    no();
-  }
-  void do_cross_entropy_shard_max(Tensor&, const Tensor&, int64_t, int64_t) override { no(); }
-  void do_cross_entropy_shard_stats(Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t,
-                                    int64_t) override {
-    no();
-  }
-  void do_cross_entropy_shard_backward(Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                       const Tensor&, int64_t, int64_t, double) override {
-    no();
-  }
-  void do_dropout_forward(Tensor&, const Tensor&, double, RngStream) override { no(); }
-  void do_dropout_backward(Tensor&, const Tensor&, double, RngStream) override { no(); }
-  void do_adamw_update(Tensor&, const Tensor&, Tensor&, Tensor&, const AdamWArgs&) override {
-    no();
-  }
 };
 }  // namespace
 

@@ -12,6 +12,7 @@
 #include "core/backend.h"
 #include "parallel/communicator.h"
 #include "parallel/mappings.h"
+#include "stub_backend.h"
 
 namespace mtnlg {
 namespace {
@@ -21,73 +22,12 @@ namespace {
 }
 
 // Says it is a CUDA backend; counts synchronize(); nothing else is called.
-class DeviceBackend final : public Backend {
+class DeviceBackend final : public test::StubBackend {
  public:
   int syncs = 0;
   Device device() const override { return Device::kCUDA; }
   std::string name() const override { return "fake cuda"; }
   void synchronize() override { ++syncs; }
-
- protected:
-  Tensor do_alloc(const Shape&, DType) override { unused(); }
-  void do_fill(Tensor&, double) override { unused(); }
-  void do_copy(Tensor&, const Tensor&) override { unused(); }
-  void do_gemm(Tensor&, const Tensor&, bool, const Tensor&, bool, double, double) override {
-    unused();
-  }
-  void do_add_bias(Tensor&, const Tensor&) override { unused(); }
-  void do_bias_backward(Tensor&, const Tensor&) override { unused(); }
-  void do_add(Tensor&, const Tensor&, const Tensor&) override { unused(); }
-  void do_axpy(Tensor&, const Tensor&, double) override { unused(); }
-  void do_scale(Tensor&, double) override { unused(); }
-  double do_sum_squares(const Tensor&) override { unused(); }
-  void do_layernorm_forward(Tensor&, Tensor&, Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                            double) override {
-    unused();
-  }
-  void do_layernorm_backward(Tensor&, Tensor&, Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                             const Tensor&, const Tensor&) override {
-    unused();
-  }
-  void do_gelu_forward(Tensor&, const Tensor&, Activation) override { unused(); }
-  void do_gelu_backward(Tensor&, const Tensor&, const Tensor&, Activation) override { unused(); }
-  void do_attention_forward(Tensor&, Tensor&, const Tensor&, int64_t, double, RngStream) override {
-    unused();
-  }
-  void do_attention_backward(Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                             int64_t, double, RngStream) override {
-    unused();
-  }
-  void do_embedding_forward(Tensor&, const Tensor&, const Tensor&, const Tensor&) override {
-    unused();
-  }
-  void do_embedding_backward(Tensor&, Tensor&, const Tensor&, const Tensor&) override { unused(); }
-  double do_cross_entropy_forward(const Tensor&, const Tensor&, int64_t) override { unused(); }
-  void do_cross_entropy_backward(Tensor&, const Tensor&, const Tensor&, int64_t, double) override {
-    unused();
-  }
-  void do_embedding_shard_forward(Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                  int64_t) override {
-    unused();
-  }
-  void do_embedding_shard_backward(Tensor&, Tensor&, const Tensor&, const Tensor&,
-                                   int64_t) override {
-    unused();
-  }
-  void do_cross_entropy_shard_max(Tensor&, const Tensor&, int64_t, int64_t) override { unused(); }
-  void do_cross_entropy_shard_stats(Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t,
-                                    int64_t) override {
-    unused();
-  }
-  void do_cross_entropy_shard_backward(Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                       const Tensor&, int64_t, int64_t, double) override {
-    unused();
-  }
-  void do_dropout_forward(Tensor&, const Tensor&, double, RngStream) override { unused(); }
-  void do_dropout_backward(Tensor&, const Tensor&, double, RngStream) override { unused(); }
-  void do_adamw_update(Tensor&, const Tensor&, Tensor&, Tensor&, const AdamWArgs&) override {
-    unused();
-  }
 };
 
 // Two ranks; records each collective and how many backend synchronizations preceded it.
