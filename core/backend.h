@@ -95,6 +95,7 @@ class Backend {
     return do_alloc(shape, dtype);
   }
   void fill(Tensor& t, double value) {
+    check_on("fill", "t", t, device());
     const OpScope s(*this, {"fill", "fill"});
     do_fill(t, value);
   }
@@ -131,6 +132,7 @@ class Backend {
   // viewed as 2-D (leading dimensions collapsed).
   void gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, double alpha,
             double beta) {
+    check_gemm("gemm", device(), c, a, trans_a, b, trans_b);
     const OpScope s(*this, {"gemm", "gemm", &a, &b, nullptr, trans_a, trans_b});
     do_gemm(c, a, trans_a, b, trans_b, alpha, beta);
   }
@@ -139,6 +141,7 @@ class Backend {
   // the window's end, with the same results bit for bit.
   void gemm_weight(Tensor& c, const Tensor& a, const Tensor& w, bool trans_w, double alpha,
                    double beta) {
+    check_gemm("gemm_weight", device(), c, a, false, w, trans_w);
     const OpScope s(*this, {"gemm_weight", "gemm", &a, &w, nullptr, false, trans_w});
     do_gemm_weight(c, a, w, trans_w, alpha, beta);
   }
@@ -158,6 +161,9 @@ class Backend {
   // bf16/fp16 and the tanh GeLU); by default exactly gemm_weight, add_bias and gelu_forward.
   void linear_bias_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias,
                            Tensor* gelu_out, Activation act) {
+    check_gemm("linear_bias_forward", device(), y, x, false, w, true);
+    check_add_bias(device(), y, bias);
+    if (gelu_out != nullptr) check_gelu_forward(device(), *gelu_out, y);
     const OpScope s(*this, {"linear_bias_forward", gelu_out ? "gemm+bias+gelu" : "gemm+bias", &x,
                             &w, nullptr, false, true});
     do_linear_bias_forward(y, x, w, bias, gelu_out, act);

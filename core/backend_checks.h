@@ -297,4 +297,28 @@ inline void check_ce_shard_backward(Device device, const Tensor& dlogits, const 
   check_operand(op, "row_sum", row_sum, device, DType::kF64, n);
 }
 
+// The GEMMs' contract (gemm, gemm_weight and the product of linear_bias_forward): a, b and c on
+// `device`; a and b of one dtype; c of theirs, or f32 for bf16/fp16 operands (fp32 sums written
+// wide); op(a) [m, k] @ op(b) [k, n] into c [..., n] of m * n elements, a and b viewed as 2-D.
+inline void check_gemm(const char* op, Device device, const Tensor& c, const Tensor& a,
+                       bool trans_a, const Tensor& b, bool trans_b) {
+  check_on(op, "a", a, device);
+  check_on(op, "b", b, device);
+  check_on(op, "c", c, device);
+  MTNLG_CHECK_MSG(a.ndim() >= 1 && b.ndim() >= 1 && c.ndim() >= 1,
+                  op << ": a " << a.str() << ", b " << b.str() << ", c " << c.str());
+  const Tensor a2 = a.as_2d(), b2 = b.as_2d();
+  const int64_t m = trans_a ? a2.dim(1) : a2.dim(0), k = trans_a ? a2.dim(0) : a2.dim(1);
+  const int64_t kb = trans_b ? b2.dim(1) : b2.dim(0), n = trans_b ? b2.dim(0) : b2.dim(1);
+  MTNLG_CHECK_MSG(k == kb && c.dim(-1) == n && c.numel() == m * n,
+                  op << ": c " << c.str() << " = a" << (trans_a ? "^T " : " ") << a.str() << " @ b"
+                     << (trans_b ? "^T " : " ") << b.str());
+  const DType ab = a.dtype();
+  const bool narrow = ab == DType::kBF16 || ab == DType::kF16;
+  MTNLG_CHECK_MSG(b.dtype() == ab && (c.dtype() == ab || (narrow && c.dtype() == DType::kF32)),
+                  op << ": " << dtype_name(ab) << " a needs " << dtype_name(ab) << " b and a "
+                     << dtype_name(ab) << (narrow ? " or f32" : "") << " c, got " << b.str() << ", "
+                     << c.str());
+}
+
 }  // namespace mtnlg

@@ -40,12 +40,6 @@ struct CublasDeleter {
 using StreamPtr = std::unique_ptr<std::remove_pointer_t<cudaStream_t>, StreamDeleter>;
 using CublasPtr = std::unique_ptr<std::remove_pointer_t<cublasHandle_t>, CublasDeleter>;
 
-void require_cuda(const Tensor& t, const char* op, const char* arg) {
-  MTNLG_CHECK_MSG(t.defined() && t.device() == Device::kCUDA,
-                  op << ": " << arg << " must be a CUDA tensor, got "
-                     << (t.defined() ? t.str() : std::string("undefined")));
-}
-
 // Host-side f32<->f64 or same-dtype copy, for copy() between two CPU tensors.
 void copy_on_host(Tensor& dst, const Tensor& src) {
   const int64_t n = src.numel();
@@ -159,10 +153,7 @@ class CudaBackend final : public Backend {
     if (bytes) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream()));
     return Tensor(std::move(storage), 0, shape, dtype);
   }
-  void do_fill(Tensor& t, double value) override {
-    require_cuda(t, "fill", "t");
-    fill_cuda(t, value, stream());
-  }
+  void do_fill(Tensor& t, double value) override { fill_cuda(t, value, stream()); }
   void do_copy(Tensor& dst, const Tensor& src) override {
     MTNLG_CHECK_MSG(dst.numel() == src.numel(), "copy: " << dst.str() << " = " << src.str());
     const bool dst_dev = dst.device() == Device::kCUDA, src_dev = src.device() == Device::kCUDA;
@@ -194,9 +185,6 @@ class CudaBackend final : public Backend {
   // ---- dense algebra ----
   void do_gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                double alpha, double beta) override {
-    require_cuda(c, "gemm", "c");
-    require_cuda(a, "gemm", "a");
-    require_cuda(b, "gemm", "b");
     gemm_cuda(blas(), c, a, trans_a, b, trans_b, alpha, beta);
   }
   void do_add_bias(Tensor& y, const Tensor& bias) override { add_bias_cuda(y, bias, stream()); }

@@ -174,6 +174,15 @@ TEST_CASE("the front refuses a broken contract before any implementation runs") 
   CHECK_THROWS_WITH(be.cross_entropy_shard_stats(stats64, logits10, targets, row_max32, 0, 10),
                     Catch::Contains("cross_entropy_shard_stats: row_max is"));
   (void)wpe;
+  // The GEMMs: the dtype pairing (bf16 a with f32 b) and the shapes, also through a linear layer.
+  Tensor a16 = be.alloc({n, c}, DType::kBF16), wt = be.alloc({c, c}, DType::kF32);
+  CHECK_THROWS_WITH(be.gemm(y, a16, false, wt, true, 1.0, 0.0),
+                    Catch::Contains("gemm: bf16 a needs bf16 b"));
+  CHECK_THROWS_WITH(be.linear_bias_forward(y, x, wt, short_w, nullptr, Activation::kGelu),
+                    Catch::Contains("add_bias: bias is"));
+  Tensor w_wide = be.alloc({c, c + 1}, DType::kF32);
+  CHECK_THROWS_WITH(be.gemm_weight(y, x, w_wide, true, 1.0, 0.0),
+                    Catch::Contains("gemm_weight: c"));
   CHECK(be.ran.empty());
 
   // Within the contract, each reaches its implementation.
