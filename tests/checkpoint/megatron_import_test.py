@@ -16,50 +16,27 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 
-import numpy as np
 import torch
 
 build, src = sys.argv[1], sys.argv[2]
 sys.path.insert(0, os.path.join(src, "scripts"))
 import megatron_ckpt as mc  # noqa: E402  (its safetensors reader only)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import megatron_fixture as mf  # noqa: E402
 
 tmp = tempfile.mkdtemp(prefix="megatron-import-")
 L, H, HEADS, V, P = 4, 64, 4, 500, 32
 ITER, CONSUMED, STEP, LR = 7, 56, 7, 2.5e-4
-failures = 0
+check = mf.Checks()
+run = mf.run
 
 
-def check(what, ok):
-    global failures
-    print(("ok: " if ok else "FAIL: ") + what)
-    failures += 0 if ok else 1
-
-
-def run(*cmd):
-    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
-
-
-ref_dir = os.path.join(tmp, "ref")
-os.makedirs(ref_dir)
-subprocess.run([sys.executable, f"{src}/tests/cmd/make_tiny_gpt2.py",
-                os.path.join(ref_dir, "model.safetensors"), str(L), str(H), str(V), str(P), "3"],
-               check=True)
-with open(os.path.join(ref_dir, "config.json"), "w") as f:
-    json.dump({"model_type": "gpt2", "vocab_size": V, "n_positions": P, "n_embd": H, "n_layer": L,
-               "n_head": HEADS, "n_inner": 4 * H, "activation_function": "gelu_new",
-               "layer_norm_epsilon": 1e-5}, f)
-masters = mc.read_safetensors(os.path.join(ref_dir, "model.safetensors"))
-gen = torch.Generator().manual_seed(11)
-avg = {k: torch.randn(v.shape, generator=gen) * 1e-3 for k, v in masters.items()}
-avg_sq = {k: torch.rand(v.shape, generator=gen) * 1e-6 for k, v in masters.items()}
-
-corpus = os.path.join(tmp, "corpus")
-subprocess.run([sys.executable, f"{src}/tests/cmd/make_tiny_corpus.py", corpus, "200", str(V)],
-               check=True, stdout=subprocess.DEVNULL)
+ref = mf.Reference(src, tmp, mc.read_safetensors, L, H, HEADS, V, P, model_seed=3,
+                   moment_seed=11)
+ref_dir, masters, avg, avg_sq, corpus = ref.dir, ref.masters, ref.avg, ref.avg_sq, ref.corpus
 
 
 def rank_dicts(hf, tp, pp, padded, vp=1):
@@ -184,9 +161,7 @@ def megatron_checkpoint(root, tp, pp, optimizer="float16", vp=1, **arg_overrides
 
 
 def eval_loss(*model):
-    r = run(f"{build}/mtnlg-eval", *model, "--data", corpus, "--max-samples", "8", "--threads",
-            "1")
-    return r.stdout.strip() if r.returncode == 0 else "failed: " + r.stderr[-300:]
+    return ref.eval_loss(build, *model)
 
 
 ckpt = f"{build}/mtnlg-ckpt"
@@ -326,5 +301,4 @@ check("an --output holding a checkpoint is refused without --force",
 leftovers = [d for d in os.listdir(tmp) if ".megatron-" in d]
 check("no scratch directory is left behind", not leftovers)
 shutil.rmtree(tmp, ignore_errors=True)
-print("megatron_import_test:", "ok" if failures == 0 else f"{failures} failed")
-sys.exit(1 if failures else 0)
+check.exit("megatron_import_test")
