@@ -51,17 +51,27 @@ inline void check_operand(const char* op, const char* what, const Tensor& t, Dev
                      << " with " << numel << " elements on the backend's device");
 }
 
+// A tensor an operation reads or writes in place: defined and on `device`.
+inline void check_on(const char* op, const char* what, const Tensor& t, Device device) {
+  MTNLG_CHECK_MSG(t.defined(), op << ": " << what << " is undefined");
+  MTNLG_CHECK_MSG(t.device() == device,
+                  op << ": " << what << " is " << t.str() << ", not on the backend's device");
+}
+
 // LayerNorm's contract (Backend::layernorm_forward and layernorm_backward), written once for
 // every backend: in [n, c] of the model's dtype on `device`; weight (and bias) [c] of it; mean and
 // rstd [n] and the parameter gradients [c] in acc_dtype; out, din and dout [n, c]; din must not
-// alias dout (din accumulates while dout's rows are still read). Returns (n, c).
-inline std::pair<int64_t, int64_t> check_layernorm_forward(Device device, const Tensor& out,
-                                                           const Tensor& mean, const Tensor& rstd,
-                                                           const Tensor& in, const Tensor& weight,
-                                                           const Tensor& bias) {
+// alias dout (din accumulates while dout's rows are still read).
+inline void check_layernorm_rows(const char* op, Device device, const Tensor& in) {
+  check_on(op, "in", in, device);
+  MTNLG_CHECK_MSG(in.ndim() >= 1 && in.dim(-1) > 0, op << ": in is " << in.str());
+}
+
+inline void check_layernorm_forward(Device device, const Tensor& out, const Tensor& mean,
+                                    const Tensor& rstd, const Tensor& in, const Tensor& weight,
+                                    const Tensor& bias) {
   const char* op = "layernorm_forward";
-  MTNLG_CHECK_MSG(in.defined() && in.device() == device && in.ndim() >= 1 && in.dim(-1) > 0,
-                  op << ": in is " << (in.defined() ? in.str() : std::string("undefined")));
+  check_layernorm_rows(op, device, in);
   const DType dt = in.dtype();
   const int64_t c = in.dim(-1), n = in.numel() / c;
   check_operand(op, "out", out, device, dt, n * c);
@@ -69,18 +79,13 @@ inline std::pair<int64_t, int64_t> check_layernorm_forward(Device device, const 
   check_operand(op, "rstd", rstd, device, acc_dtype(dt), n);
   check_operand(op, "weight", weight, device, dt, c);
   check_operand(op, "bias", bias, device, dt, c);
-  return {n, c};
 }
 
-inline std::pair<int64_t, int64_t> check_layernorm_backward(Device device, const Tensor& din,
-                                                            const Tensor& dweight,
-                                                            const Tensor& dbias, const Tensor& dout,
-                                                            const Tensor& in, const Tensor& weight,
-                                                            const Tensor& mean,
-                                                            const Tensor& rstd) {
+inline void check_layernorm_backward(Device device, const Tensor& din, const Tensor& dweight,
+                                     const Tensor& dbias, const Tensor& dout, const Tensor& in,
+                                     const Tensor& weight, const Tensor& mean, const Tensor& rstd) {
   const char* op = "layernorm_backward";
-  MTNLG_CHECK_MSG(in.defined() && in.device() == device && in.ndim() >= 1 && in.dim(-1) > 0,
-                  op << ": in is " << (in.defined() ? in.str() : std::string("undefined")));
+  check_layernorm_rows(op, device, in);
   const DType dt = in.dtype();
   const int64_t c = in.dim(-1), n = in.numel() / c;
   check_operand(op, "din", din, device, dt, n * c);
@@ -91,7 +96,6 @@ inline std::pair<int64_t, int64_t> check_layernorm_backward(Device device, const
   check_operand(op, "mean", mean, device, acc_dtype(dt), n);
   check_operand(op, "rstd", rstd, device, acc_dtype(dt), n);
   MTNLG_CHECK_MSG(din.data() != dout.data(), op << ": din must not alias dout");
-  return {n, c};
 }
 
 // GeLU's contract (Backend::gelu_forward, gelu_backward, gelu_bias_backward), written once for
@@ -100,8 +104,7 @@ inline std::pair<int64_t, int64_t> check_layernorm_backward(Device device, const
 // acc_dtype for the fused bias gradient.
 inline void check_gelu_forward(Device device, const Tensor& out, const Tensor& in) {
   const char* op = "gelu_forward";
-  MTNLG_CHECK_MSG(in.defined() && in.device() == device,
-                  op << ": in is " << (in.defined() ? in.str() : std::string("undefined")));
+  check_on(op, "in", in, device);
   check_operand(op, "out", out, device, in.dtype(), in.numel());
   MTNLG_CHECK_MSG(out.numel() == 0 || out.data() != in.data(), op << ": out must not alias in");
 }
@@ -109,20 +112,13 @@ inline void check_gelu_forward(Device device, const Tensor& out, const Tensor& i
 inline void check_gelu_backward(const char* op, Device device, const Tensor& din,
                                 const Tensor& dout, const Tensor& in,
                                 const Tensor* dbias = nullptr) {
-  MTNLG_CHECK_MSG(in.defined() && in.device() == device && in.ndim() >= 1,
-                  op << ": in is " << (in.defined() ? in.str() : std::string("undefined")));
+  check_on(op, "in", in, device);
+  MTNLG_CHECK_MSG(in.ndim() >= 1, op << ": in is " << in.str());
   check_operand(op, "din", din, device, in.dtype(), in.numel());
   check_operand(op, "dout", dout, device, in.dtype(), in.numel());
   MTNLG_CHECK_MSG(din.numel() == 0 || din.data() != in.data(), op << ": din must not alias in");
   if (dbias != nullptr)
     check_operand(op, "dbias", *dbias, device, acc_dtype(in.dtype()), in.dim(-1));
-}
-
-// A tensor an operation reads or writes in place: defined and on `device`.
-inline void check_on(const char* op, const char* what, const Tensor& t, Device device) {
-  MTNLG_CHECK_MSG(t.defined(), op << ": " << what << " is undefined");
-  MTNLG_CHECK_MSG(t.device() == device,
-                  op << ": " << what << " is " << t.str() << ", not on the backend's device");
 }
 
 // The elementwise family (add, axpy, scale, sum_squares, add_bias, bias_backward): every

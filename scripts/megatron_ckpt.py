@@ -522,8 +522,10 @@ class DistCheckpoint:
         self.where = {}
         for index, info in storage.items():
             offset = getattr(index, "offset", None)
+            if not hasattr(index, "fqn") or not all(
+                    hasattr(info, a) for a in ("relative_path", "offset", "length")):
+                fail(f"{path}: a storage entry without its fqn, file, offset or length")
             self.where[(index.fqn, tuple(offset) if offset is not None else None)] = info
-        self.files = {}
         self.cache = {}
 
     def __contains__(self, key):
@@ -543,14 +545,12 @@ class DistCheckpoint:
             fail(f"{self.dir}: {key} is stored transformed ({info.transform_descriptors}); "
                  "plain torch.save items are read", 2)
         path = os.path.join(self.dir, info.relative_path)
-        if path not in self.files:
-            try:
-                self.files[path] = open(path, "rb")
-            except OSError as e:
-                fail(f"{path}: {e.strerror} (named by {self.dir}/.metadata for {key})")
-        f = self.files[path]
-        f.seek(info.offset)
-        data = f.read(info.length)
+        try:  # opened per item: a run of thousands of ranks writes thousands of files
+            with open(path, "rb") as f:
+                f.seek(info.offset)
+                data = f.read(info.length)
+        except OSError as e:
+            fail(f"{path}: {e.strerror} (named by {self.dir}/.metadata for {key})")
         if len(data) != info.length:
             fail(f"{path}: {key} runs past the end of the file (truncated: {info.offset} + "
                  f"{info.length} bytes wanted)")
@@ -565,10 +565,14 @@ class DistCheckpoint:
         chunks = getattr(md, "chunks", None)
         if chunks is None:
             fail(f"{self.dir}: {key} is a bytes item, not a tensor", 2)
-        size = tuple(md.size)
+        try:
+            size = tuple(md.size)
+            parts = [(tuple(ch.offsets), tuple(ch.sizes)) for ch in chunks]
+        except (AttributeError, TypeError) as e:
+            fail(f"{self.dir}/.metadata: {key} has no size or a chunk without offsets and sizes "
+                 f"({e})")
         out, covered = None, 0
-        for ch in chunks:
-            offsets, sizes = tuple(ch.offsets), tuple(ch.sizes)
+        for offsets, sizes in parts:
             t = load_pt(self._bytes(key, offsets), f"{self.dir}: {key} at {list(offsets)}")
             if not torch.is_tensor(t) or t.numel() != math.prod(sizes):
                 fail(f"{self.dir}: {key} at {list(offsets)} holds no tensor of {list(sizes)}")

@@ -292,8 +292,7 @@ def mcore_torch_checkpoint(root, tp, pp):
             d = os.path.join(it, f"mp_rank_{t:02d}" + (f"_{p:03d}" if pp > 1 else ""))
             os.makedirs(d)
             torch.save(state, os.path.join(d, "model_optim_rng.pt"))
-    with open(os.path.join(root, "latest_checkpointed_iteration.txt"), "w") as f:
-        f.write(str(ITER))
+    mf.write_latest(root, ITER)
 
 
 # ---- the torch_dist format ----
@@ -421,14 +420,13 @@ def torch_dist_checkpoint(root, tp, pp, optimizer="float16", stacked=True, te=Tr
     write_dcp(it, items, byte_items, tp * pp)
     if not common_inside:
         torch.save(common, os.path.join(it, "common.pt"))
-    with open(os.path.join(root, "latest_checkpointed_iteration.txt"), "w") as f:
-        f.write(str(ITER))
+    mf.write_latest(root, ITER)
 
 
 # ---- the checks ----
 
 def eval_loss(*model):
-    return ref.eval_loss(build, *model)
+    return ref.eval_loss(build, *model)  # on the reference's corpus
 
 
 ckpt = f"{build}/mtnlg-ckpt"
@@ -446,8 +444,9 @@ def equal(a, b):
     return sorted(a) == sorted(b) and all(torch.equal(a[k], b[k]) for k in b)
 
 
-def imports(name, meg, layout, moments=True, extra=()):
-    """Imports meg; checks the masters, moments, iteration, position and step; returns out."""
+def imports(name, meg, layout, moments=True, extra=(), loss=False):
+    """Imports meg; checks the masters, moments, iteration, position and step (and with `loss`,
+    mtnlg-eval's loss through it); returns out."""
     out = os.path.join(tmp, "imported-" + name)
     r = run(ckpt, "import", "--format", "megatron", meg, "--output", out, "--layout", layout,
             *extra)
@@ -456,6 +455,9 @@ def imports(name, meg, layout, moments=True, extra=()):
     if r.returncode != 0:
         return None
     manifest = json.load(open(os.path.join(out, f"iter_{ITER:07d}", "manifest.json")))
+    if loss:
+        check(f"{name}: mtnlg-eval's loss through it is the masters' loss",
+              eval_loss("--checkpoint", out) == want_loss)
     # --weights-only of a bf16 run: its bf16 weights (widened), not the optimizer's masters.
     want = masters if moments else {k: v.bfloat16().float() for k, v in masters.items()}
     check(f"{name}: the weights are the run's " + ("fp32 masters" if moments else "bf16 weights")
@@ -479,19 +481,14 @@ def imports(name, meg, layout, moments=True, extra=()):
 # 1. The legacy torch format with Megatron-Core's names, tensor 2 x pipeline 2.
 meg = os.path.join(tmp, "mcore-torch")
 mcore_torch_checkpoint(meg, 2, 2)
-out = imports("mcore torch format 2x2", meg, "1,2,1")
-if out:
-    check("mcore torch format: mtnlg-eval's loss through it is the masters' loss",
-          eval_loss("--checkpoint", out) == want_loss)
+imports("mcore torch format 2x2", meg, "1,2,1", loss=True)
 
 # 2. torch_dist, layers stacked, Transformer Engine names, bf16 with the non-distributed
 # optimizer (fp32_param masters, common_step), common.pt; tensor 2 x pipeline 2.
 dist = os.path.join(tmp, "dist-stacked")
 torch_dist_checkpoint(dist, 2, 2)
-out = imports("torch_dist stacked 2x2", dist, "2,1,1")
+out = imports("torch_dist stacked 2x2", dist, "2,1,1", loss=True)
 if out:
-    check("torch_dist: mtnlg-eval's loss through it is the masters' loss",
-          eval_loss("--checkpoint", out) == want_loss)
     manifest = json.load(open(os.path.join(out, f"iter_{ITER:07d}", "manifest.json")))
     recipe = os.path.join(tmp, "imported.yaml")
     with open(recipe, "w") as f:
@@ -558,6 +555,13 @@ r = run(ckpt, "import", "--format", "megatron", dist5, "--output", os.path.join(
         "--weights-only")
 check(f"a missing chunk is exit 4 naming the tensor ({r.stderr.strip()[-200:]})",
       r.returncode == 4 and key in r.stderr)
+del meta.state_dict_metadata["embedding.word_embeddings.weight"].chunks[0].sizes
+pickle.dump(meta, open(os.path.join(it5, ".metadata"), "wb"))
+r = run(ckpt, "import", "--format", "megatron", dist5, "--output", os.path.join(tmp, "x6"),
+        "--weights-only")
+check(f"a chunk without its sizes is exit 4 naming the index and the key "
+      f"({r.stderr.strip()[-200:]})", r.returncode == 4 and ".metadata" in r.stderr and
+      "embedding.word_embeddings.weight" in r.stderr)
 leftovers = [d for d in os.listdir(tmp) if ".megatron-" in d]
 check("no scratch directory is left behind", not leftovers)
 shutil.rmtree(tmp, ignore_errors=True)

@@ -29,6 +29,12 @@ def run(*cmd):
     return subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
 
 
+def write_latest(root, iteration):
+    """Megatron's tracker file: the checkpoint root's latest iteration."""
+    with open(os.path.join(root, "latest_checkpointed_iteration.txt"), "w") as f:
+        f.write(str(iteration))
+
+
 class Reference:
     """The reference model under tmp/ref (model.safetensors, config.json): `masters` its fp32
     tensors by HF name, `avg` and `avg_sq` Adam moments drawn from `moment_seed`; the corpus

@@ -156,12 +156,11 @@ def megatron_checkpoint(root, tp, pp, optimizer="float16", vp=1, **arg_overrides
         torch.save(state, os.path.join(d, "model_optim_rng.pt"))
         if optimizer == "distributed":
             torch.save({}, os.path.join(d, "distrib_optim.pt"))
-    with open(os.path.join(root, "latest_checkpointed_iteration.txt"), "w") as f:
-        f.write(str(ITER))
+    mf.write_latest(root, ITER)
 
 
 def eval_loss(*model):
-    return ref.eval_loss(build, *model)
+    return ref.eval_loss(build, *model)  # on the reference's corpus
 
 
 ckpt = f"{build}/mtnlg-ckpt"
