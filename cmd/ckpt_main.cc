@@ -89,10 +89,11 @@ int main(int argc, char** argv) {
       "model.init_from reads it");
   exp->add_option("DIR", dir, "checkpoint root or iter_NNNNNNN directory")->required();
   exp->add_option("--format", format,
-                  "hf-gpt2 (the default), or megatron: a Megatron-LM checkpoint root in the legacy "
+                  "hf-gpt2 (the default), or megatron: a Megatron-LM checkpoint root in its "
                   "torch format (iter_NNNNNNN/mp_rank_TT[_PPP]/model_optim_rng.pt and "
-                  "latest_checkpointed_iteration.txt) with Adam's state, the iteration and the "
-                  "consumed samples, for Megatron's --load")
+                  "latest_checkpointed_iteration.txt) with Adam's state, the iteration, the "
+                  "consumed samples, the LR schedule's state and the RNG state, for Megatron's "
+                  "--load with --ckpt-format torch")
       ->check(CLI::IsMember({"hf-gpt2", "megatron"}))
       ->capture_default_str();
   exp->add_option("--output", output,
@@ -101,6 +102,15 @@ int main(int argc, char** argv) {
   std::string megatron_layout = "1,1";
   exp->add_option("--layout", megatron_layout,
                   "T,P: Megatron's tensor and pipeline sizes (megatron; default 1,1)");
+  std::string transformer_impl = "transformer_engine";
+  exp->add_option("--transformer-impl", transformer_impl,
+                  "the Megatron model the checkpoint is for (megatron), as Megatron's own "
+                  "--transformer-impl: transformer_engine (Megatron-Core's default: norms fused "
+                  "into linear_qkv and linear_fc1), local (Megatron-Core's local spec: "
+                  "input_layernorm, pre_mlp_layernorm), or legacy (the legacy GPTModel's names, "
+                  "for Megatron-LM before 2025 with --use-legacy-models)")
+      ->check(CLI::IsMember({"transformer_engine", "local", "legacy"}))
+      ->capture_default_str();
   bool export_force = false;
   exp->add_flag("--force", export_force, "write into a --output that is not empty (megatron)");
   std::string vocab_file, merge_file;
@@ -180,7 +190,8 @@ int main(int argc, char** argv) {
       std::cout << "unpinned " << mtnlg::unpin_checkpoint(dir) << "\n";
     } else if (*exp && format == "megatron") {
       const std::vector<int64_t> sizes = parse_layout(megatron_layout, 2);
-      std::cout << mtnlg::export_megatron_checkpoint(dir, output, sizes[0], sizes[1], export_force)
+      std::cout << mtnlg::export_megatron_checkpoint(dir, output, sizes[0], sizes[1], export_force,
+                                                     transformer_impl)
                 << "\n";
     } else if (*import) {
       if (import_vocab.empty() != import_merge.empty())

@@ -113,6 +113,20 @@ std::string read_text(const std::string& path) {
   return s.str();
 }
 
+// Tokens as Megatron's scheduler counts them (samples of seq_length tokens), rounded to the
+// nearest sample where a recipe's token count is not a whole number of samples.
+int64_t samples_of(int64_t tokens, const Recipe& r) {
+  const int64_t seq = r.model.seq_length;
+  return (tokens + seq / 2) / seq;
+}
+
+// Megatron's weight-decay horizon (wd_incr_steps): --train-iters x the global batch, or
+// --train-samples.
+int64_t train_samples(const Recipe& r) {
+  return r.schedule.train_iters > 0 ? r.schedule.train_iters * r.batch.global_batch_size
+                                    : samples_of(r.schedule.train_tokens, r);
+}
+
 int64_t int_member(const JsonValue& v, const char* key, const std::string& path) {
   const JsonValue* m = v.find(key);
   int64_t out = 0;
@@ -215,7 +229,8 @@ std::string import_megatron_checkpoint(const MegatronImport& o) {
 }
 
 std::string export_megatron_checkpoint(const std::string& path, const std::string& output,
-                                       int64_t tensor, int64_t pipeline, bool force) {
+                                       int64_t tensor, int64_t pipeline, bool force,
+                                       const std::string& transformer_impl) {
   std::error_code ec;
   if (!force && fs::is_directory(output, ec) && !fs::is_empty(output, ec))
     throw invalid_argument("--output " + output +
@@ -274,13 +289,27 @@ std::string export_megatron_checkpoint(const std::string& path, const std::strin
                         .add("seq_length", r.model.seq_length)
                         .add("micro_batch_size", r.parallel.micro_batch_size)
                         .add("global_batch_size", m.global_batch_size)
+                        .add("seed", static_cast<int64_t>(r.seed))
+                        .add("max_lr", r.optimizer.lr)
+                        .add("min_lr", r.optimizer.min_lr)
+                        .add("lr_decay_style", decay_style_name(r.schedule.decay_style))
+                        // Megatron's scheduler counts samples (iterations x batch or
+                        // --train-samples); ours counts tokens: a sample is seq_length tokens.
+                        .add("lr_warmup_samples", samples_of(r.schedule.warmup_tokens, r))
+                        .add("lr_decay_samples", samples_of(r.schedule.decay_tokens, r))
+                        .add("train_samples", train_samples(r))
                         .str());
   run_script({"write", hf, output, "--tensor", std::to_string(tensor), "--pipeline",
-              std::to_string(pipeline)});
+              std::to_string(pipeline), "--transformer-impl", transformer_impl});
   std::ostringstream out;
   out << "wrote iteration " << m.iteration << " of " << dir
       << " as a Megatron checkpoint at tensor " << tensor << " x pipeline " << pipeline << " under "
-      << output << (m.has_optimizer ? ", with Adam's state" : ", weights only");
+      << output << (m.has_optimizer ? ", with Adam's state" : ", weights only")
+      << "; Megatron-LM loads it with --load " << output << " --ckpt-format torch "
+      << (transformer_impl == "legacy" ? "--use-legacy-models"
+                                       : "--transformer-impl " + transformer_impl)
+      << " --tensor-model-parallel-size " << tensor << " --pipeline-model-parallel-size "
+      << pipeline;
   return out.str();
 }
 

@@ -42,8 +42,12 @@ std::string import_megatron_checkpoint(const MegatronImport& options);
 
 // Writes checkpoint `path` (any layout) as a Megatron checkpoint under `output` at tensor x
 // pipeline: the weights (bf16 with fp32 masters for a bf16 recipe), Adam's moments and step, the
-// iteration and the consumed samples, for Megatron's --load. Returns a one-line summary.
+// iteration and the consumed samples, the LR schedule's state and the RNG state Megatron seeds,
+// for Megatron's --load. transformer_impl names the model the checkpoint is for, as Megatron's
+// --transformer-impl does: "transformer_engine" or "local" (Megatron-Core's names), or "legacy"
+// (the legacy GPTModel's, --use-legacy-models). Returns a one-line summary.
 std::string export_megatron_checkpoint(const std::string& path, const std::string& output,
-                                       int64_t tensor, int64_t pipeline, bool force);
+                                       int64_t tensor, int64_t pipeline, bool force,
+                                       const std::string& transformer_impl);
 
 }  // namespace mtnlg

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Megatron-LM GPT checkpoints, read (the legacy `torch` format and `torch_dist`; the legacy
-GPTModel's names and Megatron-Core's) and written (the legacy `torch` format and names) in Hugging
-Face GPT-2's tensor layout: the Python half of `mtnlg-ckpt import --format megatron` and
+GPTModel's names and Megatron-Core's) and written (the `torch` format, in Megatron-Core's names
+for its Transformer Engine or local spec, or the legacy GPTModel's) in Hugging Face GPT-2's
+tensor layout: the Python half of `mtnlg-ckpt import --format megatron` and
 `mtnlg-ckpt export --format megatron`, and of scripts/megatron_to_hf.py and hf_to_megatron.py.
 
 Why Python: the checkpoint is a pickle of PyTorch tensors and an argparse Namespace; reading it
@@ -40,8 +41,11 @@ Commands:
       optimizer), OUT/megatron.json: iteration, consumed samples, Adam's step, the learning
       rate, and the run's pretrain_gpt.py flags rebuilt from its args.
   write SRC OUT --tensor T --pipeline P [--iteration N] [--make-vocab-size-divisible-by 128]
+        [--transformer-impl transformer_engine|local|legacy]
       the reverse: SRC/model.safetensors and config.json (and exp_avg/exp_avg_sq and
-      megatron.json when present: the optimizer state and the position) into OUT/iter_NNNNNNN.
+      megatron.json when present: the optimizer state, the position and the schedule) into
+      OUT/iter_NNNNNNN, each rank with the RNG state Megatron seeds and, with the optimizer,
+      the scheduler's state (from_hf_core, rng_state, scheduler_state below).
 Exit status: 0 done; 2 unsupported or bad arguments; 4 missing or unreadable input.
 """
 import argparse
@@ -256,6 +260,13 @@ def flatten(tree, prefix=()):
         elif torch.is_tensor(v) and not k.endswith("_extra_state"):
             out.append((prefix + (k,), v))
     return out
+
+
+def to_bf16(tree):
+    """The state dict with every tensor in bf16, other entries (an _extra_state) as they are."""
+    import torch
+    return {k: to_bf16(v) if isinstance(v, dict) else
+            v.bfloat16() if torch.is_tensor(v) else v for k, v in tree.items()}
 
 
 def rebuild(tree, values, prefix=()):
@@ -706,6 +717,113 @@ def from_hf(hf, tp, pp, heads, padded):
     return models
 
 
+def from_hf_core(hf, tp, pp, heads, padded, te):
+    """Per-rank flat state dicts {(t, p): dict} in Megatron-Core's GPTModel names, as its
+    state_dict lists them: each module's parameters, then its _extra_state (Megatron's
+    ColumnParallelLinear / RowParallelLinear and Transformer Engine's modules define one; None:
+    both ignore it on load), in module registration order, which is named_parameters' order and
+    so the optimizer's: the embedding (first stage), each layer (numbered within the stage:
+    input_layernorm with the local spec; self_attention's core_attention (Transformer Engine's
+    has an _extra_state), linear_proj, then linear_qkv, whose Transformer Engine module holds the
+    first norm as layer_norm_weight / layer_norm_bias before its weight; pre_mlp_layernorm with
+    the local spec; mlp.linear_fc1 (the second norm fused with Transformer Engine), linear_fc2),
+    the final norm and output_layer (last stage; its weight only with pipeline > 1: the tied
+    embedding's copy). te: Transformer Engine's spec, else the local one."""
+    import torch
+    L = 1 + max(int(k.split(".")[1]) for k in hf if k.startswith("h."))
+    H = hf["wte.weight"].shape[1]
+    V = hf["wte.weight"].shape[0]
+    hn, per, k = H // heads, L // pp, heads // tp
+    wte = torch.cat([hf["wte.weight"], torch.zeros(padded - V, H)])
+    models = {}
+    for t in range(tp):
+        def split(x, dim):
+            n = x.shape[dim] // tp
+            return x.narrow(dim, t * n, n).contiguous().clone()
+        for p in range(pp):
+            m = {}
+            if p == 0:
+                m["embedding.word_embeddings.weight"] = split(wte, 0)
+                m["embedding.position_embeddings.weight"] = hf["wpe.weight"].clone()
+            for i in range(per):
+                e = lambda name, g=p * per + i: hf[f"h.{g}.{name}"]
+                pre = f"decoder.layers.{i}."
+                w = e("attn.c_attn.weight").t().reshape(3, heads, hn, H).transpose(0, 1)
+                b = e("attn.c_attn.bias").reshape(3, heads, hn).transpose(0, 1)
+                ln1 = {"weight": e("ln_1.weight").clone(), "bias": e("ln_1.bias").clone()}
+                ln2 = {"weight": e("ln_2.weight").clone(), "bias": e("ln_2.bias").clone()}
+                if not te:
+                    m[pre + "input_layernorm.weight"] = ln1["weight"]
+                    m[pre + "input_layernorm.bias"] = ln1["bias"]
+                else:
+                    m[pre + "self_attention.core_attention._extra_state"] = None
+                att = pre + "self_attention."
+                m[att + "linear_proj.weight"] = split(e("attn.c_proj.weight").t(), 1)
+                m[att + "linear_proj.bias"] = e("attn.c_proj.bias").clone()
+                m[att + "linear_proj._extra_state"] = None
+                if te:
+                    m[att + "linear_qkv.layer_norm_weight"] = ln1["weight"]
+                    m[att + "linear_qkv.layer_norm_bias"] = ln1["bias"]
+                m[att + "linear_qkv.weight"] = w[t * k:(t + 1) * k].reshape(-1, H).contiguous()
+                m[att + "linear_qkv.bias"] = b[t * k:(t + 1) * k].reshape(-1).contiguous()
+                m[att + "linear_qkv._extra_state"] = None
+                if not te:
+                    m[pre + "pre_mlp_layernorm.weight"] = ln2["weight"]
+                    m[pre + "pre_mlp_layernorm.bias"] = ln2["bias"]
+                else:
+                    m[pre + "mlp.linear_fc1.layer_norm_weight"] = ln2["weight"]
+                    m[pre + "mlp.linear_fc1.layer_norm_bias"] = ln2["bias"]
+                m[pre + "mlp.linear_fc1.weight"] = split(e("mlp.c_fc.weight").t(), 0)
+                m[pre + "mlp.linear_fc1.bias"] = split(e("mlp.c_fc.bias"), 0)
+                m[pre + "mlp.linear_fc1._extra_state"] = None
+                m[pre + "mlp.linear_fc2.weight"] = split(e("mlp.c_proj.weight").t(), 1)
+                m[pre + "mlp.linear_fc2.bias"] = e("mlp.c_proj.bias").clone()
+                m[pre + "mlp.linear_fc2._extra_state"] = None
+            if p == pp - 1:
+                m["decoder.final_layernorm.weight"] = hf["ln_f.weight"].clone()
+                m["decoder.final_layernorm.bias"] = hf["ln_f.bias"].clone()
+                if pp > 1:  # the last stage's copy of the tied embedding
+                    m["output_layer.weight"] = split(wte, 0)
+                m["output_layer._extra_state"] = None
+            models[(t, p)] = m
+    return models
+
+
+def rng_state(seed, t, p):
+    """Megatron's rng_state for tensor rank t, pipeline rank p, as its _set_random_seed leaves
+    it for --seed `seed`: Python's, NumPy's and PyTorch's generators seeded with seed + 100 p;
+    CUDA's (a Philox seed and offset, 8 bytes each) the same; the model-parallel tracker at
+    that + 2718 + t, the data-parallel one at it, the expert-parallel one at it + 1024 + t.
+    Megatron exits when a checkpoint has none (unless --no-load-rng or --finetune)."""
+    import random
+    import numpy
+    import torch
+    s = seed + 100 * p
+    cuda = lambda x: torch.tensor(list(struct.pack("<Qq", x, 0)), dtype=torch.uint8)
+    return [{"random_rng_state": random.Random(s).getstate(),
+             "np_rng_state": numpy.random.RandomState(s).get_state(),
+             "torch_rng_state": torch.Generator().manual_seed(s).get_state(),
+             "cuda_rng_state": cuda(s),
+             "rng_tracker_states": {"model-parallel-rng": cuda(s + 2718 + t),
+                                    "data-parallel-rng": cuda(s),
+                                    "expert-parallel-rng": cuda(s + 1024 + t)}}]
+
+
+def scheduler_state(info, weight_decay):
+    """OptimizerParamScheduler.state_dict() at the checkpoint: Megatron counts the schedule in
+    samples (num_steps: the samples consumed). Megatron asserts each value equals the one its
+    own command line gives, unless --use-checkpoint-opt_param-scheduler (take these) or
+    --override-opt-param-scheduler (take the command line's)."""
+    return {"max_lr": float(info.get("max_lr", info.get("lr", 0.0))),
+            "min_lr": float(info.get("min_lr", 0.0)),
+            "lr_warmup_steps": int(info.get("lr_warmup_samples", 0)),
+            "lr_decay_steps": int(info.get("lr_decay_samples", 0)),
+            "lr_decay_style": str(info.get("lr_decay_style", "linear")),
+            "num_steps": int(info.get("consumed_train_samples", 0)),
+            "start_wd": weight_decay, "end_wd": weight_decay, "wd_incr_style": "constant",
+            "wd_incr_steps": int(info.get("train_samples", 0))}
+
+
 # The pretrain_gpt.py flags a checkpoint's args rebuild: the model, the schedule, the data and
 # the precision (not paths of the run's own machine: save, load, logs). Store-true flags appear
 # when set; flags Megatron spells negatively when their attribute is False.
@@ -921,6 +1039,7 @@ def write(a):
     need_torch()
     import argparse as ns
     import torch
+    legacy = a.transformer_impl == "legacy"
     try:
         cfg = json.load(open(os.path.join(a.src, "config.json")))
     except OSError:
@@ -951,17 +1070,28 @@ def write(a):
                         global_batch_size=info.get("global_batch_size"),
                         consumed_train_samples=int(info.get("consumed_train_samples", 0)),
                         consumed_valid_samples=int(info.get("consumed_valid_samples", 0)),
-                        use_distributed_optimizer=False)
-    models = from_hf(hf, tp, pp, HEADS, padded)
+                        use_distributed_optimizer=False, seed=int(info.get("seed", 1234)),
+                        lr=float(info.get("max_lr", info.get("lr", 0.0))),
+                        min_lr=float(info.get("min_lr", 0.0)),
+                        lr_decay_style=info.get("lr_decay_style", "linear"),
+                        weight_decay=float(info.get("weight_decay", 0.01)),
+                        adam_beta1=float(info.get("adam_beta1", 0.9)),
+                        adam_beta2=float(info.get("adam_beta2", 0.999)),
+                        adam_eps=float(info.get("adam_eps", 1e-8)),
+                        ckpt_format="torch", use_legacy_models=legacy,
+                        use_mcore_models=not legacy,
+                        transformer_impl="local" if legacy else a.transformer_impl)
+    convert = (lambda x: from_hf(x, tp, pp, HEADS, padded)) if legacy else (
+        lambda x: from_hf_core(x, tp, pp, HEADS, padded, a.transformer_impl == "transformer_engine"))
+    models = convert(hf)
     if with_optim:
-        avg = from_hf(read_safetensors(os.path.join(a.src, "exp_avg.safetensors")), tp, pp,
-                      HEADS, padded)
-        avg_sq = from_hf(read_safetensors(os.path.join(a.src, "exp_avg_sq.safetensors")), tp,
-                         pp, HEADS, padded)
+        avg = convert(read_safetensors(os.path.join(a.src, "exp_avg.safetensors")))
+        avg_sq = convert(read_safetensors(os.path.join(a.src, "exp_avg_sq.safetensors")))
+    weight_decay = float(info.get("weight_decay", 0.01))
     it_dir = os.path.join(a.out, f"iter_{iteration:07d}")
     for (t, p), model in models.items():
         state = {"model": model, "args": args, "checkpoint_version": 3.0,
-                 "iteration": iteration}
+                 "iteration": iteration, "rng_state": rng_state(args.seed, t, p)}
         if with_optim:
             params = param_groups_order(flatten(model))
             values = dict(flatten(model))
@@ -971,26 +1101,31 @@ def write(a):
             step = int(info.get("optimizer_steps", 0))
             # Adam's hyperparameters as the run had them: torch's load_state_dict restores a
             # group's betas, eps and weight decay from the checkpoint, so Megatron resumes with
-            # these (the learning rate its scheduler sets each step).
+            # these (the learning rate its scheduler sets each step). The step in each group
+            # too (Transformer Engine's and apex's FusedAdam keep it there), and the fields by
+            # which Megatron-Core pairs a saved group with its own (_filter_and_reorder_param_
+            # groups: max_lr, min_lr, wd_mult, lr_mult, is_expert_parallel, is_decoupled_lr;
+            # a group it cannot pair is a ValueError), valued as its _get_param_groups makes them.
             group = {"lr": float(info.get("lr", 0.0)),
-                     "betas": (float(info.get("adam_beta1", 0.9)),
-                               float(info.get("adam_beta2", 0.999))),
-                     "eps": float(info.get("adam_eps", 1e-8)), "lr_mult": 1.0}
+                     "betas": (args.adam_beta1, args.adam_beta2), "eps": args.adam_eps,
+                     "bias_correction": True, "amsgrad": False, "step": step,
+                     "lr_mult": 1.0, "is_expert_parallel": False, "is_decoupled_lr": False,
+                     "default_config": True, "max_lr": args.lr, "min_lr": args.min_lr}
             adam = {"state": {i: {"step": step, "exp_avg": e[path], "exp_avg_sq": e2[path]}
                               for i, (path, _) in enumerate(params)},
                     "param_groups": [
-                        dict(group, params=list(range(n_wd)),
-                             weight_decay=float(info.get("weight_decay", 0.01)), wd_mult=1.0),
+                        dict(group, params=list(range(n_wd)), weight_decay=weight_decay,
+                             wd_mult=1.0),
                         dict(group, params=list(range(n_wd, len(params))), weight_decay=0.0,
                              wd_mult=0.0)]}
             if bf16:  # Float16OptimizerWithFloat16Params: bf16 weights, fp32 masters
                 masters = [[values[path].clone() for path, _ in params[:n_wd]],
                            [values[path].clone() for path, _ in params[n_wd:]]]
-                state["model"] = rebuild(model, {path: x.bfloat16() for path, x in
-                                                 flatten(model)})
+                state["model"] = to_bf16(model)
                 state["optimizer"] = {"optimizer": adam, "fp32_from_fp16_params": masters}
             else:
                 state["optimizer"] = adam
+            state["opt_param_scheduler"] = scheduler_state(info, weight_decay)
         d = os.path.join(it_dir, f"mp_rank_{t:02d}" + (f"_{p:03d}" if pp > 1 else ""))
         os.makedirs(d, exist_ok=True)
         tmp = os.path.join(d, "model_optim_rng.pt.tmp")
@@ -998,8 +1133,11 @@ def write(a):
         os.replace(tmp, os.path.join(d, "model_optim_rng.pt"))
     with open(os.path.join(a.out, "latest_checkpointed_iteration.txt"), "w") as f:
         f.write(str(iteration))
+    names = "the legacy GPTModel's names" if legacy else \
+        f"Megatron-Core's names (--transformer-impl {a.transformer_impl})"
     print(f"wrote {it_dir}: tensor {tp} x pipeline {pp}, {L} layers, hidden {H}, {HEADS} heads, "
-          f"vocab {V} padded to {padded}" + (", with the optimizer state" if with_optim else ""))
+          f"vocab {V} padded to {padded}, {names}"
+          + (", with the optimizer state" if with_optim else ""))
 
 
 def main():
@@ -1017,6 +1155,10 @@ def main():
     w.add_argument("--pipeline", type=int, default=1)
     w.add_argument("--iteration", type=int)
     w.add_argument("--make-vocab-size-divisible-by", type=int, default=128)
+    w.add_argument("--transformer-impl", default="transformer_engine",
+                   choices=["transformer_engine", "local", "legacy"],
+                   help="Megatron-Core's names for its Transformer Engine or local spec, or the "
+                        "legacy GPTModel's")
     a = ap.parse_args()
     read(a) if a.cmd == "read" else write(a)
 

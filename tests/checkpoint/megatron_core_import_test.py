@@ -23,7 +23,9 @@ this machine lacks (megatron.core.transformer.enums.AttnBackend), as real args d
 Imported, a checkpoint must hold the fp32 masters bit for bit, Adam's moments bit for bit, the
 iteration, the data position and Adam's step; mtnlg-eval's loss through it must equal the
 masters'; mtnlg-train continues from it. Bad input: a truncated .distcp, a missing .metadata, a
-missing chunk, each exit 4 naming the file or key.
+missing chunk, each exit 4 naming the file or key. The other way, export --format megatron
+--transformer-impl transformer_engine / local: each rank's file as Megatron-Core's
+load_checkpoint reads it (section 7).
 Usage: megatron_core_import_test.py BUILD_DIR SOURCE_DIR"""
 import argparse
 import dataclasses
@@ -34,6 +36,7 @@ import os
 import pickle
 import re
 import shutil
+import struct
 import sys
 import tempfile
 import types
@@ -562,6 +565,171 @@ r = run(ckpt, "import", "--format", "megatron", dist5, "--output", os.path.join(
 check(f"a chunk without its sizes is exit 4 naming the index and the key "
       f"({r.stderr.strip()[-200:]})", r.returncode == 4 and ".metadata" in r.stderr and
       "embedding.word_embeddings.weight" in r.stderr)
+# 7. export --format megatron the other way, for today's Megatron-LM: Megatron-Core's names
+# (Transformer Engine's spec and the local one) in the torch format, each rank's file checked as
+# Megatron's load_checkpoint reads it (megatron/training/checkpointing.py, megatron/core/
+# optimizer): the model state dict key by key in Megatron-Core's order, Adam's state loaded by
+# torch's own load_state_dict into parameters in get_param_groups' order, the groups paired as
+# _filter_and_reorder_param_groups pairs them, the scheduler's state equal to what Megatron's
+# get_optimizer_param_scheduler computes from the run's args, and the RNG state Megatron seeds.
+LINEARS = ("self_attention.linear_proj", "self_attention.linear_qkv", "mlp.linear_fc1",
+           "mlp.linear_fc2")
+
+
+def core_state(hf, t, p, tp, pp, te):
+    """Rank (t, p)'s Megatron-Core state dict (values; None for an _extra_state), in its order:
+    each module's parameters, then its _extra_state (Megatron's parallel linears and every
+    Transformer Engine module have one; the local spec's norms and attention do not)."""
+    per = L // pp
+    wte, _ = padded_wte(hf, tp)
+
+    def piece(name, x):
+        d = TP_DIM.get(name)
+        return x.clone() if d is None else x.narrow(d, t * (x.shape[d] // tp), x.shape[d] // tp)
+
+    m = {}
+    if p == 0:
+        m["embedding.word_embeddings.weight"] = piece("embedding.word_embeddings.weight", wte)
+        m["embedding.position_embeddings.weight"] = hf["wpe.weight"].clone()
+    for i in range(per):
+        pre = f"decoder.layers.{i}."
+        if te:
+            m[pre + "self_attention.core_attention._extra_state"] = None
+        items = list(mcore_layer(hf, p * per + i, te).items())
+        for j, (n, x) in enumerate(items):
+            m[pre + n] = piece(n, x)
+            module = n.rsplit(".", 1)[0]
+            last = j + 1 == len(items) or items[j + 1][0].rsplit(".", 1)[0] != module
+            if last and module in LINEARS:
+                m[pre + module + "._extra_state"] = None
+    if p == pp - 1:
+        m["decoder.final_layernorm.weight"] = hf["ln_f.weight"].clone()
+        m["decoder.final_layernorm.bias"] = hf["ln_f.bias"].clone()
+        if pp > 1:
+            m["output_layer.weight"] = piece("embedding.word_embeddings.weight", wte)
+        m["output_layer._extra_state"] = None
+    return m
+
+
+# Megatron-Core's optimizer: the keys pairing a saved param group with a current one, and the
+# groups _get_param_groups makes with the default overrides (biases and 1-D: wd_mult 0).
+IDENTIFIER = tuple(sorted(("max_lr", "min_lr", "start_wd", "end_wd", "wd_mult", "optimizer"))) + (
+    "lr_mult", "is_expert_parallel", "is_decoupled_lr")
+
+
+def identifier(group):
+    return tuple(group.get(k) for k in IDENTIFIER)
+
+
+def megatron_scheduler(args):
+    """get_optimizer_param_scheduler's values for an iteration-based run, in samples."""
+    gbs = args.global_batch_size
+    decay = (getattr(args, "lr_decay_iters", None) or args.train_iters) * gbs
+    return {"max_lr": args.lr, "min_lr": args.min_lr, "lr_warmup_steps": args.lr_warmup_iters * gbs,
+            "num_steps": args.consumed_train_samples, "lr_decay_style": args.lr_decay_style,
+            "lr_decay_steps": decay, "start_wd": args.weight_decay, "end_wd": args.weight_decay,
+            "wd_incr_style": "constant", "wd_incr_steps": args.train_iters * gbs}
+
+
+def check_core_export(out, impl, tp, pp):
+    te = impl == "transformer_engine"
+    back = os.path.join(tmp, f"core-export-{impl}")
+    # Iteration ITER itself (mtnlg-train continued the run past it above).
+    r = run(ckpt, "export", "--format", "megatron", os.path.join(out, f"iter_{ITER:07d}"),
+            "--output", back, "--layout", f"{tp},{pp}", "--transformer-impl", impl)
+    text = (r.stdout + r.stderr).strip()
+    check(f"export --transformer-impl {impl} at {tp} x {pp} ({text[-300:]})",
+          r.returncode == 0 and f"--transformer-impl {impl}" in r.stdout)
+    if r.returncode != 0:
+        return
+    check(f"{impl}: latest_checkpointed_iteration.txt names iteration {ITER}",
+          open(os.path.join(back, "latest_checkpointed_iteration.txt")).read().strip() == str(ITER))
+    args = make_args(tp, pp, consumed_train_samples=CONSUMED)
+    keys_ok = values_ok = adam_ok = groups_ok = masters_ok = sched_ok = rng_ok = args_ok = True
+    for t in range(tp):
+        for p in range(pp):
+            name = f"mp_rank_{t:02d}" + (f"_{p:03d}" if pp > 1 else "")
+            state = torch.load(os.path.join(back, f"iter_{ITER:07d}", name, "model_optim_rng.pt"))
+            want = core_state(masters, t, p, tp, pp, te)
+            model = state["model"]
+            keys_ok &= list(model) == list(want)
+            values_ok &= all(
+                (model.get(k) is None) if x is None else
+                (torch.is_tensor(model.get(k)) and model[k].dtype == torch.bfloat16 and
+                 torch.equal(model[k], x.bfloat16())) for k, x in want.items())
+            # Megatron-Core's parameters in named_parameters order, fp32 as its masters are;
+            # get_param_groups: weight-decayed first.
+            params = [(k, x) for k, x in want.items() if x is not None]
+            wd = [(k, x) for k, x in params if not (k.endswith(".bias") or x.dim() == 1)]
+            no_wd = [(k, x) for k, x in params if k.endswith(".bias") or x.dim() == 1]
+            current = [{"wd_mult": 1.0, "lr_mult": 1.0, "is_expert_parallel": False,
+                        "is_decoupled_lr": False, "max_lr": args.lr, "min_lr": args.min_lr},
+                       dict(wd_mult=0.0, lr_mult=1.0, is_expert_parallel=False,
+                            is_decoupled_lr=False, max_lr=args.lr, min_lr=args.min_lr)]
+            saved = state["optimizer"]["optimizer"]
+            by_id = {identifier(g): g for g in saved["param_groups"]}
+            groups_ok &= len(by_id) == 2 and all(identifier(g) in by_id for g in current)
+            groups_ok &= [g["weight_decay"] for g in saved["param_groups"]] == [0.01, 0.0]
+            tensors = [torch.nn.Parameter(x.clone()) for _, x in wd + no_wd]
+            adam = torch.optim.Adam([{"params": tensors[:len(wd)]},
+                                     {"params": tensors[len(wd):]}], lr=args.lr)
+            try:
+                adam.load_state_dict(saved)
+                e = core_state(avg, t, p, tp, pp, te)
+                e2 = core_state(avg_sq, t, p, tp, pp, te)
+                adam_ok &= all(
+                    torch.equal(adam.state[q]["exp_avg"], e[k]) and
+                    torch.equal(adam.state[q]["exp_avg_sq"], e2[k]) and
+                    int(adam.state[q]["step"]) == STEP for q, (k, _) in zip(tensors, wd + no_wd))
+            except (ValueError, RuntimeError, KeyError):
+                adam_ok = False
+            fp32 = state["optimizer"]["fp32_from_fp16_params"]
+            masters_ok &= [len(g) for g in fp32] == [len(wd), len(no_wd)] and all(
+                torch.equal(a, x) for a, (_, x) in zip(fp32[0] + fp32[1], wd + no_wd))
+            sched_ok &= state.get("opt_param_scheduler") == megatron_scheduler(args)
+            # Megatron's load: random.setstate, np.random.set_state, torch.set_rng_state,
+            # torch.cuda.set_rng_state (16 bytes: Philox seed, offset), the tracker's states.
+            try:
+                import random
+                import numpy as np
+                rng = state["rng_state"][0]
+                random.Random().setstate(rng["random_rng_state"])
+                np.random.RandomState().set_state(rng["np_rng_state"])
+                torch.Generator().set_state(rng["torch_rng_state"])
+                seed = lambda x: struct.unpack("<Qq", bytes(x.tolist()))
+                s = args.seed + 100 * p
+                rng_ok &= (seed(rng["cuda_rng_state"]) == (s, 0) and
+                           seed(rng["rng_tracker_states"]["model-parallel-rng"]) ==
+                           (s + 2718 + t, 0) and
+                           {"data-parallel-rng", "expert-parallel-rng"} <=
+                           set(rng["rng_tracker_states"]) and
+                           rng["random_rng_state"] == random.Random(s).getstate())
+            except (KeyError, ValueError, TypeError, RuntimeError, IndexError):
+                rng_ok = False
+            a = state["args"]
+            args_ok &= (state["checkpoint_version"] == 3.0 and state["iteration"] == ITER and
+                        all(getattr(a, k, None) == getattr(args, k) for k in (
+                            "num_layers", "hidden_size", "num_attention_heads",
+                            "max_position_embeddings", "make_vocab_size_divisible_by",
+                            "padded_vocab_size", "tokenizer_type", "consumed_train_samples"))
+                        and (a.tensor_model_parallel_size, a.pipeline_model_parallel_size) ==
+                        (tp, pp) and a.transformer_impl == impl and a.ckpt_format == "torch")
+    check(f"{impl}: each rank's model holds Megatron-Core's keys in its state dict's order", keys_ok)
+    check(f"{impl}: bf16 weights equal to the masters' bf16, every _extra_state None", values_ok)
+    check(f"{impl}: Adam's state loads into parameters in get_param_groups' order (torch's "
+          "load_state_dict), each moment and the step the run's", adam_ok)
+    check(f"{impl}: the param groups pair with Megatron-Core's own by its identifier keys "
+          "(max_lr, min_lr, wd_mult, lr_mult, ...)", groups_ok)
+    check(f"{impl}: fp32_from_fp16_params holds the masters in the groups' order", masters_ok)
+    check(f"{impl}: opt_param_scheduler equals Megatron's from the run's args (samples)", sched_ok)
+    check(f"{impl}: rng_state loads and is seeded as Megatron seeds --seed", rng_ok)
+    check(f"{impl}: args pass Megatron's check_checkpoint_args", args_ok)
+
+
+if out:
+    for impl in ("transformer_engine", "local"):
+        check_core_export(out, impl, 2, 2)
+
 leftovers = [d for d in os.listdir(tmp) if ".megatron-" in d]
 check("no scratch directory is left behind", not leftovers)
 shutil.rmtree(tmp, ignore_errors=True)

@@ -190,7 +190,8 @@ if r.returncode == 0:
     check("mtnlg-eval's loss through it is the masters' loss",
           eval_loss("--checkpoint", out) == want_loss and want_loss.startswith("{"))
     back = os.path.join(tmp, "back")
-    r = run(ckpt, "export", "--format", "megatron", out, "--output", back, "--layout", "2,1")
+    r = run(ckpt, "export", "--format", "megatron", out, "--output", back, "--layout", "2,1",
+            "--transformer-impl", "legacy")
     check(f"export --format megatron at tensor 2 x pipeline 1 ({(r.stdout + r.stderr).strip()[-200:]})",
           r.returncode == 0)
     if r.returncode == 0:
@@ -219,6 +220,9 @@ if r.returncode == 0:
         check("the exported weights are bf16 beside fp32 masters, as Megatron's bf16 run keeps them",
               bf16["model"]["language_model"]["embedding"]["word_embeddings"]["weight"].dtype
               == torch.bfloat16 and "fp32_from_fp16_params" in bf16["optimizer"])
+        check("the legacy names carry the scheduler's and the RNG state too (Megatron stops "
+              "without them)", bf16.get("opt_param_scheduler", {}).get("num_steps") == CONSUMED
+              and len(bf16.get("rng_state", [])) == 1)
     # mtnlg-train continues from it: the recipe inside, one more iteration.
     recipe = os.path.join(tmp, "imported.yaml")
     with open(recipe, "w") as f:
