@@ -88,9 +88,9 @@ int main(int argc, char** argv) {
                                 : transport == "gloo" ? mtnlg::Transport::kGloo
                                 : transport == "shm"  ? mtnlg::Transport::kShm
                                                       : mtnlg::Transport::kAuto;
-    auto comm =
-        mtnlg::make_cpu_communicator(*runtime.store, "world", static_cast<int>(runtime.rank), ranks,
-                                     mtnlg::GlooOptions::from_env(std::chrono::seconds(120)), tr);
+    auto comm = mtnlg::make_host_communicator(
+        *runtime.store, "world", static_cast<int>(runtime.rank), ranks,
+        mtnlg::TransportOptions::resolve(tr, std::chrono::seconds(120)));
     const int64_t n = comm->size();
     if (op == "send_recv" && n < 2)
       throw mtnlg::invalid_argument("send_recv needs 2 ranks", "--op");

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/status.h"
-#include "parallel/shm_communicator.h"
+#include "parallel/transport.h"
 
 #ifdef MTNLG_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -114,33 +114,10 @@ void check_device_memory(const DeviceResolution& where, [[maybe_unused]] int64_t
 ProcessGroups make_device_groups(const DeviceResolution& where, const Topology& topology,
                                  Store& store, std::chrono::milliseconds timeout,
                                  CpuTransport transport) {
-  if (where.device == Device::kCPU) {
-    // The environment's switch, when set, wins (the older way to choose; kept).
-    Transport t = transport_from_env();
-    const char* env = std::getenv("MTNLG_TRANSPORT");
-    if (env == nullptr || *env == '\0') {
-      switch (transport) {
-        case CpuTransport::kAuto:
-          t = Transport::kAuto;
-          break;
-        case CpuTransport::kShm:
-          t = Transport::kShm;
-          break;
-        case CpuTransport::kTcp:
-          t = Transport::kTcp;
-          break;
-        case CpuTransport::kGloo:
-          t = Transport::kGloo;
-          break;
-      }
-    } else if (transport != CpuTransport::kAuto) {
-      spdlog::warn("MTNLG_TRANSPORT={} overrides parallel.transport: {}", env,
-                   cpu_transport_name(transport));
-    }
-    return make_cpu_groups(topology, store, GlooOptions::from_env(timeout), t);
-  }
+  const TransportOptions options = TransportOptions::resolve(transport, timeout);
+  if (where.device == Device::kCPU) return make_host_groups(topology, store, options);
 #ifdef MTNLG_HAVE_CUDA
-  return make_nccl_groups(topology, store, where.index, timeout);
+  return make_nccl_groups(topology, store, where.index, options);
 #else
   throw unsupported("this build has no CUDA backend", "device");
 #endif

@@ -48,11 +48,11 @@ std::unique_ptr<Backend> make_backend(const DeviceResolution& where, int threads
 // the GPU's free memory, naming both and the recipe keys that lower it. No-op on the CPU.
 void check_device_memory(const DeviceResolution& where, int64_t planned_bytes);
 
-// This rank's process groups for a job of several ranks training on `where`: NCCL on GPU
-// where.index for a CUDA rank (the unique ids through `store`, the checkpoint group Gloo),
-// make_cpu_groups over `transport` on the CPU (parallel.transport; MTNLG_TRANSPORT, when set,
-// overrides it). Collective: every rank calls it once, with the same kind of device (a job mixing
-// CPU and GPU ranks is refused by the first group).
+// This rank's process groups for a job of several ranks training on `where`, through the
+// transport factory (parallel/transport.h, which reads the environment's switches): NCCL on GPU
+// where.index for a CUDA rank (the checkpoint group a CPU group), CPU groups over `transport`
+// (parallel.transport) on the CPU. Collective: every rank calls it once, with the same kind of
+// device (a job mixing CPU and GPU ranks is refused by the first group).
 ProcessGroups make_device_groups(const DeviceResolution& where, const Topology& topology,
                                  Store& store, std::chrono::milliseconds timeout,
                                  CpuTransport transport = CpuTransport::kAuto);

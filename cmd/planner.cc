@@ -312,7 +312,7 @@ int64_t cuda_column_sum_scratch(const Recipe& r, int64_t b, int64_t tp, int64_t 
 // One rank's device overheads (core/cuda/device_overheads.h). Its NCCL communicators are those
 // of parallel/cuda/nccl_communicator.h's make_nccl_groups with two or more ranks: world, tensor,
 // data and data-gradients (GradSync's own), pipeline, and embedding on the first and last
-// stages; the checkpoint group is Gloo.
+// stages; the checkpoint group is a CPU group (parallel/transport.h).
 DeviceOverheads device_overheads(const Plan& plan, const StagePlan& st, int64_t workspace_scratch) {
   DeviceOverheads d;
   d.cuda_context = kCudaContextEstimateBytes;

@@ -102,8 +102,8 @@ using CommunicatorFactory =
 
 // This rank's groups of `topology`, each made by `make`, in the same order on every rank (world,
 // tensor, data, data-grads, pipeline, embedding, checkpoint) so that collective rendezvous pair up;
-// the embedding group only on the first and last stages. Backends wrap this (make_gloo_groups,
-// make_nccl_groups).
+// the embedding group only on the first and last stages. The transport factory wraps this
+// (parallel/transport.h: make_host_groups; make_nccl_groups).
 ProcessGroups make_process_groups(const Topology& topology, const CommunicatorFactory& make);
 
 // set_compute_stream(stream) on every group of `groups`.

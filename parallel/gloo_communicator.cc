@@ -463,16 +463,4 @@ std::unique_ptr<Communicator> make_gloo_communicator(Store& store, const std::st
                                 GlooOptions::from_env(timeout));
 }
 
-ProcessGroups make_gloo_groups(const Topology& topology, Store& store, const GlooOptions& options) {
-  return make_process_groups(
-      topology, [&](const std::string& name, int rank, std::vector<int64_t> ranks) {
-        return make_gloo_communicator(store, name, rank, std::move(ranks), options);
-      });
-}
-
-ProcessGroups make_gloo_groups(const Topology& topology, Store& store,
-                               std::chrono::milliseconds timeout) {
-  return make_gloo_groups(topology, store, GlooOptions::from_env(timeout));
-}
-
 }  // namespace mtnlg

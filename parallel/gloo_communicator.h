@@ -56,10 +56,4 @@ std::unique_ptr<Communicator> make_gloo_communicator(
     std::vector<int64_t> global_ranks,
     std::chrono::milliseconds timeout = std::chrono::seconds(300));
 
-// This rank's world, tensor, data, pipeline and embedding groups, created in that order (every
-// rank takes part in each group it belongs to; embedding only on the first and last stages).
-ProcessGroups make_gloo_groups(const Topology& topology, Store& store, const GlooOptions& options);
-ProcessGroups make_gloo_groups(const Topology& topology, Store& store,
-                               std::chrono::milliseconds timeout);
-
 }  // namespace mtnlg

@@ -26,7 +26,6 @@
 #include "parallel/group_checks.h"
 #include "parallel/host_communicator.h"
 #include "parallel/launcher_env.h"
-#include "parallel/tcp_communicator.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -684,7 +683,8 @@ std::string hex64(uint64_t v) {
 
 std::unique_ptr<Communicator> try_make_shm_communicator(Store& store, const std::string& group_name,
                                                         int rank, std::vector<int64_t> global_ranks,
-                                                        std::chrono::milliseconds timeout) {
+                                                        const ShmOptions& options) {
+  const std::chrono::milliseconds timeout = options.timeout;
   const int size = static_cast<int>(global_ranks.size());
   MTNLG_CHECK_MSG(size >= 1 && 0 <= rank && rank < size,
                   "group '" << group_name << "': rank " << rank << " outside a group of " << size);
@@ -746,7 +746,7 @@ std::unique_ptr<Communicator> try_make_shm_communicator(Store& store, const std:
   // Single copy where every rank can read every other's memory (the kernel may refuse: Yama's
   // ptrace_scope, a container's seccomp policy): each reads its peers' headers through their own
   // mappings and compares them with its own.
-  bool can_read = single_copy_from_env();
+  bool can_read = options.single_copy;
   for (int p = 0; can_read && p < size; ++p) {
     if (p == rank) continue;
     const auto& c = *reinterpret_cast<const Control*>(map.base() + layout.control +
@@ -773,58 +773,6 @@ std::unique_ptr<Communicator> try_make_shm_communicator(Store& store, const std:
 std::chrono::microseconds shm_spin(int node_ranks, int group_size, int cores) {
   const int ranks = std::max(node_ranks, group_size);
   return std::chrono::microseconds(cores > 0 && ranks <= cores ? 250 : 0);
-}
-
-bool single_copy_from_env() {
-  const char* v = std::getenv("MTNLG_SHM_SINGLE_COPY");
-  if (v == nullptr || *v == '\0' || std::strcmp(v, "1") == 0) return true;
-  if (std::strcmp(v, "0") == 0) return false;
-  throw invalid_argument(std::string("MTNLG_SHM_SINGLE_COPY=") + v +
-                             " is not 0 or 1; the fix: 1 (the default: large transfers copy once, "
-                             "where the kernel allows) or 0 (always through the segment)",
-                         "MTNLG_SHM_SINGLE_COPY");
-}
-
-Transport transport_from_env() {
-  const char* v = std::getenv("MTNLG_TRANSPORT");
-  if (v == nullptr || *v == '\0' || std::strcmp(v, "auto") == 0) return Transport::kAuto;
-  if (std::strcmp(v, "tcp") == 0) return Transport::kTcp;
-  if (std::strcmp(v, "shm") == 0) return Transport::kShm;
-  if (std::strcmp(v, "gloo") == 0) return Transport::kGloo;
-  throw invalid_argument(std::string("MTNLG_TRANSPORT=") + v +
-                             " is not a transport; the fix: auto (shared memory within a node, "
-                             "TCP across nodes), tcp, gloo or shm",
-                         "MTNLG_TRANSPORT");
-}
-
-std::unique_ptr<Communicator> make_cpu_communicator(Store& store, const std::string& group_name,
-                                                    int rank_in_group,
-                                                    std::vector<int64_t> global_ranks,
-                                                    const GlooOptions& options,
-                                                    Transport transport) {
-  if (global_ranks.size() > 1 && (transport == Transport::kAuto || transport == Transport::kShm)) {
-    auto shm =
-        try_make_shm_communicator(store, group_name, rank_in_group, global_ranks, options.timeout);
-    if (shm) return shm;
-    if (transport == Transport::kShm)
-      throw io_error("group '" + group_name + "' (global ranks " + ranks_str(global_ranks) +
-                         "): a member could not map the shared-memory segment (ranks on "
-                         "different nodes, or /dev/shm full or not shared); the fix: "
-                         "MTNLG_TRANSPORT=auto or tcp",
-                     "MTNLG_TRANSPORT");
-  }
-  if (transport == Transport::kGloo)
-    return make_gloo_communicator(store, group_name, rank_in_group, std::move(global_ranks),
-                                  options);
-  return make_tcp_communicator(store, group_name, rank_in_group, std::move(global_ranks), options);
-}
-
-ProcessGroups make_cpu_groups(const Topology& topology, Store& store, const GlooOptions& options,
-                              Transport transport) {
-  return make_process_groups(
-      topology, [&](const std::string& name, int rank, std::vector<int64_t> ranks) {
-        return make_cpu_communicator(store, name, rank, std::move(ranks), options, transport);
-      });
 }
 
 }  // namespace mtnlg

@@ -26,7 +26,8 @@
 // copy once, straight from the owner's memory with process_vm_readv (Linux cross-memory attach),
 // not into the segment and out again; the owner publishes the buffer's address and waits until
 // its readers are done. Used when every member could read every other's memory at creation
-// (MTNLG_SHM_SINGLE_COPY=0 turns it off); the group's description then says "single copy".
+// (ShmOptions::single_copy; MTNLG_SHM_SINGLE_COPY=0 turns it off); the group's description then
+// says "single copy".
 //
 // Waiting spins briefly, then yields the core, then sleeps in 50 us steps after 2 ms: a rank
 // waiting out a pipeline bubble does not burn the core its neighbour computes on. Failures as
@@ -46,47 +47,24 @@
 #include <vector>
 
 #include "parallel/communicator.h"
-#include "parallel/gloo_communicator.h"
 #include "parallel/store.h"
-#include "parallel/topology.h"
+#include "parallel/transport.h"
 
 namespace mtnlg {
 
 // Builds a shared-memory communicator if every member could map the segment rank 0 created,
 // else returns nullptr on every member (they agree through the Store), so the caller can fall
-// back to TCP. Collective over the members, like make_gloo_communicator.
+// back to TCP. Collective over the members, like make_gloo_communicator. The transport factory
+// (parallel/transport.h) calls it.
 std::unique_ptr<Communicator> try_make_shm_communicator(Store& store, const std::string& group_name,
                                                         int rank_in_group,
                                                         std::vector<int64_t> global_ranks,
-                                                        std::chrono::milliseconds timeout);
+                                                        const ShmOptions& options);
 
 // How long a shared-memory wait spins before it sleeps on a futex: 250 us while the node's ranks
 // (the launcher's count, at least the group's) fit its cores, none when they do not: a rank
 // that spins then holds a core the rank it waits for needs (8 ranks of the tiny recipe on 2
 // cores: 31 ms an iteration after 250 us spins, 5.8 ms without).
 std::chrono::microseconds shm_spin(int node_ranks, int group_size, int cores);
-
-// Which transport the CPU groups use: MTNLG_TRANSPORT=auto (default: shared memory for a group
-// whose ranks share a node, our TCP otherwise: parallel/tcp_communicator.h), tcp (always our
-// TCP), gloo (always Gloo's TCP) or shm (shared memory, an error naming the group if a member
-// cannot map it). Anything else is invalid_argument naming MTNLG_TRANSPORT.
-enum class Transport { kAuto, kTcp, kShm, kGloo };
-Transport transport_from_env();
-
-// MTNLG_SHM_SINGLE_COPY=1 (default) or 0: whether shared-memory groups may copy large transfers
-// once, from the owner's memory (see shm_communicator.cc); anything else is invalid_argument.
-bool single_copy_from_env();
-
-// A group over the chosen transport (see transport_from_env): shared memory where it works,
-// else TCP (ours, or Gloo's with kGloo) with `options`.
-std::unique_ptr<Communicator> make_cpu_communicator(Store& store, const std::string& group_name,
-                                                    int rank_in_group,
-                                                    std::vector<int64_t> global_ranks,
-                                                    const GlooOptions& options,
-                                                    Transport transport);
-
-// This rank's groups (as make_gloo_groups) over make_cpu_communicator.
-ProcessGroups make_cpu_groups(const Topology& topology, Store& store, const GlooOptions& options,
-                              Transport transport);
 
 }  // namespace mtnlg

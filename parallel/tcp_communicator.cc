@@ -67,7 +67,7 @@ void set_nodelay(int fd) {
 }
 
 // The IPv4 address to listen on: the interface's, else the host name's, else this host's.
-std::string listen_address(const GlooOptions& o, const std::string& group) {
+std::string listen_address(const TcpOptions& o, const std::string& group) {
   if (!o.iface.empty()) {
     ifaddrs* list = nullptr;
     if (::getifaddrs(&list) != 0) fail_setup("getifaddrs", group);
@@ -118,7 +118,7 @@ struct Transfer {
 class TcpCommunicator final : public HostCommunicator {
  public:
   TcpCommunicator(Store& store, std::string name, int rank, std::vector<int64_t> global_ranks,
-                  const GlooOptions& options);
+                  const TcpOptions& options);
   ~TcpCommunicator() override {
     if (size_ == 1 || !failure_.empty() || std::uncaught_exceptions() > 0) return;
     try {
@@ -163,7 +163,7 @@ class TcpCommunicator final : public HostCommunicator {
 };
 
 TcpCommunicator::TcpCommunicator(Store& store, std::string name, int rank,
-                                 std::vector<int64_t> global_ranks, const GlooOptions& options)
+                                 std::vector<int64_t> global_ranks, const TcpOptions& options)
     : HostCommunicator(std::move(name), rank, std::move(global_ranks), ", TCP"),
       timeout_(options.timeout),
       peers_(static_cast<size_t>(size_)) {
@@ -478,7 +478,7 @@ void TcpCommunicator::do_barrier() {
 std::unique_ptr<Communicator> make_tcp_communicator(Store& store, const std::string& group_name,
                                                     int rank_in_group,
                                                     std::vector<int64_t> global_ranks,
-                                                    const GlooOptions& options) {
+                                                    const TcpOptions& options) {
   return std::make_unique<TcpCommunicator>(store, group_name, rank_in_group,
                                            std::move(global_ranks), options);
 }

@@ -7,7 +7,7 @@
 // which its collectives do not use.
 //
 // Connections: a full mesh, one socket per pair, TCP_NODELAY, non-blocking. Each rank listens
-// on an ephemeral port of its host (GlooOptions' iface or hostname choose the address), publishes
+// on an ephemeral port of its host (TcpOptions' iface or hostname choose the address), publishes
 // "address:port" in the Store, connects to every lower rank and accepts every higher one; a
 // connection starts with the connecting rank's number and the group's nonce, so a stray
 // connection is refused.
@@ -40,16 +40,16 @@
 #include <vector>
 
 #include "parallel/communicator.h"
-#include "parallel/gloo_communicator.h"
 #include "parallel/store.h"
+#include "parallel/transport.h"
 
 namespace mtnlg {
 
 // Collective over the members, like make_gloo_communicator; options: the address to listen on
-// and the timeout (GlooOptions, the CPU transports' options).
+// and the timeout. The transport factory (parallel/transport.h) calls it.
 std::unique_ptr<Communicator> make_tcp_communicator(Store& store, const std::string& group_name,
                                                     int rank_in_group,
                                                     std::vector<int64_t> global_ranks,
-                                                    const GlooOptions& options);
+                                                    const TcpOptions& options);
 
 }  // namespace mtnlg

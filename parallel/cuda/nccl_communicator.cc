@@ -13,7 +13,6 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/status.h"
-#include "parallel/gloo_communicator.h"
 #include "parallel/group_checks.h"
 
 namespace mtnlg {
@@ -548,15 +547,14 @@ std::unique_ptr<Communicator> make_nccl_communicator(Store& store, const std::st
 }
 
 ProcessGroups make_nccl_groups(const Topology& topology, Store& store, int device,
-                               std::chrono::milliseconds timeout) {
+                               const TransportOptions& options) {
   return make_process_groups(
       topology, [&](const std::string& name, int rank, std::vector<int64_t> ranks) {
         // The checkpoint group carries host tensors (file names, sizes, checksums of a save's
-        // commit) from a background thread: Gloo, whatever the device.
+        // commit) from a background thread: a CPU group, whatever the device.
         if (name == "checkpoint")
-          return make_gloo_communicator(store, name, rank, std::move(ranks),
-                                        GlooOptions::from_env(timeout));
-        return make_nccl_communicator(store, name, rank, std::move(ranks), device, timeout);
+          return make_host_communicator(store, name, rank, std::move(ranks), options);
+        return make_nccl_communicator(store, name, rank, std::move(ranks), device, options.timeout);
       });
 }
 

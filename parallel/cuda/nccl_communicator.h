@@ -42,6 +42,7 @@
 #include "parallel/communicator.h"
 #include "parallel/store.h"
 #include "parallel/topology.h"
+#include "parallel/transport.h"
 
 namespace mtnlg {
 
@@ -54,9 +55,10 @@ std::unique_ptr<Communicator> make_nccl_communicator(
     std::chrono::milliseconds timeout = std::chrono::seconds(300));
 
 // This rank's world, tensor, data, pipeline and embedding groups on `device`, created in that
-// order (embedding only on the first and last stages), as make_gloo_groups; the checkpoint group
-// is Gloo (host messages of a checkpoint commit, from a background thread).
+// order (embedding only on the first and last stages), as make_host_groups, with
+// options.timeout; the checkpoint group carries host messages of a checkpoint commit from a
+// background thread: the transport factory's CPU group (make_host_communicator with `options`).
 ProcessGroups make_nccl_groups(const Topology& topology, Store& store, int device,
-                               std::chrono::milliseconds timeout = std::chrono::seconds(300));
+                               const TransportOptions& options);
 
 }  // namespace mtnlg

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "model/gpt_scorer.h"
-#include "parallel/gloo_communicator.h"
 #include "parallel/store.h"
 #include "parallel/topology.h"
+#include "parallel/transport.h"
 #include "test_util.h"
 #include "tiny_gpt.h"
 
@@ -78,7 +78,8 @@ std::vector<Scores> stage_scores(int64_t tp, int64_t pp, int64_t dp, DType dtype
   std::vector<Scores> out(static_cast<size_t>(world));
   test::run_ranks(world, [&](int rank) {
     const Topology topo({tp, pp, dp}, rank);
-    ProcessGroups groups = make_gloo_groups(topo, store, std::chrono::milliseconds(30000));
+    ProcessGroups groups = make_host_groups(
+        topo, store, TransportOptions::resolve(Transport::kGloo, std::chrono::milliseconds(30000)));
     GPTConfig c = config();
     c.tp_size = tp;
     c.tp_rank = topo.tensor_rank();

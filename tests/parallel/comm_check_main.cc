@@ -140,9 +140,9 @@ int run(int argc, char** argv) {
   std::vector<int64_t> all(rt.world);
   for (int64_t i = 0; i < rt.world; ++i) all[i] = i;
   try {
-    const GlooOptions options = GlooOptions::from_env(timeout);
-    auto world = make_cpu_communicator(*rt.store, "world", static_cast<int>(rt.rank), all, options,
-                                       transport);
+    const TransportOptions options = TransportOptions::resolve(transport, timeout);
+    auto world =
+        make_host_communicator(*rt.store, "world", static_cast<int>(rt.rank), all, options);
     if (late_rank >= 0) {  // how much CPU a rank burns while it waits for a late peer
       Tensor t = filled<float>(rt.rank, 1000);
       world->all_reduce(t, ReduceOp::kSum);  // everyone connected and past start-up
@@ -174,7 +174,7 @@ int run(int argc, char** argv) {
     }
     const int64_t tp = rt.world % 2 == 0 ? 2 : 1, pp = rt.world % 4 == 0 ? 2 : 1;
     const Topology topo(Topology::derive(rt.world, tp, pp), rt.rank);
-    ProcessGroups g = make_cpu_groups(topo, *rt.store, options, transport);
+    ProcessGroups g = make_host_groups(topo, *rt.store, options);
     for (Communicator* c : {g.tensor.get(), g.data.get(), g.pipeline.get(), g.embedding.get()}) {
       if (!c) continue;
       Tensor t = Tensor::cpu({1}, DType::kI32);

@@ -34,8 +34,8 @@ std::vector<int64_t> iota(int n) {
 // Each test runs over every transport: Gloo's TCP, ours (parallel/tcp_communicator.h) and shared
 // memory (parallel/shm_communicator.h).
 std::unique_ptr<Communicator> world(MemoryStore& store, int rank, int n, Transport transport) {
-  auto c = make_cpu_communicator(store, "world", rank, iota(n), GlooOptions::from_env(kTimeout),
-                                 transport);
+  auto c = make_host_communicator(store, "world", rank, iota(n),
+                                  TransportOptions::resolve(transport, kTimeout));
   // A group of several ranks of one process always maps its segment.
   if (n > 1 && transport == Transport::kShm && std::string(c->transport()) != "shm")
     throw std::logic_error("expected a shared-memory communicator");
@@ -377,8 +377,8 @@ void timeout_case(int n, Transport transport, const std::string& op = "all_reduc
   std::vector<std::string> second_errors(n);
   std::atomic<int> done{0};
   run_ranks(n, [&](int r) {
-    auto comm = make_cpu_communicator(store, "world", r, iota(n),
-                                      GlooOptions::from_env(milliseconds(1000)), transport);
+    auto comm = make_host_communicator(store, "world", r, iota(n),
+                                       TransportOptions::resolve(transport, milliseconds(1000)));
     if (r == n - 1) {  // the absent rank: stays connected but never calls the op
       while (done.load() < n - 1) std::this_thread::sleep_for(milliseconds(5));
       return;
@@ -531,8 +531,8 @@ TEST_CASE("shared memory single copy: a receiver expecting another size fails na
   MemoryStore store;
   std::vector<std::string> errors(2);
   run_ranks(2, [&](int r) {
-    auto comm = make_cpu_communicator(store, "world", r, iota(2),
-                                      GlooOptions::from_env(milliseconds(2000)), Transport::kShm);
+    auto comm = make_host_communicator(
+        store, "world", r, iota(2), TransportOptions::resolve(Transport::kShm, milliseconds(2000)));
     try {
       if (r == 0) comm->send(filled<float>(0, 600000), 1);
       if (r == 1) {
@@ -558,7 +558,7 @@ TEST_CASE("shared memory spins before it sleeps only while the node's ranks fit 
   CHECK(shm_spin(8, 8, 0) == microseconds(0));     // cores unknown
 }
 
-TEST_CASE("make_gloo_groups builds this rank's groups of a Topology") {
+TEST_CASE("make_host_groups builds this rank's groups of a Topology") {
   for (ParallelSizes sizes :
        {ParallelSizes{2, 2, 1}, ParallelSizes{2, 1, 2}, ParallelSizes{1, 3, 1}}) {
     const int n = static_cast<int>(sizes.world());
@@ -568,7 +568,8 @@ TEST_CASE("make_gloo_groups builds this rank's groups of a Topology") {
     std::vector<std::vector<std::vector<double>>> got(n);
     run_ranks(n, [&](int r) {
       const Topology topo(sizes, r);
-      ProcessGroups g = make_gloo_groups(topo, store, kTimeout);
+      ProcessGroups g =
+          make_host_groups(topo, store, TransportOptions::resolve(Transport::kGloo, kTimeout));
       for (Communicator* c :
            {g.world.get(), g.tensor.get(), g.data.get(), g.pipeline.get(), g.embedding.get()}) {
         if (!c) {

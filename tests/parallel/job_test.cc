@@ -8,8 +8,8 @@
 
 #include "core/status.h"
 #include "parallel/file_store.h"
-#include "parallel/gloo_communicator.h"
 #include "parallel/job.h"
+#include "parallel/transport.h"
 #include "test_util.h"
 
 using namespace mtnlg;
@@ -62,7 +62,8 @@ TEST_CASE("a Job connects its ranks through the factory's groups") {
   test::run_ranks(4, [&](int rank) {
     Job job(runtime_of(rank, 4, store, rank % 2), 2, 1, 0);
     job.connect([](const Topology& t, Store& s) {
-      return make_gloo_groups(t, s, std::chrono::seconds(30));
+      return make_host_groups(
+          t, s, TransportOptions::resolve(Transport::kGloo, std::chrono::seconds(30)));
     });
     tensor_sizes[static_cast<size_t>(rank)] = job.groups().tensor->size();
     world_sizes[static_cast<size_t>(rank)] = job.groups().world->size();
