@@ -1,10 +1,12 @@
 // LayerNorm on the CPU (llm.c's layernorm_forward/backward), rows in parallel, each row's
-// statistics accumulated in A = acc_t<T> (float for training, also for a bf16 model). The weight
-// and bias gradients are column reductions over rows, done in a second pass parallel over column
+// statistics accumulated in A = acc_t<T> (float for training, also for a bf16 model); the
+// arithmetic is core/kernels/layernorm_math.h's, which the CUDA kernels share. The weight and
+// bias gradients are column reductions over rows, done in a second pass parallel over column
 // blocks so that no two threads add into the same element and the sum order is fixed.
 #include <cmath>
 
 #include "core/cpu/kernels_cpu.h"
+#include "core/kernels/layernorm_math.h"
 
 namespace mtnlg::cpu {
 namespace {
@@ -31,9 +33,9 @@ void layernorm_forward(T* out, acc_t<T>* mean, acc_t<T>* rstd, const T* in, cons
     A sq = 0;  // two-pass variance: no cancellation when |mean| >> std
 #pragma omp simd reduction(+ : sq)
     for (int64_t j = 0; j < c; ++j) sq += (x[j] - m) * (x[j] - m);
-    const A s = A(1) / std::sqrt(sq / static_cast<A>(c) + eps);
+    const A s = kernels::layernorm_rstd(sq, c, eps);
 #pragma omp simd
-    for (int64_t j = 0; j < c; ++j) y[j] = (x[j] - m) * s * wv[j] + bv[j];
+    for (int64_t j = 0; j < c; ++j) y[j] = kernels::layernorm_out(x[j], m, s, wv[j], bv[j]);
     mean[r] = m;
     rstd[r] = s;
   }
@@ -56,17 +58,15 @@ void layernorm_backward(T* din, acc_t<T>* dw, acc_t<T>* db, const T* dout, const
     A dnorm_mean = 0, dnorm_norm_mean = 0;
 #pragma omp simd reduction(+ : dnorm_mean, dnorm_norm_mean)
     for (int64_t j = 0; j < c; ++j) {
-      const A dnorm = wv[j] * dy[j];
+      const A dnorm = kernels::layernorm_dnorm(wv[j], dy[j]);
       dnorm_mean += dnorm;
-      dnorm_norm_mean += dnorm * (x[j] - m) * s;
+      dnorm_norm_mean += kernels::layernorm_dnorm_norm(dnorm, x[j], m, s);
     }
     dnorm_mean /= static_cast<A>(c);
     dnorm_norm_mean /= static_cast<A>(c);
 #pragma omp simd
-    for (int64_t j = 0; j < c; ++j) {
-      const A norm = (x[j] - m) * s;
-      dx[j] += (wv[j] * dy[j] - dnorm_mean - norm * dnorm_norm_mean) * s;
-    }
+    for (int64_t j = 0; j < c; ++j)
+      dx[j] += kernels::layernorm_dx(x[j], dy[j], wv[j], m, s, dnorm_mean, dnorm_norm_mean);
   }
   const int64_t nb = (c + kColBlock - 1) / kColBlock;
 #pragma omp parallel for schedule(static)
@@ -79,7 +79,7 @@ void layernorm_backward(T* din, acc_t<T>* dw, acc_t<T>* db, const T* dout, const
       const A m = mean[r], s = rstd[r];
 #pragma omp simd
       for (int64_t j = 0; j < wd; ++j) {
-        gw[j] += dy[j] * (x[j] - m) * s;
+        gw[j] += kernels::layernorm_dw(static_cast<A>(dy[j]), static_cast<A>(x[j]), m, s);
         gb[j] += dy[j];
       }
     }

@@ -1,5 +1,6 @@
-// LayerNorm on CUDA, the CPU's arithmetic (core/cpu/layernorm_cpu.cc): a warp per row, the row's
-// mean and two-pass variance in acc_t<T> (fp32 for bf16/fp16 rows), rounded once on write.
+// LayerNorm on CUDA, the CPU's arithmetic (core/kernels/layernorm_math.h, which
+// core/cpu/layernorm_cpu.cc shares): a warp per row, the row's mean and two-pass variance in
+// acc_t<T> (fp32 for bf16/fp16 rows), rounded once on write.
 // The weight and bias gradients are deterministic column sums (column_sum_cuda.cuh).
 #include <cmath>
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernels_cuda.h"
 #include "core/cuda/launch_cuda.h"
+#include "core/kernels/layernorm_math.h"
 
 namespace mtnlg {
 
@@ -33,11 +35,11 @@ __global__ void layernorm_forward_kernel(T* out, acc_t<T>* mean, acc_t<T>* rstd,
     const A d = static_cast<A>(x[j]) - m;
     sq += d * d;
   }
-  const A s = A(1) / sqrt(warp_sum(sq) / static_cast<A>(c) + eps);
+  const A s = kernels::layernorm_rstd(warp_sum(sq), c, eps);
   T* y = out + r * c;
   for (int64_t j = lane; j < c; j += 32) {
-    y[j] = static_cast<T>((static_cast<A>(x[j]) - m) * s * static_cast<A>(w[j]) +
-                          static_cast<A>(b[j]));
+    y[j] = static_cast<T>(kernels::layernorm_out(static_cast<A>(x[j]), m, s, static_cast<A>(w[j]),
+                                                 static_cast<A>(b[j])));
   }
   if (lane == 0) {
     mean[r] = m;
@@ -59,16 +61,16 @@ __global__ void layernorm_backward_input_kernel(T* din, const T* dout, const T* 
   const A m = mean[r], s = rstd[r];
   A dmean = 0, dnorm_mean = 0;
   for (int64_t j = lane; j < c; j += 32) {
-    const A dnorm = static_cast<A>(w[j]) * static_cast<A>(dy[j]);
+    const A dnorm = kernels::layernorm_dnorm(static_cast<A>(w[j]), static_cast<A>(dy[j]));
     dmean += dnorm;
-    dnorm_mean += dnorm * (static_cast<A>(x[j]) - m) * s;
+    dnorm_mean += kernels::layernorm_dnorm_norm(dnorm, static_cast<A>(x[j]), m, s);
   }
   dmean = warp_sum(dmean) / static_cast<A>(c);
   dnorm_mean = warp_sum(dnorm_mean) / static_cast<A>(c);
   T* dx = din + r * c;
   for (int64_t j = lane; j < c; j += 32) {
-    const A norm = (static_cast<A>(x[j]) - m) * s;
-    const A g = (static_cast<A>(w[j]) * static_cast<A>(dy[j]) - dmean - norm * dnorm_mean) * s;
+    const A g = kernels::layernorm_dx(static_cast<A>(x[j]), static_cast<A>(dy[j]),
+                                      static_cast<A>(w[j]), m, s, dmean, dnorm_mean);
     dx[j] = static_cast<T>(static_cast<A>(dx[j]) + g);
   }
 }
@@ -100,14 +102,14 @@ __global__ void layernorm_forward_packed_kernel(T* out, acc_t<T>* mean, acc_t<T>
       sq += d * d;
     }
   }
-  const A s = A(1) / sqrt(warp_sum(sq) / static_cast<A>(c) + eps);
+  const A s = kernels::layernorm_rstd(warp_sum(sq), c, eps);
   T* y = out + r * c;
   for (int64_t j = lane * kN; j < c; j += 32 * kN) {
     const Pack<T> xv = load_pack(x + j), wv = load_pack(w + j), bv = load_pack(b + j);
     Pack<T> yv;
     for (int k = 0; k < kN; ++k)
-      yv.v[k] = static_cast<T>((static_cast<A>(xv.v[k]) - m) * s * static_cast<A>(wv.v[k]) +
-                               static_cast<A>(bv.v[k]));
+      yv.v[k] = static_cast<T>(kernels::layernorm_out(
+          static_cast<A>(xv.v[k]), m, s, static_cast<A>(wv.v[k]), static_cast<A>(bv.v[k])));
     store_pack(y + j, yv);
   }
   if (lane == 0) {
@@ -132,9 +134,9 @@ __global__ void layernorm_backward_input_packed_kernel(T* din, const T* dout, co
   for (int64_t j = lane * kN; j < c; j += 32 * kN) {
     const Pack<T> xv = load_pack(x + j), wv = load_pack(w + j), dv = load_pack(dy + j);
     for (int k = 0; k < kN; ++k) {
-      const A dnorm = static_cast<A>(wv.v[k]) * static_cast<A>(dv.v[k]);
+      const A dnorm = kernels::layernorm_dnorm(static_cast<A>(wv.v[k]), static_cast<A>(dv.v[k]));
       dmean += dnorm;
-      dnorm_mean += dnorm * (static_cast<A>(xv.v[k]) - m) * s;
+      dnorm_mean += kernels::layernorm_dnorm_norm(dnorm, static_cast<A>(xv.v[k]), m, s);
     }
   }
   dmean = warp_sum(dmean) / static_cast<A>(c);
@@ -144,9 +146,8 @@ __global__ void layernorm_backward_input_packed_kernel(T* din, const T* dout, co
     const Pack<T> xv = load_pack(x + j), wv = load_pack(w + j), dv = load_pack(dy + j);
     Pack<T> gv = load_pack(dx + j);
     for (int k = 0; k < kN; ++k) {
-      const A norm = (static_cast<A>(xv.v[k]) - m) * s;
-      const A g =
-          (static_cast<A>(wv.v[k]) * static_cast<A>(dv.v[k]) - dmean - norm * dnorm_mean) * s;
+      const A g = kernels::layernorm_dx(static_cast<A>(xv.v[k]), static_cast<A>(dv.v[k]),
+                                        static_cast<A>(wv.v[k]), m, s, dmean, dnorm_mean);
       gv.v[k] = static_cast<T>(static_cast<A>(gv.v[k]) + g);
     }
     store_pack(dx + j, gv);
@@ -163,7 +164,7 @@ struct LayerNormParamTerms {
   __device__ void operator()(int64_t r, int64_t j, acc_t<T>* acc) const {
     using A = acc_t<T>;
     const A dy = static_cast<A>(dout[r * c + j]);
-    acc[0] += dy * (static_cast<A>(in[r * c + j]) - mean[r]) * rstd[r];
+    acc[0] += kernels::layernorm_dw(dy, static_cast<A>(in[r * c + j]), mean[r], rstd[r]);
     acc[1] += dy;
   }
   // The same for the pack of columns from j0 (16-byte loads), the same terms per element.
@@ -173,7 +174,7 @@ struct LayerNormParamTerms {
     const A m = mean[r], rs = rstd[r];
     for (int k = 0; k < Pack<T>::kN; ++k) {
       const A dy = static_cast<A>(d.v[k]);
-      acc[0][k] += dy * (static_cast<A>(x.v[k]) - m) * rs;
+      acc[0][k] += kernels::layernorm_dw(dy, static_cast<A>(x.v[k]), m, rs);
       acc[1][k] += dy;
     }
   }
