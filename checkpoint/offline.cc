@@ -170,6 +170,11 @@ GatheredModel load_checkpoint_model(const std::string& path, Backend& backend,
   return load_checkpoint_stage(path, backend, StageLayout{}, DType::kF32, overrides);
 }
 
+Recipe read_checkpoint_recipe(const std::string& path, const std::vector<std::string>& overrides) {
+  const std::string dir = require_checkpoint(path);
+  return checkpoint_recipe(read_manifest(dir), dir, overrides);
+}
+
 GatheredModel load_checkpoint_stage(const std::string& path, Backend& backend,
                                     const StageLayout& layout, DType dtype,
                                     const std::vector<std::string>& overrides) {

@@ -45,6 +45,12 @@ GatheredModel load_checkpoint_stage(const std::string& path, Backend& backend,
 // PATH (an iter_NNNNNNN directory or a root) to its checkpoint directory; not_found if none.
 std::string require_checkpoint(const std::string& path);
 
+// The recipe checkpoint `path` was trained with (its manifest's, with `overrides`), without its
+// weights: what to make a backend for before the model is read. Errors as require_checkpoint
+// and the recipe's (naming the manifest).
+Recipe read_checkpoint_recipe(const std::string& path,
+                              const std::vector<std::string>& overrides = {});
+
 // Iteration, layout, data position, files and every model tensor with its global shape.
 void inspect_checkpoint(const std::string& path, std::ostream& out);
 

@@ -132,7 +132,8 @@ int run_tasks(mtnlg::ModelSource source, const std::vector<std::string>& overrid
       threads > 0 ? threads
                   : std::max<int>(1, static_cast<int>(std::thread::hardware_concurrency()) /
                                          std::max(local_world, 1));
-  const std::unique_ptr<mtnlg::Backend> backend = mtnlg::make_backend(where, rank_threads);
+  const std::unique_ptr<mtnlg::Backend> backend =
+      mtnlg::make_backend(where, rank_threads, mtnlg::attention_backend_of(source));
   mtnlg::StageLayout layout;
   layout.tensor = tensor;
   layout.pipeline = pipeline;
@@ -374,7 +375,8 @@ int main(int argc, char** argv) {
       source.recipe_overrides = overrides;  // --set applies to the checkpoint's own recipe
     const mtnlg::DeviceResolution where =
         mtnlg::resolve_device(mtnlg::device_choice_named(place.device), 0);
-    const std::unique_ptr<mtnlg::Backend> backend = mtnlg::make_backend(where, threads);
+    const std::unique_ptr<mtnlg::Backend> backend =
+        mtnlg::make_backend(where, threads, mtnlg::attention_backend_of(source));
     mtnlg::LoadedModel loaded = mtnlg::load_model(source, *backend, {}, dtype_of(place.dtype));
     if (!recipe && data.empty()) {
       if (!loaded.recipe)

@@ -83,6 +83,11 @@ std::vector<int32_t> generate(GPTDecoder& decoder, std::span<const int32_t> prom
   return out;
 }
 
+AttentionBackend attention_backend_of(const ModelSource& source) {
+  if (source.checkpoint.empty()) return AttentionBackend::kAuto;
+  return read_checkpoint_recipe(source.checkpoint, source.recipe_overrides).model.attention_backend;
+}
+
 LoadedModel load_model(const ModelSource& source, Backend& backend, const StageLayout& layout,
                        DType dtype) {
   if (source.checkpoint.empty() == source.hf_model.empty())

@@ -85,4 +85,10 @@ struct LoadedModel {
 LoadedModel load_model(const ModelSource& source, Backend& backend, const StageLayout& layout = {},
                        DType dtype = DType::kF32);
 
+// The attention kernels to make the backend with for `source`: a checkpoint's recipe key
+// model.attention_backend (after the source's --set overrides, so --set
+// model.attention_backend=... picks others), auto for a Hugging Face model. Reads the manifest
+// only; errors as load_model's.
+AttentionBackend attention_backend_of(const ModelSource& source);
+
 }  // namespace mtnlg

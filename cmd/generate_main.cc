@@ -146,7 +146,8 @@ int main(int argc, char** argv) {
     }
     const mtnlg::DeviceResolution where =
         mtnlg::resolve_device(mtnlg::device_choice_named(device), 0);
-    const std::unique_ptr<mtnlg::Backend> backend = mtnlg::make_backend(where, threads);
+    const std::unique_ptr<mtnlg::Backend> backend =
+        mtnlg::make_backend(where, threads, mtnlg::attention_backend_of(source));
     const mtnlg::DType weights = dtype == "bf16"   ? mtnlg::DType::kBF16
                                  : dtype == "fp16" ? mtnlg::DType::kF16
                                                    : mtnlg::DType::kF32;

@@ -13,6 +13,8 @@
 #include <set>
 
 #include "checkpoint/hf_import.h"
+#include "checkpoint/manifest.h"
+#include "checkpoint/offline.h"
 #include "checkpoint/safetensors.h"
 #include "cmd/eval.h"
 #include "data/gpt_dataset.h"
@@ -151,6 +153,29 @@ TEST_CASE("a model is named once, and its config.json is read strictly") {
   refused("\"n_positions\": 8, \"vocab_size\": 10, \"layer_norm_epsilon\": -1",
           "layer_norm_epsilon");
   refused("\"n_positions\": 8, \"vocab_size\": 10, \"n_inner\": 100000000", "n_inner");
+}
+
+// mtnlg-eval and mtnlg-generate make their backend before they read the weights: with the
+// attention kernels the checkpoint was trained with (its recipe's model.attention_backend), or
+// --set's, not always auto.
+TEST_CASE("a checkpoint's attention kernels, or --set's, choose the backend's") {
+  test::TempDir dir;
+  const Recipe r =
+      load_recipe(test::source_path("configs/tiny.yaml"),
+                  {"model.attention_backend=flash2", "checkpoint.dir=" + dir.path().string()});
+  auto backend = make_cpu_backend(1);
+  const GPTConfig config = gpt_config_from(r);
+  GPTStage model(config, full_model(config), *backend, DType::kF32, r.seed);
+  CheckpointManifest m;
+  m.iteration = 3;
+  write_whole_checkpoint(dir.path().string(), m, r, model, nullptr, nullptr, std::nullopt);
+  CHECK(attention_backend_of({dir.path().string(), "", "", 0, {}}) == AttentionBackend::kFlash2);
+  CHECK(
+      attention_backend_of({dir.path().string(), "", "", 0, {"model.attention_backend=blocked"}}) ==
+      AttentionBackend::kBlocked);
+  CHECK(attention_backend_of({"", "model.safetensors", "", 0, {}}) == AttentionBackend::kAuto);
+  CHECK_THROWS_WITH(attention_backend_of({dir.file("nowhere"), "", "", 0, {}}),
+                    Catch::Contains("nowhere"));
 }
 
 TEST_CASE("the sampler: greedy, top-k, top-p, temperature and the seed") {
