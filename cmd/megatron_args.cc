@@ -12,8 +12,11 @@
 #include <unordered_map>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "core/status.h"
 #include "core/suggest.h"
+#include "optim/batch_ramp.h"
 
 namespace mtnlg {
 
@@ -80,6 +83,7 @@ const std::map<std::string, std::vector<std::string>>& switch_keys() {
       {"--no-bias-gelu-fusion", {"model.activation=gelu"}},
       {"--overlap-grad-reduce", {"parallel.overlap_grad_reduce=true"}},
       {"--sequence-parallel", {"parallel.sequence_parallel=true"}},
+      {"--grad-reduce-in-bf16", {"parallel.grad_reduce_dtype=bf16"}},
   };
   return m;
 }
@@ -392,9 +396,14 @@ MegatronConversion convert_megatron_args(const std::vector<std::string>& args) {
                                   "(parallel.activation_checkpointing)");
       }
     } else if (flag == "--recompute-method" || flag == "--recompute-num-layers") {
-      out.not_carried.push_back(shown +
-                                ": every layer is recomputed with "
-                                "parallel.activation_checkpointing");
+      // Full recomputation of every layer, one at a time (uniform, 1 layer a group) is
+      // parallel.activation_checkpointing; other groupings recompute otherwise.
+      const bool every_layer = flag == "--recompute-method" ? v == "uniform" : v == "1";
+      if (!every_layer)
+        out.not_carried.push_back(shown +
+                                  ": every layer is recomputed, one at a time, with "
+                                  "parallel.activation_checkpointing (--recompute-method uniform "
+                                  "--recompute-num-layers 1)");
     } else if (flag == "--num-layers-per-virtual-pipeline-stage") {
       const int64_t layers =
           given.count("--num-layers") ? to_int("--num-layers", *one("--num-layers")) : 0;
@@ -436,6 +445,209 @@ MegatronConversion convert_megatron_args(const std::vector<std::string>& args) {
     set.push_back("logging.metrics_file=" + *one("--tensorboard-dir") + "/metrics.jsonl");
   else if (given.count("--save"))
     set.push_back("logging.metrics_file=" + *one("--save") + "/metrics.jsonl");
+  return out;
+}
+
+MegatronCommand recipe_to_megatron_args(const Recipe& r) {
+  MegatronCommand out;
+  const auto add = [&](const char* flag, std::vector<std::string> values = {}) {
+    values.insert(values.begin(), flag);
+    out.flags.push_back(std::move(values));
+  };
+  // Shortest text that reads back as the same double (what YAML and argparse then parse).
+  const auto num = [](double v) { return fmt::format("{}", v); };
+  const auto count = [](int64_t v) { return std::to_string(v); };
+  const ModelConfig& m = r.model;
+  const int64_t seq = m.seq_length;
+  // Tokens as Megatron's samples, rounded where a count is not whole samples.
+  const auto samples = [&](const char* key, int64_t tokens) {
+    const int64_t s = (tokens + seq / 2) / seq;
+    if (s * seq != tokens)
+      out.notes.push_back(
+          fmt::format("{} {}: {} samples of {} tokens ({} tokens)", key, tokens, s, seq, s * seq));
+    return s;
+  };
+
+  add("--num-layers", {count(m.num_layers)});
+  add("--hidden-size", {count(m.hidden_size)});
+  add("--ffn-hidden-size", {count(m.ffn_hidden_size)});
+  add("--num-attention-heads", {count(m.num_attention_heads)});
+  add("--seq-length", {count(seq)});
+  add("--max-position-embeddings", {count(m.max_position_embeddings)});
+  add("--make-vocab-size-divisible-by", {count(m.make_vocab_size_divisible_by)});
+  add("--init-method-std", {num(m.init_method_std)});
+  add("--hidden-dropout", {num(m.hidden_dropout)});
+  add("--attention-dropout", {num(m.attention_dropout)});
+  add("--layernorm-epsilon", {num(m.layernorm_epsilon)});
+  // Megatron's default fused bias-GeLU is the tanh approximation; unfused, the exact GeLU.
+  if (m.activation == Activation::kGelu) add("--no-bias-gelu-fusion");
+  switch (m.attention_backend) {
+    case AttentionBackend::kAuto:
+      break;
+    case AttentionBackend::kFlash2:
+      add("--attention-backend", {"flash"});
+      break;
+    case AttentionBackend::kCudnn:
+      add("--attention-backend", {"fused"});
+      break;
+    case AttentionBackend::kBlocked:
+      add("--attention-backend", {"unfused"});
+      break;
+  }
+  add("--tokenizer-type", {"GPT2BPETokenizer"});
+  if (!r.tokenizer.vocab_file.empty()) add("--vocab-file", {r.tokenizer.vocab_file});
+  if (!r.tokenizer.merge_file.empty()) add("--merge-file", {r.tokenizer.merge_file});
+  if (r.tokenizer.vocab_file.empty() || r.tokenizer.merge_file.empty())
+    out.notes.push_back(
+        "tokenizer.vocab_file, tokenizer.merge_file: unset (this run looks in "
+        "data/gpt2/); Megatron's GPT2BPETokenizer needs --vocab-file and "
+        "--merge-file");
+  if (m.vocab_size != 50257)
+    out.not_expressible.push_back(fmt::format(
+        "model.vocab_size {}: Megatron takes the vocabulary from its tokenizer (GPT-2's BPE: "
+        "50257)",
+        m.vocab_size));
+  if (!m.init_from.empty())
+    out.not_expressible.push_back("model.init_from " + m.init_from +
+                                  ": Megatron starts from a --load checkpoint "
+                                  "(scripts/hf_to_megatron.py writes one from this file)");
+
+  const ParallelConfig& p = r.parallel;
+  add("--tensor-model-parallel-size", {count(p.tensor)});
+  add("--pipeline-model-parallel-size", {count(p.pipeline)});
+  if (p.virtual_pipeline > 1)
+    add("--num-layers-per-virtual-pipeline-stage",
+        {count(m.num_layers / (p.pipeline * p.virtual_pipeline))});
+  add("--micro-batch-size", {count(p.micro_batch_size)});
+  if (p.zero_stage == 1) add("--use-distributed-optimizer");
+  if (p.activation_checkpointing) {
+    add("--recompute-granularity", {"full"});
+    add("--recompute-method", {"uniform"});
+    add("--recompute-num-layers", {"1"});
+  }
+  if (p.sequence_parallel) add("--sequence-parallel");
+  if (p.overlap_grad_reduce) add("--overlap-grad-reduce");
+  if (r.precision == Precision::kBF16 && p.grad_reduce_dtype == Precision::kBF16)
+    add("--grad-reduce-in-bf16");
+  if (p.data > 0)
+    out.notes.push_back(
+        fmt::format("parallel.data {}: Megatron takes the data-parallel size from "
+                    "the world: launch {} ranks",
+                    p.data, p.tensor * p.pipeline * p.data));
+  if (p.transport != CpuTransport::kAuto)
+    out.notes.push_back(fmt::format("parallel.transport {}: this run's CPU groups (Megatron: NCCL)",
+                                    cpu_transport_name(p.transport)));
+
+  if (r.precision == Precision::kBF16) add("--bf16");
+  if (r.precision == Precision::kFP16) {
+    const OptimizerConfig& o = r.optimizer;
+    add("--fp16");
+    if (o.loss_scale > 0) add("--loss-scale", {num(o.loss_scale)});
+    add("--initial-loss-scale", {num(o.initial_loss_scale)});
+    add("--loss-scale-window", {count(o.loss_scale_window)});
+    add("--hysteresis", {count(o.hysteresis)});
+    add("--min-loss-scale", {num(o.min_loss_scale)});
+  }
+  const OptimizerConfig& o = r.optimizer;
+  add("--lr", {num(o.lr)});
+  add("--min-lr", {num(o.min_lr)});
+  add("--weight-decay", {num(o.weight_decay)});
+  add("--adam-beta1", {num(o.beta1)});
+  add("--adam-beta2", {num(o.beta2)});
+  add("--adam-eps", {num(o.eps)});
+  add("--clip-grad", {num(o.clip_grad)});
+
+  // The schedule: in iterations where every count is whole iterations of the full batch (no
+  // ramp), else in samples.
+  const ScheduleConfig& s = r.schedule;
+  const BatchConfig& b = r.batch;
+  const int64_t per_iteration = r.tokens_per_iteration();
+  const bool ramp = b.rampup.start > 0;
+  add("--global-batch-size", {count(b.global_batch_size)});
+  if (ramp)
+    add("--rampup-batch-size", {count(b.rampup.start), count(b.rampup.increment),
+                                count(samples("batch.rampup.tokens", b.rampup.tokens))});
+  if (s.train_iters > 0 && !ramp && s.warmup_tokens % per_iteration == 0 &&
+      s.decay_tokens % per_iteration == 0) {
+    add("--train-iters", {count(s.train_iters)});
+    if (s.warmup_tokens > 0) add("--lr-warmup-iters", {count(s.warmup_tokens / per_iteration)});
+    if (s.decay_tokens != s.train_iters * per_iteration)
+      add("--lr-decay-iters", {count(s.decay_tokens / per_iteration)});
+  } else {
+    // The samples the run trains on: train_tokens, or its iterations of the ramp's batches
+    // (whichever ends it first when both are set).
+    const int64_t train = s.train_iters == 0 ? samples("schedule.train_tokens", s.train_tokens)
+                                             : run_length(r).tokens / seq;
+    if (s.train_iters > 0 && s.train_tokens > 0)
+      out.notes.push_back(fmt::format(
+          "schedule.train_iters {} and schedule.train_tokens {}: Megatron takes one length, "
+          "--train-samples {} (where this run ends)",
+          s.train_iters, s.train_tokens, train));
+    add("--train-samples", {count(train)});
+    if (s.warmup_tokens > 0)
+      add("--lr-warmup-samples", {count(samples("schedule.warmup_tokens", s.warmup_tokens))});
+    if (s.decay_tokens != train * seq)
+      add("--lr-decay-samples", {count(samples("schedule.decay_tokens", s.decay_tokens))});
+  }
+  add("--lr-decay-style", {decay_style_name(s.decay_style)});
+  if (s.exit_duration_minutes > 0) add("--exit-duration-in-mins", {num(s.exit_duration_minutes)});
+
+  const DataConfig& d = r.data;
+  std::vector<std::string> blend;
+  for (const BlendEntry& e : d.blend) {
+    blend.push_back(num(e.weight));
+    blend.push_back(e.prefix);
+  }
+  if (!blend.empty()) add("--data-path", blend);
+  std::string split;
+  for (const double x : d.split) {
+    if (!split.empty()) split += ',';
+    split += num(x);
+  }
+  add("--split", {split});
+  add("--seed", {count(static_cast<int64_t>(r.seed))});
+  if (d.seed != r.seed)
+    out.not_expressible.push_back(
+        fmt::format("data.seed {}: Megatron shuffles the data with --seed ({})", d.seed, r.seed));
+  if (!d.shuffle)
+    out.not_expressible.push_back(
+        "data.shuffle false: Megatron always shuffles its samples (GPTDataset)");
+  if (!d.cache_dir.empty()) add("--data-cache-path", {d.cache_dir});
+
+  const CheckpointConfig& c = r.checkpoint;
+  if (!c.dir.empty()) {
+    add("--save", {c.dir});
+    if (c.save_interval > 0) add("--save-interval", {count(c.save_interval)});
+  }
+  // Megatron's --load continues from the directory's latest; --save D --load D is resume.
+  if (!c.load.empty()) {
+    add("--load", {c.load});
+    if (!c.resume && !c.dir.empty())
+      out.notes.push_back(
+          "checkpoint.resume false with checkpoint.load: Megatron continues from "
+          "--load's latest whatever --save holds");
+  } else if (c.resume && !c.dir.empty()) {
+    add("--load", {c.dir});
+  }
+  if (c.load_iteration >= 0) add("--ckpt-step", {count(c.load_iteration)});
+  if (!c.load_optimizer) add("--no-load-optim");
+  if (c.keep_last > 0 || c.async)
+    out.notes.push_back(fmt::format(
+        "checkpoint.keep_last {}, checkpoint.async {}: this run's checkpoint housekeeping",
+        c.keep_last, c.async));
+
+  add("--log-interval", {count(r.logging.interval)});
+  if (!r.logging.tensorboard_dir.empty()) add("--tensorboard-dir", {r.logging.tensorboard_dir});
+  if (r.eval.interval > 0) {
+    add("--eval-interval", {count(r.eval.interval)});
+    add("--eval-iters", {count(r.eval.iters)});
+  } else {
+    add("--eval-iters", {"0"});
+  }
+  if (!r.eval.tasks.empty())
+    out.notes.push_back(
+        "eval.tasks: lm-evaluation-harness tasks during training (Megatron has "
+        "none; mtnlg-eval --tasks scores its checkpoints)");
   return out;
 }
 

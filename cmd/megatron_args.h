@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "core/config/recipe.h"
+
 namespace mtnlg {
 
 struct MegatronConversion {
@@ -36,5 +38,21 @@ MegatronConversion convert_megatron_args(const std::vector<std::string>& args);
 // The Megatron flag that sets a recipe key ("model.num_layers" -> "--num-layers"), or "" when
 // none does: for messages about a recipe key the command line left out.
 std::string megatron_flag_for(const std::string& recipe_key);
+
+// The other way (what `mtnlg-recipe to-megatron` prints): a recipe as the arguments of a
+// Megatron-LM pretrain_gpt.py run that trains the same model on the same data with the same
+// schedule, in Megatron-LM's flags (the schedule in iterations where the run counts whole
+// iterations without a ramp, else in samples: Megatron refuses a ramp with iterations), so that
+// convert_megatron_args of them gives the recipe back. Each entry is a flag and its values.
+struct MegatronCommand {
+  std::vector<std::vector<std::string>> flags;
+  // "key value: why", for what Megatron would run differently (the model, data or schedule):
+  // mtnlg-recipe stops on them unless --allow-dropped.
+  std::vector<std::string> not_expressible;
+  // This run's own settings Megatron has no flag for and that change no number (where metrics
+  // go, the CPU transports, kept checkpoints), and counts rounded to whole samples.
+  std::vector<std::string> notes;
+};
+MegatronCommand recipe_to_megatron_args(const Recipe& recipe);
 
 }  // namespace mtnlg

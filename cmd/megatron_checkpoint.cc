@@ -309,7 +309,11 @@ std::string export_megatron_checkpoint(const std::string& path, const std::strin
       << (transformer_impl == "legacy" ? "--use-legacy-models"
                                        : "--transformer-impl " + transformer_impl)
       << " --tensor-model-parallel-size " << tensor << " --pipeline-model-parallel-size "
-      << pipeline;
+      << pipeline
+      << (m.has_optimizer ? " (without --use-distributed-optimizer: the state is the "
+                            "non-distributed optimizer's)"
+                          : " --no-load-optim")
+      << "; the run's other flags: mtnlg-recipe to-megatron";
   return out.str();
 }
 

@@ -1,8 +1,9 @@
-// mtnlg-recipe: recipes from other tools' configurations. Subcommand `from-megatron` turns the
-// arguments of a Megatron-LM or Megatron-DeepSpeed pretrain_gpt.py run into a recipe YAML
-// (cmd/megatron_args.h), naming every flag it cannot carry over. Exit status as mtnlg-train's:
-// 0 success; 2 a bad command line or a recipe that does not validate; 3 flags it cannot carry
-// over (without --allow-dropped); 4 an unwritable output; 1 anything else.
+// mtnlg-recipe: recipes from other tools' configurations and back. Subcommand `from-megatron`
+// turns the arguments of a Megatron-LM or Megatron-DeepSpeed pretrain_gpt.py run into a recipe
+// YAML (cmd/megatron_args.h), naming every flag it cannot carry over; `to-megatron` prints a
+// recipe as such arguments. Exit status as mtnlg-train's: 0 success; 2 a bad command line or a
+// recipe that does not validate; 3 what the other side cannot carry over (without
+// --allow-dropped); 4 an unwritable output; 1 anything else.
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
@@ -105,17 +106,69 @@ std::string converted_recipe(const std::vector<std::string>& args,
   return out.str();
 }
 
+// A word as a POSIX shell reads it back: as is when it holds only safe characters, else in
+// single quotes.
+std::string shell_word(const std::string& w) {
+  const bool safe = !w.empty() && w.find_first_not_of(
+                                      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQR"
+                                      "STUVWXYZ0123456789-_./,:=+@%") == std::string::npos;
+  if (safe) return w;
+  std::string q = "'";
+  for (const char c : w) {
+    if (c == '\'') {
+      q += "'\\''";
+    } else {
+      q += c;
+    }
+  }
+  return q + "'";
+}
+
+// The recipe as pretrain_gpt.py's arguments, a flag with its values a line (shell continuations),
+// paths under the working directory relative to it as the recipe was written; what Megatron
+// cannot express stops it (exit 3) unless allow_dropped, and goes to the log with the notes.
+std::string megatron_command(const std::string& config, const std::vector<std::string>& sets,
+                             bool allow_dropped) {
+  const mtnlg::Recipe recipe = mtnlg::load_recipe(config, sets);
+  const mtnlg::MegatronCommand c = mtnlg::recipe_to_megatron_args(recipe);
+  for (const std::string& n : c.notes) spdlog::info("note: {}", n);
+  if (!c.not_expressible.empty()) {
+    std::string list;
+    for (const std::string& l : c.not_expressible) list += (list.empty() ? " " : "; ") + l;
+    if (!allow_dropped)
+      throw mtnlg::unsupported("Megatron-LM cannot run this recipe as it is:" + list +
+                                   ". The fix: change those keys (--set), or --allow-dropped to "
+                                   "print the command line anyway",
+                               "--allow-dropped");
+    for (const std::string& l : c.not_expressible) spdlog::warn("not expressible: {}", l);
+  }
+  const std::string cwd = std::filesystem::current_path().string() + "/";
+  std::string out;
+  for (size_t i = 0; i < c.flags.size(); ++i) {
+    std::string line;
+    for (std::string w : c.flags[i]) {
+      if (w.rfind(cwd, 0) == 0 && w.size() > cwd.size()) w = w.substr(cwd.size());
+      if (!line.empty()) line += ' ';
+      line += shell_word(w);
+    }
+    out += line;
+    out += i + 1 < c.flags.size() ? " \\\n" : "\n";
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "mtnlg-recipe: recipes from other tools' configurations.\n"
+      "mtnlg-recipe: recipes from other tools' configurations, and back.\n"
       "Example: mtnlg-recipe from-megatron --output my.yaml -- --num-layers 24 --hidden-size "
       "2048 --num-attention-heads 16 --seq-length 2048 --micro-batch-size 4 "
       "--global-batch-size 512 --lr 2e-4 --train-samples 146484375 --data-path 0.3 a 0.7 b "
       "--split 949,50,1 --bf16\n"
+      "Example: mtnlg-recipe to-megatron configs/1.3b.yaml\n"
       "Exit status: 0 done; 2 bad command line (a flag no Megatron defines, a bad value), or the "
-      "result does not validate; 3 flags the recipe cannot carry over (without "
+      "result does not validate; 3 what the other side cannot carry over (without "
       "--allow-dropped); 4 unwritable output; 1 other."};
   app.set_version_flag("--version", "mtnlg-recipe 0.1.0");
   app.require_subcommand(1);
@@ -149,8 +202,35 @@ int main(int argc, char** argv) {
   from->add_option("ARGS", megatron_args,
                    "pretrain_gpt.py's arguments, after -- (e.g. -- --num-layers 24 ...)")
       ->required();
+  std::string config;
+  std::vector<std::string> to_sets;
+  bool to_allow_dropped = false;
+  auto* to = app.add_subcommand(
+      "to-megatron",
+      "The other way: print the arguments of a Megatron-LM pretrain_gpt.py run that trains "
+      "CONFIG's model on its data with its schedule (a flag with its values a line, shell "
+      "continuations): the model shape, the parallel layout, precision and loss scaling, the "
+      "optimizer, the schedule in iterations where every count is whole iterations of the full "
+      "batch (no ramp), else in samples (tokens / seq_length), the data blend, split and seed, "
+      "the tokenizer, checkpoints, logging and evaluation. from-megatron of the output gives the "
+      "recipe back. What Megatron cannot run as the recipe says (a vocabulary other than GPT-2's, "
+      "a Hugging Face init_from, unshuffled data, a data seed apart from the seed) stops it "
+      "(exit 3) unless --allow-dropped; this run's own settings Megatron has no flag for "
+      "(transports, kept checkpoints, where metrics go) and roundings are logged as notes.");
+  to->add_option("CONFIG", config, "The recipe (YAML)")->required()->check(CLI::ExistingFile);
+  to->add_option("--set", to_sets, "Override a recipe key first, as mtnlg-train's --set");
+  to->add_flag("--allow-dropped", to_allow_dropped,
+               "Print the command line even where Megatron would run something the recipe "
+               "does not say (exit 3 without this)");
   if (const auto status = mtnlg::parse_command_line(app, argc, argv)) return *status;
 
+  if (*to)
+    return mtnlg::exit_status_of([&] {
+      mtnlg::init_logging_to_stderr(log_level);  // stdout holds the command line
+      std::cout << megatron_command(config, to_sets, to_allow_dropped);
+      if (!std::cout.flush()) throw mtnlg::io_error("cannot write to standard output");
+      return 0;
+    });
   return mtnlg::exit_status_of([&] {
     mtnlg::init_logging_to_stderr(log_level);  // stdout may hold the recipe
     const std::string text = converted_recipe(megatron_args, sets, allow_dropped);

@@ -5,12 +5,16 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "config/recipe_test_util.h"
 #include "core/config/recipe.h"
 #include "core/status.h"
+#include "optim/batch_ramp.h"
 #include "test_util.h"
 
 using namespace mtnlg;
@@ -30,6 +34,15 @@ std::vector<std::string> words(const std::string& s) {
   }
   if (!w.empty()) out.push_back(w);
   return out;
+}
+
+std::string joined_words(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& w : v) {
+    if (!s.empty()) s += ' ';
+    s += w;
+  }
+  return s;
 }
 
 std::string absolute(const std::string& p) {
@@ -303,4 +316,113 @@ TEST_CASE("bad Megatron values name their flag") {
                     Catch::Contains("before any --flag"));
   CHECK(megatron_flag_for("model.num_layers") == "--num-layers");
   CHECK(megatron_flag_for("data.blend") == "--data-path");
+}
+
+// to-megatron then from-megatron gives every shipped recipe back: the model, layout, precision,
+// optimizer, batch and ramp, data, checkpoints, logging and evaluation exactly; the schedule to
+// within a sample where a count is not whole samples (a note says so), with the same run length.
+// What Megatron has no flag for (this run's transports, kept checkpoints, where metrics go) is
+// copied over by hand and named here.
+TEST_CASE("to-megatron then from-megatron gives each shipped recipe back") {
+  for (const auto& entry : std::filesystem::directory_iterator(test::source_path("configs"))) {
+    if (entry.path().extension() != ".yaml") continue;
+    INFO(entry.path().string());
+    const Recipe a = load_recipe(entry.path().string(), {});
+    const MegatronCommand c = recipe_to_megatron_args(a);
+    // The test recipe's vocabulary and unshuffled data are not Megatron's: named, and left out.
+    const bool tiny = entry.path().filename() == "tiny.yaml";
+    REQUIRE(c.not_expressible.size() == (tiny ? 2u : 0u));
+    if (tiny) {
+      CHECK_THAT(c.not_expressible[0], Catch::StartsWith("model.vocab_size 512"));
+      CHECK_THAT(c.not_expressible[1], Catch::StartsWith("data.shuffle false"));
+    }
+    std::vector<std::string> args;
+    for (const auto& f : c.flags) args.insert(args.end(), f.begin(), f.end());
+    INFO(joined_words(args));
+    const MegatronConversion back = convert_megatron_args(args);
+    CHECK(back.not_carried.empty());
+    Recipe b = parse_recipe("{}", back.overrides, "round trip");
+    const int64_t seq = a.model.seq_length;
+    CHECK(std::abs(b.schedule.warmup_tokens - a.schedule.warmup_tokens) <= seq / 2);
+    CHECK(std::abs(b.schedule.decay_tokens - a.schedule.decay_tokens) <= seq / 2);
+    CHECK(std::abs(b.batch.rampup.tokens - a.batch.rampup.tokens) <= seq / 2);
+    CHECK(run_length(b).iterations == run_length(a).iterations);
+    b.schedule.warmup_tokens = a.schedule.warmup_tokens;
+    b.schedule.decay_tokens = a.schedule.decay_tokens;
+    b.batch.rampup.tokens = a.batch.rampup.tokens;
+    b.schedule.train_iters = a.schedule.train_iters;  // one length in Megatron; checked above
+    b.schedule.train_tokens = a.schedule.train_tokens;
+    // This run's own: no Megatron flag.
+    b.checkpoint.keep_last = a.checkpoint.keep_last;
+    b.checkpoint.async = a.checkpoint.async;
+    b.logging.metrics_file = a.logging.metrics_file;
+    b.parallel.transport = a.parallel.transport;
+    b.parallel.timeout_s = a.parallel.timeout_s;
+    b.parallel.grad_bucket_mb = a.parallel.grad_bucket_mb;
+    b.parallel.data = a.parallel.data;
+    b.eval.tasks = a.eval.tasks;
+    b.device = a.device;
+    if (tiny) {
+      b.model.vocab_size = a.model.vocab_size;
+      b.data.shuffle = a.data.shuffle;
+    }
+    test::require_same_recipe(a, b);
+    CHECK(b.model.attention_backend == a.model.attention_backend);
+    CHECK(b.parallel.virtual_pipeline == a.parallel.virtual_pipeline);
+    CHECK(b.parallel.sequence_parallel == a.parallel.sequence_parallel);
+    CHECK(b.parallel.overlap_grad_reduce == a.parallel.overlap_grad_reduce);
+    CHECK(b.schedule.exit_duration_minutes == a.schedule.exit_duration_minutes);
+  }
+}
+
+TEST_CASE("to-megatron: the schedule in iterations or samples, and what Megatron cannot run") {
+  const auto command = [](const std::vector<std::string>& sets) {
+    return recipe_to_megatron_args(load_recipe(test::source_path("configs/tiny.yaml"), sets));
+  };
+  const auto has = [](const MegatronCommand& c, const std::vector<std::string>& flag) {
+    return std::find(c.flags.begin(), c.flags.end(), flag) != c.flags.end();
+  };
+  // Whole iterations of the full batch: Megatron's iteration flags.
+  const MegatronCommand iters =
+      command({"schedule.train_iters=50", "batch.global_batch_size=8", "model.seq_length=64",
+               "schedule.warmup_tokens=1024", "schedule.decay_tokens=20480"});
+  CHECK(has(iters, {"--train-iters", "50"}));
+  CHECK(has(iters, {"--lr-warmup-iters", "2"}));
+  CHECK(has(iters, {"--lr-decay-iters", "40"}));
+  // A warmup of part of an iteration: samples (Megatron refuses samples with --train-iters).
+  const MegatronCommand part = command({"schedule.train_iters=50", "batch.global_batch_size=8",
+                                        "model.seq_length=64", "schedule.warmup_tokens=640"});
+  CHECK(has(part, {"--train-samples", "400"}));
+  CHECK(has(part, {"--lr-warmup-samples", "10"}));
+  // The exact GeLU is Megatron's unfused one; the tanh approximation its default.
+  CHECK(has(command({"model.activation=gelu"}), {"--no-bias-gelu-fusion"}));
+  CHECK_FALSE(has(command({"model.activation=gelu_tanh"}), {"--no-bias-gelu-fusion"}));
+  // Full recomputation of every layer, as Megatron spells it, and back.
+  const MegatronCommand recompute = command({"parallel.activation_checkpointing=true"});
+  CHECK(has(recompute, {"--recompute-method", "uniform"}));
+  // Not Megatron's: named, each.
+  const MegatronCommand other =
+      command({"model.vocab_size=300", "data.shuffle=false", "data.seed=7", "seed=1"});
+  REQUIRE(other.not_expressible.size() == 3);
+  CHECK_THAT(other.not_expressible[0], Catch::StartsWith("model.vocab_size 300"));
+  CHECK_THAT(other.not_expressible[1], Catch::StartsWith("data.seed 7"));
+  CHECK_THAT(other.not_expressible[2], Catch::StartsWith("data.shuffle false"));
+}
+
+TEST_CASE("from-megatron: full recomputation of every layer is carried over, other groupings not") {
+  const std::string base =
+      "--num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 32 "
+      "--max-position-embeddings 32 --micro-batch-size 1 --global-batch-size 8 --train-iters 10 "
+      "--lr 1e-4 --data-path d --recompute-granularity full ";
+  const MegatronConversion every =
+      convert_megatron_args(words(base + "--recompute-method uniform --recompute-num-layers 1"));
+  CHECK(every.not_carried.empty());
+  CHECK(parse_recipe("{}", every.overrides, "test").parallel.activation_checkpointing);
+  const MegatronConversion blocks =
+      convert_megatron_args(words(base + "--recompute-method block --recompute-num-layers 2"));
+  CHECK(blocks.not_carried.size() == 2);
+  const MegatronConversion bf16_reduce =
+      convert_megatron_args(words(base + "--bf16 --grad-reduce-in-bf16"));
+  CHECK(parse_recipe("{}", bf16_reduce.overrides, "test").parallel.grad_reduce_dtype ==
+        Precision::kBF16);
 }

@@ -80,5 +80,21 @@ else
   echo "FAIL: a temporary file was left"; failures=$((failures + 1))
 fi
 
+# to-megatron: a recipe as pretrain_gpt.py's arguments, which from-megatron reads back.
+expect 0 '^  CONFIG TEXT:FILE REQUIRED +The recipe' -- to-megatron --help
+expect 0 '^--num-layers 24 \\$' -- to-megatron configs/1.3b.yaml
+expect 0 'note: schedule.warmup_tokens 375000000: 183105 samples' -- to-megatron configs/1.3b.yaml
+"$bin" to-megatron configs/1.3b.yaml >"$tmp/args.txt" 2>/dev/null
+args=$(tr -d '\\\n' <"$tmp/args.txt")
+# shellcheck disable=SC2086  # the printed words, split as a shell would
+expect 0 'wrote .*back.yaml' -- from-megatron -o "$tmp/back.yaml" -- $args
+check "the recipe back: the 1.3B model, its batch and schedule" bash -c "
+  grep -q 'num_layers: 24' '$tmp/back.yaml' && grep -q 'global_batch_size: 512' '$tmp/back.yaml' &&
+  grep -q 'decay_style: cosine' '$tmp/back.yaml'"
+expect 3 'model.vocab_size 512: Megatron takes the vocabulary from its tokenizer.*--allow-dropped' -- \
+  to-megatron configs/tiny.yaml
+expect 0 'not expressible: data.shuffle false' -- to-megatron --allow-dropped configs/tiny.yaml
+expect 2 'nowhere.yaml' -- to-megatron "$tmp/nowhere.yaml"
+
 echo "$passes passed, $failures failed"
 [[ $failures -eq 0 ]]
