@@ -665,125 +665,125 @@ def find_lr(tree):
     return None
 
 
-def from_hf(hf, tp, pp, heads, padded):
-    """The reverse of to_hf: per-rank model dicts {(t, p): dict} (the padding rows zero)."""
+def sharder(hf, tp, heads, padded):
+    """Hugging Face GPT-2 tensors cut as Megatron's tensor ranks hold them: (layers, word(t):
+    rank t's rows of the embeddings padded to `padded`, layer(t, g): {canonical name (the keys
+    of LAYER_TENSORS): rank t's piece of global layer g's tensor}, in the order of
+    LAYER_TENSORS). query_key_value rows become [heads, 3, head dim], each rank taking its heads."""
     import torch
     L = 1 + max(int(k.split(".")[1]) for k in hf if k.startswith("h."))
     H = hf["wte.weight"].shape[1]
     V = hf["wte.weight"].shape[0]
-    hn, per, k = H // heads, L // pp, heads // tp
+    hn, k = H // heads, heads // tp
     wte = torch.cat([hf["wte.weight"], torch.zeros(padded - V, H)])
+
+    def piece(x, dim, t):
+        if dim is None:
+            return x.clone()
+        n = x.shape[dim] // tp
+        return x.narrow(dim, t * n, n).contiguous().clone()
+
+    def layer(t, g):
+        e = lambda name: hf[f"h.{g}.{name}"]
+        w = e("attn.c_attn.weight").t().reshape(3, heads, hn, H).transpose(0, 1)
+        b = e("attn.c_attn.bias").reshape(3, heads, hn).transpose(0, 1)
+        whole = {"ln1.weight": e("ln_1.weight"), "ln1.bias": e("ln_1.bias"),
+                 "proj.weight": e("attn.c_proj.weight").t(), "proj.bias": e("attn.c_proj.bias"),
+                 "ln2.weight": e("ln_2.weight"), "ln2.bias": e("ln_2.bias"),
+                 "fc1.weight": e("mlp.c_fc.weight").t(), "fc1.bias": e("mlp.c_fc.bias"),
+                 "fc2.weight": e("mlp.c_proj.weight").t(), "fc2.bias": e("mlp.c_proj.bias")}
+        out = {}
+        for canon in LAYER_TENSORS:
+            if canon == "qkv.weight":
+                out[canon] = w[t * k:(t + 1) * k].reshape(-1, H).contiguous()
+            elif canon == "qkv.bias":
+                out[canon] = b[t * k:(t + 1) * k].reshape(-1).contiguous()
+            else:
+                out[canon] = piece(whole[canon], split_dim(canon), t)
+        return out
+
+    return L, (lambda t: piece(wte, 0, t)), layer
+
+
+def from_hf(hf, tp, pp, heads, padded):
+    """The reverse of to_hf: per-rank model dicts {(t, p): dict} in the legacy GPTModel's names
+    (the padding rows zero)."""
+    L, word, layer = sharder(hf, tp, heads, padded)
+    per = L // pp
     models = {}
     for t in range(tp):
-        def split(x, dim):
-            n = x.shape[dim] // tp
-            return x.narrow(dim, t * n, n).contiguous().clone()
         for p in range(pp):
             encoder = {}
             for i in range(per):
-                g = p * per + i
-                e = lambda name: hf[f"h.{g}.{name}"]
-                w = e("attn.c_attn.weight").t().reshape(3, heads, hn, H).transpose(0, 1)
-                b = e("attn.c_attn.bias").reshape(3, heads, hn).transpose(0, 1)
-                pre = f"layers.{i}."
-                encoder.update({
-                    pre + "input_norm.weight": e("ln_1.weight").clone(),
-                    pre + "input_norm.bias": e("ln_1.bias").clone(),
-                    pre + "self_attention.query_key_value.weight":
-                        w[t * k:(t + 1) * k].reshape(-1, H).contiguous(),
-                    pre + "self_attention.query_key_value.bias":
-                        b[t * k:(t + 1) * k].reshape(-1).contiguous(),
-                    pre + "self_attention.dense.weight": split(e("attn.c_proj.weight").t(), 1),
-                    pre + "self_attention.dense.bias": e("attn.c_proj.bias").clone(),
-                    pre + "post_attention_norm.weight": e("ln_2.weight").clone(),
-                    pre + "post_attention_norm.bias": e("ln_2.bias").clone(),
-                    pre + "mlp.dense_h_to_4h.weight": split(e("mlp.c_fc.weight").t(), 0),
-                    pre + "mlp.dense_h_to_4h.bias": split(e("mlp.c_fc.bias"), 0),
-                    pre + "mlp.dense_4h_to_h.weight": split(e("mlp.c_proj.weight").t(), 1),
-                    pre + "mlp.dense_4h_to_h.bias": e("mlp.c_proj.bias").clone(),
-                })
+                for canon, x in layer(t, p * per + i).items():
+                    encoder[f"layers.{i}." + LAYER_TENSORS[canon][0][0]] = x
             lm = {}
             model = {"language_model": lm}
             if p == 0:
-                lm["embedding"] = {"word_embeddings": {"weight": split(wte, 0)},
+                lm["embedding"] = {"word_embeddings": {"weight": word(t)},
                                    "position_embeddings": {"weight": hf["wpe.weight"].clone()}}
             lm["encoder"] = encoder
             if p == pp - 1:
                 encoder["final_norm.weight"] = hf["ln_f.weight"].clone()
                 encoder["final_norm.bias"] = hf["ln_f.bias"].clone()
                 if pp > 1:  # the last stage's copy of the tied embedding
-                    model["word_embeddings_for_head"] = {"weight": split(wte, 0)}
+                    model["word_embeddings_for_head"] = {"weight": word(t)}
             models[(t, p)] = model
     return models
+
+
+# A Megatron-Core layer's state dict in module registration order (named_parameters' order, and
+# so the optimizer's): canonical tensors (LAYER_TENSORS' keys) and, for a module name, that
+# module's _extra_state. The local spec: input_layernorm; self_attention (Attention makes
+# core_attention, which has no state here, and linear_proj; SelfAttention then linear_qkv);
+# pre_mlp_layernorm; mlp (linear_fc1, linear_fc2). Transformer Engine's: core_attention has an
+# _extra_state, and the norms are linear_qkv's and linear_fc1's layer_norm_weight /
+# layer_norm_bias, registered before their weight.
+CORE_LAYER_ORDER = {
+    "local": ["ln1.weight", "ln1.bias", "proj.weight", "proj.bias", "self_attention.linear_proj",
+              "qkv.weight", "qkv.bias", "self_attention.linear_qkv", "ln2.weight", "ln2.bias",
+              "fc1.weight", "fc1.bias", "mlp.linear_fc1", "fc2.weight", "fc2.bias",
+              "mlp.linear_fc2"],
+    "transformer_engine": [
+        "self_attention.core_attention", "proj.weight", "proj.bias",
+        "self_attention.linear_proj", "ln1.weight", "ln1.bias", "qkv.weight", "qkv.bias",
+        "self_attention.linear_qkv", "ln2.weight", "ln2.bias", "fc1.weight", "fc1.bias",
+        "mlp.linear_fc1", "fc2.weight", "fc2.bias", "mlp.linear_fc2"],
+}
 
 
 def from_hf_core(hf, tp, pp, heads, padded, te):
     """Per-rank flat state dicts {(t, p): dict} in Megatron-Core's GPTModel names, as its
     state_dict lists them: each module's parameters, then its _extra_state (Megatron's
     ColumnParallelLinear / RowParallelLinear and Transformer Engine's modules define one; None:
-    both ignore it on load), in module registration order, which is named_parameters' order and
-    so the optimizer's: the embedding (first stage), each layer (numbered within the stage:
-    input_layernorm with the local spec; self_attention's core_attention (Transformer Engine's
-    has an _extra_state), linear_proj, then linear_qkv, whose Transformer Engine module holds the
-    first norm as layer_norm_weight / layer_norm_bias before its weight; pre_mlp_layernorm with
-    the local spec; mlp.linear_fc1 (the second norm fused with Transformer Engine), linear_fc2),
-    the final norm and output_layer (last stage; its weight only with pipeline > 1: the tied
-    embedding's copy). te: Transformer Engine's spec, else the local one."""
-    import torch
-    L = 1 + max(int(k.split(".")[1]) for k in hf if k.startswith("h."))
-    H = hf["wte.weight"].shape[1]
-    V = hf["wte.weight"].shape[0]
-    hn, per, k = H // heads, L // pp, heads // tp
-    wte = torch.cat([hf["wte.weight"], torch.zeros(padded - V, H)])
+    both ignore it on load), in CORE_LAYER_ORDER within a layer (layers numbered within the
+    stage), the embedding first (first stage), the final norm and output_layer last (last stage;
+    its weight only with pipeline > 1: the tied embedding's copy). te: Transformer Engine's spec,
+    else the local one."""
+    L, word, layer = sharder(hf, tp, heads, padded)
+    per = L // pp
+    order = CORE_LAYER_ORDER["transformer_engine" if te else "local"]
     models = {}
     for t in range(tp):
-        def split(x, dim):
-            n = x.shape[dim] // tp
-            return x.narrow(dim, t * n, n).contiguous().clone()
         for p in range(pp):
             m = {}
             if p == 0:
-                m["embedding.word_embeddings.weight"] = split(wte, 0)
+                m["embedding.word_embeddings.weight"] = word(t)
                 m["embedding.position_embeddings.weight"] = hf["wpe.weight"].clone()
             for i in range(per):
-                e = lambda name, g=p * per + i: hf[f"h.{g}.{name}"]
+                pieces = layer(t, p * per + i)
                 pre = f"decoder.layers.{i}."
-                w = e("attn.c_attn.weight").t().reshape(3, heads, hn, H).transpose(0, 1)
-                b = e("attn.c_attn.bias").reshape(3, heads, hn).transpose(0, 1)
-                ln1 = {"weight": e("ln_1.weight").clone(), "bias": e("ln_1.bias").clone()}
-                ln2 = {"weight": e("ln_2.weight").clone(), "bias": e("ln_2.bias").clone()}
-                if not te:
-                    m[pre + "input_layernorm.weight"] = ln1["weight"]
-                    m[pre + "input_layernorm.bias"] = ln1["bias"]
-                else:
-                    m[pre + "self_attention.core_attention._extra_state"] = None
-                att = pre + "self_attention."
-                m[att + "linear_proj.weight"] = split(e("attn.c_proj.weight").t(), 1)
-                m[att + "linear_proj.bias"] = e("attn.c_proj.bias").clone()
-                m[att + "linear_proj._extra_state"] = None
-                if te:
-                    m[att + "linear_qkv.layer_norm_weight"] = ln1["weight"]
-                    m[att + "linear_qkv.layer_norm_bias"] = ln1["bias"]
-                m[att + "linear_qkv.weight"] = w[t * k:(t + 1) * k].reshape(-1, H).contiguous()
-                m[att + "linear_qkv.bias"] = b[t * k:(t + 1) * k].reshape(-1).contiguous()
-                m[att + "linear_qkv._extra_state"] = None
-                if not te:
-                    m[pre + "pre_mlp_layernorm.weight"] = ln2["weight"]
-                    m[pre + "pre_mlp_layernorm.bias"] = ln2["bias"]
-                else:
-                    m[pre + "mlp.linear_fc1.layer_norm_weight"] = ln2["weight"]
-                    m[pre + "mlp.linear_fc1.layer_norm_bias"] = ln2["bias"]
-                m[pre + "mlp.linear_fc1.weight"] = split(e("mlp.c_fc.weight").t(), 0)
-                m[pre + "mlp.linear_fc1.bias"] = split(e("mlp.c_fc.bias"), 0)
-                m[pre + "mlp.linear_fc1._extra_state"] = None
-                m[pre + "mlp.linear_fc2.weight"] = split(e("mlp.c_proj.weight").t(), 1)
-                m[pre + "mlp.linear_fc2.bias"] = e("mlp.c_proj.bias").clone()
-                m[pre + "mlp.linear_fc2._extra_state"] = None
+                for item in order:
+                    if item not in LAYER_TENSORS:
+                        m[pre + item + "._extra_state"] = None
+                        continue
+                    names = LAYER_TENSORS[item][1]  # (local spec's, Transformer Engine's)
+                    m[pre + names[1 if te and item.startswith("ln") else 0]] = pieces[item]
             if p == pp - 1:
                 m["decoder.final_layernorm.weight"] = hf["ln_f.weight"].clone()
                 m["decoder.final_layernorm.bias"] = hf["ln_f.bias"].clone()
                 if pp > 1:  # the last stage's copy of the tied embedding
-                    m["output_layer.weight"] = split(wte, 0)
+                    m["output_layer.weight"] = word(t)
                 m["output_layer._extra_state"] = None
             models[(t, p)] = m
     return models
