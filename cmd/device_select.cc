@@ -1,8 +1,5 @@
 #include "cmd/device_select.h"
 
-#include <spdlog/spdlog.h>
-
-#include <cstdlib>
 #include <string>
 
 #include "core/status.h"

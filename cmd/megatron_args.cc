@@ -448,6 +448,14 @@ MegatronConversion convert_megatron_args(const std::vector<std::string>& args) {
   return out;
 }
 
+MegatronSchedule megatron_schedule(const Recipe& r) {
+  const int64_t seq = r.model.seq_length;
+  const auto samples = [&](int64_t tokens) { return (tokens + seq / 2) / seq; };
+  const ScheduleConfig& s = r.schedule;
+  return {samples(s.warmup_tokens), samples(s.decay_tokens),
+          s.train_iters == 0 ? samples(s.train_tokens) : run_length(r).tokens / seq};
+}
+
 MegatronCommand recipe_to_megatron_args(const Recipe& r) {
   MegatronCommand out;
   const auto add = [&](const char* flag, std::vector<std::string> values = {}) {
@@ -577,7 +585,7 @@ MegatronCommand recipe_to_megatron_args(const Recipe& r) {
     // The samples the run trains on: train_tokens, or its iterations of the ramp's batches
     // (whichever ends it first when both are set).
     const int64_t train = s.train_iters == 0 ? samples("schedule.train_tokens", s.train_tokens)
-                                             : run_length(r).tokens / seq;
+                                             : megatron_schedule(r).train_samples;
     if (s.train_iters > 0 && s.train_tokens > 0)
       out.notes.push_back(fmt::format(
           "schedule.train_iters {} and schedule.train_tokens {}: Megatron takes one length, "

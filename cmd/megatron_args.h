@@ -55,4 +55,14 @@ struct MegatronCommand {
 };
 MegatronCommand recipe_to_megatron_args(const Recipe& recipe);
 
+// A recipe's schedule in Megatron's units, samples of seq_length tokens (rounded to the nearest
+// whole sample), as Megatron's OptimizerParamScheduler counts it: the warmup, the decay and the
+// run (wd_incr_steps: schedule.train_tokens, or the samples of schedule.train_iters' iterations
+// with the batch ramp, whichever ends the run). to-megatron's flags and the scheduler state
+// mtnlg-ckpt export --format megatron writes both come from here, so they agree.
+struct MegatronSchedule {
+  int64_t warmup_samples = 0, decay_samples = 0, train_samples = 0;
+};
+MegatronSchedule megatron_schedule(const Recipe& recipe);
+
 }  // namespace mtnlg

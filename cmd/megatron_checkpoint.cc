@@ -113,20 +113,6 @@ std::string read_text(const std::string& path) {
   return s.str();
 }
 
-// Tokens as Megatron's scheduler counts them (samples of seq_length tokens), rounded to the
-// nearest sample where a recipe's token count is not a whole number of samples.
-int64_t samples_of(int64_t tokens, const Recipe& r) {
-  const int64_t seq = r.model.seq_length;
-  return (tokens + seq / 2) / seq;
-}
-
-// Megatron's weight-decay horizon (wd_incr_steps): --train-iters x the global batch, or
-// --train-samples.
-int64_t train_samples(const Recipe& r) {
-  return r.schedule.train_iters > 0 ? r.schedule.train_iters * r.batch.global_batch_size
-                                    : samples_of(r.schedule.train_tokens, r);
-}
-
 int64_t int_member(const JsonValue& v, const char* key, const std::string& path) {
   const JsonValue* m = v.find(key);
   int64_t out = 0;
@@ -274,6 +260,7 @@ std::string export_megatron_checkpoint(const std::string& path, const std::strin
     }
   }
   write_file_atomic((fs::path(hf) / "config.json").string(), hf_gpt2_config_json(r));
+  const MegatronSchedule sched = megatron_schedule(r);
   write_file_atomic((fs::path(hf) / "megatron.json").string(),
                     JsonLine()
                         .add("iteration", m.iteration)
@@ -293,11 +280,11 @@ std::string export_megatron_checkpoint(const std::string& path, const std::strin
                         .add("max_lr", r.optimizer.lr)
                         .add("min_lr", r.optimizer.min_lr)
                         .add("lr_decay_style", decay_style_name(r.schedule.decay_style))
-                        // Megatron's scheduler counts samples (iterations x batch or
-                        // --train-samples); ours counts tokens: a sample is seq_length tokens.
-                        .add("lr_warmup_samples", samples_of(r.schedule.warmup_tokens, r))
-                        .add("lr_decay_samples", samples_of(r.schedule.decay_tokens, r))
-                        .add("train_samples", train_samples(r))
+                        // Megatron's scheduler counts samples, ours tokens: as to-megatron
+                        // gives the schedule, so that a run of its flags resumes from this.
+                        .add("lr_warmup_samples", sched.warmup_samples)
+                        .add("lr_decay_samples", sched.decay_samples)
+                        .add("train_samples", sched.train_samples)
                         .str());
   run_script({"write", hf, output, "--tensor", std::to_string(tensor), "--pipeline",
               std::to_string(pipeline), "--transformer-impl", transformer_impl});
