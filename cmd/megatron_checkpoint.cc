@@ -285,6 +285,8 @@ std::string export_megatron_checkpoint(const std::string& path, const std::strin
                         .add("lr_warmup_samples", sched.warmup_samples)
                         .add("lr_decay_samples", sched.decay_samples)
                         .add("train_samples", sched.train_samples)
+                        // fp16 iterations skipped on an overflow move neither schedule.
+                        .add("skipped_samples", m.skipped_tokens / r.model.seq_length)
                         .str());
   run_script({"write", hf, output, "--tensor", std::to_string(tensor), "--pipeline",
               std::to_string(pipeline), "--transformer-impl", transformer_impl});

@@ -811,7 +811,8 @@ def rng_state(seed, t, p):
 
 def scheduler_state(info, weight_decay):
     """OptimizerParamScheduler.state_dict() at the checkpoint: Megatron counts the schedule in
-    samples (num_steps: the samples consumed). Megatron asserts each value equals the one its
+    samples (num_steps: the samples of the iterations that updated, fp16 overflows' skipped ones
+    not counted, as Megatron steps its scheduler). Megatron asserts each value equals the one its
     own command line gives, unless --use-checkpoint-opt_param-scheduler (take these) or
     --override-opt-param-scheduler (take the command line's)."""
     return {"max_lr": float(info.get("max_lr", info.get("lr", 0.0))),
@@ -819,7 +820,8 @@ def scheduler_state(info, weight_decay):
             "lr_warmup_steps": int(info.get("lr_warmup_samples", 0)),
             "lr_decay_steps": int(info.get("lr_decay_samples", 0)),
             "lr_decay_style": str(info.get("lr_decay_style", "linear")),
-            "num_steps": int(info.get("consumed_train_samples", 0)),
+            "num_steps": int(info.get("consumed_train_samples", 0))
+            - int(info.get("skipped_samples", 0)),
             "start_wd": weight_decay, "end_wd": weight_decay, "wd_incr_style": "constant",
             "wd_incr_steps": int(info.get("train_samples", 0))}
 
