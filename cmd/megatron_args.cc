@@ -99,6 +99,8 @@ const std::map<std::string, std::string>& no_effect() {
       {"--no-gradient-accumulation-fusion", "the same sums; kernel fusion is the backend's"},
       {"--use-mcore-models", "one GPT implementation here"},
       {"--transformer-impl", "one GPT implementation here"},
+      {"--use-legacy-models", "one GPT implementation here"},
+      {"--ckpt-format", "checkpoints here are this project's (mtnlg-ckpt import reads Megatron's)"},
       {"--num-workers", "the loader prefetches in a thread of its own"},
   };
   return m;
@@ -445,6 +447,46 @@ MegatronConversion convert_megatron_args(const std::vector<std::string>& args) {
     set.push_back("logging.metrics_file=" + *one("--tensorboard-dir") + "/metrics.jsonl");
   else if (given.count("--save"))
     set.push_back("logging.metrics_file=" + *one("--save") + "/metrics.jsonl");
+  return out;
+}
+
+namespace {
+
+// A word as a POSIX shell reads it back: as is when it holds only safe characters, else in
+// single quotes.
+std::string shell_word(const std::string& w) {
+  const bool safe = !w.empty() && w.find_first_not_of(
+                                      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQR"
+                                      "STUVWXYZ0123456789-_./,:=+@%") == std::string::npos;
+  if (safe) return w;
+  std::string q = "'";
+  for (const char c : w) {
+    if (c == '\'') {
+      q += "'\\''";
+    } else {
+      q += c;
+    }
+  }
+  return q + "'";
+}
+
+}  // namespace
+
+std::string megatron_args_text(const MegatronCommand& c, const std::string& relative_to) {
+  const std::string base =
+      relative_to.empty() || relative_to.back() == '/' ? relative_to : relative_to + "/";
+  std::string out;
+  for (size_t i = 0; i < c.flags.size(); ++i) {
+    std::string line;
+    for (std::string w : c.flags[i]) {
+      if (!base.empty() && w.rfind(base, 0) == 0 && w.size() > base.size())
+        w = w.substr(base.size());
+      if (!line.empty()) line += ' ';
+      line += shell_word(w);
+    }
+    out += line;
+    out += i + 1 < c.flags.size() ? " \\\n" : "\n";
+  }
   return out;
 }
 

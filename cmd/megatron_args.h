@@ -55,6 +55,11 @@ struct MegatronCommand {
 };
 MegatronCommand recipe_to_megatron_args(const Recipe& recipe);
 
+// The flags as a shell reads them: a flag with its values a line, continued with a backslash,
+// each word single-quoted where it needs it; paths under `relative_to` (a directory; "" for
+// none) written relative to it.
+std::string megatron_args_text(const MegatronCommand& command, const std::string& relative_to);
+
 // A recipe's schedule in Megatron's units, samples of seq_length tokens (rounded to the nearest
 // whole sample), as Megatron's OptimizerParamScheduler counts it: the warmup, the decay and the
 // run (wd_incr_steps: schedule.train_tokens, or the samples of schedule.train_iters' iterations

@@ -290,6 +290,43 @@ std::string export_megatron_checkpoint(const std::string& path, const std::strin
                         .str());
   run_script({"write", hf, output, "--tensor", std::to_string(tensor), "--pipeline",
               std::to_string(pipeline), "--transformer-impl", transformer_impl});
+
+  // The Megatron command line that resumes from it (what to-megatron prints for the recipe at
+  // this layout, saving to and loading from `output`), beside it: Megatron asserts the
+  // scheduler's state equals its command line's, and this one gives that state.
+  Recipe resume = r;
+  resume.parallel.tensor = tensor;
+  resume.parallel.pipeline = pipeline;
+  resume.parallel.virtual_pipeline = 1;
+  resume.parallel.zero_stage = 0;  // the state is the non-distributed optimizer's
+  resume.checkpoint.dir = fs::absolute(output).lexically_normal().string();
+  resume.checkpoint.resume = true;
+  resume.checkpoint.load.clear();
+  resume.checkpoint.load_iteration = -1;
+  resume.checkpoint.load_optimizer = m.has_optimizer;
+  MegatronCommand command = recipe_to_megatron_args(resume);
+  command.flags.push_back({"--ckpt-format", "torch"});
+  if (transformer_impl == "legacy")
+    command.flags.push_back({"--use-legacy-models"});
+  else
+    command.flags.push_back({"--transformer-impl", transformer_impl});
+  std::string args_text =
+      "# pretrain_gpt.py's arguments that resume from this checkpoint (mtnlg-ckpt export "
+      "--format megatron of " +
+      dir + "; mtnlg-recipe to-megatron)\n";
+  for (const std::string& l : command.not_expressible) {
+    args_text += "# Megatron would run this differently: ";
+    args_text += l;
+    args_text += '\n';
+  }
+  for (const std::string& l : command.notes) {
+    args_text += "# note: ";
+    args_text += l;
+    args_text += '\n';
+  }
+  args_text += megatron_args_text(command, "");
+  const std::string args_file = (fs::path(output) / "megatron_args.txt").string();
+  write_file_atomic(args_file, args_text);
   std::ostringstream out;
   out << "wrote iteration " << m.iteration << " of " << dir
       << " as a Megatron checkpoint at tensor " << tensor << " x pipeline " << pipeline << " under "
@@ -302,7 +339,7 @@ std::string export_megatron_checkpoint(const std::string& path, const std::strin
       << (m.has_optimizer ? " (without --use-distributed-optimizer: the state is the "
                             "non-distributed optimizer's)"
                           : " --no-load-optim")
-      << "; the run's other flags: mtnlg-recipe to-megatron";
+      << "; the whole command line: " << args_file;
   return out.str();
 }
 

@@ -106,24 +106,6 @@ std::string converted_recipe(const std::vector<std::string>& args,
   return out.str();
 }
 
-// A word as a POSIX shell reads it back: as is when it holds only safe characters, else in
-// single quotes.
-std::string shell_word(const std::string& w) {
-  const bool safe = !w.empty() && w.find_first_not_of(
-                                      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQR"
-                                      "STUVWXYZ0123456789-_./,:=+@%") == std::string::npos;
-  if (safe) return w;
-  std::string q = "'";
-  for (const char c : w) {
-    if (c == '\'') {
-      q += "'\\''";
-    } else {
-      q += c;
-    }
-  }
-  return q + "'";
-}
-
 // The recipe as pretrain_gpt.py's arguments, a flag with its values a line (shell continuations),
 // paths under the working directory relative to it as the recipe was written; what Megatron
 // cannot express stops it (exit 3) unless allow_dropped, and goes to the log with the notes.
@@ -142,19 +124,7 @@ std::string megatron_command(const std::string& config, const std::vector<std::s
                                "--allow-dropped");
     for (const std::string& l : c.not_expressible) spdlog::warn("not expressible: {}", l);
   }
-  const std::string cwd = std::filesystem::current_path().string() + "/";
-  std::string out;
-  for (size_t i = 0; i < c.flags.size(); ++i) {
-    std::string line;
-    for (std::string w : c.flags[i]) {
-      if (w.rfind(cwd, 0) == 0 && w.size() > cwd.size()) w = w.substr(cwd.size());
-      if (!line.empty()) line += ' ';
-      line += shell_word(w);
-    }
-    out += line;
-    out += i + 1 < c.flags.size() ? " \\\n" : "\n";
-  }
-  return out;
+  return mtnlg::megatron_args_text(c, std::filesystem::current_path().string());
 }
 
 }  // namespace

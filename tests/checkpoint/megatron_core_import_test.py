@@ -724,6 +724,46 @@ def check_core_export(out, impl, tp, pp):
     check(f"{impl}: opt_param_scheduler equals Megatron's from the run's args (samples)", sched_ok)
     check(f"{impl}: rng_state loads and is seeded as Megatron seeds --seed", rng_ok)
     check(f"{impl}: args pass Megatron's check_checkpoint_args", args_ok)
+    # megatron_args.txt: the command line that resumes from it. Megatron asserts its scheduler's
+    # values equal the checkpoint's: computed here from the flags as get_optimizer_param_scheduler
+    # computes them.
+    words = " ".join(line.rstrip("\\\n") for line in
+                     open(os.path.join(back, "megatron_args.txt")) if not line.startswith("#"))
+    flags, key = {}, None
+    for w in words.split():
+        if w.startswith("--"):
+            key = w
+            flags[key] = []
+        else:
+            flags[key].append(w)
+    one = lambda f, default=None: flags[f][0] if f in flags else default
+    gbs = int(one("--global-batch-size"))
+    if "--train-iters" in flags:
+        train = int(one("--train-iters")) * gbs
+        warm = int(one("--lr-warmup-iters", 0)) * gbs
+        decay = int(one("--lr-decay-iters", one("--train-iters"))) * gbs
+    else:
+        train = int(one("--train-samples"))
+        warm = int(one("--lr-warmup-samples", 0))
+        decay = int(one("--lr-decay-samples", train))
+    wd = float(one("--weight-decay"))
+    want = {"max_lr": float(one("--lr")), "min_lr": float(one("--min-lr")),
+            "lr_warmup_steps": warm, "lr_decay_steps": decay,
+            "lr_decay_style": one("--lr-decay-style"), "start_wd": wd, "end_wd": wd,
+            "wd_incr_style": "constant", "wd_incr_steps": train}
+    sched = dict(state.get("opt_param_scheduler", {}))
+    sched.pop("num_steps", None)
+    check(f"{impl}: megatron_args.txt resumes it: --save/--load the export, --ckpt-format torch, "
+          f"--transformer-impl, the layout, no distributed optimizer, and the scheduler Megatron "
+          f"computes from its flags equal to the checkpoint's ({sched} vs {want})",
+          one("--save") == back and one("--load") == back and one("--ckpt-format") == "torch" and
+          one("--transformer-impl") == impl and one("--tensor-model-parallel-size") == str(tp)
+          and one("--pipeline-model-parallel-size") == str(pp) and
+          "--use-distributed-optimizer" not in flags and sched == want)
+    r = run(f"{build}/mtnlg-recipe", "from-megatron", "-o", os.path.join(tmp, f"back-{impl}.yaml"),
+            "--", *words.split())
+    check(f"{impl}: from-megatron reads megatron_args.txt ({r.stderr.strip()[-200:]})",
+          r.returncode == 0)
 
 
 if out:
