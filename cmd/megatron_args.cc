@@ -13,6 +13,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
 
 #include "core/status.h"
 #include "core/suggest.h"
@@ -22,50 +23,56 @@ namespace mtnlg {
 
 namespace {
 
-// Flags whose value maps onto one recipe key unchanged.
-const std::map<std::string, std::string>& direct_keys() {
-  static const std::map<std::string, std::string> m = {
-      {"--num-layers", "model.num_layers"},
-      {"--hidden-size", "model.hidden_size"},
-      {"--ffn-hidden-size", "model.ffn_hidden_size"},
-      {"--num-attention-heads", "model.num_attention_heads"},
-      {"--seq-length", "model.seq_length"},
-      {"--max-position-embeddings", "model.max_position_embeddings"},
-      {"--make-vocab-size-divisible-by", "model.make_vocab_size_divisible_by"},
-      {"--init-method-std", "model.init_method_std"},
-      {"--hidden-dropout", "model.hidden_dropout"},
-      {"--attention-dropout", "model.attention_dropout"},
-      {"--layernorm-epsilon", "model.layernorm_epsilon"},
-      {"--tensor-model-parallel-size", "parallel.tensor"},
-      {"--pipeline-model-parallel-size", "parallel.pipeline"},
-      {"--micro-batch-size", "parallel.micro_batch_size"},
-      {"--global-batch-size", "batch.global_batch_size"},
-      {"--train-iters", "schedule.train_iters"},
-      {"--train-tokens", "schedule.train_tokens"},
-      {"--lr", "optimizer.lr"},
-      {"--min-lr", "optimizer.min_lr"},
-      {"--lr-decay-style", "schedule.decay_style"},
-      {"--lr-warmup-tokens", "schedule.warmup_tokens"},
-      {"--lr-decay-tokens", "schedule.decay_tokens"},
-      {"--weight-decay", "optimizer.weight_decay"},
-      {"--clip-grad", "optimizer.clip_grad"},
-      {"--adam-eps", "optimizer.eps"},
-      {"--loss-scale", "optimizer.loss_scale"},
-      {"--initial-loss-scale", "optimizer.initial_loss_scale"},
-      {"--loss-scale-window", "optimizer.loss_scale_window"},
-      {"--hysteresis", "optimizer.hysteresis"},
-      {"--min-loss-scale", "optimizer.min_loss_scale"},
-      {"--data-cache-path", "data.cache_dir"},
-      {"--save-interval", "checkpoint.save_interval"},
-      {"--ckpt-step", "checkpoint.load_iteration"},
-      {"--vocab-file", "tokenizer.vocab_file"},
-      {"--merge-file", "tokenizer.merge_file"},
-      {"--log-interval", "logging.interval"},
-      {"--tensorboard-dir", "logging.tensorboard_dir"},
-      {"--eval-interval", "eval.interval"},
-      {"--eval-iters", "eval.iters"},
-      {"--exit-duration-in-mins", "schedule.exit_duration_minutes"},
-      {"--zero-stage", "parallel.zero_stage"},
+// Flags whose value maps onto one recipe key unchanged, and whether to-megatron writes the flag
+// straight from the key's value (the others it writes under conditions of its own: fp16's loss
+// scaling, the schedule's counts, paths that may be unset; or never: Megatron-DeepSpeed's).
+struct DirectKey {
+  const char* key;
+  bool to_megatron;
+};
+const std::map<std::string, DirectKey>& direct_keys() {
+  static const std::map<std::string, DirectKey> m = {
+      {"--num-layers", {"model.num_layers", true}},
+      {"--hidden-size", {"model.hidden_size", true}},
+      {"--ffn-hidden-size", {"model.ffn_hidden_size", true}},
+      {"--num-attention-heads", {"model.num_attention_heads", true}},
+      {"--seq-length", {"model.seq_length", true}},
+      {"--max-position-embeddings", {"model.max_position_embeddings", true}},
+      {"--make-vocab-size-divisible-by", {"model.make_vocab_size_divisible_by", true}},
+      {"--init-method-std", {"model.init_method_std", true}},
+      {"--hidden-dropout", {"model.hidden_dropout", true}},
+      {"--attention-dropout", {"model.attention_dropout", true}},
+      {"--layernorm-epsilon", {"model.layernorm_epsilon", true}},
+      {"--tensor-model-parallel-size", {"parallel.tensor", true}},
+      {"--pipeline-model-parallel-size", {"parallel.pipeline", true}},
+      {"--micro-batch-size", {"parallel.micro_batch_size", true}},
+      {"--global-batch-size", {"batch.global_batch_size", true}},
+      {"--train-iters", {"schedule.train_iters", false}},
+      {"--train-tokens", {"schedule.train_tokens", false}},
+      {"--lr", {"optimizer.lr", true}},
+      {"--min-lr", {"optimizer.min_lr", true}},
+      {"--lr-decay-style", {"schedule.decay_style", true}},
+      {"--lr-warmup-tokens", {"schedule.warmup_tokens", false}},
+      {"--lr-decay-tokens", {"schedule.decay_tokens", false}},
+      {"--weight-decay", {"optimizer.weight_decay", true}},
+      {"--clip-grad", {"optimizer.clip_grad", true}},
+      {"--adam-eps", {"optimizer.eps", true}},
+      {"--loss-scale", {"optimizer.loss_scale", false}},
+      {"--initial-loss-scale", {"optimizer.initial_loss_scale", false}},
+      {"--loss-scale-window", {"optimizer.loss_scale_window", false}},
+      {"--hysteresis", {"optimizer.hysteresis", false}},
+      {"--min-loss-scale", {"optimizer.min_loss_scale", false}},
+      {"--data-cache-path", {"data.cache_dir", true}},
+      {"--save-interval", {"checkpoint.save_interval", false}},
+      {"--ckpt-step", {"checkpoint.load_iteration", false}},
+      {"--vocab-file", {"tokenizer.vocab_file", false}},
+      {"--merge-file", {"tokenizer.merge_file", false}},
+      {"--log-interval", {"logging.interval", true}},
+      {"--tensorboard-dir", {"logging.tensorboard_dir", false}},
+      {"--eval-interval", {"eval.interval", false}},
+      {"--eval-iters", {"eval.iters", false}},
+      {"--exit-duration-in-mins", {"schedule.exit_duration_minutes", false}},
+      {"--zero-stage", {"parallel.zero_stage", false}},
   };
   return m;
 }
@@ -168,8 +175,8 @@ std::string joined(const std::vector<std::string>& v) {
 }  // namespace
 
 std::string megatron_flag_for(const std::string& recipe_key) {
-  for (const auto& [flag, key] : direct_keys())
-    if (key == recipe_key) return flag;
+  for (const auto& [flag, direct] : direct_keys())
+    if (direct.key == recipe_key) return flag;
   if (recipe_key == "data.blend") return "--data-path";
   if (recipe_key == "checkpoint.dir") return "--save";
   if (recipe_key == "checkpoint.load") return "--load";
@@ -288,7 +295,7 @@ MegatronConversion convert_megatron_args(const std::vector<std::string>& args) {
       if (values.size() != 1)
         throw invalid_argument(flag + " takes one value, got " + std::to_string(values.size()),
                                flag);
-      set.push_back(it->second + "=" + v);
+      set.push_back(std::string(it->second.key) + "=" + v);
       continue;
     }
     if (const auto it = switch_keys().find(flag); it != switch_keys().end()) {
@@ -470,6 +477,13 @@ std::string shell_word(const std::string& w) {
   return q + "'";
 }
 
+// The node at a dotted key path ("model.num_layers"), undefined when absent.
+YAML::Node yaml_at(const YAML::Node& node, std::string_view path) {
+  const size_t dot = path.find('.');
+  if (dot == std::string_view::npos) return node[std::string(path)];
+  return yaml_at(node[std::string(path.substr(0, dot))], path.substr(dot + 1));
+}
+
 }  // namespace
 
 std::string megatron_args_text(const MegatronCommand& c, const std::string& relative_to) {
@@ -518,17 +532,16 @@ MegatronCommand recipe_to_megatron_args(const Recipe& r) {
     return s;
   };
 
-  add("--num-layers", {count(m.num_layers)});
-  add("--hidden-size", {count(m.hidden_size)});
-  add("--ffn-hidden-size", {count(m.ffn_hidden_size)});
-  add("--num-attention-heads", {count(m.num_attention_heads)});
-  add("--seq-length", {count(seq)});
-  add("--max-position-embeddings", {count(m.max_position_embeddings)});
-  add("--make-vocab-size-divisible-by", {count(m.make_vocab_size_divisible_by)});
-  add("--init-method-std", {num(m.init_method_std)});
-  add("--hidden-dropout", {num(m.hidden_dropout)});
-  add("--attention-dropout", {num(m.attention_dropout)});
-  add("--layernorm-epsilon", {num(m.layernorm_epsilon)});
+  // The flags of one recipe key each, from the table from-megatron reads them with: the key's
+  // value as the recipe's YAML writes it (which parses back to the same value).
+  const YAML::Node yaml = YAML::Load(recipe_to_yaml(r));
+  for (const auto& [flag, direct] : direct_keys()) {
+    if (!direct.to_megatron) continue;
+    const YAML::Node node = yaml_at(yaml, direct.key);
+    if (!node.IsScalar())
+      throw std::logic_error(std::string("to-megatron: the recipe's YAML has no ") + direct.key);
+    add(flag.c_str(), {node.Scalar()});
+  }
   // Megatron's default fused bias-GeLU is the tanh approximation; unfused, the exact GeLU.
   if (m.activation == Activation::kGelu) add("--no-bias-gelu-fusion");
   switch (m.attention_backend) {
@@ -563,12 +576,9 @@ MegatronCommand recipe_to_megatron_args(const Recipe& r) {
                                   "(scripts/hf_to_megatron.py writes one from this file)");
 
   const ParallelConfig& p = r.parallel;
-  add("--tensor-model-parallel-size", {count(p.tensor)});
-  add("--pipeline-model-parallel-size", {count(p.pipeline)});
   if (p.virtual_pipeline > 1)
     add("--num-layers-per-virtual-pipeline-stage",
         {count(m.num_layers / (p.pipeline * p.virtual_pipeline))});
-  add("--micro-batch-size", {count(p.micro_batch_size)});
   if (p.zero_stage == 1) add("--use-distributed-optimizer");
   if (p.activation_checkpointing) {
     add("--recompute-granularity", {"full"});
@@ -599,13 +609,8 @@ MegatronCommand recipe_to_megatron_args(const Recipe& r) {
     add("--min-loss-scale", {num(o.min_loss_scale)});
   }
   const OptimizerConfig& o = r.optimizer;
-  add("--lr", {num(o.lr)});
-  add("--min-lr", {num(o.min_lr)});
-  add("--weight-decay", {num(o.weight_decay)});
   add("--adam-beta1", {num(o.beta1)});
   add("--adam-beta2", {num(o.beta2)});
-  add("--adam-eps", {num(o.eps)});
-  add("--clip-grad", {num(o.clip_grad)});
 
   // The schedule: in iterations where every count is whole iterations of the full batch (no
   // ramp), else in samples.
@@ -613,7 +618,6 @@ MegatronCommand recipe_to_megatron_args(const Recipe& r) {
   const BatchConfig& b = r.batch;
   const int64_t per_iteration = r.tokens_per_iteration();
   const bool ramp = b.rampup.start > 0;
-  add("--global-batch-size", {count(b.global_batch_size)});
   if (ramp)
     add("--rampup-batch-size", {count(b.rampup.start), count(b.rampup.increment),
                                 count(samples("batch.rampup.tokens", b.rampup.tokens))});
@@ -639,7 +643,6 @@ MegatronCommand recipe_to_megatron_args(const Recipe& r) {
     if (s.decay_tokens != train * seq)
       add("--lr-decay-samples", {count(samples("schedule.decay_tokens", s.decay_tokens))});
   }
-  add("--lr-decay-style", {decay_style_name(s.decay_style)});
   if (s.exit_duration_minutes > 0) add("--exit-duration-in-mins", {num(s.exit_duration_minutes)});
 
   const DataConfig& d = r.data;
@@ -662,7 +665,6 @@ MegatronCommand recipe_to_megatron_args(const Recipe& r) {
   if (!d.shuffle)
     out.not_expressible.push_back(
         "data.shuffle false: Megatron always shuffles its samples (GPTDataset)");
-  if (!d.cache_dir.empty()) add("--data-cache-path", {d.cache_dir});
 
   const CheckpointConfig& c = r.checkpoint;
   if (!c.dir.empty()) {
@@ -686,7 +688,6 @@ MegatronCommand recipe_to_megatron_args(const Recipe& r) {
         "checkpoint.keep_last {}, checkpoint.async {}: this run's checkpoint housekeeping",
         c.keep_last, c.async));
 
-  add("--log-interval", {count(r.logging.interval)});
   if (!r.logging.tensorboard_dir.empty()) add("--tensorboard-dir", {r.logging.tensorboard_dir});
   if (r.eval.interval > 0) {
     add("--eval-interval", {count(r.eval.interval)});
