@@ -403,3 +403,22 @@ if(MTNLG_MPIRUN)
     COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/eval_tasks_layouts_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
   set_tests_properties(cli_eval_tasks_layouts PROPERTIES TIMEOUT 600 ENVIRONMENT "${mtnlg_mpirun_env}")
 endif()
+
+# Each script test's Open MPI session directory apart. mpirun makes
+# <base>/ompi.<host>.<uid>/pid.<N> and removes ompi.<host>.<uid> when it ends: two tests' mpiruns
+# sharing /tmp (ctest -j2) raced there, one removing the directory the other was making its
+# pid.<N> in ("orte_session_dir failed", a CI run's tp_train_matches_single_process, 2026-11-28).
+# A short base per test (the PMIx server's Unix sockets live under it and their paths must stay
+# short), apart per build tree too; mpirun creates it.
+string(MD5 mtnlg_build_hash "${PROJECT_BINARY_DIR}")
+string(SUBSTRING "${mtnlg_build_hash}" 0 8 mtnlg_build_hash)
+get_property(mtnlg_all_tests DIRECTORY PROPERTY TESTS)
+set(mtnlg_test_index 0)
+foreach(t IN LISTS mtnlg_all_tests)
+  if(t MATCHES ":")  # Catch2's unit tests (FILE_test:case) start no mpirun
+    continue()
+  endif()
+  math(EXPR mtnlg_test_index "${mtnlg_test_index} + 1")
+  set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
+    OMPI_MCA_orte_tmpdir_base=/tmp/mtnlg-ompi-${mtnlg_build_hash}/${mtnlg_test_index})
+endforeach()
