@@ -77,16 +77,9 @@ struct Bf16Operands {
 struct F32Operands {
   using E = float;
   static void put(E* dst, const Bf16* src, int64_t n) { widen(dst, src, n); }
-  static void put_rounded(E* dst, const float* src, int64_t n) {
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(f32_to_bf16(src[i]));
-  }
-  static float value(E x) {
-    return x;
-  }
-  static E rounded(float x) {
-    return bf16_to_f32(f32_to_bf16(x));
-  }
+  static void put_rounded(E* dst, const float* src, int64_t n) { round_to_bf16(dst, src, n); }
+  static float value(E x) { return x; }
+  static E rounded(float x) { return bf16_to_f32(f32_to_bf16(x)); }
   // g's pointers hold fp32 operands (cast through the bf16 description's types).
   static void run(const Bf16Gemm& g) {
     const auto* a = reinterpret_cast<const float*>(g.a);

@@ -119,8 +119,7 @@ void cross_entropy_backward(T* dlogits, const T* logits, const int32_t* targets,
     if constexpr (std::is_same_v<T, Bf16>) {
       // Scaled and rounded in one pass, not a scaling pass and a narrowing pass.
       const A target = e[t] * inv - grad_scale;
-#pragma omp simd
-      for (int64_t j = 0; j < vocab; ++j) d[j].bits = f32_to_bf16(e[j] * inv);
+      narrow_scaled(d, e, inv, vocab);
       d[t] = Bf16(target);
     } else {
 #pragma omp simd

@@ -8,8 +8,12 @@
 // both) and much faster on small ones, keeps one thread pool, and lets attention call BLAS from
 // inside its own parallel loop.
 //
-// Determinism: each piece sees the whole k dimension, so every output element is the same
-// k-ordered sum whatever the split; tests/core/gemm_test.cc checks 1 vs 2 threads bitwise.
+// Determinism: a run is bit-reproducible at a given thread count. Across thread counts it is
+// not always: each piece sees the whole k dimension, but OpenBLAS picks its kernel by the size of
+// each call (on AVX-512 CPUs its small-matrix kernels below about 10^6 multiply-adds and its
+// "direct" sgemm below about 7 * 10^6 sum in another order than its packed kernels), so a piece
+// and the whole product may round differently (measured: 26 x 3072 x 24 on 1 and 2 threads).
+// tests/core/gemm_test.cc checks 1 vs 2 threads to rounding and runs of one count bitwise.
 #include <cblas.h>
 #include <omp.h>
 

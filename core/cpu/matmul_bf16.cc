@@ -77,9 +77,10 @@ void load_rows(float* out, const void* c, bool c_bf16, int64_t ld_c, int64_t m, 
 // head's input gradient, k = the vocabulary) a panel also walks k in fixed chunks, adding each
 // chunk's product into c. A panel's buffers stay in the core's cache.
 //
-// Determinism: panels never change a result (each output element is one k-ordered sum whatever
-// rows or columns share its GEMM call, gemm_cpu.cc), so they may follow the thread count; the
-// k chunks do change the sums, and are fixed by the shape alone.
+// Determinism: each output element is one k-ordered sum whatever rows or columns share its GEMM
+// call, so panels follow the thread count as the fp32 GEMM's pieces do (and, as there, OpenBLAS
+// may pick another kernel for a small panel: bit-reproducible at a given thread count,
+// gemm_cpu.cc); the k chunks change the sums, and are fixed by the shape alone.
 
 // Bytes a panel's widened slice and fp32 output may take, the fewest rows (or columns) a panel is
 // worth a GEMM call for, and the k chunk of long sums (k past 4 chunks), with its panels' larger
@@ -221,15 +222,24 @@ void fp32_fallback(const Bf16Gemm& g, const float* b32) {
 std::string isa_name(dnnl::cpu_isa isa) {
   using I = dnnl::cpu_isa;
   switch (isa) {
-    case I::sse41: return "SSE4.1";
-    case I::avx: return "AVX";
-    case I::avx2: return "AVX2";
-    case I::avx2_vnni: return "AVX2_VNNI";
-    case I::avx512_core: return "AVX512_CORE";
-    case I::avx512_core_vnni: return "AVX512_CORE_VNNI";
-    case I::avx512_core_bf16: return "AVX512_CORE_BF16";
-    case I::avx512_core_amx: return "AVX512_CORE_AMX";
-    default: return "ISA " + std::to_string(static_cast<int>(isa));
+    case I::sse41:
+      return "SSE4.1";
+    case I::avx:
+      return "AVX";
+    case I::avx2:
+      return "AVX2";
+    case I::avx2_vnni:
+      return "AVX2_VNNI";
+    case I::avx512_core:
+      return "AVX512_CORE";
+    case I::avx512_core_vnni:
+      return "AVX512_CORE_VNNI";
+    case I::avx512_core_bf16:
+      return "AVX512_CORE_BF16";
+    case I::avx512_core_amx:
+      return "AVX512_CORE_AMX";
+    default:
+      return "ISA " + std::to_string(static_cast<int>(isa));
   }
 }
 
@@ -362,8 +372,8 @@ struct MatmulBf16::Impl {
     const int64_t rows = g.trans_b ? g.n : g.k, cols = g.trans_b ? g.k : g.n;
     if (copy == nullptr) {
       const int64_t bytes = rows * cols * static_cast<int64_t>(sizeof(float));
-      weights.push_back(WeightCopy{g.b, g.k, g.n, g.ld_b, g.trans_b, {}, allocate(bytes), {},
-                                   bytes, false, false});
+      weights.push_back(WeightCopy{
+          g.b, g.k, g.n, g.ld_b, g.trans_b, {}, allocate(bytes), {}, bytes, false, false});
       copy = &weights.back();
     }
     copy->used = true;
@@ -463,7 +473,8 @@ int64_t MatmulBf16::linear_weight_copy_bytes(int64_t rows, int64_t out, int64_t 
 
 std::string MatmulBf16::describe() {
   if (onednn_available())
-    return "oneDNN " + isa_name(dnnl::get_effective_cpu_isa()) + " kernels (bf16 products, fp32 sums)";
+    return "oneDNN " + isa_name(dnnl::get_effective_cpu_isa()) +
+           " kernels (bf16 products, fp32 sums)";
   return "the fp32 GEMM (OpenBLAS) on widened operands, weights widened once per step: oneDNN " +
          std::to_string(dnnl::version()->major) + "." + std::to_string(dnnl::version()->minor) +
          " has no bf16 matmul on this CPU (" + isa_name(dnnl::get_effective_cpu_isa()) +

@@ -98,3 +98,33 @@ TEST_CASE("gelu's contract - aliasing and operands named") {
   CHECK_THROWS_WITH(be->gelu_bias_backward(din, dbias, short_dout, in, Activation::kGelu),
                     Catch::Contains("gelu_bias_backward: dout is"));
 }
+
+TEST_CASE("gelu_bias_backward is gelu_backward then bias_backward, bit for bit - any threads") {
+  // The front's contract (the CUDA backend fuses the two in one kernel; its twin test compares):
+  // on the CPU, the same bits as the separate calls on 1 and 2 threads, din aliasing dout as the
+  // MLP's backward passes it.
+  const DType dt = GENERATE(DType::kBF16, DType::kF32);
+  const int64_t c = GENERATE(int64_t{48}, int64_t{3072}, int64_t{40});
+  const Activation act = GENERATE(Activation::kGelu, Activation::kGeluTanh);
+  INFO("dtype " << dtype_name(dt) << ", c " << c << ", activation " << static_cast<int>(act));
+  const int64_t rows = 37;
+  const Tensor in = random_tensor({rows, c}, dt, 11, -4.0, 4.0);
+  const Tensor dout = random_tensor({rows, c}, dt, 12);
+  const Tensor bias0 = random_tensor({c}, DType::kF32, 13);
+
+  auto ref_be = make_cpu_backend(1);
+  Tensor want = Tensor::cpu({rows, c}, dt), want_db = Tensor::cpu({c}, DType::kF32);
+  ref_be->copy(want_db, bias0);
+  ref_be->gelu_backward(want, dout, in, act);
+  ref_be->bias_backward(want_db, want);
+
+  for (int threads : {1, 2}) {
+    auto be = make_cpu_backend(threads);
+    Tensor d = Tensor::cpu({rows, c}, dt), db = Tensor::cpu({c}, DType::kF32);
+    be->copy(d, dout);
+    be->copy(db, bias0);
+    be->gelu_bias_backward(d, db, d, in, act);
+    CHECK(bitwise_equal(d, want));
+    CHECK(bitwise_equal(db, want_db));
+  }
+}
