@@ -429,12 +429,12 @@ class Backend {
 
  protected:
   // The device's operations, called by the front above after its checks (same arguments and
-  // contracts). The defaults compose other operations, through the front.
+  // contracts): those every backend implements, listed once in core/backend_ops.def, then those
+  // with a default that composes other operations through the front.
   virtual Tensor do_alloc(const Shape& shape, DType dtype) = 0;
-  virtual void do_fill(Tensor& t, double value) = 0;
-  virtual void do_copy(Tensor& dst, const Tensor& src) = 0;
-  virtual void do_gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
-                       double alpha, double beta) = 0;
+#define MTNLG_BACKEND_OP(R, name, params) virtual R do_##name params = 0;
+#include "core/backend_ops.def"
+#undef MTNLG_BACKEND_OP
   virtual void do_gemm_weight(Tensor& c, const Tensor& a, const Tensor& w, bool trans_w,
                               double alpha, double beta) {
     gemm(c, a, false, w, trans_w, alpha, beta);
@@ -446,69 +446,23 @@ class Backend {
     add_bias(y2, bias);
     if (gelu_out != nullptr) gelu_forward(*gelu_out, y, act);
   }
-  virtual void do_add_bias(Tensor& y, const Tensor& bias) = 0;
-  virtual void do_bias_backward(Tensor& dbias, const Tensor& dy) = 0;
-  virtual void do_add(Tensor& out, const Tensor& a, const Tensor& b) = 0;
-  virtual void do_axpy(Tensor& y, const Tensor& x, double alpha) = 0;
-  virtual void do_scale(Tensor& x, double alpha) = 0;
-  virtual double do_sum_squares(const Tensor& x) = 0;
   virtual std::vector<double> do_sum_squares_many(const std::vector<Tensor>& xs) {
     std::vector<double> out;
     out.reserve(xs.size());
     for (const Tensor& x : xs) out.push_back(sum_squares(x));
     return out;
   }
-  virtual void do_layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in,
-                                    const Tensor& weight, const Tensor& bias, double eps) = 0;
-  virtual void do_layernorm_backward(Tensor& din, Tensor& dweight, Tensor& dbias,
-                                     const Tensor& dout, const Tensor& in, const Tensor& weight,
-                                     const Tensor& mean, const Tensor& rstd) = 0;
-  virtual void do_gelu_forward(Tensor& out, const Tensor& in, Activation act) = 0;
-  virtual void do_gelu_backward(Tensor& din, const Tensor& dout, const Tensor& in,
-                                Activation act) = 0;
   virtual void do_gelu_bias_backward(Tensor& din, Tensor& dbias, const Tensor& dout,
                                      const Tensor& in, Activation act) {
     gelu_backward(din, dout, in, act);
     bias_backward(dbias, din);
   }
-  virtual void do_attention_forward(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,
-                                    double dropout_p, RngStream rng) = 0;
-  virtual void do_attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
-                                     const Tensor& out, const Tensor& stats, int64_t heads,
-                                     double dropout_p, RngStream rng) = 0;
-  virtual void do_embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& wte,
-                                    const Tensor& wpe) = 0;
-  virtual void do_embedding_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout,
-                                     const Tensor& tokens) = 0;
-  virtual double do_cross_entropy_forward(const Tensor& logits, const Tensor& targets,
-                                          int64_t vocab) = 0;
-  virtual void do_cross_entropy_backward(Tensor& dlogits, const Tensor& logits,
-                                         const Tensor& targets, int64_t vocab,
-                                         double grad_scale) = 0;
-  virtual void do_embedding_shard_forward(Tensor& out, const Tensor& tokens,
-                                          const Tensor& wte_local, const Tensor& wpe,
-                                          int64_t vocab_start) = 0;
-  virtual void do_embedding_shard_backward(Tensor& dwte_local, Tensor& dwpe, const Tensor& dout,
-                                           const Tensor& tokens, int64_t vocab_start) = 0;
-  virtual void do_cross_entropy_shard_max(Tensor& row_max, const Tensor& logits,
-                                          int64_t vocab_start, int64_t vocab) = 0;
-  virtual void do_cross_entropy_shard_stats(Tensor& stats, const Tensor& logits,
-                                            const Tensor& targets, const Tensor& row_max,
-                                            int64_t vocab_start, int64_t vocab) = 0;
-  virtual void do_cross_entropy_shard_backward(Tensor& dlogits, const Tensor& logits,
-                                               const Tensor& targets, const Tensor& row_max,
-                                               const Tensor& row_sum, int64_t vocab_start,
-                                               int64_t vocab, double grad_scale) = 0;
-  virtual void do_dropout_forward(Tensor& out, const Tensor& in, double p, RngStream rng) = 0;
   virtual void do_dropout_add(Tensor& y, const Tensor& x, const Tensor& residual, double p,
                               RngStream rng) {
     if (p == 0.0) return add(y, residual, x);
     dropout_forward(y, x, p, rng);
     add(y, residual, y);
   }
-  virtual void do_dropout_backward(Tensor& din, const Tensor& dout, double p, RngStream rng) = 0;
-  virtual void do_adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
-                               const AdamWArgs& args) = 0;
   virtual void do_adamw_update_rounded(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m,
                                        Tensor& v, const AdamWArgs& args) {
     adamw_update(master, grad, m, v, args);

@@ -14,44 +14,13 @@
 
 #include "core/backend_checks.h"
 #include "core/cpu/attention_bf16.h"
+#include "core/cpu/dtype_dispatch.h"
 #include "core/cpu/kernels_cpu.h"
 
 namespace mtnlg {
 namespace {
 
-// Calls f(T{}) with T the C++ type of a floating dtype: f32, f64, and bf16 unless the op
-// is wide-only (kWideOnly: the fp32 GEMM fallback and AdamW, which a bf16 model runs on its
-// fp32 masters). Other dtypes are unsupported.
-template <bool kWideOnly = false, typename F>
-void dispatch(const char* op, DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::kF32:
-      f(float{});
-      return;
-    case DType::kF64:
-      f(double{});
-      return;
-    case DType::kBF16:
-      if constexpr (!kWideOnly) {
-        f(Bf16{});
-        return;
-      }
-      [[fallthrough]];
-    case DType::kF16:
-      if constexpr (!kWideOnly) {
-        if (dtype == DType::kF16) {
-          f(F16{});
-          return;
-        }
-      }
-      [[fallthrough]];
-    default:
-      throw unsupported(std::string("CPU backend: ") + op + " does not support dtype " +
-                            dtype_name(dtype) +
-                            (kWideOnly ? "; use f32 or f64" : "; use f32, bf16, f16 or f64"),
-                        op);
-  }
-}
+using cpu::dispatch;
 
 void check_tensor(const Tensor& t, const char* op, const char* what) {
   MTNLG_CHECK_MSG(t.defined(), op << ": " << what << " is undefined");
@@ -330,23 +299,6 @@ void CpuBackend::do_layernorm_backward(Tensor& din, Tensor& dweight, Tensor& dbi
     cpu::layernorm_backward(din.data_as<T>(), dweight.data_as<A>(), dbias.data_as<A>(),
                             dout.data_as<T>(), in.data_as<T>(), weight.data_as<T>(),
                             mean.data_as<A>(), rstd.data_as<A>(), n, c);
-  });
-}
-
-void CpuBackend::do_gelu_forward(Tensor& out, const Tensor& in, Activation act) {
-  enter();
-  dispatch("gelu_forward", in.dtype(), [&](auto z) {
-    using T = decltype(z);
-    cpu::gelu_forward(out.data_as<T>(), in.data_as<T>(), in.numel(), act);
-  });
-}
-
-void CpuBackend::do_gelu_backward(Tensor& din, const Tensor& dout, const Tensor& in,
-                                  Activation act) {
-  enter();
-  dispatch("gelu_backward", in.dtype(), [&](auto z) {
-    using T = decltype(z);
-    cpu::gelu_backward(din.data_as<T>(), dout.data_as<T>(), in.data_as<T>(), in.numel(), act);
   });
 }
 

@@ -1,5 +1,8 @@
-// GeLU on the CPU: the per-element math of core/kernels/gelu_math.h in `omp simd` loops, which
-// GCC turns into calls to libmvec's vector erff/tanhf/expf for float (see kernels_cpu.h).
+// GeLU on the CPU: CpuBackend's gelu_forward and gelu_backward and their kernels, the per-element
+// math of core/kernels/gelu_math.h in `omp simd` loops, which GCC turns into calls to libmvec's
+// vector erff/tanhf/expf for float (see kernels_cpu.h).
+#include "core/cpu/cpu_backend.h"
+#include "core/cpu/dtype_dispatch.h"
 #include "core/cpu/kernels_cpu.h"
 #include "core/kernels/gelu_math.h"
 
@@ -19,8 +22,6 @@ __attribute__((noinline)) void gelu_backward_block(A* din, const A* dout, const 
     for (int64_t i = lo; i < hi; ++i) din[i] = dout[i] * kernels::gelu_tanh_grad<A>(in[i]);
   }
 }
-
-}  // namespace
 
 template <typename T>
 void gelu_forward(T* out, const T* in, int64_t n, Activation act) {
@@ -50,13 +51,27 @@ void gelu_backward(T* din, const T* dout, const T* in, int64_t n, Activation act
   });
 }
 
-template void gelu_forward<float>(float*, const float*, int64_t, Activation);
-template void gelu_forward<double>(double*, const double*, int64_t, Activation);
-template void gelu_backward<float>(float*, const float*, const float*, int64_t, Activation);
-template void gelu_backward<double>(double*, const double*, const double*, int64_t, Activation);
-template void gelu_forward<Bf16>(Bf16*, const Bf16*, int64_t, Activation);
-template void gelu_backward<Bf16>(Bf16*, const Bf16*, const Bf16*, int64_t, Activation);
-template void gelu_forward<F16>(F16*, const F16*, int64_t, Activation);
-template void gelu_backward<F16>(F16*, const F16*, const F16*, int64_t, Activation);
-
+}  // namespace
 }  // namespace mtnlg::cpu
+
+namespace mtnlg {
+
+// The operations of core/backend_ops.def this file holds.
+void CpuBackend::do_gelu_forward(Tensor& out, const Tensor& in, Activation act) {
+  enter();
+  cpu::dispatch("gelu_forward", in.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cpu::gelu_forward(out.data_as<T>(), in.data_as<T>(), in.numel(), act);
+  });
+}
+
+void CpuBackend::do_gelu_backward(Tensor& din, const Tensor& dout, const Tensor& in,
+                                  Activation act) {
+  enter();
+  cpu::dispatch("gelu_backward", in.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cpu::gelu_backward(din.data_as<T>(), dout.data_as<T>(), in.data_as<T>(), in.numel(), act);
+  });
+}
+
+}  // namespace mtnlg

@@ -298,12 +298,7 @@ template <typename T>
 void layernorm_backward(T* din, acc_t<T>* dw, acc_t<T>* db, const T* dout, const T* in, const T* w,
                         const acc_t<T>* mean, const acc_t<T>* rstd, int64_t n, int64_t c);
 
-// ---- gelu_cpu.cc ----
-template <typename T>
-void gelu_forward(T* out, const T* in, int64_t n, Activation act);
-// din may alias dout
-template <typename T>
-void gelu_backward(T* din, const T* dout, const T* in, int64_t n, Activation act);
+// ---- gelu_cpu.cc: its kernels are its own (it defines CpuBackend's GeLU operations) ----
 
 // ---- attention_cpu.cc ----
 // out: [b, s, heads*hd], stats: [b, heads, s] (each row's log-sum-exp), qkv: [b, s, heads*3*hd]

@@ -1,44 +1,14 @@
-// CudaBackend: argument checks, memory and copies here; the arithmetic is in the launchers of
-// core/cuda/kernels_cuda.h, one concept per .cu file.
-#include "core/cuda/cuda_backend.h"
-
-#include <cublas_v2.h>
-#include <cuda_runtime.h>
+// CudaBackend (its class: core/cuda/cuda_backend_impl.h): memory, copies and the operations not
+// defined beside their kernels; the arithmetic is in the launchers of core/cuda/kernels_cuda.h,
+// one concept per .cu file.
+#include "core/cuda/cuda_backend_impl.h"
 
 #include <cstdlib>
 #include <cstring>
-#include <initializer_list>
-#include <memory>
-#include <optional>
-#include <sstream>
-#include <string>
-#include <type_traits>
-#include <utility>
-
-#include "core/backend_checks.h"
-#include "core/caching_allocator.h"
-#include "core/cuda/attention_workspace.h"
-#include "core/cuda/cuda_check.h"
-#include "core/cuda/cudnn_attention.h"
-#include "core/cuda/device_overheads.h"
-#include "core/cuda/gemm_epilogue.h"
-#include "core/cuda/kernels_cuda.h"
-#include "core/env_choice.h"
-#include "core/memory_counter.h"
 
 namespace mtnlg {
 
 namespace {
-
-struct StreamDeleter {
-  void operator()(cudaStream_t s) const { (void)cudaStreamDestroy(s); }
-};
-struct CublasDeleter {
-  const CublasLibrary* lib = nullptr;
-  void operator()(cublasHandle_t h) const { (void)lib->destroy(h); }
-};
-using StreamPtr = std::unique_ptr<std::remove_pointer_t<cudaStream_t>, StreamDeleter>;
-using CublasPtr = std::unique_ptr<std::remove_pointer_t<cublasHandle_t>, CublasDeleter>;
 
 // Host-side f32<->f64 or same-dtype copy, for copy() between two CPU tensors.
 void copy_on_host(Tensor& dst, const Tensor& src) {
@@ -57,448 +27,251 @@ void copy_on_host(Tensor& dst, const Tensor& src) {
   }
 }
 
-class CudaBackend final : public Backend {
- public:
-  CudaBackend(int device, AttentionBackend attention) : device_(device) {
-    int count = 0;
-    CUDA_CHECK(cudaGetDeviceCount(&count));
-    if (device < 0 || device >= count) {
-      throw invalid_argument("CUDA device " + std::to_string(device) + " does not exist: " +
-                                 std::to_string(count) + " visible (check CUDA_VISIBLE_DEVICES)",
-                             "cuda device");
-    }
-    CUDA_CHECK(cudaSetDevice(device));
-    cudaDeviceProp prop{};
-    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-    name_ = "cuda:" + std::to_string(device) + " (" + prop.name + ")";
-    flash_.compute_major = prop.major;
-    int optin = 0;
-    CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    flash_.max_smem_optin = static_cast<size_t>(optin);
-    // Attention's kernels (attention_workspace.h, which the planner asks too): by default
-    // cuDNN's fused attention where it applies, the FA2-style ones where they apply (bf16/fp16,
-    // head sizes 64 and 128), the blocked cuBLAS ones elsewhere; MTNLG_CUDA_ATTENTION=blocked:
-    // the blocked ones; flash2-fwd and flash2-bwd: the FA2-style ones in one pass, the blocked
-    // ones in the other. A linear
-    // layer's bias (and GeLU) in cuBLASLt's epilogue where it applies; MTNLG_CUDA_EPILOGUES=off:
-    // separate kernels.
-    // Every switch from one reader, the planner's (attention_workspace.h, cuda_switches). The
-    // FA2-style forward's query rows a block: 64 (one 16-row m tile a warp) or, with
-    // MTNLG_CUDA_FLASH2_ROWS=128, 128 (two; FlashAttention-2's own); the same bits either way.
-    const CudaSwitches switches = cuda_switches(attention);
-    attention_ = switches.attention;
-    flash2_wide_rows_ = switches.flash2_wide_rows;
-    epilogues_enabled_ = switches.epilogues;
-    cudnn_deterministic_ = switches.cudnn_deterministic;
-
-    cudaStream_t stream = nullptr;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    stream_.reset(stream);
-    cublasHandle_t handle = nullptr;
-    CUBLAS_CHECK(cublas_lib_.create(&handle));
-    cublas_ = CublasPtr(handle, CublasDeleter{&cublas_lib_});
-    CUBLAS_CHECK(cublas_lib_.set_stream(handle, stream));
-    // One BLAS workspace for cuBLAS and cuBLASLt, from the cache (core/cuda/device_overheads.h),
-    // named after the stream: cublasSetStream puts cuBLAS back on its own workspace pool.
-    const auto blas_bytes = static_cast<size_t>(blas_workspace_bytes(prop.major));
-    void* blas_workspace = blas_ws_.get(blas_bytes);
-    CUBLAS_CHECK(cublas_lib_.set_workspace(handle, blas_workspace, blas_bytes));
-    epilogue_ = std::make_unique<EpilogueGemm>(blas_workspace, blas_bytes);
-    fixed_.emplace(*cache_, static_cast<size_t>(kCudaBackendScratchBytes));
-  }
-
-  Device device() const override { return Device::kCUDA; }
-  std::string name() const override { return name_; }
-
-  int64_t live_bytes() const override { return counter_->live(); }
-  int64_t peak_reserved_bytes() const override { return cache_->peak_reserved_bytes(); }
-  int64_t reserved_bytes() const override { return cache_->reserved_bytes(); }
-  int64_t device_bytes_in_use() const override {
-    size_t free_bytes = 0, total_bytes = 0;
-    if (cudaSetDevice(device_) != cudaSuccess ||
-        cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return 0;  // a report, not a check: the next CUDA call says what is wrong
-    }
-    return static_cast<int64_t>(total_bytes - free_bytes);
-  }
-  int64_t peak_bytes() const override { return counter_->peak(); }
-  void reset_peak() override { counter_->reset_peak(); }
-
-  void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream())); }
-  void* native_stream() const override { return stream_.get(); }
-
- protected:
-  // ---- memory ----
-  Tensor do_alloc(const Shape& shape, DType dtype) override {
-    const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
-    void* p = cache_->allocate(bytes);
-    if (bytes && p == nullptr) {
-      std::ostringstream os;
-      os << "out of GPU memory: " << bytes << " bytes for " << dtype_name(dtype) << shape_str(shape)
-         << " with " << counter_->live() << " bytes of tensors live (" << cache_->reserved_bytes()
-         << " reserved, the cache already released); lower "
-         << "parallel.micro_batch_size, turn on parallel.activation_checkpointing, or use more "
-            "tensor/pipeline ranks (--dry-run prints the plan)";
-      throw Error(Code::kInvalidArgument, os.str(), "cuda alloc");
-    }
-    // Back to the cache, reused in stream order (core/caching_allocator.h).
-    auto storage = std::make_shared<Storage>(
-        p, bytes, Device::kCUDA,
-        [cache = cache_, counter = counter_, n = static_cast<int64_t>(bytes)](void* q) {
-          cache->release(q, static_cast<size_t>(n));
-          counter->freed(n);
-        });
-    counter_->allocated(static_cast<int64_t>(bytes));
-    if (bytes) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream()));
-    return Tensor(std::move(storage), 0, shape, dtype);
-  }
-  void do_fill(Tensor& t, double value) override { fill_cuda(t, value, stream()); }
-  void do_copy(Tensor& dst, const Tensor& src) override {
-    MTNLG_CHECK_MSG(dst.numel() == src.numel(), "copy: " << dst.str() << " = " << src.str());
-    const bool dst_dev = dst.device() == Device::kCUDA, src_dev = src.device() == Device::kCUDA;
-    if (!dst_dev && !src_dev) {
-      copy_on_host(dst, src);
-      return;
-    }
-    if (dst.numel() == 0) return;
-    if (dst.dtype() == src.dtype()) {
-      CUDA_CHECK(
-          cudaMemcpyAsync(dst.data(), src.data(), src.nbytes(), cudaMemcpyDefault, stream()));
-      // Host memory is pageable: wait so the caller may read (or free) it on return.
-      if (!dst_dev || !src_dev) synchronize();
-      return;
-    }
-    // Conversions run on the device; a host side first moves as is through a device buffer.
-    if (dst_dev && src_dev) {
-      convert_cuda(dst, src, stream());
-    } else if (dst_dev) {
-      Tensor staged = alloc(src.shape(), src.dtype());
-      do_copy(staged, src);
-      convert_cuda(dst, staged, stream());
-    } else {
-      Tensor staged = alloc(src.shape(), dst.dtype());
-      convert_cuda(staged, src, stream());
-      do_copy(dst, staged);
-    }
-  }
-  // ---- dense algebra ----
-  void do_gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
-               double alpha, double beta) override {
-    gemm_cuda(blas(), c, a, trans_a, b, trans_b, alpha, beta);
-  }
-  void do_add_bias(Tensor& y, const Tensor& bias) override { add_bias_cuda(y, bias, stream()); }
-  void do_bias_backward(Tensor& dbias, const Tensor& dy) override {
-    bias_backward_cuda(dbias, dy, ws_, stream());
-  }
-  void do_add(Tensor& out, const Tensor& a, const Tensor& b) override {
-    add_cuda(out, a, b, stream());
-  }
-  void do_axpy(Tensor& y, const Tensor& x, double alpha) override {
-    axpy_cuda(y, x, alpha, stream());
-  }
-  void do_scale(Tensor& x, double alpha) override { scale_cuda(x, alpha, stream()); }
-  double do_sum_squares(const Tensor& x) override {
-    return sum_squares_cuda(x, sum_scratch(), stream());
-  }
-  std::vector<double> do_sum_squares_many(const std::vector<Tensor>& xs) override {
-    return sum_squares_many_cuda(xs, ws_, stream());
-  }
-  // ---- layers ----
-  void do_layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in,
-                            const Tensor& weight, const Tensor& bias, double eps) override {
-    layernorm_forward_cuda(out, mean, rstd, in, weight, bias, eps, stream());
-  }
-  void do_layernorm_backward(Tensor& din, Tensor& dweight, Tensor& dbias, const Tensor& dout,
-                             const Tensor& in, const Tensor& weight, const Tensor& mean,
-                             const Tensor& rstd) override {
-    layernorm_backward_cuda(din, dweight, dbias, dout, in, weight, mean, rstd, ws_, stream());
-  }
-  void do_gelu_forward(Tensor& out, const Tensor& in, Activation act) override {
-    gelu_forward_cuda(out, in, act, stream());
-  }
-  void do_gelu_backward(Tensor& din, const Tensor& dout, const Tensor& in,
-                        Activation act) override {
-    gelu_backward_cuda(din, dout, in, act, stream());
-  }
-  void do_gelu_bias_backward(Tensor& din, Tensor& dbias, const Tensor& dout, const Tensor& in,
-                             Activation act) override {
-    gelu_bias_backward_cuda(din, dbias, dout, in, act, ws_, stream());
-  }
-  // cuBLASLt with the bias (and the tanh GeLU) in the epilogue where it applies
-  // (core/cuda/gemm_epilogue.h); the exact GeLU, which cuBLASLt lacks, after it; else the
-  // separate operations.
-  void do_linear_bias_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias,
-                              Tensor* gelu_out, Activation act) override {
-    if (epilogues_enabled_) {
-      const bool fuse_gelu = gelu_out != nullptr && act == Activation::kGeluTanh;
-      if (epilogue_->linear_bias(y, x, w, bias, fuse_gelu ? gelu_out : nullptr, stream())) {
-        if (gelu_out != nullptr && !fuse_gelu) gelu_forward(*gelu_out, y, act);
-        return;
-      }
-    }
-    Backend::do_linear_bias_forward(y, x, w, bias, gelu_out, act);  // the default
-  }
-  void do_attention_forward(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,
-                            double dropout_p, RngStream rng) override {
-    const AttentionKernels k = family(attention_.forward, qkv, heads, dropout_p);
-    if (k == AttentionKernels::kCudnn)
-      cudnn_forward(out, stats, qkv, heads, dropout_p, rng);
-    else if (use_flash2(k, qkv, heads, {&out}))
-      flash2_forward_cuda(out, stats, qkv, heads, dropout_p, rng, flash2_wide_rows_, stream());
-    else
-      attention_forward_cuda(blas(), out, stats, qkv, heads, dropout_p, rng, ws_);
-  }
-  void do_attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                             const Tensor& stats, int64_t heads, double dropout_p,
-                             RngStream rng) override {
-    // out is forward's (checked): the FA2-style and cuDNN softmax backwards take delta_i =
-    // dO_i . O_i from it (the blocked kernels recompute whole rows and do not read it).
-    const int64_t b = qkv.dim(0), s = qkv.dim(1);
-    const AttentionKernels k = family(attention_.backward, qkv, heads, dropout_p);
-    if (k == AttentionKernels::kCudnn)
-      cudnn_backward(dqkv, dout, qkv, out, stats, heads, dropout_p, rng);
-    else if (use_flash2(k, qkv, heads, {&dqkv, &dout, &out}))
-      flash2_backward_cuda(dqkv, dout, qkv, out, stats, heads, dropout_p, rng,
-                           attention_.flash2_stores_ds(b, heads, s), ws_, stream());
-    else
-      attention_backward_cuda(blas(), dqkv, dout, qkv, stats, heads, dropout_p, rng, ws_);
-  }
-  void do_embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& wte,
-                            const Tensor& wpe) override {
-    const char* op = "embedding_forward";
-    check_ids(tokens, wte.dim(0), op, "token id", kVocabFix);
-    embedding_forward_cuda(out, tokens, wte, wpe, 0, stream());
-  }
-  void do_embedding_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout,
-                             const Tensor& tokens) override {
-    const char* op = "embedding_backward";
-    check_ids(tokens, dwte.dim(0), op, "token id", kVocabFix);
-    embedding_backward_cuda(dwte, dwpe, dout, tokens, 0, ws_, stream());
-  }
-  void do_embedding_shard_forward(Tensor& out, const Tensor& tokens, const Tensor& wte_local,
-                                  const Tensor& wpe, int64_t vocab_start) override {
-    embedding_forward_cuda(out, tokens, wte_local, wpe, vocab_start, stream());
-  }
-  void do_embedding_shard_backward(Tensor& dwte_local, Tensor& dwpe, const Tensor& dout,
-                                   const Tensor& tokens, int64_t vocab_start) override {
-    embedding_backward_cuda(dwte_local, dwpe, dout, tokens, vocab_start, ws_, stream());
-  }
-  double do_cross_entropy_forward(const Tensor& logits, const Tensor& targets,
-                                  int64_t vocab) override {
-    const char* op = "cross_entropy_forward";
-    check_ids(targets, vocab, op, "target id", kVocabFix);  // the rest: checked by the front
-    return cross_entropy_forward_cuda(logits, targets, vocab, ws_,
-                                      sum_scratch() + (kSumSquaresScratch - 1), stream());
-  }
-  void do_cross_entropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
-                                 int64_t vocab, double grad_scale) override {
-    const char* op = "cross_entropy_backward";
-    check_ids(targets, vocab, op, "target id", kVocabFix);  // the rest: checked by the front
-    cross_entropy_backward_cuda(dlogits, logits, targets, vocab, grad_scale, stream());
-  }
-  void do_cross_entropy_shard_max(Tensor& row_max, const Tensor& logits, int64_t vocab_start,
-                                  int64_t vocab) override {
-    const char* op = "cross_entropy_shard_max";
-    const int64_t real = ce_shard_rows_and_real(op, logits, vocab_start, vocab).second;
-    cross_entropy_shard_max_cuda(row_max, logits, real, stream());
-  }
-  void do_cross_entropy_shard_stats(Tensor& stats, const Tensor& logits, const Tensor& targets,
-                                    const Tensor& row_max, int64_t vocab_start,
-                                    int64_t vocab) override {
-    const char* op = "cross_entropy_shard_stats";
-    const int64_t real = ce_shard_rows_and_real(op, logits, vocab_start, vocab).second;
-    check_ids(targets, vocab, op, "target id", kVocabFix);
-    cross_entropy_shard_stats_cuda(stats, logits, targets, row_max, vocab_start, real, stream());
-  }
-  void do_cross_entropy_shard_backward(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
-                                       const Tensor& row_max, const Tensor& row_sum,
-                                       int64_t vocab_start, int64_t vocab,
-                                       double grad_scale) override {
-    const char* op = "cross_entropy_shard_backward";
-    const int64_t real = ce_shard_rows_and_real(op, logits, vocab_start, vocab).second;
-    cross_entropy_shard_backward_cuda(dlogits, logits, targets, row_max, row_sum, vocab_start, real,
-                                      grad_scale, stream());
-  }
-  void do_dropout_forward(Tensor& out, const Tensor& in, double p, RngStream rng) override {
-    dropout_forward_cuda(out, in, p, rng, stream());
-  }
-  void do_dropout_backward(Tensor& din, const Tensor& dout, double p, RngStream rng) override {
-    dropout_backward_cuda(din, dout, p, rng, stream());
-  }
-  void do_dropout_add(Tensor& y, const Tensor& x, const Tensor& residual, double p,
-                      RngStream rng) override {
-    dropout_add_cuda(y, x, residual, p, rng, stream());
-  }
-  // ---- optimizer ----
-  void do_adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
-                       const AdamWArgs& args) override {
-    adamw_update_cuda(param, grad, m, v, args, stream());
-  }
-  void do_adamw_update_rounded(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m,
-                               Tensor& v, const AdamWArgs& args) override {
-    check_rounded_dtypes(param, master, "adamw_update_rounded");
-    adamw_update_rounded_cuda(param, master, grad, m, v, args, stream());
-  }
-  // Every item checked first, then up to 32 tensors of a kind per launch.
-  void do_adamw_update_many(const std::vector<AdamWItem>& items) override {
-    const char* op = "adamw_update_many";
-    for (const AdamWItem& it : items) {
-      if (it.master != nullptr) {  // the rest of the contract: checked by Backend's front
-        check_rounded_dtypes(*it.param, *it.master, op);
-      } else {
-        MTNLG_CHECK_MSG(it.param->dtype() == DType::kF32 || it.param->dtype() == DType::kF64,
-                        op << ": param " << it.param->str()
-                           << " (f32 or f64; a bf16/fp16 model steps its fp32 masters)");
-      }
-    }
-    adamw_update_many_cuda(items, stream());
-  }
-
- private:
-  static constexpr const char* kVocabFix =
-      "the data's vocabulary is larger than the model's (check model.vocab_size)";
-
-  cudaStream_t stream() const { return stream_.get(); }
-  Blas blas() const { return {&cublas_lib_, cublas_.get()}; }
-
-  // The fused rounded step's kernels: a bf16 or fp16 param on an fp32 master (Backend's front
-  // checked the rest of the contract).
-  static void check_rounded_dtypes(const Tensor& param, const Tensor& master, const char* op) {
-    MTNLG_CHECK_MSG(param.dtype() == DType::kBF16 || param.dtype() == DType::kF16,
-                    op << ": param " << param.str() << " (bf16 or f16)");
-    MTNLG_CHECK_MSG(master.dtype() == DType::kF32, op << ": master " << master.str() << " (f32)");
-  }
-
-  double* sum_scratch() const { return static_cast<double*>(fixed_->data()); }
-  // Whether a pass whose chosen family is `k` runs the FA2-style (flash) kernels: chosen, and
-  // they apply to these tensors, at a head size measured on a GPU unless MTNLG_CUDA_ATTENTION
-  // named them (flash2_attention_planned, the planner's rule).
-  // The family a pass runs: cuDNN's where it was chosen and takes the call (the planner's rule,
-  // cudnn_attention_planned, and cuDNN on this machine running the shape); where it does not,
-  // by default the FA2-style kernels (use_flash2 then decides where they apply), named the
-  // blocked ones. Any other choice as it is (use_flash/use_flash2 decide where they apply).
-  AttentionKernels family(AttentionKernels k, const Tensor& qkv, int64_t heads, double p) {
-    if (k != AttentionKernels::kCudnn) return k;
-    const int64_t hd = qkv.dim(2) / (3 * heads);
-    if (cudnn_attention_planned(static_cast<int64_t>(dtype_size(qkv.dtype())), hd) &&
-        cudnn_takes(qkv, heads, hd, p))
-      return AttentionKernels::kCudnn;
-    return attention_.cudnn_named ? AttentionKernels::kBlocked : AttentionKernels::kFlash2;
-  }
-#ifdef MTNLG_HAVE_CUDNN
-  bool cudnn_takes(const Tensor& qkv, int64_t heads, int64_t hd, double p) {
-    if (!cudnn_tried_) {
-      cudnn_tried_ = true;
-      cudnn_ = CudnnAttention::open(stream(), cudnn_deterministic_, attention_.cudnn_named);
-    }
-    return cudnn_ && cudnn_->takes(qkv.dim(0), qkv.dim(1), heads, hd, qkv.dtype(), p);
-  }
-  void cudnn_forward(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads, double p,
-                     RngStream rng) {
-    cudnn_->forward(out, stats, qkv, heads, p, rng, ws_);
-  }
-  void cudnn_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                      const Tensor& stats, int64_t heads, double p, RngStream rng) {
-    cudnn_->backward(dqkv, dout, qkv, out, stats, heads, p, rng, ws_);
-  }
-#else
-  // Built without cuDNN's headers: named, an error; by default, the other kernels.
-  bool cudnn_takes(const Tensor&, int64_t, int64_t, double) {
-    if (attention_.cudnn_named)
-      throw unsupported(
-          "MTNLG_CUDA_ATTENTION=cudnn: this build found no cuDNN headers (cudnn_graph.h); "
-          "configure with -DCUDNN_ROOT=... (the folder holding include/cudnn_graph.h) or choose "
-          "flash2 or blocked",
-          "MTNLG_CUDA_ATTENTION");
-    return false;
-  }
-  [[noreturn]] void cudnn_unreachable() const {
-    throw std::logic_error("cuDNN attention chosen in a build without cuDNN");
-  }
-  void cudnn_forward(Tensor&, Tensor&, const Tensor&, int64_t, double, RngStream) {
-    cudnn_unreachable();
-  }
-  void cudnn_backward(Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t,
-                      double, RngStream) {
-    cudnn_unreachable();
-  }
-#endif
-  bool use_flash2(AttentionKernels k, const Tensor& qkv, int64_t heads,
-                  std::initializer_list<const Tensor*> others) {
-    if (k != AttentionKernels::kFlash2 || !flash2_attention_applies(flash_, qkv, heads, others))
-      return false;
-    return attention_.flash2_named || kernels::flash2::head_dim_measured(qkv.dim(2) / (3 * heads));
-  }
-
-  // Ids from data are checked on the device; a bad one is an invalid_argument naming its
-  // position, as on the CPU. Synchronizes (one 4-byte read back).
-  void check_ids(const Tensor& ids, int64_t limit, const char* op, const char* what,
-                 const char* fix) {
-    unsigned* first_bad = reinterpret_cast<unsigned*>(sum_scratch() + kSumSquaresScratch);
-    CUDA_CHECK(cudaMemsetAsync(first_bad, 0xff, sizeof(unsigned), stream()));
-    check_ids_cuda(ids, limit, first_bad, stream());
-    unsigned pos = 0;
-    CUDA_CHECK(cudaMemcpyAsync(&pos, first_bad, sizeof pos, cudaMemcpyDeviceToHost, stream()));
-    synchronize();
-    if (pos == 0xffffffffu) return;
-    int32_t id = 0;
-    CUDA_CHECK(cudaMemcpy(&id, ids.data_as<int32_t>() + pos, sizeof id, cudaMemcpyDeviceToHost));
-    std::ostringstream os;
-    os << op << ": " << what << " " << id << " at position " << pos << " is outside [0, " << limit
-       << "); " << fix;
-    throw invalid_argument(os.str(), op);
-  }
-
-  // The vocab-parallel cross entropy's shared checks; returns (rows, real columns). Targets are
-  // range-checked once per micro-batch, in the forward's stats step (one synchronization).
-  int device_;
-  std::string name_;
-  FlashDevice flash_;
-  AttentionChoice attention_{AttentionKernels::kFlash2};
-  bool cudnn_deterministic_ = true;
-  bool epilogues_enabled_ = true;
-  bool flash2_wide_rows_ = false;  // MTNLG_CUDA_FLASH2_ROWS=128
-  // Bytes alloc() handed out and not yet freed (cudaMalloc'ed sizes; excludes cuBLAS workspace,
-  // the backend's own scratch and the CUDA context).
-  std::shared_ptr<MemoryCounter> counter_ = std::make_shared<MemoryCounter>();
-  // Device memory for alloc(): cudaMalloc'ed blocks kept for reuse. Out of memory is nullptr
-  // (the allocator then releases its cache and retries); cudaFree's status is dropped, as a
-  // deleter must not throw and at exit the driver may be gone already.
-  std::shared_ptr<CachingAllocator> cache_ = std::make_shared<CachingAllocator>(
-      [](size_t n) -> void* {
-        void* p = nullptr;
-        const cudaError_t err = cudaMalloc(&p, n);
-        if (err == cudaErrorMemoryAllocation) {
-          (void)cudaGetLastError();
-          return nullptr;
-        }
-        CUDA_CHECK(err);
-        return p;
-      },
-      [](void* p) { (void)cudaFree(p); });
-  // Declared before the blocks from cache_, so that their work is queued on a live stream.
-  StreamPtr stream_;
-  Workspace blas_ws_{*cache_};  // cuBLAS's and cuBLASLt's: outlives both handles
-  CublasLibrary cublas_lib_;    // before cublas_: the handle is destroyed through it
-  CublasPtr cublas_;
-  // kSumSquaresScratch doubles for sum_squares (and cross entropy's total), then one word for
-  // check_ids: core/cuda/device_overheads.h's kCudaBackendScratchBytes, which the plan counts.
-  // Made in the constructor's body, once the device is current.
-  std::optional<DeviceBlock> fixed_;
-  Workspace ws_{*cache_};  // launchers' temporaries (attention scores, column-sum partials, sorts)
-  // cuBLASLt, made in the constructor's body once the device is current and blas_ws_ holds the
-  // workspace (a member initializer would put it on whichever GPU was current).
-  std::unique_ptr<EpilogueGemm> epilogue_;
-#ifdef MTNLG_HAVE_CUDNN
-  // cuDNN's attention, opened on first use (null where it is missing and was not named); last,
-  // so destroyed while the stream lives.
-  bool cudnn_tried_ = false;
-  std::unique_ptr<CudnnAttention> cudnn_;
-#endif
-};
-
 }  // namespace
+
+Tensor CudaBackend::do_alloc(const Shape& shape, DType dtype) {
+  const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  void* p = cache_->allocate(bytes);
+  if (bytes && p == nullptr) {
+    std::ostringstream os;
+    os << "out of GPU memory: " << bytes << " bytes for " << dtype_name(dtype) << shape_str(shape)
+       << " with " << counter_->live() << " bytes of tensors live (" << cache_->reserved_bytes()
+       << " reserved, the cache already released); lower "
+       << "parallel.micro_batch_size, turn on parallel.activation_checkpointing, or use more "
+          "tensor/pipeline ranks (--dry-run prints the plan)";
+    throw Error(Code::kInvalidArgument, os.str(), "cuda alloc");
+  }
+  // Back to the cache, reused in stream order (core/caching_allocator.h).
+  auto storage = std::make_shared<Storage>(
+      p, bytes, Device::kCUDA,
+      [cache = cache_, counter = counter_, n = static_cast<int64_t>(bytes)](void* q) {
+        cache->release(q, static_cast<size_t>(n));
+        counter->freed(n);
+      });
+  counter_->allocated(static_cast<int64_t>(bytes));
+  if (bytes) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream()));
+  return Tensor(std::move(storage), 0, shape, dtype);
+}
+
+void CudaBackend::do_fill(Tensor& t, double value) {
+  fill_cuda(t, value, stream());
+}
+
+void CudaBackend::do_copy(Tensor& dst, const Tensor& src) {
+  MTNLG_CHECK_MSG(dst.numel() == src.numel(), "copy: " << dst.str() << " = " << src.str());
+  const bool dst_dev = dst.device() == Device::kCUDA, src_dev = src.device() == Device::kCUDA;
+  if (!dst_dev && !src_dev) {
+    copy_on_host(dst, src);
+    return;
+  }
+  if (dst.numel() == 0) return;
+  if (dst.dtype() == src.dtype()) {
+    CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), src.nbytes(), cudaMemcpyDefault, stream()));
+    // Host memory is pageable: wait so the caller may read (or free) it on return.
+    if (!dst_dev || !src_dev) synchronize();
+    return;
+  }
+  // Conversions run on the device; a host side first moves as is through a device buffer.
+  if (dst_dev && src_dev) {
+    convert_cuda(dst, src, stream());
+  } else if (dst_dev) {
+    Tensor staged = alloc(src.shape(), src.dtype());
+    do_copy(staged, src);
+    convert_cuda(dst, staged, stream());
+  } else {
+    Tensor staged = alloc(src.shape(), dst.dtype());
+    convert_cuda(staged, src, stream());
+    do_copy(dst, staged);
+  }
+}
+
+void CudaBackend::do_gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                          double alpha, double beta) {
+  gemm_cuda(blas(), c, a, trans_a, b, trans_b, alpha, beta);
+}
+
+void CudaBackend::do_add_bias(Tensor& y, const Tensor& bias) {
+  add_bias_cuda(y, bias, stream());
+}
+
+void CudaBackend::do_bias_backward(Tensor& dbias, const Tensor& dy) {
+  bias_backward_cuda(dbias, dy, ws_, stream());
+}
+
+void CudaBackend::do_add(Tensor& out, const Tensor& a, const Tensor& b) {
+  add_cuda(out, a, b, stream());
+}
+
+void CudaBackend::do_axpy(Tensor& y, const Tensor& x, double alpha) {
+  axpy_cuda(y, x, alpha, stream());
+}
+
+void CudaBackend::do_scale(Tensor& x, double alpha) {
+  scale_cuda(x, alpha, stream());
+}
+
+double CudaBackend::do_sum_squares(const Tensor& x) {
+  return sum_squares_cuda(x, sum_scratch(), stream());
+}
+
+std::vector<double> CudaBackend::do_sum_squares_many(const std::vector<Tensor>& xs) {
+  return sum_squares_many_cuda(xs, ws_, stream());
+}
+
+void CudaBackend::do_layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in,
+                                       const Tensor& weight, const Tensor& bias, double eps) {
+  layernorm_forward_cuda(out, mean, rstd, in, weight, bias, eps, stream());
+}
+
+void CudaBackend::do_layernorm_backward(Tensor& din, Tensor& dweight, Tensor& dbias,
+                                        const Tensor& dout, const Tensor& in, const Tensor& weight,
+                                        const Tensor& mean, const Tensor& rstd) {
+  layernorm_backward_cuda(din, dweight, dbias, dout, in, weight, mean, rstd, ws_, stream());
+}
+
+void CudaBackend::do_linear_bias_forward(Tensor& y, const Tensor& x, const Tensor& w,
+                                         const Tensor& bias, Tensor* gelu_out, Activation act) {
+  if (epilogues_enabled_) {
+    const bool fuse_gelu = gelu_out != nullptr && act == Activation::kGeluTanh;
+    if (epilogue_->linear_bias(y, x, w, bias, fuse_gelu ? gelu_out : nullptr, stream())) {
+      if (gelu_out != nullptr && !fuse_gelu) gelu_forward(*gelu_out, y, act);
+      return;
+    }
+  }
+  Backend::do_linear_bias_forward(y, x, w, bias, gelu_out, act);  // the default
+}
+
+void CudaBackend::do_attention_forward(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,
+                                       double dropout_p, RngStream rng) {
+  const AttentionKernels k = family(attention_.forward, qkv, heads, dropout_p);
+  if (k == AttentionKernels::kCudnn)
+    cudnn_forward(out, stats, qkv, heads, dropout_p, rng);
+  else if (use_flash2(k, qkv, heads, {&out}))
+    flash2_forward_cuda(out, stats, qkv, heads, dropout_p, rng, flash2_wide_rows_, stream());
+  else
+    attention_forward_cuda(blas(), out, stats, qkv, heads, dropout_p, rng, ws_);
+}
+
+void CudaBackend::do_attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
+                                        const Tensor& out, const Tensor& stats, int64_t heads,
+                                        double dropout_p, RngStream rng) {
+  // out is forward's (checked): the FA2-style and cuDNN softmax backwards take delta_i =
+  // dO_i . O_i from it (the blocked kernels recompute whole rows and do not read it).
+  const int64_t b = qkv.dim(0), s = qkv.dim(1);
+  const AttentionKernels k = family(attention_.backward, qkv, heads, dropout_p);
+  if (k == AttentionKernels::kCudnn)
+    cudnn_backward(dqkv, dout, qkv, out, stats, heads, dropout_p, rng);
+  else if (use_flash2(k, qkv, heads, {&dqkv, &dout, &out}))
+    flash2_backward_cuda(dqkv, dout, qkv, out, stats, heads, dropout_p, rng,
+                         attention_.flash2_stores_ds(b, heads, s), ws_, stream());
+  else
+    attention_backward_cuda(blas(), dqkv, dout, qkv, stats, heads, dropout_p, rng, ws_);
+}
+
+void CudaBackend::do_embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& wte,
+                                       const Tensor& wpe) {
+  const char* op = "embedding_forward";
+  check_ids(tokens, wte.dim(0), op, "token id", kVocabFix);
+  embedding_forward_cuda(out, tokens, wte, wpe, 0, stream());
+}
+
+void CudaBackend::do_embedding_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout,
+                                        const Tensor& tokens) {
+  const char* op = "embedding_backward";
+  check_ids(tokens, dwte.dim(0), op, "token id", kVocabFix);
+  embedding_backward_cuda(dwte, dwpe, dout, tokens, 0, ws_, stream());
+}
+
+void CudaBackend::do_embedding_shard_forward(Tensor& out, const Tensor& tokens,
+                                             const Tensor& wte_local, const Tensor& wpe,
+                                             int64_t vocab_start) {
+  embedding_forward_cuda(out, tokens, wte_local, wpe, vocab_start, stream());
+}
+
+void CudaBackend::do_embedding_shard_backward(Tensor& dwte_local, Tensor& dwpe, const Tensor& dout,
+                                              const Tensor& tokens, int64_t vocab_start) {
+  embedding_backward_cuda(dwte_local, dwpe, dout, tokens, vocab_start, ws_, stream());
+}
+
+double CudaBackend::do_cross_entropy_forward(const Tensor& logits, const Tensor& targets,
+                                             int64_t vocab) {
+  const char* op = "cross_entropy_forward";
+  check_ids(targets, vocab, op, "target id", kVocabFix);  // the rest: checked by the front
+  return cross_entropy_forward_cuda(logits, targets, vocab, ws_,
+                                    sum_scratch() + (kSumSquaresScratch - 1), stream());
+}
+
+void CudaBackend::do_cross_entropy_backward(Tensor& dlogits, const Tensor& logits,
+                                            const Tensor& targets, int64_t vocab,
+                                            double grad_scale) {
+  const char* op = "cross_entropy_backward";
+  check_ids(targets, vocab, op, "target id", kVocabFix);  // the rest: checked by the front
+  cross_entropy_backward_cuda(dlogits, logits, targets, vocab, grad_scale, stream());
+}
+
+void CudaBackend::do_cross_entropy_shard_max(Tensor& row_max, const Tensor& logits,
+                                             int64_t vocab_start, int64_t vocab) {
+  const char* op = "cross_entropy_shard_max";
+  const int64_t real = ce_shard_rows_and_real(op, logits, vocab_start, vocab).second;
+  cross_entropy_shard_max_cuda(row_max, logits, real, stream());
+}
+
+void CudaBackend::do_cross_entropy_shard_stats(Tensor& stats, const Tensor& logits,
+                                               const Tensor& targets, const Tensor& row_max,
+                                               int64_t vocab_start, int64_t vocab) {
+  const char* op = "cross_entropy_shard_stats";
+  const int64_t real = ce_shard_rows_and_real(op, logits, vocab_start, vocab).second;
+  check_ids(targets, vocab, op, "target id", kVocabFix);
+  cross_entropy_shard_stats_cuda(stats, logits, targets, row_max, vocab_start, real, stream());
+}
+
+void CudaBackend::do_cross_entropy_shard_backward(Tensor& dlogits, const Tensor& logits,
+                                                  const Tensor& targets, const Tensor& row_max,
+                                                  const Tensor& row_sum, int64_t vocab_start,
+                                                  int64_t vocab, double grad_scale) {
+  const char* op = "cross_entropy_shard_backward";
+  const int64_t real = ce_shard_rows_and_real(op, logits, vocab_start, vocab).second;
+  cross_entropy_shard_backward_cuda(dlogits, logits, targets, row_max, row_sum, vocab_start, real,
+                                    grad_scale, stream());
+}
+
+void CudaBackend::do_dropout_forward(Tensor& out, const Tensor& in, double p, RngStream rng) {
+  dropout_forward_cuda(out, in, p, rng, stream());
+}
+
+void CudaBackend::do_dropout_backward(Tensor& din, const Tensor& dout, double p, RngStream rng) {
+  dropout_backward_cuda(din, dout, p, rng, stream());
+}
+
+void CudaBackend::do_dropout_add(Tensor& y, const Tensor& x, const Tensor& residual, double p,
+                                 RngStream rng) {
+  dropout_add_cuda(y, x, residual, p, rng, stream());
+}
+
+void CudaBackend::do_adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
+                                  const AdamWArgs& args) {
+  adamw_update_cuda(param, grad, m, v, args, stream());
+}
+
+void CudaBackend::do_adamw_update_rounded(Tensor& param, Tensor& master, const Tensor& grad,
+                                          Tensor& m, Tensor& v, const AdamWArgs& args) {
+  check_rounded_dtypes(param, master, "adamw_update_rounded");
+  adamw_update_rounded_cuda(param, master, grad, m, v, args, stream());
+}
+
+void CudaBackend::do_adamw_update_many(const std::vector<AdamWItem>& items) {
+  const char* op = "adamw_update_many";
+  for (const AdamWItem& it : items) {
+    if (it.master != nullptr) {  // the rest of the contract: checked by Backend's front
+      check_rounded_dtypes(*it.param, *it.master, op);
+    } else {
+      MTNLG_CHECK_MSG(it.param->dtype() == DType::kF32 || it.param->dtype() == DType::kF64,
+                      op << ": param " << it.param->str()
+                         << " (f32 or f64; a bf16/fp16 model steps its fp32 masters)");
+    }
+  }
+  adamw_update_many_cuda(items, stream());
+}
 
 DeviceBlock::DeviceBlock(CachingAllocator& cache, size_t bytes)
     : cache_(cache), bytes_(bytes), ptr_(cache.allocate(bytes)) {

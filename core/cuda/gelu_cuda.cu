@@ -1,8 +1,10 @@
-// GeLU forward and backward on CUDA; the per-element math is core/kernels/gelu_math.h, the same
-// functions the CPU kernels call.
+// GeLU forward and backward on CUDA: CudaBackend's gelu_forward, gelu_backward and
+// gelu_bias_backward, their launchers and kernels; the per-element math is
+// core/kernels/gelu_math.h, the same functions the CPU kernels call.
 #include <cstdint>
 
 #include "core/cuda/column_sum_cuda.cuh"
+#include "core/cuda/cuda_backend_impl.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernels_cuda.h"
 #include "core/cuda/launch_cuda.h"
@@ -98,8 +100,8 @@ struct GeluBiasTerm {
   }
 };
 
-}  // namespace
-
+// gelu_backward_cuda and bias_backward_cuda in one pass of the column sums' grid (each element
+// computed, stored and summed by one thread): the same bits as the two.
 void gelu_bias_backward_cuda(Tensor& din, Tensor& dbias, const Tensor& dout, const Tensor& in,
                              Activation act, Workspace& ws, cudaStream_t stream) {
   const int64_t cols = dbias.numel();
@@ -170,6 +172,23 @@ void gelu_backward_cuda(Tensor& din, const Tensor& dout, const Tensor& in, Activ
     }
   });
   CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+// The operations of core/backend_ops.def this file holds.
+void CudaBackend::do_gelu_forward(Tensor& out, const Tensor& in, Activation act) {
+  gelu_forward_cuda(out, in, act, stream());
+}
+
+void CudaBackend::do_gelu_backward(Tensor& din, const Tensor& dout, const Tensor& in,
+                                   Activation act) {
+  gelu_backward_cuda(din, dout, in, act, stream());
+}
+
+void CudaBackend::do_gelu_bias_backward(Tensor& din, Tensor& dbias, const Tensor& dout,
+                                        const Tensor& in, Activation act) {
+  gelu_bias_backward_cuda(din, dbias, dout, in, act, ws_, stream());
 }
 
 }  // namespace mtnlg

@@ -101,14 +101,7 @@ void gemm_strided_batched_cuda(const Blas& blas, DType ab_type, DType c_type, bo
                                int64_t ldb, int64_t stride_b, double beta, void* c, int64_t ldc,
                                int64_t stride_c, int64_t batch);
 
-// ---- gelu_cuda.cu ----
-void gelu_forward_cuda(Tensor& out, const Tensor& in, Activation act, cudaStream_t stream);
-// gelu_backward_cuda and bias_backward_cuda in one pass of the column sums' grid (each element
-// computed, stored and summed by one thread): the same bits as the two.
-void gelu_bias_backward_cuda(Tensor& din, Tensor& dbias, const Tensor& dout, const Tensor& in,
-                             Activation act, Workspace& ws, cudaStream_t stream);
-void gelu_backward_cuda(Tensor& din, const Tensor& dout, const Tensor& in, Activation act,
-                        cudaStream_t stream);
+// ---- gelu_cuda.cu: its launchers are its own (it defines CudaBackend's GeLU operations) ----
 
 // ---- dropout_cuda.cu ----
 // out = in * keep / (1 - p), keep = dropout_keep(rng, i) (core/rng.h), the CPU's stream.

@@ -6,6 +6,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/backend.h"
@@ -38,81 +39,22 @@ class NotingBackend final : public Backend {
 
  protected:
   Tensor do_alloc(const Shape& shape, DType dtype) override { return Tensor::cpu(shape, dtype); }
-  void do_fill(Tensor&, double) override { ran.push_back("fill"); }
-  void do_copy(Tensor&, const Tensor&) override { ran.push_back("copy"); }
-  void do_gemm(Tensor&, const Tensor&, bool, const Tensor&, bool, double, double) override {
-    ran.push_back("gemm");
+  // Every other operation (core/backend_ops.def) notes its name and returns zero.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#define MTNLG_BACKEND_OP(R, name, params) \
+  R do_##name params override {           \
+    return noted<R>(#name);               \
   }
-  void do_add_bias(Tensor&, const Tensor&) override { ran.push_back("add_bias"); }
-  void do_bias_backward(Tensor&, const Tensor&) override { ran.push_back("bias_backward"); }
-  void do_add(Tensor&, const Tensor&, const Tensor&) override { ran.push_back("add"); }
-  void do_axpy(Tensor&, const Tensor&, double) override { ran.push_back("axpy"); }
-  void do_scale(Tensor&, double) override { ran.push_back("scale"); }
-  double do_sum_squares(const Tensor&) override {
-    ran.push_back("sum_squares");
-    return 0.0;
-  }
-  void do_layernorm_forward(Tensor&, Tensor&, Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                            double) override {
-    ran.push_back("layernorm_forward");
-  }
-  void do_layernorm_backward(Tensor&, Tensor&, Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                             const Tensor&, const Tensor&) override {
-    ran.push_back("layernorm_backward");
-  }
-  void do_gelu_forward(Tensor&, const Tensor&, Activation) override {
-    ran.push_back("gelu_forward");
-  }
-  void do_gelu_backward(Tensor&, const Tensor&, const Tensor&, Activation) override {
-    ran.push_back("gelu_backward");
-  }
-  void do_attention_forward(Tensor&, Tensor&, const Tensor&, int64_t, double, RngStream) override {
-    ran.push_back("attention_forward");
-  }
-  void do_attention_backward(Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                             int64_t, double, RngStream) override {
-    ran.push_back("attention_backward");
-  }
-  void do_embedding_forward(Tensor&, const Tensor&, const Tensor&, const Tensor&) override {
-    ran.push_back("embedding_forward");
-  }
-  void do_embedding_backward(Tensor&, Tensor&, const Tensor&, const Tensor&) override {
-    ran.push_back("embedding_backward");
-  }
-  double do_cross_entropy_forward(const Tensor&, const Tensor&, int64_t) override {
-    ran.push_back("cross_entropy_forward");
-    return 0.0;
-  }
-  void do_cross_entropy_backward(Tensor&, const Tensor&, const Tensor&, int64_t, double) override {
-    ran.push_back("cross_entropy_backward");
-  }
-  void do_embedding_shard_forward(Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                  int64_t) override {
-    ran.push_back("embedding_shard_forward");
-  }
-  void do_embedding_shard_backward(Tensor&, Tensor&, const Tensor&, const Tensor&,
-                                   int64_t) override {
-    ran.push_back("embedding_shard_backward");
-  }
-  void do_cross_entropy_shard_max(Tensor&, const Tensor&, int64_t, int64_t) override {
-    ran.push_back("cross_entropy_shard_max");
-  }
-  void do_cross_entropy_shard_stats(Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t,
-                                    int64_t) override {
-    ran.push_back("cross_entropy_shard_stats");
-  }
-  void do_cross_entropy_shard_backward(Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                       const Tensor&, int64_t, int64_t, double) override {
-    ran.push_back("cross_entropy_shard_backward");
-  }
-  void do_dropout_forward(Tensor&, const Tensor&, double, RngStream) override {
-    ran.push_back("dropout_forward");
-  }
-  void do_dropout_backward(Tensor&, const Tensor&, double, RngStream) override {
-    ran.push_back("dropout_backward");
-  }
-  void do_adamw_update(Tensor&, const Tensor&, Tensor&, Tensor&, const AdamWArgs&) override {
-    ran.push_back("adamw_update");
+#include "core/backend_ops.def"
+#undef MTNLG_BACKEND_OP
+#pragma GCC diagnostic pop
+
+ private:
+  template <typename R>
+  R noted(const char* op) {
+    ran.push_back(op);
+    if constexpr (!std::is_void_v<R>) return R{};
   }
 };
 
