@@ -1,6 +1,8 @@
 // AdamW on the CPU: core/kernels/adamw_math.h's element update over fixed blocks in parallel.
 #include <cmath>
 
+#include "core/cpu/cpu_backend.h"
+#include "core/cpu/dtype_dispatch.h"
 #include "core/cpu/kernels_cpu.h"
 #include "core/kernels/adamw_math.h"
 
@@ -42,3 +44,38 @@ template void adamw_update<double>(double*, const double*, double*, double*, int
                                    const AdamWArgs&);
 
 }  // namespace mtnlg::cpu
+
+namespace mtnlg {
+
+// The backend's operations whose kernels are in this file (docs/backend.md, Adding an operation).
+void CpuBackend::do_adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
+                                 const AdamWArgs& args) {
+  enter();
+  guard_write(param, "adamw_update");
+  cpu::dispatch<true>("adamw_update", param.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cpu::adamw_update(param.data_as<T>(), grad.data_as<T>(), m.data_as<T>(), v.data_as<T>(),
+                      param.numel(), args);
+  });
+}
+
+void CpuBackend::do_adamw_update_rounded(Tensor& param, Tensor& master, const Tensor& grad,
+                                         Tensor& m, Tensor& v, const AdamWArgs& args) {
+  guard_write(param, "adamw_update_rounded");
+  const bool narrow = param.dtype() == DType::kBF16 || param.dtype() == DType::kF16;
+  if (!narrow || master.dtype() != DType::kF32) {
+    Backend::do_adamw_update_rounded(param, master, grad, m, v, args);  // the default
+    return;
+  }
+  enter();
+  float* w = master.data_as<float>();
+  if (param.dtype() == DType::kBF16) {
+    cpu::adamw_update_rounded(param.data_as<Bf16>(), w, grad.data_as<float>(), m.data_as<float>(),
+                              v.data_as<float>(), param.numel(), args);
+  } else {
+    cpu::adamw_update_rounded(param.data_as<F16>(), w, grad.data_as<float>(), m.data_as<float>(),
+                              v.data_as<float>(), param.numel(), args);
+  }
+}
+
+}  // namespace mtnlg

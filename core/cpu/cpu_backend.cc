@@ -274,34 +274,6 @@ double CpuBackend::do_sum_squares(const Tensor& x) {
   return result;
 }
 
-void CpuBackend::do_layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in,
-                                      const Tensor& weight, const Tensor& bias, double eps) {
-  enter();
-  const int64_t c = in.dim(-1), n = in.numel() / c;  // checked by Backend::layernorm_forward
-  const DType dt = in.dtype();
-  dispatch("layernorm_forward", dt, [&](auto z) {
-    using T = decltype(z);
-    using A = acc_t<T>;
-    cpu::layernorm_forward(out.data_as<T>(), mean.data_as<A>(), rstd.data_as<A>(), in.data_as<T>(),
-                           weight.data_as<T>(), bias.data_as<T>(), n, c, static_cast<A>(eps));
-  });
-}
-
-void CpuBackend::do_layernorm_backward(Tensor& din, Tensor& dweight, Tensor& dbias,
-                                       const Tensor& dout, const Tensor& in, const Tensor& weight,
-                                       const Tensor& mean, const Tensor& rstd) {
-  enter();
-  const int64_t c = in.dim(-1), n = in.numel() / c;  // checked by Backend::layernorm_backward
-  const DType dt = in.dtype();
-  dispatch("layernorm_backward", dt, [&](auto z) {
-    using T = decltype(z);
-    using A = acc_t<T>;
-    cpu::layernorm_backward(din.data_as<T>(), dweight.data_as<A>(), dbias.data_as<A>(),
-                            dout.data_as<T>(), in.data_as<T>(), weight.data_as<T>(),
-                            mean.data_as<A>(), rstd.data_as<A>(), n, c);
-  });
-}
-
 void CpuBackend::do_attention_forward(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,
                                       double dropout_p, RngStream rng) {
   enter();
@@ -464,53 +436,6 @@ void CpuBackend::do_cross_entropy_shard_backward(Tensor& dlogits, const Tensor& 
                                       row_sum.data_as<double>(), n, logits.dim(-1), vocab_start,
                                       real, grad_scale);
   });
-}
-
-void CpuBackend::do_dropout_forward(Tensor& out, const Tensor& in, double p, RngStream rng) {
-  enter();
-  dispatch("dropout", in.dtype(), [&](auto z) {
-    using T = decltype(z);
-    if (p == 0.0) {  // identity: skip drawing random numbers that all say keep
-      if (out.data() != in.data()) std::memmove(out.data(), in.data(), in.nbytes());
-      return;
-    }
-    cpu::dropout_forward(out.data_as<T>(), in.data_as<T>(), in.numel(), static_cast<float>(p), rng);
-  });
-}
-
-void CpuBackend::do_dropout_backward(Tensor& din, const Tensor& dout, double p, RngStream rng) {
-  // The same mask and scale applied to the gradient.
-  do_dropout_forward(din, dout, p, rng);
-}
-
-void CpuBackend::do_adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
-                                 const AdamWArgs& args) {
-  enter();
-  guard_write(param, "adamw_update");
-  dispatch<true>("adamw_update", param.dtype(), [&](auto z) {
-    using T = decltype(z);
-    cpu::adamw_update(param.data_as<T>(), grad.data_as<T>(), m.data_as<T>(), v.data_as<T>(),
-                      param.numel(), args);
-  });
-}
-
-void CpuBackend::do_adamw_update_rounded(Tensor& param, Tensor& master, const Tensor& grad,
-                                         Tensor& m, Tensor& v, const AdamWArgs& args) {
-  guard_write(param, "adamw_update_rounded");
-  const bool narrow = param.dtype() == DType::kBF16 || param.dtype() == DType::kF16;
-  if (!narrow || master.dtype() != DType::kF32) {
-    Backend::do_adamw_update_rounded(param, master, grad, m, v, args);  // the default
-    return;
-  }
-  enter();
-  float* w = master.data_as<float>();
-  if (param.dtype() == DType::kBF16) {
-    cpu::adamw_update_rounded(param.data_as<Bf16>(), w, grad.data_as<float>(), m.data_as<float>(),
-                              v.data_as<float>(), param.numel(), args);
-  } else {
-    cpu::adamw_update_rounded(param.data_as<F16>(), w, grad.data_as<float>(), m.data_as<float>(),
-                              v.data_as<float>(), param.numel(), args);
-  }
 }
 
 std::unique_ptr<Backend> make_cpu_backend(int threads) {

@@ -1,5 +1,7 @@
 // Dropout on the CPU: the keep mask is regenerated from the counter-based stream (core/rng.h)
 // in forward and backward, never stored. Fixed blocks of elements in parallel.
+#include "core/cpu/cpu_backend.h"
+#include "core/cpu/dtype_dispatch.h"
 #include "core/cpu/kernels_cpu.h"
 
 namespace mtnlg::cpu {
@@ -21,3 +23,25 @@ template void dropout_forward<Bf16>(Bf16*, const Bf16*, int64_t, float, RngStrea
 template void dropout_forward<F16>(F16*, const F16*, int64_t, float, RngStream);
 
 }  // namespace mtnlg::cpu
+
+namespace mtnlg {
+
+// The backend's operations whose kernels are in this file (docs/backend.md, Adding an operation).
+void CpuBackend::do_dropout_forward(Tensor& out, const Tensor& in, double p, RngStream rng) {
+  enter();
+  cpu::dispatch("dropout", in.dtype(), [&](auto z) {
+    using T = decltype(z);
+    if (p == 0.0) {  // identity: skip drawing random numbers that all say keep
+      if (out.data() != in.data()) std::memmove(out.data(), in.data(), in.nbytes());
+      return;
+    }
+    cpu::dropout_forward(out.data_as<T>(), in.data_as<T>(), in.numel(), static_cast<float>(p), rng);
+  });
+}
+
+void CpuBackend::do_dropout_backward(Tensor& din, const Tensor& dout, double p, RngStream rng) {
+  // The same mask and scale applied to the gradient.
+  do_dropout_forward(din, dout, p, rng);
+}
+
+}  // namespace mtnlg

@@ -56,7 +56,7 @@ void gelu_backward(T* din, const T* dout, const T* in, int64_t n, Activation act
 
 namespace mtnlg {
 
-// The operations of core/backend_ops.def this file holds.
+// The backend's operations whose kernels are in this file (docs/backend.md, Adding an operation).
 void CpuBackend::do_gelu_forward(Tensor& out, const Tensor& in, Activation act) {
   enter();
   cpu::dispatch("gelu_forward", in.dtype(), [&](auto z) {

@@ -5,6 +5,8 @@
 // blocks so that no two threads add into the same element and the sum order is fixed.
 #include <cmath>
 
+#include "core/cpu/cpu_backend.h"
+#include "core/cpu/dtype_dispatch.h"
 #include "core/cpu/kernels_cpu.h"
 #include "core/kernels/layernorm_math.h"
 
@@ -102,3 +104,36 @@ MTNLG_INSTANTIATE(F16)
 #undef MTNLG_INSTANTIATE
 
 }  // namespace mtnlg::cpu
+
+namespace mtnlg {
+
+// The backend's operations whose kernels are in this file (docs/backend.md, Adding an operation).
+void CpuBackend::do_layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in,
+                                      const Tensor& weight, const Tensor& bias, double eps) {
+  enter();
+  const int64_t c = in.dim(-1), n = in.numel() / c;  // checked by Backend::layernorm_forward
+  const DType dt = in.dtype();
+  cpu::dispatch("layernorm_forward", dt, [&](auto z) {
+    using T = decltype(z);
+    using A = acc_t<T>;
+    cpu::layernorm_forward(out.data_as<T>(), mean.data_as<A>(), rstd.data_as<A>(), in.data_as<T>(),
+                           weight.data_as<T>(), bias.data_as<T>(), n, c, static_cast<A>(eps));
+  });
+}
+
+void CpuBackend::do_layernorm_backward(Tensor& din, Tensor& dweight, Tensor& dbias,
+                                       const Tensor& dout, const Tensor& in, const Tensor& weight,
+                                       const Tensor& mean, const Tensor& rstd) {
+  enter();
+  const int64_t c = in.dim(-1), n = in.numel() / c;  // checked by Backend::layernorm_backward
+  const DType dt = in.dtype();
+  cpu::dispatch("layernorm_backward", dt, [&](auto z) {
+    using T = decltype(z);
+    using A = acc_t<T>;
+    cpu::layernorm_backward(din.data_as<T>(), dweight.data_as<A>(), dbias.data_as<A>(),
+                            dout.data_as<T>(), in.data_as<T>(), weight.data_as<T>(),
+                            mean.data_as<A>(), rstd.data_as<A>(), n, c);
+  });
+}
+
+}  // namespace mtnlg

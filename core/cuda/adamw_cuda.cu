@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/cuda/cuda_backend_impl.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernels_cuda.h"
 #include "core/cuda/launch_cuda.h"
@@ -169,6 +170,32 @@ void adamw_update_cuda(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
                                                           m.data_as<T>(), v.data_as<T>(), k, n);
   });
   CUDA_CHECK(cudaGetLastError());
+}
+
+// The backend's operations whose kernels are in this file (docs/backend.md, Adding an operation).
+void CudaBackend::do_adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
+                                  const AdamWArgs& args) {
+  adamw_update_cuda(param, grad, m, v, args, stream());
+}
+
+void CudaBackend::do_adamw_update_rounded(Tensor& param, Tensor& master, const Tensor& grad,
+                                          Tensor& m, Tensor& v, const AdamWArgs& args) {
+  check_rounded_dtypes(param, master, "adamw_update_rounded");
+  adamw_update_rounded_cuda(param, master, grad, m, v, args, stream());
+}
+
+void CudaBackend::do_adamw_update_many(const std::vector<AdamWItem>& items) {
+  const char* op = "adamw_update_many";
+  for (const AdamWItem& it : items) {
+    if (it.master != nullptr) {  // the rest of the contract: checked by Backend's front
+      check_rounded_dtypes(*it.param, *it.master, op);
+    } else {
+      MTNLG_CHECK_MSG(it.param->dtype() == DType::kF32 || it.param->dtype() == DType::kF64,
+                      op << ": param " << it.param->str()
+                         << " (f32 or f64; a bf16/fp16 model steps its fp32 masters)");
+    }
+  }
+  adamw_update_many_cuda(items, stream());
 }
 
 }  // namespace mtnlg

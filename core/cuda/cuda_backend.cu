@@ -118,17 +118,6 @@ std::vector<double> CudaBackend::do_sum_squares_many(const std::vector<Tensor>& 
   return sum_squares_many_cuda(xs, ws_, stream());
 }
 
-void CudaBackend::do_layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in,
-                                       const Tensor& weight, const Tensor& bias, double eps) {
-  layernorm_forward_cuda(out, mean, rstd, in, weight, bias, eps, stream());
-}
-
-void CudaBackend::do_layernorm_backward(Tensor& din, Tensor& dweight, Tensor& dbias,
-                                        const Tensor& dout, const Tensor& in, const Tensor& weight,
-                                        const Tensor& mean, const Tensor& rstd) {
-  layernorm_backward_cuda(din, dweight, dbias, dout, in, weight, mean, rstd, ws_, stream());
-}
-
 void CudaBackend::do_linear_bias_forward(Tensor& y, const Tensor& x, const Tensor& w,
                                          const Tensor& bias, Tensor* gelu_out, Activation act) {
   if (epilogues_enabled_) {
@@ -233,44 +222,6 @@ void CudaBackend::do_cross_entropy_shard_backward(Tensor& dlogits, const Tensor&
   const int64_t real = ce_shard_rows_and_real(op, logits, vocab_start, vocab).second;
   cross_entropy_shard_backward_cuda(dlogits, logits, targets, row_max, row_sum, vocab_start, real,
                                     grad_scale, stream());
-}
-
-void CudaBackend::do_dropout_forward(Tensor& out, const Tensor& in, double p, RngStream rng) {
-  dropout_forward_cuda(out, in, p, rng, stream());
-}
-
-void CudaBackend::do_dropout_backward(Tensor& din, const Tensor& dout, double p, RngStream rng) {
-  dropout_backward_cuda(din, dout, p, rng, stream());
-}
-
-void CudaBackend::do_dropout_add(Tensor& y, const Tensor& x, const Tensor& residual, double p,
-                                 RngStream rng) {
-  dropout_add_cuda(y, x, residual, p, rng, stream());
-}
-
-void CudaBackend::do_adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
-                                  const AdamWArgs& args) {
-  adamw_update_cuda(param, grad, m, v, args, stream());
-}
-
-void CudaBackend::do_adamw_update_rounded(Tensor& param, Tensor& master, const Tensor& grad,
-                                          Tensor& m, Tensor& v, const AdamWArgs& args) {
-  check_rounded_dtypes(param, master, "adamw_update_rounded");
-  adamw_update_rounded_cuda(param, master, grad, m, v, args, stream());
-}
-
-void CudaBackend::do_adamw_update_many(const std::vector<AdamWItem>& items) {
-  const char* op = "adamw_update_many";
-  for (const AdamWItem& it : items) {
-    if (it.master != nullptr) {  // the rest of the contract: checked by Backend's front
-      check_rounded_dtypes(*it.param, *it.master, op);
-    } else {
-      MTNLG_CHECK_MSG(it.param->dtype() == DType::kF32 || it.param->dtype() == DType::kF64,
-                      op << ": param " << it.param->str()
-                         << " (f32 or f64; a bf16/fp16 model steps its fp32 masters)");
-    }
-  }
-  adamw_update_many_cuda(items, stream());
 }
 
 DeviceBlock::DeviceBlock(CachingAllocator& cache, size_t bytes)

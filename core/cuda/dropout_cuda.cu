@@ -3,6 +3,7 @@
 // and backward (and CPU and GPU) agree bit for bit on which elements survive.
 #include <cstdint>
 
+#include "core/cuda/cuda_backend_impl.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernels_cuda.h"
 #include "core/cuda/launch_cuda.h"
@@ -144,6 +145,20 @@ void dropout_add_cuda(Tensor& y, const Tensor& x, const Tensor& residual, double
                       cudaStream_t stream) {
   if (p == 0.0) return add_cuda(y, residual, x, stream);
   dropout_apply(y, x, &residual, p, rng, stream, "dropout_add");
+}
+
+// The backend's operations whose kernels are in this file (docs/backend.md, Adding an operation).
+void CudaBackend::do_dropout_forward(Tensor& out, const Tensor& in, double p, RngStream rng) {
+  dropout_forward_cuda(out, in, p, rng, stream());
+}
+
+void CudaBackend::do_dropout_backward(Tensor& din, const Tensor& dout, double p, RngStream rng) {
+  dropout_backward_cuda(din, dout, p, rng, stream());
+}
+
+void CudaBackend::do_dropout_add(Tensor& y, const Tensor& x, const Tensor& residual, double p,
+                                 RngStream rng) {
+  dropout_add_cuda(y, x, residual, p, rng, stream());
 }
 
 }  // namespace mtnlg

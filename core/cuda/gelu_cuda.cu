@@ -176,7 +176,7 @@ void gelu_backward_cuda(Tensor& din, const Tensor& dout, const Tensor& in, Activ
 
 }  // namespace
 
-// The operations of core/backend_ops.def this file holds.
+// The backend's operations whose kernels are in this file (docs/backend.md, Adding an operation).
 void CudaBackend::do_gelu_forward(Tensor& out, const Tensor& in, Activation act) {
   gelu_forward_cuda(out, in, act, stream());
 }

@@ -7,6 +7,7 @@
 #include <initializer_list>
 
 #include "core/cuda/column_sum_cuda.cuh"
+#include "core/cuda/cuda_backend_impl.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernels_cuda.h"
 #include "core/cuda/launch_cuda.h"
@@ -233,6 +234,18 @@ void layernorm_backward_cuda(Tensor& din, Tensor& dweight, Tensor& dbias, const 
                                rstd.data_as<A>(), c},
         packed<T>(c, {dout.data(), in.data()}), partial, stream);
   });
+}
+
+// The backend's operations whose kernels are in this file (docs/backend.md, Adding an operation).
+void CudaBackend::do_layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in,
+                                       const Tensor& weight, const Tensor& bias, double eps) {
+  layernorm_forward_cuda(out, mean, rstd, in, weight, bias, eps, stream());
+}
+
+void CudaBackend::do_layernorm_backward(Tensor& din, Tensor& dweight, Tensor& dbias,
+                                        const Tensor& dout, const Tensor& in, const Tensor& weight,
+                                        const Tensor& mean, const Tensor& rstd) {
+  layernorm_backward_cuda(din, dweight, dbias, dout, in, weight, mean, rstd, ws_, stream());
 }
 
 }  // namespace mtnlg
