@@ -1,5 +1,5 @@
-// CpuBackend: validates tensors (invariants: MTNLG_CHECK; bad token ids from data:
-// invalid_argument), dispatches on dtype and calls the kernels of kernels_cpu.h.
+// CpuBackend: memory, copies, the GEMMs and attention, whose kernels are in several files; every
+// other operation is defined beside its kernels (core/cpu/<family>_cpu.cc, docs/backend.md).
 #include "core/cpu/cpu_backend.h"
 
 #include <cblas.h>
@@ -25,30 +25,6 @@ using cpu::dispatch;
 void check_tensor(const Tensor& t, const char* op, const char* what) {
   MTNLG_CHECK_MSG(t.defined(), op << ": " << what << " is undefined");
   MTNLG_CHECK_MSG(t.device() == Device::kCPU, op << ": " << what << " is " << t.str());
-}
-
-void check_ids(const int32_t* ids, int64_t n, int64_t limit, const char* op, const char* what,
-               const char* fix) {
-  for (int64_t i = 0; i < n; ++i) {
-    if (ids[i] < 0 || ids[i] >= limit) {
-      std::ostringstream os;
-      os << op << ": " << what << " " << ids[i] << " at position " << i << " is outside [0, "
-         << limit << "); " << fix;
-      throw invalid_argument(os.str(), op);
-    }
-  }
-}
-
-// A vocab-parallel cross-entropy step's (n, real columns), its target ids checked (the rest of
-// its contract: Backend's front).
-std::pair<int64_t, int64_t> shard_rows(const char* op, const Tensor& logits, const Tensor* targets,
-                                       int64_t vocab_start, int64_t vocab) {
-  const auto shard = ce_shard_rows_and_real(op, logits, vocab_start, vocab);
-  if (targets != nullptr) {
-    check_ids(targets->data_as<int32_t>(), shard.first, vocab, op, "target id",
-              "the data's vocabulary is larger than the model's (check model.vocab_size)");
-  }
-  return shard;
 }
 
 }  // namespace
@@ -97,19 +73,6 @@ int64_t CpuBackend::peak_bytes() const {
 }
 void CpuBackend::reset_peak() {
   counter_->reset_peak();
-}
-
-void CpuBackend::do_fill(Tensor& t, double value) {
-  enter();
-  guard_write(t, "fill");
-  if (t.dtype() == DType::kI32) {
-    cpu::fill(t.data_as<int32_t>(), static_cast<int32_t>(value), t.numel());
-    return;
-  }
-  dispatch("fill", t.dtype(), [&](auto z) {
-    using T = decltype(z);
-    cpu::fill(t.data_as<T>(), static_cast<T>(value), t.numel());
-  });
 }
 
 void CpuBackend::do_copy(Tensor& dst, const Tensor& src) {
@@ -219,61 +182,6 @@ void CpuBackend::gemm_impl(Tensor& c, const Tensor& a, bool trans_a, const Tenso
   });
 }
 
-void CpuBackend::do_add_bias(Tensor& y, const Tensor& bias) {
-  enter();
-  const int64_t c = y.dim(-1);
-  dispatch("add_bias", y.dtype(), [&](auto z) {
-    using T = decltype(z);
-    cpu::add_bias(y.data_as<T>(), bias.data_as<T>(), y.numel() / c, c);
-  });
-}
-
-void CpuBackend::do_bias_backward(Tensor& dbias, const Tensor& dy) {
-  enter();
-  const int64_t c = dy.dim(-1);
-  dispatch("bias_backward", dy.dtype(), [&](auto z) {
-    using T = decltype(z);
-    cpu::bias_backward(dbias.data_as<acc_t<T>>(), dy.data_as<T>(), dy.numel() / c, c);
-  });
-}
-
-void CpuBackend::do_add(Tensor& out, const Tensor& a, const Tensor& b) {
-  enter();
-  guard_write(out, "add");
-  dispatch("add", out.dtype(), [&](auto z) {
-    using T = decltype(z);
-    cpu::add(out.data_as<T>(), a.data_as<T>(), b.data_as<T>(), out.numel());
-  });
-}
-
-void CpuBackend::do_axpy(Tensor& y, const Tensor& x, double alpha) {
-  enter();
-  guard_write(y, "axpy");
-  dispatch("axpy", y.dtype(), [&](auto z) {
-    using T = decltype(z);
-    cpu::axpy(y.data_as<T>(), x.data_as<T>(), static_cast<acc_t<T>>(alpha), y.numel());
-  });
-}
-
-void CpuBackend::do_scale(Tensor& x, double alpha) {
-  enter();
-  guard_write(x, "scale");
-  dispatch("scale", x.dtype(), [&](auto z) {
-    using T = decltype(z);
-    cpu::scale(x.data_as<T>(), static_cast<acc_t<T>>(alpha), x.numel());
-  });
-}
-
-double CpuBackend::do_sum_squares(const Tensor& x) {
-  enter();
-  double result = 0.0;
-  dispatch("sum_squares", x.dtype(), [&](auto z) {
-    using T = decltype(z);
-    result = cpu::sum_squares(x.data_as<T>(), x.numel());
-  });
-  return result;
-}
-
 void CpuBackend::do_attention_forward(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,
                                       double dropout_p, RngStream rng) {
   enter();
@@ -308,133 +216,6 @@ void CpuBackend::do_attention_backward(Tensor& dqkv, const Tensor& dout, const T
     cpu::attention_backward(dqkv.data_as<T>(), dout.data_as<T>(), qkv.data_as<T>(),
                             stats.data_as<acc_t<T>>(), b, s, heads, hd,
                             static_cast<float>(dropout_p), rng);
-  });
-}
-
-void CpuBackend::do_embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& wte,
-                                      const Tensor& wpe) {
-  enter();
-  const int64_t b = tokens.dim(0), s = tokens.dim(1), c = wte.dim(1);  // checked by the front
-  check_ids(tokens.data_as<int32_t>(), b * s, wte.dim(0), "embedding_forward", "token id",
-            "the data's vocabulary is larger than the model's (check model.vocab_size)");
-  dispatch("embedding_forward", wte.dtype(), [&](auto z) {
-    using T = decltype(z);
-    cpu::embedding_shard_forward(out.data_as<T>(), tokens.data_as<int32_t>(), wte.data_as<T>(),
-                                 wte.dim(0), 0, wpe.data_as<T>(), b, s, c);
-  });
-}
-
-void CpuBackend::do_embedding_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout,
-                                       const Tensor& tokens) {
-  enter();
-  const int64_t b = tokens.dim(0), s = tokens.dim(1), c = dwte.dim(1);  // checked by the front
-  check_ids(tokens.data_as<int32_t>(), b * s, dwte.dim(0), "embedding_backward", "token id",
-            "the data's vocabulary is larger than the model's (check model.vocab_size)");
-  dispatch("embedding_backward", dout.dtype(), [&](auto z) {
-    using T = decltype(z);
-    using A = acc_t<T>;
-    cpu::embedding_shard_backward(dwte.data_as<A>(), dwte.dim(0), 0, dwpe.data_as<A>(),
-                                  dout.data_as<T>(), tokens.data_as<int32_t>(), b, s, c);
-  });
-}
-
-double CpuBackend::do_cross_entropy_forward(const Tensor& logits, const Tensor& targets,
-                                            int64_t vocab) {
-  enter();
-  const int64_t vp = logits.dim(-1), n = logits.numel() / vp;  // checked by the front
-  check_ids(targets.data_as<int32_t>(), n, vocab, "cross_entropy_forward", "target id",
-            "the data's vocabulary is larger than the model's (check model.vocab_size)");
-  double loss = 0.0;
-  dispatch("cross_entropy_forward", logits.dtype(), [&](auto z) {
-    using T = decltype(z);
-    loss =
-        cpu::cross_entropy_forward(logits.data_as<T>(), targets.data_as<int32_t>(), n, vp, vocab);
-  });
-  return loss;
-}
-
-void CpuBackend::do_cross_entropy_backward(Tensor& dlogits, const Tensor& logits,
-                                           const Tensor& targets, int64_t vocab,
-                                           double grad_scale) {
-  enter();
-  const int64_t vp = logits.dim(-1), n = logits.numel() / vp;  // checked by the front
-  check_ids(targets.data_as<int32_t>(), n, vocab, "cross_entropy_backward", "target id",
-            "the data's vocabulary is larger than the model's (check model.vocab_size)");
-  dispatch("cross_entropy_backward", logits.dtype(), [&](auto z) {
-    using T = decltype(z);
-    cpu::cross_entropy_backward(dlogits.data_as<T>(), logits.data_as<T>(),
-                                targets.data_as<int32_t>(), n, vp, vocab,
-                                static_cast<acc_t<T>>(grad_scale));
-  });
-}
-
-void CpuBackend::do_embedding_shard_forward(Tensor& out, const Tensor& tokens,
-                                            const Tensor& wte_local, const Tensor& wpe,
-                                            int64_t vocab_start) {
-  enter();
-  const char* op = "embedding_shard_forward";
-  const int64_t b = tokens.dim(0), s = tokens.dim(1), c = wte_local.dim(1);  // checked
-  dispatch(op, wte_local.dtype(), [&](auto z) {
-    using T = decltype(z);
-    cpu::embedding_shard_forward(out.data_as<T>(), tokens.data_as<int32_t>(),
-                                 wte_local.data_as<T>(), wte_local.dim(0), vocab_start,
-                                 wpe.defined() ? wpe.data_as<T>() : nullptr, b, s, c);
-  });
-}
-
-void CpuBackend::do_embedding_shard_backward(Tensor& dwte_local, Tensor& dwpe, const Tensor& dout,
-                                             const Tensor& tokens, int64_t vocab_start) {
-  enter();
-  const char* op = "embedding_shard_backward";
-  const int64_t b = tokens.dim(0), s = tokens.dim(1), c = dwte_local.dim(1);  // checked
-  dispatch(op, dout.dtype(), [&](auto z) {
-    using T = decltype(z);
-    using A = acc_t<T>;
-    cpu::embedding_shard_backward(dwte_local.data_as<A>(), dwte_local.dim(0), vocab_start,
-                                  dwpe.defined() ? dwpe.data_as<A>() : nullptr, dout.data_as<T>(),
-                                  tokens.data_as<int32_t>(), b, s, c);
-  });
-}
-
-void CpuBackend::do_cross_entropy_shard_max(Tensor& row_max, const Tensor& logits,
-                                            int64_t vocab_start, int64_t vocab) {
-  enter();
-  const char* op = "cross_entropy_shard_max";
-  const auto [n, real] = shard_rows(op, logits, nullptr, vocab_start, vocab);
-  dispatch(op, logits.dtype(), [&](auto z) {
-    using T = decltype(z);
-    cpu::cross_entropy_shard_max(row_max.data_as<double>(), logits.data_as<T>(), n, logits.dim(-1),
-                                 real);
-  });
-}
-
-void CpuBackend::do_cross_entropy_shard_stats(Tensor& stats, const Tensor& logits,
-                                              const Tensor& targets, const Tensor& row_max,
-                                              int64_t vocab_start, int64_t vocab) {
-  enter();
-  const char* op = "cross_entropy_shard_stats";
-  const auto [n, real] = shard_rows(op, logits, &targets, vocab_start, vocab);
-  dispatch(op, logits.dtype(), [&](auto z) {
-    using T = decltype(z);
-    cpu::cross_entropy_shard_stats(stats.data_as<double>(), logits.data_as<T>(),
-                                   targets.data_as<int32_t>(), row_max.data_as<double>(), n,
-                                   logits.dim(-1), vocab_start, real);
-  });
-}
-
-void CpuBackend::do_cross_entropy_shard_backward(Tensor& dlogits, const Tensor& logits,
-                                                 const Tensor& targets, const Tensor& row_max,
-                                                 const Tensor& row_sum, int64_t vocab_start,
-                                                 int64_t vocab, double grad_scale) {
-  enter();
-  const char* op = "cross_entropy_shard_backward";
-  const auto [n, real] = shard_rows(op, logits, &targets, vocab_start, vocab);
-  dispatch(op, logits.dtype(), [&](auto z) {
-    using T = decltype(z);
-    cpu::cross_entropy_shard_backward(dlogits.data_as<T>(), logits.data_as<T>(),
-                                      targets.data_as<int32_t>(), row_max.data_as<double>(),
-                                      row_sum.data_as<double>(), n, logits.dim(-1), vocab_start,
-                                      real, grad_scale);
   });
 }
 

@@ -6,6 +6,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/cpu/cpu_backend.h"
+#include "core/cpu/dtype_dispatch.h"
+#include "core/cpu/id_checks.h"
 #include "core/cpu/kernels_cpu.h"
 #include "core/kernels/vocab_shard_math.h"
 
@@ -194,3 +197,80 @@ MTNLG_INSTANTIATE(F16)
 #undef MTNLG_INSTANTIATE
 
 }  // namespace mtnlg::cpu
+
+namespace mtnlg {
+
+// The backend's operations whose kernels are in this file (docs/backend.md, Adding an operation).
+double CpuBackend::do_cross_entropy_forward(const Tensor& logits, const Tensor& targets,
+                                            int64_t vocab) {
+  enter();
+  const int64_t vp = logits.dim(-1), n = logits.numel() / vp;  // checked by the front
+  cpu::check_ids(targets.data_as<int32_t>(), n, vocab, "cross_entropy_forward", "target id",
+                 "the data's vocabulary is larger than the model's (check model.vocab_size)");
+  double loss = 0.0;
+  cpu::dispatch("cross_entropy_forward", logits.dtype(), [&](auto z) {
+    using T = decltype(z);
+    loss =
+        cpu::cross_entropy_forward(logits.data_as<T>(), targets.data_as<int32_t>(), n, vp, vocab);
+  });
+  return loss;
+}
+
+void CpuBackend::do_cross_entropy_backward(Tensor& dlogits, const Tensor& logits,
+                                           const Tensor& targets, int64_t vocab,
+                                           double grad_scale) {
+  enter();
+  const int64_t vp = logits.dim(-1), n = logits.numel() / vp;  // checked by the front
+  cpu::check_ids(targets.data_as<int32_t>(), n, vocab, "cross_entropy_backward", "target id",
+                 "the data's vocabulary is larger than the model's (check model.vocab_size)");
+  cpu::dispatch("cross_entropy_backward", logits.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cpu::cross_entropy_backward(dlogits.data_as<T>(), logits.data_as<T>(),
+                                targets.data_as<int32_t>(), n, vp, vocab,
+                                static_cast<acc_t<T>>(grad_scale));
+  });
+}
+
+void CpuBackend::do_cross_entropy_shard_max(Tensor& row_max, const Tensor& logits,
+                                            int64_t vocab_start, int64_t vocab) {
+  enter();
+  const char* op = "cross_entropy_shard_max";
+  const auto [n, real] = cpu::shard_rows(op, logits, nullptr, vocab_start, vocab);
+  cpu::dispatch(op, logits.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cpu::cross_entropy_shard_max(row_max.data_as<double>(), logits.data_as<T>(), n, logits.dim(-1),
+                                 real);
+  });
+}
+
+void CpuBackend::do_cross_entropy_shard_stats(Tensor& stats, const Tensor& logits,
+                                              const Tensor& targets, const Tensor& row_max,
+                                              int64_t vocab_start, int64_t vocab) {
+  enter();
+  const char* op = "cross_entropy_shard_stats";
+  const auto [n, real] = cpu::shard_rows(op, logits, &targets, vocab_start, vocab);
+  cpu::dispatch(op, logits.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cpu::cross_entropy_shard_stats(stats.data_as<double>(), logits.data_as<T>(),
+                                   targets.data_as<int32_t>(), row_max.data_as<double>(), n,
+                                   logits.dim(-1), vocab_start, real);
+  });
+}
+
+void CpuBackend::do_cross_entropy_shard_backward(Tensor& dlogits, const Tensor& logits,
+                                                 const Tensor& targets, const Tensor& row_max,
+                                                 const Tensor& row_sum, int64_t vocab_start,
+                                                 int64_t vocab, double grad_scale) {
+  enter();
+  const char* op = "cross_entropy_shard_backward";
+  const auto [n, real] = cpu::shard_rows(op, logits, &targets, vocab_start, vocab);
+  cpu::dispatch(op, logits.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cpu::cross_entropy_shard_backward(dlogits.data_as<T>(), logits.data_as<T>(),
+                                      targets.data_as<int32_t>(), row_max.data_as<double>(),
+                                      row_sum.data_as<double>(), n, logits.dim(-1), vocab_start,
+                                      real, grad_scale);
+  });
+}
+
+}  // namespace mtnlg

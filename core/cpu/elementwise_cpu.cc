@@ -2,6 +2,8 @@
 // bias add and its backward. See kernels_cpu.h for the threading and determinism rules.
 #include <vector>
 
+#include "core/cpu/cpu_backend.h"
+#include "core/cpu/dtype_dispatch.h"
 #include "core/cpu/kernels_cpu.h"
 #include "core/kernels/bf16_math.h"
 
@@ -145,3 +147,76 @@ template void convert<F16, double>(F16*, const double*, int64_t);
 template void convert<double, F16>(double*, const F16*, int64_t);
 
 }  // namespace mtnlg::cpu
+
+namespace mtnlg {
+
+// The backend's operations whose kernels are in this file (docs/backend.md, Adding an operation).
+void CpuBackend::do_fill(Tensor& t, double value) {
+  enter();
+  guard_write(t, "fill");
+  if (t.dtype() == DType::kI32) {
+    cpu::fill(t.data_as<int32_t>(), static_cast<int32_t>(value), t.numel());
+    return;
+  }
+  cpu::dispatch("fill", t.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cpu::fill(t.data_as<T>(), static_cast<T>(value), t.numel());
+  });
+}
+
+void CpuBackend::do_add_bias(Tensor& y, const Tensor& bias) {
+  enter();
+  const int64_t c = y.dim(-1);
+  cpu::dispatch("add_bias", y.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cpu::add_bias(y.data_as<T>(), bias.data_as<T>(), y.numel() / c, c);
+  });
+}
+
+void CpuBackend::do_bias_backward(Tensor& dbias, const Tensor& dy) {
+  enter();
+  const int64_t c = dy.dim(-1);
+  cpu::dispatch("bias_backward", dy.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cpu::bias_backward(dbias.data_as<acc_t<T>>(), dy.data_as<T>(), dy.numel() / c, c);
+  });
+}
+
+void CpuBackend::do_add(Tensor& out, const Tensor& a, const Tensor& b) {
+  enter();
+  guard_write(out, "add");
+  cpu::dispatch("add", out.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cpu::add(out.data_as<T>(), a.data_as<T>(), b.data_as<T>(), out.numel());
+  });
+}
+
+void CpuBackend::do_axpy(Tensor& y, const Tensor& x, double alpha) {
+  enter();
+  guard_write(y, "axpy");
+  cpu::dispatch("axpy", y.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cpu::axpy(y.data_as<T>(), x.data_as<T>(), static_cast<acc_t<T>>(alpha), y.numel());
+  });
+}
+
+void CpuBackend::do_scale(Tensor& x, double alpha) {
+  enter();
+  guard_write(x, "scale");
+  cpu::dispatch("scale", x.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cpu::scale(x.data_as<T>(), static_cast<acc_t<T>>(alpha), x.numel());
+  });
+}
+
+double CpuBackend::do_sum_squares(const Tensor& x) {
+  enter();
+  double result = 0.0;
+  cpu::dispatch("sum_squares", x.dtype(), [&](auto z) {
+    using T = decltype(z);
+    result = cpu::sum_squares(x.data_as<T>(), x.numel());
+  });
+  return result;
+}
+
+}  // namespace mtnlg

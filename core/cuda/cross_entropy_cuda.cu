@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "core/cuda/cuda_backend_impl.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernels_cuda.h"
 #include "core/cuda/launch_cuda.h"
@@ -233,6 +234,49 @@ void cross_entropy_backward_cuda(Tensor& dlogits, const Tensor& logits, const Te
         static_cast<acc_t<T>>(grad_scale));
   });
   CUDA_CHECK(cudaGetLastError());
+}
+
+// The backend's operations whose kernels are in this file (docs/backend.md, Adding an operation).
+double CudaBackend::do_cross_entropy_forward(const Tensor& logits, const Tensor& targets,
+                                             int64_t vocab) {
+  const char* op = "cross_entropy_forward";
+  check_ids(targets, vocab, op, "target id", kVocabFix);  // the rest: checked by the front
+  return cross_entropy_forward_cuda(logits, targets, vocab, ws_,
+                                    sum_scratch() + (kSumSquaresScratch - 1), stream());
+}
+
+void CudaBackend::do_cross_entropy_backward(Tensor& dlogits, const Tensor& logits,
+                                            const Tensor& targets, int64_t vocab,
+                                            double grad_scale) {
+  const char* op = "cross_entropy_backward";
+  check_ids(targets, vocab, op, "target id", kVocabFix);  // the rest: checked by the front
+  cross_entropy_backward_cuda(dlogits, logits, targets, vocab, grad_scale, stream());
+}
+
+void CudaBackend::do_cross_entropy_shard_max(Tensor& row_max, const Tensor& logits,
+                                             int64_t vocab_start, int64_t vocab) {
+  const char* op = "cross_entropy_shard_max";
+  const int64_t real = ce_shard_rows_and_real(op, logits, vocab_start, vocab).second;
+  cross_entropy_shard_max_cuda(row_max, logits, real, stream());
+}
+
+void CudaBackend::do_cross_entropy_shard_stats(Tensor& stats, const Tensor& logits,
+                                               const Tensor& targets, const Tensor& row_max,
+                                               int64_t vocab_start, int64_t vocab) {
+  const char* op = "cross_entropy_shard_stats";
+  const int64_t real = ce_shard_rows_and_real(op, logits, vocab_start, vocab).second;
+  check_ids(targets, vocab, op, "target id", kVocabFix);
+  cross_entropy_shard_stats_cuda(stats, logits, targets, row_max, vocab_start, real, stream());
+}
+
+void CudaBackend::do_cross_entropy_shard_backward(Tensor& dlogits, const Tensor& logits,
+                                                  const Tensor& targets, const Tensor& row_max,
+                                                  const Tensor& row_sum, int64_t vocab_start,
+                                                  int64_t vocab, double grad_scale) {
+  const char* op = "cross_entropy_shard_backward";
+  const int64_t real = ce_shard_rows_and_real(op, logits, vocab_start, vocab).second;
+  cross_entropy_shard_backward_cuda(dlogits, logits, targets, row_max, row_sum, vocab_start, real,
+                                    grad_scale, stream());
 }
 
 }  // namespace mtnlg

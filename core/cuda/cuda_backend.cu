@@ -1,6 +1,6 @@
-// CudaBackend (its class: core/cuda/cuda_backend_impl.h): memory, copies and the operations not
-// defined beside their kernels; the arithmetic is in the launchers of core/cuda/kernels_cuda.h,
-// one concept per .cu file.
+// CudaBackend (its class: core/cuda/cuda_backend_impl.h): memory, copies, the GEMMs and
+// attention, whose kernels are in several files; every other operation is defined beside its
+// kernels (core/cuda/<family>_cuda.cu, docs/backend.md).
 #include "core/cuda/cuda_backend_impl.h"
 
 #include <cstdlib>
@@ -53,10 +53,6 @@ Tensor CudaBackend::do_alloc(const Shape& shape, DType dtype) {
   return Tensor(std::move(storage), 0, shape, dtype);
 }
 
-void CudaBackend::do_fill(Tensor& t, double value) {
-  fill_cuda(t, value, stream());
-}
-
 void CudaBackend::do_copy(Tensor& dst, const Tensor& src) {
   MTNLG_CHECK_MSG(dst.numel() == src.numel(), "copy: " << dst.str() << " = " << src.str());
   const bool dst_dev = dst.device() == Device::kCUDA, src_dev = src.device() == Device::kCUDA;
@@ -88,34 +84,6 @@ void CudaBackend::do_copy(Tensor& dst, const Tensor& src) {
 void CudaBackend::do_gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                           double alpha, double beta) {
   gemm_cuda(blas(), c, a, trans_a, b, trans_b, alpha, beta);
-}
-
-void CudaBackend::do_add_bias(Tensor& y, const Tensor& bias) {
-  add_bias_cuda(y, bias, stream());
-}
-
-void CudaBackend::do_bias_backward(Tensor& dbias, const Tensor& dy) {
-  bias_backward_cuda(dbias, dy, ws_, stream());
-}
-
-void CudaBackend::do_add(Tensor& out, const Tensor& a, const Tensor& b) {
-  add_cuda(out, a, b, stream());
-}
-
-void CudaBackend::do_axpy(Tensor& y, const Tensor& x, double alpha) {
-  axpy_cuda(y, x, alpha, stream());
-}
-
-void CudaBackend::do_scale(Tensor& x, double alpha) {
-  scale_cuda(x, alpha, stream());
-}
-
-double CudaBackend::do_sum_squares(const Tensor& x) {
-  return sum_squares_cuda(x, sum_scratch(), stream());
-}
-
-std::vector<double> CudaBackend::do_sum_squares_many(const std::vector<Tensor>& xs) {
-  return sum_squares_many_cuda(xs, ws_, stream());
 }
 
 void CudaBackend::do_linear_bias_forward(Tensor& y, const Tensor& x, const Tensor& w,
@@ -155,73 +123,6 @@ void CudaBackend::do_attention_backward(Tensor& dqkv, const Tensor& dout, const 
                          attention_.flash2_stores_ds(b, heads, s), ws_, stream());
   else
     attention_backward_cuda(blas(), dqkv, dout, qkv, stats, heads, dropout_p, rng, ws_);
-}
-
-void CudaBackend::do_embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& wte,
-                                       const Tensor& wpe) {
-  const char* op = "embedding_forward";
-  check_ids(tokens, wte.dim(0), op, "token id", kVocabFix);
-  embedding_forward_cuda(out, tokens, wte, wpe, 0, stream());
-}
-
-void CudaBackend::do_embedding_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout,
-                                        const Tensor& tokens) {
-  const char* op = "embedding_backward";
-  check_ids(tokens, dwte.dim(0), op, "token id", kVocabFix);
-  embedding_backward_cuda(dwte, dwpe, dout, tokens, 0, ws_, stream());
-}
-
-void CudaBackend::do_embedding_shard_forward(Tensor& out, const Tensor& tokens,
-                                             const Tensor& wte_local, const Tensor& wpe,
-                                             int64_t vocab_start) {
-  embedding_forward_cuda(out, tokens, wte_local, wpe, vocab_start, stream());
-}
-
-void CudaBackend::do_embedding_shard_backward(Tensor& dwte_local, Tensor& dwpe, const Tensor& dout,
-                                              const Tensor& tokens, int64_t vocab_start) {
-  embedding_backward_cuda(dwte_local, dwpe, dout, tokens, vocab_start, ws_, stream());
-}
-
-double CudaBackend::do_cross_entropy_forward(const Tensor& logits, const Tensor& targets,
-                                             int64_t vocab) {
-  const char* op = "cross_entropy_forward";
-  check_ids(targets, vocab, op, "target id", kVocabFix);  // the rest: checked by the front
-  return cross_entropy_forward_cuda(logits, targets, vocab, ws_,
-                                    sum_scratch() + (kSumSquaresScratch - 1), stream());
-}
-
-void CudaBackend::do_cross_entropy_backward(Tensor& dlogits, const Tensor& logits,
-                                            const Tensor& targets, int64_t vocab,
-                                            double grad_scale) {
-  const char* op = "cross_entropy_backward";
-  check_ids(targets, vocab, op, "target id", kVocabFix);  // the rest: checked by the front
-  cross_entropy_backward_cuda(dlogits, logits, targets, vocab, grad_scale, stream());
-}
-
-void CudaBackend::do_cross_entropy_shard_max(Tensor& row_max, const Tensor& logits,
-                                             int64_t vocab_start, int64_t vocab) {
-  const char* op = "cross_entropy_shard_max";
-  const int64_t real = ce_shard_rows_and_real(op, logits, vocab_start, vocab).second;
-  cross_entropy_shard_max_cuda(row_max, logits, real, stream());
-}
-
-void CudaBackend::do_cross_entropy_shard_stats(Tensor& stats, const Tensor& logits,
-                                               const Tensor& targets, const Tensor& row_max,
-                                               int64_t vocab_start, int64_t vocab) {
-  const char* op = "cross_entropy_shard_stats";
-  const int64_t real = ce_shard_rows_and_real(op, logits, vocab_start, vocab).second;
-  check_ids(targets, vocab, op, "target id", kVocabFix);
-  cross_entropy_shard_stats_cuda(stats, logits, targets, row_max, vocab_start, real, stream());
-}
-
-void CudaBackend::do_cross_entropy_shard_backward(Tensor& dlogits, const Tensor& logits,
-                                                  const Tensor& targets, const Tensor& row_max,
-                                                  const Tensor& row_sum, int64_t vocab_start,
-                                                  int64_t vocab, double grad_scale) {
-  const char* op = "cross_entropy_shard_backward";
-  const int64_t real = ce_shard_rows_and_real(op, logits, vocab_start, vocab).second;
-  cross_entropy_shard_backward_cuda(dlogits, logits, targets, row_max, row_sum, vocab_start, real,
-                                    grad_scale, stream());
 }
 
 DeviceBlock::DeviceBlock(CachingAllocator& cache, size_t bytes)

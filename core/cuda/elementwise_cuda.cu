@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "core/cuda/cuda_backend_impl.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernels_cuda.h"
 #include "core/cuda/launch_cuda.h"
@@ -182,6 +183,27 @@ void add_bias_cuda(Tensor& y, const Tensor& bias, cudaStream_t stream) {
     }
   });
   CUDA_CHECK(cudaGetLastError());
+}
+
+// The backend's operations whose kernels are in this file (docs/backend.md, Adding an operation).
+void CudaBackend::do_fill(Tensor& t, double value) {
+  fill_cuda(t, value, stream());
+}
+
+void CudaBackend::do_add_bias(Tensor& y, const Tensor& bias) {
+  add_bias_cuda(y, bias, stream());
+}
+
+void CudaBackend::do_add(Tensor& out, const Tensor& a, const Tensor& b) {
+  add_cuda(out, a, b, stream());
+}
+
+void CudaBackend::do_axpy(Tensor& y, const Tensor& x, double alpha) {
+  axpy_cuda(y, x, alpha, stream());
+}
+
+void CudaBackend::do_scale(Tensor& x, double alpha) {
+  scale_cuda(x, alpha, stream());
 }
 
 }  // namespace mtnlg

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "core/cuda/cuda_backend_impl.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernels_cuda.h"
 #include "core/cuda/launch_cuda.h"
@@ -150,6 +151,32 @@ void embedding_backward_cuda(Tensor& dwte, Tensor& dwpe, const Tensor& dout, con
         dwpe.data_as<A>(), dout.data_as<T>(), b, s, c);
     CUDA_CHECK(cudaGetLastError());
   });
+}
+
+// The backend's operations whose kernels are in this file (docs/backend.md, Adding an operation).
+void CudaBackend::do_embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& wte,
+                                       const Tensor& wpe) {
+  const char* op = "embedding_forward";
+  check_ids(tokens, wte.dim(0), op, "token id", kVocabFix);
+  embedding_forward_cuda(out, tokens, wte, wpe, 0, stream());
+}
+
+void CudaBackend::do_embedding_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout,
+                                        const Tensor& tokens) {
+  const char* op = "embedding_backward";
+  check_ids(tokens, dwte.dim(0), op, "token id", kVocabFix);
+  embedding_backward_cuda(dwte, dwpe, dout, tokens, 0, ws_, stream());
+}
+
+void CudaBackend::do_embedding_shard_forward(Tensor& out, const Tensor& tokens,
+                                             const Tensor& wte_local, const Tensor& wpe,
+                                             int64_t vocab_start) {
+  embedding_forward_cuda(out, tokens, wte_local, wpe, vocab_start, stream());
+}
+
+void CudaBackend::do_embedding_shard_backward(Tensor& dwte_local, Tensor& dwpe, const Tensor& dout,
+                                              const Tensor& tokens, int64_t vocab_start) {
+  embedding_backward_cuda(dwte_local, dwpe, dout, tokens, vocab_start, ws_, stream());
 }
 
 }  // namespace mtnlg

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/cuda/column_sum_cuda.cuh"
+#include "core/cuda/cuda_backend_impl.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernels_cuda.h"
 #include "core/cuda/launch_cuda.h"
@@ -141,6 +142,19 @@ void bias_backward_cuda(Tensor& dbias, const Tensor& dy, Workspace& ws, cudaStre
                                          BiasTerm<T>{dy.data_as<T>(), cols},
                                          packed<T>(cols, {dy.data()}), partial, stream);
   });
+}
+
+// The backend's operations whose kernels are in this file (docs/backend.md, Adding an operation).
+void CudaBackend::do_bias_backward(Tensor& dbias, const Tensor& dy) {
+  bias_backward_cuda(dbias, dy, ws_, stream());
+}
+
+double CudaBackend::do_sum_squares(const Tensor& x) {
+  return sum_squares_cuda(x, sum_scratch(), stream());
+}
+
+std::vector<double> CudaBackend::do_sum_squares_many(const std::vector<Tensor>& xs) {
+  return sum_squares_many_cuda(xs, ws_, stream());
 }
 
 }  // namespace mtnlg
