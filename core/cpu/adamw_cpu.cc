@@ -2,8 +2,8 @@
 #include <cmath>
 
 #include "core/cpu/cpu_backend.h"
-#include "core/cpu/dtype_dispatch.h"
 #include "core/cpu/kernels_cpu.h"
+#include "core/dtype_dispatch.h"
 #include "core/kernels/adamw_math.h"
 
 namespace mtnlg::cpu {
@@ -52,7 +52,7 @@ void CpuBackend::do_adamw_update(Tensor& param, const Tensor& grad, Tensor& m, T
                                  const AdamWArgs& args) {
   enter();
   guard_write(param, "adamw_update");
-  cpu::dispatch<true>("adamw_update", param.dtype(), [&](auto z) {
+  dispatch_floating<true>(Device::kCPU, param.dtype(), "adamw_update", [&](auto z) {
     using T = decltype(z);
     cpu::adamw_update(param.data_as<T>(), grad.data_as<T>(), m.data_as<T>(), v.data_as<T>(),
                       param.numel(), args);

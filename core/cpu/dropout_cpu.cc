@@ -1,8 +1,8 @@
 // Dropout on the CPU: the keep mask is regenerated from the counter-based stream (core/rng.h)
 // in forward and backward, never stored. Fixed blocks of elements in parallel.
 #include "core/cpu/cpu_backend.h"
-#include "core/cpu/dtype_dispatch.h"
 #include "core/cpu/kernels_cpu.h"
+#include "core/dtype_dispatch.h"
 
 namespace mtnlg::cpu {
 
@@ -29,7 +29,7 @@ namespace mtnlg {
 // The backend's operations whose kernels are in this file (docs/backend.md, Adding an operation).
 void CpuBackend::do_dropout_forward(Tensor& out, const Tensor& in, double p, RngStream rng) {
   enter();
-  cpu::dispatch("dropout", in.dtype(), [&](auto z) {
+  dispatch_floating(Device::kCPU, in.dtype(), "dropout", [&](auto z) {
     using T = decltype(z);
     if (p == 0.0) {  // identity: skip drawing random numbers that all say keep
       if (out.data() != in.data()) std::memmove(out.data(), in.data(), in.nbytes());

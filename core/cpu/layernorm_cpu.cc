@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "core/cpu/cpu_backend.h"
-#include "core/cpu/dtype_dispatch.h"
 #include "core/cpu/kernels_cpu.h"
+#include "core/dtype_dispatch.h"
 #include "core/kernels/layernorm_math.h"
 
 namespace mtnlg::cpu {
@@ -113,7 +113,7 @@ void CpuBackend::do_layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, c
   enter();
   const int64_t c = in.dim(-1), n = in.numel() / c;  // checked by Backend::layernorm_forward
   const DType dt = in.dtype();
-  cpu::dispatch("layernorm_forward", dt, [&](auto z) {
+  dispatch_floating(Device::kCPU, dt, "layernorm_forward", [&](auto z) {
     using T = decltype(z);
     using A = acc_t<T>;
     cpu::layernorm_forward(out.data_as<T>(), mean.data_as<A>(), rstd.data_as<A>(), in.data_as<T>(),
@@ -127,7 +127,7 @@ void CpuBackend::do_layernorm_backward(Tensor& din, Tensor& dweight, Tensor& dbi
   enter();
   const int64_t c = in.dim(-1), n = in.numel() / c;  // checked by Backend::layernorm_backward
   const DType dt = in.dtype();
-  cpu::dispatch("layernorm_backward", dt, [&](auto z) {
+  dispatch_floating(Device::kCPU, dt, "layernorm_backward", [&](auto z) {
     using T = decltype(z);
     using A = acc_t<T>;
     cpu::layernorm_backward(din.data_as<T>(), dweight.data_as<A>(), dbias.data_as<A>(),

@@ -9,6 +9,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "core/dtype_dispatch.h"
 #include "core/kernels/bf16_math.h"
 #include "core/status.h"
 #include "core/tensor.h"
@@ -22,39 +23,6 @@ constexpr int kCudaBlock = 256;
 inline unsigned cuda_grid(int64_t n) {
   const int64_t blocks = (n + kCudaBlock - 1) / kCudaBlock;
   return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, 65536));
-}
-
-// Calls f(T{}) with T = float, double, Bf16 or F16 for the tensor's floating dtype: the
-// storage type; kernels compute in acc_t<T> (core/kernels/bf16_math.h), as the CPU's do.
-// kWideOnly: f32 and f64 only (AdamW runs on a narrow model's fp32 masters, as on the CPU).
-template <bool kWideOnly = false, typename F>
-void dispatch_floating(DType dtype, const char* op, F&& f) {
-  switch (dtype) {
-    case DType::kF32:
-      f(float{});
-      return;
-    case DType::kF64:
-      f(double{});
-      return;
-    case DType::kBF16:
-      if constexpr (!kWideOnly) {
-        f(Bf16{});
-        return;
-      }
-      break;
-    case DType::kF16:
-      if constexpr (!kWideOnly) {
-        f(F16{});
-        return;
-      }
-      break;
-    default:
-      break;
-  }
-  throw unsupported(std::string(op) + " on CUDA supports " +
-                    (kWideOnly ? "f32 and f64 (a bf16/fp16 model updates its fp32 masters)"
-                               : "f32, f64, bf16 and f16") +
-                    ", not " + dtype_name(dtype));
 }
 
 // 16 bytes of elements (8 bf16/fp16, 4 f32, 2 f64): memory-bound kernels move one per lane per
