@@ -53,8 +53,8 @@ int main(int argc, char** argv) {
       "scripts/megatron_ckpt.py and Debian's PyTorch (python3-torch); MTNLG_SCRIPTS_DIR names "
       "another scripts/ directory.\n"
       "Exit status: 0 done; 2 bad command line or layout; 3 a Megatron checkpoint that cannot "
-      "be imported as it is (flags without a recipe key, the distributed optimizer's internal "
-      "buffers); 4 missing, corrupt or unreadable checkpoint (the message names the file); "
+      "be imported as it is (flags without a recipe key, optimizer state in a layout it does not "
+      "know); 4 missing, corrupt or unreadable checkpoint (the message names the file); "
       "1 other."};
   app.set_version_flag("--version", "mtnlg-ckpt 0.1.0");
   app.require_subcommand(1);
@@ -128,8 +128,9 @@ int main(int argc, char** argv) {
       "mp_rank_TT[_PPP]/model_optim_rng.pt, any tensor and pipeline split; or torch_dist: "
       "iter_NNNNNNN/.metadata and *.distcp; the legacy GPTModel's names or Megatron-Core's) into "
       "a committed checkpoint: the weights (the fp32 masters where the run kept them), Adam's "
-      "moments and step (Megatron's non-distributed optimizer; in torch_dist also the "
-      "distributed optimizer saved with --dist-ckpt-optim-fully-reshardable), the iteration and "
+      "moments and step (Megatron's non-distributed optimizer, and the distributed optimizer: "
+      "distrib_optim.pt beside each rank's file, in torch_dist its dp_reshardable buckets or "
+      "its fully reshardable state), the iteration and "
       "the consumed samples, and "
       "the recipe rebuilt from the run's arguments as mtnlg-recipe from-megatron builds it. "
       "mtnlg-train continues from it with checkpoint.dir (or checkpoint.load) set to --output");
@@ -144,9 +145,10 @@ int main(int argc, char** argv) {
                      "Megatron checkpoint's tensor and pipeline sizes, data 1)");
   import->add_option("--zero-stage", imp.zero_stage, "0 (default) or 1")->check(CLI::Range(0, 1));
   import->add_flag("--weights-only", imp.weights_only,
-                   "import the weights alone (a checkpoint saved without the optimizer or with "
-                   "the distributed optimizer, whose distrib_optim.pt and torch_dist "
-                   "dp_reshardable buffers are not read)");
+                   "import the weights alone (a checkpoint saved without the optimizer, or "
+                   "whose optimizer state is in a layout the import refuses: the distributed "
+                   "optimizer's format of before February 2024, an interleaved run's "
+                   "dp_reshardable buckets)");
   import->add_flag("--allow-dropped", imp.allow_dropped,
                    "import although the run used flags without a recipe key (each is printed)");
   import->add_option("--set", imp.sets,

@@ -27,7 +27,7 @@ struct MegatronImport {
   // The layout to write; 0: the Megatron checkpoint's tensor and pipeline sizes.
   int64_t tensor = 0, pipeline = 0, data = 1;
   int zero_stage = 0;
-  bool weights_only = false;      // no optimizer state (Megatron's distributed optimizer, or none)
+  bool weights_only = false;      // no optimizer state (none saved, or one refused)
   bool allow_dropped = false;     // import although some of the run's flags have no recipe key
   bool force = false;             // write into an --output that is not empty
   std::vector<std::string> sets;  // recipe overrides, --set syntax

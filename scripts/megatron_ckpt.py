@@ -30,7 +30,7 @@ inside {'optimizer': ..., 'fp32_from_fp16_params': [[...], [...]], 'grad_scaler'
 bf16/fp16 (Float16OptimizerWithFloat16Params: the fp32 masters). Parameter indices follow
 get_param_groups: the rank's parameters (chunk after chunk) in named_parameters order (the order
 of the model state above), those with weight decay first (not a bias, not 1-D), then the rest. The distributed
-optimizer's distrib_optim.pt is not read (import the weights with --weights-only). The
+optimizer's state is in distrib_optim.pt beside it (see distrib_rank_optimizer). The
 iteration is state['iteration'], the data position args.consumed_train_samples and
 args.consumed_valid_samples.
 
@@ -306,9 +306,6 @@ def param_groups_order(params):
 def rank_optimizer(state, where):
     """(masters, exp_avg, exp_avg_sq) of one rank as nested dicts shaped like state['model'],
     Adam's step and the learning rate; masters None for an fp32 run."""
-    if os.path.exists(os.path.join(where, "distrib_optim.pt")):
-        fail(f"{where}: the distributed optimizer's distrib_optim.pt is not read; import the "
-             "weights alone with --weights-only", 2)
     opt = state.get("optimizer")
     if not opt:
         fail(f"{where}: no optimizer state (saved with --no-save-optim?); import the weights "
@@ -354,6 +351,155 @@ def rank_optimizer(state, where):
     split = lambda values: [rebuild(tree, values)[f"chunk{v}"] for v in range(len(tree))]
     return (split(masters) if masters_flat is not None else None, split(exp_avg),
             split(exp_avg_sq), steps.pop() if steps else 0, lr)
+
+
+# ---- the distributed optimizer's distrib_optim.pt (the torch format) ----
+#
+# Megatron-Core's DistributedOptimizer (--use-distributed-optimizer) keeps a rank's fp32 masters
+# and Adam's moments in the layout of its gradient buffers, and data-parallel rank 0 of each
+# tensor x pipeline rank saves them gathered (get_parameter_state_dp_zero) beside
+# model_optim_rng.pt as distrib_optim.pt: {"buckets_coalesced": True, gbuf_idx: {dtype key:
+# {"param", "exp_avg", "exp_avg_sq": fp32 [n], "numel_unpadded": n}}}, a buffer per model chunk
+# and parameter dtype (chunk after chunk), its buckets one after another with each bucket's end
+# padding cut off. model_optim_rng.pt's state['optimizer'] then holds Adam's param_groups with the
+# step in each, and no per-parameter state. The buffer layout (Megatron-Core 0.8 to today:
+# _compute_per_buffer_param_layout, before it ParamAndGradBuffer.__init__): the chunk's
+# parameters in reverse named_parameters order, each starting at a multiple of 64 elements; a
+# bucket closes after the parameter that makes it bucket_size elements or more, and around the
+# tied embedding's copy on a pipeline's first and last stage (shared_embedding); bucket ends are
+# padded to a multiple of lcm(data parallel, 128), so every bucket starts 64-aligned. bucket_size
+# is None (one bucket) unless --overlap-grad-reduce, and then only on pipeline rank 0's first
+# chunk: --ddp-num-buckets splits the rank's parameter count, else --ddp-bucket-size, else
+# max(4e7, 1e6 x data parallel x context parallel). The format saved before 13 February 2024
+# (per-bucket lists, no buckets_coalesced) is refused with Megatron's own converter named.
+
+
+def buffer_layout(numels, bucket_size, shared):
+    """(start, end) of each parameter (named_parameters order) in a buffer's coalesced tensor,
+    and that tensor's length: Megatron-Core's layout above, bucket end padding cut off."""
+    pad64 = lambda n: -(-n // 64) * 64
+    spans = [None] * len(numels)
+    done = 0  # the coalesced length of the buckets closed so far
+    start, end, count = 0, 0, 0  # relative to the open bucket's (64-aligned) start
+    for i in reversed(range(len(numels))):
+        start = pad64(start)
+        if shared[i] and count:  # the tied embedding's copy gets a bucket of its own
+            done, start, count = done + start, 0, 0
+        end = start + numels[i]
+        spans[i] = (done + start, done + end)
+        count += 1
+        if (bucket_size is not None and end >= bucket_size) or shared[i]:
+            done, start, count = done + end, 0, 0
+        else:
+            start = end
+    return spans, done + (end if count else 0)
+
+
+def chunk_bucket_size(args, p, v, rank_numel):
+    """The bucket size of pipeline rank p's chunk v (None: one bucket), as Megatron's
+    training.py and DistributedDataParallel resolve it from the run's args."""
+    arg = lambda name, default=None: getattr(args, name, default)
+    if not arg("overlap_grad_reduce") or p > 0 or v > 0 or \
+            arg("overlap_param_gather_with_optimizer_step"):
+        return None
+    if arg("ddp_num_buckets"):
+        return rank_numel // int(arg("ddp_num_buckets"))
+    dp = int(arg("data_parallel_size", 1) or 1) * int(arg("context_parallel_size", 1) or 1)
+    return int(arg("ddp_bucket_size") or max(40000000, 1000000 * dp))
+
+
+def shared_embedding(name, p, pp, v, vp):
+    """Whether a parameter is the tied embedding's copy that gets a bucket of its own: with
+    pipeline > 1, the word embeddings of the first stage's first chunk (when it is not also the
+    last) and the output layer of the last stage's last chunk (when it is not also the first)."""
+    first, last = p == 0 and v == 0, p == pp - 1 and v == vp - 1
+    return pp > 1 and ((first and not last and name.endswith("embedding.word_embeddings.weight"))
+                       or (last and not first and (name.endswith("output_layer.weight")
+                                                   or name == "word_embeddings_for_head.weight")))
+
+
+def unpack_buffer(params, world, size, shared, where, dtype):
+    """[(master, exp_avg, exp_avg_sq)] of params ([(name, weight)] in named_parameters order,
+    one dtype) from their buffer's coalesced tensors world {"param", "exp_avg", "exp_avg_sq"}.
+    Each master must round to its weight in `dtype` (the run's: Megatron copies the masters
+    into the weights after every step and finishes that before it saves): a layout that is not
+    the run's (bucket settings its args do not show, another Megatron version's) is an error,
+    not a silent misread; the buffer's length alone rarely tells."""
+    import torch
+    if any(k not in world for k in ("param", "exp_avg", "exp_avg_sq")):
+        fail(f"{where}: lacks param, exp_avg or exp_avg_sq (not Adam's state)", 2)
+    spans, total = buffer_layout([x.numel() for _, x in params], size, shared)
+    held = {int(world[k].numel()) for k in ("param", "exp_avg", "exp_avg_sq")}
+    if "numel_unpadded" in world:
+        held.add(int(world["numel_unpadded"]))
+    if held != {total}:
+        fail(f"{where}: holds {sorted(held)} elements where Megatron-Core's layout of this "
+             f"rank's {len(params)} parameters (64-element alignment, bucket size {size}) gives "
+             f"{total}: saved with other --ddp-bucket-size / --overlap-grad-reduce settings than "
+             "its args say, or by a Megatron version of another layout; import the weights alone "
+             "with --weights-only", 2)
+    take = lambda k, a, b, x: world[k][a:b].float().reshape(x.shape).clone()
+    out = []
+    for (a, b), (name, x) in zip(spans, params):
+        got = tuple(take(k, a, b, x) for k in ("param", "exp_avg", "exp_avg_sq"))
+        if not torch.equal(got[0].to(dtype), x.to(dtype)):
+            fail(f"{where}: the master of {name} (elements {a}..{b} in Megatron-Core's layout "
+                 f"with bucket size {size}) does not round to its {str(dtype)[6:]} weight: the "
+                 "buffer was laid out otherwise (other --ddp-bucket-size / --overlap-grad-reduce "
+                 "settings than the run's args say, or another Megatron version); import the "
+                 "weights alone with --weights-only", 2)
+        out.append(got)
+    return out
+
+
+def distrib_rank_optimizer(state, where, args, p, pp):
+    """rank_optimizer's result for a rank of the distributed optimizer (distrib_optim.pt)."""
+    path = os.path.join(where, "distrib_optim.pt")
+    dist = load_pt(path, path)
+    if not isinstance(dist, dict) or not dist.get("buckets_coalesced"):
+        fail(f"{path}: the distributed optimizer's state as Megatron saved it before 13 February "
+             "2024 (a list per bucket, no buckets_coalesced) is not read; convert it with "
+             "Megatron-LM's --ckpt-convert-update-legacy-dist-opt-format, or import the weights "
+             "alone with --weights-only", 2)
+    opt = state.get("optimizer")
+    inner = opt.get("optimizer") if isinstance(opt, dict) else None
+    if not isinstance(inner, dict) or "param_groups" not in inner:
+        fail(f"{where}: model_optim_rng.pt holds no param_groups of Megatron's distributed "
+             "optimizer (state['optimizer']['optimizer']); import the weights alone with "
+             "--weights-only", 2)
+    steps = {int(g["step"]) for g in inner["param_groups"] if g.get("step") is not None}
+    if len(steps) != 1:
+        fail(f"{where}: Adam's step is " + (f"ambiguous ({sorted(steps)})" if steps else
+             "in no param_group") + "; import the weights alone with --weights-only", 2)
+    lr = float(inner["param_groups"][0].get("lr", 0.0))
+    chunks = chunks_of(state)
+    vp = len(chunks)
+    flat = [flatten(c) for c in chunks]
+    rank_numel = sum(x.numel() for f in flat for _, x in f)
+    masters, exp_avg, exp_avg_sq = {}, {}, {}
+    gbuf = 0
+    for v, params in enumerate(flat):
+        size = chunk_bucket_size(args, p, v, rank_numel)
+        for dtype in dict.fromkeys(x.dtype for _, x in params):  # a buffer per dtype, in order
+            group = [(path, x) for path, x in params if x.dtype == dtype]
+            held = dist.get(gbuf)
+            if not isinstance(held, dict) or len(held) != 1:
+                fail(f"{path}: no buffer {gbuf} (chunk {v}, {dtype}) of one dtype: not the "
+                     "distributed optimizer of this rank's model", 2)
+            shared = [shared_embedding(".".join(n), p, pp, v, vp) for n, _ in group]
+            named = [(".".join(n), x) for n, x in group]
+            got = unpack_buffer(named, next(iter(held.values())), size, shared,
+                                f"{path}: buffer {gbuf} (chunk {v})", dtype)
+            for (n, _), (m, e, e2) in zip(group, got):
+                key = (f"chunk{v}",) + n
+                masters[key], exp_avg[key], exp_avg_sq[key] = m, e, e2
+            gbuf += 1
+    extra = sorted(k for k in dist if isinstance(k, int) and k >= gbuf)
+    if extra:
+        fail(f"{path}: buffers {extra} beyond this rank's {gbuf}: not this rank's model", 2)
+    tree = {f"chunk{v}": c for v, c in enumerate(chunks)}
+    split = lambda values: [rebuild(tree, values)[f"chunk{v}"] for v in range(vp)]
+    return split(masters), split(exp_avg), split(exp_avg_sq), steps.pop(), lr
 
 
 # ---- one GPT's tensors, whatever the checkpoint calls them ----
@@ -971,7 +1117,14 @@ class Opened:
             return self._dist_optimizer()
         masters, avg, avg_sq, steps, lrs = {}, {}, {}, set(), set()
         for (t, p), (state, where) in self.shards.items():
-            m, e, e2, step, lr = rank_optimizer(state, where)
+            if os.path.exists(os.path.join(where, "distrib_optim.pt")):
+                m, e, e2, step, lr = distrib_rank_optimizer(state, where, self.args, p, self.pp)
+            elif getattr(self.args, "use_distributed_optimizer", False):
+                fail(f"{where}: the run used --use-distributed-optimizer but its distrib_optim.pt "
+                     "is missing (saved with --no-save-optim?); import the weights alone with "
+                     "--weights-only", 4)
+            else:
+                m, e, e2, step, lr = rank_optimizer(state, where)
             for v in range(self.vp):
                 masters[(t, p, v)] = m[v] if m is not None else None
                 avg[(t, p, v)], avg_sq[(t, p, v)] = e[v], e2[v]
@@ -986,12 +1139,8 @@ class Opened:
     def _dist_optimizer(self):
         keys = list(self.ck.keys())
         has = lambda prefix: any(k.startswith(prefix) for k in keys)
-        if has("optimizer.distributed."):
-            fail(f"{self.dir}: the distributed optimizer's state in its default dp_reshardable "
-                 "layout (optimizer.distributed.*, the optimizer's internal buckets) is not read; "
-                 "import the weights alone with --weights-only, or save from Megatron with "
-                 "--dist-ckpt-optim-fully-reshardable", 2)
-        if not has("optimizer.state.exp_avg."):
+        dp_reshardable = has("optimizer.distributed.")
+        if not dp_reshardable and not has("optimizer.state.exp_avg."):
             fail(f"{self.dir}: no optimizer state (optimizer.state.exp_avg.*; saved with "
                  "--no-save-optim?); import the weights alone with --weights-only", 2)
         steps = find_step(self.common.get("optimizer", {}))
@@ -1000,11 +1149,66 @@ class Opened:
                  "not in the common state (no common_step, no param_groups step)") +
                  "; import the weights alone with --weights-only", 2)
         lr = find_lr(self.common.get("optimizer", {})) or 0.0
+        if dp_reshardable:
+            return self._dp_reshardable() + (steps.pop(), lr)
         masters = next((p for p in ("optimizer.state.fp32_param.", "optimizer.state.param.")
                         if has(p)), None)
         full = lambda prefix: self.hf(self.ck.full(prefix, self.layers))
         return (full(masters) if masters else None, full("optimizer.state.exp_avg."),
                 full("optimizer.state.exp_avg_sq."), steps.pop(), lr)
+
+
+    def _dp_reshardable(self):
+        """(masters, exp_avg, exp_avg_sq) from the distributed optimizer's default torch_dist
+        layout: optimizer.distributed.dp_group_idx_G.gbuf_idx_B.dtype_D.bucket_idx_K.{param,
+        exp_avg, exp_avg_sq}, each bucket a 1-D tensor of its numel_unpadded elements (the
+        buffer layout of distrib_rank_optimizer's notes, cut per bucket), G the rank in the
+        tensor x pipeline group (t + p x tensor). A rank's parameter order is Megatron-Core's
+        module order (from_hf_core's, the export's), for the spec the keys show."""
+        import torch
+        if self.vp > 1:
+            fail(f"{self.dir}: the distributed optimizer's dp_reshardable state of an interleaved "
+                 "run is not read; save from Megatron with --dist-ckpt-optim-fully-reshardable, "
+                 "or import the weights alone with --weights-only", 2)
+        pattern = re.compile(r"optimizer\.distributed\.dp_group_idx_(\d+)\.gbuf_idx_(\d+)\."
+                             r"dtype_.*\.bucket_idx_(\d+)\.(param|exp_avg|exp_avg_sq)$")
+        found = {}
+        for key in self.ck.keys():
+            m = pattern.match(key)
+            if m:
+                found.setdefault((int(m[1]), int(m[2])), {}).setdefault(int(m[3]), {})[m[4]] = key
+        args = self.args
+        te = any("layer_norm_weight" in k for k in self.ck.keys())
+        div = int(getattr(args, "make_vocab_size_divisible_by", 128) or 128) * self.tp
+        padded = int(getattr(args, "padded_vocab_size", 0) or -(-self.vocab // div) * div)
+        ranks = from_hf_core(self.weights(), self.tp, self.pp, self.heads, padded, te)
+        models = [{}, {}, {}]
+        for (t, p), state in ranks.items():
+            params = [(n, x) for n, x in state.items() if x is not None]
+            g = t + p * self.tp
+            buffers = sorted(b for (gg, b) in found if gg == g)
+            if buffers != [0]:
+                fail(f"{self.dir}: rank (tensor {t}, pipeline {p}) should hold one buffer "
+                     f"(optimizer.distributed.dp_group_idx_{g}.gbuf_idx_0.*), the checkpoint "
+                     f"has {buffers or 'none'}: not the distributed optimizer of this model", 2)
+            buckets = found[(g, 0)]
+            if sorted(buckets) != list(range(len(buckets))) or any(
+                    len(b) != 3 for b in buckets.values()):
+                fail(f"{self.dir}: dp_group_idx_{g}.gbuf_idx_0's buckets {sorted(buckets)} are "
+                     "not 0.. each with param, exp_avg and exp_avg_sq", 2)
+            world = {k: torch.cat([self.ck.tensor(buckets[b][k]).reshape(-1)
+                                   for b in range(len(buckets))])
+                     for k in ("param", "exp_avg", "exp_avg_sq")}
+            size = chunk_bucket_size(args, p, 0, sum(x.numel() for _, x in params))
+            shared = [shared_embedding(n, p, self.pp, 0, 1) for n, _ in params]
+            got = unpack_buffer(params, world, size, shared,
+                                f"{self.dir}: optimizer.distributed.dp_group_idx_{g}.gbuf_idx_0",
+                                torch.bfloat16 if getattr(args, "bf16", False) else
+                                torch.float16 if getattr(args, "fp16", False) else torch.float32)
+            for (n, _), values in zip(params, got):
+                for j in range(3):
+                    models[j].setdefault((t, p, 0), {})[n] = values[j]
+        return tuple(self.hf(shard_full(m, self.tp, self.pp, self.layers, 1)) for m in models)
 
 
 def read(a):

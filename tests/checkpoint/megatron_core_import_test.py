@@ -13,7 +13,8 @@ checkpoints written here as Megatron-Core saves them, with Debian's PyTorch 1.13
   checkpoint (common_state/shard_0_1); the non-distributed optimizer's
   optimizer.state.{exp_avg,exp_avg_sq,fp32_param}.KEY with Adam's common_step, the distributed
   optimizer saved fully reshardable (optimizer.state.param.KEY, the step in param_groups), and
-  its default dp_reshardable buffers (refused: --weights-only).
+  its default dp_reshardable buffers (optimizer.distributed.*: the buffers laid out and
+  gathered as Megatron-Core does, tests/checkpoint/megatron_fixture.py).
 
 PyTorch 2's torch.distributed.checkpoint is not on this machine: the index's classes are
 written here under their PyTorch 2 module names and fields (a stand-in module registered in
@@ -298,6 +299,45 @@ def mcore_torch_checkpoint(root, tp, pp):
     mf.write_latest(root, ITER)
 
 
+LINEARS = ("self_attention.linear_proj", "self_attention.linear_qkv", "mlp.linear_fc1",
+           "mlp.linear_fc2")
+
+
+def core_state(hf, t, p, tp, pp, te):
+    """Rank (t, p)'s Megatron-Core state dict (values; None for an _extra_state), in its order:
+    each module's parameters, then its _extra_state (Megatron's parallel linears and every
+    Transformer Engine module have one; the local spec's norms and attention do not)."""
+    per = L // pp
+    wte, _ = padded_wte(hf, tp)
+
+    def piece(name, x):
+        d = TP_DIM.get(name)
+        return x.clone() if d is None else x.narrow(d, t * (x.shape[d] // tp), x.shape[d] // tp)
+
+    m = {}
+    if p == 0:
+        m["embedding.word_embeddings.weight"] = piece("embedding.word_embeddings.weight", wte)
+        m["embedding.position_embeddings.weight"] = hf["wpe.weight"].clone()
+    for i in range(per):
+        pre = f"decoder.layers.{i}."
+        if te:
+            m[pre + "self_attention.core_attention._extra_state"] = None
+        items = list(mcore_layer(hf, p * per + i, te).items())
+        for j, (n, x) in enumerate(items):
+            m[pre + n] = piece(n, x)
+            module = n.rsplit(".", 1)[0]
+            last = j + 1 == len(items) or items[j + 1][0].rsplit(".", 1)[0] != module
+            if last and module in LINEARS:
+                m[pre + module + "._extra_state"] = None
+    if p == pp - 1:
+        m["decoder.final_layernorm.weight"] = hf["ln_f.weight"].clone()
+        m["decoder.final_layernorm.bias"] = hf["ln_f.bias"].clone()
+        if pp > 1:
+            m["output_layer.weight"] = piece("embedding.word_embeddings.weight", wte)
+        m["output_layer._extra_state"] = None
+    return m
+
+
 # ---- the torch_dist format ----
 
 def dcp_items(hf, prefix, tp, pp, stacked, te, dtype):
@@ -382,11 +422,12 @@ def torch_dist_checkpoint(root, tp, pp, optimizer="float16", stacked=True, te=Tr
     it = os.path.join(root, f"iter_{ITER:07d}")
     wdtype = torch.bfloat16 if bf16 else torch.float32
     items = dcp_items(masters, "", tp, pp, stacked, te, wdtype)
+    byte_items_dp = {}
     args = make_args(tp, pp, bf16=bf16, use_distributed_optimizer=optimizer != "float16")
     group = lambda wd: {"lr": LR, "weight_decay": wd, "betas": (0.9, 0.95), "eps": 1e-8}
     common = {"args": args, "checkpoint_version": 3.0, "iteration": ITER,
               "num_floating_point_operations_so_far": 0}
-    if optimizer is not None:
+    if optimizer not in (None, "dp_reshardable"):
         items.update(dcp_items(avg, "optimizer.state.exp_avg.", tp, pp, stacked, te,
                                torch.float32))
         items.update(dcp_items(avg_sq, "optimizer.state.exp_avg_sq.", tp, pp, stacked, te,
@@ -404,14 +445,35 @@ def torch_dist_checkpoint(root, tp, pp, optimizer="float16", stacked=True, te=Tr
         common["optimizer"] = {"optimizer": {"param_groups": [dict(group(0.01), step=STEP),
                                                               dict(group(0.0), step=STEP)]},
                                "param_state_sharding_type": "fully_reshardable"}
-    elif optimizer == "dp_reshardable":  # its internal buckets: not read
-        flat = torch.cat([x.float().reshape(-1) for x, _ in items.values()])
-        items = dict(items)
-        items["optimizer.distributed.dp_group_idx_0.gbuf_idx_0.dtype_0.exp_avg"] = (
-            flat, [([0], [flat.numel()], 0)])
-        common["optimizer"] = {"optimizer": {"param_groups": [dict(group(0.01), step=STEP)]},
+    elif optimizer == "dp_reshardable":  # the distributed optimizer's default: its buckets
+        dp, size = 2, 20000  # --overlap-grad-reduce --ddp-bucket-size 20000 on 2 data ranks
+        args.data_parallel_size, args.overlap_grad_reduce, args.ddp_bucket_size = dp, True, size
+        dtype = "dtype_(torch.bfloat16, torch.float32)" if bf16 else "dtype_(torch.float32, torch.float32)"
+        for t in range(tp):
+            for p in range(pp):
+                values = {k: core_state(x, t, p, tp, pp, te) for k, x in
+                          (("param", masters), ("exp_avg", avg), ("exp_avg_sq", avg_sq))}
+                params = [(n, x) for n, x in values["param"].items() if x is not None]
+                shared = lambda n: pp > 1 and ((p == 0 and n == "embedding.word_embeddings.weight")
+                                               or (p == pp - 1 and n == "output_layer.weight"))
+                index, buckets, unpadded = mf.megatron_buffer(params, size if p == 0 else None,
+                                                              dp, shared)
+                prefix = f"optimizer.distributed.dp_group_idx_{t + p * tp}."
+                for key, vals in values.items():
+                    for b, x in enumerate(mf.gathered_buckets(vals, index, buckets, unpadded, dp)):
+                        # Each data rank writes its shard of the bucket, cut at numel_unpadded.
+                        local = (buckets[b][1] - buckets[b][0]) // dp
+                        chunks = [([r * local], [min(x.numel(), (r + 1) * local) - r * local],
+                                   p * tp + t) for r in range(dp) if r * local < x.numel()]
+                        items[f"{prefix}gbuf_idx_0.{dtype}.bucket_idx_{b}.{key}"] = (x, chunks)
+                per_bucket = pickle.dumps([{(torch.bfloat16, torch.float32): unpadded}])
+                byte_items_dp[f"{prefix}per_bucket_numel_unpadded/shard_0_1"] = (p * tp + t,
+                                                                                 per_bucket)
+        common["optimizer"] = {"optimizer": {"param_groups": [dict(group(0.01), step=STEP),
+                                                              dict(group(0.0), step=STEP)]},
                                "param_state_sharding_type": "dp_reshardable"}
     byte_items = {"rng_state/shard_0.0_1.1": (0, b"\x80\x04]\x94.")}
+    byte_items.update(byte_items_dp)
     if te:
         for g in range(L):
             byte_items[f"decoder.layers.self_attention.linear_qkv._extra_state/shard_{g}_{L}"] = (
@@ -513,12 +575,12 @@ torch_dist_checkpoint(dist2, 1, 2, optimizer="fully_reshardable", stacked=False,
                       common_inside=True, bf16=False)
 imports("torch_dist per-layer keys, distributed optimizer", dist2, "1,1,1")
 
-# 4. The distributed optimizer's default dp_reshardable buffers: refused, and --weights-only.
+# 4. The distributed optimizer's default dp_reshardable buffers (optimizer.distributed.*): tensor
+# 2 x pipeline 2 x data 2, Transformer Engine's names, stage 0 in 20,000-element buckets, the tied
+# embedding's copies in buckets of their own, the buffers' padding NaN; and --weights-only.
 dist3 = os.path.join(tmp, "dist-dp-reshardable")
-torch_dist_checkpoint(dist3, 2, 1, optimizer="dp_reshardable")
-r = run(ckpt, "import", "--format", "megatron", dist3, "--output", os.path.join(tmp, "x1"))
-check("torch_dist with dp_reshardable optimizer buffers is exit 3 naming --weights-only",
-      r.returncode == 3 and "dp_reshardable" in r.stderr and "--weights-only" in r.stderr)
+torch_dist_checkpoint(dist3, 2, 2, optimizer="dp_reshardable")
+imports("torch_dist dp_reshardable 2x2", dist3, "1,1,1", loss=True)
 imports("torch_dist --weights-only", dist3, "1,1,1", moments=False, extra=("--weights-only",))
 dist4 = os.path.join(tmp, "dist-no-optimizer")
 torch_dist_checkpoint(dist4, 1, 1, optimizer=None)
@@ -572,45 +634,6 @@ check(f"a chunk without its sizes is exit 4 naming the index and the key "
 # torch's own load_state_dict into parameters in get_param_groups' order, the groups paired as
 # _filter_and_reorder_param_groups pairs them, the scheduler's state equal to what Megatron's
 # get_optimizer_param_scheduler computes from the run's args, and the RNG state Megatron seeds.
-LINEARS = ("self_attention.linear_proj", "self_attention.linear_qkv", "mlp.linear_fc1",
-           "mlp.linear_fc2")
-
-
-def core_state(hf, t, p, tp, pp, te):
-    """Rank (t, p)'s Megatron-Core state dict (values; None for an _extra_state), in its order:
-    each module's parameters, then its _extra_state (Megatron's parallel linears and every
-    Transformer Engine module have one; the local spec's norms and attention do not)."""
-    per = L // pp
-    wte, _ = padded_wte(hf, tp)
-
-    def piece(name, x):
-        d = TP_DIM.get(name)
-        return x.clone() if d is None else x.narrow(d, t * (x.shape[d] // tp), x.shape[d] // tp)
-
-    m = {}
-    if p == 0:
-        m["embedding.word_embeddings.weight"] = piece("embedding.word_embeddings.weight", wte)
-        m["embedding.position_embeddings.weight"] = hf["wpe.weight"].clone()
-    for i in range(per):
-        pre = f"decoder.layers.{i}."
-        if te:
-            m[pre + "self_attention.core_attention._extra_state"] = None
-        items = list(mcore_layer(hf, p * per + i, te).items())
-        for j, (n, x) in enumerate(items):
-            m[pre + n] = piece(n, x)
-            module = n.rsplit(".", 1)[0]
-            last = j + 1 == len(items) or items[j + 1][0].rsplit(".", 1)[0] != module
-            if last and module in LINEARS:
-                m[pre + module + "._extra_state"] = None
-    if p == pp - 1:
-        m["decoder.final_layernorm.weight"] = hf["ln_f.weight"].clone()
-        m["decoder.final_layernorm.bias"] = hf["ln_f.bias"].clone()
-        if pp > 1:
-            m["output_layer.weight"] = piece("embedding.word_embeddings.weight", wte)
-        m["output_layer._extra_state"] = None
-    return m
-
-
 # Megatron-Core's optimizer: the keys pairing a saved param group with a current one, and the
 # groups _get_param_groups makes with the default overrides (biases and 1-D: wd_mult 0).
 IDENTIFIER = tuple(sorted(("max_lr", "min_lr", "start_wd", "end_wd", "wd_mult", "optimizer"))) + (

@@ -8,8 +8,10 @@ the iteration and args.consumed_train_samples. Imported, the checkpoint must hol
 bit for bit (mtnlg-ckpt export --format hf-gpt2), the moments bit for bit (export --format
 megatron, read back), the iteration, the data position and Adam's step; mtnlg-eval's loss through
 it must equal the loss through the masters; mtnlg-train must continue from it. Bad input: a
-Llama-style run, the distributed optimizer, a checkpoint without optimizer state, a missing shard,
-a torch_dist directory without its index. Megatron-Core's names and torch_dist:
+Llama-style run, the distributed optimizer's format of before 2024, a checkpoint without
+optimizer state, a missing shard, a torch_dist directory without its index. The distributed
+optimizer (distrib_optim.pt) as Megatron-Core lays out and gathers its buffers, with buckets, the
+tied embedding's own buckets, an interleaved run and bucket settings that do not fit. Megatron-Core's names and torch_dist:
 megatron_core_import_test.py. Usage: megatron_import_test.py BUILD_DIR SOURCE_DIR"""
 import argparse
 import json
@@ -104,6 +106,25 @@ def rebuild(model, values, prefix=""):
             for k, v in model.items()}
 
 
+def distrib_optim(chunks, values, p, pp, dp, bucket_size):
+    """distrib_optim.pt of one tensor x pipeline rank as get_parameter_state_dp_zero saves it: a
+    buffer per chunk, its buckets gathered (mf.gathered_buckets) one after another."""
+    state, vp = {"buckets_coalesced": True}, len(chunks)
+    for v, chunk in enumerate(chunks):
+        params = named_parameters(chunk)
+        first, last = p == 0 and v == 0, p == pp - 1 and v == vp - 1
+        shared = lambda n: pp > 1 and ((first and not last and n.endswith(
+            "embedding.word_embeddings.weight")) or (last and not first and n.endswith(
+                "word_embeddings_for_head.weight")))
+        index, buckets, unpadded = mf.megatron_buffer(
+            params, bucket_size if (p == 0 and v == 0) else None, dp, shared)
+        world = {key: torch.cat(mf.gathered_buckets(per_name[v], index, buckets, unpadded, dp))
+                 for key, per_name in values.items()}
+        world["numel_unpadded"] = sum(unpadded)
+        state[v] = {(torch.bfloat16, torch.float32): world}
+    return state
+
+
 def megatron_checkpoint(root, tp, pp, optimizer="float16", vp=1, **arg_overrides):
     padded = -(-V // (128 * tp)) * 128 * tp
     weights, moments, moments_sq = (rank_dicts(x, tp, pp, padded, vp)
@@ -155,7 +176,21 @@ def megatron_checkpoint(root, tp, pp, optimizer="float16", vp=1, **arg_overrides
         os.makedirs(d)
         torch.save(state, os.path.join(d, "model_optim_rng.pt"))
         if optimizer == "distributed":
-            torch.save({}, os.path.join(d, "distrib_optim.pt"))
+            groups = [{k: v for k, v in g.items() if k != "params"} | {"step": STEP}
+                      for g in adam["param_groups"]]
+            state["optimizer"] = {"optimizer": {"param_groups": groups},
+                                  "grad_scaler": {"scale": 1.0}}
+            values = {k: [dict(named_parameters(c)) for c in x[(t, p)]]
+                      for k, x in (("param", weights), ("exp_avg", moments),
+                                   ("exp_avg_sq", moments_sq))}
+            size = (args.ddp_bucket_size if getattr(args, "overlap_grad_reduce", False)
+                    else None)
+            torch.save(distrib_optim(chunks, values, p, pp, args.data_parallel_size, size),
+                       os.path.join(d, "distrib_optim.pt"))
+            torch.save(state, os.path.join(d, "model_optim_rng.pt"))
+        if optimizer == "distributed-2023":  # before buckets_coalesced: a list per bucket
+            torch.save({0: {torch.float32: {"param": [torch.zeros(4)]}}},
+                       os.path.join(d, "distrib_optim.pt"))
     mf.write_latest(root, ITER)
 
 
@@ -267,6 +302,59 @@ if ok:
 check(f"an interleaved run (2 x 2 x 2 virtual chunks) imports: masters and moments bit for bit "
       f"({r.stderr.strip()[-200:]})", ok)
 
+# The distributed optimizer (distrib_optim.pt): tensor 2 x pipeline 2 x data 2 with
+# --overlap-grad-reduce and 18,900-element buckets (stage 0 in several buckets, one of them
+# ending inside a 64-element block, so that the buckets' cut padding shifts what follows; the
+# tied embedding's copies in buckets of their own), and an interleaved run (2 x 2 x 2 virtual chunks,
+# one bucket a chunk). The script's read must give the masters and both moments bit for bit
+# (the buffers' padding is NaN), the import Adam's step.
+for name, vp, extra in (("dist-2x2", 1, {"overlap_grad_reduce": True, "ddp_bucket_size": 18900}),
+                        ("dist-vp", 2, {})):
+    root = os.path.join(tmp, name)
+    megatron_checkpoint(root, 2, 2, optimizer="distributed", vp=vp, use_distributed_optimizer=True,
+                        data_parallel_size=2, **extra)
+    read_dir = os.path.join(tmp, name + "-read")
+    r = run(sys.executable, f"{src}/scripts/megatron_ckpt.py", "read", root, read_dir)
+    got = {k: mc.read_safetensors(os.path.join(read_dir, f"{k}.safetensors"))
+           if r.returncode == 0 else {} for k in ("model", "exp_avg", "exp_avg_sq")}
+    check(f"the distributed optimizer ({name}) reads: masters and moments bit for bit "
+          f"({r.stderr.strip()[-300:]})",
+          all(sorted(got[k]) == sorted(want) and all(torch.equal(got[k][n], want[n]) for n in want)
+              for k, want in (("model", masters), ("exp_avg", avg), ("exp_avg_sq", avg_sq))))
+    out_d = os.path.join(tmp, name + "-imported")
+    r = run(ckpt, "import", "--format", "megatron", root, "--output", out_d, "--layout", "1,1,1")
+    ok = r.returncode == 0 and json.load(open(os.path.join(
+        out_d, f"iter_{ITER:07d}", "manifest.json")))["optimizer_steps"] == STEP
+    check(f"and imports with Adam's step {STEP} ({r.stderr.strip()[-200:]})", ok)
+    if vp == 1:
+        # The same file read with other bucket settings than the run's: the layout differs.
+        state = torch.load(os.path.join(root, f"iter_{ITER:07d}", "mp_rank_00_000",
+                                        "model_optim_rng.pt"))
+        state["args"].ddp_bucket_size = 30000
+        torch.save(state, os.path.join(root, f"iter_{ITER:07d}", "mp_rank_00_000",
+                                       "model_optim_rng.pt"))
+        r = run(ckpt, "import", "--format", "megatron", root, "--output",
+                os.path.join(tmp, name + "-bad"))
+        check("a distrib_optim.pt whose buffers do not fit the run's bucket settings is exit 3 "
+              f"naming the file, the sizes and --weights-only ({r.stderr.strip()[-300:]})",
+              r.returncode == 3 and "distrib_optim.pt" in r.stderr and "bucket size 30000"
+              in r.stderr and "--weights-only" in r.stderr)
+        # Of the right length but shifted: the masters no longer round to the saved weights.
+        state["args"].ddp_bucket_size = 18900
+        torch.save(state, os.path.join(root, f"iter_{ITER:07d}", "mp_rank_00_000",
+                                       "model_optim_rng.pt"))
+        f = os.path.join(root, f"iter_{ITER:07d}", "mp_rank_01_001", "distrib_optim.pt")
+        d = torch.load(f)
+        buf = next(iter(d[0].values()))
+        buf["param"] = torch.roll(buf["param"], 64)
+        torch.save(d, f)
+        r = run(ckpt, "import", "--format", "megatron", root, "--output",
+                os.path.join(tmp, name + "-shifted"))
+        check("a buffer of the right length whose masters do not round to the weights is exit 3 "
+              f"naming the file and the parameter ({r.stderr.strip()[-300:]})",
+              r.returncode == 3 and "mp_rank_01_001" in r.stderr and "does not round" in r.stderr
+              and "--weights-only" in r.stderr)
+
 # Refused, each named.
 llama = os.path.join(tmp, "llama")
 megatron_checkpoint(llama, 1, 1, swiglu=True, normalization="RMSNorm")
@@ -274,10 +362,12 @@ r = run(ckpt, "import", "--format", "megatron", llama, "--output", os.path.join(
 check("a Llama-style run is exit 3 naming --swiglu and --normalization",
       r.returncode == 3 and "--swiglu" in r.stderr and "--normalization" in r.stderr)
 dist = os.path.join(tmp, "dist")
-megatron_checkpoint(dist, 1, 1, optimizer="distributed")
+megatron_checkpoint(dist, 1, 1, optimizer="distributed-2023", use_distributed_optimizer=True)
 r = run(ckpt, "import", "--format", "megatron", dist, "--output", os.path.join(tmp, "x2"))
-check("the distributed optimizer's state is exit 3 with the way out (--weights-only)",
-      r.returncode == 3 and "distrib_optim.pt" in r.stderr and "--weights-only" in r.stderr)
+check("the distributed optimizer's format of before February 2024 is exit 3 naming Megatron's "
+      "converter and --weights-only",
+      r.returncode == 3 and "distrib_optim.pt" in r.stderr and "--weights-only" in r.stderr
+      and "--ckpt-convert-update-legacy-dist-opt-format" in r.stderr)
 r = run(ckpt, "import", "--format", "megatron", dist, "--output", os.path.join(tmp, "x3"),
         "--weights-only")
 check("--weights-only imports it without optimizer state",
