@@ -147,8 +147,8 @@ int main(int argc, char** argv) {
   import->add_flag("--weights-only", imp.weights_only,
                    "import the weights alone (a checkpoint saved without the optimizer, or "
                    "whose optimizer state is in a layout the import refuses: the distributed "
-                   "optimizer's format of before February 2024, an interleaved run's "
-                   "dp_reshardable buckets)");
+                   "optimizer's format of before February 2024, buffers laid out otherwise "
+                   "than its args say)");
   import->add_flag("--allow-dropped", imp.allow_dropped,
                    "import although the run used flags without a recipe key (each is printed)");
   import->add_option("--set", imp.sets,

@@ -655,7 +655,7 @@ def to_hf(models, tp, pp, heads, layers, vocab, vp=1):
 # fp32 masters optimizer.state.fp32_param.KEY (the non-distributed optimizer) or
 # optimizer.state.param.KEY (the distributed optimizer saved fully reshardable); the
 # distributed optimizer's default dp_reshardable buffers (optimizer.distributed.*) follow its
-# internal bucket layout and are not read. The non-tensor state (args, iteration, the Adam step
+# internal bucket layout (Opened._dp_reshardable unpacks them). The non-tensor state (args, iteration, the Adam step
 # in param_groups or as common_step) is ITER/common.pt or, in newer Megatron-Core, the bytes item
 # common_state/shard_0_1 (torch.save of [state]).
 
@@ -906,32 +906,41 @@ def from_hf_core(hf, tp, pp, heads, padded, te):
     stage), the embedding first (first stage), the final norm and output_layer last (last stage;
     its weight only with pipeline > 1: the tied embedding's copy). te: Transformer Engine's spec,
     else the local one."""
+    return {(t, p): m for (t, p, _), m in core_chunks(hf, tp, pp, heads, padded, te).items()}
+
+
+def core_chunks(hf, tp, pp, heads, padded, te, vp=1):
+    """from_hf_core's state dicts for every model chunk {(t, p, v): dict}: with a virtual
+    pipeline, chunk v of stage p holds global layers v L/vp + p L/(pp vp) on (Megatron-Core's
+    get_transformer_layer_offset), the embedding in chunk 0 of stage 0, the final norm and the
+    output layer in the last chunk of the last stage."""
     L, word, layer = sharder(hf, tp, heads, padded)
-    per = L // pp
+    per = L // (pp * vp)
     order = CORE_LAYER_ORDER["transformer_engine" if te else "local"]
     models = {}
     for t in range(tp):
         for p in range(pp):
-            m = {}
-            if p == 0:
-                m["embedding.word_embeddings.weight"] = word(t)
-                m["embedding.position_embeddings.weight"] = hf["wpe.weight"].clone()
-            for i in range(per):
-                pieces = layer(t, p * per + i)
-                pre = f"decoder.layers.{i}."
-                for item in order:
-                    if item not in LAYER_TENSORS:
-                        m[pre + item + "._extra_state"] = None
-                        continue
-                    names = LAYER_TENSORS[item][1]  # (local spec's, Transformer Engine's)
-                    m[pre + names[1 if te and item.startswith("ln") else 0]] = pieces[item]
-            if p == pp - 1:
-                m["decoder.final_layernorm.weight"] = hf["ln_f.weight"].clone()
-                m["decoder.final_layernorm.bias"] = hf["ln_f.bias"].clone()
-                if pp > 1:  # the last stage's copy of the tied embedding
-                    m["output_layer.weight"] = word(t)
-                m["output_layer._extra_state"] = None
-            models[(t, p)] = m
+            for v in range(vp):
+                m = {}
+                if p == 0 and v == 0:
+                    m["embedding.word_embeddings.weight"] = word(t)
+                    m["embedding.position_embeddings.weight"] = hf["wpe.weight"].clone()
+                for i in range(per):
+                    pieces = layer(t, v * (L // vp) + p * per + i)
+                    pre = f"decoder.layers.{i}."
+                    for item in order:
+                        if item not in LAYER_TENSORS:
+                            m[pre + item + "._extra_state"] = None
+                            continue
+                        names = LAYER_TENSORS[item][1]  # (local spec's, Transformer Engine's)
+                        m[pre + names[1 if te and item.startswith("ln") else 0]] = pieces[item]
+                if p == pp - 1 and v == vp - 1:
+                    m["decoder.final_layernorm.weight"] = hf["ln_f.weight"].clone()
+                    m["decoder.final_layernorm.bias"] = hf["ln_f.bias"].clone()
+                    if pp > 1:  # the last stage's copy of the tied embedding
+                        m["output_layer.weight"] = word(t)
+                    m["output_layer._extra_state"] = None
+                models[(t, p, v)] = m
     return models
 
 
@@ -1163,13 +1172,10 @@ class Opened:
         layout: optimizer.distributed.dp_group_idx_G.gbuf_idx_B.dtype_D.bucket_idx_K.{param,
         exp_avg, exp_avg_sq}, each bucket a 1-D tensor of its numel_unpadded elements (the
         buffer layout of distrib_rank_optimizer's notes, cut per bucket), G the rank in the
-        tensor x pipeline group (t + p x tensor). A rank's parameter order is Megatron-Core's
-        module order (from_hf_core's, the export's), for the spec the keys show."""
+        tensor x pipeline group (t + p x tensor), B the model chunk (one dtype a chunk). A
+        chunk's parameter order is Megatron-Core's module order (core_chunks', the export's),
+        for the spec the keys show."""
         import torch
-        if self.vp > 1:
-            fail(f"{self.dir}: the distributed optimizer's dp_reshardable state of an interleaved "
-                 "run is not read; save from Megatron with --dist-ckpt-optim-fully-reshardable, "
-                 "or import the weights alone with --weights-only", 2)
         pattern = re.compile(r"optimizer\.distributed\.dp_group_idx_(\d+)\.gbuf_idx_(\d+)\."
                              r"dtype_.*\.bucket_idx_(\d+)\.(param|exp_avg|exp_avg_sq)$")
         found = {}
@@ -1181,34 +1187,40 @@ class Opened:
         te = any("layer_norm_weight" in k for k in self.ck.keys())
         div = int(getattr(args, "make_vocab_size_divisible_by", 128) or 128) * self.tp
         padded = int(getattr(args, "padded_vocab_size", 0) or -(-self.vocab // div) * div)
-        ranks = from_hf_core(self.weights(), self.tp, self.pp, self.heads, padded, te)
+        dtype = (torch.bfloat16 if getattr(args, "bf16", False) else
+                 torch.float16 if getattr(args, "fp16", False) else torch.float32)
+        chunks = core_chunks(self.weights(), self.tp, self.pp, self.heads, padded, te, self.vp)
         models = [{}, {}, {}]
-        for (t, p), state in ranks.items():
-            params = [(n, x) for n, x in state.items() if x is not None]
-            g = t + p * self.tp
-            buffers = sorted(b for (gg, b) in found if gg == g)
-            if buffers != [0]:
-                fail(f"{self.dir}: rank (tensor {t}, pipeline {p}) should hold one buffer "
-                     f"(optimizer.distributed.dp_group_idx_{g}.gbuf_idx_0.*), the checkpoint "
-                     f"has {buffers or 'none'}: not the distributed optimizer of this model", 2)
-            buckets = found[(g, 0)]
-            if sorted(buckets) != list(range(len(buckets))) or any(
-                    len(b) != 3 for b in buckets.values()):
-                fail(f"{self.dir}: dp_group_idx_{g}.gbuf_idx_0's buckets {sorted(buckets)} are "
-                     "not 0.. each with param, exp_avg and exp_avg_sq", 2)
-            world = {k: torch.cat([self.ck.tensor(buckets[b][k]).reshape(-1)
-                                   for b in range(len(buckets))])
-                     for k in ("param", "exp_avg", "exp_avg_sq")}
-            size = chunk_bucket_size(args, p, 0, sum(x.numel() for _, x in params))
-            shared = [shared_embedding(n, p, self.pp, 0, 1) for n, _ in params]
-            got = unpack_buffer(params, world, size, shared,
-                                f"{self.dir}: optimizer.distributed.dp_group_idx_{g}.gbuf_idx_0",
-                                torch.bfloat16 if getattr(args, "bf16", False) else
-                                torch.float16 if getattr(args, "fp16", False) else torch.float32)
-            for (n, _), values in zip(params, got):
-                for j in range(3):
-                    models[j].setdefault((t, p, 0), {})[n] = values[j]
-        return tuple(self.hf(shard_full(m, self.tp, self.pp, self.layers, 1)) for m in models)
+        for t in range(self.tp):
+            for p in range(self.pp):
+                g = t + p * self.tp
+                buffers = sorted(b for (gg, b) in found if gg == g)
+                if buffers != list(range(self.vp)):
+                    fail(f"{self.dir}: rank (tensor {t}, pipeline {p}) should hold a buffer per "
+                         f"model chunk (optimizer.distributed.dp_group_idx_{g}.gbuf_idx_0.. "
+                         f"{self.vp - 1}), the checkpoint has {buffers or 'none'}: not the "
+                         "distributed optimizer of this model", 2)
+                params_by_chunk = [[(n, x) for n, x in chunks[(t, p, v)].items()
+                                    if x is not None] for v in range(self.vp)]
+                rank_numel = sum(x.numel() for c in params_by_chunk for _, x in c)
+                for v, params in enumerate(params_by_chunk):
+                    where = f"{self.dir}: optimizer.distributed.dp_group_idx_{g}.gbuf_idx_{v}"
+                    buckets = found[(g, v)]
+                    if sorted(buckets) != list(range(len(buckets))) or any(
+                            len(b) != 3 for b in buckets.values()):
+                        fail(f"{where}: buckets {sorted(buckets)} are not 0.. each with param, "
+                             "exp_avg and exp_avg_sq", 2)
+                    world = {k: torch.cat([self.ck.tensor(buckets[b][k]).reshape(-1)
+                                           for b in range(len(buckets))])
+                             for k in ("param", "exp_avg", "exp_avg_sq")}
+                    size = chunk_bucket_size(args, p, v, rank_numel)
+                    shared = [shared_embedding(n, p, self.pp, v, self.vp) for n, _ in params]
+                    got = unpack_buffer(params, world, size, shared, where, dtype)
+                    for (n, _), values in zip(params, got):
+                        for j in range(3):
+                            models[j].setdefault((t, p, v), {})[n] = values[j]
+        return tuple(self.hf(shard_full(m, self.tp, self.pp, self.layers, self.vp))
+                     for m in models)
 
 
 def read(a):

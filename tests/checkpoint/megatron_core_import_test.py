@@ -303,11 +303,13 @@ LINEARS = ("self_attention.linear_proj", "self_attention.linear_qkv", "mlp.linea
            "mlp.linear_fc2")
 
 
-def core_state(hf, t, p, tp, pp, te):
+def core_state(hf, t, p, tp, pp, te, v=0, vp=1):
     """Rank (t, p)'s Megatron-Core state dict (values; None for an _extra_state), in its order:
     each module's parameters, then its _extra_state (Megatron's parallel linears and every
-    Transformer Engine module have one; the local spec's norms and attention do not)."""
-    per = L // pp
+    Transformer Engine module have one; the local spec's norms and attention do not). With a
+    virtual pipeline, its chunk v: layers v L/vp + p L/(pp vp) on (get_transformer_layer_offset),
+    the embedding in stage 0's chunk 0, the final norm and output layer in the last one."""
+    per = L // (pp * vp)
     wte, _ = padded_wte(hf, tp)
 
     def piece(name, x):
@@ -315,21 +317,21 @@ def core_state(hf, t, p, tp, pp, te):
         return x.clone() if d is None else x.narrow(d, t * (x.shape[d] // tp), x.shape[d] // tp)
 
     m = {}
-    if p == 0:
+    if p == 0 and v == 0:
         m["embedding.word_embeddings.weight"] = piece("embedding.word_embeddings.weight", wte)
         m["embedding.position_embeddings.weight"] = hf["wpe.weight"].clone()
     for i in range(per):
         pre = f"decoder.layers.{i}."
         if te:
             m[pre + "self_attention.core_attention._extra_state"] = None
-        items = list(mcore_layer(hf, p * per + i, te).items())
+        items = list(mcore_layer(hf, v * (L // vp) + p * per + i, te).items())
         for j, (n, x) in enumerate(items):
             m[pre + n] = piece(n, x)
             module = n.rsplit(".", 1)[0]
             last = j + 1 == len(items) or items[j + 1][0].rsplit(".", 1)[0] != module
             if last and module in LINEARS:
                 m[pre + module + "._extra_state"] = None
-    if p == pp - 1:
+    if p == pp - 1 and v == vp - 1:
         m["decoder.final_layernorm.weight"] = hf["ln_f.weight"].clone()
         m["decoder.final_layernorm.bias"] = hf["ln_f.bias"].clone()
         if pp > 1:
@@ -418,7 +420,7 @@ def write_dcp(it_dir, items, byte_items, ranks):
 
 
 def torch_dist_checkpoint(root, tp, pp, optimizer="float16", stacked=True, te=True,
-                          common_inside=False, bf16=True):
+                          common_inside=False, bf16=True, vp=1):
     it = os.path.join(root, f"iter_{ITER:07d}")
     wdtype = torch.bfloat16 if bf16 else torch.float32
     items = dcp_items(masters, "", tp, pp, stacked, te, wdtype)
@@ -449,15 +451,21 @@ def torch_dist_checkpoint(root, tp, pp, optimizer="float16", stacked=True, te=Tr
         dp, size = 2, 20000  # --overlap-grad-reduce --ddp-bucket-size 20000 on 2 data ranks
         args.data_parallel_size, args.overlap_grad_reduce, args.ddp_bucket_size = dp, True, size
         dtype = "dtype_(torch.bfloat16, torch.float32)" if bf16 else "dtype_(torch.float32, torch.float32)"
-        for t in range(tp):
-            for p in range(pp):
-                values = {k: core_state(x, t, p, tp, pp, te) for k, x in
+        if vp > 1:
+            args.virtual_pipeline_model_parallel_size = vp
+        for t, p in ((t, p) for t in range(tp) for p in range(pp)):
+            per_bucket = []
+            for v in range(vp):  # a buffer per model chunk: gbuf_idx_v
+                values = {k: core_state(x, t, p, tp, pp, te, v, vp) for k, x in
                           (("param", masters), ("exp_avg", avg), ("exp_avg_sq", avg_sq))}
                 params = [(n, x) for n, x in values["param"].items() if x is not None]
-                shared = lambda n: pp > 1 and ((p == 0 and n == "embedding.word_embeddings.weight")
-                                               or (p == pp - 1 and n == "output_layer.weight"))
-                index, buckets, unpadded = mf.megatron_buffer(params, size if p == 0 else None,
-                                                              dp, shared)
+                first, last = p == 0 and v == 0, p == pp - 1 and v == vp - 1
+                shared = lambda n: pp > 1 and (
+                    (first and not last and n == "embedding.word_embeddings.weight")
+                    or (last and not first and n == "output_layer.weight"))
+                index, buckets, unpadded = mf.megatron_buffer(
+                    params, size if (p == 0 and v == 0) else None, dp, shared)
+                per_bucket.append(unpadded)
                 prefix = f"optimizer.distributed.dp_group_idx_{t + p * tp}."
                 for key, vals in values.items():
                     for b, x in enumerate(mf.gathered_buckets(vals, index, buckets, unpadded, dp)):
@@ -465,10 +473,10 @@ def torch_dist_checkpoint(root, tp, pp, optimizer="float16", stacked=True, te=Tr
                         local = (buckets[b][1] - buckets[b][0]) // dp
                         chunks = [([r * local], [min(x.numel(), (r + 1) * local) - r * local],
                                    p * tp + t) for r in range(dp) if r * local < x.numel()]
-                        items[f"{prefix}gbuf_idx_0.{dtype}.bucket_idx_{b}.{key}"] = (x, chunks)
-                per_bucket = pickle.dumps([{(torch.bfloat16, torch.float32): unpadded}])
-                byte_items_dp[f"{prefix}per_bucket_numel_unpadded/shard_0_1"] = (p * tp + t,
-                                                                                 per_bucket)
+                        items[f"{prefix}gbuf_idx_{v}.{dtype}.bucket_idx_{b}.{key}"] = (x, chunks)
+            byte_items_dp[f"optimizer.distributed.dp_group_idx_{t + p * tp}."
+                          "per_bucket_numel_unpadded/shard_0_1"] = (p * tp + t,
+                                                                    pickle.dumps(per_bucket))
         common["optimizer"] = {"optimizer": {"param_groups": [dict(group(0.01), step=STEP),
                                                               dict(group(0.0), step=STEP)]},
                                "param_state_sharding_type": "dp_reshardable"}
@@ -577,10 +585,14 @@ imports("torch_dist per-layer keys, distributed optimizer", dist2, "1,1,1")
 
 # 4. The distributed optimizer's default dp_reshardable buffers (optimizer.distributed.*): tensor
 # 2 x pipeline 2 x data 2, Transformer Engine's names, stage 0 in 20,000-element buckets, the tied
-# embedding's copies in buckets of their own, the buffers' padding NaN; and --weights-only.
+# embedding's copies in buckets of their own, the buffers' padding NaN; interleaved (a buffer per
+# chunk); and --weights-only.
 dist3 = os.path.join(tmp, "dist-dp-reshardable")
 torch_dist_checkpoint(dist3, 2, 2, optimizer="dp_reshardable")
 imports("torch_dist dp_reshardable 2x2", dist3, "1,1,1", loss=True)
+dist3vp = os.path.join(tmp, "dist-dp-reshardable-vp")
+torch_dist_checkpoint(dist3vp, 2, 2, optimizer="dp_reshardable", vp=2)
+imports("torch_dist dp_reshardable 2x2 x 2 virtual chunks", dist3vp, "1,1,1")
 imports("torch_dist --weights-only", dist3, "1,1,1", moments=False, extra=("--weights-only",))
 dist4 = os.path.join(tmp, "dist-no-optimizer")
 torch_dist_checkpoint(dist4, 1, 1, optimizer=None)
