@@ -21,7 +21,7 @@
 
 #include "core/status.h"
 #include "parallel/group_checks.h"
-#include "parallel/host_communicator.h"
+#include "parallel/link_communicator.h"
 
 namespace mtnlg {
 
@@ -30,8 +30,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using ms = std::chrono::milliseconds;
 
-constexpr size_t kExchangeAllBytes = size_t{64} << 10;  // all_reduce: one round below this
-constexpr auto kSpin = std::chrono::microseconds(50);   // retries before sleeping in poll()
+constexpr auto kSpin = std::chrono::microseconds(50);  // retries before sleeping in poll()
 
 // A socket closed on destruction.
 class Fd {
@@ -107,15 +106,7 @@ std::string listen_address(const TcpOptions& o, const std::string& group) {
   return buf;
 }
 
-// One transfer of an operation: bytes to send to, or receive from, a peer.
-struct Transfer {
-  int peer;
-  bool send;
-  char* data;
-  size_t left;
-};
-
-class TcpCommunicator final : public HostCommunicator {
+class TcpCommunicator final : public LinkCommunicator {
  public:
   TcpCommunicator(Store& store, std::string name, int rank, std::vector<int64_t> global_ranks,
                   const TcpOptions& options);
@@ -133,30 +124,13 @@ class TcpCommunicator final : public HostCommunicator {
   const char* transport() const override { return "tcp"; }
 
  private:
-  void do_all_reduce(Tensor& t, ReduceOp op) override;
-  void do_reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) override;
-  void do_all_gather(Tensor& out, const Tensor& in) override;
-  void do_broadcast(Tensor& t, int root) override;
-  void do_send(const Tensor& t, int peer) override;
-  void do_recv(Tensor& t, int peer) override;
-  void do_batch_send_recv(std::vector<P2POp>& ops) override;
-  void do_barrier() override;
-
- private:
-  // Runs the transfers to completion on one poll() loop; throws (and marks the communicator
-  // failed) naming the peer on a timeout or a closed connection.
-  void progress(std::vector<Transfer>& xs);
-  template <typename F>
-  void run(const char* op, const Tensor* data, F&& f);
-  // reduce_scatter of `count` elements per chunk from `in` (size_ chunks) into `out`, and
-  // all_gather of `bytes` per chunk from `in` into `out` (size_ chunks); the building blocks.
-  template <typename T>
-  void direct_reduce_scatter(T* out, const T* in, size_t count, ReduceOp op);
-  void direct_all_gather(char* out, const char* in, size_t bytes);
+  // The link of parallel/link_communicator.h: one poll() loop runs an exchange's transfers;
+  // a timeout or a closed connection throws (and marks the communicator failed) naming the peer.
+  void begin(const char* op, const Tensor* data, const char* dir, int other) override;
+  void exchange(std::vector<Transfer>& xs) override;
 
   ms timeout_;
   std::vector<Fd> peers_;  // [size_]: the socket to each other rank
-  std::vector<char> scratch_;
   const char* op_ = "";
   const Tensor* data_ = nullptr;
   std::string failure_;
@@ -164,7 +138,7 @@ class TcpCommunicator final : public HostCommunicator {
 
 TcpCommunicator::TcpCommunicator(Store& store, std::string name, int rank,
                                  std::vector<int64_t> global_ranks, const TcpOptions& options)
-    : HostCommunicator(std::move(name), rank, std::move(global_ranks), ", TCP"),
+    : LinkCommunicator(std::move(name), rank, std::move(global_ranks), ", TCP"),
       timeout_(options.timeout),
       peers_(static_cast<size_t>(size_)) {
   if (size_ == 1) return;
@@ -263,18 +237,16 @@ TcpCommunicator::TcpCommunicator(Store& store, std::string name, int rank,
   }
 }
 
-template <typename F>
-void TcpCommunicator::run(const char* op, const Tensor* data, F&& f) {
+void TcpCommunicator::begin(const char* op, const Tensor* data, const char*, int) {
   if (!failure_.empty())
     throw io_error(std::string(op) + " on " + where() +
                        ": the communicator failed earlier and cannot be used: " + failure_,
                    "tcp");
   op_ = op;
   data_ = data;
-  f();
 }
 
-void TcpCommunicator::progress(std::vector<Transfer>& xs) {
+void TcpCommunicator::exchange(std::vector<Transfer>& xs) {
   const auto start = Clock::now();
   std::vector<pollfd> fds;
   std::vector<size_t> which;
@@ -285,17 +257,17 @@ void TcpCommunicator::progress(std::vector<Transfer>& xs) {
     // One byte stream per peer and direction: a transfer waits for the earlier ones on it.
     busy.assign(2 * static_cast<size_t>(size_), 0);
     for (size_t i = 0; i < xs.size(); ++i) {
-      Transfer& x = xs[i];
+      Transfer& x = xs[i];  // data and bytes advance as they move
       uint8_t& stream = busy[2 * static_cast<size_t>(x.peer) + (x.send ? 1 : 0)];
       if (stream) continue;
       // Try first: most small transfers complete without waiting.
-      while (x.left > 0) {
+      while (x.bytes > 0) {
         const int fd = peers_[static_cast<size_t>(x.peer)].get();
         const ssize_t n =
-            x.send ? ::send(fd, x.data, x.left, MSG_NOSIGNAL) : ::recv(fd, x.data, x.left, 0);
+            x.send ? ::send(fd, x.data, x.bytes, MSG_NOSIGNAL) : ::recv(fd, x.data, x.bytes, 0);
         if (n > 0) {
           x.data += n;
-          x.left -= static_cast<size_t>(n);
+          x.bytes -= static_cast<size_t>(n);
           continue;
         }
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
@@ -307,7 +279,7 @@ void TcpCommunicator::progress(std::vector<Transfer>& xs) {
                    (n < 0 ? std::string(" [") + std::strerror(errno) + "]" : "");
         throw io_error(failure_, "tcp");
       }
-      if (x.left > 0) {
+      if (x.bytes > 0) {
         stream = 1;
         fds.push_back({peers_[static_cast<size_t>(x.peer)].get(),
                        static_cast<short>(x.send ? POLLOUT : POLLIN), 0});
@@ -333,144 +305,6 @@ void TcpCommunicator::progress(std::vector<Transfer>& xs) {
     const auto left = std::chrono::duration_cast<ms>(timeout_ - waited).count();
     ::poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(left, 100)) + 1);
   }
-}
-
-template <typename T>
-void TcpCommunicator::direct_reduce_scatter(T* out, const T* in, size_t count, ReduceOp op) {
-  const size_t bytes = count * sizeof(T);
-  scratch_.resize(bytes * static_cast<size_t>(size_));
-  std::vector<Transfer> xs;
-  for (int p = 0; p < size_; ++p) {
-    if (p == rank_) continue;
-    xs.push_back({p, true, reinterpret_cast<char*>(const_cast<T*>(in + count * p)), bytes});
-    xs.push_back({p, false, scratch_.data() + bytes * static_cast<size_t>(p), bytes});
-  }
-  progress(xs);
-  std::vector<const T*> srcs;
-  for (int p = 0; p < size_; ++p)
-    srcs.push_back(p == rank_ ? in + count * rank_
-                              : reinterpret_cast<const T*>(scratch_.data() + bytes * p));
-  reduce_in_order(out, srcs, count, op);
-}
-
-void TcpCommunicator::direct_all_gather(char* out, const char* in, size_t bytes) {
-  if (out + bytes * static_cast<size_t>(rank_) != in)
-    std::memmove(out + bytes * static_cast<size_t>(rank_), in, bytes);
-  std::vector<Transfer> xs;
-  for (int p = 0; p < size_; ++p) {
-    if (p == rank_) continue;
-    xs.push_back({p, true, out + bytes * static_cast<size_t>(rank_), bytes});
-    xs.push_back({p, false, out + bytes * static_cast<size_t>(p), bytes});
-  }
-  progress(xs);
-}
-
-void TcpCommunicator::do_all_reduce(Tensor& t, ReduceOp op) {
-  run("all_reduce", &t, [&] {
-    by_host_dtype(t.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      T* data = static_cast<T*>(t.data());
-      const auto total = static_cast<size_t>(t.numel());
-      if (t.nbytes() <= kExchangeAllBytes || total < static_cast<size_t>(size_)) {
-        // One round: everyone's tensor to everyone, reduced in rank order.
-        const size_t bytes = t.nbytes();
-        scratch_.resize(bytes * static_cast<size_t>(size_));
-        std::vector<Transfer> xs;
-        for (int p = 0; p < size_; ++p) {
-          if (p == rank_) continue;
-          xs.push_back({p, true, reinterpret_cast<char*>(data), bytes});
-          xs.push_back({p, false, scratch_.data() + bytes * static_cast<size_t>(p), bytes});
-        }
-        progress(xs);
-        std::memcpy(scratch_.data() + bytes * static_cast<size_t>(rank_), data, bytes);
-        std::vector<const T*> srcs;
-        for (int p = 0; p < size_; ++p)
-          srcs.push_back(reinterpret_cast<const T*>(scratch_.data() + bytes * p));
-        reduce_in_order(data, srcs, total, op);
-        return;
-      }
-      // Chunk k reduced by rank k (reduce-scatter), then gathered: the same bits everywhere.
-      // The last chunk takes the remainder; the others are equal.
-      const size_t chunk = total / static_cast<size_t>(size_);
-      const size_t tail = total - chunk * static_cast<size_t>(size_);
-      std::vector<T> in(data, data + total);
-      std::vector<T> mine(chunk);
-      direct_reduce_scatter(mine.data(), in.data(), chunk, op);
-      direct_all_gather(reinterpret_cast<char*>(data), reinterpret_cast<const char*>(mine.data()),
-                        chunk * sizeof(T));
-      if (tail > 0) {  // the few elements past size_ equal chunks: one more small round
-        Tensor rest = Tensor::borrow(data + chunk * size_, {static_cast<int64_t>(tail)}, t.dtype());
-        std::memcpy(data + chunk * size_, in.data() + chunk * size_, tail * sizeof(T));
-        do_all_reduce(rest, op);  // not counted again: the bytes are the whole tensor's
-      }
-    });
-  });
-}
-
-void TcpCommunicator::do_reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) {
-  run("reduce_scatter", &in, [&] {
-    by_host_dtype(in.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      direct_reduce_scatter(static_cast<T*>(out.data()), static_cast<const T*>(in.data()),
-                            static_cast<size_t>(out.numel()), op);
-    });
-  });
-}
-
-void TcpCommunicator::do_all_gather(Tensor& out, const Tensor& in) {
-  run("all_gather", &out, [&] {
-    direct_all_gather(static_cast<char*>(out.data()), static_cast<const char*>(in.data()),
-                      in.nbytes());
-  });
-}
-
-void TcpCommunicator::do_broadcast(Tensor& t, int root) {
-  run("broadcast", &t, [&] {
-    std::vector<Transfer> xs;
-    if (rank_ == root) {
-      for (int p = 0; p < size_; ++p)
-        if (p != root) xs.push_back({p, true, static_cast<char*>(t.data()), t.nbytes()});
-    } else {
-      xs.push_back({root, false, static_cast<char*>(t.data()), t.nbytes()});
-    }
-    progress(xs);
-  });
-}
-
-void TcpCommunicator::do_send(const Tensor& t, int peer) {
-  run("send", &t, [&] {
-    std::vector<Transfer> xs{{peer, true, static_cast<char*>(t.data()), t.nbytes()}};
-    progress(xs);
-  });
-}
-
-void TcpCommunicator::do_recv(Tensor& t, int peer) {
-  run("recv", &t, [&] {
-    std::vector<Transfer> xs{{peer, false, static_cast<char*>(t.data()), t.nbytes()}};
-    progress(xs);
-  });
-}
-
-void TcpCommunicator::do_batch_send_recv(std::vector<P2POp>& ops) {
-  run("batch_send_recv", &ops.front().tensor, [&] {
-    std::vector<Transfer> xs;
-    for (P2POp& op : ops)
-      xs.push_back({op.peer, op.send, static_cast<char*>(op.tensor.data()), op.tensor.nbytes()});
-    progress(xs);
-  });
-}
-
-void TcpCommunicator::do_barrier() {
-  run("barrier", nullptr, [&] {
-    std::vector<char> out(static_cast<size_t>(size_), 1), in(static_cast<size_t>(size_), 0);
-    std::vector<Transfer> xs;
-    for (int p = 0; p < size_; ++p) {
-      if (p == rank_) continue;
-      xs.push_back({p, true, &out[static_cast<size_t>(p)], 1});
-      xs.push_back({p, false, &in[static_cast<size_t>(p)], 1});
-    }
-    progress(xs);
-  });
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # kill -9 at random moments of checkpoint saves: mtnlg-train saves every iteration
 # (checkpoint.save_interval: 1, keep_last: 2, synchronous and asynchronous saves alternating) and
-# is SIGKILLed after a random 0.1-0.7 s, over and over, resuming each time, until at least 20 kills
-# have landed in runs that were saving. After every kill, every committed iter_ directory verifies
+# is SIGKILLed a random 0-0.39 s after its first commit, over and over, resuming each time,
+# until at least 20 kills have landed in runs that were saving. After every kill, every committed iter_ directory verifies
 # (mtnlg-ckpt verify: each file present with its size and checksum), the metrics file holds a line
 # for every iteration up to the committed one, and the next run resumes from the latest; at the
 # end the run is finished and its metrics equal, bit for bit, those of a run that was never
@@ -30,7 +30,16 @@ while ((landed < 20)); do
     --set logging.metrics_file="$tmp/killed/metrics.jsonl" "${args[@]}" \
     --set checkpoint.async=$async >/dev/null 2>&1 &
   pid=$!
-  sleep "0.$((1 + RANDOM % 6))$((RANDOM % 10))"
+  # Armed by progress, as the ranks' kills below: once this attempt has committed a checkpoint of
+  # its own (it is in its saving loop), a random 0-0.39 s later. A fixed 0.1-0.7 s from the start
+  # landed before the first save whenever the machine was busy (16 of 81 attempts in one CI run
+  # beside other work), failing a test that checked nothing wrong.
+  for _ in $(seq 600); do
+    (($(cat "$dir/latest_checkpointed_iteration.txt" 2>/dev/null || echo 0) > last)) && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  sleep "0.$((RANDOM % 4))$((RANDOM % 10))"
   kill -9 "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
   # Every committed checkpoint is whole.
