@@ -1,6 +1,5 @@
 #include "parallel/link_communicator.h"
 
-#include <algorithm>
 #include <cstring>
 
 #include "parallel/group_checks.h"
@@ -17,41 +16,34 @@ constexpr size_t kExchangeAllBytes = size_t{64} << 10;
 
 template <typename T>
 void LinkCommunicator::direct_reduce_scatter(T* out, const T* in, size_t count, ReduceOp op) {
-  // Piece by piece where the link asks for it (shared memory: each piece's sums read what was
-  // just copied, from cache), else in one exchange.
-  const size_t piece = std::max<size_t>(1, std::min(count, reduce_piece_bytes() / sizeof(T)));
-  const size_t bytes = piece * sizeof(T);
+  const size_t bytes = count * sizeof(T);
   scratch_.resize(bytes * static_cast<size_t>(size_));
-  std::vector<Transfer> xs;
-  std::vector<const T*> srcs(static_cast<size_t>(size_));
-  for (size_t off = 0; off < count; off += piece) {
-    const size_t n = std::min(piece, count - off);
-    xs.clear();
-    for (int p = 0; p < size_; ++p) {
-      if (p == rank_) continue;
-      xs.push_back(
-          {p, true, reinterpret_cast<char*>(const_cast<T*>(in + count * p + off)), n * sizeof(T)});
-      xs.push_back({p, false, scratch_.data() + bytes * static_cast<size_t>(p), n * sizeof(T)});
-    }
-    exchange(xs);
-    for (int p = 0; p < size_; ++p)
-      srcs[static_cast<size_t>(p)] = p == rank_
-                                         ? in + count * rank_ + off
-                                         : reinterpret_cast<const T*>(scratch_.data() + bytes * p);
-    reduce_in_order(out + off, srcs, n, op);
-  }
-}
-
-void LinkCommunicator::direct_all_gather(char* out, const char* in, size_t bytes) {
-  if (out + bytes * static_cast<size_t>(rank_) != in)
-    std::memmove(out + bytes * static_cast<size_t>(rank_), in, bytes);
   std::vector<Transfer> xs;
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
-    xs.push_back({p, true, out + bytes * static_cast<size_t>(rank_), bytes});
+    xs.push_back({p, true, reinterpret_cast<char*>(const_cast<T*>(in + count * p)), bytes});
+    xs.push_back({p, false, scratch_.data() + bytes * static_cast<size_t>(p), bytes});
+  }
+  exchange(xs);
+  std::vector<const T*> srcs;
+  for (int p = 0; p < size_; ++p)
+    srcs.push_back(p == rank_ ? in + count * rank_
+                              : reinterpret_cast<const T*>(scratch_.data() + bytes * p));
+  reduce_in_order(out, srcs, count, op);
+}
+
+void LinkCommunicator::direct_all_gather(char* out, const char* in, size_t bytes) {
+  // Sent from `in`, not from this rank's part of `out`, and that part copied after: a peer then
+  // reads memory no core has just written (single copy over shared memory reads it from here).
+  std::vector<Transfer> xs;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    xs.push_back({p, true, const_cast<char*>(in), bytes});
     xs.push_back({p, false, out + bytes * static_cast<size_t>(p), bytes});
   }
   exchange(xs);
+  if (out + bytes * static_cast<size_t>(rank_) != in)
+    std::memmove(out + bytes * static_cast<size_t>(rank_), in, bytes);
 }
 
 void LinkCommunicator::do_all_reduce(Tensor& t, ReduceOp op) {

@@ -42,13 +42,11 @@ class LinkCommunicator : public HostCommunicator {
 
   // The link. begin() starts an operation (throws if the communicator failed earlier; keeps the
   // operation, its data and a peer, "to rank 3", for the transport's messages). exchange() runs
-  // every transfer to completion, those on one peer and direction in their order, and throws
-  // io_error naming the group, the operation and the peer on a timeout or a dead peer.
+  // every transfer to completion, those on one peer and direction in their order (it may advance
+  // each transfer's data and bytes as they move), and throws io_error naming the group, the
+  // operation and the peer on a timeout or a dead peer.
   virtual void begin(const char* op, const Tensor* data, const char* dir, int other) = 0;
   virtual void exchange(std::vector<Transfer>& xs) = 0;
-  // The most bytes per peer a reduction exchanges before it reduces them (a link whose
-  // transfers cost little each sums pieces that stay in cache).
-  virtual size_t reduce_piece_bytes() const { return SIZE_MAX; }
 
   // The collectives and point-to-point operations over the link (final: a transport provides a
   // link, not algorithms). Transports may override barrier (a shared segment's flags are
