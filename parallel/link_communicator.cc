@@ -1,5 +1,6 @@
 #include "parallel/link_communicator.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "parallel/group_checks.h"
@@ -16,20 +17,29 @@ constexpr size_t kExchangeAllBytes = size_t{64} << 10;
 
 template <typename T>
 void LinkCommunicator::direct_reduce_scatter(T* out, const T* in, size_t count, ReduceOp op) {
-  const size_t bytes = count * sizeof(T);
+  // Piece by piece where the link asks for it (each piece summed while it is in cache), else in
+  // one exchange.
+  const size_t piece = std::max<size_t>(1, std::min(count, reduce_piece_bytes() / sizeof(T)));
+  const size_t bytes = piece * sizeof(T);
   scratch_.resize(bytes * static_cast<size_t>(size_));
   std::vector<Transfer> xs;
-  for (int p = 0; p < size_; ++p) {
-    if (p == rank_) continue;
-    xs.push_back({p, true, reinterpret_cast<char*>(const_cast<T*>(in + count * p)), bytes});
-    xs.push_back({p, false, scratch_.data() + bytes * static_cast<size_t>(p), bytes});
+  std::vector<const T*> srcs(static_cast<size_t>(size_));
+  for (size_t off = 0; off < count; off += piece) {
+    const size_t n = std::min(piece, count - off);
+    xs.clear();
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      xs.push_back(
+          {p, true, reinterpret_cast<char*>(const_cast<T*>(in + count * p + off)), n * sizeof(T)});
+      xs.push_back({p, false, scratch_.data() + bytes * static_cast<size_t>(p), n * sizeof(T)});
+    }
+    exchange(xs);
+    for (int p = 0; p < size_; ++p)
+      srcs[static_cast<size_t>(p)] = p == rank_
+                                         ? in + count * rank_ + off
+                                         : reinterpret_cast<const T*>(scratch_.data() + bytes * p);
+    reduce_in_order(out + off, srcs, n, op);
   }
-  exchange(xs);
-  std::vector<const T*> srcs;
-  for (int p = 0; p < size_; ++p)
-    srcs.push_back(p == rank_ ? in + count * rank_
-                              : reinterpret_cast<const T*>(scratch_.data() + bytes * p));
-  reduce_in_order(out, srcs, count, op);
 }
 
 void LinkCommunicator::direct_all_gather(char* out, const char* in, size_t bytes) {

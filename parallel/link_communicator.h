@@ -47,6 +47,9 @@ class LinkCommunicator : public HostCommunicator {
   // operation and the peer on a timeout or a dead peer.
   virtual void begin(const char* op, const Tensor* data, const char* dir, int other) = 0;
   virtual void exchange(std::vector<Transfer>& xs) = 0;
+  // The most bytes a reduction takes from each peer before it sums them: a link whose transfers
+  // cost little each (shared memory) sums pieces that are still in cache.
+  virtual size_t reduce_piece_bytes() const { return SIZE_MAX; }
 
   // The collectives and point-to-point operations over the link (final: a transport provides a
   // link, not algorithms). Transports may override barrier (a shared segment's flags are

@@ -24,8 +24,8 @@
 #include "core/kernels/bf16_math.h"
 #include "core/status.h"
 #include "parallel/group_checks.h"
-#include "parallel/host_communicator.h"
 #include "parallel/launcher_env.h"
+#include "parallel/link_communicator.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -38,8 +38,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using ms = std::chrono::milliseconds;
 
-constexpr uint64_t kMagic = 0x6d746e6c67736d32ULL;   // "mtnlgsm2"
-constexpr size_t kSlotBytes = size_t{512} << 10;     // per rank: a collective's piece
+constexpr uint64_t kMagic = 0x6d746e6c67736d33ULL;   // "mtnlgsm3": no slots since 2026-11-28
 constexpr size_t kMailboxBytes = size_t{128} << 10;  // per ordered pair: send/recv ring
 // Bytes copied between publications of a ring index: the peer copies one piece while this side
 // copies the next (a whole-ring copy then a whole-ring wait halves the bandwidth).
@@ -51,9 +50,16 @@ constexpr size_t kLine = 64;
 // broadcast: 82 against 139 us here). 2 ranks here, us per call, the copy path against single
 // copy: broadcast 8 KiB 2.0-2.3 / 1.2-1.4, 16 KiB 3.5 / 1.4, 32 KiB 6.1 / 2.3; all_gather of 8 KiB
 // parts 3.0-3.7 / 1.6; at 4 KiB both about 1.2 (64 KiB was the threshold before these runs).
-// Reductions do not: reading the peers' chunks so, then reducing, measured no faster from 1 MiB
-// and up to twice as slow below.
+// (Measured against the slots the collectives used before parallel/link_communicator.h.)
+// Reductions do not: see kReducePiece.
 constexpr size_t kSingleCopyMin = size_t{8} << 10;
+// Reductions (all_reduce, reduce_scatter) go through the rings at every size, summing 256 KiB
+// a peer at a time (parallel/link_communicator.h's reduce_piece_bytes): measured against single
+// copy from 256 KiB (2 ranks, 2026-11-28) the rings were 0.6-0.9x the time from 512 KiB up,
+// where single copy was 1.3-1.5x the slots' algorithm this replaced (a descriptor, an
+// acknowledgement and a process_vm_readv per peer and piece, against memcpy through the rings
+// while the peer copies the next piece out).
+constexpr size_t kReducePiece = size_t{256} << 10;
 // A send/recv copies once from 1 MiB. Medians of 5 interleaved runs here (us per one-way
 // transfer, single copy against the ring): 256 KiB 54/37, 512 KiB 88/72, 1 MiB 136/139, 2 MiB
 // 228/315; runs varied up to 4x either way (the 2 cores are shared, and through the ring a
@@ -135,12 +141,10 @@ struct Layout {
     heads = bells + n * sizeof(Bell);
     tails = heads + n * n * sizeof(RingIndex);
     sends = tails + n * n * sizeof(RingIndex);
-    slots = round_up(sends + n * n * sizeof(SendDescriptor));
-    result = slots + n * kSlotBytes;
-    mailboxes = result + kSlotBytes;
+    mailboxes = round_up(sends + n * n * sizeof(SendDescriptor));
     bytes = mailboxes + n * n * kMailboxBytes;
   }
-  size_t control, bells, heads, tails, sends, slots, result, mailboxes, bytes;
+  size_t control, bells, heads, tails, sends, mailboxes, bytes;
 };
 
 void cpu_relax() {
@@ -200,11 +204,11 @@ Mapping open_segment(const std::string& name, size_t bytes) {
   return m;
 }
 
-class ShmCommunicator final : public HostCommunicator {
+class ShmCommunicator final : public LinkCommunicator {
  public:
   ShmCommunicator(std::string name, int rank, std::vector<int64_t> global_ranks, ms timeout,
                   Mapping mapping, bool single_copy)
-      : HostCommunicator(std::move(name), rank, std::move(global_ranks),
+      : LinkCommunicator(std::move(name), rank, std::move(global_ranks),
                          single_copy ? ", shared memory, single copy" : ", shared memory"),
         timeout_(timeout),
         spin_(shm_spin(launcher_local_ranks([](const char* k) { return std::getenv(k); }),
@@ -228,13 +232,12 @@ class ShmCommunicator final : public HostCommunicator {
   const char* transport() const override { return "shm"; }
 
  private:
-  void do_all_reduce(Tensor& t, ReduceOp op) override;
-  void do_reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) override;
-  void do_all_gather(Tensor& out, const Tensor& in) override;
-  void do_broadcast(Tensor& t, int root) override;
-  void do_send(const Tensor& t, int peer) override;
-  void do_recv(Tensor& t, int peer) override;
-  void do_batch_send_recv(std::vector<P2POp>& ops) override;
+  // The link of parallel/link_communicator.h: begin() refuses after a failure and keeps the
+  // operation for messages; exchange() drives the transfers through the pairs' rings or, single
+  // copy, straight from the sender's memory; the barrier is the flags' phase().
+  void begin(const char* op, const Tensor* data, const char* dir, int other) override;
+  void exchange(std::vector<Transfer>& xs) override;
+  size_t reduce_piece_bytes() const override { return kReducePiece; }
   void do_barrier() override;
 
  private:
@@ -252,10 +255,6 @@ class ShmCommunicator final : public HostCommunicator {
   std::atomic<uint64_t>& tail(int from, int to) const {
     return reinterpret_cast<RingIndex*>(map_.base() + layout_.tails)[from * size_ + to].value;
   }
-  char* slot(int r) const {
-    return map_.base() + layout_.slots + static_cast<size_t>(r) * kSlotBytes;
-  }
-  char* result() const { return map_.base() + layout_.result; }
   char* mailbox(int from, int to) const {
     return map_.base() + layout_.mailboxes + static_cast<size_t>(from * size_ + to) * kMailboxBytes;
   }
@@ -267,7 +266,7 @@ class ShmCommunicator final : public HostCommunicator {
   // it moved), can_advance() says whether it could move now, transfer() drives them all until
   // done, each after the earlier ones on the same peer and direction.
   struct Pending {
-    P2POp* op;
+    Transfer* op;
     size_t pos = 0;       // bytes through the ring so far
     bool posted = false;  // single copy: descriptor published (send) / sequence taken (recv)
     uint64_t seq = 0;
@@ -275,7 +274,6 @@ class ShmCommunicator final : public HostCommunicator {
   };
   bool advance(Pending& x);
   bool can_advance(const Pending& x) const;
-  void transfer(std::vector<P2POp>& ops);
 
   // Single copy: copies `bytes` at `addr` in peer's process into dst; failures (the peer died,
   // the kernel refused) mark the communicator failed and throw naming the peer.
@@ -289,11 +287,11 @@ class ShmCommunicator final : public HostCommunicator {
   void ring(int peer) const;
   // Raises this rank's step and waits until every rank has reached it.
   void phase();
-  // Runs one operation on `data` (null: none) to/from rank `other` (-1: none; `dir` says which):
-  // refuses after a failure. The description for errors is built only on a failure.
-  template <typename F>
-  void run(const char* op, const Tensor* data, const char* dir, int other, F&& f);
+  // The operation begin() started, for errors: built only on a failure.
   std::string current() const;
+  // The bytes from which a transfer copies once: a collective's (every rank in it at once) from
+  // kSingleCopyMin, a send/recv's from kSingleCopySendMin.
+  size_t single_copy_from() const { return single_copy_from_; }
 
   ms timeout_;
   std::chrono::microseconds spin_;  // see shm_spin
@@ -310,6 +308,7 @@ class ShmCommunicator final : public HostCommunicator {
   const Tensor* data_ = nullptr;
   const char* dir_ = "";
   int other_ = -1;
+  size_t single_copy_from_ = kSingleCopySendMin;  // for the operation begin() started
   std::string failure_;
 };
 
@@ -386,8 +385,7 @@ void ShmCommunicator::phase() {
   wait_until([&] { return missing() < 0; }, missing);
 }
 
-template <typename F>
-void ShmCommunicator::run(const char* op, const Tensor* data, const char* dir, int other, F&& f) {
+void ShmCommunicator::begin(const char* op, const Tensor* data, const char* dir, int other) {
   if (!failure_.empty())
     throw io_error(std::string(op) + " on " + where() +
                        ": the communicator failed earlier and cannot be used: " + failure_,
@@ -396,7 +394,10 @@ void ShmCommunicator::run(const char* op, const Tensor* data, const char* dir, i
   data_ = data;
   dir_ = dir;
   other_ = other;
-  f();
+  const bool p2p = std::strcmp(op, "send") == 0 || std::strcmp(op, "recv") == 0 ||
+                   std::strcmp(op, "batch_send_recv") == 0;
+  const bool reduces = std::strcmp(op, "all_reduce") == 0 || std::strcmp(op, "reduce_scatter") == 0;
+  single_copy_from_ = p2p ? kSingleCopySendMin : reduces ? SIZE_MAX : kSingleCopyMin;
 }
 
 std::string ShmCommunicator::current() const {
@@ -425,116 +426,17 @@ void ShmCommunicator::read_from(int peer, void* dst, uint64_t addr, size_t bytes
   }
 }
 
-void ShmCommunicator::do_all_reduce(Tensor& t, ReduceOp op) {
-  run("all_reduce", &t, "", -1, [&] {
-    by_host_dtype(t.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      T* data = static_cast<T*>(t.data());
-      const auto total = static_cast<size_t>(t.numel());
-      const size_t per_piece = kSlotBytes / sizeof(T);
-      for (size_t off = 0; off < total; off += per_piece) {
-        const size_t count = std::min(per_piece, total - off);
-        std::memcpy(slot(rank_), data + off, count * sizeof(T));
-        phase();
-        // Chunk r of the piece, reduced over every rank's slot in rank order.
-        const size_t chunk = (count + size_ - 1) / size_;
-        const size_t begin = std::min(count, chunk * rank_), end = std::min(count, begin + chunk);
-        T* out = reinterpret_cast<T*>(result());
-        std::vector<const T*> srcs;
-        for (int p = 0; p < size_; ++p) srcs.push_back(reinterpret_cast<const T*>(slot(p)) + begin);
-        reduce_in_order(out + begin, srcs, end - begin, op);
-        phase();
-        std::memcpy(data + off, out, count * sizeof(T));
-      }
-    });
-  });
-}
-
-void ShmCommunicator::do_reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) {
-  run("reduce_scatter", &in, "", -1, [&] {
-    by_host_dtype(in.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      const T* src = static_cast<const T*>(in.data());
-      T* dst = static_cast<T*>(out.data());
-      const auto m = static_cast<size_t>(out.numel());
-      const size_t per_piece = std::max<size_t>(1, kSlotBytes / (sizeof(T) * size_));
-      for (size_t off = 0; off < m; off += per_piece) {
-        const size_t count = std::min(per_piece, m - off);
-        // The slot holds this piece of every chunk: chunk k at k * count.
-        T* mine = reinterpret_cast<T*>(slot(rank_));
-        for (int k = 0; k < size_; ++k)
-          std::memcpy(mine + k * count, src + k * m + off, count * sizeof(T));
-        phase();
-        std::vector<const T*> srcs;
-        for (int p = 0; p < size_; ++p)
-          srcs.push_back(reinterpret_cast<const T*>(slot(p)) + static_cast<size_t>(rank_) * count);
-        reduce_in_order(dst + off, srcs, count, op);
-        phase();
-      }
-    });
-  });
-}
-
-void ShmCommunicator::do_all_gather(Tensor& out, const Tensor& in) {
-  run("all_gather", &out, "", -1, [&] {
-    const size_t bytes = in.nbytes();
-    const char* src = static_cast<const char*>(in.data());
-    char* dst = static_cast<char*>(out.data());
-    if (single_copy_ && bytes >= kSingleCopyMin) {
-      // Every rank reads every other rank's input from its memory; the second phase keeps each
-      // input alive until all have read it.
-      control(rank_).addr.store(reinterpret_cast<uint64_t>(src), std::memory_order_relaxed);
-      phase();
-      for (int k = 1; k < size_; ++k) {
-        const int p = (rank_ + k) % size_;  // staggered: not every rank reads rank 0 first
-        read_from(p, dst + p * bytes, control(p).addr.load(std::memory_order_relaxed), bytes);
-      }
-      std::memcpy(dst + rank_ * bytes, src, bytes);
-      phase();
-      return;
-    }
-    for (size_t off = 0; off < bytes; off += kSlotBytes) {
-      const size_t n = std::min(kSlotBytes, bytes - off);
-      std::memcpy(slot(rank_), src + off, n);
-      phase();
-      for (int p = 0; p < size_; ++p) std::memcpy(dst + p * bytes + off, slot(p), n);
-      phase();
-    }
-  });
-}
-
-void ShmCommunicator::do_broadcast(Tensor& t, int root) {
-  run("broadcast", &t, " from rank ", root, [&] {
-    const size_t bytes = t.nbytes();
-    char* data = static_cast<char*>(t.data());
-    if (single_copy_ && bytes >= kSingleCopyMin) {
-      if (rank_ == root) control(root).addr.store(reinterpret_cast<uint64_t>(data));
-      phase();
-      if (rank_ != root) read_from(root, data, control(root).addr.load(), bytes);
-      phase();  // the root's buffer stays as it is until every rank has read it
-      return;
-    }
-    for (size_t off = 0; off < bytes; off += kSlotBytes) {
-      const size_t n = std::min(kSlotBytes, bytes - off);
-      if (rank_ == root) std::memcpy(slot(root), data + off, n);
-      phase();
-      if (rank_ != root) std::memcpy(data + off, slot(root), n);
-      phase();
-    }
-  });
-}
-
 bool ShmCommunicator::advance(Pending& x) {
-  P2POp& op = *x.op;
-  const size_t bytes = op.tensor.nbytes();
+  Transfer& op = *x.op;
+  const size_t bytes = op.bytes;
   const int peer = op.peer;
-  if (single_copy_ && bytes >= kSingleCopySendMin) {
+  if (single_copy_ && bytes >= single_copy_from()) {
     if (op.send) {
       SendDescriptor& d = send_descriptor(rank_, peer);
       bool moved = false;
       if (!x.posted) {  // posting never waits
         x.seq = ++sent_[peer];
-        d.addr.store(reinterpret_cast<uint64_t>(op.tensor.data()), std::memory_order_relaxed);
+        d.addr.store(reinterpret_cast<uint64_t>(op.data), std::memory_order_relaxed);
         d.bytes.store(bytes, std::memory_order_relaxed);
         d.seq.store(x.seq, std::memory_order_release);
         ring(peer);
@@ -556,7 +458,7 @@ bool ShmCommunicator::advance(Pending& x) {
                  " (the sender and receiver disagree on the shape)";
       throw io_error(failure_, "shm");
     }
-    read_from(peer, op.tensor.data(), d.addr.load(std::memory_order_relaxed), bytes);
+    read_from(peer, op.data, d.addr.load(std::memory_order_relaxed), bytes);
     d.ack.store(x.seq, std::memory_order_release);
     ring(peer);
     x.done = true;
@@ -567,7 +469,7 @@ bool ShmCommunicator::advance(Pending& x) {
   auto& h = head(from, to);
   auto& tl = tail(from, to);
   char* box = mailbox(from, to);
-  char* data = static_cast<char*>(op.tensor.data());
+  char* data = op.data;
   bool moved = false;
   while (x.pos < bytes) {
     size_t n = 0;
@@ -598,9 +500,9 @@ bool ShmCommunicator::advance(Pending& x) {
 }
 
 bool ShmCommunicator::can_advance(const Pending& x) const {
-  const P2POp& op = *x.op;
+  const Transfer& op = *x.op;
   const int peer = op.peer;
-  if (single_copy_ && op.tensor.nbytes() >= kSingleCopySendMin) {
+  if (single_copy_ && op.bytes >= single_copy_from()) {
     if (!x.posted) return true;
     if (op.send) return send_descriptor(rank_, peer).ack.load(std::memory_order_acquire) >= x.seq;
     return send_descriptor(peer, rank_).seq.load(std::memory_order_acquire) >= x.seq;
@@ -613,9 +515,9 @@ bool ShmCommunicator::can_advance(const Pending& x) const {
          tail(peer, rank_).load(std::memory_order_relaxed);
 }
 
-void ShmCommunicator::transfer(std::vector<P2POp>& ops) {
+void ShmCommunicator::exchange(std::vector<Transfer>& ops) {
   std::vector<Pending> xs;
-  for (P2POp& op : ops) xs.push_back(Pending{&op});
+  for (Transfer& op : ops) xs.push_back(Pending{&op});
   // The ops each one waits for: an earlier one on the same peer and direction (one ring, one
   // sequence of descriptors per ordered pair).
   const auto blocked = [&](size_t i) {
@@ -649,28 +551,9 @@ void ShmCommunicator::transfer(std::vector<P2POp>& ops) {
   }
 }
 
-void ShmCommunicator::do_send(const Tensor& t, int peer) {
-  run("send", &t, " to rank ", peer, [&] {
-    std::vector<P2POp> ops{P2POp{true, t, peer}};
-    transfer(ops);
-  });
-}
-
-void ShmCommunicator::do_recv(Tensor& t, int peer) {
-  run("recv", &t, " from rank ", peer, [&] {
-    std::vector<P2POp> ops{P2POp{false, t, peer}};
-    transfer(ops);
-  });
-}
-
-void ShmCommunicator::do_batch_send_recv(std::vector<P2POp>& ops) {
-  run("batch_send_recv", &ops.front().tensor,
-      ops.front().send ? " (first) to rank " : " (first) from rank ", ops.front().peer,
-      [&] { transfer(ops); });
-}
-
 void ShmCommunicator::do_barrier() {
-  run("barrier", nullptr, "", -1, [&] { phase(); });
+  begin("barrier", nullptr, "", -1);
+  phase();
 }
 
 std::string hex64(uint64_t v) {

@@ -3,38 +3,36 @@
 //
 // Why: over Gloo's TCP transport a small all-reduce between two processes of one machine costs
 // 0.3-1 ms (socket round trips through Gloo's event-loop thread); tensor and pipeline parallelism
-// make thousands of them per iteration. Here a collective is a copy into the segment, a flag per
-// rank and a copy out: microseconds.
+// make thousands of them per iteration. Here a transfer is a copy into a ring in the segment and
+// a copy out: microseconds.
 //
 // Segment (rank 0 creates it, publishes its name and a random nonce in the Store; the others map
 // it and check the nonce, so a rank on another node, or in a container without this /dev/shm,
 // cannot mistake another segment for it; rank 0 unlinks the name once every rank has mapped it,
 // so nothing is left behind by a crash):
-//   per rank     a flag (the last step it reached) and its pid
-//   per rank     a slot of kSlotBytes: its input for the current piece of a collective
-//   one          result area of kSlotBytes: the reduced piece
-//   per pair     a ring buffer of kMailboxBytes for send/recv from i to j
-// Collectives go piece by piece (kSlotBytes of input per rank at a time); per piece each rank
-// copies its input into its slot and raises its flag, then (reductions) rank r reduces chunk r of
-// the piece over every slot in rank order into the result area and raises its flag again, and
-// every rank copies the result out. Every rank therefore gets the same bits; bf16/f16 sums are
-// formed in fp32 and rounded after each addition. send/recv stream through the pair's ring: a
-// send returns once its bytes are in the ring (not when the peer has received them), which only
-// removes waiting, never adds it.
+//   per rank     a flag (the last step it reached), its pid and a futex word to sleep on
+//   per pair     a ring buffer of kMailboxBytes from i to j, and a single-copy descriptor
+// It is the link of parallel/link_communicator.h: the collectives are that file's, built from
+// exchanges of transfers, which this file runs through the pairs' rings (published a 16 KiB
+// piece at a time, so the peer copies one piece out while the next goes in) or single copy; the
+// barrier is the flags. Every rank gets the same bits (sums in rank order). A send returns once
+// its bytes are in the ring (not when the peer has received them), which only removes waiting,
+// never adds it.
 //
-// Single copy: a broadcast or all_gather of 64 KiB or more, and a send/recv of 1 MiB or more,
-// copy once, straight from the owner's memory with process_vm_readv (Linux cross-memory attach),
-// not into the segment and out again; the owner publishes the buffer's address and waits until
-// its readers are done. Used when every member could read every other's memory at creation
+// Single copy: a broadcast's or all_gather's transfers of 8 KiB or more, and a send/recv of 1 MiB
+// or more, copy once, straight from the owner's memory with process_vm_readv (Linux cross-memory
+// attach), not into the ring and out again; the owner publishes the buffer's address in the pair's
+// descriptor and waits for the reader's acknowledgement. Reductions stay in the rings, summed 256
+// KiB a peer at a time. Used when every member could read every other's memory at creation
 // (ShmOptions::single_copy; MTNLG_SHM_SINGLE_COPY=0 turns it off); the group's description then
 // says "single copy".
 //
-// Waiting spins briefly, then yields the core, then sleeps in 50 us steps after 2 ms: a rank
-// waiting out a pipeline bubble does not burn the core its neighbour computes on. Failures as
-// Gloo's: past the timeout an operation throws io_error naming the group, the operation, the
-// peer still missing and the time waited; a peer whose process has died is named as soon as it
-// is noticed (its pid is gone), not after the timeout. After a failure the communicator is
-// unusable.
+// Waiting spins briefly (none when the node's ranks outnumber its cores), then sleeps on a futex
+// until a peer publishes: a rank waiting out a pipeline bubble does not burn the core its
+// neighbour computes on. Failures as Gloo's: past the timeout an operation throws io_error naming
+// the group, the operation, the peer still missing and the time waited; a peer whose process has
+// died is named as soon as it is noticed (its pid is gone), not after the timeout. After a
+// failure the communicator is unusable.
 //
 // Ownership: a communicator owns its mapping. Thread safety: not thread-safe (one thread per
 // communicator, as every Communicator); the factories are, as long as the Store is.
