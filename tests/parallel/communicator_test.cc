@@ -105,7 +105,7 @@ TEMPLATE_TEST_CASE("reduce_scatter gives rank r chunk r of the reduction", "", f
   const Transport tr = GENERATE(Transport::kGloo, Transport::kTcp, Transport::kShm);
   INFO("transport " << transport_name(tr));
   // Chunks of one element, a non-power-of-two and a larger one; one communicator runs them all
-  // back to back (with an all_reduce between, whose tags and slots must not mix with the ring's).
+  // back to back (with an all_reduce between, whose transfers must not mix with the ring's).
   const std::vector<int64_t> chunks = {1, 5, 1001};
   for (int n = 1; n <= 4; ++n) {
     INFO("ranks " << n);
@@ -436,8 +436,8 @@ TEST_CASE("a rank that never joins makes the others time out - naming the peer")
   }
 }
 
-TEST_CASE("shared memory: pieces larger than a slot, a long send stream, and MTNLG_TRANSPORT") {
-  // 3 MB tensors cross many 512 KiB slot pieces and 128 KiB ring wraps; with single copy (the
+TEST_CASE("shared memory: multi-megabyte tensors, a long send stream, and MTNLG_TRANSPORT") {
+  // 3 MB tensors cross many 256 KiB reduction pieces and 128 KiB ring wraps; with single copy (the
   // default where the kernel allows it, as here) broadcast, all_gather and sends of 2 MiB or more
   // read the owner's memory instead. Both ways must give the same bits.
   const bool single_copy = GENERATE(true, false);
