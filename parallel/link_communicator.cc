@@ -56,8 +56,30 @@ void LinkCommunicator::direct_all_gather(char* out, const char* in, size_t bytes
     std::memmove(out + bytes * static_cast<size_t>(rank_), in, bytes);
 }
 
+const char* LinkCommunicator::op_name(Op op) {
+  switch (op) {
+    case Op::kAllReduce:
+      return "all_reduce";
+    case Op::kReduceScatter:
+      return "reduce_scatter";
+    case Op::kAllGather:
+      return "all_gather";
+    case Op::kBroadcast:
+      return "broadcast";
+    case Op::kSend:
+      return "send";
+    case Op::kRecv:
+      return "recv";
+    case Op::kBatchSendRecv:
+      return "batch_send_recv";
+    case Op::kBarrier:
+      return "barrier";
+  }
+  return "?";
+}
+
 void LinkCommunicator::do_all_reduce(Tensor& t, ReduceOp op) {
-  begin("all_reduce", &t, "", -1);
+  begin(Op::kAllReduce, &t, "", -1);
   by_host_dtype(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* data = static_cast<T*>(t.data());
@@ -98,7 +120,7 @@ void LinkCommunicator::do_all_reduce(Tensor& t, ReduceOp op) {
 }
 
 void LinkCommunicator::do_reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) {
-  begin("reduce_scatter", &in, "", -1);
+  begin(Op::kReduceScatter, &in, "", -1);
   by_host_dtype(in.dtype(), [&](auto tag) {
     using T = decltype(tag);
     direct_reduce_scatter(static_cast<T*>(out.data()), static_cast<const T*>(in.data()),
@@ -107,13 +129,13 @@ void LinkCommunicator::do_reduce_scatter(Tensor& out, const Tensor& in, ReduceOp
 }
 
 void LinkCommunicator::do_all_gather(Tensor& out, const Tensor& in) {
-  begin("all_gather", &out, "", -1);
+  begin(Op::kAllGather, &out, "", -1);
   direct_all_gather(static_cast<char*>(out.data()), static_cast<const char*>(in.data()),
                     in.nbytes());
 }
 
 void LinkCommunicator::do_broadcast(Tensor& t, int root) {
-  begin("broadcast", &t, " from rank ", root);
+  begin(Op::kBroadcast, &t, " from rank ", root);
   std::vector<Transfer> xs;
   if (rank_ == root) {
     for (int p = 0; p < size_; ++p)
@@ -125,19 +147,19 @@ void LinkCommunicator::do_broadcast(Tensor& t, int root) {
 }
 
 void LinkCommunicator::do_send(const Tensor& t, int peer) {
-  begin("send", &t, " to rank ", peer);
+  begin(Op::kSend, &t, " to rank ", peer);
   std::vector<Transfer> xs{{peer, true, static_cast<char*>(t.data()), t.nbytes()}};
   exchange(xs);
 }
 
 void LinkCommunicator::do_recv(Tensor& t, int peer) {
-  begin("recv", &t, " from rank ", peer);
+  begin(Op::kRecv, &t, " from rank ", peer);
   std::vector<Transfer> xs{{peer, false, static_cast<char*>(t.data()), t.nbytes()}};
   exchange(xs);
 }
 
 void LinkCommunicator::do_batch_send_recv(std::vector<P2POp>& ops) {
-  begin("batch_send_recv", &ops.front().tensor,
+  begin(Op::kBatchSendRecv, &ops.front().tensor,
         ops.front().send ? " (first) to rank " : " (first) from rank ", ops.front().peer);
   std::vector<Transfer> xs;
   for (P2POp& op : ops)
@@ -146,7 +168,7 @@ void LinkCommunicator::do_batch_send_recv(std::vector<P2POp>& ops) {
 }
 
 void LinkCommunicator::do_barrier() {
-  begin("barrier", nullptr, "", -1);
+  begin(Op::kBarrier, nullptr, "", -1);
   std::vector<char> out(static_cast<size_t>(size_), 1), in(static_cast<size_t>(size_), 0);
   std::vector<Transfer> xs;
   for (int p = 0; p < size_; ++p) {

@@ -32,6 +32,25 @@ class LinkCommunicator : public HostCommunicator {
  protected:
   using HostCommunicator::HostCommunicator;
 
+  // The operation begin() starts: transports choose by its kind (shared memory copies a point-
+  // to-point transfer once from a lower size than a collective's, and never a reduction's
+  // pieces), and name it in their messages.
+  enum class Op {
+    kAllReduce,
+    kReduceScatter,
+    kAllGather,
+    kBroadcast,
+    kSend,
+    kRecv,
+    kBatchSendRecv,
+    kBarrier
+  };
+  static const char* op_name(Op op);
+  static bool point_to_point(Op op) {
+    return op == Op::kSend || op == Op::kRecv || op == Op::kBatchSendRecv;
+  }
+  static bool reduces(Op op) { return op == Op::kAllReduce || op == Op::kReduceScatter; }
+
   // One transfer of an exchange: `bytes` at `data` to send to, or receive from, `peer`.
   struct Transfer {
     int peer;
@@ -45,7 +64,7 @@ class LinkCommunicator : public HostCommunicator {
   // every transfer to completion, those on one peer and direction in their order (it may advance
   // each transfer's data and bytes as they move), and throws io_error naming the group, the
   // operation and the peer on a timeout or a dead peer.
-  virtual void begin(const char* op, const Tensor* data, const char* dir, int other) = 0;
+  virtual void begin(Op op, const Tensor* data, const char* dir, int other) = 0;
   virtual void exchange(std::vector<Transfer>& xs) = 0;
   // The most bytes a reduction takes from each peer before it sums them: a link whose transfers
   // cost little each (shared memory) sums pieces that are still in cache.

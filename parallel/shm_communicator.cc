@@ -235,7 +235,7 @@ class ShmCommunicator final : public LinkCommunicator {
   // The link of parallel/link_communicator.h: begin() refuses after a failure and keeps the
   // operation for messages; exchange() drives the transfers through the pairs' rings or, single
   // copy, straight from the sender's memory; the barrier is the flags' phase().
-  void begin(const char* op, const Tensor* data, const char* dir, int other) override;
+  void begin(Op op, const Tensor* data, const char* dir, int other) override;
   void exchange(std::vector<Transfer>& xs) override;
   size_t reduce_piece_bytes() const override { return kReducePiece; }
   void do_barrier() override;
@@ -263,7 +263,7 @@ class ShmCommunicator final : public LinkCommunicator {
   }
 
   // Point-to-point ops in progress: advance() moves one as far as it can without waiting (true if
-  // it moved), can_advance() says whether it could move now, transfer() drives them all until
+  // it moved), can_advance() says whether it could move now, exchange() drives them all until
   // done, each after the earlier ones on the same peer and direction.
   struct Pending {
     Transfer* op;
@@ -304,7 +304,7 @@ class ShmCommunicator final : public LinkCommunicator {
   // Single-copy sends posted to / received from each peer (sequence numbers of SendDescriptor).
   std::vector<uint64_t> sent_, received_;
   // The operation running, for errors (see run()).
-  const char* op_ = "";
+  const char* op_ = "";  // op_name() of the operation begin() started
   const Tensor* data_ = nullptr;
   const char* dir_ = "";
   int other_ = -1;
@@ -385,19 +385,18 @@ void ShmCommunicator::phase() {
   wait_until([&] { return missing() < 0; }, missing);
 }
 
-void ShmCommunicator::begin(const char* op, const Tensor* data, const char* dir, int other) {
+void ShmCommunicator::begin(Op op, const Tensor* data, const char* dir, int other) {
   if (!failure_.empty())
-    throw io_error(std::string(op) + " on " + where() +
+    throw io_error(std::string(op_name(op)) + " on " + where() +
                        ": the communicator failed earlier and cannot be used: " + failure_,
                    "shm");
-  op_ = op;
+  op_ = op_name(op);
   data_ = data;
   dir_ = dir;
   other_ = other;
-  const bool p2p = std::strcmp(op, "send") == 0 || std::strcmp(op, "recv") == 0 ||
-                   std::strcmp(op, "batch_send_recv") == 0;
-  const bool reduces = std::strcmp(op, "all_reduce") == 0 || std::strcmp(op, "reduce_scatter") == 0;
-  single_copy_from_ = p2p ? kSingleCopySendMin : reduces ? SIZE_MAX : kSingleCopyMin;
+  single_copy_from_ = point_to_point(op) ? kSingleCopySendMin
+                      : reduces(op)      ? SIZE_MAX
+                                         : kSingleCopyMin;
 }
 
 std::string ShmCommunicator::current() const {
@@ -443,7 +442,7 @@ bool ShmCommunicator::advance(Pending& x) {
         x.posted = moved = true;
       }
       x.done = d.ack.load(std::memory_order_acquire) >= x.seq;
-      return moved || x.done;  // true only if something changed: else transfer() waits
+      return moved || x.done;  // true only if something changed: else exchange() waits
     }
     SendDescriptor& d = send_descriptor(peer, rank_);
     if (!x.posted) {
@@ -552,7 +551,7 @@ void ShmCommunicator::exchange(std::vector<Transfer>& ops) {
 }
 
 void ShmCommunicator::do_barrier() {
-  begin("barrier", nullptr, "", -1);
+  begin(Op::kBarrier, nullptr, "", -1);
   phase();
 }
 

@@ -126,12 +126,12 @@ class TcpCommunicator final : public LinkCommunicator {
  private:
   // The link of parallel/link_communicator.h: one poll() loop runs an exchange's transfers;
   // a timeout or a closed connection throws (and marks the communicator failed) naming the peer.
-  void begin(const char* op, const Tensor* data, const char* dir, int other) override;
+  void begin(Op op, const Tensor* data, const char* dir, int other) override;
   void exchange(std::vector<Transfer>& xs) override;
 
   ms timeout_;
   std::vector<Fd> peers_;  // [size_]: the socket to each other rank
-  const char* op_ = "";
+  const char* op_ = "";    // op_name() of the operation begin() started
   const Tensor* data_ = nullptr;
   std::string failure_;
 };
@@ -237,12 +237,12 @@ TcpCommunicator::TcpCommunicator(Store& store, std::string name, int rank,
   }
 }
 
-void TcpCommunicator::begin(const char* op, const Tensor* data, const char*, int) {
+void TcpCommunicator::begin(Op op, const Tensor* data, const char*, int) {
   if (!failure_.empty())
-    throw io_error(std::string(op) + " on " + where() +
+    throw io_error(std::string(op_name(op)) + " on " + where() +
                        ": the communicator failed earlier and cannot be used: " + failure_,
                    "tcp");
-  op_ = op;
+  op_ = op_name(op);
   data_ = data;
 }
 
