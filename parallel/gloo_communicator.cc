@@ -90,17 +90,12 @@ class StoreAdapter final : public gloo::rendezvous::Store {
 
 using ReduceFn = void (*)(void*, const void*, const void*, size_t);
 
+// Reductions of bf16/f16 widen each pair to fp32 and round the sum (gloo::sum<Bf16> through
+// Bf16's conversions), once per ring hop, as NCCL's bf16 reductions do.
 template <typename T>
 ReduceFn reduce_fn(ReduceOp op) {
   return op == ReduceOp::kSum ? static_cast<ReduceFn>(&gloo::sum<T>)
                               : static_cast<ReduceFn>(&gloo::max<T>);
-}
-
-// Reductions of bf16/f16 widen each pair to fp32 and round the sum (gloo::sum<Bf16> through
-// Bf16's conversions), once per ring hop, as NCCL's bf16 reductions do.
-template <typename F>
-void by_dtype(DType dtype, F&& f) {
-  by_host_dtype(dtype, std::forward<F>(f));
 }
 
 class GlooCommunicator final : public HostCommunicator {
@@ -282,7 +277,7 @@ void GlooCommunicator::do_all_reduce(Tensor& t, ReduceOp op) {
   run(
       "all_reduce", [&] { return t.str(); }, -1,
       [&] {
-        by_dtype(t.dtype(), [&](auto tag) {
+        by_host_dtype(t.dtype(), "all_reduce", [&](auto tag) {
           using T = decltype(tag);
           gloo::AllreduceOptions opts(context_);
           opts.setOutput(static_cast<T*>(t.data()), static_cast<size_t>(t.numel()));
@@ -299,7 +294,7 @@ void GlooCommunicator::do_reduce_scatter(Tensor& out, const Tensor& in, ReduceOp
   run(
       "reduce_scatter", [&] { return in.str(); }, -1,
       [&] {
-        by_dtype(in.dtype(), [&](auto tag) {
+        by_host_dtype(in.dtype(), "reduce_scatter", [&](auto tag) {
           using T = decltype(tag);
           ring_reduce_scatter(out, in, reduce_fn<T>(op));
         });
@@ -342,7 +337,7 @@ void GlooCommunicator::do_all_gather(Tensor& out, const Tensor& in) {
   run(
       "all_gather", [&] { return out.str(); }, -1,
       [&] {
-        by_dtype(in.dtype(), [&](auto tag) {
+        by_host_dtype(in.dtype(), "all_gather", [&](auto tag) {
           using T = decltype(tag);
           gloo::AllgatherOptions opts(context_);
           opts.setInput(static_cast<T*>(in.data()), static_cast<size_t>(in.numel()));
@@ -359,7 +354,7 @@ void GlooCommunicator::do_broadcast(Tensor& t, int root) {
   run(
       "broadcast", [&] { return t.str() + " from rank " + std::to_string(root); }, -1,
       [&] {
-        by_dtype(t.dtype(), [&](auto tag) {
+        by_host_dtype(t.dtype(), "broadcast", [&](auto tag) {
           using T = decltype(tag);
           gloo::BroadcastOptions opts(context_);
           opts.setOutput(static_cast<T*>(t.data()), static_cast<size_t>(t.numel()));

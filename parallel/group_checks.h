@@ -9,8 +9,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "core/dtype_dispatch.h"
 #include "core/kernels/bf16_math.h"
 #include "core/status.h"
 #include "core/tensor.h"
@@ -73,28 +75,11 @@ void check_host_tensor(const char* op, const Tensor& t, const Where& where) {
          << (t.defined() ? t.str() : "an undefined tensor"));
 }
 
-// Calls f(T{}) with T the element type of `dtype` (one of check_host_tensor's).
+// Calls f(T{}) with T the element type of `dtype` (one of check_host_tensor's): the backends'
+// dispatch (core/dtype_dispatch.h) with token ids too.
 template <typename F>
-void by_host_dtype(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::kF32:
-      f(float{});
-      return;
-    case DType::kF64:
-      f(double{});
-      return;
-    case DType::kI32:
-      f(int32_t{});
-      return;
-    case DType::kBF16:
-      f(Bf16{});
-      return;
-    case DType::kF16:
-      f(F16{});
-      return;
-    default:
-      MTNLG_CHECK_MSG(false, "CPU communicator: unsupported dtype " << dtype_name(dtype));
-  }
+void by_host_dtype(DType dtype, const char* op, F&& f) {
+  dispatch_dtype<DTypeSet::kFloatingAndI32>(Device::kCPU, dtype, op, std::forward<F>(f));
 }
 
 // out[e] = srcs[0][e] op srcs[1][e] op ... in that order (out may be one of srcs): the same bits

@@ -80,7 +80,7 @@ const char* LinkCommunicator::op_name(Op op) {
 
 void LinkCommunicator::do_all_reduce(Tensor& t, ReduceOp op) {
   begin(Op::kAllReduce, &t, "", -1);
-  by_host_dtype(t.dtype(), [&](auto tag) {
+  by_host_dtype(t.dtype(), "all_reduce", [&](auto tag) {
     using T = decltype(tag);
     T* data = static_cast<T*>(t.data());
     const auto total = static_cast<size_t>(t.numel());
@@ -121,7 +121,7 @@ void LinkCommunicator::do_all_reduce(Tensor& t, ReduceOp op) {
 
 void LinkCommunicator::do_reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op) {
   begin(Op::kReduceScatter, &in, "", -1);
-  by_host_dtype(in.dtype(), [&](auto tag) {
+  by_host_dtype(in.dtype(), "reduce_scatter", [&](auto tag) {
     using T = decltype(tag);
     direct_reduce_scatter(static_cast<T*>(out.data()), static_cast<const T*>(in.data()),
                           static_cast<size_t>(out.numel()), op);

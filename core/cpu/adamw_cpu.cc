@@ -52,7 +52,7 @@ void CpuBackend::do_adamw_update(Tensor& param, const Tensor& grad, Tensor& m, T
                                  const AdamWArgs& args) {
   enter();
   guard_write(param, "adamw_update");
-  dispatch_floating<true>(Device::kCPU, param.dtype(), "adamw_update", [&](auto z) {
+  dispatch_dtype<DTypeSet::kWide>(Device::kCPU, param.dtype(), "adamw_update", [&](auto z) {
     using T = decltype(z);
     cpu::adamw_update(param.data_as<T>(), grad.data_as<T>(), m.data_as<T>(), v.data_as<T>(),
                       param.numel(), args);

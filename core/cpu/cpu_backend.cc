@@ -173,7 +173,7 @@ void CpuBackend::gemm_impl(Tensor& c, const Tensor& a, bool trans_a, const Tenso
     if (c.dtype() == DType::kF16) copy(c, c32);
     return;
   }
-  dispatch_floating<true>(Device::kCPU, c.dtype(), "gemm", [&](auto z) {
+  dispatch_dtype<DTypeSet::kWide>(Device::kCPU, c.dtype(), "gemm", [&](auto z) {
     using T = decltype(z);
     cpu::gemm(c.data_as<T>(), a.data_as<T>(), trans_a, b.data_as<T>(), trans_b, m, n, k,
               static_cast<T>(alpha), static_cast<T>(beta));
@@ -190,7 +190,7 @@ void CpuBackend::do_attention_forward(Tensor& out, Tensor& stats, const Tensor& 
                                 rng);
     return;
   }
-  dispatch_floating(Device::kCPU, qkv.dtype(), "attention_forward", [&](auto z) {
+  dispatch_dtype(Device::kCPU, qkv.dtype(), "attention_forward", [&](auto z) {
     using T = decltype(z);
     cpu::attention_forward(out.data_as<T>(), stats.data_as<acc_t<T>>(), qkv.data_as<T>(), b, s,
                            heads, hd, static_cast<float>(dropout_p), rng);
@@ -209,7 +209,7 @@ void CpuBackend::do_attention_backward(Tensor& dqkv, const Tensor& dout, const T
                                  static_cast<float>(dropout_p), rng);
     return;
   }
-  dispatch_floating(Device::kCPU, qkv.dtype(), "attention_backward", [&](auto z) {
+  dispatch_dtype(Device::kCPU, qkv.dtype(), "attention_backward", [&](auto z) {
     using T = decltype(z);
     cpu::attention_backward(dqkv.data_as<T>(), dout.data_as<T>(), qkv.data_as<T>(),
                             stats.data_as<acc_t<T>>(), b, s, heads, hd,

@@ -208,7 +208,7 @@ double CpuBackend::do_cross_entropy_forward(const Tensor& logits, const Tensor& 
   cpu::check_ids(targets.data_as<int32_t>(), n, vocab, "cross_entropy_forward", "target id",
                  "the data's vocabulary is larger than the model's (check model.vocab_size)");
   double loss = 0.0;
-  dispatch_floating(Device::kCPU, logits.dtype(), "cross_entropy_forward", [&](auto z) {
+  dispatch_dtype(Device::kCPU, logits.dtype(), "cross_entropy_forward", [&](auto z) {
     using T = decltype(z);
     loss =
         cpu::cross_entropy_forward(logits.data_as<T>(), targets.data_as<int32_t>(), n, vp, vocab);
@@ -223,7 +223,7 @@ void CpuBackend::do_cross_entropy_backward(Tensor& dlogits, const Tensor& logits
   const int64_t vp = logits.dim(-1), n = logits.numel() / vp;  // checked by the front
   cpu::check_ids(targets.data_as<int32_t>(), n, vocab, "cross_entropy_backward", "target id",
                  "the data's vocabulary is larger than the model's (check model.vocab_size)");
-  dispatch_floating(Device::kCPU, logits.dtype(), "cross_entropy_backward", [&](auto z) {
+  dispatch_dtype(Device::kCPU, logits.dtype(), "cross_entropy_backward", [&](auto z) {
     using T = decltype(z);
     cpu::cross_entropy_backward(dlogits.data_as<T>(), logits.data_as<T>(),
                                 targets.data_as<int32_t>(), n, vp, vocab,
@@ -236,7 +236,7 @@ void CpuBackend::do_cross_entropy_shard_max(Tensor& row_max, const Tensor& logit
   enter();
   const char* op = "cross_entropy_shard_max";
   const auto [n, real] = cpu::shard_rows(op, logits, nullptr, vocab_start, vocab);
-  dispatch_floating(Device::kCPU, logits.dtype(), op, [&](auto z) {
+  dispatch_dtype(Device::kCPU, logits.dtype(), op, [&](auto z) {
     using T = decltype(z);
     cpu::cross_entropy_shard_max(row_max.data_as<double>(), logits.data_as<T>(), n, logits.dim(-1),
                                  real);
@@ -249,7 +249,7 @@ void CpuBackend::do_cross_entropy_shard_stats(Tensor& stats, const Tensor& logit
   enter();
   const char* op = "cross_entropy_shard_stats";
   const auto [n, real] = cpu::shard_rows(op, logits, &targets, vocab_start, vocab);
-  dispatch_floating(Device::kCPU, logits.dtype(), op, [&](auto z) {
+  dispatch_dtype(Device::kCPU, logits.dtype(), op, [&](auto z) {
     using T = decltype(z);
     cpu::cross_entropy_shard_stats(stats.data_as<double>(), logits.data_as<T>(),
                                    targets.data_as<int32_t>(), row_max.data_as<double>(), n,
@@ -264,7 +264,7 @@ void CpuBackend::do_cross_entropy_shard_backward(Tensor& dlogits, const Tensor& 
   enter();
   const char* op = "cross_entropy_shard_backward";
   const auto [n, real] = cpu::shard_rows(op, logits, &targets, vocab_start, vocab);
-  dispatch_floating(Device::kCPU, logits.dtype(), op, [&](auto z) {
+  dispatch_dtype(Device::kCPU, logits.dtype(), op, [&](auto z) {
     using T = decltype(z);
     cpu::cross_entropy_shard_backward(dlogits.data_as<T>(), logits.data_as<T>(),
                                       targets.data_as<int32_t>(), row_max.data_as<double>(),

@@ -29,7 +29,7 @@ namespace mtnlg {
 // The backend's operations whose kernels are in this file (docs/backend.md, Adding an operation).
 void CpuBackend::do_dropout_forward(Tensor& out, const Tensor& in, double p, RngStream rng) {
   enter();
-  dispatch_floating(Device::kCPU, in.dtype(), "dropout", [&](auto z) {
+  dispatch_dtype(Device::kCPU, in.dtype(), "dropout", [&](auto z) {
     using T = decltype(z);
     if (p == 0.0) {  // identity: skip drawing random numbers that all say keep
       if (out.data() != in.data()) std::memmove(out.data(), in.data(), in.nbytes());

@@ -158,7 +158,7 @@ void CpuBackend::do_fill(Tensor& t, double value) {
     cpu::fill(t.data_as<int32_t>(), static_cast<int32_t>(value), t.numel());
     return;
   }
-  dispatch_floating(Device::kCPU, t.dtype(), "fill", [&](auto z) {
+  dispatch_dtype(Device::kCPU, t.dtype(), "fill", [&](auto z) {
     using T = decltype(z);
     cpu::fill(t.data_as<T>(), static_cast<T>(value), t.numel());
   });
@@ -167,7 +167,7 @@ void CpuBackend::do_fill(Tensor& t, double value) {
 void CpuBackend::do_add_bias(Tensor& y, const Tensor& bias) {
   enter();
   const int64_t c = y.dim(-1);
-  dispatch_floating(Device::kCPU, y.dtype(), "add_bias", [&](auto z) {
+  dispatch_dtype(Device::kCPU, y.dtype(), "add_bias", [&](auto z) {
     using T = decltype(z);
     cpu::add_bias(y.data_as<T>(), bias.data_as<T>(), y.numel() / c, c);
   });
@@ -176,7 +176,7 @@ void CpuBackend::do_add_bias(Tensor& y, const Tensor& bias) {
 void CpuBackend::do_bias_backward(Tensor& dbias, const Tensor& dy) {
   enter();
   const int64_t c = dy.dim(-1);
-  dispatch_floating(Device::kCPU, dy.dtype(), "bias_backward", [&](auto z) {
+  dispatch_dtype(Device::kCPU, dy.dtype(), "bias_backward", [&](auto z) {
     using T = decltype(z);
     cpu::bias_backward(dbias.data_as<acc_t<T>>(), dy.data_as<T>(), dy.numel() / c, c);
   });
@@ -185,7 +185,7 @@ void CpuBackend::do_bias_backward(Tensor& dbias, const Tensor& dy) {
 void CpuBackend::do_add(Tensor& out, const Tensor& a, const Tensor& b) {
   enter();
   guard_write(out, "add");
-  dispatch_floating(Device::kCPU, out.dtype(), "add", [&](auto z) {
+  dispatch_dtype(Device::kCPU, out.dtype(), "add", [&](auto z) {
     using T = decltype(z);
     cpu::add(out.data_as<T>(), a.data_as<T>(), b.data_as<T>(), out.numel());
   });
@@ -194,7 +194,7 @@ void CpuBackend::do_add(Tensor& out, const Tensor& a, const Tensor& b) {
 void CpuBackend::do_axpy(Tensor& y, const Tensor& x, double alpha) {
   enter();
   guard_write(y, "axpy");
-  dispatch_floating(Device::kCPU, y.dtype(), "axpy", [&](auto z) {
+  dispatch_dtype(Device::kCPU, y.dtype(), "axpy", [&](auto z) {
     using T = decltype(z);
     cpu::axpy(y.data_as<T>(), x.data_as<T>(), static_cast<acc_t<T>>(alpha), y.numel());
   });
@@ -203,7 +203,7 @@ void CpuBackend::do_axpy(Tensor& y, const Tensor& x, double alpha) {
 void CpuBackend::do_scale(Tensor& x, double alpha) {
   enter();
   guard_write(x, "scale");
-  dispatch_floating(Device::kCPU, x.dtype(), "scale", [&](auto z) {
+  dispatch_dtype(Device::kCPU, x.dtype(), "scale", [&](auto z) {
     using T = decltype(z);
     cpu::scale(x.data_as<T>(), static_cast<acc_t<T>>(alpha), x.numel());
   });
@@ -212,7 +212,7 @@ void CpuBackend::do_scale(Tensor& x, double alpha) {
 double CpuBackend::do_sum_squares(const Tensor& x) {
   enter();
   double result = 0.0;
-  dispatch_floating(Device::kCPU, x.dtype(), "sum_squares", [&](auto z) {
+  dispatch_dtype(Device::kCPU, x.dtype(), "sum_squares", [&](auto z) {
     using T = decltype(z);
     result = cpu::sum_squares(x.data_as<T>(), x.numel());
   });

@@ -87,7 +87,7 @@ void CpuBackend::do_embedding_forward(Tensor& out, const Tensor& tokens, const T
   const int64_t b = tokens.dim(0), s = tokens.dim(1), c = wte.dim(1);  // checked by the front
   cpu::check_ids(tokens.data_as<int32_t>(), b * s, wte.dim(0), "embedding_forward", "token id",
                  "the data's vocabulary is larger than the model's (check model.vocab_size)");
-  dispatch_floating(Device::kCPU, wte.dtype(), "embedding_forward", [&](auto z) {
+  dispatch_dtype(Device::kCPU, wte.dtype(), "embedding_forward", [&](auto z) {
     using T = decltype(z);
     cpu::embedding_shard_forward(out.data_as<T>(), tokens.data_as<int32_t>(), wte.data_as<T>(),
                                  wte.dim(0), 0, wpe.data_as<T>(), b, s, c);
@@ -100,7 +100,7 @@ void CpuBackend::do_embedding_backward(Tensor& dwte, Tensor& dwpe, const Tensor&
   const int64_t b = tokens.dim(0), s = tokens.dim(1), c = dwte.dim(1);  // checked by the front
   cpu::check_ids(tokens.data_as<int32_t>(), b * s, dwte.dim(0), "embedding_backward", "token id",
                  "the data's vocabulary is larger than the model's (check model.vocab_size)");
-  dispatch_floating(Device::kCPU, dout.dtype(), "embedding_backward", [&](auto z) {
+  dispatch_dtype(Device::kCPU, dout.dtype(), "embedding_backward", [&](auto z) {
     using T = decltype(z);
     using A = acc_t<T>;
     cpu::embedding_shard_backward(dwte.data_as<A>(), dwte.dim(0), 0, dwpe.data_as<A>(),
@@ -114,7 +114,7 @@ void CpuBackend::do_embedding_shard_forward(Tensor& out, const Tensor& tokens,
   enter();
   const char* op = "embedding_shard_forward";
   const int64_t b = tokens.dim(0), s = tokens.dim(1), c = wte_local.dim(1);  // checked
-  dispatch_floating(Device::kCPU, wte_local.dtype(), op, [&](auto z) {
+  dispatch_dtype(Device::kCPU, wte_local.dtype(), op, [&](auto z) {
     using T = decltype(z);
     cpu::embedding_shard_forward(out.data_as<T>(), tokens.data_as<int32_t>(),
                                  wte_local.data_as<T>(), wte_local.dim(0), vocab_start,
@@ -127,7 +127,7 @@ void CpuBackend::do_embedding_shard_backward(Tensor& dwte_local, Tensor& dwpe, c
   enter();
   const char* op = "embedding_shard_backward";
   const int64_t b = tokens.dim(0), s = tokens.dim(1), c = dwte_local.dim(1);  // checked
-  dispatch_floating(Device::kCPU, dout.dtype(), op, [&](auto z) {
+  dispatch_dtype(Device::kCPU, dout.dtype(), op, [&](auto z) {
     using T = decltype(z);
     using A = acc_t<T>;
     cpu::embedding_shard_backward(dwte_local.data_as<A>(), dwte_local.dim(0), vocab_start,

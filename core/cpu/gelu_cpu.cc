@@ -59,7 +59,7 @@ namespace mtnlg {
 // The backend's operations whose kernels are in this file (docs/backend.md, Adding an operation).
 void CpuBackend::do_gelu_forward(Tensor& out, const Tensor& in, Activation act) {
   enter();
-  dispatch_floating(Device::kCPU, in.dtype(), "gelu_forward", [&](auto z) {
+  dispatch_dtype(Device::kCPU, in.dtype(), "gelu_forward", [&](auto z) {
     using T = decltype(z);
     cpu::gelu_forward(out.data_as<T>(), in.data_as<T>(), in.numel(), act);
   });
@@ -68,7 +68,7 @@ void CpuBackend::do_gelu_forward(Tensor& out, const Tensor& in, Activation act) 
 void CpuBackend::do_gelu_backward(Tensor& din, const Tensor& dout, const Tensor& in,
                                   Activation act) {
   enter();
-  dispatch_floating(Device::kCPU, in.dtype(), "gelu_backward", [&](auto z) {
+  dispatch_dtype(Device::kCPU, in.dtype(), "gelu_backward", [&](auto z) {
     using T = decltype(z);
     cpu::gelu_backward(din.data_as<T>(), dout.data_as<T>(), in.data_as<T>(), in.numel(), act);
   });

@@ -113,7 +113,7 @@ void CpuBackend::do_layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, c
   enter();
   const int64_t c = in.dim(-1), n = in.numel() / c;  // checked by Backend::layernorm_forward
   const DType dt = in.dtype();
-  dispatch_floating(Device::kCPU, dt, "layernorm_forward", [&](auto z) {
+  dispatch_dtype(Device::kCPU, dt, "layernorm_forward", [&](auto z) {
     using T = decltype(z);
     using A = acc_t<T>;
     cpu::layernorm_forward(out.data_as<T>(), mean.data_as<A>(), rstd.data_as<A>(), in.data_as<T>(),
@@ -127,7 +127,7 @@ void CpuBackend::do_layernorm_backward(Tensor& din, Tensor& dweight, Tensor& dbi
   enter();
   const int64_t c = in.dim(-1), n = in.numel() / c;  // checked by Backend::layernorm_backward
   const DType dt = in.dtype();
-  dispatch_floating(Device::kCPU, dt, "layernorm_backward", [&](auto z) {
+  dispatch_dtype(Device::kCPU, dt, "layernorm_backward", [&](auto z) {
     using T = decltype(z);
     using A = acc_t<T>;
     cpu::layernorm_backward(din.data_as<T>(), dweight.data_as<A>(), dbias.data_as<A>(),

@@ -163,7 +163,7 @@ void adamw_update_cuda(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
   MTNLG_CHECK_GE(args.step, 1);
   const int64_t n = param.numel();
   if (n == 0) return;
-  dispatch_floating<true>(Device::kCUDA, param.dtype(), "adamw_update", [&](auto tag) {
+  dispatch_dtype<DTypeSet::kWide>(Device::kCUDA, param.dtype(), "adamw_update", [&](auto tag) {
     using T = decltype(tag);
     const kernels::AdamWCoeffs<T> k = kernels::adamw_coeffs<T>(args);
     adamw_kernel<<<cuda_grid(n), kCudaBlock, 0, stream>>>(param.data_as<T>(), grad.data_as<T>(),

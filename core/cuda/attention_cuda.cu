@@ -290,7 +290,7 @@ void attention_forward_cuda(const Blas& blas, Tensor& out, Tensor& stats, const 
   const cudaStream_t stream = stream_of(blas);
   const int64_t hss = d.heads * d.s * d.s;
   const bool drop = dropout_p > 0.0;
-  dispatch_floating(Device::kCUDA, qkv.dtype(), "attention_forward", [&](auto tag) {
+  dispatch_dtype(Device::kCUDA, qkv.dtype(), "attention_forward", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
     const DType dt = qkv.dtype(), acc = dtype_of<A>();
@@ -342,7 +342,7 @@ void attention_backward_cuda(const Blas& blas, Tensor& dqkv, const Tensor& dout,
   const cudaStream_t stream = stream_of(blas);
   const int64_t hss = d.heads * d.s * d.s;
   const bool drop = dropout_p > 0.0;
-  dispatch_floating(Device::kCUDA, qkv.dtype(), "attention_backward", [&](auto tag) {
+  dispatch_dtype(Device::kCUDA, qkv.dtype(), "attention_backward", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
     const DType dt = qkv.dtype(), acc = dtype_of<A>();

@@ -172,7 +172,7 @@ void cross_entropy_shard_max_cuda(Tensor& row_max, const Tensor& logits, int64_t
                                   cudaStream_t stream) {
   const int64_t cols = logits.dim(-1), n = logits.numel() / cols;
   if (n == 0) return;
-  dispatch_floating(Device::kCUDA, logits.dtype(), "cross_entropy_shard_max", [&](auto tag) {
+  dispatch_dtype(Device::kCUDA, logits.dtype(), "cross_entropy_shard_max", [&](auto tag) {
     using T = decltype(tag);
     cross_entropy_shard_max_kernel<<<static_cast<unsigned>(n), kCudaBlock, 0, stream>>>(
         row_max.data_as<double>(), logits.data_as<T>(), cols, real);
@@ -185,7 +185,7 @@ void cross_entropy_shard_stats_cuda(Tensor& stats, const Tensor& logits, const T
                                     cudaStream_t stream) {
   const int64_t cols = logits.dim(-1), n = logits.numel() / cols;
   if (n == 0) return;
-  dispatch_floating(Device::kCUDA, logits.dtype(), "cross_entropy_shard_stats", [&](auto tag) {
+  dispatch_dtype(Device::kCUDA, logits.dtype(), "cross_entropy_shard_stats", [&](auto tag) {
     using T = decltype(tag);
     cross_entropy_shard_stats_kernel<<<static_cast<unsigned>(n), kCudaBlock, 0, stream>>>(
         stats.data_as<double>(), logits.data_as<T>(), targets.data_as<int32_t>(),
@@ -200,7 +200,7 @@ void cross_entropy_shard_backward_cuda(Tensor& dlogits, const Tensor& logits, co
                                        cudaStream_t stream) {
   const int64_t cols = logits.dim(-1), n = logits.numel() / cols;
   if (n == 0) return;
-  dispatch_floating(Device::kCUDA, logits.dtype(), "cross_entropy_shard_backward", [&](auto tag) {
+  dispatch_dtype(Device::kCUDA, logits.dtype(), "cross_entropy_shard_backward", [&](auto tag) {
     using T = decltype(tag);
     cross_entropy_shard_backward_kernel<<<static_cast<unsigned>(n), kCudaBlock, 0, stream>>>(
         dlogits.data_as<T>(), logits.data_as<T>(), targets.data_as<int32_t>(),
@@ -214,7 +214,7 @@ double cross_entropy_forward_cuda(const Tensor& logits, const Tensor& targets, i
   const int64_t vp = logits.dim(-1), n = logits.numel() / vp;
   if (n == 0) return 0.0;
   double* row_loss = static_cast<double*>(ws.get(static_cast<size_t>(n) * sizeof(double)));
-  dispatch_floating(Device::kCUDA, logits.dtype(), "cross_entropy_forward", [&](auto tag) {
+  dispatch_dtype(Device::kCUDA, logits.dtype(), "cross_entropy_forward", [&](auto tag) {
     using T = decltype(tag);
     cross_entropy_forward_kernel<<<static_cast<unsigned>(n), kCudaBlock, 0, stream>>>(
         row_loss, logits.data_as<T>(), targets.data_as<int32_t>(), vp, vocab);
@@ -227,7 +227,7 @@ void cross_entropy_backward_cuda(Tensor& dlogits, const Tensor& logits, const Te
                                  int64_t vocab, double grad_scale, cudaStream_t stream) {
   const int64_t vp = logits.dim(-1), n = logits.numel() / vp;
   if (n == 0) return;
-  dispatch_floating(Device::kCUDA, logits.dtype(), "cross_entropy_backward", [&](auto tag) {
+  dispatch_dtype(Device::kCUDA, logits.dtype(), "cross_entropy_backward", [&](auto tag) {
     using T = decltype(tag);
     cross_entropy_backward_kernel<<<static_cast<unsigned>(n), kCudaBlock, 0, stream>>>(
         dlogits.data_as<T>(), logits.data_as<T>(), targets.data_as<int32_t>(), vp, vocab,

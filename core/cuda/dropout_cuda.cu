@@ -103,7 +103,7 @@ void dropout_apply(Tensor& out, const Tensor& in, const Tensor* res, double p, R
   MTNLG_CHECK_MSG(p >= 0.0 && p < 1.0, op << ": dropout probability " << p);
   const int64_t n = out.numel();
   if (n == 0) return;
-  dispatch_floating(Device::kCUDA, out.dtype(), op, [&](auto tag) {
+  dispatch_dtype(Device::kCUDA, out.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const T* r = res ? res->data_as<T>() : nullptr;
     if (p == 0.0) {  // identity: no draws needed

@@ -106,7 +106,7 @@ void fill_cuda(Tensor& t, double value, cudaStream_t stream) {
     fill_kernel<<<cuda_grid(n), kCudaBlock, 0, stream>>>(t.data_as<int32_t>(),
                                                          static_cast<int32_t>(value), n);
   } else {
-    dispatch_floating(Device::kCUDA, t.dtype(), "fill", [&](auto tag) {
+    dispatch_dtype(Device::kCUDA, t.dtype(), "fill", [&](auto tag) {
       using T = decltype(tag);
       const T v = static_cast<T>(static_cast<acc_t<T>>(value));
       fill_kernel<<<cuda_grid(n), kCudaBlock, 0, stream>>>(t.data_as<T>(), v, n);
@@ -118,9 +118,9 @@ void fill_cuda(Tensor& t, double value, cudaStream_t stream) {
 void convert_cuda(Tensor& dst, const Tensor& src, cudaStream_t stream) {
   const int64_t n = src.numel();
   if (n == 0) return;
-  dispatch_floating(Device::kCUDA, dst.dtype(), "copy", [&](auto dtag) {
+  dispatch_dtype(Device::kCUDA, dst.dtype(), "copy", [&](auto dtag) {
     using D = decltype(dtag);
-    dispatch_floating(Device::kCUDA, src.dtype(), "copy", [&](auto stag) {
+    dispatch_dtype(Device::kCUDA, src.dtype(), "copy", [&](auto stag) {
       using S = decltype(stag);
       convert_kernel<<<cuda_grid(n), kCudaBlock, 0, stream>>>(dst.data_as<D>(), src.data_as<S>(),
                                                               n);
@@ -132,7 +132,7 @@ void convert_cuda(Tensor& dst, const Tensor& src, cudaStream_t stream) {
 void add_cuda(Tensor& out, const Tensor& a, const Tensor& b, cudaStream_t stream) {
   const int64_t n = out.numel();
   if (n == 0) return;
-  dispatch_floating(Device::kCUDA, out.dtype(), "add", [&](auto tag) {
+  dispatch_dtype(Device::kCUDA, out.dtype(), "add", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
     map2(out.data_as<T>(), a.data_as<T>(), b.data_as<T>(), n, stream, AddOp<A>{});
@@ -143,7 +143,7 @@ void add_cuda(Tensor& out, const Tensor& a, const Tensor& b, cudaStream_t stream
 void axpy_cuda(Tensor& y, const Tensor& x, double alpha, cudaStream_t stream) {
   const int64_t n = y.numel();
   if (n == 0) return;
-  dispatch_floating(Device::kCUDA, y.dtype(), "axpy", [&](auto tag) {
+  dispatch_dtype(Device::kCUDA, y.dtype(), "axpy", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
     map2(y.data_as<T>(), y.data_as<T>(), x.data_as<T>(), n, stream,
@@ -155,7 +155,7 @@ void axpy_cuda(Tensor& y, const Tensor& x, double alpha, cudaStream_t stream) {
 void scale_cuda(Tensor& x, double alpha, cudaStream_t stream) {
   const int64_t n = x.numel();
   if (n == 0) return;
-  dispatch_floating(Device::kCUDA, x.dtype(), "scale", [&](auto tag) {
+  dispatch_dtype(Device::kCUDA, x.dtype(), "scale", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
     map2(x.data_as<T>(), x.data_as<T>(), x.data_as<T>(), n, stream,
@@ -168,7 +168,7 @@ void add_bias_cuda(Tensor& y, const Tensor& bias, cudaStream_t stream) {
   const int64_t n = y.numel();
   const int64_t c = bias.numel();
   if (n == 0) return;
-  dispatch_floating(Device::kCUDA, y.dtype(), "add_bias", [&](auto tag) {
+  dispatch_dtype(Device::kCUDA, y.dtype(), "add_bias", [&](auto tag) {
     using T = decltype(tag);
     const int64_t rows = n / c;
     const unsigned grid_rows = static_cast<unsigned>(std::min<int64_t>(rows, 1024));

@@ -103,7 +103,7 @@ void embedding_forward_cuda(Tensor& out, const Tensor& tokens, const Tensor& wte
                             int64_t vocab_start, cudaStream_t stream) {
   const int64_t n = tokens.numel(), s = tokens.dim(1), c = wte.dim(1);
   if (n == 0 || c == 0) return;
-  dispatch_floating(Device::kCUDA, wte.dtype(), "embedding_forward", [&](auto tag) {
+  dispatch_dtype(Device::kCUDA, wte.dtype(), "embedding_forward", [&](auto tag) {
     using T = decltype(tag);
     embedding_forward_kernel<<<cuda_grid(n * c), kCudaBlock, 0, stream>>>(
         out.data_as<T>(), tokens.data_as<int32_t>(), wte.data_as<T>(), wte.dim(0), vocab_start,
@@ -138,7 +138,7 @@ void embedding_backward_cuda(Tensor& dwte, Tensor& dwpe, const Tensor& dout, con
   CUDA_CHECK(cudaGetLastError());
   CUDA_CHECK(cub::DeviceRadixSort::SortPairs(sort_tmp, sort_bytes, ids_in, ids_out, pos_in, pos_out,
                                              num, 0, end_bit, stream));
-  dispatch_floating(Device::kCUDA, dout.dtype(), "embedding_backward", [&](auto tag) {
+  dispatch_dtype(Device::kCUDA, dout.dtype(), "embedding_backward", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
     const dim3 grid(static_cast<unsigned>(n),

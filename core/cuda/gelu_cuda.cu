@@ -106,7 +106,7 @@ void gelu_bias_backward_cuda(Tensor& din, Tensor& dbias, const Tensor& dout, con
                              Activation act, Workspace& ws, cudaStream_t stream) {
   const int64_t cols = dbias.numel();
   if (cols == 0 || din.numel() == 0) return;
-  dispatch_floating(Device::kCUDA, din.dtype(), "gelu_bias_backward", [&](auto tag) {
+  dispatch_dtype(Device::kCUDA, din.dtype(), "gelu_bias_backward", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
     const cuda::ColumnSumPlan plan = cuda::column_sum_plan<T>(din.numel() / cols, cols);
@@ -126,7 +126,7 @@ void gelu_bias_backward_cuda(Tensor& din, Tensor& dbias, const Tensor& dout, con
 void gelu_forward_cuda(Tensor& out, const Tensor& in, Activation act, cudaStream_t stream) {
   const int64_t n = out.numel();
   if (n == 0) return;
-  dispatch_floating(Device::kCUDA, out.dtype(), "gelu_forward", [&](auto tag) {
+  dispatch_dtype(Device::kCUDA, out.dtype(), "gelu_forward", [&](auto tag) {
     using T = decltype(tag);
     if (packed<T>(n, {out.data(), in.data()})) {
       const int64_t packs = n / Pack<T>::kN;
@@ -152,7 +152,7 @@ void gelu_backward_cuda(Tensor& din, const Tensor& dout, const Tensor& in, Activ
                         cudaStream_t stream) {
   const int64_t n = din.numel();
   if (n == 0) return;
-  dispatch_floating(Device::kCUDA, din.dtype(), "gelu_backward", [&](auto tag) {
+  dispatch_dtype(Device::kCUDA, din.dtype(), "gelu_backward", [&](auto tag) {
     using T = decltype(tag);
     if (packed<T>(n, {din.data(), dout.data(), in.data()})) {
       const int64_t packs = n / Pack<T>::kN;

@@ -192,7 +192,7 @@ void layernorm_forward_cuda(Tensor& out, Tensor& mean, Tensor& rstd, const Tenso
                             cudaStream_t stream) {
   const int64_t c = in.dim(-1), n = in.numel() / c;
   if (n == 0) return;
-  dispatch_floating(Device::kCUDA, in.dtype(), "layernorm_forward", [&](auto tag) {
+  dispatch_dtype(Device::kCUDA, in.dtype(), "layernorm_forward", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
     if (packed<T>(c, {out.data(), in.data(), weight.data(), bias.data()})) {
@@ -213,7 +213,7 @@ void layernorm_backward_cuda(Tensor& din, Tensor& dweight, Tensor& dbias, const 
                              const Tensor& rstd, Workspace& ws, cudaStream_t stream) {
   const int64_t c = in.dim(-1), n = in.numel() / c;
   if (n == 0) return;
-  dispatch_floating(Device::kCUDA, in.dtype(), "layernorm_backward", [&](auto tag) {
+  dispatch_dtype(Device::kCUDA, in.dtype(), "layernorm_backward", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
     const cuda::ColumnSumPlan plan = cuda::column_sum_plan<T>(n, c);

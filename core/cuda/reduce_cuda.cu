@@ -82,7 +82,7 @@ unsigned sum_squares_blocks(int64_t n) {
 
 void sum_squares_partials(const Tensor& x, double* partials, cudaStream_t stream) {
   const int64_t n = x.numel();
-  dispatch_floating(Device::kCUDA, x.dtype(), "sum_squares", [&](auto tag) {
+  dispatch_dtype(Device::kCUDA, x.dtype(), "sum_squares", [&](auto tag) {
     using T = decltype(tag);
     sum_squares_partial_kernel<<<sum_squares_blocks(n), kCudaBlock, 0, stream>>>(partials,
                                                                                  x.data_as<T>(), n);
@@ -133,7 +133,7 @@ void bias_backward_cuda(Tensor& dbias, const Tensor& dy, Workspace& ws, cudaStre
   const int64_t cols = dbias.numel();
   if (cols == 0) return;
   const int64_t rows = dy.numel() / cols;
-  dispatch_floating(Device::kCUDA, dy.dtype(), "bias_backward", [&](auto tag) {
+  dispatch_dtype(Device::kCUDA, dy.dtype(), "bias_backward", [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
     const cuda::ColumnSumPlan plan = cuda::column_sum_plan<T>(rows, cols);
