@@ -8,6 +8,8 @@
 
 namespace mtnlg::cpu {
 
+namespace {
+
 template <typename T>
 void adamw_update(T* param, const T* grad, T* m, T* v, int64_t n, const AdamWArgs& args) {
   const kernels::AdamWCoeffs<T> k = kernels::adamw_coeffs<T>(args);
@@ -17,6 +19,7 @@ void adamw_update(T* param, const T* grad, T* m, T* v, int64_t n, const AdamWArg
   });
 }
 
+// The same on fp32 masters, then param (W = Bf16 or F16) = master rounded, block by block.
 template <typename W>
 void adamw_update_rounded(W* param, float* master, const float* grad, float* m, float* v, int64_t n,
                           const AdamWArgs& args) {
@@ -35,13 +38,7 @@ void adamw_update_rounded(W* param, float* master, const float* grad, float* m, 
   });
 }
 
-template void adamw_update<float>(float*, const float*, float*, float*, int64_t, const AdamWArgs&);
-template void adamw_update_rounded<Bf16>(Bf16*, float*, const float*, float*, float*, int64_t,
-                                         const AdamWArgs&);
-template void adamw_update_rounded<F16>(F16*, float*, const float*, float*, float*, int64_t,
-                                        const AdamWArgs&);
-template void adamw_update<double>(double*, const double*, double*, double*, int64_t,
-                                   const AdamWArgs&);
+}  // namespace
 
 }  // namespace mtnlg::cpu
 

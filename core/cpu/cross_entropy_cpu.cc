@@ -64,8 +64,7 @@ A row_max(const E* x, int64_t vocab) {
   return mx;
 }
 
-}  // namespace
-
+// logits: [n, vp], targets: [n] in [0, vocab), vocab <= vp
 template <typename T>
 double cross_entropy_forward(const T* logits, const int32_t* targets, int64_t n, int64_t vp,
                              int64_t vocab) {
@@ -87,6 +86,7 @@ double cross_entropy_forward(const T* logits, const int32_t* targets, int64_t n,
   return total;
 }
 
+// dlogits may alias logits
 template <typename T>
 void cross_entropy_backward(T* dlogits, const T* logits, const int32_t* targets, int64_t n,
                             int64_t vp, int64_t vocab, acc_t<T> grad_scale) {
@@ -148,6 +148,7 @@ void cross_entropy_shard_max(double* row_max, const T* logits, int64_t n, int64_
   }
 }
 
+// stats: [2, n]
 template <typename T>
 void cross_entropy_shard_stats(double* stats, const T* logits, const int32_t* targets,
                                const double* row_max, int64_t n, int64_t cols, int64_t start,
@@ -163,6 +164,7 @@ void cross_entropy_shard_stats(double* stats, const T* logits, const int32_t* ta
   }
 }
 
+// dlogits may alias logits
 template <typename T>
 void cross_entropy_shard_backward(T* dlogits, const T* logits, const int32_t* targets,
                                   const double* row_max, const double* row_sum, int64_t n,
@@ -180,21 +182,7 @@ void cross_entropy_shard_backward(T* dlogits, const T* logits, const int32_t* ta
   }
 }
 
-#define MTNLG_INSTANTIATE(T)                                                                       \
-  template double cross_entropy_forward<T>(const T*, const int32_t*, int64_t, int64_t, int64_t);   \
-  template void cross_entropy_backward<T>(T*, const T*, const int32_t*, int64_t, int64_t, int64_t, \
-                                          acc_t<T>);                                               \
-  template void cross_entropy_shard_max<T>(double*, const T*, int64_t, int64_t, int64_t);          \
-  template void cross_entropy_shard_stats<T>(double*, const T*, const int32_t*, const double*,     \
-                                             int64_t, int64_t, int64_t, int64_t);                  \
-  template void cross_entropy_shard_backward<T>(T*, const T*, const int32_t*, const double*,       \
-                                                const double*, int64_t, int64_t, int64_t, int64_t, \
-                                                double);
-MTNLG_INSTANTIATE(float)
-MTNLG_INSTANTIATE(double)
-MTNLG_INSTANTIATE(Bf16)
-MTNLG_INSTANTIATE(F16)
-#undef MTNLG_INSTANTIATE
+}  // namespace
 
 }  // namespace mtnlg::cpu
 

@@ -6,6 +6,9 @@
 
 namespace mtnlg::cpu {
 
+namespace {
+
+// out = in * keep / (1 - p); out may alias in. Backward is the same map applied to dout.
 template <typename T>
 void dropout_forward(T* out, const T* in, int64_t n, float p, RngStream rng) {
   using A = acc_t<T>;
@@ -17,10 +20,7 @@ void dropout_forward(T* out, const T* in, int64_t n, float p, RngStream rng) {
   });
 }
 
-template void dropout_forward<float>(float*, const float*, int64_t, float, RngStream);
-template void dropout_forward<double>(double*, const double*, int64_t, float, RngStream);
-template void dropout_forward<Bf16>(Bf16*, const Bf16*, int64_t, float, RngStream);
-template void dropout_forward<F16>(F16*, const F16*, int64_t, float, RngStream);
+}  // namespace
 
 }  // namespace mtnlg::cpu
 

@@ -29,6 +29,8 @@ void convert(To* dst, const From* src, int64_t n) {
   });
 }
 
+namespace {
+
 template <typename T>
 void add(T* out, const T* a, const T* b, int64_t n) {
   for_blocks(n, [=](int64_t lo, int64_t hi) {
@@ -80,6 +82,7 @@ double sum_squares(const T* x, int64_t n) {
   return total;
 }
 
+// y: [n, c] += bias: [c]
 template <typename T>
 void add_bias(T* y, const T* bias, int64_t n, int64_t c) {
   const Widened<T> bw(bias, c);
@@ -93,6 +96,7 @@ void add_bias(T* y, const T* bias, int64_t n, int64_t c) {
   }
 }
 
+// dbias: [c] += sum over rows of dy: [n, c]
 template <typename T>
 void bias_backward(acc_t<T>* dbias, const T* dy, int64_t n, int64_t c) {
   // Parallel over column blocks, rows summed in order: no reduction across threads.
@@ -110,14 +114,9 @@ void bias_backward(acc_t<T>* dbias, const T* dy, int64_t n, int64_t c) {
   }
 }
 
-#define MTNLG_INSTANTIATE(T)                                 \
-  template void fill<T>(T*, T, int64_t);                     \
-  template void add<T>(T*, const T*, const T*, int64_t);     \
-  template void axpy<T>(T*, const T*, acc_t<T>, int64_t);    \
-  template void scale<T>(T*, acc_t<T>, int64_t);             \
-  template double sum_squares<T>(const T*, int64_t);         \
-  template void add_bias<T>(T*, const T*, int64_t, int64_t); \
-  template void bias_backward<T>(acc_t<T>*, const T*, int64_t, int64_t);
+}  // namespace
+
+#define MTNLG_INSTANTIATE(T) template void fill<T>(T*, T, int64_t);
 MTNLG_INSTANTIATE(float)
 MTNLG_INSTANTIATE(double)
 MTNLG_INSTANTIATE(Bf16)

@@ -11,8 +11,10 @@
 namespace mtnlg::cpu {
 namespace {
 constexpr int64_t kColBlock = 64;
-}  // namespace
 
+// out: [b*s, c], tokens: [b*s], wte: the word rows [start, start + rows) of the vocabulary,
+// [rows, c]; wpe: [>= s, c] or null (no positions). A token outside the rows gives 0 (another
+// rank holds it): the whole table is start 0, rows V, with tokens already range-checked.
 template <typename T>
 void embedding_shard_forward(T* out, const int32_t* tokens, const T* wte, int64_t rows,
                              int64_t start, const T* wpe, int64_t b, int64_t s, int64_t c) {
@@ -36,6 +38,7 @@ void embedding_shard_forward(T* out, const int32_t* tokens, const T* wte, int64_
   }
 }
 
+// dwte[tokens - start] += dout for held tokens; dwpe (or null) [t] += sum_b dout[b, t].
 template <typename T>
 void embedding_shard_backward(acc_t<T>* dwte, int64_t rows, int64_t start, acc_t<T>* dwpe,
                               const T* dout, const int32_t* tokens, int64_t b, int64_t s,
@@ -65,16 +68,7 @@ void embedding_shard_backward(acc_t<T>* dwte, int64_t rows, int64_t start, acc_t
   }
 }
 
-#define MTNLG_INSTANTIATE(T)                                                                  \
-  template void embedding_shard_forward<T>(T*, const int32_t*, const T*, int64_t, int64_t,    \
-                                           const T*, int64_t, int64_t, int64_t);              \
-  template void embedding_shard_backward<T>(acc_t<T>*, int64_t, int64_t, acc_t<T>*, const T*, \
-                                            const int32_t*, int64_t, int64_t, int64_t);
-MTNLG_INSTANTIATE(float)
-MTNLG_INSTANTIATE(double)
-MTNLG_INSTANTIATE(Bf16)
-MTNLG_INSTANTIATE(F16)
-#undef MTNLG_INSTANTIATE
+}  // namespace
 
 }  // namespace mtnlg::cpu
 

@@ -1,12 +1,12 @@
-// The CPU kernels behind CpuBackend (private to core/cpu/): templated on the element type T
-// (float for training, double for gradient checks, Bf16 and F16 for mixed precision), raw row-major
-// pointers, arguments in llm.c order
-// (outputs, saved, inputs, weights, sizes). Each concept lives in <concept>_cpu.cc, which
-// instantiates it for float, double and (where the model needs them) Bf16 and F16. Arithmetic runs
-// in acc_t<T> (float for Bf16 and F16): elements are widened on read and rounded once on write, and
-// per-row statistics (LayerNorm mean/rstd) and parameter gradients are acc_t<T> arrays, so a
-// bf16/fp16 model keeps fp32 statistics and fp32 main gradients. Shapes and accumulate/overwrite
-// rules are those of core/backend.h; the Backend validates tensors before calling in here.
+// The CPU kernels one core/cpu/ file calls in another (private to core/cpu/): templated on the
+// element type T (float for training, double for gradient checks, Bf16 and F16 for mixed
+// precision), raw row-major pointers, arguments in llm.c order (outputs, saved, inputs, weights,
+// sizes). A family's other kernels are private to its <family>_cpu.cc, behind its CpuBackend::do_
+// members (docs/backend.md). Arithmetic runs in acc_t<T> (float for Bf16 and F16): elements are
+// widened on read and rounded once on write, and per-row statistics (LayerNorm mean/rstd) and
+// parameter gradients are acc_t<T> arrays, so a bf16/fp16 model keeps fp32 statistics and fp32
+// main gradients. Shapes and accumulate/overwrite rules are those of core/backend.h; the
+// Backend's front validates tensors before calling in here.
 //
 // Threading: kernels open OpenMP parallel regions with the calling thread's OpenMP thread count
 // (CpuBackend sets it) and call OpenBLAS single-threaded (see cpu_backend.cc for why).
@@ -273,32 +273,6 @@ template <typename T>
 void narrow_all(T* dst, const float* src, int64_t n);
 template <typename T>
 void widen_all(float* dst, const T* src, int64_t n);
-template <typename T>
-void add(T* out, const T* a, const T* b, int64_t n);
-template <typename T>
-void axpy(T* y, const T* x, acc_t<T> alpha, int64_t n);
-template <typename T>
-void scale(T* x, acc_t<T> alpha, int64_t n);
-template <typename T>
-double sum_squares(const T* x, int64_t n);
-// y: [n, c] += bias: [c]
-template <typename T>
-void add_bias(T* y, const T* bias, int64_t n, int64_t c);
-// dbias: [c] += sum over rows of dy: [n, c]
-template <typename T>
-void bias_backward(acc_t<T>* dbias, const T* dy, int64_t n, int64_t c);
-
-// ---- layernorm_cpu.cc ----
-// out: [n, c], mean, rstd: [n], in: [n, c], w, b: [c]
-template <typename T>
-void layernorm_forward(T* out, acc_t<T>* mean, acc_t<T>* rstd, const T* in, const T* w, const T* b,
-                       int64_t n, int64_t c, acc_t<T> eps);
-// din: [n, c] (accumulates), dw, db: [c] (accumulate)
-template <typename T>
-void layernorm_backward(T* din, acc_t<T>* dw, acc_t<T>* db, const T* dout, const T* in, const T* w,
-                        const acc_t<T>* mean, const acc_t<T>* rstd, int64_t n, int64_t c);
-
-// ---- gelu_cpu.cc: its kernels are its own (it defines CpuBackend's GeLU operations) ----
 
 // ---- attention_cpu.cc ----
 // out: [b, s, heads*hd], stats: [b, heads, s] (each row's log-sum-exp), qkv: [b, s, heads*3*hd]
@@ -310,57 +284,5 @@ void attention_forward(T* out, acc_t<T>* stats, const T* qkv, int64_t b, int64_t
 template <typename T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const acc_t<T>* stats, int64_t b,
                         int64_t s, int64_t heads, int64_t hd, float dropout_p, RngStream rng);
-
-// ---- embedding_cpu.cc ----
-// out: [b*s, c], tokens: [b*s], wte: the word rows [start, start + rows) of the vocabulary,
-// [rows, c]; wpe: [>= s, c] or null (no positions). A token outside the rows gives 0 (another
-// rank holds it): the whole table is start 0, rows V, with tokens already range-checked.
-template <typename T>
-void embedding_shard_forward(T* out, const int32_t* tokens, const T* wte, int64_t rows,
-                             int64_t start, const T* wpe, int64_t b, int64_t s, int64_t c);
-// dwte[tokens - start] += dout for held tokens; dwpe (or null) [t] += sum_b dout[b, t].
-template <typename T>
-void embedding_shard_backward(acc_t<T>* dwte, int64_t rows, int64_t start, acc_t<T>* dwpe,
-                              const T* dout, const int32_t* tokens, int64_t b, int64_t s,
-                              int64_t c);
-
-// ---- cross_entropy_cpu.cc ----
-// logits: [n, vp], targets: [n] in [0, vocab), vocab <= vp
-template <typename T>
-double cross_entropy_forward(const T* logits, const int32_t* targets, int64_t n, int64_t vp,
-                             int64_t vocab);
-// dlogits may alias logits
-template <typename T>
-void cross_entropy_backward(T* dlogits, const T* logits, const int32_t* targets, int64_t n,
-                            int64_t vp, int64_t vocab, acc_t<T> grad_scale);
-// One vocab-parallel shard's steps (Backend::cross_entropy_shard_*): logits [n, cols] hold
-// global columns [start, start + cols), the first `real` of them real vocabulary; statistics in
-// double.
-template <typename T>
-void cross_entropy_shard_max(double* row_max, const T* logits, int64_t n, int64_t cols,
-                             int64_t real);
-// stats: [2, n]
-template <typename T>
-void cross_entropy_shard_stats(double* stats, const T* logits, const int32_t* targets,
-                               const double* row_max, int64_t n, int64_t cols, int64_t start,
-                               int64_t real);
-// dlogits may alias logits
-template <typename T>
-void cross_entropy_shard_backward(T* dlogits, const T* logits, const int32_t* targets,
-                                  const double* row_max, const double* row_sum, int64_t n,
-                                  int64_t cols, int64_t start, int64_t real, double grad_scale);
-
-// ---- dropout_cpu.cc ----
-// out = in * keep / (1 - p); out may alias in. Backward is the same map applied to dout.
-template <typename T>
-void dropout_forward(T* out, const T* in, int64_t n, float p, RngStream rng);
-
-// ---- adamw_cpu.cc ----
-template <typename T>
-void adamw_update(T* param, const T* grad, T* m, T* v, int64_t n, const AdamWArgs& args);
-// The same on fp32 masters, then param (W = Bf16 or F16) = master rounded, block by block.
-template <typename W>
-void adamw_update_rounded(W* param, float* master, const float* grad, float* m, float* v, int64_t n,
-                          const AdamWArgs& args);
 
 }  // namespace mtnlg::cpu

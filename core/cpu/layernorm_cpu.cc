@@ -13,8 +13,8 @@
 namespace mtnlg::cpu {
 namespace {
 constexpr int64_t kColBlock = 64;
-}  // namespace
 
+// out: [n, c], mean, rstd: [n], in: [n, c], w, b: [c]
 template <typename T>
 void layernorm_forward(T* out, acc_t<T>* mean, acc_t<T>* rstd, const T* in, const T* w, const T* b,
                        int64_t n, int64_t c, acc_t<T> eps) {
@@ -43,6 +43,7 @@ void layernorm_forward(T* out, acc_t<T>* mean, acc_t<T>* rstd, const T* in, cons
   }
 }
 
+// din: [n, c] (accumulates), dw, db: [c] (accumulate)
 template <typename T>
 void layernorm_backward(T* din, acc_t<T>* dw, acc_t<T>* db, const T* dout, const T* in, const T* w,
                         const acc_t<T>* mean, const acc_t<T>* rstd, int64_t n, int64_t c) {
@@ -92,16 +93,7 @@ void layernorm_backward(T* din, acc_t<T>* dw, acc_t<T>* db, const T* dout, const
   }
 }
 
-#define MTNLG_INSTANTIATE(T)                                                                  \
-  template void layernorm_forward<T>(T*, acc_t<T>*, acc_t<T>*, const T*, const T*, const T*,  \
-                                     int64_t, int64_t, acc_t<T>);                             \
-  template void layernorm_backward<T>(T*, acc_t<T>*, acc_t<T>*, const T*, const T*, const T*, \
-                                      const acc_t<T>*, const acc_t<T>*, int64_t, int64_t);
-MTNLG_INSTANTIATE(float)
-MTNLG_INSTANTIATE(double)
-MTNLG_INSTANTIATE(Bf16)
-MTNLG_INSTANTIATE(F16)
-#undef MTNLG_INSTANTIATE
+}  // namespace
 
 }  // namespace mtnlg::cpu
 

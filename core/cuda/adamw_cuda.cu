@@ -116,8 +116,8 @@ void for_batches(const std::vector<AdamWItem>& items, bool rounded, DType param_
   flush();
 }
 
-}  // namespace
-
+// Backend::adamw_update_many: up to 32 tensors of one kind (f32, f64; bf16 or f16 with fp32
+// masters) per launch. Items checked by the caller.
 void adamw_update_many_cuda(const std::vector<AdamWItem>& items, cudaStream_t stream) {
   const auto plain = [&](auto tag) {
     using T = decltype(tag);
@@ -140,6 +140,7 @@ void adamw_update_many_cuda(const std::vector<AdamWItem>& items, cudaStream_t st
   rounded(F16{});
 }
 
+// The f32 master steps as in adamw_update_cuda and param (bf16 or f16) = it, rounded.
 void adamw_update_rounded_cuda(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m,
                                Tensor& v, const AdamWArgs& args, cudaStream_t stream) {
   MTNLG_CHECK_GE(args.step, 1);
@@ -171,6 +172,8 @@ void adamw_update_cuda(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
   });
   CUDA_CHECK(cudaGetLastError());
 }
+
+}  // namespace
 
 // The backend's operations whose kernels are in this file (docs/backend.md, Adding an operation).
 void CudaBackend::do_adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,

@@ -166,8 +166,7 @@ __global__ void cross_entropy_shard_backward_kernel(T* dlogits, const T* logits,
   map_row(d, x, cols, grad);
 }
 
-}  // namespace
-
+// Backend::cross_entropy_shard_*; `real` = kernels::shard_real_columns of the shard.
 void cross_entropy_shard_max_cuda(Tensor& row_max, const Tensor& logits, int64_t real,
                                   cudaStream_t stream) {
   const int64_t cols = logits.dim(-1), n = logits.numel() / cols;
@@ -209,6 +208,7 @@ void cross_entropy_shard_backward_cuda(Tensor& dlogits, const Tensor& logits, co
   CUDA_CHECK(cudaGetLastError());
 }
 
+// Row losses in double, summed in a fixed order on the device; synchronizes to return the sum.
 double cross_entropy_forward_cuda(const Tensor& logits, const Tensor& targets, int64_t vocab,
                                   Workspace& ws, double* result, cudaStream_t stream) {
   const int64_t vp = logits.dim(-1), n = logits.numel() / vp;
@@ -235,6 +235,8 @@ void cross_entropy_backward_cuda(Tensor& dlogits, const Tensor& logits, const Te
   });
   CUDA_CHECK(cudaGetLastError());
 }
+
+}  // namespace
 
 // The backend's operations whose kernels are in this file (docs/backend.md, Adding an operation).
 double CudaBackend::do_cross_entropy_forward(const Tensor& logits, const Tensor& targets,

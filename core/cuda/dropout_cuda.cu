@@ -129,8 +129,7 @@ void dropout_apply(Tensor& out, const Tensor& in, const Tensor* res, double p, R
   });
 }
 
-}  // namespace
-
+// out = in * keep / (1 - p), keep = dropout_keep(rng, i) (core/rng.h), the CPU's stream.
 void dropout_forward_cuda(Tensor& out, const Tensor& in, double p, RngStream rng,
                           cudaStream_t stream) {
   dropout_apply(out, in, nullptr, p, rng, stream, "dropout_forward");
@@ -141,11 +140,14 @@ void dropout_backward_cuda(Tensor& din, const Tensor& dout, double p, RngStream 
   dropout_apply(din, dout, nullptr, p, rng, stream, "dropout_backward");
 }
 
+// y = residual + dropout_forward(x) in one pass, the bits of the two calls (y may alias x).
 void dropout_add_cuda(Tensor& y, const Tensor& x, const Tensor& residual, double p, RngStream rng,
                       cudaStream_t stream) {
   if (p == 0.0) return add_cuda(y, residual, x, stream);
   dropout_apply(y, x, &residual, p, rng, stream, "dropout_add");
 }
+
+}  // namespace
 
 // The backend's operations whose kernels are in this file (docs/backend.md, Adding an operation).
 void CudaBackend::do_dropout_forward(Tensor& out, const Tensor& in, double p, RngStream rng) {

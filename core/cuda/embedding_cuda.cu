@@ -99,6 +99,11 @@ void check_ids_cuda(const Tensor& ids, int64_t limit, unsigned* first_bad, cudaS
   CUDA_CHECK(cudaGetLastError());
 }
 
+namespace {
+
+// wte holds word rows [vocab_start, vocab_start + wte rows) (the whole table: 0, with the token
+// ids checked first by check_ids_cuda); other tokens give 0. wpe may be undefined (no
+// positions): Backend::embedding_shard_forward.
 void embedding_forward_cuda(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
                             int64_t vocab_start, cudaStream_t stream) {
   const int64_t n = tokens.numel(), s = tokens.dim(1), c = wte.dim(1);
@@ -112,6 +117,8 @@ void embedding_forward_cuda(Tensor& out, const Tensor& tokens, const Tensor& wte
   CUDA_CHECK(cudaGetLastError());
 }
 
+// Deterministic: positions are stably sorted by local row, then each held row's gradients are
+// summed in position order into its dwte row; dwpe may be undefined.
 void embedding_backward_cuda(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens,
                              int64_t vocab_start, Workspace& ws, cudaStream_t stream) {
   const int64_t b = tokens.dim(0), s = tokens.dim(1), n = tokens.numel(), c = dwte.dim(1);
@@ -152,6 +159,8 @@ void embedding_backward_cuda(Tensor& dwte, Tensor& dwpe, const Tensor& dout, con
     CUDA_CHECK(cudaGetLastError());
   });
 }
+
+}  // namespace
 
 // The backend's operations whose kernels are in this file (docs/backend.md, Adding an operation).
 void CudaBackend::do_embedding_forward(Tensor& out, const Tensor& tokens, const Tensor& wte,

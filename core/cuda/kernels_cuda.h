@@ -1,8 +1,9 @@
-// The CUDA kernel launchers behind CudaBackend (core/cuda/cuda_backend.cu), one section per
-// .cu file. Each launcher has the Backend method's name plus `_cuda`, its arguments, and the
-// stream it enqueues on; semantics (accumulate vs overwrite, aliasing) are as in core/backend.h.
-// Preconditions (devices, dtypes, shapes) are checked by CudaBackend before the call. Launchers
-// are asynchronous unless they return a host value. Thread safety: as the stream's.
+// The CUDA kernel launchers one .cu file calls in another (core/cuda/<family>_cuda.cu), one
+// section per defining file; a family's other launchers are private to its file, behind its
+// CudaBackend::do_ members (docs/backend.md). Each launcher has the Backend method's name plus
+// `_cuda`, its arguments, and the stream it enqueues on; semantics (accumulate vs overwrite,
+// aliasing) are as in core/backend.h, preconditions checked by Backend's front before the call.
+// Launchers are asynchronous unless they return a host value. Thread safety: as the stream's.
 #pragma once
 
 #include <cublas_v2.h>
@@ -101,26 +102,6 @@ void gemm_strided_batched_cuda(const Blas& blas, DType ab_type, DType c_type, bo
                                int64_t ldb, int64_t stride_b, double beta, void* c, int64_t ldc,
                                int64_t stride_c, int64_t batch);
 
-// ---- gelu_cuda.cu: its launchers are its own (it defines CudaBackend's GeLU operations) ----
-
-// ---- dropout_cuda.cu ----
-// out = in * keep / (1 - p), keep = dropout_keep(rng, i) (core/rng.h), the CPU's stream.
-void dropout_forward_cuda(Tensor& out, const Tensor& in, double p, RngStream rng,
-                          cudaStream_t stream);
-void dropout_backward_cuda(Tensor& din, const Tensor& dout, double p, RngStream rng,
-                           cudaStream_t stream);
-// y = residual + dropout_forward(x) in one pass, the bits of the two calls (y may alias x).
-void dropout_add_cuda(Tensor& y, const Tensor& x, const Tensor& residual, double p, RngStream rng,
-                      cudaStream_t stream);
-
-// ---- layernorm_cuda.cu ----
-void layernorm_forward_cuda(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in,
-                            const Tensor& weight, const Tensor& bias, double eps,
-                            cudaStream_t stream);
-void layernorm_backward_cuda(Tensor& din, Tensor& dweight, Tensor& dbias, const Tensor& dout,
-                             const Tensor& in, const Tensor& weight, const Tensor& mean,
-                             const Tensor& rstd, Workspace& ws, cudaStream_t stream);
-
 // ---- attention_cuda.cu ----
 // Scores and products are strided-batched cuBLAS GEMMs over the heads of one sequence, with the
 // causal softmax (and dropout) in a kernel between them; stats is Backend's saved log-sum-exp per
@@ -195,45 +176,8 @@ void flash2_backward_cuda(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, c
                           const Tensor& stats, int64_t heads, double dropout_p, RngStream rng,
                           bool stored_ds, Workspace& ws, cudaStream_t stream);
 
-// ---- embedding_cuda.cu ----
-// wte holds word rows [vocab_start, vocab_start + wte rows) (the whole table: 0, with the token
-// ids checked first by check_ids_cuda); other tokens give 0. wpe may be undefined (no
-// positions): Backend::embedding_shard_forward.
-void embedding_forward_cuda(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
-                            int64_t vocab_start, cudaStream_t stream);
-// Deterministic: positions are stably sorted by local row, then each held row's gradients are
-// summed in position order into its dwte row; dwpe may be undefined.
-void embedding_backward_cuda(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens,
-                             int64_t vocab_start, Workspace& ws, cudaStream_t stream);
 // *first_bad (device; 0xffffffff before) becomes the first position whose id is outside
 // [0, limit), or stays.
 void check_ids_cuda(const Tensor& ids, int64_t limit, unsigned* first_bad, cudaStream_t stream);
-
-// ---- cross_entropy_cuda.cu ----
-// Row losses in double, summed in a fixed order on the device; synchronizes to return the sum.
-double cross_entropy_forward_cuda(const Tensor& logits, const Tensor& targets, int64_t vocab,
-                                  Workspace& ws, double* result, cudaStream_t stream);
-void cross_entropy_backward_cuda(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
-                                 int64_t vocab, double grad_scale, cudaStream_t stream);
-// Backend::cross_entropy_shard_*; `real` = kernels::shard_real_columns of the shard.
-void cross_entropy_shard_max_cuda(Tensor& row_max, const Tensor& logits, int64_t real,
-                                  cudaStream_t stream);
-void cross_entropy_shard_stats_cuda(Tensor& stats, const Tensor& logits, const Tensor& targets,
-                                    const Tensor& row_max, int64_t vocab_start, int64_t real,
-                                    cudaStream_t stream);
-void cross_entropy_shard_backward_cuda(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
-                                       const Tensor& row_max, const Tensor& row_sum,
-                                       int64_t vocab_start, int64_t real, double grad_scale,
-                                       cudaStream_t stream);
-
-// ---- adamw_cuda.cu ----
-void adamw_update_cuda(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
-                       const AdamWArgs& args, cudaStream_t stream);
-// Backend::adamw_update_many: up to 32 tensors of one kind (f32, f64; bf16 or f16 with fp32
-// masters) per launch. Items checked by the caller.
-void adamw_update_many_cuda(const std::vector<AdamWItem>& items, cudaStream_t stream);
-// The f32 master steps as in adamw_update_cuda and param (bf16 or f16) = it, rounded.
-void adamw_update_rounded_cuda(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m,
-                               Tensor& v, const AdamWArgs& args, cudaStream_t stream);
 
 }  // namespace mtnlg

@@ -185,8 +185,6 @@ unsigned row_blocks(int64_t n) {
   return static_cast<unsigned>((n + kRowsPerBlock - 1) / kRowsPerBlock);
 }
 
-}  // namespace
-
 void layernorm_forward_cuda(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in,
                             const Tensor& weight, const Tensor& bias, double eps,
                             cudaStream_t stream) {
@@ -235,6 +233,8 @@ void layernorm_backward_cuda(Tensor& din, Tensor& dweight, Tensor& dbias, const 
         packed<T>(c, {dout.data(), in.data()}), partial, stream);
   });
 }
+
+}  // namespace
 
 // The backend's operations whose kernels are in this file (docs/backend.md, Adding an operation).
 void CudaBackend::do_layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& in,
