@@ -85,10 +85,11 @@ void load_rows(float* out, const void* c, bool c_bf16, int64_t ld_c, int64_t m, 
 // Bytes a panel's widened slice and fp32 output may take, the fewest rows (or columns) a panel is
 // worth a GEMM call for, and the k chunk of long sums (k past 4 chunks), with its panels' larger
 // budget. Each panel's GEMM call packs the operand it does not split anew, so panels trade that
-// packing against the output block's cache residence: 4 MB panels (2-3 a thread for GPT-2's
-// products) made a GPT-2 124M iteration 3-4% faster than 1 MB ones (an L2's worth) on an AVX2
-// EPYC (docs/bf16-without-avx512.md).
-constexpr int64_t kPanelBytes = int64_t{4} << 20;
+// packing against the output block's cache residence: 4 MB panels made a GPT-2 124M iteration
+// 3-4% faster than 1 MB ones (an L2's worth) on an AVX2 EPYC, and 32 MB ones (most products one
+// panel a thread, the head's 50,304 columns in 18) about 10% faster than 4 MB ones
+// (docs/bf16-without-avx512.md, 2026-11-28).
+constexpr int64_t kPanelBytes = int64_t{32} << 20;
 constexpr int64_t kMinPanel = 64;
 constexpr int64_t kChunkK = 512;
 constexpr int64_t kChunkedPanelBytes = int64_t{8} << 20;
