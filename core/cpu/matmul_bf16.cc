@@ -88,8 +88,13 @@ void load_rows(float* out, const void* c, bool c_bf16, int64_t ld_c, int64_t m, 
 // packing against the output block's cache residence: 4 MB panels made a GPT-2 124M iteration
 // 3-4% faster than 1 MB ones (an L2's worth) on an AVX2 EPYC, and 32 MB ones (most products one
 // panel a thread, the head's 50,304 columns in 18) about 10% faster than 4 MB ones
-// (docs/bf16-without-avx512.md, 2026-11-28).
-constexpr int64_t kPanelBytes = int64_t{32} << 20;
+// (docs/bf16-without-avx512.md, 2026-11-28). The panels' buffers are each thread's own scratch
+// (kept for the next call, outside the memory plan), so the threads share kPanelTotalBytes,
+// each between kPanelMinBytes and kPanelMaxBytes: 32 MB a thread on 1-2 cores (measured on 2), the
+// 4 MB panels from 16 threads up.
+constexpr int64_t kPanelMinBytes = int64_t{4} << 20;
+constexpr int64_t kPanelMaxBytes = int64_t{32} << 20;
+constexpr int64_t kPanelTotalBytes = int64_t{64} << 20;
 constexpr int64_t kMinPanel = 64;
 constexpr int64_t kChunkK = 512;
 constexpr int64_t kChunkedPanelBytes = int64_t{8} << 20;
@@ -168,7 +173,9 @@ void fallback_one(const Bf16Gemm& g, const float* b32) {
   const bool serial = threads <= 1 || omp_in_parallel() || g.m * g.n * g.k < (int64_t{1} << 18);
   // As few panels as fit the budget, in a multiple of the threads (panels of equal work), each
   // a multiple of 16 wide (a full AVX-512 float vector).
-  const int64_t budget = chunked ? kChunkedPanelBytes : kPanelBytes;
+  const int64_t budget =
+      chunked ? kChunkedPanelBytes
+              : std::clamp(kPanelTotalBytes / std::max(threads, 1), kPanelMinBytes, kPanelMaxBytes);
   int64_t count = std::max<int64_t>(1, (len * per_unit + budget - 1) / budget);
   if (!serial) count = (count + threads - 1) / threads * threads;
   const auto width = [&](int64_t parts) { return (len + parts * 16 - 1) / (parts * 16) * 16; };
