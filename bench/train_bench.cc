@@ -73,6 +73,7 @@ GPTConfig config_from(const Options& o) {
   c.activation = Activation::kGelu;  // exact erf GeLU, as torch.nn.GELU()
   c.hidden_dropout = o.dropout;
   c.attention_dropout = o.dropout;
+  c.fp8 = o.precision == "fp8";  // Transformer Engine's defaults (hybrid, delayed scaling)
   return c;
 }
 
@@ -100,8 +101,9 @@ void validate(const Options& o) {
                                  " is not divisible by --tensor-slice " +
                                  std::to_string(o.tensor_slice),
                              "--tensor-slice");
-  if (o.precision != "fp32" && o.precision != "bf16")
-    throw invalid_argument("--precision " + o.precision + " is not fp32 or bf16", "--precision");
+  if (o.precision != "fp32" && o.precision != "bf16" && o.precision != "fp8")
+    throw invalid_argument("--precision " + o.precision + " is not fp32, bf16 or fp8",
+                           "--precision");
 }
 
 // Prints the --profile table: each category's time per timed iteration, its share, and the
@@ -161,7 +163,7 @@ int run(const Options& o) {
     return bench::gemm_label(gemms, ta, tb, m, n, k);
   });
 
-  const DType dtype = o.precision == "bf16" ? DType::kBF16 : DType::kF32;
+  const DType dtype = o.precision == "fp32" ? DType::kF32 : DType::kBF16;
   std::optional<bench::SliceGroup> slice;
   if (o.tensor_slice > 1) slice.emplace(static_cast<int>(o.tensor_slice));
   GPTStage model(config, full_model(config), be, dtype, o.seed, slice ? &*slice : nullptr);
@@ -211,6 +213,7 @@ int run(const Options& o) {
     timed.set_phase("optimizer");
     const double norm = global_grad_norm(be, model.params());
     optimizer.step(opt_config.lr, clip_coefficient(norm, opt_config.clip_grad));
+    if (Fp8Linears* fp8 = model.fp8()) fp8->end_step({});
     be.synchronize();
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     loss = loss_sum / tokens_per_iter;
@@ -346,8 +349,9 @@ int main(int argc, char** argv) {
   app.add_option("--seed", o.seed, "Seed of the weights and the random tokens")
       ->capture_default_str();
   app.add_option("--precision", o.precision,
-                 "fp32, or bf16 (bf16 weights and activations, fp32 main gradients, masters and "
-                 "moments)")
+                 "fp32, bf16 (bf16 weights and activations, fp32 main gradients, masters and "
+                 "moments), or fp8 (bf16 with the linear layers' GEMMs on FP8 casts: the CPU's "
+                 "emulation, hybrid formats, delayed scaling)")
       ->capture_default_str();
   app.add_option("--device", o.device,
                  "cpu, or cuda (GPU 0; needs a CUDA build): the backend the model trains on")

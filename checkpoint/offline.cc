@@ -14,6 +14,7 @@
 #include "checkpoint/tokenizer_files.h"
 #include "core/config/recipe.h"
 #include "core/metrics.h"
+#include "model/fp8_linear.h"
 #include "model/gpt_config.h"
 #include "model/gpt_params.h"
 #include "model/gpt_stage.h"
@@ -77,6 +78,14 @@ void check_shards_match_manifest(const std::string& dir, const CheckpointManifes
                            " in the shards but the manifest's model makes it " + shape_str(want) +
                            "; the checkpoint is damaged: load an earlier one",
                        manifest);
+  }
+  // precision: fp8's scaling state (model/fp8_linear.h) beside the parameters: the names its
+  // recipe's layers make.
+  if (r.precision == Precision::kFP8) {
+    std::vector<int64_t> layers;
+    for (int64_t i = 0; i < config.num_layers; ++i) layers.push_back(i);
+    for (const auto& [name, bytes] : Fp8Linears(r.fp8, layers).save())
+      expected.insert(Fp8Linears::kStatePrefix + name);
   }
   for (const std::string& n : index.names("model_"))
     if (!expected.count(n))
@@ -295,6 +304,10 @@ void convert_checkpoint(const std::string& path, const std::string& out_root, in
     const FileDigest d = write_shard_file((fs::path(tmp) / name).string(), state, c);
     out.files.push_back(ManifestFile{name, d.bytes, d.xxh3});
   };
+  bool has_fp8_state = false;
+  if (r.precision == Precision::kFP8)
+    for (const std::string& n : index.names("model_"))
+      has_fp8_state = has_fp8_state || n.starts_with(Fp8Linears::kStatePrefix);
   for (int64_t p = 0; p < pipeline; ++p) {
     for (int64_t t = 0; t < tensor; ++t) {
       GPTConfig config = gpt_config_from(r);
@@ -302,8 +315,21 @@ void convert_checkpoint(const std::string& path, const std::string& out_root, in
       ParamRegistry reg;
       register_gpt_params(reg, config, pipeline_stage(config, pipeline, p));
       reg.allocate(*backend, DType::kF32);
-      const std::vector<StateTensor> model = reg.state();
+      std::vector<StateTensor> model = reg.state();
       load_state(index, model, *backend);
+      if (has_fp8_state) {  // the stage's layers' FP8 scaling state, copied as saved
+        const StageSpec st = pipeline_stage(config, pipeline, p);
+        std::vector<int64_t> layers;
+        for (int64_t c = 0; c < st.num_chunks; ++c)
+          for (int64_t i = st.chunk_first(c); i < st.chunk_last(c); ++i) layers.push_back(i);
+        for (StateTensor& s : Fp8Linears(r.fp8, layers).state_tensors()) {
+          s.global_shape = s.shape = index.global_shape(s.name);
+          s.flat_end = s.shape.at(0);
+          s.tensor = Tensor::cpu(s.shape, DType::kF32);
+          index.read(s, s.tensor);
+          model.push_back(std::move(s));
+        }
+      }
       write(model_file_name(t, p), model, ShardCoords{t, p, 0});
       if (!src.has_optimizer) continue;
       if (zero_stage == 1 && data > 1) {

@@ -183,6 +183,8 @@ bool print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
     line("  bf16 grad reduce", [](const StagePlan& s) { return gib(s.reduce_staging_bytes); });
   if (p.stages.front().weight_copy_bytes > 0)
     line("  weight copies", [](const StagePlan& s) { return gib(s.weight_copy_bytes); });
+  if (p.stages.front().fp8_cast_bytes > 0)
+    line("  fp8 cast buffers", [](const StagePlan& s) { return gib(s.fp8_cast_bytes); });
   line("total", [](const StagePlan& s) { return gib(s.memory.total()); });
   const bool gpu = p.stages.front().device.total() > 0;
   if (gpu) {  // core/cuda/device_overheads.h
@@ -381,6 +383,7 @@ bool print_dry_run_json(const Recipe& r, const PlanOptions& o, std::ostream& out
             .num("reduce_scatter_bytes", st.reduce_scatter_bytes)
             .num("reduce_staging_bytes", st.reduce_staging_bytes)
             .num("weight_copy_bytes", st.weight_copy_bytes)
+            .num("fp8_cast_bytes", st.fp8_cast_bytes)
             .raw("memory_bytes", memory_json(st.memory))
             .num("memory_gb", static_cast<double>(st.memory.total()) / kGiB)
             .raw("device_overhead_bytes", device_json(st.device))

@@ -14,6 +14,7 @@
 #include "core/cuda/device_overheads.h"
 #include "core/device_peak.h"
 #include "core/status.h"
+#include "model/fp8_linear.h"
 #include "model/gpt_flops.h"
 #include "model/gpt_params.h"
 #include "optim/lr_schedule.h"
@@ -397,9 +398,16 @@ void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
     if (r.parallel.grad_reduce_dtype == Precision::kBF16 && grad_bytes == kF32Bytes && dp > 1)
       st.reduce_staging_bytes = 2 * (scatter ? st.optimizer_shard * (dp + 1) : st.parameters);
 
-    if (o.device == Device::kCPU && r.precision == Precision::kBF16)
-      st.weight_copy_bytes = cpu_weight_copy_bytes(r, o.threads, rows, tp, layers_per_stage,
-                                                   st.head, plan.padded_vocab);
+    // fp8's linear layers multiply their cast copies (no weight copies); its head is bf16's.
+    if (o.device == Device::kCPU &&
+        (r.precision == Precision::kBF16 || r.precision == Precision::kFP8))
+      st.weight_copy_bytes = cpu_weight_copy_bytes(
+          r, o.threads, rows, tp, r.precision == Precision::kFP8 ? 0 : layers_per_stage, st.head,
+          plan.padded_vocab);
+    if (r.precision == Precision::kFP8) {
+      const Fp8Linears::BufferSizes n = Fp8Linears::buffer_elements(config, b);
+      st.fp8_cast_bytes = 2 * (n.x + n.w + n.dy);
+    }
 
     MemoryTerms& m = st.memory;
     m.weights = st.parameters * e;
@@ -411,7 +419,8 @@ void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
     m.activations = r.parallel.activation_checkpointing ? sets_checkpointed : sets_full;
     // The last stage holds min(1, m) = 1 micro-batch in flight: one logits buffer.
     m.workspace = st.logits_bytes + st.scratch_bytes + st.recompute_bytes + st.receive_bytes +
-                  st.reduce_scatter_bytes + st.reduce_staging_bytes + st.weight_copy_bytes;
+                  st.reduce_scatter_bytes + st.reduce_staging_bytes + st.weight_copy_bytes +
+                  st.fp8_cast_bytes;
     if (o.device == Device::kCUDA)
       st.device = device_overheads(
           plan, st,

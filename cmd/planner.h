@@ -125,6 +125,10 @@ struct StagePlan {
   // window (core/backend.h); sizes asked of oneDNN for this CPU (core/cpu/matmul_bf16.h). 0 on
   // a GPU and in fp32/fp16.
   int64_t weight_copy_bytes = 0;
+  // precision: fp8: the three cast buffers (bf16) its linear layers share: the largest input,
+  // weight and output gradient of a layer (model/fp8_linear.h); 0 otherwise. (The scales and
+  // amax histories, 3 x 4 x layers x (amax_history_len + 2) floats, live in host memory.)
+  int64_t fp8_cast_bytes = 0;
   MemoryTerms memory;       // with the recipe's activation_checkpointing
   DeviceOverheads device;   // on a GPU; zero for the CPU
   CommBytes communication;  // sent by each of its ranks per iteration at the full batch

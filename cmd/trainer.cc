@@ -177,6 +177,11 @@ void Trainer::select_device() {
                                std::string(options_.groups->world->transport()) +
                                ": GPU ranks communicate through NCCL groups (make_device_groups)",
                            "device");
+  if (device_.device == Device::kCUDA && recipe_.precision == Precision::kFP8)
+    throw unsupported(
+        "precision: fp8 runs on the CPU (by emulation) so far and this run's device is " +
+            device_.description + ": set device: cpu, or precision: bf16 on a GPU",
+        "precision");
 }
 
 // The memory preflight against the plan, the backend, and this stage's model with its weights.
@@ -209,8 +214,20 @@ void Trainer::build_model() {
   // device.
   if (options_.groups != nullptr) set_compute_stream(*options_.groups, backend_->native_stream());
   spdlog::info("device: {} ({})", device_.description, backend_->name());
-  if (device_.device == Device::kCPU && recipe_.precision == Precision::kBF16)
+  if (device_.device == Device::kCPU &&
+      (recipe_.precision == Precision::kBF16 || recipe_.precision == Precision::kFP8))
     spdlog::info("bf16 GEMMs: {}", cpu::MatmulBf16::describe());
+  if (recipe_.precision == Precision::kFP8)
+    spdlog::info(
+        "fp8: the linear layers' GEMMs on FP8 values ({}, {} scaling{}), emulated on the CPU: "
+        "each operand cast to the FP8 grid with its scale, held exactly in bf16, multiplied by "
+        "the bf16 GEMM with fp32 sums and scaled back; the rest in bf16",
+        recipe_.fp8.hybrid ? "E4M3 forward, E5M2 gradients" : "E4M3 throughout",
+        recipe_.fp8.scaling == Fp8ScalingMode::kDelayed ? "delayed" : "current",
+        recipe_.fp8.scaling == Fp8ScalingMode::kDelayed
+            ? fmt::format(", amax history {}, {}", recipe_.fp8.amax_history_len,
+                          recipe_.fp8.amax_algo == Fp8AmaxAlgo::kMax ? "max" : "most recent")
+            : std::string());
   if (device_.device == Device::kCUDA)
     spdlog::info("attention kernels: {}; MTNLG_CUDA_ATTENTION and MTNLG_CUDA_FLASH2_DQ choose",
                  plan.cuda_attention_kernels);
@@ -448,6 +465,10 @@ IterationStats Trainer::step() {
   if (!overflow)  // unscales the gradients with the clip
     optimizer_->step(lr, clip_coefficient(grad_norm, recipe_.optimizer.clip_grad) / loss_scale);
   if (scaler_) scaler_->update(overflow);
+  // FP8's delayed scales: the step's amaxes, the largest over the data-parallel replicas, give
+  // the next step's scales (model/fp8_linear.h).
+  if (Fp8Linears* fp8 = model_->fp8())
+    fp8->end_step({options_.groups != nullptr ? options_.groups->data.get() : nullptr});
   backend_->synchronize();
   consumed_samples_ += global;
   return step_stats(start, {loss, grad_norm, overflow, iteration_}, lr, loss_scale, global);

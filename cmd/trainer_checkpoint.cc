@@ -11,6 +11,7 @@
 #include "cmd/trainer.h"
 #include "core/logging.h"
 #include "core/stop_signal.h"
+#include "model/fp8_linear.h"
 #include "model/gpt_config.h"
 #include "model/gpt_stage.h"
 #include "optim/adamw.h"
@@ -48,6 +49,37 @@ void check_same_model(const CheckpointManifest& m, const Recipe& r, const std::s
       want.max_position_embeddings,
       want.max_position_embeddings == want.seq_length ? " (it defaults to model.seq_length)" : "");
   check("model.vocab_size", m.model.vocab_size, want.vocab_size, "");
+}
+
+// precision: fp8's scaling state from a checkpoint that has it (Fp8Linears::state_tensors); one
+// saved without it (in another precision) leaves the scales to start afresh, as Transformer
+// Engine's would from weights alone.
+void load_fp8_state(ShardIndex& index, Fp8Linears& fp8) {
+  const std::string prefix = Fp8Linears::kStatePrefix;
+  bool any = false;
+  for (const std::string& name : index.names("model_")) any = any || name.starts_with(prefix);
+  if (!any) {
+    spdlog::info(
+        "fp8: the checkpoint has no FP8 scaling state (saved in another precision); "
+        "the scales start afresh");
+    return;
+  }
+  std::vector<std::pair<std::string, std::string>> states;
+  for (const auto& [name, unused] : fp8.save()) {
+    StateTensor t;
+    t.name = prefix + name;
+    const Shape shape = index.global_shape(t.name);  // not_found naming it when missing
+    t.global_shape = shape;
+    t.start = {0};
+    t.shape = shape;
+    t.flat_end = shape.empty() ? 0 : shape[0];
+    Tensor words = Tensor::cpu(shape, DType::kF32);
+    index.read(t, words);
+    states.emplace_back(name, Fp8Linears::bytes_of(words));
+  }
+  fp8.load(states);
+  spdlog::info("fp8: the scaling state of {} tensors loaded (scales and amax histories)",
+               states.size());
 }
 
 }  // namespace
@@ -180,6 +212,7 @@ void Trainer::load_start_checkpoint() {
     // A checkpoint without scaler state (saved in fp32 or bf16) starts the scaler afresh.
     if (scaler_ && m.loss_scale > 0)
       scaler_->load({m.loss_scale, m.loss_scale_growth_tracker, m.loss_scale_hysteresis_tracker});
+    if (Fp8Linears* fp8 = model_->fp8()) load_fp8_state(index, *fp8);
   }
   backend_->synchronize();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -212,6 +245,9 @@ RankShards Trainer::rank_shards() {
   if (data_rank_ == 0) {
     shards.model_file = model_file_name(tp, stage_);
     shards.model = model_->params().state();
+    // precision: fp8's scaling state: its stage's layers', the same on every data rank.
+    if (const Fp8Linears* fp8 = model_->fp8())
+      for (StateTensor& s : fp8->state_tensors()) shards.model.push_back(std::move(s));
   }
   if (optimizer_->partitioned() || data_rank_ == 0) {
     shards.optim_file = optim_file_name(tp, stage_, data_rank_);

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "core/backend_checks.h"
+#include "core/kernels/fp8_math.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 
@@ -204,6 +205,22 @@ class Backend {
     check_on("sum_squares", "x", x, device());
     const OpScope s(*this, {"sum_squares", "sum_squares"});
     return do_sum_squares(x);
+  }
+  // max |x[i]| in double: 0 for an empty tensor, NaN when an element is NaN.
+  double abs_max(const Tensor& x) {
+    check_on("abs_max", "x", x, device());
+    const OpScope s(*this, {"abs_max", "abs_max"});
+    return do_abs_max(x);
+  }
+  // out[i] = the `format` value nearest in[i] * scale (ties to even, saturating at the format's
+  // largest finite value, NaN kept; fp8_round), stored in out's dtype: bf16 and f32 hold every
+  // FP8 value exactly, so the CPU emulates an FP8 GEMM as the bf16 or f32 GEMM of two cast
+  // operands scaled by both scales' inverses. Returns abs_max(in) (delayed scaling records it).
+  // out and in have the same shape (out may alias in); scale is finite and > 0.
+  double fp8_cast(Tensor& out, const Tensor& in, double scale, Fp8Format format) {
+    check_fp8_cast(device(), out, in, scale);
+    const OpScope s(*this, {"fp8_cast", "fp8_cast"});
+    return do_fp8_cast(out, in, scale, format);
   }
   // sum_squares of each tensor, the same values as one call each; a device backend answers
   // with one synchronization instead of one per tensor (the global gradient norm).

@@ -129,6 +129,17 @@ inline void check_add(Device device, const Tensor& out, const Tensor& a, const T
   check_operand("add", "a", a, device, out.dtype(), out.numel());
   check_operand("add", "b", b, device, out.dtype(), out.numel());
 }
+// fp8_cast: in on `device`, out of its element count in f32 or bf16 (they hold every FP8
+// value), the scale finite and positive.
+inline void check_fp8_cast(Device device, const Tensor& out, const Tensor& in, double scale) {
+  check_on("fp8_cast", "in", in, device);
+  check_on("fp8_cast", "out", out, device);
+  MTNLG_CHECK_MSG(
+      out.numel() == in.numel() && (out.dtype() == DType::kF32 || out.dtype() == DType::kBF16),
+      "fp8_cast: out is " << out.str() << ", want f32 or bf16 with " << in.numel() << " elements");
+  MTNLG_CHECK_MSG(scale > 0.0 && scale <= 3.4e38,
+                  "fp8_cast: scale " << scale << " is not finite and > 0");
+}
 inline void check_axpy(Device device, const Tensor& y, const Tensor& x) {
   check_on("axpy", "y", y, device);
   check_operand("axpy", "x", x, device, y.dtype(), y.numel());

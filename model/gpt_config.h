@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/config/recipe.h"
+#include "core/fp8_scaling.h"
 
 namespace mtnlg {
 
@@ -34,6 +35,9 @@ struct GPTConfig {
   // holds rows [tp_rank * n/tp, (tp_rank + 1) * n/tp) of the n = b * s token rows of [b, s, h]
   // (b-major: for b = 1, s/tp consecutive positions), see model/transformer_layer.h.
   bool sequence_parallel = false;
+  // precision: fp8: the linear layers' GEMMs in FP8 (model/fp8_linear.h), the rest in bf16.
+  bool fp8 = false;
+  Fp8Options fp8_options;
 
   int64_t head_dim() const { return hidden / heads; }
   int64_t local_heads() const { return heads / tp_size; }

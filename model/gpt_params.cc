@@ -22,6 +22,8 @@ GPTConfig gpt_config_from(const Recipe& r) {
   c.activation_checkpointing = r.parallel.activation_checkpointing;
   c.tp_size = r.parallel.tensor;  // tp_rank is the caller's (the topology's)
   c.sequence_parallel = r.parallel.sequence_parallel && r.parallel.tensor > 1;
+  c.fp8 = r.precision == Precision::kFP8;
+  c.fp8_options = r.fp8;
   c.virtual_pipeline = r.parallel.pipeline > 1 ? r.parallel.virtual_pipeline : 1;
   return c;
 }

@@ -24,9 +24,16 @@ GPTStage::GPTStage(const GPTConfig& config, const StageSpec& stage, Backend& bac
   register_gpt_params(params_, config_, stage_);
   // bf16: bf16 weights, fp32 main gradients (acc_dtype).
   params_.allocate(backend_, dtype_, acc_dtype(dtype_), grad_pad_multiple);
+  if (config_.fp8) {
+    std::vector<int64_t> global;
+    for (int64_t chunk = 0; chunk < stage_.num_chunks; ++chunk)
+      for (int64_t i = stage_.chunk_first(chunk); i < stage_.chunk_last(chunk); ++i)
+        global.push_back(i);
+    fp8_ = std::make_unique<Fp8Linears>(config_.fp8_options, std::move(global));
+  }
   for (int64_t chunk = 0; chunk < stage_.num_chunks; ++chunk)
     for (int64_t i = stage_.chunk_first(chunk); i < stage_.chunk_last(chunk); ++i) {
-      layers_.emplace_back(config_, i, params_, tensor_);
+      layers_.emplace_back(config_, i, params_, tensor_, fp8_.get());
       // The trailing dot keeps "layers.1." from matching "layers.10.".
       const std::string prefix = layer_param(i, "");
       std::vector<const Param*>& owned = layer_params_.emplace_back();
@@ -49,6 +56,7 @@ void GPTStage::set_training(bool training) {
   config_.hidden_dropout = training ? train_config_.hidden_dropout : 0.0;
   config_.attention_dropout = training ? train_config_.attention_dropout : 0.0;
   for (auto& layer : layers_) layer.set_dropout(config_.hidden_dropout, config_.attention_dropout);
+  if (fp8_) fp8_->set_recording(training);
 }
 
 void GPTStage::set_sequence_length(int64_t s) {
@@ -132,6 +140,7 @@ double GPTStage::forward(StageActivations& acts, const Tensor& input, const Tens
   Backend& be = backend_;
   acts.micro_batch_id = micro_batch_id;
   ensure_sequence_parallel(acts.batch);
+  if (fp8_) fp8_->reserve(be, config_, acts.batch);  // FP8's cast buffers, kept from here
   SequenceParallelBuffers* sp = config_.sequence_parallel ? &sp_ : nullptr;
   const Param* wte = stage_.pre_process || stage_.post_process
                          ? &params_.get("embedding.word_embeddings.weight")

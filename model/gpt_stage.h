@@ -102,6 +102,8 @@ class GPTStage {
   // Megatron-LM's model.eval() does.
   void set_training(bool training);
   bool training() const { return training_; }
+  // precision: fp8's scaling state and cast buffers (null otherwise).
+  Fp8Linears* fp8() { return fp8_.get(); }
 
  private:
   void ensure_scratch(int64_t batch);
@@ -130,6 +132,7 @@ class GPTStage {
   GPTConfig train_config_;  // config_ with the recipe's dropout, restored by set_training(true)
   bool training_ = true;
   ParamRegistry params_;
+  std::unique_ptr<Fp8Linears> fp8_;  // before layers_, which point at it
   std::vector<TransformerLayer> layers_;
   // Per local layer, its parameters in reverse registration order (GradReadyHook's order).
   std::vector<std::vector<const Param*>> layer_params_;

@@ -52,8 +52,11 @@ SequenceParallelBuffers SequenceParallelBuffers::allocate(Backend& be, const GPT
 }
 
 TransformerLayer::TransformerLayer(const GPTConfig& config, int64_t index, ParamRegistry& reg,
-                                   Communicator* tensor)
-    : c_(config), index_(index), tensor_(tensor) {
+                                   Communicator* tensor, Fp8Linears* fp8)
+    : c_(config), index_(index), tensor_(tensor), fp8_(fp8) {
+  // FP8's amaxes are per tensor: a tensor-parallel shard would need them reduced over the group
+  // (not built yet; the recipe refuses precision: fp8 with tensor parallelism).
+  MTNLG_CHECK_MSG(fp8_ == nullptr || c_.tp_size == 1, "fp8 with tensor parallelism");
   MTNLG_CHECK_EQ(tensor_ == nullptr ? int64_t{1} : int64_t{tensor_->size()}, c_.tp_size);
   auto p = [&](const char* suffix) { return &reg.get(layer_param(index, suffix)); };
   ln1_w_ = p("input_layernorm.weight");
@@ -139,7 +142,10 @@ void TransformerLayer::forward(Backend& be, LayerActivations& a, Tensor out, con
     return sp->gathered;
   };
   // A row-parallel GEMM into `out` (this rank's rows), then the replicated bias.
-  const auto row_parallel = [&](const Tensor& in, const Param& w, const Param& bias) {
+  const auto row_parallel = [&](const Tensor& in, const Param& w, const Param& bias,
+                                Fp8Linears::Which which) {
+    if (fp8_ != nullptr)
+      return fp8_linear_forward(be, *fp8_, fp8_->at(index_, which), out, in, w, bias);
     if (!seq_par) return row_parallel_linear_forward(be, out, in, w, bias, tensor_);
     Tensor partial = sp->partial.as_2d();
     be.gemm_weight(partial, in.as_2d(), w.value, true, 1.0, 0.0);
@@ -150,18 +156,28 @@ void TransformerLayer::forward(Backend& be, LayerActivations& a, Tensor out, con
   // Attention sub-block; `out` doubles as the buffer of the projected attention output.
   be.layernorm_forward(a.ln1_out, a.ln1_mean, a.ln1_rstd, x, ln1_w_->value, ln1_b_->value,
                        c_.ln_eps);
-  linear_forward(be, a.qkv, gathered(a.ln1_out), *qkv_w_, *qkv_b_);  // column-parallel
+  if (fp8_ != nullptr) {
+    fp8_linear_forward(be, *fp8_, fp8_->at(index_, Fp8Linears::kQkv), a.qkv, a.ln1_out, *qkv_w_,
+                       *qkv_b_);
+  } else {
+    linear_forward(be, a.qkv, gathered(a.ln1_out), *qkv_w_, *qkv_b_);  // column-parallel
+  }
   attention_forward(be, a, layer_dropout_stream(seed, mb, index_, DropoutSite::kAttentionProbs));
-  row_parallel(a.attn_out, *dense_w_, *dense_b_);
+  row_parallel(a.attn_out, *dense_w_, *dense_b_, Fp8Linears::kDense);
   // Hidden dropout and the residual add, one call (the CUDA backend fuses them).
   be.dropout_add(a.h1, out, x, c_.hidden_dropout, rng(DropoutSite::kAttentionOutput));
   // MLP sub-block.
   be.layernorm_forward(a.ln2_out, a.ln2_mean, a.ln2_rstd, a.h1, ln2_w_->value, ln2_b_->value,
                        c_.ln_eps);
   // Column-parallel fc1 and its GeLU: one call, which a backend may fuse.
-  be.linear_bias_forward(a.fc1_out, gathered(a.ln2_out), fc1_w_->value, fc1_b_->value, &a.act_out,
-                         c_.activation);
-  row_parallel(a.act_out, *fc2_w_, *fc2_b_);
+  if (fp8_ != nullptr) {
+    fp8_linear_forward(be, *fp8_, fp8_->at(index_, Fp8Linears::kFc1), a.fc1_out, a.ln2_out, *fc1_w_,
+                       *fc1_b_, &a.act_out, c_.activation);
+  } else {
+    be.linear_bias_forward(a.fc1_out, gathered(a.ln2_out), fc1_w_->value, fc1_b_->value, &a.act_out,
+                           c_.activation);
+  }
+  row_parallel(a.act_out, *fc2_w_, *fc2_b_, Fp8Linears::kFc2);
   be.dropout_add(out, out, a.h1, c_.hidden_dropout, rng(DropoutSite::kMlpOutput));
 }
 
@@ -180,7 +196,10 @@ void TransformerLayer::backward(Backend& be, LayerScratch& s, Tensor dres,
   };
   // A column-parallel GEMM's backward: dL/d(its input) into s.dln (this rank's rows, summed over
   // the group), its weight gradient from the LayerNorm output `ln_out`, all rows.
-  const auto column_backward = [&](const Tensor& dy, const Tensor& ln_out, Param& w, Param* bias) {
+  const auto column_backward = [&](const Tensor& dy, const Tensor& ln_out, Param& w, Param* bias,
+                                   Fp8Linears::Which which) {
+    if (fp8_ != nullptr)
+      return fp8_linear_backward(be, *fp8_, fp8_->at(index_, which), s.dln, dy, ln_out, w, bias);
     if (!seq_par) {
       linear_backward(be, s.dln, dy, ln_out, w, bias);
       copy_to_tensor_region_backward(be, s.dln, tensor_);
@@ -207,18 +226,25 @@ void TransformerLayer::backward(Backend& be, LayerScratch& s, Tensor dres,
     return s.dh;
   };
   // MLP sub-block, reversed. dres holds dL/d(out), which is also the skip path's dL/d(h1).
-  linear_backward(be, s.dact, all_rows(through_dropout(DropoutSite::kMlpOutput)), a.act_out,
-                  *fc2_w_, fc2_b_);
+  // A row-parallel GEMM's backward (without tensor parallelism, any linear layer's).
+  const auto row_backward = [&](Tensor dx, const Tensor& dy, const Tensor& x, Param& w, Param* bias,
+                                Fp8Linears::Which which) {
+    if (fp8_ != nullptr)
+      return fp8_linear_backward(be, *fp8_, fp8_->at(index_, which), dx, dy, x, w, bias);
+    linear_backward(be, dx, dy, x, w, bias);
+  };
+  row_backward(s.dact, all_rows(through_dropout(DropoutSite::kMlpOutput)), a.act_out, *fc2_w_,
+               fc2_b_, Fp8Linears::kFc2);
   // GeLU's backward and fc1's bias gradient in one call (the CUDA backend fuses them).
   be.gelu_bias_backward(s.dact, fc1_b_->grad, s.dact, a.fc1_out, c_.activation);
-  column_backward(s.dact, a.ln2_out, *fc1_w_, nullptr);
+  column_backward(s.dact, a.ln2_out, *fc1_w_, nullptr, Fp8Linears::kFc1);
   layernorm_backward(*ln2_w_, *ln2_b_, a.h1, a.ln2_mean, a.ln2_rstd);
   // Attention sub-block, reversed. dres now holds dL/d(h1) = the skip path's dL/dx.
-  linear_backward(be, s.dattn, all_rows(through_dropout(DropoutSite::kAttentionOutput)), a.attn_out,
-                  *dense_w_, dense_b_);
+  row_backward(s.dattn, all_rows(through_dropout(DropoutSite::kAttentionOutput)), a.attn_out,
+               *dense_w_, dense_b_, Fp8Linears::kDense);
   attention_backward(be, s, a,
                      layer_dropout_stream(seed, mb, index_, DropoutSite::kAttentionProbs));
-  column_backward(s.dqkv, a.ln1_out, *qkv_w_, qkv_b_);
+  column_backward(s.dqkv, a.ln1_out, *qkv_w_, qkv_b_, Fp8Linears::kQkv);
   layernorm_backward(*ln1_w_, *ln1_b_, x, a.ln1_mean, a.ln1_rstd);
 }
 

@@ -28,6 +28,7 @@
 
 #include "core/backend.h"
 #include "model/dropout_streams.h"
+#include "model/fp8_linear.h"
 #include "model/gpt_config.h"
 #include "model/param_registry.h"
 #include "parallel/communicator.h"
@@ -85,8 +86,10 @@ class TransformerLayer {
  public:
   // Looks up layer `index`'s parameters in `registry` (they must be registered). tensor: the
   // tensor-parallel group (borrowed; null or one rank without tensor parallelism).
+  // fp8: the stage's FP8 state (precision: fp8; borrowed): the four linear layers' GEMMs run
+  // through it (model/fp8_linear.h); null: in the model's dtype.
   TransformerLayer(const GPTConfig& config, int64_t index, ParamRegistry& registry,
-                   Communicator* tensor = nullptr);
+                   Communicator* tensor = nullptr, Fp8Linears* fp8 = nullptr);
 
   // out: [b, s, h] (must not alias x); x: [b, s, h] (sequence parallel: [n/tp, h] both, and sp
   // the stage's buffers).
@@ -118,6 +121,7 @@ class TransformerLayer {
   GPTConfig c_;
   int64_t index_;
   Communicator* tensor_;
+  Fp8Linears* fp8_;
   Param *ln1_w_, *ln1_b_, *qkv_w_, *qkv_b_, *dense_w_, *dense_b_;
   Param *ln2_w_, *ln2_b_, *fc1_w_, *fc1_b_, *fc2_w_, *fc2_b_;
 };

@@ -261,6 +261,15 @@ if(MTNLG_MPIRUN)
   set_tests_properties(precision_mixed_band PROPERTIES TIMEOUT 600 COST 1000)
 endif()
 
+# precision: fp8 (the CPU's emulation): hybrid/e4m3 and delayed/current follow bf16 over 300
+# iterations of the tiny model, (1, 2, 4) + ZeRO-1 follows one process, within the bands the script
+# derives; the scaling state resumes bit for bit; a bf16 checkpoint starts fresh scales.
+if(MTNLG_MPIRUN)
+  add_test(NAME precision_fp8_band
+    COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/fp8_band_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+  set_tests_properties(precision_fp8_band PROPERTIES TIMEOUT 600 COST 500)
+endif()
+
 # Checkpoints in bf16 and fp16: exact resume in (1,1,1) and (2,2,2) + ZeRO-1; bf16 -> fp32 and fp32 -> bf16
 # resumes continue within the bf16 band.
 if(MTNLG_MPIRUN)

@@ -15,10 +15,13 @@
 
 #include "core/attention_backend.h"
 #include "core/backend.h"
+#include "core/fp8_scaling.h"
 
 namespace mtnlg {
 
-enum class Precision { kFP32, kBF16, kFP16 };
+// kFP8: the linear layers' GEMMs in FP8 with per-tensor scales (the recipe's fp8: section),
+// everything else as bf16 (model/fp8_linear.h).
+enum class Precision { kFP32, kBF16, kFP16, kFP8 };
 // Where the ranks train: auto = a CUDA GPU when this build has the CUDA backend and one is
 // visible, else the CPU.
 enum class DeviceChoice { kAuto, kCpu, kCuda };
@@ -182,6 +185,9 @@ struct Recipe {
   ModelConfig model;
   ParallelConfig parallel;
   Precision precision = Precision::kFP32;
+  // fp8: (read with precision: fp8): format hybrid|e4m3, scaling delayed|current,
+  // amax_history_len, margin, amax_compute_algo max|most_recent (Transformer Engine's defaults).
+  Fp8Options fp8;
   DeviceChoice device = DeviceChoice::kAuto;
   OptimizerConfig optimizer;
   ScheduleConfig schedule;

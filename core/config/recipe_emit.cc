@@ -73,6 +73,8 @@ const char* precision_name(Precision p) {
       return "bf16";
     case Precision::kFP16:
       return "fp16";
+    case Precision::kFP8:
+      return "fp8";
   }
   return "?";
 }
@@ -120,6 +122,7 @@ const char* device_choice_name(DeviceChoice d) {
 DType precision_dtype(Precision p) {
   switch (p) {
     case Precision::kBF16:
+    case Precision::kFP8:  // everything but the linear layers' GEMMs
       return DType::kBF16;
     case Precision::kFP16:
       return DType::kF16;
@@ -187,6 +190,14 @@ std::string recipe_to_yaml(const Recipe& r) {
   w.value(1, "transport", cpu_transport_name(p.transport));
 
   w.value(0, "precision", precision_name(r.precision));
+  if (r.precision == Precision::kFP8) {
+    w.section(0, "fp8");
+    w.value(1, "format", r.fp8.hybrid ? "hybrid" : "e4m3");
+    w.value(1, "scaling", r.fp8.scaling == Fp8ScalingMode::kDelayed ? "delayed" : "current");
+    w.value(1, "amax_history_len", r.fp8.amax_history_len);
+    w.value(1, "margin", int64_t{r.fp8.margin});
+    w.value(1, "amax_compute_algo", r.fp8.amax_algo == Fp8AmaxAlgo::kMax ? "max" : "most_recent");
+  }
   w.value(0, "device", device_choice_name(r.device));
 
   const OptimizerConfig& o = r.optimizer;

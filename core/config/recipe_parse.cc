@@ -307,6 +307,34 @@ YAML::Node load_yaml(const std::string& text, const std::string& source) {
   }
 }
 
+// The fp8: section: only with precision: fp8 (elsewhere it would be ignored silently).
+void read_fp8(const Section& top, Recipe& r) {
+  if (!top.get("fp8")) return;
+  if (r.precision != Precision::kFP8)
+    throw invalid_argument(fmt::format("fp8: settings apply to precision: fp8 only (this recipe is "
+                                       "{}); set precision: fp8 or remove the fp8: section",
+                                       precision_name(r.precision)),
+                           "fp8");
+  const Section s = top.section("fp8");
+  s.read_enum("format", r.fp8.hybrid, {{"hybrid", true}, {"e4m3", false}});
+  s.read_enum("scaling", r.fp8.scaling,
+              {{"delayed", Fp8ScalingMode::kDelayed}, {"current", Fp8ScalingMode::kCurrent}});
+  s.read("amax_history_len", r.fp8.amax_history_len);
+  if (r.fp8.amax_history_len < 1 || r.fp8.amax_history_len > 1000000)
+    throw invalid_argument(fmt::format("{} is not in 1..1000000; Transformer Engine's default is "
+                                       "1024",
+                                       r.fp8.amax_history_len),
+                           "fp8.amax_history_len");
+  s.read("margin", r.fp8.margin);
+  if (r.fp8.margin < 0 || r.fp8.margin > 64)
+    throw invalid_argument(fmt::format("{} is not in 0..64 (the scale is divided by 2^margin); "
+                                       "the default is 0",
+                                       r.fp8.margin),
+                           "fp8.margin");
+  s.read_enum("amax_compute_algo", r.fp8.amax_algo,
+              {{"max", Fp8AmaxAlgo::kMax}, {"most_recent", Fp8AmaxAlgo::kMostRecent}});
+}
+
 }  // namespace
 
 Recipe parse_recipe(const std::string& yaml_text, const std::vector<std::string>& overrides,
@@ -325,9 +353,12 @@ Recipe parse_recipe(const std::string& yaml_text, const std::vector<std::string>
   Recipe r;
   read_model(top.section("model"), r.model);
   read_parallel(top.section("parallel"), r.parallel);
-  top.read_enum(
-      "precision", r.precision,
-      {{"fp32", Precision::kFP32}, {"bf16", Precision::kBF16}, {"fp16", Precision::kFP16}});
+  top.read_enum("precision", r.precision,
+                {{"fp32", Precision::kFP32},
+                 {"bf16", Precision::kBF16},
+                 {"fp16", Precision::kFP16},
+                 {"fp8", Precision::kFP8}});
+  read_fp8(top, r);
   top.read_enum(
       "device", r.device,
       {{"auto", DeviceChoice::kAuto}, {"cpu", DeviceChoice::kCpu}, {"cuda", DeviceChoice::kCuda}});

@@ -422,9 +422,24 @@ void validate_model_config(const ModelConfig& model) {
   recipe_detail::validate_model(model, ParallelConfig{});
 }
 
-void check_supported(const Recipe&) {
-  // Every key of the recipe trains in this build (the interleaved schedule was the last refused);
-  // the hook stays for features that land in steps.
+void check_supported(const Recipe& r) {
+  // Features that land in steps. precision: fp8 runs the CPU's emulation (its casts and scales
+  // exact to the formats); the GPU's FP8 GEMMs (cuBLASLt) and the amax reduction over a tensor
+  // group are not built yet.
+  if (r.precision == Precision::kFP8) {
+    if (r.device == DeviceChoice::kCuda)
+      throw unsupported(
+          "precision: fp8 runs on the CPU (by emulation) so far; the GPU's FP8 "
+          "GEMMs are not built yet: set device: cpu, or precision: bf16 on a GPU",
+          "precision");
+    if (r.parallel.tensor > 1)
+      throw unsupported(
+          fmt::format("precision: fp8 with tensor parallelism ({} ranks) is not built "
+                      "yet (each tensor's amax would be reduced over the group): set "
+                      "parallel.tensor: 1, or precision: bf16",
+                      r.parallel.tensor),
+          "parallel.tensor");
+  }
 }
 
 }  // namespace mtnlg

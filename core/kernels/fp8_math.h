@@ -48,6 +48,38 @@ MTNLG_HD float fp8_round(float x, Fp8Format f) {
   return std::copysign(std::rint(a / quantum) * quantum, x);
 }
 
+// fp8_round without branches, by integer operations on the float's bits (a CPU vectorizes it:
+// the emulation casts every GEMM operand): the same result for every input
+// (tests/core/fp8_test.cc checks each exponent, sign and kept mantissa with the dropped bits at
+// and around every rounding point).
+MTNLG_HD float fp8_round_bits(float x, Fp8Format f) {
+  uint32_t u = 0;
+  std::memcpy(&u, &x, 4);
+  const uint32_t sign = u & 0x80000000u, a = u & 0x7FFFFFFFu;
+  const int mbits = fp8_mantissa_bits(f), min_exp = fp8_min_exponent(f), shift = 23 - mbits;
+  const float max = fp8_max(f);
+  uint32_t max_bits = 0;
+  std::memcpy(&max_bits, &max, 4);
+  // Normal: the mantissa rounded to mbits bits, ties to even (a carry moves the exponent up).
+  const uint32_t normal =
+      (a + ((1u << (shift - 1)) - 1) + ((a >> shift) & 1u)) & ~((1u << shift) - 1);
+  // Below the smallest normal: multiples of a fixed quantum. Adding 2^23 quanta rounds |x| to
+  // one, ties to even (the float's unit there is the quantum), and subtracting them is exact.
+  float v = 0.0f;
+  std::memcpy(&v, &a, 4);
+  const float big = std::ldexp(1.0f, 23 + min_exp - mbits);
+  const float sub = (v + big) - big;
+  uint32_t sub_bits = 0;
+  std::memcpy(&sub_bits, &sub, 4);
+  uint32_t r = a < static_cast<uint32_t>(min_exp + 127) << 23 ? sub_bits : normal;
+  r = a >= max_bits ? max_bits : r;  // saturating (infinity too)
+  r = a > 0x7F800000u ? a : r;       // NaN kept
+  r |= sign;
+  float out = 0.0f;
+  std::memcpy(&out, &r, 4);
+  return out;
+}
+
 // The byte of a value already on the grid (fp8_round's result), or of NaN.
 MTNLG_HD uint8_t fp8_encode_rounded(float v, Fp8Format f) {
   const int mbits = fp8_mantissa_bits(f), bias = f == Fp8Format::kE4M3 ? 7 : 15;

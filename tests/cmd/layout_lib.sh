@@ -4,7 +4,8 @@
 #       sets bin, src and tmp (removed at exit), enters SOURCE_DIR, writes the tiny corpus
 #       $tmp/corpus (tokens < VOCAB, default 512)
 #   run_layout NAME NP [mtnlg-train args ...]
-#       trains configs/tiny.yaml on that corpus with metrics in $tmp/NAME/metrics.jsonl: one
+#       trains configs/tiny.yaml on that corpus with metrics in $tmp/NAME/metrics.jsonl (logging
+#       at $log_level, default warn): one
 #       process when NP is 1, else NP ranks under mpirun (srun when launcher=srun;
 #       scripts/launch.sh, the environment launch without PMIx, when launcher=env)
 layout_setup() {
@@ -21,7 +22,7 @@ layout_setup() {
 run_layout() {
   local name=$1 np=$2
   shift 2
-  local args=(--config configs/tiny.yaml --threads 1 --log-level warn
+  local args=(--config configs/tiny.yaml --threads 1 --log-level "${log_level:-warn}"
     --set "data.blend=[{prefix: $tmp/corpus, weight: 1}]" --set data.cache_dir="$tmp/cache"
     --set logging.metrics_file="$tmp/$name/metrics.jsonl" "$@")
   if [[ $np == 1 ]]; then

@@ -57,6 +57,7 @@ void check_prediction(const std::string& config, std::vector<std::string> sets) 
   // Nothing is allocated per iteration: after the run everything the plan counts is still
   // allocated (in bf16 on the CPU that includes the GEMM weights' blocked copies).
   if (recipe.precision == Precision::kBF16) CHECK(plan.worst().weight_copy_bytes > 0);
+  if (recipe.precision == Precision::kFP8) CHECK(plan.worst().fp8_cast_bytes > 0);
   CHECK(trainer.backend().live_bytes() == measured);
 }
 
@@ -109,4 +110,11 @@ TEST_CASE("planned memory matches the measured peak: tiny in bf16 with activatio
 
 TEST_CASE("planned memory matches the measured peak: demo-cpu in bf16") {
   check_prediction("demo-cpu.yaml", {"precision=bf16"});
+}
+
+// fp8: bf16's memory, the linear layers' cast buffers instead of their weight copies
+// (StagePlan::fp8_cast_bytes), to the byte.
+TEST_CASE("planned memory matches the measured peak: tiny in fp8 (bf16 and fp8 cast buffers)") {
+  check_prediction("tiny.yaml", {"precision=fp8"});
+  check_prediction("tiny.yaml", {"precision=fp8", "parallel.activation_checkpointing=true"});
 }

@@ -78,7 +78,21 @@ TEST_CASE("wrong types are rejected", "[config]") {
   expect_recipe_error({"seed=-1"}, "seed", {"non-negative"});
   expect_recipe_error({"model.activation=relu"}, "model.activation",
                       {"'relu' is not one of gelu, gelu_tanh"});
-  expect_recipe_error({"precision=fp8"}, "precision", {"not one of fp32, bf16, fp16"});
+  expect_recipe_error({"precision=fp4"}, "precision", {"not one of fp32, bf16, fp16, fp8"});
+  expect_recipe_error({"precision=fp8", "fp8.format=e5m2"}, "fp8.format",
+                      {"'e5m2' is not one of hybrid, e4m3"});
+  expect_recipe_error({"precision=fp8", "fp8.scaling=tensorwise"}, "fp8.scaling",
+                      {"not one of delayed, current"});
+  expect_recipe_error({"precision=fp8", "fp8.amax_compute_algo=mean"}, "fp8.amax_compute_algo",
+                      {"not one of max, most_recent"});
+  expect_recipe_error({"precision=fp8", "fp8.amax_history_len=0"}, "fp8.amax_history_len",
+                      {"not in 1..1000000", "1024"});
+  expect_recipe_error({"precision=fp8", "fp8.margin=-1"}, "fp8.margin", {"not in 0..64"});
+  expect_recipe_error({"precision=fp8", "fp8.amax_history=16"}, "fp8.amax_history",
+                      {"unknown key", "amax_history_len"});
+  // An fp8: section a bf16 recipe would ignore is refused.
+  expect_recipe_error({"precision=bf16", "fp8.format=e4m3"}, "fp8",
+                      {"precision: fp8 only", "set precision: fp8 or remove the fp8: section"});
   expect_recipe_error({"device=tpu"}, "device", {"not one of auto, cpu, cuda"});
   expect_recipe_error({"schedule.decay_style=exp"}, "schedule.decay_style",
                       {"not one of cosine, linear, constant"});
@@ -339,6 +353,40 @@ TEST_CASE("layout divisibility errors name the numbers", "[config]") {
                       {"0 must be positive"});
   expect_recipe_error(with("{start: 16, increment: 0, tokens: 1e6}"), "batch.rampup.increment",
                       {"must be positive"});
+}
+
+TEST_CASE("precision: fp8 is refused where it is not built yet, naming the key", "[config]") {
+  const auto refused = [](const std::vector<std::string>& sets, const std::string& key) {
+    const Recipe r = parse_recipe(kMinimalRecipe, sets, "test.yaml");
+    try {
+      check_supported(r);
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(e.code() == Code::kUnsupported);
+      CHECK(e.context() == key);
+    }
+  };
+  refused({"precision=fp8", "device=cuda"}, "precision");
+  refused({"precision=fp8", "parallel.tensor=2"}, "parallel.tensor");
+  const Recipe ok = parse_recipe(
+      kMinimalRecipe,
+      {"precision=fp8", "fp8.format=e4m3", "fp8.scaling=current", "fp8.amax_history_len=16",
+       "fp8.margin=1", "fp8.amax_compute_algo=most_recent", "parallel.pipeline=2"},
+      "test.yaml");
+  CHECK_NOTHROW(check_supported(ok));
+  CHECK(!ok.fp8.hybrid);
+  CHECK(ok.fp8.scaling == Fp8ScalingMode::kCurrent);
+  CHECK(ok.fp8.amax_history_len == 16);
+  CHECK(ok.fp8.margin == 1);
+  CHECK(ok.fp8.amax_algo == Fp8AmaxAlgo::kMostRecent);
+  CHECK(precision_dtype(ok.precision) == DType::kBF16);
+  // The resolved recipe carries the section, and reads back the same.
+  const std::string yaml = recipe_to_yaml(ok);
+  CHECK_THAT(yaml, Catch::Contains("precision: fp8"));
+  CHECK_THAT(yaml, Catch::Contains("amax_compute_algo: most_recent"));
+  const Recipe again = parse_recipe(yaml, {}, "resolved.yaml");
+  CHECK(again.fp8.amax_history_len == 16);
+  CHECK(again.fp8.scaling == Fp8ScalingMode::kCurrent);
 }
 
 }  // namespace

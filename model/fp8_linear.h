@@ -1,0 +1,120 @@
+// The linear layers' GEMMs in FP8 (precision: fp8), as Transformer Engine runs them: each GEMM's
+// two operands cast to FP8 with a per-tensor scale (the input x and the weight W in E4M3, the
+// output gradient dy in E5M2 under `hybrid`, E4M3 under `e4m3`), multiplied with fp32 sums, the
+// result scaled by both scales' inverses:
+//   forward        y   = (q(x s_x) q(W s_w)^T) / (s_x s_w) + b
+//   input grad     dx  = (q(dy s_g) q(W s_w)) / (s_g s_w)
+//   weight grad    dW += (q(dy s_g)^T q(x s_x)) / (s_g s_x)
+// the bias gradient from dy itself, everything else in bf16. On the CPU the casts are emulated
+// (Backend::fp8_cast: the FP8 values held in bf16, exact) and the products run by the bf16 GEMM;
+// a GPU would run cuBLASLt's FP8 GEMMs (not built yet).
+//
+// Scales (core/fp8_scaling.h): delayed scaling takes each tensor's scale from the amaxes of
+// earlier optimizer steps; a step's casts record their amax, and end_step() (the trainer's, after
+// the optimizer) takes the step's largest over the data-parallel group and rolls the histories,
+// so every data-parallel layout and micro-batch count casts with the same scales. (Transformer
+// Engine updates after each micro-batch's forward; per step is what makes layouts agree.)
+// Evaluation's forwards cast with the scales as they stand and record nothing. Current scaling
+// takes the scale from the tensor itself at each cast and keeps no state. A GEMM's alpha is the
+// product of its operands' scale_inv (1/scale in float, as Transformer Engine keeps it).
+//
+// Backward casts x and W again rather than keeping the forward's casts: the same scale gives the
+// same values (recording the same amax again changes nothing), and only the three cast buffers
+// (x, W, dy: the largest of the stage's linear layers) exist at any time.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/fp8_scaling.h"
+#include "core/state_tensor.h"
+#include "model/gpt_config.h"
+#include "model/param_registry.h"
+#include "parallel/communicator.h"
+
+namespace mtnlg {
+
+// One linear layer's three tensors' scaling.
+struct Fp8LinearScaling {
+  explicit Fp8LinearScaling(const Fp8Options& o)
+      : input(o.forward_format(), o), weight(o.forward_format(), o), grad(o.gradient_format(), o) {}
+  Fp8TensorScaling input, weight, grad;
+};
+
+// A stage's FP8 state: the scaling of each local transformer layer's four linear layers and the
+// cast buffers. Owned by GPTStage; its layers hold a pointer.
+class Fp8Linears {
+ public:
+  enum Which { kQkv = 0, kDense = 1, kFc1 = 2, kFc2 = 3 };
+  static constexpr int kPerLayer = 4;
+  static const char* name(Which w);
+
+  // layers: the global indexes of the stage's transformer layers.
+  Fp8Linears(const Fp8Options& o, std::vector<int64_t> layers);
+
+  const Fp8Options& options() const { return o_; }
+  Fp8LinearScaling& at(int64_t layer, Which w);
+
+  // q(t): t cast into this stage's buffer `slot` (0 x, 1 W, 2 dy) as a bf16 tensor of t's shape,
+  // with the tensor's scale (delayed: as it stands, the amax recorded; current: from t's amax).
+  // Returns the cast and the scale's inverse.
+  struct Cast {
+    Tensor q;
+    double scale_inv;
+  };
+  Cast cast(Backend& be, int slot, const Tensor& t, Fp8TensorScaling& s);
+
+  // The step's end (delayed scaling): each tensor's amax of the step made the largest over
+  // `groups` (null entries skipped: the data-parallel group), then every scale updated and the
+  // histories rolled. Current scaling: nothing.
+  void end_step(const std::vector<Communicator*>& groups);
+
+  // The cast buffers' elements (bf16) for micro-batches of b sequences: the largest input x,
+  // weight W and output gradient dy of a layer's four linear layers (the planner's term too).
+  struct BufferSizes {
+    int64_t x, w, dy;
+  };
+  static BufferSizes buffer_elements(const GPTConfig& c, int64_t b);
+  // Makes the buffers that size (GPTStage, with its other scratch).
+  void reserve(Backend& be, const GPTConfig& c, int64_t b);
+
+  // Every tensor's scaling state, in layer order, under names a checkpoint keeps
+  // ("layers.3.mlp.fc1.input"); load() takes what save() wrote (a missing name is an error
+  // naming it).
+  std::vector<std::pair<std::string, std::string>> save() const;
+  void load(const std::vector<std::pair<std::string, std::string>>& states);
+
+  // The state as checkpoint tensors ("fp8_scaling." + the names above), each the serialized bytes
+  // two to an f32 element (values 0..65535, exact: a checkpoint stores floats), replicated (no
+  // tensor-parallel split; the data-parallel replicas hold the same state), and back.
+  static constexpr const char* kStatePrefix = "fp8_scaling.";
+  std::vector<StateTensor> state_tensors() const;
+  static std::string bytes_of(const Tensor& words);  // a CPU f32 tensor
+
+  // Whether casts record their amaxes (training; evaluation's forwards leave the scales alone).
+  void set_recording(bool on) { recording_ = on; }
+
+  // Bytes the cast buffers hold (for the planner's check).
+  int64_t buffer_bytes() const;
+
+ private:
+  Fp8Options o_;
+  std::vector<int64_t> layers_;
+  std::vector<Fp8LinearScaling> scaling_;  // kPerLayer per local layer
+  Tensor buffers_[3];
+  bool recording_ = true;
+};
+
+// y = x W^T + b through FP8 (x [.., in], W [out, in], y [.., out]); act_out, when given, gets
+// act(y) (fc1's GeLU).
+void fp8_linear_forward(Backend& be, Fp8Linears& f, Fp8LinearScaling& s, Tensor y, const Tensor& x,
+                        const Param& w, const Param& b, Tensor* act_out = nullptr,
+                        Activation act = Activation::kGelu);
+// linear_backward's contract (model/linear.h) through FP8: dx (skipped when undefined) =
+// dy W, w.grad += dy^T x, b->grad += sum dy (b null: the caller sums it).
+void fp8_linear_backward(Backend& be, Fp8Linears& f, Fp8LinearScaling& s, Tensor dx,
+                         const Tensor& dy, const Tensor& x, Param& w, Param* b);
+
+}  // namespace mtnlg
