@@ -319,18 +319,8 @@ void read_fp8(const Section& top, Recipe& r) {
   s.read_enum("format", r.fp8.hybrid, {{"hybrid", true}, {"e4m3", false}});
   s.read_enum("scaling", r.fp8.scaling,
               {{"delayed", Fp8ScalingMode::kDelayed}, {"current", Fp8ScalingMode::kCurrent}});
-  s.read("amax_history_len", r.fp8.amax_history_len);
-  if (r.fp8.amax_history_len < 1 || r.fp8.amax_history_len > 1000000)
-    throw invalid_argument(fmt::format("{} is not in 1..1000000; Transformer Engine's default is "
-                                       "1024",
-                                       r.fp8.amax_history_len),
-                           "fp8.amax_history_len");
+  s.read("amax_history_len", r.fp8.amax_history_len);  // bounds: validate_bounds
   s.read("margin", r.fp8.margin);
-  if (r.fp8.margin < 0 || r.fp8.margin > 64)
-    throw invalid_argument(fmt::format("{} is not in 0..64 (the scale is divided by 2^margin); "
-                                       "the default is 0",
-                                       r.fp8.margin),
-                           "fp8.margin");
   s.read_enum("amax_compute_algo", r.fp8.amax_algo,
               {{"max", Fp8AmaxAlgo::kMax}, {"most_recent", Fp8AmaxAlgo::kMostRecent}});
 }

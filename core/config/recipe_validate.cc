@@ -391,6 +391,11 @@ void validate_bounds(const Recipe& r) {
   at_most(r.schedule.decay_tokens, kMaxTokens, "schedule.decay_tokens", "2^60 tokens");
   at_most(r.batch.rampup.tokens, kMaxTokens, "batch.rampup.tokens", "2^60 tokens");
   at_most(r.eval.iters, int64_t{1} << 30, "eval.iters", "2^30 batches");
+  positive(r.fp8.amax_history_len, "fp8.amax_history_len");
+  at_most(r.fp8.amax_history_len, 1'000'000, "fp8.amax_history_len",
+          "a million steps; Transformer Engine's default is 1024");
+  non_negative(r.fp8.margin, "fp8.margin");
+  at_most(r.fp8.margin, 64, "fp8.margin", "the scale divided by 2^64");
   // The derived run length in tokens must stay within the same bound.
   const int64_t per_iteration =
       checked_mul(r.batch.global_batch_size, m.seq_length,

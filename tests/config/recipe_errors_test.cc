@@ -86,8 +86,11 @@ TEST_CASE("wrong types are rejected", "[config]") {
   expect_recipe_error({"precision=fp8", "fp8.amax_compute_algo=mean"}, "fp8.amax_compute_algo",
                       {"not one of max, most_recent"});
   expect_recipe_error({"precision=fp8", "fp8.amax_history_len=0"}, "fp8.amax_history_len",
-                      {"not in 1..1000000", "1024"});
-  expect_recipe_error({"precision=fp8", "fp8.margin=-1"}, "fp8.margin", {"not in 0..64"});
+                      {"must be positive"});
+  expect_recipe_error({"precision=fp8", "fp8.amax_history_len=2000000"}, "fp8.amax_history_len",
+                      {"more than 1000000", "1024"});
+  expect_recipe_error({"precision=fp8", "fp8.margin=-1"}, "fp8.margin", {"-1"});
+  expect_recipe_error({"precision=fp8", "fp8.margin=65"}, "fp8.margin", {"more than 64"});
   expect_recipe_error({"precision=fp8", "fp8.amax_history=16"}, "fp8.amax_history",
                       {"unknown key", "amax_history_len"});
   // An fp8: section a bf16 recipe would ignore is refused.
