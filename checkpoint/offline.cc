@@ -198,6 +198,10 @@ GatheredModel load_checkpoint_stage(const std::string& path, Backend& backend,
   GatheredModel out{checkpoint_recipe(m, dir, all), {}};
   GPTConfig config = gpt_config_from(out.recipe);
   config.tp_rank = layout.tensor_rank;
+  // The tools score, generate and export in the dtype they are asked for: an fp8 run's weights
+  // are bf16 values, and its FP8 casts a training-time choice whose scales these tools do not
+  // load (a trainer's own evaluation casts with its live scales).
+  config.fp8 = false;
   out.model =
       std::make_unique<GPTStage>(config, pipeline_stage(config, layout.pipeline, layout.stage),
                                  backend, dtype, out.recipe.seed, layout.tensor_group);
