@@ -35,13 +35,6 @@ void Fp8TensorScaling::update() {
   history_[0] = 0.0f;
 }
 
-float Fp8TensorScaling::current_scale(float amax) {
-  record(amax);
-  scale_ = fp8_scale_for(amax, format_, o_.margin, scale_);
-  scale_inv_ = 1.0f / scale_;
-  return scale_;
-}
-
 namespace {
 
 template <typename T>

@@ -11,7 +11,7 @@
 //   scale_inv = 1 / scale,
 // and rolls the window: each slot moves down one, the oldest leaves, slot 0 is zeroed for the next
 // step (TE's torch.roll(history, -1) then history[0] = 0). Current scaling: the scale comes from
-// the tensor's own amax at the cast (current_scale), no history.
+// the tensor's own amax at the cast (fp8_scale_for; model/fp8_linear.cc), no state.
 //
 // The state (scale, scale_inv, history) is what a checkpoint saves: serialize()/deserialize()
 // round-trip it bit for bit.
@@ -58,8 +58,6 @@ class Fp8TensorScaling {
   void record(float amax);
   // The step's end (delayed scaling): the next step's scale from the history, then the roll.
   void update();
-  // Current scaling: the scale for a cast of a tensor whose amax is this (also recorded).
-  float current_scale(float amax);
 
   // Little-endian bytes: format, mode, margin, algorithm, history length, scale, scale_inv,
   // history.

@@ -176,12 +176,6 @@ std::string Fp8Linears::bytes_of(const Tensor& words) {
   return bytes;
 }
 
-int64_t Fp8Linears::buffer_bytes() const {
-  int64_t b = 0;
-  for (const Tensor& t : buffers_) b += t.defined() ? static_cast<int64_t>(t.nbytes()) : 0;
-  return b;
-}
-
 void fp8_linear_forward(Backend& be, Fp8Linears& f, Fp8LinearScaling& s, Tensor y, const Tensor& x,
                         const Param& w, const Param& b, Tensor* act_out, Activation act) {
   const Fp8Linears::Cast qx = f.cast(be, 0, x.as_2d(), s.input);

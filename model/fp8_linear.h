@@ -96,9 +96,6 @@ class Fp8Linears {
   // Whether casts record their amaxes (training; evaluation's forwards leave the scales alone).
   void set_recording(bool on) { recording_ = on; }
 
-  // Bytes the cast buffers hold (for the planner's check).
-  int64_t buffer_bytes() const;
-
  private:
   Fp8Options o_;
   std::vector<int64_t> layers_;

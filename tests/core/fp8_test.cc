@@ -175,12 +175,9 @@ TEST_CASE("delayed scaling: the next scale from the window of amaxes, as TE roll
   CHECK(std::isnan(g.history()[0]));
   g.update();
   CHECK(g.scale() == 57344.0f / 16);
-  // Current scaling: from the tensor's own amax.
-  Fp8Options c;
-  c.scaling = Fp8ScalingMode::kCurrent;
-  Fp8TensorScaling cur(Fp8Format::kE4M3, c);
-  CHECK(cur.current_scale(3.5f) == 128.0f);
-  CHECK(cur.current_scale(0.0f) == 128.0f);  // all zero: the last scale
+  // Current scaling: from the tensor's own amax (model/fp8_linear.cc calls fp8_scale_for).
+  CHECK(fp8_scale_for(3.5f, Fp8Format::kE4M3, 0, 1.0f) == 128.0f);
+  CHECK(fp8_scale_for(0.0f, Fp8Format::kE4M3, 0, 128.0f) == 128.0f);  // all zero: the fallback
 }
 
 TEST_CASE("FP8 scaling state round-trips bit for bit and refuses other settings") {
@@ -226,16 +223,13 @@ TEST_CASE("an emulated FP8 GEMM is the product within the formats' rounding") {
   std::vector<float> a(m * k), b(k * n), qa(a.size()), qb(b.size());
   for (float& x : a) x = d(gen);
   for (float& x : b) x = d(gen) * 1e-3f;  // a small-valued operand: the scale brings it up
-  Fp8Options o;
-  o.scaling = Fp8ScalingMode::kCurrent;
-  Fp8TensorScaling sa(Fp8Format::kE4M3, o), sb(Fp8Format::kE4M3, o);
   float amax_a = 0, amax_b = 0;
   for (const float x : a) amax_a = std::max(amax_a, std::fabs(x));
   for (const float x : b) amax_b = std::max(amax_b, std::fabs(x));
-  CHECK(fp8_quantize(a.data(), qa.data(), m * k, sa.current_scale(amax_a), Fp8Format::kE4M3) ==
-        amax_a);
-  CHECK(fp8_quantize(b.data(), qb.data(), k * n, sb.current_scale(amax_b), Fp8Format::kE4M3) ==
-        amax_b);
+  const float sa = fp8_scale_for(amax_a, Fp8Format::kE4M3, 0, 1.0f),
+              sb = fp8_scale_for(amax_b, Fp8Format::kE4M3, 0, 1.0f);
+  CHECK(fp8_quantize(a.data(), qa.data(), m * k, sa, Fp8Format::kE4M3) == amax_a);
+  CHECK(fp8_quantize(b.data(), qb.data(), k * n, sb, Fp8Format::kE4M3) == amax_b);
   double worst = 0;
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < n; ++j) {
@@ -245,7 +239,7 @@ TEST_CASE("an emulated FP8 GEMM is the product within the formats' rounding") {
         mag += std::fabs(static_cast<double>(a[i * k + t]) * b[t * n + j]);
         emul += static_cast<double>(qa[i * k + t]) * qb[t * n + j];
       }
-      emul *= static_cast<double>(sa.scale_inv()) * sb.scale_inv();
+      emul *= static_cast<double>(1.0f / sa) * (1.0f / sb);
       worst = std::max(worst, std::fabs(emul - exact) / mag);
     }
   INFO("worst error over sum |a b|: " << worst);
