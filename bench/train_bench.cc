@@ -232,7 +232,10 @@ int run(const Options& o) {
   // MFU as the field states it: over the device's datasheet dense peak (core/device_peak.h).
   const auto spec = device_spec_from_name(cpu->name());
   const double peak =
-      spec ? spec->peak(o.precision == "bf16" ? PeakPrecision::kBf16 : PeakPrecision::kTf32) : 0.0;
+      spec ? spec->peak(o.precision == "bf16"  ? PeakPrecision::kBf16
+                        : o.precision == "fp8" ? PeakPrecision::kFp8
+                                               : PeakPrecision::kTf32)
+           : 0.0;
   const std::string peak_json = peak > 0 ? fmt::format("{:g}", peak) : "null";
   const std::string mfu_json = peak > 0 ? fmt::format("{:.6f}", tflops / peak) : "null";
   const int64_t head_dim = config.hidden / config.heads;
@@ -350,8 +353,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--precision", o.precision,
                  "fp32, bf16 (bf16 weights and activations, fp32 main gradients, masters and "
-                 "moments), or fp8 (bf16 with the linear layers' GEMMs on FP8 casts: the CPU's "
-                 "emulation, hybrid formats, delayed scaling)")
+                 "moments), or fp8 (bf16 with the linear layers' GEMMs on FP8 casts, emulated: bf16 "
+                 "GEMMs on the FP8 values; hybrid formats, delayed scaling; MFU against the FP8 "
+                 "peak)")
       ->capture_default_str();
   app.add_option("--device", o.device,
                  "cpu, or cuda (GPU 0; needs a CUDA build): the backend the model trains on")

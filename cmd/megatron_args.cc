@@ -172,6 +172,100 @@ std::string joined(const std::vector<std::string>& v) {
   return s;
 }
 
+// Transformer Engine's flags (Megatron-LM's _add_transformer_engine_args, and the older
+// --fp8-e4m3/--fp8-hybrid switches): FP8 training is on only with a format.
+const std::set<std::string>& fp8_family() {
+  static const std::set<std::string> m = {
+      "--fp8-format",     "--fp8-e4m3",           "--fp8-hybrid",
+      "--fp8-recipe",     "--fp8-margin",         "--fp8-interval",
+      "--fp8-amax-history-len", "--fp8-amax-compute-algo", "--no-fp8-wgrad",
+      "--fp8-param-gather", "--first-last-layers-bf16"};
+  return m;
+}
+
+// precision: fp8 and its keys from Megatron's FP8 flags, with Megatron's defaults where they
+// differ from the recipe's (Transformer Engine's): amax history 1, most_recent. `one` reads a
+// flag's single value.
+template <typename One>
+void carry_fp8(const std::map<std::string, std::vector<std::string>>& given, const One& one,
+               MegatronConversion& out) {
+  const auto choice = [&](const std::string& flag, std::initializer_list<const char*> allowed) {
+    const std::string v = *one(flag);
+    std::string names;
+    for (const char* a : allowed) {
+      if (v == a) return v;
+      names += (names.empty() ? "" : ", ") + std::string(a);
+    }
+    throw invalid_argument(flag + " " + v + " is not one of " + names, flag);
+  };
+  std::string format;
+  if (given.count("--fp8-format")) format = choice("--fp8-format", {"e4m3", "hybrid"});
+  for (const char* old : {"--fp8-e4m3", "--fp8-hybrid"})
+    if (given.count(old)) {
+      const std::string f = std::string(old).substr(6);
+      if (!format.empty() && format != f)
+        throw invalid_argument(std::string(old) + " with another FP8 format: keep one", old);
+      format = f;
+    }
+  if (format.empty()) {
+    for (const std::string& f : fp8_family())
+      if (given.count(f))
+        out.notes.push_back(f + ": no effect without --fp8-format (Megatron trains without FP8)");
+    return;
+  }
+  auto& set = out.overrides;
+  if (given.count("--fp16"))
+    out.not_carried.push_back(
+        "--fp16 with --fp8-format: precision: fp8 keeps bf16 outside the FP8 GEMMs here, without "
+        "fp16's loss scaling (use --bf16)");
+  set.push_back("precision=fp8");
+  set.push_back("fp8.format=" + format);
+  const std::string recipe = given.count("--fp8-recipe")
+                                 ? choice("--fp8-recipe", {"delayed", "tensorwise", "mxfp8",
+                                                           "blockwise"})
+                                 : "delayed";
+  if (recipe == "delayed" || recipe == "tensorwise") {
+    set.push_back(std::string("fp8.scaling=") + (recipe == "delayed" ? "delayed" : "current"));
+  } else {
+    out.not_carried.push_back("--fp8-recipe " + recipe +
+                              ": per-block scaling is not built here (fp8.scaling: delayed or "
+                              "current, one scale per tensor)");
+  }
+  if (recipe == "delayed") {
+    const std::string history =
+        given.count("--fp8-amax-history-len") ? *one("--fp8-amax-history-len") : "1";
+    to_int("--fp8-amax-history-len", history);
+    set.push_back("fp8.amax_history_len=" + history);
+    set.push_back("fp8.amax_compute_algo=" +
+                  (given.count("--fp8-amax-compute-algo")
+                       ? choice("--fp8-amax-compute-algo", {"most_recent", "max"})
+                       : std::string("most_recent")));
+    if (!given.count("--fp8-amax-history-len") || !given.count("--fp8-amax-compute-algo"))
+      out.notes.push_back(
+          "fp8.amax_history_len, fp8.amax_compute_algo: Megatron's defaults (1, most_recent) "
+          "where not given; a recipe without them takes Transformer Engine's (1024, max)");
+    if (given.count("--fp8-margin"))
+      set.push_back("fp8.margin=" + std::to_string(to_int("--fp8-margin", *one("--fp8-margin"))));
+  } else {
+    for (const char* f : {"--fp8-amax-history-len", "--fp8-amax-compute-algo", "--fp8-margin"})
+      if (given.count(f))
+        out.notes.push_back(std::string(f) + ": delayed scaling's; no effect with --fp8-recipe " +
+                            recipe);
+  }
+  if (given.count("--fp8-interval"))
+    out.notes.push_back("--fp8-interval: Megatron-LM ignores it (deprecated); the scales "
+                        "update every step here");
+  if (given.count("--no-fp8-wgrad"))
+    out.not_carried.push_back(
+        "--no-fp8-wgrad: the weight gradient GEMMs run in FP8 here, as Megatron's default");
+  if (given.count("--fp8-param-gather"))
+    out.not_carried.push_back(
+        "--fp8-param-gather: the weights are kept in bf16 and cast at each use here");
+  if (given.count("--first-last-layers-bf16"))
+    out.not_carried.push_back(
+        "--first-last-layers-bf16: every transformer layer's linear layers run in FP8 here");
+}
+
 }  // namespace
 
 std::string megatron_flag_for(const std::string& recipe_key) {
@@ -425,6 +519,8 @@ MegatronConversion convert_megatron_args(const std::vector<std::string>& args) {
         throw invalid_argument(flag + " " + v + " does not divide --num-layers / pipeline size",
                                flag);
       set.push_back("parallel.virtual_pipeline=" + std::to_string(layers / (pp * per)));
+    } else if (fp8_family().count(flag)) {
+      // Read together after the loop (carry_fp8): they mean something only with a format.
     } else if (const auto it = no_effect().find(flag); it != no_effect().end()) {
       out.notes.push_back(shown + ": " + it->second);
     } else if (only_observes(flag)) {
@@ -435,6 +531,7 @@ MegatronConversion convert_megatron_args(const std::vector<std::string>& args) {
       out.not_carried.push_back(shown + ": no recipe key does this");
     }
   }
+  carry_fp8(given, one, out);
   if (given.count("--adam-beta1") || given.count("--adam-beta2")) {
     const std::string b1 = given.count("--adam-beta1") ? *one("--adam-beta1") : "0.9";
     const std::string b2 = given.count("--adam-beta2") ? *one("--adam-beta2") : "0.999";
@@ -587,7 +684,8 @@ MegatronCommand recipe_to_megatron_args(const Recipe& r) {
   }
   if (p.sequence_parallel) add("--sequence-parallel");
   if (p.overlap_grad_reduce) add("--overlap-grad-reduce");
-  if (r.precision == Precision::kBF16 && p.grad_reduce_dtype == Precision::kBF16)
+  if ((r.precision == Precision::kBF16 || r.precision == Precision::kFP8) &&
+      p.grad_reduce_dtype == Precision::kBF16)
     add("--grad-reduce-in-bf16");
   if (p.data > 0)
     out.notes.push_back(
@@ -598,7 +696,26 @@ MegatronCommand recipe_to_megatron_args(const Recipe& r) {
     out.notes.push_back(fmt::format("parallel.transport {}: this run's CPU groups (Megatron: NCCL)",
                                     cpu_transport_name(p.transport)));
 
-  if (r.precision == Precision::kBF16) add("--bf16");
+  if (r.precision == Precision::kBF16 || r.precision == Precision::kFP8) add("--bf16");
+  if (r.precision == Precision::kFP8) {
+    const Fp8Options& f = r.fp8;
+    add("--fp8-format", {f.hybrid ? "hybrid" : "e4m3"});
+    add("--fp8-recipe", {f.scaling == Fp8ScalingMode::kDelayed ? "delayed" : "tensorwise"});
+    if (f.scaling == Fp8ScalingMode::kDelayed) {
+      add("--fp8-amax-history-len", {count(f.amax_history_len)});
+      add("--fp8-amax-compute-algo",
+          {f.amax_algo == Fp8AmaxAlgo::kMax ? "max" : "most_recent"});
+      if (f.margin > 0) add("--fp8-margin", {count(f.margin)});
+      out.notes.push_back(
+          "fp8.scaling delayed: this run updates the scales once a step (the step's amaxes "
+          "over every micro-batch); Transformer Engine updates after each forward and backward");
+    } else if (f.margin > 0) {
+      out.not_expressible.push_back(fmt::format(
+          "fp8.margin {} with fp8.scaling current: Megatron's --fp8-margin applies to delayed "
+          "scaling only",
+          f.margin));
+    }
+  }
   if (r.precision == Precision::kFP16) {
     const OptimizerConfig& o = r.optimizer;
     add("--fp16");

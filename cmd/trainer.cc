@@ -177,11 +177,6 @@ void Trainer::select_device() {
                                std::string(options_.groups->world->transport()) +
                                ": GPU ranks communicate through NCCL groups (make_device_groups)",
                            "device");
-  if (device_.device == Device::kCUDA && recipe_.precision == Precision::kFP8)
-    throw unsupported(
-        "precision: fp8 runs on the CPU (by emulation) so far and this run's device is " +
-            device_.description + ": set device: cpu, or precision: bf16 on a GPU",
-        "precision");
 }
 
 // The memory preflight against the plan, the backend, and this stage's model with its weights.
@@ -219,9 +214,10 @@ void Trainer::build_model() {
     spdlog::info("bf16 GEMMs: {}", cpu::MatmulBf16::describe());
   if (recipe_.precision == Precision::kFP8)
     spdlog::info(
-        "fp8: the linear layers' GEMMs on FP8 values ({}, {} scaling{}), emulated on the CPU: "
-        "each operand cast to the FP8 grid with its scale, held exactly in bf16, multiplied by "
-        "the bf16 GEMM with fp32 sums and scaled back; the rest in bf16",
+        "fp8: the linear layers' GEMMs on FP8 values ({}, {} scaling{}), emulated: each "
+        "operand cast to the FP8 grid with its scale, held exactly in bf16, multiplied by the "
+        "bf16 GEMM with fp32 sums and scaled back (so no faster than bf16; FP8 tensor-core "
+        "GEMMs are not built yet); the rest in bf16",
         recipe_.fp8.hybrid ? "E4M3 forward, E5M2 gradients" : "E4M3 throughout",
         recipe_.fp8.scaling == Fp8ScalingMode::kDelayed ? "delayed" : "current",
         recipe_.fp8.scaling == Fp8ScalingMode::kDelayed
@@ -232,11 +228,19 @@ void Trainer::build_model() {
     spdlog::info("attention kernels: {}; MTNLG_CUDA_ATTENTION and MTNLG_CUDA_FLASH2_DQ choose",
                  plan.cuda_attention_kernels);
   if (device_.device == Device::kCUDA) {
-    const bool fp32 = recipe_.precision == Precision::kFP32;
+    // The precision's own peak: fp8's is FP8's (twice bf16's), as the field states FP8 runs,
+    // even while its GEMMs are emulated in bf16 (the log says so above).
+    const PeakPrecision pp = recipe_.precision == Precision::kFP32  ? PeakPrecision::kTf32
+                             : recipe_.precision == Precision::kFP8 ? PeakPrecision::kFp8
+                                                                    : PeakPrecision::kBf16;
     if (const auto spec = device_spec_from_name(backend_->name())) {
-      peak_tflops_ = spec->peak(fp32 ? PeakPrecision::kTf32 : PeakPrecision::kBf16);
+      peak_tflops_ = spec->peak(pp);
       spdlog::info("MFU: model TFLOP/s over the {}'s datasheet dense {} peak, {:g} TFLOP/s",
-                   spec->name, fp32 ? "TF32" : "bf16/fp16", peak_tflops_);
+                   spec->name,
+                   pp == PeakPrecision::kTf32   ? "TF32"
+                   : pp == PeakPrecision::kFp8 ? "FP8"
+                                               : "bf16/fp16",
+                   peak_tflops_);
     } else {
       spdlog::info(
           "MFU: no datasheet peak known for {}; the metrics carry tflops_per_device "
@@ -465,10 +469,14 @@ IterationStats Trainer::step() {
   if (!overflow)  // unscales the gradients with the clip
     optimizer_->step(lr, clip_coefficient(grad_norm, recipe_.optimizer.clip_grad) / loss_scale);
   if (scaler_) scaler_->update(overflow);
-  // FP8's delayed scales: the step's amaxes, the largest over the data-parallel replicas, give
-  // the next step's scales (model/fp8_linear.h).
-  if (Fp8Linears* fp8 = model_->fp8())
-    fp8->end_step({options_.groups != nullptr ? options_.groups->data.get() : nullptr});
+  // FP8's delayed scales: the step's amaxes, the largest over the data-parallel replicas and
+  // the tensor-parallel shards, give the next step's scales (model/fp8_linear.h).
+  if (Fp8Linears* fp8 = model_->fp8()) {
+    if (options_.groups != nullptr)
+      fp8->end_step({options_.groups->data.get(), options_.groups->tensor.get()});
+    else
+      fp8->end_step({});
+  }
   backend_->synchronize();
   consumed_samples_ += global;
   return step_stats(start, {loss, grad_norm, overflow, iteration_}, lr, loss_scale, global);

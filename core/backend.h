@@ -146,6 +146,21 @@ class Backend {
     const OpScope s(*this, {"gemm_weight", "gemm", &a, &w, nullptr, false, trans_w});
     do_gemm_weight(c, a, w, trans_w, alpha, beta);
   }
+  // gemm(c, a, trans_a, b, trans_b, alpha, beta) where a and b hold values on the FP8 grid of
+  // formats fa and fb (fp8_cast's outputs, in bf16): the same product. By default the GEMM of
+  // their dtype (exact products, fp32 sums: the CPU's emulation); a device with FP8 tensor cores
+  // multiplies them as FP8 (the CUDA backend through cuBLASLt where it applies, its sums then
+  // the tensor cores').
+  void gemm_fp8(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                double alpha, double beta, Fp8Format fa, Fp8Format fb) {
+    check_gemm("gemm_fp8", device(), c, a, trans_a, b, trans_b);
+    MTNLG_CHECK_MSG(a.dtype() == DType::kBF16 || a.dtype() == DType::kF32,
+                    "gemm_fp8: a " << a.str() << " (FP8 values in bf16 or f32)");
+    MTNLG_CHECK_MSG(fa == Fp8Format::kE4M3 || fb == Fp8Format::kE4M3,
+                    "gemm_fp8: two E5M2 operands (no FP8 GEMM multiplies them)");
+    const OpScope s(*this, {"gemm_fp8", "gemm", &a, &b, nullptr, trans_a, trans_b});
+    do_gemm_fp8(c, a, trans_a, b, trans_b, alpha, beta, fa, fb);
+  }
   // A frozen-weights window (open it with the FrozenWeights guard below): the caller promises
   // that no tensor passed to gemm_weight is written until the window ends, after which nothing
   // the backend kept of a weight's values is used again. The trainer opens one around each
@@ -455,6 +470,10 @@ class Backend {
   virtual void do_gemm_weight(Tensor& c, const Tensor& a, const Tensor& w, bool trans_w,
                               double alpha, double beta) {
     gemm(c, a, false, w, trans_w, alpha, beta);
+  }
+  virtual void do_gemm_fp8(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b,
+                           bool trans_b, double alpha, double beta, Fp8Format, Fp8Format) {
+    gemm(c, a, trans_a, b, trans_b, alpha, beta);
   }
   virtual void do_linear_bias_forward(Tensor& y, const Tensor& x, const Tensor& w,
                                       const Tensor& bias, Tensor* gelu_out, Activation act) {

@@ -23,8 +23,8 @@ const char* Fp8Linears::name(Which w) {
   return "?";
 }
 
-Fp8Linears::Fp8Linears(const Fp8Options& o, std::vector<int64_t> layers)
-    : o_(o), layers_(std::move(layers)) {
+Fp8Linears::Fp8Linears(const Fp8Options& o, std::vector<int64_t> layers, Communicator* tensor)
+    : o_(o), layers_(std::move(layers)), tensor_(tensor) {
   scaling_.reserve(layers_.size() * kPerLayer);
   for (size_t i = 0; i < layers_.size() * kPerLayer; ++i) scaling_.emplace_back(o_);
 }
@@ -60,15 +60,22 @@ Fp8Linears::Cast Fp8Linears::cast(Backend& be, int slot, const Tensor& t, Fp8Ten
                   "fp8: cast buffer " << slot << " not reserved for " << t.str());
   Tensor q = buf.slice(0, t.numel()).view(t.shape());
   if (o_.scaling == Fp8ScalingMode::kCurrent) {
-    // The tensor's own amax: no state (a rank's micro-batches each cast with their own scale).
-    const float scale =
-        fp8_scale_for(static_cast<float>(be.abs_max(t)), s.format(), o_.margin, 1.0f);
+    // The tensor's own amax: no state (a rank's micro-batches each cast with their own scale);
+    // a shard's, the whole tensor's over the tensor group.
+    auto amax = static_cast<float>(be.abs_max(t));
+    if (tensor_ != nullptr && tensor_->size() > 1) {
+      Tensor a = Tensor::cpu({1}, DType::kF32);
+      a.data_as<float>()[0] = amax;
+      tensor_->all_reduce(a, ReduceOp::kMax);
+      amax = a.data_as<float>()[0];
+    }
+    const float scale = fp8_scale_for(amax, s.format(), o_.margin, 1.0f);
     be.fp8_cast(q, t, scale, s.format());
-    return {q, static_cast<double>(1.0f / scale)};
+    return {q, static_cast<double>(1.0f / scale), s.format()};
   }
   const double amax = be.fp8_cast(q, t, s.scale(), s.format());
   if (recording_) s.record(static_cast<float>(amax));
-  return {q, static_cast<double>(s.scale_inv())};
+  return {q, static_cast<double>(s.scale_inv()), s.format()};
 }
 
 void Fp8Linears::end_step(const std::vector<Communicator*>& groups) {
@@ -84,7 +91,7 @@ void Fp8Linears::end_step(const std::vector<Communicator*>& groups) {
   for (Communicator* g : groups) reduce = reduce || (g != nullptr && g->size() > 1);
   if (reduce) {
     // The step's amaxes (slot 0), largest over the groups: a host tensor, as the CPU's groups
-    // take (precision: fp8 runs on the CPU only so far).
+    // take (precision: fp8 runs on the CPU only so far; NCCL groups would need it on the device).
     const auto n = static_cast<int64_t>(scaling_.size() * 3);
     Tensor amax = Tensor::cpu({n}, DType::kF32);
     float* a = amax.data_as<float>();
@@ -176,12 +183,19 @@ std::string Fp8Linears::bytes_of(const Tensor& words) {
   return bytes;
 }
 
-void fp8_linear_forward(Backend& be, Fp8Linears& f, Fp8LinearScaling& s, Tensor y, const Tensor& x,
-                        const Param& w, const Param& b, Tensor* act_out, Activation act) {
+void fp8_gemm_forward(Backend& be, Fp8Linears& f, Fp8LinearScaling& s, Tensor y, const Tensor& x,
+                      const Param& w) {
   const Fp8Linears::Cast qx = f.cast(be, 0, x.as_2d(), s.input);
   const Fp8Linears::Cast qw = f.cast(be, 1, w.value, s.weight);
   Tensor y2 = y.as_2d();
-  be.gemm(y2, qx.q, false, qw.q, true, qx.scale_inv * qw.scale_inv, 0.0);
+  be.gemm_fp8(y2, qx.q, false, qw.q, true, qx.scale_inv * qw.scale_inv, 0.0, qx.format,
+              qw.format);
+}
+
+void fp8_linear_forward(Backend& be, Fp8Linears& f, Fp8LinearScaling& s, Tensor y, const Tensor& x,
+                        const Param& w, const Param& b, Tensor* act_out, Activation act) {
+  fp8_gemm_forward(be, f, s, y, x, w);
+  Tensor y2 = y.as_2d();
   be.add_bias(y2, b.value);
   if (act_out != nullptr) be.gelu_forward(*act_out, y, act);
 }
@@ -193,10 +207,12 @@ void fp8_linear_backward(Backend& be, Fp8Linears& f, Fp8LinearScaling& s, Tensor
   if (dx.defined()) {
     const Fp8Linears::Cast qw = f.cast(be, 1, w.value, s.weight);
     Tensor dx2 = dx.as_2d();
-    be.gemm(dx2, qg.q, false, qw.q, false, qg.scale_inv * qw.scale_inv, 0.0);
+    be.gemm_fp8(dx2, qg.q, false, qw.q, false, qg.scale_inv * qw.scale_inv, 0.0, qg.format,
+                qw.format);
   }
   const Fp8Linears::Cast qx = f.cast(be, 0, x.as_2d(), s.input);
-  be.gemm(w.grad, qg.q, true, qx.q, false, qg.scale_inv * qx.scale_inv, 1.0);
+  be.gemm_fp8(w.grad, qg.q, true, qx.q, false, qg.scale_inv * qx.scale_inv, 1.0, qg.format,
+              qx.format);
   if (b != nullptr) be.bias_backward(b->grad, dy2);
 }
 

@@ -5,9 +5,9 @@
 //   forward        y   = (q(x s_x) q(W s_w)^T) / (s_x s_w) + b
 //   input grad     dx  = (q(dy s_g) q(W s_w)) / (s_g s_w)
 //   weight grad    dW += (q(dy s_g)^T q(x s_x)) / (s_g s_x)
-// the bias gradient from dy itself, everything else in bf16. On the CPU the casts are emulated
-// (Backend::fp8_cast: the FP8 values held in bf16, exact) and the products run by the bf16 GEMM;
-// a GPU would run cuBLASLt's FP8 GEMMs (not built yet).
+// the bias gradient from dy itself, everything else in bf16. The casts (Backend::fp8_cast) hold
+// the FP8 values in bf16, exactly; Backend::gemm_fp8 multiplies them: the bf16 GEMM on the CPU
+// (the emulation), cuBLASLt's FP8 GEMMs on a GPU where they apply.
 //
 // Scales (core/fp8_scaling.h): delayed scaling takes each tensor's scale from the amaxes of
 // earlier optimizer steps; a step's casts record their amax, and end_step() (the trainer's, after
@@ -15,7 +15,11 @@
 // so every data-parallel layout and micro-batch count casts with the same scales. (Transformer
 // Engine updates after each micro-batch's forward; per step is what makes layouts agree.)
 // Evaluation's forwards cast with the scales as they stand and record nothing. Current scaling
-// takes the scale from the tensor itself at each cast and keeps no state. A GEMM's alpha is the
+// takes the scale from the tensor itself at each cast and keeps no state.
+// Tensor parallelism: a rank casts its shard of a weight (and of a row-parallel input or a
+// column-parallel output gradient), so every amax is the largest over the tensor group too: at
+// end_step for delayed scaling (the trainer passes both groups), at each cast for current
+// scaling (one float all-reduced). Every layout then casts with the one-process run's scales. A GEMM's alpha is the
 // product of its operands' scale_inv (1/scale in float, as Transformer Engine keeps it).
 //
 // Backward casts x and W again rather than keeping the forward's casts: the same scale gives the
@@ -51,24 +55,26 @@ class Fp8Linears {
   static constexpr int kPerLayer = 4;
   static const char* name(Which w);
 
-  // layers: the global indexes of the stage's transformer layers.
-  Fp8Linears(const Fp8Options& o, std::vector<int64_t> layers);
+  // layers: the global indexes of the stage's transformer layers; tensor: their tensor-parallel
+  // group (null or one rank: none), over which current scaling reduces each cast's amax.
+  Fp8Linears(const Fp8Options& o, std::vector<int64_t> layers, Communicator* tensor = nullptr);
 
   const Fp8Options& options() const { return o_; }
   Fp8LinearScaling& at(int64_t layer, Which w);
 
   // q(t): t cast into this stage's buffer `slot` (0 x, 1 W, 2 dy) as a bf16 tensor of t's shape,
   // with the tensor's scale (delayed: as it stands, the amax recorded; current: from t's amax).
-  // Returns the cast and the scale's inverse.
+  // Returns the cast, the scale's inverse and the format.
   struct Cast {
     Tensor q;
     double scale_inv;
+    Fp8Format format;
   };
   Cast cast(Backend& be, int slot, const Tensor& t, Fp8TensorScaling& s);
 
   // The step's end (delayed scaling): each tensor's amax of the step made the largest over
-  // `groups` (null entries skipped: the data-parallel group), then every scale updated and the
-  // histories rolled. Current scaling: nothing.
+  // `groups` (null entries skipped: the data-parallel and tensor-parallel groups), then every
+  // scale updated and the histories rolled. Current scaling: nothing.
   void end_step(const std::vector<Communicator*>& groups);
 
   // The cast buffers' elements (bf16) for micro-batches of b sequences: the largest input x,
@@ -100,12 +106,16 @@ class Fp8Linears {
   Fp8Options o_;
   std::vector<int64_t> layers_;
   std::vector<Fp8LinearScaling> scaling_;  // kPerLayer per local layer
+  Communicator* tensor_;
   Tensor buffers_[3];
   bool recording_ = true;
 };
 
-// y = x W^T + b through FP8 (x [.., in], W [out, in], y [.., out]); act_out, when given, gets
-// act(y) (fc1's GeLU).
+// y = x W^T through FP8 (x [.., in], W [out, in], y [.., out]), no bias: a row-parallel layer's
+// partial product, reduced over the tensor group before its bias.
+void fp8_gemm_forward(Backend& be, Fp8Linears& f, Fp8LinearScaling& s, Tensor y, const Tensor& x,
+                      const Param& w);
+// y = x W^T + b through FP8; act_out, when given, gets act(y) (fc1's GeLU).
 void fp8_linear_forward(Backend& be, Fp8Linears& f, Fp8LinearScaling& s, Tensor y, const Tensor& x,
                         const Param& w, const Param& b, Tensor* act_out = nullptr,
                         Activation act = Activation::kGelu);

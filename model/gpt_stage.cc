@@ -29,7 +29,7 @@ GPTStage::GPTStage(const GPTConfig& config, const StageSpec& stage, Backend& bac
     for (int64_t chunk = 0; chunk < stage_.num_chunks; ++chunk)
       for (int64_t i = stage_.chunk_first(chunk); i < stage_.chunk_last(chunk); ++i)
         global.push_back(i);
-    fp8_ = std::make_unique<Fp8Linears>(config_.fp8_options, std::move(global));
+    fp8_ = std::make_unique<Fp8Linears>(config_.fp8_options, std::move(global), tensor_);
   }
   for (int64_t chunk = 0; chunk < stage_.num_chunks; ++chunk)
     for (int64_t i = stage_.chunk_first(chunk); i < stage_.chunk_last(chunk); ++i) {

@@ -54,9 +54,6 @@ SequenceParallelBuffers SequenceParallelBuffers::allocate(Backend& be, const GPT
 TransformerLayer::TransformerLayer(const GPTConfig& config, int64_t index, ParamRegistry& reg,
                                    Communicator* tensor, Fp8Linears* fp8)
     : c_(config), index_(index), tensor_(tensor), fp8_(fp8) {
-  // FP8's amaxes are per tensor: a tensor-parallel shard would need them reduced over the group
-  // (not built yet; the recipe refuses precision: fp8 with tensor parallelism).
-  MTNLG_CHECK_MSG(fp8_ == nullptr || c_.tp_size == 1, "fp8 with tensor parallelism");
   MTNLG_CHECK_EQ(tensor_ == nullptr ? int64_t{1} : int64_t{tensor_->size()}, c_.tp_size);
   auto p = [&](const char* suffix) { return &reg.get(layer_param(index, suffix)); };
   ln1_w_ = p("input_layernorm.weight");
@@ -141,15 +138,24 @@ void TransformerLayer::forward(Backend& be, LayerActivations& a, Tensor out, con
     all_gather_rows(be, sp->gathered, ln_out, tensor_);
     return sp->gathered;
   };
-  // A row-parallel GEMM into `out` (this rank's rows), then the replicated bias.
+  // A row-parallel GEMM into `out` (this rank's rows), then the replicated bias. Under fp8 the
+  // partial product is the FP8 GEMM's; the reduction and the bias are the same.
   const auto row_parallel = [&](const Tensor& in, const Param& w, const Param& bias,
                                 Fp8Linears::Which which) {
-    if (fp8_ != nullptr)
+    const bool one_rank = tensor_ == nullptr || tensor_->size() == 1;
+    if (fp8_ != nullptr && one_rank)
       return fp8_linear_forward(be, *fp8_, fp8_->at(index_, which), out, in, w, bias);
-    if (!seq_par) return row_parallel_linear_forward(be, out, in, w, bias, tensor_);
-    Tensor partial = sp->partial.as_2d();
-    be.gemm_weight(partial, in.as_2d(), w.value, true, 1.0, 0.0);
-    reduce_scatter_rows(be, out, sp->partial, tensor_);
+    if (fp8_ == nullptr && !seq_par)
+      return row_parallel_linear_forward(be, out, in, w, bias, tensor_);
+    Tensor partial = seq_par ? sp->partial.as_2d() : out.as_2d();
+    if (fp8_ != nullptr)
+      fp8_gemm_forward(be, *fp8_, fp8_->at(index_, which), partial, in, w);
+    else
+      be.gemm_weight(partial, in.as_2d(), w.value, true, 1.0, 0.0);
+    if (seq_par)
+      reduce_scatter_rows(be, out, sp->partial, tensor_);
+    else
+      reduce_from_tensor_region_forward(be, partial, tensor_);
     Tensor out2 = out.as_2d();
     be.add_bias(out2, bias.value);
   };
@@ -157,8 +163,8 @@ void TransformerLayer::forward(Backend& be, LayerActivations& a, Tensor out, con
   be.layernorm_forward(a.ln1_out, a.ln1_mean, a.ln1_rstd, x, ln1_w_->value, ln1_b_->value,
                        c_.ln_eps);
   if (fp8_ != nullptr) {
-    fp8_linear_forward(be, *fp8_, fp8_->at(index_, Fp8Linears::kQkv), a.qkv, a.ln1_out, *qkv_w_,
-                       *qkv_b_);
+    fp8_linear_forward(be, *fp8_, fp8_->at(index_, Fp8Linears::kQkv), a.qkv, gathered(a.ln1_out),
+                       *qkv_w_, *qkv_b_);
   } else {
     linear_forward(be, a.qkv, gathered(a.ln1_out), *qkv_w_, *qkv_b_);  // column-parallel
   }
@@ -171,8 +177,8 @@ void TransformerLayer::forward(Backend& be, LayerActivations& a, Tensor out, con
                        c_.ln_eps);
   // Column-parallel fc1 and its GeLU: one call, which a backend may fuse.
   if (fp8_ != nullptr) {
-    fp8_linear_forward(be, *fp8_, fp8_->at(index_, Fp8Linears::kFc1), a.fc1_out, a.ln2_out, *fc1_w_,
-                       *fc1_b_, &a.act_out, c_.activation);
+    fp8_linear_forward(be, *fp8_, fp8_->at(index_, Fp8Linears::kFc1), a.fc1_out,
+                       gathered(a.ln2_out), *fc1_w_, *fc1_b_, &a.act_out, c_.activation);
   } else {
     be.linear_bias_forward(a.fc1_out, gathered(a.ln2_out), fc1_w_->value, fc1_b_->value, &a.act_out,
                            c_.activation);
@@ -194,19 +200,25 @@ void TransformerLayer::backward(Backend& be, LayerScratch& s, Tensor dres,
     all_gather_rows(be, sp->gathered, local, tensor_);
     return sp->gathered;
   };
+  // A linear layer's backward (dx, w.grad, the bias's), through FP8 under precision: fp8; the
+  // tensor-parallel reductions around it are the callers'.
+  const auto linear_bwd = [&](Tensor dx, const Tensor& dy, const Tensor& x, Param& w, Param* bias,
+                              Fp8Linears::Which which) {
+    if (fp8_ != nullptr)
+      return fp8_linear_backward(be, *fp8_, fp8_->at(index_, which), dx, dy, x, w, bias);
+    linear_backward(be, dx, dy, x, w, bias);
+  };
   // A column-parallel GEMM's backward: dL/d(its input) into s.dln (this rank's rows, summed over
   // the group), its weight gradient from the LayerNorm output `ln_out`, all rows.
   const auto column_backward = [&](const Tensor& dy, const Tensor& ln_out, Param& w, Param* bias,
                                    Fp8Linears::Which which) {
-    if (fp8_ != nullptr)
-      return fp8_linear_backward(be, *fp8_, fp8_->at(index_, which), s.dln, dy, ln_out, w, bias);
     if (!seq_par) {
-      linear_backward(be, s.dln, dy, ln_out, w, bias);
+      linear_bwd(s.dln, dy, ln_out, w, bias, which);
       copy_to_tensor_region_backward(be, s.dln, tensor_);
       return;
     }
     all_gather_rows(be, sp->gathered, ln_out, tensor_);
-    linear_backward(be, sp->partial, dy, sp->gathered, w, bias);
+    linear_bwd(sp->partial, dy, sp->gathered, w, bias, which);
     reduce_scatter_rows(be, s.dln, sp->partial, tensor_);
   };
   const auto layernorm_backward = [&](Param& w, Param& bias, const Tensor& in, const Tensor& mean,
@@ -226,13 +238,9 @@ void TransformerLayer::backward(Backend& be, LayerScratch& s, Tensor dres,
     return s.dh;
   };
   // MLP sub-block, reversed. dres holds dL/d(out), which is also the skip path's dL/d(h1).
-  // A row-parallel GEMM's backward (without tensor parallelism, any linear layer's).
-  const auto row_backward = [&](Tensor dx, const Tensor& dy, const Tensor& x, Param& w, Param* bias,
-                                Fp8Linears::Which which) {
-    if (fp8_ != nullptr)
-      return fp8_linear_backward(be, *fp8_, fp8_->at(index_, which), dx, dy, x, w, bias);
-    linear_backward(be, dx, dy, x, w, bias);
-  };
+  // A row-parallel GEMM's backward (without tensor parallelism, any linear layer's): dy is
+  // replicated, dx this rank's slice, nothing to reduce.
+  const auto& row_backward = linear_bwd;
   row_backward(s.dact, all_rows(through_dropout(DropoutSite::kMlpOutput)), a.act_out, *fc2_w_,
                fc2_b_, Fp8Linears::kFc2);
   // GeLU's backward and fc1's bias gradient in one call (the CUDA backend fuses them).

@@ -137,6 +137,10 @@ class CudaBackend final : public Backend {
   // separate operations.
   void do_linear_bias_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& bias,
                               Tensor* gelu_out, Activation act) override;
+  // cuBLASLt's FP8 GEMM on the operands packed as FP8 bytes (core/cuda/fp8_cuda.cu) where it
+  // applies; else the bf16 GEMM on the same values (logged once).
+  void do_gemm_fp8(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                   double alpha, double beta, Fp8Format fa, Fp8Format fb) override;
   void do_dropout_add(Tensor& y, const Tensor& x, const Tensor& residual, double p,
                       RngStream rng) override;
   void do_adamw_update_rounded(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m,
@@ -254,6 +258,7 @@ class CudaBackend final : public Backend {
   bool cudnn_deterministic_ = true;
   bool epilogues_enabled_ = true;
   bool flash2_wide_rows_ = false;  // MTNLG_CUDA_FLASH2_ROWS=128
+  bool fp8_fallback_logged_ = false;  // do_gemm_fp8 said once that the bf16 GEMM runs
   // Bytes alloc() handed out and not yet freed (cudaMalloc'ed sizes; excludes cuBLAS workspace,
   // the backend's own scratch and the CUDA context).
   std::shared_ptr<MemoryCounter> counter_ = std::make_shared<MemoryCounter>();

@@ -20,7 +20,8 @@ constexpr int64_t blas_workspace_bytes(int compute_major) {
 constexpr int64_t kBlasWorkspacePlanBytes = blas_workspace_bytes(9);
 
 // The CUDA backend's own fixed scratch, held from its construction (exact): sum_squares' partial
-// sums in double (the last slot its result) and check_ids' one word for the first bad position.
+// sums in double (the last slot its result) and one word: check_ids' first bad position, and
+// abs_max's and fp8_cast's largest magnitude (each synchronizes before returning).
 // Counted with attention's in the plan's kernel scratch; not a tensor (Backend::live_bytes).
 constexpr int kSumSquaresScratch = 1024;
 constexpr int64_t kCudaBackendScratchBytes = kSumSquaresScratch * int64_t{8} + 4;

@@ -206,13 +206,4 @@ void CudaBackend::do_scale(Tensor& x, double alpha) {
   scale_cuda(x, alpha, stream());
 }
 
-// precision: fp8 runs on the CPU's emulation so far (the recipe refuses it on a GPU first); the
-// GPU's FP8 GEMMs (cuBLASLt, E4M3 operands with scale pointers) are not built yet.
-double CudaBackend::do_abs_max(const Tensor&) {
-  throw unsupported("abs_max on CUDA: FP8 casts run on the CPU's emulation only so far");
-}
-double CudaBackend::do_fp8_cast(Tensor&, const Tensor&, double, Fp8Format) {
-  throw unsupported("fp8_cast on CUDA: FP8 casts run on the CPU's emulation only so far");
-}
-
 }  // namespace mtnlg

@@ -180,4 +180,9 @@ void flash2_backward_cuda(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, c
 // [0, limit), or stays.
 void check_ids_cuda(const Tensor& ids, int64_t limit, unsigned* first_bad, cudaStream_t stream);
 
+// out = the FP8 bytes (format f) of the 2-D in (bf16 or f32 values already on the FP8 grid:
+// exact), [rows, cols] as stored or transposed to [cols, rows] (core/cuda/fp8_cuda.cu).
+void fp8_pack_cuda(uint8_t* out, const Tensor& in, bool transpose, Fp8Format f,
+                   cudaStream_t stream);
+
 }  // namespace mtnlg

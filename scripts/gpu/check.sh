@@ -285,10 +285,11 @@ stage_train() {
   local common=(--config configs/tiny.yaml --set schedule.train_iters=20
     --set "data.blend=[{prefix: $d/data/tiny, weight: 1}]" --set "data.cache_dir=$d/cache")
   local run dev prec
-  for run in cpu cuda cuda_again cpu_bf16 cuda_bf16; do
+  for run in cpu cuda cuda_again cpu_bf16 cuda_bf16 cpu_fp8 cuda_fp8; do
     dev=${run%%_*}
     prec=fp32
     [[ $run == *bf16 ]] && prec=bf16
+    [[ $run == *fp8 ]] && prec=fp8
     "$build_dir/mtnlg-train" "${common[@]}" --device "$dev" --set "precision=$prec" \
       --set "logging.metrics_file=$d/$run/metrics.jsonl"
   done
@@ -296,6 +297,11 @@ stage_train() {
   python3 tests/cmd/compare_layouts.py --exact "$d" cuda:cuda_again | tee -a "$summary"
   # bf16: each side rounds independently; 2 units of bf16 roundoff on the loss, 5% on grad norm.
   python3 tests/cmd/compare_layouts.py --band 0.008 0.05 "$d" cpu_bf16:cuda_bf16 |
+    tee -a "$summary"
+  # fp8 (the GPU's casts, core/cuda/fp8_cuda.cu, the CPU's bit for bit; the GEMMs bf16 on the
+  # FP8 values): inputs one bf16 rounding apart can land on either side of an FP8 rounding
+  # boundary, the layouts' band of tests/cmd/fp8_band_test.sh.
+  python3 tests/cmd/compare_layouts.py --band 0.015625 0.12 "$d" cpu_fp8:cuda_fp8 |
     tee -a "$summary"
 }
 
@@ -338,10 +344,15 @@ stage_layouts() {
   run_ranks single-bf16 1 --set precision=bf16
   run_ranks pp2-dp2-bf16 4 --set precision=bf16 --set parallel.pipeline=2 \
     --set parallel.grad_reduce_dtype=bf16
+  # fp8: the amaxes reduced over the tensor and data groups through NCCL (host scalars staged).
+  run_ranks single-fp8 1 --set precision=fp8
+  run_ranks tp2-dp2-fp8 4 --set precision=fp8 --set parallel.tensor=2
   python3 tests/cmd/compare_layouts.py "$d" single:tp2 single:pp2 single:dp2 \
     single:tp2-dp2-zero1 | tee -a "$summary"
   # bf16, gradients also summed in bf16: a band, as precision_band_test.sh allows.
   python3 tests/cmd/compare_layouts.py --band 0.01 0.05 "$d" single-bf16:pp2-dp2-bf16 |
+    tee -a "$summary"
+  python3 tests/cmd/compare_layouts.py --band 0.015625 0.12 "$d" single-fp8:tp2-dp2-fp8 |
     tee -a "$summary"
 }
 
@@ -546,6 +557,13 @@ stage_bench() {
     python3 bench/torch_train.py "${args[@]}" --device cuda --json >>"$j"
     refresh_table
   done
+  # The 1.3B step in precision: fp8 as it runs today (row 1.3b-fp8-emulated): the casts on the
+  # GPU, the GEMMs bf16 on FP8 values, each cast's amax read back (a synchronization): what the
+  # casts cost before cuBLASLt's FP8 GEMMs replace the bf16 ones.
+  local fp8=("${xl[@]/#1.3b/1.3b-fp8-emulated}")
+  fp8=("${fp8[@]/#bf16/fp8}")
+  "$build_dir/bench/mtnlg-bench-train" "${fp8[@]}" --device cuda --json >>"$j" || status=1
+  refresh_table
   # The 1.3B step with the blocked attention kernels (core/cuda/attention_cuda.cu; row
   # 1.3b-blocked; the default, row 1.3b, takes the FA2-style ones): first of the step's variants.
   MTNLG_CUDA_ATTENTION=blocked "$build_dir/bench/mtnlg-bench-train" "${xl[@]/#1.3b/1.3b-blocked}" \

@@ -213,6 +213,55 @@ TEST_CASE("Megatron-Core's --attention-backend names the GPU's attention kernels
                     Catch::Contains("--attention-backend fast is not one of flash, fused"));
 }
 
+TEST_CASE("Megatron's FP8 flags become precision: fp8 with Megatron's defaults") {
+  const std::string base =
+      "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 "
+      "--micro-batch-size 2 --global-batch-size 8 --data-path corpus --train-iters 10 ";
+  // Without a format Megatron trains without FP8: the other flags are notes.
+  const MegatronConversion off = convert_megatron_args(words(base + "--bf16 --fp8-margin 2"));
+  CHECK(off.not_carried.empty());
+  CHECK(parse_recipe("{}", off.overrides, "t").precision == Precision::kBF16);
+  CHECK(std::count_if(off.notes.begin(), off.notes.end(), [](const std::string& n) {
+          return n.find("--fp8-margin: no effect without --fp8-format") != std::string::npos;
+        }) == 1);
+  // --bf16 before or after: fp8 wins; Megatron's history 1 and most_recent where not given.
+  for (const char* order : {"--bf16 --fp8-format hybrid", "--fp8-format hybrid --bf16"}) {
+    const Recipe r = convert(base + order);
+    CHECK(r.precision == Precision::kFP8);
+    CHECK(r.fp8.hybrid);
+    CHECK(r.fp8.scaling == Fp8ScalingMode::kDelayed);
+    CHECK(r.fp8.amax_history_len == 1);
+    CHECK(r.fp8.amax_algo == Fp8AmaxAlgo::kMostRecent);
+  }
+  const Recipe given = convert(base +
+                               "--bf16 --fp8-format e4m3 --fp8-amax-history-len 1024 "
+                               "--fp8-amax-compute-algo max --fp8-margin 1 --fp8-interval 1");
+  CHECK(!given.fp8.hybrid);
+  CHECK(given.fp8.amax_history_len == 1024);
+  CHECK(given.fp8.amax_algo == Fp8AmaxAlgo::kMax);
+  CHECK(given.fp8.margin == 1);
+  CHECK(convert(base + "--bf16 --fp8-format hybrid --fp8-recipe tensorwise").fp8.scaling ==
+        Fp8ScalingMode::kCurrent);
+  CHECK(!convert(base + "--bf16 --fp8-e4m3").fp8.hybrid);  // the older switches
+  CHECK(convert(base + "--bf16 --fp8-hybrid").fp8.hybrid);
+  // What runs otherwise here is not carried (exit 3 in mtnlg-recipe).
+  for (const char* other : {"--fp8-recipe mxfp8", "--fp8-recipe blockwise", "--no-fp8-wgrad",
+                            "--fp8-param-gather", "--first-last-layers-bf16"}) {
+    INFO(other);
+    const MegatronConversion c =
+        convert_megatron_args(words(base + "--bf16 --fp8-format hybrid " + other));
+    REQUIRE(c.not_carried.size() == 1);
+    CHECK_THAT(c.not_carried[0], Catch::StartsWith(words(other)[0]));
+  }
+  CHECK(convert_megatron_args(words(base + "--fp16 --fp8-format hybrid")).not_carried.size() == 1);
+  CHECK_THROWS_WITH(convert(base + "--bf16 --fp8-format e5m2"),
+                    Catch::Contains("--fp8-format e5m2 is not one of e4m3, hybrid"));
+  CHECK_THROWS_WITH(convert(base + "--bf16 --fp8-format hybrid --fp8-recipe fast"),
+                    Catch::Contains("--fp8-recipe fast is not one of delayed, tensorwise"));
+  CHECK_THROWS_WITH(convert(base + "--bf16 --fp8-format hybrid --fp8-e4m3"),
+                    Catch::Contains("another FP8 format"));
+}
+
 TEST_CASE("Megatron's --save and --load keep their meaning") {
   const std::string base =
       "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 "
@@ -403,6 +452,9 @@ TEST_CASE("to-megatron then from-megatron: layouts, precisions, kernels and chec
       {"batch.rampup.start=2", "batch.rampup.increment=2", "batch.rampup.tokens=256"},
       {"schedule.train_iters=0", "schedule.train_tokens=6400", "schedule.decay_style=linear",
        "schedule.warmup_tokens=100"},
+      {"precision=fp8", "fp8.format=e4m3", "fp8.amax_history_len=16", "fp8.margin=1",
+       "parallel.grad_reduce_dtype=bf16"},
+      {"precision=fp8", "fp8.scaling=current", "fp8.amax_compute_algo=max"},
   };
   for (const auto& sets : variants) {
     std::vector<std::string> all = {"model.vocab_size=50257", "data.shuffle=true"};

@@ -71,6 +71,11 @@ inline void require_same_recipe(const Recipe& a, const Recipe& b) {
   CHECK(a.parallel.zero_stage == b.parallel.zero_stage);
   CHECK(a.parallel.activation_checkpointing == b.parallel.activation_checkpointing);
   CHECK(a.precision == b.precision);
+  CHECK(a.fp8.hybrid == b.fp8.hybrid);
+  CHECK(a.fp8.scaling == b.fp8.scaling);
+  CHECK(a.fp8.amax_history_len == b.fp8.amax_history_len);
+  CHECK(a.fp8.margin == b.fp8.margin);
+  CHECK(a.fp8.amax_algo == b.fp8.amax_algo);
   CHECK(a.optimizer.lr == b.optimizer.lr);
   CHECK(a.optimizer.min_lr == b.optimizer.min_lr);
   CHECK(a.optimizer.beta1 == b.optimizer.beta1);

@@ -61,6 +61,37 @@ TEST_CASE("copy converts between f32, f64, bf16 and f16 on the device as the CPU
   }
 }
 
+TEST_CASE("fp8_cast and abs_max on the GPU are the CPU's bit for bit - both formats") {
+  const DType dt = GENERATE(DType::kF32, DType::kBF16, DType::kF16, DType::kF64);
+  Twin tw;
+  // Ragged, scaled over the formats' whole range (subnormals, saturation), a NaN-free tensor
+  // with its largest magnitude negative, and the scale applied before the rounding.
+  Tensor x = random_tensor({41, 199}, dt, 11);
+  tw.cpu->scale(x, 300.0);
+  Tensor xg = tw.dev(x);
+  CHECK(tw.gpu->abs_max(xg) == tw.cpu->abs_max(x));
+  for (const Fp8Format f : {Fp8Format::kE4M3, Fp8Format::kE5M2})
+    for (const DType out_dt : {DType::kBF16, DType::kF32})
+      for (const double scale : {1.0, 0.015625, 7.3e-3, 2.0e3}) {
+        INFO("format " << static_cast<int>(f) << " out " << dtype_name(out_dt) << " scale "
+                       << scale);
+        Tensor qc = Tensor::cpu(x.shape(), out_dt), qg = tw.gpu->alloc(x.shape(), out_dt);
+        const double ac = tw.cpu->fp8_cast(qc, x, scale, f);
+        const double ag = tw.gpu->fp8_cast(qg, xg, scale, f);
+        CHECK(ag == ac);
+        CHECK(bitwise_equal(tw.host(qg), qc));
+      }
+  // In place (out aliasing in, bf16): the amax is the input's.
+  if (dt == DType::kBF16) {
+    Tensor yc = clone(x), yg = tw.dev(x);
+    const double ac = tw.cpu->fp8_cast(yc, yc, 0.5, Fp8Format::kE4M3);
+    CHECK(tw.gpu->fp8_cast(yg, yg, 0.5, Fp8Format::kE4M3) == ac);
+    CHECK(bitwise_equal(tw.host(yg), yc));
+  }
+  Tensor empty = tw.gpu->alloc({0}, dt);
+  CHECK(tw.gpu->abs_max(empty) == 0.0);
+}
+
 TEST_CASE("elementwise operations and reductions match the CPU") {
   const DType dt = GENERATE(DType::kF32, DType::kF64, DType::kBF16, DType::kF16);
   Twin tw;

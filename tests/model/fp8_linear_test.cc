@@ -1,7 +1,8 @@
 // precision: fp8's pieces on the CPU: Backend::fp8_cast and abs_max against fp8_round element by
 // element; a linear layer's three FP8 GEMMs (model/fp8_linear.h) against their definition in
 // float64 from the same cast operands and scales; delayed scales from a step's amaxes, over a
-// second step; current scaling from each tensor itself; the scaling state saved and loaded.
+// second step; current scaling from each tensor itself; tensor-parallel shards cast with the whole
+// tensor's scales; the scaling state saved and loaded.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -12,6 +13,9 @@
 #include "core/kernels/bf16_math.h"
 #include "core/status.h"
 #include "model/fp8_linear.h"
+#include "parallel/gloo_communicator.h"
+#include "parallel/store.h"
+#include "test_util.h"
 
 namespace mtnlg {
 namespace {
@@ -217,6 +221,90 @@ TEST_CASE("current scaling casts each tensor with the scale of its own amax") {
   // differs from it by a float rounding: inside the bands above.
   check_step(*be, l, f, scale(l.x, Fp8Format::kE4M3), scale(l.w, Fp8Format::kE4M3),
              scale(l.dy, Fp8Format::kE5M2), Fp8Format::kE5M2);
+}
+
+// A [rows, cols] tensor split by columns over tp ranks (a column-parallel weight's shard or a
+// row-parallel input's): each rank's cast must be the one-process cast of the whole tensor,
+// sliced, in both scalings; without the tensor group the ranks' scales differ (the check bites).
+TEST_CASE("tensor-parallel shards cast with the whole tensor's scale in both scalings") {
+  const int64_t rows = 8, cols = 24;
+  std::vector<float> full = randn(rows * cols, 1.0f, 51);
+  full[5 * cols + 19] = 9.0f;  // the amax, in the last rank's columns
+  const auto shard = [&](int rank, int tp) {
+    const int64_t w = cols / tp;
+    std::vector<float> v;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = rank * w; c < (rank + 1) * w; ++c) v.push_back(full[r * cols + c]);
+    return v;
+  };
+  GPTConfig c;
+  c.hidden = 64;
+  c.heads = 4;
+  c.ffn = 256;
+  c.seq = 16;
+  struct Got {
+    std::vector<double> q;  // the second cast
+    double scale_inv = 0;
+  };
+  // Casts the shard twice (delayed: a step's end between them, over `use_group` or nothing).
+  const auto run = [&](Fp8ScalingMode mode, int rank, int tp, Communicator* group,
+                       bool use_group) {
+    auto be = make_cpu_backend(1);
+    Fp8Options o;
+    o.scaling = mode;
+    Fp8Linears f(o, {0}, use_group ? group : nullptr);
+    f.reserve(*be, c, 1);
+    const std::vector<float> v = shard(rank, tp);
+    Tensor t = be->alloc({rows, static_cast<int64_t>(v.size()) / rows}, DType::kBF16);
+    put(t, v);
+    Fp8TensorScaling& s = f.at(0, Fp8Linears::kQkv).weight;
+    f.cast(*be, 1, t, s);
+    if (use_group)
+      f.end_step({group});
+    else
+      f.end_step({});
+    const Fp8Linears::Cast q = f.cast(*be, 1, t, s);
+    Got g;
+    g.scale_inv = q.scale_inv;
+    for (int64_t i = 0; i < q.q.numel(); ++i) g.q.push_back(at(q.q, i));
+    return g;
+  };
+  for (const Fp8ScalingMode mode : {Fp8ScalingMode::kDelayed, Fp8ScalingMode::kCurrent}) {
+    const Got ref = run(mode, 0, 1, nullptr, false);
+    for (const int tp : {2, 3}) {
+      for (const bool use_group : {true, false}) {
+        INFO("scaling " << (mode == Fp8ScalingMode::kDelayed ? "delayed" : "current") << " tp "
+                        << tp << (use_group ? "" : " without the group"));
+        MemoryStore store;
+        std::vector<Got> got(static_cast<size_t>(tp));
+        test::run_ranks(tp, [&](int rank) {
+          std::vector<int64_t> ranks(static_cast<size_t>(tp));
+          for (int i = 0; i < tp; ++i) ranks[static_cast<size_t>(i)] = i;
+          auto group = make_gloo_communicator(store, "tensor", rank, ranks,
+                                              std::chrono::milliseconds(20000));
+          got[static_cast<size_t>(rank)] = run(mode, rank, tp, group.get(), use_group);
+        });
+        int same_scale = 0, same_values = 0;
+        for (int rank = 0; rank < tp; ++rank) {
+          const Got& g = got[static_cast<size_t>(rank)];
+          same_scale += g.scale_inv == ref.scale_inv;
+          const int64_t w = cols / tp;
+          bool equal = true;
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t j = 0; j < w; ++j)
+              equal = equal && g.q[static_cast<size_t>(r * w + j)] ==
+                                   ref.q[static_cast<size_t>(r * cols + rank * w + j)];
+          same_values += equal;
+        }
+        if (use_group) {
+          CHECK(same_scale == tp);
+          CHECK(same_values == tp);
+        } else {
+          CHECK(same_scale == 1);  // the rank holding the amax only
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("FP8 scaling state saved and loaded and a missing tensor named") {
