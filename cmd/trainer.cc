@@ -214,10 +214,10 @@ void Trainer::build_model() {
     spdlog::info("bf16 GEMMs: {}", cpu::MatmulBf16::describe());
   if (recipe_.precision == Precision::kFP8)
     spdlog::info(
-        "fp8: the linear layers' GEMMs on FP8 values ({}, {} scaling{}), emulated: each "
-        "operand cast to the FP8 grid with its scale, held exactly in bf16, multiplied by the "
-        "bf16 GEMM with fp32 sums and scaled back (so no faster than bf16; FP8 tensor-core "
-        "GEMMs are not built yet); the rest in bf16",
+        "fp8: the linear layers' GEMMs on FP8 values ({}, {} scaling{}): each operand cast to "
+        "the FP8 grid with its scale (held exactly in bf16), multiplied (on the CPU by the bf16 "
+        "GEMM, emulated; on a GPU by cuBLASLt's FP8 GEMM where it applies) with fp32 sums and "
+        "scaled back; the rest in bf16",
         recipe_.fp8.hybrid ? "E4M3 forward, E5M2 gradients" : "E4M3 throughout",
         recipe_.fp8.scaling == Fp8ScalingMode::kDelayed ? "delayed" : "current",
         recipe_.fp8.scaling == Fp8ScalingMode::kDelayed

@@ -91,7 +91,7 @@ void Fp8Linears::end_step(const std::vector<Communicator*>& groups) {
   for (Communicator* g : groups) reduce = reduce || (g != nullptr && g->size() > 1);
   if (reduce) {
     // The step's amaxes (slot 0), largest over the groups: a host tensor, as the CPU's groups
-    // take (precision: fp8 runs on the CPU only so far; NCCL groups would need it on the device).
+    // take (NCCL groups stage a host tensor through the device themselves).
     const auto n = static_cast<int64_t>(scaling_.size() * 3);
     Tensor amax = Tensor::cpu({n}, DType::kF32);
     float* a = amax.data_as<float>();
