@@ -353,9 +353,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--precision", o.precision,
                  "fp32, bf16 (bf16 weights and activations, fp32 main gradients, masters and "
-                 "moments), or fp8 (bf16 with the linear layers' GEMMs on FP8 casts, emulated: bf16 "
-                 "GEMMs on the FP8 values; hybrid formats, delayed scaling; MFU against the FP8 "
-                 "peak)")
+                 "moments), or fp8 (bf16 with the linear layers' GEMMs on FP8 casts: on the CPU "
+                 "bf16 GEMMs on the FP8 values, on a GPU cuBLASLt's FP8 GEMMs where they apply; "
+                 "hybrid formats, delayed scaling; MFU against the FP8 peak)")
       ->capture_default_str();
   app.add_option("--device", o.device,
                  "cpu, or cuda (GPU 0; needs a CUDA build): the backend the model trains on")

@@ -226,7 +226,9 @@ bool print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
          "flash2-fwd and flash2-bwd the larger of their "
          "passes', the blocked backward's or forward's sequence; or, where larger, the column "
          "sums' partials of "
-         "the bias and LayerNorm gradients, about 2 MiB a term in bf16; and the backend's own 8 "
+         "the bias and LayerNorm gradients, about 2 MiB a term in bf16, or under precision: fp8 "
+         "the largest GEMM's two operands packed as FP8 bytes for cuBLASLt; and the backend's "
+         "own 8 "
          "KiB for reductions) "
          "and NCCL's buffers (estimated per communicator of "
          "two or more ranks: 32 channels of its three protocols' buffers; NVLS buffers not "
@@ -437,6 +439,7 @@ bool print_dry_run_json(const Recipe& r, const PlanOptions& o, std::ostream& out
       .num("cuda_attention_scratch_bytes", p.cuda_attention_scratch_bytes)
       .str("cuda_attention_kernels", p.cuda_attention_kernels)
       .num("cuda_column_sum_scratch_bytes", p.cuda_column_sum_scratch_bytes)
+      .num("cuda_fp8_pack_bytes", p.cuda_fp8_pack_bytes)
       .num("virtual_pipeline", p.pipeline > 1 ? r.parallel.virtual_pipeline : 1)
       .num("bubble_fraction", p.bubble_fraction)
       .num("iterations", p.iterations)

@@ -12,6 +12,7 @@
 #include "core/cuda/attention_workspace.h"
 #include "core/cuda/column_sum_plan.h"
 #include "core/cuda/device_overheads.h"
+#include "core/cuda/gemm_fp8_plan.h"
 #include "core/device_peak.h"
 #include "core/status.h"
 #include "model/fp8_linear.h"
@@ -310,6 +311,29 @@ int64_t cuda_column_sum_scratch(const Recipe& r, int64_t b, int64_t tp, int64_t 
       {bytes(rows, 3 * h / tp, 1), bytes(rows, f / tp, 1), bytes(local, h, 1), bytes(local, h, 2)});
 }
 
+// The CUDA backend's largest FP8 operand pack (core/cuda/gemm_fp8_plan.h) over one layer's FP8
+// GEMMs (model/fp8_linear.cc): each linear's forward (x [rows, in] by W [out, in]^T), input
+// gradient (dy [rows, out] by W) and weight gradient (dy^T by x), rows the micro-batch's tokens
+// (sequence parallelism gathers them before the column-parallel GEMMs, and the row-parallel
+// ones take every row of their shard); 0 where no GEMM takes the pack.
+int64_t cuda_fp8_pack_scratch(const Recipe& r, int64_t b, int64_t tp) {
+  const int64_t rows = b * r.model.seq_length;
+  const int64_t h = r.model.hidden_size, f = r.model.ffn_hidden_size;
+  int64_t most = 0;
+  const auto gemm = [&](int64_t m, int64_t n, int64_t k, int64_t a_rows, int64_t b_rows) {
+    if (fp8_pack_applies(m, n, k, a_rows, b_rows)) most = std::max(most, fp8_pack_bytes(m, n, k));
+  };
+  // qkv [3h/tp, h], dense [h, h/tp], fc1 [f/tp, h], fc2 [h, f/tp] as [out, in]
+  const int64_t shapes[4][2] = {{3 * h / tp, h}, {h, h / tp}, {f / tp, h}, {h, f / tp}};
+  for (const auto& s : shapes) {
+    const int64_t out = s[0], in = s[1];
+    gemm(rows, out, in, rows, out);   // forward
+    gemm(rows, in, out, rows, out);   // input gradient
+    gemm(out, in, rows, rows, rows);  // weight gradient
+  }
+  return most;
+}
+
 // One rank's device overheads (core/cuda/device_overheads.h). Its NCCL communicators are those
 // of parallel/cuda/nccl_communicator.h's make_nccl_groups with two or more ranks: world, tensor,
 // data and data-gradients (GradSync's own), pipeline, and embedding on the first and last
@@ -347,6 +371,7 @@ void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
   plan.cuda_attention_kernels = attention_kernels_description(
       attention, per_sequence ? 1 : b, heads / tp, r.model.seq_length, h / heads, e);
   plan.cuda_column_sum_scratch_bytes = cuda_column_sum_scratch(r, b, tp, e);
+  plan.cuda_fp8_pack_bytes = r.precision == Precision::kFP8 ? cuda_fp8_pack_scratch(r, b, tp) : 0;
   const bool mixed = r.precision != Precision::kFP32;
   const int64_t v = chunks(r);
   const int64_t layers_per_stage = r.model.num_layers / pp, layers_per_chunk = layers_per_stage / v;
@@ -406,7 +431,10 @@ void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
           plan.padded_vocab);
     if (r.precision == Precision::kFP8) {
       const Fp8Linears::BufferSizes n = Fp8Linears::buffer_elements(config, b);
+      // The three bf16 cast buffers, and delayed scaling's amax words (4 bytes a tensor).
       st.fp8_cast_bytes = 2 * (n.x + n.w + n.dy);
+      if (r.fp8.scaling == Fp8ScalingMode::kDelayed)
+        st.fp8_cast_bytes += 4 * Fp8Linears::amax_words(layers_per_stage);
     }
 
     MemoryTerms& m = st.memory;
@@ -424,7 +452,8 @@ void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
     if (o.device == Device::kCUDA)
       st.device = device_overheads(
           plan, st,
-          std::max(plan.cuda_attention_scratch_bytes, plan.cuda_column_sum_scratch_bytes));
+          std::max({plan.cuda_attention_scratch_bytes, plan.cuda_column_sum_scratch_bytes,
+                    plan.cuda_fp8_pack_bytes}));
     plan.stages.push_back(st);
   }
   for (const auto& st : plan.stages) {

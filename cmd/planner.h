@@ -173,8 +173,11 @@ struct Plan {
   std::string cuda_attention_kernels;
   // The largest scratch of the CUDA backend's column sums (core/cuda/column_sum_plan.h: the
   // partial sums of a bias or LayerNorm gradient, about 2 MiB a term in bf16). The workspace is
-  // one buffer, so kernel_scratch counts the larger of this and attention's.
+  // one buffer, so kernel_scratch counts the largest of this, attention's and the FP8 packs'.
   int64_t cuda_column_sum_scratch_bytes = 0;
+  // precision: fp8: the largest pair of FP8 operands the CUDA backend packs for cuBLASLt
+  // (core/cuda/gemm_fp8_plan.h) over one layer's GEMMs, from the same workspace; 0 otherwise.
+  int64_t cuda_fp8_pack_bytes = 0;
   // Compute.
   double flops_per_iteration = 0.0;  // the paper's formula (full recompute) at the full batch
   double flops_per_iteration_no_recompute = 0.0;

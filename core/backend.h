@@ -237,6 +237,19 @@ class Backend {
     const OpScope s(*this, {"fp8_cast", "fp8_cast"});
     return do_fp8_cast(out, in, scale, format);
   }
+  // fp8_cast without reading the amax back (delayed scaling's casts in a step): max |in| goes
+  // into amax_bits, one i32 word on this backend's device holding a magnitude's float bits, which
+  // keeps the larger of its value and fp8_amax_bits(max |in|) (NaN above infinity). The caller
+  // reads its words once a step (fp8_amax_from_bits), where fp8_cast waits for each cast's.
+  void fp8_cast_accumulate(Tensor& out, const Tensor& in, double scale, Fp8Format format,
+                           Tensor& amax_bits) {
+    check_fp8_cast(device(), out, in, scale);
+    check_on("fp8_cast_accumulate", "amax_bits", amax_bits, device());
+    MTNLG_CHECK_MSG(amax_bits.dtype() == DType::kI32 && amax_bits.numel() == 1,
+                    "fp8_cast_accumulate: amax_bits is " << amax_bits.str() << ", want one i32");
+    const OpScope s(*this, {"fp8_cast_accumulate", "fp8_cast"});
+    do_fp8_cast_accumulate(out, in, scale, format, amax_bits);
+  }
   // sum_squares of each tensor, the same values as one call each; a device backend answers
   // with one synchronization instead of one per tensor (the global gradient norm).
   std::vector<double> sum_squares_many(const std::vector<Tensor>& xs) {
@@ -474,6 +487,19 @@ class Backend {
   virtual void do_gemm_fp8(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b,
                            bool trans_b, double alpha, double beta, Fp8Format, Fp8Format) {
     gemm(c, a, trans_a, b, trans_b, alpha, beta);
+  }
+  // By default fp8_cast, then the word read, raised and written back (a device backend does
+  // better: core/cuda/fp8_cuda.cu raises it on the device).
+  virtual void do_fp8_cast_accumulate(Tensor& out, const Tensor& in, double scale,
+                                      Fp8Format format, Tensor& amax_bits) {
+    const uint32_t bits = fp8_amax_bits(fp8_cast(out, in, scale, format));
+    Tensor word = Tensor::cpu({1}, DType::kI32);
+    copy(word, amax_bits);
+    int32_t* w = word.data_as<int32_t>();
+    if (bits > static_cast<uint32_t>(*w)) {
+      *w = static_cast<int32_t>(bits);
+      copy(amax_bits, word);
+    }
   }
   virtual void do_linear_bias_forward(Tensor& y, const Tensor& x, const Tensor& w,
                                       const Tensor& bias, Tensor* gelu_out, Activation act) {

@@ -45,6 +45,12 @@ Fp8Linears::BufferSizes Fp8Linears::buffer_elements(const GPTConfig& c, int64_t 
 }
 
 void Fp8Linears::reserve(Backend& be, const GPTConfig& c, int64_t b) {
+  if (o_.scaling == Fp8ScalingMode::kDelayed && !amax_bits_.defined()) {
+    // One word a tensor, and evaluation's (which records nothing) last.
+    be_ = &be;
+    amax_bits_ = be.alloc({amax_words(static_cast<int64_t>(layers_.size()))}, DType::kI32);
+    be.fill(amax_bits_, 0.0);
+  }
   const BufferSizes n = buffer_elements(c, b);
   const int64_t want[3] = {n.x, n.w, n.dy};
   for (int i = 0; i < 3; ++i)
@@ -73,9 +79,24 @@ Fp8Linears::Cast Fp8Linears::cast(Backend& be, int slot, const Tensor& t, Fp8Ten
     be.fp8_cast(q, t, scale, s.format());
     return {q, static_cast<double>(1.0f / scale), s.format()};
   }
-  const double amax = be.fp8_cast(q, t, s.scale(), s.format());
-  if (recording_) s.record(static_cast<float>(amax));
+  // Delayed: the amax raised in the tensor's word on the device, read at the step's end (a read
+  // back per cast would stop a GPU's queue twenty times a layer).
+  const int64_t word = recording_ ? word_of(s) : amax_bits_.numel() - 1;
+  Tensor bits = amax_bits_.slice(word, word + 1);
+  be.fp8_cast_accumulate(q, t, s.scale(), s.format(), bits);
   return {q, static_cast<double>(s.scale_inv()), s.format()};
+}
+
+int64_t Fp8Linears::word_of(const Fp8TensorScaling& s) const {
+  for (size_t i = 0; i < scaling_.size(); ++i) {
+    const Fp8LinearScaling& l = scaling_[i];
+    const auto base = static_cast<int64_t>(i) * 3;
+    if (&s == &l.input) return base;
+    if (&s == &l.weight) return base + 1;
+    if (&s == &l.grad) return base + 2;
+  }
+  MTNLG_CHECK_MSG(false, "fp8: a cast with a scaling that is not this stage's");
+  return 0;
 }
 
 void Fp8Linears::end_step(const std::vector<Communicator*>& groups) {
@@ -87,21 +108,25 @@ void Fp8Linears::end_step(const std::vector<Communicator*>& groups) {
       f(l.grad);
     }
   };
-  bool reduce = false;
-  for (Communicator* g : groups) reduce = reduce || (g != nullptr && g->size() > 1);
-  if (reduce) {
-    // The step's amaxes (slot 0), largest over the groups: a host tensor, as the CPU's groups
-    // take (NCCL groups stage a host tensor through the device themselves).
-    const auto n = static_cast<int64_t>(scaling_.size() * 3);
-    Tensor amax = Tensor::cpu({n}, DType::kF32);
-    float* a = amax.data_as<float>();
-    int64_t i = 0;
-    each([&](Fp8TensorScaling& s) { a[i++] = s.history().front(); });
-    for (Communicator* g : groups)
-      if (g != nullptr && g->size() > 1) g->all_reduce(amax, ReduceOp::kMax);
-    i = 0;
-    each([&](Fp8TensorScaling& s) { s.record(a[i++]); });
+  // The step's amaxes: the words the casts raised (one read back), then the largest over the
+  // groups: a host tensor, as the CPU's groups take (NCCL groups stage a host tensor through the
+  // device themselves).
+  const auto n = static_cast<int64_t>(scaling_.size() * 3);
+  Tensor amax = Tensor::cpu({n}, DType::kF32);
+  float* a = amax.data_as<float>();
+  if (amax_bits_.defined()) {
+    Tensor bits = Tensor::cpu({n + 1}, DType::kI32);
+    be_->copy(bits, amax_bits_);
+    be_->fill(amax_bits_, 0.0);  // the next step's
+    const int32_t* w = bits.data_as<int32_t>();
+    for (int64_t i = 0; i < n; ++i) a[i] = fp8_amax_from_bits(static_cast<uint32_t>(w[i]));
+  } else {
+    for (int64_t i = 0; i < n; ++i) a[i] = 0.0f;  // no cast yet (the buffers are not made)
   }
+  for (Communicator* g : groups)
+    if (g != nullptr && g->size() > 1) g->all_reduce(amax, ReduceOp::kMax);
+  int64_t i = 0;
+  each([&](Fp8TensorScaling& s) { s.record(a[i++]); });
   each([](Fp8TensorScaling& s) { s.update(); });
 }
 

@@ -10,8 +10,9 @@
 // (the emulation), cuBLASLt's FP8 GEMMs on a GPU where they apply.
 //
 // Scales (core/fp8_scaling.h): delayed scaling takes each tensor's scale from the amaxes of
-// earlier optimizer steps; a step's casts record their amax, and end_step() (the trainer's, after
-// the optimizer) takes the step's largest over the data-parallel group and rolls the histories,
+// earlier optimizer steps; a step's casts raise their amax in a word on the device (no read back
+// per cast), and end_step() (the trainer's, after the optimizer) reads the words once, takes the
+// step's largest over the data-parallel group and rolls the histories,
 // so every data-parallel layout and micro-batch count casts with the same scales. (Transformer
 // Engine updates after each micro-batch's forward; per step is what makes layouts agree.)
 // Evaluation's forwards cast with the scales as they stand and record nothing. Current scaling
@@ -83,7 +84,10 @@ class Fp8Linears {
     int64_t x, w, dy;
   };
   static BufferSizes buffer_elements(const GPTConfig& c, int64_t b);
-  // Makes the buffers that size (GPTStage, with its other scratch).
+  // Delayed scaling's amax words (i32, on the backend's device) for a stage of `layers` layers:
+  // one per tensor (input, weight, grad of each linear layer) and evaluation's.
+  static int64_t amax_words(int64_t layers) { return layers * kPerLayer * 3 + 1; }
+  // Makes the buffers that size and the amax words (GPTStage, with its other scratch).
   void reserve(Backend& be, const GPTConfig& c, int64_t b);
 
   // Every tensor's scaling state, in layer order, under names a checkpoint keeps
@@ -107,7 +111,14 @@ class Fp8Linears {
   std::vector<int64_t> layers_;
   std::vector<Fp8LinearScaling> scaling_;  // kPerLayer per local layer
   Communicator* tensor_;
+  // The word of a cast's tensor in amax_bits_ (3 per linear layer: input, weight, grad).
+  int64_t word_of(const Fp8TensorScaling& s) const;
+
   Tensor buffers_[3];
+  // Delayed scaling: each tensor's amax of the step as float bits on the backend's device
+  // (Backend::fp8_cast_accumulate), and a last word for evaluation's casts; made by reserve().
+  Tensor amax_bits_;
+  Backend* be_ = nullptr;  // reserve()'s, which made amax_bits_
   bool recording_ = true;
 };
 

@@ -139,6 +139,9 @@ class CudaBackend final : public Backend {
                               Tensor* gelu_out, Activation act) override;
   // cuBLASLt's FP8 GEMM on the operands packed as FP8 bytes (core/cuda/fp8_cuda.cu) where it
   // applies; else the bf16 GEMM on the same values (logged once).
+  // The cast kernel raising the caller's word on the device: no read back.
+  void do_fp8_cast_accumulate(Tensor& out, const Tensor& in, double scale, Fp8Format format,
+                              Tensor& amax_bits) override;
   void do_gemm_fp8(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                    double alpha, double beta, Fp8Format fa, Fp8Format fb) override;
   void do_dropout_add(Tensor& y, const Tensor& x, const Tensor& residual, double p,

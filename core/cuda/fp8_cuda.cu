@@ -7,7 +7,8 @@
 // value). The maximum is taken on the magnitudes' float bits (non-negative floats order as
 // unsigned integers, NaN above infinity), per block then by atomicMax into one word: a maximum
 // is order-free, so the result does not depend on the grid. Both return it to the host (one
-// 4-byte read back and a synchronization, as sum_squares).
+// 4-byte read back and a synchronization, as sum_squares); fp8_cast_accumulate leaves it in the
+// caller's word on the device (delayed scaling reads a step's words once).
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -69,10 +70,7 @@ double amax_to_host(const unsigned* word, cudaStream_t stream) {
   unsigned bits = 0;
   CUDA_CHECK(cudaMemcpyAsync(&bits, word, sizeof bits, cudaMemcpyDeviceToHost, stream));
   CUDA_CHECK(cudaStreamSynchronize(stream));
-  if (bits > 0x7F800000u) return NAN;
-  float f = 0.0f;
-  std::memcpy(&f, &bits, 4);
-  return f;
+  return fp8_amax_from_bits(bits);
 }
 
 template <typename T, typename Out>
@@ -146,22 +144,39 @@ double CudaBackend::do_abs_max(const Tensor& x) {
   return amax_to_host(word, stream());
 }
 
-double CudaBackend::do_fp8_cast(Tensor& out, const Tensor& in, double scale, Fp8Format format) {
+namespace {
+
+// The cast of in into out, its amax raised into *word (on the stream, nothing waited for).
+void cast_into(unsigned* word, Tensor& out, const Tensor& in, double scale, Fp8Format format,
+               cudaStream_t stream) {
   const int64_t n = in.numel();
-  if (n == 0) return 0.0;
-  unsigned* word = reinterpret_cast<unsigned*>(sum_scratch() + kSumSquaresScratch);
-  CUDA_CHECK(cudaMemsetAsync(word, 0, sizeof(unsigned), stream()));
   const auto s = static_cast<float>(scale);
   dispatch_dtype(Device::kCUDA, in.dtype(), "fp8_cast", [&](auto tag) {
     using T = decltype(tag);
     if (out.dtype() == DType::kBF16) {
-      launch_cast(word, out.data_as<Bf16>(), in.data_as<T>(), n, s, format, stream());
+      launch_cast(word, out.data_as<Bf16>(), in.data_as<T>(), n, s, format, stream);
     } else {
-      launch_cast(word, out.data_as<float>(), in.data_as<T>(), n, s, format, stream());
+      launch_cast(word, out.data_as<float>(), in.data_as<T>(), n, s, format, stream);
     }
   });
   CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+double CudaBackend::do_fp8_cast(Tensor& out, const Tensor& in, double scale, Fp8Format format) {
+  if (in.numel() == 0) return 0.0;
+  unsigned* word = reinterpret_cast<unsigned*>(sum_scratch() + kSumSquaresScratch);
+  CUDA_CHECK(cudaMemsetAsync(word, 0, sizeof(unsigned), stream()));
+  cast_into(word, out, in, scale, format, stream());
   return amax_to_host(word, stream());
+}
+
+void CudaBackend::do_fp8_cast_accumulate(Tensor& out, const Tensor& in, double scale,
+                                         Fp8Format format, Tensor& amax_bits) {
+  if (in.numel() == 0) return;
+  cast_into(reinterpret_cast<unsigned*>(amax_bits.data_as<int32_t>()), out, in, scale, format,
+            stream());
 }
 
 }  // namespace mtnlg

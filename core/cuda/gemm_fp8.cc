@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/cuda/cuda_backend_impl.h"
+#include "core/cuda/gemm_fp8_plan.h"
 #include "core/cuda/kernels_cuda.h"
 
 namespace mtnlg {
@@ -16,11 +17,10 @@ void CudaBackend::do_gemm_fp8(Tensor& c, const Tensor& a, bool trans_a, const Te
   const int64_t n = trans_b ? b2.dim(0) : b2.dim(1);
   // cuBLASLt's FP8 kernels take both operands k-major: a as [m, k], b as [n, k] (the pack
   // transposes what is stored otherwise). The pack grid's y extent bounds the stored rows.
-  const bool shaped = m > 0 && n > 0 && k > 0 && m % 16 == 0 && n % 16 == 0 && k % 16 == 0 &&
-                      (a2.dim(0) + 31) / 32 < 65536 && (b2.dim(0) + 31) / 32 < 65536;
+  const bool shaped = fp8_pack_applies(m, n, k, a2.dim(0), b2.dim(0));
   if (shaped) {
-    const int64_t a_bytes = (m * k + 255) / 256 * 256;  // b's bytes 256-aligned after a's
-    auto* packed = static_cast<uint8_t*>(ws_.get(static_cast<size_t>(a_bytes + n * k)));
+    const int64_t a_bytes = fp8_pack_b_offset(m, k);
+    auto* packed = static_cast<uint8_t*>(ws_.get(static_cast<size_t>(fp8_pack_bytes(m, n, k))));
     fp8_pack_cuda(packed, a2, trans_a, fa, stream());
     fp8_pack_cuda(packed + a_bytes, b2, !trans_b, fb, stream());
     if (epilogue_->fp8(c, packed, fa, packed + a_bytes, fb, m, n, k, alpha, beta, stream()))

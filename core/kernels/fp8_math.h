@@ -112,4 +112,21 @@ MTNLG_HD float fp8_decode(uint8_t b, Fp8Format f) {
   return sign * std::ldexp(1.0f + std::ldexp(static_cast<float>(frac), -mbits), exp_field - bias);
 }
 
+// A magnitude as the bits a device accumulates it in (Backend::fp8_cast_accumulate): a
+// non-negative float's bits order as unsigned integers, and any NaN's lie above infinity's, so the
+// largest of many is an integer maximum (atomicMax on a GPU), whatever their order.
+inline uint32_t fp8_amax_bits(double amax) {
+  if (std::isnan(amax)) return 0x7FC00000u;
+  const float f = std::fabs(static_cast<float>(amax));
+  uint32_t u = 0;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float fp8_amax_from_bits(uint32_t bits) {
+  if (bits > 0x7F800000u) return NAN;
+  float f = 0.0f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
 }  // namespace mtnlg

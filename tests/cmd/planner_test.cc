@@ -12,6 +12,7 @@
 #include "core/cuda/attention_workspace.h"
 #include "core/cuda/column_sum_plan.h"
 #include "core/cuda/device_overheads.h"
+#include "core/cuda/gemm_fp8_plan.h"
 #include "test_util.h"
 
 using namespace mtnlg;
@@ -523,6 +524,51 @@ TEST_CASE("the column sums' scratch is planned and the kernel scratch takes the 
     CHECK(f.cuda_attention_scratch_bytes == 4 * 16 * 2048 * 4);
     CHECK(f.stages[0].device.kernel_scratch == f.cuda_column_sum_scratch_bytes + 1024 * 8 + 4);
   }
+}
+
+// precision: fp8 on a GPU packs each GEMM's two operands as FP8 bytes in the backend's workspace
+// (core/cuda/gemm_fp8.cc). Worked by hand for the 1.3B recipe at micro-batch 4 (8192 rows,
+// hidden 2048, MLP 8192): the largest pair is fc1's weight gradient (8192 x 8192 of dy^T, then
+// 2048 x 8192 of x), which fc2's forward and weight gradient tie; tp 2 halves fc1's and fc2's
+// shards, and their weight gradients are then the largest: (4096 + 2048) x 8192 rows. Without
+// dropout and with the recomputing FA2 kernels (one float a row), the packs are the kernel
+// scratch's largest user; with attention dropout the stored dS is (512 MiB here).
+TEST_CASE("fp8 on a GPU plans its packed operands in the kernel scratch") {
+  CHECK(fp8_pack_bytes(16, 32, 48) == 768 + 32 * 48);
+  CHECK(fp8_pack_bytes(16, 32, 17 * 16) == 4352 + 32 * 272);
+  CHECK(fp8_pack_b_offset(16, 17) == 512);  // 272 bytes rounded up to 256's
+  CHECK(fp8_pack_applies(16, 32, 48, 16, 32));
+  CHECK_FALSE(fp8_pack_applies(16, 32, 40, 16, 32));        // k not a multiple of 16
+  CHECK_FALSE(fp8_pack_applies(16, 32, 48, 16, 32 << 16));  // more rows than the pack's grid
+  const Plan p = make_plan(recipe("1.3b.yaml", {"parallel.micro_batch_size=4", "precision=fp8"}),
+                           PlanOptions{});
+  CHECK(p.cuda_fp8_pack_bytes == 8192 * 8192 + 2048 * 8192);
+  for (const StagePlan& st : p.stages)
+    CHECK(st.device.kernel_scratch == std::max({p.cuda_attention_scratch_bytes,
+                                                p.cuda_column_sum_scratch_bytes,
+                                                p.cuda_fp8_pack_bytes}) +
+                                          1024 * 8 + 4);
+  {
+    ScopedEnv env("MTNLG_CUDA_ATTENTION", "flash2");
+    ScopedEnv dq("MTNLG_CUDA_FLASH2_DQ", "recompute");
+    const Plan q = make_plan(recipe("1.3b.yaml", {"parallel.micro_batch_size=4", "precision=fp8",
+                                                  "model.attention_dropout=0",
+                                                  "model.hidden_dropout=0"}),
+                             PlanOptions{});
+    REQUIRE(q.cuda_fp8_pack_bytes > q.cuda_attention_scratch_bytes);
+    for (const StagePlan& st : q.stages)
+      CHECK(st.device.kernel_scratch == q.cuda_fp8_pack_bytes + 1024 * 8 + 4);
+  }
+  const Plan tp2 = make_plan(recipe("1.3b.yaml", {"parallel.micro_batch_size=4",
+                                                  "precision=fp8", "parallel.tensor=2"}),
+                             PlanOptions{});
+  CHECK(tp2.cuda_fp8_pack_bytes == (4096 + 2048) * 8192);
+  CHECK(make_plan(recipe("1.3b.yaml", {"parallel.micro_batch_size=4"}), PlanOptions{})
+            .cuda_fp8_pack_bytes == 0);
+  std::ostringstream json;
+  print_dry_run_json(recipe("1.3b.yaml", {"parallel.micro_batch_size=4", "precision=fp8"}),
+                     PlanOptions{}, json);
+  CHECK(json.str().find("\"cuda_fp8_pack_bytes\": 83886080") != std::string::npos);
 }
 
 // Head size 160 (the 530B recipe's, 20480 / 128 heads): the FA2-style kernels have it, checked by

@@ -137,6 +137,24 @@ TEST_CASE("fp8_round_bits (the CPU's cast) equals fp8_round") {
   }
 }
 
+// A device accumulates amaxes as integer maxima of their bits (Backend::fp8_cast_accumulate):
+// that must order as the magnitudes do, with NaN above infinity, and give each value back.
+TEST_CASE("amax bits order as the magnitudes and decode to them") {
+  std::mt19937 gen(5);
+  std::uniform_real_distribution<float> exponent(-140.0f, 127.0f);
+  std::vector<float> v = {0.0f, 1e-45f, 1.0f, 448.0f, 3.4e38f, INFINITY};
+  for (int i = 0; i < 2000; ++i) v.push_back(std::exp2(exponent(gen)));
+  for (const float a : v) {
+    CHECK(fp8_amax_from_bits(fp8_amax_bits(a)) == a);
+    CHECK(fp8_amax_bits(-a) == fp8_amax_bits(a));  // a magnitude
+    CHECK(fp8_amax_bits(NAN) > fp8_amax_bits(a));
+  }
+  for (size_t i = 1; i < v.size(); ++i)
+    CHECK((fp8_amax_bits(v[i - 1]) < fp8_amax_bits(v[i])) == (v[i - 1] < v[i]));
+  CHECK(std::isnan(fp8_amax_from_bits(fp8_amax_bits(NAN))));
+  CHECK(std::isnan(fp8_amax_from_bits(0x7F800001u)));  // any NaN's bits
+}
+
 TEST_CASE("delayed scaling: the next scale from the window of amaxes, as TE rolls it") {
   Fp8Options o;
   o.amax_history_len = 4;

@@ -3,12 +3,16 @@
 // within a few roundings of their format. Shapes are deliberately ragged (not multiples of a
 // warp or block). Needs a GPU: without one the executable exits 77 (CTest: skipped).
 #include <catch2/catch.hpp>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <sstream>
 #include <random>
 #include <string>
 #include <utility>
@@ -80,6 +84,20 @@ TEST_CASE("fp8_cast and abs_max on the GPU are the CPU's bit for bit - both form
         const double ag = tw.gpu->fp8_cast(qg, xg, scale, f);
         CHECK(ag == ac);
         CHECK(bitwise_equal(tw.host(qg), qc));
+        // Without the read back: the same values, the amax raised in a device word.
+        Tensor words = tw.gpu->alloc({2}, DType::kI32);
+        tw.gpu->fill(words, 0.0);
+        Tensor word = words.slice(1, 2), qa = tw.gpu->alloc(x.shape(), out_dt);
+        tw.gpu->fp8_cast_accumulate(qa, xg, scale, f, word);
+        tw.gpu->fp8_cast_accumulate(qa, xg, scale * 0.5, f, word);  // the same amax again
+        CHECK(bitwise_equal(tw.host(qa), [&] {
+          Tensor half = Tensor::cpu(x.shape(), out_dt);
+          tw.cpu->fp8_cast(half, x, scale * 0.5, f);
+          return half;
+        }()));
+        const Tensor got = tw.host(words);
+        CHECK(got.data_as<int32_t>()[0] == 0);
+        CHECK(static_cast<uint32_t>(got.data_as<int32_t>()[1]) == fp8_amax_bits(ac));
       }
   // In place (out aliasing in, bf16): the amax is the input's.
   if (dt == DType::kBF16) {
@@ -90,6 +108,68 @@ TEST_CASE("fp8_cast and abs_max on the GPU are the CPU's bit for bit - both form
   }
   Tensor empty = tw.gpu->alloc({0}, dt);
   CHECK(tw.gpu->abs_max(empty) == 0.0);
+}
+
+// What the default logger says while it lives (the fallback of gemm_fp8 is a warning).
+class LogCapture {
+ public:
+  LogCapture() : previous_(spdlog::default_logger()) {
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+        "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(text_)));
+  }
+  ~LogCapture() { spdlog::set_default_logger(previous_); }
+  LogCapture(const LogCapture&) = delete;
+  LogCapture& operator=(const LogCapture&) = delete;
+  std::string text() const { return text_.str(); }
+
+ private:
+  std::ostringstream text_;
+  std::shared_ptr<spdlog::logger> previous_;
+};
+
+// gemm_fp8 on the GPU (the operands packed to FP8 bytes, cuBLASLt's FP8 GEMM) against the CPU's
+// emulation (the bf16 GEMM of the same FP8 values): the products are exact in fp32 on both, so
+// they differ by the order of fp32 sums alone. The operands are fp8_cast's outputs, in the three
+// format pairs the linear layers use, every transpose, into bf16 (beta 0, the forward's) and f32
+// (beta 1, the weight gradient's accumulation). Sizes multiples of 16 take cuBLASLt's kernels
+// (no fallback warning); ragged ones fall back to the bf16 GEMM and say so once.
+TEST_CASE("gemm_fp8 on the GPU equals the CPU's emulation in every transpose and format pair") {
+  const bool ragged = GENERATE(false, true);
+  const int64_t m = ragged ? 45 : 48, n = ragged ? 77 : 80, k = ragged ? 131 : 144;
+  const std::pair<Fp8Format, Fp8Format> pairs[] = {{Fp8Format::kE4M3, Fp8Format::kE4M3},
+                                                   {Fp8Format::kE5M2, Fp8Format::kE4M3},
+                                                   {Fp8Format::kE4M3, Fp8Format::kE5M2}};
+  LogCapture log;
+  Twin tw;
+  const auto scale_of = [](Fp8Format f) { return f == Fp8Format::kE4M3 ? 300.0 : 2000.0; };
+  const auto cast = [&](const Shape& shape, Fp8Format f, uint64_t seed) {
+    const Tensor x = random_tensor(shape, DType::kBF16, seed);
+    Tensor q = Tensor::cpu(shape, DType::kBF16);
+    tw.cpu->fp8_cast(q, x, scale_of(f), f);
+    return q;
+  };
+  for (const auto& [fa, fb] : pairs)
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb)
+        for (const DType ct : {DType::kBF16, DType::kF32}) {
+          const Tensor a = cast(ta ? Shape{k, m} : Shape{m, k}, fa, 10 + ta);
+          const Tensor b = cast(tb ? Shape{n, k} : Shape{k, n}, fb, 20 + tb);
+          const double beta = ct == DType::kF32 ? 1.0 : 0.0;
+          Tensor c_c = random_tensor({m, n}, ct, 30);
+          Tensor c_g = tw.dev(c_c);
+          const double alpha = 1.0 / (scale_of(fa) * scale_of(fb));
+          tw.cpu->gemm_fp8(c_c, a, ta, b, tb, alpha, beta, fa, fb);
+          Tensor ag = tw.dev(a), bg = tw.dev(b);
+          tw.gpu->gemm_fp8(c_g, ag, ta, bg, tb, alpha, beta, fa, fb);
+          INFO("formats " << static_cast<int>(fa) << "," << static_cast<int>(fb) << " trans_a "
+                          << ta << " trans_b " << tb << " c " << dtype_name(ct));
+          expect_close(tw.host(c_g), c_c, ct == DType::kF32 ? 512 : 2, "gemm_fp8");
+        }
+  const std::string said = log.text();
+  INFO("log: " << said);
+  const size_t first = said.find("gemm_fp8 [");
+  CHECK((first != std::string::npos) == ragged);
+  if (ragged) CHECK(said.find("gemm_fp8 [", first + 1) == std::string::npos);  // once
 }
 
 TEST_CASE("elementwise operations and reductions match the CPU") {

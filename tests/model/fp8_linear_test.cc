@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "core/backend.h"
@@ -78,6 +79,42 @@ TEST_CASE("fp8_cast is fp8_round of each scaled element and abs_max the largest 
   Tensor empty = be->alloc({0}, DType::kF32);
   CHECK(be->abs_max(empty) == 0.0);
   CHECK_THROWS(be->fp8_cast(q, t, 0.0, Fp8Format::kE4M3));  // the scale must be > 0
+}
+
+// Delayed scaling's casts (model/fp8_linear.cc) leave their amax in a word on the device:
+// fp8_cast's values, the word the largest magnitude's bits over the casts, NaN sticking.
+TEST_CASE("fp8_cast_accumulate casts as fp8_cast and keeps the largest amax in its word") {
+  auto be = make_cpu_backend(2);
+  Tensor words = be->alloc({3}, DType::kI32);
+  be->fill(words, 0.0);
+  Tensor word = words.slice(1, 2);
+  const auto word_amax = [&] {
+    return fp8_amax_from_bits(static_cast<uint32_t>(words.data_as<int32_t>()[1]));
+  };
+  const std::vector<float> first = {0.5f, -3.0f, 2.0f}, smaller = {1.0f, -1.5f, 0.25f},
+                           larger = {7.0f, 0.0f, -6.5f};
+  for (const auto& [v, want] : {std::pair{first, 3.0f}, std::pair{smaller, 3.0f},
+                                std::pair{larger, 7.0f}}) {
+    Tensor in = be->alloc({3}, DType::kF32), q = be->alloc({3}, DType::kBF16),
+           ref = be->alloc({3}, DType::kBF16);
+    put(in, v);
+    be->fp8_cast_accumulate(q, in, 40.0, Fp8Format::kE4M3, word);
+    be->fp8_cast(ref, in, 40.0, Fp8Format::kE4M3);
+    for (int64_t i = 0; i < 3; ++i) CHECK(at(q, i) == at(ref, i));
+    CHECK(word_amax() == want);
+  }
+  CHECK(words.data_as<int32_t>()[0] == 0);  // the neighbours untouched
+  CHECK(words.data_as<int32_t>()[2] == 0);
+  Tensor nan_in = be->alloc({2}, DType::kF32), q = be->alloc({2}, DType::kBF16);
+  put(nan_in, {1.0f, NAN});
+  be->fp8_cast_accumulate(q, nan_in, 1.0, Fp8Format::kE4M3, word);
+  CHECK(std::isnan(word_amax()));
+  put(nan_in, {1e6f, 2.0f});  // NaN sticks: no finite value's bits reach it
+  be->fp8_cast_accumulate(q, nan_in, 1.0, Fp8Format::kE4M3, word);
+  CHECK(std::isnan(word_amax()));
+  Tensor f32_word = be->alloc({1}, DType::kF32);
+  CHECK_THROWS_WITH(be->fp8_cast_accumulate(q, nan_in, 1.0, Fp8Format::kE4M3, f32_word),
+                    Catch::Contains("amax_bits"));
 }
 
 // A linear layer [out, in] on rows, as model/fp8_linear.h runs it, against float64.
