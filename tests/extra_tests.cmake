@@ -252,18 +252,22 @@ add_test(NAME checkpoint_bad_input
 set_tests_properties(checkpoint_bad_input PROPERTIES TIMEOUT 300)
 
 # Mixed precision: bf16 (demo model) and fp16 (tiny) follow fp32 over 200 iterations; bf16 and fp16 under (2, 2, 2)
-# and (1, 2, 4) + ZeRO-1 follows bf16 in one process, within the band the script derives.
+# and (1, 2, 4) + ZeRO-1 follow their one-process runs over the first 100, within the band the
+# script derives.
 if(MTNLG_MPIRUN)
   add_test(NAME precision_mixed_band
     COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/precision_band_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
-  # COST: the longest test (about 3.5 minutes); a fresh build has no timing data, so without it
+  # COST: one of the longest tests (75 s alone, longer under ctest -j2); a fresh build has no
+  # timing data, so without it
   # ctest would start it last and run it alone at the end.
   set_tests_properties(precision_mixed_band PROPERTIES TIMEOUT 600 COST 1000)
 endif()
 
 # precision: fp8 (the CPU's emulation): hybrid/e4m3 and delayed/current follow bf16 over 300
-# iterations of the tiny model, (1, 2, 4) + ZeRO-1 follows one process, within the bands the script
-# derives; the scaling state resumes bit for bit; a bf16 checkpoint starts fresh scales.
+# iterations of the tiny model; (1, 2, 4) + ZeRO-1, tp 2 (with sp and dp 2) and current scaling
+# at tp 2 follow one process over the first 100, within the bands the script derives; a tp 2
+# checkpoint resumes in one process; the scaling state resumes bit for bit; a bf16 checkpoint
+# starts fresh scales.
 if(MTNLG_MPIRUN)
   add_test(NAME precision_fp8_band
     COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/fp8_band_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Compares the metrics of runs of one recipe under different parallel layouts.
 
-Usage: compare_layouts.py [--exact | --band LOSS GRAD] DIR REF:OTHER [REF:OTHER ...]
+Usage: compare_layouts.py [--exact | --band LOSS GRAD] [--prefix] DIR REF:OTHER [REF:OTHER ...]
 DIR/NAME/metrics.jsonl holds each run's metrics. For every pair, each train iteration's loss
 must agree within 1e-4 and grad norm within 1e-3 (relative), consumed samples exactly, and the
 valid losses within 1e-4 (a run with eval.interval set must have logged validation lines: its
@@ -16,7 +16,9 @@ gradient rounded through the model), so under --band the root mean square of the
 relative differences must be within GRAD, and each iteration within 2 GRAD: the roundings of two
 runs are independent, and the worst of 200 iterations lands past their typical size (measured
 on the tiny model in bf16: median 3e-3, worst 3e-2 to 4e-2). A real error is off by tens of
-percent in every iteration. Exits 1 on any mismatch.
+percent in every iteration. --prefix: OTHER may be a shorter run of the same recipe (fewer
+train_iters): it is compared with REF's first iterations and the validations among them (a
+layout checked over a third of a long reference run). Exits 1 on any mismatch.
 """
 import math
 import json
@@ -44,10 +46,17 @@ def eval_interval(directory, name):
     return 0
 
 
-def compare(directory, ref, other, exact, loss_tol=1e-4, grad_tol=1e-3, band=False):
+def compare(directory, ref, other, exact, loss_tol=1e-4, grad_tol=1e-3, band=False,
+            prefix=False):
     failures = 0
     grad_rel = []
     a, b = load(directory, ref, "train"), load(directory, other, "train")
+    if prefix and b and len(b) < len(a):
+        a = a[:len(b)]
+        if a[-1]["iteration"] != b[-1]["iteration"]:
+            print(f"FAIL {other} vs {ref}: {other}'s train lines are not {ref}'s first ones "
+                  f"(iteration {b[-1]['iteration']} vs {a[-1]['iteration']})")
+            return 1
     if not a or len(a) != len(b):
         print(f"FAIL {other} vs {ref}: {len(b)} vs {len(a)} train lines")
         return 1
@@ -77,6 +86,8 @@ def compare(directory, ref, other, exact, loss_tol=1e-4, grad_tol=1e-3, band=Fal
         print(f"FAIL {other} vs {ref}: grad norm differs by {rms:.2e} relative (root mean square "
               f"over {len(grad_rel)} iterations), more than {grad_tol:.2e}")
     va, vb = load(directory, ref, "valid"), load(directory, other, "valid")
+    if prefix and b:
+        va = [x for x in va if x["iteration"] <= b[-1]["iteration"]]
     if eval_interval(directory, ref) > 0 and not va:
         print(f"FAIL {ref}: eval.interval is set but the run logged no validation line")
         return failures + 1
@@ -111,6 +122,9 @@ def main():
     if args and args[0] == "--band":
         tols = {"loss_tol": float(args[1]), "grad_tol": float(args[2]), "band": True}
         args = args[3:]
+    if args and args[0] == "--prefix":
+        tols["prefix"] = True
+        args = args[1:]
     if len(args) < 2:
         sys.exit(__doc__)
     failures = 0
