@@ -231,11 +231,10 @@ int run(const Options& o) {
   std::FILE* text = o.json ? stderr : stdout;
   // MFU as the field states it: over the device's datasheet dense peak (core/device_peak.h).
   const auto spec = device_spec_from_name(cpu->name());
-  const double peak =
-      spec ? spec->peak(o.precision == "bf16"  ? PeakPrecision::kBf16
-                        : o.precision == "fp8" ? PeakPrecision::kFp8
-                                               : PeakPrecision::kTf32)
-           : 0.0;
+  const double peak = spec ? spec->peak(o.precision == "bf16"  ? PeakPrecision::kBf16
+                                        : o.precision == "fp8" ? PeakPrecision::kFp8
+                                                               : PeakPrecision::kTf32)
+                           : 0.0;
   const std::string peak_json = peak > 0 ? fmt::format("{:g}", peak) : "null";
   const std::string mfu_json = peak > 0 ? fmt::format("{:.6f}", tflops / peak) : "null";
   const int64_t head_dim = config.hidden / config.heads;
@@ -381,7 +380,8 @@ int main(int argc, char** argv) {
   app.add_flag("--json", o.json, "Print one JSON line on stdout (text goes to stderr)");
   app.add_flag("--plain-weights", o.plain_weights,
                "No frozen-weights window around an iteration's micro-batches: bf16 GEMMs on the "
-               "CPU then reorder each weight inside every call (for comparison)");
+               "CPU then reorder each weight inside every call, and fp8 casts each weight at "
+               "every use (for comparison)");
   app.add_flag("--compare-weights", o.compare_weights,
                "Alternate iterations with and without the frozen-weights window and print both "
                "medians side by side (tokens/s and --json report the windowed ones)")

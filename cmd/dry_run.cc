@@ -185,6 +185,8 @@ bool print_dry_run(const Recipe& r, const PlanOptions& o, std::ostream& out) {
     line("  weight copies", [](const StagePlan& s) { return gib(s.weight_copy_bytes); });
   if (p.stages.front().fp8_cast_bytes > 0)
     line("  fp8 cast buffers", [](const StagePlan& s) { return gib(s.fp8_cast_bytes); });
+  if (p.stages.front().fp8_weight_cache_bytes > 0)
+    line("  fp8 weight casts", [](const StagePlan& s) { return gib(s.fp8_weight_cache_bytes); });
   line("total", [](const StagePlan& s) { return gib(s.memory.total()); });
   const bool gpu = p.stages.front().device.total() > 0;
   if (gpu) {  // core/cuda/device_overheads.h
@@ -386,6 +388,7 @@ bool print_dry_run_json(const Recipe& r, const PlanOptions& o, std::ostream& out
             .num("reduce_staging_bytes", st.reduce_staging_bytes)
             .num("weight_copy_bytes", st.weight_copy_bytes)
             .num("fp8_cast_bytes", st.fp8_cast_bytes)
+            .num("fp8_weight_cache_bytes", st.fp8_weight_cache_bytes)
             .raw("memory_bytes", memory_json(st.memory))
             .num("memory_gb", static_cast<double>(st.memory.total()) / kGiB)
             .raw("device_overhead_bytes", device_json(st.device))

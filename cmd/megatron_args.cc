@@ -175,11 +175,17 @@ std::string joined(const std::vector<std::string>& v) {
 // Transformer Engine's flags (Megatron-LM's _add_transformer_engine_args, and the older
 // --fp8-e4m3/--fp8-hybrid switches): FP8 training is on only with a format.
 const std::set<std::string>& fp8_family() {
-  static const std::set<std::string> m = {
-      "--fp8-format",     "--fp8-e4m3",           "--fp8-hybrid",
-      "--fp8-recipe",     "--fp8-margin",         "--fp8-interval",
-      "--fp8-amax-history-len", "--fp8-amax-compute-algo", "--no-fp8-wgrad",
-      "--fp8-param-gather", "--first-last-layers-bf16"};
+  static const std::set<std::string> m = {"--fp8-format",
+                                          "--fp8-e4m3",
+                                          "--fp8-hybrid",
+                                          "--fp8-recipe",
+                                          "--fp8-margin",
+                                          "--fp8-interval",
+                                          "--fp8-amax-history-len",
+                                          "--fp8-amax-compute-algo",
+                                          "--no-fp8-wgrad",
+                                          "--fp8-param-gather",
+                                          "--first-last-layers-bf16"};
   return m;
 }
 
@@ -220,10 +226,10 @@ void carry_fp8(const std::map<std::string, std::vector<std::string>>& given, con
         "fp16's loss scaling (use --bf16)");
   set.push_back("precision=fp8");
   set.push_back("fp8.format=" + format);
-  const std::string recipe = given.count("--fp8-recipe")
-                                 ? choice("--fp8-recipe", {"delayed", "tensorwise", "mxfp8",
-                                                           "blockwise"})
-                                 : "delayed";
+  const std::string recipe =
+      given.count("--fp8-recipe")
+          ? choice("--fp8-recipe", {"delayed", "tensorwise", "mxfp8", "blockwise"})
+          : "delayed";
   if (recipe == "delayed" || recipe == "tensorwise") {
     set.push_back(std::string("fp8.scaling=") + (recipe == "delayed" ? "delayed" : "current"));
   } else {
@@ -253,8 +259,9 @@ void carry_fp8(const std::map<std::string, std::vector<std::string>>& given, con
                             recipe);
   }
   if (given.count("--fp8-interval"))
-    out.notes.push_back("--fp8-interval: Megatron-LM ignores it (deprecated); the scales "
-                        "update every step here");
+    out.notes.push_back(
+        "--fp8-interval: Megatron-LM ignores it (deprecated); the scales "
+        "update every step here");
   if (given.count("--no-fp8-wgrad"))
     out.not_carried.push_back(
         "--no-fp8-wgrad: the weight gradient GEMMs run in FP8 here, as Megatron's default");
@@ -703,13 +710,17 @@ MegatronCommand recipe_to_megatron_args(const Recipe& r) {
     add("--fp8-recipe", {f.scaling == Fp8ScalingMode::kDelayed ? "delayed" : "tensorwise"});
     if (f.scaling == Fp8ScalingMode::kDelayed) {
       add("--fp8-amax-history-len", {count(f.amax_history_len)});
-      add("--fp8-amax-compute-algo",
-          {f.amax_algo == Fp8AmaxAlgo::kMax ? "max" : "most_recent"});
+      add("--fp8-amax-compute-algo", {f.amax_algo == Fp8AmaxAlgo::kMax ? "max" : "most_recent"});
       if (f.margin > 0) add("--fp8-margin", {count(f.margin)});
       out.notes.push_back(
           "fp8.scaling delayed: this run updates the scales once a step (the step's amaxes "
           "over every micro-batch); Transformer Engine updates after each forward and backward");
-    } else if (f.margin > 0) {
+    }
+    if (!f.cache_weights)
+      out.notes.push_back(
+          "fp8.cache_weights false: Transformer Engine casts each weight on a step's first "
+          "micro-batch only, with no flag to cast it at every use (the values are the same)");
+    if (f.scaling != Fp8ScalingMode::kDelayed && f.margin > 0) {
       out.not_expressible.push_back(fmt::format(
           "fp8.margin {} with fp8.scaling current: Megatron's --fp8-margin applies to delayed "
           "scaling only",

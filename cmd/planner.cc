@@ -435,6 +435,9 @@ void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
       st.fp8_cast_bytes = 2 * (n.x + n.w + n.dy);
       if (r.fp8.scaling == Fp8ScalingMode::kDelayed)
         st.fp8_cast_bytes += 4 * Fp8Linears::amax_words(layers_per_stage);
+      // fp8.cache_weights: every local linear weight's cast, kept through an iteration.
+      st.fp8_weight_cache_bytes =
+          2 * Fp8Linears::weight_cache_elements(config, layers_per_stage, r.fp8);
     }
 
     MemoryTerms& m = st.memory;
@@ -448,7 +451,7 @@ void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
     // The last stage holds min(1, m) = 1 micro-batch in flight: one logits buffer.
     m.workspace = st.logits_bytes + st.scratch_bytes + st.recompute_bytes + st.receive_bytes +
                   st.reduce_scatter_bytes + st.reduce_staging_bytes + st.weight_copy_bytes +
-                  st.fp8_cast_bytes;
+                  st.fp8_cast_bytes + st.fp8_weight_cache_bytes;
     if (o.device == Device::kCUDA)
       st.device = device_overheads(
           plan, st,

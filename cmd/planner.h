@@ -129,6 +129,9 @@ struct StagePlan {
   // weight and output gradient of a layer (model/fp8_linear.h); 0 otherwise. (The scales and
   // amax histories, 3 x 4 x layers x (amax_history_len + 2) floats, live in host memory.)
   int64_t fp8_cast_bytes = 0;
+  // precision: fp8 with fp8.cache_weights: each local linear weight's cast (bf16), kept through
+  // an iteration's micro-batches (model/fp8_linear.h); 0 otherwise.
+  int64_t fp8_weight_cache_bytes = 0;
   MemoryTerms memory;       // with the recipe's activation_checkpointing
   DeviceOverheads device;   // on a GPU; zero for the CPU
   CommBytes communication;  // sent by each of its ranks per iteration at the full batch

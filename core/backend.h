@@ -162,14 +162,30 @@ class Backend {
     do_gemm_fp8(c, a, trans_a, b, trans_b, alpha, beta, fa, fb);
   }
   // A frozen-weights window (open it with the FrozenWeights guard below): the caller promises
-  // that no tensor passed to gemm_weight is written until the window ends, after which nothing
-  // the backend kept of a weight's values is used again. The trainer opens one around each
-  // iteration's forward and backward passes (and each evaluation), so a weight is reordered once
-  // per optimizer step, not per micro-batch. A backend that keeps copies refuses a write of its own
-  // ops into a weight it holds (Code::kInternal), so a broken promise fails loudly instead of
-  // training on stale weights. Windows do not nest.
-  virtual void begin_frozen_weights() {}
-  virtual void end_frozen_weights() {}
+  // that no tensor passed to gemm_weight or hold_weight is written until the window ends, after
+  // which nothing kept of a weight's values is used again. The trainer opens one around each
+  // iteration's forward and backward passes (and each evaluation), so a weight is reordered (or
+  // cast to FP8: model/fp8_linear.h) once per optimizer step, not per micro-batch. A backend that
+  // guards writes refuses a write of its own ops into a weight it holds (Code::kInternal), so a
+  // broken promise fails loudly instead of training on stale weights. Windows do not nest.
+  void begin_frozen_weights() {
+    MTNLG_CHECK_MSG(window_ == 0, "frozen-weights windows do not nest");
+    window_ = ++windows_;
+    do_begin_frozen_weights();
+  }
+  void end_frozen_weights() {
+    window_ = 0;
+    do_end_frozen_weights();
+  }
+  // The open window's number (1, 2, ... over this backend's life), 0 outside a window: what a
+  // caller keeping something made from a weight compares with the number it was made in.
+  uint64_t frozen_window() const { return window_; }
+  // The caller keeps something made from w's values until the window ends (fp8's weight casts):
+  // a backend that guards writes refuses writes into w until then. Only inside a window.
+  void hold_weight(const Tensor& w) {
+    MTNLG_CHECK_MSG(window_ != 0, "hold_weight(" << w.str() << ") outside a frozen-weights window");
+    do_hold_weight(w);
+  }
 
   // A linear layer's forward: y = x @ w^T + bias (x viewed as 2-D), then, when gelu_out is not
   // null, gelu_out = GeLU(y) (act) with y kept as the pre-activation gelu_backward reads. One
@@ -484,14 +500,14 @@ class Backend {
                               double alpha, double beta) {
     gemm(c, a, false, w, trans_w, alpha, beta);
   }
-  virtual void do_gemm_fp8(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b,
-                           bool trans_b, double alpha, double beta, Fp8Format, Fp8Format) {
+  virtual void do_gemm_fp8(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                           double alpha, double beta, Fp8Format, Fp8Format) {
     gemm(c, a, trans_a, b, trans_b, alpha, beta);
   }
   // By default fp8_cast, then the word read, raised and written back (a device backend does
   // better: core/cuda/fp8_cuda.cu raises it on the device).
-  virtual void do_fp8_cast_accumulate(Tensor& out, const Tensor& in, double scale,
-                                      Fp8Format format, Tensor& amax_bits) {
+  virtual void do_fp8_cast_accumulate(Tensor& out, const Tensor& in, double scale, Fp8Format format,
+                                      Tensor& amax_bits) {
     const uint32_t bits = fp8_amax_bits(fp8_cast(out, in, scale, format));
     Tensor word = Tensor::cpu({1}, DType::kI32);
     copy(word, amax_bits);
@@ -530,6 +546,10 @@ class Backend {
     adamw_update(master, grad, m, v, args);
     copy(param, master);
   }
+  // The frozen-weights window's edges and a held weight (above): nothing by default.
+  virtual void do_begin_frozen_weights() {}
+  virtual void do_end_frozen_weights() {}
+  virtual void do_hold_weight(const Tensor& /*w*/) {}
   virtual void do_adamw_update_many(const std::vector<AdamWItem>& items) {
     for (const AdamWItem& it : items) {
       if (it.master != nullptr)
@@ -573,6 +593,8 @@ class Backend {
     bool report_;
   };
 
+  uint64_t window_ = 0;   // the open frozen-weights window's number, 0: none
+  uint64_t windows_ = 0;  // windows opened so far
   OpHook* hook_ = nullptr;
   int depth_ = 0;                  // operations running on this backend now (nested inside one)
   const char* running_ = nullptr;  // the innermost of them

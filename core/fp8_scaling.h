@@ -36,6 +36,10 @@ struct Fp8Options {
   int64_t amax_history_len = 1024;
   int margin = 0;
   Fp8AmaxAlgo amax_algo = Fp8AmaxAlgo::kMax;
+  // Each weight's cast kept from its first use in a frozen-weights window (an iteration's
+  // micro-batches) to the window's end, as Transformer Engine casts weights on the first
+  // micro-batch only: the same values, 2 bytes a linear weight's element (model/fp8_linear.h).
+  bool cache_weights = true;
   // The format of a forward operand (activations, weights) and of a gradient.
   Fp8Format forward_format() const { return Fp8Format::kE4M3; }
   Fp8Format gradient_format() const { return hybrid ? Fp8Format::kE5M2 : Fp8Format::kE4M3; }

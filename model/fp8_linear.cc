@@ -1,6 +1,7 @@
 #include "model/fp8_linear.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <utility>
@@ -44,7 +45,38 @@ Fp8Linears::BufferSizes Fp8Linears::buffer_elements(const GPTConfig& c, int64_t 
   return {rows * std::max(h, f), h * std::max(qkv, f), rows * std::max({qkv, h, f})};
 }
 
+namespace {
+// A layer's four local linear weights' elements in Fp8Linears::Which order.
+std::array<int64_t, Fp8Linears::kPerLayer> weight_elements(const GPTConfig& c) {
+  const int64_t h = c.hidden, aw = c.local_attention_width(), f = c.local_ffn();
+  return {3 * aw * h, h * aw, f * h, h * f};
+}
+}  // namespace
+
+int64_t Fp8Linears::weight_cache_elements(const GPTConfig& c, int64_t layers, const Fp8Options& o) {
+  if (!o.cache_weights) return 0;
+  int64_t per_layer = 0;
+  for (const int64_t n : weight_elements(c)) per_layer += n;
+  return layers * per_layer;
+}
+
 void Fp8Linears::reserve(Backend& be, const GPTConfig& c, int64_t b) {
+  if (o_.cache_weights && !weight_cache_.defined()) {
+    const auto layers = static_cast<int64_t>(layers_.size());
+    weight_cache_ =
+        be.alloc({std::max<int64_t>(1, weight_cache_elements(c, layers, o_))}, DType::kBF16);
+    const auto sizes = weight_elements(c);
+    weight_offset_.clear();
+    int64_t at = 0;
+    for (int64_t l = 0; l < layers; ++l)
+      for (const int64_t n : sizes) {
+        weight_offset_.push_back(at);
+        at += n;
+      }
+    weight_offset_.push_back(at);  // the end
+    cached_in_.assign(scaling_.size(), 0);
+    cached_.assign(scaling_.size(), Cast{});
+  }
   if (o_.scaling == Fp8ScalingMode::kDelayed && !amax_bits_.defined()) {
     // One word a tensor, and evaluation's (which records nothing) last.
     be_ = &be;
@@ -64,7 +96,33 @@ Fp8Linears::Cast Fp8Linears::cast(Backend& be, int slot, const Tensor& t, Fp8Ten
   Tensor& buf = buffers_[slot];
   MTNLG_CHECK_MSG(buf.defined() && buf.numel() >= t.numel(),
                   "fp8: cast buffer " << slot << " not reserved for " << t.str());
-  Tensor q = buf.slice(0, t.numel()).view(t.shape());
+  return cast_into(be, buf.slice(0, t.numel()).view(t.shape()), t, s);
+}
+
+Fp8Linears::Cast Fp8Linears::cast_weight(Backend& be, const Tensor& w, Fp8TensorScaling& s) {
+  const uint64_t window = be.frozen_window();
+  if (window == 0 || !o_.cache_weights) return cast(be, 1, w, s);
+  MTNLG_CHECK_MSG(weight_cache_.defined(), "fp8: weight cache not reserved for " << w.str());
+  const int64_t word = word_of(s);
+  MTNLG_CHECK_MSG(word % 3 == 1, "fp8: cast_weight with an input's or a gradient's scaling");
+  const auto i = static_cast<size_t>(word / 3);
+  if (cached_in_[i] == window) {
+    ++weight_counts_.reused;
+    return cached_[i];
+  }
+  const int64_t begin = weight_offset_[i], end = weight_offset_[i + 1];
+  MTNLG_CHECK_MSG(end - begin == w.numel(),
+                  "fp8: weight " << w.str() << " does not fit its cache entry of " << end - begin
+                                 << " elements (the stage's shapes changed after reserve)");
+  cached_[i] = cast_into(be, weight_cache_.slice(begin, end).view(w.shape()), w, s);
+  cached_in_[i] = window;
+  be.hold_weight(w);
+  ++weight_counts_.made;
+  return cached_[i];
+}
+
+Fp8Linears::Cast Fp8Linears::cast_into(Backend& be, Tensor q, const Tensor& t,
+                                       Fp8TensorScaling& s) {
   if (o_.scaling == Fp8ScalingMode::kCurrent) {
     // The tensor's own amax: no state (a rank's micro-batches each cast with their own scale);
     // a shard's, the whole tensor's over the tensor group.
@@ -211,10 +269,9 @@ std::string Fp8Linears::bytes_of(const Tensor& words) {
 void fp8_gemm_forward(Backend& be, Fp8Linears& f, Fp8LinearScaling& s, Tensor y, const Tensor& x,
                       const Param& w) {
   const Fp8Linears::Cast qx = f.cast(be, 0, x.as_2d(), s.input);
-  const Fp8Linears::Cast qw = f.cast(be, 1, w.value, s.weight);
+  const Fp8Linears::Cast qw = f.cast_weight(be, w.value, s.weight);
   Tensor y2 = y.as_2d();
-  be.gemm_fp8(y2, qx.q, false, qw.q, true, qx.scale_inv * qw.scale_inv, 0.0, qx.format,
-              qw.format);
+  be.gemm_fp8(y2, qx.q, false, qw.q, true, qx.scale_inv * qw.scale_inv, 0.0, qx.format, qw.format);
 }
 
 void fp8_linear_forward(Backend& be, Fp8Linears& f, Fp8LinearScaling& s, Tensor y, const Tensor& x,
@@ -230,7 +287,7 @@ void fp8_linear_backward(Backend& be, Fp8Linears& f, Fp8LinearScaling& s, Tensor
   const Tensor dy2 = dy.as_2d();
   const Fp8Linears::Cast qg = f.cast(be, 2, dy2, s.grad);
   if (dx.defined()) {
-    const Fp8Linears::Cast qw = f.cast(be, 1, w.value, s.weight);
+    const Fp8Linears::Cast qw = f.cast_weight(be, w.value, s.weight);
     Tensor dx2 = dx.as_2d();
     be.gemm_fp8(dx2, qg.q, false, qw.q, false, qg.scale_inv * qw.scale_inv, 0.0, qg.format,
                 qw.format);

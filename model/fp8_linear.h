@@ -20,12 +20,20 @@
 // Tensor parallelism: a rank casts its shard of a weight (and of a row-parallel input or a
 // column-parallel output gradient), so every amax is the largest over the tensor group too: at
 // end_step for delayed scaling (the trainer passes both groups), at each cast for current
-// scaling (one float all-reduced). Every layout then casts with the one-process run's scales. A GEMM's alpha is the
-// product of its operands' scale_inv (1/scale in float, as Transformer Engine keeps it).
+// scaling (one float all-reduced). Every layout then casts with the one-process run's scales. A
+// GEMM's alpha is the product of its operands' scale_inv (1/scale in float, as Transformer Engine
+// keeps it).
 //
-// Backward casts x and W again rather than keeping the forward's casts: the same scale gives the
-// same values (recording the same amax again changes nothing), and only the three cast buffers
-// (x, W, dy: the largest of the stage's linear layers) exist at any time.
+// Backward casts x again rather than keeping the forward's cast: the same scale gives the same
+// values (recording the same amax again changes nothing), and only the cast buffers (x, dy, and
+// W's for casts outside a window: the largest of the stage's linear layers) exist at any time.
+// Weights (fp8.cache_weights, the default): inside a frozen-weights window (Backend::
+// begin_frozen_weights: an iteration's forwards and backwards, an evaluation) the weights and
+// their scales do not change, so each weight is cast once, on its first use, into its own place
+// in a cache of the stage's linear weights (2 bytes an element) and reused by every micro-batch's
+// forward and backward until the window ends (Transformer Engine casts weights on the first
+// micro-batch only). The values are the ones a fresh cast gives; the backend is told to hold the
+// weight (Backend::hold_weight: the CPU refuses a write into it until the window ends).
 #pragma once
 
 #include <cstdint>
@@ -72,6 +80,15 @@ class Fp8Linears {
     Fp8Format format;
   };
   Cast cast(Backend& be, int slot, const Tensor& t, Fp8TensorScaling& s);
+  // q(w) for a weight w with its scaling s (the `weight` of one of at()'s): inside a frozen-weights
+  // window with cache_weights, the cast made at w's first use in the window (made now if this is
+  // it); otherwise cast(be, 1, w, s).
+  Cast cast_weight(Backend& be, const Tensor& w, Fp8TensorScaling& s);
+  // Casts made and reused by cast_weight since this object was made (tests, the kit's counts).
+  struct WeightCastCounts {
+    int64_t made = 0, reused = 0;
+  };
+  WeightCastCounts weight_cast_counts() const { return weight_counts_; }
 
   // The step's end (delayed scaling): each tensor's amax of the step made the largest over
   // `groups` (null entries skipped: the data-parallel and tensor-parallel groups), then every
@@ -87,7 +104,12 @@ class Fp8Linears {
   // Delayed scaling's amax words (i32, on the backend's device) for a stage of `layers` layers:
   // one per tensor (input, weight, grad of each linear layer) and evaluation's.
   static int64_t amax_words(int64_t layers) { return layers * kPerLayer * 3 + 1; }
-  // Makes the buffers that size and the amax words (GPTStage, with its other scratch).
+  // The weight cache's elements (bf16) for a stage of `layers` layers: each layer's four local
+  // linear weights (qkv [3h/tp, h], dense [h, h/tp], fc1 [f/tp, h], fc2 [h, f/tp]); 0 without
+  // cache_weights. The planner's term too.
+  static int64_t weight_cache_elements(const GPTConfig& c, int64_t layers, const Fp8Options& o);
+  // Makes the buffers that size, the amax words and the weight cache (GPTStage, with its other
+  // scratch).
   void reserve(Backend& be, const GPTConfig& c, int64_t b);
 
   // Every tensor's scaling state, in layer order, under names a checkpoint keeps
@@ -104,7 +126,11 @@ class Fp8Linears {
   static std::string bytes_of(const Tensor& words);  // a CPU f32 tensor
 
   // Whether casts record their amaxes (training; evaluation's forwards leave the scales alone).
-  void set_recording(bool on) { recording_ = on; }
+  // A change forgets the cached weight casts (those made while not recording recorded no amax).
+  void set_recording(bool on) {
+    if (on != recording_) cached_in_.assign(cached_in_.size(), 0);
+    recording_ = on;
+  }
 
  private:
   Fp8Options o_;
@@ -114,7 +140,16 @@ class Fp8Linears {
   // The word of a cast's tensor in amax_bits_ (3 per linear layer: input, weight, grad).
   int64_t word_of(const Fp8TensorScaling& s) const;
 
+  Cast cast_into(Backend& be, Tensor q, const Tensor& t, Fp8TensorScaling& s);
+
   Tensor buffers_[3];
+  // cache_weights: the stage's linear weights' casts, kPerLayer per local layer in at()'s order
+  // (offsets in weight_offset_), each valid in the frozen-weights window numbered in cached_in_.
+  Tensor weight_cache_;
+  std::vector<int64_t> weight_offset_;
+  std::vector<uint64_t> cached_in_;
+  std::vector<Cast> cached_;
+  WeightCastCounts weight_counts_;
   // Delayed scaling: each tensor's amax of the step as float bits on the backend's device
   // (Backend::fp8_cast_accumulate), and a last word for evaluation's casts; made by reserve().
   Tensor amax_bits_;

@@ -26,15 +26,19 @@ set_tests_properties(cli_recipe_command PROPERTIES TIMEOUT 300)
 add_test(NAME portable_build
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/portable_build_test.sh ${PROJECT_BINARY_DIR}
           ${PROJECT_SOURCE_DIR} ${MTNLG_CPU_TARGET})
-set_tests_properties(portable_build PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+set_tests_properties(portable_build PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 COST 300)
 
 # Seeded fuzzing of mtnlg-train's inputs (tests/cmd/fuzz_inputs.py): mutated recipes (files and
 # --set) and .idx/.bin pairs; fails on a crash, a hang, an internal error, exit 0 on invalid
-# input or an error naming no key or file. About a minute on 2 cores; --long for a local soak.
+# input or an error naming no key or file. 2000 recipe and 200 dataset cases, about 90 s alone on
+# 2 cores (a process start is ~40 ms, most of it loading the BLAS, oneDNN, Gloo and NCCL
+# libraries); --long for a local soak of 20x that.
+# COST (here and below): the longest tests start first, so that under ctest -j2 none of them is
+# left running alone at the end of a fresh build's run (which has no timings to sort by).
 add_test(NAME fuzz_recipes_and_datasets
   COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/cmd/fuzz_inputs.py ${PROJECT_BINARY_DIR}
           ${PROJECT_SOURCE_DIR} --seed 1)
-set_tests_properties(fuzz_recipes_and_datasets PROPERTIES TIMEOUT 600)
+set_tests_properties(fuzz_recipes_and_datasets PROPERTIES TIMEOUT 600 COST 400)
 
 # mtnlg-preprocess's command line: --help, small runs, exit codes and leftovers of bad input.
 add_test(NAME preprocess_cli
@@ -245,7 +249,7 @@ if(MTNLG_MPIRUN)
   set_tests_properties(checkpoint_stop_signals PROPERTIES TIMEOUT 600)
   add_test(NAME checkpoint_kill9_during_saves
     COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/ckpt_kill_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
-  set_tests_properties(checkpoint_kill9_during_saves PROPERTIES TIMEOUT 600)
+  set_tests_properties(checkpoint_kill9_during_saves PROPERTIES TIMEOUT 600 COST 300)
 endif()
 add_test(NAME checkpoint_bad_input
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/ckpt_errors_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
@@ -301,7 +305,7 @@ set_tests_properties(cli_generate_eval PROPERTIES TIMEOUT 300)
 # float64 PyTorch GPT-2, zero- and 2-shot.
 add_test(NAME cli_eval_tasks
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/eval_tasks_test.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
-set_tests_properties(cli_eval_tasks PROPERTIES TIMEOUT 300)
+set_tests_properties(cli_eval_tasks PROPERTIES TIMEOUT 300 COST 200)
 
 # OpenMP's wait policy when the ranks of a node oversubscribe its cores (cmd/openmp_policy.h):
 # re-executed with OMP_WAIT_POLICY=passive, a user's policy kept. Skipped on 4 or more cores.
@@ -406,7 +410,7 @@ set_tests_properties(megatron_import PROPERTIES TIMEOUT 300)
 # the non-distributed and the fully reshardable distributed optimizer), written in the test.
 add_test(NAME megatron_core_import
   COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/checkpoint/megatron_core_import_test.py ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
-set_tests_properties(megatron_core_import PROPERTIES TIMEOUT 300)
+set_tests_properties(megatron_core_import PROPERTIES TIMEOUT 300 COST 200)
 
 # mtnlg-eval --tasks on the training forward and on several ranks: one process (packed rows and
 # the stage scorer), tensor 2 x pipeline 2, four replicas and pipeline 2 x data 2 under mpirun

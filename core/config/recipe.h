@@ -186,7 +186,8 @@ struct Recipe {
   ParallelConfig parallel;
   Precision precision = Precision::kFP32;
   // fp8: (read with precision: fp8): format hybrid|e4m3, scaling delayed|current,
-  // amax_history_len, margin, amax_compute_algo max|most_recent (Transformer Engine's defaults).
+  // amax_history_len, margin, amax_compute_algo max|most_recent (Transformer Engine's defaults),
+  // cache_weights (true: each weight cast once per iteration).
   Fp8Options fp8;
   DeviceChoice device = DeviceChoice::kAuto;
   OptimizerConfig optimizer;

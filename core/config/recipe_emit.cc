@@ -197,6 +197,7 @@ std::string recipe_to_yaml(const Recipe& r) {
     w.value(1, "amax_history_len", r.fp8.amax_history_len);
     w.value(1, "margin", int64_t{r.fp8.margin});
     w.value(1, "amax_compute_algo", r.fp8.amax_algo == Fp8AmaxAlgo::kMax ? "max" : "most_recent");
+    w.value(1, "cache_weights", r.fp8.cache_weights);
   }
   w.value(0, "device", device_choice_name(r.device));
 

@@ -323,6 +323,7 @@ void read_fp8(const Section& top, Recipe& r) {
   s.read("margin", r.fp8.margin);
   s.read_enum("amax_compute_algo", r.fp8.amax_algo,
               {{"max", Fp8AmaxAlgo::kMax}, {"most_recent", Fp8AmaxAlgo::kMostRecent}});
+  s.read("cache_weights", r.fp8.cache_weights);
 }
 
 }  // namespace

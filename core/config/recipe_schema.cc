@@ -84,11 +84,9 @@ constexpr KeySpec kEval[] = {
     {"tasks_interval", S, {}}, {"task_dir", S, {}},   {"num_fewshot", S, {}},
     {"tasks_limit", S, {}},    {"vocab_file", S, {}}, {"merge_file", S, {}},
 };
-constexpr KeySpec kFp8[] = {{"format", S, {}},
-                            {"scaling", S, {}},
-                            {"amax_history_len", S, {}},
-                            {"margin", S, {}},
-                            {"amax_compute_algo", S, {}}};
+constexpr KeySpec kFp8[] = {
+    {"format", S, {}}, {"scaling", S, {}},           {"amax_history_len", S, {}},
+    {"margin", S, {}}, {"amax_compute_algo", S, {}}, {"cache_weights", S, {}}};
 constexpr KeySpec kTokenizer[] = {{"vocab_file", S, {}}, {"merge_file", S, {}}};
 constexpr KeySpec kRecipe[] = {
     {"model", Kind::kMap, kModel},

@@ -5,6 +5,7 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -112,20 +113,23 @@ void CpuBackend::do_copy(Tensor& dst, const Tensor& src) {
   }
 }
 
-void CpuBackend::begin_frozen_weights() {
-  MTNLG_CHECK_MSG(!frozen_, "frozen-weights windows do not nest");
-  frozen_ = true;
-}
-
-void CpuBackend::end_frozen_weights() {
-  frozen_ = false;
+void CpuBackend::do_end_frozen_weights() {
+  held_.clear();
   matmul_bf16_->end_weights_window();
 }
 
+void CpuBackend::do_hold_weight(const Tensor& w) {
+  const auto* begin = static_cast<const char*>(w.data());
+  held_.emplace_back(begin, begin + w.nbytes());
+}
+
 void CpuBackend::guard_write(const Tensor& t, const char* op) const {
-  if (!frozen_ || !t.defined()) return;
+  if (frozen_window() == 0 || !t.defined()) return;
   const auto* begin = static_cast<const char*>(t.data());
-  MTNLG_CHECK_MSG(!matmul_bf16_->holds_weight(begin, begin + t.nbytes()),
+  const char* end = begin + t.nbytes();
+  const bool held = std::any_of(held_.begin(), held_.end(),
+                                [&](const auto& r) { return begin < r.second && r.first < end; });
+  MTNLG_CHECK_MSG(!held && !matmul_bf16_->holds_weight(begin, end),
                   op << " writes " << t.str()
                      << ", a weight held reordered inside a frozen-weights window: weights may "
                         "change only after the window (FrozenWeights) closes");
@@ -138,7 +142,7 @@ void CpuBackend::do_gemm(Tensor& c, const Tensor& a, bool trans_a, const Tensor&
 
 void CpuBackend::do_gemm_weight(Tensor& c, const Tensor& a, const Tensor& w, bool trans_w,
                                 double alpha, double beta) {
-  gemm_impl(c, a, false, w, trans_w, alpha, beta, frozen_);
+  gemm_impl(c, a, false, w, trans_w, alpha, beta, frozen_window() != 0);
 }
 
 void CpuBackend::gemm_impl(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,

@@ -11,6 +11,8 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/backend.h"
 #include "core/cpu/matmul_bf16.h"
@@ -32,9 +34,6 @@ class CpuBackend final : public Backend {
   int64_t peak_bytes() const override;
   void reset_peak() override;
 
-  void begin_frozen_weights() override;
-  void end_frozen_weights() override;
-
  protected:
   // Every backend's operations (core/backend_ops.def), then the defaults this backend replaces.
   Tensor do_alloc(const Shape& shape, DType dtype) override;
@@ -46,6 +45,8 @@ class CpuBackend final : public Backend {
   // for the next window, freed after one that does not use it. Otherwise gemm().
   void do_gemm_weight(Tensor& c, const Tensor& a, const Tensor& w, bool trans_w, double alpha,
                       double beta) override;
+  void do_end_frozen_weights() override;
+  void do_hold_weight(const Tensor& w) override;
   // Fused for bf16/fp16 weights on fp32 masters (one pass over memory); else Backend's default.
   void do_adamw_update_rounded(Tensor& param, Tensor& master, const Tensor& grad, Tensor& m,
                                Tensor& v, const AdamWArgs& args) override;
@@ -54,12 +55,14 @@ class CpuBackend final : public Backend {
   void enter() const;  // applies threads_ to the calling thread's OpenMP setting
   void gemm_impl(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                  double alpha, double beta, bool b_weight);
-  // Inside a frozen-weights window, refuses a write to memory a held weight copy came from.
+  // Inside a frozen-weights window, refuses a write to memory a held weight copy came from, or
+  // that a caller holds (hold_weight).
   void guard_write(const Tensor& t, const char* op) const;
   int threads_;
   std::unique_ptr<cpu::MatmulBf16> matmul_bf16_;  // bf16 GEMMs (oneDNN), primitives cached
   std::shared_ptr<MemoryCounter> counter_ = std::make_shared<MemoryCounter>();
-  bool frozen_ = false;  // inside a frozen-weights window
+  // The byte ranges hold_weight was given in the open window.
+  std::vector<std::pair<const char*, const char*>> held_;
 };
 
 }  // namespace mtnlg

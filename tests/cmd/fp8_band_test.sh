@@ -9,6 +9,7 @@
 #    shards, so every layout casts with the same scales (the layouts run the first 100
 #    iterations, compared with the one-process run's first 100); a tp 2 run's checkpoint
 #    verifies and resumes into one process;
+#  - weights cast once an iteration (fp8.cache_weights) train bit for bit as a cast per use;
 #  - a run stopped at iteration 10 and resumed from its checkpoint (the scales and amax histories
 #    in it) continues bit for bit as the run that never stopped; a bf16 checkpoint loads into an
 #    fp8 run with fresh scales, and says so.
@@ -112,6 +113,14 @@ mkdir -p "$tmp/resumed"
 cat "$tmp/first/metrics.jsonl" "$tmp/second/metrics.jsonl" >"$tmp/resumed/metrics.jsonl"
 /usr/bin/python3 tests/cmd/compare_layouts.py --exact "$tmp" full:resumed
 "$1/mtnlg-ckpt" verify "$tmp/ckpt"
+
+# fp8.cache_weights (the default: each weight cast once an iteration and reused by its 8
+# micro-batches' forwards and backwards) changes no bit, in either scaling.
+resume cached-current 20 --set fp8.scaling=current
+resume uncached 20 --set fp8.cache_weights=false
+resume uncached-current 20 --set fp8.scaling=current --set fp8.cache_weights=false
+/usr/bin/python3 tests/cmd/compare_layouts.py --exact "$tmp" full:uncached \
+  cached-current:uncached-current
 
 # A bf16 checkpoint into an fp8 run: the weights load, the scales start afresh (logged).
 train bf16-ckpt 1 bf16 --set schedule.train_iters=10 --set schedule.decay_tokens=5120 \

@@ -91,6 +91,8 @@ TEST_CASE("wrong types are rejected", "[config]") {
                       {"more than 1000000", "1024"});
   expect_recipe_error({"precision=fp8", "fp8.margin=-1"}, "fp8.margin", {"-1"});
   expect_recipe_error({"precision=fp8", "fp8.margin=65"}, "fp8.margin", {"more than 64"});
+  expect_recipe_error({"precision=fp8", "fp8.cache_weights=sometimes"}, "fp8.cache_weights",
+                      {"sometimes"});
   expect_recipe_error({"precision=fp8", "fp8.amax_history=16"}, "fp8.amax_history",
                       {"unknown key", "amax_history_len"});
   // An fp8: section a bf16 recipe would ignore is refused.
@@ -358,14 +360,15 @@ TEST_CASE("layout divisibility errors name the numbers", "[config]") {
                       {"must be positive"});
 }
 
-TEST_CASE("precision: fp8 is taken in every layout and on either device with its keys read", "[config]") {
-  CHECK_NOTHROW(check_supported(parse_recipe(kMinimalRecipe, {"precision=fp8", "device=cuda"},
-                                             "test.yaml")));
+TEST_CASE("precision: fp8 is taken in every layout and on either device with its keys read",
+          "[config]") {
+  CHECK_NOTHROW(
+      check_supported(parse_recipe(kMinimalRecipe, {"precision=fp8", "device=cuda"}, "test.yaml")));
   const Recipe ok = parse_recipe(
       kMinimalRecipe,
       {"precision=fp8", "fp8.format=e4m3", "fp8.scaling=current", "fp8.amax_history_len=16",
-       "fp8.margin=1", "fp8.amax_compute_algo=most_recent", "parallel.pipeline=2",
-       "parallel.tensor=2", "parallel.sequence_parallel=true"},
+       "fp8.margin=1", "fp8.amax_compute_algo=most_recent", "fp8.cache_weights=false",
+       "parallel.pipeline=2", "parallel.tensor=2", "parallel.sequence_parallel=true"},
       "test.yaml");
   CHECK_NOTHROW(check_supported(ok));
   CHECK(!ok.fp8.hybrid);
@@ -373,6 +376,8 @@ TEST_CASE("precision: fp8 is taken in every layout and on either device with its
   CHECK(ok.fp8.amax_history_len == 16);
   CHECK(ok.fp8.margin == 1);
   CHECK(ok.fp8.amax_algo == Fp8AmaxAlgo::kMostRecent);
+  CHECK(!ok.fp8.cache_weights);
+  CHECK(parse_recipe(kMinimalRecipe, {"precision=fp8"}, "test.yaml").fp8.cache_weights);
   CHECK(precision_dtype(ok.precision) == DType::kBF16);
   // The resolved recipe carries the section, and reads back the same.
   const std::string yaml = recipe_to_yaml(ok);
@@ -381,6 +386,7 @@ TEST_CASE("precision: fp8 is taken in every layout and on either device with its
   const Recipe again = parse_recipe(yaml, {}, "resolved.yaml");
   CHECK(again.fp8.amax_history_len == 16);
   CHECK(again.fp8.scaling == Fp8ScalingMode::kCurrent);
+  CHECK(!again.fp8.cache_weights);
 }
 
 }  // namespace

@@ -93,8 +93,8 @@ TEST_CASE("fp8_cast_accumulate casts as fp8_cast and keeps the largest amax in i
   };
   const std::vector<float> first = {0.5f, -3.0f, 2.0f}, smaller = {1.0f, -1.5f, 0.25f},
                            larger = {7.0f, 0.0f, -6.5f};
-  for (const auto& [v, want] : {std::pair{first, 3.0f}, std::pair{smaller, 3.0f},
-                                std::pair{larger, 7.0f}}) {
+  for (const auto& [v, want] :
+       {std::pair{first, 3.0f}, std::pair{smaller, 3.0f}, std::pair{larger, 7.0f}}) {
     Tensor in = be->alloc({3}, DType::kF32), q = be->alloc({3}, DType::kBF16),
            ref = be->alloc({3}, DType::kBF16);
     put(in, v);
@@ -244,6 +244,70 @@ TEST_CASE(
   }
 }
 
+// Bits of a tensor's elements, to compare runs exactly.
+std::vector<uint16_t> bits_of(const Tensor& t) {
+  const auto* p = static_cast<const uint16_t*>(t.data());
+  return std::vector<uint16_t>(p, p + t.nbytes() / 2);
+}
+
+TEST_CASE("a weight is cast once in a frozen-weights window - the same bits as a cast per use") {
+  auto be = make_cpu_backend(2);
+  for (const Fp8ScalingMode mode : {Fp8ScalingMode::kDelayed, Fp8ScalingMode::kCurrent}) {
+    Layer l(*be, mode == Fp8ScalingMode::kDelayed ? 41 : 51);
+    Fp8Options cached, fresh;
+    cached.scaling = fresh.scaling = mode;
+    fresh.cache_weights = false;
+    Fp8Linears fc(cached, {0}), ff(fresh, {0});
+    fc.reserve(*be, config_for(l), 1);
+    ff.reserve(*be, config_for(l), 1);
+    Tensor x = be->alloc({l.rows, l.in}, DType::kBF16),
+           y = be->alloc({l.rows, l.out}, DType::kBF16);
+    Tensor dy = be->alloc({l.rows, l.out}, DType::kBF16),
+           dx = be->alloc({l.rows, l.in}, DType::kBF16);
+    // Three iterations of three micro-batches (different inputs each), the weights changed
+    // between iterations: a cast kept past its window would multiply last iteration's weights.
+    const int64_t micro = 3;
+    for (int it = 0; it < 3; ++it) {
+      std::vector<std::vector<uint16_t>> outs[2];
+      for (int which = 0; which < 2; ++which) {
+        Fp8Linears& f = which == 0 ? fc : ff;
+        be->fill(l.wp->grad, 0.0);
+        const FrozenWeights frozen(*be);
+        for (int64_t m = 0; m < micro; ++m) {
+          put(x, randn(l.rows * l.in, 1.5f, static_cast<uint32_t>(100 * it + m)));
+          put(dy, randn(l.rows * l.out, 1e-3f, static_cast<uint32_t>(100 * it + m + 50)));
+          fp8_linear_forward(*be, f, f.at(0, Fp8Linears::kFc1), y, x, *l.wp, *l.bp);
+          fp8_linear_backward(*be, f, f.at(0, Fp8Linears::kFc1), dx, dy, x, *l.wp, l.bp);
+          outs[which].push_back(bits_of(y));
+          outs[which].push_back(bits_of(dx));
+        }
+        outs[which].push_back(bits_of(l.wp->grad));
+        if (which == 0 && it == 0) {
+          // Writing a held weight inside the window is refused, not trained on stale casts.
+          Tensor other = be->alloc(l.wp->value.shape(), DType::kBF16);
+          CHECK_THROWS_WITH(be->copy(l.wp->value, other), Catch::Contains("frozen-weights window"));
+        }
+      }
+      CHECK(outs[0] == outs[1]);
+      // One cast a window, every other use reused; the uncached one keeps nothing.
+      CHECK(fc.weight_cast_counts().made == it + 1);
+      CHECK(fc.weight_cast_counts().reused == (it + 1) * (2 * micro - 1));
+      CHECK(ff.weight_cast_counts().made == 0);
+      fc.end_step({});
+      ff.end_step({});
+      put(l.wp->value, randn(l.out * l.in, 0.05f, static_cast<uint32_t>(7 + it)));
+    }
+    // Outside a window every use casts afresh; a weight's scaling is the one cast_weight takes.
+    const Fp8Linears::WeightCastCounts before = fc.weight_cast_counts();
+    fp8_linear_forward(*be, fc, fc.at(0, Fp8Linears::kFc1), y, x, *l.wp, *l.bp);
+    CHECK(fc.weight_cast_counts().made == before.made);
+    CHECK(fc.weight_cast_counts().reused == before.reused);
+    const FrozenWeights frozen(*be);
+    CHECK_THROWS_WITH(fc.cast_weight(*be, l.wp->value, fc.at(0, Fp8Linears::kFc1).input),
+                      Catch::Contains("cast_weight with an input"));
+  }
+}
+
 TEST_CASE("current scaling casts each tensor with the scale of its own amax") {
   auto be = make_cpu_backend(1);
   Layer l(*be, 31);
@@ -284,8 +348,7 @@ TEST_CASE("tensor-parallel shards cast with the whole tensor's scale in both sca
     double scale_inv = 0;
   };
   // Casts the shard twice (delayed: a step's end between them, over `use_group` or nothing).
-  const auto run = [&](Fp8ScalingMode mode, int rank, int tp, Communicator* group,
-                       bool use_group) {
+  const auto run = [&](Fp8ScalingMode mode, int rank, int tp, Communicator* group, bool use_group) {
     auto be = make_cpu_backend(1);
     Fp8Options o;
     o.scaling = mode;
