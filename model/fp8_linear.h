@@ -84,7 +84,7 @@ class Fp8Linears {
   // window with cache_weights, the cast made at w's first use in the window (made now if this is
   // it); otherwise cast(be, 1, w, s).
   Cast cast_weight(Backend& be, const Tensor& w, Fp8TensorScaling& s);
-  // Casts made and reused by cast_weight since this object was made (tests, the kit's counts).
+  // Casts made and reused by cast_weight since this object was made (what the tests check).
   struct WeightCastCounts {
     int64_t made = 0, reused = 0;
   };
