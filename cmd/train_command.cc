@@ -69,14 +69,17 @@ int run_train_command(int argc, char** argv, const TrainerHooks& hooks) {
       "checkpoint.dir); 1 a diverged run (the message names the key to change) or anything else."};
   app.set_version_flag("--version", "mtnlg-train 0.1.0");
   app.footer(
-      "Environment (docs/training.md, docs/launching.md, docs/cpu-transports.md and "
-      "docs/attention-kernels.md have the details):\n"
+      "Environment (docs/training.md, docs/launching.md, docs/cpu-transports.md, "
+      "docs/bf16-without-avx512.md and docs/attention-kernels.md have the details):\n"
       "  MTNLG_WORLD_SIZE, MTNLG_RANK, MTNLG_LOCAL_RANK, MTNLG_LOCAL_WORLD_SIZE, MTNLG_NODE,\n"
       "  MTNLG_STORE_DIR   launch without PMIx (scripts/launch.sh sets them)\n"
       "  MTNLG_TRANSPORT   CPU groups: auto, shm, tcp or gloo; overrides the recipe's\n"
       "                    parallel.transport (auto by default)\n"
       "  MTNLG_SHM_SINGLE_COPY=0   shared-memory groups without cross-memory attach\n"
       "  MTNLG_GLOO_IFACE, MTNLG_GLOO_HOSTNAME   the interface Gloo's groups use\n"
+      "  MTNLG_BF16_FALLBACK   kernel (default: on CPUs without oneDNN's bf16 matmul, bf16\n"
+      "                        products on OpenBLAS's kernel, packed from bf16) or widen (on\n"
+      "                        widened operands; docs/bf16-without-avx512.md)\n"
       "  MTNLG_CUDA_ATTENTION   cudnn (default: cuDNN's fused attention, bf16/fp16 at head\n"
       "                         sizes multiples of 8 up to 256; where cuDNN is missing or\n"
       "                         refuses a shape, flash2 where it applies; named, an error),\n"

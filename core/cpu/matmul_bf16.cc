@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "core/cpu/kernels_cpu.h"
+#include "core/cpu/openblas_sgemm.h"
 #include "core/kernels/bf16_math.h"
 #include "core/status.h"
 
@@ -42,6 +43,17 @@ void widen_matrix(float* out, const uint16_t* x, int64_t rows, int64_t cols, int
   const auto* src = reinterpret_cast<const Bf16*>(x);
 #pragma omp parallel for schedule(static) if (rows * cols >= kElemBlock && !omp_in_parallel())
   for (int64_t r = 0; r < rows; ++r) widen(out + r * cols, src + r * ld, cols);
+}
+
+// Problem i of a batch, as a batch of one.
+Bf16Gemm problem(const Bf16Gemm& g, int64_t i) {
+  Bf16Gemm one = g;
+  one.batch = 1;
+  one.a = g.a + i * g.stride_a;
+  one.b = g.b + i * g.stride_b;
+  one.c = g.c_bf16 ? static_cast<void*>(static_cast<uint16_t*>(g.c) + i * g.stride_c)
+                   : static_cast<void*>(static_cast<float*>(g.c) + i * g.stride_c);
+  return one;
 }
 
 // The reverse for an m x n result: dense fp32 rows into c (fp32 or bf16 bits, rows ld_c apart).
@@ -216,13 +228,64 @@ void fp32_fallback(const Bf16Gemm& g, const float* b32) {
   }
 #pragma omp parallel for schedule(static) if (!omp_in_parallel())
   for (int64_t i = 0; i < g.batch; ++i) {
-    Bf16Gemm one = g;
-    one.batch = 1;
-    one.a = g.a + i * g.stride_a;
-    one.b = g.b + i * g.stride_b;
-    one.c = g.c_bf16 ? static_cast<void*>(static_cast<uint16_t*>(g.c) + i * g.stride_c)
-                     : static_cast<void*>(static_cast<float*>(g.c) + i * g.stride_c);
-    product_block(one, nullptr, nullptr, 0, g.m, 0, g.n, g.k);
+    product_block(problem(g, i), nullptr, nullptr, 0, g.m, 0, g.n, g.k);
+  }
+}
+
+// ---- OpenBLAS's fp32 kernel on bf16 packing (core/cpu/openblas_sgemm.h) ----
+//
+// No widened operand and no k chunks: the packing reads bf16, and each element's sum is the
+// kernel's over all of k in the k blocks k alone fixes. A bf16 c still goes through an fp32 block
+// (the kernel adds into fp32), so a long bf16 output is cut into panels as above, each taking
+// only its output block's budget; an fp32 c is written in place, one panel a thread.
+
+// c[i0:i1, j0:j1] on this thread.
+void packed_block(const Bf16Gemm& g, const OpenblasSgemm& s, int64_t i0, int64_t i1, int64_t j0,
+                  int64_t j1) {
+  const int64_t rows = i1 - i0, cols = j1 - j0;
+  const uint16_t* a = g.trans_a ? g.a + i0 : g.a + i0 * g.ld_a;
+  const uint16_t* b = g.trans_b ? g.b + j0 * g.ld_b : g.b + j0;
+  if (!g.c_bf16) {
+    s.gemm(static_cast<float*>(g.c) + i0 * g.ld_c + j0, g.ld_c, a, g.ld_a, g.trans_a, b, g.ld_b,
+           g.trans_b, rows, cols, g.k, g.alpha, g.beta);
+    return;
+  }
+  ScratchSlot acc(rows * cols);
+  uint16_t* c = static_cast<uint16_t*>(g.c) + i0 * g.ld_c + j0;
+  if (g.beta != 0.0f) load_rows(acc.data(), c, true, g.ld_c, rows, cols);
+  s.gemm(acc.data(), cols, a, g.ld_a, g.trans_a, b, g.ld_b, g.trans_b, rows, cols, g.k, g.alpha,
+         g.beta);
+  store_rows(c, true, g.ld_c, acc.data(), rows, cols);
+}
+
+void packed_fallback(const Bf16Gemm& g, const OpenblasSgemm& s) {
+  if (g.batch > 1) {
+#pragma omp parallel for schedule(static) if (!omp_in_parallel())
+    for (int64_t i = 0; i < g.batch; ++i) {
+      packed_block(problem(g, i), s, 0, g.m, 0, g.n);
+    }
+    return;
+  }
+  const bool split_rows = g.m >= g.n;
+  const int64_t len = split_rows ? g.m : g.n, other = split_rows ? g.n : g.m;
+  const int threads = omp_get_max_threads();
+  const bool serial = threads <= 1 || omp_in_parallel() || g.m * g.n * g.k < (int64_t{1} << 18);
+  const int64_t budget =
+      std::clamp(kPanelTotalBytes / std::max(threads, 1), kPanelMinBytes, kPanelMaxBytes);
+  const int64_t per_unit = g.c_bf16 ? 4 * other : 0;  // bytes of fp32 block a row/column
+  int64_t count = std::max<int64_t>(1, (len * per_unit + budget - 1) / budget);
+  if (!serial) count = (count + threads - 1) / threads * threads;
+  // Panels a multiple of 16 wide (a full AVX-512 float vector), as gemm() splits fp32.
+  const int64_t panel = (len + count * 16 - 1) / (count * 16) * 16;
+  const int64_t panels = (len + panel - 1) / panel;
+#pragma omp parallel for schedule(static) if (!serial && panels > 1)
+  for (int64_t p = 0; p < panels; ++p) {
+    const int64_t lo = p * panel, hi = std::min(len, lo + panel);
+    if (split_rows) {
+      packed_block(g, s, lo, hi, 0, g.n);
+    } else {
+      packed_block(g, s, 0, g.m, lo, hi);
+    }
   }
 }
 
@@ -285,13 +348,17 @@ struct MatmulBf16::Impl {
     }
   };
 
-  Impl(Allocator a, bool onednn_wanted)
-      : alloc(std::move(a)), onednn(onednn_wanted && MatmulBf16::onednn_available()) {
+  Impl(Allocator a, bool onednn_wanted, bool kernel_wanted)
+      : alloc(std::move(a)),
+        onednn(onednn_wanted && MatmulBf16::onednn_available()),
+        kernel(!OpenblasSgemm::disabled_by_env() && !onednn && kernel_wanted &&
+               OpenblasSgemm::get().available()) {
     if (!alloc) alloc = [](int64_t bytes) { return Tensor::cpu({(bytes + 1) / 2}, DType::kBF16); };
   }
 
   Allocator alloc;
   bool onednn;  // else the fp32 fallback
+  bool kernel;  // the fallback through OpenBLAS's kernel on bf16 packing (else widening)
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   mutable std::mutex mu;
   std::map<Key, Entry> cache;     // guarded by mu; entries are never erased, so references stay
@@ -401,8 +468,18 @@ struct MatmulBf16::Impl {
   }
 };
 
-MatmulBf16::MatmulBf16(Allocator alloc, bool use_onednn)
-    : impl_(std::make_unique<Impl>(std::move(alloc), use_onednn)) {}
+MatmulBf16::MatmulBf16(Allocator alloc, bool use_onednn, bool use_openblas_kernel)
+    : impl_(std::make_unique<Impl>(std::move(alloc), use_onednn, use_openblas_kernel)) {}
+
+bool MatmulBf16::openblas_kernel_default() {
+  // The variable is read first, so that a misspelt value is an error on every CPU.
+  return !OpenblasSgemm::disabled_by_env() && !onednn_available() &&
+         OpenblasSgemm::get().available();
+}
+
+bool MatmulBf16::uses_openblas_kernel() const {
+  return impl_->kernel;
+}
 
 bool MatmulBf16::onednn_available() {
   // Asked once: a small bf16 primitive either can be made on this CPU or not.
@@ -454,7 +531,10 @@ bool MatmulBf16::holds_weight(const void* begin, const void* end) const {
 
 int64_t MatmulBf16::weight_copy_bytes(int64_t m, int64_t n, int64_t k, bool trans_b, bool c_bf16,
                                       int threads) {
-  if (!onednn_available()) return n * k * static_cast<int64_t>(sizeof(float));
+  const bool widen = OpenblasSgemm::disabled_by_env();  // read on every CPU: a misspelling fails
+  if (!onednn_available())
+    return !widen && OpenblasSgemm::get().available() ? 0
+                                                      : n * k * static_cast<int64_t>(sizeof(float));
   const Bf16Gemm g = dense_gemm(m, n, k, false, trans_b, c_bf16);
   // oneDNN reads the thread count when it creates the primitive: the run's, then the caller's
   // back (the setting is per calling thread).
@@ -483,10 +563,19 @@ std::string MatmulBf16::describe() {
   if (onednn_available())
     return "oneDNN " + isa_name(dnnl::get_effective_cpu_isa()) +
            " kernels (bf16 products, fp32 sums)";
-  return "the fp32 GEMM (OpenBLAS) on widened operands, weights widened once per step: oneDNN " +
-         std::to_string(dnnl::version()->major) + "." + std::to_string(dnnl::version()->minor) +
-         " has no bf16 matmul on this CPU (" + isa_name(dnnl::get_effective_cpu_isa()) +
-         "; it needs AVX-512)";
+  const std::string why = ": oneDNN " + std::to_string(dnnl::version()->major) + "." +
+                          std::to_string(dnnl::version()->minor) +
+                          " has no bf16 matmul on this CPU (" +
+                          isa_name(dnnl::get_effective_cpu_isa()) + "; it needs AVX-512)";
+  const OpenblasSgemm& kernel = OpenblasSgemm::get();
+  if (openblas_kernel_default())
+    return "OpenBLAS's fp32 GEMM kernel (" + kernel.describe() +
+           ") on bf16 operands packed to fp32 as it reads them" + why;
+  const std::string not_kernel = OpenblasSgemm::disabled_by_env()
+                                     ? "MTNLG_BF16_FALLBACK=widen"
+                                     : "not OpenBLAS's kernel: " + kernel.describe();
+  return "the fp32 GEMM (OpenBLAS) on widened operands, weights widened once per step (" +
+         not_kernel + ")" + why;
 }
 
 int64_t MatmulBf16::cached() const {
@@ -523,6 +612,10 @@ void MatmulBf16::execute(const Bf16Gemm& g, bool weight) {
       g.ld_a >= (g.trans_a ? g.m : g.k) && g.ld_b >= (g.trans_b ? g.k : g.n) && g.ld_c >= g.n,
       "bf16 gemm " << g.m << "x" << g.n << "x" << g.k << ": a leading dimension is "
                    << "shorter than its row");
+  if (impl_->kernel) {  // reads the weight as it is: no copy to make
+    packed_fallback(g, OpenblasSgemm::get());
+    return;
+  }
   if (!impl_->onednn) {
     fp32_fallback(g, weight ? impl_->weight_f32(g) : nullptr);
     return;

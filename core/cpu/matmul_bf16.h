@@ -20,11 +20,12 @@
 // sees them.
 //
 // On a CPU where oneDNN has no bf16 matmul (before AVX-512: oneDNN 2.6 refuses bf16 on AVX2),
-// every product is widened to fp32 and run by the fp32 GEMM instead: the same products (a bf16 x
-// bf16 product is exact in fp32) summed in fp32, so that a portable build trains bf16 recipes on
-// every node. There the weight copies are fp32: run_weight() widens a weight once per window
-// (both uses of a linear layer's weight, w^T and w, share its copy) instead of once per call, so
-// bf16 trains at the fp32 GEMMs' speed rather than below it (describe() says which path runs).
+// every product runs on the fp32 GEMM's kernel instead: the same products (a bf16 x bf16 product
+// is exact in fp32) summed in fp32, so that a portable build trains bf16 recipes on every node.
+// Where OpenBLAS's kernel is found (core/cpu/openblas_sgemm.h) its packing reads the bf16
+// operands directly, weights too (run_weight() is run()); elsewhere the operands are widened for
+// the fp32 GEMM, weights into fp32 copies once per window (both uses of a linear layer's weight,
+// w^T and w, share its copy). describe() says which path runs.
 #pragma once
 
 #include <cstdint>
@@ -60,8 +61,11 @@ class MatmulBf16 {
   // alloc(bytes): 64-byte-aligned storage of at least that many bytes, for weight copies
   // (Tensor::cpu when empty).
   using Allocator = std::function<Tensor(int64_t bytes)>;
-  // use_onednn false: the fp32 fallback even where oneDNN could (for tests).
-  explicit MatmulBf16(Allocator alloc = {}, bool use_onednn = true);
+  // use_onednn false: the fp32 fallback even where oneDNN could (for tests). use_openblas_kernel
+  // false: the fallback widens operands for the fp32 GEMM even where OpenBLAS's kernel is found
+  // (for tests; MTNLG_BF16_FALLBACK=widen does the same for every instance).
+  explicit MatmulBf16(Allocator alloc = {}, bool use_onednn = true,
+                      bool use_openblas_kernel = true);
   ~MatmulBf16();
   MatmulBf16(const MatmulBf16&) = delete;
   MatmulBf16& operator=(const MatmulBf16&) = delete;
@@ -89,13 +93,18 @@ class MatmulBf16 {
   // Whether oneDNN multiplies bf16 on this CPU (else the fp32 fallback runs).
   static bool onednn_available();
   bool uses_onednn() const;
+  // Whether this instance's fallback runs OpenBLAS's fp32 kernel on bf16 packing (no weight
+  // copies then), and whether an instance made with the defaults does (for the planner).
+  bool uses_openblas_kernel() const;
+  static bool openblas_kernel_default();
   // Bytes run_weight's copy of a weight occupies for this problem (c bf16 or fp32) when oneDNN
   // runs on `threads` OpenMP threads (<= 0: every core, as a CpuBackend of 0 threads): the
   // planner's term, asked of oneDNN for the CPU it runs on (0 where it has no bf16 matmul). The
   // thread count matters: oneDNN blocks a weight for the threads it will split the product over
   // (on AMX CPUs the blocked copy of one weight differs by kilobytes between 1 and 2 threads), so
   // the question is asked under the run's count, not the caller's.
-  // On the fp32 fallback a copy is the weight in fp32: n * k * 4 bytes.
+  // On the fp32 fallback a copy is the weight in fp32: n * k * 4 bytes; none through OpenBLAS's
+  // kernel (openblas_kernel_default()), which packs the bf16 weight as it reads it.
   static int64_t weight_copy_bytes(int64_t m, int64_t n, int64_t k, bool trans_b, bool c_bf16,
                                    int threads);
   // The copies of a linear layer's weight [out, in] used both ways on `rows` rows with bf16

@@ -4,7 +4,9 @@
 #include <omp.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -13,6 +15,7 @@
 
 #include "core/backend.h"
 #include "core/cpu/matmul_bf16.h"
+#include "core/cpu/openblas_sgemm.h"
 #include "core/kernels/bf16_math.h"
 #include "core/status.h"
 #include "test_util.h"
@@ -141,7 +144,8 @@ TEST_CASE("bf16 gemm is within the bf16/fp32 error bound of an fp64 product") {
 
 TEST_CASE("bf16 gemm primitives are made once per shape") {
   if (!cpu::MatmulBf16::onednn_available())
-    test::skip_test("oneDNN has no bf16 matmul on this CPU: no primitives (the fp32 fallback runs)");
+    test::skip_test(
+        "oneDNN has no bf16 matmul on this CPU: no primitives (the fp32 fallback runs)");
   cpu::MatmulBf16 mm;
   std::vector<double> unused;
   Tensor a = random_bf16({8, 16}, 1, unused), b = random_bf16({16, 4}, 2, unused);
@@ -218,8 +222,10 @@ TEST_CASE(
         }
         // The second call with 64 rows reused the first copy instead of making another.
         CHECK(be->live_bytes() - live_before >= held);
-        CHECK(held > 0);
+        // (OpenBLAS's kernel on an AVX2 CPU reads the bf16 weight as it packs it: no copy.)
+        CHECK((held > 0) == !cpu::MatmulBf16::openblas_kernel_default());
       }
+      if (cpu::MatmulBf16::openblas_kernel_default()) continue;
       // The copies' memory stays for the next window; a window that does not use them frees it.
       CHECK(be->live_bytes() > live_before);
       { FrozenWeights unused_window(*be); }
@@ -239,13 +245,15 @@ TEST_CASE("a frozen window reuses a weight's copy and a new window sees new weig
     be->gemm_weight(c1, a, w, true, 1.0, 0.0);
     const int64_t live = be->live_bytes();
     be->gemm_weight(c2, a, w, true, 1.0, 0.0);
-    CHECK(be->live_bytes() == live);  // no second copy
-    // A write through the backend into a held weight breaks the window's promise: refused.
-    CHECK_THROWS_WITH(be->scale(w, 2.0), Catch::Contains("frozen-weights window"));
-    Tensor w_row = w.slice(3, 4);  // any overlap counts
-    CHECK_THROWS_WITH(be->fill(w_row, 0.0), Catch::Contains("frozen-weights window"));
-    const Tensor other = Tensor::cpu({24, 40}, DType::kBF16);
-    CHECK_THROWS_WITH(be->copy(w, other), Catch::Contains("frozen-weights window"));
+    CHECK(be->live_bytes() == live);                    // no second copy
+    if (!cpu::MatmulBf16::openblas_kernel_default()) {  // (that path keeps no copy to guard)
+      // A write through the backend into a held weight breaks the window's promise: refused.
+      CHECK_THROWS_WITH(be->scale(w, 2.0), Catch::Contains("frozen-weights window"));
+      Tensor w_row = w.slice(3, 4);  // any overlap counts
+      CHECK_THROWS_WITH(be->fill(w_row, 0.0), Catch::Contains("frozen-weights window"));
+      const Tensor other = Tensor::cpu({24, 40}, DType::kBF16);
+      CHECK_THROWS_WITH(be->copy(w, other), Catch::Contains("frozen-weights window"));
+    }
     CHECK_THROWS_WITH(FrozenWeights(*be), Catch::Contains("do not nest"));
   }
   CHECK(std::memcmp(c1.data(), c2.data(), c1.nbytes()) == 0);
@@ -260,21 +268,22 @@ TEST_CASE("a frozen window reuses a weight's copy and a new window sees new weig
   CHECK(std::memcmp(c1.data(), c2.data(), c1.nbytes()) != 0);
 }
 
-// Where oneDNN has no bf16 matmul (AVX2 CPUs), MatmulBf16 widens to fp32 and runs the fp32 GEMM:
-// the same error bound against the exact product, in every form the model uses; a weight's copy
-// is the widened matrix, shared by both transposes.
+// Where oneDNN has no bf16 matmul (AVX2 CPUs) and OpenBLAS's kernel is not found, MatmulBf16
+// widens to fp32 and runs the fp32 GEMM: the same error bound against the exact product, in every
+// form the model uses; a weight's copy is the widened matrix, shared by both transposes.
 TEST_CASE("the bf16 gemm's fp32 fallback is within the bf16 bound - strided batches too") {
-  cpu::MatmulBf16 fallback({}, /*use_onednn=*/false);
+  cpu::MatmulBf16 fallback({}, /*use_onednn=*/false, /*use_openblas_kernel=*/false);
   CHECK_FALSE(fallback.uses_onednn());
+  CHECK_FALSE(fallback.uses_openblas_kernel());
   for (const bool b_weight : {false, true}) {
     INFO("b a weight " << b_weight);
     const GemmRunner run = [&](Tensor& c, const Tensor& a, bool ta, const Tensor& b, bool tb,
                                double alpha, double beta) {
       const int64_t m = ta ? a.dim(1) : a.dim(0), k = ta ? a.dim(0) : a.dim(1);
       const int64_t n = tb ? b.dim(0) : b.dim(1);
-      fallback.run(c.data(), c.dtype() == DType::kBF16, static_cast<const uint16_t*>(a.data()),
-                   ta, static_cast<const uint16_t*>(b.data()), tb, m, n, k,
-                   static_cast<float>(alpha), static_cast<float>(beta), b_weight);
+      fallback.run(c.data(), c.dtype() == DType::kBF16, static_cast<const uint16_t*>(a.data()), ta,
+                   static_cast<const uint16_t*>(b.data()), tb, m, n, k, static_cast<float>(alpha),
+                   static_cast<float>(beta), b_weight);
       // One window a product: the next one's b may come at this one's address. (The last
       // window's copy is kept until a window does not use it.)
       const auto* bp = static_cast<const char*>(b.data());
@@ -309,8 +318,8 @@ TEST_CASE("the bf16 gemm's fp32 fallback is within the bf16 bound - strided batc
     const Tensor x = random_bf16({rows, in}, 14, unused), dy = random_bf16({rows, out}, 15, unused);
     Tensor y = Tensor::cpu({rows, out}, DType::kBF16), dx = Tensor::cpu({rows, in}, DType::kBF16);
     const auto* wp = static_cast<const uint16_t*>(w.data());
-    fallback.run(y.data(), true, static_cast<const uint16_t*>(x.data()), false, wp, true, rows,
-                 out, in, 1.0f, 0.0f, true);
+    fallback.run(y.data(), true, static_cast<const uint16_t*>(x.data()), false, wp, true, rows, out,
+                 in, 1.0f, 0.0f, true);
     fallback.run(dx.data(), true, static_cast<const uint16_t*>(dy.data()), false, wp, false, rows,
                  in, out, 1.0f, 0.0f, true);
     CHECK(fallback.weight_bytes() == out * in * 4);
@@ -362,6 +371,145 @@ TEST_CASE("the bf16 gemm's fp32 fallback is within the bf16 bound - strided batc
       }
 }
 
+// The AVX2 fallback through OpenBLAS's own micro-kernel (core/cpu/openblas_sgemm.h): the packing
+// against the layout written out here, products against the exact ones, and the bits independent
+// of how a product is cut (rows, panels, threads).
+TEST_CASE("bf16 packing writes the kernel's layout - groups of the unroll then halving tails") {
+  std::mt19937 gen(3);
+  for (const int64_t unroll : {4, 8, 16})
+    for (const bool rows_contiguous : {true, false})
+      for (const auto& [k, rows] : {std::pair<int64_t, int64_t>{1, 1},
+                                    {5, 3},
+                                    {8, 8},
+                                    {17, 2 * unroll + 7},
+                                    {33, 3 * unroll}}) {
+        INFO("unroll " << unroll << " rows contiguous " << rows_contiguous << " k " << k << " rows "
+                       << rows);
+        const int64_t ld = (rows_contiguous ? rows : k) + 5;
+        std::vector<uint16_t> src(static_cast<size_t>(ld * (rows_contiguous ? k : rows)));
+        for (auto& x : src) x = static_cast<uint16_t>(gen() & 0x7f7f);
+        const auto at = [&](int64_t i, int64_t l) {
+          return bf16_to_f32(src[static_cast<size_t>(rows_contiguous ? i + l * ld : l + i * ld)]);
+        };
+        // The layout: row groups of `unroll`, then of unroll/2, /4, ... for the rest, each
+        // group stored k-major (w values for l = 0, then l = 1, ...) after the ones before it.
+        std::vector<float> want;
+        int64_t i0 = 0;
+        const auto group = [&](int64_t w) {
+          for (int64_t l = 0; l < k; ++l)
+            for (int64_t i = 0; i < w; ++i) want.push_back(at(i0 + i, l));
+          i0 += w;
+        };
+        while (rows - i0 >= unroll) group(unroll);
+        for (int64_t w = unroll / 2; w >= 1; w /= 2)
+          if (rows - i0 >= w) group(w);
+        REQUIRE(i0 == rows);
+        std::vector<float> got(want.size() + 8, -7.0f);
+        cpu::OpenblasSgemm::pack(got.data(), src.data(), k, rows, ld, rows_contiguous, unroll);
+        CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
+        CHECK(got[want.size()] == -7.0f);  // nothing written past the block
+      }
+}
+
+TEST_CASE("bf16 products on OpenBLAS's kernel are within the bf16 bound - no weight copies") {
+  const cpu::OpenblasSgemm& kernel = cpu::OpenblasSgemm::get();
+  if (!kernel.available())
+    test::skip_test("OpenBLAS's kernel is not used here: " + kernel.describe());
+  cpu::MatmulBf16 mm({}, /*use_onednn=*/false, /*use_openblas_kernel=*/true);
+  REQUIRE(mm.uses_openblas_kernel() == !cpu::OpenblasSgemm::disabled_by_env());
+  if (!mm.uses_openblas_kernel()) test::skip_test("MTNLG_BF16_FALLBACK=widen is set");
+  const GemmRunner run = [&](Tensor& c, const Tensor& a, bool ta, const Tensor& b, bool tb,
+                             double alpha, double beta) {
+    const int64_t m = ta ? a.dim(1) : a.dim(0), k = ta ? a.dim(0) : a.dim(1);
+    const int64_t n = tb ? b.dim(0) : b.dim(1);
+    mm.run(c.data(), c.dtype() == DType::kBF16, static_cast<const uint16_t*>(a.data()), ta,
+           static_cast<const uint16_t*>(b.data()), tb, m, n, k, static_cast<float>(alpha),
+           static_cast<float>(beta), /*b_weight=*/true);
+    const auto* bp = static_cast<const char*>(b.data());
+    CHECK_FALSE(mm.holds_weight(bp, bp + b.nbytes()));  // read as it is: nothing to go stale
+    CHECK(mm.weight_bytes() == 0);
+    mm.end_weights_window();
+  };
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (DType c_dtype : {DType::kF32, DType::kBF16}) {
+        check_gemm_with(run, 37, 29, 41, ta, tb, c_dtype, 1.0, 0.0);
+        check_gemm_with(run, 1, 1, 1, ta, tb, c_dtype, 1.0, 0.0);
+        // k over several of the kernel's k blocks, with the halved remainder.
+        check_gemm_with(run, 19, 45, 1500, ta, tb, c_dtype, -0.5, 0.75);
+      }
+  // Long outputs in panels, both ways round.
+  for (bool t : {false, true}) {
+    check_gemm_with(run, 40, 3000, 300, t, !t, DType::kBF16, 0.5, 1.0);
+    check_gemm_with(run, 3000, 40, 300, t, t, DType::kF32, 1.0, 0.5);
+  }
+  // The planner counts no copies where the default instance runs this path.
+  if (cpu::MatmulBf16::openblas_kernel_default())
+    CHECK(cpu::MatmulBf16::weight_copy_bytes(64, 768, 256, true, true, 2) == 0);
+}
+
+// As OpenBLAS's own sgemm (core/cpu/gemm_cpu.cc), the kernel sums an element's k blocks in one
+// order but its tile and tail paths round differently, so a product cut elsewhere (another
+// thread count) may differ in the last bit: reproducible at a given thread count, and across
+// counts within the bound (the test above).
+TEST_CASE("bf16 products on OpenBLAS's kernel are bit-reproducible at a given thread count") {
+  const cpu::OpenblasSgemm& kernel = cpu::OpenblasSgemm::get();
+  if (!kernel.available())
+    test::skip_test("OpenBLAS's kernel is not used here: " + kernel.describe());
+  cpu::MatmulBf16 mm({}, false, true);
+  if (!mm.uses_openblas_kernel()) test::skip_test("MTNLG_BF16_FALLBACK=widen is set");
+  std::vector<double> unused;
+  const int64_t m = 203, n = 517, k = 777;
+  const int before = omp_get_max_threads();
+  for (const bool ta : {false, true})
+    for (const bool tb : {false, true})
+      for (const bool c_bf16 : {false, true})
+        for (const int threads : {1, 2}) {
+          INFO("trans_a " << ta << " trans_b " << tb << " c bf16 " << c_bf16 << " threads "
+                          << threads);
+          const Tensor a = random_bf16(ta ? Shape{k, m} : Shape{m, k}, 21, unused);
+          const Tensor b = random_bf16(tb ? Shape{n, k} : Shape{k, n}, 22, unused);
+          const auto* ap = static_cast<const uint16_t*>(a.data());
+          const auto* bp = static_cast<const uint16_t*>(b.data());
+          omp_set_num_threads(threads);
+          std::vector<float> first(static_cast<size_t>(m * n), 1.0f), again(first.size(), 2.0f);
+          mm.run(first.data(), c_bf16, ap, ta, bp, tb, m, n, k, 1.0f, 0.0f);
+          mm.run(again.data(), c_bf16, ap, ta, bp, tb, m, n, k, 1.0f, 0.0f);
+          const size_t bytes = static_cast<size_t>(m * n) * (c_bf16 ? 2 : 4);
+          CHECK(std::memcmp(first.data(), again.data(), bytes) == 0);
+          // The row-major wrapper alone, twice: its packing buffers are reused, not reset.
+          std::vector<float> x(static_cast<size_t>(m * n)), y(x.size(), 5.0f);
+          kernel.gemm(x.data(), n, ap, ta ? m : k, ta, bp, tb ? k : n, tb, m, n, k, 1.0f, 0.0f);
+          kernel.gemm(y.data(), n, ap, ta ? m : k, ta, bp, tb ? k : n, tb, m, n, k, 1.0f, 0.0f);
+          CHECK(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
+        }
+  omp_set_num_threads(before);
+}
+
+TEST_CASE("MTNLG_BF16_FALLBACK=widen selects the widening fallback - a misspelling is an error") {
+  {
+    test::ScopedEnv env("MTNLG_BF16_FALLBACK", "widen");
+    const cpu::MatmulBf16 widened({}, false, true);
+    CHECK_FALSE(widened.uses_openblas_kernel());
+    CHECK_FALSE(cpu::MatmulBf16::openblas_kernel_default());
+  }
+  {
+    test::ScopedEnv env("MTNLG_BF16_FALLBACK", "kernel");
+    const cpu::MatmulBf16 chosen({}, false, true);
+    CHECK(chosen.uses_openblas_kernel() == cpu::OpenblasSgemm::get().available());
+  }
+  {
+    // On every CPU, oneDNN's included: the variable is read before the path is chosen.
+    test::ScopedEnv env("MTNLG_BF16_FALLBACK", "widened");
+    CHECK_THROWS_WITH(cpu::MatmulBf16(), Catch::Contains("MTNLG_BF16_FALLBACK=widened") &&
+                                             Catch::Contains("kernel, widen"));
+    CHECK_THROWS_WITH(cpu::MatmulBf16::openblas_kernel_default(),
+                      Catch::Contains("MTNLG_BF16_FALLBACK"));
+  }
+  const cpu::MatmulBf16 plain({}, false, true);
+  CHECK(plain.uses_openblas_kernel() == cpu::OpenblasSgemm::get().available());
+}
+
 // bf16 trains on every CPU: what runs its products is named for the log, oneDNN's kernels where
 // it has a bf16 matmul, else the fp32 fallback with the reason.
 TEST_CASE("describe names what runs the bf16 products on this CPU") {
@@ -374,6 +522,15 @@ TEST_CASE("describe names what runs the bf16 products on this CPU") {
     CHECK(what.find("fp32 GEMM") != std::string::npos);
     CHECK(what.find("no bf16 matmul") != std::string::npos);
     CHECK_FALSE(cpu::MatmulBf16().uses_onednn());
+    CHECK(cpu::MatmulBf16().uses_openblas_kernel() == cpu::MatmulBf16::openblas_kernel_default());
+    CHECK((what.find("OpenBLAS's fp32 GEMM kernel (") == 0) ==
+          cpu::MatmulBf16::openblas_kernel_default());
+  }
+  // Found but refused is a bug of ours (a packing or product check failed), not a missing
+  // capability: Debian's OpenBLAS exports every family's kernels.
+  CHECK(cpu::OpenblasSgemm::get().describe().find("failed a check") == std::string::npos);
+  if (cpu::OpenblasSgemm::get().available()) {
+    CHECK_FALSE(cpu::OpenblasSgemm::get().describe().empty());
   }
 }
 
