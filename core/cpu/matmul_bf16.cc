@@ -174,49 +174,87 @@ void product_block(const Bf16Gemm& g, const float* a32, const float* b32, int64_
   if (g.c_bf16) store_rows(c_bf16, true, g.ld_c, c, rows, cols);
 }
 
+// How a batch-1 product's output is cut into panels (fallback_one, packed_fallback): along c's
+// longer side, as few panels as fit a budget, their count a multiple of the threads (panels of
+// equal work) unless the call runs on one thread, each a multiple of 16 wide (a full AVX-512
+// float vector).
+struct PanelCut {
+  bool split_rows;     // panels of c's rows (a's slices) or of its columns (b's)
+  int64_t len, other;  // c's length along the cut and across it
+  int threads;
+  bool serial;  // one thread: one core, inside a parallel region, or too small to share
+};
+
+PanelCut panel_cut(const Bf16Gemm& g) {
+  PanelCut cut{};
+  cut.split_rows = g.m >= g.n;
+  cut.len = cut.split_rows ? g.m : g.n;
+  cut.other = cut.split_rows ? g.n : g.m;
+  cut.threads = omp_get_max_threads();
+  cut.serial = cut.threads <= 1 || omp_in_parallel() || g.m * g.n * g.k < (int64_t{1} << 18);
+  return cut;
+}
+
+// Each thread's share of kPanelTotalBytes, within [kPanelMinBytes, kPanelMaxBytes].
+int64_t thread_panel_budget(int threads) {
+  return std::clamp(kPanelTotalBytes / std::max(threads, 1), kPanelMinBytes, kPanelMaxBytes);
+}
+
+// The fewest panels of at most `budget` bytes at `per_unit` bytes a row (or column).
+int64_t panel_count(const PanelCut& cut, int64_t per_unit, int64_t budget) {
+  const int64_t count = std::max<int64_t>(1, (cut.len * per_unit + budget - 1) / budget);
+  return cut.serial ? count : (count + cut.threads - 1) / cut.threads * cut.threads;
+}
+
+// The width of each of `count` panels over `len`, in 16s.
+int64_t panel_width(int64_t len, int64_t count) {
+  return (len + count * 16 - 1) / (count * 16) * 16;
+}
+
+// block(i0, i1, j0, j1) for each panel of c, over the threads when `parallel`.
+template <class Block>
+void for_each_panel(const PanelCut& cut, int64_t panel, bool parallel, const Block& block) {
+  const int64_t panels = (cut.len + panel - 1) / panel;
+#pragma omp parallel for schedule(static) if (parallel && panels > 1)
+  for (int64_t p = 0; p < panels; ++p) {
+    const int64_t lo = p * panel, hi = std::min(cut.len, lo + panel);
+    if (cut.split_rows) {
+      block(lo, hi, int64_t{0}, cut.other);
+    } else {
+      block(int64_t{0}, cut.other, lo, hi);
+    }
+  }
+}
+
 // One problem (batch 1). b32, when given, is b widened whole (a weight's copy).
 void fallback_one(const Bf16Gemm& g, const float* b32) {
-  const bool split_rows = g.m >= g.n;  // panels of c's rows (a's slices) or columns (b's)
-  const int64_t len = split_rows ? g.m : g.n, other = split_rows ? g.n : g.m;
+  const PanelCut cut = panel_cut(g);
   const int64_t kc = g.k > 4 * kChunkK ? kChunkK : g.k;
   const bool chunked = kc < g.k;
-  const int64_t per_unit = 4 * (kc + (g.c_bf16 ? other : 0));  // bytes a row/column of a panel
-  const int threads = omp_get_max_threads();
-  const bool serial = threads <= 1 || omp_in_parallel() || g.m * g.n * g.k < (int64_t{1} << 18);
-  // As few panels as fit the budget, in a multiple of the threads (panels of equal work), each
-  // a multiple of 16 wide (a full AVX-512 float vector).
-  const int64_t budget =
-      chunked ? kChunkedPanelBytes
-              : std::clamp(kPanelTotalBytes / std::max(threads, 1), kPanelMinBytes, kPanelMaxBytes);
-  int64_t count = std::max<int64_t>(1, (len * per_unit + budget - 1) / budget);
-  if (!serial) count = (count + threads - 1) / threads * threads;
-  const auto width = [&](int64_t parts) { return (len + parts * 16 - 1) / (parts * 16) * 16; };
-  int64_t panel = width(count);
+  const int64_t per_unit = 4 * (kc + (g.c_bf16 ? cut.other : 0));  // bytes a row/column of a panel
+  const int64_t count =
+      panel_count(cut, per_unit, chunked ? kChunkedPanelBytes : thread_panel_budget(cut.threads));
+  int64_t panel = panel_width(cut.len, count);
   const bool sliced = chunked || (count > 1 && panel >= kMinPanel);
-  if (!sliced) panel = width(serial ? 1 : threads);  // the threads' shares, as gemm() splits
+  // Not sliced: the threads' shares, as gemm() splits.
+  if (!sliced) panel = panel_width(cut.len, cut.serial ? 1 : cut.threads);
   // The operand that is not split, and when not sliced the split one, widened whole.
   std::optional<ScratchSlot> a_whole, b_whole;
   const float* a32 = nullptr;
-  if (!split_rows || !sliced) {
+  if (!cut.split_rows || !sliced) {
     a_whole.emplace(g.m * g.k);
     a32 = a_whole->data();
     widen_matrix(a_whole->data(), g.a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.ld_a);
   }
-  if (b32 == nullptr && (split_rows || !sliced)) {
+  if (b32 == nullptr && (cut.split_rows || !sliced)) {
     b_whole.emplace(g.k * g.n);
     b32 = b_whole->data();
     widen_matrix(b_whole->data(), g.b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ld_b);
   }
-  const int64_t panels = (len + panel - 1) / panel;
-#pragma omp parallel for schedule(static) if (panels > 1 && !omp_in_parallel())
-  for (int64_t p = 0; p < panels; ++p) {
-    const int64_t lo = p * panel, hi = std::min(len, lo + panel);
-    if (split_rows) {
-      product_block(g, a32, b32, lo, hi, 0, g.n, kc);
-    } else {
-      product_block(g, a32, b32, 0, g.m, lo, hi, kc);
-    }
-  }
+  for_each_panel(cut, panel, !omp_in_parallel(),
+                 [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+                   product_block(g, a32, b32, i0, i1, j0, j1, kc);
+                 });
 }
 
 // Where oneDNN has no bf16 matmul. A batch (attention's small products): the problems split
@@ -266,27 +304,13 @@ void packed_fallback(const Bf16Gemm& g, const OpenblasSgemm& s) {
     }
     return;
   }
-  const bool split_rows = g.m >= g.n;
-  const int64_t len = split_rows ? g.m : g.n, other = split_rows ? g.n : g.m;
-  const int threads = omp_get_max_threads();
-  const bool serial = threads <= 1 || omp_in_parallel() || g.m * g.n * g.k < (int64_t{1} << 18);
-  const int64_t budget =
-      std::clamp(kPanelTotalBytes / std::max(threads, 1), kPanelMinBytes, kPanelMaxBytes);
-  const int64_t per_unit = g.c_bf16 ? 4 * other : 0;  // bytes of fp32 block a row/column
-  int64_t count = std::max<int64_t>(1, (len * per_unit + budget - 1) / budget);
-  if (!serial) count = (count + threads - 1) / threads * threads;
-  // Panels a multiple of 16 wide (a full AVX-512 float vector), as gemm() splits fp32.
-  const int64_t panel = (len + count * 16 - 1) / (count * 16) * 16;
-  const int64_t panels = (len + panel - 1) / panel;
-#pragma omp parallel for schedule(static) if (!serial && panels > 1)
-  for (int64_t p = 0; p < panels; ++p) {
-    const int64_t lo = p * panel, hi = std::min(len, lo + panel);
-    if (split_rows) {
-      packed_block(g, s, lo, hi, 0, g.n);
-    } else {
-      packed_block(g, s, 0, g.m, lo, hi);
-    }
-  }
+  const PanelCut cut = panel_cut(g);
+  const int64_t per_unit = g.c_bf16 ? 4 * cut.other : 0;  // bytes of fp32 block a row/column
+  const int64_t panel =
+      panel_width(cut.len, panel_count(cut, per_unit, thread_panel_budget(cut.threads)));
+  for_each_panel(cut, panel, !cut.serial, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    packed_block(g, s, i0, i1, j0, j1);
+  });
 }
 
 // oneDNN's name for an instruction set, as its ONEDNN_MAX_CPU_ISA values spell them.

@@ -106,6 +106,15 @@ float* buffer(std::vector<float>& v, int64_t n) {
   return reinterpret_cast<float*>(p);
 }
 
+// The next block's length along k (block q) or the kernel's rows (block p), as OpenBLAS's level-3
+// driver cuts them: one block while two or more are left; between one and two, half of what is
+// left, rounded up to the unroll; less than one, all of it.
+int64_t block_length(int64_t left, int64_t block, int64_t unroll) {
+  if (left >= 2 * block) return block;
+  if (left > block) return (left / 2 + unroll - 1) / unroll * unroll;
+  return left;
+}
+
 }  // namespace
 
 void OpenblasSgemm::pack(float* dst, const uint16_t* src, int64_t k, int64_t rows, int64_t ld,
@@ -278,22 +287,12 @@ void OpenblasSgemm::gemm(float* c, int64_t ld_c, const uint16_t* a, int64_t ld_a
   for (int64_t js = 0; js < N; js += r_) {
     const int64_t min_j = std::min(N - js, r_);
     for (int64_t ls = 0, min_l = 0; ls < k; ls += min_l) {
-      min_l = k - ls;
-      if (min_l >= 2 * q_) {
-        min_l = q_;
-      } else if (min_l > q_) {
-        min_l = (min_l / 2 + unroll_m_ - 1) / unroll_m_ * unroll_m_;
-      }
+      min_l = block_length(k - ls, q_, unroll_m_);
       float* sb = buffer(sb_store, min_l * min_j);
       pack(sb, trans_a ? a + js + ls * ld_a : a + ls + js * ld_a, min_l, min_j, ld_a, trans_a,
            unroll_n_);
       for (int64_t is = 0, min_i = 0; is < M; is += min_i) {
-        min_i = M - is;
-        if (min_i >= 2 * p_) {
-          min_i = p_;
-        } else if (min_i > p_) {
-          min_i = (min_i / 2 + unroll_m_ - 1) / unroll_m_ * unroll_m_;
-        }
+        min_i = block_length(M - is, p_, unroll_m_);
         float* sa = buffer(sa_store, min_l * min_i);
         pack(sa, trans_b ? b + ls + is * ld_b : b + is + ls * ld_b, min_l, min_i, ld_b, !trans_b,
              unroll_m_);

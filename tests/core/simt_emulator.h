@@ -1,4 +1,4 @@
-// Runs a CUDA-style thread program on the CPU, one fiber (ucontext) per thread of a block, so
+// Runs a CUDA-style thread program on the CPU, one fiber (tests/fiber.h) per thread of a block, so
 // that kernels written per thread with warp collectives (core/kernels/flash2_forward.h) are
 // checked in CI without a GPU. Each thread runs until it reaches a collective: a block barrier
 // (sync), a warp shuffle (shfl_xor), a warp tensor-core product (mma, its fragments in
@@ -11,18 +11,18 @@
 // memory starts as all-ones bytes (NaN as float, bf16 and fp16), so a read before a write shows.
 #pragma once
 
-#include <ucontext.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "core/kernels/bf16_math.h"
 #include "core/kernels/mma_fragment.h"
+#include "fiber.h"
 
 namespace mtnlg::test {
 
@@ -94,7 +94,7 @@ class SimtThread {
   uint32_t* ldm_out_ = nullptr;
   int ldm_count_ = 0;
   bool ldm_trans_ = false;
-  ucontext_t ctx_{};
+  Fiber fiber_;
   struct Copy {
     void* dst;
     const void* src;
@@ -124,21 +124,16 @@ class SimtBlock {
   std::string run(const std::function<void(SimtThread&)>& body) {
     std::vector<SimtThread> ts(static_cast<size_t>(threads_));
     // The fibers' stacks live as long as the block: a block run many times (a kernel's grid)
-    // touches their pages once.
-    stacks_.resize(static_cast<size_t>(threads_) * kStackBytes);
+    // touches their pages once, and not initialised: a fiber touches the pages it uses.
+    if (!stacks_) stacks_ = std::make_unique_for_overwrite<char[]>(threads_ * kStackBytes);
     body_ = &body;
     error_.clear();
     for (int i = 0; i < threads_; ++i) {
       SimtThread& th = ts[static_cast<size_t>(i)];
       th.block_ = this;
       th.id_ = i;
-      getcontext(&th.ctx_);
-      th.ctx_.uc_stack.ss_sp = stacks_.data() + static_cast<size_t>(i) * kStackBytes;
-      th.ctx_.uc_stack.ss_size = kStackBytes;
-      th.ctx_.uc_link = &sched_;
-      const auto ptr = reinterpret_cast<uintptr_t>(&th);
-      makecontext(&th.ctx_, reinterpret_cast<void (*)()>(&SimtBlock::entry), 2,
-                  static_cast<unsigned>(ptr & 0xffffffffu), static_cast<unsigned>(ptr >> 32));
+      th.fiber_.start(stacks_.get() + static_cast<size_t>(i) * kStackBytes, kStackBytes,
+                      &SimtBlock::entry, &th);
     }
     const bool reverse =
         schedule_ == Schedule::kLockstepReverse || schedule_ == Schedule::kWarpSerialReverse;
@@ -149,7 +144,7 @@ class SimtBlock {
     const auto run_threads = [&](int t0, int t1) {
       for (int k = t0; k < t1; ++k) {
         SimtThread& th = ts[static_cast<size_t>(reverse ? t1 - 1 - (k - t0) : k)];
-        if (th.op_ == SimtThread::Op::kRun) swapcontext(&sched_, &th.ctx_);
+        if (th.op_ == SimtThread::Op::kRun) Fiber::switch_to(sched_, th.fiber_);
       }
     };
     while (error_.empty()) {
@@ -193,12 +188,12 @@ class SimtBlock {
   friend class SimtThread;
   static constexpr size_t kStackBytes = 256 * 1024;
 
-  static void entry(unsigned lo, unsigned hi) {
-    auto* th = reinterpret_cast<SimtThread*>(static_cast<uintptr_t>(lo) |
-                                             (static_cast<uintptr_t>(hi) << 32));
+  // A thread's fiber: the body, then back to the scheduler for good.
+  static void entry(void* arg) {
+    auto* th = static_cast<SimtThread*>(arg);
     (*th->block_->body_)(*th);
     th->op_ = SimtThread::Op::kDone;
-    // uc_link returns to the scheduler.
+    Fiber::switch_to(th->fiber_, th->block_->sched_);
   }
 
   static float value(uint16_t bits, bool bf16) {
@@ -325,9 +320,9 @@ class SimtBlock {
   Schedule schedule_;
   size_t smem_bytes_;
   std::vector<char> smem_;
-  std::vector<char> stacks_;  // kStackBytes a thread, reused by every run
+  std::unique_ptr<char[]> stacks_;  // kStackBytes a thread, reused by every run
   const std::function<void(SimtThread&)>* body_ = nullptr;
-  ucontext_t sched_{};
+  Fiber sched_;  // the scheduler's context while a thread runs
   std::string error_;
   int64_t products_ = 0;
 };
@@ -340,7 +335,7 @@ void SimtThread::cp_async16(T* dst, const T* src) {
 
 inline void SimtThread::block_on(Op op) {
   op_ = op;
-  swapcontext(&ctx_, &block_->sched_);
+  Fiber::switch_to(fiber_, block_->sched_);
 }
 
 inline void SimtThread::sync() {
