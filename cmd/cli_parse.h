@@ -1,5 +1,6 @@
 // The command-line parse every executable shares: CLI11's own output for --help, --version and
-// mistakes, and the exit statuses docs/training.md gives (0 after --help/--version, 2 for a usage error).
+// mistakes, and the exit statuses docs/training.md gives (0 after --help/--version, 2 for a usage
+// error).
 #pragma once
 
 #include <CLI/CLI.hpp>

@@ -237,7 +237,7 @@ void Trainer::build_model() {
       peak_tflops_ = spec->peak(pp);
       spdlog::info("MFU: model TFLOP/s over the {}'s datasheet dense {} peak, {:g} TFLOP/s",
                    spec->name,
-                   pp == PeakPrecision::kTf32   ? "TF32"
+                   pp == PeakPrecision::kTf32  ? "TF32"
                    : pp == PeakPrecision::kFp8 ? "FP8"
                                                : "bf16/fp16",
                    peak_tflops_);

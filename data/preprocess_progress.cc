@@ -49,11 +49,11 @@ void PreprocessProgress::update(int64_t bytes, int64_t documents, int64_t tokens
     }
   } else if (mode_ == ProgressMode::kLines && documents_ >= next_line_at_) {
     const double t = seconds();
-    spdlog::info(
-        "processed {} documents{}, {:.1f}/{:.1f} MB, {:.0f} docs/s, {:.2f} MB/s, ETA {}",
-        documents_, tokens_ >= 0 ? " (" + std::to_string(tokens_) + " tokens)" : std::string(),
-        bytes_ / 1e6, total_bytes_ / 1e6, documents_ / t, bytes_ / 1e6 / t,
-        hms(bytes_ > 0 ? t * double(total_bytes_ - bytes_) / double(bytes_) : -1));
+    spdlog::info("processed {} documents{}, {:.1f}/{:.1f} MB, {:.0f} docs/s, {:.2f} MB/s, ETA {}",
+                 documents_,
+                 tokens_ >= 0 ? " (" + std::to_string(tokens_) + " tokens)" : std::string(),
+                 bytes_ / 1e6, total_bytes_ / 1e6, documents_ / t, bytes_ / 1e6 / t,
+                 hms(bytes_ > 0 ? t * double(total_bytes_ - bytes_) / double(bytes_) : -1));
     while (next_line_at_ <= documents_) next_line_at_ += log_interval_;
   }
 }

@@ -1,6 +1,6 @@
 // The model FLOP count: the one formula the planner (--dry-run), the trainer's metrics
-// (tflops_per_device) and the benchmarks (bench/run.sh) report, explained in docs/planning.md (Model
-// FLOPs). From Narayanan et al. 2021 (appendix), the count the MT-NLG paper's Table 2 uses.
+// (tflops_per_device) and the benchmarks (bench/run.sh) report, explained in docs/planning.md
+// (Model FLOPs). From Narayanan et al. 2021 (appendix), the count the MT-NLG paper's Table 2 uses.
 //
 // Per token, one forward pass costs 2 FLOPs (multiply + add) per weight of a GEMM it goes
 // through, and attention's two s x s products:

@@ -260,7 +260,7 @@ class CudaBackend final : public Backend {
   AttentionChoice attention_{AttentionKernels::kFlash2};
   bool cudnn_deterministic_ = true;
   bool epilogues_enabled_ = true;
-  bool flash2_wide_rows_ = false;  // MTNLG_CUDA_FLASH2_ROWS=128
+  bool flash2_wide_rows_ = false;     // MTNLG_CUDA_FLASH2_ROWS=128
   bool fp8_fallback_logged_ = false;  // do_gemm_fp8 said once that the bf16 GEMM runs
   // Bytes alloc() handed out and not yet freed (cudaMalloc'ed sizes; excludes cuBLAS workspace,
   // the backend's own scratch and the CUDA context).

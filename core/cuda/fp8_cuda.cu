@@ -77,11 +77,11 @@ template <typename T, typename Out>
 void launch_cast(unsigned* amax, Out* out, const T* in, int64_t n, float scale, Fp8Format format,
                  cudaStream_t stream) {
   if (format == Fp8Format::kE4M3) {
-    fp8_cast_kernel<Fp8Format::kE4M3><<<cuda_grid(n), kCudaBlock, 0, stream>>>(amax, out, in, n,
-                                                                               scale);
+    fp8_cast_kernel<Fp8Format::kE4M3>
+        <<<cuda_grid(n), kCudaBlock, 0, stream>>>(amax, out, in, n, scale);
   } else {
-    fp8_cast_kernel<Fp8Format::kE5M2><<<cuda_grid(n), kCudaBlock, 0, stream>>>(amax, out, in, n,
-                                                                               scale);
+    fp8_cast_kernel<Fp8Format::kE5M2>
+        <<<cuda_grid(n), kCudaBlock, 0, stream>>>(amax, out, in, n, scale);
   }
 }
 
@@ -116,8 +116,7 @@ __global__ void fp8_pack_kernel(uint8_t* out, const T* in, int64_t rows, int64_t
 void fp8_pack_cuda(uint8_t* out, const Tensor& in, bool transpose, Fp8Format f,
                    cudaStream_t stream) {
   const int64_t rows = in.dim(0), cols = in.dim(1);
-  const dim3 grid(static_cast<unsigned>((cols + 31) / 32),
-                  static_cast<unsigned>((rows + 31) / 32));
+  const dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>((rows + 31) / 32));
   const __nv_fp8_interpretation_t kind = f == Fp8Format::kE4M3 ? __NV_E4M3 : __NV_E5M2;
   if (in.dtype() == DType::kBF16) {
     fp8_pack_kernel<<<grid, dim3(32, 8), 0, stream>>>(out, in.data_as<Bf16>(), rows, cols,

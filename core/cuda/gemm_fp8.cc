@@ -10,8 +10,7 @@
 namespace mtnlg {
 
 void CudaBackend::do_gemm_fp8(Tensor& c, const Tensor& a, bool trans_a, const Tensor& b,
-                              bool trans_b, double alpha, double beta, Fp8Format fa,
-                              Fp8Format fb) {
+                              bool trans_b, double alpha, double beta, Fp8Format fa, Fp8Format fb) {
   const Tensor a2 = a.as_2d(), b2 = b.as_2d();
   const int64_t m = trans_a ? a2.dim(1) : a2.dim(0), k = trans_a ? a2.dim(0) : a2.dim(1);
   const int64_t n = trans_b ? b2.dim(0) : b2.dim(1);
@@ -23,8 +22,7 @@ void CudaBackend::do_gemm_fp8(Tensor& c, const Tensor& a, bool trans_a, const Te
     auto* packed = static_cast<uint8_t*>(ws_.get(static_cast<size_t>(fp8_pack_bytes(m, n, k))));
     fp8_pack_cuda(packed, a2, trans_a, fa, stream());
     fp8_pack_cuda(packed + a_bytes, b2, !trans_b, fb, stream());
-    if (epilogue_->fp8(c, packed, fa, packed + a_bytes, fb, m, n, k, alpha, beta, stream()))
-      return;
+    if (epilogue_->fp8(c, packed, fa, packed + a_bytes, fb, m, n, k, alpha, beta, stream())) return;
   }
   if (!fp8_fallback_logged_) {
     fp8_fallback_logged_ = true;

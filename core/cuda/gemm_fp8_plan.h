@@ -9,7 +9,9 @@
 namespace mtnlg {
 
 // The offset of b's bytes: a's bytes rounded up to 256 (cuBLASLt wants aligned operands).
-inline int64_t fp8_pack_b_offset(int64_t m, int64_t k) { return (m * k + 255) / 256 * 256; }
+inline int64_t fp8_pack_b_offset(int64_t m, int64_t k) {
+  return (m * k + 255) / 256 * 256;
+}
 
 // Whether the pack and cuBLASLt's FP8 GEMM take an m x n x k product whose operands are stored
 // with a_rows and b_rows rows: every size a multiple of 16 (cuBLASLt's FP8 kernels want it), and

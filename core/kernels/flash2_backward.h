@@ -14,11 +14,11 @@
 //   dq_stored_thread, per 64 query rows: dQ = dS K over the keys the rows see, dS read back.
 // The dq pass's recomputed S = Q K^T and dP = dO V^T, and its softmax, give way to one write and
 // one read of dS (2 bytes an element of the causal half).
-// Contract: core/backend.h's attention_backward (core/kernels/flash_common.h): dqkv overwritten (its q columns by the first pass, k and v
-// by the second), delta [b, heads, s] scratch between them, dropout regenerated from the CPU's
-// element index. K and V (first pass) or Q and dO (second) pass through shared memory; the
-// operands a warp multiplies by from the left come from shared memory too, where registers
-// would not hold them at head size 128.
+// Contract: core/backend.h's attention_backward (core/kernels/flash_common.h): dqkv overwritten
+// (its q columns by the first pass, k and v by the second), delta [b, heads, s] scratch between
+// them, dropout regenerated from the CPU's element index. K and V (first pass) or Q and dO (second)
+// pass through shared memory; the operands a warp multiplies by from the left come from shared
+// memory too, where registers would not hold them at head size 128.
 #pragma once
 
 #include <cmath>

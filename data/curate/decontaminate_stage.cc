@@ -17,14 +17,21 @@ namespace mtnlg::curate {
 
 std::vector<std::string> task_text_fields(const std::string& task) {
   static const std::map<std::string, std::vector<std::string>> fields = {
-      {"lambada", {"text"}},         {"piqa", {"goal"}},
-      {"squad", {"question"}},       {"triviaqa", {"question"}},
-      {"webqa", {"question"}},       {"race", {"question"}},
-      {"drop", {"question"}},        {"boolq", {"question", "passage"}},
-      {"hellaswag", {"ctx"}},        {"winogrande", {"sentence"}},
-      {"anli", {"premise", "hypothesis"}}, {"hans", {"premise", "hypothesis"}},
+      {"lambada", {"text"}},
+      {"piqa", {"goal"}},
+      {"squad", {"question"}},
+      {"triviaqa", {"question"}},
+      {"webqa", {"question"}},
+      {"race", {"question"}},
+      {"drop", {"question"}},
+      {"boolq", {"question", "passage"}},
+      {"hellaswag", {"ctx"}},
+      {"winogrande", {"sentence"}},
+      {"anli", {"premise", "hypothesis"}},
+      {"hans", {"premise", "hypothesis"}},
       {"wic", {"sentence1", "sentence2"}},
-      {"natural_questions", {"question.text"}}, {"coqa", {"questions[]"}}};
+      {"natural_questions", {"question.text"}},
+      {"coqa", {"questions[]"}}};
   const auto it = fields.find(task);
   if (it != fields.end()) return it->second;
   std::string known;
@@ -68,7 +75,8 @@ std::string piece_line(const TextRecord& r, const std::string& key, const std::s
                        const std::string& split_id, const std::string& where) {
   std::string old_id;
   const JsonFieldStatus st = parse_json_string_field(r.raw, "split_id", &old_id);
-  if (st == JsonFieldStatus::kNotString) throw invalid_argument("its split_id is not a string", where);
+  if (st == JsonFieldStatus::kNotString)
+    throw invalid_argument("its split_id is not a string", where);
   const std::string id = (st == JsonFieldStatus::kFound ? old_id + "-" : std::string()) + split_id;
   return rewrite_record(r.raw, {{key, json_string(piece)}, {"split_id", json_string(id)}});
 }
@@ -156,8 +164,9 @@ DecontaminateStats run_decontaminate(const DecontaminateOptions& o) {
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 8)
       for (int64_t i = 0; i < n; ++i) {
         const std::string& text = batch[static_cast<size_t>(i)].text;
-        pieces[static_cast<size_t>(i)] =
-            was_hit[doc + static_cast<size_t>(i)] ? grams.clean(text) : std::vector<std::string>{text};
+        pieces[static_cast<size_t>(i)] = was_hit[doc + static_cast<size_t>(i)]
+                                             ? grams.clean(text)
+                                             : std::vector<std::string>{text};
       }
       doc += batch.size();
       for (int64_t i = 0; i < n; ++i) {
@@ -174,8 +183,8 @@ DecontaminateStats run_decontaminate(const DecontaminateOptions& o) {
         for (size_t k = 0; k < p.size(); ++k) {
           char id[48];
           std::snprintf(id, sizeof id, "-%010lld-%04zu", static_cast<long long>(r.line), k);
-          out.write_line(piece_line(r, o.text_key, p[k], prefix + id,
-                                    o.input + ":" + std::to_string(r.line)));
+          out.write_line(
+              piece_line(r, o.text_key, p[k], prefix + id, o.input + ":" + std::to_string(r.line)));
           ++stats.pieces;
         }
       }

@@ -20,7 +20,8 @@ namespace mtnlg::curate {
 namespace {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 std::string lower(std::string s) {
@@ -151,9 +152,10 @@ ExtractStats run_extract(const ExtractOptions& o) {
       add(std::move(j));
       progress.update(done_bytes, stats.documents, -1);
     } else {
-      throw invalid_argument("extract reads .warc, .warc.gz, .html and .htm files; the fix: "
-                             "rename the file to say what it holds",
-                             in);
+      throw invalid_argument(
+          "extract reads .warc, .warc.gz, .html and .htm files; the fix: "
+          "rename the file to say what it holds",
+          in);
     }
   }
   flush();

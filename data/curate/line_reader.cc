@@ -35,8 +35,8 @@ struct LineReader::Source {
   Compression compression = Compression::kNone;
   std::vector<char> in;  // compressed bytes read, from in_pos to in_len
   size_t in_pos = 0, in_len = 0;
-  bool eof = false;       // the file has no more bytes
-  int64_t consumed = 0;   // compressed bytes read from the file
+  bool eof = false;      // the file has no more bytes
+  int64_t consumed = 0;  // compressed bytes read from the file
   z_stream zs{};
   bool zs_open = false;
   bool gz_member_done = true;  // between gzip members (or before the first)
@@ -58,7 +58,8 @@ struct LineReader::Source {
     in_pos = 0;
     consumed += static_cast<int64_t>(in_len);
     if (in_len < in.size()) {
-      if (std::ferror(file)) throw io_error(std::string("read failed: ") + std::strerror(errno), path);
+      if (std::ferror(file))
+        throw io_error(std::string("read failed: ") + std::strerror(errno), path);
       eof = true;
     }
     return in_len > 0;

@@ -60,7 +60,7 @@ class MinHasher {
   HashFamily family_;
   int num_perm_;
   std::vector<uint64_t> a_, b_;
-  std::vector<uint32_t> a_lo_, a_hi_;   // xxh3: A's halves (the vectorised loop's operands)
+  std::vector<uint32_t> a_lo_, a_hi_;     // xxh3: A's halves (the vectorised loop's operands)
   std::vector<uint64_t> b_even_, b_odd_;  // xxh3: B of the even and the odd functions
 };
 

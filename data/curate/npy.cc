@@ -17,8 +17,8 @@ constexpr size_t kHeaderBytes = 128;  // magic, version, length, dict: a multipl
 
 // The .npy v1.0 header for [rows, cols] '<u4', padded to kHeaderBytes.
 std::string npy_header(int64_t rows, int64_t cols) {
-  std::string dict = "{'descr': '<u4', 'fortran_order': False, 'shape': (" +
-                     std::to_string(rows) + ", " + std::to_string(cols) + "), }";
+  std::string dict = "{'descr': '<u4', 'fortran_order': False, 'shape': (" + std::to_string(rows) +
+                     ", " + std::to_string(cols) + "), }";
   const size_t prefix = 10;  // \x93NUMPY, 2 version bytes, 2 length bytes
   dict.append(kHeaderBytes - prefix - dict.size() - 1, ' ');
   dict.push_back('\n');

@@ -5,20 +5,20 @@
 #include <spdlog/spdlog.h>
 
 #include <charconv>
-#include <cstring>
-#include <iterator>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "core/metrics.h"
 #include "core/status.h"
-#include "data/python_text.h"
 #include "data/curate/shard_writer.h"
 #include "data/curate/staged_file.h"
 #include "data/json_reader.h"
 #include "data/numpy_random.h"
+#include "data/python_text.h"
 
 namespace mtnlg::curate {
 
@@ -106,13 +106,15 @@ void check_model_file(const std::string& path) {
     bool quantized = false;
     take(quantized);
     if (quantized)
-      throw unsupported("a quantized fastText model (.ftz) is not supported; the fix: the .bin "
-                        "that fasttext quantize started from",
-                        path);
+      throw unsupported(
+          "a quantized fastText model (.ftz) is not supported; the fix: the .bin "
+          "that fasttext quantize started from",
+          path);
     take(rows);
     take(cols);
-    if (rows < 0 || cols < 0 || static_cast<uint64_t>(rows) * static_cast<uint64_t>(cols) >
-                                    (bytes.size() - at) / sizeof(float))
+    if (rows < 0 || cols < 0 ||
+        static_cast<uint64_t>(rows) * static_cast<uint64_t>(cols) >
+            (bytes.size() - at) / sizeof(float))
       throw bad("a matrix of " + std::to_string(rows) + " x " + std::to_string(cols) +
                 " floats does not fit the file");
     at += static_cast<size_t>(rows * cols) * sizeof(float);
@@ -170,7 +172,8 @@ QualityTrainStats run_quality_train(const QualityTrainOptions& o) {
     ++stats.negative;
   });
   if (stats.positive == 0 || stats.negative == 0)
-    throw invalid_argument("quality train: no positive or no negative documents read", "--positive");
+    throw invalid_argument("quality train: no positive or no negative documents read",
+                           "--positive");
   NumpyRandomState(o.seed).shuffle(lines.data(), static_cast<int64_t>(lines.size()));
   const std::string data = o.output + ".train.tmp";
   {
@@ -231,10 +234,12 @@ QualityStats run_quality_score(const QualityScoreOptions& o) {
     scores.resize(batch.size());
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 16)
     for (int64_t i = 0; i < n; ++i)
-      scores[static_cast<size_t>(i)] = high_quality_probability(ft, batch[static_cast<size_t>(i)].text);
+      scores[static_cast<size_t>(i)] =
+          high_quality_probability(ft, batch[static_cast<size_t>(i)].text);
     for (int64_t i = 0; i < n; ++i) {
       const float s = scores[static_cast<size_t>(i)];
-      out.write_line(rewrite_record(batch[static_cast<size_t>(i)].raw, {{o.score_key, float_text(s)}}));
+      out.write_line(
+          rewrite_record(batch[static_cast<size_t>(i)].raw, {{o.score_key, float_text(s)}}));
       sum += s;
     }
     stats.documents += n;
@@ -269,7 +274,8 @@ QualityStats run_quality_filter(const QualityFilterOptions& o) {
       if (!found) {
         if (o.common.bad_records == BadRecords::kError)
           throw invalid_argument("line " + std::to_string(r.line) + ": no number in '" +
-                                     o.score_key + "'; the fix: score the shard first (mtnlg-curate "
+                                     o.score_key +
+                                     "'; the fix: score the shard first (mtnlg-curate "
                                      "quality score), or pass --bad-records skip",
                                  o.input + ":" + std::to_string(r.line));
         ++stats.skipped;
@@ -278,8 +284,8 @@ QualityStats run_quality_filter(const QualityFilterOptions& o) {
       ++stats.documents;
       sum += score;
       // GPT-3: keep when np.random.pareto(alpha) > 1 - score (one draw per document, in order).
-      const bool keep = o.use_threshold ? score >= o.threshold
-                                        : rng.pareto(o.pareto_alpha) > 1.0 - score;
+      const bool keep =
+          o.use_threshold ? score >= o.threshold : rng.pareto(o.pareto_alpha) > 1.0 - score;
       if (keep) {
         out.write_line(r.raw);
         ++stats.kept;
@@ -291,20 +297,19 @@ QualityStats run_quality_filter(const QualityFilterOptions& o) {
   stats.mean_score = stats.documents > 0 ? sum / static_cast<double>(stats.documents) : 0.0;
   stats.seconds = seconds_since(start);
   if (!o.report.empty()) {
-    const std::string line =
-        JsonLine()
-            .add("input", o.input)
-            .add("rule", o.use_threshold ? "threshold" : "pareto")
-            .add(o.use_threshold ? "threshold" : "pareto_alpha",
-                 o.use_threshold ? o.threshold : o.pareto_alpha)
-            .add("seed", static_cast<int64_t>(o.seed))
-            .add("documents", stats.documents)
-            .add("kept", stats.kept)
-            .add("removed", stats.documents - stats.kept)
-            .add("mean_score", stats.mean_score)
-            .add("bad_records_skipped", stats.skipped)
-            .str() +
-        "\n";
+    const std::string line = JsonLine()
+                                 .add("input", o.input)
+                                 .add("rule", o.use_threshold ? "threshold" : "pareto")
+                                 .add(o.use_threshold ? "threshold" : "pareto_alpha",
+                                      o.use_threshold ? o.threshold : o.pareto_alpha)
+                                 .add("seed", static_cast<int64_t>(o.seed))
+                                 .add("documents", stats.documents)
+                                 .add("kept", stats.kept)
+                                 .add("removed", stats.documents - stats.kept)
+                                 .add("mean_score", stats.mean_score)
+                                 .add("bad_records_skipped", stats.skipped)
+                                 .str() +
+                             "\n";
     write_whole_file(o.report, line);
   }
   return stats;

@@ -25,8 +25,7 @@ struct ShardWriter::Codec {
   }
 };
 
-ShardWriter::ShardWriter(std::string path)
-    : file_(path), codec_(std::make_unique<Codec>()) {
+ShardWriter::ShardWriter(std::string path) : file_(path), codec_(std::make_unique<Codec>()) {
   codec_->kind = compression_of(path);
   if (codec_->kind == Compression::kGzip) {
     // gzip wrapper (15 + 16), level 6 as gzip's default; no name or time in the header.
@@ -67,7 +66,8 @@ void ShardWriter::compress(const void* data, size_t n, bool finish) {
     ZSTD_outBuffer o{c.out.data(), c.out.size(), 0};
     const size_t left = ZSTD_compressStream2(c.zc, &o, &in, finish ? ZSTD_e_end : ZSTD_e_continue);
     if (ZSTD_isError(left))
-      throw io_error(std::string("zstd compression failed: ") + ZSTD_getErrorName(left), file_.temp_path());
+      throw io_error(std::string("zstd compression failed: ") + ZSTD_getErrorName(left),
+                     file_.temp_path());
     file_.write(c.out.data(), o.pos);
     if (finish ? left == 0 : in.pos == in.size) break;
   }

@@ -10,8 +10,9 @@ namespace mtnlg::curate {
 BadRecords parse_bad_records(const std::string& name, const std::string& flag) {
   if (name == "error") return BadRecords::kError;
   if (name == "skip") return BadRecords::kSkip;
-  throw invalid_argument(flag + ": '" + name + "'; the fix: error (stop at the first bad record) "
-                                               "or skip (skip and count them in the report)",
+  throw invalid_argument(flag + ": '" + name +
+                             "'; the fix: error (stop at the first bad record) "
+                             "or skip (skip and count them in the report)",
                          flag);
 }
 
@@ -50,9 +51,9 @@ bool TextRecords::next_batch(std::vector<TextRecord>* batch, size_t max_bytes) {
     if (!why.empty()) {
       if (bad_ == BadRecords::kError)
         throw invalid_argument("line " + std::to_string(r.line) + ": " + why + "; the fix: " + fix +
-                             ", or pass --bad-records skip to skip such records (counted in "
-                             "the report)",
-                         reader_.path() + ":" + std::to_string(r.line));
+                                   ", or pass --bad-records skip to skip such records (counted in "
+                                   "the report)",
+                               reader_.path() + ":" + std::to_string(r.line));
       ++skipped_[why];
       continue;
     }

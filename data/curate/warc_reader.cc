@@ -39,9 +39,8 @@ bool WarcReader::next(WarcRecord* record) {
     if (!reader_.next(&line)) return false;
   } while (line.empty());
   ++records_;
-  const std::string where =
-      reader_.path() + ": record " + std::to_string(records_) + " (line " +
-      std::to_string(reader_.line_number()) + ")";
+  const std::string where = reader_.path() + ": record " + std::to_string(records_) + " (line " +
+                            std::to_string(reader_.line_number()) + ")";
   if (line.rfind("WARC/", 0) != 0)
     throw corruption("expected a WARC version line, found '" + line.substr(0, 40) +
                          "': the previous record's Content-Length is wrong, or this is not a WARC "

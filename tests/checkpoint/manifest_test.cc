@@ -118,7 +118,8 @@ TEST_CASE(
     }
     // A name in the tokenizer's folder is a file name (the layout check then misses the shard).
     text.replace(at, name.size(), "tokenizer/vocab.json");
-    CHECK_THAT(error_of(text), !Catch::Contains("not a file name") && Catch::Contains("does not list"));
+    CHECK_THAT(error_of(text),
+               !Catch::Contains("not a file name") && Catch::Contains("does not list"));
   }
   SECTION("truncated") {
     CHECK_FALSE(error_of(text.substr(0, text.size() / 2)).empty());
@@ -151,8 +152,8 @@ TEST_CASE("a manifest is checked against itself, its directory and its layout") 
   CHECK_THAT(error_of_manifest(m), Catch::Contains("says iteration 99 but lies in iter_0000100"));
   m = sample();
   m.model.num_layers = -2;
-  CHECK_THAT(error_of_manifest(m), Catch::Contains("model is impossible") &&
-                                        Catch::Contains("model.num_layers"));
+  CHECK_THAT(error_of_manifest(m),
+             Catch::Contains("model is impossible") && Catch::Contains("model.num_layers"));
   m = sample();
   m.model.hidden_size = 1000000000000000000;
   CHECK_THAT(error_of_manifest(m), Catch::Contains("model.hidden_size"));

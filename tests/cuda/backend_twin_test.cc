@@ -2,9 +2,9 @@
 // bf16 and fp16: f64/f32 within a few hundred roundings of accumulation-order noise, bf16/fp16
 // within a few roundings of their format. Shapes are deliberately ragged (not multiples of a
 // warp or block). Needs a GPU: without one the executable exits 77 (CTest: skipped).
-#include <catch2/catch.hpp>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
+#include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -12,8 +12,8 @@
 #include <cstring>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
