@@ -1,9 +1,9 @@
-// A fiber for the tests' CUDA emulator (core/simt_emulator.h): a stack of its own and the place
-// it stopped, switched to and from in user space. ucontext's swapcontext also saves and restores
-// the signal mask, a system call at every switch: that call and the floating-point environment
-// swapcontext saves were 70% of an emulated attention kernel's time (perf, 2026-11-29), and the
-// emulator switches at every shuffle, product and barrier of every thread. The switch is a few
-// x86-64 instructions of our own (tests/fiber.cc).
+// A fiber for the tests' CUDA emulator (tests/core/simt_emulator.h): a stack of its own and the
+// place it stopped, switched to and from in user space. ucontext's swapcontext also saves and
+// restores the signal mask, a system call at every switch: that call and the floating-point
+// environment swapcontext saves were 70% of an emulated attention kernel's time (perf,
+// 2026-11-29), and the emulator switches at every shuffle, product and barrier of every thread.
+// The switch is a few x86-64 instructions of our own (tests/fiber.cc).
 #pragma once
 
 #include <cstddef>
