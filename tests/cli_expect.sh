@@ -1,5 +1,5 @@
-# Sourced by the command-line tests (tests/cmd/*cli_test.sh, tests/data/preprocess_cli_test.sh)
-# after they set $bin, the executable under test. Counts into $passes and $failures.
+# Sourced by the command-line and script tests (tests/cmd/*.sh, tests/data/preprocess_cli_test.sh,
+# tests/scripts/*.sh); expect runs $bin, the executable under test. Counts into $passes and $failures.
 #   expect STATUS PATTERN -- ARGS...  runs "$bin" ARGS, checks the exit status and that the
 #                                     output matches the extended regular expression PATTERN
 #   check WHAT COMMAND...             passes when COMMAND succeeds

@@ -16,13 +16,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/text_corpus.sh"
 cd "$src" || exit 1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 
-make_text_corpus "$build" "$tmp/c" || { echo "FAIL: mtnlg-preprocess"; exit 1; }
-"$build/mtnlg-train" -c configs/tiny.yaml --set model.vocab_size=50257 \
-  --set "data.blend=[{prefix: $tmp/c, weight: 1}]" --set "data.split=[8,1,1]" \
-  --set "data.cache_dir=$tmp/cache" --set schedule.train_iters=8 --set eval.interval=0 \
-  --set checkpoint.dir="$tmp/ckpt" --set checkpoint.save_interval=8 --log-level warn --threads 2 \
-  --set logging.metrics_file="$tmp/metrics.jsonl" \
-  || { echo "FAIL: training the checkpoint"; exit 1; }
+train_text_checkpoint "$build" "$tmp" 8 || exit 1
 "$build/mtnlg-ckpt" convert "$tmp/ckpt" --output "$tmp/ckpt221" --layout 2,2,1 >/dev/null ||
   { echo "FAIL: mtnlg-ckpt convert"; exit 1; }
 /usr/bin/python3 tests/cmd/make_task_files.py "$tmp/tasks" || { echo "FAIL: writing the task files"; exit 1; }

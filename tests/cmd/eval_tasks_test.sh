@@ -17,13 +17,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../cli_expect.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/text_corpus.sh"
 cd "$src" || exit 1
 
-make_text_corpus "$1" "$tmp/c" || { echo "FAIL: mtnlg-preprocess"; exit 1; }
-"$build/mtnlg-train" -c configs/tiny.yaml --set model.vocab_size=50257 \
-  --set "data.blend=[{prefix: $tmp/c, weight: 1}]" --set "data.split=[8,1,1]" \
-  --set "data.cache_dir=$tmp/cache" --set schedule.train_iters=8 --set eval.interval=0 \
-  --set checkpoint.dir="$tmp/ckpt" --set checkpoint.save_interval=8 \
-  --set logging.metrics_file="$tmp/metrics.jsonl" --log-level warn --threads 2 \
-  || { echo "FAIL: training the checkpoint"; exit 1; }
+train_text_checkpoint "$build" "$tmp" 8 || exit 1
 "$build/mtnlg-ckpt" export "$tmp/ckpt" --format hf-gpt2 --output "$tmp/hf/model.safetensors" \
   >/dev/null || { echo "FAIL: mtnlg-ckpt export"; exit 1; }
 

@@ -13,13 +13,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/../cli_expect.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/text_corpus.sh"
 cd "$src" || exit 1
 
-make_text_corpus "$1" "$tmp/c" || { echo "FAIL: mtnlg-preprocess"; exit 1; }
-"$build/mtnlg-train" -c configs/tiny.yaml --set model.vocab_size=50257 \
-  --set "data.blend=[{prefix: $tmp/c, weight: 1}]" --set "data.split=[8,1,1]" \
-  --set "data.cache_dir=$tmp/cache" --set schedule.train_iters=6 --set eval.interval=3 \
-  --set eval.iters=1 --set checkpoint.dir="$tmp/ckpt" --set checkpoint.save_interval=3 \
-  --set logging.metrics_file="$tmp/metrics.jsonl" --log-level warn --threads 2 \
-  || { echo "FAIL: training the checkpoint"; exit 1; }
+train_text_checkpoint "$build" "$tmp" 6 --set eval.interval=3 --set eval.iters=1 \
+  --set checkpoint.save_interval=3 || exit 1
 "$build/mtnlg-ckpt" convert "$tmp/ckpt" --output "$tmp/tp2pp2" --layout 2,2,1 >/dev/null \
   || { echo "FAIL: mtnlg-ckpt convert"; exit 1; }
 "$build/mtnlg-ckpt" export "$tmp/ckpt" --format hf-gpt2 --output "$tmp/hf/model.safetensors" \

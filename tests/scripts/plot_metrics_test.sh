@@ -9,19 +9,7 @@ plot=$src/scripts/plot_metrics.py
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export PYTHONDONTWRITEBYTECODE=1 # imports from scripts/ leave no __pycache__ in the source tree
-failures=0
-passes=0
-
-check() { # check DESCRIPTION COMMAND...: passes when COMMAND succeeds
-  local what=$1
-  shift
-  if "$@"; then
-    passes=$((passes + 1))
-  else
-    echo "FAIL: $what"
-    failures=$((failures + 1))
-  fi
-}
+source "$src/tests/cli_expect.sh" # check DESCRIPTION COMMAND...; counts $passes and $failures
 # shellcheck disable=SC2317 # called through check
 contains() { grep -Eq -- "$2" "$1"; } # contains FILE ERE
 # shellcheck disable=SC2317
