@@ -49,10 +49,10 @@ On a machine with an NVIDIA GPU, CUDA (nvcc, cuBLAS, cuBLASLt) and NCCL:
            in fp8 (row 1.3b-fp8: cuBLASLt's FP8 GEMMs, MFU against the FP8 peak), and both
            with four micro-batches an iteration (rows 1.3b-ga4, 1.3b-fp8-ga4: fp8's weights
            cast once an iteration; the log has the fp8 step without that); the 1.3B step
-           with the blocked kernels; where the 1.3B step's time goes with dropout 0.1, each
-           backend call timed (mtnlg-bench-train --profile), blocked and FA2-style:
-           OUT/profile-1.3b-*.txt; and the step with the FA2-style forward's 128-row blocks
-           (MTNLG_CUDA_FLASH2_ROWS=128)
+           with the blocked kernels; where the steps' time goes with dropout 0.1 and cuDNN's
+           attention, each backend call timed and counted (mtnlg-bench-train --profile):
+           OUT/profile-gpt2-124m-cudnn.txt, OUT/profile-1.3b-cudnn.txt; and the step with the
+           FA2-style forward's 128-row blocks (MTNLG_CUDA_FLASH2_ROWS=128)
   ncu      Nsight Compute on the FA2-style kernels (forward, dk/dv, dq from stored dS, prep,
            and the recomputing dq; 1.3B shape, dropout
            0.1): OUT/ncu-flash2-*.txt; skipped where ncu is missing or not permitted
@@ -589,15 +589,21 @@ stage_bench() {
   MTNLG_CUDA_ATTENTION=blocked "$build_dir/bench/mtnlg-bench-train" "${xl[@]/#1.3b/1.3b-blocked}" \
     --device cuda --json >>"$j"
   refresh_table
-  # Where the 1.3B step's time goes with the recipe's dropout (0.1), each backend call timed (a
-  # synchronization after each: the sum is above the step's own time): OUT/profile-1.3b-blocked.txt
-  # and OUT/profile-1.3b-flash2.txt.
-  local kernels
-  for kernels in blocked flash2; do
-    MTNLG_CUDA_ATTENTION=$kernels "$build_dir/bench/mtnlg-bench-train" --name "1.3b-$kernels" \
-      --layers 24 --hidden 2048 --heads 16 --seq 2048 --micro-batch 4 --global-batch 4 \
-      --iters 2 --warmup-iters 1 --precision bf16 --dropout 0.1 --profile --device cuda \
-      >"$out/profile-1.3b-$kernels.txt" 2>&1 || status=1
+  # Where the step's time goes with the recipe's dropout (0.1) and the default attention (cuDNN's),
+  # each backend call timed and counted (a synchronization after each: the sum is above the
+  # step's own time, by about a launch per call): the 1.3B step (OUT/profile-1.3b-cudnn.txt) and
+  # GPT-2 124M's (OUT/profile-gpt2-124m-cudnn.txt), the model issue #36 takes out of the launch
+  # bound. (The blocked and FA2-style 1.3B steps were profiled on an H200: docs/gpu.md.)
+  local model i
+  for model in gpt2 xl; do
+    local -n shape=$model
+    local prof=()  # the row's shape without its iteration counts (an option given once)
+    for ((i = 0; i < ${#shape[@]}; i++)); do
+      case ${shape[i]} in --iters | --warmup-iters) ((i += 1)) ;; *) prof+=("${shape[i]}") ;; esac
+    done
+    MTNLG_CUDA_ATTENTION=cudnn "$build_dir/bench/mtnlg-bench-train" "${prof[@]}" \
+      --iters 2 --warmup-iters 1 --dropout 0.1 --profile --device cuda \
+      >"$out/profile-${shape[1]}-cudnn.txt" 2>&1 || status=1
   done
   # The 1.3B step with the FA2-style forward's 128-row blocks (MTNLG_CUDA_FLASH2_ROWS=128; row
   # 1.3b-flash2-128). (The unfused epilogues, row 1.3b-unfused of earlier kits, were measured
