@@ -504,6 +504,13 @@ int64_t mixed_seed(RngStream rng) {
   return static_cast<int64_t>(z ^ (z >> 31));
 }
 
+// The call's seed [0] and offset [2] into the device words its plan reads, in stream order (the
+// previous call's plan has read its own by then) and without waiting for the stream.
+void store_seed_offset(void* words, RngStream rng, cudaStream_t stream) {
+  store_words_cuda(static_cast<int64_t*>(words),
+                   {mixed_seed(rng), 0, static_cast<int64_t>(rng.offset), 0}, stream);
+}
+
 }  // namespace
 
 void CudnnAttention::forward(Tensor& out, Tensor& stats, const Tensor& qkv, int64_t heads,
@@ -511,8 +518,7 @@ void CudnnAttention::forward(Tensor& out, Tensor& stats, const Tensor& qkv, int6
   const int64_t b = qkv.dim(0), s = qkv.dim(1), hd = qkv.dim(2) / (3 * heads);
   Plan& g = plan(false, b, s, heads, hd, qkv.dtype(), dropout_p);
   if (dropout_p > 0) {
-    const int64_t host[4] = {mixed_seed(rng), 0, static_cast<int64_t>(rng.offset), 0};
-    CUDA_CHECK(cudaMemcpyAsync(seed_offset_, host, sizeof(host), cudaMemcpyHostToDevice, stream_));
+    store_seed_offset(seed_offset_, rng, stream_);
   }
   auto* so = static_cast<int64_t*>(seed_offset_);
   void* workspace =
@@ -534,8 +540,7 @@ void CudnnAttention::backward(Tensor& dqkv, const Tensor& dout, const Tensor& qk
   const int64_t b = qkv.dim(0), s = qkv.dim(1), hd = qkv.dim(2) / (3 * heads);
   Plan& g = plan(true, b, s, heads, hd, qkv.dtype(), dropout_p);
   if (dropout_p > 0) {
-    const int64_t host[4] = {mixed_seed(rng), 0, static_cast<int64_t>(rng.offset), 0};
-    CUDA_CHECK(cudaMemcpyAsync(seed_offset_, host, sizeof(host), cudaMemcpyHostToDevice, stream_));
+    store_seed_offset(seed_offset_, rng, stream_);
   }
   auto* so = static_cast<int64_t*>(seed_offset_);
   // The workspace: cuDNN's, then softmax_sum, then (accumulating) dQ's float accumulator, each

@@ -1,8 +1,9 @@
 // Elementwise CUDA kernels: fill, conversions between f32/f64/bf16/f16, add, axpy, scale,
-// add_bias. Grid-stride loops over int64 indices, so any numel works with a capped grid.
-// Elements are read as their storage type T, computed in acc_t<T> and rounded once on write,
-// as the CPU kernels do.
+// add_bias; store_words (a few words written by value). Grid-stride loops over int64 indices, so
+// any numel works with a capped grid. Elements are read as their storage type T, computed in
+// acc_t<T> and rounded once on write, as the CPU kernels do.
 #include <algorithm>
+#include <array>
 #include <cstdint>
 
 #include "core/cuda/cuda_backend_impl.h"
@@ -97,7 +98,20 @@ __global__ void add_bias_packed_kernel(T* y, const T* bias, int64_t rows, int64_
   }
 }
 
+// Four words by value (a struct argument: the launch copies it, so the caller's copy may go).
+struct Words {
+  int64_t w[4];
+};
+__global__ void store_words_kernel(int64_t* dst, Words words) {
+  if (threadIdx.x < 4) dst[threadIdx.x] = words.w[threadIdx.x];
+}
+
 }  // namespace
+
+void store_words_cuda(int64_t* dst, const std::array<int64_t, 4>& words, cudaStream_t stream) {
+  store_words_kernel<<<1, 32, 0, stream>>>(dst, Words{{words[0], words[1], words[2], words[3]}});
+  CUDA_CHECK(cudaGetLastError());
+}
 
 void fill_cuda(Tensor& t, double value, cudaStream_t stream) {
   const int64_t n = t.numel();

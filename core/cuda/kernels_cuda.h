@@ -9,6 +9,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cmath>
 #include <initializer_list>
 #include <vector>
@@ -74,6 +75,11 @@ void axpy_cuda(Tensor& y, const Tensor& x, double alpha, cudaStream_t stream);
 void scale_cuda(Tensor& x, double alpha, cudaStream_t stream);
 // y[n, c] += bias[c]
 void add_bias_cuda(Tensor& y, const Tensor& bias, cudaStream_t stream);
+
+// dst[0..4) = words, enqueued on `stream` with the words as the kernel's arguments: the host
+// returns at once and nothing is read from host memory later (a cudaMemcpyAsync from pageable
+// host memory may wait for the stream first). cuDNN's dropout seed and offset.
+void store_words_cuda(int64_t* dst, const std::array<int64_t, 4>& words, cudaStream_t stream);
 
 // ---- reduce_cuda.cu ----
 // sum of x[i]^2 accumulated in double; `scratch` holds kSumSquaresScratch doubles on the

@@ -2,7 +2,7 @@
 // without dropout against the CPU twin; with dropout by what its mask must be (cuDNN draws its
 // own, not the CPU's): each element kept or dropped, kept ones scaled by 1 / (1 - p), the keep
 // rate 1 - p within the statistics of the sample, the same mask for a seed and another for
-// another stream, and backward using forward's mask. Needs a GPU (exit 77: skipped).
+// another stream or offset, and backward using forward's mask. Needs a GPU (exit 77: skipped).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -107,6 +107,10 @@ TEST_CASE("cuDNN attention dropout: a kept-or-dropped mask, scaled, at the keep 
   CHECK(bitwise_equal(o1, o2));
   auto [o3, st3] = forward(RngStream{7, 12, 0});
   CHECK_FALSE(bitwise_equal(o1, o3));
+  // Another offset, another mask: the plan reads the call's offset (core/cuda/cudnn_attention.cc
+  // store_seed_offset, written on the stream by value).
+  auto [o4, st4] = forward(RngStream{7, 11, 1 << 20});
+  CHECK_FALSE(bitwise_equal(o1, o4));
 
   // Backward applies forward's mask: dV_j = sum_i P_ij keep_ij / (1 - p) dO_i, with P_ij keep_ij
   // / (1 - p) read off forward's output (out_i[j]).
