@@ -114,18 +114,25 @@ void print_profile(const std::map<std::string, bench::OpTiming>& timings, int it
   std::sort(rows.begin(), rows.end(),
             [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
   double total = 0.0;
+  int64_t calls = 0;
   std::map<std::string, double> by_phase, by_kind;
+  std::map<std::string, int64_t> phase_calls;
   for (const auto& [key, t] : rows) {
     total += t.seconds;
+    calls += t.calls;
     const auto slash = key.find('/');
     by_phase[key.substr(0, slash)] += t.seconds;
+    phase_calls[key.substr(0, slash)] += t.calls;
     const std::string op = key.substr(slash + 1);
     by_kind[op.starts_with("gemm") ? "gemm" : op] += t.seconds;
   }
+  // The calls an iteration: each is at least one kernel launch on a GPU (a library's GEMM or
+  // attention may launch more), the count a CUDA graph would replace.
   std::fprintf(out,
-               "\nprofile: backend time per iteration by call (%d iterations; timed calls "
-               "sum to %.1f ms of %.1f ms measured per iteration)\n",
-               iters, 1e3 * total / iters, 1e3 * iter_seconds);
+               "\nprofile: backend time per iteration by call (%d iterations; %lld calls an "
+               "iteration; timed calls sum to %.1f ms of %.1f ms measured per iteration)\n",
+               iters, static_cast<long long>(calls / iters), 1e3 * total / iters,
+               1e3 * iter_seconds);
   std::fprintf(out, "%-60s %7s %10s %6s %8s\n", "phase/call", "calls", "ms/iter", "%", "GFLOP/s");
   for (const auto& [key, t] : rows) {
     std::fprintf(out, "%-60s %7lld %10.2f %6.1f", key.c_str(),
@@ -136,7 +143,8 @@ void print_profile(const std::map<std::string, bench::OpTiming>& timings, int it
   }
   std::fprintf(out, "\nby phase:");
   for (const auto& [phase, s] : by_phase)
-    std::fprintf(out, "  %s %.1f ms (%.1f%%)", phase.c_str(), 1e3 * s / iters, 100.0 * s / total);
+    std::fprintf(out, "  %s %.1f ms (%.1f%%, %lld calls)", phase.c_str(), 1e3 * s / iters,
+                 100.0 * s / total, static_cast<long long>(phase_calls[phase] / iters));
   std::vector<std::pair<std::string, double>> kinds(by_kind.begin(), by_kind.end());
   std::sort(kinds.begin(), kinds.end(), [](auto& a, auto& b) { return a.second > b.second; });
   std::fprintf(out, "\nby kind: ");

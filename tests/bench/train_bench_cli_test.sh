@@ -22,6 +22,20 @@ expect 0 "dropout 0\.25\)" -- "${small[@]}" --dropout 0.25
 expect 0 "dropout_add .*dropout_backward|dropout_backward .*dropout_add" -- \
   "${small[@]}" --dropout 0.25 --profile
 
+# The calls an iteration (the launch count a CUDA graph would replace): the header's figure is
+# the rows' calls summed, and the phases'.
+calls_agree() {
+  "$bin" "${small[@]}" --dropout 0.25 --profile 2>&1 | python3 -c '
+import re, sys
+text = sys.stdin.read()
+head = int(re.search(r"; (\d+) calls an iteration;", text).group(1))
+rows = sum(int(m.group(1)) for m in re.finditer(r"^\S+/\S.*?\s(\d+)\s+[\d.]+\s+[\d.]+", text, re.M))
+phases = sum(int(n) for n in re.findall(r"%, (\d+) calls\)", text))
+print(f"calls an iteration: header {head}, rows {rows}, phases {phases}", file=sys.stderr)
+sys.exit(0 if head > 0 and head == rows == phases else 1)'
+}
+check "--profile counts the calls an iteration (header = rows = phases)" calls_agree
+
 loss() { "$bin" "${small[@]}" --json "$@" 2>/dev/null | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["loss"], d["dropout"])'; }
 plain=$(loss)
 dropped=$(loss --dropout 0.25)
