@@ -1,12 +1,13 @@
 // The CPU backend's checks of ids that come from data (token and target ids), shared by its
-// embedding and cross-entropy operations (core/cpu/embedding_cpu.cc, cross_entropy_cpu.cc).
+// embedding and cross-entropy operations (core/cpu/embedding_cpu.cc, cross_entropy_cpu.cc), at
+// the operation (core/id_checks.h).
 #pragma once
 
 #include <cstdint>
-#include <sstream>
 #include <utility>
 
 #include "core/backend_checks.h"
+#include "core/id_checks.h"
 #include "core/status.h"
 #include "core/tensor.h"
 
@@ -15,12 +16,7 @@ namespace mtnlg::cpu {
 inline void check_ids(const int32_t* ids, int64_t n, int64_t limit, const char* op,
                       const char* what, const char* fix) {
   for (int64_t i = 0; i < n; ++i) {
-    if (ids[i] < 0 || ids[i] >= limit) {
-      std::ostringstream os;
-      os << op << ": " << what << " " << ids[i] << " at position " << i << " is outside [0, "
-         << limit << "); " << fix;
-      throw invalid_argument(os.str(), op);
-    }
+    if (ids[i] < 0 || ids[i] >= limit) throw bad_id_error(op, what, ids[i], i, limit, fix);
   }
 }
 

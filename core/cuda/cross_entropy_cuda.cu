@@ -83,8 +83,12 @@ __global__ void cross_entropy_forward_kernel(double* row_loss, const T* logits,
   const T* x = logits + r * vp;
   A mx, sum;
   row_logsumexp(x, vocab, mx, sum);
-  if (threadIdx.x == 0)
-    row_loss[r] = static_cast<double>(log(sum) + mx - static_cast<A>(x[targets[r]]));
+  // A bad target (its check raises at the host's next synchronization) reads no logit: NaN.
+  const int32_t t = targets[r];
+  if (threadIdx.x == 0) {
+    row_loss[r] = t >= 0 && t < vocab ? static_cast<double>(log(sum) + mx - static_cast<A>(x[t]))
+                                      : static_cast<double>(NAN);
+  }
 }
 
 // Row r is read completely (max, sum) before any of it is written, so dlogits may be logits.
@@ -243,8 +247,10 @@ double CudaBackend::do_cross_entropy_forward(const Tensor& logits, const Tensor&
                                              int64_t vocab) {
   const char* op = "cross_entropy_forward";
   check_ids(targets, vocab, op, "target id", kVocabFix);  // the rest: checked by the front
-  return cross_entropy_forward_cuda(logits, targets, vocab, ws_,
-                                    sum_scratch() + (kSumSquaresScratch - 1), stream());
+  return with_id_checks([&] {
+    return cross_entropy_forward_cuda(logits, targets, vocab, ws_,
+                                      sum_scratch() + (kSumSquaresScratch - 1), stream());
+  });
 }
 
 void CudaBackend::do_cross_entropy_backward(Tensor& dlogits, const Tensor& logits,

@@ -28,6 +28,7 @@
 #include "core/cuda/gemm_epilogue.h"
 #include "core/cuda/kernels_cuda.h"
 #include "core/env_choice.h"
+#include "core/id_checks.h"
 #include "core/memory_counter.h"
 
 namespace mtnlg {
@@ -38,12 +39,16 @@ namespace cuda_detail {
 struct StreamDeleter {
   void operator()(cudaStream_t s) const { (void)cudaStreamDestroy(s); }
 };
+struct PinnedDeleter {
+  void operator()(uint64_t* p) const { (void)cudaFreeHost(p); }
+};
 struct CublasDeleter {
   const CublasLibrary* lib = nullptr;
   void operator()(cublasHandle_t h) const { (void)lib->destroy(h); }
 };
 using StreamPtr = std::unique_ptr<std::remove_pointer_t<cudaStream_t>, StreamDeleter>;
 using CublasPtr = std::unique_ptr<std::remove_pointer_t<cublasHandle_t>, CublasDeleter>;
+using PinnedWords = std::unique_ptr<uint64_t[], PinnedDeleter>;
 
 }  // namespace cuda_detail
 
@@ -99,6 +104,10 @@ class CudaBackend final : public Backend {
     CUBLAS_CHECK(cublas_lib_.set_workspace(handle, blas_workspace, blas_bytes));
     epilogue_ = std::make_unique<EpilogueGemm>(blas_workspace, blas_bytes);
     fixed_.emplace(*cache_, static_cast<size_t>(kCudaBackendScratchBytes));
+    CUDA_CHECK(cudaMemsetAsync(id_words(), 0xff, kIdCheckWords * sizeof(uint64_t), stream));
+    uint64_t* words = nullptr;
+    CUDA_CHECK(cudaMallocHost(&words, kIdCheckWords * sizeof(uint64_t)));
+    id_words_host_.reset(words);
   }
 
   Device device() const override { return Device::kCUDA; }
@@ -119,7 +128,13 @@ class CudaBackend final : public Backend {
   int64_t peak_bytes() const override { return counter_->peak(); }
   void reset_peak() override { counter_->reset_peak(); }
 
-  void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream())); }
+  // Raises a bad id that a check queued since the last synchronization found (check_ids).
+  void synchronize() override {
+    with_id_checks([&] {
+      CUDA_CHECK(cudaStreamSynchronize(stream()));
+      return 0;
+    });
+  }
   void* native_stream() const override { return stream_.get(); }
 
  protected:
@@ -172,6 +187,14 @@ class CudaBackend final : public Backend {
 
   double* sum_scratch() const {
     return static_cast<double*>(fixed_->data());
+  }
+  // The deferred id checks' words (check_ids), after sum_scratch's doubles.
+  uint64_t* id_words() const {
+    return reinterpret_cast<uint64_t*>(sum_scratch() + kSumSquaresScratch);
+  }
+  // abs_max's and fp8_cast's largest magnitude, after the id checks' words.
+  unsigned* amax_word() const {
+    return reinterpret_cast<unsigned*>(id_words() + kIdCheckWords);
   }
   // Whether a pass whose chosen family is `k` runs the FA2-style (flash) kernels: chosen, and
   // they apply to these tensors, at a head size measured on a GPU unless MTNLG_CUDA_ATTENTION
@@ -233,23 +256,38 @@ class CudaBackend final : public Backend {
     return attention_.flash2_named || kernels::flash2::head_dim_measured(qkv.dim(2) / (3 * heads));
   }
 
-  // Ids from data are checked on the device; a bad one is an invalid_argument naming its
-  // position, as on the CPU. Synchronizes (one 4-byte read back).
+  // Ids from data are checked on the device without waiting for it: the check's kernel lowers a
+  // word the host reads back at its next synchronization (with_id_checks), which raises a bad
+  // id as the CPU does (core/id_checks.h), naming the operation and the position. Until then
+  // the kernels that read ids leave a bad one out (kernels::shard_index) and never index with
+  // it: a micro-batch's checks used to cost four waits for the GPU.
   void check_ids(const Tensor& ids, int64_t limit, const char* op, const char* what,
                  const char* fix) {
-    unsigned* first_bad = reinterpret_cast<unsigned*>(sum_scratch() + kSumSquaresScratch);
-    CUDA_CHECK(cudaMemsetAsync(first_bad, 0xff, sizeof(unsigned), stream()));
-    check_ids_cuda(ids, limit, first_bad, stream());
-    unsigned pos = 0;
-    CUDA_CHECK(cudaMemcpyAsync(&pos, first_bad, sizeof pos, cudaMemcpyDeviceToHost, stream()));
-    synchronize();
-    if (pos == 0xffffffffu) return;
-    int32_t id = 0;
-    CUDA_CHECK(cudaMemcpy(&id, ids.data_as<int32_t>() + pos, sizeof id, cudaMemcpyDeviceToHost));
-    std::ostringstream os;
-    os << op << ": " << what << " " << id << " at position " << pos << " is outside [0, " << limit
-       << "); " << fix;
-    throw invalid_argument(os.str(), op);
+    const int64_t n = ids.numel();
+    if (n == 0) return;
+    MTNLG_CHECK_MSG(n <= int64_t{0xffffffff},
+                    op << ": " << ids.str() << " (positions fit 32 bits)");
+    if (id_checks_.full()) synchronize();
+    const int slot = id_checks_.add(op, what, limit, fix);
+    check_ids_cuda(ids, limit, id_words() + slot, stream());
+  }
+
+  // Runs `wait`, which ends in a wait for the stream (a value read back to the host), with the
+  // pending id checks' words copied back in the same wait; then raises the first bad id they
+  // found. The copy and the words' reset are queued before any later check's kernel.
+  template <typename F>
+  std::invoke_result_t<F&> with_id_checks(F&& wait) {
+    static_assert(DeferredIdChecks::kSlots == kIdCheckWords);
+    const int n = id_checks_.begin_read();
+    if (n > 0) {
+      const size_t bytes = static_cast<size_t>(n) * sizeof(uint64_t);
+      CUDA_CHECK(cudaMemcpyAsync(id_words_host_.get(), id_words(), bytes, cudaMemcpyDeviceToHost,
+                                 stream()));
+      CUDA_CHECK(cudaMemsetAsync(id_words(), 0xff, bytes, stream()));
+    }
+    auto value = wait();
+    id_checks_.end_read(id_words_host_.get());
+    return value;
   }
 
   // The vocab-parallel cross entropy's shared checks; returns (rows, real columns). Targets are
@@ -285,10 +323,12 @@ class CudaBackend final : public Backend {
   Workspace blas_ws_{*cache_};  // cuBLAS's and cuBLASLt's: outlives both handles
   CublasLibrary cublas_lib_;    // before cublas_: the handle is destroyed through it
   CublasPtr cublas_;
-  // kSumSquaresScratch doubles for sum_squares (and cross entropy's total), then one word for
-  // check_ids: core/cuda/device_overheads.h's kCudaBackendScratchBytes, which the plan counts.
-  // Made in the constructor's body, once the device is current.
+  // kSumSquaresScratch doubles for sum_squares (and cross entropy's total), the id checks'
+  // words, then abs_max's word: core/cuda/device_overheads.h's kCudaBackendScratchBytes, which
+  // the plan counts. Made in the constructor's body, once the device is current.
   std::optional<DeviceBlock> fixed_;
+  DeferredIdChecks id_checks_;
+  cuda_detail::PinnedWords id_words_host_;  // pinned: the words' copy back queues without a wait
   Workspace ws_{*cache_};  // launchers' temporaries (attention scores, column-sum partials, sorts)
   // cuBLASLt, made in the constructor's body once the device is current and blas_ws_ holds the
   // workspace (a member initializer would put it on whichever GPU was current).

@@ -12,15 +12,22 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernels_cuda.h"
 #include "core/cuda/launch_cuda.h"
+#include "core/id_checks.h"
 #include "core/kernels/vocab_shard_math.h"
 
 namespace mtnlg {
 
 namespace {
 
-__global__ void check_ids_kernel(const int32_t* ids, int64_t n, int64_t limit, unsigned* bad) {
+// The lowest bad position wins: it is the word's high half (DeferredIdChecks::pack).
+__global__ void check_ids_kernel(const int32_t* ids, int64_t n, int64_t limit,
+                                 unsigned long long* word) {
   for (int64_t i = first_index(); i < n; i += grid_stride()) {
-    if (ids[i] < 0 || ids[i] >= limit) atomicMin(bad, static_cast<unsigned>(i));
+    const int32_t id = ids[i];
+    if (id < 0 || id >= limit) {
+      atomicMin(word, static_cast<unsigned long long>(
+                          DeferredIdChecks::pack(static_cast<uint32_t>(i), id)));
+    }
   }
 }
 
@@ -91,18 +98,20 @@ int bits_for(int64_t limit) {
 
 }  // namespace
 
-void check_ids_cuda(const Tensor& ids, int64_t limit, unsigned* first_bad, cudaStream_t stream) {
+void check_ids_cuda(const Tensor& ids, int64_t limit, uint64_t* word, cudaStream_t stream) {
   const int64_t n = ids.numel();
   if (n == 0) return;
-  check_ids_kernel<<<cuda_grid(n), kCudaBlock, 0, stream>>>(ids.data_as<int32_t>(), n, limit,
-                                                            first_bad);
+  static_assert(sizeof(unsigned long long) == sizeof(uint64_t));
+  check_ids_kernel<<<cuda_grid(n), kCudaBlock, 0, stream>>>(
+      ids.data_as<int32_t>(), n, limit, reinterpret_cast<unsigned long long*>(word));
   CUDA_CHECK(cudaGetLastError());
 }
 
 namespace {
 
-// wte holds word rows [vocab_start, vocab_start + wte rows) (the whole table: 0, with the token
-// ids checked first by check_ids_cuda); other tokens give 0. wpe may be undefined (no
+// wte holds word rows [vocab_start, vocab_start + wte rows) (the whole table: 0, the token ids
+// checked by check_ids_cuda, which raises at the host's next synchronization); other tokens,
+// bad ones too, give 0. wpe may be undefined (no
 // positions): Backend::embedding_shard_forward.
 void embedding_forward_cuda(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
                             int64_t vocab_start, cudaStream_t stream) {

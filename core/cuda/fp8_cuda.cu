@@ -128,19 +128,19 @@ void fp8_pack_cuda(uint8_t* out, const Tensor& in, bool transpose, Fp8Format f,
   CUDA_CHECK(cudaGetLastError());
 }
 
-// The word both use is check_ids' (the backend's fixed scratch): each call synchronizes before
-// returning, so no two uses overlap on the stream.
+// The word both use is the backend's amax_word (its fixed scratch): each call synchronizes before
+// returning, so no two uses overlap on the stream; the wait also settles the id checks.
 double CudaBackend::do_abs_max(const Tensor& x) {
   const int64_t n = x.numel();
   if (n == 0) return 0.0;
-  unsigned* word = reinterpret_cast<unsigned*>(sum_scratch() + kSumSquaresScratch);
+  unsigned* word = amax_word();
   CUDA_CHECK(cudaMemsetAsync(word, 0, sizeof(unsigned), stream()));
   dispatch_dtype(Device::kCUDA, x.dtype(), "abs_max", [&](auto tag) {
     using T = decltype(tag);
     abs_max_kernel<<<cuda_grid(n), kCudaBlock, 0, stream()>>>(word, x.data_as<T>(), n);
   });
   CUDA_CHECK(cudaGetLastError());
-  return amax_to_host(word, stream());
+  return with_id_checks([&] { return amax_to_host(word, stream()); });
 }
 
 namespace {
@@ -165,10 +165,10 @@ void cast_into(unsigned* word, Tensor& out, const Tensor& in, double scale, Fp8F
 
 double CudaBackend::do_fp8_cast(Tensor& out, const Tensor& in, double scale, Fp8Format format) {
   if (in.numel() == 0) return 0.0;
-  unsigned* word = reinterpret_cast<unsigned*>(sum_scratch() + kSumSquaresScratch);
+  unsigned* word = amax_word();
   CUDA_CHECK(cudaMemsetAsync(word, 0, sizeof(unsigned), stream()));
   cast_into(word, out, in, scale, format, stream());
-  return amax_to_host(word, stream());
+  return with_id_checks([&] { return amax_to_host(word, stream()); });
 }
 
 void CudaBackend::do_fp8_cast_accumulate(Tensor& out, const Tensor& in, double scale,

@@ -182,9 +182,10 @@ void flash2_backward_cuda(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, c
                           const Tensor& stats, int64_t heads, double dropout_p, RngStream rng,
                           bool stored_ds, Workspace& ws, cudaStream_t stream);
 
-// *first_bad (device; 0xffffffff before) becomes the first position whose id is outside
-// [0, limit), or stays.
-void check_ids_cuda(const Tensor& ids, int64_t limit, unsigned* first_bad, cudaStream_t stream);
+// *word (device; DeferredIdChecks::kClear before) becomes DeferredIdChecks::pack(position, id)
+// of the first position whose id is outside [0, limit), or stays (core/id_checks.h). Waits for
+// nothing.
+void check_ids_cuda(const Tensor& ids, int64_t limit, uint64_t* word, cudaStream_t stream);
 
 // out = the FP8 bytes (format f) of the 2-D in (bf16 or f32 values already on the FP8 grid:
 // exact), [rows, cols] as stored or transposed to [cols, rows] (core/cuda/fp8_cuda.cu).

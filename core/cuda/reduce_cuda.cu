@@ -150,11 +150,11 @@ void CudaBackend::do_bias_backward(Tensor& dbias, const Tensor& dy) {
 }
 
 double CudaBackend::do_sum_squares(const Tensor& x) {
-  return sum_squares_cuda(x, sum_scratch(), stream());
+  return with_id_checks([&] { return sum_squares_cuda(x, sum_scratch(), stream()); });
 }
 
 std::vector<double> CudaBackend::do_sum_squares_many(const std::vector<Tensor>& xs) {
-  return sum_squares_many_cuda(xs, ws_, stream());
+  return with_id_checks([&] { return sum_squares_many_cuda(xs, ws_, stream()); });
 }
 
 }  // namespace mtnlg

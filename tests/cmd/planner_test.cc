@@ -16,6 +16,10 @@
 #include "test_util.h"
 
 using namespace mtnlg;
+
+// The CUDA backend's own scratch, written out: sum_squares' 1024 partials in double, the
+// deferred id checks' 64 words of 8 bytes, abs_max's 4-byte word.
+constexpr int64_t kBackendScratch = 1024 * 8 + 64 * 8 + 4;
 using mtnlg::test::ScopedEnv;
 
 namespace {
@@ -514,7 +518,8 @@ TEST_CASE("the column sums' scratch is planned and the kernel scratch takes the 
   CHECK(p.cuda_column_sum_scratch_bytes == 2 * 256 * 2048 * 4);
   for (const StagePlan& st : p.stages)
     CHECK(st.device.kernel_scratch ==
-          std::max(p.cuda_attention_scratch_bytes, p.cuda_column_sum_scratch_bytes) + 1024 * 8 + 4);
+          std::max(p.cuda_attention_scratch_bytes, p.cuda_column_sum_scratch_bytes) +
+              kBackendScratch);
   {
     const Recipe q = recipe("1.3b.yaml", {"parallel.micro_batch_size=4",
                                           "model.attention_dropout=0", "model.hidden_dropout=0"});
@@ -522,7 +527,7 @@ TEST_CASE("the column sums' scratch is planned and the kernel scratch takes the 
     ScopedEnv dq("MTNLG_CUDA_FLASH2_DQ", "recompute");  // delta alone: no dS^T
     const Plan f = make_plan(q, PlanOptions{});
     CHECK(f.cuda_attention_scratch_bytes == 4 * 16 * 2048 * 4);
-    CHECK(f.stages[0].device.kernel_scratch == f.cuda_column_sum_scratch_bytes + 1024 * 8 + 4);
+    CHECK(f.stages[0].device.kernel_scratch == f.cuda_column_sum_scratch_bytes + kBackendScratch);
   }
 }
 
@@ -547,7 +552,7 @@ TEST_CASE("fp8 on a GPU plans its packed operands in the kernel scratch") {
     CHECK(st.device.kernel_scratch ==
           std::max({p.cuda_attention_scratch_bytes, p.cuda_column_sum_scratch_bytes,
                     p.cuda_fp8_pack_bytes}) +
-              1024 * 8 + 4);
+              kBackendScratch);
   {
     ScopedEnv env("MTNLG_CUDA_ATTENTION", "flash2");
     ScopedEnv dq("MTNLG_CUDA_FLASH2_DQ", "recompute");
@@ -557,7 +562,7 @@ TEST_CASE("fp8 on a GPU plans its packed operands in the kernel scratch") {
                   PlanOptions{});
     REQUIRE(q.cuda_fp8_pack_bytes > q.cuda_attention_scratch_bytes);
     for (const StagePlan& st : q.stages)
-      CHECK(st.device.kernel_scratch == q.cuda_fp8_pack_bytes + 1024 * 8 + 4);
+      CHECK(st.device.kernel_scratch == q.cuda_fp8_pack_bytes + kBackendScratch);
   }
   const Plan tp2 = make_plan(
       recipe("1.3b.yaml", {"parallel.micro_batch_size=4", "precision=fp8", "parallel.tensor=2"}),
@@ -846,9 +851,10 @@ TEST_CASE("device overheads: per stage on a GPU - counted in fits - none on the 
   for (const StagePlan& st : p.stages) {
     CHECK(st.device.cuda_context == kCudaContextEstimateBytes);
     CHECK(st.device.blas_workspace == int64_t{32} << 20);
-    // Attention's, and the CUDA backend's own (sum_squares' partials and check_ids' word).
+    // Attention's, and the CUDA backend's own.
     CHECK(st.device.kernel_scratch ==
-          std::max(p.cuda_attention_scratch_bytes, p.cuda_column_sum_scratch_bytes) + 1024 * 8 + 4);
+          std::max(p.cuda_attention_scratch_bytes, p.cuda_column_sum_scratch_bytes) +
+              kBackendScratch);
     CHECK(st.device.nccl_buffers == st.device.nccl_communicators * kNcclCommunicatorEstimateBytes);
     CHECK(st.device_total() == st.memory.total() + st.device.cuda_context +
                                    st.device.blas_workspace + st.device.kernel_scratch +

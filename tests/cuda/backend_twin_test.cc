@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/cuda/device_overheads.h"
+#include "core/id_checks.h"
 #include "tests/cuda/twin_check.h"
 #include "tests/test_util.h"
 
@@ -607,25 +608,54 @@ TEST_CASE("vocab-parallel embedding and cross-entropy steps match the CPU on eve
   }
 }
 
-TEST_CASE("a bad token or target id on the GPU is an invalid_argument naming its position") {
+// The checks wait for nothing (core/id_checks.h): a bad id is raised at the backend's next
+// synchronization with the host, once, naming the operation that queued the check.
+TEST_CASE(
+    "a bad token or target id on the GPU is an invalid_argument at the next synchronization naming "
+    "its op and position") {
   Twin tw;
   Tensor tokens = random_ids({2, 5}, 10, 1);
   tokens.data_as<int32_t>()[7] = 10;
+  tokens.data_as<int32_t>()[9] = -4;
   Tensor tg = tw.dev(tokens);
   Tensor wte = tw.gpu->alloc({10, 4}, DType::kF32), wpe = tw.gpu->alloc({5, 4}, DType::kF32);
   Tensor out = tw.gpu->alloc({2, 5, 4}, DType::kF32);
+  tw.gpu->embedding_forward(out, tg, wte, wpe);  // queued; the bad rows read no table row
   try {
-    tw.gpu->embedding_forward(out, tg, wte, wpe);
+    tw.gpu->synchronize();
     FAIL("no error for token id 10 with a vocabulary of 10");
   } catch (const Error& e) {
     CHECK(e.code() == Code::kInvalidArgument);
-    CHECK_THAT(e.what(),
-               Catch::Contains("token id 10 at position 7") && Catch::Contains("model.vocab_size"));
+    CHECK_THAT(e.what(), Catch::Contains("embedding_forward: token id 10 at position 7") &&
+                             Catch::Contains("model.vocab_size"));
   }
+  CHECK_NOTHROW(tw.gpu->synchronize());  // raised once
+
+  // A copy to the host is a synchronization too.
+  Tensor dwte = tw.gpu->alloc({10, 4}, DType::kF32), dwpe = tw.gpu->alloc({5, 4}, DType::kF32);
+  tw.gpu->embedding_backward(dwte, dwpe, out, tg);
+  CHECK_THROWS_WITH(tw.host(dwte),
+                    Catch::Contains("embedding_backward: token id 10 at position 7"));
+
+  // The cross entropy reads its loss back: raised by the operation itself, the bad row's loss
+  // never read from outside its row.
   Tensor logits = tw.gpu->alloc({10, 12}, DType::kF32);
   Tensor targets = tw.dev(tokens.view({10}));
   CHECK_THROWS_WITH(tw.gpu->cross_entropy_forward(logits, targets, 10),
-                    Catch::Contains("target id 10 at position 7"));
+                    Catch::Contains("cross_entropy_forward: target id 10 at position 7"));
+
+  // More checks than the backend has words: the one past them waits for the earlier ones.
+  Tensor good = tw.dev(random_ids({2, 5}, 10, 2));
+  tw.gpu->embedding_forward(out, tg, wte, wpe);
+  CHECK_THROWS_WITH(
+      [&] {
+        for (int i = 0; i < DeferredIdChecks::kSlots; ++i)
+          tw.gpu->embedding_forward(out, good, wte, wpe);
+      }(),
+      Catch::Contains("token id 10 at position 7"));
+  for (int i = 0; i < 3 * DeferredIdChecks::kSlots; ++i)
+    tw.gpu->embedding_forward(out, good, wte, wpe);
+  CHECK_NOTHROW(tw.gpu->synchronize());
 }
 
 // core/kernels/adamw_math.h leaves the compilers no contraction to choose (every multiply-add an
