@@ -197,13 +197,17 @@ int run(const Options& o) {
 
   std::vector<double> times, plain_times;  // plain_times: --compare-weights' odd iterations
   double loss = 0.0;
+  LossSum loss_sum(be);  // as the trainer: summed on the device, read once an iteration
   uint64_t micro_id = 0;
+  int64_t waits_before = 0;  // Backend::host_waits at the first timed iteration
   for (int it = 0; it < o.warmup_iters + o.iters; ++it) {
-    if (it == o.warmup_iters) timed.reset();
+    if (it == o.warmup_iters) {
+      timed.reset();
+      waits_before = be.host_waits();
+    }
     const auto t0 = std::chrono::steady_clock::now();
     timed.set_phase("optimizer");
     model.params().zero_grads(be);
-    double loss_sum = 0.0;
     {
       // As the trainer: weights fixed until the optimizer step (bf16 on the CPU: each weight
       // reordered once per iteration), unless --plain-weights (or an odd iteration of
@@ -213,18 +217,18 @@ int run(const Options& o) {
       if (!plain) frozen.emplace(be);
       for (int64_t i = 0; i < accum; ++i) {
         timed.set_phase("forward");
-        loss_sum += model.forward(acts, tokens[i], targets[i], micro_id++);
+        model.forward(acts, tokens[i], targets[i], micro_id++, loss_sum);
         timed.set_phase("backward");
         model.backward(acts, Tensor(), 1.0 / tokens_per_iter);
       }
     }
     timed.set_phase("optimizer");
+    loss = loss_sum.take(be) / tokens_per_iter;
     const double norm = global_grad_norm(be, model.params());
     optimizer.step(opt_config.lr, clip_coefficient(norm, opt_config.clip_grad));
     if (Fp8Linears* fp8 = model.fp8()) fp8->end_step({});
     be.synchronize();
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    loss = loss_sum / tokens_per_iter;
     if (it >= o.warmup_iters)
       (o.compare_weights && it % 2 == 1 ? plain_times : times).push_back(dt);
   }
@@ -251,6 +255,11 @@ int run(const Options& o) {
                                                          config.local_heads(), config.seq, head_dim,
                                                          dtype == DType::kBF16 ? 2 : 4)
                          : "cpu";
+  // The host's waits for the device an iteration (each drains its queue; a CUDA graph needs
+  // none inside it): without --profile, whose timer waits after every call.
+  const double waits_per_iter =
+      static_cast<double>(be.host_waits() - waits_before) / static_cast<double>(o.iters);
+  const std::string waits_json = o.profile ? "null" : fmt::format("{:g}", waits_per_iter);
   if (o.profile) print_profile(timed.timings(), o.iters, med, text);
   if (o.json) {
     std::printf(
@@ -262,7 +271,8 @@ int run(const Options& o) {
         "\"tokens_per_iter\":%.0f,\"ms_median\":%.3f,\"ms_min\":%.3f,\"tokens_per_s\":%.3f,"
         "\"tflops\":%.6f,\"loss\":%.6f,\"dropout\":%g,\"device\":\"%s\",\"peak_memory_bytes\":%lld,"
         "\"reserved_bytes\":%lld,\"device_bytes_in_use\":%lld,\"ffn\":%lld,\"tensor_slice\":%lld,"
-        "\"activation_checkpointing\":%s,\"attention\":\"%s\",\"peak_tflops\":%s,\"mfu\":%s}\n",
+        "\"activation_checkpointing\":%s,\"attention\":\"%s\",\"peak_tflops\":%s,\"mfu\":%s,"
+        "\"host_waits_per_iter\":%s}\n",
         o.precision.c_str(), o.name.c_str(), o.threads, (long long)o.layers, (long long)o.hidden,
         (long long)o.heads, (long long)o.seq, (long long)o.vocab, (long long)config.padded_vocab,
         (long long)o.micro_batch, (long long)o.global_batch, o.iters, o.warmup_iters,
@@ -271,7 +281,7 @@ int run(const Options& o) {
         (long long)cpu->peak_bytes(), (long long)cpu->reserved_bytes(),
         (long long)cpu->device_bytes_in_use(), (long long)config.ffn, (long long)o.tensor_slice,
         o.activation_checkpointing ? "true" : "false", attention.c_str(), peak_json.c_str(),
-        mfu_json.c_str());
+        mfu_json.c_str(), waits_json.c_str());
     return 0;
   }
   std::printf("mtnlg-bench-train (%s, %s, dropout %g)\n", cpu->name().c_str(), o.precision.c_str(),
@@ -286,6 +296,8 @@ int run(const Options& o) {
   std::printf("iterations: %d timed after %d warm-up; loss %.4f\n", o.iters, o.warmup_iters, loss);
   std::printf("ms/iter: median %.1f, min %.1f\n", 1e3 * med, 1e3 * best);
   std::printf("tokens/s: %.1f (median iteration)\n", tokens_per_s);
+  if (!o.profile)
+    std::printf("host waits for the device an iteration: %g (0 on the CPU)\n", waits_per_iter);
   if (o.compare_weights && !plain_times.empty())
     std::printf(
         "frozen weights %.1f ms/iter, plain weights %.1f ms/iter (medians of %zu and %zu "

@@ -449,9 +449,10 @@ void plan_memory(const Recipe& r, const PlanOptions& o, Plan& plan) {
     m.adam_moments = 2 * st.optimizer_shard * (mixed ? kF32Bytes : e);
     m.activations = r.parallel.activation_checkpointing ? sets_checkpointed : sets_full;
     // The last stage holds min(1, m) = 1 micro-batch in flight: one logits buffer.
+    // ... and the step's summed loss, one f64 on every stage (model/loss_sum.h, the trainer's).
     m.workspace = st.logits_bytes + st.scratch_bytes + st.recompute_bytes + st.receive_bytes +
                   st.reduce_scatter_bytes + st.reduce_staging_bytes + st.weight_copy_bytes +
-                  st.fp8_cast_bytes + st.fp8_weight_cache_bytes;
+                  st.fp8_cast_bytes + st.fp8_weight_cache_bytes + kF64Bytes;
     if (o.device == Device::kCUDA)
       st.device = device_overheads(
           plan, st,

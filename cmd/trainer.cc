@@ -493,7 +493,8 @@ WeightsSource Trainer::weights_source() const {
 
 double Trainer::forward_backward(int64_t global, double grad_scale) {
   const int64_t micro = recipe_.parallel.micro_batch_size;
-  double loss_sum = 0.0;  // the last stage's
+  // The last stage's loss, summed on the device and read once the schedule is done.
+  if (!step_loss_) step_loss_.emplace(*backend_);
   const int64_t steps = global / (micro * data_size_);
   // Every stage reads the same micro-batches, in order, at the first chunk's forward: the first
   // stage uses the tokens, the last the targets (in its last chunk).
@@ -510,8 +511,8 @@ double Trainer::forward_backward(int64_t global, double grad_scale) {
     const auto micro_batch_id = static_cast<uint64_t>(mb.first_sample / micro);
     auto& pool = acts_[static_cast<size_t>(c)];
     StageActivations& acts = *pool[static_cast<size_t>(m) % pool.size()];
-    loss_sum += model_->forward(acts, model_->stage().pre_process && c == 0 ? mb.tokens : input,
-                                mb.targets, micro_batch_id);
+    model_->forward(acts, model_->stage().pre_process && c == 0 ? mb.tokens : input, mb.targets,
+                    micro_batch_id, *step_loss_);
     return acts.residual.back();
   };
   // On a chunk's last micro-batch each of its gradients is final as backward passes it: start
@@ -537,7 +538,7 @@ double Trainer::forward_backward(int64_t global, double grad_scale) {
         [&](int64_t m, const Tensor& input) { return forward_step(0, m, input); },
         [&](int64_t m, const Tensor& grad) { return backward_step(0, m, grad); });
   }
-  return loss_sum;
+  return step_loss_->take(*backend_);
 }
 
 IterationStats Trainer::step_stats(const StepStart& start, const StepHealth& health, double lr,
@@ -587,15 +588,16 @@ EvalStats Trainer::compute_evaluation() {
   const int64_t micro = recipe_.parallel.micro_batch_size, seq = recipe_.model.seq_length;
   const int64_t steps =
       recipe_.eval.iters * (recipe_.batch.global_batch_size / (micro * data_size_));
-  double loss_sum = 0.0;
+  if (!step_loss_) step_loss_.emplace(*backend_);  // zero between steps; read once, at the end
+  LossSum& loss_sum = *step_loss_;
   model_->set_training(false);  // no dropout, as Megatron-LM's model.eval()
   // Forward only: one micro-batch in flight, its output sent on before the next forward.
   MicroBatch mb;
   const ChunkForwardStep forward_step = [&](int64_t c, int64_t, const Tensor& input) {
     if (c == 0) mb = valid_loader_->next();
     StageActivations& acts = *acts_[static_cast<size_t>(c)].front();
-    loss_sum += model_->forward(acts, model_->stage().pre_process && c == 0 ? mb.tokens : input,
-                                mb.targets, static_cast<uint64_t>(mb.first_sample / micro));
+    model_->forward(acts, model_->stage().pre_process && c == 0 ? mb.tokens : input, mb.targets,
+                    static_cast<uint64_t>(mb.first_sample / micro), loss_sum);
     return acts.residual.back();
   };
   {
@@ -606,7 +608,8 @@ EvalStats Trainer::compute_evaluation() {
   EvalStats e;
   e.iteration = iteration_;
   e.samples = steps * micro * data_size_;
-  e.loss = sum_over_data(sum_over_pipeline(loss_sum)) / static_cast<double>(e.samples * seq);
+  e.loss = sum_over_data(sum_over_pipeline(loss_sum.take(*backend_))) /
+           static_cast<double>(e.samples * seq);
   e.ppl = std::exp(e.loss);
   return e;
 }

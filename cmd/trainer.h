@@ -220,6 +220,7 @@ class Trainer {
   std::unique_ptr<SampleSource> train_data_, valid_data_;
   std::unique_ptr<Loader> train_loader_, valid_loader_;
   std::unique_ptr<GPTStage> model_;
+  std::optional<LossSum> step_loss_;      // forward_backward's, kept on the device between steps
   std::unique_ptr<Optimizer> optimizer_;  // AdamW, or ZeroAdamW with ZeRO-1 and data ranks
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<LossScaler> scaler_;  // precision fp16 only

@@ -358,6 +358,17 @@ class Backend {
     const OpScope s(*this, {"cross_entropy_forward", "cross_entropy_forward"});
     return do_cross_entropy_forward(logits, targets, vocab);
   }
+  // total[0] += cross_entropy_forward(logits, targets, vocab) (the same bits), total f64 [1] on
+  // the backend's device: a step's losses summed where they are made and read once (a device
+  // backend then waits for nothing per micro-batch; core/cuda/cross_entropy_cuda.cu).
+  void cross_entropy_forward_add(Tensor& total, const Tensor& logits, const Tensor& targets,
+                                 int64_t vocab) {
+    const char* op = "cross_entropy_forward_add";
+    check_cross_entropy(op, device(), nullptr, logits, targets, vocab);
+    check_operand(op, "total", total, device(), DType::kF64, 1);
+    const OpScope s(*this, {op, "cross_entropy_forward"});
+    do_cross_entropy_forward_add(total, logits, targets, vocab);
+  }
   // dlogits = grad_scale * (softmax(logits) - onehot(targets)); padded columns set to 0.
   // dlogits may alias logits (the fused, memory-saving path).
   void cross_entropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
@@ -483,6 +494,10 @@ class Backend {
 
   // Blocks until queued work is done (no-op on CPU).
   virtual void synchronize() {}
+  // How many times the host has waited for the device so far (synchronize, a value read back, a
+  // copy to or from pageable host memory): each drains the device's queue of launched work.
+  // mtnlg-bench-train reports it per iteration. 0 on the CPU, whose work is done at return.
+  virtual int64_t host_waits() const { return 0; }
   // The stream this backend queues its work on (a cudaStream_t for CUDA), so that device
   // communicators can order their operations after it (Communicator::set_compute_stream);
   // nullptr on the CPU, whose work is done when a call returns.
@@ -523,6 +538,15 @@ class Backend {
     gemm_weight(y2, x.as_2d(), w, true, 1.0, 0.0);
     add_bias(y2, bias);
     if (gelu_out != nullptr) gelu_forward(*gelu_out, y, act);
+  }
+  // By default the loss returned, added on the host and written back.
+  virtual void do_cross_entropy_forward_add(Tensor& total, const Tensor& logits,
+                                            const Tensor& targets, int64_t vocab) {
+    const double loss = cross_entropy_forward(logits, targets, vocab);
+    Tensor sum = Tensor::cpu({1}, DType::kF64);
+    copy(sum, total);
+    sum.data_as<double>()[0] += loss;
+    copy(total, sum);
   }
   virtual std::vector<double> do_sum_squares_many(const std::vector<Tensor>& xs) {
     std::vector<double> out;

@@ -137,6 +137,33 @@ RngStream GPTStage::embedding_stream(uint64_t micro_batch_id, int64_t b) const {
 
 double GPTStage::forward(StageActivations& acts, const Tensor& input, const Tensor& targets,
                          uint64_t micro_batch_id) {
+  if (!forward_to_logits(acts, input, micro_batch_id)) return 0.0;
+  Backend& be = backend_;
+  be.copy(acts.targets, targets);
+  const Tensor flat = acts.targets.view({acts.targets.numel()});
+  if (config_.tp_size > 1)
+    return vocab_parallel_cross_entropy_forward(be, acts.ce, acts.logits, flat, vocab_shard_,
+                                                tensor_);
+  return be.cross_entropy_forward(acts.logits, flat, config_.vocab);
+}
+
+void GPTStage::forward(StageActivations& acts, const Tensor& input, const Tensor& targets,
+                       uint64_t micro_batch_id, LossSum& loss) {
+  if (!forward_to_logits(acts, input, micro_batch_id)) return;
+  Backend& be = backend_;
+  be.copy(acts.targets, targets);
+  const Tensor flat = acts.targets.view({acts.targets.numel()});
+  if (config_.tp_size > 1) {
+    // Its all-reduces bring the statistics to the host anyway.
+    loss.add_on_host(vocab_parallel_cross_entropy_forward(be, acts.ce, acts.logits, flat,
+                                                          vocab_shard_, tensor_));
+    return;
+  }
+  be.cross_entropy_forward_add(loss.device_total(), acts.logits, flat, config_.vocab);
+}
+
+bool GPTStage::forward_to_logits(StageActivations& acts, const Tensor& input,
+                                 uint64_t micro_batch_id) {
   Backend& be = backend_;
   acts.micro_batch_id = micro_batch_id;
   ensure_sequence_parallel(acts.batch);
@@ -172,7 +199,7 @@ double GPTStage::forward(StageActivations& acts, const Tensor& input, const Tens
   for (size_t k = 0; k + 1 < acts.residual.size(); ++k)
     layers_[layer_index(chunk, k)].forward(be, layer_acts(acts, k), acts.residual[k + 1],
                                            acts.residual[k], seed_, micro_batch_id, sp);
-  if (!has_head(chunk)) return 0.0;
+  if (!has_head(chunk)) return false;
 
   const Param& lnf_w = params_.get("final_layernorm.weight");
   const Param& lnf_b = params_.get("final_layernorm.bias");
@@ -187,17 +214,11 @@ double GPTStage::forward(StageActivations& acts, const Tensor& input, const Tens
     be.layernorm_forward(acts.lnf_out, acts.lnf_mean, acts.lnf_rstd, acts.residual.back(),
                          lnf_w.value, lnf_b.value, config_.ln_eps);
   }
-  if (!acts.head) return 0.0;
+  if (!acts.head) return false;
   // Tied LM head: logits = lnf_out @ wte^T (column-parallel over the vocabulary). Padded
   // vocabulary columns are computed but the loss ignores them.
   be.gemm_weight(acts.logits, acts.lnf_out.as_2d(), wte->value, true, 1.0, 0.0);
-  be.copy(acts.targets, targets);
-  if (config_.tp_size > 1) {
-    return vocab_parallel_cross_entropy_forward(
-        be, acts.ce, acts.logits, acts.targets.view({acts.targets.numel()}), vocab_shard_, tensor_);
-  }
-  return be.cross_entropy_forward(acts.logits, acts.targets.view({acts.targets.numel()}),
-                                  config_.vocab);
+  return true;
 }
 
 Tensor GPTStage::backward(StageActivations& acts, const Tensor& doutput, double grad_scale,

@@ -13,6 +13,7 @@
 
 #include "core/backend.h"
 #include "model/gpt_config.h"
+#include "model/loss_sum.h"
 #include "model/param_registry.h"
 #include "model/transformer_layer.h"
 #include "model/vocab_parallel.h"
@@ -77,6 +78,10 @@ class GPTStage {
   // otherwise returns 0 and the output is acts.residual.back().
   double forward(StageActivations& acts, const Tensor& input, const Tensor& targets,
                  uint64_t micro_batch_id);
+  // The same forward with the last stage's loss added into `loss` (model/loss_sum.h: summed on
+  // the device, read once a step) instead of returned: the host waits for nothing here.
+  void forward(StageActivations& acts, const Tensor& input, const Tensor& targets,
+               uint64_t micro_batch_id, LossSum& loss);
   // Backward of the micro-batch `acts` holds. Last stage: grad_scale multiplies dL/dlogits
   // (1 / tokens of the global batch gives the mean loss); `doutput` is ignored. Otherwise
   // `doutput` is dL/d(stage output). Parameter grads accumulate. Returns dL/d(input) for a
@@ -106,6 +111,9 @@ class GPTStage {
   Fp8Linears* fp8() { return fp8_.get(); }
 
  private:
+  // Both forwards up to the LM head's logits; true where this chunk computes the loss (the
+  // targets not yet copied in).
+  bool forward_to_logits(StageActivations& acts, const Tensor& input, uint64_t micro_batch_id);
   void ensure_scratch(int64_t batch);
   // Chunk 0 of the first stage holds the embedding, the last chunk of the last stage the head.
   bool has_embedding(int64_t chunk) const { return stage_.pre_process && chunk == 0; }

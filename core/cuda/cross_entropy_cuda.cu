@@ -212,11 +212,10 @@ void cross_entropy_shard_backward_cuda(Tensor& dlogits, const Tensor& logits, co
   CUDA_CHECK(cudaGetLastError());
 }
 
-// Row losses in double, summed in a fixed order on the device; synchronizes to return the sum.
-double cross_entropy_forward_cuda(const Tensor& logits, const Tensor& targets, int64_t vocab,
-                                  Workspace& ws, double* result, cudaStream_t stream) {
+// The row losses in double, in the workspace (n of them).
+double* cross_entropy_row_losses_cuda(const Tensor& logits, const Tensor& targets, int64_t vocab,
+                                      Workspace& ws, cudaStream_t stream) {
   const int64_t vp = logits.dim(-1), n = logits.numel() / vp;
-  if (n == 0) return 0.0;
   double* row_loss = static_cast<double*>(ws.get(static_cast<size_t>(n) * sizeof(double)));
   dispatch_dtype(Device::kCUDA, logits.dtype(), "cross_entropy_forward", [&](auto tag) {
     using T = decltype(tag);
@@ -224,7 +223,16 @@ double cross_entropy_forward_cuda(const Tensor& logits, const Tensor& targets, i
         row_loss, logits.data_as<T>(), targets.data_as<int32_t>(), vp, vocab);
   });
   CUDA_CHECK(cudaGetLastError());
-  return sum_doubles_cuda(row_loss, n, result, stream);
+  return row_loss;
+}
+
+// Row losses in double, summed in a fixed order on the device; synchronizes to return the sum.
+double cross_entropy_forward_cuda(const Tensor& logits, const Tensor& targets, int64_t vocab,
+                                  Workspace& ws, double* result, cudaStream_t stream) {
+  const int64_t n = logits.numel() / logits.dim(-1);
+  if (n == 0) return 0.0;
+  return sum_doubles_cuda(cross_entropy_row_losses_cuda(logits, targets, vocab, ws, stream), n,
+                          result, stream);
 }
 
 void cross_entropy_backward_cuda(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
@@ -251,6 +259,17 @@ double CudaBackend::do_cross_entropy_forward(const Tensor& logits, const Tensor&
     return cross_entropy_forward_cuda(logits, targets, vocab, ws_,
                                       sum_scratch() + (kSumSquaresScratch - 1), stream());
   });
+}
+
+// The same sum as do_cross_entropy_forward's, added into total on the device: no wait.
+void CudaBackend::do_cross_entropy_forward_add(Tensor& total, const Tensor& logits,
+                                               const Tensor& targets, int64_t vocab) {
+  const char* op = "cross_entropy_forward_add";
+  check_ids(targets, vocab, op, "target id", kVocabFix);  // the rest: checked by the front
+  const int64_t n = logits.numel() / logits.dim(-1);
+  if (n == 0) return;
+  add_sum_of_doubles_cuda(cross_entropy_row_losses_cuda(logits, targets, vocab, ws_, stream()), n,
+                          total.data_as<double>(), stream());
 }
 
 void CudaBackend::do_cross_entropy_backward(Tensor& dlogits, const Tensor& logits,

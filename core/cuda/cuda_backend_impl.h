@@ -27,6 +27,7 @@
 #include "core/cuda/device_overheads.h"
 #include "core/cuda/gemm_epilogue.h"
 #include "core/cuda/kernels_cuda.h"
+#include "core/cuda/pinned_staging.h"
 #include "core/env_choice.h"
 #include "core/id_checks.h"
 #include "core/memory_counter.h"
@@ -136,6 +137,7 @@ class CudaBackend final : public Backend {
     });
   }
   void* native_stream() const override { return stream_.get(); }
+  int64_t host_waits() const override { return host_waits_ + staging_.waits(); }
 
  protected:
   // Every backend's operations (core/backend_ops.def), defined in cuda_backend.cu or beside
@@ -145,6 +147,8 @@ class CudaBackend final : public Backend {
 #include "core/backend_ops.def"
 #undef MTNLG_BACKEND_OP
   std::vector<double> do_sum_squares_many(const std::vector<Tensor>& xs) override;
+  void do_cross_entropy_forward_add(Tensor& total, const Tensor& logits, const Tensor& targets,
+                                    int64_t vocab) override;
   void do_gelu_bias_backward(Tensor& din, Tensor& dbias, const Tensor& dout, const Tensor& in,
                              Activation act) override;
   // cuBLASLt with the bias (and the tanh GeLU) in the epilogue where it applies
@@ -285,6 +289,7 @@ class CudaBackend final : public Backend {
                                  stream()));
       CUDA_CHECK(cudaMemsetAsync(id_words(), 0xff, bytes, stream()));
     }
+    ++host_waits_;
     auto value = wait();
     id_checks_.end_read(id_words_host_.get());
     return value;
@@ -320,6 +325,8 @@ class CudaBackend final : public Backend {
       [](void* p) { (void)cudaFree(p); });
   // Declared before the blocks from cache_, so that their work is queued on a live stream.
   StreamPtr stream_;
+  PinnedStaging staging_;       // small uploads (do_copy); after stream_: its copies finish first
+  int64_t host_waits_ = 0;      // with_id_checks' waits: every wait for the stream goes through it
   Workspace blas_ws_{*cache_};  // cuBLAS's and cuBLASLt's: outlives both handles
   CublasLibrary cublas_lib_;    // before cublas_: the handle is destroyed through it
   CublasPtr cublas_;

@@ -91,6 +91,10 @@ std::vector<double> sum_squares_many_cuda(const std::vector<Tensor>& xs, Workspa
 // Sum of values[0..count) on the device into *result, in a fixed order; synchronizes and
 // returns it.
 double sum_doubles_cuda(const double* values, int64_t count, double* result, cudaStream_t stream);
+// *total += the same sum (the same bits as adding sum_doubles_cuda's value), on the device:
+// waits for nothing.
+void add_sum_of_doubles_cuda(const double* values, int64_t count, double* total,
+                             cudaStream_t stream);
 // dbias[c] += sum_n dy[n, c] (dbias in acc_t of dy's dtype)
 void bias_backward_cuda(Tensor& dbias, const Tensor& dy, Workspace& ws, cudaStream_t stream);
 

@@ -41,12 +41,17 @@ __global__ void sum_squares_partial_kernel(double* partials, const T* x, int64_t
   if (threadIdx.x == 0) partials[blockIdx.x] = total;
 }
 
-// Pass 2: one block adds the partials into *out.
-__global__ void sum_partials_kernel(double* out, const double* partials, int64_t count) {
+// Pass 2: one block adds the partials into *out (where not null), and adds that sum into
+// *add_to (where not null: a running total kept on the device).
+__global__ void sum_partials_kernel(double* out, const double* partials, int64_t count,
+                                    double* add_to) {
   double acc = 0.0;
   for (int64_t i = threadIdx.x; i < count; i += kCudaBlock) acc += partials[i];
   const double total = block_sum(acc);
-  if (threadIdx.x == 0) *out = total;
+  if (threadIdx.x == 0) {
+    if (out != nullptr) *out = total;
+    if (add_to != nullptr) *add_to += total;
+  }
 }
 
 template <typename T>
@@ -65,12 +70,18 @@ struct BiasTerm {
 }  // namespace
 
 double sum_doubles_cuda(const double* values, int64_t count, double* result, cudaStream_t stream) {
-  sum_partials_kernel<<<1, kCudaBlock, 0, stream>>>(result, values, count);
+  sum_partials_kernel<<<1, kCudaBlock, 0, stream>>>(result, values, count, nullptr);
   CUDA_CHECK(cudaGetLastError());
   double host = 0.0;
   CUDA_CHECK(cudaMemcpyAsync(&host, result, sizeof(double), cudaMemcpyDeviceToHost, stream));
   CUDA_CHECK(cudaStreamSynchronize(stream));
   return host;
+}
+
+void add_sum_of_doubles_cuda(const double* values, int64_t count, double* total,
+                             cudaStream_t stream) {
+  sum_partials_kernel<<<1, kCudaBlock, 0, stream>>>(nullptr, values, count, total);
+  CUDA_CHECK(cudaGetLastError());
 }
 
 namespace {
@@ -120,7 +131,7 @@ std::vector<double> sum_squares_many_cuda(const std::vector<Tensor>& xs, Workspa
     }
     sum_squares_partials(xs[i], buf + offset[i], stream);
     sum_partials_kernel<<<1, kCudaBlock, 0, stream>>>(results + i, buf + offset[i],
-                                                      offset[i + 1] - offset[i]);
+                                                      offset[i + 1] - offset[i], nullptr);
     CUDA_CHECK(cudaGetLastError());
   }
   CUDA_CHECK(cudaMemcpyAsync(host.data(), results, host.size() * sizeof(double),

@@ -36,6 +36,13 @@ sys.exit(0 if head > 0 and head == rows == phases else 1)'
 }
 check "--profile counts the calls an iteration (header = rows = phases)" calls_agree
 
+# The host's waits for the device an iteration (Backend::host_waits): none on the CPU; not
+# reported under --profile, whose timer waits after every call.
+waits() { "$bin" "${small[@]}" --json "$@" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["host_waits_per_iter"])'; }
+check "the JSON line carries the host waits an iteration: 0 on the CPU" [ "$(waits)" = 0 ]
+check "--profile's JSON line has no waits figure (null)" [ "$(waits --profile)" = None ]
+expect 0 "host waits for the device an iteration: 0 " -- "${small[@]}"
+
 loss() { "$bin" "${small[@]}" --json "$@" 2>/dev/null | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["loss"], d["dropout"])'; }
 plain=$(loss)
 dropped=$(loss --dropout 0.25)

@@ -184,12 +184,12 @@ TEST_CASE("tiny: every field by hand") {
   CHECK(st.recompute_bytes == 0);
   CHECK(st.memory.activations == 562176);
   // Workspace: logits 64 x 512 floats = 131072 B; scratch dh, dln, dres 3 x 4096, dattn
-  // 4096, dqkv 12288, dact 16384 floats = 45056 x 4 = 180224 B.
+  // 4096, dqkv 12288, dact 16384 floats = 45056 x 4 = 180224 B; the step's loss sum, one f64.
   CHECK(st.logits_bytes == 131072);
   CHECK(st.scratch_bytes == 180224);
-  CHECK(st.memory.workspace == 311296);
-  CHECK(st.memory.total() == 539648 + 539648 + 1079296 + 562176 + 311296);
-  CHECK(st.memory.total() == 3032064);
+  CHECK(st.memory.workspace == 311296 + 8);
+  CHECK(st.memory.total() == 539648 + 539648 + 1079296 + 562176 + 311304);
+  CHECK(st.memory.total() == 3032072);
   CHECK(st.memory.largest() == "adam_moments");
   CHECK(p.fits);
   // FLOPs: 96 x 4 x 32 x 2 x 64^2 = 100663296, times (1 + 32/384 + 512/(16x2x64)) = 4/3.
@@ -291,19 +291,20 @@ TEST_CASE("tiny on 2 x 2 x 2 - bf16 - ZeRO-1 - checkpointing: per-stage fields b
   CHECK(s1.receive_bytes == 8192);
   CHECK(s0.reduce_scatter_bytes == 4 * 34400);
   CHECK(s1.reduce_scatter_bytes == 4 * 33440);
-  CHECK(s0.memory.workspace == 57344 + 75264 + 8192 + 137600);
-  CHECK(s1.memory.workspace == 57344 + 32768 + 75264 + 8192 + 133760);
+  // Each stage's loss sum: 8 (the first stage's stays zero).
+  CHECK(s0.memory.workspace == 57344 + 75264 + 8192 + 137600 + 8);
+  CHECK(s1.memory.workspace == 57344 + 32768 + 75264 + 8192 + 133760 + 8);
   // Weights + master (2 B + 4 B of half the parameters) and gradients + moments (4 B + 8 B of
   // half): 2 x weights + 2 x gradients.
-  CHECK(s0.memory.total() == 2 * 137600 + 2 * 275200 + 49664 + 278400);
-  CHECK(s1.memory.total() == 2 * 133760 + 2 * 267520 + 35072 + 307328);
+  CHECK(s0.memory.total() == 2 * 137600 + 2 * 275200 + 49664 + 278408);
+  CHECK(s1.memory.total() == 2 * 133760 + 2 * 267520 + 35072 + 307336);
   CHECK(s0.reduce_staging_bytes == 0);
   CHECK(p.worst_stage == 0);
   CHECK(s0.memory.largest() == "workspace");
-  // The limit in GiB against the device total: the tensors' 1153664 B and, on a GPU, the
+  // The limit in GiB against the device total: the tensors' 1153672 B and, on a GPU, the
   // overheads (below); both stages are ends of the pipeline, with the same NCCL communicators.
   CHECK(p.worst_device_stage == 0);
-  const int64_t device_total = 1153664 + s0.device.total();
+  const int64_t device_total = 1153672 + s0.device.total();
   CHECK(s0.device_total() == device_total);
   PlanOptions o;
   o.gpu_memory_gb = static_cast<double>(device_total) / (1024.0 * 1024.0 * 1024.0);

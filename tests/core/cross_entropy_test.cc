@@ -103,3 +103,31 @@ TEST_CASE("cross entropy f32 agrees with f64 - 1 and 2 threads are bitwise ident
   CHECK(max_abs_diff(g2, g64) < 1e-8);  // entries are at most 1/n ~ 2e-3, float-relative 1e-6
   CHECK(bitwise_equal(g1, g2));
 }
+
+TEST_CASE("cross_entropy_forward_add adds the returned loss bit for bit - and checks its total") {
+  auto be = make_cpu_backend(2);
+  const DType dt = GENERATE(DType::kF32, DType::kBF16);
+  Tensor tgt = targets();
+  Tensor total = be->alloc({1}, DType::kF64);
+  CHECK(total.data_as<double>()[0] == 0.0);  // alloc zeroes
+  double want = 0.0;
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    Tensor logits = logits_with_padding(dt, seed);
+    be->cross_entropy_forward_add(total, logits, tgt, kVocab);
+    want += be->cross_entropy_forward(logits, tgt, kVocab);
+    CHECK(total.data_as<double>()[0] == want);
+  }
+  CHECK(want > 0.0);
+  Tensor logits = logits_with_padding(dt, 4);
+  Tensor wide = be->alloc({2}, DType::kF64), narrow = be->alloc({1}, DType::kF32);
+  CHECK_THROWS_WITH(be->cross_entropy_forward_add(wide, logits, tgt, kVocab),
+                    Catch::Contains("cross_entropy_forward_add: total"));
+  CHECK_THROWS_WITH(be->cross_entropy_forward_add(narrow, logits, tgt, kVocab),
+                    Catch::Contains("cross_entropy_forward_add: total"));
+  // A bad target is the CPU's usual error, at the operation, and adds nothing.
+  Tensor bad = targets();
+  bad.data_as<int32_t>()[2] = kVocab;
+  CHECK_THROWS_WITH(be->cross_entropy_forward_add(total, logits, bad, kVocab),
+                    Catch::Contains("target id 37 at position 2"));
+  CHECK(total.data_as<double>()[0] == want);
+}

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "core/cuda/device_overheads.h"
+#include "core/cuda/pinned_staging.h"
 #include "core/id_checks.h"
 #include "tests/cuda/twin_check.h"
 #include "tests/test_util.h"
@@ -564,6 +566,24 @@ TEST_CASE("cross entropy forward and backward match the CPU, also in place") {
   expect_close(tw.host(lg), d_c, slack(dt, 2, 64), "cross entropy dlogits");
 }
 
+// The trainer's loss (model/loss_sum.h): summed on the device, the bits of the returned losses
+// added on the host.
+TEST_CASE("cross_entropy_forward_add on the GPU adds its returned loss bit for bit") {
+  const DType dt = GENERATE(DType::kF32, DType::kBF16);
+  Twin tw;
+  const int64_t n = 13, vp = 1031, vocab = 1000;
+  Tensor total = tw.gpu->alloc({1}, DType::kF64);
+  double want = 0.0;
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    Tensor lg = tw.dev(random_tensor({n, vp}, dt, seed, -6.0, 6.0));
+    Tensor tg = tw.dev(random_ids({n}, vocab, seed + 10));
+    tw.gpu->cross_entropy_forward_add(total, lg, tg, vocab);
+    want += tw.gpu->cross_entropy_forward(lg, tg, vocab);
+  }
+  CHECK(tw.host(total).data_as<double>()[0] == want);
+  CHECK(want > 0.0);
+}
+
 TEST_CASE("vocab-parallel embedding and cross-entropy steps match the CPU on every shard") {
   // A padded vocabulary of 1032 = 3 shards of 344 over a real vocabulary of 1000 (the last shard
   // partly padding); each shard's steps on the GPU against the CPU's.
@@ -605,6 +625,31 @@ TEST_CASE("vocab-parallel embedding and cross-entropy steps match the CPU on eve
     tw.cpu->cross_entropy_shard_backward(d_c, logits, targets, mx_c, sum_c, start, vocab, 0.25);
     tw.gpu->cross_entropy_shard_backward(lg, lg, ttg, mx_g, sum_g, start, vocab, 0.25);  // aliased
     expect_close(tw.host(lg), d_c, slack(dt, 1, 64), "shard dlogits");
+  }
+}
+
+// core/cuda/pinned_staging.h: the host's buffer may change at once; the ring's slots are reused
+// (more copies than slots) and grow; a copy above kMaxBytes takes the waiting path.
+TEST_CASE("small uploads wait for nothing and arrive intact - past the ring's slots - any size") {
+  Twin tw;
+  const std::vector<int64_t> sizes = {1000, 200000, 7, 300000, 16384};
+  std::vector<Tensor> dev;
+  std::vector<int32_t> first;
+  for (int k = 0; k < 3 * PinnedStaging::kSlots; ++k) {
+    const int64_t n = sizes[static_cast<size_t>(k) % sizes.size()];
+    Tensor host = Tensor::cpu({n}, DType::kI32);
+    for (int64_t i = 0; i < n; ++i) host.data_as<int32_t>()[i] = static_cast<int32_t>(k * 7 + i);
+    dev.push_back(tw.gpu->alloc({n}, DType::kI32));
+    tw.gpu->copy(dev.back(), host);
+    std::fill_n(host.data_as<int32_t>(), n, -1);  // the caller's memory, reused on return
+  }
+  for (int k = 0; k < 3 * PinnedStaging::kSlots; ++k) {
+    const Tensor back = tw.host(dev[static_cast<size_t>(k)]);
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < back.numel(); ++i)
+      wrong += back.data_as<int32_t>()[i] != static_cast<int32_t>(k * 7 + i);
+    INFO("copy " << k << " of " << back.numel() << " ids");
+    CHECK(wrong == 0);
   }
 }
 
