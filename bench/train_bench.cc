@@ -46,6 +46,7 @@ struct Options {
   int64_t tensor_slice = 1;  // > 1: one tensor rank of this many (bench/slice_group.h)
   bool activation_checkpointing = false;
   bool json = false, profile = false, plain_weights = false, compare_weights = false;
+  bool graph = false;              // a micro-batch's forward and backward captured once, replayed
   std::string precision = "fp32";  // or bf16: bf16 weights/activations, fp32 masters (as --config)
   std::string device = "cpu";      // or cuda (GPU 0)
 };
@@ -104,6 +105,25 @@ void validate(const Options& o) {
   if (o.precision != "fp32" && o.precision != "bf16" && o.precision != "fp8")
     throw invalid_argument("--precision " + o.precision + " is not fp32, bf16 or fp8",
                            "--precision");
+  // A replay repeats the recorded calls' arguments: what the host passes anew each micro-batch
+  // (dropout's offsets, fp8's scales), a wait (--profile's timer, the tensor slice's mappings)
+  // cannot be inside it (Backend::capture).
+  if (o.graph) {
+    const auto refuse = [](const std::string& why, const char* flag) {
+      throw invalid_argument("--graph " + why, flag);
+    };
+    if (o.dropout > 0.0)
+      refuse("needs --dropout 0 (the host passes each call's offsets)", "--dropout");
+    if (o.precision == "fp8")
+      refuse("needs --precision fp32 or bf16 (the host passes fp8's scales)", "--precision");
+    if (o.profile)
+      refuse("and --profile: the timer waits for the device after every call", "--profile");
+    if (o.tensor_slice > 1)
+      refuse("needs --tensor-slice 1 (the mappings wait for the device)", "--tensor-slice");
+    if (o.warmup_iters < 1)
+      refuse("needs --warmup-iters >= 1 (buffers and plans made before the capture)",
+             "--warmup-iters");
+  }
 }
 
 // Prints the --profile table: each category's time per timed iteration, its share, and the
@@ -200,8 +220,17 @@ int run(const Options& o) {
   LossSum loss_sum(be);  // as the trainer: summed on the device, read once an iteration
   uint64_t micro_id = 0;
   int64_t waits_before = 0;  // Backend::host_waits at the first timed iteration
+  // --graph: one micro-batch's forward and backward on the ids already in acts, recorded after
+  // the warm-up (a CUDA graph on the GPU; the calls again on the CPU), replayed after each upload.
+  std::unique_ptr<CapturedWork> step;
   for (int it = 0; it < o.warmup_iters + o.iters; ++it) {
     if (it == o.warmup_iters) {
+      if (o.graph) {
+        step = be.capture([&] {
+          model.forward(acts, acts.tokens, acts.targets, 0, loss_sum);
+          model.backward(acts, Tensor(), 1.0 / tokens_per_iter);
+        });
+      }
       timed.reset();
       waits_before = be.host_waits();
     }
@@ -215,7 +244,12 @@ int run(const Options& o) {
       const bool plain = o.plain_weights || (o.compare_weights && it % 2 == 1);
       std::optional<FrozenWeights> frozen;
       if (!plain) frozen.emplace(be);
-      for (int64_t i = 0; i < accum; ++i) {
+      for (int64_t i = 0; i < accum && step; ++i) {
+        be.copy(acts.tokens, tokens[i]);
+        be.copy(acts.targets, targets[i]);
+        step->replay();
+      }
+      for (int64_t i = 0; i < accum && !step; ++i) {
         timed.set_phase("forward");
         model.forward(acts, tokens[i], targets[i], micro_id++, loss_sum);
         timed.set_phase("backward");
@@ -272,7 +306,7 @@ int run(const Options& o) {
         "\"tflops\":%.6f,\"loss\":%.6f,\"dropout\":%g,\"device\":\"%s\",\"peak_memory_bytes\":%lld,"
         "\"reserved_bytes\":%lld,\"device_bytes_in_use\":%lld,\"ffn\":%lld,\"tensor_slice\":%lld,"
         "\"activation_checkpointing\":%s,\"attention\":\"%s\",\"peak_tflops\":%s,\"mfu\":%s,"
-        "\"host_waits_per_iter\":%s}\n",
+        "\"host_waits_per_iter\":%s,\"graph\":%s}\n",
         o.precision.c_str(), o.name.c_str(), o.threads, (long long)o.layers, (long long)o.hidden,
         (long long)o.heads, (long long)o.seq, (long long)o.vocab, (long long)config.padded_vocab,
         (long long)o.micro_batch, (long long)o.global_batch, o.iters, o.warmup_iters,
@@ -281,7 +315,7 @@ int run(const Options& o) {
         (long long)cpu->peak_bytes(), (long long)cpu->reserved_bytes(),
         (long long)cpu->device_bytes_in_use(), (long long)config.ffn, (long long)o.tensor_slice,
         o.activation_checkpointing ? "true" : "false", attention.c_str(), peak_json.c_str(),
-        mfu_json.c_str(), waits_json.c_str());
+        mfu_json.c_str(), waits_json.c_str(), o.graph ? "true" : "false");
     return 0;
   }
   std::printf("mtnlg-bench-train (%s, %s, dropout %g)\n", cpu->name().c_str(), o.precision.c_str(),
@@ -298,6 +332,10 @@ int run(const Options& o) {
   std::printf("tokens/s: %.1f (median iteration)\n", tokens_per_s);
   if (!o.profile)
     std::printf("host waits for the device an iteration: %g (0 on the CPU)\n", waits_per_iter);
+  if (o.graph)
+    std::printf(
+        "--graph: each micro-batch's forward and backward replayed from one capture "
+        "(a CUDA graph on the GPU)\n");
   if (o.compare_weights && !plain_times.empty())
     std::printf(
         "frozen weights %.1f ms/iter, plain weights %.1f ms/iter (medians of %zu and %zu "
@@ -406,6 +444,12 @@ int main(int argc, char** argv) {
                "Alternate iterations with and without the frozen-weights window and print both "
                "medians side by side (tokens/s and --json report the windowed ones)")
       ->excludes("--plain-weights");
+  app.add_flag("--graph", o.graph,
+               "Capture one micro-batch's forward and backward once after the warm-up and replay "
+               "it for every micro-batch, its ids uploaded first (Backend::capture: a CUDA graph "
+               "on the GPU, one launch instead of one a call; on the CPU the same calls again). "
+               "Needs --dropout 0, fp32 or bf16, no --profile, --tensor-slice 1 and a warm-up "
+               "iteration");
   app.add_flag("--profile", o.profile,
                "Time every Backend call by phase (forward/backward/optimizer) and kind, GEMMs "
                "by projection and shape, and print where an iteration's time goes");

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -79,6 +80,14 @@ class OpHook {
   virtual void end(const OpCall& call) noexcept = 0;
 };
 
+// Work recorded by Backend::capture, replayed with the same arguments on whatever its tensors
+// then hold.
+class CapturedWork {
+ public:
+  virtual ~CapturedWork() = default;
+  virtual void replay() = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -104,6 +113,10 @@ class Backend {
   // nearest even). Either side may be a CPU tensor when this is a device backend: that is how
   // host data moves.
   void copy(Tensor& dst, const Tensor& src) {
+    // A tensor onto itself: nothing to move (a captured step's inputs, uploaded before replay).
+    if (dst.defined() && src.defined() && dst.data() == src.data() && dst.dtype() == src.dtype() &&
+        dst.device() == src.device() && dst.numel() == src.numel())
+      return;
     const OpScope s(*this, {"copy", "copy"});
     do_copy(dst, src);
   }
@@ -494,6 +507,24 @@ class Backend {
 
   // Blocks until queued work is done (no-op on CPU).
   virtual void synchronize() {}
+  // Records `work` (calls on this backend) without running it, to be replayed later with the
+  // same arguments: on a GPU as a CUDA graph, one launch for all its kernels (issue #36 item 4:
+  // a small model's step is bound by launches). The work must not wait for the device (no value
+  // read back, no copy from or to the host: upload before replay()), allocate, or draw random
+  // numbers whose offsets the host passes (dropout): each replay would reuse the recorded ones.
+  // The CUDA backend refuses what it can see (a wait, an allocation, an upload, more id checks
+  // than its words). By default (the CPU) replay() runs the calls again: the same results, so
+  // that the CPU tests the callers' use of it.
+  virtual std::unique_ptr<CapturedWork> capture(std::function<void()> work) {
+    struct Calls final : CapturedWork {
+      std::function<void()> work;
+      void replay() override { work(); }
+    };
+    auto calls = std::make_unique<Calls>();
+    calls->work = std::move(work);
+    return calls;
+  }
+
   // How many times the host has waited for the device so far (synchronize, a value read back, a
   // copy to or from pageable host memory): each drains the device's queue of launched work.
   // mtnlg-bench-train reports it per iteration. 0 on the CPU, whose work is done at return.

@@ -36,4 +36,17 @@ void DeferredIdChecks::end_read(const uint64_t* words) {
   }
 }
 
+std::vector<DeferredIdChecks::Check> DeferredIdChecks::take_pending() {
+  std::vector<Check> checks = std::move(pending_);
+  pending_.clear();
+  return checks;
+}
+
+bool DeferredIdChecks::replay_pending(const std::vector<Check>& checks) {
+  if (pending_ == checks) return true;
+  if (!pending_.empty()) return false;
+  pending_ = checks;
+  return true;
+}
+
 }  // namespace mtnlg

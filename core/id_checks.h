@@ -46,13 +46,23 @@ class DeferredIdChecks {
   // first bad id among them (invalid_argument).
   void end_read(const uint64_t* words);
 
- private:
+  // A captured step (Backend::capture): its checks' kernels were recorded, not run, from an
+  // empty list, so they write slots 0..k; take_pending() hands those checks to the capture and
+  // leaves the list empty. Each replay then calls replay_pending(checks): true when the list
+  // holds exactly them again (added now, or still pending from an earlier replay whose words
+  // were not read yet: the words keep the lowest bad position over the replays); false when
+  // other checks are pending, which must be read first (the device waits), then call it again.
   struct Check {
     const char* op;
     const char* what;
     int64_t limit;
     const char* fix;
+    bool operator==(const Check&) const = default;
   };
+  std::vector<Check> take_pending();
+  bool replay_pending(const std::vector<Check>& checks);
+
+ private:
   std::vector<Check> pending_;
   std::vector<Check> reading_;
 };

@@ -30,6 +30,8 @@ void copy_on_host(Tensor& dst, const Tensor& src) {
 }  // namespace
 
 Tensor CudaBackend::do_alloc(const Shape& shape, DType dtype) {
+  // A replay would write into the block long after the tensor went back to the cache.
+  refuse_in_capture("alloc", "an allocation");
   const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
   void* p = cache_->allocate(bytes);
   if (bytes && p == nullptr) {
@@ -56,6 +58,7 @@ Tensor CudaBackend::do_alloc(const Shape& shape, DType dtype) {
 void CudaBackend::do_copy(Tensor& dst, const Tensor& src) {
   MTNLG_CHECK_MSG(dst.numel() == src.numel(), "copy: " << dst.str() << " = " << src.str());
   const bool dst_dev = dst.device() == Device::kCUDA, src_dev = src.device() == Device::kCUDA;
+  if (!dst_dev || !src_dev) refuse_in_capture("copy", "a copy from or to the host");
   if (!dst_dev && !src_dev) {
     copy_on_host(dst, src);
     return;

@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -16,6 +17,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "core/backend_checks.h"
 #include "core/caching_allocator.h"
@@ -138,6 +140,10 @@ class CudaBackend final : public Backend {
   }
   void* native_stream() const override { return stream_.get(); }
   int64_t host_waits() const override { return host_waits_ + staging_.waits(); }
+  // A CUDA graph of the work (core/cuda/cuda_graph.cu).
+  std::unique_ptr<CapturedWork> capture(std::function<void()> work) override;
+  // A captured graph's replay: its id checks pending again (words 0..k), then one launch.
+  void replay_graph(cudaGraphExec_t exec, const std::vector<DeferredIdChecks::Check>& ids);
 
  protected:
   // Every backend's operations (core/backend_ops.def), defined in cuda_backend.cu or beside
@@ -271,9 +277,21 @@ class CudaBackend final : public Backend {
     if (n == 0) return;
     MTNLG_CHECK_MSG(n <= int64_t{0xffffffff},
                     op << ": " << ids.str() << " (positions fit 32 bits)");
-    if (id_checks_.full()) synchronize();
+    if (id_checks_.full()) {
+      refuse_in_capture(op, "more id checks than the backend's words (64) between two reads");
+      synchronize();
+    }
     const int slot = id_checks_.add(op, what, limit, fix);
     check_ids_cuda(ids, limit, id_words() + slot, stream());
+  }
+
+  // While capture() records: what a replay could not repeat is an error naming it.
+  void refuse_in_capture(const char* op, const char* what) const {
+    if (!capturing_) return;
+    throw unsupported(std::string(op) + ": " + what +
+                          " inside a captured step (Backend::capture): do it before or after "
+                          "the captured work",
+                      "cuda graph");
   }
 
   // Runs `wait`, which ends in a wait for the stream (a value read back to the host), with the
@@ -282,6 +300,7 @@ class CudaBackend final : public Backend {
   template <typename F>
   std::invoke_result_t<F&> with_id_checks(F&& wait) {
     static_assert(DeferredIdChecks::kSlots == kIdCheckWords);
+    refuse_in_capture("a read back", "a wait for the device");
     const int n = id_checks_.begin_read();
     if (n > 0) {
       const size_t bytes = static_cast<size_t>(n) * sizeof(uint64_t);
@@ -326,6 +345,7 @@ class CudaBackend final : public Backend {
   // Declared before the blocks from cache_, so that their work is queued on a live stream.
   StreamPtr stream_;
   PinnedStaging staging_;       // small uploads (do_copy); after stream_: its copies finish first
+  bool capturing_ = false;      // capture() is recording the stream
   int64_t host_waits_ = 0;      // with_id_checks' waits: every wait for the stream goes through it
   Workspace blas_ws_{*cache_};  // cuBLAS's and cuBLASLt's: outlives both handles
   CublasLibrary cublas_lib_;    // before cublas_: the handle is destroyed through it

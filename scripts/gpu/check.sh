@@ -45,7 +45,9 @@ On a machine with an NVIDIA GPU, CUDA (nvcc, cuBLAS, cuBLASLt) and NCCL:
            with the blocked kernels; row 1.3b-train-best with the fastest forward and backward
            of our own kernels in attention.txt combined, when that is none of these; tokens/s,
            MFU (against the GPU's datasheet dense peak) and peak memory on one GPU (GPT-2 124M,
-           1.3B), with PyTorch's bf16 eager run on the same shapes as the anchor; the 1.3B step
+           1.3B), with PyTorch's bf16 eager run on the same shapes as the anchor; GPT-2 124M's
+           step replayed from a CUDA graph (row gpt2-124m-graph, mtnlg-bench-train --graph;
+           the waits/iter column: the host's waits for the GPU an iteration); the 1.3B step
            in fp8 (row 1.3b-fp8: cuBLASLt's FP8 GEMMs, MFU against the FP8 peak), and both
            with four micro-batches an iteration (rows 1.3b-ga4, 1.3b-fp8-ga4: fp8's weights
            cast once an iteration; the log has the fp8 step without that); the 1.3B step
@@ -564,6 +566,12 @@ stage_bench() {
     python3 bench/torch_train.py "${args[@]}" --device cuda --json >>"$j"
     refresh_table
   done
+  # GPT-2 124M's step replayed from a CUDA graph (row gpt2-124m-graph; issue #36 item 4): one
+  # micro-batch's forward and backward captured after the warm-up (mtnlg-bench-train --graph);
+  # its ms/iter and waits/iter beside row gpt2-124m's, and the same loss (no dropout in either).
+  "$build_dir/bench/mtnlg-bench-train" "${gpt2[@]/#gpt2-124m/gpt2-124m-graph}" --graph \
+    --device cuda --json >>"$j" || status=1
+  refresh_table
   # The 1.3B step in precision: fp8 (row 1.3b-fp8): the casts on the GPU (delayed scaling's
   # amaxes raised on the device, read once a step), the operands packed to FP8 bytes and
   # cuBLASLt's FP8 GEMMs (or the bf16 GEMM where cuBLASLt has none: the log says so). The goal's

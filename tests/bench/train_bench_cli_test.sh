@@ -43,6 +43,22 @@ check "the JSON line carries the host waits an iteration: 0 on the CPU" [ "$(wai
 check "--profile's JSON line has no waits figure (null)" [ "$(waits --profile)" = None ]
 expect 0 "host waits for the device an iteration: 0 " -- "${small[@]}"
 
+# --graph (Backend::capture): the CPU replays the recorded calls, so the loss is the plain run's
+# bit for bit (two micro-batches an iteration: each uploaded, then replayed); what a replay
+# could not repeat is refused, naming the flag.
+warm=(--layers 1 --hidden 32 --seq 16 --vocab 64 --micro-batch 2 --heads 2 --global-batch 4
+  --iters 2 --warmup-iters 1 --threads 1)
+graph_loss() { "$bin" "${warm[@]}" --json "$@" 2>/dev/null | python3 -c 'import json,sys; d=json.load(sys.stdin); print(repr(d["loss"]), d["graph"])'; }
+plain_loss=$(graph_loss)
+replayed_loss=$(graph_loss --graph)
+check "--graph gives the plain run's loss ($plain_loss / $replayed_loss)" \
+  [ "${plain_loss% *} ${replayed_loss}" = "${replayed_loss% *} ${replayed_loss% *} True" ]
+expect 2 "--graph needs --dropout 0" -- "${small[@]}" --graph --dropout 0.1
+expect 2 "--graph needs --precision fp32 or bf16" -- "${small[@]}" --graph --precision fp8
+expect 2 "--graph and --profile" -- "${small[@]}" --graph --profile
+expect 2 "--graph needs --warmup-iters >= 1" -- "${small[@]}" --graph
+expect 0 "--graph: each micro-batch's forward and backward replayed" -- "${warm[@]}" --graph
+
 loss() { "$bin" "${small[@]}" --json "$@" 2>/dev/null | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["loss"], d["dropout"])'; }
 plain=$(loss)
 dropped=$(loss --dropout 0.25)

@@ -202,3 +202,35 @@ TEST_CASE("an op hook sees each outside call once, nested calls not, and the end
   cpu->scale(a, 2.0);
   CHECK(hook.seen.empty());
 }
+
+TEST_CASE("a copy of a tensor onto itself moves nothing and is not an operation") {
+  auto be = make_cpu_backend(1);
+  Recorder rec;
+  be->set_op_hook(&rec);
+  Tensor x = Tensor::cpu({3}, DType::kF32);
+  be->copy(x, x);
+  Tensor y = Tensor::cpu({3}, DType::kF32);
+  be->copy(y, x);
+  be->set_op_hook(nullptr);
+  CHECK(rec.seen == std::vector<std::string>{"begin copy (copy)", "end copy"});
+}
+
+// Backend::capture's default (the CPU's): the calls recorded, not run; each replay runs them on
+// what the tensors then hold.
+TEST_CASE("capture on the CPU records without running - each replay runs the calls again") {
+  auto be = make_cpu_backend(1);
+  Tensor x = Tensor::cpu({2}, DType::kF64), y = Tensor::cpu({2}, DType::kF64);
+  x.data_as<double>()[0] = 1.0;
+  x.data_as<double>()[1] = 2.0;
+  y.data_as<double>()[0] = 10.0;
+  y.data_as<double>()[1] = 20.0;
+  auto step = be->capture([&] { be->add(x, x, y); });
+  CHECK(x.data_as<double>()[0] == 1.0);
+  step->replay();
+  step->replay();
+  CHECK(x.data_as<double>()[0] == 21.0);
+  CHECK(x.data_as<double>()[1] == 42.0);
+  y.data_as<double>()[0] = 100.0;  // new input, as a replay's upload
+  step->replay();
+  CHECK(x.data_as<double>()[0] == 121.0);
+}

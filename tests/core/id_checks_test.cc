@@ -121,3 +121,28 @@ TEST_CASE("a read whose wait threw is dropped by the next one") {
   REQUIRE(checks.begin_read() == 1);
   CHECK_THAT(message_of(checks, {DeferredIdChecks::pack(0, 5)}), Catch::Contains("second:"));
 }
+
+// A captured step's checks (Backend::capture on CUDA): recorded from an empty list into words
+// 0..k, pending again at each replay without a read between replays (the words keep the lowest
+// bad position over them), and refused while other checks hold the words.
+TEST_CASE("a captured step's checks are taken and pending again at each replay") {
+  DeferredIdChecks checks;
+  checks.add("embedding_forward", "token id", 10, "a");
+  checks.add("cross_entropy_forward_add", "target id", 10, "b");
+  const std::vector<DeferredIdChecks::Check> graph = checks.take_pending();
+  REQUIRE(graph.size() == 2);
+  CHECK(checks.pending() == 0);
+  CHECK(checks.replay_pending(graph));  // words 0 and 1 again
+  CHECK(checks.pending() == 2);
+  CHECK(checks.replay_pending(graph));  // a second replay before any read: the same words
+  CHECK(checks.pending() == 2);
+  REQUIRE(checks.begin_read() == 2);
+  CHECK_THAT(message_of(checks, {DeferredIdChecks::kClear, DeferredIdChecks::pack(3, 12)}),
+             Catch::Contains("cross_entropy_forward_add: target id 12 at position 3"));
+  checks.add("embedding_backward", "token id", 10, "c");  // another check holds word 0
+  CHECK_FALSE(checks.replay_pending(graph));
+  CHECK(checks.pending() == 1);
+  REQUIRE(checks.begin_read() == 1);
+  CHECK(message_of(checks, {DeferredIdChecks::kClear}).empty());
+  CHECK(checks.replay_pending(graph));
+}
