@@ -26,6 +26,7 @@
 #include "core/config/recipe.h"
 #include "core/cuda/attention_workspace.h"
 #include "core/device_peak.h"
+#include "model/dropout_streams.h"
 #include "model/gpt_flops.h"
 #include "model/gpt_params.h"
 #include "model/gpt_stage.h"
@@ -106,14 +107,12 @@ void validate(const Options& o) {
     throw invalid_argument("--precision " + o.precision + " is not fp32, bf16 or fp8",
                            "--precision");
   // A replay repeats the recorded calls' arguments: what the host passes anew each micro-batch
-  // (dropout's offsets, fp8's scales), a wait (--profile's timer, the tensor slice's mappings)
-  // cannot be inside it (Backend::capture).
+  // (fp8's scales; dropout's streams go through Backend::set_rng_stream_base), a wait
+  // (--profile's timer, the tensor slice's mappings) cannot be inside it (Backend::capture).
   if (o.graph) {
     const auto refuse = [](const std::string& why, const char* flag) {
       throw invalid_argument("--graph " + why, flag);
     };
-    if (o.dropout > 0.0)
-      refuse("needs --dropout 0 (the host passes each call's offsets)", "--dropout");
     if (o.precision == "fp8")
       refuse("needs --precision fp32 or bf16 (the host passes fp8's scales)", "--precision");
     if (o.profile)
@@ -247,8 +246,10 @@ int run(const Options& o) {
       for (int64_t i = 0; i < accum && step; ++i) {
         be.copy(acts.tokens, tokens[i]);
         be.copy(acts.targets, targets[i]);
+        be.set_rng_stream_base(micro_batch_stream_base(micro_id++));  // recorded as micro-batch 0
         step->replay();
       }
+      if (step) be.set_rng_stream_base(0);
       for (int64_t i = 0; i < accum && !step; ++i) {
         timed.set_phase("forward");
         model.forward(acts, tokens[i], targets[i], micro_id++, loss_sum);
@@ -447,9 +448,9 @@ int main(int argc, char** argv) {
   app.add_flag("--graph", o.graph,
                "Capture one micro-batch's forward and backward once after the warm-up and replay "
                "it for every micro-batch, its ids uploaded first (Backend::capture: a CUDA graph "
-               "on the GPU, one launch instead of one a call; on the CPU the same calls again). "
-               "Needs --dropout 0, fp32 or bf16, no --profile, --tensor-slice 1 and a warm-up "
-               "iteration");
+               "on the GPU, one launch instead of one a call; on the CPU the same calls again); "
+               "dropout draws each micro-batch's masks (Backend::set_rng_stream_base). Needs "
+               "fp32 or bf16, no --profile, --tensor-slice 1 and a warm-up iteration");
   app.add_flag("--profile", o.profile,
                "Time every Backend call by phase (forward/backward/optimizer) and kind, GEMMs "
                "by projection and shape, and print where an iteration's time goes");

@@ -91,6 +91,8 @@ const std::map<std::string, std::vector<std::string>>& switch_keys() {
       {"--overlap-grad-reduce", {"parallel.overlap_grad_reduce=true"}},
       {"--sequence-parallel", {"parallel.sequence_parallel=true"}},
       {"--grad-reduce-in-bf16", {"parallel.grad_reduce_dtype=bf16"}},
+      // Megatron-Core records the layers with Transformer Engine; ours the whole stage.
+      {"--enable-cuda-graph", {"parallel.cuda_graph=true"}},
   };
   return m;
 }
@@ -691,6 +693,7 @@ MegatronCommand recipe_to_megatron_args(const Recipe& r) {
   }
   if (p.sequence_parallel) add("--sequence-parallel");
   if (p.overlap_grad_reduce) add("--overlap-grad-reduce");
+  if (p.cuda_graph) add("--enable-cuda-graph");
   if ((r.precision == Precision::kBF16 || r.precision == Precision::kFP8) &&
       p.grad_reduce_dtype == Precision::kBF16)
     add("--grad-reduce-in-bf16");

@@ -129,6 +129,15 @@ void Trainer::build_layout_checks() {
       check(ramp.increment, "batch.rampup.increment");
     }
   }
+  // check_supported refused the recipe's layouts; the data size may come from the world.
+  if (recipe_.parallel.cuda_graph && data_size_ > 1)
+    throw unsupported(
+        "parallel.cuda_graph: a captured micro-batch runs on one rank, but the "
+        "data-parallel size is " +
+            std::to_string(data_size_) +
+            " (the gradients' reductions wait for the device); launch one rank or "
+            "set parallel.cuda_graph: false",
+        "parallel.cuda_graph");
 }
 
 // The train (and valid) datasets and loaders. Data first: a missing or bad corpus fails before
@@ -313,6 +322,14 @@ void Trainer::build_pipeline() {
                                                               : nullptr);
   pipeline_buffers_ = make_pipeline_buffers(*backend_, *p2p_, model_->activation_shape(micro),
                                             model_->dtype(), chunks);
+  if (recipe_.parallel.cuda_graph) {
+    MTNLG_CHECK(chunks == 1 && acts_[0].size() == 1);  // one stage (check_supported)
+    captured_ = std::make_unique<CapturedMicroBatch>(*model_, *backend_);
+    spdlog::info(
+        "parallel.cuda_graph: each micro-batch's forward and backward replayed from one "
+        "recording ({}), recorded again when the gradient scale changes",
+        backend_->device() == Device::kCUDA ? "a CUDA graph" : "on the CPU: the same calls");
+  }
   if (recipe_.parallel.sequence_parallel && !model_->config().sequence_parallel)
     spdlog::warn("parallel.sequence_parallel: true has no effect with parallel.tensor 1");
   if (model_->config().sequence_parallel)
@@ -529,7 +546,16 @@ double Trainer::forward_backward(int64_t global, double grad_scale) {
   // The weights stay as they are until the optimizer steps: GEMM kernels may keep them in their
   // own layout across this iteration's micro-batches (Backend::begin_frozen_weights).
   FrozenWeights frozen(*backend_);
-  if (chunks > 1) {
+  if (captured_) {
+    // One stage, one rank (parallel.cuda_graph): the micro-batches in order, each replayed.
+    for (int64_t m = 0; m < steps; ++m) {
+      MicroBatch mb = train_loader_->next();
+      MTNLG_CHECK_EQ(mb.first_sample, consumed_samples_ + m * micro);
+      MTNLG_CHECK_EQ(mb.last_of_iteration, m == steps - 1);
+      captured_->run(*acts_[0][0], mb.tokens, mb.targets,
+                     static_cast<uint64_t>(mb.first_sample / micro), grad_scale, *step_loss_);
+    }
+  } else if (chunks > 1) {
     forward_backward_pipelining_with_interleaving(*p2p_, chunks, steps, pipeline_buffers_,
                                                   forward_step, backward_step);
   } else {

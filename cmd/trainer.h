@@ -37,6 +37,7 @@
 #include "core/backend.h"
 #include "core/config/recipe.h"
 #include "data/loader.h"
+#include "model/captured_micro_batch.h"
 #include "model/gpt_scorer.h"
 #include "model/param_registry.h"
 #include "optim/divergence.h"
@@ -220,7 +221,9 @@ class Trainer {
   std::unique_ptr<SampleSource> train_data_, valid_data_;
   std::unique_ptr<Loader> train_loader_, valid_loader_;
   std::unique_ptr<GPTStage> model_;
-  std::optional<LossSum> step_loss_;      // forward_backward's, kept on the device between steps
+  std::optional<LossSum> step_loss_;  // forward_backward's, kept on the device between steps
+  // parallel.cuda_graph: the micro-batches replayed from a recording (one rank, one stage).
+  std::unique_ptr<CapturedMicroBatch> captured_;
   std::unique_ptr<Optimizer> optimizer_;  // AdamW, or ZeroAdamW with ZeRO-1 and data ranks
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<LossScaler> scaler_;  // precision fp16 only

@@ -339,7 +339,7 @@ class Backend {
                          double dropout_p, RngStream rng) {
     check_attention_forward(device(), out, stats, qkv, heads, dropout_p);
     const OpScope s(*this, {"attention_forward", "attention_forward", &qkv, &out, &stats});
-    do_attention_forward(out, stats, qkv, heads, dropout_p, rng);
+    do_attention_forward(out, stats, qkv, heads, dropout_p, based(rng));
   }
   // dqkv = ... (overwrites). out and stats are forward's (a kernel may take rowsum(dout * out)
   // from out rather than from whole recomputed rows).
@@ -347,7 +347,7 @@ class Backend {
                           const Tensor& stats, int64_t heads, double dropout_p, RngStream rng) {
     check_attention_backward(device(), dqkv, dout, qkv, out, stats, heads, dropout_p);
     const OpScope s(*this, {"attention_backward", "attention_backward", &qkv, &dout, &stats});
-    do_attention_backward(dqkv, dout, qkv, out, stats, heads, dropout_p, rng);
+    do_attention_backward(dqkv, dout, qkv, out, stats, heads, dropout_p, based(rng));
   }
 
   // out[b, t, :] = wte[tokens[b, t], :] + wpe[t, :]; tokens i32 [b, s]; wte [V, c]; wpe [P, c].
@@ -452,7 +452,7 @@ class Backend {
   void dropout_forward(Tensor& out, const Tensor& in, double p, RngStream rng) {
     check_dropout("dropout_forward", device(), out, in, p);
     const OpScope s(*this, {"dropout_forward", "dropout_forward"});
-    do_dropout_forward(out, in, p, rng);
+    do_dropout_forward(out, in, p, based(rng));
   }
   // y = residual + dropout_forward(x): a sub-block's output through the hidden dropout onto the
   // residual stream, one call so that a backend may fuse them (the CUDA one does: one pass over
@@ -461,13 +461,13 @@ class Backend {
   void dropout_add(Tensor& y, const Tensor& x, const Tensor& residual, double p, RngStream rng) {
     check_dropout_add(device(), y, x, residual, p);
     const OpScope s(*this, {"dropout_add", "dropout_add"});
-    do_dropout_add(y, x, residual, p, rng);
+    do_dropout_add(y, x, residual, p, based(rng));
   }
   // din = dout * keep / (1 - p) (din may alias dout)
   void dropout_backward(Tensor& din, const Tensor& dout, double p, RngStream rng) {
     check_dropout("dropout_backward", device(), din, dout, p);
     const OpScope s(*this, {"dropout_backward", "dropout_backward"});
-    do_dropout_backward(din, dout, p, rng);
+    do_dropout_backward(din, dout, p, based(rng));
   }
 
   // ---- optimizer ----
@@ -524,6 +524,15 @@ class Backend {
     calls->work = std::move(work);
     return calls;
   }
+
+  // From now on every random stream a call draws from (dropout, attention's dropout) has `base`
+  // added to its sub-stream (RngStream::stream), until set again (0: as given). A captured step
+  // records its calls with micro-batch 0's streams; setting the replayed micro-batch's base
+  // before each replay() gives the masks an uncaptured call with that micro-batch's streams
+  // draws (model/dropout_streams.h: the micro-batch is the sub-stream's high bits). On a GPU the
+  // base is a device word written in stream order (no wait) that the kernels read; refused while
+  // capturing.
+  void set_rng_stream_base(uint64_t base) { do_set_rng_stream_base(base); }
 
   // How many times the host has waited for the device so far (synchronize, a value read back, a
   // copy to or from pageable host memory): each drains the device's queue of launched work.
@@ -613,6 +622,21 @@ class Backend {
         adamw_update(*it.param, *it.grad, *it.m, *it.v, it.args);
     }
   }
+  // set_rng_stream_base: by default the host keeps the word, which the draws read
+  // (RngStream::stream_base); a device backend keeps it in device memory (rng_stream_base).
+  virtual void do_set_rng_stream_base(uint64_t base) {
+    rng_stream_base_ = base;
+  }
+  // The word a stream's draws add to its sub-stream, nullptr where they add nothing.
+  virtual const uint64_t* rng_stream_base() const {
+    return rng_stream_base_ != 0 ? &rng_stream_base_ : nullptr;
+  }
+  // `rng` as the operations draw it: with the base word (idempotent, so a default that calls
+  // another operation's front adds it once).
+  RngStream based(RngStream rng) const {
+    rng.stream_base = rng_stream_base();
+    return rng;
+  }
 
  private:
   // Reports an operation to the hook when it is called from outside (depth 0).
@@ -648,8 +672,9 @@ class Backend {
     bool report_;
   };
 
-  uint64_t window_ = 0;   // the open frozen-weights window's number, 0: none
-  uint64_t windows_ = 0;  // windows opened so far
+  uint64_t rng_stream_base_ = 0;  // set_rng_stream_base's word on the host (the default)
+  uint64_t window_ = 0;           // the open frozen-weights window's number, 0: none
+  uint64_t windows_ = 0;          // windows opened so far
   OpHook* hook_ = nullptr;
   int depth_ = 0;                  // operations running on this backend now (nested inside one)
   const char* running_ = nullptr;  // the innermost of them

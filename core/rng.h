@@ -18,7 +18,16 @@ struct RngStream {
   uint64_t stream =
       0;  // independent sub-stream (e.g. micro-batch and dropout site); counter high word
   uint64_t offset = 0;  // counter of element 0
+  // Where set, a word added to `stream` when the numbers are drawn (in device memory on a GPU):
+  // a captured step's dropout replays with the micro-batch's streams written there before each
+  // replay (Backend::set_rng_stream_base). Set by the backend, never by callers.
+  const uint64_t* stream_base = nullptr;
 };
+
+// The counter's high word a stream draws with: its sub-stream plus the base word, if any.
+MTNLG_HD uint64_t stream_word(const RngStream& s) {
+  return s.stream_base != nullptr ? s.stream + *s.stream_base : s.stream;
+}
 
 struct Philox4 {
   uint32_t v[4];
@@ -48,7 +57,7 @@ MTNLG_HD Philox4 philox4x32_10(uint64_t key64, uint64_t counter_hi, uint64_t cou
 // 32 random bits for element i of a stream: one Philox block yields four elements.
 MTNLG_HD uint32_t rng_bits(RngStream s, uint64_t i) {
   const uint64_t n = s.offset + i;
-  const Philox4 r = philox4x32_10(s.seed, s.stream, n >> 2);
+  const Philox4 r = philox4x32_10(s.seed, stream_word(s), n >> 2);
   return r.v[n & 3];
 }
 
@@ -60,7 +69,7 @@ MTNLG_HD float rng_uniform(RngStream s, uint64_t i) {
 // Standard normal for element i (Box-Muller on two 32-bit draws of one Philox block).
 MTNLG_HD double rng_normal(RngStream s, uint64_t i) {
   // Another key than rng_bits' so normal and uniform draws of one stream are independent.
-  const Philox4 r = philox4x32_10(s.seed ^ 0x6A09E667F3BCC909ull, s.stream, s.offset + i);
+  const Philox4 r = philox4x32_10(s.seed ^ 0x6A09E667F3BCC909ull, stream_word(s), s.offset + i);
   const double u1 = (static_cast<double>(r.v[0]) + 1.0) * (1.0 / 4294967296.0);  // (0, 1]
   const double u2 = static_cast<double>(r.v[1]) * (1.0 / 4294967296.0);
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);

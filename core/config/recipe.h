@@ -78,6 +78,11 @@ struct ParallelConfig {
   // (docs/cpu-transports.md). GPU ranks use NCCL whatever it says. MTNLG_TRANSPORT, when set,
   // overrides it (the older switch, kept).
   CpuTransport transport = CpuTransport::kAuto;
+  // Each micro-batch's forward and backward replayed from one capture (Backend::capture: a CUDA
+  // graph on a GPU, one launch for the micro-batch's kernels; the same calls on the CPU), the
+  // loader, the optimizer and communication outside it (Megatron-LM's --enable-cuda-graph
+  // covers the layers; here the whole stage). One rank with one stage, fp32/bf16/fp16.
+  bool cuda_graph = false;
 };
 
 struct OptimizerConfig {

@@ -188,6 +188,7 @@ std::string recipe_to_yaml(const Recipe& r) {
   w.value(1, "grad_bucket_mb", p.grad_bucket_mb);
   w.value(1, "grad_reduce_dtype", precision_name(p.grad_reduce_dtype));
   w.value(1, "transport", cpu_transport_name(p.transport));
+  if (p.cuda_graph) w.value(1, "cuda_graph", p.cuda_graph);
 
   w.value(0, "precision", precision_name(r.precision));
   if (r.precision == Precision::kFP8) {

@@ -142,6 +142,7 @@ void read_parallel(const Section& s, ParallelConfig& p) {
   s.read("timeout_s", p.timeout_s);
   s.read("overlap_grad_reduce", p.overlap_grad_reduce);
   s.read("grad_bucket_mb", p.grad_bucket_mb);
+  s.read("cuda_graph", p.cuda_graph);
   s.read_enum("grad_reduce_dtype", p.grad_reduce_dtype,
               {{"fp32", Precision::kFP32}, {"bf16", Precision::kBF16}});
   s.read_enum("transport", p.transport,

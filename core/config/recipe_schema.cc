@@ -39,6 +39,7 @@ constexpr KeySpec kParallel[] = {
     {"virtual_pipeline", S, {}},
     {"grad_reduce_dtype", S, {}},
     {"transport", S, {}},
+    {"cuda_graph", S, {}},
 };
 constexpr KeySpec kOptimizer[] = {
     {"lr", S, {}},

@@ -430,9 +430,28 @@ void validate_model_config(const ModelConfig& model) {
 }
 
 void check_supported(const Recipe& r) {
-  // Features that land in steps are refused here, naming their key: none today (precision: fp8
-  // runs in every layout on both devices, its GEMMs emulated: model/fp8_linear.h).
-  (void)r;
+  // Features that land in steps are refused here, naming their key (precision: fp8 runs in
+  // every layout on both devices, its GEMMs emulated: model/fp8_linear.h). A captured
+  // micro-batch (parallel.cuda_graph) has no communication inside and no per-call scales: one
+  // stage without tensor parallelism, and not fp8 (the host passes each cast's scale). The data
+  // size derived from the world is checked by the trainer.
+  const ParallelConfig& p = r.parallel;
+  if (!p.cuda_graph) return;
+  const auto refuse = [](const std::string& what) {
+    throw unsupported("parallel.cuda_graph: " + what +
+                          "; set parallel.cuda_graph: false (the default) for this recipe",
+                      "parallel.cuda_graph");
+  };
+  if (p.tensor > 1 || p.pipeline > 1 || p.virtual_pipeline > 1)
+    refuse(
+        fmt::format("a captured micro-batch runs on one rank with one stage (parallel.tensor "
+                    "{}, parallel.pipeline {}, parallel.virtual_pipeline {}): their "
+                    "communication waits for the device inside the micro-batch",
+                    p.tensor, p.pipeline, p.virtual_pipeline));
+  if (p.data > 1)
+    refuse(fmt::format("a captured micro-batch runs on one rank (parallel.data {})", p.data));
+  if (r.precision == Precision::kFP8)
+    refuse("precision: fp8 passes each cast's scale from the host, which a replay would repeat");
 }
 
 }  // namespace mtnlg

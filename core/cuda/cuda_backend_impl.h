@@ -108,6 +108,7 @@ class CudaBackend final : public Backend {
     epilogue_ = std::make_unique<EpilogueGemm>(blas_workspace, blas_bytes);
     fixed_.emplace(*cache_, static_cast<size_t>(kCudaBackendScratchBytes));
     CUDA_CHECK(cudaMemsetAsync(id_words(), 0xff, kIdCheckWords * sizeof(uint64_t), stream));
+    CUDA_CHECK(cudaMemsetAsync(rng_base_word(), 0, sizeof(uint64_t), stream));
     uint64_t* words = nullptr;
     CUDA_CHECK(cudaMallocHost(&words, kIdCheckWords * sizeof(uint64_t)));
     id_words_host_.reset(words);
@@ -146,6 +147,20 @@ class CudaBackend final : public Backend {
   void replay_graph(cudaGraphExec_t exec, const std::vector<DeferredIdChecks::Check>& ids);
 
  protected:
+  // The base word written by a kernel in stream order (the work queued before still reads the
+  // previous one), never during a capture: the graph would keep the value.
+  void do_set_rng_stream_base(uint64_t base) override {
+    refuse_in_capture("set_rng_stream_base", "writing the random streams' base");
+    if (base == rng_base_ && base == 0) return;
+    store_words_cuda(reinterpret_cast<int64_t*>(rng_base_word()),
+                     {static_cast<int64_t>(base), 0, 0, 0}, stream(), 1);
+    rng_base_ = base;
+  }
+  // The device word while capturing (a replay reads what is written then) or while not 0.
+  const uint64_t* rng_stream_base() const override {
+    return capturing_ || rng_base_ != 0 ? rng_base_word() : nullptr;
+  }
+
   // Every backend's operations (core/backend_ops.def), defined in cuda_backend.cu or beside
   // their kernels (core/cuda/<family>_cuda.cu), then the defaults this backend replaces.
   Tensor do_alloc(const Shape& shape, DType dtype) override;
@@ -202,9 +217,13 @@ class CudaBackend final : public Backend {
   uint64_t* id_words() const {
     return reinterpret_cast<uint64_t*>(sum_scratch() + kSumSquaresScratch);
   }
-  // abs_max's and fp8_cast's largest magnitude, after the id checks' words.
+  // set_rng_stream_base's word, after the id checks' words.
+  uint64_t* rng_base_word() const {
+    return id_words() + kIdCheckWords;
+  }
+  // abs_max's and fp8_cast's largest magnitude, after the base word.
   unsigned* amax_word() const {
-    return reinterpret_cast<unsigned*>(id_words() + kIdCheckWords);
+    return reinterpret_cast<unsigned*>(rng_base_word() + 1);
   }
   // Whether a pass whose chosen family is `k` runs the FA2-style (flash) kernels: chosen, and
   // they apply to these tensors, at a head size measured on a GPU unless MTNLG_CUDA_ATTENTION
@@ -346,13 +365,15 @@ class CudaBackend final : public Backend {
   StreamPtr stream_;
   PinnedStaging staging_;       // small uploads (do_copy); after stream_: its copies finish first
   bool capturing_ = false;      // capture() is recording the stream
+  uint64_t rng_base_ = 0;       // the value last written to rng_base_word()
   int64_t host_waits_ = 0;      // with_id_checks' waits: every wait for the stream goes through it
   Workspace blas_ws_{*cache_};  // cuBLAS's and cuBLASLt's: outlives both handles
   CublasLibrary cublas_lib_;    // before cublas_: the handle is destroyed through it
   CublasPtr cublas_;
   // kSumSquaresScratch doubles for sum_squares (and cross entropy's total), the id checks'
-  // words, then abs_max's word: core/cuda/device_overheads.h's kCudaBackendScratchBytes, which
-  // the plan counts. Made in the constructor's body, once the device is current.
+  // words, the random streams' base, then abs_max's word: core/cuda/device_overheads.h's
+  // kCudaBackendScratchBytes, which the plan counts. Made in the constructor's body, once the
+  // device is current.
   std::optional<DeviceBlock> fixed_;
   DeferredIdChecks id_checks_;
   cuda_detail::PinnedWords id_words_host_;  // pinned: the words' copy back queues without a wait

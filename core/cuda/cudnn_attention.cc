@@ -495,20 +495,11 @@ char* at(const Tensor& t, int64_t elements) {
   return static_cast<char*>(t.data()) + elements * static_cast<int64_t>(dtype_size(t.dtype()));
 }
 
-// cuDNN's Philox takes a seed and an offset: the stream's seed and sub-stream mixed into the seed
-// (splitmix64's finalizer), its offset as the offset.
-int64_t mixed_seed(RngStream rng) {
-  uint64_t z = rng.seed + 0x9E3779B97F4A7C15ull * (rng.stream + 1);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return static_cast<int64_t>(z ^ (z >> 31));
-}
-
 // The call's seed [0] and offset [2] into the device words its plan reads, in stream order (the
-// previous call's plan has read its own by then) and without waiting for the stream.
+// previous call's plan has read its own by then) and without waiting for the stream; computed by
+// a kernel, which reads a captured step's stream base (store_cudnn_seed_offset_cuda).
 void store_seed_offset(void* words, RngStream rng, cudaStream_t stream) {
-  store_words_cuda(static_cast<int64_t*>(words),
-                   {mixed_seed(rng), 0, static_cast<int64_t>(rng.offset), 0}, stream);
+  store_cudnn_seed_offset_cuda(static_cast<int64_t*>(words), rng, stream);
 }
 
 }  // namespace

@@ -21,13 +21,14 @@ constexpr int64_t kBlasWorkspacePlanBytes = blas_workspace_bytes(9);
 
 // The CUDA backend's own fixed scratch, held from its construction (exact): sum_squares' partial
 // sums in double (the last slot its result), the deferred id checks' 64-bit words
-// (core/id_checks.h: kIdCheckWords), and one word: abs_max's and fp8_cast's largest magnitude
-// (each synchronizes before returning). Counted with attention's in the plan's kernel scratch;
+// (core/id_checks.h: kIdCheckWords), the random streams' base (Backend::set_rng_stream_base, 8
+// bytes), and one word: abs_max's and fp8_cast's largest magnitude (each synchronizes before
+// returning). Counted with attention's in the plan's kernel scratch;
 // not a tensor (Backend::live_bytes).
 constexpr int kSumSquaresScratch = 1024;
 constexpr int kIdCheckWords = 64;  // DeferredIdChecks::kSlots (asserted where both are seen)
 constexpr int64_t kCudaBackendScratchBytes =
-    kSumSquaresScratch * int64_t{8} + kIdCheckWords * int64_t{8} + 4;
+    kSumSquaresScratch * int64_t{8} + kIdCheckWords * int64_t{8} + 8 + 4;
 
 // Estimate: the CUDA context with the kernels it has loaded (the driver's per-context state, the
 // code of this binary's kernels and of the cuBLAS kernels used, loaded lazily since CUDA 12.2).

@@ -45,12 +45,13 @@ template <typename T>
 __global__ void dropout_kernel(T* out, const T* in, const T* res, float p, acc_t<T> scale,
                                RngStream rng, int64_t n) {
   using A = acc_t<T>;
+  const uint64_t hi = stream_word(rng);  // a captured step's base read once
   const uint64_t first = rng.offset >> 2;
   const auto blocks =
       static_cast<int64_t>(((rng.offset + static_cast<uint64_t>(n) - 1) >> 2) - first + 1);
   for (int64_t q = first_index(); q < blocks; q += grid_stride()) {
     const uint64_t block = first + static_cast<uint64_t>(q);
-    const Philox4 bits = philox4x32_10(rng.seed, rng.stream, block);
+    const Philox4 bits = philox4x32_10(rng.seed, hi, block);
 #pragma unroll
     for (int w = 0; w < 4; ++w) {
       const int64_t i = static_cast<int64_t>(4 * block + static_cast<uint64_t>(w) - rng.offset);
@@ -71,6 +72,7 @@ __global__ void dropout_packed_kernel(T* out, const T* in, const T* res, float p
   using A = acc_t<T>;
   constexpr int kN = Pack<T>::kN;
   static_assert(kN % 4 == 0, "a pack holds whole Philox blocks");
+  const uint64_t hi = stream_word(rng);  // a captured step's base read once
   const uint64_t first = rng.offset >> 2;
   const int64_t whole = n / kN;
   for (int64_t q = first_index(); q < whole; q += grid_stride()) {
@@ -80,7 +82,7 @@ __global__ void dropout_packed_kernel(T* out, const T* in, const T* res, float p
 #pragma unroll
     for (int blk = 0; blk < kN / 4; ++blk) {
       const Philox4 bits =
-          philox4x32_10(rng.seed, rng.stream, first + static_cast<uint64_t>(q * (kN / 4) + blk));
+          philox4x32_10(rng.seed, hi, first + static_cast<uint64_t>(q * (kN / 4) + blk));
 #pragma unroll
       for (int w = 0; w < 4; ++w) {
         const int k = 4 * blk + w;

@@ -102,14 +102,33 @@ __global__ void add_bias_packed_kernel(T* y, const T* bias, int64_t rows, int64_
 struct Words {
   int64_t w[4];
 };
-__global__ void store_words_kernel(int64_t* dst, Words words) {
-  if (threadIdx.x < 4) dst[threadIdx.x] = words.w[threadIdx.x];
+__global__ void store_words_kernel(int64_t* dst, Words words, int count) {
+  if (static_cast<int>(threadIdx.x) < count) dst[threadIdx.x] = words.w[threadIdx.x];
+}
+
+__global__ void store_cudnn_seed_offset_kernel(int64_t* dst, RngStream rng) {
+  if (threadIdx.x != 0) return;
+  uint64_t z = rng.seed + 0x9E3779B97F4A7C15ull * (stream_word(rng) + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  dst[0] = static_cast<int64_t>(z ^ (z >> 31));
+  dst[1] = 0;
+  dst[2] = static_cast<int64_t>(rng.offset);
+  dst[3] = 0;
 }
 
 }  // namespace
 
-void store_words_cuda(int64_t* dst, const std::array<int64_t, 4>& words, cudaStream_t stream) {
-  store_words_kernel<<<1, 32, 0, stream>>>(dst, Words{{words[0], words[1], words[2], words[3]}});
+void store_cudnn_seed_offset_cuda(int64_t* words, RngStream rng, cudaStream_t stream) {
+  store_cudnn_seed_offset_kernel<<<1, 32, 0, stream>>>(words, rng);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+void store_words_cuda(int64_t* dst, const std::array<int64_t, 4>& words, cudaStream_t stream,
+                      int count) {
+  MTNLG_CHECK(count >= 0 && count <= 4);
+  store_words_kernel<<<1, 32, 0, stream>>>(dst, Words{{words[0], words[1], words[2], words[3]}},
+                                           count);
   CUDA_CHECK(cudaGetLastError());
 }
 

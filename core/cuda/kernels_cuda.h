@@ -76,10 +76,16 @@ void scale_cuda(Tensor& x, double alpha, cudaStream_t stream);
 // y[n, c] += bias[c]
 void add_bias_cuda(Tensor& y, const Tensor& bias, cudaStream_t stream);
 
-// dst[0..4) = words, enqueued on `stream` with the words as the kernel's arguments: the host
-// returns at once and nothing is read from host memory later (a cudaMemcpyAsync from pageable
-// host memory may wait for the stream first). cuDNN's dropout seed and offset.
-void store_words_cuda(int64_t* dst, const std::array<int64_t, 4>& words, cudaStream_t stream);
+// dst[0..count) = the first `count` words, enqueued on `stream` with the words as the kernel's
+// arguments: the host returns at once and nothing is read from host memory later (a
+// cudaMemcpyAsync from pageable host memory may wait for the stream first). The random streams'
+// base word (Backend::set_rng_stream_base).
+void store_words_cuda(int64_t* dst, const std::array<int64_t, 4>& words, cudaStream_t stream,
+                      int count = 4);
+// cuDNN attention's Philox seed [0] and offset [2] for `rng` into words [0..4): cuDNN takes a
+// seed and an offset, so the stream's seed and sub-stream are mixed into the seed (splitmix64's
+// finalizer), on the device, where the stream's base word is (RngStream::stream_base).
+void store_cudnn_seed_offset_cuda(int64_t* words, RngStream rng, cudaStream_t stream);
 
 // ---- reduce_cuda.cu ----
 // sum of x[i]^2 accumulated in double; `scratch` holds kSumSquaresScratch doubles on the

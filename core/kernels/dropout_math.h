@@ -43,7 +43,11 @@ MTNLG_HD uint32_t dropout_threshold(float p) {
 // the CPU and the GPU (a thread's run of consecutive elements).
 class KeepMask {
  public:
-  MTNLG_HD KeepMask(RngStream s, float p) : s_(s), p_(p) {}
+  // The base word read once here (RngStream::stream_base), not per draw.
+  MTNLG_HD KeepMask(RngStream s, float p) : s_(s), p_(p) {
+    s_.stream = stream_word(s);
+    s_.stream_base = nullptr;
+  }
   MTNLG_HD bool keep(uint64_t i) {
     const uint64_t n = s_.offset + i;
     if ((n >> 2) != block_ || !valid_) {

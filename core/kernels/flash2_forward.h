@@ -240,7 +240,7 @@ MTNLG_HD uint32_t keep_bits(W& w, const Args& a, uint64_t n0, uint64_t n1, uint3
   }
   const bool odd = (lane & 1) != 0;
   const uint64_t n = a.rng.offset + (odd ? n1 : n0);
-  const Philox4 r = philox4x32_10(a.rng.seed, a.rng.stream, n >> 2);
+  const Philox4 r = philox4x32_10(a.rng.seed, stream_word(a.rng), n >> 2);
   // Even lane: keys 4k, 4k + 1 (words 0 and 1); odd lane: keys 4k + 2, 4k + 3 (words 2 and 3).
   const uint32_t x0 = w.shfl_xor(odd ? r.v[0] : r.v[2], 1);
   const uint32_t x1 = w.shfl_xor(odd ? r.v[1] : r.v[3], 1);

@@ -18,7 +18,9 @@ On a machine with an NVIDIA GPU, CUDA (nvcc, cuBLAS, cuBLASLt) and NCCL:
   kernels  the CUDA tests (ctest -L cuda): every CUDA kernel against its CPU twin
   train    20 iterations of configs/tiny.yaml on the GPU and on the CPU, losses compared (our
            attention kernels, which drop what the CPU drops), in fp32, bf16 and fp8 (the GPU's
-           casts and cuBLASLt's FP8 GEMMs against the CPU's emulation)
+           casts and cuBLASLt's FP8 GEMMs against the CPU's emulation); fp32 and bf16 with
+           parallel.cuda_graph (each micro-batch replayed from a CUDA graph) equal to the plain
+           GPU runs bit for bit
   layouts  the tiny recipe as several GPU ranks over NCCL (tp 2, pp 2, dp 2 overlapped, tp 2 x
            dp 2 ZeRO-1; bf16 pp 2 x dp 2 reducing in bf16; fp8 tp 2 x dp 2, its amaxes reduced
            over NCCL) against one GPU rank; on a machine with fewer
@@ -292,16 +294,23 @@ stage_train() {
   local common=(--config configs/tiny.yaml --set schedule.train_iters=20
     --set "data.blend=[{prefix: $d/data/tiny, weight: 1}]" --set "data.cache_dir=$d/cache")
   local run dev prec
-  for run in cpu cuda cuda_again cpu_bf16 cuda_bf16 cpu_fp8 cuda_fp8; do
+  local graph
+  for run in cpu cuda cuda_again cuda_graph cuda_bf16_graph cpu_bf16 cuda_bf16 cpu_fp8 cuda_fp8; do
     dev=${run%%_*}
     prec=fp32
-    [[ $run == *bf16 ]] && prec=bf16
+    graph=false
+    [[ $run == *bf16* ]] && prec=bf16
     [[ $run == *fp8 ]] && prec=fp8
+    [[ $run == *graph ]] && graph=true
     "$build_dir/mtnlg-train" "${common[@]}" --device "$dev" --set "precision=$prec" \
-      --set "logging.metrics_file=$d/$run/metrics.jsonl"
+      --set "parallel.cuda_graph=$graph" --set "logging.metrics_file=$d/$run/metrics.jsonl"
   done
   python3 tests/cmd/compare_layouts.py "$d" cpu:cuda | tee -a "$summary"
   python3 tests/cmd/compare_layouts.py --exact "$d" cuda:cuda_again | tee -a "$summary"
+  # parallel.cuda_graph: each micro-batch replayed from a CUDA graph, dropout's streams moved
+  # on the device (Backend::set_rng_stream_base): the plain run's losses bit for bit.
+  python3 tests/cmd/compare_layouts.py --exact "$d" cuda:cuda_graph | tee -a "$summary"
+  python3 tests/cmd/compare_layouts.py --exact "$d" cuda_bf16:cuda_bf16_graph | tee -a "$summary"
   # bf16: each side rounds independently; 2 units of bf16 roundoff on the loss, 5% on grad norm.
   python3 tests/cmd/compare_layouts.py --band 0.008 0.05 "$d" cpu_bf16:cuda_bf16 |
     tee -a "$summary"

@@ -53,7 +53,15 @@ plain_loss=$(graph_loss)
 replayed_loss=$(graph_loss --graph)
 check "--graph gives the plain run's loss ($plain_loss / $replayed_loss)" \
   [ "${plain_loss% *} ${replayed_loss}" = "${replayed_loss% *} ${replayed_loss% *} True" ]
-expect 2 "--graph needs --dropout 0" -- "${small[@]}" --graph --dropout 0.1
+# With dropout: recorded as micro-batch 0, each replay draws its micro-batch's masks through
+# Backend::set_rng_stream_base (the same masks as the plain run, which a replay of micro-batch
+# 0's masks would not give).
+plain_dropped=$(graph_loss --dropout 0.25)
+replayed_dropped=$(graph_loss --dropout 0.25 --graph)
+check "--graph with dropout gives the plain run's loss ($plain_dropped / $replayed_dropped)" \
+  [ "${plain_dropped% *} ${replayed_dropped}" = "${replayed_dropped% *} ${replayed_dropped% *} True" ]
+check "dropout reaches the replayed step ($replayed_loss / $replayed_dropped)" \
+  [ "${replayed_loss% *}" != "${replayed_dropped% *}" ]
 expect 2 "--graph needs --precision fp32 or bf16" -- "${small[@]}" --graph --precision fp8
 expect 2 "--graph and --profile" -- "${small[@]}" --graph --profile
 expect 2 "--graph needs --warmup-iters >= 1" -- "${small[@]}" --graph

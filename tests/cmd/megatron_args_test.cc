@@ -440,6 +440,7 @@ TEST_CASE("to-megatron then from-megatron: layouts, precisions, kernels and chec
       {"parallel.pipeline=2", "parallel.virtual_pipeline=2", "model.num_layers=4"},
       {"parallel.tensor=2", "parallel.sequence_parallel=true",
        "parallel.overlap_grad_reduce=false"},
+      {"parallel.cuda_graph=true"},
       {"precision=fp16", "optimizer.loss_scale=1024", "optimizer.hysteresis=3"},
       {"precision=bf16", "parallel.grad_reduce_dtype=bf16",
        "parallel.activation_checkpointing=true"},

@@ -19,7 +19,7 @@ using namespace mtnlg;
 
 // The CUDA backend's own scratch, written out: sum_squares' 1024 partials in double, the
 // deferred id checks' 64 words of 8 bytes, abs_max's 4-byte word.
-constexpr int64_t kBackendScratch = 1024 * 8 + 64 * 8 + 4;
+constexpr int64_t kBackendScratch = 1024 * 8 + 64 * 8 + 8 + 4;
 using mtnlg::test::ScopedEnv;
 
 namespace {

@@ -360,6 +360,32 @@ TEST_CASE("layout divisibility errors name the numbers", "[config]") {
                       {"must be positive"});
 }
 
+TEST_CASE("parallel.cuda_graph: one rank and one stage - not fp8 - refused naming the key",
+          "[config]") {
+  CHECK_NOTHROW(check_supported(parse_recipe(kMinimalRecipe, {"parallel.cuda_graph=true"})));
+  CHECK_NOTHROW(
+      check_supported(parse_recipe(kMinimalRecipe, {"parallel.cuda_graph=true", "precision=fp16",
+                                                    "parallel.activation_checkpointing=true"})));
+  for (const std::vector<std::string>& sets : {std::vector<std::string>{"parallel.tensor=2"},
+                                               {"parallel.pipeline=2"},
+                                               {"parallel.data=2"},
+                                               {"precision=fp8"}}) {
+    std::vector<std::string> all = sets;
+    all.push_back("parallel.cuda_graph=true");
+    INFO(sets[0]);
+    try {
+      check_supported(parse_recipe(kMinimalRecipe, all, "test.yaml"));
+      FAIL("expected a refusal");
+    } catch (const Error& e) {
+      CHECK(e.code() == Code::kUnsupported);
+      CHECK(e.context() == "parallel.cuda_graph");
+      CHECK_THAT(e.what(), Catch::Contains("parallel.cuda_graph: false"));
+      CHECK_THAT(e.what(), Catch::Contains(sets[0].substr(0, sets[0].find('='))));
+    }
+    CHECK_NOTHROW(check_supported(parse_recipe(kMinimalRecipe, sets, "test.yaml")));
+  }
+}
+
 TEST_CASE("precision: fp8 is taken in every layout and on either device with its keys read",
           "[config]") {
   CHECK_NOTHROW(

@@ -326,7 +326,10 @@ TEST_CASE("recipe_to_yaml round-trips to an equal Recipe", "[config]") {
       load_recipe(test::source_path("configs/530b.yaml"), {}),
       load_recipe(test::source_path("configs/demo-cpu.yaml"), {}),
       load_recipe(test::source_path("configs/tiny.yaml"), {}),
+      parse_recipe(kMinimalRecipe, {"parallel.cuda_graph=true"}),
   };
+  CHECK(recipes.back().parallel.cuda_graph);
+  CHECK_THAT(recipe_to_yaml(recipes.back()), Catch::Contains("  cuda_graph: true"));
   CHECK(recipes[2].data.blend[0].prefix == "/tmp/a b: #c\"d\\e");
   for (const Recipe& r : recipes) {
     const std::string yaml = recipe_to_yaml(r);

@@ -70,6 +70,7 @@ inline void require_same_recipe(const Recipe& a, const Recipe& b) {
   CHECK(a.parallel.micro_batch_size == b.parallel.micro_batch_size);
   CHECK(a.parallel.zero_stage == b.parallel.zero_stage);
   CHECK(a.parallel.activation_checkpointing == b.parallel.activation_checkpointing);
+  CHECK(a.parallel.cuda_graph == b.parallel.cuda_graph);
   CHECK(a.precision == b.precision);
   CHECK(a.fp8.hybrid == b.fp8.hybrid);
   CHECK(a.fp8.scaling == b.fp8.scaling);

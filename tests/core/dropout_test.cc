@@ -160,3 +160,68 @@ TEST_CASE("dropout is bitwise identical on 1 and 2 threads") {
   be2->dropout_forward(o2, in, 0.1, {5, 0, 3});
   CHECK(bitwise_equal(o1, o2));
 }
+
+// Backend::set_rng_stream_base: every draw's sub-stream moves by the base (dropout forward, add
+// and backward, attention's dropout) until set back to 0, read when a call runs, so a captured
+// call replays with the base set then (model/captured_micro_batch.h).
+TEST_CASE(
+    "set_rng_stream_base moves each call's sub-stream - dropout and attention - replays too") {
+  auto be = make_cpu_backend(2);
+  const int64_t n = 4099;
+  const uint64_t base = uint64_t{7} << 20;
+  const RngStream rng{9, 3, 64}, moved{9, 3 + base, 64};
+  for (const DType dt : {DType::kF32, DType::kBF16}) {
+    INFO(dtype_name(dt));
+    Tensor in = be->alloc({n}, dt), res = be->alloc({n}, dt);
+    be->copy(in, random_tensor({n}, DType::kF32, 1, 0.5, 1.5));
+    be->copy(res, random_tensor({n}, DType::kF32, 2));
+    const auto three = [&](RngStream r) {
+      std::vector<Tensor> out = {be->alloc({n}, dt), be->alloc({n}, dt), be->alloc({n}, dt)};
+      be->dropout_forward(out[0], in, 0.3, r);
+      be->dropout_add(out[1], in, res, 0.3, r);
+      be->dropout_backward(out[2], in, 0.3, r);
+      return out;
+    };
+    const auto plain = three(rng), expected = three(moved);
+    be->set_rng_stream_base(base);
+    const auto based = three(rng);
+    be->set_rng_stream_base(0);
+    const auto after = three(rng);
+    for (size_t k = 0; k < 3; ++k) {
+      INFO("call " << k);
+      CHECK(bitwise_equal(based[k], expected[k]));
+      CHECK_FALSE(bitwise_equal(based[k], plain[k]));
+      CHECK(bitwise_equal(after[k], plain[k]));
+    }
+    // Attention's dropout (forward and backward) draws from the moved stream too.
+    const int64_t b = 2, s = 16, heads = 2, hd = 8;
+    Tensor qkv = be->alloc({b, s, 3 * heads * hd}, dt);
+    be->copy(qkv, random_tensor({b, s, 3 * heads * hd}, DType::kF32, 3));
+    Tensor dout = be->alloc({b, s, heads * hd}, dt);
+    be->copy(dout, random_tensor({b, s, heads * hd}, DType::kF32, 4));
+    const auto attend = [&](RngStream r) {
+      std::vector<Tensor> t = {be->alloc({b, s, heads * hd}, dt),
+                               be->alloc({b, heads, s}, acc_dtype(dt)),
+                               be->alloc({b, s, 3 * heads * hd}, dt)};
+      be->attention_forward(t[0], t[1], qkv, heads, 0.3, r);
+      be->attention_backward(t[2], dout, qkv, t[0], t[1], heads, 0.3, r);
+      return t;
+    };
+    const auto a_plain = attend(rng), a_expected = attend(moved);
+    be->set_rng_stream_base(base);
+    const auto a_based = attend(rng);
+    // A recorded call reads the base when replayed, not when recorded.
+    Tensor replayed = be->alloc({n}, dt);
+    be->set_rng_stream_base(0);
+    auto work = be->capture([&] { be->dropout_forward(replayed, in, 0.3, rng); });
+    be->set_rng_stream_base(base);
+    work->replay();
+    be->set_rng_stream_base(0);
+    CHECK(bitwise_equal(replayed, expected[0]));
+    for (size_t k : {size_t{0}, size_t{2}}) {
+      INFO("attention " << k);
+      CHECK(bitwise_equal(a_based[k], a_expected[k]));
+      CHECK_FALSE(bitwise_equal(a_based[k], a_plain[k]));
+    }
+  }
+}

@@ -466,6 +466,66 @@ TEST_CASE("attention forward and backward match the CPU, with and without dropou
   expect_close(tw.host(dq_g), dq_c, slack(dt, 8, 1024), "attention dqkv", narrow);
 }
 
+// A captured step is recorded as micro-batch 0 and replayed for each micro-batch with its streams
+// moved by Backend::set_rng_stream_base (model/captured_micro_batch.h): the base word on the
+// device moves every kernel's draws (dropout, attention's dropout in each kernel family, cuDNN's
+// seed) as a call with the moved stream draws, plainly and in a replayed CUDA graph, and a
+// replay with the base back at 0 draws micro-batch 0's masks again.
+TEST_CASE("set_rng_stream_base moves the GPU's draws - plainly and in a replayed graph") {
+  const DType dt = GENERATE(DType::kF32, DType::kBF16);
+  const std::string kernel = GENERATE("blocked", "flash2", "cudnn");
+  ScopedEnv env("MTNLG_CUDA_ATTENTION", kernel);
+  Twin tw;
+  const int64_t b = 2, s = 128, heads = 2, hd = 64;
+  const double p = 0.2;
+  const uint64_t base = uint64_t{5} << 20;
+  const RngStream rng{42, 3, 8}, moved{42, 3 + base, 8};
+  const Tensor x = random_tensor({3, 1001}, dt, 1, 0.5, 1.5);
+  const Tensor qkv = random_tensor({b, s, heads * 3 * hd}, dt, 2, -2.0, 2.0);
+  const Tensor dout = random_tensor({b, s, heads * hd}, dt, 3);
+  Tensor xg = tw.dev(x), qg = tw.dev(qkv), dog = tw.dev(dout);
+  Tensor d = tw.gpu->alloc(x.shape(), dt), o = tw.gpu->alloc({b, s, heads * hd}, dt);
+  Tensor l = tw.gpu->alloc({b, heads, s}, acc_dtype(dt)), dq = tw.gpu->alloc(qkv.shape(), dt);
+  const auto calls = [&](RngStream r) {
+    tw.gpu->dropout_forward(d, xg, p, r);
+    tw.gpu->attention_forward(o, l, qg, heads, p, r);
+    tw.gpu->attention_backward(dq, dog, qg, o, l, heads, p, r);
+  };
+  const auto results = [&] { return std::vector<Tensor>{tw.host(d), tw.host(o), tw.host(dq)}; };
+  calls(rng);
+  const auto plain = results();
+  calls(moved);
+  const auto expected = results();
+  tw.gpu->set_rng_stream_base(base);
+  calls(rng);
+  const auto based = results();
+  tw.gpu->set_rng_stream_base(0);
+  // Recorded with the base at 0, replayed with it set, then at 0 again.
+  auto work = tw.gpu->capture([&] { calls(rng); });
+  tw.gpu->set_rng_stream_base(base);
+  work->replay();
+  const auto replayed = results();
+  tw.gpu->set_rng_stream_base(0);
+  work->replay();
+  const auto replayed_plain = results();
+  for (size_t k = 0; k < 3; ++k) {
+    INFO(kernel << " " << dtype_name(dt) << ", result " << k);
+    CHECK(bitwise_equal(based[k], expected[k]));
+    CHECK_FALSE(bitwise_equal(based[k], plain[k]));
+    CHECK(bitwise_equal(replayed[k], expected[k]));
+    CHECK(bitwise_equal(replayed_plain[k], plain[k]));
+  }
+  // The kernels' masks are the CPU's (cuDNN's are its own): the moved dropout on the CPU.
+  Tensor d_c = Tensor::cpu(x.shape(), dt);
+  tw.cpu->dropout_forward(d_c, x, p, moved);
+  for (int64_t i = 0; i < x.numel(); ++i)
+    REQUIRE((value_at(d_c, i) == 0.0) == (value_at(based[0], i) == 0.0));
+  tw.gpu->set_rng_stream_base(base);
+  CHECK_THROWS_WITH(tw.gpu->capture([&] { tw.gpu->set_rng_stream_base(0); }),
+                    Catch::Contains("set_rng_stream_base"));
+  tw.gpu->set_rng_stream_base(0);
+}
+
 TEST_CASE("linear_bias_forward matches the CPU - fused in cuBLASLt's epilogue or not") {
   const DType dt = GENERATE(DType::kF32, DType::kBF16, DType::kF16);
   const Activation act = GENERATE(Activation::kGeluTanh, Activation::kGelu);

@@ -1,0 +1,46 @@
+// One stage's micro-batch, forward and backward, recorded once and replayed (Backend::capture:
+// a CUDA graph on a GPU, one launch for the micro-batch's kernels; the same calls on the CPU):
+// the trainer's parallel.cuda_graph and mtnlg-bench-train --graph. Before each replay the
+// micro-batch's ids go into the activations' own buffers (the recorded forward reads them where
+// they are) and dropout's streams move to the micro-batch's (Backend::set_rng_stream_base: the
+// work is recorded as micro-batch 0, model/dropout_streams.h). What the host passes anew is part
+// of the recording's key: the gradient scale (the batch ramp and fp16's loss scale change it) and
+// the activations; a new key records again. The first micro-batch runs plainly, so that the
+// buffers, plans and workspaces a recording may not allocate exist by then.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "core/backend.h"
+#include "model/gpt_stage.h"
+#include "model/loss_sum.h"
+
+namespace mtnlg {
+
+class CapturedMicroBatch {
+ public:
+  CapturedMicroBatch(GPTStage& model, Backend& backend) : model_(model), backend_(backend) {}
+
+  // GPTStage::forward (into `loss`) then GPTStage::backward of one micro-batch on a stage that
+  // is both first and last (tokens in, loss out), as the plain calls would with this
+  // micro_batch_id: the same bits on the CPU.
+  void run(StageActivations& acts, const Tensor& tokens, const Tensor& targets,
+           uint64_t micro_batch_id, double grad_scale, LossSum& loss);
+
+  // Recordings made so far (the trainer logs them).
+  int64_t recordings() const { return recordings_; }
+
+ private:
+  GPTStage& model_;
+  Backend& backend_;
+  std::unique_ptr<CapturedWork> work_;
+  // The recording's key: what its calls took from the host.
+  const StageActivations* acts_ = nullptr;
+  const LossSum* loss_ = nullptr;
+  double grad_scale_ = 0.0;
+  bool warmed_ = false;  // a plain micro-batch has run
+  int64_t recordings_ = 0;
+};
+
+}  // namespace mtnlg
