@@ -222,13 +222,22 @@ int run(const Options& o) {
   // --graph: one micro-batch's forward and backward on the ids already in acts, recorded after
   // the warm-up (a CUDA graph on the GPU; the calls again on the CPU), replayed after each upload.
   std::unique_ptr<CapturedWork> step;
+  const auto micro_batch_work = [&] {
+    model.forward(acts, acts.tokens, acts.targets, 0, loss_sum);
+    model.backward(acts, Tensor(), 1.0 / tokens_per_iter);
+  };
+  // The launches of a micro-batch's forward and backward: the nodes of its recording (recorded,
+  // not run, where --graph does not replay it), where a recording can hold it (not with
+  // --profile's waits, the tensor slice's mappings or fp8's scales); -1 on the CPU.
+  int64_t launches = -1;
+  const bool recordable = !o.profile && o.tensor_slice == 1 && o.precision != "fp8";
   for (int it = 0; it < o.warmup_iters + o.iters; ++it) {
     if (it == o.warmup_iters) {
       if (o.graph) {
-        step = be.capture([&] {
-          model.forward(acts, acts.tokens, acts.targets, 0, loss_sum);
-          model.backward(acts, Tensor(), 1.0 / tokens_per_iter);
-        });
+        step = be.capture(micro_batch_work);
+        launches = step->launches();
+      } else if (recordable && it > 0) {
+        launches = be.capture(micro_batch_work)->launches();
       }
       timed.reset();
       waits_before = be.host_waits();
@@ -295,6 +304,7 @@ int run(const Options& o) {
   const double waits_per_iter =
       static_cast<double>(be.host_waits() - waits_before) / static_cast<double>(o.iters);
   const std::string waits_json = o.profile ? "null" : fmt::format("{:g}", waits_per_iter);
+  const std::string launches_json = launches >= 0 ? std::to_string(launches) : "null";
   if (o.profile) print_profile(timed.timings(), o.iters, med, text);
   if (o.json) {
     std::printf(
@@ -307,7 +317,7 @@ int run(const Options& o) {
         "\"tflops\":%.6f,\"loss\":%.6f,\"dropout\":%g,\"device\":\"%s\",\"peak_memory_bytes\":%lld,"
         "\"reserved_bytes\":%lld,\"device_bytes_in_use\":%lld,\"ffn\":%lld,\"tensor_slice\":%lld,"
         "\"activation_checkpointing\":%s,\"attention\":\"%s\",\"peak_tflops\":%s,\"mfu\":%s,"
-        "\"host_waits_per_iter\":%s,\"graph\":%s}\n",
+        "\"host_waits_per_iter\":%s,\"graph\":%s,\"launches_per_micro_batch\":%s}\n",
         o.precision.c_str(), o.name.c_str(), o.threads, (long long)o.layers, (long long)o.hidden,
         (long long)o.heads, (long long)o.seq, (long long)o.vocab, (long long)config.padded_vocab,
         (long long)o.micro_batch, (long long)o.global_batch, o.iters, o.warmup_iters,
@@ -316,7 +326,7 @@ int run(const Options& o) {
         (long long)cpu->peak_bytes(), (long long)cpu->reserved_bytes(),
         (long long)cpu->device_bytes_in_use(), (long long)config.ffn, (long long)o.tensor_slice,
         o.activation_checkpointing ? "true" : "false", attention.c_str(), peak_json.c_str(),
-        mfu_json.c_str(), waits_json.c_str(), o.graph ? "true" : "false");
+        mfu_json.c_str(), waits_json.c_str(), o.graph ? "true" : "false", launches_json.c_str());
     return 0;
   }
   std::printf("mtnlg-bench-train (%s, %s, dropout %g)\n", cpu->name().c_str(), o.precision.c_str(),
@@ -333,10 +343,14 @@ int run(const Options& o) {
   std::printf("tokens/s: %.1f (median iteration)\n", tokens_per_s);
   if (!o.profile)
     std::printf("host waits for the device an iteration: %g (0 on the CPU)\n", waits_per_iter);
+  if (launches >= 0)
+    std::printf(
+        "launches a micro-batch's forward and backward make (its CUDA graph's nodes): %lld\n",
+        static_cast<long long>(launches));
   if (o.graph)
     std::printf(
         "--graph: each micro-batch's forward and backward replayed from one capture "
-        "(a CUDA graph on the GPU)\n");
+        "(a CUDA graph on the GPU: one launch)\n");
   if (o.compare_weights && !plain_times.empty())
     std::printf(
         "frozen weights %.1f ms/iter, plain weights %.1f ms/iter (medians of %zu and %zu "
@@ -450,7 +464,9 @@ int main(int argc, char** argv) {
                "it for every micro-batch, its ids uploaded first (Backend::capture: a CUDA graph "
                "on the GPU, one launch instead of one a call; on the CPU the same calls again); "
                "dropout draws each micro-batch's masks (Backend::set_rng_stream_base). Needs "
-               "fp32 or bf16, no --profile, --tensor-slice 1 and a warm-up iteration");
+               "fp32 or bf16, no --profile, --tensor-slice 1 and a warm-up iteration. Without it "
+               "the micro-batch is recorded once, not replayed, to count its launches "
+               "(launches_per_micro_batch in --json, a CUDA graph's nodes; null on the CPU)");
   app.add_flag("--profile", o.profile,
                "Time every Backend call by phase (forward/backward/optimizer) and kind, GEMMs "
                "by projection and shape, and print where an iteration's time goes");

@@ -552,8 +552,14 @@ double Trainer::forward_backward(int64_t global, double grad_scale) {
       MicroBatch mb = train_loader_->next();
       MTNLG_CHECK_EQ(mb.first_sample, consumed_samples_ + m * micro);
       MTNLG_CHECK_EQ(mb.last_of_iteration, m == steps - 1);
-      captured_->run(*acts_[0][0], mb.tokens, mb.targets,
-                     static_cast<uint64_t>(mb.first_sample / micro), grad_scale, *step_loss_);
+      const bool recorded =
+          captured_->run(*acts_[0][0], mb.tokens, mb.targets,
+                         static_cast<uint64_t>(mb.first_sample / micro), grad_scale, *step_loss_);
+      if (recorded && captured_->launches() >= 0)
+        spdlog::info(
+            "parallel.cuda_graph: micro-batch recorded (recording {}, gradient scale {:g}): {} "
+            "launches replayed as one",
+            captured_->recordings(), grad_scale, captured_->launches());
     }
   } else if (chunks > 1) {
     forward_backward_pipelining_with_interleaving(*p2p_, chunks, steps, pipeline_buffers_,

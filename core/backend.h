@@ -86,6 +86,10 @@ class CapturedWork {
  public:
   virtual ~CapturedWork() = default;
   virtual void replay() = 0;
+  // The device operations a replay runs as one launch (a CUDA graph's nodes: kernels, copies
+  // and memsets, a library's included), the launches the recorded calls would make one by one;
+  // -1 where nothing is launched (the CPU's calls).
+  virtual int64_t launches() const { return -1; }
 };
 
 class Backend {

@@ -5,7 +5,7 @@
 
 namespace mtnlg {
 
-void CapturedMicroBatch::run(StageActivations& acts, const Tensor& tokens, const Tensor& targets,
+bool CapturedMicroBatch::run(StageActivations& acts, const Tensor& tokens, const Tensor& targets,
                              uint64_t micro_batch_id, double grad_scale, LossSum& loss) {
   MTNLG_CHECK_MSG(model_.stage().pre_process && model_.stage().post_process,
                   "CapturedMicroBatch: the stage must hold the embedding and the LM head");
@@ -13,11 +13,12 @@ void CapturedMicroBatch::run(StageActivations& acts, const Tensor& tokens, const
     model_.forward(acts, tokens, targets, micro_batch_id, loss);
     model_.backward(acts, Tensor(), grad_scale);
     warmed_ = true;
-    return;
+    return false;
   }
   backend_.copy(acts.tokens, tokens);
   backend_.copy(acts.targets, targets);
-  if (!work_ || acts_ != &acts || loss_ != &loss || grad_scale_ != grad_scale) {
+  const bool record = !work_ || acts_ != &acts || loss_ != &loss || grad_scale_ != grad_scale;
+  if (record) {
     work_.reset();  // a CUDA graph's memory goes before the next is made
     work_ = backend_.capture([this, &acts, &loss, grad_scale] {
       // acts.tokens onto itself: nothing to copy (Backend::copy).
@@ -32,6 +33,7 @@ void CapturedMicroBatch::run(StageActivations& acts, const Tensor& tokens, const
   backend_.set_rng_stream_base(micro_batch_stream_base(micro_batch_id));
   work_->replay();
   backend_.set_rng_stream_base(0);
+  return record;
 }
 
 }  // namespace mtnlg

@@ -24,12 +24,14 @@ class CapturedMicroBatch {
 
   // GPTStage::forward (into `loss`) then GPTStage::backward of one micro-batch on a stage that
   // is both first and last (tokens in, loss out), as the plain calls would with this
-  // micro_batch_id: the same bits on the CPU.
-  void run(StageActivations& acts, const Tensor& tokens, const Tensor& targets,
+  // micro_batch_id: the same bits on the CPU. True where it recorded first (the trainer logs it).
+  bool run(StageActivations& acts, const Tensor& tokens, const Tensor& targets,
            uint64_t micro_batch_id, double grad_scale, LossSum& loss);
 
-  // Recordings made so far (the trainer logs them).
+  // Recordings made so far, and the launches the last one replays as one (CapturedWork::
+  // launches: a CUDA graph's nodes; -1 on the CPU or before the first).
   int64_t recordings() const { return recordings_; }
+  int64_t launches() const { return work_ ? work_->launches() : -1; }
 
  private:
   GPTStage& model_;

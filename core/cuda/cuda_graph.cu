@@ -24,14 +24,17 @@ using GraphExecPtr = std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, Gra
 class CudaGraphWork final : public CapturedWork {
  public:
   // `backend` must outlive this (a replay launches on its stream).
-  CudaGraphWork(CudaBackend& backend, GraphExecPtr exec, std::vector<DeferredIdChecks::Check> ids)
-      : backend_(backend), exec_(std::move(exec)), ids_(std::move(ids)) {}
+  CudaGraphWork(CudaBackend& backend, GraphExecPtr exec, std::vector<DeferredIdChecks::Check> ids,
+                int64_t nodes)
+      : backend_(backend), exec_(std::move(exec)), ids_(std::move(ids)), nodes_(nodes) {}
   void replay() override { backend_.replay_graph(exec_.get(), ids_); }
+  int64_t launches() const override { return nodes_; }
 
  private:
   CudaBackend& backend_;
   GraphExecPtr exec_;
   std::vector<DeferredIdChecks::Check> ids_;
+  int64_t nodes_;
 };
 
 }  // namespace
@@ -56,11 +59,14 @@ std::unique_ptr<CapturedWork> CudaBackend::capture(std::function<void()> work) {
   cudaGraph_t graph = nullptr;
   CUDA_CHECK(cudaStreamEndCapture(stream(), &graph));
   std::vector<DeferredIdChecks::Check> ids = id_checks_.take_pending();
+  size_t nodes = 0;  // every node was one launch (or copy, or memset) on the stream
+  cudaError_t made = cudaGraphGetNodes(graph, nullptr, &nodes);
   cudaGraphExec_t exec = nullptr;
-  const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+  if (made == cudaSuccess) made = cudaGraphInstantiate(&exec, graph, 0);
   (void)cudaGraphDestroy(graph);
   CUDA_CHECK(made);
-  return std::make_unique<CudaGraphWork>(*this, GraphExecPtr(exec), std::move(ids));
+  return std::make_unique<CudaGraphWork>(*this, GraphExecPtr(exec), std::move(ids),
+                                         static_cast<int64_t>(nodes));
 }
 
 void CudaBackend::replay_graph(cudaGraphExec_t exec,

@@ -49,7 +49,9 @@ On a machine with an NVIDIA GPU, CUDA (nvcc, cuBLAS, cuBLASLt) and NCCL:
            MFU (against the GPU's datasheet dense peak) and peak memory on one GPU (GPT-2 124M,
            1.3B), with PyTorch's bf16 eager run on the same shapes as the anchor; GPT-2 124M's
            step replayed from a CUDA graph (row gpt2-124m-graph, mtnlg-bench-train --graph;
-           the waits/iter column: the host's waits for the GPU an iteration); the 1.3B step
+           the waits/iter column: the host's waits for the GPU an iteration; launches/mb: the
+           launches of a micro-batch's forward and backward, which the graph replays as one);
+           the 1.3B step
            in fp8 (row 1.3b-fp8: cuBLASLt's FP8 GEMMs, MFU against the FP8 peak), and both
            with four micro-batches an iteration (rows 1.3b-ga4, 1.3b-fp8-ga4: fp8's weights
            cast once an iteration; the log has the fp8 step without that); the 1.3B step

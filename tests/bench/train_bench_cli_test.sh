@@ -49,6 +49,10 @@ expect 0 "host waits for the device an iteration: 0 " -- "${small[@]}"
 warm=(--layers 1 --hidden 32 --seq 16 --vocab 64 --micro-batch 2 --heads 2 --global-batch 4
   --iters 2 --warmup-iters 1 --threads 1)
 graph_loss() { "$bin" "${warm[@]}" --json "$@" 2>/dev/null | python3 -c 'import json,sys; d=json.load(sys.stdin); print(repr(d["loss"]), d["graph"])'; }
+# The launches a micro-batch makes (a CUDA graph's nodes): none on the CPU.
+launches() { "$bin" "${warm[@]}" --json "$@" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["launches_per_micro_batch"])'; }
+check "the JSON line's launches a micro-batch: null on the CPU" [ "$(launches)" = None ]
+check "the JSON line's launches a micro-batch with --graph: null on the CPU" [ "$(launches --graph)" = None ]
 plain_loss=$(graph_loss)
 replayed_loss=$(graph_loss --graph)
 check "--graph gives the plain run's loss ($plain_loss / $replayed_loss)" \

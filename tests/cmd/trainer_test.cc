@@ -117,23 +117,27 @@ TEST_CASE("activation checkpointing recomputes exactly: identical losses") {
 // recorded as micro-batch 0 with dropout's streams moved to the micro-batch's before each replay.
 // Dropout on (the tiny recipe's), so a replay that kept micro-batch 0's masks would differ (as
 // it does with the base left out of CapturedMicroBatch::run); a batch ramp changes the gradient
-// scale mid-run (recorded again); recomputation too.
+// scale mid-run (recorded again); recomputation too; fp16, whose loss scale is in the gradient
+// scale.
 TEST_CASE(
     "parallel.cuda_graph gives bit-identical losses with dropout - a batch ramp - recompute") {
   Quiet quiet;
   test::TempDir dir;
   write_corpus(dir.file("corpus"), 200, 512);
-  const auto run = [&](const std::string& graph, const std::string& ckpt) {
-    Trainer t(tiny_recipe(dir, {"parallel.cuda_graph=" + graph, "schedule.train_iters=10",
-                                "parallel.activation_checkpointing=" + ckpt,
-                                "batch.rampup={start: 2, increment: 2, tokens: 256}"}),
-              TrainerOptions{2, false});
+  const auto run = [&](const std::string& graph, const std::string& ckpt,
+                       const std::string& precision) {
+    Trainer t(
+        tiny_recipe(dir, {"parallel.cuda_graph=" + graph, "schedule.train_iters=10",
+                          "parallel.activation_checkpointing=" + ckpt, "precision=" + precision,
+                          "batch.rampup={start: 2, increment: 2, tokens: 256}"}),
+        TrainerOptions{2, false});
     return losses_of(t.run());
   };
-  const auto plain = run("false", "false");
+  const auto plain = run("false", "false", "fp32");
   REQUIRE(plain.size() == 10);
-  CHECK(run("true", "false") == plain);
-  CHECK(run("true", "true") == plain);
+  CHECK(run("true", "false", "fp32") == plain);
+  CHECK(run("true", "true", "fp32") == plain);
+  CHECK(run("true", "false", "fp16") == run("false", "false", "fp16"));
 }
 
 TEST_CASE("gradient accumulation: one micro-batch of 4 equals four of 1 (no dropout)") {
