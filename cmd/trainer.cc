@@ -130,14 +130,9 @@ void Trainer::build_layout_checks() {
     }
   }
   // check_supported refused the recipe's layouts; the data size may come from the world.
-  if (recipe_.parallel.cuda_graph && data_size_ > 1)
-    throw unsupported(
-        "parallel.cuda_graph: a captured micro-batch runs on one rank, but the "
-        "data-parallel size is " +
-            std::to_string(data_size_) +
-            " (the gradients' reductions wait for the device); launch one rank or "
-            "set parallel.cuda_graph: false",
-        "parallel.cuda_graph");
+  if (const std::string why = cuda_graph_data_refusal(recipe_, data_size_); !why.empty())
+    throw unsupported("parallel.cuda_graph: " + why + "; or set parallel.cuda_graph: false",
+                      "parallel.cuda_graph");
 }
 
 // The train (and valid) datasets and loaders. Data first: a missing or bad corpus fails before
@@ -547,10 +542,11 @@ double Trainer::forward_backward(int64_t global, double grad_scale) {
   // own layout across this iteration's micro-batches (Backend::begin_frozen_weights).
   FrozenWeights frozen(*backend_);
   if (captured_) {
-    // One stage, one rank (parallel.cuda_graph): the micro-batches in order, each replayed.
+    // One stage, no tensor shards (parallel.cuda_graph): this rank's micro-batches in order,
+    // each replayed; the gradients reduced after backward (GradSync::wait).
     for (int64_t m = 0; m < steps; ++m) {
       MicroBatch mb = train_loader_->next();
-      MTNLG_CHECK_EQ(mb.first_sample, consumed_samples_ + m * micro);
+      MTNLG_CHECK_EQ(mb.first_sample, consumed_samples_ + (m * data_size_ + data_rank_) * micro);
       MTNLG_CHECK_EQ(mb.last_of_iteration, m == steps - 1);
       const bool recorded =
           captured_->run(*acts_[0][0], mb.tokens, mb.targets,

@@ -81,7 +81,8 @@ struct ParallelConfig {
   // Each micro-batch's forward and backward replayed from one capture (Backend::capture: a CUDA
   // graph on a GPU, one launch for the micro-batch's kernels; the same calls on the CPU), the
   // loader, the optimizer and communication outside it (Megatron-LM's --enable-cuda-graph
-  // covers the layers; here the whole stage). One rank with one stage, fp32/bf16/fp16.
+  // covers the layers; here the whole stage). One stage without tensor shards; data ranks with
+  // the gradients reduced after backward (overlap_grad_reduce false, or ZeRO-1); not fp8.
   bool cuda_graph = false;
 };
 
@@ -226,6 +227,9 @@ Recipe load_recipe(const std::string& path, const std::vector<std::string>& over
 void validate_model_config(const ModelConfig& model);
 
 // Throws kUnsupported naming the first key whose feature this build cannot train yet.
+// Why parallel.cuda_graph cannot run with `data_size` data-parallel ranks ("" where it can):
+// check_supported asks with parallel.data, the trainer with the size the world gives.
+std::string cuda_graph_data_refusal(const Recipe& recipe, int64_t data_size);
 void check_supported(const Recipe& recipe);
 
 // The fully resolved recipe as YAML (every key, defaults filled in), for logs and run dirs.

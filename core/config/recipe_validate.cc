@@ -429,12 +429,25 @@ void validate_model_config(const ModelConfig& model) {
   recipe_detail::validate_model(model, ParallelConfig{});
 }
 
+std::string cuda_graph_data_refusal(const Recipe& r, int64_t data_size) {
+  const ParallelConfig& p = r.parallel;
+  if (!p.cuda_graph || data_size <= 1 || p.zero_stage == 1 || !p.overlap_grad_reduce) return "";
+  return fmt::format(
+      "with {} data-parallel ranks (parallel.data, or the world's size) the gradients' "
+      "reduction overlaps backward "
+      "(parallel.overlap_grad_reduce: true), inside the captured micro-batch; set "
+      "parallel.overlap_grad_reduce: false or parallel.zero_stage: 1 (the reduction after "
+      "backward)",
+      data_size);
+}
+
 void check_supported(const Recipe& r) {
   // Features that land in steps are refused here, naming their key (precision: fp8 runs in
   // every layout on both devices, its GEMMs emulated: model/fp8_linear.h). A captured
   // micro-batch (parallel.cuda_graph) has no communication inside and no per-call scales: one
-  // stage without tensor parallelism, and not fp8 (the host passes each cast's scale). The data
-  // size derived from the world is checked by the trainer.
+  // stage without tensor parallelism, data parallelism only with the gradients reduced after
+  // backward (not overlapped with it), and not fp8 (the host passes each cast's scale). The
+  // data size derived from the world is checked by the trainer (cuda_graph_data_refusal).
   const ParallelConfig& p = r.parallel;
   if (!p.cuda_graph) return;
   const auto refuse = [](const std::string& what) {
@@ -444,12 +457,11 @@ void check_supported(const Recipe& r) {
   };
   if (p.tensor > 1 || p.pipeline > 1 || p.virtual_pipeline > 1)
     refuse(
-        fmt::format("a captured micro-batch runs on one rank with one stage (parallel.tensor "
-                    "{}, parallel.pipeline {}, parallel.virtual_pipeline {}): their "
-                    "communication waits for the device inside the micro-batch",
+        fmt::format("a captured micro-batch runs as one stage without tensor shards "
+                    "(parallel.tensor {}, parallel.pipeline {}, parallel.virtual_pipeline {}): "
+                    "their communication waits for the device inside the micro-batch",
                     p.tensor, p.pipeline, p.virtual_pipeline));
-  if (p.data > 1)
-    refuse(fmt::format("a captured micro-batch runs on one rank (parallel.data {})", p.data));
+  if (const std::string why = cuda_graph_data_refusal(r, p.data); !why.empty()) refuse(why);
   if (r.precision == Precision::kFP8)
     refuse("precision: fp8 passes each cast's scale from the host, which a replay would repeat");
 }

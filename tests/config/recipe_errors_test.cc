@@ -360,9 +360,17 @@ TEST_CASE("layout divisibility errors name the numbers", "[config]") {
                       {"must be positive"});
 }
 
-TEST_CASE("parallel.cuda_graph: one rank and one stage - not fp8 - refused naming the key",
+TEST_CASE("parallel.cuda_graph: one stage - data ranks reducing after backward - not fp8",
           "[config]") {
   CHECK_NOTHROW(check_supported(parse_recipe(kMinimalRecipe, {"parallel.cuda_graph=true"})));
+  // Data parallelism with the reduction after backward: outside the captured micro-batch.
+  for (const char* after : {"parallel.overlap_grad_reduce=false", "parallel.zero_stage=1"})
+    CHECK_NOTHROW(check_supported(
+        parse_recipe(kMinimalRecipe, {"parallel.cuda_graph=true", "parallel.data=2", after})));
+  CHECK(cuda_graph_data_refusal(parse_recipe(kMinimalRecipe, {"parallel.cuda_graph=true"}), 1)
+            .empty());
+  CHECK_THAT(cuda_graph_data_refusal(parse_recipe(kMinimalRecipe, {"parallel.cuda_graph=true"}), 4),
+             Catch::Contains("with 4 data-parallel ranks"));
   CHECK_NOTHROW(
       check_supported(parse_recipe(kMinimalRecipe, {"parallel.cuda_graph=true", "precision=fp16",
                                                     "parallel.activation_checkpointing=true"})));
