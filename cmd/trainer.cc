@@ -613,6 +613,7 @@ EvalStats Trainer::evaluate() {
 
 EvalStats Trainer::compute_evaluation() {
   MTNLG_CHECK(valid_loader_ != nullptr);
+  if (captured_) captured_->forget();  // its plain calls may move what a recording points at
   const int64_t micro = recipe_.parallel.micro_batch_size, seq = recipe_.model.seq_length;
   const int64_t steps =
       recipe_.eval.iters * (recipe_.batch.global_batch_size / (micro * data_size_));
@@ -671,6 +672,7 @@ bool Trainer::tasks_on_rows() const {
 }
 
 std::vector<TaskMetrics> Trainer::compute_tasks() {
+  if (captured_) captured_->forget();  // its plain calls may move what a recording points at
   const EvalConfig& e = recipe_.eval;
   TaskOptions o;
   o.task_dir = e.task_dir;

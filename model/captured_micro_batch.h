@@ -1,6 +1,7 @@
 // One stage's micro-batch, forward and backward, recorded once and replayed (Backend::capture:
 // a CUDA graph on a GPU, one launch for the micro-batch's kernels; the same calls on the CPU):
-// the trainer's parallel.cuda_graph and mtnlg-bench-train --graph. Before each replay the
+// the trainer's parallel.cuda_graph (mtnlg-bench-train --graph takes the same steps by hand
+// around its timed loop). Before each replay the
 // micro-batch's ids go into the activations' own buffers (the recorded forward reads them where
 // they are) and dropout's streams move to the micro-batch's (Backend::set_rng_stream_base: the
 // work is recorded as micro-batch 0, model/dropout_streams.h). What the host passes anew is part
@@ -27,6 +28,14 @@ class CapturedMicroBatch {
   // micro_batch_id: the same bits on the CPU. True where it recorded first (the trainer logs it).
   bool run(StageActivations& acts, const Tensor& tokens, const Tensor& targets,
            uint64_t micro_batch_id, double grad_scale, LossSum& loss);
+
+  // Other work on the model or the backend (an evaluation, task scoring) may reallocate what a
+  // recording holds by address (the stage's scratch for another batch size, a workspace grown):
+  // the next micro-batch runs plainly again, then records anew.
+  void forget() {
+    work_.reset();
+    warmed_ = false;
+  }
 
   // Recordings made so far, and the launches the last one replays as one (CapturedWork::
   // launches: a CUDA graph's nodes; -1 on the CPU or before the first).
