@@ -31,6 +31,7 @@
 #include "model/gpt_params.h"
 #include "model/gpt_stage.h"
 #include "optim/adamw.h"
+#include "optim/captured_adamw_step.h"
 
 namespace {
 
@@ -231,6 +232,8 @@ int run(const Options& o) {
   // --profile's waits, the tensor slice's mappings or fp8's scales); -1 on the CPU.
   int64_t launches = -1;
   const bool recordable = !o.profile && o.tensor_slice == 1 && o.precision != "fp8";
+  std::unique_ptr<CapturedAdamWStep> captured_step;
+  if (o.graph) captured_step = std::make_unique<CapturedAdamWStep>(optimizer, model.params(), be);
   for (int it = 0; it < o.warmup_iters + o.iters; ++it) {
     if (it == o.warmup_iters) {
       if (o.graph) {
@@ -267,9 +270,16 @@ int run(const Options& o) {
       }
     }
     timed.set_phase("optimizer");
-    loss = loss_sum.take(be) / tokens_per_iter;
-    const double norm = global_grad_norm(be, model.params());
-    optimizer.step(opt_config.lr, clip_coefficient(norm, opt_config.clip_grad));
+    if (captured_step) {
+      // --graph: the norm, clip and AdamW replayed too, the loss and norm read after it (the
+      // trainer's parallel.cuda_graph; its first call plain, its second records).
+      captured_step->queue(opt_config.lr, 1.0, loss_sum.device_total());
+      loss = loss_sum.take_read(be, captured_step->finish().loss) / tokens_per_iter;
+    } else {
+      loss = loss_sum.take(be) / tokens_per_iter;
+      const double norm = global_grad_norm(be, model.params());
+      optimizer.step(opt_config.lr, clip_coefficient(norm, opt_config.clip_grad));
+    }
     if (Fp8Linears* fp8 = model.fp8()) fp8->end_step({});
     be.synchronize();
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -305,6 +315,9 @@ int run(const Options& o) {
       static_cast<double>(be.host_waits() - waits_before) / static_cast<double>(o.iters);
   const std::string waits_json = o.profile ? "null" : fmt::format("{:g}", waits_per_iter);
   const std::string launches_json = launches >= 0 ? std::to_string(launches) : "null";
+  const int64_t optimizer_launches = captured_step ? captured_step->launches() : -1;
+  const std::string optimizer_launches_json =
+      optimizer_launches >= 0 ? std::to_string(optimizer_launches) : "null";
   if (o.profile) print_profile(timed.timings(), o.iters, med, text);
   if (o.json) {
     std::printf(
@@ -317,7 +330,8 @@ int run(const Options& o) {
         "\"tflops\":%.6f,\"loss\":%.6f,\"dropout\":%g,\"device\":\"%s\",\"peak_memory_bytes\":%lld,"
         "\"reserved_bytes\":%lld,\"device_bytes_in_use\":%lld,\"ffn\":%lld,\"tensor_slice\":%lld,"
         "\"activation_checkpointing\":%s,\"attention\":\"%s\",\"peak_tflops\":%s,\"mfu\":%s,"
-        "\"host_waits_per_iter\":%s,\"graph\":%s,\"launches_per_micro_batch\":%s}\n",
+        "\"host_waits_per_iter\":%s,\"graph\":%s,\"launches_per_micro_batch\":%s,"
+        "\"optimizer_launches\":%s}\n",
         o.precision.c_str(), o.name.c_str(), o.threads, (long long)o.layers, (long long)o.hidden,
         (long long)o.heads, (long long)o.seq, (long long)o.vocab, (long long)config.padded_vocab,
         (long long)o.micro_batch, (long long)o.global_batch, o.iters, o.warmup_iters,
@@ -326,7 +340,8 @@ int run(const Options& o) {
         (long long)cpu->peak_bytes(), (long long)cpu->reserved_bytes(),
         (long long)cpu->device_bytes_in_use(), (long long)config.ffn, (long long)o.tensor_slice,
         o.activation_checkpointing ? "true" : "false", attention.c_str(), peak_json.c_str(),
-        mfu_json.c_str(), waits_json.c_str(), o.graph ? "true" : "false", launches_json.c_str());
+        mfu_json.c_str(), waits_json.c_str(), o.graph ? "true" : "false", launches_json.c_str(),
+        optimizer_launches_json.c_str());
     return 0;
   }
   std::printf("mtnlg-bench-train (%s, %s, dropout %g)\n", cpu->name().c_str(), o.precision.c_str(),
@@ -347,10 +362,14 @@ int run(const Options& o) {
     std::printf(
         "launches a micro-batch's forward and backward make (its CUDA graph's nodes): %lld\n",
         static_cast<long long>(launches));
+  if (optimizer_launches >= 0)
+    std::printf(
+        "launches of the optimizer step (gradient norm, clip, AdamW) replayed as one: %lld\n",
+        static_cast<long long>(optimizer_launches));
   if (o.graph)
     std::printf(
-        "--graph: each micro-batch's forward and backward replayed from one capture "
-        "(a CUDA graph on the GPU: one launch)\n");
+        "--graph: each micro-batch's forward and backward, and the optimizer step, replayed from "
+        "one capture each (a CUDA graph on the GPU: one launch)\n");
   if (o.compare_weights && !plain_times.empty())
     std::printf(
         "frozen weights %.1f ms/iter, plain weights %.1f ms/iter (medians of %zu and %zu "
@@ -463,7 +482,10 @@ int main(int argc, char** argv) {
                "Capture one micro-batch's forward and backward once after the warm-up and replay "
                "it for every micro-batch, its ids uploaded first (Backend::capture: a CUDA graph "
                "on the GPU, one launch instead of one a call; on the CPU the same calls again); "
-               "dropout draws each micro-batch's masks (Backend::set_rng_stream_base). Needs "
+               "dropout draws each micro-batch's masks (Backend::set_rng_stream_base); the "
+               "optimizer step (gradient norm, clip, AdamW) likewise, its learning rate uploaded "
+               "and its loss and norm read after it (CapturedAdamWStep: optimizer_launches in "
+               "--json). Needs "
                "fp32 or bf16, no --profile, --tensor-slice 1 and a warm-up iteration. Without it "
                "the micro-batch is recorded once, not replayed, to count its launches "
                "(launches_per_micro_batch in --json, a CUDA graph's nodes; null on the CPU)");

@@ -324,6 +324,12 @@ void Trainer::build_pipeline() {
         "parallel.cuda_graph: each micro-batch's forward and backward replayed from one "
         "recording ({}), recorded again when the gradient scale changes",
         backend_->device() == Device::kCUDA ? "a CUDA graph" : "on the CPU: the same calls");
+    if (auto* adamw = dynamic_cast<AdamW*>(optimizer_.get())) {
+      captured_step_ = std::make_unique<CapturedAdamWStep>(*adamw, model_->params(), *backend_);
+      spdlog::info(
+          "parallel.cuda_graph: the optimizer step (gradient norm, clip, AdamW) replayed too, "
+          "its learning rate and loss scale uploaded before it, its loss and norm read after");
+    }
   }
   if (recipe_.parallel.sequence_parallel && !model_->config().sequence_parallel)
     spdlog::warn("parallel.sequence_parallel: true has no effect with parallel.tensor 1");
@@ -455,15 +461,34 @@ IterationStats Trainer::step() {
                                     options_.groups != nullptr ? options_.groups->world->rank() : 0,
                                     model_->params(), *backend_});
   const double loss_scale = scaler_ ? scaler_->scale() : 1.0;
-  const double loss_sum = forward_backward(global, loss_scale / static_cast<double>(batch_tokens));
+  const bool on_device = captured_step_ != nullptr;
+  const double loss_sum =
+      forward_backward(global, loss_scale / static_cast<double>(batch_tokens), !on_device);
   if (grad_sync_) grad_sync_->wait(*backend_);  // over data ranks, and the tied copies
 
-  const double loss =
-      sum_over_data(sum_over_pipeline(loss_sum)) / static_cast<double>(batch_tokens);
-  // The norm of the scaled gradients is reduced over every group, so an inf or NaN on any rank
-  // makes it non-finite on all of them: the ranks agree on an fp16 overflow without another
-  // collective.
-  const double scaled_norm = this->grad_norm();
+  // The learning rate of an update: a skipped one does not use it.
+  const int64_t seq = recipe_.model.seq_length;
+  const double update_lr = schedule_->lr_at((consumed_samples_ + global) * seq - skipped_tokens_);
+  double loss = 0.0, scaled_norm = 0.0;
+  bool updated_on_device = false;
+  if (on_device) {
+    // Queued behind the micro-batches; skipped there when the norm or the loss is not finite.
+    if (captured_step_->queue(update_lr, loss_scale, step_loss_->device_total()) &&
+        captured_step_->launches() >= 0)
+      spdlog::info("parallel.cuda_graph: optimizer step recorded: {} launches replayed as one",
+                   captured_step_->launches());
+    const CapturedAdamWStep::Result r = captured_step_->finish();
+    loss =
+        sum_over_data(step_loss_->take_read(*backend_, r.loss)) / static_cast<double>(batch_tokens);
+    scaled_norm = std::sqrt(r.sum_squares);  // global_grad_norm's, from the same sums
+    updated_on_device = r.updated;
+  } else {
+    loss = sum_over_data(sum_over_pipeline(loss_sum)) / static_cast<double>(batch_tokens);
+    // The norm of the scaled gradients is reduced over every group, so an inf or NaN on any
+    // rank makes it non-finite on all of them: the ranks agree on an fp16 overflow without
+    // another collective.
+    scaled_norm = this->grad_norm();
+  }
   const bool overflow = scaler_ != nullptr && !std::isfinite(scaled_norm);
   const double grad_norm = scaled_norm / loss_scale;
   ++iteration_;
@@ -476,10 +501,18 @@ IterationStats Trainer::step() {
     ++skipped_iterations_;
     skipped_tokens_ += batch_tokens;
   }
-  const double lr =
-      schedule_->lr_at((consumed_samples_ + global) * recipe_.model.seq_length - skipped_tokens_);
-  if (!overflow)  // unscales the gradients with the clip
+  const double lr = schedule_->lr_at((consumed_samples_ + global) * seq - skipped_tokens_);
+  if (on_device) {
+    // The device skipped exactly what the host would have: an overflow (the divergence check
+    // above stopped every other non-finite step).
+    MTNLG_CHECK_MSG(updated_on_device == !overflow,
+                    "parallel.cuda_graph: the device's optimizer step "
+                        << (updated_on_device ? "ran" : "was skipped") << " at iteration "
+                        << iteration_ << " where the host's would" << (overflow ? " not" : "")
+                        << " have");
+  } else if (!overflow) {  // unscales the gradients with the clip
     optimizer_->step(lr, clip_coefficient(grad_norm, recipe_.optimizer.clip_grad) / loss_scale);
+  }
   if (scaler_) scaler_->update(overflow);
   // FP8's delayed scales: the step's amaxes, the largest over the data-parallel replicas and
   // the tensor-parallel shards, give the next step's scales (model/fp8_linear.h).
@@ -503,7 +536,7 @@ WeightsSource Trainer::weights_source() const {
   return recipe_.model.init_from.empty() ? WeightsSource::kInit : WeightsSource::kInitFrom;
 }
 
-double Trainer::forward_backward(int64_t global, double grad_scale) {
+double Trainer::forward_backward(int64_t global, double grad_scale, bool read_loss) {
   const int64_t micro = recipe_.parallel.micro_batch_size;
   // The last stage's loss, summed on the device and read once the schedule is done.
   if (!step_loss_) step_loss_.emplace(*backend_);
@@ -566,7 +599,7 @@ double Trainer::forward_backward(int64_t global, double grad_scale) {
         [&](int64_t m, const Tensor& input) { return forward_step(0, m, input); },
         [&](int64_t m, const Tensor& grad) { return backward_step(0, m, grad); });
   }
-  return step_loss_->take(*backend_);
+  return read_loss ? step_loss_->take(*backend_) : 0.0;
 }
 
 IterationStats Trainer::step_stats(const StepStart& start, const StepHealth& health, double lr,
@@ -613,7 +646,9 @@ EvalStats Trainer::evaluate() {
 
 EvalStats Trainer::compute_evaluation() {
   MTNLG_CHECK(valid_loader_ != nullptr);
-  if (captured_) captured_->forget();  // its plain calls may move what a recording points at
+  // Its plain calls may move what a recording points at (the scratch, a workspace).
+  if (captured_) captured_->forget();
+  if (captured_step_) captured_step_->forget();
   const int64_t micro = recipe_.parallel.micro_batch_size, seq = recipe_.model.seq_length;
   const int64_t steps =
       recipe_.eval.iters * (recipe_.batch.global_batch_size / (micro * data_size_));
@@ -672,7 +707,9 @@ bool Trainer::tasks_on_rows() const {
 }
 
 std::vector<TaskMetrics> Trainer::compute_tasks() {
-  if (captured_) captured_->forget();  // its plain calls may move what a recording points at
+  // Its plain calls may move what a recording points at (the scratch, a workspace).
+  if (captured_) captured_->forget();
+  if (captured_step_) captured_step_->forget();
   const EvalConfig& e = recipe_.eval;
   TaskOptions o;
   o.task_dir = e.task_dir;

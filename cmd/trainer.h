@@ -40,6 +40,7 @@
 #include "model/captured_micro_batch.h"
 #include "model/gpt_scorer.h"
 #include "model/param_registry.h"
+#include "optim/captured_adamw_step.h"
 #include "optim/divergence.h"
 #include "optim/loss_scaler.h"
 #include "parallel/pipeline_schedule.h"
@@ -181,7 +182,9 @@ class Trainer {
   };
   StepStart step_start() const;
   WeightsSource weights_source() const;
-  double forward_backward(int64_t global_batch, double grad_scale);
+  // The step's summed loss on this rank, read from the device unless read_loss is false (a
+  // captured optimizer step reads it with its words; 0 returned then).
+  double forward_backward(int64_t global_batch, double grad_scale, bool read_loss = true);
   IterationStats step_stats(const StepStart& start, const StepHealth& health, double lr,
                             double loss_scale, int64_t global_batch);
   void log_iteration(const IterationStats& s);
@@ -225,6 +228,9 @@ class Trainer {
   // parallel.cuda_graph: the micro-batches replayed from a recording (one rank, one stage).
   std::unique_ptr<CapturedMicroBatch> captured_;
   std::unique_ptr<Optimizer> optimizer_;  // AdamW, or ZeroAdamW with ZeRO-1 and data ranks
+  // parallel.cuda_graph with plain AdamW: the norm, clip and update replayed on the device, the
+  // host reading the step's loss, norm and skip once after it.
+  std::unique_ptr<CapturedAdamWStep> captured_step_;
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<LossScaler> scaler_;  // precision fp16 only
   // Overflow-skipped iterations and their tokens (the LR schedule counts only updated tokens).

@@ -43,6 +43,27 @@ struct AdamWArgs {
   double weight_decay = 0.0;  // decoupled: param -= lr * wd * param
   int64_t step = 1;           // 1-based, for bias correction
   double grad_scale = 1.0;    // multiplies the gradient first (clipping, loss-scale undo)
+  // 1 - beta^step given, where not 0 (a step's device words: AdamWStepWords); 0: from step.
+  double bias_correction1 = 0.0;
+  double bias_correction2 = 0.0;
+};
+
+// The f64 words of an optimizer step kept on the backend's device (Backend::grad_clip_words,
+// adamw_update_many_from), so that a captured step (Backend::capture) takes each step's values
+// from memory rather than from its recording: the host uploads the first four before the step
+// and reads the rest after it, in one wait (optim/captured_adamw_step.h).
+struct AdamWStepWords {
+  enum : int64_t {
+    kLr,               // host: the step's learning rate
+    kBiasCorrection1,  // host: 1 - beta1^step (kernels::adamw_bias_correction)
+    kBiasCorrection2,  // host: 1 - beta2^step
+    kLossScale,        // host: the loss scale the gradients carry (1 without one)
+    kGradScale,        // device: the clip coefficient over the loss scale
+    kSkip,             // device: 1 when the summed squares or the loss is not finite, else 0
+    kSumSquares,       // device: the gradients' summed squares (loss-scaled)
+    kLoss,             // device: the step's summed loss, copied from its tensor
+    kCount
+  };
 };
 
 // One parameter's share of an optimizer step (Backend::adamw_update_many): master null for a
@@ -290,6 +311,14 @@ class Backend {
     const OpScope s(*this, {"sum_squares_many", "sum_squares_many"});
     return do_sum_squares_many(xs);
   }
+  // sum_squares_many's values, the same bits, into sums (f64 [xs.size()] on this backend's
+  // device), read by nothing: no wait (a captured step's gradient norm).
+  void sum_squares_into(Tensor& sums, const std::vector<Tensor>& xs) {
+    for (const Tensor& x : xs) check_on("sum_squares_into", "x", x, device());
+    check_operand("sum_squares_into", "sums", sums, device(), DType::kF64, std::ssize(xs));
+    const OpScope s(*this, {"sum_squares_into", "sum_squares_many"});
+    do_sum_squares_into(sums, xs);
+  }
 
   // ---- layers ----
   // out, in: [n, c]; weight, bias: [c]; mean, rstd: [n] (saved for backward), in acc_dtype.
@@ -508,6 +537,41 @@ class Backend {
     const OpScope s(*this, {"adamw_update_many", "adamw_update_many"});
     do_adamw_update_many(items);
   }
+  // A step's clip on the device, from its per-tensor summed squares `sums` (sum_squares_into)
+  // and its summed loss (`loss`, one f64), into `words` (f64 [AdamWStepWords::kCount], the host's
+  // four uploaded): kSumSquares = the sum of sums[0, first) plus the sum of the rest (
+  // global_grad_norm's order: tensor-sharded gradients, then replicated), kGradScale =
+  // clip_coefficient(sqrt(that) / kLossScale, max_norm) / kLossScale, kSkip = 1 when that sum
+  // or the loss is not finite, kLoss = the loss (kernels::grad_clip_words). No wait.
+  void grad_clip_words(Tensor& words, const Tensor& sums, int64_t first, const Tensor& loss,
+                       double max_norm) {
+    check_operand("grad_clip_words", "words", words, device(), DType::kF64, AdamWStepWords::kCount);
+    check_on("grad_clip_words", "sums", sums, device());
+    MTNLG_CHECK_MSG(sums.dtype() == DType::kF64 && first >= 0 && first <= sums.numel(),
+                    "grad_clip_words: sums " << sums.str() << " with " << first << " first");
+    check_operand("grad_clip_words", "loss", loss, device(), DType::kF64, 1);
+    const OpScope s(*this, {"grad_clip_words", "grad_clip_words"});
+    do_grad_clip_words(words, sums, first, loss, max_norm);
+  }
+  // adamw_update_many with every item's learning rate, bias corrections and gradient scale read
+  // from `words` (grad_clip_words's; the items' lr, step and grad_scale are not used) and
+  // nothing updated when words[kSkip] is not 0: the step a captured step replays.
+  void adamw_update_many_from(const std::vector<AdamWItem>& items, const Tensor& words) {
+    check_operand("adamw_update_many_from", "words", words, device(), DType::kF64,
+                  AdamWStepWords::kCount);
+    for (const AdamWItem& it : items) {
+      MTNLG_CHECK_MSG(it.param && it.grad && it.m && it.v,
+                      "adamw_update_many_from: an item without its tensors");
+      if (it.master != nullptr)
+        check_adamw_rounded("adamw_update_many_from", device(), *it.param, *it.master, *it.grad,
+                            *it.m, *it.v, it.args.step);
+      else
+        check_adamw("adamw_update_many_from", device(), *it.param, *it.grad, *it.m, *it.v,
+                    it.args.step);
+    }
+    const OpScope s(*this, {"adamw_update_many_from", "adamw_update_many"});
+    do_adamw_update_many_from(items, words);
+  }
 
   // Blocks until queued work is done (no-op on CPU).
   virtual void synchronize() {}
@@ -598,6 +662,17 @@ class Backend {
     for (const Tensor& x : xs) out.push_back(sum_squares(x));
     return out;
   }
+  // The step words' defaults compute on the host and copy through it: right for the CPU, where
+  // the copies are memory copies; a device backend computes where the words are.
+  virtual void do_sum_squares_into(Tensor& sums, const std::vector<Tensor>& xs) {
+    const std::vector<double> values = sum_squares_many(xs);
+    Tensor host = Tensor::cpu({std::ssize(values)}, DType::kF64);
+    std::copy(values.begin(), values.end(), host.data_as<double>());
+    copy(sums, host);
+  }
+  virtual void do_grad_clip_words(Tensor& words, const Tensor& sums, int64_t first,
+                                  const Tensor& loss, double max_norm);
+  virtual void do_adamw_update_many_from(const std::vector<AdamWItem>& items, const Tensor& words);
   virtual void do_gelu_bias_backward(Tensor& din, Tensor& dbias, const Tensor& dout,
                                      const Tensor& in, Activation act) {
     gelu_backward(din, dout, in, act);

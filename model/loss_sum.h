@@ -18,6 +18,9 @@ class LossSum {
   void add_on_host(double loss) { host_ += loss; }
   // The sum so far, then zero again. Waits for the backend (one 8-byte read).
   double take(Backend& be);
+  // take() where the device's total was already read (`device_value`: a captured optimizer step
+  // reads it with its words): the sum, then zero again (no wait).
+  double take_read(Backend& be, double device_value);
 
  private:
   Tensor total_;

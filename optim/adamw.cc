@@ -3,6 +3,8 @@
 #include <cmath>
 #include <vector>
 
+#include "core/kernels/adamw_math.h"
+
 namespace mtnlg {
 
 double tensor_parallel_sum_squares(double sharded, double replicated, Communicator* tensor) {
@@ -29,8 +31,7 @@ double global_grad_norm(Backend& backend, const ParamRegistry& params, Communica
 }
 
 double clip_coefficient(double norm, double max_norm) {
-  if (max_norm <= 0.0 || !(norm > max_norm)) return 1.0;
-  return max_norm / (norm + 1e-6);  // Megatron's epsilon
+  return kernels::clip_coefficient(norm, max_norm);  // the device's formula too
 }
 
 AdamW::AdamW(ParamRegistry& params, Backend& backend, const OptimizerConfig& config,
@@ -95,6 +96,10 @@ void AdamW::step(double lr, double grad_scale) {
   ++step_;
   // Every parameter in one call (a device backend steps many per launch). With masters, the
   // master steps and the bf16/fp16 weight is re-rounded from it (nearest even).
+  backend_.adamw_update_many(items(lr, grad_scale, step_));
+}
+
+std::vector<AdamWItem> AdamW::items(double lr, double grad_scale, int64_t step) {
   std::vector<AdamWItem> items;
   items.reserve(m_.size());
   size_t i = 0;
@@ -106,12 +111,12 @@ void AdamW::step(double lr, double grad_scale) {
     it.args.beta2 = config_.beta2;
     it.args.eps = config_.eps;
     it.args.weight_decay = p.spec.no_decay ? 0.0 : config_.weight_decay;
-    it.args.step = step_;
+    it.args.step = step;
     it.args.grad_scale = grad_scale;
     items.push_back(it);
     ++i;
   }
-  backend_.adamw_update_many(items);
+  return items;
 }
 
 }  // namespace mtnlg

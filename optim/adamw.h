@@ -53,6 +53,13 @@ class AdamW final : public Optimizer {
   // (the clip coefficient). Increments the step count used for bias correction.
   void step(double lr, double grad_scale) override;
 
+  // The step's items for Backend::adamw_update_many (every parameter, in registry order) with
+  // these values; step() passes them, a captured step (optim/captured_adamw_step.h) records them.
+  std::vector<AdamWItem> items(double lr, double grad_scale, int64_t step);
+  const OptimizerConfig& config() const { return config_; }
+  // The tensor group the norm sums over (null: none).
+  Communicator* tensor_group() const { return tensor_; }
+
   int64_t steps() const override { return step_; }
   // Moments, in registry order (checkpointing saves them).
   std::vector<Tensor>& exp_avg() { return m_; }

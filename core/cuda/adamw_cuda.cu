@@ -53,7 +53,20 @@ struct AdamWBatch {
   A* v[kBatch];
   int64_t n[kBatch];
   kernels::AdamWCoeffs<A> k[kBatch];
+  // A step's device words (Backend::adamw_update_many_from): the learning rate, the bias
+  // corrections and the gradient scale read from them, nothing updated on kSkip; null: k as is.
+  const double* words = nullptr;
 };
+
+// The batch's constants for tensor t, with a step's words where it has them; false: skip.
+template <typename P, typename A>
+__device__ bool batch_coeffs(const AdamWBatch<P, A>& b, int t, kernels::AdamWCoeffs<A>& k) {
+  k = b.k[t];
+  if (b.words == nullptr) return true;
+  if (b.words[AdamWStepWords::kSkip] != 0.0) return false;
+  k = kernels::adamw_coeffs_from(k, b.words);
+  return true;
+}
 static_assert(sizeof(AdamWBatch<double, double>) <= 4096, "kernel parameters over 4 KiB");
 
 template <typename T>
@@ -62,8 +75,10 @@ __global__ void adamw_many_kernel(AdamWBatch<T, T> b) {
   T* param = b.param[t];
   const T* grad = b.grad[t];
   T *m = b.m[t], *v = b.v[t];
+  kernels::AdamWCoeffs<T> k;
+  if (!batch_coeffs(b, t, k)) return;
   for (int64_t i = first_index(); i < b.n[t]; i += grid_stride())
-    kernels::adamw_element(param[i], m[i], v[i], grad[i], b.k[t]);
+    kernels::adamw_element(param[i], m[i], v[i], grad[i], k);
 }
 
 template <typename N>
@@ -73,9 +88,11 @@ __global__ void adamw_many_rounded_kernel(AdamWBatch<N, float> b) {
   float* master = b.master[t];
   const float* grad = b.grad[t];
   float *m = b.m[t], *v = b.v[t];
+  kernels::AdamWCoeffs<float> k;
+  if (!batch_coeffs(b, t, k)) return;
   for (int64_t i = first_index(); i < b.n[t]; i += grid_stride()) {
     float w = master[i];
-    kernels::adamw_element(w, m[i], v[i], grad[i], b.k[t]);
+    kernels::adamw_element(w, m[i], v[i], grad[i], k);
     master[i] = w;
     param[i] = static_cast<N>(w);
   }
@@ -89,8 +106,9 @@ unsigned batch_blocks(int64_t largest) {
 // The items with kind (P, A) in batches of kBatch, in order; `rounded` items use their master.
 template <typename P, typename A, typename Launch>
 void for_batches(const std::vector<AdamWItem>& items, bool rounded, DType param_dtype,
-                 Launch launch) {
+                 const double* words, Launch launch) {
   AdamWBatch<P, A> b;
+  b.words = words;
   int64_t largest = 0;
   const auto flush = [&] {
     if (b.count > 0) launch(b, largest);
@@ -117,22 +135,26 @@ void for_batches(const std::vector<AdamWItem>& items, bool rounded, DType param_
 }
 
 // Backend::adamw_update_many: up to 32 tensors of one kind (f32, f64; bf16 or f16 with fp32
-// masters) per launch. Items checked by the caller.
-void adamw_update_many_cuda(const std::vector<AdamWItem>& items, cudaStream_t stream) {
+// masters) per launch; with `words` (a step's, on the device) adamw_update_many_from. Items
+// checked by the caller.
+void adamw_update_many_cuda(const std::vector<AdamWItem>& items, const double* words,
+                            cudaStream_t stream) {
   const auto plain = [&](auto tag) {
     using T = decltype(tag);
-    for_batches<T, T>(items, false, dtype_of<T>(), [&](const AdamWBatch<T, T>& b, int64_t largest) {
-      adamw_many_kernel<<<dim3(batch_blocks(largest), b.count), kCudaBlock, 0, stream>>>(b);
-      CUDA_CHECK(cudaGetLastError());
-    });
+    for_batches<T, T>(
+        items, false, dtype_of<T>(), words, [&](const AdamWBatch<T, T>& b, int64_t largest) {
+          adamw_many_kernel<<<dim3(batch_blocks(largest), b.count), kCudaBlock, 0, stream>>>(b);
+          CUDA_CHECK(cudaGetLastError());
+        });
   };
   const auto rounded = [&](auto tag) {
     using N = decltype(tag);
-    for_batches<
-        N, float>(items, true, dtype_of<N>(), [&](const AdamWBatch<N, float>& b, int64_t largest) {
-      adamw_many_rounded_kernel<<<dim3(batch_blocks(largest), b.count), kCudaBlock, 0, stream>>>(b);
-      CUDA_CHECK(cudaGetLastError());
-    });
+    for_batches<N, float>(items, true, dtype_of<N>(), words,
+                          [&](const AdamWBatch<N, float>& b, int64_t largest) {
+                            adamw_many_rounded_kernel<<<dim3(batch_blocks(largest), b.count),
+                                                        kCudaBlock, 0, stream>>>(b);
+                            CUDA_CHECK(cudaGetLastError());
+                          });
   };
   plain(float{});
   plain(double{});
@@ -173,6 +195,13 @@ void adamw_update_cuda(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
   CUDA_CHECK(cudaGetLastError());
 }
 
+// Backend::grad_clip_words: one thread runs the host's arithmetic (kernels::grad_clip_words) on
+// the per-tensor sums, in the host's order; a few hundred additions, once a step.
+__global__ void grad_clip_words_kernel(double* words, const double* sums, int64_t n, int64_t first,
+                                       const double* loss, double max_norm) {
+  kernels::grad_clip_words(words, sums, n, first, *loss, max_norm);
+}
+
 }  // namespace
 
 // The backend's operations whose kernels are in this file (docs/backend.md, Adding an operation).
@@ -188,17 +217,22 @@ void CudaBackend::do_adamw_update_rounded(Tensor& param, Tensor& master, const T
 }
 
 void CudaBackend::do_adamw_update_many(const std::vector<AdamWItem>& items) {
-  const char* op = "adamw_update_many";
-  for (const AdamWItem& it : items) {
-    if (it.master != nullptr) {  // the rest of the contract: checked by Backend's front
-      check_rounded_dtypes(*it.param, *it.master, op);
-    } else {
-      MTNLG_CHECK_MSG(it.param->dtype() == DType::kF32 || it.param->dtype() == DType::kF64,
-                      op << ": param " << it.param->str()
-                         << " (f32 or f64; a bf16/fp16 model steps its fp32 masters)");
-    }
-  }
-  adamw_update_many_cuda(items, stream());
+  check_many_dtypes(items, "adamw_update_many");
+  adamw_update_many_cuda(items, nullptr, stream());
+}
+
+void CudaBackend::do_adamw_update_many_from(const std::vector<AdamWItem>& items,
+                                            const Tensor& words) {
+  check_many_dtypes(items, "adamw_update_many_from");
+  adamw_update_many_cuda(items, words.data_as<double>(), stream());
+}
+
+void CudaBackend::do_grad_clip_words(Tensor& words, const Tensor& sums, int64_t first,
+                                     const Tensor& loss, double max_norm) {
+  grad_clip_words_kernel<<<1, 1, 0, stream()>>>(words.data_as<double>(), sums.data_as<double>(),
+                                                sums.numel(), first, loss.data_as<double>(),
+                                                max_norm);
+  CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace mtnlg

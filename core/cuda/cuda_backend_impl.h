@@ -190,6 +190,12 @@ class CudaBackend final : public Backend {
                                Tensor& v, const AdamWArgs& args) override;
   // Every item checked first, then up to 32 tensors of a kind per launch.
   void do_adamw_update_many(const std::vector<AdamWItem>& items) override;
+  // The step words on the device (AdamWStepWords): the sums into their tensor, the clip by one
+  // thread, the batched step reading the words; nothing waits, so a capture records them.
+  void do_sum_squares_into(Tensor& sums, const std::vector<Tensor>& xs) override;
+  void do_grad_clip_words(Tensor& words, const Tensor& sums, int64_t first, const Tensor& loss,
+                          double max_norm) override;
+  void do_adamw_update_many_from(const std::vector<AdamWItem>& items, const Tensor& words) override;
 
  private:
   static constexpr const char* kVocabFix =
@@ -208,6 +214,18 @@ class CudaBackend final : public Backend {
     MTNLG_CHECK_MSG(param.dtype() == DType::kBF16 || param.dtype() == DType::kF16,
                     op << ": param " << param.str() << " (bf16 or f16)");
     MTNLG_CHECK_MSG(master.dtype() == DType::kF32, op << ": master " << master.str() << " (f32)");
+  }
+  // The batched steps' dtypes: each item rounded (above) or f32/f64 stepped in place.
+  static void check_many_dtypes(const std::vector<AdamWItem>& items, const char* op) {
+    for (const AdamWItem& it : items) {
+      if (it.master != nullptr) {
+        check_rounded_dtypes(*it.param, *it.master, op);
+      } else {
+        MTNLG_CHECK_MSG(it.param->dtype() == DType::kF32 || it.param->dtype() == DType::kF64,
+                        op << ": param " << it.param->str()
+                           << " (f32 or f64; a bf16/fp16 model steps its fp32 masters)");
+      }
+    }
   }
 
   double* sum_scratch() const {

@@ -91,6 +91,10 @@ void store_cudnn_seed_offset_cuda(int64_t* words, RngStream rng, cudaStream_t st
 // sum of x[i]^2 accumulated in double; `scratch` holds kSumSquaresScratch doubles on the
 // device (core/cuda/device_overheads.h). Synchronizes the stream to return the value.
 double sum_squares_cuda(const Tensor& x, double* scratch, cudaStream_t stream);
+// sum_squares_cuda of each tensor (the same values) into results (xs.size() doubles on the
+// device), its first pass in `ws`; nothing waits.
+void sum_squares_into_cuda(const std::vector<Tensor>& xs, double* results, Workspace& ws,
+                           cudaStream_t stream);
 // sum_squares_cuda of each tensor (the same values), with one synchronization.
 std::vector<double> sum_squares_many_cuda(const std::vector<Tensor>& xs, Workspace& ws,
                                           cudaStream_t stream);

@@ -111,19 +111,20 @@ double sum_squares_cuda(const Tensor& x, double* scratch, cudaStream_t stream) {
                           stream);
 }
 
-std::vector<double> sum_squares_many_cuda(const std::vector<Tensor>& xs, Workspace& ws,
-                                          cudaStream_t stream) {
-  // Each tensor's partials and final sum exactly as sum_squares_cuda makes them (the same
-  // values bit for bit), side by side in the workspace; one copy back, one synchronization.
+namespace {
+
+// Where each tensor's first-pass partials start in the workspace; the last entry is their count.
+std::vector<int64_t> partial_offsets(const std::vector<Tensor>& xs) {
   std::vector<int64_t> offset(xs.size() + 1, 0);
   for (size_t i = 0; i < xs.size(); ++i)
     offset[i + 1] = offset[i] + (xs[i].numel() ? sum_squares_blocks(xs[i].numel()) : 0);
-  const int64_t slots = offset.back();
-  double* buf = static_cast<double*>(
-      ws.get(static_cast<size_t>(slots + std::ssize(xs) + 1) * sizeof(double)));
-  double* results = buf + slots;
-  std::vector<double> host(xs.size(), 0.0);
-  if (xs.empty()) return host;
+  return offset;
+}
+
+// Each tensor's partials (at buf + offset[i]) and final sum (results[i]) exactly as
+// sum_squares_cuda makes them: the same values bit for bit.
+void sum_squares_each(const std::vector<Tensor>& xs, const std::vector<int64_t>& offset,
+                      double* buf, double* results, cudaStream_t stream) {
   for (size_t i = 0; i < xs.size(); ++i) {
     if (xs[i].numel() == 0) {
       CUDA_CHECK(cudaMemsetAsync(results + i, 0, sizeof(double), stream));
@@ -134,6 +135,29 @@ std::vector<double> sum_squares_many_cuda(const std::vector<Tensor>& xs, Workspa
                                                       offset[i + 1] - offset[i], nullptr);
     CUDA_CHECK(cudaGetLastError());
   }
+}
+
+}  // namespace
+
+void sum_squares_into_cuda(const std::vector<Tensor>& xs, double* results, Workspace& ws,
+                           cudaStream_t stream) {
+  if (xs.empty()) return;
+  const std::vector<int64_t> offset = partial_offsets(xs);
+  double* buf = static_cast<double*>(
+      ws.get(static_cast<size_t>(std::max<int64_t>(offset.back(), 1)) * sizeof(double)));
+  sum_squares_each(xs, offset, buf, results, stream);
+}
+
+std::vector<double> sum_squares_many_cuda(const std::vector<Tensor>& xs, Workspace& ws,
+                                          cudaStream_t stream) {
+  // The partials and the sums side by side in the workspace; one copy back, one wait.
+  std::vector<double> host(xs.size(), 0.0);
+  if (xs.empty()) return host;
+  const std::vector<int64_t> offset = partial_offsets(xs);
+  double* buf = static_cast<double*>(
+      ws.get(static_cast<size_t>(offset.back() + std::ssize(xs) + 1) * sizeof(double)));
+  double* results = buf + offset.back();
+  sum_squares_each(xs, offset, buf, results, stream);
   CUDA_CHECK(cudaMemcpyAsync(host.data(), results, host.size() * sizeof(double),
                              cudaMemcpyDeviceToHost, stream));
   CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -166,6 +190,10 @@ double CudaBackend::do_sum_squares(const Tensor& x) {
 
 std::vector<double> CudaBackend::do_sum_squares_many(const std::vector<Tensor>& xs) {
   return with_id_checks([&] { return sum_squares_many_cuda(xs, ws_, stream()); });
+}
+
+void CudaBackend::do_sum_squares_into(Tensor& sums, const std::vector<Tensor>& xs) {
+  sum_squares_into_cuda(xs, sums.data_as<double>(), ws_, stream());
 }
 
 }  // namespace mtnlg

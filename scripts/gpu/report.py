@@ -106,6 +106,9 @@ def bench(path, out_path):
             # The launches of a micro-batch's forward and backward (its CUDA graph's nodes),
             # which row *-graph replays as one.
             "launches_per_micro_batch": r.get("launches_per_micro_batch"),
+            # The optimizer step's launches (gradient norm, clip, AdamW) that a *-graph row
+            # replays as one (null elsewhere).
+            "optimizer_launches": r.get("optimizer_launches"),
         }
         table.append(row)
     print(f"bf16 GEMM rate measured (best model shape, cuBLAS): {ceiling:.1f} TFLOP/s; "
@@ -113,7 +116,7 @@ def bench(path, out_path):
           f"{f'{peak:g} TFLOP/s' if peak else 'unknown for this GPU'}")
     print(f"{'model':<18} {'impl':<6} {'tokens/s':>10} {'TFLOP/s':>8} {'MFU':>6} {'of GEMM':>7} "
           f"{'ours/torch':>10} {'peak GiB':>9} {'plan GiB':>9} {'ms/iter':>8} {'waits/iter':>10} "
-          f"{'launches/mb':>11} {'outside GiB':>11}")
+          f"{'launches/mb':>11} {'opt launches':>12} {'outside GiB':>11}")
     for t in table:
         ratio = f"{t['ratio_vs_torch']:.2f}x" if t["impl"] == "mtnlg" and t["ratio_vs_torch"] else ""
         plan = f"{t['plan_memory_bytes'] / 2**30:.2f}" if t["plan_memory_bytes"] else ""
@@ -123,10 +126,13 @@ def bench(path, out_path):
         waits = f"{t['host_waits_per_iter']:g}" if t["host_waits_per_iter"] is not None else ""
         launches = (f"{t['launches_per_micro_batch']}"
                     if t["launches_per_micro_batch"] is not None else "")
+        opt_launches = (f"{t['optimizer_launches']}"
+                        if t["optimizer_launches"] is not None else "")
         print(f"{t['model']:<18} {t['impl']:<6} {t['tokens_per_s']:>10,.0f} {t['tflops']:>8.1f} "
               f"{mfu} {100 * t['mfu_vs_gemm']:>6.1f}% {ratio:>10} "
               f"{t['peak_memory_bytes'] / 2**30:>9.2f} "
-              f"{plan:>9} {t['ms_median']:>8.1f} {waits:>10} {launches:>11} {outside:>11}")
+              f"{plan:>9} {t['ms_median']:>8.1f} {waits:>10} {launches:>11} {opt_launches:>12} "
+              f"{outside:>11}")
     # The goal's figure: the best of the recipe's end-to-end rows (1.3b-train, 1.3b-train-*).
     e2e = [t for t in table if t["impl"] == "mtnlg" and t["model"].startswith("1.3b-train")]
     best = max(e2e, key=lambda t: t["mfu_vs_gemm"]) if e2e else None

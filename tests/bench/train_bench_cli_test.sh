@@ -69,7 +69,7 @@ check "dropout reaches the replayed step ($replayed_loss / $replayed_dropped)" \
 expect 2 "--graph needs --precision fp32 or bf16" -- "${small[@]}" --graph --precision fp8
 expect 2 "--graph and --profile" -- "${small[@]}" --graph --profile
 expect 2 "--graph needs --warmup-iters >= 1" -- "${small[@]}" --graph
-expect 0 "--graph: each micro-batch's forward and backward replayed" -- "${warm[@]}" --graph
+expect 0 "--graph: each micro-batch's forward and backward, and the optimizer step, replayed" -- "${warm[@]}" --graph
 
 loss() { "$bin" "${small[@]}" --json "$@" 2>/dev/null | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["loss"], d["dropout"])'; }
 plain=$(loss)

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <random>
 #include <sstream>
+#include <tuple>
 #include <vector>
 
 #include "cmd/trainer.h"
@@ -35,6 +36,16 @@ Recipe tiny_recipe(const test::TempDir& dir, std::vector<std::string> extra = {}
 std::vector<double> losses_of(const std::vector<IterationStats>& stats) {
   std::vector<double> out;
   for (const auto& s : stats) out.push_back(s.loss);
+  return out;
+}
+
+// What each iteration logged that the optimizer decides: loss, grad norm (-1 where skipped),
+// learning rate, skipped.
+std::vector<std::tuple<double, double, double, bool>> trace_of(
+    const std::vector<IterationStats>& stats) {
+  std::vector<std::tuple<double, double, double, bool>> out;
+  for (const auto& s : stats)
+    out.emplace_back(s.loss, std::isnan(s.grad_norm) ? -1.0 : s.grad_norm, s.lr, s.skipped);
   return out;
 }
 
@@ -118,26 +129,38 @@ TEST_CASE("activation checkpointing recomputes exactly: identical losses") {
 // Dropout on (the tiny recipe's), so a replay that kept micro-batch 0's masks would differ (as
 // it does with the base left out of CapturedMicroBatch::run); a batch ramp changes the gradient
 // scale mid-run (recorded again); recomputation too; fp16, whose loss scale is in the gradient
-// scale.
+// scale. The optimizer step is replayed too (CapturedAdamWStep): the learning rate warms up and
+// decays, clipping acts (clip_grad 0.05) or not, and fp16 starts at a loss scale of 1e8, whose
+// first iterations overflow and are skipped on the device as the host skips them; the losses,
+// norms, rates and skips are the plain run's bit for bit.
 TEST_CASE(
     "parallel.cuda_graph gives bit-identical losses with dropout - a batch ramp - recompute") {
   Quiet quiet;
   test::TempDir dir;
   write_corpus(dir.file("corpus"), 200, 512);
   const auto run = [&](const std::string& graph, const std::string& ckpt,
-                       const std::string& precision) {
+                       const std::string& precision, const std::string& clip = "1.0") {
+    // fp16 from a loss scale that overflows 6 times, halved at each.
     Trainer t(
         tiny_recipe(dir, {"parallel.cuda_graph=" + graph, "schedule.train_iters=10",
                           "parallel.activation_checkpointing=" + ckpt, "precision=" + precision,
-                          "batch.rampup={start: 2, increment: 2, tokens: 256}"}),
+                          "batch.rampup={start: 2, increment: 2, tokens: 256}",
+                          "optimizer.clip_grad=" + clip, "optimizer.initial_loss_scale=1e8",
+                          "optimizer.hysteresis=1"}),
         TrainerOptions{2, false});
-    return losses_of(t.run());
+    return trace_of(t.run());
   };
   const auto plain = run("false", "false", "fp32");
   REQUIRE(plain.size() == 10);
   CHECK(run("true", "false", "fp32") == plain);
   CHECK(run("true", "true", "fp32") == plain);
-  CHECK(run("true", "false", "fp16") == run("false", "false", "fp16"));
+  const auto clipped = run("false", "false", "fp32", "0.05");
+  CHECK(clipped != plain);  // the clip acted
+  CHECK(run("true", "false", "fp32", "0.05") == clipped);
+  const auto fp16 = run("false", "false", "fp16");
+  CHECK(std::get<3>(fp16.front()));       // an overflow skipped
+  CHECK_FALSE(std::get<3>(fp16.back()));  // then updates
+  CHECK(run("true", "false", "fp16") == fp16);
 }
 
 TEST_CASE("gradient accumulation: one micro-batch of 4 equals four of 1 (no dropout)") {

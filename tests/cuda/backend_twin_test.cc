@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <random>
@@ -22,6 +23,7 @@
 #include "core/cuda/device_overheads.h"
 #include "core/cuda/pinned_staging.h"
 #include "core/id_checks.h"
+#include "core/kernels/adamw_math.h"
 #include "tests/cuda/twin_check.h"
 #include "tests/test_util.h"
 
@@ -842,6 +844,125 @@ TEST_CASE("adamw_update_many steps every tensor as one call each would - batches
   Tensor bf = tw.gpu->alloc({4}, DType::kBF16);
   CHECK_THROWS_WITH(tw.gpu->adamw_update_many({AdamWItem{&bf, nullptr, &bf, &bf, &bf, {}}}),
                     Catch::Contains("adamw_update_many"));
+}
+
+// A captured optimizer step's operations (optim/captured_adamw_step.h): the sums equal
+// sum_squares_many's, the clip words the host's arithmetic on them, the step from the words the
+// step with the same values as arguments, a skip word leaves everything alone; and all three
+// recorded once and replayed with new words give what plain calls with those words give.
+TEST_CASE("the step words on the GPU equal the host's values - plainly and in a replayed graph") {
+  Twin tw;
+  const int count = 40;  // two launches of the batched step
+  std::vector<Tensor> grads, masters, weights, ms, vs;
+  for (int t = 0; t < count; ++t) {
+    const int64_t n = t == 3 ? 0 : 1 + (t * 7919) % 40001;
+    const uint64_t seed = 500 + 10 * static_cast<uint64_t>(t);
+    grads.push_back(tw.dev(random_tensor({n}, DType::kF32, seed)));
+    masters.push_back(tw.dev(random_tensor({n}, DType::kF32, seed + 1)));
+    ms.push_back(tw.dev(random_tensor({n}, DType::kF32, seed + 2, -0.1, 0.1)));
+    vs.push_back(tw.dev(random_tensor({n}, DType::kF32, seed + 3, 0.0, 0.1)));
+    weights.push_back(tw.gpu->alloc({n}, DType::kBF16));
+  }
+  Tensor sums = tw.gpu->alloc({count}, DType::kF64);
+  tw.gpu->sum_squares_into(sums, grads);
+  const std::vector<double> want = tw.gpu->sum_squares_many(grads);
+  const Tensor got = tw.host(sums);
+  for (int t = 0; t < count; ++t) CHECK(got.data_as<double>()[t] == want[static_cast<size_t>(t)]);
+
+  const auto items_of = [&](std::vector<Tensor>& w, std::vector<Tensor>& mw, std::vector<Tensor>& m,
+                            std::vector<Tensor>& v) {
+    std::vector<AdamWItem> items;
+    for (int t = 0; t < count; ++t) {
+      AdamWArgs a;
+      a.weight_decay = t % 3 ? 0.1 : 0.0;
+      a.step = 1;  // not read: the words say
+      items.push_back(AdamWItem{&w[static_cast<size_t>(t)], &mw[static_cast<size_t>(t)],
+                                &grads[static_cast<size_t>(t)], &m[static_cast<size_t>(t)],
+                                &v[static_cast<size_t>(t)], a});
+    }
+    return items;
+  };
+  const auto clone = [&](const std::vector<Tensor>& xs) {
+    std::vector<Tensor> out;
+    for (const Tensor& x : xs) {
+      out.push_back(tw.gpu->alloc(x.shape(), x.dtype()));
+      tw.gpu->copy(out.back(), x);
+    }
+    return out;
+  };
+  // Three copies of the state: stepped by arguments (the reference), by words plainly, by words
+  // in a replayed graph.
+  std::vector<Tensor> w1 = clone(weights), mw1 = clone(masters), m1 = clone(ms), v1 = clone(vs);
+  std::vector<Tensor> w2 = clone(weights), mw2 = clone(masters), m2 = clone(ms), v2 = clone(vs);
+  std::vector<Tensor> w3 = clone(weights), mw3 = clone(masters), m3 = clone(ms), v3 = clone(vs);
+  const auto ref = items_of(w1, mw1, m1, v1), plain = items_of(w2, mw2, m2, v2),
+             graphed = items_of(w3, mw3, m3, v3);
+  Tensor words2 = tw.gpu->alloc({AdamWStepWords::kCount}, DType::kF64);
+  Tensor words3 = tw.gpu->alloc({AdamWStepWords::kCount}, DType::kF64);
+  Tensor loss = tw.dev(Tensor::cpu({1}, DType::kF64));
+  const auto upload = [&](Tensor& words, double lr, int64_t step, double loss_scale, double l) {
+    Tensor h = Tensor::cpu({4}, DType::kF64);
+    h.data_as<double>()[AdamWStepWords::kLr] = lr;
+    h.data_as<double>()[AdamWStepWords::kBiasCorrection1] =
+        kernels::adamw_bias_correction(0.9, step);
+    h.data_as<double>()[AdamWStepWords::kBiasCorrection2] =
+        kernels::adamw_bias_correction(0.999, step);
+    h.data_as<double>()[AdamWStepWords::kLossScale] = loss_scale;
+    Tensor head = words.slice(0, 4);
+    tw.gpu->copy(head, h);
+    Tensor lh = Tensor::cpu({1}, DType::kF64);
+    lh.data_as<double>()[0] = l;
+    tw.gpu->copy(loss, lh);
+  };
+  const double max_norm = 20.0;
+  const auto step_calls = [&](Tensor& words, const std::vector<AdamWItem>& items) {
+    tw.gpu->sum_squares_into(sums, grads);
+    tw.gpu->grad_clip_words(words, sums, 9, loss, max_norm);
+    tw.gpu->adamw_update_many_from(items, words);
+  };
+  std::unique_ptr<CapturedWork> work;
+  const double inf = std::numeric_limits<double>::infinity();
+  for (int k = 0; k < 4; ++k) {
+    const double lr = 1e-3 * (k + 1), loss_scale = k < 2 ? 1.0 : 64.0;
+    const double l = k == 2 ? inf : 3.0;     // step 3 (k 2): a non-finite loss, skipped
+    const int64_t step = k < 2 ? k + 1 : k;  // the skipped step does not count
+    upload(words2, lr, step, loss_scale, l);
+    step_calls(words2, plain);
+    const Tensor w2h = tw.host(words2);
+    const double* wv = w2h.data_as<double>();
+    // The host's arithmetic on the same sums gives the same words.
+    std::vector<double> host_words(AdamWStepWords::kCount, 0.0);
+    std::copy(wv, wv + 4, host_words.begin());
+    kernels::grad_clip_words(host_words.data(), want.data(), count, 9, l, max_norm);
+    for (int i = 0; i < AdamWStepWords::kCount; ++i) CHECK(host_words[i] == wv[i]);
+    CHECK(wv[AdamWStepWords::kSkip] == (k == 2 ? 1.0 : 0.0));
+    if (k == 0) CHECK(wv[AdamWStepWords::kGradScale] < 1.0);  // the clip acts at these sizes
+    if (k != 2) {
+      std::vector<AdamWItem> args = ref;
+      for (AdamWItem& it : args) {
+        it.args.lr = lr;
+        it.args.step = step;
+        it.args.grad_scale = wv[AdamWStepWords::kGradScale];
+      }
+      tw.gpu->adamw_update_many(args);
+    }
+    upload(words3, lr, step, loss_scale, l);
+    if (!work) work = tw.gpu->capture([&] { step_calls(words3, graphed); });
+    work->replay();
+    CHECK(bitwise_equal(tw.host(words3), w2h));
+    for (int t = 0; t < count; ++t) {
+      INFO("step " << k << ", tensor " << t);
+      const size_t i = static_cast<size_t>(t);
+      const Tensor want_master = tw.host(mw1[i]), want_weight = tw.host(w1[i]);
+      CHECK(bitwise_equal(tw.host(mw2[i]), want_master));
+      CHECK(bitwise_equal(tw.host(w2[i]), want_weight));
+      CHECK(bitwise_equal(tw.host(m2[i]), tw.host(m1[i])));
+      CHECK(bitwise_equal(tw.host(mw3[i]), want_master));
+      CHECK(bitwise_equal(tw.host(w3[i]), want_weight));
+      CHECK(bitwise_equal(tw.host(v3[i]), tw.host(v1[i])));
+    }
+  }
+  CHECK(work->launches() > 2 * count);  // the sums' passes, the clip, the batched step
 }
 
 TEST_CASE("the fused AdamW step with rounding matches AdamW then copy") {
