@@ -646,9 +646,9 @@ EvalStats Trainer::evaluate() {
 
 EvalStats Trainer::compute_evaluation() {
   MTNLG_CHECK(valid_loader_ != nullptr);
-  // Its plain calls may move what a recording points at (the scratch, a workspace).
-  if (captured_) captured_->forget();
-  if (captured_step_) captured_step_->forget();
+  // Its plain calls may move what a recording holds by address (the stage's scratch, a
+  // workspace): every recording records again after it.
+  backend_->invalidate_recordings();
   const int64_t micro = recipe_.parallel.micro_batch_size, seq = recipe_.model.seq_length;
   const int64_t steps =
       recipe_.eval.iters * (recipe_.batch.global_batch_size / (micro * data_size_));
@@ -707,9 +707,9 @@ bool Trainer::tasks_on_rows() const {
 }
 
 std::vector<TaskMetrics> Trainer::compute_tasks() {
-  // Its plain calls may move what a recording points at (the scratch, a workspace).
-  if (captured_) captured_->forget();
-  if (captured_step_) captured_step_->forget();
+  // Its plain calls may move what a recording holds by address (the stage's scratch, a
+  // workspace): every recording records again after it.
+  backend_->invalidate_recordings();
   const EvalConfig& e = recipe_.eval;
   TaskOptions o;
   o.task_dir = e.task_dir;

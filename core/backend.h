@@ -102,15 +102,36 @@ class OpHook {
 };
 
 // Work recorded by Backend::capture, replayed with the same arguments on whatever its tensors
-// then hold.
+// then hold, at the addresses it was recorded with.
 class CapturedWork {
  public:
   virtual ~CapturedWork() = default;
-  virtual void replay() = 0;
+  // Runs the recorded calls again; refused once stale() (its owner records again instead).
+  void replay() {
+    MTNLG_CHECK_MSG(!stale(),
+                    "a captured step replayed after its backend moved memory the recording holds "
+                    "by address (a workspace grew, or Backend::invalidate_recordings): record "
+                    "it again");
+    do_replay();
+  }
+  // Whether the backend has since moved memory a recording may hold by address: one of its own
+  // workspaces grew (a CUDA graph keeps the old address, which the allocator may hand to any
+  // tensor), or a caller said it may have reallocated (Backend::invalidate_recordings). A replay
+  // would write through freed memory; the owner runs the work plainly and records it again.
+  bool stale() const { return *epoch_now_ != epoch_; }
   // The device operations a replay runs as one launch (a CUDA graph's nodes: kernels, copies
   // and memsets, a library's included), the launches the recorded calls would make one by one;
   // -1 where nothing is launched (the CPU's calls).
   virtual int64_t launches() const { return -1; }
+
+ protected:
+  // `epoch`: the recording backend's (Backend::recording_epoch), which outlives this.
+  explicit CapturedWork(const uint64_t& epoch) : epoch_now_(&epoch), epoch_(epoch) {}
+  virtual void do_replay() = 0;
+
+ private:
+  const uint64_t* epoch_now_;
+  uint64_t epoch_;
 };
 
 class Backend {
@@ -585,13 +606,19 @@ class Backend {
   // that the CPU tests the callers' use of it.
   virtual std::unique_ptr<CapturedWork> capture(std::function<void()> work) {
     struct Calls final : CapturedWork {
+      Calls(const uint64_t& epoch, std::function<void()> w)
+          : CapturedWork(epoch), work(std::move(w)) {}
       std::function<void()> work;
-      void replay() override { work(); }
+      void do_replay() override { work(); }
     };
-    auto calls = std::make_unique<Calls>();
-    calls->work = std::move(work);
-    return calls;
+    return std::make_unique<Calls>(recording_epoch_, std::move(work));
   }
+  // Makes every recording so far stale (CapturedWork::stale), for a caller that may have
+  // reallocated memory recordings hold by address (an evaluation's plain calls on other shapes
+  // may regrow the stage's scratch or a workspace). A backend does it itself when its own
+  // workspaces move. Their owners run the next call plainly and record again.
+  void invalidate_recordings() { ++recording_epoch_; }
+  uint64_t recording_epoch() const { return recording_epoch_; }
 
   // From now on every random stream a call draws from (dropout, attention's dropout) has `base`
   // added to its sub-stream (RngStream::stream), until set again (0: as given). A captured step
@@ -612,6 +639,10 @@ class Backend {
   virtual void* native_stream() const { return nullptr; }
 
  protected:
+  // Bumped by invalidate_recordings and by a backend whose own workspace moved; a recording
+  // made at another value is stale.
+  uint64_t recording_epoch_ = 0;
+
   // The device's operations, called by the front above after its checks (same arguments and
   // contracts): those every backend implements, listed once in core/backend_ops.def, then those
   // with a default that composes other operations through the front.

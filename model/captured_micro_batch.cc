@@ -9,6 +9,10 @@ bool CapturedMicroBatch::run(StageActivations& acts, const Tensor& tokens, const
                              uint64_t micro_batch_id, double grad_scale, LossSum& loss) {
   MTNLG_CHECK_MSG(model_.stage().pre_process && model_.stage().post_process,
                   "CapturedMicroBatch: the stage must hold the embedding and the LM head");
+  if (work_ && work_->stale()) {  // the backend moved what it holds: plainly, then record
+    work_.reset();
+    warmed_ = false;
+  }
   if (!warmed_) {
     model_.forward(acts, tokens, targets, micro_batch_id, loss);
     model_.backward(acts, Tensor(), grad_scale);

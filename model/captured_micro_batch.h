@@ -29,13 +29,9 @@ class CapturedMicroBatch {
   bool run(StageActivations& acts, const Tensor& tokens, const Tensor& targets,
            uint64_t micro_batch_id, double grad_scale, LossSum& loss);
 
-  // Other work on the model or the backend (an evaluation, task scoring) may reallocate what a
-  // recording holds by address (the stage's scratch for another batch size, a workspace grown):
-  // the next micro-batch runs plainly again, then records anew.
-  void forget() {
-    work_.reset();
-    warmed_ = false;
-  }
+  // A recording gone stale (CapturedWork::stale: the backend's workspace moved, or other work
+  // called Backend::invalidate_recordings, as an evaluation does) is dropped: the next
+  // micro-batch runs plainly again, then records anew.
 
   // Recordings made so far, and the launches the last one replays as one (CapturedWork::
   // launches: a CUDA graph's nodes; -1 on the CPU or before the first).

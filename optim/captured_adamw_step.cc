@@ -25,6 +25,10 @@ CapturedAdamWStep::CapturedAdamWStep(AdamW& adamw, const ParamRegistry& params, 
 
 bool CapturedAdamWStep::queue(double lr, double loss_scale, const Tensor& loss) {
   MTNLG_CHECK_MSG(!queued_, "CapturedAdamWStep: a step queued twice without finish()");
+  if (work_ && work_->stale()) {
+    work_.reset();
+    warmed_ = false;
+  }
   const int64_t step = adamw_.steps() + 1;
   const OptimizerConfig& c = adamw_.config();
   Tensor host = Tensor::cpu({4}, DType::kF64);

@@ -46,12 +46,8 @@ class CapturedAdamWStep {
   // Waits for the queued step and reads its words; counts the step in adamw when it updated.
   Result finish();
 
-  // Other work may reallocate the workspace a recording holds by address (an evaluation): the
-  // next step runs plainly again, then records anew.
-  void forget() {
-    work_.reset();
-    warmed_ = false;
-  }
+  // A stale recording (CapturedWork::stale: the workspace it holds moved, or an evaluation
+  // called Backend::invalidate_recordings) is dropped: that step runs plainly, the next records.
   int64_t recordings() const { return recordings_; }
   // The launches the recording replays as one (CapturedWork::launches; -1 on the CPU).
   int64_t launches() const { return work_ ? work_->launches() : -1; }

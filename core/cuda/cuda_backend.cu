@@ -153,8 +153,17 @@ Workspace::~Workspace() {
 
 void* Workspace::get(size_t bytes) {
   if (bytes <= bytes_) return ptr_;
+  if (capturing_)
+    throw unsupported("the CUDA backend's scratch growing to " + std::to_string(bytes) +
+                          " bytes inside a captured step (Backend::capture): run the work once "
+                          "plainly before recording it",
+                      "cuda graph");
   // Work queued on the old block runs before any later owner's (one stream): back to the cache.
-  if (ptr_) cache_.release(ptr_, bytes_);
+  // A recording that holds its address is stale from now on.
+  if (ptr_) {
+    cache_.release(ptr_, bytes_);
+    ++moves_;
+  }
   ptr_ = nullptr;
   bytes_ = 0;
   const size_t rounded = (bytes + (size_t{1} << 20) - 1) & ~((size_t{1} << 20) - 1);

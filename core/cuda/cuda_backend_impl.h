@@ -381,12 +381,13 @@ class CudaBackend final : public Backend {
       [](void* p) { (void)cudaFree(p); });
   // Declared before the blocks from cache_, so that their work is queued on a live stream.
   StreamPtr stream_;
-  PinnedStaging staging_;       // small uploads (do_copy); after stream_: its copies finish first
-  bool capturing_ = false;      // capture() is recording the stream
-  uint64_t rng_base_ = 0;       // the value last written to rng_base_word()
-  int64_t host_waits_ = 0;      // with_id_checks' waits: every wait for the stream goes through it
-  Workspace blas_ws_{*cache_};  // cuBLAS's and cuBLASLt's: outlives both handles
-  CublasLibrary cublas_lib_;    // before cublas_: the handle is destroyed through it
+  PinnedStaging staging_;   // small uploads (do_copy); after stream_: its copies finish first
+  bool capturing_ = false;  // capture() is recording the stream
+  uint64_t rng_base_ = 0;   // the value last written to rng_base_word()
+  int64_t host_waits_ = 0;  // with_id_checks' waits: every wait for the stream goes through it
+  Workspace blas_ws_{*cache_, recording_epoch_,
+                     capturing_};  // cuBLAS's and cuBLASLt's: outlives both handles
+  CublasLibrary cublas_lib_;       // before cublas_: the handle is destroyed through it
   CublasPtr cublas_;
   // kSumSquaresScratch doubles for sum_squares (and cross entropy's total), the id checks'
   // words, the random streams' base, then abs_max's word: core/cuda/device_overheads.h's
@@ -395,7 +396,9 @@ class CudaBackend final : public Backend {
   std::optional<DeviceBlock> fixed_;
   DeferredIdChecks id_checks_;
   cuda_detail::PinnedWords id_words_host_;  // pinned: the words' copy back queues without a wait
-  Workspace ws_{*cache_};  // launchers' temporaries (attention scores, column-sum partials, sorts)
+  Workspace ws_{
+      *cache_, recording_epoch_,
+      capturing_};  // launchers' temporaries (attention scores, column-sum partials, sorts)
   // cuBLASLt, made in the constructor's body once the device is current and blas_ws_ holds the
   // workspace (a member initializer would put it on whichever GPU was current).
   std::unique_ptr<EpilogueGemm> epilogue_;

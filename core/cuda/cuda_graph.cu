@@ -24,10 +24,14 @@ using GraphExecPtr = std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, Gra
 class CudaGraphWork final : public CapturedWork {
  public:
   // `backend` must outlive this (a replay launches on its stream).
-  CudaGraphWork(CudaBackend& backend, GraphExecPtr exec, std::vector<DeferredIdChecks::Check> ids,
-                int64_t nodes)
-      : backend_(backend), exec_(std::move(exec)), ids_(std::move(ids)), nodes_(nodes) {}
-  void replay() override { backend_.replay_graph(exec_.get(), ids_); }
+  CudaGraphWork(CudaBackend& backend, const uint64_t& epoch, GraphExecPtr exec,
+                std::vector<DeferredIdChecks::Check> ids, int64_t nodes)
+      : CapturedWork(epoch),
+        backend_(backend),
+        exec_(std::move(exec)),
+        ids_(std::move(ids)),
+        nodes_(nodes) {}
+  void do_replay() override { backend_.replay_graph(exec_.get(), ids_); }
   int64_t launches() const override { return nodes_; }
 
  private:
@@ -65,8 +69,8 @@ std::unique_ptr<CapturedWork> CudaBackend::capture(std::function<void()> work) {
   if (made == cudaSuccess) made = cudaGraphInstantiate(&exec, graph, 0);
   (void)cudaGraphDestroy(graph);
   CUDA_CHECK(made);
-  return std::make_unique<CudaGraphWork>(*this, GraphExecPtr(exec), std::move(ids),
-                                         static_cast<int64_t>(nodes));
+  return std::make_unique<CudaGraphWork>(*this, recording_epoch_, GraphExecPtr(exec),
+                                         std::move(ids), static_cast<int64_t>(nodes));
 }
 
 void CudaBackend::replay_graph(cudaGraphExec_t exec,

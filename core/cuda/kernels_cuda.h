@@ -34,7 +34,10 @@ namespace mtnlg {
 // reserved bytes. One stream, one thread.
 class Workspace {
  public:
-  explicit Workspace(CachingAllocator& cache) : cache_(cache) {}
+  // moves: bumped each time the block moves (the backend's recording epoch: a CUDA graph holds
+  // the old address); capturing: growth is refused while true (a recording cannot allocate).
+  Workspace(CachingAllocator& cache, uint64_t& moves, const bool& capturing)
+      : cache_(cache), moves_(moves), capturing_(capturing) {}
   Workspace(const Workspace&) = delete;
   Workspace& operator=(const Workspace&) = delete;
   ~Workspace();
@@ -43,6 +46,8 @@ class Workspace {
 
  private:
   CachingAllocator& cache_;  // the backend's; outlives this
+  uint64_t& moves_;          // the backend's, as cache_
+  const bool& capturing_;
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
 };

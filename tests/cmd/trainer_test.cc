@@ -157,6 +157,14 @@ TEST_CASE(
   const auto clipped = run("false", "false", "fp32", "0.05");
   CHECK(clipped != plain);  // the clip acted
   CHECK(run("true", "false", "fp32", "0.05") == clipped);
+  // Evaluations between steps: their plain calls invalidate the recordings, which record again.
+  const auto evaluated = [&](const std::string& graph) {
+    Trainer t(tiny_recipe(dir, {"parallel.cuda_graph=" + graph, "schedule.train_iters=7",
+                                "data.split=[8, 2, 0]", "eval.interval=3", "eval.iters=1"}),
+              TrainerOptions{2, false});
+    return trace_of(t.run());
+  };
+  CHECK(evaluated("true") == evaluated("false"));
   const auto fp16 = run("false", "false", "fp16");
   CHECK(std::get<3>(fp16.front()));       // an overflow skipped
   CHECK_FALSE(std::get<3>(fp16.back()));  // then updates

@@ -234,3 +234,21 @@ TEST_CASE("capture on the CPU records without running - each replay runs the cal
   step->replay();
   CHECK(x.data_as<double>()[0] == 121.0);
 }
+
+// A recording holds memory by address; once its backend says that memory may have moved
+// (invalidate_recordings, or on a GPU its own workspace growing) every recording made before is
+// stale and its replay refused, so that no owner replays through freed memory by mistake.
+TEST_CASE("a recording goes stale when its backend invalidates recordings - its replay refused") {
+  auto be = make_cpu_backend(1);
+  Tensor x = be->alloc({2}, DType::kF64);
+  auto before = be->capture([&] { be->scale(x, 2.0); });
+  const uint64_t epoch = be->recording_epoch();
+  CHECK_FALSE(before->stale());
+  be->invalidate_recordings();
+  CHECK(be->recording_epoch() == epoch + 1);
+  CHECK(before->stale());
+  CHECK_THROWS_WITH(before->replay(), Catch::Contains("record it again"));
+  auto after = be->capture([&] { be->scale(x, 2.0); });
+  CHECK_FALSE(after->stale());
+  after->replay();
+}

@@ -965,6 +965,33 @@ TEST_CASE("the step words on the GPU equal the host's values - plainly and in a 
   CHECK(work->launches() > 2 * count);  // the sums' passes, the clip, the batched step
 }
 
+// A CUDA graph holds the backend's workspace by address: the workspace growing after a
+// recording makes it stale (its replay refused, not run through the freed block), and growing
+// inside a recording is refused (a replay would reach a block released mid-graph).
+TEST_CASE("a graph holding the workspace goes stale when it grows - growth inside one refused") {
+  Twin tw;
+  const Tensor x = tw.dev(random_tensor({300000}, DType::kF32, 1));
+  const std::vector<Tensor> one{x};
+  Tensor sum1 = tw.gpu->alloc({1}, DType::kF64);
+  tw.gpu->sum_squares_into(sum1, one);  // the workspace exists (1 MiB) before the recording
+  auto work = tw.gpu->capture([&] { tw.gpu->sum_squares_into(sum1, one); });
+  work->replay();
+  CHECK_FALSE(work->stale());
+  // 300 tensors' first-pass partials (1,023 doubles each) need more than 2 MiB.
+  const std::vector<Tensor> many(300, x);
+  Tensor sums = tw.gpu->alloc({300}, DType::kF64);
+  CHECK_THROWS_WITH(tw.gpu->capture([&] { tw.gpu->sum_squares_into(sums, many); }),
+                    Catch::Contains("inside a captured step"));
+  CHECK_FALSE(work->stale());  // the refused growth moved nothing
+  tw.gpu->sum_squares_into(sums, many);
+  CHECK(work->stale());
+  CHECK_THROWS_WITH(work->replay(), Catch::Contains("record it again"));
+  const std::vector<double> want = tw.gpu->sum_squares_many(one);
+  auto again = tw.gpu->capture([&] { tw.gpu->sum_squares_into(sum1, one); });
+  again->replay();
+  CHECK(tw.host(sum1).data_as<double>()[0] == want[0]);
+}
+
 TEST_CASE("the fused AdamW step with rounding matches AdamW then copy") {
   const DType nt = GENERATE(DType::kBF16, DType::kF16);
   Twin tw;

@@ -165,3 +165,24 @@ TEST_CASE("the step words' operations on the CPU equal the host's values") {
   CHECK_THROWS_WITH(be->grad_clip_words(short_words, sums, 2, loss, 1.0), Catch::Contains("words"));
   CHECK_THROWS_WITH(be->grad_clip_words(words, sums, 5, loss, 1.0), Catch::Contains("5 first"));
 }
+
+TEST_CASE("a captured AdamW step records again after its recording went stale - the same bits") {
+  Pair t(DType::kBF16, 1.0);
+  CapturedAdamWStep step(*t.dev, t.dev_reg, *t.be);
+  Tensor loss = t.be->alloc({1}, DType::kF64);
+  std::vector<bool> recorded;
+  for (int k = 0; k < 6; ++k) {
+    set_grads(t.host_reg, k, 2.0);
+    set_grads(t.dev_reg, k, 2.0);
+    const double norm = global_grad_norm(*t.be, t.host_reg);
+    t.host->step(1e-3 * (k + 1), clip_coefficient(norm, 1.0));
+    // As an evaluation does: what the recording holds may have moved.
+    if (k == 3) t.be->invalidate_recordings();
+    recorded.push_back(step.queue(1e-3 * (k + 1), 1.0, loss));
+    CHECK(step.finish().updated);
+    t.check_equal();
+  }
+  // Plain at 0, recorded at 1, replayed; stale at 3: plain again, recorded at 4.
+  CHECK(recorded == std::vector<bool>{false, true, false, false, true, false});
+  CHECK(step.recordings() == 2);
+}
