@@ -52,6 +52,7 @@ class DeferredIdChecks {
   // holds exactly them again (added now, or still pending from an earlier replay whose words
   // were not read yet: the words keep the lowest bad position over the replays); false when
   // other checks are pending, which must be read first (the device waits), then call it again.
+  // A recording without checks replays whatever is pending (it writes no word).
   struct Check {
     const char* op;
     const char* what;

@@ -9,6 +9,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/kernels_cuda.h"
 #include "core/cuda/launch_cuda.h"
+#include "core/id_checks.h"
 #include "core/kernels/adamw_math.h"
 
 namespace mtnlg {
@@ -196,10 +197,16 @@ void adamw_update_cuda(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
 }
 
 // Backend::grad_clip_words: one thread runs the host's arithmetic (kernels::grad_clip_words) on
-// the per-tensor sums, in the host's order; a few hundred additions, once a step.
+// the per-tensor sums, in the host's order; a few hundred additions, once a step. A bad token or
+// target id found by a check not yet read (its word lowered from kClear) skips the update too:
+// the host's path raises it at the loss read before any update, a captured step at its words'
+// read after the update, which must then not have run (the CPU raised it at the operation).
 __global__ void grad_clip_words_kernel(double* words, const double* sums, int64_t n, int64_t first,
-                                       const double* loss, double max_norm) {
+                                       const double* loss, double max_norm,
+                                       const uint64_t* id_words, int id_count) {
   kernels::grad_clip_words(words, sums, n, first, *loss, max_norm);
+  for (int i = 0; i < id_count; ++i)
+    if (id_words[i] != DeferredIdChecks::kClear) words[AdamWStepWords::kSkip] = 1.0;
 }
 
 }  // namespace
@@ -231,7 +238,7 @@ void CudaBackend::do_grad_clip_words(Tensor& words, const Tensor& sums, int64_t 
                                      const Tensor& loss, double max_norm) {
   grad_clip_words_kernel<<<1, 1, 0, stream()>>>(words.data_as<double>(), sums.data_as<double>(),
                                                 sums.numel(), first, loss.data_as<double>(),
-                                                max_norm);
+                                                max_norm, id_words(), kIdCheckWords);
   CUDA_CHECK(cudaGetLastError());
 }
 

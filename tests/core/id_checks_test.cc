@@ -145,4 +145,9 @@ TEST_CASE("a captured step's checks are taken and pending again at each replay")
   REQUIRE(checks.begin_read() == 1);
   CHECK(message_of(checks, {DeferredIdChecks::kClear}).empty());
   CHECK(checks.replay_pending(graph));
+  // A recording without checks (a captured optimizer step) replays with others pending and
+  // leaves them as they are: no read first.
+  CHECK(checks.replay_pending({}));
+  CHECK(checks.pending() == 2);
+  CHECK(checks.replay_pending(graph));
 }

@@ -965,6 +965,43 @@ TEST_CASE("the step words on the GPU equal the host's values - plainly and in a 
   CHECK(work->launches() > 2 * count);  // the sums' passes, the clip, the batched step
 }
 
+// A captured step reads its ids' checks after its update (the host's step before it): a bad id
+// whose check is still pending skips the update on the device, then is raised at the read.
+TEST_CASE("a bad id pending at a step's clip skips its update - raised at the words' read") {
+  Twin tw;
+  Tensor tokens = random_ids({2, 5}, 10, 1);
+  tokens.data_as<int32_t>()[3] = 12;
+  Tensor tg = tw.dev(tokens);
+  Tensor wte = tw.gpu->alloc({10, 4}, DType::kF32), wpe = tw.gpu->alloc({5, 4}, DType::kF32);
+  Tensor out = tw.gpu->alloc({2, 5, 4}, DType::kF32);
+  const Tensor w0 = random_tensor({64}, DType::kF32, 2);
+  Tensor w = tw.dev(w0), g = tw.dev(random_tensor({64}, DType::kF32, 3));
+  Tensor m = tw.gpu->alloc({64}, DType::kF32), v = tw.gpu->alloc({64}, DType::kF32);
+  Tensor sums = tw.gpu->alloc({1}, DType::kF64), loss = tw.gpu->alloc({1}, DType::kF64);
+  Tensor words = tw.gpu->alloc({AdamWStepWords::kCount}, DType::kF64);
+  Tensor head = Tensor::cpu({4}, DType::kF64);
+  const double up[4] = {1e-2, kernels::adamw_bias_correction(0.9, 1),
+                        kernels::adamw_bias_correction(0.999, 1), 1.0};
+  std::copy(up, up + 4, head.data_as<double>());
+  Tensor words_head = words.slice(0, 4);
+  tw.gpu->copy(words_head, head);
+  std::vector<AdamWItem> items{AdamWItem{&w, nullptr, &g, &m, &v, AdamWArgs{}}};
+  tw.gpu->embedding_forward(out, tg, wte, wpe);  // its check pending: not read yet
+  tw.gpu->sum_squares_into(sums, {g});
+  tw.gpu->grad_clip_words(words, sums, 0, loss, 1.0);
+  tw.gpu->adamw_update_many_from(items, words);
+  CHECK_THROWS_WITH(tw.host(words),
+                    Catch::Contains("embedding_forward: token id 12 at position 3"));
+  const Tensor after = tw.host(words);  // raised once; the words say why nothing ran
+  CHECK(after.data_as<double>()[AdamWStepWords::kSkip] == 1.0);
+  CHECK(bitwise_equal(tw.host(w), w0));
+  // Without a bad id the same calls update.
+  tw.gpu->grad_clip_words(words, sums, 0, loss, 1.0);
+  tw.gpu->adamw_update_many_from(items, words);
+  CHECK(tw.host(words).data_as<double>()[AdamWStepWords::kSkip] == 0.0);
+  CHECK_FALSE(bitwise_equal(tw.host(w), w0));
+}
+
 // A CUDA graph holds the backend's workspace by address: the workspace growing after a
 // recording makes it stale (its replay refused, not run through the freed block), and growing
 // inside a recording is refused (a replay would reach a block released mid-graph).
