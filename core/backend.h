@@ -78,6 +78,18 @@ struct AdamWItem {
   AdamWArgs args;
 };
 
+// The batched steps' items (adamw_update_many, adamw_update_many_from): each with its tensors,
+// and adamw_update's or adamw_update_rounded's contract.
+inline void check_adamw_items(const char* op, Device device, const std::vector<AdamWItem>& items) {
+  for (const AdamWItem& it : items) {
+    MTNLG_CHECK_MSG(it.param && it.grad && it.m && it.v, op << ": an item without its tensors");
+    if (it.master != nullptr)
+      check_adamw_rounded(op, device, *it.param, *it.master, *it.grad, *it.m, *it.v, it.args.step);
+    else
+      check_adamw(op, device, *it.param, *it.grad, *it.m, *it.v, it.args.step);
+  }
+}
+
 // One operation called through Backend's front, as an OpHook sees it.
 struct OpCall {
   const char* name;      // the operation: "gemm", "layernorm_forward", ...
@@ -546,15 +558,7 @@ class Backend {
   // one call for a whole model so that a device backend can step many tensors per launch
   // instead of launching per tensor. By default the calls one by one, in order.
   void adamw_update_many(const std::vector<AdamWItem>& items) {
-    for (const AdamWItem& it : items) {
-      MTNLG_CHECK_MSG(it.param && it.grad && it.m && it.v,
-                      "adamw_update_many: an item without its tensors");
-      if (it.master != nullptr)
-        check_adamw_rounded("adamw_update_many", device(), *it.param, *it.master, *it.grad, *it.m,
-                            *it.v, it.args.step);
-      else
-        check_adamw("adamw_update_many", device(), *it.param, *it.grad, *it.m, *it.v, it.args.step);
-    }
+    check_adamw_items("adamw_update_many", device(), items);
     const OpScope s(*this, {"adamw_update_many", "adamw_update_many"});
     do_adamw_update_many(items);
   }
@@ -580,16 +584,7 @@ class Backend {
   void adamw_update_many_from(const std::vector<AdamWItem>& items, const Tensor& words) {
     check_operand("adamw_update_many_from", "words", words, device(), DType::kF64,
                   AdamWStepWords::kCount);
-    for (const AdamWItem& it : items) {
-      MTNLG_CHECK_MSG(it.param && it.grad && it.m && it.v,
-                      "adamw_update_many_from: an item without its tensors");
-      if (it.master != nullptr)
-        check_adamw_rounded("adamw_update_many_from", device(), *it.param, *it.master, *it.grad,
-                            *it.m, *it.v, it.args.step);
-      else
-        check_adamw("adamw_update_many_from", device(), *it.param, *it.grad, *it.m, *it.v,
-                    it.args.step);
-    }
+    check_adamw_items("adamw_update_many_from", device(), items);
     const OpScope s(*this, {"adamw_update_many_from", "adamw_update_many"});
     do_adamw_update_many_from(items, words);
   }

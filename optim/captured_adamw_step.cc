@@ -39,7 +39,6 @@ bool CapturedAdamWStep::queue(double lr, double loss_scale, const Tensor& loss) 
   h[AdamWStepWords::kLossScale] = loss_scale;
   Tensor head = words_.slice(0, 4);
   backend_.copy(head, host);  // in stream order: a device copies through pinned memory
-  queued_ = true;
 
   // The recorded calls: every value that changes between steps is read from the words. The
   // items' own lr, step and grad_scale are ignored (adamw_update_many_from), so those recorded
@@ -54,6 +53,7 @@ bool CapturedAdamWStep::queue(double lr, double loss_scale, const Tensor& loss) 
   if (!warmed_) {
     calls();
     warmed_ = true;
+    queued_ = true;
     return false;
   }
   const bool record = !work_ || loss_ != loss.data();
@@ -64,6 +64,7 @@ bool CapturedAdamWStep::queue(double lr, double loss_scale, const Tensor& loss) 
     ++recordings_;
   }
   work_->replay();
+  queued_ = true;  // only once it is: a refused recording leaves nothing to finish
   return record;
 }
 
