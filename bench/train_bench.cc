@@ -26,7 +26,7 @@
 #include "core/config/recipe.h"
 #include "core/cuda/attention_workspace.h"
 #include "core/device_peak.h"
-#include "model/dropout_streams.h"
+#include "model/captured_micro_batch.h"
 #include "model/gpt_flops.h"
 #include "model/gpt_params.h"
 #include "model/gpt_stage.h"
@@ -121,8 +121,10 @@ void validate(const Options& o) {
     if (o.tensor_slice > 1)
       refuse("needs --tensor-slice 1 (the mappings wait for the device)", "--tensor-slice");
     if (o.warmup_iters < 1)
-      refuse("needs --warmup-iters >= 1 (buffers and plans made before the capture)",
-             "--warmup-iters");
+      refuse(
+          "needs --warmup-iters >= 1 (a plain run first makes the buffers and plans a "
+          "recording may not; the next records)",
+          "--warmup-iters");
   }
 }
 
@@ -220,27 +222,28 @@ int run(const Options& o) {
   LossSum loss_sum(be);  // as the trainer: summed on the device, read once an iteration
   uint64_t micro_id = 0;
   int64_t waits_before = 0;  // Backend::host_waits at the first timed iteration
-  // --graph: one micro-batch's forward and backward on the ids already in acts, recorded after
-  // the warm-up (a CUDA graph on the GPU; the calls again on the CPU), replayed after each upload.
-  std::unique_ptr<CapturedWork> step;
-  const auto micro_batch_work = [&] {
-    model.forward(acts, acts.tokens, acts.targets, 0, loss_sum);
-    model.backward(acts, Tensor(), 1.0 / tokens_per_iter);
-  };
+  // --graph: each micro-batch's forward and backward, and the optimizer step, replayed as the
+  // trainer's parallel.cuda_graph replays them (CapturedMicroBatch, CapturedAdamWStep: the first
+  // plain and the second recorded, in the warm-up; a CUDA graph on the GPU, the calls again on
+  // the CPU).
+  std::unique_ptr<CapturedMicroBatch> captured;
+  std::unique_ptr<CapturedAdamWStep> captured_step;
+  if (o.graph) {
+    captured = std::make_unique<CapturedMicroBatch>(model, be);
+    captured_step = std::make_unique<CapturedAdamWStep>(optimizer, model.params(), be);
+  }
   // The launches of a micro-batch's forward and backward: the nodes of its recording (recorded,
   // not run, where --graph does not replay it), where a recording can hold it (not with
   // --profile's waits, the tensor slice's mappings or fp8's scales); -1 on the CPU.
   int64_t launches = -1;
   const bool recordable = !o.profile && o.tensor_slice == 1 && o.precision != "fp8";
-  std::unique_ptr<CapturedAdamWStep> captured_step;
-  if (o.graph) captured_step = std::make_unique<CapturedAdamWStep>(optimizer, model.params(), be);
   for (int it = 0; it < o.warmup_iters + o.iters; ++it) {
     if (it == o.warmup_iters) {
-      if (o.graph) {
-        step = be.capture(micro_batch_work);
-        launches = step->launches();
-      } else if (recordable && it > 0) {
-        launches = be.capture(micro_batch_work)->launches();
+      if (!o.graph && recordable && it > 0) {
+        launches = be.capture([&] {
+                       model.forward(acts, acts.tokens, acts.targets, 0, loss_sum);
+                       model.backward(acts, Tensor(), 1.0 / tokens_per_iter);
+                     })->launches();
       }
       timed.reset();
       waits_before = be.host_waits();
@@ -255,14 +258,9 @@ int run(const Options& o) {
       const bool plain = o.plain_weights || (o.compare_weights && it % 2 == 1);
       std::optional<FrozenWeights> frozen;
       if (!plain) frozen.emplace(be);
-      for (int64_t i = 0; i < accum && step; ++i) {
-        be.copy(acts.tokens, tokens[i]);
-        be.copy(acts.targets, targets[i]);
-        be.set_rng_stream_base(micro_batch_stream_base(micro_id++));  // recorded as micro-batch 0
-        step->replay();
-      }
-      if (step) be.set_rng_stream_base(0);
-      for (int64_t i = 0; i < accum && !step; ++i) {
+      for (int64_t i = 0; i < accum && captured; ++i)
+        captured->run(acts, tokens[i], targets[i], micro_id++, 1.0 / tokens_per_iter, loss_sum);
+      for (int64_t i = 0; i < accum && !captured; ++i) {
         timed.set_phase("forward");
         model.forward(acts, tokens[i], targets[i], micro_id++, loss_sum);
         timed.set_phase("backward");
@@ -287,6 +285,7 @@ int run(const Options& o) {
       (o.compare_weights && it % 2 == 1 ? plain_times : times).push_back(dt);
   }
 
+  if (captured) launches = captured->launches();  // the recording replayed last
   // A slice executes its share of the model's FLOPs: 1 / tensor_slice of every layer's and of
   // the logits' (the whole model's count over the ranks, as the trainer's tflops_per_device).
   const double flops_per_token = model_flops_per_token(config, config.activation_checkpointing) /
@@ -479,9 +478,11 @@ int main(int argc, char** argv) {
                "medians side by side (tokens/s and --json report the windowed ones)")
       ->excludes("--plain-weights");
   app.add_flag("--graph", o.graph,
-               "Capture one micro-batch's forward and backward once after the warm-up and replay "
-               "it for every micro-batch, its ids uploaded first (Backend::capture: a CUDA graph "
-               "on the GPU, one launch instead of one a call; on the CPU the same calls again); "
+               "Replay each micro-batch's forward and backward from one capture, as the "
+               "trainer's parallel.cuda_graph does (CapturedMicroBatch: the first micro-batch "
+               "plain, the second recorded, in the warm-up; each one's ids uploaded first; "
+               "Backend::capture: a CUDA graph on the GPU, one launch instead of one a call; on "
+               "the CPU the same calls again); "
                "dropout draws each micro-batch's masks (Backend::set_rng_stream_base); the "
                "optimizer step (gradient norm, clip, AdamW) likewise, its learning rate uploaded "
                "and its loss and norm read after it (CapturedAdamWStep: optimizer_launches in "

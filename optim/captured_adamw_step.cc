@@ -6,7 +6,7 @@
 namespace mtnlg {
 
 CapturedAdamWStep::CapturedAdamWStep(AdamW& adamw, const ParamRegistry& params, Backend& backend)
-    : adamw_(adamw), backend_(backend) {
+    : adamw_(adamw), backend_(backend), slot_(backend) {
   const Communicator* tensor = adamw.tensor_group();
   MTNLG_CHECK_MSG(tensor == nullptr || tensor->size() == 1,
                   "CapturedAdamWStep: the norm of a tensor group sums over its ranks on the host");
@@ -25,10 +25,6 @@ CapturedAdamWStep::CapturedAdamWStep(AdamW& adamw, const ParamRegistry& params, 
 
 bool CapturedAdamWStep::queue(double lr, double loss_scale, const Tensor& loss) {
   MTNLG_CHECK_MSG(!queued_, "CapturedAdamWStep: a step queued twice without finish()");
-  if (work_ && work_->stale()) {
-    work_.reset();
-    warmed_ = false;
-  }
   const int64_t step = adamw_.steps() + 1;
   const OptimizerConfig& c = adamw_.config();
   Tensor host = Tensor::cpu({4}, DType::kF64);
@@ -50,22 +46,17 @@ bool CapturedAdamWStep::queue(double lr, double loss_scale, const Tensor& loss) 
     be.grad_clip_words(words, sums, first, loss, max_norm);
     be.adamw_update_many_from(items, words);
   };
-  if (!warmed_) {
+  if (slot_.plain_next()) {
     calls();
-    warmed_ = true;
+    slot_.ran_plainly();
     queued_ = true;
     return false;
   }
-  const bool record = !work_ || loss_ != loss.data();
-  if (record) {
-    work_.reset();
-    work_ = backend_.capture(calls);
-    loss_ = loss.data();
-    ++recordings_;
-  }
-  work_->replay();
+  const bool recorded = slot_.record_if(loss_ != loss.data(), calls);
+  loss_ = loss.data();
+  slot_.replay();
   queued_ = true;  // only once it is: a refused recording leaves nothing to finish
-  return record;
+  return recorded;
 }
 
 CapturedAdamWStep::Result CapturedAdamWStep::finish() {

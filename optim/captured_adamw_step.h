@@ -19,10 +19,10 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <vector>
 
 #include "core/backend.h"
+#include "core/replay_slot.h"
 #include "model/param_registry.h"
 #include "optim/adamw.h"
 
@@ -48,22 +48,20 @@ class CapturedAdamWStep {
 
   // A stale recording (CapturedWork::stale: the workspace it holds moved, or an evaluation
   // called Backend::invalidate_recordings) is dropped: that step runs plainly, the next records.
-  int64_t recordings() const { return recordings_; }
+  int64_t recordings() const { return slot_.recordings(); }
   // The launches the recording replays as one (CapturedWork::launches; -1 on the CPU).
-  int64_t launches() const { return work_ ? work_->launches() : -1; }
+  int64_t launches() const { return slot_.launches(); }
 
  private:
   AdamW& adamw_;
   Backend& backend_;
-  std::vector<Tensor> grads_;  // the norm's: tensor-sharded first, then replicated
-  int64_t first_ = 0;          // how many are sharded
-  Tensor sums_;                // f64 [grads_.size()]
-  Tensor words_;               // f64 [AdamWStepWords::kCount]
-  std::unique_ptr<CapturedWork> work_;
+  std::vector<Tensor> grads_;   // the norm's: tensor-sharded first, then replicated
+  int64_t first_ = 0;           // how many are sharded
+  Tensor sums_;                 // f64 [grads_.size()]
+  Tensor words_;                // f64 [AdamWStepWords::kCount]
+  ReplaySlot slot_;             // plain first, then recorded and replayed; dropped when stale
   const void* loss_ = nullptr;  // the recording's key: the loss tensor's storage
-  bool warmed_ = false;
   bool queued_ = false;
-  int64_t recordings_ = 0;
 };
 
 }  // namespace mtnlg
