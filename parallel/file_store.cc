@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <thread>
 
 #include "core/status.h"
@@ -107,31 +108,53 @@ void FileStore::set(const std::string& key, const std::vector<uint8_t>& value) {
   }
 }
 
+// The file's bytes; nullopt when it is not there (yet).
+std::optional<std::vector<uint8_t>> FileStore::read_if_present(const std::string& path) const {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return std::nullopt;
+    throw io_error("rendezvous: cannot open '" + path + "': " + errno_text(), "MTNLG_STORE_DIR");
+  }
+  std::vector<uint8_t> value;
+  uint8_t buf[4096];
+  for (;;) {
+    const ssize_t r = ::read(fd, buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      const std::string why = errno_text();
+      ::close(fd);
+      throw io_error("rendezvous: cannot read '" + path + "': " + why, "MTNLG_STORE_DIR");
+    }
+    if (r == 0) break;
+    value.insert(value.end(), buf, buf + r);
+  }
+  ::close(fd);
+  return value;
+}
+
+void FileStore::publish_failure(int64_t rank, const std::string& detail) noexcept {
+  try {
+    set(owned_key(kFailedKey, rank), std::vector<uint8_t>(detail.begin(), detail.end()));
+  } catch (...) {  // best effort: the others still time out, naming the key
+  }
+}
+
 std::vector<uint8_t> FileStore::get(const std::string& key, std::chrono::milliseconds timeout) {
   const std::string path = path_of(key);
+  const int64_t owner = key_owner(key);
+  const std::string failed = path_of(owned_key(kFailedKey, owner));
   const auto start = Clock::now();
   auto pause = std::chrono::microseconds(1000);
   for (;;) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-      std::vector<uint8_t> value;
-      uint8_t buf[4096];
-      for (;;) {
-        const ssize_t r = ::read(fd, buf, sizeof buf);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-          const std::string why = errno_text();
-          ::close(fd);
-          throw io_error("rendezvous: cannot read '" + path + "': " + why, "MTNLG_STORE_DIR");
-        }
-        if (r == 0) break;
-        value.insert(value.end(), buf, buf + r);
-      }
-      ::close(fd);
-      return value;
+    if (auto value = read_if_present(path)) return std::move(*value);
+    if (path != failed) {
+      if (const auto detail = read_if_present(failed))
+        throw io_error("rendezvous: rank " + std::to_string(owner) +
+                           " stopped with an error before it set key '" + key + "' (" +
+                           std::string(detail->begin(), detail->end()) +
+                           "; its own output says why): this rank stops too",
+                       "store");
     }
-    if (errno != ENOENT)
-      throw io_error("rendezvous: cannot open '" + path + "': " + errno_text(), "MTNLG_STORE_DIR");
     const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
     if (waited >= timeout)
       throw io_error("rendezvous timed out after " + std::to_string(waited.count()) +

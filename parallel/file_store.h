@@ -7,7 +7,11 @@
 // file; link() refuses an existing name, and since keys are set once per job (store.h), a key
 // that is already there means the directory holds an earlier job's keys: that is an error naming
 // the directory (use an empty one per job), not a silent read of stale addresses. get() polls
-// for the file (1 ms, backing off to 20 ms).
+// for the file (1 ms, backing off to 20 ms). A launcher of its own may not stop the other ranks
+// when one fails: a rank that stops with an error leaves the key "failed@<rank>"
+// (publish_failure, from Runtime), and get() of a key that rank sets stops at once with an
+// io_error naming it; the waiting rank then stops too, and so on, each in milliseconds rather
+// than parallel.timeout_s.
 //
 // Thread safety: every call may come from any thread; the object holds no mutable state beyond
 // Store's own.
@@ -15,6 +19,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,11 +34,17 @@ class FileStore final : public Store {
 
   void set(const std::string& key, const std::vector<uint8_t>& value) override;
   std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override;
+  void publish_failure(int64_t rank, const std::string& detail) noexcept override;
 
   // The file that holds `key` (for tests and error messages).
   std::string path_of(const std::string& key) const;
 
+  // The key a failed rank leaves (owned_key(kFailedKey, rank)).
+  static constexpr const char* kFailedKey = "failed";
+
  private:
+  std::optional<std::vector<uint8_t>> read_if_present(const std::string& path) const;
+
   std::string dir_;
 };
 

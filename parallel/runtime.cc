@@ -1,6 +1,7 @@
 #include "parallel/runtime.h"
 
 #include <pmix.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -135,6 +136,12 @@ Runtime Runtime::init() {
 }
 
 Runtime::~Runtime() {
+  if (store != nullptr && world > 1 && std::uncaught_exceptions() > uncaught_at_start_) {
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+    store->publish_failure(rank, std::string("on host ") + (host[0] ? host : "?") + ", pid " +
+                                     std::to_string(::getpid()));
+  }
   finalize();
 }
 

@@ -13,11 +13,14 @@
 //
 // Ownership: the Runtime owns the PMIx session (PMIx_Finalize in the destructor, after the store
 // is gone) and the Store; it is move-only and should live for the whole run, longer than every
-// communicator built from it. Thread safety: the fields are immutable after init; the store is
-// thread-safe.
+// communicator built from it. Destroyed by an exception leaving its scope (a rank failing, even
+// before its groups are connected), it first tells the other ranks through the store
+// (Store::publish_failure): those waiting for this rank's keys stop at once, naming it. Thread
+// safety: the fields are immutable after init; the store is thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <string>
 
@@ -50,6 +53,8 @@ struct Runtime {
   void finalize() noexcept;
   bool pmix_initialized_ = false;
   bool env_launch_ = false;
+  // Exceptions in flight when this object began: more at its end means one is leaving its scope.
+  int uncaught_at_start_ = std::uncaught_exceptions();
 };
 
 }  // namespace mtnlg

@@ -38,6 +38,13 @@ class Store {
   // Waits until every key is present (same error as get). The default gets each key in turn.
   virtual void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
 
+  // Says that global rank `rank` stopped with an error (Runtime says it when an exception leaves
+  // it; `detail`: where it ran), so that a rank waiting for one of its keys stops at once with an
+  // error naming it, and so on down the ranks waiting for that one, instead of each waiting out
+  // its timeout. Best effort; never throws. The default does nothing: PMIx launchers (mpirun,
+  // srun) stop or report the job themselves when a rank fails.
+  virtual void publish_failure(int64_t /*rank*/, const std::string& /*detail*/) noexcept {}
+
   // How many times this process called next_use(name) before: a local count, never shared.
   // Lets a group that is created again (same name and members) use fresh keys: its members
   // create groups in the same order, so each member counts the same (name it per member when

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The environment launch (no PMIx: MTNLG_RANK, MTNLG_WORLD_SIZE, MTNLG_STORE_DIR) through
 # scripts/launch.sh: tp 2 x dp 2 and pp 2 x dp 2 with ZeRO-1 train like one process; a store
-# directory holding an earlier job's keys is refused naming it; a rank that fails stops the
+# directory holding an earlier job's keys is refused naming it; a rank that fails before the
+# rendezvous stops the ranks waiting for it without a launcher's help; a rank that fails stops the
 # others and its status is the launcher's; SIGTERM to the launcher stops every rank with a
 # checkpoint (exit 75); launch.sh's usage errors exit 2.
 # Usage: tests/cmd/env_launch_test.sh BUILD_DIR SOURCE_DIR
@@ -50,6 +51,37 @@ for r in 0 1; do wait "${pids[$r]}" || fails=$((fails + 1)); done
 grep -q "already holds key.*earlier job" "$tmp"/stale.*.log ||
   { echo "FAIL: no rank named the stale store"; cat "$tmp"/stale.*.log; exit 1; }
 grep -q "$store" "$tmp"/stale.*.log || { echo "FAIL: the error does not name $store"; exit 1; }
+
+# A launcher of one's own that leaves the others running: rank 1 fails before its groups connect
+# (its layout does not divide the world); rank 0, waiting for rank 1's keys, stops within
+# seconds (not parallel.timeout_s), naming rank 1 (Runtime's failed@1 in the store directory).
+store=$tmp/store-failed
+mkdir "$store"
+start=$SECONDS
+for r in 0 1; do
+  extra=()
+  [[ $r == 1 ]] && extra=(--set parallel.data=2)
+  MTNLG_RANK=$r MTNLG_WORLD_SIZE=2 MTNLG_STORE_DIR=$store "$bin" --config configs/tiny.yaml \
+    --threads 1 --set "data.blend=[{prefix: $tmp/corpus, weight: 1}]" \
+    --set data.cache_dir="$tmp/cache" --set schedule.train_iters=2 --set parallel.tensor=2 \
+    --set parallel.timeout_s=300 --set logging.metrics_file="$tmp/failed/metrics.jsonl" \
+    "${extra[@]}" >"$tmp/failed.$r.log" 2>&1 &
+  pids[$r]=$!
+done
+statuses=()
+for r in 0 1; do
+  set +e
+  wait "${pids[$r]}"
+  statuses[$r]=$?
+  set -e
+done
+((SECONDS - start < 60)) || { echo "FAIL: rank 0 waited $((SECONDS - start)) s for a failed rank"; exit 1; }
+[[ ${statuses[*]} == "4 2" ]] ||
+  { echo "FAIL: statuses ${statuses[*]}, not 4 2"; cat "$tmp"/failed.*.log; exit 1; }
+grep -q "parallel.data" "$tmp/failed.1.log" ||
+  { echo "FAIL: rank 1 did not name its key"; cat "$tmp/failed.1.log"; exit 1; }
+grep -q "rank 1 stopped with an error" "$tmp/failed.0.log" ||
+  { echo "FAIL: rank 0 did not name the failed rank"; cat "$tmp/failed.0.log"; exit 1; }
 
 # A failing rank: the launcher stops the others (long before their 300 s) and exits with its status.
 start=$SECONDS

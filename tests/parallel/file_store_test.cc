@@ -94,6 +94,38 @@ TEST_CASE("FileStore refuses a directory that holds an earlier job's key") {
   CHECK(second.get("runtime/hello@0", milliseconds(10)) == std::vector<uint8_t>{1});
 }
 
+// A launcher of one's own may leave the other ranks running when one fails: the failed rank's
+// key "failed@<rank>" stops a rank waiting for that rank's keys at once, naming it.
+TEST_CASE("FileStore get stops at once when the key's rank has failed - naming it") {
+  TempDir dir;
+  FileStore waiter(dir.path), failed(dir.path);
+  failed.publish_failure(1, "on host node7, pid 42");
+  CHECK(fs::exists(failed.path_of("failed@1")));
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    waiter.get("gloo/world.0x2.0/addr@1", milliseconds(60000));
+    FAIL("a key of a failed rank must be an error");
+  } catch (const Error& e) {
+    CHECK(e.code() == Code::kIOError);
+    CHECK_THAT(e.message(), Catch::Contains("rank 1 stopped with an error") &&
+                                Catch::Contains("'gloo/world.0x2.0/addr@1'") &&
+                                Catch::Contains("on host node7, pid 42"));
+  }
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  // A key another rank sets still waits for it (here: times out as before); one set already is
+  // read whoever failed.
+  REQUIRE_THROWS_WITH(waiter.get("addr@2", milliseconds(30)), Catch::Contains("timed out"));
+  waiter.set("addr@3", {5});
+  failed.publish_failure(3, "later");
+  CHECK(waiter.get("addr@3", milliseconds(10)) == std::vector<uint8_t>{5});
+  // Keys without a rank are rank 0's.
+  failed.publish_failure(0, "x");
+  REQUIRE_THROWS_WITH(waiter.get("unique_id", milliseconds(60000)),
+                      Catch::Contains("rank 0 stopped with an error"));
+  // Best effort: a second report of the same rank is not an error.
+  failed.publish_failure(1, "again");
+}
+
 TEST_CASE("FileStore refuses a missing or unwritable directory naming it") {
   REQUIRE_THROWS_WITH(
       FileStore("/nonexistent/mtnlg-store"),
@@ -193,6 +225,34 @@ TEST_CASE("Runtime init names the environment variable that is wrong") {
     INFO(message);
     REQUIRE_THROWS_WITH(Runtime::init(), Catch::Contains(message));
   }
+}
+
+// A rank failing after the launch, even before its groups are connected, says so through the
+// store as its Runtime goes; one that ends normally says nothing.
+TEST_CASE("Runtime left by an exception publishes its rank's failure - not on a normal end") {
+  REQUIRE(std::getenv("PMIX_NAMESPACE") == nullptr);
+  TempDir dir;
+  {
+    EnvLaunch env(
+        {{"MTNLG_WORLD_SIZE", "2"}, {"MTNLG_RANK", "0"}, {"MTNLG_STORE_DIR", dir.path.c_str()}});
+    Runtime rt = Runtime::init();
+    Runtime moved = std::move(rt);  // the Job holds it so
+  }
+  CHECK_FALSE(fs::exists(FileStore(dir.path).path_of("failed@0")));
+  {
+    EnvLaunch env(
+        {{"MTNLG_WORLD_SIZE", "2"}, {"MTNLG_RANK", "1"}, {"MTNLG_STORE_DIR", dir.path.c_str()}});
+    try {
+      Runtime rt = Runtime::init();
+      Runtime moved = std::move(rt);
+      throw std::runtime_error("the device is missing");
+    } catch (const std::runtime_error&) {
+    }
+  }
+  FileStore store(dir.path);
+  REQUIRE(fs::exists(store.path_of("failed@1")));
+  REQUIRE_THROWS_WITH(store.get("addr@1", milliseconds(60000)),
+                      Catch::Contains("rank 1 stopped with an error") && Catch::Contains("pid"));
 }
 
 }  // namespace
