@@ -153,6 +153,11 @@ TEST_CASE("Gloo groups meet through a FileStore") {
   reduce.join();
   CHECK(a.data_as<float>()[1] == 22.0f);
   CHECK(b.data_as<float>()[0] == 11.0f);
+  // Closing is collective (a barrier): both at once, as two processes would, not one after the
+  // other on this thread (the first would wait out its timeout for the second).
+  std::thread close([&] { c1.reset(); });
+  c0.reset();
+  close.join();
 }
 
 // Sets (or unsets, nullptr) the environment launch's variables for one test.
