@@ -35,6 +35,12 @@ class PmixStore final : public Store {
   // Throws invalid_argument when the key names another setter than this rank.
   void set(const std::string& key, const std::vector<uint8_t>& value) override;
   std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override;
+  // "failed@<rank>" in this process's data; get() of a key that rank sets looks for it once a
+  // second while waiting and stops naming the rank (a launcher that leaves the other ranks
+  // running when one fails: srun without --kill-on-bad-exit).
+  void publish_failure(int64_t rank, const std::string& detail) noexcept override;
+
+  static constexpr const char* kFailedKey = "failed";
 
  private:
   std::string nspace_;

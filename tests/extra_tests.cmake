@@ -139,6 +139,13 @@ add_test(NAME slurm_srun_dp_train
           ${PROJECT_SOURCE_DIR} srun)
 set_tests_properties(slurm_srun_dp_train PROPERTIES TIMEOUT 300
   ENVIRONMENT "SLURM_CONF=${mtnlg_slurm_dir}/slurm.conf" FIXTURES_REQUIRED slurm_cluster)
+# A rank failing before the rendezvous while srun leaves the others running (--kill-on-bad-exit=0):
+# the others stop within seconds, naming it (Store::publish_failure through PMIx).
+add_test(NAME slurm_rank_fails_at_start
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/rank_fails_at_start_test.sh ${PROJECT_BINARY_DIR}
+          ${PROJECT_SOURCE_DIR})
+set_tests_properties(slurm_rank_fails_at_start PROPERTIES TIMEOUT 400
+  ENVIRONMENT "SLURM_CONF=${mtnlg_slurm_dir}/slurm.conf" FIXTURES_REQUIRED slurm_cluster)
 # Preemption under Slurm: small.sbatch signalled (USR1 to the batch shell), saved, requeued, resumed,
 # bit for bit the run that never stopped. The script pauses the job's tasks while the signal
 # travels through Slurm (seconds on a loaded machine; the job once trained all its iterations
