@@ -11,8 +11,8 @@
 
 namespace mtnlg {
 
-EvalResult evaluate(GPTStage& model, const SampleSource& source, int64_t count,
-                    int64_t micro_batch) {
+EvalResult evaluate(GPTStage& model, const SampleSource& source, int64_t count, int64_t micro_batch,
+                    ProgressMode progress) {
   const int64_t seq = model.config().seq;
   MTNLG_CHECK_EQ(source.seq_length(), seq);
   MTNLG_CHECK_GT(micro_batch, 0);
@@ -48,6 +48,7 @@ EvalResult evaluate(GPTStage& model, const SampleSource& source, int64_t count,
   std::vector<int32_t> row(static_cast<size_t>(seq + 1));
   double loss_sum = 0;
   FrozenWeights frozen(backend);
+  Progress shown(progress, "loss", "samples", count);
   for (int64_t first = 0; first < count; first += micro_batch) {
     const int64_t b = std::min(micro_batch, count - first);
     Tensor tokens = Tensor::cpu({b, seq}, DType::kI32),
@@ -61,7 +62,9 @@ EvalResult evaluate(GPTStage& model, const SampleSource& source, int64_t count,
     }
     StageActivations acts = model.make_activations(b);
     loss_sum += model.forward(acts, tokens, targets, static_cast<uint64_t>(first));
+    shown.update(first + b);
   }
+  shown.finish();
   EvalResult r;
   r.samples = count;
   r.tokens = count * seq;

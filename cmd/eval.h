@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "core/progress.h"
 #include "data/sample_source.h"
 #include "model/gpt_stage.h"
 
@@ -32,8 +33,9 @@ struct EvalResult {
 };
 
 // Mean loss of samples [0, count) of `source` in micro-batches of `micro_batch` (the last one
-// may be smaller). The source's seq_length must be the model's (checked).
-EvalResult evaluate(GPTStage& model, const SampleSource& source, int64_t count,
-                    int64_t micro_batch);
+// may be smaller). The source's seq_length must be the model's (checked). `progress`: how the
+// samples scored so far are shown (core/progress.h).
+EvalResult evaluate(GPTStage& model, const SampleSource& source, int64_t count, int64_t micro_batch,
+                    ProgressMode progress = ProgressMode::kNone);
 
 }  // namespace mtnlg

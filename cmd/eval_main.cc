@@ -82,8 +82,10 @@ int run_tasks(mtnlg::ModelSource source, const std::vector<std::string>& overrid
   // One process, or one rank of a job started by a PMIx launcher (mpirun, srun --mpi=pmix).
   mtnlg::Runtime runtime = mtnlg::Runtime::init();
   *writer = runtime.rank == 0;
-  if (!*writer)
+  if (!*writer) {
     mtnlg::init_logging_to_stderr(log_level == "off" || log_level == "error" ? log_level : "warn");
+    o.progress = mtnlg::ProgressMode::kNone;  // one rank reports
+  }
   int64_t tensor = place.tensor, pipeline = place.pipeline;
   if (tensor == 0 && pipeline == 0 && runtime.world > 1 && !source.checkpoint.empty()) {
     // As Megatron-LM evaluates: the checkpoint's own split, the other ranks replicas.
@@ -347,7 +349,14 @@ int main(int argc, char** argv) {
       ->check(mtnlg::non_negative_number());
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str();
+  bool no_progress_bar = false;
+  app.add_flag("--no-progress-bar", no_progress_bar,
+               "Progress as plain log lines (each tenth of the way, shown at --log-level info) "
+               "even when stderr is a terminal, where a bar of the samples or request groups "
+               "scored, their rate and the time left is drawn otherwise");
   if (const auto status = mtnlg::parse_command_line(app, argc, argv)) return *status;
+  task_options.progress =
+      no_progress_bar ? mtnlg::ProgressMode::kLines : mtnlg::ProgressMode::kAuto;
 
   return mtnlg::exit_status_of([&] {
     mtnlg::init_logging_to_stderr(log_level);  // stdout holds the results
@@ -430,7 +439,8 @@ int main(int argc, char** argv) {
       line.add("split", split);
     }
     const auto start = std::chrono::steady_clock::now();
-    const mtnlg::EvalResult r = mtnlg::evaluate(model, *samples, count, micro_batch);
+    const mtnlg::EvalResult r =
+        mtnlg::evaluate(model, *samples, count, micro_batch, task_options.progress);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     // The time on stderr only: the JSON line stays the same run after run (scripts compare it).

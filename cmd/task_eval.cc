@@ -107,7 +107,7 @@ TaskMetrics run_wikitext(Scorer& scorer, const Gpt2Tokenizer& tok, const TaskOpt
     words.push_back(tasks::wikitext_words(page));
     bytes.push_back(static_cast<int64_t>(page.size()));
   }
-  const std::vector<Loglikelihood> scores = requests.score(scorer, "wikitext");
+  const std::vector<Loglikelihood> scores = requests.score(scorer, "wikitext", o.progress);
   double ll = 0;
   int64_t all_words = 0, all_bytes = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -242,7 +242,7 @@ TaskMetrics run_choice_task(const tasks::ChoiceTask& t, Scorer& scorer, const Gp
     }
     docs.push_back(std::move(d));
   }
-  const std::vector<Loglikelihood> scores = requests.score(scorer, t.name);
+  const std::vector<Loglikelihood> scores = requests.score(scorer, t.name, o.progress);
   std::vector<double> acc, acc_norm;
   size_t r = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -311,17 +311,11 @@ void RequestSet::add(const Gpt2Tokenizer& tok, const std::string& context,
   groups_.push_back(std::move(g));
 }
 
-std::vector<Loglikelihood> RequestSet::score(Scorer& scorer, const std::string& task) const {
-  const auto total = static_cast<int64_t>(groups_.size());
-  int64_t logged = 0;
-  const auto scores = scorer.score(groups_, [&](int64_t done) {
-    // A line a tenth of the way (logs stay short; a terminal sees the task move).
-    if (done * 10 / std::max<int64_t>(total, 1) > logged * 10 / std::max<int64_t>(total, 1) ||
-        done == total) {
-      spdlog::info("{}: {}/{} request groups scored", task, done, total);
-      logged = done;
-    }
-  });
+std::vector<Loglikelihood> RequestSet::score(Scorer& scorer, const std::string& task,
+                                             ProgressMode progress) const {
+  Progress shown(progress, task, "request groups", static_cast<int64_t>(groups_.size()));
+  const auto scores = scorer.score(groups_, [&](int64_t done) { shown.update(done); });
+  shown.finish();
   std::vector<Loglikelihood> out;
   out.reserve(where_.size());
   for (const auto& [g, t] : where_) {
@@ -388,7 +382,7 @@ TaskMetrics run_task_timed(const std::string& task, Scorer& scorer, const Gpt2To
     answers.push_back(doc.answer);
     requests.add(tok, contexts.back(), {doc.answer});
   }
-  const std::vector<Loglikelihood> scores = requests.score(scorer, task);
+  const std::vector<Loglikelihood> scores = requests.score(scorer, task, o.progress);
   std::vector<double> logprobs, greedy;
   for (int64_t i = 0; i < n; ++i) {
     const auto u = static_cast<size_t>(i);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/metrics.h"
+#include "core/progress.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/tasks/requests.h"
 #include "model/scorer.h"
@@ -39,6 +40,9 @@ struct TaskOptions {
   // loglikelihood, greedy), as the harness's --log_samples keeps them (wikitext: its page
   // detokenized as the continuation, scored whole).
   std::ostream* samples = nullptr;
+  // How scoring shows its progress (core/progress.h): mtnlg-eval's reporting rank draws a bar
+  // on a terminal; the trainer's eval.tasks_interval logs lines.
+  ProgressMode progress = ProgressMode::kLines;
 };
 
 struct TaskMetrics {
@@ -95,8 +99,9 @@ class RequestSet {
   void add(const tasks::TokenPair& pair);
 
   int64_t size() const { return static_cast<int64_t>(where_.size()); }
-  // Every request's score, in order; progress lines name `task`.
-  std::vector<Loglikelihood> score(Scorer& scorer, const std::string& task) const;
+  // Every request's score, in order; its progress (a bar or lines) names `task`.
+  std::vector<Loglikelihood> score(Scorer& scorer, const std::string& task,
+                                   ProgressMode progress = ProgressMode::kLines) const;
 
  private:
   int64_t max_length_;

@@ -1,25 +1,11 @@
 #include "data/preprocess_progress.h"
 
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 
 namespace mtnlg {
-
-namespace {
-
-std::string hms(double seconds) {
-  if (!(seconds >= 0) || seconds > 1e7) return "--:--:--";
-  const auto s = static_cast<int64_t>(seconds + 0.5);
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", static_cast<long long>(s / 3600),
-                static_cast<long long>(s / 60 % 60), static_cast<long long>(s % 60));
-  return buf;
-}
-
-}  // namespace
 
 PreprocessProgress::PreprocessProgress(ProgressMode mode, int64_t total_bytes, int64_t log_interval)
     : mode_(mode),
@@ -27,9 +13,7 @@ PreprocessProgress::PreprocessProgress(ProgressMode mode, int64_t total_bytes, i
       log_interval_(log_interval > 0 ? log_interval : 1),
       start_(std::chrono::steady_clock::now()),
       last_draw_(start_) {
-  if (mode_ == ProgressMode::kAuto) {
-    mode_ = ::isatty(::fileno(stderr)) ? ProgressMode::kBar : ProgressMode::kLines;
-  }
+  mode_ = resolve_progress_mode(mode_);
   next_line_at_ = log_interval_;
 }
 
@@ -53,7 +37,7 @@ void PreprocessProgress::update(int64_t bytes, int64_t documents, int64_t tokens
                  documents_,
                  tokens_ >= 0 ? " (" + std::to_string(tokens_) + " tokens)" : std::string(),
                  bytes_ / 1e6, total_bytes_ / 1e6, documents_ / t, bytes_ / 1e6 / t,
-                 hms(bytes_ > 0 ? t * double(total_bytes_ - bytes_) / double(bytes_) : -1));
+                 format_hms(bytes_ > 0 ? t * double(total_bytes_ - bytes_) / double(bytes_) : -1));
     while (next_line_at_ <= documents_) next_line_at_ += log_interval_;
   }
 }
@@ -70,7 +54,7 @@ void PreprocessProgress::draw_bar(bool final) {
                bar.c_str(), 100 * frac, bytes_ / 1e6, total_bytes_ / 1e6,
                static_cast<long long>(documents_), t > 0 ? documents_ / t : 0.0,
                t > 0 ? bytes_ / 1e6 / t : 0.0, final ? "took" : "ETA",
-               hms(final ? t : eta).c_str());
+               format_hms(final ? t : eta).c_str());
   std::fflush(stderr);
   drawn_ = true;
 }

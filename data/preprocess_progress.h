@@ -9,9 +9,9 @@
 #include <cstdint>
 #include <string>
 
-namespace mtnlg {
+#include "core/progress.h"  // ProgressMode
 
-enum class ProgressMode { kAuto, kBar, kLines, kNone };  // kAuto: kBar if stderr is a terminal
+namespace mtnlg {
 
 class PreprocessProgress {
  public:

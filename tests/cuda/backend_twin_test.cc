@@ -2,7 +2,6 @@
 // bf16 and fp16: f64/f32 within a few hundred roundings of accumulation-order noise, bf16/fp16
 // within a few roundings of their format. Shapes are deliberately ragged (not multiples of a
 // warp or block). Needs a GPU: without one the executable exits 77 (CTest: skipped).
-#include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 #include <catch2/catch.hpp>
 
@@ -25,6 +24,7 @@
 #include "core/id_checks.h"
 #include "core/kernels/adamw_math.h"
 #include "tests/cuda/twin_check.h"
+#include "tests/log_capture.h"
 #include "tests/test_util.h"
 
 namespace mtnlg::test {
@@ -114,23 +114,6 @@ TEST_CASE("fp8_cast and abs_max on the GPU are the CPU's bit for bit - both form
   Tensor empty = tw.gpu->alloc({0}, dt);
   CHECK(tw.gpu->abs_max(empty) == 0.0);
 }
-
-// What the default logger says while it lives (the fallback of gemm_fp8 is a warning).
-class LogCapture {
- public:
-  LogCapture() : previous_(spdlog::default_logger()) {
-    spdlog::set_default_logger(std::make_shared<spdlog::logger>(
-        "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(text_)));
-  }
-  ~LogCapture() { spdlog::set_default_logger(previous_); }
-  LogCapture(const LogCapture&) = delete;
-  LogCapture& operator=(const LogCapture&) = delete;
-  std::string text() const { return text_.str(); }
-
- private:
-  std::ostringstream text_;
-  std::shared_ptr<spdlog::logger> previous_;
-};
 
 // gemm_fp8 on the GPU (the operands packed to FP8 bytes, cuBLASLt's FP8 GEMM) against the CPU's
 // emulation (the bf16 GEMM of the same FP8 values): the products are exact in fp32 on both, so
