@@ -264,7 +264,8 @@ bool export_checkpoint_hf_gpt2(const std::string& path, const std::string& outpu
 }
 
 void convert_checkpoint(const std::string& path, const std::string& out_root, int64_t tensor,
-                        int64_t pipeline, int64_t data, int zero_stage, bool force) {
+                        int64_t pipeline, int64_t data, int zero_stage, bool force,
+                        ProgressMode progress) {
   const std::string dir = require_checkpoint(path);
   const CheckpointManifest src = read_manifest(dir);
   if (zero_stage < 0) zero_stage = src.zero_stage;
@@ -303,10 +304,16 @@ void convert_checkpoint(const std::string& path, const std::string& out_root, in
   out.zero_stage = zero_stage;
   out.model.padded_vocab_size = r.padded_vocab_size();
   out.recipe_yaml = recipe_to_yaml(r);
+  // A model file per (tensor, pipeline) rank, and its optimizer's: one, or one per data rank
+  // under ZeRO-1.
+  const int64_t optim_files = !src.has_optimizer ? 0 : zero_stage == 1 && data > 1 ? data : 1;
+  Progress shown(progress, "convert", "shard files", tensor * pipeline * (1 + optim_files));
+  int64_t written = 0;
   const auto write = [&](const std::string& name, const std::vector<StateTensor>& state,
                          const ShardCoords& c) {
     const FileDigest d = write_shard_file((fs::path(tmp) / name).string(), state, c);
     out.files.push_back(ManifestFile{name, d.bytes, d.xxh3});
+    shown.update(++written);
   };
   bool has_fp8_state = false;
   if (r.precision == Precision::kFP8)
@@ -364,6 +371,7 @@ void convert_checkpoint(const std::string& path, const std::string& out_root, in
       }
     }
   }
+  shown.finish();
   if (const std::optional<TokenizerFiles> tok = checkpoint_tokenizer(dir))
     for (ManifestFile& f : write_tokenizer_files((fs::path(tmp) / kTokenizerDir).string(), tmp,
                                                  *tok, src.model.seq_length))

@@ -13,6 +13,7 @@
 #include "checkpoint/manifest.h"
 #include "checkpoint/tokenizer_files.h"
 #include "core/config/recipe.h"
+#include "core/progress.h"
 #include "model/gpt_stage.h"
 
 namespace mtnlg {
@@ -78,9 +79,11 @@ bool export_checkpoint_hf_gpt2(const std::string& path, const std::string& outpu
 // The checkpoint resharded to (tensor, pipeline, data) with ZeRO stage `zero_stage` (-1: the
 // source's), written and committed under `out_root` as the same iteration. Throws
 // invalid_argument for an out_root that exists and is not empty (another run's checkpoints
-// would be replaced and its latest moved) unless `force`.
+// would be replaced and its latest moved) unless `force`. `progress`: how the shard files
+// written so far are shown (core/progress.h; mtnlg-ckpt convert draws a bar on a terminal).
 void convert_checkpoint(const std::string& path, const std::string& out_root, int64_t tensor,
-                        int64_t pipeline, int64_t data, int zero_stage, bool force = false);
+                        int64_t pipeline, int64_t data, int zero_stage, bool force = false,
+                        ProgressMode progress = ProgressMode::kNone);
 
 // The model keys a checkpoint's tensors depend on, as `r` sets them.
 ManifestModel manifest_model(const Recipe& r);

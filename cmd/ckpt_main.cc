@@ -176,6 +176,11 @@ int main(int argc, char** argv) {
   convert->add_flag("--force", force,
                     "Write into a --output that is not empty (its checkpoint of the same "
                     "iteration is replaced and its latest moved to it)");
+  bool no_progress_bar = false;
+  convert->add_flag("--no-progress-bar", no_progress_bar,
+                    "Progress as plain log lines (each tenth of the shard files, shown at "
+                    "--log-level info) even when stderr is a terminal, where a bar is drawn "
+                    "otherwise");
 
   std::string log_level = "warn";
   app.add_option("--log-level", log_level, "trace, debug, info, warn (default), error or off");
@@ -224,7 +229,9 @@ int main(int argc, char** argv) {
                 << "\n";
     } else if (*convert) {
       const std::vector<int64_t> sizes = parse_layout(layout, 3);
-      mtnlg::convert_checkpoint(dir, output, sizes[0], sizes[1], sizes[2], zero_stage, force);
+      mtnlg::convert_checkpoint(
+          dir, output, sizes[0], sizes[1], sizes[2], zero_stage, force,
+          no_progress_bar ? mtnlg::ProgressMode::kLines : mtnlg::ProgressMode::kAuto);
       std::cout << "wrote a checkpoint at tensor " << sizes[0] << " x pipeline " << sizes[1]
                 << " x data " << sizes[2] << " under " << output << "\n";
     }

@@ -60,7 +60,13 @@ train whole16 1 1 1 0 16
 
 echo "== 3. offline convert = online reshard"
 src=$tmp/chain-z1/ckpt/iter_0000004
-"$ckpt" convert "$src" --output "$tmp/converted" --layout 1,2,2 --zero-stage 1
+# Its progress in log lines (no terminal here, or --no-progress-bar): a model file per stage and
+# an optimizer file per stage and data rank, 2 x (1 + 2) = 6, the last line once.
+"$ckpt" --log-level info convert "$src" --output "$tmp/converted" --layout 1,2,2 --zero-stage 1 \
+  --no-progress-bar >"$tmp/convert.out"
+grep -q "convert: 3/6 shard files (50%)" "$tmp/convert.out" &&
+  [[ $(grep -c "convert: 6/6 shard files (100%).*took" "$tmp/convert.out") == 1 ]] ||
+  { echo "FAIL: convert's progress lines"; cat "$tmp/convert.out"; exit 1; }
 "$ckpt" verify "$tmp/converted"
 "$ckpt" inspect "$tmp/converted" | grep -q "layout          tensor 1 x pipeline 2 x data 2, ZeRO-1"
 train online 4 1 2 1 8 --set checkpoint.load="$src"
