@@ -14,13 +14,15 @@ bool ReplaySlot::plain_next() {
   return !warmed_;
 }
 
-bool ReplaySlot::record_if(bool key_changed, std::function<void()> calls) {
+bool ReplaySlot::must_record(bool key_changed) const {
   MTNLG_CHECK_MSG(warmed_, "ReplaySlot: a recording before a plain run (plain_next)");
-  if (work_ && !key_changed) return false;
+  return !work_ || key_changed;
+}
+
+void ReplaySlot::record(std::function<void()> calls) {
   work_.reset();
   work_ = backend_.capture(std::move(calls));
   ++recordings_;
-  return true;
 }
 
 void ReplaySlot::replay() {

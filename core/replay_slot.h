@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <utility>
 
 #include "core/backend.h"
 
@@ -26,8 +27,13 @@ class ReplaySlot {
 
   // Records `calls` (not run) when nothing is recorded or `key_changed`; true when it recorded.
   // The previous recording is released first (a CUDA graph's memory goes before the next is
-  // made). Only after a plain run.
-  bool record_if(bool key_changed, std::function<void()> calls);
+  // made). Only after a plain run. `calls` is copied only when it is recorded.
+  template <typename F>
+  bool record_if(bool key_changed, F&& calls) {
+    if (!must_record(key_changed)) return false;
+    record(std::function<void()>(std::forward<F>(calls)));
+    return true;
+  }
   // Runs the recording (CapturedWork::replay).
   void replay();
 
@@ -37,6 +43,9 @@ class ReplaySlot {
   int64_t launches() const { return work_ ? work_->launches() : -1; }
 
  private:
+  bool must_record(bool key_changed) const;
+  void record(std::function<void()> calls);
+
   Backend& backend_;
   std::unique_ptr<CapturedWork> work_;
   bool warmed_ = false;
