@@ -64,15 +64,18 @@ TEST_CASE("progress as a bar redraws one line in place and ends it") {
   REQUIRE(f != nullptr);
   {
     Progress p(ProgressMode::kBar, "hellaswag", "request groups", 4, f);
-    p.update(1);  // the first update draws at once; the next within 100 ms do not
-    p.update(2);
+    p.update(1);  // the first update draws at once
+    p.update(2);  // within 100 ms of it: not drawn (unless this thread stalled that long)
     p.finish();
   }
   const std::string text = contents(f);
   std::fclose(f);
   CHECK(count_of(text, "\n") == 1);  // one line, ended once (not again by the destructor)
   CHECK(text.back() == '\n');
-  CHECK(count_of(text, "\r") == 2);
+  // The first draw and the final one; a third only where the machine stalled between the
+  // updates (the throttle is by the clock: no exact count that a loaded machine could break).
+  CHECK(count_of(text, "\r") >= 2);
+  CHECK(count_of(text, "\r") <= 3);
   CHECK(text.find("\rhellaswag [#######.......................]  25.0% 1/4 request groups") !=
         std::string::npos);
   CHECK(text.find("[##############################] 100.0% 4/4 request groups") !=
