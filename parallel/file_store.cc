@@ -132,17 +132,14 @@ std::optional<std::vector<uint8_t>> FileStore::read_if_present(const std::string
   return value;
 }
 
-void FileStore::publish_failure(int64_t rank, const std::string& detail) noexcept {
-  try {
-    set(owned_key(kFailedKey, rank), std::vector<uint8_t>(detail.begin(), detail.end()));
-  } catch (...) {  // best effort: the others still time out, naming the key
-  }
+std::optional<std::vector<uint8_t>> FileStore::try_get(const std::string& key) {
+  return read_if_present(path_of(key));
 }
 
 std::vector<uint8_t> FileStore::get(const std::string& key, std::chrono::milliseconds timeout) {
   const std::string path = path_of(key);
   const int64_t owner = key_owner(key);
-  const std::string failed = path_of(owned_key(kFailedKey, owner));
+  const std::string failed_key = owned_key(kFailedKey, owner);
   const auto start = Clock::now();
   // The owner's failure is looked for at most every 100 ms, and first at once: on a shared file
   // system every waiting rank's polls are metadata requests.
@@ -150,12 +147,11 @@ std::vector<uint8_t> FileStore::get(const std::string& key, std::chrono::millise
   auto pause = std::chrono::microseconds(1000);
   for (;;) {
     if (auto value = read_if_present(path)) return std::move(*value);
-    if (path != failed && Clock::now() >= next_failure_check) {
+    if (key != failed_key && Clock::now() >= next_failure_check) {
       next_failure_check = Clock::now() + std::chrono::milliseconds(100);
-      if (const auto detail = read_if_present(failed))
+      if (const auto detail = failure_of(owner))
         throw io_error("rendezvous: rank " + std::to_string(owner) +
-                           " stopped with an error before it set key '" + key + "' (" +
-                           std::string(detail->begin(), detail->end()) +
+                           " stopped with an error before it set key '" + key + "' (" + *detail +
                            "; its own output says why): this rank stops too",
                        "store");
     }

@@ -34,13 +34,10 @@ class FileStore final : public Store {
 
   void set(const std::string& key, const std::vector<uint8_t>& value) override;
   std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override;
-  void publish_failure(int64_t rank, const std::string& detail) noexcept override;
+  std::optional<std::vector<uint8_t>> try_get(const std::string& key) override;
 
   // The file that holds `key` (for tests and error messages).
   std::string path_of(const std::string& key) const;
-
-  // The key a failed rank leaves (owned_key(kFailedKey, rank)).
-  static constexpr const char* kFailedKey = "failed";
 
  private:
   std::optional<std::vector<uint8_t>> read_if_present(const std::string& path) const;

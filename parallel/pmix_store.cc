@@ -3,7 +3,10 @@
 #include <pmix.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -41,43 +44,101 @@ void PmixStore::set(const std::string& key, const std::vector<uint8_t>& value) {
 
 namespace {
 
-// One PMIx_Get of `key` in `owner`'s data: its bytes, or nullopt while it is not there ("not
-// there yet" in the forms servers use); anything else is a real failure.
-std::optional<std::vector<uint8_t>> try_get(const pmix_proc_t& owner, const std::string& key,
-                                            bool refresh) {
+// One read's state, shared by the reader and PMIx's callback: the reader may stop waiting, and
+// the callback may come later or never. Open MPI's server holds a read of an absent key until
+// the key's process commits it or PMIX_TIMEOUT passes, but when that process dies meanwhile it
+// never answers (seen with mpirun --enable-recovery: PMIx_Get blocked for good). Reading through
+// PMIx_Get_nb with our own deadline keeps every read bounded; an abandoned read costs this
+// small object.
+struct GetState {
+  GetState(int timeout_s, bool refresh) : server_timeout_s(timeout_s), refresh_cache(refresh) {
+    PMIX_INFO_LOAD(&info[0], PMIX_TIMEOUT, &server_timeout_s, PMIX_INT);
+    PMIX_INFO_LOAD(&info[1], PMIX_GET_REFRESH_CACHE, &refresh_cache, PMIX_BOOL);
+  }
+  ~GetState() {
+    PMIX_INFO_DESTRUCT(&info[0]);
+    PMIX_INFO_DESTRUCT(&info[1]);
+  }
+  int server_timeout_s;
+  bool refresh_cache;
+  pmix_info_t info[2];  // kept until the callback: the read may still use it
+  std::mutex mutex;
+  std::condition_variable answered;
+  bool done = false;  // guarded by mutex, as the three below
+  pmix_status_t status = PMIX_ERR_TIMEOUT;
+  bool bytes = false;
+  std::vector<uint8_t> value;
+};
+
+// PMIx's callback for PMIx_Get_nb: cbdata is a heap shared_ptr<GetState>, ours from here on.
+void on_get(pmix_status_t status, pmix_value_t* kv, void* cbdata) {
+  const std::unique_ptr<std::shared_ptr<GetState>> holder(
+      static_cast<std::shared_ptr<GetState>*>(cbdata));
+  GetState& state = **holder;
+  {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    state.status = status;
+    if (status == PMIX_SUCCESS && kv != nullptr) {
+      state.bytes = kv->type == PMIX_BYTE_OBJECT;
+      if (state.bytes && kv->data.bo.size > 0) {
+        const auto* p = reinterpret_cast<const uint8_t*>(kv->data.bo.bytes);
+        state.value.assign(p, p + kv->data.bo.size);
+      }
+    }
+    state.done = true;
+  }
+  state.answered.notify_all();
+}
+
+// One read of `key` in `owner`'s data: its bytes, or nullopt while it is not there ("not there
+// yet" in the forms servers use, or no answer within PMIX_TIMEOUT and a second more); anything
+// else is a real failure.
+std::optional<std::vector<uint8_t>> pmix_try_get(const pmix_proc_t& owner, const std::string& key,
+                                                 bool refresh) {
   // PMIX_TIMEOUT is whole seconds; 1 s keeps each call short so our own deadline holds.
-  int server_timeout_s = 1;
-  pmix_info_t info[2];
-  PMIX_INFO_LOAD(&info[0], PMIX_TIMEOUT, &server_timeout_s, PMIX_INT);
-  PMIX_INFO_LOAD(&info[1], PMIX_GET_REFRESH_CACHE, &refresh, PMIX_BOOL);
-  pmix_value_t* val = nullptr;
-  const pmix_status_t rc = PMIx_Get(&owner, key.c_str(), info, 2, &val);
-  PMIX_INFO_DESTRUCT(&info[0]);
-  PMIX_INFO_DESTRUCT(&info[1]);
+  constexpr int kServerTimeoutS = 1;
+  auto state = std::make_shared<GetState>(kServerTimeoutS, refresh);
+  auto holder = std::make_unique<std::shared_ptr<GetState>>(state);
+  // Handed to the callback before the call: PMIx may answer from within it. A call that fails
+  // never calls back, and the holder is ours again.
+  std::shared_ptr<GetState>* cbdata = holder.release();
+  const pmix_status_t rc = PMIx_Get_nb(&owner, key.c_str(), state->info, 2, on_get, cbdata);
   const std::string context = "key '" + key + "' of rank " + std::to_string(key_owner(key));
+  pmix_status_t status = rc;
+  std::vector<uint8_t> out;
+  bool bytes = false;
   if (rc != PMIX_SUCCESS) {
-    if (rc != PMIX_ERR_NOT_FOUND && rc != PMIX_ERR_TIMEOUT && rc != PMIX_ERR_PROC_ENTRY_NOT_FOUND)
-      check_pmix(rc, "PMIx_Get", context);
+    holder.reset(cbdata);
+  } else {
+    std::unique_lock<std::mutex> lock(state->mutex);
+    if (!state->answered.wait_for(lock, std::chrono::seconds(kServerTimeoutS + 1),
+                                  [&] { return state->done; }))
+      return std::nullopt;  // abandoned: the callback, if it ever comes, frees its holder
+    status = state->status;
+    bytes = state->bytes;
+    out = std::move(state->value);
+  }
+  if (status != PMIX_SUCCESS) {
+    if (status != PMIX_ERR_NOT_FOUND && status != PMIX_ERR_TIMEOUT &&
+        status != PMIX_ERR_PROC_ENTRY_NOT_FOUND)
+      check_pmix(status, "PMIx_Get", context);
     return std::nullopt;
   }
-  std::vector<uint8_t> out;
-  const bool bytes = val->type == PMIX_BYTE_OBJECT;
-  if (bytes && val->data.bo.size > 0) {
-    const auto* p = reinterpret_cast<const uint8_t*>(val->data.bo.bytes);
-    out.assign(p, p + val->data.bo.size);
-  }
-  PMIX_VALUE_RELEASE(val);
   if (!bytes) throw corruption("PMIx " + context + " is not a byte object", "pmix store");
   return out;
 }
 
+pmix_proc_t proc_of(const std::string& nspace, int64_t rank) {
+  pmix_proc_t proc;
+  PMIX_PROC_CONSTRUCT(&proc);
+  PMIX_LOAD_PROCID(&proc, nspace.c_str(), static_cast<pmix_rank_t>(rank));
+  return proc;
+}
+
 }  // namespace
 
-void PmixStore::publish_failure(int64_t rank, const std::string& detail) noexcept {
-  try {
-    set(owned_key(kFailedKey, rank), std::vector<uint8_t>(detail.begin(), detail.end()));
-  } catch (...) {  // best effort: the others still time out, naming the key
-  }
+std::optional<std::vector<uint8_t>> PmixStore::try_get(const std::string& key) {
+  return pmix_try_get(proc_of(nspace_, key_owner(key)), key, true);
 }
 
 std::vector<uint8_t> PmixStore::get(const std::string& key, std::chrono::milliseconds timeout) {
@@ -85,9 +146,7 @@ std::vector<uint8_t> PmixStore::get(const std::string& key, std::chrono::millise
   const auto start = Clock::now();
   const auto deadline = start + timeout;
   const int64_t owner_rank = key_owner(key);
-  pmix_proc_t owner;
-  PMIX_PROC_CONSTRUCT(&owner);
-  PMIX_LOAD_PROCID(&owner, nspace_.c_str(), static_cast<pmix_rank_t>(owner_rank));
+  const pmix_proc_t owner = proc_of(nspace_, owner_rank);
   const std::string failed = owned_key(kFailedKey, owner_rank);
   // The owner's failure (publish_failure) is looked for at most once a second: a rendezvous
   // that goes well never waits for it.
@@ -97,12 +156,11 @@ std::vector<uint8_t> PmixStore::get(const std::string& key, std::chrono::millise
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) break;
-    if (auto value = try_get(owner, key, attempt > 0)) return std::move(*value);
+    if (auto value = pmix_try_get(owner, key, attempt > 0)) return std::move(*value);
     if (key != failed && Clock::now() >= next_failure_check) {
-      if (const auto detail = try_get(owner, failed, true))
+      if (const auto detail = failure_of(owner_rank))
         throw io_error("rendezvous: rank " + std::to_string(owner_rank) +
-                           " stopped with an error before it set key '" + key + "' (" +
-                           std::string(detail->begin(), detail->end()) +
+                           " stopped with an error before it set key '" + key + "' (" + *detail +
                            "; its own output says why): this rank stops too",
                        "pmix store");
       next_failure_check = Clock::now() + std::chrono::seconds(1);

@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,12 +36,11 @@ class PmixStore final : public Store {
   // Throws invalid_argument when the key names another setter than this rank.
   void set(const std::string& key, const std::vector<uint8_t>& value) override;
   std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override;
-  // "failed@<rank>" in this process's data; get() of a key that rank sets looks for it once a
-  // second while waiting and stops naming the rank (a launcher that leaves the other ranks
-  // running when one fails: srun without --kill-on-bad-exit).
-  void publish_failure(int64_t rank, const std::string& detail) noexcept override;
-
-  static constexpr const char* kFailedKey = "failed";
+  // One PMIx_Get (PMIX_TIMEOUT 1 s, the cache refreshed) of the key in its setter's data.
+  std::optional<std::vector<uint8_t>> try_get(const std::string& key) override;
+  // get() of a key that rank R sets also looks for R's failure (publish_failure: "failed@R" in
+  // R's data) once a second while waiting, and stops naming R (a launcher that leaves the other
+  // ranks running when one fails: srun without --kill-on-bad-exit).
 
  private:
   std::string nspace_;

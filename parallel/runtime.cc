@@ -9,6 +9,7 @@
 
 #include "core/status.h"
 #include "parallel/file_store.h"
+#include "parallel/peer_watch.h"
 #include "parallel/pmix_store.h"
 
 namespace mtnlg {
@@ -114,6 +115,7 @@ Runtime Runtime::init() {
     if (std::getenv("MTNLG_WORLD_SIZE") != nullptr) {
       init_from_env(rt);
       rt.env_launch_ = true;
+      if (rt.world > 1) publish_process(*rt.store, rt.rank);
       return rt;
     }
     rt.store = std::make_unique<MemoryStore>();
@@ -132,15 +134,13 @@ Runtime Runtime::init() {
   rt.local_world = get_int(job, PMIX_LOCAL_SIZE);
   rt.node = get_int(me, PMIX_NODEID);
   rt.store = std::make_unique<PmixStore>(me.nspace, rt.rank);
+  if (rt.world > 1) publish_process(*rt.store, rt.rank);
   return rt;
 }
 
 Runtime::~Runtime() {
   if (store != nullptr && world > 1 && std::uncaught_exceptions() > uncaught_at_start_) {
-    char host[256] = {};
-    if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
-    store->publish_failure(rank, std::string("on host ") + (host[0] ? host : "?") + ", pid " +
-                                     std::to_string(::getpid()));
+    store->publish_failure(rank, this_process());
   }
   finalize();
 }

@@ -36,6 +36,19 @@ void Store::wait(const std::vector<std::string>& keys, std::chrono::milliseconds
   }
 }
 
+void Store::publish_failure(int64_t rank, const std::string& detail) noexcept {
+  try {
+    set(owned_key(kFailedKey, rank), std::vector<uint8_t>(detail.begin(), detail.end()));
+  } catch (...) {  // best effort: the others still time out, naming the key
+  }
+}
+
+std::optional<std::string> Store::failure_of(int64_t rank) {
+  const auto value = try_get(owned_key(kFailedKey, rank));
+  if (!value) return std::nullopt;
+  return std::string(value->begin(), value->end());
+}
+
 int64_t Store::next_use(const std::string& name) {
   std::lock_guard<std::mutex> lock(uses_mutex_);
   return uses_[name]++;
@@ -67,6 +80,18 @@ void PrefixStore::wait(const std::vector<std::string>& keys, std::chrono::millis
   base_.wait(full, timeout);
 }
 
+std::optional<std::vector<uint8_t>> PrefixStore::try_get(const std::string& key) {
+  return base_.try_get(prefix_ + key);
+}
+
+void PrefixStore::publish_failure(int64_t rank, const std::string& detail) noexcept {
+  base_.publish_failure(rank, detail);
+}
+
+std::optional<std::string> PrefixStore::failure_of(int64_t rank) {
+  return base_.failure_of(rank);
+}
+
 void MemoryStore::set(const std::string& key, const std::vector<uint8_t>& value) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -80,6 +105,13 @@ std::vector<uint8_t> MemoryStore::get(const std::string& key, std::chrono::milli
   if (!changed_.wait_for(lock, timeout, [&] { return values_.count(key) != 0; }))
     throw timed_out({key}, timeout);
   return values_.at(key);
+}
+
+std::optional<std::vector<uint8_t>> MemoryStore::try_get(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = values_.find(key);
+  if (it == values_.end()) return std::nullopt;
+  return it->second;
 }
 
 void MemoryStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {

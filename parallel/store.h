@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,12 +39,20 @@ class Store {
   // Waits until every key is present (same error as get). The default gets each key in turn.
   virtual void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
 
+  // The value of `key` if it is there now, else nullopt, without waiting for it (PmixStore asks
+  // its server once, which can take up to a second).
+  virtual std::optional<std::vector<uint8_t>> try_get(const std::string& key) = 0;
+
   // Says that global rank `rank` stopped with an error (Runtime says it when an exception leaves
-  // it; `detail`: where it ran), so that a rank waiting for one of its keys stops at once with an
-  // error naming it, and so on down the ranks waiting for that one, instead of each waiting out
-  // its timeout. Best effort; never throws. The default does nothing: PMIx launchers (mpirun,
-  // srun) stop or report the job themselves when a rank fails.
-  virtual void publish_failure(int64_t /*rank*/, const std::string& /*detail*/) noexcept {}
+  // it; `detail`: where it ran, "on host H, pid P"), so that a rank waiting for one of its keys
+  // stops at once with an error naming it, and so on down the ranks waiting for that one, instead
+  // of each waiting out its timeout; and so that a collective stalled on it can name it
+  // (PeerWatch). Sets owned_key(kFailedKey, rank). Best effort; never throws.
+  virtual void publish_failure(int64_t rank, const std::string& detail) noexcept;
+  // What `rank` said with publish_failure, or nullopt while it said nothing; no waiting (as
+  // try_get).
+  virtual std::optional<std::string> failure_of(int64_t rank);
+  static constexpr const char* kFailedKey = "failed";
 
   // How many times this process called next_use(name) before: a local count, never shared.
   // Lets a group that is created again (same name and members) use fresh keys: its members
@@ -69,6 +78,10 @@ class PrefixStore final : public Store {
   void set(const std::string& key, const std::vector<uint8_t>& value) override;
   std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override;
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  std::optional<std::vector<uint8_t>> try_get(const std::string& key) override;
+  // A rank's failure is the job's, not the namespace's: both go to `base` unprefixed.
+  void publish_failure(int64_t rank, const std::string& detail) noexcept override;
+  std::optional<std::string> failure_of(int64_t rank) override;
 
  private:
   std::string prefix_;
@@ -81,6 +94,7 @@ class MemoryStore final : public Store {
   void set(const std::string& key, const std::vector<uint8_t>& value) override;
   std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override;
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  std::optional<std::vector<uint8_t>> try_get(const std::string& key) override;
 
  private:
   std::mutex mutex_;

@@ -56,6 +56,9 @@ set_tests_properties(gpt2_tokenizer_fixtures_python PROPERTIES TIMEOUT 300)
 add_executable(mtnlg-comm-check ${PROJECT_SOURCE_DIR}/tests/parallel/comm_check_main.cc)
 target_compile_options(mtnlg-comm-check PRIVATE ${MTNLG_WARNINGS})
 target_link_libraries(mtnlg-comm-check PRIVATE mtnlg_parallel)
+if(MTNLG_CUDA)  # --transport nccl, for the GPU kit's killed-peer check
+  target_link_libraries(mtnlg-comm-check PRIVATE mtnlg_cuda)
+endif()
 find_program(MTNLG_MPIRUN mpirun)
 # The multi-rank tests need a launcher; without one they would silently not exist.
 if(NOT MTNLG_MPIRUN)
@@ -105,6 +108,12 @@ if(MTNLG_MPIRUN)
             ${MTNLG_MPIRUN} $<TARGET_FILE:mtnlg-comm-check> shm)
   set_tests_properties(pmix_launch_peer_killed_shm PROPERTIES TIMEOUT 90
     ENVIRONMENT "${mtnlg_mpirun_env}")
+  # PeerWatch (what NCCL waits use to name a dead peer) under mpirun's PMIx server.
+  add_test(NAME pmix_launch_peer_watch
+    COMMAND bash ${PROJECT_SOURCE_DIR}/tests/parallel/peer_watch_test.sh mpirun ${MTNLG_MPIRUN}
+            $<TARGET_FILE:mtnlg-comm-check>)
+  set_tests_properties(pmix_launch_peer_watch PROPERTIES TIMEOUT 120
+    ENVIRONMENT "${mtnlg_mpirun_env}")
   # A rank waiting 2 s for a late peer sleeps: at most 5% of the wait on the CPU, per transport.
   foreach(transport shm tcp gloo)
     add_test(NAME pmix_launch_idle_wait_${transport}
@@ -133,6 +142,12 @@ foreach(np 2 4)
     ENVIRONMENT "SLURM_CONF=${mtnlg_slurm_dir}/slurm.conf" FIXTURES_REQUIRED slurm_cluster
     FAIL_REGULAR_EXPRESSION "FAILED")
 endforeach()
+# PeerWatch under Slurm's PMIx server (srun leaves the survivors running when a task dies).
+add_test(NAME slurm_srun_peer_watch
+  COMMAND bash ${PROJECT_SOURCE_DIR}/tests/parallel/peer_watch_test.sh srun srun
+          $<TARGET_FILE:mtnlg-comm-check>)
+set_tests_properties(slurm_srun_peer_watch PROPERTIES TIMEOUT 120
+  ENVIRONMENT "SLURM_CONF=${mtnlg_slurm_dir}/slurm.conf" FIXTURES_REQUIRED slurm_cluster)
 # mtnlg-train itself under srun: 2 and 4 data-parallel ranks match one process.
 add_test(NAME slurm_srun_dp_train
   COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cmd/dp_train_test.sh ${PROJECT_BINARY_DIR}

@@ -14,6 +14,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/status.h"
 #include "parallel/group_checks.h"
+#include "parallel/peer_watch.h"
 
 namespace mtnlg {
 
@@ -21,6 +22,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using ms = std::chrono::milliseconds;
+
+// A wait this long looks for a member that is gone (PeerWatch); shorter ones are just work.
+constexpr auto kWatchAfter = std::chrono::seconds(2);
 
 // The one place an ncclResult_t becomes an Error. ncclInProgress is not a failure: our
 // communicators are non-blocking (so that creation and every call can be bounded by the
@@ -145,6 +149,11 @@ class NcclCommunicator final : public Communicator {
   // Waits until NCCL has accepted the calls and the stream has run them, within the timeout.
   template <typename What>
   void wait(const char* op, const What& what, Clock::time_point start);
+  // "; <a member that is gone>" (PeerWatch), or empty. `now`: look whatever the interval.
+  std::string gone_peer(bool now) {
+    const auto gone = watch_.check(now);
+    return gone ? "; " + *gone + ": this rank stops too" : std::string();
+  }
   // Records the failure, aborts the NCCL communicator and throws.
   [[noreturn]] void fail(Code code, const char* op, const std::string& what,
                          Clock::time_point start, const std::string& why);
@@ -160,6 +169,7 @@ class NcclCommunicator final : public Communicator {
   std::vector<int64_t> global_ranks_;
   int device_;
   ms timeout_;
+  PeerWatch watch_;  // names a member that died or failed while we wait for it
   // Declared before comm_, so destroyed after it.
   StreamPtr stream_;
   EventPtr ready_;                  // recorded on compute_ by prepare()
@@ -181,7 +191,8 @@ NcclCommunicator::NcclCommunicator(Store& store, std::string name, int rank,
       size_(static_cast<int>(global_ranks.size())),
       global_ranks_(std::move(global_ranks)),
       device_(device),
-      timeout_(timeout) {
+      timeout_(timeout),
+      watch_(store, global_ranks_, rank_) {
   MTNLG_CHECK_MSG(size_ >= 1 && 0 <= rank_ && rank_ < size_,
                   "group '" << name_ << "': rank " << rank_ << " outside a group of " << size_);
   MTNLG_CHECK_MSG(timeout_.count() > 0, "group '" << name_ << "': timeout must be positive");
@@ -239,6 +250,7 @@ NcclCommunicator::NcclCommunicator(Store& store, std::string name, int rank,
     throw Error(e.code(), "creating " + where() + ": " + e.message() + last_error(), e.context());
   }
   // Joining completes once every member has joined (NCCL's bootstrap connects them all).
+  watch_.restart();
   for (;;) {
     ncclResult_t state = ncclSuccess;
     if (const ncclResult_t got = ncclCommGetAsyncError(comm_.get(), &state); got != ncclSuccess)
@@ -248,15 +260,22 @@ NcclCommunicator::NcclCommunicator(Store& store, std::string name, int rank,
     if (state != ncclInProgress) {
       const std::string msg = "creating " + where() + " failed after " + std::to_string(waited) +
                               " ms: " + ncclGetErrorString(state) + last_error() +
-                              " (set NCCL_DEBUG=WARN for NCCL's reason)";
+                              " (set NCCL_DEBUG=WARN for NCCL's reason)" + gone_peer(true);
       comm_.reset();
       throw io_error(msg, "nccl");
     }
-    if (waited > timeout_.count()) {
+    std::string gone = waited > ms(kWatchAfter).count() ? gone_peer(false) : "";
+    if (gone.empty() && waited > timeout_.count()) {
+      gone = gone_peer(true);
+      if (gone.empty())
+        gone =
+            ": check that every member started, uses its own GPU and can reach this host "
+            "(NCCL_SOCKET_IFNAME chooses the interface)";
+    }
+    if (!gone.empty()) {
       comm_.reset();
       throw io_error("creating " + where() + " did not complete within " + std::to_string(waited) +
-                         " ms: check that every member started, uses its own GPU and can reach "
-                         "this host (NCCL_SOCKET_IFNAME chooses the interface)",
+                         " ms" + gone,
                      "nccl");
     }
     std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -310,6 +329,7 @@ void NcclCommunicator::run(const char* op, const What& what, F&& enqueue) {
 
 template <typename What>
 void NcclCommunicator::wait(const char* op, const What& what, Clock::time_point start) {
+  watch_.restart();
   for (int polls = 0;; ++polls) {
     // Host side first: a non-blocking call may still be handing work to the stream.
     ncclResult_t state = ncclSuccess;
@@ -318,7 +338,8 @@ void NcclCommunicator::wait(const char* op, const What& what, Clock::time_point 
     if (state != ncclSuccess && state != ncclInProgress)
       fail(Code::kIOError, op, what(), start,
            std::string("NCCL reported '") + ncclGetErrorString(state) +
-               "' (a peer failed or the network broke; set NCCL_DEBUG=WARN on every rank)");
+               "' (a peer failed or the network broke; set NCCL_DEBUG=WARN on every rank)" +
+               gone_peer(true));
     if (state == ncclSuccess) {
       const cudaError_t q = cudaStreamQuery(stream_.get());
       if (q == cudaSuccess) return;
@@ -329,11 +350,24 @@ void NcclCommunicator::wait(const char* op, const What& what, Clock::time_point 
                  ") while running it");
       }
     }
-    if (Clock::now() - start > timeout_)
+    const auto waited = Clock::now() - start;
+    // NCCL never learns that a peer on this node died: its kernels wait for it. Name it.
+    if (waited > kWatchAfter)
+      if (const std::string gone = gone_peer(false); !gone.empty())
+        fail(Code::kIOError, op, what(), start, "it cannot complete" + gone);
+    if (waited > timeout_) {
+      const std::string gone = gone_peer(true);
       fail(Code::kIOError, op, what(), start,
-           "it did not complete in time. NCCL does not say which peer is missing: a member died, "
-           "hung, or did not call the same operation with matching sizes; check the other ranks' "
-           "logs (NCCL_DEBUG=WARN), or raise parallel.timeout_s if the work is just slow");
+           "it did not complete in time" +
+               (!gone.empty()
+                    ? gone
+                    : std::string(
+                          ". No member is known to be gone (a peer on another host that was "
+                          "killed leaves no sign): a member died, hung, or did not call the same "
+                          "operation with matching sizes; check the other ranks' logs "
+                          "(NCCL_DEBUG=WARN), or raise parallel.timeout_s if the work is just "
+                          "slow")));
+    }
     // Spin briefly for small, fast collectives, then back off to spare the CPU.
     if (polls < 1000)
       std::this_thread::yield();

@@ -22,7 +22,10 @@
 // Failure: NCCL operations do not time out by themselves. While waiting, the communicator polls
 // ncclCommGetAsyncError; an error reported there, or the timeout passing, aborts the NCCL
 // communicator (ncclCommAbort) and throws io_error naming the group, the operation and the time
-// waited; later operations throw at once. NCCL does not say which peer stalled.
+// waited; later operations throw at once. NCCL does not say which peer stalled, and a peer on this
+// node that dies leaves NCCL waiting: a wait (joining included) longer than 2 s asks a PeerWatch
+// (parallel/peer_watch.h), which names a member that said it failed or whose process on this host
+// is gone, and the wait ends then with that name instead of at the timeout.
 // NCCL status codes become mtnlg::Error in nccl_communicator.cc only.
 //
 // Destruction finalizes the NCCL communicator (bounded by the timeout, then aborts); after a

@@ -23,7 +23,8 @@ On a machine with an NVIDIA GPU, CUDA (nvcc, cuBLAS, cuBLASLt) and NCCL:
            GPU runs bit for bit
   layouts  the tiny recipe as several GPU ranks over NCCL (tp 2, pp 2, dp 2 overlapped, tp 2 x
            dp 2 ZeRO-1; bf16 pp 2 x dp 2 reducing in bf16; fp8 tp 2 x dp 2, its amaxes reduced
-           over NCCL) against one GPU rank; on a machine with fewer
+           over NCCL) against one GPU rank; a peer killed during NCCL collectives named by
+           the survivor (PeerWatch) within 30 s of a 60 s timeout; on a machine with fewer
            GPUs than ranks they share them (scripts/launch.sh, a distinct NCCL_HOSTID per rank
            so that NCCL accepts two ranks on one GPU and connects them over loopback sockets)
   demo     the CPU demo recipe (configs/demo-cpu.yaml) on the GPU in bf16
@@ -366,6 +367,7 @@ stage_layouts() {
   # fp8: the amaxes reduced over the tensor and data groups through NCCL (host scalars staged).
   run_ranks single-fp8 1 --set precision=fp8
   run_ranks tp2-dp2-fp8 4 --set precision=fp8 --set parallel.tensor=2
+  nccl_peer_killed "$gpus"
   python3 tests/cmd/compare_layouts.py "$d" single:tp2 single:pp2 single:dp2 \
     single:tp2-dp2-zero1 | tee -a "$summary"
   # bf16, gradients also summed in bf16: a band, as precision_band_test.sh allows.
@@ -374,6 +376,35 @@ stage_layouts() {
   # tp's bf16 partial sums move FP8 roundings: fp8's own band, as in fp8_band_test.sh.
   python3 tests/cmd/compare_layouts.py --band 0.0625 0.61 "$d" single-fp8:tp2-dp2-fp8 |
     tee -a "$summary"
+}
+
+# A peer killed during NCCL collectives (mtnlg-comm-check --transport nccl --kill-rank 1, two
+# ranks started by hand, as a launcher that leaves survivors running would): rank 0 must fail
+# naming rank 1 (PeerWatch: its pid gone from this host) well within the 60 s timeout. GPUS:
+# the machine's count; one GPU is shared through NCCL_HOSTID as run_ranks does.
+nccl_peer_killed() {
+  local gpus=$1 store r start
+  store=$(mktemp -d)
+  start=$SECONDS
+  for r in 0 1; do
+    local hostid=()
+    ((gpus < 2)) && hostid=(NCCL_HOSTID="mtnlg-check-$r")
+    env MTNLG_RANK=$r MTNLG_WORLD_SIZE=2 MTNLG_STORE_DIR="$store" "${hostid[@]}" \
+      "$build_dir/tests/mtnlg-comm-check" --transport nccl --timeout-s 60 --kill-rank 1 \
+      >"$work/nccl-killed.$r.log" 2>&1 &
+  done
+  wait || true
+  rm -rf "$store"
+  cat "$work/nccl-killed.0.log" "$work/nccl-killed.1.log"
+  local took=$((SECONDS - start))
+  if grep -q "FAILED: .*all_reduce.*peer rank 1 (global rank 1)" "$work/nccl-killed.0.log" &&
+    ((took < 30)); then
+    echo "nccl peer killed: rank 0 named rank 1 in ${took} s (timeout 60 s)" | tee -a "$summary"
+  else
+    echo "nccl peer killed: FAIL: rank 0 did not name rank 1 within 30 s (took ${took} s)" |
+      tee -a "$summary"
+    return 1
+  fi
 }
 
 # The CPU demo recipe on the GPU in bf16, from data/demo (carry its .bin/.idx files).

@@ -3,11 +3,17 @@
 // (small tensors, and 2.4 MB ones that take the shared-memory transport's single-copy path) and an
 // all_reduce on each Topology group, checks the results and prints "rank R: OK (... transport)".
 //
-//   mtnlg-comm-check [--timeout-s S] [--kill-rank R] [--transport gloo|tcp|shm|auto]
-//                    [--late-rank R --late-ms N]
+//   mtnlg-comm-check [--timeout-s S] [--kill-rank R] [--transport gloo|tcp|shm|auto|nccl]
+//                    [--late-rank R --late-ms N] [--watch-rank R --watch-how kill|error]
 // --transport: the world group's transport (default gloo; the Topology groups use the same).
+// nccl (a CUDA build, one GPU per local rank or NCCL_HOSTID set per rank): the world group over
+// NCCL on host tensors, for --kill-rank; the Topology groups then stay on the CPU.
 // --kill-rank R: rank R SIGKILLs itself after the first all_reduce; every other rank must then
 // fail (exit 1) within the timeout with an error naming the peer.
+// --watch-rank R --watch-how kill|error: after the first all_reduce rank R SIGKILLs itself, or
+// stops with an error (its Runtime then says so through the store); every other rank watches the
+// world's members with a PeerWatch and prints "rank Q: watch: <what it found> (after W ms)" and
+// exits 0, or exits 1 if it found nothing within the timeout.
 // --late-rank R --late-ms N: rank R joins an all_reduce N ms late; every other rank prints
 // "rank Q: waited W ms, cpu C ms" (its process's CPU time over that wait) and exits 0.
 #include <time.h>
@@ -17,6 +23,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,9 +32,16 @@
 #include "core/status.h"
 #include "parallel/communicator.h"
 #include "parallel/gloo_communicator.h"
+#include "parallel/peer_watch.h"
 #include "parallel/runtime.h"
 #include "parallel/shm_communicator.h"
 #include "parallel/topology.h"
+
+#ifdef MTNLG_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "parallel/cuda/nccl_communicator.h"
+#endif
 
 namespace mtnlg {
 namespace {
@@ -98,7 +113,9 @@ double process_cpu_ms() {
 }
 
 int run(int argc, char** argv) {
-  int64_t timeout_s = 30, kill_rank = -1, late_rank = -1, late_ms = 0;
+  int64_t timeout_s = 30, kill_rank = -1, late_rank = -1, late_ms = 0, watch_rank = -1;
+  std::string watch_how = "kill";
+  bool nccl = false;
   Transport transport = Transport::kGloo;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
@@ -107,12 +124,16 @@ int run(int argc, char** argv) {
           "run it under mpirun or srun --mpi=pmix. Each rank runs every collective on the world\n"
           "group and an all_reduce on each Topology group, and prints \"rank R: OK (...)\".\n\n"
           "  --timeout-s S           every wait fails after S seconds (default 30)\n"
-          "  --transport T           gloo (default), tcp, shm or auto, as MTNLG_TRANSPORT\n"
+          "  --transport T           gloo (default), tcp, shm or auto, as MTNLG_TRANSPORT;\n"
+          "                          nccl (CUDA builds): the world group over NCCL\n"
           "  --kill-rank R           rank R SIGKILLs itself after the first all_reduce; the "
           "others\n"
           "                          must fail (exit 1) naming it\n"
           "  --late-rank R           rank R joins an all_reduce --late-ms N ms late; the others\n"
-          "  --late-ms N             print \"rank Q: waited W ms, cpu C ms\" and exit 0\n");
+          "  --late-ms N             print \"rank Q: waited W ms, cpu C ms\" and exit 0\n"
+          "  --watch-rank R          rank R stops after the first all_reduce (--watch-how kill:\n"
+          "  --watch-how kill|error  SIGKILL, error: an exception); the others find it with a\n"
+          "                          PeerWatch and print \"rank Q: watch: ...\"\n");
       return 0;
     }
   }
@@ -128,6 +149,20 @@ int run(int argc, char** argv) {
       late_rank = std::atoll(argv[i + 1]);
     } else if (!std::strcmp(argv[i], "--late-ms")) {
       late_ms = std::atoll(argv[i + 1]);
+    } else if (!std::strcmp(argv[i], "--watch-rank")) {
+      watch_rank = std::atoll(argv[i + 1]);
+    } else if (!std::strcmp(argv[i], "--watch-how")) {
+      watch_how = argv[i + 1];
+      if (watch_how != "kill" && watch_how != "error")
+        throw invalid_argument("--watch-how is kill or error, not " + watch_how,
+                               "mtnlg-comm-check");
+    } else if (!std::strcmp(argv[i], "--transport") && !std::strcmp(argv[i + 1], "nccl")) {
+#ifdef MTNLG_HAVE_CUDA
+      nccl = true;
+#else
+      throw invalid_argument("--transport nccl needs a CUDA build (-DMTNLG_CUDA=ON)",
+                             "mtnlg-comm-check");
+#endif
     } else if (!std::strcmp(argv[i], "--transport")) {
       ::setenv("MTNLG_TRANSPORT", argv[i + 1], 1);
       transport = transport_from_env();
@@ -141,8 +176,49 @@ int run(int argc, char** argv) {
   for (int64_t i = 0; i < rt.world; ++i) all[i] = i;
   try {
     const TransportOptions options = TransportOptions::resolve(transport, timeout);
-    auto world =
-        make_host_communicator(*rt.store, "world", static_cast<int>(rt.rank), all, options);
+    std::unique_ptr<Communicator> world;
+#ifdef MTNLG_HAVE_CUDA
+    if (nccl) {
+      int devices = 0;
+      if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
+        throw invalid_argument("--transport nccl: no CUDA device", "mtnlg-comm-check");
+      world = make_nccl_communicator(*rt.store, "world", static_cast<int>(rt.rank), all,
+                                     static_cast<int>(rt.local_rank % devices), timeout);
+    }
+#endif
+    if (!world)
+      world = make_host_communicator(*rt.store, "world", static_cast<int>(rt.rank), all, options);
+    if (watch_rank >= 0) {
+      Tensor t = filled<float>(rt.rank, 1000);
+      world->all_reduce(t, ReduceOp::kSum);  // everyone started (and wrote its process key)
+      if (rt.rank == watch_rank) {
+        if (watch_how == "kill") std::raise(SIGKILL);
+        // Not an mtnlg::Error, so that it leaves run() and the Runtime says this rank failed.
+        throw std::runtime_error("rank " + std::to_string(rt.rank) + " stops, as asked");
+      }
+      PeerWatch watch(*rt.store, all, static_cast<int>(rt.rank), std::chrono::milliseconds(100),
+                      std::chrono::milliseconds(100));
+      const auto start = std::chrono::steady_clock::now();
+      for (;;) {
+        const double waited =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                .count();
+        if (const auto gone = watch.check()) {
+          std::printf("rank %lld: watch: %s (after %.0f ms)\n", (long long)rt.rank, gone->c_str(),
+                      waited);
+          std::fflush(stdout);
+          // No survivor leaves before the others have looked: its own end would be news to them.
+          rt.store->set(owned_key("watched", rt.rank), {1});
+          for (int64_t q = 0; q < rt.world; ++q)
+            if (q != watch_rank) rt.store->get(owned_key("watched", q), timeout);
+          return 0;
+        }
+        if (waited > static_cast<double>(timeout.count()))
+          throw io_error("the watch found no member gone in " + std::to_string(timeout_s) + " s",
+                         "mtnlg-comm-check");
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
     if (late_rank >= 0) {  // how much CPU a rank burns while it waits for a late peer
       Tensor t = filled<float>(rt.rank, 1000);
       world->all_reduce(t, ReduceOp::kSum);  // everyone connected and past start-up
@@ -171,6 +247,11 @@ int run(int argc, char** argv) {
       check_collectives<float>(*world, len);
       check_collectives<double>(*world, len);
       check_collectives<int32_t>(*world, len);
+    }
+    if (nccl) {
+      std::printf("rank %lld: OK (%s; %s)\n", (long long)rt.rank, rt.describe().c_str(),
+                  world->description().c_str());
+      return 0;
     }
     const int64_t tp = rt.world % 2 == 0 ? 2 : 1, pp = rt.world % 4 == 0 ? 2 : 1;
     const Topology topo(Topology::derive(rt.world, tp, pp), rt.rank);

@@ -13,27 +13,19 @@
 #include "core/status.h"
 #include "parallel/gloo_communicator.h"
 #include "parallel/runtime.h"
+#include "test_util.h"
 
 namespace mtnlg {
 namespace {
 
 using std::chrono::milliseconds;
+using test::TempDir;
 namespace fs = std::filesystem;
-
-// A fresh directory, removed at the end of the test.
-struct TempDir {
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "file_store_test.XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string path;
-};
 
 TEST_CASE("FileStore get returns what set wrote and waits for a value set by another thread") {
   TempDir dir;
-  FileStore a(dir.path), b(dir.path);  // two processes' views of one directory
+  FileStore a(dir.path().string()),
+      b(dir.path().string());  // two processes' views of one directory
   a.set("gloo/tensor.0x2/1@3", {1, 2, 3});
   CHECK(b.get("gloo/tensor.0x2/1@3", milliseconds(10)) == std::vector<uint8_t>{1, 2, 3});
   a.set("empty", {});
@@ -50,7 +42,7 @@ TEST_CASE("FileStore get returns what set wrote and waits for a value set by ano
   b.wait({"late", "empty"}, milliseconds(10));
   // No temporary file is left behind; every key is one file.
   int files = 0;
-  for (const auto& e : fs::directory_iterator(dir.path)) {
+  for (const auto& e : fs::directory_iterator(dir.path().string())) {
     CHECK(e.path().filename().string()[0] != '.');
     ++files;
   }
@@ -59,7 +51,7 @@ TEST_CASE("FileStore get returns what set wrote and waits for a value set by ano
 
 TEST_CASE("FileStore names keys as files without path separators") {
   TempDir outer;
-  const std::string dir = outer.path + "/store";
+  const std::string dir = outer.path().string() + "/store";
   fs::create_directory(dir);
   FileStore store(dir);
   CHECK(store.path_of("nccl/world.0x8.0/unique_id@0") == dir + "/nccl%2Fworld.0x8.0%2Funique_id@0");
@@ -67,12 +59,12 @@ TEST_CASE("FileStore names keys as files without path separators") {
   CHECK(store.path_of("a b") == dir + "/a%20b");
   store.set("../x", {9});
   CHECK(fs::exists(dir + "/%2E.%2Fx"));
-  CHECK(!fs::exists(outer.path + "/x"));
+  CHECK(!fs::exists(outer.path().string() + "/x"));
 }
 
 TEST_CASE("FileStore get times out naming the key, its file and the directory variable") {
   TempDir dir;
-  FileStore store(dir.path);
+  FileStore store(dir.path().string());
   REQUIRE_THROWS_WITH(store.get("absent", milliseconds(30)),
                       Catch::Contains("'absent'") && Catch::Contains("/absent'") &&
                           Catch::Contains("MTNLG_STORE_DIR"));
@@ -80,15 +72,16 @@ TEST_CASE("FileStore get times out naming the key, its file and the directory va
 
 TEST_CASE("FileStore refuses a directory that holds an earlier job's key") {
   TempDir dir;
-  FileStore first(dir.path);
+  FileStore first(dir.path().string());
   first.set("runtime/hello@0", {1});
-  FileStore second(dir.path);  // the next job on the same directory
+  FileStore second(dir.path().string());  // the next job on the same directory
   try {
     second.set("runtime/hello@0", {2});
     FAIL("a key set twice must be an error");
   } catch (const Error& e) {
     CHECK(e.code() == Code::kIOError);
-    CHECK_THAT(e.message(), Catch::Contains(dir.path) && Catch::Contains("earlier job") &&
+    CHECK_THAT(e.message(), Catch::Contains(dir.path().string()) &&
+                                Catch::Contains("earlier job") &&
                                 Catch::Contains("empty MTNLG_STORE_DIR"));
   }
   CHECK(second.get("runtime/hello@0", milliseconds(10)) == std::vector<uint8_t>{1});
@@ -98,7 +91,7 @@ TEST_CASE("FileStore refuses a directory that holds an earlier job's key") {
 // key "failed@<rank>" stops a rank waiting for that rank's keys at once, naming it.
 TEST_CASE("FileStore get stops at once when the key's rank has failed - naming it") {
   TempDir dir;
-  FileStore waiter(dir.path), failed(dir.path);
+  FileStore waiter(dir.path().string()), failed(dir.path().string());
   failed.publish_failure(1, "on host node7, pid 42");
   CHECK(fs::exists(failed.path_of("failed@1")));
   const auto start = std::chrono::steady_clock::now();
@@ -131,14 +124,14 @@ TEST_CASE("FileStore refuses a missing or unwritable directory naming it") {
       FileStore("/nonexistent/mtnlg-store"),
       Catch::Contains("'/nonexistent/mtnlg-store'") && Catch::Contains("MTNLG_STORE_DIR"));
   TempDir dir;
-  const std::string file = dir.path + "/plain";
+  const std::string file = dir.path().string() + "/plain";
   std::ofstream(file) << "x";
   REQUIRE_THROWS_WITH(FileStore(file), Catch::Contains("not a writable directory"));
 }
 
 TEST_CASE("Gloo groups meet through a FileStore") {
   TempDir dir;
-  FileStore s0(dir.path), s1(dir.path);
+  FileStore s0(dir.path().string()), s1(dir.path().string());
   std::unique_ptr<Communicator> c1;
   std::thread peer([&] {
     c1 = make_gloo_communicator(s1, "world", 1, {0, 1}, milliseconds(20000));
@@ -181,7 +174,7 @@ TEST_CASE("Runtime init reads the environment launch") {
                    {"MTNLG_LOCAL_RANK", "1"},
                    {"MTNLG_LOCAL_WORLD_SIZE", "4"},
                    {"MTNLG_NODE", "1"},
-                   {"MTNLG_STORE_DIR", dir.path.c_str()}});
+                   {"MTNLG_STORE_DIR", dir.path().c_str()}});
     Runtime rt = Runtime::init();
     CHECK(rt.rank == 5);
     CHECK(rt.world == 8);
@@ -192,12 +185,16 @@ TEST_CASE("Runtime init reads the environment launch") {
     CHECK_THAT(rt.describe(), Catch::Contains("rank 5 of 8 (local 1 of 4, node 1)") &&
                                   Catch::Contains("MTNLG_STORE_DIR"));
     rt.store->set("k", {4});
-    CHECK(FileStore(dir.path).get("k", milliseconds(10)) == std::vector<uint8_t>{4});
+    CHECK(FileStore(dir.path().string()).get("k", milliseconds(10)) == std::vector<uint8_t>{4});
+    // Its process key, for the other ranks' PeerWatch: host, pid namespace, pid.
+    const auto process = FileStore(dir.path().string()).get("process@5", milliseconds(10));
+    CHECK_THAT(std::string(process.begin(), process.end()),
+               Catch::EndsWith(std::to_string(::getpid())));
   }
   {
     // On one node by default: local rank and world are the rank and the world.
     EnvLaunch env(
-        {{"MTNLG_WORLD_SIZE", "2"}, {"MTNLG_RANK", "1"}, {"MTNLG_STORE_DIR", dir.path.c_str()}});
+        {{"MTNLG_WORLD_SIZE", "2"}, {"MTNLG_RANK", "1"}, {"MTNLG_STORE_DIR", dir.path().c_str()}});
     Runtime rt = Runtime::init();
     CHECK(rt.local_rank == 1);
     CHECK(rt.local_world == 2);
@@ -207,7 +204,7 @@ TEST_CASE("Runtime init reads the environment launch") {
 
 TEST_CASE("Runtime init names the environment variable that is wrong") {
   TempDir dir;
-  const char* d = dir.path.c_str();
+  const char* d = dir.path().c_str();
   const std::vector<std::pair<std::vector<std::pair<const char*, const char*>>, const char*>>
       cases = {
           {{{"MTNLG_WORLD_SIZE", "2"}, {"MTNLG_STORE_DIR", d}}, "MTNLG_RANK is not"},
@@ -239,14 +236,14 @@ TEST_CASE("Runtime left by an exception publishes its rank's failure - not on a 
   TempDir dir;
   {
     EnvLaunch env(
-        {{"MTNLG_WORLD_SIZE", "2"}, {"MTNLG_RANK", "0"}, {"MTNLG_STORE_DIR", dir.path.c_str()}});
+        {{"MTNLG_WORLD_SIZE", "2"}, {"MTNLG_RANK", "0"}, {"MTNLG_STORE_DIR", dir.path().c_str()}});
     Runtime rt = Runtime::init();
     Runtime moved = std::move(rt);  // the Job holds it so
   }
-  CHECK_FALSE(fs::exists(FileStore(dir.path).path_of("failed@0")));
+  CHECK_FALSE(fs::exists(FileStore(dir.path().string()).path_of("failed@0")));
   {
     EnvLaunch env(
-        {{"MTNLG_WORLD_SIZE", "2"}, {"MTNLG_RANK", "1"}, {"MTNLG_STORE_DIR", dir.path.c_str()}});
+        {{"MTNLG_WORLD_SIZE", "2"}, {"MTNLG_RANK", "1"}, {"MTNLG_STORE_DIR", dir.path().c_str()}});
     try {
       Runtime rt = Runtime::init();
       Runtime moved = std::move(rt);
@@ -254,7 +251,7 @@ TEST_CASE("Runtime left by an exception publishes its rank's failure - not on a 
     } catch (const std::runtime_error&) {
     }
   }
-  FileStore store(dir.path);
+  FileStore store(dir.path().string());
   REQUIRE(fs::exists(store.path_of("failed@1")));
   REQUIRE_THROWS_WITH(store.get("addr@1", milliseconds(60000)),
                       Catch::Contains("rank 1 stopped with an error") && Catch::Contains("pid"));

@@ -1,0 +1,141 @@
+#include "parallel/peer_watch.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <exception>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "core/status.h"
+
+namespace mtnlg {
+
+namespace {
+
+std::string host_name() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') return "?";
+  return host;
+}
+
+// "<host> <pid namespace>": two processes with the same one see each other's pids. The
+// namespace ("pid:[4026531836]") tells apart containers that share a host name; "?" when it
+// cannot be read, which matches nothing.
+std::string host_and_namespace() {
+  char ns[128] = {};
+  const ssize_t n = ::readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
+  return host_name() + " " + (n > 0 ? std::string(ns, static_cast<size_t>(n)) : "?");
+}
+
+// True when `pid` no longer runs: no such process, or a zombie its parent has not reaped yet.
+bool process_gone(long pid) {
+  if (::kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;  // between kill and the read: look again later
+  // "pid (comm) S ...": the state follows the last ')' (comm may hold anything).
+  const auto close = line.rfind(')');
+  if (close == std::string::npos || close + 2 >= line.size()) return false;
+  const char state = line[close + 2];
+  return state == 'Z' || state == 'X';
+}
+
+}  // namespace
+
+void publish_process(Store& store, int64_t rank) {
+  const std::string value = host_and_namespace() + " " + std::to_string(::getpid());
+  store.set(owned_key(kProcessKey, rank), std::vector<uint8_t>(value.begin(), value.end()));
+}
+
+std::string this_process() {
+  return "on host " + host_name() + ", pid " + std::to_string(::getpid());
+}
+
+PeerWatch::PeerWatch(Store& store, std::vector<int64_t> global_ranks, int rank_in_group,
+                     std::chrono::milliseconds interval, std::chrono::milliseconds max_interval)
+    : store_(&store),
+      global_ranks_(std::move(global_ranks)),
+      rank_(rank_in_group),
+      first_interval_(interval),
+      max_interval_(std::max(interval, max_interval)),
+      interval_(interval),
+      host_(host_and_namespace()),
+      processes_(global_ranks_.size()) {
+  MTNLG_CHECK_MSG(0 <= rank_ && static_cast<size_t>(rank_) < global_ranks_.size(),
+                  "PeerWatch: rank " << rank_ << " outside a group of " << global_ranks_.size());
+}
+
+std::string PeerWatch::name(size_t member) const {
+  return "peer rank " + std::to_string(member) + " (global rank " +
+         std::to_string(global_ranks_[member]) + ")";
+}
+
+std::optional<std::string> PeerWatch::look_at(size_t member) {
+  const int64_t global = global_ranks_[member];
+  if (const auto detail = store_->failure_of(global))
+    return name(member) + " stopped with an error (" + *detail + "; its own output says why)";
+  Process& p = processes_[member];
+  if (!p.known) {
+    p.known = true;
+    if (const auto value = store_->try_get(owned_key(kProcessKey, global))) {
+      const std::string text(value->begin(), value->end());
+      const auto space = text.rfind(' ');
+      if (space != std::string::npos && text.compare(0, space, host_) == 0 &&
+          host_.find('?') == std::string::npos) {
+        std::istringstream(text.substr(space + 1)) >> p.pid;
+        p.local = p.pid > 0;
+      }
+    }
+  }
+  if (p.local && process_gone(p.pid))
+    return name(member) + " is gone: its process (pid " + std::to_string(p.pid) +
+           " on this host) ended without saying why (a signal such as SIGKILL from the OOM "
+           "killer, or a crash)";
+  return std::nullopt;
+}
+
+void PeerWatch::restart() {
+  looked_ = false;
+  interval_ = first_interval_;
+}
+
+std::optional<std::string> PeerWatch::check(bool now) noexcept {
+  try {
+    return look(now);
+  } catch (const std::exception&) {  // a store that cannot be read tells nothing
+    last_look_ = Clock::now();
+    return std::nullopt;
+  }
+}
+
+std::optional<std::string> PeerWatch::look(bool now) {
+  const auto start = Clock::now();
+  if (!now && looked_ && start - last_look_ < interval_) return std::nullopt;
+  if (looked_ && !now) interval_ = std::min(interval_ * 2, max_interval_);
+  looked_ = true;
+  ++looks_;
+  const size_t n = global_ranks_.size();
+  // Local pids first: they cost no store read.
+  for (size_t m = 0; m < n; ++m)
+    if (processes_[m].local && process_gone(processes_[m].pid)) {
+      last_look_ = Clock::now();
+      return look_at(m);  // its failure, if it said one, names it better
+    }
+  const auto budget = now ? kReadBudget * 10 : kReadBudget;
+  std::optional<std::string> gone;
+  for (size_t i = 0; i < n && !gone; ++i) {
+    const size_t m = next_;
+    next_ = (next_ + 1) % n;
+    if (m == static_cast<size_t>(rank_)) continue;
+    gone = look_at(m);
+    if (Clock::now() - start > budget) break;
+  }
+  last_look_ = Clock::now();
+  return gone;
+}
+
+}  // namespace mtnlg

@@ -1,0 +1,90 @@
+// PeerWatch: names the member of a group that is gone, for a wait its transport cannot end by
+// itself. NCCL's kernels wait forever for a peer on this node that died (its shared-memory and
+// NVLink transports see nothing), and its network transports say at best "remote error",
+// without a rank. While a collective is stalled, its communicator asks check(), which looks for
+// two signs:
+//   - the peer said it failed (Store::failure_of; Runtime says it when an exception ends a
+//     rank): "peer rank 1 (global rank 3) stopped with an error (on host h, pid p; its own output
+//     says why)";
+//   - the peer ran on this host (its process key, which publish_process wrote at start-up, names
+//     this host and pid namespace) and its process is gone or a zombie: "peer rank 1 (global rank
+//     3) is gone: its process (pid p on this host) ended without saying why (a signal such as
+//     SIGKILL from the OOM killer, or a crash)".
+// A peer killed on another host leaves no sign here: the transport's timeout ends that wait.
+//
+// Cost: nothing until the first look. A look reads each member's failure key and, once, its
+// process key, and asks the kernel about the local members' pids. Store reads stop after
+// kReadBudget per look and the next look goes on with the next member, so that a wait loop stays
+// responsive on a store whose reads are slow (a PMIx read of an absent key may take a second).
+// The time between looks doubles from `interval` up to `max_interval` (restart() starts over
+// for the next wait): a long wait that is only slow (a peer writing a checkpoint) costs the
+// store a few reads a minute per rank, not a world's worth a second.
+//
+// Thread safety: one thread per watch (its communicator's); the store is thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "parallel/store.h"
+
+namespace mtnlg {
+
+// Writes this process's key (owned_key(kProcessKey, rank): "<host> <pid namespace> <pid>"), for
+// the watches of the other ranks; Runtime does it at start-up when the world has several ranks.
+void publish_process(Store& store, int64_t rank);
+inline constexpr const char* kProcessKey = "process";
+
+// "on host H, pid P": where this process runs, for error messages and Store::publish_failure.
+std::string this_process();
+
+class PeerWatch {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr std::chrono::milliseconds kReadBudget{200};
+
+  // `global_ranks`: the group's members in group-rank order; `rank_in_group`: this rank, never
+  // looked at. `interval`: the least time between the first two looks of check(), doubling up
+  // to `max_interval`.
+  PeerWatch(Store& store, std::vector<int64_t> global_ranks, int rank_in_group,
+            std::chrono::milliseconds interval = std::chrono::seconds(1),
+            std::chrono::milliseconds max_interval = std::chrono::seconds(30));
+
+  // A description of a member that is gone, or nullopt. Looks at once after construction or
+  // restart(), then only when the current interval has passed since the previous look, or when
+  // `now` is set (a transport's own error, to name the peer; a larger read budget). Never
+  // throws: a store read that fails counts as no sign.
+  std::optional<std::string> check(bool now = false) noexcept;
+  // A new wait: the next check() looks at once, and the interval starts over.
+  void restart();
+
+  int64_t looks() const { return looks_; }  // how many times check() looked (for tests)
+
+ private:
+  struct Process {
+    bool known = false;  // its key was read (or found missing: `local` stays false)
+    bool local = false;  // on this host and in this pid namespace
+    long pid = 0;
+  };
+  std::optional<std::string> look(bool now);
+  std::optional<std::string> look_at(size_t member);
+  std::string name(size_t member) const;
+
+  Store* store_;
+  std::vector<int64_t> global_ranks_;
+  int rank_;
+  std::chrono::milliseconds first_interval_;
+  std::chrono::milliseconds max_interval_;
+  std::chrono::milliseconds interval_;  // the current one
+  std::string host_;  // this host and pid namespace, as publish_process writes them
+  std::vector<Process> processes_;
+  size_t next_ = 0;  // the member the next look starts at
+  bool looked_ = false;
+  Clock::time_point last_look_{};
+  int64_t looks_ = 0;
+};
+
+}  // namespace mtnlg

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# PeerWatch on real processes under a PMIx launcher: rank 1 of three stops after the first
+# all_reduce, killed (SIGKILL: only its vanished pid tells) or by an error (its Runtime says so
+# through the PMIx store); ranks 0 and 2 must each name it with a PeerWatch, and exit 0.
+# Usage: peer_watch_test.sh mpirun|srun LAUNCHER COMM_CHECK
+# Each rank runs under a bash wrapper that prints its exit status and exits 0, so that the
+# launcher does not stop the job on rank 1's end (mpirun also needs --enable-recovery, srun
+# --kill-on-bad-exit=0: what leaves survivors running, the case the watch exists for).
+set -u
+kind=$1
+launcher=$2
+exe=$3
+timeout_s=20
+status=0
+for how in kill error; do
+  case $kind in
+    mpirun) cmd=("$launcher" --enable-recovery --oversubscribe --allow-run-as-root -np 3) ;;
+    srun) cmd=("$launcher" --mpi=pmix --kill-on-bad-exit=0 --time=2 -n 3) ;;
+    *) echo "usage: peer_watch_test.sh mpirun|srun LAUNCHER COMM_CHECK" >&2; exit 2 ;;
+  esac
+  out=$(timeout $((timeout_s + 30)) "${cmd[@]}" bash -c \
+    '"$0" --timeout-s "$1" --transport tcp --watch-rank 1 --watch-how "$2"; echo "rank $PMIX_RANK exit $?"' \
+    "$exe" "$timeout_s" "$how" 2>&1)
+  rc=$?
+  echo "--- $kind, rank 1 stops by $how: launcher rc $rc"
+  echo "$out"
+  case $how in
+    kill) want="is gone: its process (pid [0-9]* on this host) ended without saying why" ;;
+    error) want="stopped with an error (on host [^,]*, pid [0-9]*; its own output says why)" ;;
+  esac
+  for r in 0 2; do
+    grep -q "^rank $r exit 0$" <<<"$out" || { echo "FAIL: rank $r did not exit 0"; status=1; }
+    grep -q "^rank $r: watch: peer rank 1 (global rank 1) $want" <<<"$out" ||
+      { echo "FAIL: rank $r's watch did not name rank 1 ($how)"; status=1; }
+  done
+done
+exit $status
