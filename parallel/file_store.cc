@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "core/status.h"
+#include "parallel/peer_watch.h"
 
 namespace mtnlg {
 
@@ -140,19 +141,20 @@ std::vector<uint8_t> FileStore::get(const std::string& key, std::chrono::millise
   const std::string path = path_of(key);
   const int64_t owner = key_owner(key);
   const std::string failed_key = owned_key(kFailedKey, owner);
+  RankSigns owner_signs(owner);
   const auto start = Clock::now();
-  // The owner's failure is looked for at most every 100 ms, and first at once: on a shared file
-  // system every waiting rank's polls are metadata requests.
+  // The owner's signs of having stopped (its failure key; its process, on this host, gone) are
+  // looked for at most every 100 ms, and first at once: on a shared file system every waiting
+  // rank's polls are metadata requests.
   auto next_failure_check = start;
   auto pause = std::chrono::microseconds(1000);
   for (;;) {
     if (auto value = read_if_present(path)) return std::move(*value);
     if (key != failed_key && Clock::now() >= next_failure_check) {
       next_failure_check = Clock::now() + std::chrono::milliseconds(100);
-      if (const auto detail = failure_of(owner))
-        throw io_error("rendezvous: rank " + std::to_string(owner) +
-                           " stopped with an error before it set key '" + key + "' (" + *detail +
-                           "; its own output says why): this rank stops too",
+      if (const auto gone = owner_signs.read(*this))
+        throw io_error("rendezvous: rank " + std::to_string(owner) + " " + *gone +
+                           " before it set key '" + key + "': this rank stops too",
                        "store");
     }
     const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);

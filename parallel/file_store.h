@@ -10,8 +10,9 @@
 // for the file (1 ms, backing off to 20 ms). A launcher of its own may not stop the other ranks
 // when one fails: a rank that stops with an error leaves the key "failed@<rank>"
 // (publish_failure, from Runtime), and get() of a key that rank sets stops with an io_error
-// naming it (it looks at once, then every 100 ms); the waiting rank then stops too, and so on, each
-// in milliseconds rather than parallel.timeout_s.
+// naming it (it looks at once, then every 100 ms); so it does when that rank's process, on this
+// host, is gone (RankSigns, parallel/peer_watch.h). The waiting rank then stops too, and so on,
+// each in milliseconds rather than parallel.timeout_s.
 //
 // Thread safety: every call may come from any thread; the object holds no mutable state beyond
 // Store's own.

@@ -55,6 +55,33 @@ std::string this_process() {
   return "on host " + host_name() + ", pid " + std::to_string(::getpid());
 }
 
+std::optional<std::string> RankSigns::read(Store& store) {
+  if (const auto detail = store.failure_of(rank_))
+    return "stopped with an error (" + *detail + "; its own output says why)";
+  if (!known_) {
+    if (const auto value = store.try_get(owned_key(kProcessKey, rank_))) {
+      known_ = true;
+      const std::string text(value->begin(), value->end());
+      const std::string here = host_and_namespace();
+      const auto space = text.rfind(' ');
+      if (space != std::string::npos && text.compare(0, space, here) == 0 &&
+          here.find('?') == std::string::npos) {
+        std::istringstream(text.substr(space + 1)) >> pid_;
+        local_ = pid_ > 0;
+      }
+    }
+  }
+  if (local_process_gone())
+    return "is gone: its process (pid " + std::to_string(pid_) +
+           " on this host) ended without saying why (a signal such as SIGKILL from the OOM "
+           "killer, or a crash)";
+  return std::nullopt;
+}
+
+bool RankSigns::local_process_gone() const {
+  return local_ && process_gone(pid_);
+}
+
 PeerWatch::PeerWatch(Store& store, std::vector<int64_t> global_ranks, int rank_in_group,
                      std::chrono::milliseconds interval, std::chrono::milliseconds max_interval)
     : store_(&store),
@@ -62,40 +89,16 @@ PeerWatch::PeerWatch(Store& store, std::vector<int64_t> global_ranks, int rank_i
       rank_(rank_in_group),
       first_interval_(interval),
       max_interval_(std::max(interval, max_interval)),
-      interval_(interval),
-      host_(host_and_namespace()),
-      processes_(global_ranks_.size()) {
+      interval_(interval) {
   MTNLG_CHECK_MSG(0 <= rank_ && static_cast<size_t>(rank_) < global_ranks_.size(),
                   "PeerWatch: rank " << rank_ << " outside a group of " << global_ranks_.size());
+  signs_.reserve(global_ranks_.size());
+  for (const int64_t g : global_ranks_) signs_.emplace_back(g);
 }
 
 std::string PeerWatch::name(size_t member) const {
   return "peer rank " + std::to_string(member) + " (global rank " +
          std::to_string(global_ranks_[member]) + ")";
-}
-
-std::optional<std::string> PeerWatch::look_at(size_t member) {
-  const int64_t global = global_ranks_[member];
-  if (const auto detail = store_->failure_of(global))
-    return name(member) + " stopped with an error (" + *detail + "; its own output says why)";
-  Process& p = processes_[member];
-  if (!p.known) {
-    p.known = true;
-    if (const auto value = store_->try_get(owned_key(kProcessKey, global))) {
-      const std::string text(value->begin(), value->end());
-      const auto space = text.rfind(' ');
-      if (space != std::string::npos && text.compare(0, space, host_) == 0 &&
-          host_.find('?') == std::string::npos) {
-        std::istringstream(text.substr(space + 1)) >> p.pid;
-        p.local = p.pid > 0;
-      }
-    }
-  }
-  if (p.local && process_gone(p.pid))
-    return name(member) + " is gone: its process (pid " + std::to_string(p.pid) +
-           " on this host) ended without saying why (a signal such as SIGKILL from the OOM "
-           "killer, or a crash)";
-  return std::nullopt;
 }
 
 void PeerWatch::restart() {
@@ -121,9 +124,10 @@ std::optional<std::string> PeerWatch::look(bool now) {
   const size_t n = global_ranks_.size();
   // Local pids first: they cost no store read.
   for (size_t m = 0; m < n; ++m)
-    if (processes_[m].local && process_gone(processes_[m].pid)) {
+    if (signs_[m].local_process_gone()) {
       last_look_ = Clock::now();
-      return look_at(m);  // its failure, if it said one, names it better
+      const auto gone = signs_[m].read(*store_);  // its failure, if it said one, names it better
+      return name(m) + " " + gone.value_or("is gone");
     }
   const auto budget = now ? kReadBudget * 10 : kReadBudget;
   std::optional<std::string> gone;
@@ -131,7 +135,7 @@ std::optional<std::string> PeerWatch::look(bool now) {
     const size_t m = next_;
     next_ = (next_ + 1) % n;
     if (m == static_cast<size_t>(rank_)) continue;
-    gone = look_at(m);
+    if (const auto sign = signs_[m].read(*store_)) gone = name(m) + " " + *sign;
     if (Clock::now() - start > budget) break;
   }
   last_look_ = Clock::now();

@@ -11,13 +11,15 @@
 //     3) is gone: its process (pid p on this host) ended without saying why (a signal such as
 //     SIGKILL from the OOM killer, or a crash)".
 // A peer killed on another host leaves no sign here: the transport's timeout ends that wait.
+// The same signs (RankSigns) end a rendezvous wait for a key whose setter is gone (FileStore
+// and PmixStore get()).
 //
-// Cost: nothing until the first look. A look reads each member's failure key and, once, its
-// process key, and asks the kernel about the local members' pids. Store reads stop after
-// kReadBudget per look and the next look goes on with the next member, so that a wait loop stays
-// responsive on a store whose reads are slow (a PMIx read of an absent key may take a second).
-// The time between looks doubles from `interval` up to `max_interval` (restart() starts over
-// for the next wait): a long wait that is only slow (a peer writing a checkpoint) costs the
+// Cost: nothing until the first look. A look reads each member's failure key and its process
+// key (until it is there), and asks the kernel about the local members' pids. Store reads stop
+// after kReadBudget per look and the next look goes on with the next member, so that a wait loop
+// stays responsive on a store whose reads are slow (a PMIx read of an absent key may take a
+// second). The time between looks doubles from `interval` up to `max_interval` (restart() starts
+// over for the next wait): a long wait that is only slow (a peer writing a checkpoint) costs the
 // store a few reads a minute per rank, not a world's worth a second.
 //
 // Thread safety: one thread per watch (its communicator's); the store is thread-safe.
@@ -40,6 +42,26 @@ inline constexpr const char* kProcessKey = "process";
 
 // "on host H, pid P": where this process runs, for error messages and Store::publish_failure.
 std::string this_process();
+
+// The signs that one rank has stopped: its failure (Store::failure_of) or, when it ran on this
+// host, its process gone. PeerWatch reads them for a group's members; the stores' get() for the
+// rank that sets the key it waits for.
+class RankSigns {
+ public:
+  explicit RankSigns(int64_t global_rank) : rank_(global_rank) {}
+  // "stopped with an error (on host H, pid P; its own output says why)" or "is gone: its process
+  // (pid P on this host) ended without saying why (...)", or nullopt. Reads the failure key, and
+  // the process key until it is there.
+  std::optional<std::string> read(Store& store);
+  // Its process, read before, is on this host and gone: costs no store read.
+  bool local_process_gone() const;
+
+ private:
+  int64_t rank_;
+  bool known_ = false;  // its process key was read
+  bool local_ = false;  // on this host and in this pid namespace
+  long pid_ = 0;
+};
 
 class PeerWatch {
  public:
@@ -64,13 +86,7 @@ class PeerWatch {
   int64_t looks() const { return looks_; }  // how many times check() looked (for tests)
 
  private:
-  struct Process {
-    bool known = false;  // its key was read (or found missing: `local` stays false)
-    bool local = false;  // on this host and in this pid namespace
-    long pid = 0;
-  };
   std::optional<std::string> look(bool now);
-  std::optional<std::string> look_at(size_t member);
   std::string name(size_t member) const;
 
   Store* store_;
@@ -79,9 +95,8 @@ class PeerWatch {
   std::chrono::milliseconds first_interval_;
   std::chrono::milliseconds max_interval_;
   std::chrono::milliseconds interval_;  // the current one
-  std::string host_;  // this host and pid namespace, as publish_process writes them
-  std::vector<Process> processes_;
-  size_t next_ = 0;  // the member the next look starts at
+  std::vector<RankSigns> signs_;        // per member
+  size_t next_ = 0;                     // the member the next look starts at
   bool looked_ = false;
   Clock::time_point last_look_{};
   int64_t looks_ = 0;

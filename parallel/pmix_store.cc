@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/status.h"
+#include "parallel/peer_watch.h"
 
 namespace mtnlg {
 
@@ -148,8 +149,9 @@ std::vector<uint8_t> PmixStore::get(const std::string& key, std::chrono::millise
   const int64_t owner_rank = key_owner(key);
   const pmix_proc_t owner = proc_of(nspace_, owner_rank);
   const std::string failed = owned_key(kFailedKey, owner_rank);
-  // The owner's failure (publish_failure) is looked for at most once a second: a rendezvous
-  // that goes well never waits for it.
+  RankSigns owner_signs(owner_rank);
+  // The owner's signs of having stopped (its failure, publish_failure; its process on this host
+  // gone) are looked for at most once a second: a rendezvous that goes well never waits for them.
   auto next_failure_check = start + std::chrono::seconds(1);
   auto sleep = std::chrono::milliseconds(1);
   for (int attempt = 0;; ++attempt) {
@@ -158,10 +160,9 @@ std::vector<uint8_t> PmixStore::get(const std::string& key, std::chrono::millise
     if (left.count() <= 0) break;
     if (auto value = pmix_try_get(owner, key, attempt > 0)) return std::move(*value);
     if (key != failed && Clock::now() >= next_failure_check) {
-      if (const auto detail = failure_of(owner_rank))
-        throw io_error("rendezvous: rank " + std::to_string(owner_rank) +
-                           " stopped with an error before it set key '" + key + "' (" + *detail +
-                           "; its own output says why): this rank stops too",
+      if (const auto gone = owner_signs.read(*this))
+        throw io_error("rendezvous: rank " + std::to_string(owner_rank) + " " + *gone +
+                           " before it set key '" + key + "': this rank stops too",
                        "pmix store");
       next_failure_check = Clock::now() + std::chrono::seconds(1);
     }

@@ -4,7 +4,9 @@
 // set() is PMIx_Put(PMIX_GLOBAL) + PMIx_Commit: the value becomes part of this process's PMIx
 // data. get() must name the process whose data holds the key, which the key convention of
 // parallel/store.h gives (a final "@<rank>", else rank 0). get() polls PMIx_Get on that process
-// until the key appears or the timeout passes, because a peer may commit the key after we ask:
+// until the key appears or the timeout passes, because a peer may commit the key after we ask
+// (each read is PMIx_Get_nb with our own deadline: Open MPI's server never answers a read of a
+// process that died meanwhile):
 //   - each PMIx_Get carries PMIX_TIMEOUT (1 s at most): a server that holds the request until the
 //     peer commits (Open MPI's, for a process on this node) wakes us as soon as it does;
 //   - a server that answers "not found" at once is asked again after a short, growing sleep, with
@@ -38,9 +40,10 @@ class PmixStore final : public Store {
   std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override;
   // One PMIx_Get (PMIX_TIMEOUT 1 s, the cache refreshed) of the key in its setter's data.
   std::optional<std::vector<uint8_t>> try_get(const std::string& key) override;
-  // get() of a key that rank R sets also looks for R's failure (publish_failure: "failed@R" in
-  // R's data) once a second while waiting, and stops naming R (a launcher that leaves the other
-  // ranks running when one fails: srun without --kill-on-bad-exit).
+  // get() of a key that rank R sets also looks once a second for R's failure (publish_failure:
+  // "failed@R" in R's data) and, when R ran on this host, for its process gone (RankSigns), and
+  // stops naming R (a launcher that leaves the other ranks running when one fails: srun without
+  // --kill-on-bad-exit, mpirun --enable-recovery).
 
  private:
   std::string nspace_;

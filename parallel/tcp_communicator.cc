@@ -22,6 +22,7 @@
 #include "core/status.h"
 #include "parallel/group_checks.h"
 #include "parallel/link_communicator.h"
+#include "parallel/peer_watch.h"
 
 namespace mtnlg {
 
@@ -182,6 +183,12 @@ TcpCommunicator::TcpCommunicator(Store& store, std::string name, int rank,
     return static_cast<int>(
         std::max<int64_t>(0, std::chrono::duration_cast<ms>(deadline - Clock::now()).count()));
   };
+  // A member that stopped meanwhile is named at once rather than at the timeout.
+  PeerWatch watch(store, global_ranks_, rank_);
+  auto stop_if_gone = [&] {
+    if (const auto gone = watch.check())
+      throw io_error("creating TCP " + where() + ": " + *gone + ": this rank stops too", "tcp");
+  };
   // Connect to every lower rank: hello = our rank, the nonce.
   for (int p = 0; p < rank_; ++p) {
     const auto v = store.get(prefix + "/" + owned_key("addr", global_ranks_[p]), timeout_);
@@ -207,17 +214,23 @@ TcpCommunicator::TcpCommunicator(Store& store, std::string name, int rank,
         throw io_error("creating TCP " + where() + ": cannot connect to " + peer_str(p) + " at " +
                            where_to + ": " + std::strerror(errno),
                        "tcp");
+      stop_if_gone();  // looks once a second at most
       std::this_thread::sleep_for(ms(10));
     }
   }
   // Accept every higher rank.
   for (int accepted = 0; accepted < size_ - 1 - rank_;) {
     pollfd pfd{listener.get(), POLLIN, 0};
-    if (::poll(&pfd, 1, left_ms()) <= 0)
+    const int ready = ::poll(&pfd, 1, std::min(left_ms(), 1000));
+    if (ready <= 0 && left_ms() == 0)
       throw io_error("creating TCP " + where() + ": " +
                          std::to_string(size_ - 1 - rank_ - accepted) +
                          " higher rank(s) did not connect within the timeout",
                      "tcp");
+    if (ready <= 0) {
+      stop_if_gone();
+      continue;
+    }
     Fd s(::accept(listener.get(), nullptr, nullptr));
     if (s.get() < 0) continue;
     int32_t hello[3] = {-1, 0, 0};

@@ -13,7 +13,8 @@
 // --watch-rank R --watch-how kill|error: after the first all_reduce rank R SIGKILLs itself, or
 // stops with an error (its Runtime then says so through the store); every other rank watches the
 // world's members with a PeerWatch and prints "rank Q: watch: <what it found> (after W ms)" and
-// exits 0, or exits 1 if it found nothing within the timeout.
+// exits 0, or exits 1 if it found nothing within the timeout. kill-early: rank R SIGKILLs itself
+// before the world group's rendezvous; the others must fail (exit 1) naming it.
 // --late-rank R --late-ms N: rank R joins an all_reduce N ms late; every other rank prints
 // "rank Q: waited W ms, cpu C ms" (its process's CPU time over that wait) and exits 0.
 #include <time.h>
@@ -133,7 +134,8 @@ int run(int argc, char** argv) {
           "  --late-ms N             print \"rank Q: waited W ms, cpu C ms\" and exit 0\n"
           "  --watch-rank R          rank R stops after the first all_reduce (--watch-how kill:\n"
           "  --watch-how kill|error  SIGKILL, error: an exception); the others find it with a\n"
-          "                          PeerWatch and print \"rank Q: watch: ...\"\n");
+          "                          PeerWatch and print \"rank Q: watch: ...\". kill-early:\n"
+          "                          SIGKILL before the rendezvous; the others fail naming it\n");
       return 0;
     }
   }
@@ -153,8 +155,8 @@ int run(int argc, char** argv) {
       watch_rank = std::atoll(argv[i + 1]);
     } else if (!std::strcmp(argv[i], "--watch-how")) {
       watch_how = argv[i + 1];
-      if (watch_how != "kill" && watch_how != "error")
-        throw invalid_argument("--watch-how is kill or error, not " + watch_how,
+      if (watch_how != "kill" && watch_how != "error" && watch_how != "kill-early")
+        throw invalid_argument("--watch-how is kill, error or kill-early, not " + watch_how,
                                "mtnlg-comm-check");
     } else if (!std::strcmp(argv[i], "--transport") && !std::strcmp(argv[i + 1], "nccl")) {
 #ifdef MTNLG_HAVE_CUDA
@@ -176,6 +178,11 @@ int run(int argc, char** argv) {
   for (int64_t i = 0; i < rt.world; ++i) all[i] = i;
   try {
     const TransportOptions options = TransportOptions::resolve(transport, timeout);
+    // Killed before the world group's rendezvous: the others' get() of its keys names it.
+    if (watch_rank == rt.rank && watch_how == "kill-early") {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the others are waiting
+      std::raise(SIGKILL);
+    }
     std::unique_ptr<Communicator> world;
 #ifdef MTNLG_HAVE_CUDA
     if (nccl) {

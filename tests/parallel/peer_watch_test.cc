@@ -79,6 +79,19 @@ TEST_CASE("PeerWatch names a member whose process on this host was killed - zomb
   CHECK_THAT(*reaped, Catch::Contains("(global rank 9) is gone"));
 }
 
+TEST_CASE("FileStore get of a key whose setter's process is gone stops at once naming it") {
+  TempDir dir;
+  FileStore store(dir.path().string());
+  Child child(dir.path().string(), 3);
+  ::kill(child.pid, SIGKILL);
+  child.reap();
+  const auto start = std::chrono::steady_clock::now();
+  REQUIRE_THROWS_WITH(store.get(owned_key("addr", 3), milliseconds(60000)),
+                      Catch::Contains("rendezvous: rank 3 is gone: its process (pid") &&
+                          Catch::Contains("before it set key 'addr@3'"));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
+}
+
 TEST_CASE("PeerWatch names a member that said it failed - before its process is looked at") {
   TempDir dir;
   FileStore store(dir.path().string());

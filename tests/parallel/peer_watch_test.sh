@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # PeerWatch on real processes under a PMIx launcher: rank 1 of three stops after the first
 # all_reduce, killed (SIGKILL: only its vanished pid tells) or by an error (its Runtime says so
-# through the PMIx store); ranks 0 and 2 must each name it with a PeerWatch, and exit 0.
+# through the PMIx store); ranks 0 and 2 must each name it with a PeerWatch, and exit 0. Then
+# rank 1 is killed before the rendezvous: the others' waits for it (its key in the PMIx store,
+# its TCP connection) must stop naming it, well within the 20 s timeout.
 # Usage: peer_watch_test.sh mpirun|srun LAUNCHER COMM_CHECK
 # Each rank runs under a bash wrapper that prints its exit status and exits 0, so that the
 # launcher does not stop the job on rank 1's end (mpirun also needs --enable-recovery, srun
@@ -12,7 +14,7 @@ launcher=$2
 exe=$3
 timeout_s=20
 status=0
-for how in kill error; do
+for how in kill error kill-early; do
   case $kind in
     mpirun) cmd=("$launcher" --enable-recovery --oversubscribe --allow-run-as-root -np 3) ;;
     srun) cmd=("$launcher" --mpi=pmix --kill-on-bad-exit=0 --time=2 -n 3) ;;
@@ -27,6 +29,15 @@ for how in kill error; do
   case $how in
     kill) want="is gone: its process (pid [0-9]* on this host) ended without saying why" ;;
     error) want="stopped with an error (on host [^,]*, pid [0-9]*; its own output says why)" ;;
+    kill-early)
+      # Killed before the rendezvous: ranks 0 and 2 wait for it (rank 0 for its connection, its
+      # PeerWatch; rank 2 for its address key, the store's RankSigns) and must each name it.
+      for r in 0 2; do
+        grep -qE "^rank $r: FAILED: .*rank 1 (\(global rank 1\) )?is gone: its process \(pid [0-9]+ on this host\)" \
+          <<<"$out" || { echo "FAIL: rank $r did not stop naming rank 1"; status=1; }
+        grep -q "^rank $r exit 1$" <<<"$out" || { echo "FAIL: rank $r did not exit 1"; status=1; }
+      done
+      continue ;;
   esac
   for r in 0 2; do
     grep -q "^rank $r exit 0$" <<<"$out" || { echo "FAIL: rank $r did not exit 0"; status=1; }
