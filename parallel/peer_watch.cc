@@ -142,4 +142,54 @@ std::optional<std::string> PeerWatch::look(bool now) {
   return gone;
 }
 
+OperationRoll::OperationRoll(Store& store, std::string prefix, std::vector<int64_t> global_ranks,
+                             int rank_in_group)
+    : store_(&store),
+      prefix_(std::move(prefix)),
+      global_ranks_(std::move(global_ranks)),
+      rank_(rank_in_group) {
+  MTNLG_CHECK_MSG(
+      0 <= rank_ && static_cast<size_t>(rank_) < global_ranks_.size(),
+      "OperationRoll: rank " << rank_ << " outside a group of " << global_ranks_.size());
+}
+
+std::string OperationRoll::key(int64_t seq, int64_t global_rank) const {
+  return owned_key(prefix_ + "/reached." + std::to_string(seq), global_rank);
+}
+
+void OperationRoll::reached(int64_t seq) noexcept {
+  try {
+    store_->set(key(seq, global_ranks_[static_cast<size_t>(rank_)]), {});
+  } catch (...) {  // best effort: the timeout's message then names this rank too
+  }
+}
+
+std::string OperationRoll::missing(int64_t seq, std::chrono::milliseconds budget) noexcept {
+  constexpr size_t kNamed = 8;
+  const auto start = std::chrono::steady_clock::now();
+  std::string names;
+  size_t absent = 0, unread = 0;
+  for (size_t m = 0; m < global_ranks_.size(); ++m) {
+    if (m == static_cast<size_t>(rank_)) continue;
+    if (std::chrono::steady_clock::now() - start > budget) {
+      ++unread;
+      continue;
+    }
+    bool there = false;
+    try {
+      there = store_->try_get(key(seq, global_ranks_[m])).has_value();
+    } catch (...) {  // unreadable: not known to be there
+    }
+    if (there) continue;
+    if (absent++ < kNamed)
+      names += (names.empty() ? "" : ", ") + std::string("peer rank ") + std::to_string(m) +
+               " (global rank " + std::to_string(global_ranks_[m]) + ")";
+  }
+  if (absent > kNamed) names += " and " + std::to_string(absent - kNamed) + " more";
+  if (unread > 0)
+    names += std::string(names.empty() ? "" : "; ") + std::to_string(unread) +
+             " member(s) not read in time";
+  return names;
+}
+
 }  // namespace mtnlg

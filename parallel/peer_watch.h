@@ -102,4 +102,33 @@ class PeerWatch {
   int64_t looks_ = 0;
 };
 
+// OperationRoll: which members of a group have not reached an operation that stalls, for a
+// transport that cannot tell (NCCL says only that an operation did not complete). Each member
+// whose wait in operation `seq` (the group's count of its operations, the same on every member)
+// grows long says so through the store; at the timeout, the members that did not say it are
+// named: hung, in another operation (their program took another path), or slower than the
+// timeout. PyTorch's NCCL "desync debug" reports the same. Costs one store write per rank per
+// stalled operation, and at a timeout the reads, within a budget.
+class OperationRoll {
+ public:
+  // `prefix`: the group's keys ("nccl/<group>.<generation>"); `global_ranks` in group-rank order.
+  OperationRoll(Store& store, std::string prefix, std::vector<int64_t> global_ranks,
+                int rank_in_group);
+
+  // Says that this rank waits in operation `seq`. Best effort; never throws.
+  void reached(int64_t seq) noexcept;
+  // The members that have not said they reached `seq`, as "peer rank 1 (global rank 5), ..." (the
+  // first 8, then how many more), or empty when every other member did. Reads for at most
+  // `budget`; members left unread are counted apart. Never throws.
+  std::string missing(int64_t seq, std::chrono::milliseconds budget) noexcept;
+
+ private:
+  std::string key(int64_t seq, int64_t global_rank) const;
+
+  Store* store_;
+  std::string prefix_;
+  std::vector<int64_t> global_ranks_;
+  int rank_;
+};
+
 }  // namespace mtnlg

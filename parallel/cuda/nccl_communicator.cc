@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -147,8 +148,9 @@ class NcclCommunicator final : public Communicator {
   template <typename What, typename F>
   void run(const char* op, const What& what, F&& enqueue);
   // Waits until NCCL has accepted the calls and the stream has run them, within the timeout.
+  // `seq`: the collective's number in this group (OperationRoll), -1 for point-to-point ops.
   template <typename What>
-  void wait(const char* op, const What& what, Clock::time_point start);
+  void wait(const char* op, const What& what, Clock::time_point start, int64_t seq);
   // "; <a member that is gone>" (PeerWatch), or empty. `now`: look whatever the interval.
   std::string gone_peer(bool now) {
     const auto gone = watch_.check(now);
@@ -169,7 +171,9 @@ class NcclCommunicator final : public Communicator {
   std::vector<int64_t> global_ranks_;
   int device_;
   ms timeout_;
-  PeerWatch watch_;  // names a member that died or failed while we wait for it
+  PeerWatch watch_;                    // names a member that died or failed while we wait for it
+  std::optional<OperationRoll> roll_;  // who reached a stalled collective (groups of 2 or more)
+  int64_t collectives_ = 0;            // this group's collectives so far: the roll's numbers
   // Declared before comm_, so destroyed after it.
   StreamPtr stream_;
   EventPtr ready_;                  // recorded on compute_ by prepare()
@@ -223,8 +227,9 @@ NcclCommunicator::NcclCommunicator(Store& store, std::string name, int rank,
     const std::string group =
         name_ + "." + std::to_string(global_ranks_[0]) + "x" + std::to_string(size_);
     const int64_t generation = store.next_use("nccl/" + group + "/" + std::to_string(rank_));
-    const std::string key = owned_key(
-        "nccl/" + group + "." + std::to_string(generation) + "/unique_id", global_ranks_[0]);
+    const std::string prefix = "nccl/" + group + "." + std::to_string(generation);
+    const std::string key = owned_key(prefix + "/unique_id", global_ranks_[0]);
+    roll_.emplace(store, prefix, global_ranks_, rank_);
     if (rank_ == 0) {
       NCCL_CHECK(ncclGetUniqueId(&id));
       const auto* bytes = reinterpret_cast<const uint8_t*>(&id);
@@ -318,18 +323,28 @@ void NcclCommunicator::run(const char* op, const What& what, F&& enqueue) {
                        ": the communicator failed earlier and cannot be used: " + failure_,
                    "nccl");
   prepare();
+  // Point-to-point operations involve some members only, so only collectives are numbered.
+  const bool p2p =
+      !std::strcmp(op, "send") || !std::strcmp(op, "recv") || !std::strcmp(op, "batch_send_recv");
+  const int64_t seq = p2p ? -1 : collectives_++;
   const auto start = Clock::now();
   try {
     enqueue();
   } catch (const Error& e) {
     fail(e.code(), op, what(), start, e.message() + " at " + e.context());
   }
-  wait(op, what, start);
+  wait(op, what, start, seq);
 }
 
 template <typename What>
-void NcclCommunicator::wait(const char* op, const What& what, Clock::time_point start) {
+void NcclCommunicator::wait(const char* op, const What& what, Clock::time_point start,
+                            int64_t seq) {
   watch_.restart();
+  const bool rolled = seq >= 0 && roll_.has_value();
+  bool said = false;  // this rank told the roll it waits in `seq`
+  // Said at half the timeout: a wait that long is rare (each one leaves a key in the store for
+  // good), and a member that started within that of this one has said it by our timeout.
+  const Clock::duration say_after = std::max<Clock::duration>(kWatchAfter, timeout_ / 2);
   for (int polls = 0;; ++polls) {
     // Host side first: a non-blocking call may still be handing work to the stream.
     ncclResult_t state = ncclSuccess;
@@ -351,22 +366,38 @@ void NcclCommunicator::wait(const char* op, const What& what, Clock::time_point 
       }
     }
     const auto waited = Clock::now() - start;
+    if (rolled && !said && (waited > say_after || waited > timeout_)) {
+      roll_->reached(seq);
+      said = true;
+    }
     // NCCL never learns that a peer on this node died: its kernels wait for it. Name it.
     if (waited > kWatchAfter)
       if (const std::string gone = gone_peer(false); !gone.empty())
         fail(Code::kIOError, op, what(), start, "it cannot complete" + gone);
     if (waited > timeout_) {
       const std::string gone = gone_peer(true);
+      if (!gone.empty())
+        fail(Code::kIOError, op, what(), start, "it did not complete in time" + gone);
+      // NCCL does not say who is missing; the members that did not say they wait here are.
+      std::string who =
+          "no member is known to be gone (a peer on another host that was killed "
+          "leaves no sign): a member died, hung, or did not call the same "
+          "operation with matching sizes";
+      if (rolled) {
+        const std::string behind = roll_->missing(seq, std::chrono::seconds(5));
+        who = behind.empty()
+                  ? "every member said it waits in this operation too (collective " +
+                        std::to_string(seq) +
+                        " of the group): the transport stalled, or a member called it with "
+                        "other sizes"
+                  : "these members did not say they reached this operation (collective " +
+                        std::to_string(seq) + " of the group): " + behind +
+                        " (hung, in another operation, or slower than the timeout)";
+      }
       fail(Code::kIOError, op, what(), start,
-           "it did not complete in time" +
-               (!gone.empty()
-                    ? gone
-                    : std::string(
-                          ". No member is known to be gone (a peer on another host that was "
-                          "killed leaves no sign): a member died, hung, or did not call the same "
-                          "operation with matching sizes; check the other ranks' logs "
-                          "(NCCL_DEBUG=WARN), or raise parallel.timeout_s if the work is just "
-                          "slow")));
+           "it did not complete in time; " + who +
+               ". Check those ranks' logs (NCCL_DEBUG=WARN), or raise parallel.timeout_s if the "
+               "work is just slow");
     }
     // Spin briefly for small, fast collectives, then back off to spare the CPU.
     if (polls < 1000)

@@ -25,7 +25,9 @@
 // waited; later operations throw at once. NCCL does not say which peer stalled, and a peer on this
 // node that dies leaves NCCL waiting: a wait (joining included) longer than 2 s asks a PeerWatch
 // (parallel/peer_watch.h), which names a member that said it failed or whose process on this host
-// is gone, and the wait ends then with that name instead of at the timeout.
+// is gone, and the wait ends then with that name instead of at the timeout. At the timeout, the
+// members that did not say they reached the collective (OperationRoll: each says it at half the
+// timeout) are named: hung, or in another operation.
 // NCCL status codes become mtnlg::Error in nccl_communicator.cc only.
 //
 // Destruction finalizes the NCCL communicator (bounded by the timeout, then aborts); after a

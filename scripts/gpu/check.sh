@@ -23,8 +23,9 @@ On a machine with an NVIDIA GPU, CUDA (nvcc, cuBLAS, cuBLASLt) and NCCL:
            GPU runs bit for bit
   layouts  the tiny recipe as several GPU ranks over NCCL (tp 2, pp 2, dp 2 overlapped, tp 2 x
            dp 2 ZeRO-1; bf16 pp 2 x dp 2 reducing in bf16; fp8 tp 2 x dp 2, its amaxes reduced
-           over NCCL) against one GPU rank; a peer killed during NCCL collectives named by
-           the survivor (PeerWatch) within 30 s of a 60 s timeout; on a machine with fewer
+           over NCCL) against one GPU rank; a peer killed during NCCL all-reduces named by
+           the survivor (PeerWatch) within 30 s of a 60 s timeout, and one 20 s late named
+           at the survivor's 5 s timeout (OperationRoll); on a machine with fewer
            GPUs than ranks they share them (scripts/launch.sh, a distinct NCCL_HOSTID per rank
            so that NCCL accepts two ranks on one GPU and connects them over loopback sockets)
   demo     the CPU demo recipe (configs/demo-cpu.yaml) on the GPU in bf16
@@ -137,6 +138,9 @@ want() { [[ ",$stages," == *",$1,"* ]]; }
 
 # Runs stage $1 (function stage_$1), its output in OUT/$1.log; records pass/fail, or skip when
 # the stage returns 77 (what it needs is not on this machine; its log's last line says what).
+# The call is in a || list, where bash ignores set -e in everything it runs: a stage with several
+# checks must collect each one's status itself (`|| status=1`, then `return "$status"`), or only
+# its last command would count.
 run_stage() {
   local name=$1 start=$SECONDS rc=0
   log "---- $name"
@@ -296,7 +300,7 @@ stage_train() {
   fresh_tiny_corpus "$d"
   local common=(--config configs/tiny.yaml --set schedule.train_iters=20
     --set "data.blend=[{prefix: $d/data/tiny, weight: 1}]" --set "data.cache_dir=$d/cache")
-  local run dev prec
+  local run dev prec status=0
   local graph
   for run in cpu cuda cuda_again cuda_graph cuda_bf16_graph cpu_bf16 cuda_bf16 cpu_fp8 cuda_fp8; do
     dev=${run%%_*}
@@ -306,23 +310,28 @@ stage_train() {
     [[ $run == *fp8 ]] && prec=fp8
     [[ $run == *graph ]] && graph=true
     "$build_dir/mtnlg-train" "${common[@]}" --device "$dev" --set "precision=$prec" \
-      --set "parallel.cuda_graph=$graph" --set "logging.metrics_file=$d/$run/metrics.jsonl"
+      --set "parallel.cuda_graph=$graph" --set "logging.metrics_file=$d/$run/metrics.jsonl" ||
+      status=1
   done
-  python3 tests/cmd/compare_layouts.py "$d" cpu:cuda | tee -a "$summary"
-  python3 tests/cmd/compare_layouts.py --exact "$d" cuda:cuda_again | tee -a "$summary"
+  python3 tests/cmd/compare_layouts.py "$d" cpu:cuda | tee -a "$summary" || status=1
+  python3 tests/cmd/compare_layouts.py --exact "$d" cuda:cuda_again | tee -a "$summary" ||
+    status=1
   # parallel.cuda_graph: each micro-batch replayed from a CUDA graph, dropout's streams moved
   # on the device (Backend::set_rng_stream_base): the plain run's losses bit for bit.
-  python3 tests/cmd/compare_layouts.py --exact "$d" cuda:cuda_graph | tee -a "$summary"
-  python3 tests/cmd/compare_layouts.py --exact "$d" cuda_bf16:cuda_bf16_graph | tee -a "$summary"
+  python3 tests/cmd/compare_layouts.py --exact "$d" cuda:cuda_graph | tee -a "$summary" ||
+    status=1
+  python3 tests/cmd/compare_layouts.py --exact "$d" cuda_bf16:cuda_bf16_graph |
+    tee -a "$summary" || status=1
   # bf16: each side rounds independently; 2 units of bf16 roundoff on the loss, 5% on grad norm.
   python3 tests/cmd/compare_layouts.py --band 0.008 0.05 "$d" cpu_bf16:cuda_bf16 |
-    tee -a "$summary"
+    tee -a "$summary" || status=1
   # fp8 (the GPU's casts, core/cuda/fp8_cuda.cu, the CPU's bit for bit; cuBLASLt's FP8 GEMMs
   # with fp32 sums in their own order): the bf16 differences above feed the casts, and inputs
   # one bf16 rounding apart land on either side of an FP8 rounding boundary: fp8's own band
   # (tests/cmd/fp8_band_test.sh derives it; its tp layouts take it for the same reason).
   python3 tests/cmd/compare_layouts.py --band 0.0625 0.61 "$d" cpu_fp8:cuda_fp8 |
-    tee -a "$summary"
+    tee -a "$summary" || status=1
+  return "$status"
 }
 
 # Several GPU ranks over NCCL against one: the code above core/ (mappings, vocab-parallel loss,
@@ -337,7 +346,7 @@ stage_layouts() {
   export MTNLG_CUDA_ATTENTION
   local d=$work/layouts
   fresh_tiny_corpus "$d"
-  local gpus
+  local gpus status=0
   gpus=$(nvidia-smi -L | wc -l)
   export NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo} NCCL_IB_DISABLE=${NCCL_IB_DISABLE:-1}
   run_ranks() {  # NAME NP [--set ...]
@@ -356,52 +365,64 @@ stage_layouts() {
         bash -c 'NCCL_HOSTID=mtnlg-check-$MTNLG_RANK exec "$@"' _ "${cmd[@]}"
     fi
   }
-  run_ranks single 1
-  run_ranks tp2 2 --set parallel.tensor=2
-  run_ranks pp2 2 --set parallel.pipeline=2
-  run_ranks dp2 2 --set parallel.data=2
-  run_ranks tp2-dp2-zero1 4 --set parallel.tensor=2 --set parallel.zero_stage=1
-  run_ranks single-bf16 1 --set precision=bf16
+  run_ranks single 1 || status=1
+  run_ranks tp2 2 --set parallel.tensor=2 || status=1
+  run_ranks pp2 2 --set parallel.pipeline=2 || status=1
+  run_ranks dp2 2 --set parallel.data=2 || status=1
+  run_ranks tp2-dp2-zero1 4 --set parallel.tensor=2 --set parallel.zero_stage=1 || status=1
+  run_ranks single-bf16 1 --set precision=bf16 || status=1
   run_ranks pp2-dp2-bf16 4 --set precision=bf16 --set parallel.pipeline=2 \
-    --set parallel.grad_reduce_dtype=bf16
+    --set parallel.grad_reduce_dtype=bf16 || status=1
   # fp8: the amaxes reduced over the tensor and data groups through NCCL (host scalars staged).
-  run_ranks single-fp8 1 --set precision=fp8
-  run_ranks tp2-dp2-fp8 4 --set precision=fp8 --set parallel.tensor=2
-  nccl_peer_killed "$gpus"
+  run_ranks single-fp8 1 --set precision=fp8 || status=1
+  run_ranks tp2-dp2-fp8 4 --set precision=fp8 --set parallel.tensor=2 || status=1
+  # A peer that dies, and one that is late, during NCCL all-reduces: named by the survivor
+  # (PeerWatch; OperationRoll) in seconds.
+  nccl_two_ranks "$gpus" killed --timeout-s 60 --kill-rank 1
+  nccl_rank0_named killed "FAILED: .*all_reduce.*peer rank 1 (global rank 1)" 30 || status=1
+  nccl_two_ranks "$gpus" late --timeout-s 5 --late-rank 1 --late-ms 20000
+  nccl_rank0_named late "did not say they reached this operation (collective 1 of the group): peer rank 1 (global rank 1)" 15 ||
+    status=1
   python3 tests/cmd/compare_layouts.py "$d" single:tp2 single:pp2 single:dp2 \
-    single:tp2-dp2-zero1 | tee -a "$summary"
+    single:tp2-dp2-zero1 | tee -a "$summary" || status=1
   # bf16, gradients also summed in bf16: a band, as precision_band_test.sh allows.
   python3 tests/cmd/compare_layouts.py --band 0.01 0.05 "$d" single-bf16:pp2-dp2-bf16 |
-    tee -a "$summary"
+    tee -a "$summary" || status=1
   # tp's bf16 partial sums move FP8 roundings: fp8's own band, as in fp8_band_test.sh.
   python3 tests/cmd/compare_layouts.py --band 0.0625 0.61 "$d" single-fp8:tp2-dp2-fp8 |
-    tee -a "$summary"
+    tee -a "$summary" || status=1
+  return "$status"
 }
 
-# A peer killed during NCCL collectives (mtnlg-comm-check --transport nccl --kill-rank 1, two
-# ranks started by hand, as a launcher that leaves survivors running would): rank 0 must fail
-# naming rank 1 (PeerWatch: its pid gone from this host) well within the 60 s timeout. GPUS:
-# the machine's count; one GPU is shared through NCCL_HOSTID as run_ranks does.
-nccl_peer_killed() {
-  local gpus=$1 store r start
+# Two ranks of mtnlg-comm-check --transport nccl ARGS started by hand, as a launcher that leaves
+# survivors running would (scripts/launch.sh stops them): GPUS is the machine's count (one GPU
+# shared through NCCL_HOSTID, as run_ranks does). Rank R's output goes to $work/nccl-NAME.R.log,
+# ending with "rank R exit S after T s".
+nccl_two_ranks() {
+  local gpus=$1 name=$2 store r
+  shift 2
   store=$(mktemp -d)
-  start=$SECONDS
   for r in 0 1; do
     local hostid=()
     ((gpus < 2)) && hostid=(NCCL_HOSTID="mtnlg-check-$r")
-    env MTNLG_RANK=$r MTNLG_WORLD_SIZE=2 MTNLG_STORE_DIR="$store" "${hostid[@]}" \
-      "$build_dir/tests/mtnlg-comm-check" --transport nccl --timeout-s 60 --kill-rank 1 \
-      >"$work/nccl-killed.$r.log" 2>&1 &
+    env MTNLG_RANK=$r MTNLG_WORLD_SIZE=2 MTNLG_STORE_DIR="$store" "${hostid[@]}" bash -c \
+      'start=$SECONDS; "$@"; echo "rank $MTNLG_RANK exit $? after $((SECONDS - start)) s"' _ \
+      "$build_dir/tests/mtnlg-comm-check" --transport nccl "$@" >"$work/nccl-$name.$r.log" 2>&1 &
   done
   wait || true
   rm -rf "$store"
-  cat "$work/nccl-killed.0.log" "$work/nccl-killed.1.log"
-  local took=$((SECONDS - start))
-  if grep -q "FAILED: .*all_reduce.*peer rank 1 (global rank 1)" "$work/nccl-killed.0.log" &&
-    ((took < 30)); then
-    echo "nccl peer killed: rank 0 named rank 1 in ${took} s (timeout 60 s)" | tee -a "$summary"
+  cat "$work/nccl-$name.0.log" "$work/nccl-$name.1.log"
+}
+
+# Rank 0 of nccl_two_ranks NAME failed with a message matching PATTERN within LIMIT seconds.
+nccl_rank0_named() {
+  local name=$1 pattern=$2 limit=$3 log took
+  log=$work/nccl-$name.0.log
+  took=$(sed -n 's/^rank 0 exit [0-9]* after \([0-9]*\) s$/\1/p' "$log")
+  if grep -q "$pattern" "$log" && [[ -n $took ]] && ((took < limit)); then
+    echo "nccl $name: rank 0 named rank 1 in $took s" | tee -a "$summary"
   else
-    echo "nccl peer killed: FAIL: rank 0 did not name rank 1 within 30 s (took ${took} s)" |
+    echo "nccl $name: FAIL: rank 0 did not name rank 1 within $limit s (took ${took:-?} s)" |
       tee -a "$summary"
     return 1
   fi
@@ -419,7 +440,7 @@ stage_demo() {
     return 1
   }
   "$build_dir/mtnlg-train" --config configs/demo-cpu.yaml --device cuda --set precision=bf16 \
-    --set "logging.metrics_file=$d/metrics.jsonl" --set "data.cache_dir=$d/cache"
+    --set "logging.metrics_file=$d/metrics.jsonl" --set "data.cache_dir=$d/cache" || return 1
   python3 scripts/gpu/report.py demo "$d/metrics.jsonl" | tee -a "$summary"
 }
 
@@ -428,14 +449,14 @@ stage_demo() {
 # (float32 rounding: 1e-4) and in bf16 (a band).
 stage_eval() {
   dep_env
-  local d=$work/eval
+  local d=$work/eval status=0
   fresh_tiny_corpus "$d"
   "$build_dir/mtnlg-train" --config configs/tiny.yaml --device cpu --set model.vocab_size=50257 \
     --set schedule.train_iters=8 --set eval.interval=0 --set "data.split=[1,0,0]" \
     --set "data.blend=[{prefix: $d/data/tiny, weight: 1}]" --set "data.cache_dir=$d/cache" \
     --set "checkpoint.dir=$d/ckpt" --set checkpoint.save_interval=8 \
-    --set "logging.metrics_file=$d/metrics.jsonl"
-  python3 tests/cmd/make_task_files.py "$d/tasks"
+    --set "logging.metrics_file=$d/metrics.jsonl" || return 1
+  python3 tests/cmd/make_task_files.py "$d/tasks" || return 1
   local name args
   for name in cpu cuda cuda_bf16; do
     case $name in
@@ -445,37 +466,52 @@ stage_eval() {
     esac
     "$build_dir/mtnlg-eval" --checkpoint "$d/ckpt" "${args[@]}" --log-level info \
       --tasks lambada_openai,piqa,winogrande,race,hellaswag --task-dir "$d/tasks" \
-      --num-fewshot 0,2 --bootstrap-iters 0 --log-samples "$d/$name.samples" >"$d/$name.jsonl"
+      --num-fewshot 0,2 --bootstrap-iters 0 --log-samples "$d/$name.samples" >"$d/$name.jsonl" ||
+      status=1
     "$build_dir/mtnlg-eval" --checkpoint "$d/ckpt" "${args[@]}" --tasks wikitext \
-      --task-dir "$d/tasks" --log-samples "$d/$name.wikitext.samples" >"$d/$name.wikitext.jsonl"
+      --task-dir "$d/tasks" --log-samples "$d/$name.wikitext.samples" \
+      >"$d/$name.wikitext.jsonl" || status=1
   done
-  python3 tests/cmd/compare_task_samples.py "$d" cpu cuda 1e-4 && echo "eval: cuda fp32 = cpu" |
-    tee -a "$summary"
-  python3 tests/cmd/compare_task_samples.py "$d" cpu cuda_bf16 0.05 &&
+  if python3 tests/cmd/compare_task_samples.py "$d" cpu cuda 1e-4; then
+    echo "eval: cuda fp32 = cpu" | tee -a "$summary"
+  else
+    echo "eval: FAIL: cuda fp32 differs from cpu" | tee -a "$summary"
+    status=1
+  fi
+  if python3 tests/cmd/compare_task_samples.py "$d" cpu cuda_bf16 0.05; then
     echo "eval: cuda bf16 within 5% of cpu" | tee -a "$summary"
+  else
+    echo "eval: FAIL: cuda bf16 not within 5% of cpu" | tee -a "$summary"
+    status=1
+  fi
   # mtnlg-generate: the tiny checkpoint's greedy ids on the GPU equal the CPU's; then GPT-2
   # small's shape (one iteration trained here) generates 128 tokens on each, tokens/s compared.
   local greedy=(--input-format ids --prompt "818 262 3726" --temperature 0 --max-new-tokens 24
     --no-stop-at-eod --output-format ids)
   local a b
-  a=$("$build_dir/mtnlg-generate" --checkpoint "$d/ckpt" "${greedy[@]}" --device cpu)
-  b=$("$build_dir/mtnlg-generate" --checkpoint "$d/ckpt" "${greedy[@]}" --device cuda)
-  [[ "$a" == "$b" ]] || { echo "generate: cuda ids '$b' differ from cpu's '$a'"; return 1; }
-  echo "generate: cuda fp32 greedy ids = cpu" | tee -a "$summary"
+  a=$("$build_dir/mtnlg-generate" --checkpoint "$d/ckpt" "${greedy[@]}" --device cpu) || status=1
+  b=$("$build_dir/mtnlg-generate" --checkpoint "$d/ckpt" "${greedy[@]}" --device cuda) || status=1
+  if [[ -n "$a" && "$a" == "$b" ]]; then
+    echo "generate: cuda fp32 greedy ids = cpu" | tee -a "$summary"
+  else
+    echo "generate: FAIL: cuda ids '$b' differ from cpu's '$a'" | tee -a "$summary"
+    status=1
+  fi
   "$build_dir/mtnlg-train" --config configs/tiny.yaml --device cuda --set model.vocab_size=50257 \
     --set model.num_layers=12 --set model.hidden_size=768 --set model.num_attention_heads=12 \
     --set model.seq_length=1024 --set schedule.train_iters=1 --set eval.interval=0 \
     --set "data.split=[1,0,0]" --set "data.blend=[{prefix: $d/data/tiny, weight: 1}]" \
     --set "data.cache_dir=$d/cache-gpt2" --set "checkpoint.dir=$d/gpt2" \
-    --set checkpoint.save_interval=1 --set "logging.metrics_file=$d/gpt2.jsonl"
+    --set checkpoint.save_interval=1 --set "logging.metrics_file=$d/gpt2.jsonl" || return 1
   local where
   for where in "cpu fp32" "cuda fp32" "cuda bf16"; do
     set -- $where
     "$build_dir/mtnlg-generate" --checkpoint "$d/gpt2" "${greedy[@]}" --max-new-tokens 128 \
-      --device "$1" --dtype "$2" --log-level info 2>"$d/gen-$1-$2.err" >/dev/null
+      --device "$1" --dtype "$2" --log-level info 2>"$d/gen-$1-$2.err" >/dev/null || status=1
     echo "generate GPT-2 small shape, $1 $2: $(grep -o '[0-9.]* new tokens/s' "$d/gen-$1-$2.err")" |
       tee -a "$summary"
   done
+  return "$status"
 }
 
 # e2e_overrides: what makes configs/1.3b.yaml the bench's end-to-end run (row 1.3b-train).
@@ -511,7 +547,7 @@ e2e_row() {
 # (mtnlg-bench-train) and PyTorch eager (bench/torch_train.py) on the same shapes, bf16.
 stage_bench() {
   dep_env
-  local j=$work/bench-results.jsonl
+  local j=$work/bench-results.jsonl status=0
   rm -f "$j"
   # The table so far, rewritten after each row: a stage cut short by its time limit still leaves
   # OUT/bench.txt and bench.json with the rows it measured (the planner's rows come first).
@@ -519,21 +555,21 @@ stage_bench() {
   # The planner's figure for the shapes below (one rank, fp32 masters, no checkpointing).
   "$build_dir/mtnlg-train" --config configs/gpt2-124m.yaml --dry-run --no-data-check --json --world-size 1 \
     --set parallel.micro_batch_size=8 --set batch.global_batch_size=8 |
-    python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps({"impl": "plan", "name": "gpt2-124m", "memory_bytes": d["memory_per_rank_bytes"]["total"]}))' >>"$j"
+    python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps({"impl": "plan", "name": "gpt2-124m", "memory_bytes": d["memory_per_rank_bytes"]["total"]}))' >>"$j" || status=1
   "$build_dir/mtnlg-train" --config configs/1.3b.yaml --dry-run --no-data-check --json --world-size 1 \
     --set parallel.micro_batch_size=4 --set batch.global_batch_size=4 |
-    python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps({"impl": "plan", "name": "1.3b", "memory_bytes": d["memory_per_rank_bytes"]["total"]}))' >>"$j"
+    python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps({"impl": "plan", "name": "1.3b", "memory_bytes": d["memory_per_rank_bytes"]["total"]}))' >>"$j" || status=1
   "$build_dir/mtnlg-train" --config configs/1.3b.yaml --dry-run --no-data-check --json --world-size 1 \
     "${e2e_overrides[@]}" |
-    python3 -c 'import json,sys; d=json.load(sys.stdin); t=d["memory_per_rank_bytes"]["total"]; [print(json.dumps({"impl": "plan", "name": n, "memory_bytes": t})) for n in ("1.3b-train", "1.3b-train-blocked", "1.3b-train-best")]' >>"$j"
+    python3 -c 'import json,sys; d=json.load(sys.stdin); t=d["memory_per_rank_bytes"]["total"]; [print(json.dumps({"impl": "plan", "name": n, "memory_bytes": t})) for n in ("1.3b-train", "1.3b-train-blocked", "1.3b-train-best")]' >>"$j" || status=1
   "$build_dir/bench/mtnlg-bench-gemm" --device cuda --dtype bf16 --models gpt2-124m-b8,1.3b \
-    --min-time 0.1 --json >>"$j"
+    --min-time 0.1 --json >>"$j" || status=1
   refresh_table
   # Attention alone, forward and backward timed apart, ours (blocked and FA2-style kernels) and
   # PyTorch's scaled_dot_product_attention (its FlashAttention-2 kernels) on the same shapes,
   # without and with the recipe's dropout: OUT/attention.txt and attention.json. A few seconds;
   # first, as the figures that say where attention stands against FA2.
-  local a=$work/attention-results.jsonl status=0 p
+  local a=$work/attention-results.jsonl p
   rm -f "$a"
   for p in 0 0.1; do
     "$build_dir/bench/mtnlg-bench-attention" --device cuda \
@@ -603,9 +639,9 @@ stage_bench() {
     --global-batch 4 --iters 5 --warmup-iters 2 --precision bf16)
   for model in gpt2 xl; do
     local -n args=$model
-    "$build_dir/bench/mtnlg-bench-train" "${args[@]}" --device cuda --json >>"$j"
+    "$build_dir/bench/mtnlg-bench-train" "${args[@]}" --device cuda --json >>"$j" || status=1
     refresh_table
-    python3 bench/torch_train.py "${args[@]}" --device cuda --json >>"$j"
+    python3 bench/torch_train.py "${args[@]}" --device cuda --json >>"$j" || status=1
     refresh_table
   done
   # GPT-2 124M's step replayed from a CUDA graph (row gpt2-124m-graph; issue #36 item 4): one
@@ -637,7 +673,7 @@ stage_bench() {
   # The 1.3B step with the blocked attention kernels (core/cuda/attention_cuda.cu; row
   # 1.3b-blocked; the default, row 1.3b, takes the FA2-style ones): first of the step's variants.
   MTNLG_CUDA_ATTENTION=blocked "$build_dir/bench/mtnlg-bench-train" "${xl[@]/#1.3b/1.3b-blocked}" \
-    --device cuda --json >>"$j"
+    --device cuda --json >>"$j" || status=1
   refresh_table
   # Where the step's time goes with the recipe's dropout (0.1) and the default attention (cuDNN's),
   # each backend call timed and counted (a synchronization after each: the sum is above the
@@ -661,7 +697,7 @@ stage_bench() {
   # times them by hand. Rows 1.3b-flash and 1.3b-grid timed the first flash kernels, removed on
   # 2026-11-27.)
   MTNLG_CUDA_ATTENTION=flash2 MTNLG_CUDA_FLASH2_ROWS=128 "$build_dir/bench/mtnlg-bench-train" \
-    "${xl[@]/#1.3b/1.3b-flash2-128}" --device cuda --json >>"$j"
+    "${xl[@]/#1.3b/1.3b-flash2-128}" --device cuda --json >>"$j" || status=1
   python3 scripts/gpu/report.py bench "$j" "$out/bench.json" | tee "$out/bench.txt" || return 1
   return "$status"
 }

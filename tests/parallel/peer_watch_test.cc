@@ -171,5 +171,43 @@ TEST_CASE("PeerWatch stops reading after its budget and goes on with the next me
   CHECK_THAT(*gone, Catch::Contains("(global rank 5) stopped with an error (on host b, pid 2"));
 }
 
+TEST_CASE("OperationRoll names the members that did not say they reached a collective") {
+  MemoryStore store;
+  const std::vector<int64_t> members = {4, 5, 6, 7};
+  OperationRoll r0(store, "nccl/g.0", members, 0), r2(store, "nccl/g.0", members, 2);
+  r0.reached(3);
+  r2.reached(3);
+  r2.reached(4);  // a later collective: not the one asked about
+  CHECK(r0.missing(3, milliseconds(1000)) ==
+        "peer rank 1 (global rank 5), peer rank 3 (global rank 7)");
+  OperationRoll r1(store, "nccl/g.0", members, 1), r3(store, "nccl/g.0", members, 3);
+  r1.reached(3);
+  r3.reached(3);
+  CHECK(r0.missing(3, milliseconds(1000)).empty());
+  // Another generation of the group keeps its own roll.
+  OperationRoll again(store, "nccl/g.1", members, 0);
+  CHECK_THAT(again.missing(3, milliseconds(1000)), Catch::Contains("peer rank 3 (global rank 7)"));
+  // Saying it twice (a FileStore refuses a key set twice) does not throw.
+  TempDir dir;
+  FileStore files(dir.path().string());
+  OperationRoll twice(files, "nccl/g.0", members, 0);
+  twice.reached(1);
+  twice.reached(1);
+}
+
+TEST_CASE("OperationRoll names 8 members then counts - and counts those its budget left unread") {
+  MemoryStore store;
+  std::vector<int64_t> members(12);
+  for (size_t i = 0; i < members.size(); ++i) members[i] = static_cast<int64_t>(i);
+  OperationRoll roll(store, "nccl/big.0", members, 0);
+  const std::string many = roll.missing(0, milliseconds(10000));
+  CHECK_THAT(many, Catch::StartsWith("peer rank 1 (global rank 1), peer rank 2 (global rank 2)") &&
+                       Catch::Contains("peer rank 8 (global rank 8) and 3 more"));
+  SlowStore slow;  // 150 ms a read of an absent key
+  OperationRoll budgeted(slow, "nccl/g.0", {0, 1, 2, 3}, 0);
+  CHECK(budgeted.missing(0, milliseconds(200)) ==
+        "peer rank 1 (global rank 1), peer rank 2 (global rank 2); 1 member(s) not read in time");
+}
+
 }  // namespace
 }  // namespace mtnlg
