@@ -15,8 +15,10 @@
 // is gone) and the Store; it is move-only and should live for the whole run, longer than every
 // communicator built from it. Destroyed by an exception leaving its scope (a rank failing, even
 // before its groups are connected), it first tells the other ranks through the store
-// (Store::publish_failure): those waiting for this rank's keys stop at once, naming it. Thread
-// safety: the fields are immutable after init; the store is thread-safe.
+// (Store::publish_failure): those waiting for this rank's keys stop at once, naming it. With
+// several ranks, init() also writes this process's host and pid to the store (publish_process,
+// parallel/peer_watch.h), by which a rank on the same host sees this one gone if it is killed.
+// Thread safety: the fields are immutable after init; the store is thread-safe.
 #pragma once
 
 #include <cstdint>
