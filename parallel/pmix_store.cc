@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 
 #include "core/status.h"
@@ -52,7 +53,8 @@ namespace {
 // PMIx_Get_nb with our own deadline keeps every read bounded; an abandoned read costs this
 // small object.
 struct GetState {
-  GetState(int timeout_s, bool refresh) : server_timeout_s(timeout_s), refresh_cache(refresh) {
+  GetState(const pmix_proc_t& proc, std::string k, int timeout_s, bool refresh)
+      : owner(proc), key(std::move(k)), server_timeout_s(timeout_s), refresh_cache(refresh) {
     PMIX_INFO_LOAD(&info[0], PMIX_TIMEOUT, &server_timeout_s, PMIX_INT);
     PMIX_INFO_LOAD(&info[1], PMIX_GET_REFRESH_CACHE, &refresh_cache, PMIX_BOOL);
   }
@@ -60,9 +62,12 @@ struct GetState {
     PMIX_INFO_DESTRUCT(&info[0]);
     PMIX_INFO_DESTRUCT(&info[1]);
   }
+  // The read's arguments, kept until the callback: PMIx may still use them after we stop waiting.
+  pmix_proc_t owner;
+  std::string key;
   int server_timeout_s;
   bool refresh_cache;
-  pmix_info_t info[2];  // kept until the callback: the read may still use it
+  pmix_info_t info[2];
   std::mutex mutex;
   std::condition_variable answered;
   bool done = false;  // guarded by mutex, as the three below
@@ -98,12 +103,13 @@ std::optional<std::vector<uint8_t>> pmix_try_get(const pmix_proc_t& owner, const
                                                  bool refresh) {
   // PMIX_TIMEOUT is whole seconds; 1 s keeps each call short so our own deadline holds.
   constexpr int kServerTimeoutS = 1;
-  auto state = std::make_shared<GetState>(kServerTimeoutS, refresh);
+  auto state = std::make_shared<GetState>(owner, key, kServerTimeoutS, refresh);
   auto holder = std::make_unique<std::shared_ptr<GetState>>(state);
   // Handed to the callback before the call: PMIx may answer from within it. A call that fails
   // never calls back, and the holder is ours again.
   std::shared_ptr<GetState>* cbdata = holder.release();
-  const pmix_status_t rc = PMIx_Get_nb(&owner, key.c_str(), state->info, 2, on_get, cbdata);
+  const pmix_status_t rc =
+      PMIx_Get_nb(&state->owner, state->key.c_str(), state->info, 2, on_get, cbdata);
   const std::string context = "key '" + key + "' of rank " + std::to_string(key_owner(key));
   pmix_status_t status = rc;
   std::vector<uint8_t> out;
